@@ -1,0 +1,2 @@
+//! tpuemu facade.
+pub use tpuemu_isa as isa;

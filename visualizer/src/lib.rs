@@ -1,0 +1,1 @@
+//! Visualizer (being built).
