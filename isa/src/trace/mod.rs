@@ -8,6 +8,23 @@
 //!
 //! On disk a trace is Chrome trace event JSON (see [`chrome`]), so the same file opens in
 //! chrome://tracing, Perfetto and `tpuemu viz`.
+//!
+//! ## Conventions
+//! Producers put these keys in [`Span::args`] so that viewers can compute statistics:
+//!
+//! | track | name | args |
+//! |---|---|---|
+//! | `Host { lane: "aten" }` | the overload, `aten::mm` | `shapes` (array of shape arrays), `dtypes`, `mode` |
+//! | `Host { lane: "queue" }` | `flush` or `fused group N` | flush: `reason`, `ops`; group: `ops` (names), `op_ids`, `kernels` |
+//! | `Host { lane: "dispatch" }` | `launch <program>` | `program` |
+//! | `Kernel` | program name | `flops`, `hbm_bytes`, `program`, `source_op` |
+//! | `Unit { unit: Mxu(_) }` | `mxu.mm` etc. | `flops` |
+//! | `Dma` | `dma hbm->vmem` etc. | `bytes` |
+//! | `Link` | `rdma` | `bytes`, `to_chip` |
+//!
+//! `op_id` ties device spans to the host operator that caused them; `group_id` to the fused
+//! group. Flows go from a host span's end to the kernel span's start. Counters: `hbm_bytes_in_use`
+//! per chip.
 
 pub mod chrome;
 
