@@ -6,6 +6,7 @@
 //!   DMA descriptor format ([`dma`]);
 //! - [`Program`]: instructions plus metadata, and [`ProgramBuilder`] to generate them;
 //! - assembly text ([`text`]) and the binary encoding ([`encoding`]);
+//! - the validity rules both of them enforce ([`verify`]);
 //! - the [`Device`] trait every device implements, and its errors;
 //! - the trace schema ([`trace`]) that devices and the backend record and the visualizer reads.
 //!
@@ -17,18 +18,22 @@
 pub mod builder;
 pub mod device;
 pub mod dma;
+pub mod encoding;
 pub mod instr;
 pub mod ops;
 pub mod program;
 pub mod reg;
 pub mod text;
 pub mod trace;
+pub mod verify;
 
 pub use builder::{BuildError, Label, ProgramBuilder};
 pub use device::{
     BufferId, ChipId, ChipInfo, Completion, CoreInfo, CoreRef, DeadlockReport, Device, DeviceError,
     Fault, KernelArg, Launch, LaunchId, LaunchTarget, ProgramId, Topology,
 };
+pub use encoding::{DecodeError, decode_instr, decode_program, encode_instr, encode_program};
 pub use instr::{Addr, DmaShape, Instr, InstrClass, MemRef, Remote, SSrc, Unit, VSrc};
 pub use program::{ArgDecl, ArgKind, Program, SmemInit};
 pub use reg::{ArgSlot, MReg, Mxu, SReg, Sem, VReg};
+pub use text::{AsmError, assemble, disassemble};
