@@ -1,0 +1,227 @@
+//! One TensorCore: its architectural state and the executor that runs a program on it.
+//!
+//! The executor walks the decoded instructions in order. For every instruction it does the
+//! functional work (unless the launch is timing-only) and the timing work: when the instruction
+//! can issue (in-order front end, register scoreboard), which unit it occupies and for how long,
+//! and when its results are ready. Asynchronous engines — DMA, the matrix units' weight loads,
+//! streaming and result path — run alongside the front end and are synchronised by semaphores
+//! and memory hazards.
+//!
+//! Submodules by instruction class: [`scalar`], [`vector`], [`mxu`], [`dma`], [`sync`].
+
+pub(crate) mod dma;
+pub(crate) mod mxu;
+pub(crate) mod scalar;
+pub(crate) mod state;
+pub(crate) mod sync;
+pub(crate) mod timing;
+pub(crate) mod vector;
+
+use tpuemu_isa::{Instr, Program};
+
+use crate::fault::FaultKind;
+use crate::memory::Hbm;
+use crate::preset::ChipPreset;
+use crate::recorder::Recorder;
+
+pub(crate) use state::Core;
+
+/// What a core knows about where it runs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Placement {
+    pub chip: u32,
+    pub core: u32,
+    pub num_chips: u32,
+    pub num_cores: u32,
+    pub coords: [u32; 3],
+    pub dims: [u32; 3],
+}
+
+/// An argument as the executor sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ArgVal {
+    /// A buffer of the chip's HBM, by id, and its size.
+    Buffer { id: u64, size: u64 },
+    /// A scalar.
+    Scalar(u32),
+}
+
+/// Everything read-only a core needs during one launch.
+pub(crate) struct Env<'a> {
+    pub program: &'a Program,
+    pub args: &'a [ArgVal],
+    pub preset: &'a ChipPreset,
+    pub place: Placement,
+    /// Argument values of every chip in the launch, by chip index (`None`: not in the launch).
+    pub peers: &'a [Option<Vec<ArgVal>>],
+    /// Do the data work (false: timing only).
+    pub functional: bool,
+    /// A semaphore wait may only complete at or before this cycle (other cores could still
+    /// signal earlier); `u64::MAX` when no other core can signal.
+    pub horizon: u64,
+}
+
+/// Chip-wide state shared by the chip's cores.
+#[derive(Debug)]
+pub(crate) struct ChipShared {
+    pub hbm: Hbm,
+    /// When HBM finishes the transfers queued so far (a shared FIFO server).
+    pub hbm_free: u64,
+}
+
+/// An effect on another core, produced by remote DMA or a remote semaphore signal.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    /// Add to a semaphore of `(chip, core)` at cycle `at` (of the sender's clock).
+    Signal {
+        chip: u32,
+        core: u32,
+        sem: u8,
+        amount: i64,
+        at: u64,
+    },
+    /// Write `data` into the destination memory and signal the receive semaphore.
+    Write(Box<dma::RemoteWrite>),
+}
+
+/// Why a core stopped running.
+#[derive(Debug)]
+pub(crate) enum Status {
+    /// Reached `until`; more to run.
+    Running,
+    /// Waiting on a semaphore or a barrier.
+    Blocked,
+    /// Finished (halt or end of program).
+    Done,
+    /// Faulted at `pc`.
+    Fault { pc: u32, kind: FaultKind },
+}
+
+/// How one instruction ended.
+pub(crate) enum Flow {
+    Next,
+    Jump(u32),
+    Halt,
+    Block,
+}
+
+impl Core {
+    /// Runs from the current pc until the front end passes `until`, the core blocks, finishes
+    /// or faults.
+    pub(crate) fn run(
+        &mut self,
+        env: &Env,
+        chip: &mut ChipShared,
+        out: &mut Vec<Outgoing>,
+        rec: &mut Recorder,
+        until: u64,
+    ) -> Status {
+        let instrs = &env.program.instrs;
+        loop {
+            if self.t.front > until {
+                return Status::Running;
+            }
+            let pc = self.pc;
+            let Some(instr) = instrs.get(pc as usize) else {
+                return self.finish(env, rec);
+            };
+            self.stats.instructions += 1;
+            self.t.prune(self.t.front);
+            let flow = match self.exec(instr, env, chip, out, rec) {
+                Ok(f) => f,
+                Err(kind) => return Status::Fault { pc, kind },
+            };
+            match flow {
+                Flow::Next => self.pc += 1,
+                Flow::Jump(target) => {
+                    self.pc = target;
+                    self.t.front += env.preset.costs.branch_taken as u64;
+                }
+                Flow::Halt => return self.finish(env, rec),
+                Flow::Block => {
+                    self.stats.instructions -= 1;
+                    return Status::Blocked;
+                }
+            }
+        }
+    }
+
+    fn exec(
+        &mut self,
+        instr: &Instr,
+        env: &Env,
+        chip: &mut ChipShared,
+        out: &mut Vec<Outgoing>,
+        rec: &mut Recorder,
+    ) -> Result<Flow, FaultKind> {
+        use Instr::*;
+        match instr {
+            Nop
+            | Halt
+            | Br { .. }
+            | BrIf { .. }
+            | SMov { .. }
+            | SAlu { .. }
+            | SCmp { .. }
+            | SLoad { .. }
+            | SStore { .. }
+            | SSys { .. } => self.exec_scalar(instr, env, rec),
+            VLoad { .. }
+            | VStore { .. }
+            | VGather { .. }
+            | VMov { .. }
+            | VBin { .. }
+            | VUn { .. }
+            | VCmp { .. }
+            | VSel { .. }
+            | VCvt { .. }
+            | VIota { .. }
+            | VMask { .. }
+            | VRed { .. }
+            | VRot { .. }
+            | VPerm { .. }
+            | VTrans { .. }
+            | MLogic { .. }
+            | MNot { .. }
+            | MSet { .. } => self.exec_vector(instr, env, rec),
+            MxuLoad { .. } | MxuMatmul { .. } | MxuPop { .. } => self.exec_mxu(instr, env, rec),
+            Dma { .. } => self.exec_dma(instr, env, chip, out, rec),
+            SemSignal { .. } | SemWait { .. } | Barrier => self.exec_sync(instr, env, out, rec),
+            MarkBegin { name } => {
+                self.markers.push((*name, self.t.front));
+                Ok(Flow::Next)
+            }
+            MarkEnd => {
+                if let Some((name, start)) = self.markers.pop() {
+                    let label = env
+                        .program
+                        .markers
+                        .get(name as usize)
+                        .cloned()
+                        .unwrap_or_default();
+                    rec.region(label, start, self.t.front, self.markers.len());
+                }
+                Ok(Flow::Next)
+            }
+        }
+    }
+
+    /// Checks the exit conditions and settles the end time.
+    fn finish(&mut self, env: &Env, rec: &mut Recorder) -> Status {
+        let end = self.t.end_time();
+        while let Some((name, start)) = self.markers.pop() {
+            let label = env
+                .program
+                .markers
+                .get(name as usize)
+                .cloned()
+                .unwrap_or_default();
+            rec.region(label, start, end, self.markers.len());
+        }
+        self.t.front = end;
+        if let Some(kind) = self.leftover_semaphore() {
+            return Status::Fault { pc: self.pc, kind };
+        }
+        Status::Done
+    }
+}

@@ -1,0 +1,417 @@
+//! The matrix units: weight loads, streaming LHS rows through the systolic array, popping
+//! results.
+//!
+//! Functional model: weights and LHS values are read from VMEM (bf16 widened exactly, or f32
+//! split into bf16 parts for the precision's passes); each pass is a tile product summed in
+//! the defined order of [`crate::numerics::matmul`]; pass results are added in a fixed order,
+//! smallest terms first (see [`passes`]). Results are f32.
+//!
+//! Timing model (per matrix unit, `R x C` array, `M` rows, `P` passes):
+//! - Pipelined (TPU-like): `mxu.lw` shifts a tile into the idle weight buffer in `R` cycles,
+//!   overlapping the current stream; `mxu.mm` streams `M x P` rows back to back once its weights
+//!   are in; results leave `R + C - 2` cycles after the last row enters.
+//! - SCALE-Sim: one weight buffer; a load takes `R` cycles with the array idle, a matmul holds
+//!   the array for `M + R + C - 2` cycles (fill, stream, drain) and nothing overlaps. A fold
+//!   (one load and one matmul) costs `2R + C + M - 2`, what SCALE-Sim 3.0.0 reports per fold.
+//!
+//! The front end does not wait for the matrix units; `mxu.pop` writes land asynchronously and
+//! later VMEM accesses to those bytes wait for them.
+
+use tpuemu_isa::ops::{MxuFmt, Precision};
+use tpuemu_isa::{Addr, Instr, Unit};
+
+use super::state::{ResultBlock, Weights};
+use super::timing::{MemKey, Range};
+use super::{Core, Env, Flow};
+use crate::fault::FaultKind;
+use crate::numerics::float::{bf16_bits_to_f32, round_bf16};
+use crate::numerics::matmul::{PackedWeights, tile_product};
+use crate::preset::MxuModel;
+use crate::recorder::Recorder;
+
+/// The passes of a precision, in the order they are summed: (LHS part, weight part), parts
+/// indexed 0 = hi, 1 = mid, 2 = lo.
+pub fn passes(prec: Precision) -> &'static [(usize, usize)] {
+    match prec {
+        Precision::P1 => &[(0, 0)],
+        Precision::P3 => &[(1, 0), (0, 1), (0, 0)],
+        Precision::P6 => &[(1, 1), (2, 0), (0, 2), (1, 0), (0, 1), (0, 0)],
+    }
+}
+
+/// Splits f32 values into three bf16 parts: `x = hi + mid + lo` (as far as bf16 allows).
+fn split(values: &[f32]) -> [Vec<f32>; 3] {
+    let hi: Vec<f32> = values.iter().map(|x| round_bf16(*x)).collect();
+    let mid: Vec<f32> = values
+        .iter()
+        .zip(&hi)
+        .map(|(x, h)| round_bf16(x - h))
+        .collect();
+    let lo: Vec<f32> = values
+        .iter()
+        .zip(&hi)
+        .zip(&mid)
+        .map(|((x, h), m)| round_bf16(x - h - m))
+        .collect();
+    [hi, mid, lo]
+}
+
+fn read_matrix(
+    bytes: &[u8],
+    base: usize,
+    rows: usize,
+    cols: usize,
+    stride: usize,
+    fmt: MxuFmt,
+) -> Vec<f32> {
+    let mut out = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        let row = &bytes[base + r * stride..base + r * stride + cols * fmt.bytes() as usize];
+        match fmt {
+            MxuFmt::Bf16 => out.extend(
+                row.chunks_exact(2)
+                    .map(|b| bf16_bits_to_f32(u16::from_le_bytes([b[0], b[1]]))),
+            ),
+            MxuFmt::F32 => out.extend(
+                row.chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+            ),
+        }
+    }
+    out
+}
+
+impl Core {
+    /// Checks a `rows x row_bytes` block at `addr` with `stride`; returns its base and range.
+    fn mxu_block(
+        &self,
+        addr: Addr,
+        rows: u64,
+        row_bytes: u64,
+        stride: i64,
+        write: bool,
+    ) -> Result<(usize, Range), FaultKind> {
+        let base = self.s(addr.base) as i32 as i64 + addr.offset as i64;
+        let (lo, hi) = if rows == 0 {
+            (base, base)
+        } else {
+            let last = base + (rows as i64 - 1) * stride;
+            (base.min(last), base.max(last) + row_bytes as i64)
+        };
+        if stride < 0 || !self.vmem.contains(lo, hi) {
+            return Err(FaultKind::OutOfBounds {
+                access: if write { "write" } else { "read" },
+                region: "VMEM".into(),
+                start: lo,
+                end: hi,
+                size: self.vmem.size(),
+            });
+        }
+        Ok((
+            base as usize,
+            Range {
+                mem: MemKey::Vmem,
+                lo: lo as u64,
+                hi: hi as u64,
+            },
+        ))
+    }
+
+    pub(crate) fn exec_mxu(
+        &mut self,
+        instr: &Instr,
+        env: &Env,
+        rec: &mut Recorder,
+    ) -> Result<Flow, FaultKind> {
+        let p = env.preset;
+        let (r_dim, c_dim) = (p.mxu_rows as u64, p.mxu_cols as u64);
+        let pc = self.pc;
+        match *instr {
+            Instr::MxuLoad {
+                mxu,
+                fmt,
+                addr,
+                rows,
+                cols,
+                stride,
+            } => {
+                let (k, n, st) = (
+                    self.s(rows) as u64,
+                    self.s(cols) as u64,
+                    self.s(stride) as i32 as i64,
+                );
+                if k == 0 || k > r_dim || n == 0 || n > c_dim {
+                    return Err(FaultKind::Invalid(format!(
+                        "weight tile {k}x{n} does not fit the {r_dim}x{c_dim} array (1..={r_dim} rows, 1..={c_dim} columns)"
+                    )));
+                }
+                let (base, range) = self.mxu_block(addr, k, n * fmt.bytes() as u64, st, false)?;
+                let issue = self
+                    .t
+                    .front
+                    .max(self.sready(addr.base))
+                    .max(self.sready(rows))
+                    .max(self.sready(cols))
+                    .max(self.sready(stride));
+                let two = p.mxu_weight_buffers == 2 && p.mxu_model == MxuModel::Pipelined;
+                let m = &mut self.t.mxu[mxu.index() as usize];
+                let b = if two { 1 - m.cur } else { 0 };
+                let mut start = match p.mxu_model {
+                    MxuModel::Pipelined => issue.max(m.bufs[b].free).max(m.load_free),
+                    MxuModel::ScaleSim => issue.max(m.array_idle),
+                };
+                start = start.max(self.t.write_hazard(&range));
+                self.t.check_race(&range, false, start)?;
+                let end = start + r_dim;
+                let m = &mut self.t.mxu[mxu.index() as usize];
+                m.cur = b;
+                m.bufs[b].ready = end;
+                m.bufs[b].free = end;
+                m.load_free = end;
+                if p.mxu_model == MxuModel::ScaleSim {
+                    m.array_idle = end;
+                    m.busy += r_dim;
+                    rec.mxu(Unit::Mxu(mxu), pc, start, end, 0);
+                }
+                self.t.async_end = self.t.async_end.max(end);
+                self.stats.mxu_first = Some(self.stats.mxu_first.map_or(start, |f| f.min(start)));
+                self.t.front = issue + 1;
+                let weights = if env.functional {
+                    read_matrix(
+                        self.vmem.bytes(),
+                        base,
+                        k as usize,
+                        n as usize,
+                        st as usize,
+                        fmt,
+                    )
+                } else {
+                    Vec::new()
+                };
+                self.mxus[mxu.index() as usize].weights = Some(Weights {
+                    fmt,
+                    k: k as usize,
+                    n: n as usize,
+                    raw: weights,
+                    parts: [None, None, None],
+                });
+            }
+            Instr::MxuMatmul {
+                mxu,
+                fmt,
+                prec,
+                addr,
+                rows,
+                stride,
+            } => {
+                let mi = mxu.index() as usize;
+                let (wk, wn, wfmt) = match &self.mxus[mi].weights {
+                    Some(w) => (w.k as u64, w.n as u64, w.fmt),
+                    None => {
+                        return Err(FaultKind::Invalid(format!(
+                            "{mxu} has no weights loaded (mxu.lw first)"
+                        )));
+                    }
+                };
+                if wfmt != fmt {
+                    return Err(FaultKind::Invalid(format!(
+                        "{mxu} holds {wfmt} weights but the LHS is {fmt}"
+                    )));
+                }
+                let (mrows, st) = (self.s(rows) as u64, self.s(stride) as i32 as i64);
+                let (base, range) =
+                    self.mxu_block(addr, mrows, wk * fmt.bytes() as u64, st, false)?;
+                let issue = self
+                    .t
+                    .front
+                    .max(self.sready(addr.base))
+                    .max(self.sready(rows))
+                    .max(self.sready(stride));
+                let npass = prec.passes() as u64;
+                let m = &mut self.t.mxu[mi];
+                let b = m.cur;
+                let mut start = match p.mxu_model {
+                    MxuModel::Pipelined => issue.max(m.bufs[b].ready).max(m.input_free),
+                    MxuModel::ScaleSim => issue.max(m.bufs[b].ready).max(m.array_idle),
+                };
+                start = start.max(self.t.write_hazard(&range));
+                self.t.check_race(&range, false, start)?;
+                let stream = mrows * npass;
+                let ready = start + stream + r_dim + c_dim - 2;
+                let flops = 2 * mrows * wk * wn;
+                let m = &mut self.t.mxu[mi];
+                match p.mxu_model {
+                    MxuModel::Pipelined => {
+                        m.input_free = start + stream;
+                        m.bufs[b].free = start + stream;
+                        m.busy += stream;
+                        rec.mxu(Unit::Mxu(mxu), pc, start, start + stream, flops);
+                    }
+                    MxuModel::ScaleSim => {
+                        m.array_idle = ready;
+                        m.busy += ready - start;
+                        rec.mxu(Unit::Mxu(mxu), pc, start, ready, flops);
+                    }
+                }
+                self.t.async_end = self.t.async_end.max(ready);
+                self.stats.mxu_first = Some(self.stats.mxu_first.map_or(start, |f| f.min(start)));
+                self.stats.mxu_last = self.stats.mxu_last.max(ready);
+                self.stats.flops += flops;
+                self.t.front = issue + 1;
+                let data = if env.functional {
+                    self.matmul(mi, base, mrows as usize, st as usize, prec)
+                } else {
+                    Vec::new()
+                };
+                self.mxus[mi].queue.push_back(ResultBlock {
+                    rows: mrows,
+                    n: wn as usize,
+                    data,
+                    taken: 0,
+                    ready,
+                });
+            }
+            Instr::MxuPop {
+                mxu,
+                acc,
+                addr,
+                rows,
+                stride,
+            } => {
+                let mi = mxu.index() as usize;
+                let (r, st) = (self.s(rows) as u64, self.s(stride) as i32 as i64);
+                let available = self.mxus[mi].queued_rows();
+                if r > available {
+                    return Err(FaultKind::MxuUnderflow {
+                        mxu: mxu.to_string(),
+                        asked: r as u32,
+                        available,
+                    });
+                }
+                let n = self.mxus[mi].queue.front().map_or(0, |b| b.n) as u64;
+                let (base, range) = self.mxu_block(addr, r, n * 4, st, true)?;
+                let issue = self
+                    .t
+                    .front
+                    .max(self.sready(addr.base))
+                    .max(self.sready(rows))
+                    .max(self.sready(stride));
+                let rows_ready =
+                    self.pop_rows(mi, r as usize, base, st as usize, acc, env.functional);
+                let m = &mut self.t.mxu[mi];
+                let mut start = issue.max(rows_ready).max(m.pop_free);
+                start = start.max(self.t.write_hazard(&range));
+                self.t.check_race(&range, true, start)?;
+                let dur = r.div_ceil(p.costs.pop_rows_per_cycle as u64);
+                self.t.mxu[mi].pop_free = start + dur;
+                self.t.pending_writes.push_back((range, start + dur));
+                self.t.async_end = self.t.async_end.max(start + dur);
+                self.t.front = issue + 1;
+            }
+            _ => unreachable!("exec_mxu called with a non-matrix instruction"),
+        }
+        Ok(Flow::Next)
+    }
+
+    /// Streams `m` LHS rows through matrix unit `mi`; returns the `m x n` results.
+    fn matmul(
+        &mut self,
+        mi: usize,
+        base: usize,
+        m: usize,
+        stride: usize,
+        prec: Precision,
+    ) -> Vec<f32> {
+        let (k, n, fmt) = {
+            let w = self.mxus[mi]
+                .weights
+                .as_ref()
+                .expect("checked by the caller");
+            (w.k, w.n, w.fmt)
+        };
+        let lhs = read_matrix(self.vmem.bytes(), base, m, k, stride, fmt);
+        let lhs_parts: [Vec<f32>; 3] = match (fmt, prec) {
+            (MxuFmt::Bf16, _) => [lhs, Vec::new(), Vec::new()],
+            (MxuFmt::F32, _) => split(&lhs),
+        };
+        let w = self.mxus[mi]
+            .weights
+            .as_mut()
+            .expect("checked by the caller");
+        if w.parts.iter().all(Option::is_none) {
+            let parts = match fmt {
+                MxuFmt::Bf16 => [w.raw.clone(), Vec::new(), Vec::new()],
+                MxuFmt::F32 => split(&w.raw),
+            };
+            for (slot, part) in w.parts.iter_mut().zip(parts) {
+                if !part.is_empty() {
+                    *slot = Some(PackedWeights::pack(&part, k, n));
+                }
+            }
+        }
+        let mut result = vec![0.0f32; m * n];
+        let mut tmp = Vec::new();
+        for (i, &(a_part, w_part)) in passes(prec).iter().enumerate() {
+            let packed = w.parts[w_part].as_ref().expect("part packed above");
+            if i == 0 {
+                tile_product(&lhs_parts[a_part], k, m, packed, &mut result);
+            } else {
+                tmp.resize(m * n, 0.0);
+                tile_product(&lhs_parts[a_part], k, m, packed, &mut tmp);
+                for (r, t) in result.iter_mut().zip(&tmp) {
+                    *r += *t;
+                }
+            }
+        }
+        result
+    }
+
+    /// Takes `rows` queued rows of matrix unit `mi`, writing them to VMEM when `functional`;
+    /// returns the cycle at which they are all out of the array.
+    fn pop_rows(
+        &mut self,
+        mi: usize,
+        rows: usize,
+        base: usize,
+        stride: usize,
+        acc: bool,
+        functional: bool,
+    ) -> u64 {
+        let mut ready = 0;
+        let mut done = 0usize;
+        let vmem = if functional {
+            Some(self.vmem.bytes())
+        } else {
+            None
+        };
+        let queue = &mut self.mxus[mi].queue;
+        let mut vmem = vmem;
+        while done < rows {
+            let block = queue.front_mut().expect("row count checked by the caller");
+            ready = ready.max(block.ready);
+            let take = (rows - done).min((block.rows - block.taken) as usize);
+            if let Some(bytes) = vmem.as_deref_mut() {
+                for r in 0..take {
+                    let src = &block.data[(block.taken as usize + r) * block.n
+                        ..(block.taken as usize + r + 1) * block.n];
+                    let dst = &mut bytes
+                        [base + (done + r) * stride..base + (done + r) * stride + block.n * 4];
+                    for (d, v) in dst.chunks_exact_mut(4).zip(src) {
+                        let out = if acc {
+                            f32::from_le_bytes([d[0], d[1], d[2], d[3]]) + v
+                        } else {
+                            *v
+                        };
+                        d.copy_from_slice(&out.to_le_bytes());
+                    }
+                }
+            }
+            block.taken += take as u64;
+            done += take;
+            if block.taken == block.rows {
+                queue.pop_front();
+            }
+        }
+        ready
+    }
+}

@@ -1,0 +1,284 @@
+//! Chip presets: the figures that define a TPU generation for the emulator.
+//!
+//! A [`ChipPreset`] holds every number the functional and timing models use: cores, matrix
+//! units and their size, clock, memories, DMA engines, ICI links, and the per-instruction costs.
+//! Every field has an entry in [`ChipPreset::sources`] naming where the figure comes from (tags
+//! as in `shared/specs/tpu-generations.md`: `[GC]` Google Cloud, `[SB]` the scaling book, `[TI]`
+//! JAX's `tpu_info.py`, `[PD]` Pallas docs) or how it was calibrated.
+//!
+//! Presets are TOML-serialisable: [`ChipPreset::to_toml`], [`ChipPreset::from_toml`] (a file may
+//! start from a built-in with `base = "v5e"` and override any field), and
+//! [`ChipPreset::set`] overrides one field by its dotted name (`costs.valu_latency=3`).
+
+mod builtin;
+mod toml_io;
+
+use std::collections::BTreeMap;
+
+pub use builtin::{builtin, builtin_names};
+pub use toml_io::PresetError;
+
+/// How the matrix units are timed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MxuModel {
+    /// TPU-like: the next weight tile loads while the current one streams (with two weight
+    /// buffers), rows stream back to back, fill and drain overlap with the next matmul.
+    Pipelined,
+    /// SCALE-Sim 3.0.0 weight-stationary parity: one weight buffer, no overlap between folds;
+    /// a fold costs `R` cycles of weight load plus `M + R + C - 2` cycles of streaming.
+    ScaleSim,
+}
+
+/// Per-instruction costs in cycles. Occupancy is how long the unit is busy (the reciprocal
+/// throughput); latency is when the result can be used.
+#[derive(Clone, PartialEq, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Costs {
+    /// Scalar ALU result latency.
+    pub scalar_latency: u32,
+    /// SMEM load latency.
+    pub sld_latency: u32,
+    /// Extra cycles for a taken branch.
+    pub branch_taken: u32,
+    /// Vector ALU occupancy.
+    pub valu_occupancy: u32,
+    /// Vector ALU latency.
+    pub valu_latency: u32,
+    /// Vector load occupancy for dense loads.
+    pub vld_occupancy: u32,
+    /// Vector load latency.
+    pub vld_latency: u32,
+    /// Vector load or store occupancy when the lane stride is not dense (includes broadcasts).
+    pub vld_strided_occupancy: u32,
+    /// Vector store occupancy.
+    pub vst_occupancy: u32,
+    /// Transcendental unit occupancy.
+    pub eup_occupancy: u32,
+    /// Transcendental unit latency.
+    pub eup_latency: u32,
+    /// Cross-lane reduction occupancy.
+    pub xlu_reduce_occupancy: u32,
+    /// Cross-lane reduction latency.
+    pub xlu_reduce_latency: u32,
+    /// Rotate/permute/transpose occupancy.
+    pub xlu_permute_occupancy: u32,
+    /// Rotate/permute/transpose latency.
+    pub xlu_permute_latency: u32,
+    /// Gather occupancy.
+    pub xlu_gather_occupancy: u32,
+    /// Front-end cycles to issue a DMA.
+    pub dma_issue: u32,
+    /// Smallest HBM transfer: a contiguous run shorter than this costs this many bytes.
+    pub dma_burst_bytes: u32,
+    /// VMEM/SMEM bytes a DMA engine moves per cycle when HBM is not involved.
+    pub dma_local_bytes_per_cycle: u32,
+    /// MXU result rows written to VMEM per cycle by `mxu.pop`.
+    pub pop_rows_per_cycle: u32,
+    /// Cycles for a semaphore signal to be visible on the same chip.
+    pub sem_latency: u32,
+    /// Cycles for a barrier to release once the last core arrives.
+    pub barrier_latency: u32,
+    /// Cycles from a kernel's start to its first instruction (program load, argument setup).
+    pub kernel_launch: u32,
+}
+
+/// Everything the emulator needs to model one chip generation.
+#[derive(Clone, PartialEq, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChipPreset {
+    /// Preset name (`v5e`).
+    pub name: String,
+    /// What it models, in a line.
+    pub description: String,
+    /// TensorCores per chip.
+    pub cores_per_chip: u32,
+    /// Matrix units per TensorCore.
+    pub mxus_per_core: u32,
+    /// Rows (K) of each systolic array.
+    pub mxu_rows: u32,
+    /// Columns (N) of each systolic array.
+    pub mxu_cols: u32,
+    /// How the matrix units are timed.
+    pub mxu_model: MxuModel,
+    /// Weight buffers per matrix unit (2 lets the next tile load while one streams).
+    pub mxu_weight_buffers: u32,
+    /// Core clock in Hz.
+    pub clock_hz: f64,
+    /// HBM capacity per chip, bytes.
+    pub hbm_bytes: u64,
+    /// HBM bandwidth per chip, bytes per second.
+    pub hbm_bytes_per_s: f64,
+    /// HBM access latency, ns.
+    pub hbm_latency_ns: f64,
+    /// VMEM per TensorCore, bytes.
+    pub vmem_bytes: u64,
+    /// SMEM per TensorCore, bytes.
+    pub smem_bytes: u64,
+    /// Vector registers per TensorCore.
+    pub vregs: u32,
+    /// DMA engines per TensorCore.
+    pub dma_engines: u32,
+    /// Mesh dimensions of a slice of this generation (2 or 3).
+    pub ici_dims: u32,
+    /// One-way bandwidth of one ICI link, bytes per second.
+    pub ici_link_bytes_per_s: f64,
+    /// Latency of one ICI hop, ns.
+    pub ici_hop_latency_ns: f64,
+    /// Axis length at which a slice axis gets wraparound links (16 on v5e/v6e: only full axes;
+    /// 4 on v4/v5p/v7x: full cubes).
+    pub ici_wrap_multiple: u32,
+    /// Host link (PCIe) bandwidth per chip, bytes per second.
+    pub host_link_bytes_per_s: f64,
+    /// Per-instruction costs.
+    pub costs: Costs,
+    /// Where each figure comes from, by field name (`costs.valu_latency` for costs).
+    pub sources: BTreeMap<String, String>,
+}
+
+impl ChipPreset {
+    /// Peak bf16 FLOP/s of the chip: cores x MXUs x rows x cols x 2 x clock.
+    pub fn peak_bf16_flops(&self) -> f64 {
+        self.cores_per_chip as f64
+            * self.mxus_per_core as f64
+            * self.mxu_rows as f64
+            * self.mxu_cols as f64
+            * 2.0
+            * self.clock_hz
+    }
+
+    /// Peak bf16 FLOP/s of one TensorCore.
+    pub fn peak_bf16_flops_per_core(&self) -> f64 {
+        self.peak_bf16_flops() / self.cores_per_chip as f64
+    }
+
+    /// HBM bytes per cycle.
+    pub fn hbm_bytes_per_cycle(&self) -> f64 {
+        self.hbm_bytes_per_s / self.clock_hz
+    }
+
+    /// ns to cycles (rounded up).
+    pub fn ns_to_cycles(&self, ns: f64) -> u64 {
+        (ns * self.clock_hz / 1e9).ceil().max(0.0) as u64
+    }
+
+    /// Cycles to ns.
+    pub fn cycles_to_ns(&self, cycles: u64) -> f64 {
+        cycles as f64 * 1e9 / self.clock_hz
+    }
+
+    /// The source of a field, if recorded.
+    pub fn source(&self, field: &str) -> Option<&str> {
+        self.sources.get(field).map(String::as_str)
+    }
+
+    /// Checks the figures are usable (non-zero sizes, supported MXU shapes, ...).
+    pub fn validate(&self) -> Result<(), PresetError> {
+        let bad = |why: String| {
+            Err(PresetError::Invalid {
+                preset: self.name.clone(),
+                why,
+            })
+        };
+        if self.cores_per_chip == 0 || self.cores_per_chip > 16 {
+            return bad(format!(
+                "cores_per_chip is {}; expected 1 to 16",
+                self.cores_per_chip
+            ));
+        }
+        if self.mxus_per_core == 0 || self.mxus_per_core > tpuemu_isa::reg::MAX_MXUS as u32 {
+            return bad(format!(
+                "mxus_per_core is {}; expected 1 to 16",
+                self.mxus_per_core
+            ));
+        }
+        if !(8..=1024).contains(&self.mxu_rows) || !(8..=1024).contains(&self.mxu_cols) {
+            return bad(format!(
+                "MXU is {}x{}; rows and columns must be 8 to 1024",
+                self.mxu_rows, self.mxu_cols
+            ));
+        }
+        if !(1..=2).contains(&self.mxu_weight_buffers) {
+            return bad("mxu_weight_buffers must be 1 or 2".into());
+        }
+        if !(self.clock_hz > 0.0 && self.hbm_bytes_per_s > 0.0 && self.ici_link_bytes_per_s > 0.0) {
+            return bad("clock and bandwidths must be positive".into());
+        }
+        if self.host_link_bytes_per_s <= 0.0
+            || self.hbm_latency_ns < 0.0
+            || self.ici_hop_latency_ns < 0.0
+        {
+            return bad("host link bandwidth must be positive and latencies non-negative".into());
+        }
+        if self.vmem_bytes < 64 * 1024 || self.smem_bytes < 1024 || self.hbm_bytes == 0 {
+            return bad("VMEM must be at least 64 KiB, SMEM at least 1 KiB, HBM non-zero".into());
+        }
+        if self.vregs == 0 || self.vregs > tpuemu_isa::reg::NUM_VREGS as u32 {
+            return bad(format!("vregs is {}; expected 1 to 64", self.vregs));
+        }
+        if self.dma_engines == 0 || self.dma_engines > 64 {
+            return bad(format!(
+                "dma_engines is {}; expected 1 to 64",
+                self.dma_engines
+            ));
+        }
+        if !(1..=3).contains(&self.ici_dims) || self.ici_wrap_multiple == 0 {
+            return bad("ici_dims must be 1 to 3 and ici_wrap_multiple positive".into());
+        }
+        let c = &self.costs;
+        if c.dma_burst_bytes == 0 || c.dma_local_bytes_per_cycle == 0 || c.pop_rows_per_cycle == 0 {
+            return bad("DMA burst, local DMA bandwidth and pop rate must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// What a compiler needs to know about one core.
+    pub fn core_info(&self) -> tpuemu_isa::CoreInfo {
+        tpuemu_isa::CoreInfo {
+            vmem_bytes: self.vmem_bytes,
+            smem_bytes: self.smem_bytes,
+            vregs: self.vregs,
+            mxus: self.mxus_per_core,
+            mxu_rows: self.mxu_rows,
+            mxu_cols: self.mxu_cols,
+            dma_engines: self.dma_engines,
+            clock_hz: self.clock_hz,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peaks_equal_published_figures() {
+        for (name, peak, bw) in [
+            ("v4", 275e12, 1.2e12),
+            ("v5e", 197e12, 8.2e11),
+            ("v5p", 459e12, 2.765e12),
+            ("v6e", 918e12, 1.64e12),
+            ("v7x", 2307e12, 7.38e12),
+        ] {
+            let p = builtin(name).unwrap();
+            let rel = (p.peak_bf16_flops() - peak).abs() / peak;
+            assert!(rel < 1e-9, "{name}: peak {} vs {peak}", p.peak_bf16_flops());
+            assert_eq!(p.hbm_bytes_per_s, bw, "{name}");
+            p.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn every_field_has_a_source() {
+        for name in builtin_names() {
+            let p = builtin(name).unwrap();
+            let table = toml_io::flat_fields(&p);
+            for field in table {
+                if field == "name" || field == "description" || field.starts_with("sources") {
+                    continue;
+                }
+                assert!(p.source(&field).is_some(), "{name}: no source for {field}");
+            }
+        }
+    }
+}
