@@ -1,1 +1,85 @@
-//! Visualizer (being built).
+//! `tpuemu-visualizer`: a timeline viewer for tpuemu traces (Chrome trace JSON written by
+//! [`tpuemu_isa::trace::chrome::to_chrome_json`], or any Chrome trace).
+//!
+//! Lanes per chip (host operators, queue and dispatch above; per chip kernels, nested regions,
+//! units, DMA engines, ICI links), grouped and collapsible; zoom, pan, hover, selection with
+//! details; fusion groups as brackets linked to the operators they fused; flows from host
+//! operators to kernels; utilisation, FLOP/s, MFU and HBM bandwidth over a selected range;
+//! two traces stacked on one time axis. See `visualizer/README.md` for the controls.
+//!
+//! Entry points for the CLI: [`run_viewer`] opens a window (eframe, wgpu renderer);
+//! [`screenshot`] renders the same view to a PNG with no window and no GPU.
+//!
+//! Module map: [`axis`] (time <-> pixel), [`lanes`] (lane kinds and order), [`model`] (a trace
+//! indexed per lane and row), [`index`] (culling and merging), [`layout`] (y positions),
+//! [`stats`] (range statistics), [`options`] (view options), [`view`] (state and input),
+//! [`paint`] and [`details`] (drawing), [`app`] (the window), [`screenshot`] and [`raster`]
+//! (headless rendering), [`synthetic`] (big test traces).
+
+#![deny(rustdoc::broken_intra_doc_links)]
+
+pub mod app;
+pub mod axis;
+pub mod details;
+pub mod error;
+pub mod index;
+pub mod lanes;
+pub mod layout;
+pub mod model;
+pub mod options;
+pub mod paint;
+pub mod raster;
+pub mod screenshot;
+pub mod stats;
+pub mod synthetic;
+pub mod view;
+
+use std::path::{Path, PathBuf};
+
+pub use error::VizError;
+pub use model::{TraceModel, load_trace, open_trace};
+pub use options::ViewOptions;
+pub use screenshot::ScreenshotInfo;
+pub use synthetic::synthetic_trace;
+pub use view::Viewer;
+
+/// Default screenshot width, px.
+pub const DEFAULT_WIDTH: u32 = 1600;
+/// Default screenshot height, px.
+pub const DEFAULT_HEIGHT: u32 = 1000;
+
+/// Reads and indexes one or two trace files (the first is drawn on top).
+pub fn open_traces(paths: &[PathBuf]) -> Result<Vec<TraceModel>, VizError> {
+    if paths.is_empty() || paths.len() > 2 {
+        return Err(VizError::TraceCount(paths.len()));
+    }
+    paths.iter().map(|p| open_trace(p)).collect()
+}
+
+/// Opens a window showing one trace, or two stacked on a shared time axis. Returns when the
+/// window is closed.
+pub fn run_viewer(paths: &[PathBuf]) -> Result<(), VizError> {
+    let traces = open_traces(paths)?;
+    let title = format!(
+        "tpuemu viz — {}",
+        traces
+            .iter()
+            .map(|t| t.label.as_str())
+            .collect::<Vec<_>>()
+            .join(" vs ")
+    );
+    app::run_window(Viewer::new(traces, ViewOptions::default()), &title)
+}
+
+/// Renders the view of one or two traces, fitted to the whole of them, to a PNG of
+/// `width` x `height` pixels, without a window or a GPU.
+pub fn screenshot(
+    paths: &[PathBuf],
+    out: &Path,
+    width: u32,
+    height: u32,
+) -> Result<ScreenshotInfo, VizError> {
+    let traces = open_traces(paths)?;
+    let mut viewer = Viewer::new(traces, ViewOptions::default());
+    screenshot::screenshot_viewer(&mut viewer, out, width, height)
+}

@@ -1,0 +1,64 @@
+//! The eframe window (wgpu renderer) around the [`Viewer`], and the mapping of eframe's
+//! start-up failures (no display, no GPU adapter) to [`VizError`]s that say what to do.
+
+use eframe::egui;
+
+use crate::error::VizError;
+use crate::view::Viewer;
+
+struct VizApp {
+    viewer: Viewer,
+}
+
+impl eframe::App for VizApp {
+    fn ui(&mut self, ui: &mut egui::Ui, _frame: &mut eframe::Frame) {
+        self.viewer.ui(ui);
+    }
+}
+
+/// Opens the window and runs until it is closed.
+pub fn run_window(viewer: Viewer, title: &str) -> Result<(), VizError> {
+    if cfg!(target_os = "linux")
+        && std::env::var_os("DISPLAY").is_none()
+        && std::env::var_os("WAYLAND_DISPLAY").is_none()
+    {
+        return Err(VizError::NoDisplay {
+            detail: "neither DISPLAY nor WAYLAND_DISPLAY is set".into(),
+        });
+    }
+    let options = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title(title)
+            .with_inner_size([1400.0, 900.0]),
+        renderer: eframe::Renderer::Wgpu,
+        ..Default::default()
+    };
+    eframe::run_native(
+        title,
+        options,
+        Box::new(|cc| {
+            cc.egui_ctx.set_theme(egui::Theme::Dark);
+            Ok(Box::new(VizApp { viewer }))
+        }),
+    )
+    .map_err(from_eframe)
+}
+
+fn from_eframe(e: eframe::Error) -> VizError {
+    use eframe::egui_wgpu::WgpuError;
+    match e {
+        eframe::Error::Wgpu(
+            w @ (WgpuError::RequestAdapterError(_)
+            | WgpuError::CustomNativeAdapterSelectionError(_)),
+        ) => VizError::NoAdapter {
+            detail: w.to_string(),
+        },
+        eframe::Error::WinitEventLoop(w) => VizError::NoDisplay {
+            detail: w.to_string(),
+        },
+        eframe::Error::Winit(w) => VizError::NoDisplay {
+            detail: w.to_string(),
+        },
+        other => VizError::Window(other.to_string()),
+    }
+}

@@ -1,0 +1,203 @@
+//! The details panel: everything about the selected span (name, lane, times in ns and cycles,
+//! operator, fusion group and every arg), what it is linked to, and the statistics of the
+//! selected range (or the whole trace): busy share per lane, FLOP/s and MFU, HBM and ICI
+//! bandwidth.
+
+use eframe::egui::{self, RichText, Ui};
+
+use crate::axis::{format_duration, format_instant};
+use crate::stats::RangeStats;
+use crate::view::Viewer;
+
+/// Draws the panel.
+pub fn details_ui(ui: &mut Ui, viewer: &mut Viewer) {
+    selection_ui(ui, viewer);
+    ui.separator();
+    stats_ui(ui, viewer);
+}
+
+fn selection_ui(ui: &mut Ui, viewer: &mut Viewer) {
+    ui.heading("Selection");
+    let Some(sel) = viewer.selection else {
+        ui.weak("Click a span to see its details.");
+        return;
+    };
+    let Some(model) = viewer.traces.get(sel.trace) else {
+        return;
+    };
+    let Some(s) = model.spans.get(sel.span) else {
+        return;
+    };
+    ui.label(RichText::new(&s.name).strong());
+    let lane = model
+        .lane_of_span(sel.span)
+        .map_or(String::new(), |l| model.lanes[l].label.clone());
+    let mut zoom = false;
+    egui::Grid::new("tpuemu_viz_sel")
+        .num_columns(2)
+        .striped(true)
+        .show(ui, |ui| {
+            let mut row = |k: &str, v: String| {
+                ui.label(k);
+                ui.label(v);
+                ui.end_row();
+            };
+            row("trace", model.label.clone());
+            row("lane", lane);
+            if let Some(c) = s.track.chip() {
+                row("chip", c.to_string());
+            }
+            row("duration", format_duration(s.duration_ns()));
+            row(
+                "start",
+                format!("{} ({} ns)", format_instant(s.start_ns), s.start_ns),
+            );
+            row(
+                "end",
+                format!("{} ({} ns)", format_instant(s.end_ns), s.end_ns),
+            );
+            if let Some((a, b)) = s.cycles {
+                row("cycles", format!("{a} → {b} ({})", b.saturating_sub(a)));
+            }
+            if let Some(op) = s.op_id {
+                row("op id", op.to_string());
+            }
+            if let Some(g) = s.group_id {
+                row("group id", g.to_string());
+            }
+            for (k, v) in &s.args {
+                let mut text = v.to_string();
+                if text.len() > 300 {
+                    let cut = (0..=300)
+                        .rev()
+                        .find(|&i| text.is_char_boundary(i))
+                        .unwrap_or(0);
+                    text.truncate(cut);
+                    text.push('…');
+                }
+                row(k, text);
+            }
+        });
+    if ui.button("Zoom to span").clicked() {
+        zoom = true;
+    }
+    if let Some(h) = viewer.highlight()
+        && let Some(g) = h.group
+    {
+        ui.label(format!("Fusion group {g}"));
+        let model = &viewer.traces[sel.trace];
+        let kernels: usize = model
+            .groups
+            .iter()
+            .filter_map(|lg| lg.groups.iter().find(|x| x.group_id == g))
+            .map(|x| x.kernels)
+            .sum();
+        ui.weak(format!("{kernels} kernels, fused from:"));
+        for op in &h.group_ops {
+            let name = model
+                .host_ops
+                .get(op)
+                .and_then(|v| v.first())
+                .map_or("?", |&i| model.spans[i].name.as_str());
+            ui.label(format!("  op {op}: {name}"));
+        }
+    }
+    if zoom {
+        viewer.zoom_to(sel);
+    }
+}
+
+fn stats_ui(ui: &mut Ui, viewer: &mut Viewer) {
+    let ranged = viewer.range.is_some();
+    ui.heading(if ranged {
+        "Selected range"
+    } else {
+        "Whole trace"
+    });
+    if !ranged {
+        ui.weak("Shift+drag (or drag on the ruler) to select a range.");
+    }
+    let labels: Vec<String> = viewer.traces.iter().map(|t| t.label.clone()).collect();
+    let stats = viewer.stats().to_vec();
+    for (label, st) in labels.iter().zip(&stats) {
+        ui.separator();
+        ui.label(RichText::new(label).strong());
+        stats_block(ui, label, st);
+    }
+}
+
+fn stats_block(ui: &mut Ui, id: &str, st: &RangeStats) {
+    egui::Grid::new(("tpuemu_viz_stats", id))
+        .num_columns(2)
+        .show(ui, |ui| {
+            let mut row = |k: &str, v: String| {
+                ui.label(k);
+                ui.label(v);
+                ui.end_row();
+            };
+            row(
+                "range",
+                format!(
+                    "{} (from {})",
+                    format_duration(st.t1 - st.t0),
+                    format_instant(st.t0)
+                ),
+            );
+            row("kernels", st.kernels.to_string());
+            row("FLOP/s", si(st.flops_per_s, "FLOP/s"));
+            row(
+                "MFU",
+                st.mfu.map_or("n/a (no peak in trace)".into(), |m| {
+                    format!("{:.2} %", m * 100.0)
+                }),
+            );
+            row(
+                "HBM",
+                match st.hbm_util {
+                    Some(u) => format!(
+                        "{} ({:.1} % of peak)",
+                        si(st.hbm_bytes_per_s, "B/s"),
+                        u * 100.0
+                    ),
+                    None => si(st.hbm_bytes_per_s, "B/s"),
+                },
+            );
+            row("ICI", si(st.link_bytes_per_s, "B/s"));
+        });
+    egui::Grid::new(("tpuemu_viz_busy", id))
+        .num_columns(3)
+        .striped(true)
+        .show(ui, |ui| {
+            for l in &st.lanes {
+                ui.weak(crate::lanes::group_label(l.group, ""));
+                ui.label(&l.label);
+                ui.add(
+                    egui::ProgressBar::new(l.share as f32)
+                        .desired_width(90.0)
+                        .text(format!("{:.1} %", l.share * 100.0)),
+                );
+                ui.end_row();
+            }
+        });
+}
+
+/// `1.5e12` -> `1.50 T<unit>`.
+pub fn si(v: f64, unit: &str) -> String {
+    let (div, p) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(d, _)| v.abs() >= *d)
+        .unwrap_or((1.0, ""));
+    format!("{:.2} {p}{unit}", v / div)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::si;
+
+    #[test]
+    fn si_prefixes() {
+        assert_eq!(si(1.5e12, "FLOP/s"), "1.50 TFLOP/s");
+        assert_eq!(si(819e9, "B/s"), "819.00 GB/s");
+        assert_eq!(si(12.0, "B/s"), "12.00 B/s");
+    }
+}

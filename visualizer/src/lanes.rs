@@ -1,0 +1,186 @@
+//! Which lane a track becomes, which group (host or a chip) it belongs to, and in what order
+//! lanes are listed.
+//!
+//! Order: the host group first (`aten`, `queue`, `dispatch`, then any other host lane by
+//! name, which is where foreign Chrome traces land), then one group per chip in chip order,
+//! inside it kernels, regions, units (scalar, valu, vld, vst, xlu, eup, mxu0.., dma, sync),
+//! DMA engines and ICI links.
+
+use serde::{Deserialize, Serialize};
+use tpuemu_isa::trace::Track;
+
+/// A collapsible group of lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Group {
+    /// Host lanes.
+    Host,
+    /// The lanes of one chip.
+    Chip(u32),
+}
+
+impl Group {
+    /// The group of a track.
+    pub fn of(track: &Track) -> Group {
+        track.chip().map_or(Group::Host, Group::Chip)
+    }
+}
+
+/// What kind of lane a track is, for ordering, colours and statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LaneKind {
+    /// Host operator calls (`aten`).
+    HostOps,
+    /// Host queue: flushes and fused groups.
+    HostQueue,
+    /// Host kernel dispatch.
+    HostDispatch,
+    /// Any other host lane.
+    HostOther,
+    /// Kernels on a core.
+    Kernel,
+    /// Profiling regions on a core (nest).
+    Region,
+    /// One unit of a core.
+    Unit,
+    /// A DMA engine.
+    Dma,
+    /// An ICI link.
+    Link,
+}
+
+impl LaneKind {
+    /// The kind of a track.
+    pub fn of(track: &Track) -> LaneKind {
+        match track {
+            Track::Host { lane } => match lane.as_str() {
+                "aten" => LaneKind::HostOps,
+                "queue" => LaneKind::HostQueue,
+                "dispatch" => LaneKind::HostDispatch,
+                _ => LaneKind::HostOther,
+            },
+            Track::Kernel { .. } => LaneKind::Kernel,
+            Track::Marker { .. } => LaneKind::Region,
+            Track::Unit { .. } => LaneKind::Unit,
+            Track::Dma { .. } => LaneKind::Dma,
+            Track::Link { .. } => LaneKind::Link,
+        }
+    }
+
+    /// Whether spans on such a lane may nest (and so need more than one row).
+    pub fn may_nest(self) -> bool {
+        matches!(self, LaneKind::Region | LaneKind::HostOther)
+    }
+}
+
+/// The sort key of a track: lanes are listed in increasing key order.
+pub fn lane_order(track: &Track) -> impl Ord + use<> {
+    let kind = LaneKind::of(track);
+    let (core, sub, name) = match track {
+        Track::Host { lane } => (0, 0, lane.clone()),
+        Track::Kernel { core, .. } | Track::Marker { core, .. } => (*core, 0, String::new()),
+        Track::Unit { core, unit, .. } => (*core, 0, format!("{:04}", unit_rank(*unit))),
+        Track::Dma { engine, .. } => (0, *engine, String::new()),
+        Track::Link { link, .. } => (0, 0, link.clone()),
+    };
+    (Group::of(track), kind, core, sub, name)
+}
+
+fn unit_rank(unit: tpuemu_isa::instr::Unit) -> u32 {
+    use tpuemu_isa::instr::Unit as U;
+    match unit {
+        U::Scalar => 0,
+        U::Valu => 1,
+        U::VLoad => 2,
+        U::VStore => 3,
+        U::Xlu => 4,
+        U::Eup => 5,
+        U::Mxu(m) => 10 + u32::from(m.index()),
+        U::Dma => 100,
+        U::Sync => 101,
+        U::Marker => 102,
+    }
+}
+
+/// A group's header text (`host`, `chip 0 (v5e)`).
+pub fn group_label(group: Group, generation: &str) -> String {
+    match group {
+        Group::Host => "host".to_string(),
+        Group::Chip(c) if generation.is_empty() => format!("chip {c}"),
+        Group::Chip(c) => format!("chip {c} ({generation})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tpuemu_isa::instr::Unit;
+    use tpuemu_isa::reg::Mxu;
+
+    fn host(l: &str) -> Track {
+        Track::Host { lane: l.into() }
+    }
+
+    #[test]
+    fn lanes_sort_host_then_chips_then_kinds() {
+        let unit = |u| Track::Unit {
+            chip: 0,
+            core: 0,
+            unit: u,
+        };
+        let mut tracks = vec![
+            Track::Link {
+                chip: 0,
+                link: "x+".into(),
+            },
+            Track::Dma { chip: 0, engine: 1 },
+            unit(Unit::Mxu(Mxu::n(1))),
+            Track::Kernel { chip: 1, core: 0 },
+            unit(Unit::Mxu(Mxu::n(0))),
+            unit(Unit::Valu),
+            Track::Dma { chip: 0, engine: 0 },
+            unit(Unit::Scalar),
+            Track::Marker { chip: 0, core: 0 },
+            Track::Kernel { chip: 0, core: 0 },
+            host("zzz"),
+            host("dispatch"),
+            host("queue"),
+            host("aten"),
+        ];
+        tracks.sort_by_key(lane_order);
+        let labels: Vec<String> = tracks
+            .iter()
+            .map(|t| format!("{:?}:{}", t.chip(), t.label()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "None:aten",
+                "None:queue",
+                "None:dispatch",
+                "None:zzz",
+                "Some(0):core0 kernels",
+                "Some(0):core0 regions",
+                "Some(0):core0 scalar",
+                "Some(0):core0 valu",
+                "Some(0):core0 mxu0",
+                "Some(0):core0 mxu1",
+                "Some(0):dma0",
+                "Some(0):dma1",
+                "Some(0):link x+",
+                "Some(1):core0 kernels",
+            ]
+        );
+    }
+
+    #[test]
+    fn groups_and_labels() {
+        assert_eq!(Group::of(&host("aten")), Group::Host);
+        assert_eq!(
+            Group::of(&Track::Dma { chip: 3, engine: 0 }),
+            Group::Chip(3)
+        );
+        assert_eq!(group_label(Group::Chip(3), "v5e"), "chip 3 (v5e)");
+        assert_eq!(group_label(Group::Chip(3), ""), "chip 3");
+        assert!(LaneKind::Region.may_nest() && !LaneKind::Unit.may_nest());
+    }
+}

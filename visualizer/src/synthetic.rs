@@ -1,0 +1,268 @@
+//! A synthetic trace of any size with the shape of a real one: host operators (`aten`), fused
+//! groups on the queue, launches on `dispatch`, flows from each group's last operator to its
+//! kernels, and per chip kernels, nested regions, unit instructions (scalar, valu, vld, vst,
+//! xlu, eup, two MXUs), DMA transfers and ICI sends. Deterministic in `n`.
+//!
+//! Used by the benchmark, the tests and `cargo run --example synthetic` to make big traces.
+
+use serde_json::json;
+use tpuemu_isa::instr::Unit;
+use tpuemu_isa::reg::Mxu;
+use tpuemu_isa::trace::{Flow, Span, Trace, TraceEvent, TraceMeta, Track};
+
+/// Chips in a synthetic trace.
+pub const SYNTHETIC_CHIPS: u32 = 4;
+
+/// A small deterministic generator (64-bit LCG, top bits).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+const OPS: [&str; 6] = [
+    "aten::add.Tensor",
+    "aten::mul.Tensor",
+    "aten::mm",
+    "aten::relu",
+    "aten::_softmax",
+    "aten::sum.dim_IntList",
+];
+
+/// A trace with about `n` events, nearly all of them spans (1% are flows).
+pub fn synthetic_trace(n: usize) -> Trace {
+    let mut g = Lcg(0x5eed);
+    let meta = TraceMeta {
+        label: format!("synthetic {n}"),
+        generation: "v5e".into(),
+        clock_hz: 1.5e9,
+        peak_bf16_flops: 197e12,
+        hbm_bytes_per_s: 819e9,
+        chips: SYNTHETIC_CHIPS,
+    };
+    let ns_per_cycle = 1e9 / meta.clock_hz;
+    let cycles = |t: f64| (t / ns_per_cycle).round() as u64;
+    let host = |lane: &str| Track::Host { lane: lane.into() };
+    let mut events: Vec<TraceEvent> = Vec::with_capacity(n + 1024);
+    let push = |events: &mut Vec<TraceEvent>, s: Span| events.push(TraceEvent::Span(s));
+    let mut t_host = 0.0f64;
+    let mut t_dev = vec![0.0f64; SYNTHETIC_CHIPS as usize];
+    let (mut op, mut group, mut flow) = (0u64, 0u64, 0u64);
+    // Flows are a small fraction of the events, so counting events sizes the trace.
+    while events.len() < n {
+        group += 1;
+        // Host: a few operators, then the flush that fuses them, then the launch.
+        let mut op_ids = Vec::new();
+        let mut names = Vec::new();
+        for _ in 0..(2 + g.below(4)) {
+            op += 1;
+            let name = OPS[g.below(OPS.len() as u64) as usize];
+            let d = 800.0 + g.below(2400) as f64;
+            let mut s = Span::new(host("aten"), name, t_host, t_host + d);
+            s.op_id = Some(op);
+            s.args
+                .insert("shapes".into(), json!([[128, 256], [128, 256]]));
+            s.args.insert("dtypes".into(), json!(["bf16", "bf16"]));
+            s.args.insert("mode".into(), json!("defer_and_fuse"));
+            push(&mut events, s);
+            op_ids.push(op);
+            names.push(name);
+            t_host += d + 100.0;
+        }
+        let last_op_end = t_host - 100.0;
+        let mut q = Span::new(
+            host("queue"),
+            format!("fused group {group}"),
+            t_host,
+            t_host + 600.0,
+        );
+        q.group_id = Some(group);
+        q.args.insert("ops".into(), json!(names));
+        q.args.insert("op_ids".into(), json!(op_ids));
+        q.args.insert("kernels".into(), json!(SYNTHETIC_CHIPS));
+        push(&mut events, q);
+        t_host += 700.0;
+        let program = format!("fused_{group}");
+        let mut l = Span::new(
+            host("dispatch"),
+            format!("launch {program}"),
+            t_host,
+            t_host + 1500.0,
+        );
+        l.args.insert("program".into(), json!(program));
+        push(&mut events, l);
+        let launch_end = t_host + 1500.0;
+        t_host = launch_end + 200.0;
+
+        for chip in 0..SYNTHETIC_CHIPS {
+            let start = t_dev[chip as usize].max(launch_end + 300.0 + 50.0 * f64::from(chip));
+            let unit_track = |unit| Track::Unit {
+                chip,
+                core: 0,
+                unit,
+            };
+            let mut cursors = [start; 8];
+            let units = [
+                Unit::Scalar,
+                Unit::Valu,
+                Unit::VLoad,
+                Unit::VStore,
+                Unit::Xlu,
+                Unit::Eup,
+                Unit::Mxu(Mxu::n(0)),
+                Unit::Mxu(Mxu::n(1)),
+            ];
+            let mut issue = start;
+            let (mut flops, mut bytes) = (0u64, 0u64);
+            let mut dma_at = [start; 2];
+            let instrs = 48 + g.below(96);
+            for k in 0..instrs {
+                let u = g.below(units.len() as u64) as usize;
+                let s0 = cursors[u].max(issue);
+                let d = ns_per_cycle * (1 + g.below(if u >= 6 { 24 } else { 6 })) as f64;
+                let name = match units[u] {
+                    Unit::Scalar => "sadd",
+                    Unit::Valu => "vadd.f32",
+                    Unit::VLoad => "vld",
+                    Unit::VStore => "vst",
+                    Unit::Xlu => "vreduce.sum",
+                    Unit::Eup => "vexp",
+                    _ => "mxu.mm",
+                };
+                let mut s = Span::new(unit_track(units[u]), name, s0, s0 + d);
+                s.cycles = Some((cycles(s0), cycles(s0 + d)));
+                s.op_id = op_ids.last().copied();
+                s.group_id = Some(group);
+                if u >= 6 {
+                    let f = 2 * 128 * 128 * 8;
+                    flops += f;
+                    s.args.insert("flops".into(), json!(f));
+                }
+                push(&mut events, s);
+                cursors[u] = s0 + d;
+                issue += ns_per_cycle * (1 + g.below(2)) as f64;
+                if k % 24 == 0 {
+                    let e = (k / 24 % 2) as usize;
+                    let b = 8192 * (1 + g.below(8));
+                    let ds = dma_at[e].max(issue);
+                    let dd = b as f64 / 400.0; // about 400 bytes per ns
+                    let dir = if k == 0 {
+                        "dma hbm->vmem"
+                    } else {
+                        "dma vmem->hbm"
+                    };
+                    let mut s = Span::new(
+                        Track::Dma {
+                            chip,
+                            engine: e as u32,
+                        },
+                        dir,
+                        ds,
+                        ds + dd,
+                    );
+                    s.args.insert("bytes".into(), json!(b));
+                    s.group_id = Some(group);
+                    push(&mut events, s);
+                    dma_at[e] = ds + dd;
+                    bytes += b;
+                }
+            }
+            let end = cursors
+                .iter()
+                .chain(dma_at.iter())
+                .fold(issue, |a, &b| a.max(b));
+            if group % 4 == 0 {
+                let b = 65536;
+                let mut s = Span::new(
+                    Track::Link {
+                        chip,
+                        link: "x+".into(),
+                    },
+                    "rdma",
+                    end,
+                    end + 80.0,
+                );
+                s.args.insert("bytes".into(), json!(b));
+                s.args
+                    .insert("to_chip".into(), json!((chip + 1) % SYNTHETIC_CHIPS));
+                push(&mut events, s);
+            }
+            // Regions: the kernel body, split in two tiles, the first with an inner loop.
+            let region = Track::Marker { chip, core: 0 };
+            let mid = start + (end - start) / 2.0;
+            push(&mut events, Span::new(region.clone(), "body", start, end));
+            push(&mut events, Span::new(region.clone(), "tile 0", start, mid));
+            push(&mut events, Span::new(region.clone(), "tile 1", mid, end));
+            push(
+                &mut events,
+                Span::new(region, "loop", start, start + (mid - start) / 2.0),
+            );
+
+            let mut k = Span::new(Track::Kernel { chip, core: 0 }, program.clone(), start, end);
+            k.cycles = Some((cycles(start), cycles(end)));
+            k.op_id = op_ids.last().copied();
+            k.group_id = Some(group);
+            k.args.insert("flops".into(), json!(flops));
+            k.args.insert("hbm_bytes".into(), json!(bytes));
+            k.args.insert("program".into(), json!(program));
+            k.args.insert("source_op".into(), json!(names.last()));
+            push(&mut events, k);
+            flow += 1;
+            events.push(TraceEvent::Flow(Flow {
+                id: flow,
+                name: "launch".into(),
+                from: host("aten"),
+                from_ns: last_op_end,
+                to: Track::Kernel { chip, core: 0 },
+                to_ns: start,
+            }));
+            t_dev[chip as usize] = end + 50.0;
+        }
+    }
+    Trace { meta, events }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn has_the_requested_size_and_all_lane_kinds() {
+        let t = synthetic_trace(5000);
+        let spans = t.spans().count();
+        assert!((5000 * 9 / 10..5000 + 2000).contains(&spans), "{spans}");
+        assert!(t.flows().count() > 0);
+        let tracks: std::collections::BTreeSet<_> = t.spans().map(|s| s.track.clone()).collect();
+        for probe in [
+            Track::Host {
+                lane: "aten".into(),
+            },
+            Track::Host {
+                lane: "queue".into(),
+            },
+            Track::Host {
+                lane: "dispatch".into(),
+            },
+            Track::Kernel { chip: 3, core: 0 },
+            Track::Marker { chip: 0, core: 0 },
+            Track::Dma { chip: 1, engine: 1 },
+            Track::Link {
+                chip: 2,
+                link: "x+".into(),
+            },
+        ] {
+            assert!(tracks.contains(&probe), "{probe:?}");
+        }
+        assert_eq!(synthetic_trace(5000), t, "deterministic");
+    }
+}

@@ -1,0 +1,89 @@
+//! End-to-end tests of the headless path: traces written with `to_chrome_json`, read back,
+//! rendered to PNG without a window or GPU, and compared with a committed snapshot.
+
+use std::path::{Path, PathBuf};
+
+use tpuemu_isa::trace::chrome::to_chrome_json;
+use tpuemu_visualizer::{VizError, screenshot, synthetic_trace};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tpuemu-viz-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_trace(dir: &Path, name: &str, spans: usize, label: &str) -> PathBuf {
+    let mut t = synthetic_trace(spans);
+    t.meta.label = label.into();
+    let p = dir.join(name);
+    std::fs::write(&p, to_chrome_json(&t)).unwrap();
+    p
+}
+
+fn read_png(p: &Path) -> (u32, u32, Vec<u8>) {
+    let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(p).unwrap()));
+    let mut r = dec.read_info().unwrap();
+    let mut buf = vec![0; r.output_buffer_size().unwrap()];
+    let info = r.next_frame(&mut buf).unwrap();
+    buf.truncate(info.buffer_size());
+    (info.width, info.height, buf)
+}
+
+#[test]
+fn screenshot_of_one_trace_is_a_non_blank_png() {
+    let dir = temp_dir("one");
+    let trace = write_trace(&dir, "t.json", 3000, "strict");
+    let out = dir.join("shot.png");
+    let info = screenshot(&[trace], &out, 800, 500).unwrap();
+    assert_eq!((info.width, info.height, info.traces), (800, 500, 1));
+    assert!(info.spans > 2500 && info.triangles > 100);
+    let (w, h, rgb) = read_png(&out);
+    assert_eq!((w, h), (800, 500));
+    // Many distinct colours: spans, text and panels were drawn.
+    let mut colours: Vec<[u8; 3]> = rgb.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+    colours.sort_unstable();
+    colours.dedup();
+    assert!(colours.len() > 50, "only {} colours", colours.len());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn screenshot_of_two_traces_stacks_them() {
+    let dir = temp_dir("two");
+    let a = write_trace(&dir, "a.json", 1500, "strict");
+    let b = write_trace(&dir, "b.json", 800, "defer_and_fuse");
+    let out = dir.join("two.png");
+    let info = screenshot(&[a, b], &out, 640, 480).unwrap();
+    assert_eq!(info.traces, 2);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bad_inputs_are_errors_not_panics() {
+    let dir = temp_dir("bad");
+    let out = dir.join("x.png");
+    let missing = dir.join("missing.json");
+    assert!(matches!(
+        screenshot(std::slice::from_ref(&missing), &out, 800, 500),
+        Err(VizError::Read { .. })
+    ));
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "[1, 2").unwrap();
+    let err = screenshot(std::slice::from_ref(&bad), &out, 800, 500).unwrap_err();
+    assert!(matches!(err, VizError::NotATrace { .. }), "{err}");
+    let ok = write_trace(&dir, "ok.json", 100, "x");
+    assert!(matches!(
+        screenshot(std::slice::from_ref(&ok), &out, 10, 500),
+        Err(VizError::BadSize { .. })
+    ));
+    assert!(matches!(
+        screenshot(&[], &out, 800, 500),
+        Err(VizError::TraceCount(0))
+    ));
+    let unwritable = dir.join("no-such-dir").join("x.png");
+    assert!(matches!(
+        screenshot(&[ok], &unwritable, 800, 500),
+        Err(VizError::Write { .. })
+    ));
+    std::fs::remove_dir_all(&dir).ok();
+}
