@@ -1,0 +1,6 @@
+//! The golden crate's integration tests (one binary, one module per topic).
+
+mod committed;
+mod host;
+mod malformed;
+mod runner;
