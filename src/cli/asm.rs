@@ -31,7 +31,7 @@ pub fn assemble_file(path: &Path) -> Result<tpuemu_isa::Program, CliError> {
             .unwrap_or("")
             .trim_end_matches('\r')
             .to_string(),
-        error,
+        error: Box::new(error),
     })
 }
 

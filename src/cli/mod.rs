@@ -47,7 +47,7 @@ pub enum CliError {
         /// The source file.
         path: PathBuf,
         /// The error.
-        error: tpuemu_isa::AsmError,
+        error: Box<tpuemu_isa::AsmError>,
         /// The offending source line, for the caret display.
         source_line: String,
     },

@@ -62,9 +62,10 @@ pub(crate) fn lex_line(line: &str, lineno: usize) -> Result<Vec<Token<'_>>, AsmE
         let next = chars.get(i + 1).map(|x| x.1);
         if c.is_whitespace() {
             i += 1;
-        } else if c == ';' || (c == '/' && next == Some('/')) {
-            break;
-        } else if c == '#' && !next.is_some_and(|n| n.is_ascii_digit()) {
+        } else if c == ';'
+            || (c == '/' && next == Some('/'))
+            || (c == '#' && !next.is_some_and(|n| n.is_ascii_digit()))
+        {
             break;
         } else if is_ident_start(c) {
             let mut j = i + 1;

@@ -220,7 +220,9 @@ pub fn from_chrome_json(text: &str) -> Result<Trace, ChromeTraceError> {
     };
 
     let mut out = Vec::new();
-    let mut open: HashMap<(u64, u64), Vec<(String, f64, Args)>> = HashMap::new();
+    // Open `B` events per (pid, tid) track: name, start, args.
+    type OpenSpans = HashMap<(u64, u64), Vec<(String, f64, Args)>>;
+    let mut open: OpenSpans = HashMap::new();
     let mut flow_starts: HashMap<u64, (String, (u64, u64), f64)> = HashMap::new();
     let mut flow_ends: Vec<(u64, (u64, u64), f64)> = Vec::new();
 

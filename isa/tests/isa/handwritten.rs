@@ -281,3 +281,15 @@ fn errors_say_where_and_what() {
     let e = err("dma vmem[s1], vmem[s2], len=s3, sem=sem0, remote=s4");
     assert!(e.message().contains("rsem="), "{e}");
 }
+
+#[test]
+fn readme_example_assembles() {
+    let readme = include_str!("../../README.md");
+    let example = readme
+        .split("## Example")
+        .nth(1)
+        .expect("an Example section");
+    let code = example.split("```").nth(1).expect("a code block");
+    let p = full_trip(code);
+    assert_eq!(p.name, "sum_to_n");
+}
