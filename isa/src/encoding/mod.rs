@@ -21,8 +21,10 @@
 //! never allocates more than the input's size: every count is checked against the bytes left.
 
 pub mod word;
+mod word_decode;
 
-pub use word::{INSTR_BYTES, OPCODES, WordError, decode_word, encode_instr, opcode_name};
+pub use word::{INSTR_BYTES, OPCODES, WordError, encode_instr, opcode_name};
+pub use word_decode::decode_word;
 
 use crate::instr::Instr;
 use crate::program::{ArgDecl, ArgKind, Program, SmemInit};
