@@ -119,11 +119,19 @@ impl Executor for HostExec {
                 x.shape().to_vec(),
                 &xs.iter().map(|v| v.max(0.0)).collect::<Vec<_>>(),
             ),
-            "aten::exp" => out_tensor(
-                x.dtype(),
-                x.shape().to_vec(),
-                &xs.iter().map(|v| v.exp()).collect::<Vec<_>>(),
-            ),
+            "aten::exp" => {
+                // Integer inputs promote to the default float dtype (the golden cases caught this).
+                let dtype = if x.dtype().is_float() {
+                    x.dtype()
+                } else {
+                    DType::F32
+                };
+                out_tensor(
+                    dtype,
+                    x.shape().to_vec(),
+                    &xs.iter().map(|v| v.exp()).collect::<Vec<_>>(),
+                )
+            }
             "aten::add.Tensor" | "aten::mul.Tensor" => {
                 let (ys, yshape, _) = operand(call.arg("other").ok_or("no other")?)
                     .ok_or("other: unsupported value")?;
@@ -184,5 +192,39 @@ impl Executor for WrongExec {
                 other => Ok(other),
             })
             .collect()
+    }
+}
+
+/// The host executor with TPU matrix-unit numerics for `aten::mm`: inputs rounded to bf16 (one
+/// MXU pass at DEFAULT precision), products and sums in f32.
+pub struct MxuExec;
+
+impl Executor for MxuExec {
+    fn supports(&self, call: &OpCall<'_>) -> Result<(), String> {
+        HostExec.supports(call)
+    }
+
+    fn call(&mut self, call: &OpCall<'_>) -> Result<Vec<Value>, String> {
+        if call.op != "aten::mm" || call.tensor("self")?.dtype() != DType::F32 {
+            return HostExec.call(call);
+        }
+        let round = |t: &HostTensor| -> Vec<f32> {
+            t.to_f64_vec()
+                .iter()
+                .map(|v| half::bf16::from_f64(*v).to_f32())
+                .collect()
+        };
+        let (x, y) = (call.tensor("self")?, call.tensor("mat2")?);
+        let (m, k, n) = (x.shape()[0], x.shape()[1], y.shape()[1]);
+        let (xs, ys) = (round(x), round(y));
+        let mut out = vec![0.0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                out[i * n + j] = (0..k).map(|p| xs[i * k + p] * ys[p * n + j]).sum();
+            }
+        }
+        HostTensor::from_f32s(vec![m, n], &out)
+            .map(|t| vec![Value::Tensor(t)])
+            .map_err(|e| e.to_string())
     }
 }

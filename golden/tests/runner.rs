@@ -145,3 +145,60 @@ fn report_table_and_json() {
     assert_eq!(json["coverage"]["opinfo_visited"], 2);
     assert_eq!(json["coverage"]["opinfo_passing"], 1);
 }
+
+#[test]
+fn one_bf16_pass_matmul_passes_within_the_mxu_bound() {
+    let dir = temp_with("mxu", &["mm"]);
+    let report = run_dir(
+        &dir,
+        &mut crate::host::MxuExec,
+        &RunOptions {
+            filter: Some("float32".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let f32_cases: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|c| c.dtypes == ["float32"])
+        .collect();
+    assert!(!f32_cases.is_empty());
+    assert!(
+        f32_cases.iter().all(|c| c.status == Status::Passed),
+        "{f32_cases:#?}"
+    );
+    // ... while the same results are far outside float32's default tolerance.
+    let worst = f32_cases.iter().map(|c| c.max_rel).fold(0.0, f64::max);
+    assert!(
+        worst > 1e-4,
+        "bf16 rounding should show: max rel error {worst}"
+    );
+}
+
+#[test]
+fn every_committed_case_runs_and_nothing_is_malformed() {
+    let report = run_dir(&cases_dir(), &mut HostExec, &RunOptions::default()).unwrap();
+    let mut table = Vec::new();
+    report.print_table(&mut table).unwrap();
+    let table = String::from_utf8(table).unwrap();
+    let failures: Vec<&str> = table.lines().filter(|l| l.starts_with("  FAIL")).collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(
+        report.count(Status::Passed) > 50,
+        "{}",
+        report.summary_line()
+    );
+    assert!(
+        report.count(Status::Skipped) > 3000,
+        "{}",
+        report.summary_line()
+    );
+    let cov = report.coverage();
+    assert_eq!(cov.visited, 703);
+    assert_eq!(cov.with_cases, 571);
+    assert!(
+        table.contains(&format!("coverage: {}/703 OpInfo entries", cov.passing)),
+        "{table}"
+    );
+}
