@@ -6,3 +6,6 @@
 
 #[path = "root/cli_asm.rs"]
 mod cli_asm;
+
+#[path = "root/emulator.rs"]
+mod emulator;

@@ -1,1 +1,9 @@
-//! The backend (being built).
+//! # tpuemu-backend — the native backend
+//!
+//! Tensors, ATen operators lowered to ISA kernels, and the executors. The backend reaches
+//! hardware only through [`tpuemu_isa::Device`].
+
+#![deny(rustdoc::broken_intra_doc_links)]
+
+pub mod codegen;
+pub mod kernels;

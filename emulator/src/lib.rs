@@ -28,11 +28,13 @@ pub mod memory;
 pub mod numerics;
 pub mod preset;
 mod recorder;
+pub mod run;
 pub mod stats;
 mod validate;
 
 pub use device::Emulator;
 pub use fault::FaultKind;
 pub use preset::{ChipPreset, MxuModel, PresetError, builtin, builtin_names};
+pub use run::{ArgInit, RunResult};
 pub use stats::{CoreStats, LaunchStats};
 pub use validate::validate;

@@ -242,7 +242,7 @@ impl Core {
         let bytes = desc.bytes();
         let s = self.side(&src, env.args)?;
         let src_ext = extent(s.base, &desc, true);
-        let src_range = check(&s, src_ext, "read")?;
+        let src_range = check(&s, src_ext, "read", &desc, true)?;
 
         // The destination: here, or on another chip for remote DMA.
         let (d, remote_to) = match remote {
@@ -276,7 +276,7 @@ impl Core {
                 (side, Some((to, r.recv_sem)))
             }
         };
-        let dst_range = check(&d, extent(d.base, &desc, false), "write")?;
+        let dst_range = check(&d, extent(d.base, &desc, false), "write", &desc, false)?;
 
         // Hazards with pending matrix-unit writes, then races with DMAs in flight.
         let mut start_min = issue + c.dma_issue as u64;
@@ -286,7 +286,7 @@ impl Core {
         if remote_to.is_none()
             && let Some(r) = &dst_range
         {
-            start_min = start_min.max(self.t.write_hazard(r));
+            start_min = start_min.max(self.t.overwrite_hazard(r));
         }
         if let Some(r) = &src_range {
             self.t.check_race(r, false, start_min)?;
@@ -405,11 +405,7 @@ impl Core {
                     core: env.place.core,
                     dst: d.mem,
                     dst_base: d.base,
-                    dst_range: dst_range.unwrap_or(Range {
-                        mem: d.mem,
-                        lo: 0,
-                        hi: 0,
-                    }),
+                    dst_range: dst_range.unwrap_or(Range::span(d.mem, 0, 0)),
                     desc,
                     data,
                     bytes,
@@ -486,6 +482,8 @@ fn check(
     side: &Side,
     ext: Option<(i64, i64)>,
     access: &'static str,
+    desc: &DmaDescriptor,
+    src: bool,
 ) -> Result<Option<Range>, FaultKind> {
     let Some((lo, hi)) = ext else { return Ok(None) };
     if lo < 0 || hi as u64 > side.size {
@@ -497,10 +495,18 @@ fn check(
             size: side.size,
         });
     }
-    Ok(Some(Range {
-        mem: side.mem,
-        lo: lo as u64,
-        hi: hi as u64,
+    // A set of equally spaced rows is tracked exactly; anything else by its bounds.
+    let (run, merged) = run_len(desc, src);
+    let outer = &desc.dims[..desc.dims.len() - merged];
+    let stride = outer
+        .first()
+        .map(|d| if src { d.src_stride } else { d.dst_stride } as i64);
+    Ok(Some(match (outer.len(), stride) {
+        (0, _) => Range::span(side.mem, lo as u64, hi as u64),
+        (1, Some(st)) if st > 0 => {
+            Range::rows(side.mem, lo as u64, outer[0].count as u64, run, st as u64)
+        }
+        _ => Range::span(side.mem, lo as u64, hi as u64),
     }))
 }
 

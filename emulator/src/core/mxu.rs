@@ -109,11 +109,7 @@ impl Core {
         }
         Ok((
             base as usize,
-            Range {
-                mem: MemKey::Vmem,
-                lo: lo as u64,
-                hi: hi as u64,
-            },
+            Range::rows(MemKey::Vmem, lo as u64, rows, row_bytes, stride as u64),
         ))
     }
 
@@ -163,6 +159,7 @@ impl Core {
                 start = start.max(self.t.write_hazard(&range));
                 self.t.check_race(&range, false, start)?;
                 let end = start + r_dim;
+                self.t.pending_reads.push((range, end));
                 let m = &mut self.t.mxu[mxu.index() as usize];
                 m.cur = b;
                 m.bufs[b].ready = end;
@@ -238,6 +235,7 @@ impl Core {
                 self.t.check_race(&range, false, start)?;
                 let stream = mrows * npass;
                 let ready = start + stream + r_dim + c_dim - 2;
+                self.t.pending_reads.push((range, start + stream));
                 let flops = 2 * mrows * wk * wn;
                 let m = &mut self.t.mxu[mi];
                 match p.mxu_model {
@@ -300,7 +298,7 @@ impl Core {
                     self.pop_rows(mi, r as usize, base, st as usize, acc, env.functional);
                 let m = &mut self.t.mxu[mi];
                 let mut start = issue.max(rows_ready).max(m.pop_free);
-                start = start.max(self.t.write_hazard(&range));
+                start = start.max(self.t.overwrite_hazard(&range));
                 self.t.check_race(&range, true, start)?;
                 let dur = r.div_ceil(p.costs.pop_rows_per_cycle as u64);
                 self.t.mxu[mi].pop_free = start + dur;

@@ -148,11 +148,7 @@ impl Core {
             }
             Instr::SLoad { dst, addr } => {
                 let a = self.smem_word(addr)?;
-                let r = Range {
-                    mem: MemKey::Smem,
-                    lo: a as u64,
-                    hi: a as u64 + 4,
-                };
+                let r = Range::span(MemKey::Smem, a as u64, a as u64 + 4);
                 let ready = self.sready(addr.base).max(self.t.front);
                 self.t.check_race(&r, false, ready)?;
                 let v = self.smem.read_u32(a);
@@ -163,11 +159,7 @@ impl Core {
             }
             Instr::SStore { src, addr } => {
                 let a = self.smem_word(addr)?;
-                let r = Range {
-                    mem: MemKey::Smem,
-                    lo: a as u64,
-                    hi: a as u64 + 4,
-                };
+                let r = Range::span(MemKey::Smem, a as u64, a as u64 + 4);
                 let ready = self
                     .sready(addr.base)
                     .max(self.sready(src))

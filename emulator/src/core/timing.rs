@@ -31,14 +31,6 @@ pub(crate) enum MemKey {
     Hbm(u64),
 }
 
-/// A byte range of a memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Range {
-    pub mem: MemKey,
-    pub lo: u64,
-    pub hi: u64,
-}
-
 impl MemKey {
     /// Region name for faults.
     pub fn name(&self) -> String {
@@ -50,13 +42,117 @@ impl MemKey {
     }
 }
 
+/// Bytes of a memory: `rows` runs of `row_bytes`, `stride` apart, starting at `lo`; `hi` is one
+/// past the last byte. A plain range is one row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Range {
+    pub mem: MemKey,
+    pub lo: u64,
+    pub hi: u64,
+    rows: u64,
+    row_bytes: u64,
+    stride: u64,
+}
+
 impl Range {
+    /// The contiguous bytes `[lo, hi)`.
+    pub fn span(mem: MemKey, lo: u64, hi: u64) -> Self {
+        Range {
+            mem,
+            lo,
+            hi,
+            rows: 1,
+            row_bytes: hi - lo,
+            stride: hi - lo,
+        }
+    }
+
+    /// `rows` runs of `row_bytes` starting at `lo`, `stride` apart.
+    pub fn rows(mem: MemKey, lo: u64, rows: u64, row_bytes: u64, stride: u64) -> Self {
+        let hi = lo
+            + if rows == 0 {
+                0
+            } else {
+                (rows - 1) * stride + row_bytes
+            };
+        if rows <= 1 || stride <= row_bytes {
+            return Self::span(mem, lo, hi);
+        }
+        Range {
+            mem,
+            lo,
+            hi,
+            rows,
+            row_bytes,
+            stride,
+        }
+    }
+
+    /// Whether the two ranges share a byte; returns the bounds of the overlap. Exact for plain
+    /// ranges and for row sets with the same stride; otherwise conservative (bounds only).
     pub fn overlap(&self, other: &Range) -> Option<(u64, u64)> {
         if self.mem != other.mem {
             return None;
         }
         let (lo, hi) = (self.lo.max(other.lo), self.hi.min(other.hi));
-        (lo < hi).then_some((lo, hi))
+        if lo >= hi {
+            return None;
+        }
+        // Rows of `b` against rows of `a` with `a`'s stride S: row j of b starts at
+        // a.lo + d + j*S; rows i and j meet iff t = j - i has d + t*S < a.w and d + t*S + b.w > 0.
+        let exact = |a: &Range, b: &Range| -> bool {
+            let s = a.stride as i128;
+            let d = b.lo as i128 - a.lo as i128;
+            let (wa, wb) = (a.row_bytes as i128, b.row_bytes as i128);
+            let t_lo = (-wb - d).div_euclid(s) + 1;
+            let t_hi = (wa - d - 1).div_euclid(s);
+            t_lo.max(-(a.rows as i128 - 1)) <= t_hi.min(b.rows as i128 - 1)
+        };
+        let hit = match (self.rows > 1, other.rows > 1) {
+            (false, false) => true,
+            (true, false) => exact(
+                self,
+                &Range {
+                    rows: 1,
+                    stride: self.stride,
+                    ..*other
+                },
+            ),
+            (false, true) => exact(
+                other,
+                &Range {
+                    rows: 1,
+                    stride: other.stride,
+                    ..*self
+                },
+            ),
+            (true, true) if self.stride == other.stride => exact(self, other),
+            _ => true,
+        };
+        hit.then_some((lo, hi))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strided_ranges_overlap_exactly() {
+        let v = MemKey::Vmem;
+        // Two column blocks of a 1024-byte-pitch tile: disjoint.
+        let a = Range::rows(v, 0, 100, 512, 1024);
+        let b = Range::rows(v, 512, 100, 512, 1024);
+        assert_eq!(a.overlap(&b), None);
+        assert!(Range::rows(v, 256, 100, 512, 1024).overlap(&a).is_some());
+        // A plain range in the gap between rows, and one hitting a row.
+        assert_eq!(a.overlap(&Range::span(v, 600, 1000)), None);
+        assert!(a.overlap(&Range::span(v, 1000, 1030)).is_some());
+        // Past the last row.
+        assert_eq!(a.overlap(&Range::span(v, 99 * 1024 + 512, 200_000)), None);
+        // Different strides fall back to bounds.
+        assert!(a.overlap(&Range::rows(v, 512, 10, 8, 2048)).is_some());
+        assert_eq!(a.overlap(&Range::span(MemKey::Smem, 0, 10)), None);
     }
 }
 
@@ -111,6 +207,8 @@ pub(crate) struct Timing {
     pub dma_busy: Vec<u64>,
     /// VMEM ranges being written by matrix-unit pops, ready at the given cycle.
     pub pending_writes: VecDeque<(Range, u64)>,
+    /// VMEM ranges the matrix units are still reading, until the given cycle: writers wait.
+    pub pending_reads: Vec<(Range, u64)>,
     /// DMAs in flight.
     pub inflight: Vec<Inflight>,
     /// Latest completion of any asynchronous work.
@@ -142,6 +240,7 @@ impl Timing {
             dma_free: vec![t0; preset.dma_engines as usize],
             dma_busy: vec![0; preset.dma_engines as usize],
             pending_writes: VecDeque::new(),
+            pending_reads: Vec::new(),
             inflight: Vec::new(),
             async_end: t0,
         }
@@ -186,6 +285,19 @@ impl Timing {
         t
     }
 
+    /// The cycle by which asynchronous reads of `r` (matrix-unit weight loads and streams) are
+    /// done: an instruction writing `r` waits for it, and for pending writes to it.
+    #[inline]
+    pub fn overwrite_hazard(&self, r: &Range) -> u64 {
+        let mut t = self.write_hazard(r);
+        for (w, ready) in &self.pending_reads {
+            if w.overlap(r).is_some() {
+                t = t.max(*ready);
+            }
+        }
+        t
+    }
+
     /// Faults when an access to `r` at cycle `at` overlaps a DMA still in flight: reading or
     /// writing bytes it is still writing, or writing bytes it is still reading.
     pub fn check_race(&self, r: &Range, write: bool, at: u64) -> Result<(), FaultKind> {
@@ -222,6 +334,9 @@ impl Timing {
     pub fn prune(&mut self, now: u64) {
         if !self.pending_writes.is_empty() {
             self.pending_writes.retain(|(_, t)| *t > now);
+        }
+        if !self.pending_reads.is_empty() {
+            self.pending_reads.retain(|(_, t)| *t > now);
         }
         if !self.inflight.is_empty() {
             self.inflight.retain(|d| d.complete > now);

@@ -156,11 +156,7 @@ impl Core {
                 size: self.vmem.size(),
             });
         }
-        Ok(Range {
-            mem: MemKey::Vmem,
-            lo: lo as u64,
-            hi: hi as u64,
-        })
+        Ok(Range::span(MemKey::Vmem, lo as u64, hi as u64))
     }
 
     /// Writes a vector result ready at `at`.
@@ -239,7 +235,7 @@ impl Core {
                 ready = ready.max(mask.map_or(0, |m| self.mready(m)));
                 if let Some((lo, hi)) = acc.extent(m.as_ref()) {
                     let r = self.check_vmem("write", lo, hi)?;
-                    ready = ready.max(self.t.write_hazard(&r)).max(self.t.front);
+                    ready = ready.max(self.t.overwrite_hazard(&r)).max(self.t.front);
                     self.t.check_race(&r, true, ready)?;
                     if f {
                         let v = self.vregs[src.index() as usize];

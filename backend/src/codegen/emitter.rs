@@ -1,0 +1,114 @@
+//! The emitter: a program builder with a constant-register cache and interned DMA descriptors.
+
+use std::collections::HashMap;
+
+use tpuemu_isa::dma::DmaDescriptor;
+use tpuemu_isa::{BuildError, Instr, Program, ProgramBuilder, SReg};
+
+/// Scalar registers the constant cache may use (`s16`..`s31`); kernels use `s1`..`s15` for
+/// their own values.
+const CACHE_REGS: std::ops::Range<u8> = 16..32;
+
+/// A pool of scalar registers handed out to kernel code (`s1`..`s15`).
+#[derive(Debug, Clone)]
+pub struct RegPool {
+    free: Vec<u8>,
+}
+
+impl Default for RegPool {
+    fn default() -> Self {
+        RegPool {
+            free: (1..16).rev().collect(),
+        }
+    }
+}
+
+impl RegPool {
+    /// Takes a register; `None` when all fifteen are in use.
+    pub fn take(&mut self) -> Option<SReg> {
+        self.free.pop().map(SReg::n)
+    }
+
+    /// Returns a register to the pool.
+    pub fn give(&mut self, r: SReg) {
+        debug_assert!(!self.free.contains(&r.index()));
+        self.free.push(r.index());
+    }
+}
+
+/// A program under construction.
+pub struct Emitter {
+    /// The underlying builder.
+    pub b: ProgramBuilder,
+    /// Value held by each cache register, and when it was last used.
+    cache: HashMap<u8, (i32, u64)>,
+    tick: u64,
+    descs: HashMap<Vec<u32>, u32>,
+}
+
+impl Emitter {
+    /// An emitter for a program called `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Emitter {
+            b: ProgramBuilder::new(name),
+            cache: HashMap::new(),
+            tick: 0,
+            descs: HashMap::new(),
+        }
+    }
+
+    /// Appends an instruction.
+    pub fn push(&mut self, i: Instr) {
+        self.b.push(i);
+    }
+
+    /// A register holding `value`, loading it (evicting the least recently used constant) if no
+    /// cache register holds it. `s0` for zero. The register stays valid until the next call that
+    /// may evict (keep at most 16 constants live at once).
+    pub fn konst(&mut self, value: i32) -> SReg {
+        if value == 0 {
+            return SReg::ZERO;
+        }
+        self.tick += 1;
+        if let Some((r, slot)) = self.cache.iter_mut().find(|(_, (v, _))| *v == value) {
+            slot.1 = self.tick;
+            return SReg::n(*r);
+        }
+        let r = CACHE_REGS
+            .clone()
+            .find(|r| !self.cache.contains_key(r))
+            .unwrap_or_else(|| {
+                *self
+                    .cache
+                    .iter()
+                    .min_by_key(|(_, (_, t))| *t)
+                    .expect("cache is full")
+                    .0
+            });
+        self.cache.insert(r, (value, self.tick));
+        let reg = SReg::n(r);
+        self.b.smov(reg, value);
+        reg
+    }
+
+    /// Forgets every cached constant (call at a label that other paths jump to).
+    pub fn forget_constants(&mut self) {
+        self.cache.clear();
+    }
+
+    /// SMEM byte address of `desc`, preloading it once per program.
+    pub fn descriptor(&mut self, desc: &DmaDescriptor) -> u32 {
+        let words = desc.to_words();
+        if let Some(a) = self.descs.get(&words) {
+            return *a;
+        }
+        let a = self.b.smem_data(&words);
+        self.descs.insert(words, a);
+        a
+    }
+
+    /// The finished program.
+    pub fn finish(self) -> Result<Program, BuildError> {
+        self.b.finish()
+    }
+}
