@@ -14,7 +14,7 @@ overloads, and small models. Imported by ``generate.py`` (run that, not this).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -258,4 +258,4 @@ def generate_models(out_dir: Path, log: Callable[[str], None]) -> None:
         log(f"models/{stem}: {len(writer.cases)} cases, {size} bytes")
 
 
-__all__ = ["generate_explicit", "generate_models", "Any"]
+__all__ = ["generate_explicit", "generate_models"]
