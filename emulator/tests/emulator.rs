@@ -1,0 +1,4 @@
+//! The emulator crate's one integration test binary; each area is a module in `tests/emulator/`.
+
+#[path = "emulator/faults.rs"]
+mod faults;
