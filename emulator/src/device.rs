@@ -35,7 +35,7 @@ struct State {
     ici: Ici,
     buffers: HashMap<u64, ChipId>,
     next_buffer: u64,
-    programs: Vec<Program>,
+    programs: Vec<std::sync::Arc<Program>>,
     launches: Vec<LaunchRecord>,
     /// Per chip, per core: cycle at which the last kernel ended.
     core_free: Vec<Vec<u64>>,
@@ -343,7 +343,7 @@ impl Device for Emulator {
             }
         })?;
         let mut s = self.lock();
-        s.programs.push(program.clone());
+        s.programs.push(std::sync::Arc::new(program.clone()));
         Ok(ProgramId(s.programs.len() as u64 - 1))
     }
 

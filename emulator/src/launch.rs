@@ -364,7 +364,7 @@ fn deliver_all(
                 let core = &mut chip.cores[t.core as usize];
                 deliver(&w, &mut core.vmem, &mut core.smem, &mut chip.shared);
                 core.sems[w.recv_sem as usize].add_at(d.arrived, w.bytes as i64);
-                core.t.inflight.push(Inflight {
+                core.t.add_inflight(Inflight {
                     pc: w.pc,
                     src: w.dst_range,
                     dst: w.dst_range,

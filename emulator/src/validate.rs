@@ -96,13 +96,13 @@ pub fn validate(program: &Program, preset: &ChipPreset) -> Result<(), String> {
             }
             Instr::MxuLoad { mxu, .. }
             | Instr::MxuMatmul { mxu, .. }
-            | Instr::MxuPop { mxu, .. } => {
-                if mxu.index() as u32 >= preset.mxus_per_core {
-                    return Err(format!(
-                        "pc {pc}: {mxu} but the {} has {} matrix units per core",
-                        preset.name, preset.mxus_per_core
-                    ));
-                }
+            | Instr::MxuPop { mxu, .. }
+                if mxu.index() as u32 >= preset.mxus_per_core =>
+            {
+                return Err(format!(
+                    "pc {pc}: {mxu} but the {} has {} matrix units per core",
+                    preset.name, preset.mxus_per_core
+                ));
             }
             Instr::Dma { dst, src, .. } => {
                 hbm(src, pc)?;

@@ -10,7 +10,12 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod asm;
+pub mod bench;
+pub mod chip;
+pub mod chips;
 pub mod disasm;
+pub mod report;
+pub mod run;
 
 /// A TPU you can run on your laptop: assembler, emulator and tools.
 #[derive(Parser, Debug)]
@@ -28,6 +33,13 @@ pub enum Command {
     Asm(asm::AsmArgs),
     /// Print a program binary as assembly.
     Disasm(disasm::DisasmArgs),
+    /// List the chip presets with their derived peak FLOP/s, bandwidth and memory sizes.
+    Chips(chips::ChipsArgs),
+    /// Run a program on an emulated chip and report cycles, time and per-unit utilisation.
+    Run(run::RunArgs),
+    /// Benchmarks (simulated and host figures).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 /// Why a command failed.
@@ -95,6 +107,9 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Asm(args) => asm::run(&args),
         Command::Disasm(args) => disasm::run(&args),
+        Command::Chips(args) => chips::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Bench(cmd) => bench::run(&cmd),
     }
 }
 

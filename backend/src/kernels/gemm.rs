@@ -70,10 +70,12 @@ fn round_up(x: u32, to: u32) -> u32 {
     x.div_ceil(to) * to
 }
 
-/// Chooses tiles. Streamed output tiles are square, large enough that the arithmetic intensity
-/// of a K slice (about `tile / 2` FLOPs per byte for bf16) is at least twice the chip's critical
-/// intensity (peak FLOP/s over HBM bandwidth), between 512 and 2048, shrunk for small problems
-/// and to fit three quarters of VMEM.
+/// Chooses tiles. Streamed output tiles are square and as large as three quarters of VMEM allows
+/// (up to 2048 x 2048, with 512-deep K slices) while leaving at least four output tiles: large
+/// tiles keep the
+/// arithmetic intensity of a K slice (about `tile / 2` FLOPs per byte for bf16) well above the
+/// chip's critical intensity, and make few, long matrix-unit commands. The plan fails when even
+/// tiles at the chip's critical intensity do not fit.
 pub fn plan(spec: &GemmSpec, chip: &ChipInfo, resident: bool) -> Result<GemmPlan, KernelError> {
     let core = &chip.core;
     if spec.m == 0 || spec.n == 0 || spec.k == 0 {
@@ -99,18 +101,26 @@ pub fn plan(spec: &GemmSpec, chip: &ChipInfo, resident: bool) -> Result<GemmPlan
         return Ok(p);
     }
     let (r, c) = (core.mxu_rows, core.mxu_cols);
-    let critical = chip.peak_bf16_flops / chip.hbm_bytes_per_s;
-    let tile = ((4.0 * critical * spec.fmt.bytes() as f64 / 2.0) as u32)
-        .next_power_of_two()
-        .clamp(512, 2048);
+    // At least four output tiles when the problem allows, so that loading the first slices and
+    // storing the last tile overlap with other tiles' compute.
+    let quarter = ((spec.m as f64 * spec.n as f64 / 4.0).sqrt() as u32).max(1);
+    let tile = (1u32 << (31 - quarter.leading_zeros())).clamp(256, 2048);
     let mut p = GemmPlan {
         tm: round_up(spec.m, 8).min(tile),
         tn: round_up(spec.n, c).min(tile.max(c)),
         tk: round_up(spec.k, r).min(512.max(r)),
         resident: false,
     };
+    let critical = chip.peak_bf16_flops / chip.hbm_bytes_per_s;
+    let min_tile = ((critical * spec.fmt.bytes() as f64) as u32)
+        .next_power_of_two()
+        .max(128);
     while p.vmem_bytes(spec) > budget {
-        if p.tm > 128 {
+        if p.tm > min_tile.min(p.tn) {
+            p.tm /= 2;
+        } else if p.tn > min_tile.max(c) {
+            p.tn = (p.tn / 2).max(c);
+        } else if p.tm > 128 {
             p.tm /= 2;
         } else if p.tn > c {
             p.tn = (p.tn / 2).max(c);

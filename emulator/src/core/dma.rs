@@ -16,7 +16,7 @@ use tpuemu_isa::dma::{DmaDescriptor, MAX_DMA_DIMS};
 use tpuemu_isa::ops::Space;
 use tpuemu_isa::{DmaShape, Instr, MemRef};
 
-use super::timing::{Inflight, MemKey, Range};
+use super::timing::{Inflight, MemKey, Range, Timing};
 use super::{ArgVal, ChipShared, Core, Env, Flow, Outgoing};
 use crate::fault::FaultKind;
 use crate::memory::LocalMem;
@@ -238,6 +238,7 @@ impl Core {
         if let Some(r) = remote {
             issue = issue.max(self.sready(r.chip));
         }
+        let issue = Timing::queue_slot(&mut self.t.dma_queue, c.dma_queue_depth, issue);
         let desc = self.descriptor(shape)?;
         let bytes = desc.bytes();
         let s = self.side(&src, env.args)?;
@@ -281,12 +282,12 @@ impl Core {
         // Hazards with pending matrix-unit writes, then races with DMAs in flight.
         let mut start_min = issue + c.dma_issue as u64;
         if let Some(r) = &src_range {
-            start_min = start_min.max(self.t.write_hazard(r));
+            start_min = self.t.write_hazard(r, start_min);
         }
         if remote_to.is_none()
             && let Some(r) = &dst_range
         {
-            start_min = start_min.max(self.t.overwrite_hazard(r));
+            start_min = self.t.overwrite_hazard(r, start_min);
         }
         if let Some(r) = &src_range {
             self.t.check_race(r, false, start_min)?;
@@ -307,6 +308,7 @@ impl Core {
             .min_by_key(|(i, t)| (*t, *i))
             .expect("at least one engine");
         let start = start_min.max(free);
+        self.t.dma_queue.push_back(start);
         let hbm_src = matches!(s.mem, MemKey::Hbm(_));
         let hbm_dst = matches!(d.mem, MemKey::Hbm(_)) && remote_to.is_none();
         let burst = c.dma_burst_bytes as u64;
@@ -379,7 +381,7 @@ impl Core {
                 self.sems[sem.index() as usize].add_at(complete, bytes as i64);
                 self.t.async_end = self.t.async_end.max(complete);
                 if let (Some(sr), Some(dr)) = (src_range, dst_range) {
-                    self.t.inflight.push(Inflight {
+                    self.t.add_inflight(Inflight {
                         pc: self.pc,
                         src: sr,
                         dst: dr,
@@ -391,7 +393,7 @@ impl Core {
                 self.t.async_end = self.t.async_end.max(xfer_end);
                 if let Some(sr) = src_range {
                     // The source stays in use until the launcher says the bytes have left.
-                    self.t.inflight.push(Inflight {
+                    self.t.add_inflight(Inflight {
                         pc: self.pc,
                         src: sr,
                         dst: sr,

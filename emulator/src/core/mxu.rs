@@ -21,7 +21,7 @@ use tpuemu_isa::ops::{MxuFmt, Precision};
 use tpuemu_isa::{Addr, Instr, Unit};
 
 use super::state::{ResultBlock, Weights};
-use super::timing::{MemKey, Range};
+use super::timing::{MemKey, Range, Timing};
 use super::{Core, Env, Flow};
 use crate::fault::FaultKind;
 use crate::numerics::float::{bf16_bits_to_f32, round_bf16};
@@ -149,6 +149,11 @@ impl Core {
                     .max(self.sready(rows))
                     .max(self.sready(cols))
                     .max(self.sready(stride));
+                let issue = Timing::queue_slot(
+                    &mut self.t.mxu[mxu.index() as usize].queue,
+                    p.costs.mxu_queue_depth,
+                    issue,
+                );
                 let two = p.mxu_weight_buffers == 2 && p.mxu_model == MxuModel::Pipelined;
                 let m = &mut self.t.mxu[mxu.index() as usize];
                 let b = if two { 1 - m.cur } else { 0 };
@@ -156,10 +161,11 @@ impl Core {
                     MxuModel::Pipelined => issue.max(m.bufs[b].free).max(m.load_free),
                     MxuModel::ScaleSim => issue.max(m.array_idle),
                 };
-                start = start.max(self.t.write_hazard(&range));
+                start = self.t.write_hazard(&range, start);
                 self.t.check_race(&range, false, start)?;
+                self.t.mxu[mxu.index() as usize].queue.push_back(start);
                 let end = start + r_dim;
-                self.t.pending_reads.push((range, end));
+                self.t.add_pending_read(range, end);
                 let m = &mut self.t.mxu[mxu.index() as usize];
                 m.cur = b;
                 m.bufs[b].ready = end;
@@ -224,6 +230,11 @@ impl Core {
                     .max(self.sready(addr.base))
                     .max(self.sready(rows))
                     .max(self.sready(stride));
+                let issue = Timing::queue_slot(
+                    &mut self.t.mxu[mxu.index() as usize].queue,
+                    p.costs.mxu_queue_depth,
+                    issue,
+                );
                 let npass = prec.passes() as u64;
                 let m = &mut self.t.mxu[mi];
                 let b = m.cur;
@@ -231,11 +242,12 @@ impl Core {
                     MxuModel::Pipelined => issue.max(m.bufs[b].ready).max(m.input_free),
                     MxuModel::ScaleSim => issue.max(m.bufs[b].ready).max(m.array_idle),
                 };
-                start = start.max(self.t.write_hazard(&range));
+                start = self.t.write_hazard(&range, start);
                 self.t.check_race(&range, false, start)?;
+                self.t.mxu[mxu.index() as usize].queue.push_back(start);
                 let stream = mrows * npass;
                 let ready = start + stream + r_dim + c_dim - 2;
-                self.t.pending_reads.push((range, start + stream));
+                self.t.add_pending_read(range, start + stream);
                 let flops = 2 * mrows * wk * wn;
                 let m = &mut self.t.mxu[mi];
                 match p.mxu_model {
@@ -294,15 +306,21 @@ impl Core {
                     .max(self.sready(addr.base))
                     .max(self.sready(rows))
                     .max(self.sready(stride));
+                let issue = Timing::queue_slot(
+                    &mut self.t.mxu[mxu.index() as usize].queue,
+                    p.costs.mxu_queue_depth,
+                    issue,
+                );
                 let rows_ready =
                     self.pop_rows(mi, r as usize, base, st as usize, acc, env.functional);
                 let m = &mut self.t.mxu[mi];
                 let mut start = issue.max(rows_ready).max(m.pop_free);
-                start = start.max(self.t.overwrite_hazard(&range));
+                start = self.t.overwrite_hazard(&range, start);
                 self.t.check_race(&range, true, start)?;
+                self.t.mxu[mxu.index() as usize].queue.push_back(start);
                 let dur = r.div_ceil(p.costs.pop_rows_per_cycle as u64);
                 self.t.mxu[mi].pop_free = start + dur;
-                self.t.pending_writes.push_back((range, start + dur));
+                self.t.add_pending_write(range, start + dur);
                 self.t.async_end = self.t.async_end.max(start + dur);
                 self.t.front = issue + 1;
             }

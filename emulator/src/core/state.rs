@@ -124,6 +124,8 @@ pub(crate) struct Core {
     pub barrier_release: Option<u64>,
     pub t: Timing,
     pub stats: CoreStats,
+    /// Vector or mask registers were written since the last reset.
+    pub vector_dirty: bool,
 }
 
 impl Core {
@@ -144,6 +146,7 @@ impl Core {
             barrier_release: None,
             t: Timing::new(preset, 0),
             stats: CoreStats::default(),
+            vector_dirty: false,
         }
     }
 
@@ -151,11 +154,11 @@ impl Core {
     /// timing are reset; VMEM keeps its contents, as on hardware.
     pub fn reset_for_launch(&mut self, preset: &ChipPreset, start: u64) {
         self.sregs = [0; NUM_SREGS as usize];
-        for v in self.vregs.iter_mut() {
-            v.fill(0);
-        }
-        for m in self.mregs.iter_mut() {
-            m.fill(false);
+        if self.vector_dirty {
+            // Fresh zeroed allocations are lazily mapped: cheaper than clearing.
+            self.vregs = vec![[0u32; VREG_ELEMS]; NUM_VREGS as usize].into_boxed_slice();
+            self.mregs = vec![[false; VREG_ELEMS]; NUM_MREGS as usize].into_boxed_slice();
+            self.vector_dirty = false;
         }
         for x in &mut self.mxus {
             *x = MxuState::default();

@@ -101,12 +101,12 @@ impl Range {
         // Rows of `b` against rows of `a` with `a`'s stride S: row j of b starts at
         // a.lo + d + j*S; rows i and j meet iff t = j - i has d + t*S < a.w and d + t*S + b.w > 0.
         let exact = |a: &Range, b: &Range| -> bool {
-            let s = a.stride as i128;
-            let d = b.lo as i128 - a.lo as i128;
-            let (wa, wb) = (a.row_bytes as i128, b.row_bytes as i128);
+            let s = a.stride as i64;
+            let d = b.lo as i64 - a.lo as i64;
+            let (wa, wb) = (a.row_bytes as i64, b.row_bytes as i64);
             let t_lo = (-wb - d).div_euclid(s) + 1;
             let t_hi = (wa - d - 1).div_euclid(s);
-            t_lo.max(-(a.rows as i128 - 1)) <= t_hi.min(b.rows as i128 - 1)
+            t_lo.max(-(a.rows as i64 - 1)) <= t_hi.min(b.rows as i64 - 1)
         };
         let hit = match (self.rows > 1, other.rows > 1) {
             (false, false) => true,
@@ -190,6 +190,8 @@ pub(crate) struct MxuTiming {
     pub pop_free: u64,
     /// Busy cycles (streaming, plus weight loads in the SCALE-Sim model).
     pub busy: u64,
+    /// Start cycles of the commands issued, for the command queue depth.
+    pub queue: VecDeque<u64>,
 }
 
 /// Timing state of one core.
@@ -211,6 +213,10 @@ pub(crate) struct Timing {
     pub pending_reads: Vec<(Range, u64)>,
     /// DMAs in flight.
     pub inflight: Vec<Inflight>,
+    /// No pending entry ends before this cycle (pruning is skipped until then).
+    prune_at: u64,
+    /// Start cycles of the DMAs issued, for the DMA queue depth.
+    pub dma_queue: VecDeque<u64>,
     /// Latest completion of any asynchronous work.
     pub async_end: u64,
 }
@@ -242,6 +248,8 @@ impl Timing {
             pending_writes: VecDeque::new(),
             pending_reads: Vec::new(),
             inflight: Vec::new(),
+            prune_at: u64::MAX,
+            dma_queue: VecDeque::new(),
             async_end: t0,
         }
     }
@@ -272,27 +280,27 @@ impl Timing {
         self.front.max(units).max(regs).max(self.async_end)
     }
 
-    /// The cycle by which pending asynchronous writes overlapping `r` have landed (a hazard:
-    /// the accessing instruction waits for them).
+    /// The first cycle at or after `at` by which pending asynchronous writes overlapping `r`
+    /// have landed (a hazard: the accessing instruction waits for them).
     #[inline]
-    pub fn write_hazard(&self, r: &Range) -> u64 {
-        let mut t = 0;
+    pub fn write_hazard(&self, r: &Range, at: u64) -> u64 {
+        let mut t = at;
         for (w, ready) in &self.pending_writes {
-            if w.overlap(r).is_some() {
-                t = t.max(*ready);
+            if *ready > t && w.overlap(r).is_some() {
+                t = *ready;
             }
         }
         t
     }
 
-    /// The cycle by which asynchronous reads of `r` (matrix-unit weight loads and streams) are
-    /// done: an instruction writing `r` waits for it, and for pending writes to it.
+    /// Like [`Timing::write_hazard`], and also after asynchronous reads of `r` (matrix-unit
+    /// weight loads and streams): an instruction writing `r` waits for both.
     #[inline]
-    pub fn overwrite_hazard(&self, r: &Range) -> u64 {
-        let mut t = self.write_hazard(r);
+    pub fn overwrite_hazard(&self, r: &Range, at: u64) -> u64 {
+        let mut t = self.write_hazard(r, at);
         for (w, ready) in &self.pending_reads {
-            if w.overlap(r).is_some() {
-                t = t.max(*ready);
+            if *ready > t && w.overlap(r).is_some() {
+                t = *ready;
             }
         }
         t
@@ -332,14 +340,51 @@ impl Timing {
     /// Forgets pending writes and DMAs finished by cycle `now`.
     #[inline]
     pub fn prune(&mut self, now: u64) {
-        if !self.pending_writes.is_empty() {
-            self.pending_writes.retain(|(_, t)| *t > now);
+        // Expired entries are harmless (every check skips them); pruning only bounds the lists.
+        if now < self.prune_at
+            || self.pending_writes.len() + self.pending_reads.len() + self.inflight.len() < 48
+        {
+            return;
         }
-        if !self.pending_reads.is_empty() {
-            self.pending_reads.retain(|(_, t)| *t > now);
+        self.pending_writes.retain(|(_, t)| *t > now);
+        self.pending_reads.retain(|(_, t)| *t > now);
+        self.inflight.retain(|d| d.complete > now);
+        self.prune_at = self
+            .pending_writes
+            .iter()
+            .map(|(_, t)| *t)
+            .chain(self.pending_reads.iter().map(|(_, t)| *t))
+            .chain(self.inflight.iter().map(|d| d.complete))
+            .min()
+            .unwrap_or(u64::MAX);
+    }
+
+    /// Records an asynchronous write of `r` landing at `ready`.
+    pub fn add_pending_write(&mut self, r: Range, ready: u64) {
+        self.prune_at = self.prune_at.min(ready);
+        self.pending_writes.push_back((r, ready));
+    }
+
+    /// Records an asynchronous read of `r` lasting until `ready`.
+    pub fn add_pending_read(&mut self, r: Range, ready: u64) {
+        self.prune_at = self.prune_at.min(ready);
+        self.pending_reads.push((r, ready));
+    }
+
+    /// Records a DMA in flight.
+    pub fn add_inflight(&mut self, d: Inflight) {
+        self.prune_at = self.prune_at.min(d.complete);
+        self.inflight.push(d);
+    }
+
+    /// Waits for a free slot in a command queue of `depth` entries holding the start cycles of
+    /// the commands issued so far: returns the earliest issue cycle at or after `t`.
+    #[inline]
+    pub fn queue_slot(queue: &mut VecDeque<u64>, depth: u32, t: u64) -> u64 {
+        if queue.len() >= depth as usize {
+            let oldest = queue.pop_front().expect("full queue");
+            return t.max(oldest);
         }
-        if !self.inflight.is_empty() {
-            self.inflight.retain(|d| d.complete > now);
-        }
+        t
     }
 }

@@ -161,8 +161,11 @@ impl Core {
 
     /// Writes a vector result ready at `at`.
     #[inline]
-    fn vresult(&mut self, dst: VReg, data: &VregData, at: u64) {
-        self.vregs[dst.index() as usize] = *data;
+    fn vresult(&mut self, dst: VReg, data: &VregData, at: u64, functional: bool) {
+        if functional {
+            self.vregs[dst.index() as usize] = *data;
+            self.vector_dirty = true;
+        }
         self.t.vreg[dst.index() as usize] = at;
     }
 
@@ -196,7 +199,7 @@ impl Core {
                 let mut out = [0u32; VREG_ELEMS];
                 if let Some((lo, hi)) = acc.extent(m.as_ref()) {
                     let r = self.check_vmem("read", lo, hi)?;
-                    ready = ready.max(self.t.write_hazard(&r)).max(self.t.front);
+                    ready = self.t.write_hazard(&r, ready.max(self.t.front));
                     self.t.check_race(&r, false, ready)?;
                     if f {
                         let bytes = self.vmem.bytes();
@@ -216,7 +219,7 @@ impl Core {
                     c.vld_strided_occupancy
                 };
                 let start = self.t.occupy(SyncUnit::VLoad, ready, occ);
-                self.vresult(dst, &out, start + c.vld_latency as u64);
+                self.vresult(dst, &out, start + c.vld_latency as u64, f);
                 rec.unit(Unit::VLoad, pc, start, start + occ as u64);
             }
             Instr::VStore {
@@ -235,7 +238,7 @@ impl Core {
                 ready = ready.max(mask.map_or(0, |m| self.mready(m)));
                 if let Some((lo, hi)) = acc.extent(m.as_ref()) {
                     let r = self.check_vmem("write", lo, hi)?;
-                    ready = ready.max(self.t.overwrite_hazard(&r)).max(self.t.front);
+                    ready = self.t.overwrite_hazard(&r, ready.max(self.t.front));
                     self.t.check_race(&r, true, ready)?;
                     if f {
                         let v = self.vregs[src.index() as usize];
@@ -288,7 +291,7 @@ impl Core {
                 let mut out = [0u32; VREG_ELEMS];
                 if lo <= hi {
                     let r = self.check_vmem("read", lo, hi)?;
-                    ready = ready.max(self.t.write_hazard(&r)).max(self.t.front);
+                    ready = self.t.write_hazard(&r, ready.max(self.t.front));
                     self.t.check_race(&r, false, ready)?;
                     if f {
                         let bytes = self.vmem.bytes();
@@ -301,7 +304,7 @@ impl Core {
                     }
                 }
                 let start = self.t.occupy(SyncUnit::Xlu, ready, c.xlu_gather_occupancy);
-                self.vresult(dst, &out, start + c.xlu_permute_latency as u64);
+                self.vresult(dst, &out, start + c.xlu_permute_latency as u64, f);
                 rec.unit(Unit::Xlu, pc, start, start + c.xlu_gather_occupancy as u64);
             }
             _ => return self.exec_vector_compute(instr, env, rec),
@@ -631,9 +634,12 @@ impl Core {
         };
         rec.unit(unit_name, pc, start, start + occ as u64);
         match dst {
-            Dst::V(d) => self.vresult(d, &out, start + lat as u64),
+            Dst::V(d) => self.vresult(d, &out, start + lat as u64, f),
             Dst::M(d, m) => {
-                self.mregs[d.index() as usize] = *m;
+                if f {
+                    self.mregs[d.index() as usize] = *m;
+                    self.vector_dirty = true;
+                }
                 self.t.mreg[d.index() as usize] = start + lat as u64;
             }
         }

@@ -61,6 +61,8 @@ fn costs() -> Costs {
         sem_latency: 2,
         barrier_latency: 16,
         kernel_launch: 200,
+        mxu_queue_depth: 8,
+        dma_queue_depth: 16,
     }
 }
 
@@ -111,6 +113,14 @@ fn common_sources() -> BTreeMap<String, String> {
         s(
             "costs.kernel_launch",
             "assumed: 200 cycles (~0.1 us) from kernel start to first instruction (argument setup)",
+        ),
+        s(
+            "costs.mxu_queue_depth",
+            "assumed: 8 matrix-unit commands in flight per unit before the front end stalls",
+        ),
+        s(
+            "costs.dma_queue_depth",
+            "assumed: 16 outstanding DMA descriptors per core before the front end stalls",
         ),
         s(
             "mxu_model",

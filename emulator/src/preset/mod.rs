@@ -81,6 +81,10 @@ pub struct Costs {
     pub barrier_latency: u32,
     /// Cycles from a kernel's start to its first instruction (program load, argument setup).
     pub kernel_launch: u32,
+    /// Commands a matrix unit queues before the front end stalls.
+    pub mxu_queue_depth: u32,
+    /// DMAs a core queues before the front end stalls.
+    pub dma_queue_depth: u32,
 }
 
 /// Everything the emulator needs to model one chip generation.
@@ -226,6 +230,9 @@ impl ChipPreset {
             return bad("ici_dims must be 1 to 3 and ici_wrap_multiple positive".into());
         }
         let c = &self.costs;
+        if c.mxu_queue_depth == 0 || c.dma_queue_depth == 0 {
+            return bad("queue depths must be positive".into());
+        }
         if c.dma_burst_bytes == 0 || c.dma_local_bytes_per_cycle == 0 || c.pop_rows_per_cycle == 0 {
             return bad("DMA burst, local DMA bandwidth and pop rate must be positive".into());
         }

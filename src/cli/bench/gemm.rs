@@ -1,0 +1,293 @@
+//! `tpuemu bench gemm`: generate the GEMM kernel, run it on the emulated chip, print the figures.
+//!
+//! `mxu_cycles` counts from the first weight-load cycle to the last result leaving an array, as
+//! SCALE-Sim counts compute cycles; every figure comes from running the generated program.
+//! `host_seconds` is the emulation of the launch alone (not data generation or upload).
+
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use tpuemu_backend::kernels::gemm::{self, GemmSpec};
+use tpuemu_emulator::{Emulator, MxuModel};
+use tpuemu_isa::ops::{MxuFmt, Precision};
+use tpuemu_isa::trace::{Trace, TraceMeta};
+use tpuemu_isa::{BufferId, CoreRef, Device, KernelArg, Launch, LaunchTarget};
+
+use super::super::chip::ChipArgs;
+use super::super::{CliError, report};
+
+/// Input dtype.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Dtype {
+    /// bfloat16 inputs (one pass).
+    Bf16,
+    /// f32 inputs (passes per --precision).
+    F32,
+}
+
+/// Matmul precision for f32 inputs, as `torch.tpu`/JAX name them.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Prec {
+    /// One bf16 pass.
+    Default,
+    /// Three bf16 passes.
+    High,
+    /// Six bf16 passes.
+    Highest,
+}
+
+/// Arguments of `tpuemu bench gemm`.
+#[derive(Args, Debug)]
+pub struct GemmArgs {
+    /// Rows of A and C.
+    #[arg(long, default_value_t = 1024)]
+    pub m: u32,
+    /// Columns of B and C.
+    #[arg(long, default_value_t = 1024)]
+    pub n: u32,
+    /// Columns of A, rows of B.
+    #[arg(long, default_value_t = 1024)]
+    pub k: u32,
+    #[command(flatten)]
+    pub chip: ChipArgs,
+    /// Input dtype.
+    #[arg(long, value_enum, default_value = "bf16")]
+    pub dtype: Dtype,
+    /// Precision of f32 matmuls.
+    #[arg(long, value_enum, default_value = "default")]
+    pub precision: Prec,
+    /// Time only: no data is generated or computed.
+    #[arg(long)]
+    pub timing_only: bool,
+    /// Also time numpy's f32 matmul of the same size (needs python3 with numpy).
+    #[arg(long)]
+    pub numpy: bool,
+    /// Run the launch this many times and report the median host time (steadier figures).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// Write a Chrome trace of the run.
+    #[arg(long)]
+    pub trace: Option<std::path::PathBuf>,
+    /// Print JSON for machines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn fill(n: usize, fmt: MxuFmt, seed: u32) -> Vec<u8> {
+    let mut x = seed;
+    let mut next = move || {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        ((x >> 8) as f32 / (1u32 << 24) as f32) * 2.0 - 1.0
+    };
+    match fmt {
+        MxuFmt::Bf16 => (0..n)
+            .flat_map(|_| half::bf16::from_f32(next()).to_le_bytes())
+            .collect(),
+        MxuFmt::F32 => (0..n).flat_map(|_| next().to_le_bytes()).collect(),
+    }
+}
+
+fn numpy_seconds(m: u32, n: u32, k: u32) -> Result<f64, CliError> {
+    let script = format!(
+        "import numpy as np, time\na=np.random.rand({m},{k}).astype(np.float32)\nb=np.random.rand({k},{n}).astype(np.float32)\na@b\nbest=1e9\nfor _ in range(3):\n    t=time.perf_counter(); a@b; best=min(best,time.perf_counter()-t)\nprint(best)\n"
+    );
+    let python = std::env::var("TPUEMU_PYTHON").unwrap_or_else(|_| "python3".into());
+    let out = std::process::Command::new(&python)
+        .args(["-c", &script])
+        .output()
+        .map_err(|e| CliError::Other(format!("--numpy: cannot run {python}: {e}")))?;
+    if !out.status.success() {
+        return Err(CliError::Other(format!(
+            "--numpy: {python} failed (is numpy installed? set TPUEMU_PYTHON): {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| CliError::Other("--numpy: unexpected output".into()))
+}
+
+/// Runs `tpuemu bench gemm`.
+pub fn run(args: &GemmArgs) -> Result<(), CliError> {
+    let preset = args.chip.preset()?;
+    let (fmt, prec) = match (args.dtype, args.precision) {
+        (Dtype::Bf16, _) => (MxuFmt::Bf16, Precision::P1),
+        (Dtype::F32, Prec::Default) => (MxuFmt::F32, Precision::P1),
+        (Dtype::F32, Prec::High) => (MxuFmt::F32, Precision::P3),
+        (Dtype::F32, Prec::Highest) => (MxuFmt::F32, Precision::P6),
+    };
+    let emu = Emulator::new(preset.clone()).map_err(|e| CliError::Other(e.to_string()))?;
+    emu.set_timing_only(args.timing_only);
+    emu.set_profiling(args.trace.is_some());
+    let info = emu.topology().chips[0].clone();
+    // Split the rows over the chip's cores when they divide evenly (megacore chips).
+    let cores = if args.m.is_multiple_of(preset.cores_per_chip * 8) {
+        preset.cores_per_chip
+    } else {
+        1
+    };
+    let rows = args.m / cores;
+    let spec = GemmSpec {
+        m: rows,
+        n: args.n,
+        k: args.k,
+        fmt,
+        prec,
+    };
+    let resident = preset.mxu_model == MxuModel::ScaleSim;
+    let plan = gemm::plan(&spec, &info, resident).map_err(|e| CliError::Other(e.to_string()))?;
+    let program =
+        gemm::build(&spec, &plan, &info.core).map_err(|e| CliError::Other(e.to_string()))?;
+    let pid = emu
+        .load(&program)
+        .map_err(|e| CliError::Other(e.to_string()))?;
+
+    let esz = fmt.bytes() as u64;
+    let dev = |e: tpuemu_isa::DeviceError| CliError::Other(e.to_string());
+    let b = emu
+        .alloc(0, args.k as u64 * args.n as u64 * esz)
+        .map_err(dev)?;
+    if !args.timing_only {
+        emu.write(b, 0, &fill(args.k as usize * args.n as usize, fmt, 2), 0.0)
+            .map_err(dev)?;
+    }
+    let mut targets = Vec::new();
+    let mut bufs: Vec<BufferId> = vec![b];
+    for c in 0..cores {
+        let a = emu
+            .alloc(0, rows as u64 * args.k as u64 * esz)
+            .map_err(dev)?;
+        let out = emu.alloc(0, rows as u64 * args.n as u64 * 4).map_err(dev)?;
+        if !args.timing_only {
+            emu.write(
+                a,
+                0,
+                &fill(rows as usize * args.k as usize, fmt, 1 + c),
+                0.0,
+            )
+            .map_err(dev)?;
+        }
+        bufs.extend([a, out]);
+        targets.push(LaunchTarget {
+            core: CoreRef { chip: 0, core: c },
+            args: vec![
+                KernelArg::Buffer(a),
+                KernelArg::Buffer(b),
+                KernelArg::Buffer(out),
+            ],
+        });
+    }
+    let mut times = Vec::new();
+    let mut stats = None;
+    for _ in 0..args.repeat.max(1) {
+        let submit = emu.synchronize().map_err(dev)?.end_ns;
+        let t0 = Instant::now();
+        let id = emu
+            .launch(&Launch {
+                program: pid,
+                targets: targets.clone(),
+                submit_ns: submit,
+                op_id: None,
+                group_id: None,
+            })
+            .map_err(dev)?;
+        emu.wait(id).map_err(dev)?;
+        times.push(t0.elapsed().as_secs_f64());
+        stats = emu.stats(id);
+    }
+    times.sort_by(f64::total_cmp);
+    let host_seconds = times[times.len() / 2];
+    let stats = stats.expect("the launch exists");
+
+    let cycles = stats.cycles();
+    let secs = cycles as f64 / preset.clock_hz;
+    let flops = 2.0 * args.m as f64 * args.n as f64 * args.k as f64;
+    let peak = preset.peak_bf16_flops();
+    let mut v = report::launch_summary(&stats, &preset, host_seconds);
+    let extra = json!({
+        "chip": preset.name,
+        "m": args.m, "n": args.n, "k": args.k,
+        "dtype": format!("{fmt}"),
+        "passes": prec.passes(),
+        "cores": cores,
+        "tiles": {"tm": plan.tm, "tn": plan.tn, "tk": plan.tk, "resident": plan.resident},
+        "functional": !args.timing_only,
+        "mxu_cycles": stats.mxu_cycles(),
+        "flops": flops,
+        "utilization": flops / secs / peak,
+        "peak_bf16_flops": peak,
+        "program_instructions": program.instrs.len(),
+        "peak_rss_bytes": super::peak_rss_bytes(),
+    });
+    for (k, x) in extra.as_object().expect("object") {
+        v[k] = x.clone();
+    }
+    if args.numpy {
+        let np = numpy_seconds(args.m, args.n, args.k)?;
+        v["numpy_seconds"] = json!(np);
+        v["host_over_numpy"] = json!(host_seconds / np);
+    }
+    if let Some(path) = &args.trace {
+        let trace = Trace {
+            meta: TraceMeta {
+                label: format!("gemm {}x{}x{}", args.m, args.n, args.k),
+                generation: preset.name.clone(),
+                clock_hz: preset.clock_hz,
+                peak_bf16_flops: peak,
+                hbm_bytes_per_s: preset.hbm_bytes_per_s,
+                chips: 1,
+            },
+            events: emu.drain_events(),
+        };
+        std::fs::write(path, tpuemu_isa::trace::chrome::to_chrome_json(&trace)).map_err(
+            |source| CliError::Io {
+                path: path.clone(),
+                source,
+            },
+        )?;
+    }
+    for b in bufs {
+        let _ = emu.free(b);
+    }
+    if args.json {
+        return super::super::write_output(
+            None,
+            (serde_json::to_string_pretty(&v).expect("JSON") + "\n").as_bytes(),
+        );
+    }
+    let mut text = format!(
+        "GEMM {}x{}x{} {} on {} ({} core{}, tiles {}x{}x{}{})\n",
+        args.m,
+        args.n,
+        args.k,
+        fmt,
+        preset.name,
+        cores,
+        if cores > 1 { "s" } else { "" },
+        plan.tm,
+        plan.tn,
+        plan.tk,
+        if plan.resident {
+            ", operands resident"
+        } else {
+            ""
+        }
+    );
+    text += &format!(
+        "mxu_cycles       {}\nutilization      {:.1}% of {:.1} TFLOP/s\n",
+        stats.mxu_cycles(),
+        100.0 * flops / secs / peak,
+        peak / 1e12
+    );
+    text += &report::launch_table(&stats, &preset, host_seconds);
+    if let Some(np) = v.get("numpy_seconds").and_then(|x| x.as_f64()) {
+        text += &format!(
+            "numpy f32 matmul {:.3} s (emulation takes {:.2}x)\n",
+            np,
+            host_seconds / np
+        );
+    }
+    super::super::write_output(None, text.as_bytes())
+}

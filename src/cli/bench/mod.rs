@@ -1,0 +1,29 @@
+//! `tpuemu bench ...`: benchmarks that print simulated and host figures (`--json` for machines).
+
+use clap::Subcommand;
+
+use super::CliError;
+
+pub mod gemm;
+
+/// The benchmarks.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// A generated GEMM kernel on one chip.
+    Gemm(gemm::GemmArgs),
+}
+
+/// Runs a benchmark.
+pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
+    match cmd {
+        BenchCommand::Gemm(a) => gemm::run(a),
+    }
+}
+
+/// Peak resident memory of this process in bytes (Linux), for the memory figures.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

@@ -1,0 +1,83 @@
+//! `tpuemu chips`: the chip presets and their derived figures.
+
+use clap::Args;
+use serde_json::json;
+use tpuemu_emulator::{ChipPreset, builtin, builtin_names};
+
+use super::{CliError, chip::load_preset};
+
+/// Arguments of `tpuemu chips`.
+#[derive(Args, Debug)]
+pub struct ChipsArgs {
+    /// Print JSON for machines.
+    #[arg(long)]
+    pub json: bool,
+    /// Print one preset (built-in name or TOML file) as TOML, with the source of every figure;
+    /// edit it and pass the file to `--chip`.
+    #[arg(long, value_name = "CHIP")]
+    pub toml: Option<String>,
+}
+
+fn row(p: &ChipPreset) -> serde_json::Value {
+    json!({
+        "name": p.name,
+        "description": p.description,
+        "cores_per_chip": p.cores_per_chip,
+        "mxus_per_core": p.mxus_per_core,
+        "mxu": format!("{}x{}", p.mxu_rows, p.mxu_cols),
+        "clock_hz": p.clock_hz,
+        "peak_bf16_flops": p.peak_bf16_flops(),
+        "hbm_bytes": p.hbm_bytes,
+        "hbm_bytes_per_s": p.hbm_bytes_per_s,
+        "vmem_bytes": p.vmem_bytes,
+        "smem_bytes": p.smem_bytes,
+        "vregs": p.vregs,
+        "dma_engines": p.dma_engines,
+        "ici_link_bytes_per_s": p.ici_link_bytes_per_s,
+        "ici_dims": p.ici_dims,
+        "sources": p.sources,
+    })
+}
+
+fn gib(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{} GiB", b >> 30)
+    } else {
+        format!("{} MiB", b >> 20)
+    }
+}
+
+/// Runs `tpuemu chips`.
+pub fn run(args: &ChipsArgs) -> Result<(), CliError> {
+    if let Some(name) = &args.toml {
+        let p = load_preset(name)?;
+        super::write_output(None, p.to_toml().as_bytes())?;
+        return Ok(());
+    }
+    let presets: Vec<ChipPreset> = builtin_names().iter().filter_map(|n| builtin(n)).collect();
+    if args.json {
+        let v = json!({ "chips": presets.iter().map(row).collect::<Vec<_>>() });
+        let text = serde_json::to_string_pretty(&v).expect("JSON serializes") + "\n";
+        return super::write_output(None, text.as_bytes());
+    }
+    let mut out = format!(
+        "{:<16} {:>5} {:>9} {:>9} {:>13} {:>11} {:>9} {:>8} {:>9}\n",
+        "chip", "cores", "MXUs", "clock", "peak bf16", "HBM BW", "HBM", "VMEM", "ICI link"
+    );
+    for p in &presets {
+        out += &format!(
+            "{:<16} {:>5} {:>9} {:>5.3} GHz {:>7.1} TF/s {:>6.3} TB/s {:>9} {:>8} {:>6.0} GB/s\n",
+            p.name,
+            p.cores_per_chip,
+            format!("{}x{}", p.mxus_per_core, p.mxu_rows),
+            p.clock_hz / 1e9,
+            p.peak_bf16_flops() / 1e12,
+            p.hbm_bytes_per_s / 1e12,
+            gib(p.hbm_bytes),
+            gib(p.vmem_bytes),
+            p.ici_link_bytes_per_s / 1e9
+        );
+    }
+    out += "\nEvery figure cites its source: `tpuemu chips --toml v5e` (or --json).\n";
+    super::write_output(None, out.as_bytes())
+}
