@@ -50,14 +50,17 @@ fn selection_ui(ui: &mut Ui, viewer: &mut Viewer) {
             row("duration", format_duration(s.duration_ns()));
             row(
                 "start",
-                format!("{} ({} ns)", format_instant(s.start_ns), s.start_ns),
+                format!("{} ({} ns)", format_instant(s.start_ns), exact(s.start_ns)),
             );
             row(
                 "end",
-                format!("{} ({} ns)", format_instant(s.end_ns), s.end_ns),
+                format!("{} ({} ns)", format_instant(s.end_ns), exact(s.end_ns)),
             );
             if let Some((a, b)) = s.cycles {
-                row("cycles", format!("{a} → {b} ({})", b.saturating_sub(a)));
+                row(
+                    "cycles",
+                    format!("{a} .. {b} ({} cycles)", b.saturating_sub(a)),
+                );
             }
             if let Some(op) = s.op_id {
                 row("op id", op.to_string());
@@ -181,6 +184,12 @@ fn stats_block(ui: &mut Ui, id: &str, st: &RangeStats) {
         });
 }
 
+/// A time in ns to a thousandth, without trailing zeros (`19451.827`, `1000`).
+fn exact(ns: f64) -> String {
+    let s = format!("{ns:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// `1.5e12` -> `1.50 T<unit>`.
 pub fn si(v: f64, unit: &str) -> String {
     let (div, p) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
@@ -199,5 +208,7 @@ mod tests {
         assert_eq!(si(1.5e12, "FLOP/s"), "1.50 TFLOP/s");
         assert_eq!(si(819e9, "B/s"), "819.00 GB/s");
         assert_eq!(si(12.0, "B/s"), "12.00 B/s");
+        assert_eq!(super::exact(19451.826666666653), "19451.827");
+        assert_eq!(super::exact(1000.0), "1000");
     }
 }

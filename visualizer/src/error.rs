@@ -50,10 +50,7 @@ pub enum VizError {
         detail: String,
     },
     /// No window could be opened (no display server).
-    #[error(
-        "cannot open a window ({detail}); is DISPLAY or WAYLAND_DISPLAY set? \
-         Use --screenshot OUT.png to render without a display"
-    )]
+    #[error("cannot open a window: {detail}; use --screenshot OUT.png to render without a display")]
     NoDisplay {
         /// What the windowing layer said.
         detail: String,

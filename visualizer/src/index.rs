@@ -139,8 +139,7 @@ impl RowIndex {
             }
             // Every span starting in this column joins the block.
             let col_end_t = axis.t(axis.x0 + (col_of(x0) + 1.0) * min_px);
-            let j =
-                (i + 1 + self.starts[i + 1..end].partition_point(|&s| s < col_end_t)).max(i + 1);
+            let j = i + 1 + gallop(&self.starts[i + 1..end], col_end_t);
             let bx1 = axis.x(self.max_end[j - 1]).max(x0 + min_px);
             match out.last_mut() {
                 Some(DrawItem::Merged {
@@ -162,6 +161,19 @@ impl RowIndex {
             i = j;
         }
     }
+}
+
+/// How many leading elements of the sorted `starts` are below `t`: exponential then binary
+/// search, so the cost is the log of the answer, not of the slice (columns are usually
+/// sparse).
+fn gallop(starts: &[f64], t: f64) -> usize {
+    let mut hi = 1;
+    while hi < starts.len() && starts[hi - 1] < t {
+        hi *= 2;
+    }
+    let lo = hi / 2;
+    let hi = hi.min(starts.len());
+    lo + starts[lo..hi].partition_point(|&s| s < t)
 }
 
 #[cfg(test)]
@@ -192,6 +204,15 @@ mod tests {
         // A foreign trace may break the no-overlap rule: the running max keeps it correct.
         let row = RowIndex::new(0, [(0.0, 100.0), (10.0, 11.0), (20.0, 21.0)]);
         assert_eq!(row.visible(50.0, 60.0), 0..3);
+    }
+
+    #[test]
+    fn gallop_matches_partition_point() {
+        let v: Vec<f64> = (0..100).map(|i| f64::from(i / 3)).collect();
+        for t in [-1.0, 0.0, 0.5, 1.0, 7.0, 32.9, 33.0, 100.0] {
+            assert_eq!(gallop(&v, t), v.partition_point(|&s| s < t), "t = {t}");
+        }
+        assert_eq!(gallop(&[], 1.0), 0);
     }
 
     #[test]

@@ -28,7 +28,7 @@ const MERGED: Color32 = Color32::from_gray(120);
 const SELECT: Color32 = Color32::WHITE;
 const LINKED: Color32 = Color32::from_rgb(255, 210, 60);
 const FLOW: Color32 = Color32::from_rgba_premultiplied(110, 125, 160, 160);
-const RANGE_FILL: Color32 = Color32::from_rgba_premultiplied(40, 60, 100, 60);
+const RANGE_FILL: Color32 = Color32::from_rgba_premultiplied(14, 22, 40, 40);
 const RANGE_EDGE: Color32 = Color32::from_rgb(120, 160, 255);
 
 /// Everything one frame of the timeline needs.
@@ -510,7 +510,7 @@ impl<'a> Scene<'a> {
                 format_duration(s.duration_ns())
             ),
             format!(
-                "{} → {}",
+                "{} .. {}",
                 format_instant(s.start_ns),
                 format_instant(s.end_ns)
             ),

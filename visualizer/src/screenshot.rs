@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use eframe::egui::{self, Color32, Pos2, RawInput, Rect, Vec2};
+use eframe::epaint::{ClippedPrimitive, Primitive};
 
 use crate::error::VizError;
 use crate::raster::{Canvas, Textures, rasterize};
@@ -33,47 +34,84 @@ pub struct ScreenshotInfo {
 /// The smallest and largest side accepted.
 pub const SIZE_RANGE: std::ops::RangeInclusive<u32> = 64..=8192;
 
-/// Renders the viewer as it would look in a `width` x `height` window, fitted to all traces.
-/// Returns the image and the number of triangles drawn.
-pub fn render(viewer: &mut Viewer, width: u32, height: u32) -> Result<(Canvas, usize), VizError> {
-    if !SIZE_RANGE.contains(&width) || !SIZE_RANGE.contains(&height) {
-        return Err(VizError::BadSize { width, height });
+/// A window-less egui context of a fixed size, for screenshots and benchmarks.
+pub struct Headless {
+    ctx: egui::Context,
+    textures: Textures,
+    screen: Rect,
+    frame: u64,
+}
+
+impl Headless {
+    /// A headless "window" of `width` x `height` pixels (at one pixel per point).
+    pub fn new(width: u32, height: u32) -> Result<Headless, VizError> {
+        if !SIZE_RANGE.contains(&width) || !SIZE_RANGE.contains(&height) {
+            return Err(VizError::BadSize { width, height });
+        }
+        let ctx = egui::Context::default();
+        ctx.set_theme(egui::Theme::Dark);
+        ctx.global_style_mut(|s| s.animation_time = 0.0);
+        Ok(Headless {
+            ctx,
+            textures: Textures::default(),
+            screen: Rect::from_min_size(Pos2::ZERO, Vec2::new(width as f32, height as f32)),
+            frame: 0,
+        })
     }
-    let ctx = egui::Context::default();
-    ctx.set_theme(egui::Theme::Dark);
-    ctx.global_style_mut(|s| s.animation_time = 0.0);
-    let screen = Rect::from_min_size(Pos2::ZERO, Vec2::new(width as f32, height as f32));
-    let mut textures = Textures::default();
-    let mut last = None;
-    for frame in 0..=WARMUP_FRAMES {
+
+    /// Runs one frame of the viewer's UI and tessellates it (the whole CPU side of a frame).
+    pub fn frame(&mut self, viewer: &mut Viewer) -> Vec<ClippedPrimitive> {
         let input = RawInput {
-            screen_rect: Some(screen),
-            time: Some(frame as f64 / 60.0),
+            screen_rect: Some(self.screen),
+            time: Some(self.frame as f64 / 60.0),
             predicted_dt: 1.0 / 60.0,
             max_texture_side: Some(8192),
             ..RawInput::default()
         };
-        viewer.request_fit();
-        let mut out = ctx.run_ui(input, |ui| viewer.ui(ui));
-        textures.apply(&mut out.textures_delta);
-        last = Some(out);
+        self.frame += 1;
+        let mut out = self.ctx.run_ui(input, |ui| viewer.ui(ui));
+        self.textures.apply(&mut out.textures_delta);
+        self.ctx.tessellate(out.shapes, out.pixels_per_point)
     }
-    let Some(out) = last else {
-        return Err(VizError::Window("no frame was rendered".into()));
-    };
-    let ppp = out.pixels_per_point;
-    let prims = ctx.tessellate(out.shapes, ppp);
-    let triangles = prims
+
+    /// Rasterizes a tessellated frame on the CPU.
+    pub fn rasterize(&self, prims: &[ClippedPrimitive]) -> Canvas {
+        let bg = opaque(self.ctx.global_style().visuals.panel_fill);
+        let mut canvas = Canvas::new(
+            self.screen.width() as usize,
+            self.screen.height() as usize,
+            bg,
+        );
+        rasterize(&mut canvas, prims, &self.textures, 1.0);
+        canvas
+    }
+}
+
+/// Number of triangles in a tessellated frame.
+pub fn triangle_count(prims: &[ClippedPrimitive]) -> usize {
+    prims
         .iter()
         .map(|p| match &p.primitive {
-            egui::epaint::Primitive::Mesh(m) => m.indices.len() / 3,
-            egui::epaint::Primitive::Callback(_) => 0,
+            Primitive::Mesh(m) => m.indices.len() / 3,
+            Primitive::Callback(_) => 0,
         })
-        .sum();
-    let bg = ctx.global_style().visuals.panel_fill;
-    let mut canvas = Canvas::new(width as usize, height as usize, opaque(bg));
-    rasterize(&mut canvas, &prims, &textures, ppp);
-    Ok((canvas, triangles))
+        .sum()
+}
+
+/// Renders the viewer as it would look in a `width` x `height` window, fitted to all traces
+/// (in time, and in height by collapsing chips other than chip 0 when the lanes do not fit).
+/// Returns the image and the number of triangles drawn.
+pub fn render(viewer: &mut Viewer, width: u32, height: u32) -> Result<(Canvas, usize), VizError> {
+    let mut headless = Headless::new(width, height)?;
+    let mut prims = Vec::new();
+    for frame in 0..=WARMUP_FRAMES {
+        viewer.request_fit();
+        prims = headless.frame(viewer);
+        if frame == 0 {
+            viewer.collapse_to_fit();
+        }
+    }
+    Ok((headless.rasterize(&prims), triangle_count(&prims)))
 }
 
 fn opaque(c: Color32) -> Color32 {

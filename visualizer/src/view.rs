@@ -106,6 +106,8 @@ pub struct Viewer {
     /// Vertical scroll of the lanes, px.
     pub scroll_y: f32,
     fit_pending: bool,
+    /// Height of the lane area in the last frame, px.
+    last_area_height: f32,
     drag: Drag,
     highlight: Option<(Selection, Highlight)>,
     stats: Option<StatsCache>,
@@ -123,6 +125,7 @@ impl Viewer {
             range: None,
             scroll_y: 0.0,
             fit_pending: true,
+            last_area_height: 0.0,
             drag: Drag::None,
             highlight: None,
             stats: None,
@@ -165,6 +168,36 @@ impl Viewer {
     /// Fits everything into view on the next frame (when the plot's width is known).
     pub fn request_fit(&mut self) {
         self.fit_pending = true;
+    }
+
+    /// Collapses chips (the highest first, chip 0 of each trace last of all: never) until the
+    /// lanes fit the height of the last frame's lane area. For screenshots, where no one can
+    /// scroll. Returns how many groups it collapsed.
+    pub fn collapse_to_fit(&mut self) -> usize {
+        let avail = self.last_area_height;
+        let mut chips: Vec<(u32, usize)> = self
+            .traces
+            .iter()
+            .enumerate()
+            .flat_map(|(ti, t)| {
+                t.lanes.iter().filter_map(move |l| match l.group {
+                    Group::Chip(c) if c > 0 => Some((c, ti)),
+                    _ => None,
+                })
+            })
+            .collect();
+        chips.sort_unstable_by(|a, b| b.cmp(a));
+        chips.dedup();
+        let mut collapsed = 0;
+        for (c, ti) in chips {
+            if avail <= 0.0 || self.layout().height <= avail {
+                break;
+            }
+            if self.collapsed.insert((ti, Group::Chip(c))) {
+                collapsed += 1;
+            }
+        }
+        collapsed
     }
 
     /// Lane descriptions for the layout.
@@ -274,6 +307,7 @@ impl Viewer {
         if self.fit_pending {
             self.fit_all();
         }
+        self.last_area_height = area.height();
         let layout = self.layout();
         self.handle_input(ui, &response, ruler, area, &layout);
         let max_scroll = (layout.height - area.height()).max(0.0);

@@ -87,3 +87,56 @@ fn bad_inputs_are_errors_not_panics() {
     ));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Renders a small trace with a selected fused kernel (brackets, linked operators, flows) and
+/// a selected range, and compares it with `tests/snapshots/selected_group.png`. Differences
+/// of a few levels (float rounding in other libms) are tolerated; set `UPDATE_SNAPSHOTS=1`
+/// to rewrite the snapshot.
+#[test]
+fn snapshot_of_a_selected_group() {
+    use tpuemu_visualizer::screenshot::{render, write_png};
+    use tpuemu_visualizer::view::Selection;
+    use tpuemu_visualizer::{TraceModel, ViewOptions, Viewer};
+
+    let mut trace = synthetic_trace(1500);
+    trace.meta.label = "snapshot".into();
+    let model = TraceModel::new(trace, "snapshot");
+    let kernel_lane = model
+        .lanes
+        .iter()
+        .position(|l| l.label == "core0 kernels")
+        .unwrap();
+    let span = model.lanes[kernel_lane].spans.start + 1;
+    let (t0, t1) = model.time_range;
+    let mut viewer = Viewer::new(vec![model], ViewOptions::default());
+    viewer.selection = Some(Selection { trace: 0, span });
+    viewer.range = Some((0.0, (t1 - t0) / 2.0));
+    let (canvas, _) = render(&mut viewer, 900, 600).unwrap();
+
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    let expected = dir.join("selected_group.png");
+    let actual_path = temp_dir("snap").join("selected_group.png");
+    write_png(&canvas, &actual_path).unwrap();
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() || !expected.exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&actual_path, &expected).unwrap();
+        return;
+    }
+    let (w, h, want) = read_png(&expected);
+    let (_, _, got) = read_png(&actual_path);
+    assert_eq!((w, h), (900, 600));
+    let differing = want
+        .chunks_exact(3)
+        .zip(got.chunks_exact(3))
+        .filter(|(a, b)| a.iter().zip(b.iter()).any(|(x, y)| x.abs_diff(*y) > 24))
+        .count();
+    let share = differing as f64 / (w * h) as f64;
+    assert!(
+        share < 0.002,
+        "{:.3} % of pixels differ from {} (new image: {}); run with UPDATE_SNAPSHOTS=1 if the \
+         change is intended",
+        share * 100.0,
+        expected.display(),
+        actual_path.display()
+    );
+}
