@@ -26,6 +26,8 @@ pub struct RowIndex {
     ends: Vec<f64>,
     /// `max_end[i]` = largest end among spans `0..=i`.
     max_end: Vec<f64>,
+    /// `busy[i]` = total duration of spans `0..i` (one more entry than spans).
+    busy: Vec<f64>,
 }
 
 /// Something to draw for one row.
@@ -50,6 +52,8 @@ pub enum DrawItem {
         x0: f32,
         /// Right edge, px.
         x1: f32,
+        /// Share of the block's time covered by its spans (0..=1), for shading.
+        density: f32,
     },
 }
 
@@ -70,12 +74,15 @@ impl RowIndex {
             ..RowIndex::default()
         };
         let mut running = f64::NEG_INFINITY;
+        row.busy.push(0.0);
         for (s, e) in spans {
             debug_assert!(row.starts.last().is_none_or(|&p| p <= s), "row not sorted");
             running = running.max(e);
             row.starts.push(s);
             row.ends.push(e);
             row.max_end.push(running);
+            row.busy
+                .push(row.busy.last().copied().unwrap_or(0.0) + (e - s));
         }
         row
     }
@@ -141,26 +148,48 @@ impl RowIndex {
             let col_end_t = axis.t(axis.x0 + (col_of(x0) + 1.0) * min_px);
             let j = i + 1 + gallop(&self.starts[i + 1..end], col_end_t);
             let bx1 = axis.x(self.max_end[j - 1]).max(x0 + min_px);
+            let density = self.density(axis, i..j, x0, bx1);
             match out.last_mut() {
+                // Blocks in neighbouring columns of about the same density join.
                 Some(DrawItem::Merged {
                     first,
                     count,
+                    x0: px0,
                     x1: px1,
-                    ..
-                }) if *first + *count == i && x0 <= *px1 + min_px => {
+                    density: pd,
+                }) if *first + *count == i
+                    && x0 <= *px1 + min_px
+                    && density_level(*pd) == density_level(density) =>
+                {
                     *count = j - *first;
                     *px1 = px1.max(bx1);
+                    *pd = self.density(axis, *first..j, *px0, *px1);
                 }
                 _ => out.push(DrawItem::Merged {
                     first: i,
                     count: j - i,
                     x0,
                     x1: bx1,
+                    density,
                 }),
             }
             i = j;
         }
     }
+}
+
+impl RowIndex {
+    /// Busy share of spans `r` over the screen extent `x0..x1`.
+    fn density(&self, axis: &TimeAxis, r: Range<usize>, x0: f32, x1: f32) -> f32 {
+        let busy = self.busy[r.end] - self.busy[r.start];
+        let width_ns = f64::from((x1 - x0).max(f32::EPSILON)) * axis.ns_per_px;
+        (busy / width_ns).clamp(0.0, 1.0) as f32
+    }
+}
+
+/// Density quantized to eight shades (merged blocks join only within a shade).
+pub fn density_level(d: f32) -> u8 {
+    (d.clamp(0.0, 1.0).sqrt() * 7.0).round() as u8
 }
 
 /// How many leading elements of the sorted `starts` are below `t`: exponential then binary
@@ -263,10 +292,12 @@ mod tests {
                 count,
                 x0,
                 x1,
+                density,
             } => {
                 assert_eq!((first, count), (0, 100));
                 assert_eq!(x0, 0.0);
                 assert_eq!(x1, 20.0); // the last column's block is a full pixel wide
+                assert!((density - 0.5).abs() < 1e-3, "{density}"); // 0.1 ns of every 0.2
             }
             other => panic!("expected a block, got {other:?}"),
         }
@@ -278,6 +309,26 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn blocks_of_different_density_stay_apart() {
+        // 0.9 ns busy per ns for 10 ns, then 0.05 ns per ns for 10 ns.
+        let mut spans: Vec<(f64, f64)> = (0..10)
+            .map(|i| (f64::from(i), f64::from(i) + 0.9))
+            .collect();
+        spans.extend((10..20).map(|i| (f64::from(i), f64::from(i) + 0.05)));
+        let row = RowIndex::new(0, spans);
+        let mut out = Vec::new();
+        row.cull(&axis(0.0, 1.0, 1000.0), 1.0, &mut out);
+        let d: Vec<u8> = out
+            .iter()
+            .map(|it| match *it {
+                DrawItem::Merged { density, .. } => density_level(density),
+                DrawItem::Span { .. } => 255,
+            })
+            .collect();
+        assert_eq!(d, vec![density_level(0.9), density_level(0.05)]);
     }
 
     #[test]

@@ -68,6 +68,12 @@ pub fn name_color(name: &str) -> Color32 {
     Hsva::new(hue, sat, 0.78, 1.0).into()
 }
 
+/// Grey of a merged block: brighter the busier (square root, so sparse work still shows).
+pub fn merged_color(density: f32) -> Color32 {
+    let level = f32::from(crate::index::density_level(density)) / 7.0;
+    Color32::from_gray((55.0 + 165.0 * level) as u8)
+}
+
 fn group_color(id: u64) -> Color32 {
     name_color(&format!("group {id}"))
 }
@@ -319,8 +325,11 @@ impl<'a> Scene<'a> {
                             }
                         }
                     }
-                    DrawItem::Merged { x0, x1, .. } => {
-                        mesh.add_colored_rect(Rect::from_x_y_ranges(x0..=x1, yr.clone()), MERGED);
+                    DrawItem::Merged {
+                        x0, x1, density, ..
+                    } => {
+                        let r = Rect::from_x_y_ranges(x0..=x1, yr.clone());
+                        mesh.add_colored_rect(r, merged_color(density));
                     }
                 }
             }
