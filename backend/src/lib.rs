@@ -6,4 +6,9 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod codegen;
+pub mod dtype;
+pub mod error;
+pub mod ir;
 pub mod kernels;
+pub mod layout;
+pub mod runtime;

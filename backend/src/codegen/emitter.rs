@@ -29,6 +29,17 @@ impl RegPool {
         self.free.pop().map(SReg::n)
     }
 
+    /// Takes a particular register out of the pool (for fixed roles); false if already taken.
+    pub fn take_specific(&mut self, r: SReg) -> bool {
+        match self.free.iter().position(|x| *x == r.index()) {
+            Some(i) => {
+                self.free.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Returns a register to the pool.
     pub fn give(&mut self, r: SReg) {
         debug_assert!(!self.free.contains(&r.index()));

@@ -1,6 +1,7 @@
 //! Kernel generators: ISA programs for each family of operations.
 
 pub mod gemm;
+pub mod tile;
 
 /// Why a kernel could not be generated.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

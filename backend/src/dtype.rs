@@ -1,0 +1,274 @@
+//! Element types, scalars and PyTorch's type-promotion rules.
+//!
+//! On the device every element is computed in a 32-bit lane: floating types as f32 (bf16 and f16
+//! widen exactly on load and round to nearest even on store, as PyTorch's CPU kernels compute
+//! them), integer types and bool as i32. `int64` tensors are stored as 8 bytes but computed in 32
+//! bits: values must fit in i32 (uploads check this).
+
+use std::fmt;
+
+use tpuemu_isa::ops::{MemFmt, VType};
+
+/// A tensor element type.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum DType {
+    /// `torch.bool`.
+    Bool,
+    /// `torch.int32`.
+    I32,
+    /// `torch.int64`.
+    I64,
+    /// `torch.float16`.
+    F16,
+    /// `torch.bfloat16`.
+    BF16,
+    /// `torch.float32`.
+    F32,
+}
+
+impl DType {
+    /// Every dtype.
+    pub const ALL: [DType; 6] = [DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32];
+
+    /// Bytes per element in memory.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::Bool => 1,
+            DType::F16 | DType::BF16 => 2,
+            DType::I32 | DType::F32 => 4,
+            DType::I64 => 8,
+        }
+    }
+
+    /// Floating point.
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32)
+    }
+
+    /// Integer (not bool).
+    pub const fn is_int(self) -> bool {
+        matches!(self, DType::I32 | DType::I64)
+    }
+
+    /// How a device lane holds it.
+    pub const fn lane(self) -> VType {
+        if self.is_float() { VType::F32 } else { VType::I32 }
+    }
+
+    /// How vector loads and stores move it.
+    pub const fn mem(self) -> MemFmt {
+        match self {
+            DType::Bool => MemFmt::U8,
+            DType::I32 | DType::F32 => MemFmt::W32,
+            DType::I64 => MemFmt::I64,
+            DType::F16 => MemFmt::F16,
+            DType::BF16 => MemFmt::Bf16,
+        }
+    }
+
+    /// PyTorch's name (`float32`, `bfloat16`, `int64`, `bool`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::F32 => "float32",
+        }
+    }
+
+    /// Parses PyTorch names with or without `torch.` (`float32`, `float`, `bf16`, `long`, ...).
+    pub fn from_name(s: &str) -> Option<DType> {
+        Some(match s.trim_start_matches("torch.") {
+            "bool" => DType::Bool,
+            "int32" | "int" | "i32" => DType::I32,
+            "int64" | "long" | "i64" => DType::I64,
+            "float16" | "half" | "f16" => DType::F16,
+            "bfloat16" | "bf16" => DType::BF16,
+            "float32" | "float" | "f32" => DType::F32,
+            _ => return None,
+        })
+    }
+
+    fn category(self) -> u8 {
+        match self {
+            DType::Bool => 0,
+            DType::I32 | DType::I64 => 1,
+            _ => 2,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "torch.{}", self.name())
+    }
+}
+
+/// `torch.promote_types` for our dtypes.
+pub fn promote_types(a: DType, b: DType) -> DType {
+    use DType::*;
+    if a == b {
+        return a;
+    }
+    match (a, b) {
+        (Bool, x) | (x, Bool) => x,
+        (I32, I64) | (I64, I32) => I64,
+        (x, y) if x.is_int() && y.is_float() => y,
+        (x, y) if x.is_float() && y.is_int() => x,
+        // f16 and bf16 meet at f32; f32 wins over both.
+        _ => F32,
+    }
+}
+
+/// A Python number or a zero-dimensional value.
+#[derive(Clone, Copy, PartialEq, Debug, serde::Serialize, serde::Deserialize)]
+pub enum Scalar {
+    /// `True` / `False`.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+}
+
+impl Scalar {
+    /// The dtype PyTorch gives a wrapped number of this kind (`float32` being the default float
+    /// dtype).
+    pub fn dtype(self) -> DType {
+        match self {
+            Scalar::Bool(_) => DType::Bool,
+            Scalar::Int(_) => DType::I64,
+            Scalar::Float(_) => DType::F32,
+        }
+    }
+
+    /// As f64.
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Scalar::Bool(b) => b as i64 as f64,
+            Scalar::Int(i) => i as f64,
+            Scalar::Float(f) => f,
+        }
+    }
+
+    /// As i64 (floats truncate toward zero).
+    pub fn to_i64(self) -> i64 {
+        match self {
+            Scalar::Bool(b) => b as i64,
+            Scalar::Int(i) => i,
+            Scalar::Float(f) => f as i64,
+        }
+    }
+
+    /// The 32 bits of a lane holding this value as `dtype` (f32 bits for floats, i32 for the
+    /// rest; bf16/f16 values are rounded to the dtype first, as PyTorch does).
+    pub fn lane_bits(self, dtype: DType) -> u32 {
+        match dtype {
+            DType::F32 => (self.to_f64() as f32).to_bits(),
+            DType::BF16 => half::bf16::from_f64(self.to_f64()).to_f32().to_bits(),
+            DType::F16 => half::f16::from_f64(self.to_f64()).to_f32().to_bits(),
+            DType::Bool => (self.to_f64() != 0.0) as u32,
+            DType::I32 | DType::I64 => self.to_i64() as i32 as u32,
+        }
+    }
+}
+
+impl From<f64> for Scalar {
+    fn from(v: f64) -> Self {
+        Scalar::Float(v)
+    }
+}
+
+impl From<i64> for Scalar {
+    fn from(v: i64) -> Self {
+        Scalar::Int(v)
+    }
+}
+
+impl From<bool> for Scalar {
+    fn from(v: bool) -> Self {
+        Scalar::Bool(v)
+    }
+}
+
+/// An operand of a type-promoting operation, by priority class (`torch.result_type`).
+#[derive(Clone, Copy, Debug)]
+pub enum Operand {
+    /// A tensor with at least one dimension.
+    Tensor(DType),
+    /// A zero-dimensional tensor.
+    ZeroDim(DType),
+    /// A Python number.
+    Number(Scalar),
+}
+
+/// `torch.result_type`: dimensioned tensors first, then zero-dimensional ones, then numbers; a
+/// lower class only matters when it is of a higher category (bool < integer < float).
+pub fn result_type(operands: &[Operand]) -> DType {
+    let mut dim: Option<DType> = None;
+    let mut zero: Option<DType> = None;
+    let mut wrapped: Option<DType> = None;
+    let fold = |acc: &mut Option<DType>, d: DType| *acc = Some(acc.map_or(d, |a| promote_types(a, d)));
+    for o in operands {
+        match *o {
+            Operand::Tensor(d) => fold(&mut dim, d),
+            Operand::ZeroDim(d) => fold(&mut zero, d),
+            Operand::Number(s) => fold(&mut wrapped, s.dtype()),
+        }
+    }
+    let combine = |higher: Option<DType>, lower: Option<DType>| -> Option<DType> {
+        match (higher, lower) {
+            (None, l) => l,
+            (h, None) => h,
+            (Some(h), Some(l)) => {
+                if h.is_float() {
+                    Some(h)
+                } else if h == DType::Bool || l.is_float() {
+                    // An integer tensor with a float number takes the number's float dtype
+                    // (the default float), a bool tensor takes the number's kind.
+                    Some(promote_types(h, l))
+                } else {
+                    Some(h)
+                }
+            }
+        }
+    };
+    combine(dim, combine(zero, wrapped)).unwrap_or(DType::F32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DType::*;
+    use super::*;
+
+    #[test]
+    fn promote_types_matches_pytorch() {
+        assert_eq!(promote_types(BF16, F16), F32);
+        assert_eq!(promote_types(I64, BF16), BF16);
+        assert_eq!(promote_types(Bool, I32), I32);
+        assert_eq!(promote_types(I32, I64), I64);
+        assert_eq!(promote_types(F32, BF16), F32);
+    }
+
+    #[test]
+    fn result_type_matches_pytorch() {
+        use Operand::*;
+        // bf16 tensor + float number stays bf16.
+        assert_eq!(result_type(&[Tensor(BF16), Number(Scalar::Float(2.5))]), BF16);
+        // int tensor + float number becomes the default float.
+        assert_eq!(result_type(&[Tensor(I64), Number(Scalar::Float(2.5))]), F32);
+        // int32 tensor + int number stays int32.
+        assert_eq!(result_type(&[Tensor(I32), Number(Scalar::Int(7))]), I32);
+        // bool tensor + int number becomes int64.
+        assert_eq!(result_type(&[Tensor(Bool), Number(Scalar::Int(7))]), I64);
+        // bf16 tensor + f32 zero-dim tensor stays bf16 (same category).
+        assert_eq!(result_type(&[Tensor(BF16), ZeroDim(F32)]), BF16);
+        // int tensor + f16 zero-dim tensor becomes f16.
+        assert_eq!(result_type(&[Tensor(I32), ZeroDim(F16)]), F16);
+        // Two zero-dim tensors promote normally.
+        assert_eq!(result_type(&[ZeroDim(BF16), ZeroDim(F16)]), F32);
+        assert_eq!(result_type(&[Tensor(F16), Tensor(BF16)]), F32);
+    }
+}

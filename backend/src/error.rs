@@ -1,0 +1,76 @@
+//! Errors of the backend, in words a PyTorch user recognises.
+
+use tpuemu_isa::DeviceError;
+
+/// Everything a backend call can fail with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TpuError {
+    /// Shapes that do not broadcast or do not match.
+    #[error("{0}")]
+    ShapeMismatch(String),
+    /// Dtypes that cannot be combined.
+    #[error("{0}")]
+    DtypeMismatch(String),
+    /// Tensors on different devices or runtimes.
+    #[error("{0}")]
+    DeviceMismatch(String),
+    /// A dimension index out of range.
+    #[error("IndexError: {0}")]
+    BadDim(String),
+    /// An index value out of range.
+    #[error("IndexError: {0}")]
+    IndexOutOfRange(String),
+    /// Arguments of the wrong kind or value.
+    #[error("{0}")]
+    BadArgs(String),
+    /// The operator is not registered.
+    #[error("NotImplementedError: Could not run '{0}' with arguments from the 'TPU' backend: the operator is not registered")]
+    UnknownOp(String),
+    /// Registered, but not for these inputs.
+    #[error("NotImplementedError: {0}")]
+    Unsupported(String),
+    /// An operator's error, tagged with the operator and its input shapes.
+    #[error("{op}: {message}")]
+    InOp {
+        /// The overload (`aten::mm`).
+        op: String,
+        /// The message.
+        message: String,
+    },
+    /// A device fault, reported at the operator that caused it (Debug mode) or at the next
+    /// synchronisation (Strict mode).
+    #[error("RuntimeError: TPU kernel fault in {op} (inputs {shapes}): {fault}")]
+    Fault {
+        /// The operator whose kernel faulted (`unknown` if only found at a sync).
+        op: String,
+        /// Its input shapes.
+        shapes: String,
+        /// The device's report, with pc and instruction.
+        fault: String,
+    },
+    /// Out of device memory.
+    #[error("RuntimeError: TPU out of memory. {0}")]
+    OutOfMemory(String),
+    /// Any other device error.
+    #[error("RuntimeError: TPU device error: {0}")]
+    Device(String),
+}
+
+impl From<DeviceError> for TpuError {
+    fn from(e: DeviceError) -> Self {
+        match e {
+            DeviceError::OutOfMemory { .. } => TpuError::OutOfMemory(e.to_string()),
+            DeviceError::Fault(f) => TpuError::Fault { op: "unknown".into(), shapes: "?".into(), fault: f.to_string() },
+            other => TpuError::Device(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::kernels::KernelError> for TpuError {
+    fn from(e: crate::kernels::KernelError) -> Self {
+        TpuError::Unsupported(e.to_string())
+    }
+}
+
+/// `Result` with [`TpuError`].
+pub type Result<T, E = TpuError> = std::result::Result<T, E>;

@@ -1,0 +1,109 @@
+//! The graph IR: what operators produce and executors run.
+//!
+//! An operator becomes one or more [`Node`]s. A node reads [`View`]s (a storage, a layout and a
+//! dtype) and writes views (usually fresh contiguous storages). The Strict executor runs each
+//! operator's nodes at once; DeferAndFuse records them and fuses across operators; Compile does
+//! the same for a whole graph. The kinds:
+//! - [`NodeKind::Tile`]: elementwise work and reductions along the trailing dims (the general
+//!   kernel: maps, broadcasts, copies, sums, softmax and norms), described by a [`prog::Prog`];
+//! - [`NodeKind::Matmul`]: (batched) matrix products on the matrix units;
+//! - [`NodeKind::Gather`] / [`NodeKind::IndexAdd`]: data-dependent row movement (embedding,
+//!   index_select, and their backward).
+
+pub mod prog;
+
+use crate::dtype::DType;
+use crate::layout::Layout;
+use crate::runtime::storage::StorageRef;
+
+pub use prog::{BinOp, CmpKind, POp, PRef, Prog, ProgBuilder, RedKind, UnOp};
+
+/// A storage seen through a layout, with a dtype.
+#[derive(Clone, Debug)]
+pub struct View {
+    /// The memory.
+    pub storage: StorageRef,
+    /// Shape, strides and offset in elements.
+    pub layout: Layout,
+    /// Element type.
+    pub dtype: DType,
+}
+
+/// A matrix product `out[b] = alpha * a[b] @ w[b] (+ beta * bias)`, batched over leading dims.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatmulNode {
+    /// Batch count (1 for `mm`).
+    pub batch: usize,
+    /// Rows of the product.
+    pub m: usize,
+    /// Columns of the product.
+    pub n: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Scale of the product (`addmm`'s alpha).
+    pub alpha: f64,
+    /// Scale of the bias (`addmm`'s beta); the bias, if any, is input 2.
+    pub beta: f64,
+}
+
+/// Row gather: `out[i, :] = table[index[i], :]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GatherNode {
+    /// Rows of the table.
+    pub rows: usize,
+    /// Elements per row.
+    pub row_len: usize,
+    /// Number of indices.
+    pub count: usize,
+    /// Fault (with a clear error) on indices outside the table instead of reading garbage.
+    pub check_bounds: bool,
+}
+
+/// What a node computes.
+#[derive(Clone, Debug)]
+pub enum NodeKind {
+    /// Elementwise work over `shape` with reductions along its last `row_dims` dims. Inputs
+    /// are full operands (broadcast to `shape`) or per-row operands (broadcast to the outer
+    /// dims), as the program's `Input` nodes say; outputs are full or per-row as the program's
+    /// output nodes are.
+    Tile {
+        /// The iteration space.
+        shape: Vec<usize>,
+        /// How many trailing dims form the row.
+        row_dims: usize,
+        /// What each element and row computes.
+        prog: Prog,
+    },
+    /// Inputs: `a [batch, m, k]`, `w [batch, k, n]` (any strides) and optionally `bias`
+    /// (broadcastable to `[batch, m, n]`); one output `[batch, m, n]`.
+    Matmul(MatmulNode),
+    /// Inputs: table `[rows, row_len]`, index `[count]` (int); output `[count, row_len]`.
+    Gather(GatherNode),
+    /// Inputs: `dst [rows, row_len]` (also the output, updated in place), index `[count]`,
+    /// source `[count, row_len]`: `dst[index[i], :] += src[i, :]` in index order.
+    IndexAdd(GatherNode),
+}
+
+/// A unit of work.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// What it computes.
+    pub kind: NodeKind,
+    /// What it reads.
+    pub inputs: Vec<View>,
+    /// What it writes.
+    pub outputs: Vec<View>,
+    /// The operator it came from, and its id (for traces and errors).
+    pub op: OpTag,
+}
+
+/// The operator a node belongs to.
+#[derive(Clone, Debug)]
+pub struct OpTag {
+    /// The overload name.
+    pub name: String,
+    /// The operator call's id.
+    pub id: u64,
+    /// Input shapes, for error messages.
+    pub shapes: String,
+}

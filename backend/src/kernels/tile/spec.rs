@@ -1,0 +1,192 @@
+//! The tile kernel's specification: a tile node with its operand layouts normalised and its
+//! dims coalesced, independent of which storages it runs on (the cache key).
+
+use crate::dtype::DType;
+use crate::ir::{POp, Prog};
+use crate::kernels::KernelError;
+use crate::layout::Layout;
+
+/// One operand of a tile kernel.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct TileOperand {
+    /// Element type.
+    pub dtype: DType,
+    /// Element stride along each dim of the (coalesced) iteration space; 0 where broadcast.
+    pub strides: Vec<isize>,
+    /// Written by the kernel.
+    pub output: bool,
+    /// Constant along the row dims (a per-row input or output).
+    pub per_row: bool,
+}
+
+/// A tile kernel: elementwise work and row reductions over a (coalesced) iteration space.
+#[derive(Clone, PartialEq, Debug)]
+pub struct TileSpec {
+    /// The iteration space after coalescing.
+    pub shape: Vec<usize>,
+    /// Trailing dims of `shape` that form the row (0 when the program does not reduce).
+    pub row_dims: usize,
+    /// The node's iteration space before coalescing (for `Index` coordinates).
+    pub orig_shape: Vec<usize>,
+    /// Inputs, then outputs.
+    pub operands: Vec<TileOperand>,
+    /// Number of inputs among the operands.
+    pub inputs: usize,
+    /// The program.
+    pub prog: Prog,
+}
+
+impl TileSpec {
+    /// A canonical string for kernel caching.
+    pub fn key(&self) -> String {
+        format!("tile {:?} {} {:?} {:?} {} {}", self.shape, self.row_dims, self.orig_shape, self.operands, self.inputs, self.prog.key())
+    }
+
+    /// Elements of the iteration space.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Length of a row (1 when there are no row dims).
+    pub fn row_len(&self) -> usize {
+        self.shape[self.shape.len() - self.row_dims..].iter().product()
+    }
+}
+
+/// Strides of `layout` aligned to the iteration space `shape` (trailing alignment; missing
+/// leading dims and size-1 dims broadcast).
+fn aligned_strides(layout: &Layout, shape: &[usize], per_row_dims: usize) -> Result<Vec<isize>, KernelError> {
+    // A per-row operand covers only the outer dims.
+    let covered = shape.len() - per_row_dims;
+    if layout.ndim() > covered {
+        return Err(KernelError::Unsupported(format!(
+            "operand of shape {:?} does not broadcast to {:?}",
+            layout.shape,
+            &shape[..covered]
+        )));
+    }
+    let lead = covered - layout.ndim();
+    let mut strides = vec![0isize; shape.len()];
+    for (i, (&s, &st)) in layout.shape.iter().zip(&layout.strides).enumerate() {
+        let d = lead + i;
+        if s == shape[d] {
+            strides[d] = if s == 1 { 0 } else { st };
+        } else if s != 1 {
+            return Err(KernelError::Unsupported(format!(
+                "operand of shape {:?} does not broadcast to {:?}",
+                layout.shape, shape
+            )));
+        }
+    }
+    Ok(strides)
+}
+
+/// Builds the spec of a tile node: `shape`, `row_dims`, the program, and the layouts and dtypes
+/// of its inputs and outputs. Returns the spec and each operand's storage offset (elements),
+/// which the kernel takes as arguments so that differently offset views share a kernel.
+pub fn lower(
+    shape: &[usize],
+    row_dims: usize,
+    prog: &Prog,
+    inputs: &[(&Layout, DType)],
+    outputs: &[(&Layout, DType)],
+) -> Result<(TileSpec, Vec<usize>), KernelError> {
+    let mut per_row_in = vec![false; inputs.len()];
+    for n in &prog.nodes {
+        if let POp::Input(i) = n.op {
+            let i = i as usize;
+            if i >= inputs.len() {
+                return Err(KernelError::Unsupported(format!("program reads input {i} of {}", inputs.len())));
+            }
+            per_row_in[i] = n.per_row;
+        }
+    }
+    if prog.outputs.len() != outputs.len() {
+        return Err(KernelError::Unsupported(format!(
+            "program has {} outputs, node has {}",
+            prog.outputs.len(),
+            outputs.len()
+        )));
+    }
+    let mut ops = Vec::new();
+    let mut offsets = Vec::new();
+    for (i, (l, d)) in inputs.iter().enumerate() {
+        let pr = per_row_in[i] && row_dims > 0;
+        ops.push(TileOperand { dtype: *d, strides: aligned_strides(l, shape, if pr { row_dims } else { 0 })?, output: false, per_row: pr });
+        offsets.push(l.offset);
+    }
+    for (o, (l, d)) in prog.outputs.iter().zip(outputs) {
+        let pr = prog.node(*o).per_row && row_dims > 0;
+        if !pr && l.shape != shape {
+            return Err(KernelError::Unsupported(format!("output of shape {:?} for a {:?} iteration space", l.shape, shape)));
+        }
+        ops.push(TileOperand { dtype: *d, strides: aligned_strides(l, shape, if pr { row_dims } else { 0 })?, output: true, per_row: pr });
+        offsets.push(l.offset);
+    }
+    let (cshape, crow, cops) = coalesce(shape, row_dims, ops);
+    Ok((
+        TileSpec { shape: cshape, row_dims: crow, orig_shape: shape.to_vec(), operands: cops, inputs: inputs.len(), prog: prog.clone() },
+        offsets,
+    ))
+}
+
+/// Drops size-1 dims and merges neighbours whose strides chain for every operand, never across
+/// the outer/row boundary. Keeps at least one dim.
+fn coalesce(shape: &[usize], row_dims: usize, mut ops: Vec<TileOperand>) -> (Vec<usize>, usize, Vec<TileOperand>) {
+    let boundary = shape.len() - row_dims;
+    let mut dims: Vec<(usize, bool, Vec<isize>)> = Vec::new(); // (size, is_row, strides per op)
+    for (d, &s) in shape.iter().enumerate() {
+        if s == 1 {
+            continue;
+        }
+        let strides: Vec<isize> = ops.iter().map(|o| o.strides[d]).collect();
+        let is_row = d >= boundary;
+        if let Some((ps, prow, pst)) = dims.last_mut()
+            && *prow == is_row
+            && pst.iter().zip(&strides).all(|(a, b)| *a == *b * s as isize)
+        {
+            *ps *= s;
+            *pst = strides;
+            continue;
+        }
+        dims.push((s, is_row, strides));
+    }
+    if dims.is_empty() {
+        dims.push((1, row_dims > 0, vec![0; ops.len()]));
+    }
+    if row_dims > 0 && !dims.iter().any(|d| d.1) {
+        dims.push((1, true, vec![0; ops.len()]));
+    }
+    let nrow = dims.iter().filter(|d| d.1).count();
+    for (k, o) in ops.iter_mut().enumerate() {
+        o.strides = dims.iter().map(|d| d.2[k]).collect();
+    }
+    (dims.iter().map(|d| d.0).collect(), if row_dims > 0 { nrow } else { 0 }, ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::ProgBuilder;
+
+    #[test]
+    fn coalesces_contiguous_and_keeps_broadcasts() {
+        let mut b = ProgBuilder::new();
+        let x = b.input(0, DType::F32, false);
+        let y = b.input(1, DType::F32, false);
+        let s = b.bin(crate::ir::BinOp::Add, x, y, DType::F32);
+        b.output(s);
+        let prog = b.finish();
+        let x = Layout::contiguous(&[4, 5, 6]);
+        let bias = Layout::contiguous(&[6]);
+        let out = Layout::contiguous(&[4, 5, 6]);
+        let (spec, offs) = lower(&[4, 5, 6], 0, &prog, &[(&x, DType::F32), (&bias, DType::F32)], &[(&out, DType::F32)]).unwrap();
+        // [4,5] merge (bias stride 0 on both), 6 stays separate for the bias.
+        assert_eq!(spec.shape, vec![20, 6]);
+        assert_eq!(spec.operands[1].strides, vec![0, 1]);
+        assert_eq!(offs, vec![0, 0, 0]);
+        // Without the bias everything merges into one dim.
+        let (spec, _) = lower(&[4, 5, 6], 0, &prog, &[(&x, DType::F32), (&x, DType::F32)], &[(&out, DType::F32)]).unwrap();
+        assert_eq!(spec.shape, vec![120]);
+    }
+}
