@@ -397,12 +397,15 @@ pub enum Instr {
     // ---- matrix unit ----
     /// `mxu.lw.bf16 mxu0, [s1 + imm], rows=s2, cols=s3, stride=s4`: loads a weight tile of
     /// `rows` (K) x `cols` (N) elements from VMEM, row `r` at `addr + r*stride`. Rows and
-    /// columns beyond the tile read as zero.
+    /// columns beyond the tile read as zero. With `.t` (`mxu.lw.bf16.t`) the tile is stored
+    /// transposed: element (k, n) at `addr + n*stride + k*size` (weights given as N x K rows).
     MxuLoad {
         /// Matrix unit.
         mxu: Mxu,
         /// Format of the weights in VMEM.
         fmt: MxuFmt,
+        /// The tile is stored transposed (N rows of K elements).
+        transpose: bool,
         /// VMEM byte address of element (0, 0).
         addr: Addr,
         /// Register holding K (at most the array's rows).
@@ -414,11 +417,15 @@ pub enum Instr {
     },
     /// `mxu.mm.f32.p3 mxu0, [s1 + imm], rows=s2, stride=s3`: streams `rows` LHS rows of K
     /// elements through the array; each produces a row of N f32 results, queued for `mxu.pop`.
+    /// With `.t` (`mxu.mm.bf16.p1.t`) the LHS block is stored transposed: element k of row i at
+    /// `addr + k*stride + i*size` (the transpose unit feeds the array).
     MxuMatmul {
         /// Matrix unit.
         mxu: Mxu,
         /// Format of the LHS in VMEM (and of the weights: they must match).
         fmt: MxuFmt,
+        /// The LHS block is stored transposed (K rows of M elements).
+        transpose: bool,
         /// bf16 passes (bf16 operands always take one).
         prec: Precision,
         /// VMEM byte address of the first row.

@@ -216,6 +216,7 @@ impl Ctx<'_> {
         self.e.push(Instr::MxuLoad {
             mxu: m,
             fmt: self.spec.fmt,
+            transpose: false,
             addr: Addr::abs(w_addr as i32),
             rows: r_k,
             cols: r_n,
@@ -225,6 +226,7 @@ impl Ctx<'_> {
         self.e.push(Instr::MxuMatmul {
             mxu: m,
             fmt: self.spec.fmt,
+            transpose: false,
             prec: self.spec.prec,
             addr: Addr::abs(a_addr as i32),
             rows: r_m,

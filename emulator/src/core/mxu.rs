@@ -56,6 +56,17 @@ fn split(values: &[f32]) -> [Vec<f32>; 3] {
     [hi, mid, lo]
 }
 
+/// The transpose of a row-major `rows x cols` matrix.
+fn transposed(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0f32; v.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = v[r * cols + c];
+        }
+    }
+    out
+}
+
 fn read_matrix(
     bytes: &[u8],
     base: usize,
@@ -126,6 +137,7 @@ impl Core {
             Instr::MxuLoad {
                 mxu,
                 fmt,
+                transpose,
                 addr,
                 rows,
                 cols,
@@ -141,7 +153,10 @@ impl Core {
                         "weight tile {k}x{n} does not fit the {r_dim}x{c_dim} array (1..={r_dim} rows, 1..={c_dim} columns)"
                     )));
                 }
-                let (base, range) = self.mxu_block(addr, k, n * fmt.bytes() as u64, st, false)?;
+                // Transposed tiles are stored as N rows of K elements.
+                let (srows, scols) = if transpose { (n, k) } else { (k, n) };
+                let (base, range) =
+                    self.mxu_block(addr, srows, scols * fmt.bytes() as u64, st, false)?;
                 let issue = self
                     .t
                     .front
@@ -180,14 +195,15 @@ impl Core {
                 self.stats.mxu_first = Some(self.stats.mxu_first.map_or(start, |f| f.min(start)));
                 self.t.front = issue + 1;
                 let weights = if env.functional {
-                    read_matrix(
+                    let w = read_matrix(
                         self.vmem.bytes(),
                         base,
-                        k as usize,
-                        n as usize,
+                        srows as usize,
+                        scols as usize,
                         st as usize,
                         fmt,
-                    )
+                    );
+                    if transpose { transposed(&w, srows as usize, scols as usize) } else { w }
                 } else {
                     Vec::new()
                 };
@@ -202,6 +218,7 @@ impl Core {
             Instr::MxuMatmul {
                 mxu,
                 fmt,
+                transpose,
                 prec,
                 addr,
                 rows,
@@ -222,8 +239,10 @@ impl Core {
                     )));
                 }
                 let (mrows, st) = (self.s(rows) as u64, self.s(stride) as i32 as i64);
+                // A transposed LHS block is stored as K rows of M elements.
+                let (srows, scols) = if transpose { (wk, mrows) } else { (mrows, wk) };
                 let (base, range) =
-                    self.mxu_block(addr, mrows, wk * fmt.bytes() as u64, st, false)?;
+                    self.mxu_block(addr, srows, scols * fmt.bytes() as u64, st, false)?;
                 let issue = self
                     .t
                     .front
@@ -269,7 +288,7 @@ impl Core {
                 self.stats.flops += flops;
                 self.t.front = issue + 1;
                 let data = if env.functional {
-                    self.matmul(mi, base, mrows as usize, st as usize, prec)
+                    self.matmul(mi, base, mrows as usize, st as usize, prec, transpose)
                 } else {
                     Vec::new()
                 };
@@ -337,6 +356,7 @@ impl Core {
         m: usize,
         stride: usize,
         prec: Precision,
+        transpose: bool,
     ) -> Vec<f32> {
         let (k, n, fmt) = {
             let w = self.mxus[mi]
@@ -345,7 +365,11 @@ impl Core {
                 .expect("checked by the caller");
             (w.k, w.n, w.fmt)
         };
-        let lhs = read_matrix(self.vmem.bytes(), base, m, k, stride, fmt);
+        let lhs = if transpose {
+            transposed(&read_matrix(self.vmem.bytes(), base, k, m, stride, fmt), k, m)
+        } else {
+            read_matrix(self.vmem.bytes(), base, m, k, stride, fmt)
+        };
         let lhs_parts: [Vec<f32>; 3] = match (fmt, prec) {
             (MxuFmt::Bf16, _) => [lhs, Vec::new(), Vec::new()],
             (MxuFmt::F32, _) => split(&lhs),

@@ -283,12 +283,14 @@ pub fn encode_instr(instr: &Instr) -> [u8; INSTR_BYTES] {
         MxuLoad {
             mxu,
             fmt,
+            transpose,
             addr,
             rows,
             cols,
             stride,
         } => w
             .sel(0, fmt.code())
+            .sel(1, u8::from(transpose))
             .r(0, mxu.index())
             .addr(addr)
             .r(4, rows.index())
@@ -297,6 +299,7 @@ pub fn encode_instr(instr: &Instr) -> [u8; INSTR_BYTES] {
         MxuMatmul {
             mxu,
             fmt,
+            transpose,
             prec,
             addr,
             rows,
@@ -304,6 +307,7 @@ pub fn encode_instr(instr: &Instr) -> [u8; INSTR_BYTES] {
         } => w
             .sel(0, fmt.code())
             .sel(1, prec.code())
+            .sel(2, u8::from(transpose))
             .r(0, mxu.index())
             .addr(addr)
             .r(4, rows.index())

@@ -260,6 +260,7 @@ pub fn decode_word(b: &[u8; INSTR_BYTES]) -> Result<Instr, WordError> {
         "mxu.lw" => MxuLoad {
             mxu: f.reg(0, Mxu::new, "matrix unit")?,
             fmt: f.sel(0, MxuFmt::from_code, "matrix format")?,
+            transpose: f.sel(1, |c| (c < 2).then_some(c == 1), "transpose flag")?,
             addr: f.addr()?,
             rows: f.s(4)?,
             cols: f.s(5)?,
@@ -269,6 +270,7 @@ pub fn decode_word(b: &[u8; INSTR_BYTES]) -> Result<Instr, WordError> {
             mxu: f.reg(0, Mxu::new, "matrix unit")?,
             fmt: f.sel(0, MxuFmt::from_code, "matrix format")?,
             prec: f.sel(1, Precision::from_code, "precision")?,
+            transpose: f.sel(2, |c| (c < 2).then_some(c == 1), "transpose flag")?,
             addr: f.addr()?,
             rows: f.s(4)?,
             stride: f.s(5)?,

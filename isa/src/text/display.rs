@@ -165,27 +165,31 @@ impl Display for Instr {
             MxuLoad {
                 mxu,
                 fmt: m,
+                transpose,
                 addr,
                 rows,
                 cols,
                 stride,
             } => {
+                let t = if *transpose { ".t" } else { "" };
                 write!(
                     f,
-                    "mxu.lw.{m} {mxu}, {addr}, rows={rows}, cols={cols}, stride={stride}"
+                    "mxu.lw.{m}{t} {mxu}, {addr}, rows={rows}, cols={cols}, stride={stride}"
                 )
             }
             MxuMatmul {
                 mxu,
                 fmt: m,
+                transpose,
                 prec,
                 addr,
                 rows,
                 stride,
             } => {
+                let t = if *transpose { ".t" } else { "" };
                 write!(
                     f,
-                    "mxu.mm.{m}.{prec} {mxu}, {addr}, rows={rows}, stride={stride}"
+                    "mxu.mm.{m}.{prec}{t} {mxu}, {addr}, rows={rows}, stride={stride}"
                 )
             }
             MxuPop {

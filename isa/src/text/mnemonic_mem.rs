@@ -53,11 +53,13 @@ pub(super) fn mxu(
                 |v| v.name(),
                 "an operand format",
             )?;
+            let transpose = p.flag("t");
             let (mxu, addr) = head(c)?;
             let r = required(c, &["rows", "cols", "stride"])?;
             Ok(plain(Instr::MxuLoad {
                 mxu,
                 fmt,
+                transpose,
                 addr,
                 rows: r[0],
                 cols: r[1],
@@ -77,11 +79,13 @@ pub(super) fn mxu(
                 |v| v.name(),
                 "a precision",
             )?;
+            let transpose = p.flag("t");
             let (mxu, addr) = head(c)?;
             let r = required(c, &["rows", "stride"])?;
             Ok(plain(Instr::MxuMatmul {
                 mxu,
                 fmt,
+                transpose,
                 prec,
                 addr,
                 rows: r[0],

@@ -221,10 +221,11 @@ pub fn instr() -> impl Strategy<Value = Instr> {
         b((mreg(), mreg()).prop_map(|(dst, a)| MNot { dst, a })),
         b((mreg(), any::<bool>()).prop_map(|(dst, value)| MSet { dst, value })),
         b(
-            (mxu(), select(MxuFmt::ALL), addr(), sreg(), sreg(), sreg()).prop_map(
-                |(mxu, fmt, addr, rows, cols, stride)| MxuLoad {
+            (mxu(), select(MxuFmt::ALL), any::<bool>(), addr(), sreg(), sreg(), sreg()).prop_map(
+                |(mxu, fmt, transpose, addr, rows, cols, stride)| MxuLoad {
                     mxu,
                     fmt,
+                    transpose,
                     addr,
                     rows,
                     cols,
@@ -236,14 +237,16 @@ pub fn instr() -> impl Strategy<Value = Instr> {
             mxu(),
             select(MxuFmt::ALL),
             select(Precision::ALL),
+            any::<bool>(),
             addr(),
             sreg(),
             sreg(),
         )
-            .prop_map(|(mxu, fmt, prec, addr, rows, stride)| MxuMatmul {
+            .prop_map(|(mxu, fmt, prec, transpose, addr, rows, stride)| MxuMatmul {
                 mxu,
                 fmt,
                 prec,
+                transpose,
                 addr,
                 rows,
                 stride,
