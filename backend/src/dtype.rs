@@ -10,7 +10,9 @@ use std::fmt;
 use tpuemu_isa::ops::{MemFmt, VType};
 
 /// A tensor element type.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum DType {
     /// `torch.bool`.
     Bool,
@@ -28,7 +30,14 @@ pub enum DType {
 
 impl DType {
     /// Every dtype.
-    pub const ALL: [DType; 6] = [DType::Bool, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32];
+    pub const ALL: [DType; 6] = [
+        DType::Bool,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+    ];
 
     /// Bytes per element in memory.
     pub const fn size(self) -> usize {
@@ -52,7 +61,11 @@ impl DType {
 
     /// How a device lane holds it.
     pub const fn lane(self) -> VType {
-        if self.is_float() { VType::F32 } else { VType::I32 }
+        if self.is_float() {
+            VType::F32
+        } else {
+            VType::I32
+        }
     }
 
     /// How vector loads and stores move it.
@@ -210,7 +223,8 @@ pub fn result_type(operands: &[Operand]) -> DType {
     let mut dim: Option<DType> = None;
     let mut zero: Option<DType> = None;
     let mut wrapped: Option<DType> = None;
-    let fold = |acc: &mut Option<DType>, d: DType| *acc = Some(acc.map_or(d, |a| promote_types(a, d)));
+    let fold =
+        |acc: &mut Option<DType>, d: DType| *acc = Some(acc.map_or(d, |a| promote_types(a, d)));
     for o in operands {
         match *o {
             Operand::Tensor(d) => fold(&mut dim, d),
@@ -256,7 +270,10 @@ mod tests {
     fn result_type_matches_pytorch() {
         use Operand::*;
         // bf16 tensor + float number stays bf16.
-        assert_eq!(result_type(&[Tensor(BF16), Number(Scalar::Float(2.5))]), BF16);
+        assert_eq!(
+            result_type(&[Tensor(BF16), Number(Scalar::Float(2.5))]),
+            BF16
+        );
         // int tensor + float number becomes the default float.
         assert_eq!(result_type(&[Tensor(I64), Number(Scalar::Float(2.5))]), F32);
         // int32 tensor + int number stays int32.

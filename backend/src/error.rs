@@ -24,7 +24,9 @@ pub enum TpuError {
     #[error("{0}")]
     BadArgs(String),
     /// The operator is not registered.
-    #[error("NotImplementedError: Could not run '{0}' with arguments from the 'TPU' backend: the operator is not registered")]
+    #[error(
+        "NotImplementedError: Could not run '{0}' with arguments from the 'TPU' backend: the operator is not registered"
+    )]
     UnknownOp(String),
     /// Registered, but not for these inputs.
     #[error("NotImplementedError: {0}")]
@@ -60,7 +62,11 @@ impl From<DeviceError> for TpuError {
     fn from(e: DeviceError) -> Self {
         match e {
             DeviceError::OutOfMemory { .. } => TpuError::OutOfMemory(e.to_string()),
-            DeviceError::Fault(f) => TpuError::Fault { op: "unknown".into(), shapes: "?".into(), fault: f.to_string() },
+            DeviceError::Fault(f) => TpuError::Fault {
+                op: "unknown".into(),
+                shapes: "?".into(),
+                fault: f.to_string(),
+            },
             other => TpuError::Device(other.to_string()),
         }
     }

@@ -38,7 +38,11 @@ pub fn wrap_dim(dim: i64, ndim: usize) -> Result<usize, TpuError> {
             n - 1
         )));
     }
-    Ok(if dim < 0 { (dim + n) as usize } else { dim as usize })
+    Ok(if dim < 0 {
+        (dim + n) as usize
+    } else {
+        dim as usize
+    })
 }
 
 /// The broadcast of two shapes, as `torch.broadcast_shapes`.
@@ -46,8 +50,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Result<Vec<usize>, TpuError
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = if da == db || db == 1 {
             da
         } else if da == 1 {
@@ -68,7 +80,9 @@ pub fn infer_size(shape: &[i64], numel: usize) -> Result<Vec<usize>, TpuError> {
     for (i, &d) in shape.iter().enumerate() {
         if d == -1 {
             if infer.replace(i).is_some() {
-                return Err(TpuError::BadArgs("only one dimension can be inferred".into()));
+                return Err(TpuError::BadArgs(
+                    "only one dimension can be inferred".into(),
+                ));
             }
         } else if d < 0 {
             return Err(TpuError::BadArgs(format!("invalid shape dimension {d}")));
@@ -80,12 +94,16 @@ pub fn infer_size(shape: &[i64], numel: usize) -> Result<Vec<usize>, TpuError> {
     match infer {
         Some(i) => {
             if known == 0 || numel % known != 0 {
-                return Err(TpuError::ShapeMismatch(format!("shape '{shape:?}' is invalid for input of size {numel}")));
+                return Err(TpuError::ShapeMismatch(format!(
+                    "shape '{shape:?}' is invalid for input of size {numel}"
+                )));
             }
             out[i] = numel / known;
         }
         None if known != numel => {
-            return Err(TpuError::ShapeMismatch(format!("shape '{shape:?}' is invalid for input of size {numel}")));
+            return Err(TpuError::ShapeMismatch(format!(
+                "shape '{shape:?}' is invalid for input of size {numel}"
+            )));
         }
         None => {}
     }
@@ -95,7 +113,11 @@ pub fn infer_size(shape: &[i64], numel: usize) -> Result<Vec<usize>, TpuError> {
 impl Layout {
     /// A contiguous layout of `shape` at offset 0.
     pub fn contiguous(shape: &[usize]) -> Self {
-        Layout { shape: shape.to_vec(), strides: contiguous_strides(shape), offset: 0 }
+        Layout {
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+            offset: 0,
+        }
     }
 
     /// Number of dimensions.
@@ -149,11 +171,17 @@ impl Layout {
             )));
         }
         let mut seen = vec![false; self.ndim()];
-        let mut out = Layout { shape: Vec::new(), strides: Vec::new(), offset: self.offset };
+        let mut out = Layout {
+            shape: Vec::new(),
+            strides: Vec::new(),
+            offset: self.offset,
+        };
         for &d in dims {
             let d = wrap_dim(d, self.ndim())?;
             if std::mem::replace(&mut seen[d], true) {
-                return Err(TpuError::BadArgs("permute(): duplicate dims are not allowed.".into()));
+                return Err(TpuError::BadArgs(
+                    "permute(): duplicate dims are not allowed.".into(),
+                ));
             }
             out.shape.push(self.shape[d]);
             out.strides.push(self.strides[d]);
@@ -183,7 +211,11 @@ impl Layout {
             )));
         }
         let lead = shape.len() - self.ndim();
-        let mut out = Layout { shape: Vec::new(), strides: Vec::new(), offset: self.offset };
+        let mut out = Layout {
+            shape: Vec::new(),
+            strides: Vec::new(),
+            offset: self.offset,
+        };
         for (i, &want) in shape.iter().enumerate() {
             if i < lead {
                 if want < 0 {
@@ -218,13 +250,21 @@ impl Layout {
     }
 
     /// `slice(dim, start, end, step)` with Python clamping of `start` and `end`.
-    pub fn slice(&self, dim: i64, start: Option<i64>, end: Option<i64>, step: i64) -> Result<Layout, TpuError> {
+    pub fn slice(
+        &self,
+        dim: i64,
+        start: Option<i64>,
+        end: Option<i64>,
+        step: i64,
+    ) -> Result<Layout, TpuError> {
         if step <= 0 {
             return Err(TpuError::BadArgs("slice step must be positive".into()));
         }
         let d = wrap_dim(dim, self.ndim())?;
         if self.ndim() == 0 {
-            return Err(TpuError::BadDim("slice() cannot be applied to a 0-dim tensor.".into()));
+            return Err(TpuError::BadDim(
+                "slice() cannot be applied to a 0-dim tensor.".into(),
+            ));
         }
         let n = self.shape[d] as i64;
         let clamp = |v: i64| if v < 0 { (v + n).clamp(0, n) } else { v.min(n) };
@@ -240,7 +280,9 @@ impl Layout {
     /// `select(dim, index)`: removes a dimension.
     pub fn select(&self, dim: i64, index: i64) -> Result<Layout, TpuError> {
         if self.ndim() == 0 {
-            return Err(TpuError::BadDim("select() cannot be applied to a 0-dim tensor.".into()));
+            return Err(TpuError::BadDim(
+                "select() cannot be applied to a 0-dim tensor.".into(),
+            ));
         }
         let d = wrap_dim(dim, self.ndim())?;
         let n = self.shape[d] as i64;
@@ -262,7 +304,11 @@ impl Layout {
     pub fn unsqueeze(&self, dim: i64) -> Result<Layout, TpuError> {
         let d = wrap_dim(dim, self.ndim() + 1)?;
         let mut out = self.clone();
-        let st = if d < self.ndim() { self.strides[d] * self.shape[d] as isize } else { 1 };
+        let st = if d < self.ndim() {
+            self.strides[d] * self.shape[d] as isize
+        } else {
+            1
+        };
         out.shape.insert(d, 1);
         out.strides.insert(d, st);
         Ok(out)
@@ -295,7 +341,13 @@ impl Layout {
 
     /// The layout of `new` (same element count) over the same storage, if one exists.
     pub fn view_as(&self, new: &[usize]) -> Option<Layout> {
-        let mk = |strides| Some(Layout { shape: new.to_vec(), strides, offset: self.offset });
+        let mk = |strides| {
+            Some(Layout {
+                shape: new.to_vec(),
+                strides,
+                offset: self.offset,
+            })
+        };
         if self.numel() == 0 || self.ndim() == 0 {
             return mk(contiguous_strides(new));
         }
@@ -338,7 +390,9 @@ impl Layout {
             )));
         }
         if size.iter().any(|s| *s < 0) || stride.iter().any(|s| *s < 0) || offset < 0 {
-            return Err(TpuError::BadArgs("as_strided: negative size, stride or offset".into()));
+            return Err(TpuError::BadArgs(
+                "as_strided: negative size, stride or offset".into(),
+            ));
         }
         Ok(Layout {
             shape: size.iter().map(|s| *s as usize).collect(),
@@ -357,20 +411,32 @@ mod tests {
     fn views_follow_pytorch() {
         let l = Layout::contiguous(&[2, 3, 4]);
         let t = l.transpose(0, 2).unwrap();
-        assert_eq!((t.shape.clone(), t.strides.clone()), (vec![4, 3, 2], vec![1, 4, 12]));
+        assert_eq!(
+            (t.shape.clone(), t.strides.clone()),
+            (vec![4, 3, 2], vec![1, 4, 12])
+        );
         assert!(!t.is_contiguous());
         assert!(t.view(&[24]).is_err());
         let v = l.view(&[6, -1]).unwrap();
-        assert_eq!((v.shape.clone(), v.strides.clone()), (vec![6, 4], vec![4, 1]));
+        assert_eq!(
+            (v.shape.clone(), v.strides.clone()),
+            (vec![6, 4], vec![4, 1])
+        );
         let s = l.slice(1, Some(1), None, 2).unwrap();
-        assert_eq!((s.shape.clone(), s.strides.clone(), s.offset), (vec![2, 1, 4], vec![12, 8, 1], 4));
+        assert_eq!(
+            (s.shape.clone(), s.strides.clone(), s.offset),
+            (vec![2, 1, 4], vec![12, 8, 1], 4)
+        );
         let e = Layout::contiguous(&[3, 1]).expand(&[2, 3, 5]).unwrap();
         assert_eq!(e.strides, vec![0, 1, 0]);
         assert!(Layout::contiguous(&[3, 2]).expand(&[3, 4]).is_err());
         assert!(l.select(1, 3).is_err());
         assert_eq!(l.select(1, -1).unwrap().offset, 8);
         assert!(wrap_dim(3, 3).is_err());
-        assert_eq!(broadcast_shapes(&[3, 1], &[2, 1, 4]).unwrap(), vec![2, 3, 4]);
+        assert_eq!(
+            broadcast_shapes(&[3, 1], &[2, 1, 4]).unwrap(),
+            vec![2, 3, 4]
+        );
         assert!(broadcast_shapes(&[3], &[4]).is_err());
     }
 

@@ -8,6 +8,7 @@
 pub mod codegen;
 pub mod dtype;
 pub mod error;
+mod fusion;
 pub mod ir;
 pub mod kernels;
 pub mod layout;

@@ -130,7 +130,7 @@ fn run_gemm(
         prec: Precision::P1,
     };
     let plan = gemm::plan(&spec, &info, resident).unwrap();
-    let program = gemm::build(&spec, &plan, &core).unwrap();
+    let program = gemm::build(&spec, &plan, &info).unwrap();
     let mut g = lcg(m ^ n ^ k);
     let a: Vec<f32> = (0..m * k).map(|_| bf16::from_f32(g()).to_f32()).collect();
     let b: Vec<f32> = (0..k * n).map(|_| bf16::from_f32(g()).to_f32()).collect();
@@ -138,6 +138,9 @@ fn run_gemm(
         ArgInit::Bytes(bf16_bytes(&a)),
         ArgInit::Bytes(bf16_bytes(&b)),
         ArgInit::Zeroed(m as u64 * n as u64 * 4),
+        ArgInit::Scalar(0),
+        ArgInit::Scalar(0),
+        ArgInit::Scalar(0),
     ];
     let r = emu.run_program(&program, &args, &[0], true).unwrap();
     let c = bytes_f32(&r.buffers[2]);
@@ -214,12 +217,15 @@ fn timing_only_gemm(chip_name: &str, s: u32) -> (f64, f64) {
         prec: Precision::P1,
     };
     let plan = gemm::plan(&spec, &info, false).unwrap();
-    let program = gemm::build(&spec, &plan, &core).unwrap();
+    let program = gemm::build(&spec, &plan, &info).unwrap();
     let e = s as u64 * s as u64;
     let args = [
         ArgInit::Zeroed(e * 2),
         ArgInit::Zeroed(e * 2),
         ArgInit::Zeroed(e * 4),
+        ArgInit::Scalar(0),
+        ArgInit::Scalar(0),
+        ArgInit::Scalar(0),
     ];
     let r = emu.run_program(&program, &args, &[0], false).unwrap();
     let flops = 2.0 * (s as f64).powi(3);

@@ -29,7 +29,7 @@ pub struct View {
     pub dtype: DType,
 }
 
-/// A matrix product `out[b] = alpha * a[b] @ w[b] (+ beta * bias)`, batched over leading dims.
+/// A matrix product `out[b] = epilogue(a[b] @ w[b], extras...)`, batched over a leading dim.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MatmulNode {
     /// Batch count (1 for `mm`).
@@ -40,10 +40,10 @@ pub struct MatmulNode {
     pub n: usize,
     /// Inner dimension.
     pub k: usize,
-    /// Scale of the product (`addmm`'s alpha).
-    pub alpha: f64,
-    /// Scale of the bias (`addmm`'s beta); the bias, if any, is input 2.
-    pub beta: f64,
+    /// Applied to each output element: `Input(0)` is the f32 product, `Input(1 + i)` the extra
+    /// input `2 + i` of the node (broadcast to `[batch, m, n]`); one output, converted to the
+    /// output dtype.
+    pub epilogue: Prog,
 }
 
 /// Row gather: `out[i, :] = table[index[i], :]`.
@@ -74,8 +74,8 @@ pub enum NodeKind {
         /// What each element and row computes.
         prog: Prog,
     },
-    /// Inputs: `a [batch, m, k]`, `w [batch, k, n]` (any strides) and optionally `bias`
-    /// (broadcastable to `[batch, m, n]`); one output `[batch, m, n]`.
+    /// Inputs: `a [batch, m, k]`, `w [batch, k, n]` (any strides), then the epilogue's extra
+    /// inputs (broadcastable to `[batch, m, n]`); one output `[batch, m, n]`.
     Matmul(MatmulNode),
     /// Inputs: table `[rows, row_len]`, index `[count]` (int); output `[count, row_len]`.
     Gather(GatherNode),

@@ -175,7 +175,9 @@ impl Prog {
 
     /// Whether any node reduces.
     pub fn has_reductions(&self) -> bool {
-        self.nodes.iter().any(|n| matches!(n.op, POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_)))
+        self.nodes
+            .iter()
+            .any(|n| matches!(n.op, POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_)))
     }
 
     /// A canonical byte string of the program, for cache keys.

@@ -1,6 +1,8 @@
 //! Kernel generators: ISA programs for each family of operations.
 
+pub mod gather;
 pub mod gemm;
+pub mod matmul;
 pub mod tile;
 
 /// Why a kernel could not be generated.

@@ -24,7 +24,12 @@ pub struct Storage {
 
 impl Storage {
     pub(crate) fn new(id: u64, bytes: u64, frees: FreeList) -> Self {
-        Storage { id, bytes, buffer: Mutex::new(None), frees }
+        Storage {
+            id,
+            bytes,
+            buffer: Mutex::new(None),
+            frees,
+        }
     }
 
     /// Identifier, unique within a runtime.

@@ -8,7 +8,9 @@ use tpuemu_emulator::{ArgInit, Emulator, builtin};
 use tpuemu_isa::Device;
 
 fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 fn bytes(v: &[f32]) -> Vec<u8> {
@@ -26,7 +28,13 @@ fn data(n: usize, seed: u32) -> Vec<f32> {
 }
 
 /// Runs a tile kernel with the given input arrays (f32, given layouts) and output sizes.
-fn run(spec_shape: &[usize], row_dims: usize, prog: &tpuemu_backend::ir::Prog, ins: &[(Vec<f32>, Layout)], outs: &[Layout]) -> Vec<Vec<f32>> {
+fn run(
+    spec_shape: &[usize],
+    row_dims: usize,
+    prog: &tpuemu_backend::ir::Prog,
+    ins: &[(Vec<f32>, Layout)],
+    outs: &[Layout],
+) -> Vec<Vec<f32>> {
     let emu = Emulator::new(builtin("v5e").unwrap()).unwrap();
     let chip = emu.topology().chips[0].clone();
     let il: Vec<(&Layout, DType)> = ins.iter().map(|(_, l)| (l, DType::F32)).collect();
@@ -40,8 +48,13 @@ fn run(spec_shape: &[usize], row_dims: usize, prog: &tpuemu_backend::ir::Prog, i
     for off in offsets {
         args.push(ArgInit::Scalar(off as u32));
     }
-    let r = emu.run_program(&program, &args, &[0], true).unwrap_or_else(|e| panic!("{e}"));
-    r.buffers[ins.len()..ins.len() + outs.len()].iter().map(|b| f32s(b)).collect()
+    let r = emu
+        .run_program(&program, &args, &[0], true)
+        .unwrap_or_else(|e| panic!("{e}"));
+    r.buffers[ins.len()..ins.len() + outs.len()]
+        .iter()
+        .map(|b| f32s(b))
+        .collect()
 }
 
 #[test]
@@ -56,7 +69,16 @@ fn elementwise_add_with_broadcast_bias() {
     let prog = b.finish();
     let xd = data(m * n, 1);
     let bd = data(n, 2);
-    let out = run(&[m, n], 0, &prog, &[(xd.clone(), Layout::contiguous(&[m, n])), (bd.clone(), Layout::contiguous(&[n]))], &[Layout::contiguous(&[m, n])]);
+    let out = run(
+        &[m, n],
+        0,
+        &prog,
+        &[
+            (xd.clone(), Layout::contiguous(&[m, n])),
+            (bd.clone(), Layout::contiguous(&[n])),
+        ],
+        &[Layout::contiguous(&[m, n])],
+    );
     for i in 0..m {
         for j in 0..n {
             let want = libm::tanhf(xd[i * n + j] + bd[j]);
@@ -75,7 +97,13 @@ fn transposed_input_copy() {
     let xd = data(m * n, 3);
     // Read x [n, m] transposed as [m, n].
     let xt = Layout::contiguous(&[n, m]).transpose(0, 1).unwrap();
-    let out = run(&[m, n], 0, &prog, &[(xd.clone(), xt)], &[Layout::contiguous(&[m, n])]);
+    let out = run(
+        &[m, n],
+        0,
+        &prog,
+        &[(xd.clone(), xt)],
+        &[Layout::contiguous(&[m, n])],
+    );
     for i in 0..m {
         for j in 0..n {
             assert_eq!(out[0][i * n + j], xd[j * m + i]);
@@ -103,16 +131,26 @@ fn softmax_rows() {
             1,
             &prog,
             &[(xd.clone(), Layout::contiguous(&[rows, len]))],
-            &[Layout::contiguous(&[rows, len]), Layout::contiguous(&[rows])],
+            &[
+                Layout::contiguous(&[rows, len]),
+                Layout::contiguous(&[rows]),
+            ],
         );
         for i in 0..rows {
             let row = &xd[i * len..(i + 1) * len];
             let mx = row.iter().cloned().fold(f32::MIN, f32::max);
             let sum: f64 = row.iter().map(|v| ((v - mx) as f64).exp()).sum();
-            assert!((out[1][i] as f64 - sum).abs() < 1e-4 * sum, "rows {rows} len {len} row {i}: sum {} vs {sum}", out[1][i]);
+            assert!(
+                (out[1][i] as f64 - sum).abs() < 1e-4 * sum,
+                "rows {rows} len {len} row {i}: sum {} vs {sum}",
+                out[1][i]
+            );
             for j in 0..len {
                 let want = ((row[j] - mx) as f64).exp() / sum;
-                assert!((out[0][i * len + j] as f64 - want).abs() < 1e-6, "rows {rows} len {len} ({i},{j})");
+                assert!(
+                    (out[0][i * len + j] as f64 - want).abs() < 1e-6,
+                    "rows {rows} len {len} ({i},{j})"
+                );
             }
         }
     }
@@ -135,7 +173,13 @@ fn argmax_and_sum_over_rows() {
     xd[3 * len + 300] = 50.0;
     xd[4 * len + 7] = 50.0;
     xd[4 * len + 200] = 50.0;
-    let out = run(&[rows, len], 1, &prog, &[(xd.clone(), Layout::contiguous(&[rows, len]))], &[Layout::contiguous(&[rows]), Layout::contiguous(&[rows])]);
+    let out = run(
+        &[rows, len],
+        1,
+        &prog,
+        &[(xd.clone(), Layout::contiguous(&[rows, len]))],
+        &[Layout::contiguous(&[rows]), Layout::contiguous(&[rows])],
+    );
     for i in 0..rows {
         let row = &xd[i * len..(i + 1) * len];
         let mut best = 0;
@@ -184,12 +228,31 @@ fn large_elementwise_kernel_is_hbm_bound() {
     b.output(s);
     let prog = b.finish();
     let l = Layout::contiguous(&[n]);
-    let (spec, _) = tile::lower(&[n], 0, &prog, &[(&l, DType::F32), (&l, DType::F32)], &[(&l, DType::F32)]).unwrap();
+    let (spec, _) = tile::lower(
+        &[n],
+        0,
+        &prog,
+        &[(&l, DType::F32), (&l, DType::F32)],
+        &[(&l, DType::F32)],
+    )
+    .unwrap();
     let program = tile::build(&spec, &chip, "add").unwrap();
     let z = (n * 4) as u64;
-    let args = [ArgInit::Zeroed(z), ArgInit::Zeroed(z), ArgInit::Zeroed(z), ArgInit::Scalar(0), ArgInit::Scalar(0), ArgInit::Scalar(0)];
+    let args = [
+        ArgInit::Zeroed(z),
+        ArgInit::Zeroed(z),
+        ArgInit::Zeroed(z),
+        ArgInit::Scalar(0),
+        ArgInit::Scalar(0),
+        ArgInit::Scalar(0),
+    ];
     let r = emu.run_program(&program, &args, &[0], false).unwrap();
     let ideal = 3.0 * z as f64 / chip.hbm_bytes_per_s;
     let ratio = r.seconds / ideal;
-    assert!((1.0..1.1).contains(&ratio), "{:.3} ms vs bytes/bandwidth {:.3} ms", r.seconds * 1e3, ideal * 1e3);
+    assert!(
+        (1.0..1.1).contains(&ratio),
+        "{:.3} ms vs bytes/bandwidth {:.3} ms",
+        r.seconds * 1e3,
+        ideal * 1e3
+    );
 }

@@ -138,8 +138,7 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
     };
     let resident = preset.mxu_model == MxuModel::ScaleSim;
     let plan = gemm::plan(&spec, &info, resident).map_err(|e| CliError::Other(e.to_string()))?;
-    let program =
-        gemm::build(&spec, &plan, &info.core).map_err(|e| CliError::Other(e.to_string()))?;
+    let program = gemm::build(&spec, &plan, &info).map_err(|e| CliError::Other(e.to_string()))?;
     let pid = emu
         .load(&program)
         .map_err(|e| CliError::Other(e.to_string()))?;
@@ -176,6 +175,9 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
                 KernelArg::Buffer(a),
                 KernelArg::Buffer(b),
                 KernelArg::Buffer(out),
+                KernelArg::Scalar(0),
+                KernelArg::Scalar(0),
+                KernelArg::Scalar(0),
             ],
         });
     }

@@ -70,7 +70,9 @@ pub(crate) fn args(op: &POp) -> Vec<PRef> {
     match *op {
         POp::Input(_) | POp::Const(_) | POp::Index(_) => vec![],
         POp::Bin(_, a, b) | POp::Cmp(_, a, b) => vec![a, b],
-        POp::Un(_, a) | POp::Cast(a) | POp::Reduce(_, a) | POp::ArgMax(a) | POp::ArgMin(a) => vec![a],
+        POp::Un(_, a) | POp::Cast(a) | POp::Reduce(_, a) | POp::ArgMax(a) | POp::ArgMin(a) => {
+            vec![a]
+        }
         POp::Select(c, a, b) => vec![c, a, b],
     }
 }
@@ -126,7 +128,11 @@ struct Offsets {
 
 impl Offsets {
     fn get(&self, esz: u32) -> SReg {
-        self.regs.iter().find(|(s, _)| *s == esz).map(|(_, r)| *r).expect("offset register for every element size")
+        self.regs
+            .iter()
+            .find(|(s, _)| *s == esz)
+            .map(|(_, r)| *r)
+            .expect("offset register for every element size")
     }
 }
 
@@ -142,10 +148,20 @@ pub(crate) fn dense(
     index: Option<IndexCtx>,
 ) -> Result<(), KernelError> {
     if prog.has_reductions() {
-        return Err(KernelError::Unsupported("dense tile body with reductions".into()));
+        return Err(KernelError::Unsupported(
+            "dense tile body with reductions".into(),
+        ));
     }
     let last = last_uses(prog);
-    let mut cx = Ctx { e, va: VAlloc::new(2, vregs), prog, ops, inputs, regs: HashMap::new(), pinned: Vec::new() };
+    let mut cx = Ctx {
+        e,
+        va: VAlloc::new(2, vregs),
+        prog,
+        ops,
+        inputs,
+        regs: HashMap::new(),
+        pinned: Vec::new(),
+    };
     // Constants live in registers for the whole loop.
     for (i, n) in prog.nodes.iter().enumerate() {
         if let POp::Const(_) = n.op {
@@ -154,7 +170,10 @@ pub(crate) fn dense(
             cx.pinned.push(i as PRef);
         }
     }
-    let take = |pool: &mut RegPool| pool.take().ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()));
+    let take = |pool: &mut RegPool| {
+        pool.take()
+            .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
+    };
     let counter = take(pool)?;
     let test = take(pool)?;
     let mut sizes: Vec<u32> = ops.iter().map(|o| o.dtype.size() as u32).collect();
@@ -166,9 +185,18 @@ pub(crate) fn dense(
         cx.e.b.smov(r, 0);
         offs.regs.push((*s, r));
     }
-    let flat = if index.is_some() { Some(take(pool)?) } else { None };
+    let flat = if index.is_some() {
+        Some(take(pool)?)
+    } else {
+        None
+    };
     if let (Some(f), Some(ix)) = (flat, &index) {
-        cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: f, a: ix.flat_base, b: SSrc::Imm(0) });
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: f,
+            a: ix.flat_base,
+            b: SSrc::Imm(0),
+        });
     }
     cx.e.b.smov(counter, 0);
     let top = cx.e.b.here();
@@ -192,16 +220,39 @@ pub(crate) fn dense(
                 v
             }
             POp::Index(d) => {
-                let ix = index.as_ref().ok_or_else(|| KernelError::Unsupported("Index without an index context".into()))?;
+                let ix = index.as_ref().ok_or_else(|| {
+                    KernelError::Unsupported("Index without an index context".into())
+                })?;
                 let v = cx.va.take()?;
-                cx.e.push(Instr::VIota { kind: IotaKind::Flat, dst: v });
-                cx.e.push(Instr::VBin { op: VBinOp::Add, ty: VType::I32, dst: v, a: v, b: VSrc::S(flat.expect("set with index")) });
+                cx.e.push(Instr::VIota {
+                    kind: IotaKind::Flat,
+                    dst: v,
+                });
+                cx.e.push(Instr::VBin {
+                    op: VBinOp::Add,
+                    ty: VType::I32,
+                    dst: v,
+                    a: v,
+                    b: VSrc::S(flat.expect("set with index")),
+                });
                 let inner: usize = ix.shape[d as usize + 1..].iter().product();
                 if inner > 1 {
-                    cx.e.push(Instr::VBin { op: VBinOp::Div, ty: VType::I32, dst: v, a: v, b: VSrc::Imm(inner as u32) });
+                    cx.e.push(Instr::VBin {
+                        op: VBinOp::Div,
+                        ty: VType::I32,
+                        dst: v,
+                        a: v,
+                        b: VSrc::Imm(inner as u32),
+                    });
                 }
                 if d > 0 {
-                    cx.e.push(Instr::VBin { op: VBinOp::Rem, ty: VType::I32, dst: v, a: v, b: VSrc::Imm(ix.shape[d as usize] as u32) });
+                    cx.e.push(Instr::VBin {
+                        op: VBinOp::Rem,
+                        ty: VType::I32,
+                        dst: v,
+                        a: v,
+                        b: VSrc::Imm(ix.shape[d as usize] as u32),
+                    });
                 }
                 v
             }
@@ -243,13 +294,33 @@ pub(crate) fn dense(
         cx.release(o);
     }
     for (s, r) in &offs.regs {
-        cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: *r, a: *r, b: SSrc::Imm(1024 * *s as i32) });
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: *r,
+            a: *r,
+            b: SSrc::Imm(1024 * *s as i32),
+        });
     }
     if let Some(f) = flat {
-        cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: f, a: f, b: SSrc::Imm(1024) });
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: f,
+            a: f,
+            b: SSrc::Imm(1024),
+        });
     }
-    cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: counter, a: counter, b: SSrc::Imm(1) });
-    cx.e.push(Instr::SCmp { op: CmpOp::Lt, dst: test, a: counter, b: SSrc::Imm(n_vregs as i32) });
+    cx.e.push(Instr::SAlu {
+        op: SAluOp::Add,
+        dst: counter,
+        a: counter,
+        b: SSrc::Imm(1),
+    });
+    cx.e.push(Instr::SCmp {
+        op: CmpOp::Lt,
+        dst: test,
+        a: counter,
+        b: SSrc::Imm(n_vregs as i32),
+    });
     cx.e.b.brnz(test, top);
     for p in cx.pinned.clone() {
         if let Some(v) = cx.regs.remove(&p) {
@@ -283,7 +354,11 @@ pub(crate) struct RowsGeom {
 fn phases(prog: &Prog) -> Vec<u32> {
     let mut ph = vec![0u32; prog.nodes.len()];
     for (i, n) in prog.nodes.iter().enumerate() {
-        let a = args(&n.op).iter().map(|a| ph[*a as usize]).max().unwrap_or(0);
+        let a = args(&n.op)
+            .iter()
+            .map(|a| ph[*a as usize])
+            .max()
+            .unwrap_or(0);
         ph[i] = match n.op {
             POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_) => a + 1,
             _ => a,
@@ -311,10 +386,21 @@ fn red_op(kind: RedKind) -> (VBinOp, RedOp) {
 }
 
 /// The rows body: all groups of the tile, every phase.
-pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOperand], inputs: usize, g: RowsGeom, vregs: u32) -> Result<(), KernelError> {
+pub(crate) fn rows(
+    e: &mut Emitter,
+    pool: &mut RegPool,
+    prog: &Prog,
+    ops: &[VOperand],
+    inputs: usize,
+    g: RowsGeom,
+    vregs: u32,
+) -> Result<(), KernelError> {
     let ph = phases(prog);
     let max_phase = ph.iter().copied().max().unwrap_or(0);
-    let take = |pool: &mut RegPool| pool.take().ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()));
+    let take = |pool: &mut RegPool| {
+        pool.take()
+            .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
+    };
     // Registers: group counter, test, and per element size: the group's full-row offset and
     // per-row offset, the chunk address, and the strides (constants).
     let gcount = take(pool)?;
@@ -327,20 +413,57 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
         let (a, b, c) = (take(pool)?, take(pool)?, take(pool)?);
         size_regs.push((*s, a, b, c));
     }
-    let stride_regs: Vec<(u32, SReg, SReg)> = sizes.iter().map(|s| (*s, e.konst((g.pitch * s) as i32), e.konst(*s as i32))).collect();
-    let find = |esz: u32| *size_regs.iter().find(|x| x.0 == esz).expect("register per size");
-    let sub_full = |esz: u32| stride_regs.iter().find(|x| x.0 == esz).expect("stride per size").1;
-    let sub_row = |esz: u32| stride_regs.iter().find(|x| x.0 == esz).expect("stride per size").2;
+    let stride_regs: Vec<(u32, SReg, SReg)> = sizes
+        .iter()
+        .map(|s| (*s, e.konst((g.pitch * s) as i32), e.konst(*s as i32)))
+        .collect();
+    let find = |esz: u32| {
+        *size_regs
+            .iter()
+            .find(|x| x.0 == esz)
+            .expect("register per size")
+    };
+    let sub_full = |esz: u32| {
+        stride_regs
+            .iter()
+            .find(|x| x.0 == esz)
+            .expect("stride per size")
+            .1
+    };
+    let sub_row = |esz: u32| {
+        stride_regs
+            .iter()
+            .find(|x| x.0 == esz)
+            .expect("stride per size")
+            .2
+    };
 
-    let mut cx = Ctx { e, va: VAlloc::new(2, vregs), prog, ops, inputs, regs: HashMap::new(), pinned: Vec::new() };
+    let mut cx = Ctx {
+        e,
+        va: VAlloc::new(2, vregs),
+        prog,
+        ops,
+        inputs,
+        regs: HashMap::new(),
+        pinned: Vec::new(),
+    };
     let nchunks = g.pitch / 128;
     let tail = g.len - (nchunks - 1) * 128;
     // m1 masks the valid lanes of the last chunk.
     let tail_mask = MReg::n(1);
     if tail < 128 {
         let iota = cx.va.take()?;
-        cx.e.push(Instr::VIota { kind: IotaKind::Lane, dst: iota });
-        cx.e.push(Instr::VCmp { op: CmpOp::Lt, ty: VType::I32, dst: tail_mask, a: iota, b: VSrc::Imm(tail) });
+        cx.e.push(Instr::VIota {
+            kind: IotaKind::Lane,
+            dst: iota,
+        });
+        cx.e.push(Instr::VCmp {
+            op: CmpOp::Lt,
+            ty: VType::I32,
+            dst: tail_mask,
+            a: iota,
+            b: VSrc::Imm(tail),
+        });
         cx.va.give(iota);
     }
     for (_, a, b, _) in &size_regs {
@@ -382,7 +505,11 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
     let per_row_step = |cx: &mut Ctx, phase: u32| -> Result<(), KernelError> {
         for (i, n) in prog.nodes.iter().enumerate() {
             let r = i as PRef;
-            if n.per_row && ph[i] == phase && !cx.regs.contains_key(&r) && !matches!(n.op, POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_)) {
+            if n.per_row
+                && ph[i] == phase
+                && !cx.regs.contains_key(&r)
+                && !matches!(n.op, POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_))
+            {
                 let v = cx.emit_elementwise(r)?;
                 cx.regs.insert(r, v);
                 cx.pinned.push(r);
@@ -394,7 +521,14 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
             if n.per_row && ph[*o as usize] == phase {
                 let op = ops[inputs + k];
                 let esz = op.dtype.size() as u32;
-                store(cx, *o, op, Addr::new(find(esz).2, op.base), Some(sub_row(esz)), Some(SReg::ZERO))?;
+                store(
+                    cx,
+                    *o,
+                    op,
+                    Addr::new(find(esz).2, op.base),
+                    Some(sub_row(esz)),
+                    Some(SReg::ZERO),
+                )?;
             }
         }
         Ok(())
@@ -412,7 +546,13 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
             .filter(|(i, _)| ph[*i] == p + 1)
             .map(|(i, _)| i as PRef)
             .collect();
-        let full_outs: Vec<(usize, PRef)> = prog.outputs.iter().enumerate().filter(|(_, o)| !prog.node(**o).per_row && ph[**o as usize] == p).map(|(k, o)| (k, *o)).collect();
+        let full_outs: Vec<(usize, PRef)> = prog
+            .outputs
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| !prog.node(**o).per_row && ph[**o as usize] == p)
+            .map(|(k, o)| (k, *o))
+            .collect();
         if reds.is_empty() && full_outs.is_empty() {
             if p > 0 {
                 per_row_step(&mut cx, p)?;
@@ -434,42 +574,95 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
                 POp::Reduce(_, a) | POp::ArgMax(a) | POp::ArgMin(a) => prog.node(a).dtype,
                 _ => unreachable!(),
             };
-            let init = if arg_ty.is_float() { init } else if matches!(n.op, POp::ArgMax(_)) { Scalar::Int(i32::MIN as i64) } else if matches!(n.op, POp::ArgMin(_)) { Scalar::Int(i32::MAX as i64) } else { init };
+            let init = if arg_ty.is_float() {
+                init
+            } else if matches!(n.op, POp::ArgMax(_)) {
+                Scalar::Int(i32::MIN as i64)
+            } else if matches!(n.op, POp::ArgMin(_)) {
+                Scalar::Int(i32::MAX as i64)
+            } else {
+                init
+            };
             vexpr::emit_const(cx.e, init, arg_ty, acc);
             if let Some(ix) = idx {
-                cx.e.push(Instr::VMov { ty: VType::I32, dst: ix, src: VSrc::Imm(0) });
+                cx.e.push(Instr::VMov {
+                    ty: VType::I32,
+                    dst: ix,
+                    src: VSrc::Imm(0),
+                });
             }
             accs.push((r, acc, idx));
         }
         let colidx = if accs.iter().any(|a| a.2.is_some()) {
             let v = cx.va.take()?;
-            cx.e.push(Instr::VIota { kind: IotaKind::Lane, dst: v });
+            cx.e.push(Instr::VIota {
+                kind: IotaKind::Lane,
+                dst: v,
+            });
             Some(v)
         } else {
             None
         };
         // Chunk address registers start at the group's offset.
         for (_, a, _, c) in &size_regs {
-            cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: *c, a: *a, b: SSrc::Imm(0) });
+            cx.e.push(Instr::SAlu {
+                op: SAluOp::Add,
+                dst: *c,
+                a: *a,
+                b: SSrc::Imm(0),
+            });
         }
         let full_chunks = if tail < 128 { nchunks - 1 } else { nchunks };
         let emit_chunk = |cx: &mut Ctx, masked: bool| -> Result<(), KernelError> {
-            chunk_body(cx, &ph, p, &reds, &full_outs, &accs, colidx, masked.then_some(tail_mask), &|esz| (find(esz).3, sub_full(esz)))?;
+            chunk_body(
+                cx,
+                &ph,
+                p,
+                &reds,
+                &full_outs,
+                &accs,
+                colidx,
+                masked.then_some(tail_mask),
+                &|esz| (find(esz).3, sub_full(esz)),
+            )?;
             for (s, _, _, c) in &size_regs {
-                cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: *c, a: *c, b: SSrc::Imm(128 * *s as i32) });
+                cx.e.push(Instr::SAlu {
+                    op: SAluOp::Add,
+                    dst: *c,
+                    a: *c,
+                    b: SSrc::Imm(128 * *s as i32),
+                });
             }
             if let Some(ci) = colidx {
-                cx.e.push(Instr::VBin { op: VBinOp::Add, ty: VType::I32, dst: ci, a: ci, b: VSrc::Imm(128) });
+                cx.e.push(Instr::VBin {
+                    op: VBinOp::Add,
+                    ty: VType::I32,
+                    dst: ci,
+                    a: ci,
+                    b: VSrc::Imm(128),
+                });
             }
             Ok(())
         };
         if full_chunks > 0 {
-            let ccount = pool.take().ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))?;
+            let ccount = pool
+                .take()
+                .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))?;
             cx.e.b.smov(ccount, 0);
             let ctop = cx.e.b.here();
             emit_chunk(&mut cx, false)?;
-            cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: ccount, a: ccount, b: SSrc::Imm(1) });
-            cx.e.push(Instr::SCmp { op: CmpOp::Lt, dst: test, a: ccount, b: SSrc::Imm(full_chunks as i32) });
+            cx.e.push(Instr::SAlu {
+                op: SAluOp::Add,
+                dst: ccount,
+                a: ccount,
+                b: SSrc::Imm(1),
+            });
+            cx.e.push(Instr::SCmp {
+                op: CmpOp::Lt,
+                dst: test,
+                a: ccount,
+                b: SSrc::Imm(full_chunks as i32),
+            });
             cx.e.b.brnz(test, ctop);
             pool.give(ccount);
         }
@@ -482,7 +675,13 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
             match n.op {
                 POp::Reduce(kind, a) => {
                     let ty = prog.node(a).dtype.lane();
-                    cx.e.push(Instr::VRed { op: red_op(kind).1, ty, axis: Axis::Lane, dst: acc, a: acc });
+                    cx.e.push(Instr::VRed {
+                        op: red_op(kind).1,
+                        ty,
+                        axis: Axis::Lane,
+                        dst: acc,
+                        a: acc,
+                    });
                     cx.regs.insert(r, acc);
                     cx.pinned.push(r);
                 }
@@ -490,18 +689,68 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
                     let ty = prog.node(a).dtype.lane();
                     let idx = idx.expect("arg reductions track an index");
                     let m = cx.va.take()?;
-                    let op = if matches!(n.op, POp::ArgMax(_)) { RedOp::Max } else { RedOp::Min };
-                    cx.e.push(Instr::VRed { op, ty, axis: Axis::Lane, dst: m, a: acc });
+                    let op = if matches!(n.op, POp::ArgMax(_)) {
+                        RedOp::Max
+                    } else {
+                        RedOp::Min
+                    };
+                    cx.e.push(Instr::VRed {
+                        op,
+                        ty,
+                        axis: Axis::Lane,
+                        dst: m,
+                        a: acc,
+                    });
                     let (c1, c2, c3) = (cx.va.take_mask()?, cx.va.take_mask()?, cx.va.take_mask()?);
-                    cx.e.push(Instr::VCmp { op: CmpOp::Eq, ty, dst: c1, a: acc, b: VSrc::V(m) });
+                    cx.e.push(Instr::VCmp {
+                        op: CmpOp::Eq,
+                        ty,
+                        dst: c1,
+                        a: acc,
+                        b: VSrc::V(m),
+                    });
                     if ty == VType::F32 {
-                        cx.e.push(Instr::VCmp { op: CmpOp::Ne, ty, dst: c2, a: acc, b: VSrc::V(acc) });
-                        cx.e.push(Instr::VCmp { op: CmpOp::Ne, ty, dst: c3, a: m, b: VSrc::V(m) });
-                        cx.e.push(Instr::MLogic { op: MaskOp::And, dst: c2, a: c2, b: c3 });
-                        cx.e.push(Instr::MLogic { op: MaskOp::Or, dst: c1, a: c1, b: c2 });
+                        cx.e.push(Instr::VCmp {
+                            op: CmpOp::Ne,
+                            ty,
+                            dst: c2,
+                            a: acc,
+                            b: VSrc::V(acc),
+                        });
+                        cx.e.push(Instr::VCmp {
+                            op: CmpOp::Ne,
+                            ty,
+                            dst: c3,
+                            a: m,
+                            b: VSrc::V(m),
+                        });
+                        cx.e.push(Instr::MLogic {
+                            op: MaskOp::And,
+                            dst: c2,
+                            a: c2,
+                            b: c3,
+                        });
+                        cx.e.push(Instr::MLogic {
+                            op: MaskOp::Or,
+                            dst: c1,
+                            a: c1,
+                            b: c2,
+                        });
                     }
-                    cx.e.push(Instr::VSel { ty: VType::I32, dst: idx, mask: c1, a: idx, b: VSrc::Imm(i32::MAX as u32) });
-                    cx.e.push(Instr::VRed { op: RedOp::Min, ty: VType::I32, axis: Axis::Lane, dst: idx, a: idx });
+                    cx.e.push(Instr::VSel {
+                        ty: VType::I32,
+                        dst: idx,
+                        mask: c1,
+                        a: idx,
+                        b: VSrc::Imm(i32::MAX as u32),
+                    });
+                    cx.e.push(Instr::VRed {
+                        op: RedOp::Min,
+                        ty: VType::I32,
+                        axis: Axis::Lane,
+                        dst: idx,
+                        a: idx,
+                    });
                     for mm in [c1, c2, c3] {
                         cx.va.give_mask(mm);
                     }
@@ -526,11 +775,31 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
     }
     cx.pinned.clear();
     for (s, a, b, _) in &size_regs {
-        cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: *a, a: *a, b: SSrc::Imm((8 * g.pitch * s) as i32) });
-        cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: *b, a: *b, b: SSrc::Imm((8 * s) as i32) });
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: *a,
+            a: *a,
+            b: SSrc::Imm((8 * g.pitch * s) as i32),
+        });
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: *b,
+            a: *b,
+            b: SSrc::Imm((8 * s) as i32),
+        });
     }
-    cx.e.push(Instr::SAlu { op: SAluOp::Add, dst: gcount, a: gcount, b: SSrc::Imm(1) });
-    cx.e.push(Instr::SCmp { op: CmpOp::Lt, dst: test, a: gcount, b: SSrc::Imm(g.groups as i32) });
+    cx.e.push(Instr::SAlu {
+        op: SAluOp::Add,
+        dst: gcount,
+        a: gcount,
+        b: SSrc::Imm(1),
+    });
+    cx.e.push(Instr::SCmp {
+        op: CmpOp::Lt,
+        dst: test,
+        a: gcount,
+        b: SSrc::Imm(g.groups as i32),
+    });
     cx.e.b.brnz(test, top);
     for (_, a, b, c) in size_regs {
         pool.give(a);
@@ -543,7 +812,14 @@ pub(crate) fn rows(e: &mut Emitter, pool: &mut RegPool, prog: &Prog, ops: &[VOpe
 }
 
 /// Stores value `r` to operand `op` at `addr`, converting to the operand's dtype.
-fn store(cx: &mut Ctx, r: PRef, op: VOperand, addr: Addr, sub: Option<SReg>, lane: Option<SReg>) -> Result<(), KernelError> {
+fn store(
+    cx: &mut Ctx,
+    r: PRef,
+    op: VOperand,
+    addr: Addr,
+    sub: Option<SReg>,
+    lane: Option<SReg>,
+) -> Result<(), KernelError> {
     let mut v = cx.reg(r);
     let from = cx.prog.node(r).dtype;
     let tmp = if from != op.dtype {
@@ -554,7 +830,14 @@ fn store(cx: &mut Ctx, r: PRef, op: VOperand, addr: Addr, sub: Option<SReg>, lan
     } else {
         None
     };
-    cx.e.push(Instr::VStore { fmt: op.dtype.mem(), src: v, addr, sub_stride: sub, lane_stride: lane, mask: None });
+    cx.e.push(Instr::VStore {
+        fmt: op.dtype.mem(),
+        src: v,
+        addr,
+        sub_stride: sub,
+        lane_stride: lane,
+        mask: None,
+    });
     if let Some(t) = tmp {
         cx.va.give(t);
     }
@@ -577,7 +860,11 @@ fn chunk_body(
     let prog = cx.prog;
     // The full nodes this chunk needs: ancestors of the reductions' operands and the outputs.
     let mut need = vec![false; prog.nodes.len()];
-    let mut stack: Vec<PRef> = reds.iter().flat_map(|r| args(&prog.node(*r).op)).chain(full_outs.iter().map(|(_, o)| *o)).collect();
+    let mut stack: Vec<PRef> = reds
+        .iter()
+        .flat_map(|r| args(&prog.node(*r).op))
+        .chain(full_outs.iter().map(|(_, o)| *o))
+        .collect();
     while let Some(r) = stack.pop() {
         let n = prog.node(r);
         if n.per_row || need[r as usize] {
@@ -595,7 +882,11 @@ fn chunk_body(
             }
         }
     }
-    for r in reds.iter().flat_map(|r| args(&prog.node(*r).op)).chain(full_outs.iter().map(|(_, o)| *o)) {
+    for r in reds
+        .iter()
+        .flat_map(|r| args(&prog.node(*r).op))
+        .chain(full_outs.iter().map(|(_, o)| *o))
+    {
         last[r as usize] = usize::MAX;
     }
     let mut temps: Vec<PRef> = Vec::new();
@@ -610,10 +901,21 @@ fn chunk_body(
                 let o = cx.ops[k as usize];
                 let (base, sub) = addr_of(o.dtype.size() as u32);
                 let v = cx.va.take()?;
-                cx.e.push(Instr::VLoad { fmt: o.dtype.mem(), dst: v, addr: Addr::new(base, o.base), sub_stride: Some(sub), lane_stride: None, mask: None });
+                cx.e.push(Instr::VLoad {
+                    fmt: o.dtype.mem(),
+                    dst: v,
+                    addr: Addr::new(base, o.base),
+                    sub_stride: Some(sub),
+                    lane_stride: None,
+                    mask: None,
+                });
                 v
             }
-            POp::Index(_) => return Err(KernelError::Unsupported("coordinates in a reduction kernel".into())),
+            POp::Index(_) => {
+                return Err(KernelError::Unsupported(
+                    "coordinates in a reduction kernel".into(),
+                ));
+            }
             _ => cx.emit_elementwise(r)?,
         };
         cx.regs.insert(r, v);
@@ -634,13 +936,25 @@ fn chunk_body(
                 let masked = if let Some(m) = mask {
                     let t = cx.va.take()?;
                     let id = vexpr::const_bits(identity(kind, ty), ty);
-                    cx.e.push(Instr::VSel { ty: ty.lane(), dst: t, mask: m, a: v, b: VSrc::Imm(id) });
+                    cx.e.push(Instr::VSel {
+                        ty: ty.lane(),
+                        dst: t,
+                        mask: m,
+                        a: v,
+                        b: VSrc::Imm(id),
+                    });
                     v = t;
                     Some(t)
                 } else {
                     None
                 };
-                cx.e.push(Instr::VBin { op: red_op(kind).0, ty: ty.lane(), dst: *acc, a: *acc, b: VSrc::V(v) });
+                cx.e.push(Instr::VBin {
+                    op: red_op(kind).0,
+                    ty: ty.lane(),
+                    dst: *acc,
+                    a: *acc,
+                    b: VSrc::V(v),
+                });
                 if let Some(t) = masked {
                     cx.va.give(t);
                 }
@@ -651,22 +965,71 @@ fn chunk_body(
                 let idx = idx.expect("index accumulator");
                 let better = cx.va.take_mask()?;
                 let t1 = cx.va.take_mask()?;
-                let op = if matches!(n.op, POp::ArgMax(_)) { CmpOp::Gt } else { CmpOp::Lt };
-                cx.e.push(Instr::VCmp { op, ty, dst: better, a: v, b: VSrc::V(*acc) });
+                let op = if matches!(n.op, POp::ArgMax(_)) {
+                    CmpOp::Gt
+                } else {
+                    CmpOp::Lt
+                };
+                cx.e.push(Instr::VCmp {
+                    op,
+                    ty,
+                    dst: better,
+                    a: v,
+                    b: VSrc::V(*acc),
+                });
                 if ty == VType::F32 {
                     // A NaN beats anything but an earlier NaN.
                     let t2 = cx.va.take_mask()?;
-                    cx.e.push(Instr::VCmp { op: CmpOp::Ne, ty, dst: t1, a: v, b: VSrc::V(v) });
-                    cx.e.push(Instr::VCmp { op: CmpOp::Eq, ty, dst: t2, a: *acc, b: VSrc::V(*acc) });
-                    cx.e.push(Instr::MLogic { op: MaskOp::And, dst: t1, a: t1, b: t2 });
-                    cx.e.push(Instr::MLogic { op: MaskOp::Or, dst: better, a: better, b: t1 });
+                    cx.e.push(Instr::VCmp {
+                        op: CmpOp::Ne,
+                        ty,
+                        dst: t1,
+                        a: v,
+                        b: VSrc::V(v),
+                    });
+                    cx.e.push(Instr::VCmp {
+                        op: CmpOp::Eq,
+                        ty,
+                        dst: t2,
+                        a: *acc,
+                        b: VSrc::V(*acc),
+                    });
+                    cx.e.push(Instr::MLogic {
+                        op: MaskOp::And,
+                        dst: t1,
+                        a: t1,
+                        b: t2,
+                    });
+                    cx.e.push(Instr::MLogic {
+                        op: MaskOp::Or,
+                        dst: better,
+                        a: better,
+                        b: t1,
+                    });
                     cx.va.give_mask(t2);
                 }
                 if let Some(m) = mask {
-                    cx.e.push(Instr::MLogic { op: MaskOp::And, dst: better, a: better, b: m });
+                    cx.e.push(Instr::MLogic {
+                        op: MaskOp::And,
+                        dst: better,
+                        a: better,
+                        b: m,
+                    });
                 }
-                cx.e.push(Instr::VSel { ty, dst: *acc, mask: better, a: v, b: VSrc::V(*acc) });
-                cx.e.push(Instr::VSel { ty: VType::I32, dst: idx, mask: better, a: colidx.expect("column index"), b: VSrc::V(idx) });
+                cx.e.push(Instr::VSel {
+                    ty,
+                    dst: *acc,
+                    mask: better,
+                    a: v,
+                    b: VSrc::V(*acc),
+                });
+                cx.e.push(Instr::VSel {
+                    ty: VType::I32,
+                    dst: idx,
+                    mask: better,
+                    a: colidx.expect("column index"),
+                    b: VSrc::V(idx),
+                });
                 cx.va.give_mask(better);
                 cx.va.give_mask(t1);
             }

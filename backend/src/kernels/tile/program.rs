@@ -12,7 +12,9 @@
 
 use tpuemu_isa::dma::{DmaDescriptor, DmaDim, MAX_DMA_DIMS};
 use tpuemu_isa::ops::{CmpOp, SAluOp};
-use tpuemu_isa::{Addr, ArgSlot, ChipInfo, DmaShape, Instr, Label, MemRef, Program, SReg, SSrc, Sem};
+use tpuemu_isa::{
+    Addr, ArgSlot, ChipInfo, DmaShape, Instr, Label, MemRef, Program, SReg, SSrc, Sem,
+};
 
 use super::body::{self, IndexCtx, RowsGeom, VOperand};
 use super::spec::TileSpec;
@@ -57,13 +59,20 @@ impl Plan {
 fn vmem_elems(spec: &TileSpec, p: &Plan, block: u32, per_row: bool) -> u64 {
     let n = spec.shape.len();
     let outer_end = if p.rows { n - spec.row_dims } else { n };
-    let inner: u64 = spec.shape[p.f.min(outer_end)..outer_end].iter().map(|d| *d as u64).product();
+    let inner: u64 = spec.shape[p.f.min(outer_end)..outer_end]
+        .iter()
+        .map(|d| *d as u64)
+        .product();
     let rows = if p.f > 0 { block as u64 * inner } else { inner };
     if !p.rows {
         return rows;
     }
     let rows8 = rows.div_ceil(8) * 8;
-    if per_row { rows8 } else { rows8 * p.pitch as u64 }
+    if per_row {
+        rows8
+    } else {
+        rows8 * p.pitch as u64
+    }
 }
 
 fn choose_plan(spec: &TileSpec, budget: u64) -> Result<Plan, KernelError> {
@@ -73,7 +82,10 @@ fn choose_plan(spec: &TileSpec, budget: u64) -> Result<Plan, KernelError> {
     let pitch = if rows { len.div_ceil(128) * 128 } else { 1 };
     // Bytes of VMEM per unit of the tile, both buffers, summed over operands.
     let bytes_per = |elems: &dyn Fn(bool) -> u64| -> u64 {
-        spec.operands.iter().map(|o| 2 * elems(o.per_row) * o.dtype.size() as u64).sum()
+        spec.operands
+            .iter()
+            .map(|o| 2 * elems(o.per_row) * o.dtype.size() as u64)
+            .sum()
     };
     let outer_end = if rows { n - spec.row_dims } else { n };
     // Greedy: include trailing outer dims while the tile stays under the target.
@@ -81,7 +93,12 @@ fn choose_plan(spec: &TileSpec, budget: u64) -> Result<Plan, KernelError> {
     let per_row_unit = bytes_per(&|pr| if rows { if pr { 1 } else { pitch } } else { 1 });
     let max_units = (budget / per_row_unit.max(1)).max(1);
     // Aim for ~256 KiB per operand buffer, capped by the budget.
-    let max_elem = spec.operands.iter().map(|o| o.dtype.size() as u64).max().unwrap_or(4);
+    let max_elem = spec
+        .operands
+        .iter()
+        .map(|o| o.dtype.size() as u64)
+        .max()
+        .unwrap_or(4);
     let aim_units = ((256 * 1024 / max_elem) / if rows { pitch } else { 1 }).max(target_elems);
     let units_cap = max_units.min(aim_units.max(target_elems));
     if rows && max_units < 8 {
@@ -110,20 +127,44 @@ fn choose_plan(spec: &TileSpec, budget: u64) -> Result<Plan, KernelError> {
     }
     let (f, block) = if f == 0 { (0, 1) } else { (f, block) };
     if f > 0 && row_desc_dims + (outer_end - f) + 1 > MAX_DMA_DIMS {
-        return Err(KernelError::Unsupported("tile needs more than 4 DMA dimensions".into()));
+        return Err(KernelError::Unsupported(
+            "tile needs more than 4 DMA dimensions".into(),
+        ));
     }
-    let mut levels: Vec<Level> = (0..f.saturating_sub(1)).map(|d| Level { dim: d, count: spec.shape[d] as u32, step: 1 }).collect();
+    let mut levels: Vec<Level> = (0..f.saturating_sub(1))
+        .map(|d| Level {
+            dim: d,
+            count: spec.shape[d] as u32,
+            step: 1,
+        })
+        .collect();
     let mut tail = block as u32;
     if f > 0 {
         let d = spec.shape[f - 1] as u64;
         let count = d.div_ceil(block);
         tail = (d - (count - 1) * block) as u32;
-        levels.push(Level { dim: f - 1, count: count as u32, step: block as u32 });
+        levels.push(Level {
+            dim: f - 1,
+            count: count as u32,
+            step: block as u32,
+        });
     }
     if levels.is_empty() {
-        levels.push(Level { dim: 0, count: 1, step: 0 });
+        levels.push(Level {
+            dim: 0,
+            count: 1,
+            step: 0,
+        });
     }
-    Ok(Plan { f, block: block as u32, tail, levels, rows, len: len as u32, pitch: pitch as u32 })
+    Ok(Plan {
+        f,
+        block: block as u32,
+        tail,
+        levels,
+        rows,
+        len: len as u32,
+        pitch: pitch as u32,
+    })
 }
 
 /// DMA descriptor moving one tile of operand `k` (`block` indices of the blocked dim), HBM to
@@ -136,7 +177,9 @@ fn descriptor(spec: &TileSpec, p: &Plan, k: usize, block: u32, to_vmem: bool) ->
     // Tile dims, outermost first, with their VMEM strides (elements).
     let mut dims: Vec<(u32, i64, i64)> = Vec::new(); // (count, hbm stride, vmem stride)
     let first = p.f.saturating_sub(1);
-    let tile_dims: Vec<usize> = (first..n).filter(|d| !(o.per_row && *d >= outer_end)).collect();
+    let tile_dims: Vec<usize> = (first..n)
+        .filter(|d| !(o.per_row && *d >= outer_end))
+        .collect();
     let mut vstride = vec![0i64; n];
     let mut acc: i64 = 1;
     for &d in tile_dims.iter().rev() {
@@ -145,11 +188,19 @@ fn descriptor(spec: &TileSpec, p: &Plan, k: usize, block: u32, to_vmem: bool) ->
             acc = p.pitch as i64;
         }
         vstride[d] = acc;
-        let count = if d == first && p.f > 0 { block } else { spec.shape[d] as u32 };
+        let count = if d == first && p.f > 0 {
+            block
+        } else {
+            spec.shape[d] as u32
+        };
         acc *= count as i64;
     }
     for &d in &tile_dims {
-        let count = if d == first && p.f > 0 { block } else { spec.shape[d] as u32 };
+        let count = if d == first && p.f > 0 {
+            block
+        } else {
+            spec.shape[d] as u32
+        };
         if count == 1 {
             continue;
         }
@@ -164,7 +215,11 @@ fn descriptor(spec: &TileSpec, p: &Plan, k: usize, block: u32, to_vmem: bool) ->
             .into_iter()
             .map(|(count, h, v)| {
                 let (src, dst) = if to_vmem { (h, v) } else { (v, h) };
-                DmaDim { count, src_stride: src as i32, dst_stride: dst as i32 }
+                DmaDim {
+                    count,
+                    src_stride: src as i32,
+                    dst_stride: dst as i32,
+                }
             })
             .collect(),
     }
@@ -193,7 +248,8 @@ struct Gen<'a> {
 }
 
 fn reg(pool: &mut RegPool) -> Result<SReg, KernelError> {
-    pool.take().ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
+    pool.take()
+        .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
 }
 
 impl Gen<'_> {
@@ -207,7 +263,10 @@ impl Gen<'_> {
         let mut regs = Vec::new();
         for l in 0..self.plan.levels.len() {
             let r = reg(&mut self.pool)?;
-            self.e.push(Instr::SLoad { dst: r, addr: Addr::abs((cursor + 4 * l as u32) as i32) });
+            self.e.push(Instr::SLoad {
+                dst: r,
+                addr: Addr::abs((cursor + 4 * l as u32) as i32),
+            });
             regs.push(r);
         }
         Ok(regs)
@@ -220,7 +279,12 @@ impl Gen<'_> {
         }
         let last = self.plan.levels.len() - 1;
         let r = reg(&mut self.pool)?;
-        self.e.push(Instr::SCmp { op: CmpOp::Eq, dst: r, a: cnt[last], b: SSrc::Imm(self.plan.levels[last].count as i32 - 1) });
+        self.e.push(Instr::SCmp {
+            op: CmpOp::Eq,
+            dst: r,
+            a: cnt[last],
+            b: SSrc::Imm(self.plan.levels[last].count as i32 - 1),
+        });
         Ok(Some(r))
     }
 
@@ -230,8 +294,18 @@ impl Gen<'_> {
         if let Some(t) = is_tail
             && full != tail
         {
-            self.e.push(Instr::SAlu { op: SAluOp::Mul, dst: SReg::n(15), a: t, b: SSrc::Imm(tail - full) });
-            self.e.push(Instr::SAlu { op: SAluOp::Add, dst, a: dst, b: SSrc::Reg(SReg::n(15)) });
+            self.e.push(Instr::SAlu {
+                op: SAluOp::Mul,
+                dst: SReg::n(15),
+                a: t,
+                b: SSrc::Imm(tail - full),
+            });
+            self.e.push(Instr::SAlu {
+                op: SAluOp::Add,
+                dst,
+                a: dst,
+                b: SSrc::Reg(SReg::n(15)),
+            });
         }
     }
 
@@ -239,14 +313,27 @@ impl Gen<'_> {
     fn offset(&mut self, dst: SReg, k: usize, cnt: &[SReg]) {
         let o = &self.spec.operands[k];
         let esz = o.dtype.size() as i64;
-        self.e.push(Instr::SLoad { dst, addr: Addr::abs((self.sm.base_off + 4 * k as u32) as i32) });
+        self.e.push(Instr::SLoad {
+            dst,
+            addr: Addr::abs((self.sm.base_off + 4 * k as u32) as i32),
+        });
         for (l, lv) in self.plan.levels.iter().enumerate() {
             let step = o.strides[lv.dim] as i64 * lv.step as i64 * esz;
             if step == 0 {
                 continue;
             }
-            self.e.push(Instr::SAlu { op: SAluOp::Mul, dst: SReg::n(15), a: cnt[l], b: SSrc::Imm(step as i32) });
-            self.e.push(Instr::SAlu { op: SAluOp::Add, dst, a: dst, b: SSrc::Reg(SReg::n(15)) });
+            self.e.push(Instr::SAlu {
+                op: SAluOp::Mul,
+                dst: SReg::n(15),
+                a: cnt[l],
+                b: SSrc::Imm(step as i32),
+            });
+            self.e.push(Instr::SAlu {
+                op: SAluOp::Add,
+                dst,
+                a: dst,
+                b: SSrc::Reg(SReg::n(15)),
+            });
         }
     }
 
@@ -255,7 +342,9 @@ impl Gen<'_> {
         let cnt = self.counters(cursor)?;
         let tail = self.is_tail(&cnt)?;
         let (off, desc) = (reg(&mut self.pool)?, reg(&mut self.pool)?);
-        let range: Vec<usize> = (0..self.spec.operands.len()).filter(|k| self.spec.operands[*k].output == outputs).collect();
+        let range: Vec<usize> = (0..self.spec.operands.len())
+            .filter(|k| self.spec.operands[*k].output == outputs)
+            .collect();
         let (mut full_bytes, mut tail_bytes) = (0i64, 0i64);
         for k in range {
             self.offset(off, k, &cnt);
@@ -266,14 +355,31 @@ impl Gen<'_> {
             self.pick(desc, df as i32, dt as i32, tail);
             let vm = self.e.konst(self.bufs[k][parity]);
             let hbm = MemRef::hbm(ArgSlot::n(k as u8), off);
-            let (dst, src) = if outputs { (hbm, MemRef::vmem(vm)) } else { (MemRef::vmem(vm), hbm) };
+            let (dst, src) = if outputs {
+                (hbm, MemRef::vmem(vm))
+            } else {
+                (MemRef::vmem(vm), hbm)
+            };
             let sem = Sem::n(parity as u8 + if outputs { 2 } else { 0 });
-            self.e.push(Instr::Dma { dst, src, shape: DmaShape::Desc(desc), sem, remote: None });
+            self.e.push(Instr::Dma {
+                dst,
+                src,
+                shape: DmaShape::Desc(desc),
+                sem,
+                remote: None,
+            });
         }
         // Record what the buffer waits for.
-        let pend = if outputs { self.sm.pend_out } else { self.sm.pend_in } + 4 * parity as u32;
+        let pend = if outputs {
+            self.sm.pend_out
+        } else {
+            self.sm.pend_in
+        } + 4 * parity as u32;
         self.pick(off, full_bytes as i32, tail_bytes as i32, tail);
-        self.e.push(Instr::SStore { src: off, addr: Addr::abs(pend as i32) });
+        self.e.push(Instr::SStore {
+            src: off,
+            addr: Addr::abs(pend as i32),
+        });
         for r in cnt.into_iter().chain([off, desc]).chain(tail) {
             self.pool.give(r);
         }
@@ -286,15 +392,34 @@ impl Gen<'_> {
         let done = self.e.b.label();
         for (l, lv) in self.plan.levels.clone().iter().enumerate().rev() {
             let at = (cursor + 4 * l as u32) as i32;
-            self.e.push(Instr::SLoad { dst: c, addr: Addr::abs(at) });
-            self.e.push(Instr::SAlu { op: SAluOp::Add, dst: c, a: c, b: SSrc::Imm(1) });
-            self.e.push(Instr::SCmp { op: CmpOp::Lt, dst: t, a: c, b: SSrc::Imm(lv.count as i32) });
+            self.e.push(Instr::SLoad {
+                dst: c,
+                addr: Addr::abs(at),
+            });
+            self.e.push(Instr::SAlu {
+                op: SAluOp::Add,
+                dst: c,
+                a: c,
+                b: SSrc::Imm(1),
+            });
+            self.e.push(Instr::SCmp {
+                op: CmpOp::Lt,
+                dst: t,
+                a: c,
+                b: SSrc::Imm(lv.count as i32),
+            });
             let wrap = self.e.b.label();
             self.e.b.brz(t, wrap);
-            self.e.push(Instr::SStore { src: c, addr: Addr::abs(at) });
+            self.e.push(Instr::SStore {
+                src: c,
+                addr: Addr::abs(at),
+            });
             self.e.b.br(done);
             self.bind(wrap);
-            self.e.push(Instr::SStore { src: SReg::ZERO, addr: Addr::abs(at) });
+            self.e.push(Instr::SStore {
+                src: SReg::ZERO,
+                addr: Addr::abs(at),
+            });
         }
         self.bind(done);
         self.pool.give(c);
@@ -304,9 +429,18 @@ impl Gen<'_> {
 
     fn wait_pending(&mut self, addr: u32, sem: u8) -> Result<(), KernelError> {
         let r = reg(&mut self.pool)?;
-        self.e.push(Instr::SLoad { dst: r, addr: Addr::abs(addr as i32) });
-        self.e.push(Instr::SemWait { sem: Sem::n(sem), amount: SSrc::Reg(r) });
-        self.e.push(Instr::SStore { src: SReg::ZERO, addr: Addr::abs(addr as i32) });
+        self.e.push(Instr::SLoad {
+            dst: r,
+            addr: Addr::abs(addr as i32),
+        });
+        self.e.push(Instr::SemWait {
+            sem: Sem::n(sem),
+            amount: SSrc::Reg(r),
+        });
+        self.e.push(Instr::SStore {
+            src: SReg::ZERO,
+            addr: Addr::abs(addr as i32),
+        });
         self.pool.give(r);
         Ok(())
     }
@@ -318,17 +452,37 @@ impl Gen<'_> {
             .operands
             .iter()
             .enumerate()
-            .map(|(k, o)| VOperand { base: self.bufs[k][parity], dtype: o.dtype, per_row: o.per_row })
+            .map(|(k, o)| VOperand {
+                base: self.bufs[k][parity],
+                dtype: o.dtype,
+                per_row: o.per_row,
+            })
             .collect();
         let spec = self.spec;
         if self.plan.rows {
             let rows = vmem_elems(spec, &self.plan, self.plan.block, true);
-            let g = RowsGeom { groups: (rows / 8) as u32, len: self.plan.len, pitch: self.plan.pitch };
-            body::rows(&mut self.e, &mut self.pool, &spec.prog, &ops, spec.inputs, g, self.vregs)
+            let g = RowsGeom {
+                groups: (rows / 8) as u32,
+                len: self.plan.len,
+                pitch: self.plan.pitch,
+            };
+            body::rows(
+                &mut self.e,
+                &mut self.pool,
+                &spec.prog,
+                &ops,
+                spec.inputs,
+                g,
+                self.vregs,
+            )
         } else {
             let elems = vmem_elems(spec, &self.plan, self.plan.block, false);
             let n_vregs = elems.div_ceil(1024) as u32;
-            let uses_index = spec.prog.nodes.iter().any(|n| matches!(n.op, POp::Index(_)));
+            let uses_index = spec
+                .prog
+                .nodes
+                .iter()
+                .any(|n| matches!(n.op, POp::Index(_)));
             if uses_index {
                 // Flat index of the tile's first element, from the store cursor.
                 let cnt = self.counters(self.sm.store_cnt)?;
@@ -338,8 +492,18 @@ impl Gen<'_> {
                     let inner: i64 = spec.shape[lv.dim + 1..].iter().map(|d| *d as i64).product();
                     let step = inner * lv.step as i64;
                     if step != 0 {
-                        self.e.push(Instr::SAlu { op: SAluOp::Mul, dst: SReg::n(15), a: cnt[l], b: SSrc::Imm(step as i32) });
-                        self.e.push(Instr::SAlu { op: SAluOp::Add, dst: flat, a: flat, b: SSrc::Reg(SReg::n(15)) });
+                        self.e.push(Instr::SAlu {
+                            op: SAluOp::Mul,
+                            dst: SReg::n(15),
+                            a: cnt[l],
+                            b: SSrc::Imm(step as i32),
+                        });
+                        self.e.push(Instr::SAlu {
+                            op: SAluOp::Add,
+                            dst: flat,
+                            a: flat,
+                            b: SSrc::Reg(SReg::n(15)),
+                        });
                     }
                 }
                 for r in cnt {
@@ -353,12 +517,24 @@ impl Gen<'_> {
                     spec.inputs,
                     n_vregs,
                     self.vregs,
-                    Some(IndexCtx { flat_base: flat, shape: &spec.orig_shape }),
+                    Some(IndexCtx {
+                        flat_base: flat,
+                        shape: &spec.orig_shape,
+                    }),
                 );
                 self.pool.give(flat);
                 r
             } else {
-                body::dense(&mut self.e, &mut self.pool, &spec.prog, &ops, spec.inputs, n_vregs, self.vregs, None)
+                body::dense(
+                    &mut self.e,
+                    &mut self.pool,
+                    &spec.prog,
+                    &ops,
+                    spec.inputs,
+                    n_vregs,
+                    self.vregs,
+                    None,
+                )
             }
         }
     }
@@ -369,7 +545,9 @@ impl Gen<'_> {
 pub fn build(spec: &TileSpec, chip: &ChipInfo, name: &str) -> Result<Program, KernelError> {
     let core = &chip.core;
     if spec.prog.has_reductions() && spec.row_dims == 0 {
-        return Err(KernelError::Unsupported("reduction without row dims".into()));
+        return Err(KernelError::Unsupported(
+            "reduction without row dims".into(),
+        ));
     }
     // The flat index of Index nodes must refer to the original shape, which coalescing keeps in
     // row-major order; the coalesced shape's element count must equal it.
@@ -390,20 +568,32 @@ pub fn build(spec: &TileSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     let store_cnt = e.b.smem_alloc(nlev as usize);
     let pend_in = e.b.smem_alloc(2);
     let pend_out = e.b.smem_alloc(2);
-    let sm = Smem { base_off, load_cnt, store_cnt, pend_in, pend_out };
+    let sm = Smem {
+        base_off,
+        load_cnt,
+        store_cnt,
+        pend_in,
+        pend_out,
+    };
 
     // VMEM: two buffers per operand, each rounded up to whole vector registers (4 KiB).
     let mut bufs = Vec::new();
     let mut at: u64 = 0;
     for o in &spec.operands {
         // Whole vector registers' worth, so that no load or store reaches a neighbour buffer.
-        let elems = vmem_elems(spec, &plan, plan.block, o.per_row).div_ceil(1024).max(1) * 1024;
+        let elems = vmem_elems(spec, &plan, plan.block, o.per_row)
+            .div_ceil(1024)
+            .max(1)
+            * 1024;
         let bytes = elems * o.dtype.size() as u64;
         bufs.push([at as i32, (at + bytes) as i32]);
         at += 2 * bytes;
     }
     if at > core.vmem_bytes {
-        return Err(KernelError::TooLarge(format!("tile buffers need {at} bytes of VMEM, the core has {}", core.vmem_bytes)));
+        return Err(KernelError::TooLarge(format!(
+            "tile buffers need {at} bytes of VMEM, the core has {}",
+            core.vmem_bytes
+        )));
     }
     let mut desc_full = Vec::new();
     let mut desc_tail = Vec::new();
@@ -417,16 +607,37 @@ pub fn build(spec: &TileSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     if total > i32::MAX as u64 {
         return Err(KernelError::TooLarge("too many tiles".into()));
     }
-    let mut g = Gen { e, pool: RegPool::default(), spec, plan, sm, bufs, desc_full, desc_tail, vregs: core.vregs };
+    let mut g = Gen {
+        e,
+        pool: RegPool::default(),
+        spec,
+        plan,
+        sm,
+        bufs,
+        desc_full,
+        desc_tail,
+        vregs: core.vregs,
+    };
     // s15 is the generator's scratch register.
     let _ = g.pool.take_specific(SReg::n(15));
 
     // Prologue: base byte offsets = offset argument * element size.
     let r = reg(&mut g.pool)?;
     for (k, o) in spec.operands.iter().enumerate() {
-        g.e.push(Instr::SLoad { dst: r, addr: Addr::abs(4 * (nops as i32 + k as i32)) });
-        g.e.push(Instr::SAlu { op: SAluOp::Mul, dst: r, a: r, b: SSrc::Imm(o.dtype.size() as i32) });
-        g.e.push(Instr::SStore { src: r, addr: Addr::abs((g.sm.base_off + 4 * k as u32) as i32) });
+        g.e.push(Instr::SLoad {
+            dst: r,
+            addr: Addr::abs(4 * (nops as i32 + k as i32)),
+        });
+        g.e.push(Instr::SAlu {
+            op: SAluOp::Mul,
+            dst: r,
+            a: r,
+            b: SSrc::Imm(o.dtype.size() as i32),
+        });
+        g.e.push(Instr::SStore {
+            src: r,
+            addr: Addr::abs((g.sm.base_off + 4 * k as u32) as i32),
+        });
     }
     g.pool.give(r);
     g.e.b.mark_begin(name);
@@ -441,7 +652,12 @@ pub fn build(spec: &TileSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         // Prefetch the next tile.
         let t = reg(&mut g.pool)?;
         let skip = g.e.b.label();
-        g.e.push(Instr::SCmp { op: CmpOp::Lt, dst: t, a: tile, b: SSrc::Imm(total as i32 - 1) });
+        g.e.push(Instr::SCmp {
+            op: CmpOp::Lt,
+            dst: t,
+            a: tile,
+            b: SSrc::Imm(total as i32 - 1),
+        });
         g.e.b.brz(t, skip);
         g.pool.give(t);
         g.transfers(g.sm.load_cnt, 1 - parity, false)?;
@@ -453,9 +669,19 @@ pub fn build(spec: &TileSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         g.e.forget_constants();
         g.transfers(g.sm.store_cnt, parity, true)?;
         g.advance(g.sm.store_cnt)?;
-        g.e.push(Instr::SAlu { op: SAluOp::Add, dst: tile, a: tile, b: SSrc::Imm(1) });
+        g.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: tile,
+            a: tile,
+            b: SSrc::Imm(1),
+        });
         let t = reg(&mut g.pool)?;
-        g.e.push(Instr::SCmp { op: CmpOp::Lt, dst: t, a: tile, b: SSrc::Imm(total as i32) });
+        g.e.push(Instr::SCmp {
+            op: CmpOp::Lt,
+            dst: t,
+            a: tile,
+            b: SSrc::Imm(total as i32),
+        });
         g.e.b.brz(t, exit);
         g.pool.give(t);
     }

@@ -39,7 +39,15 @@ pub struct TileSpec {
 impl TileSpec {
     /// A canonical string for kernel caching.
     pub fn key(&self) -> String {
-        format!("tile {:?} {} {:?} {:?} {} {}", self.shape, self.row_dims, self.orig_shape, self.operands, self.inputs, self.prog.key())
+        format!(
+            "tile {:?} {} {:?} {:?} {} {}",
+            self.shape,
+            self.row_dims,
+            self.orig_shape,
+            self.operands,
+            self.inputs,
+            self.prog.key()
+        )
     }
 
     /// Elements of the iteration space.
@@ -49,13 +57,19 @@ impl TileSpec {
 
     /// Length of a row (1 when there are no row dims).
     pub fn row_len(&self) -> usize {
-        self.shape[self.shape.len() - self.row_dims..].iter().product()
+        self.shape[self.shape.len() - self.row_dims..]
+            .iter()
+            .product()
     }
 }
 
 /// Strides of `layout` aligned to the iteration space `shape` (trailing alignment; missing
 /// leading dims and size-1 dims broadcast).
-fn aligned_strides(layout: &Layout, shape: &[usize], per_row_dims: usize) -> Result<Vec<isize>, KernelError> {
+pub(crate) fn aligned_strides(
+    layout: &Layout,
+    shape: &[usize],
+    per_row_dims: usize,
+) -> Result<Vec<isize>, KernelError> {
     // A per-row operand covers only the outer dims.
     let covered = shape.len() - per_row_dims;
     if layout.ndim() > covered {
@@ -96,7 +110,10 @@ pub fn lower(
         if let POp::Input(i) = n.op {
             let i = i as usize;
             if i >= inputs.len() {
-                return Err(KernelError::Unsupported(format!("program reads input {i} of {}", inputs.len())));
+                return Err(KernelError::Unsupported(format!(
+                    "program reads input {i} of {}",
+                    inputs.len()
+                )));
             }
             per_row_in[i] = n.per_row;
         }
@@ -112,27 +129,51 @@ pub fn lower(
     let mut offsets = Vec::new();
     for (i, (l, d)) in inputs.iter().enumerate() {
         let pr = per_row_in[i] && row_dims > 0;
-        ops.push(TileOperand { dtype: *d, strides: aligned_strides(l, shape, if pr { row_dims } else { 0 })?, output: false, per_row: pr });
+        ops.push(TileOperand {
+            dtype: *d,
+            strides: aligned_strides(l, shape, if pr { row_dims } else { 0 })?,
+            output: false,
+            per_row: pr,
+        });
         offsets.push(l.offset);
     }
     for (o, (l, d)) in prog.outputs.iter().zip(outputs) {
         let pr = prog.node(*o).per_row && row_dims > 0;
         if !pr && l.shape != shape {
-            return Err(KernelError::Unsupported(format!("output of shape {:?} for a {:?} iteration space", l.shape, shape)));
+            return Err(KernelError::Unsupported(format!(
+                "output of shape {:?} for a {:?} iteration space",
+                l.shape, shape
+            )));
         }
-        ops.push(TileOperand { dtype: *d, strides: aligned_strides(l, shape, if pr { row_dims } else { 0 })?, output: true, per_row: pr });
+        ops.push(TileOperand {
+            dtype: *d,
+            strides: aligned_strides(l, shape, if pr { row_dims } else { 0 })?,
+            output: true,
+            per_row: pr,
+        });
         offsets.push(l.offset);
     }
     let (cshape, crow, cops) = coalesce(shape, row_dims, ops);
     Ok((
-        TileSpec { shape: cshape, row_dims: crow, orig_shape: shape.to_vec(), operands: cops, inputs: inputs.len(), prog: prog.clone() },
+        TileSpec {
+            shape: cshape,
+            row_dims: crow,
+            orig_shape: shape.to_vec(),
+            operands: cops,
+            inputs: inputs.len(),
+            prog: prog.clone(),
+        },
         offsets,
     ))
 }
 
 /// Drops size-1 dims and merges neighbours whose strides chain for every operand, never across
 /// the outer/row boundary. Keeps at least one dim.
-fn coalesce(shape: &[usize], row_dims: usize, mut ops: Vec<TileOperand>) -> (Vec<usize>, usize, Vec<TileOperand>) {
+fn coalesce(
+    shape: &[usize],
+    row_dims: usize,
+    mut ops: Vec<TileOperand>,
+) -> (Vec<usize>, usize, Vec<TileOperand>) {
     let boundary = shape.len() - row_dims;
     let mut dims: Vec<(usize, bool, Vec<isize>)> = Vec::new(); // (size, is_row, strides per op)
     for (d, &s) in shape.iter().enumerate() {
@@ -161,7 +202,11 @@ fn coalesce(shape: &[usize], row_dims: usize, mut ops: Vec<TileOperand>) -> (Vec
     for (k, o) in ops.iter_mut().enumerate() {
         o.strides = dims.iter().map(|d| d.2[k]).collect();
     }
-    (dims.iter().map(|d| d.0).collect(), if row_dims > 0 { nrow } else { 0 }, ops)
+    (
+        dims.iter().map(|d| d.0).collect(),
+        if row_dims > 0 { nrow } else { 0 },
+        ops,
+    )
 }
 
 #[cfg(test)]
@@ -180,13 +225,27 @@ mod tests {
         let x = Layout::contiguous(&[4, 5, 6]);
         let bias = Layout::contiguous(&[6]);
         let out = Layout::contiguous(&[4, 5, 6]);
-        let (spec, offs) = lower(&[4, 5, 6], 0, &prog, &[(&x, DType::F32), (&bias, DType::F32)], &[(&out, DType::F32)]).unwrap();
+        let (spec, offs) = lower(
+            &[4, 5, 6],
+            0,
+            &prog,
+            &[(&x, DType::F32), (&bias, DType::F32)],
+            &[(&out, DType::F32)],
+        )
+        .unwrap();
         // [4,5] merge (bias stride 0 on both), 6 stays separate for the bias.
         assert_eq!(spec.shape, vec![20, 6]);
         assert_eq!(spec.operands[1].strides, vec![0, 1]);
         assert_eq!(offs, vec![0, 0, 0]);
         // Without the bias everything merges into one dim.
-        let (spec, _) = lower(&[4, 5, 6], 0, &prog, &[(&x, DType::F32), (&x, DType::F32)], &[(&out, DType::F32)]).unwrap();
+        let (spec, _) = lower(
+            &[4, 5, 6],
+            0,
+            &prog,
+            &[(&x, DType::F32), (&x, DType::F32)],
+            &[(&out, DType::F32)],
+        )
+        .unwrap();
         assert_eq!(spec.shape, vec![120]);
     }
 }

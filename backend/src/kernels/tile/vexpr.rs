@@ -19,11 +19,16 @@ pub(crate) struct VAlloc {
 impl VAlloc {
     /// Registers `first..count` are available (lower ones are reserved by the caller).
     pub fn new(first: u8, count: u32) -> Self {
-        VAlloc { free: (first..count.min(64) as u8).rev().collect(), mfree: (2..16).rev().collect() }
+        VAlloc {
+            free: (first..count.min(64) as u8).rev().collect(),
+            mfree: (2..16).rev().collect(),
+        }
     }
 
     pub fn take(&mut self) -> Result<VReg, KernelError> {
-        self.free.pop().map(VReg::n).ok_or_else(|| KernelError::Unsupported("too many live values for the vector registers".into()))
+        self.free.pop().map(VReg::n).ok_or_else(|| {
+            KernelError::Unsupported("too many live values for the vector registers".into())
+        })
     }
 
     pub fn give(&mut self, v: VReg) {
@@ -32,7 +37,10 @@ impl VAlloc {
     }
 
     pub fn take_mask(&mut self) -> Result<MReg, KernelError> {
-        self.mfree.pop().map(MReg::n).ok_or_else(|| KernelError::Unsupported("too many live masks".into()))
+        self.mfree
+            .pop()
+            .map(MReg::n)
+            .ok_or_else(|| KernelError::Unsupported("too many live masks".into()))
     }
 
     pub fn give_mask(&mut self, m: MReg) {
@@ -100,7 +108,13 @@ fn vcmp(op: CmpKind) -> CmpOp {
 pub(crate) fn emit_bin(e: &mut Emitter, op: BinOp, ty: DType, dst: VReg, a: VReg, b: VSrc) {
     let vt = lane(ty);
     // Bitwise ops on floats never occur (the builder computes them on ints).
-    e.push(Instr::VBin { op: vbin(op), ty: vt, dst, a, b });
+    e.push(Instr::VBin {
+        op: vbin(op),
+        ty: vt,
+        dst,
+        a,
+        b,
+    });
 }
 
 /// `dst = op a`.
@@ -109,7 +123,11 @@ pub(crate) fn emit_un(e: &mut Emitter, op: UnOp, ty: DType, dst: VReg, a: VReg) 
     let op = match (op, vt) {
         // Rounding ops are the identity on integers.
         (UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc, VType::I32) => {
-            e.push(Instr::VMov { ty: vt, dst, src: VSrc::V(a) });
+            e.push(Instr::VMov {
+                ty: vt,
+                dst,
+                src: VSrc::V(a),
+            });
             return;
         }
         (o, _) => vun(o),
@@ -118,45 +136,130 @@ pub(crate) fn emit_un(e: &mut Emitter, op: UnOp, ty: DType, dst: VReg, a: VReg) 
 }
 
 /// `dst = (a cmp b) ? 1 : 0` (bool lanes).
-pub(crate) fn emit_cmp(e: &mut Emitter, va: &mut VAlloc, op: CmpKind, ty: DType, dst: VReg, a: VReg, b: VSrc) -> Result<(), KernelError> {
+pub(crate) fn emit_cmp(
+    e: &mut Emitter,
+    va: &mut VAlloc,
+    op: CmpKind,
+    ty: DType,
+    dst: VReg,
+    a: VReg,
+    b: VSrc,
+) -> Result<(), KernelError> {
     let m = va.take_mask()?;
-    e.push(Instr::VCmp { op: vcmp(op), ty: lane(ty), dst: m, a, b });
+    e.push(Instr::VCmp {
+        op: vcmp(op),
+        ty: lane(ty),
+        dst: m,
+        a,
+        b,
+    });
     e.push(Instr::VMask { dst, mask: m });
     va.give_mask(m);
     Ok(())
 }
 
 /// `dst = c ? a : b` with `c` bool lanes.
-pub(crate) fn emit_select(e: &mut Emitter, va: &mut VAlloc, ty: DType, dst: VReg, c: VReg, a: VReg, b: VReg) -> Result<(), KernelError> {
+pub(crate) fn emit_select(
+    e: &mut Emitter,
+    va: &mut VAlloc,
+    ty: DType,
+    dst: VReg,
+    c: VReg,
+    a: VReg,
+    b: VReg,
+) -> Result<(), KernelError> {
     let m = va.take_mask()?;
-    e.push(Instr::VCmp { op: CmpOp::Ne, ty: VType::I32, dst: m, a: c, b: VSrc::Imm(0) });
-    e.push(Instr::VSel { ty: lane(ty), dst, mask: m, a, b: VSrc::V(b) });
+    e.push(Instr::VCmp {
+        op: CmpOp::Ne,
+        ty: VType::I32,
+        dst: m,
+        a: c,
+        b: VSrc::Imm(0),
+    });
+    e.push(Instr::VSel {
+        ty: lane(ty),
+        dst,
+        mask: m,
+        a,
+        b: VSrc::V(b),
+    });
     va.give_mask(m);
     Ok(())
 }
 
 /// `dst = cast(a)` from `from` to `to`, with PyTorch's conversion rules.
-pub(crate) fn emit_cast(e: &mut Emitter, va: &mut VAlloc, from: DType, to: DType, dst: VReg, a: VReg) -> Result<(), KernelError> {
-    let mov = |e: &mut Emitter| e.push(Instr::VMov { ty: VType::I32, dst, src: VSrc::V(a) });
+pub(crate) fn emit_cast(
+    e: &mut Emitter,
+    va: &mut VAlloc,
+    from: DType,
+    to: DType,
+    dst: VReg,
+    a: VReg,
+) -> Result<(), KernelError> {
+    let mov = |e: &mut Emitter| {
+        e.push(Instr::VMov {
+            ty: VType::I32,
+            dst,
+            src: VSrc::V(a),
+        })
+    };
     match (from.is_float(), to) {
         (_, DType::Bool) => {
             let m = va.take_mask()?;
-            e.push(Instr::VCmp { op: CmpOp::Ne, ty: lane(from), dst: m, a, b: VSrc::Imm(0) });
+            e.push(Instr::VCmp {
+                op: CmpOp::Ne,
+                ty: lane(from),
+                dst: m,
+                a,
+                b: VSrc::Imm(0),
+            });
             e.push(Instr::VMask { dst, mask: m });
             va.give_mask(m);
         }
         (true, DType::F32) => mov(e),
-        (true, DType::BF16) => e.push(Instr::VCvt { op: CvtOp::Bf16, dst, a }),
-        (true, DType::F16) => e.push(Instr::VCvt { op: CvtOp::F16, dst, a }),
-        (true, DType::I32 | DType::I64) => e.push(Instr::VCvt { op: CvtOp::F2I, dst, a }),
-        (false, DType::F32) => e.push(Instr::VCvt { op: CvtOp::I2F, dst, a }),
+        (true, DType::BF16) => e.push(Instr::VCvt {
+            op: CvtOp::Bf16,
+            dst,
+            a,
+        }),
+        (true, DType::F16) => e.push(Instr::VCvt {
+            op: CvtOp::F16,
+            dst,
+            a,
+        }),
+        (true, DType::I32 | DType::I64) => e.push(Instr::VCvt {
+            op: CvtOp::F2I,
+            dst,
+            a,
+        }),
+        (false, DType::F32) => e.push(Instr::VCvt {
+            op: CvtOp::I2F,
+            dst,
+            a,
+        }),
         (false, DType::BF16) => {
-            e.push(Instr::VCvt { op: CvtOp::I2F, dst, a });
-            e.push(Instr::VCvt { op: CvtOp::Bf16, dst, a: dst });
+            e.push(Instr::VCvt {
+                op: CvtOp::I2F,
+                dst,
+                a,
+            });
+            e.push(Instr::VCvt {
+                op: CvtOp::Bf16,
+                dst,
+                a: dst,
+            });
         }
         (false, DType::F16) => {
-            e.push(Instr::VCvt { op: CvtOp::I2F, dst, a });
-            e.push(Instr::VCvt { op: CvtOp::F16, dst, a: dst });
+            e.push(Instr::VCvt {
+                op: CvtOp::I2F,
+                dst,
+                a,
+            });
+            e.push(Instr::VCvt {
+                op: CvtOp::F16,
+                dst,
+                a: dst,
+            });
         }
         (false, DType::I32 | DType::I64) => mov(e),
     }
@@ -166,10 +269,18 @@ pub(crate) fn emit_cast(e: &mut Emitter, va: &mut VAlloc, from: DType, to: DType
 /// The lane bits of a constant: floats keep f32 precision (PyTorch computes bf16/f16 operators
 /// with the scalar in float, its "opmath" type), integers wrap to 32 bits.
 pub(crate) fn const_bits(v: Scalar, dtype: DType) -> u32 {
-    if dtype.is_float() { (v.to_f64() as f32).to_bits() } else { v.lane_bits(dtype) }
+    if dtype.is_float() {
+        (v.to_f64() as f32).to_bits()
+    } else {
+        v.lane_bits(dtype)
+    }
 }
 
 /// `dst = constant` broadcast.
 pub(crate) fn emit_const(e: &mut Emitter, v: Scalar, dtype: DType, dst: VReg) {
-    e.push(Instr::VMov { ty: lane(dtype), dst, src: VSrc::Imm(const_bits(v, dtype)) });
+    e.push(Instr::VMov {
+        ty: lane(dtype),
+        dst,
+        src: VSrc::Imm(const_bits(v, dtype)),
+    });
 }

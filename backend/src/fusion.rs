@@ -1,0 +1,376 @@
+//! DeferAndFuse: running a recorded graph as few kernels as possible.
+//!
+//! The fusion pass walks the recorded nodes in order and grows a group while the next node can
+//! join it:
+//! - a tile node joins a tile group over the same iteration space when every value it reads
+//!   from the group is read exactly as the group wrote it (full values element for element,
+//!   per-row values broadcast along the row); elementwise chains, reductions with elementwise
+//!   prologues and epilogues, and softmax/norm patterns become one kernel;
+//! - an elementwise tile node joins a matmul as its epilogue (bias, activation, residual) when
+//!   it reads the product element for element and the product is needed nowhere else.
+//!
+//! Values written inside a group and needed by no later node and no live tensor are dropped
+//! from the group's outputs: they never get device memory and never touch HBM. Fused kernels
+//! are cached by pattern (operators, shapes, dtypes; storages are arguments), so a training
+//! loop generates each kernel once.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::error::Result;
+use crate::ir::{MatmulNode, Node, NodeKind, OpTag, POp, PRef, Prog, View};
+use crate::kernels::tile::spec::aligned_strides;
+use crate::runtime::{Runtime, State};
+
+/// A node being grown by fusion, with the operators it holds.
+struct Group {
+    node: Node,
+    ops: Vec<String>,
+    op_ids: Vec<u64>,
+    /// For tile groups: the prog node computing each output.
+    out_refs: Vec<PRef>,
+}
+
+/// How many references to each storage the graph holds (to tell graph-only storages from ones
+/// live tensors still hold).
+fn graph_refs(nodes: &[Node]) -> HashMap<u64, usize> {
+    let mut refs: HashMap<u64, usize> = HashMap::new();
+    for n in nodes {
+        for v in n.inputs.iter().chain(&n.outputs) {
+            *refs.entry(v.storage.id()).or_default() += 1;
+        }
+    }
+    refs
+}
+
+fn storages(n: &Node) -> BTreeSet<u64> {
+    n.inputs
+        .iter()
+        .chain(&n.outputs)
+        .map(|v| v.storage.id())
+        .collect()
+}
+
+/// Maps `prog`'s inputs through `map` (input index -> prog ref in `into`) and appends its nodes.
+fn append_prog(into: &mut Prog, prog: &Prog, map: &HashMap<u32, PRef>) -> Vec<PRef> {
+    let mut remap: Vec<PRef> = Vec::with_capacity(prog.nodes.len());
+    for n in &prog.nodes {
+        let r = |x: PRef| remap[x as usize];
+        let new = match n.op {
+            POp::Input(i) => {
+                remap.push(map[&i]);
+                continue;
+            }
+            POp::Const(c) => POp::Const(c),
+            POp::Index(d) => POp::Index(d),
+            POp::Bin(op, a, b) => POp::Bin(op, r(a), r(b)),
+            POp::Un(op, a) => POp::Un(op, r(a)),
+            POp::Cmp(op, a, b) => POp::Cmp(op, r(a), r(b)),
+            POp::Select(c, a, b) => POp::Select(r(c), r(a), r(b)),
+            POp::Cast(a) => POp::Cast(r(a)),
+            POp::Reduce(k, a) => POp::Reduce(k, r(a)),
+            POp::ArgMax(a) => POp::ArgMax(r(a)),
+            POp::ArgMin(a) => POp::ArgMin(r(a)),
+        };
+        remap.push(into.push(new, n.dtype, n.per_row));
+    }
+    prog.outputs.iter().map(|o| remap[*o as usize]).collect()
+}
+
+impl Group {
+    fn new(node: Node) -> Self {
+        let out_refs = match &node.kind {
+            NodeKind::Tile { prog, .. } => prog.outputs.clone(),
+            _ => Vec::new(),
+        };
+        Group {
+            ops: vec![node.op.name.clone()],
+            op_ids: vec![node.op.id],
+            out_refs,
+            node,
+        }
+    }
+
+    /// Tries to add `n` to the group.
+    fn try_merge(&mut self, n: &Node) -> bool {
+        // `n` must not write anything the group touches (no in-place updates inside a kernel).
+        let touched = storages(&self.node);
+        if n.outputs.iter().any(|v| touched.contains(&v.storage.id())) {
+            return false;
+        }
+        let NodeKind::Tile {
+            shape: nshape,
+            row_dims: nrows,
+            prog: nprog,
+        } = &n.kind
+        else {
+            return false;
+        };
+        let outputs: Vec<View> = self.node.outputs.clone();
+        let n_in = self.node.inputs.len();
+        let written = |id: u64| outputs.iter().position(|v| v.storage.id() == id);
+        match &mut self.node.kind {
+            NodeKind::Tile {
+                shape,
+                row_dims,
+                prog,
+            } => {
+                if shape != nshape || (*row_dims != *nrows && *row_dims != 0 && *nrows != 0) {
+                    return false;
+                }
+                let rows = (*row_dims).max(*nrows);
+                if prog.nodes.len() + nprog.nodes.len() > 96 {
+                    return false;
+                }
+                // Each input of `n`: a value of the group, or a new operand.
+                let mut map: HashMap<u32, PRef> = HashMap::new();
+                let mut new_inputs: Vec<View> = Vec::new();
+                let mut merged = prog.clone();
+                let per_row_inputs: HashMap<u32, bool> = nprog
+                    .nodes
+                    .iter()
+                    .filter_map(|x| {
+                        if let POp::Input(i) = x.op {
+                            Some((i, x.per_row))
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
+                for (i, v) in n.inputs.iter().enumerate() {
+                    let i = i as u32;
+                    if let Some(k) = written(v.storage.id()) {
+                        let w = &outputs[k];
+                        let r = self.out_refs[k];
+                        let produced_per_row = merged.node(r).per_row && rows > 0;
+                        let ok = if produced_per_row {
+                            same_per_row(w, v, shape, rows)
+                        } else {
+                            w.layout == v.layout
+                                && w.dtype == v.dtype
+                                && !per_row_inputs.get(&i).copied().unwrap_or(false)
+                        };
+                        if !ok || w.dtype != v.dtype {
+                            return false;
+                        }
+                        map.insert(i, r);
+                    } else {
+                        let idx = (n_in + new_inputs.len()) as u32;
+                        let pr = per_row_inputs.get(&i).copied().unwrap_or(false);
+                        let r = merged.push(POp::Input(idx), v.dtype, pr);
+                        map.insert(i, r);
+                        new_inputs.push(v.clone());
+                    }
+                }
+                let outs = append_prog(&mut merged, nprog, &map);
+                // Commit.
+                merged.outputs.extend(outs.iter().copied());
+                self.out_refs.extend(outs);
+                *prog = merged;
+                *row_dims = rows;
+                self.node.inputs.extend(new_inputs);
+                self.node.outputs.extend(n.outputs.iter().cloned());
+                self.ops.push(n.op.name.clone());
+                self.op_ids.push(n.op.id);
+                true
+            }
+            NodeKind::Matmul(mm) => {
+                if *nrows != 0 || !epilogue_shape(mm, nshape) {
+                    return false;
+                }
+                // The epilogue so far computes output 0; `n` may read it element for element.
+                let out = &outputs[0];
+                let mut map: HashMap<u32, PRef> = HashMap::new();
+                let mut merged = mm.epilogue.clone();
+                let mut new_inputs = Vec::new();
+                let mut reads_product = false;
+                for (i, v) in n.inputs.iter().enumerate() {
+                    if v.storage.id() == out.storage.id() {
+                        if v.layout.shape.iter().product::<usize>() != out.layout.numel()
+                            || !same_elements(&out.layout, &v.layout)
+                            || v.dtype != out.dtype
+                        {
+                            return false;
+                        }
+                        map.insert(i as u32, merged.outputs[0]);
+                        reads_product = true;
+                    } else if written(v.storage.id()).is_some() {
+                        return false;
+                    } else {
+                        let idx = (n_in - 1 + new_inputs.len()) as u32;
+                        let r = merged.push(POp::Input(idx), v.dtype, false);
+                        map.insert(i as u32, r);
+                        new_inputs.push(v.clone());
+                    }
+                }
+                if !reads_product
+                    || n.outputs.len() != 1
+                    || nprog.nodes.len() + merged.nodes.len() > 64
+                {
+                    return false;
+                }
+                let outs = append_prog(&mut merged, nprog, &map);
+                // The epilogue now produces `n`'s output instead of the product.
+                merged.outputs = outs;
+                let mut new_out = n.outputs[0].clone();
+                new_out.layout = out.layout.clone();
+                if n.outputs[0].layout.numel() != out.layout.numel()
+                    || !n.outputs[0].layout.is_contiguous()
+                    || !out.layout.is_contiguous()
+                {
+                    return false;
+                }
+                new_out.layout = crate::layout::Layout::contiguous(&out.layout.shape);
+                mm.epilogue = merged;
+                self.node.inputs.extend(new_inputs);
+                self.node.outputs[0] = new_out;
+                self.ops.push(n.op.name.clone());
+                self.op_ids.push(n.op.id);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether a matmul over `[batch, m, n]` can take an epilogue over `shape`.
+fn epilogue_shape(mm: &MatmulNode, shape: &[usize]) -> bool {
+    let numel: usize = shape.iter().product();
+    numel == mm.batch * mm.m * mm.n && shape.last() == Some(&mm.n)
+}
+
+/// Whether two layouts address the same elements in the same order.
+fn same_elements(a: &crate::layout::Layout, b: &crate::layout::Layout) -> bool {
+    a.is_contiguous() && b.is_contiguous() && a.offset == b.offset && a.numel() == b.numel()
+}
+
+/// Whether `read` (a consumer's view over `shape`) reads the per-row values `written` (a
+/// producer's per-row output over the outer dims) broadcast along the row.
+fn same_per_row(written: &View, read: &View, shape: &[usize], rows: usize) -> bool {
+    if written.layout.offset != read.layout.offset {
+        return false;
+    }
+    let (Ok(w), Ok(r)) = (
+        aligned_strides(&written.layout, shape, rows),
+        aligned_strides(&read.layout, shape, 0),
+    ) else {
+        return false;
+    };
+    w == r
+}
+
+/// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order.
+pub(crate) fn run_graph(
+    rt: &Runtime,
+    st: &mut State,
+    nodes: Vec<Node>,
+    ops: usize,
+    reason: &str,
+) -> Result<()> {
+    let start_ns = st.host_ns;
+    let refs = graph_refs(&nodes);
+    // Storages read by node i or later.
+    let mut read_after: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); nodes.len() + 1];
+    for i in (0..nodes.len()).rev() {
+        let mut s = read_after[i + 1].clone();
+        s.extend(nodes[i].inputs.iter().map(|v| v.storage.id()));
+        read_after[i] = s;
+    }
+    let live =
+        |v: &View| Arc::strong_count(&v.storage) > refs.get(&v.storage.id()).copied().unwrap_or(0);
+
+    let mut groups: Vec<Group> = Vec::new();
+    let mut current: Option<(Group, usize)> = None;
+    for (i, n) in nodes.iter().enumerate() {
+        if let Some((g, _)) = current.as_mut() {
+            // A matmul's product must be dead before an epilogue can replace it.
+            let ok = match &g.node.kind {
+                NodeKind::Matmul(_) => {
+                    let p = &g.node.outputs[0];
+                    !live(p) && !read_after[i + 1].contains(&p.storage.id())
+                }
+                _ => true,
+            };
+            if ok && g.try_merge(n) {
+                continue;
+            }
+        }
+        if let Some((g, _)) = current.take() {
+            groups.push(g);
+        }
+        current = Some((Group::new(n.clone()), i));
+    }
+    if let Some((g, _)) = current.take() {
+        groups.push(g);
+    }
+    drop(nodes);
+
+    // Drop outputs nobody needs after the group.
+    let mut idx = 0usize;
+    let mut plans = Vec::new();
+    for g in groups {
+        let last = idx + g.ops.len();
+        let mut g = g;
+        if let NodeKind::Tile { prog, .. } = &mut g.node.kind {
+            let mut keep_v = Vec::new();
+            let mut keep_o = Vec::new();
+            for (k, v) in g.node.outputs.iter().enumerate() {
+                let needed = live(v)
+                    || read_after
+                        .get(last)
+                        .is_some_and(|s| s.contains(&v.storage.id()));
+                if needed || (k + 1 == g.node.outputs.len() && keep_v.is_empty()) {
+                    keep_v.push(v.clone());
+                    keep_o.push(prog.outputs[k]);
+                }
+            }
+            g.node.outputs = keep_v;
+            prog.outputs = keep_o;
+        }
+        idx = last;
+        plans.push(g);
+    }
+
+    if st.debug_print {
+        eprintln!(
+            "[tpu] flush ({reason}): {ops} ops -> {} kernels",
+            plans.len()
+        );
+        for g in &plans {
+            eprintln!("[tpu]   group of {}: {}", g.ops.len(), g.ops.join(", "));
+        }
+    }
+    for g in plans {
+        let gid = st.next_group;
+        st.next_group += 1;
+        st.metrics.fused_groups += 1;
+        *st.metrics.group_sizes.entry(g.ops.len()).or_default() += 1;
+        let t0 = st.host_ns;
+        let op_ids = g.op_ids.clone();
+        let mut node = g.node;
+        node.op = OpTag {
+            name: format!("fused[{}]", g.ops.join("+")),
+            id: node.op.id,
+            shapes: node.op.shapes.clone(),
+        };
+        rt.execute(st, &node, Some(gid))?;
+        let mut args = tpuemu_isa::trace::Args::new();
+        args.insert("ops".into(), json!(g.ops));
+        args.insert("op_ids".into(), json!(op_ids));
+        crate::runtime::trace::queue_span(
+            st,
+            format!("fused group {gid}"),
+            t0,
+            st.host_ns,
+            Some(gid),
+            args,
+        );
+    }
+    let mut args = tpuemu_isa::trace::Args::new();
+    args.insert("reason".into(), json!(reason));
+    args.insert("ops".into(), json!(ops));
+    crate::runtime::trace::queue_span(st, "flush".into(), start_ns, st.host_ns, None, args);
+    Ok(())
+}

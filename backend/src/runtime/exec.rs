@@ -1,0 +1,206 @@
+//! Running nodes: lowering to kernels, the kernel cache, launching.
+
+use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, Program};
+
+use super::{Compiled, Runtime, State, fault_at};
+use crate::error::{Result, TpuError};
+use crate::ir::{Node, NodeKind};
+use crate::kernels::{self, KernelError};
+
+/// A node ready to launch: its cache key, how to build its program, and its arguments.
+pub(crate) struct Lowered {
+    pub key: String,
+    pub build: Box<dyn FnOnce() -> Result<Program, KernelError>>,
+    pub args: Vec<KernelArg>,
+}
+
+impl Runtime {
+    fn lower(&self, st: &State, node: &Node) -> Result<Option<Lowered>> {
+        let info = self.inner.info.clone();
+        let buf = |v: &crate::ir::View| -> Result<KernelArg> {
+            v.storage
+                .buffer()
+                .map(KernelArg::Buffer)
+                .ok_or_else(|| TpuError::Device("storage without a buffer".into()))
+        };
+        match &node.kind {
+            NodeKind::Tile {
+                shape,
+                row_dims,
+                prog,
+            } => {
+                if shape.iter().product::<usize>() == 0 {
+                    return Ok(None);
+                }
+                let ins: Vec<_> = node.inputs.iter().map(|v| (&v.layout, v.dtype)).collect();
+                let outs: Vec<_> = node.outputs.iter().map(|v| (&v.layout, v.dtype)).collect();
+                let (spec, offsets) = kernels::tile::lower(shape, *row_dims, prog, &ins, &outs)
+                    .map_err(|e| in_op(node, e))?;
+                let mut args = Vec::new();
+                for v in node.inputs.iter().chain(&node.outputs) {
+                    args.push(buf(v)?);
+                }
+                for o in offsets {
+                    let o = u32::try_from(o).map_err(|_| {
+                        TpuError::Unsupported("storage offset above 4G elements".into())
+                    })?;
+                    args.push(KernelArg::Scalar(o));
+                }
+                let key = spec.key();
+                let name = kernel_name(node);
+                Ok(Some(Lowered {
+                    key,
+                    build: Box::new(move || kernels::tile::build(&spec, &info, &name)),
+                    args,
+                }))
+            }
+            NodeKind::Matmul(m) => {
+                if m.batch * m.m * m.n == 0 {
+                    return Ok(None);
+                }
+                let (spec, offsets) = kernels::matmul::spec_of(node, m, st.precision.isa())
+                    .map_err(|e| in_op(node, e))?;
+                let plan =
+                    kernels::matmul::plan(&spec, &info, false).map_err(|e| in_op(node, e))?;
+                let args = with_offsets(
+                    node,
+                    &node.inputs.iter().chain(&node.outputs).collect::<Vec<_>>(),
+                    &offsets,
+                )?;
+                let key = format!("{} {plan:?}", spec.key());
+                let name = kernel_name(node);
+                Ok(Some(Lowered {
+                    key,
+                    build: Box::new(move || kernels::matmul::build(&spec, &plan, &info, &name)),
+                    args,
+                }))
+            }
+            NodeKind::Gather(g) | NodeKind::IndexAdd(g) => {
+                if g.count == 0 || g.row_len == 0 {
+                    return Ok(None);
+                }
+                let add = matches!(node.kind, NodeKind::IndexAdd(_));
+                let (spec, offsets) = if add {
+                    kernels::gather::index_add_spec(node, g)
+                } else {
+                    kernels::gather::gather_spec(node, g)
+                }
+                .map_err(|e| in_op(node, e))?;
+                let views: Vec<&crate::ir::View> = if add {
+                    vec![&node.outputs[0], &node.inputs[0], &node.inputs[1]]
+                } else {
+                    vec![&node.inputs[0], &node.inputs[1], &node.outputs[0]]
+                };
+                let args = with_offsets(node, &views, &offsets)?;
+                let key = spec.key();
+                let name = kernel_name(node);
+                Ok(Some(Lowered {
+                    key,
+                    build: Box::new(move || kernels::gather::build(&spec, &info, &name)),
+                    args,
+                }))
+            }
+        }
+    }
+
+    /// Runs one node now: allocates its outputs, finds or builds its kernel, launches it.
+    pub(crate) fn execute(&self, st: &mut State, node: &Node, group: Option<u64>) -> Result<()> {
+        for v in node.outputs.iter().chain(&node.inputs) {
+            self.ensure_buffer(&v.storage)?;
+        }
+        let Some(low) = self.lower(st, node)? else {
+            return Ok(());
+        };
+        let compiled = match st.cache.get(&low.key) {
+            Some(c) => {
+                st.metrics.cache_hits += 1;
+                c.clone()
+            }
+            None => {
+                st.metrics.cache_misses += 1;
+                let mut program = (low.build)().map_err(|e| in_op(node, e))?;
+                program.source_op = Some(node.op.name.clone());
+                program.fusion_group = group;
+                let pid = self.inner.device.load(&program)?;
+                st.host_ns += st.costs.compile_ns;
+                st.metrics.compile_ns += st.costs.compile_ns;
+                let c = Compiled {
+                    program: pid,
+                    name: program.name.clone(),
+                };
+                st.cache.insert(low.key, c.clone());
+                c
+            }
+        };
+        let launch = Launch {
+            program: compiled.program,
+            targets: vec![LaunchTarget {
+                core: CoreRef {
+                    chip: self.inner.chip,
+                    core: 0,
+                },
+                args: low.args,
+            }],
+            submit_ns: st.host_ns,
+            op_id: Some(node.op.id),
+            group_id: group,
+        };
+        st.host_ns += st.costs.launch_ns;
+        st.metrics.kernels_launched += 1;
+        let id = self
+            .inner
+            .device
+            .launch(&launch)
+            .map_err(|e| fault_at(&node.op, e))?;
+        st.outstanding.push((id, node.op.clone()));
+        let _ = compiled.name;
+        Ok(())
+    }
+
+    /// Runs the recorded graph (DeferAndFuse), fused.
+    pub(crate) fn flush_locked(&self, st: &mut State, reason: &str) -> Result<()> {
+        if st.pending.is_empty() {
+            st.pending_ops = 0;
+            return Ok(());
+        }
+        let nodes = std::mem::take(&mut st.pending);
+        let ops = std::mem::take(&mut st.pending_ops);
+        *st.metrics.flushes.entry(reason.to_string()).or_default() += 1;
+        st.host_ns += st.costs.flush_ns;
+        crate::fusion::run_graph(self, st, nodes, ops, reason)
+    }
+}
+
+/// Buffer arguments for `views`, then their offsets as scalars.
+fn with_offsets(
+    node: &Node,
+    views: &[&crate::ir::View],
+    offsets: &[usize],
+) -> Result<Vec<KernelArg>> {
+    let mut args = Vec::new();
+    for v in views {
+        args.push(KernelArg::Buffer(v.storage.buffer().ok_or_else(|| {
+            TpuError::Device("storage without a buffer".into())
+        })?));
+    }
+    for o in offsets {
+        args.push(KernelArg::Scalar(u32::try_from(*o).map_err(|_| {
+            TpuError::InOp {
+                op: node.op.name.clone(),
+                message: "storage offset above 4G elements".into(),
+            }
+        })?));
+    }
+    Ok(args)
+}
+
+fn kernel_name(node: &Node) -> String {
+    node.op.name.trim_start_matches("aten::").to_string()
+}
+
+fn in_op(node: &Node, e: KernelError) -> TpuError {
+    TpuError::InOp {
+        op: node.op.name.clone(),
+        message: e.to_string(),
+    }
+}

@@ -1,0 +1,100 @@
+//! The metrics report, in the spirit of PyTorch/XLA's `metrics_report()`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Counters the runtime keeps.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Metrics {
+    /// Operator calls (decomposed operators count each call they make).
+    pub ops: u64,
+    /// Operator calls by overload.
+    pub ops_by_name: BTreeMap<String, u64>,
+    /// Kernels launched.
+    pub kernels_launched: u64,
+    /// Fused groups run by DeferAndFuse and Compile.
+    pub fused_groups: u64,
+    /// Histogram of fused group sizes (operators per group).
+    pub group_sizes: BTreeMap<usize, u64>,
+    /// Kernel cache hits.
+    pub cache_hits: u64,
+    /// Kernel cache misses (kernels generated).
+    pub cache_misses: u64,
+    /// Host time spent generating kernels, ns (simulated).
+    pub compile_ns: f64,
+    /// Flushes of the deferred graph, by reason.
+    pub flushes: BTreeMap<String, u64>,
+    /// Host-to-device transfers.
+    pub h2d_transfers: u64,
+    /// Host-to-device bytes.
+    pub h2d_bytes: u64,
+    /// Device-to-host transfers.
+    pub d2h_transfers: u64,
+    /// Device-to-host bytes.
+    pub d2h_bytes: u64,
+    /// Operators with no sharding rule that replicated their inputs (DTensor).
+    pub sharding_fallbacks: BTreeMap<String, u64>,
+    /// Whole-graph compilations, and recompilations by reason.
+    pub graph_compiles: BTreeMap<String, u64>,
+}
+
+impl Metrics {
+    /// A human-readable report.
+    pub fn report(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "Metric: OperatorCalls\n  TotalSamples: {}", self.ops);
+        let _ = writeln!(
+            s,
+            "Metric: KernelsLaunched\n  TotalSamples: {}",
+            self.kernels_launched
+        );
+        let _ = writeln!(
+            s,
+            "Metric: KernelCache\n  Hits: {}\n  Misses: {}\n  CompileTime: {:.3} ms",
+            self.cache_hits,
+            self.cache_misses,
+            self.compile_ns / 1e6
+        );
+        if self.fused_groups > 0 {
+            let _ = writeln!(
+                s,
+                "Metric: FusedGroups\n  TotalSamples: {}",
+                self.fused_groups
+            );
+            let sizes: Vec<String> = self
+                .group_sizes
+                .iter()
+                .map(|(k, v)| format!("{k} ops: {v}"))
+                .collect();
+            let _ = writeln!(s, "  Sizes: {}", sizes.join(", "));
+        }
+        if !self.flushes.is_empty() {
+            let _ = writeln!(s, "Metric: Flushes");
+            for (reason, n) in &self.flushes {
+                let _ = writeln!(s, "  {reason}: {n}");
+            }
+        }
+        if !self.graph_compiles.is_empty() {
+            let _ = writeln!(s, "Metric: GraphCompiles");
+            for (reason, n) in &self.graph_compiles {
+                let _ = writeln!(s, "  {reason}: {n}");
+            }
+        }
+        let _ = writeln!(
+            s,
+            "Metric: Transfers\n  HostToDevice: {} ({} bytes)\n  DeviceToHost: {} ({} bytes)",
+            self.h2d_transfers, self.h2d_bytes, self.d2h_transfers, self.d2h_bytes
+        );
+        if !self.sharding_fallbacks.is_empty() {
+            let _ = writeln!(s, "Metric: ShardingFallbacks (replicate-then-compute)");
+            for (op, n) in &self.sharding_fallbacks {
+                let _ = writeln!(s, "  {op}: {n}");
+            }
+        }
+        let _ = writeln!(s, "Counter: OperatorCalls by overload");
+        for (op, n) in &self.ops_by_name {
+            let _ = writeln!(s, "  {op}: {n}");
+        }
+        s
+    }
+}

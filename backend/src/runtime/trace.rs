@@ -1,0 +1,119 @@
+//! Host-side trace events and the assembled trace.
+//!
+//! Host lanes: `aten` (every operator call, nested for decompositions), `queue` (DeferAndFuse
+//! flushes and fused groups). Device spans come from the device. Flows link each operator to
+//! the kernels it launched.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+use tpuemu_isa::trace::{Flow, Span, Trace, TraceEvent, TraceMeta, Track};
+
+use super::{Runtime, State};
+use crate::ir::OpTag;
+
+pub(super) fn op_begin(st: &mut State, tag: &OpTag, start: f64) {
+    st.open_ops.push((tag.id, start));
+}
+
+pub(super) fn op_end(st: &mut State, tag: &OpTag, now: f64) {
+    let start = match st.open_ops.iter().rposition(|(id, _)| *id == tag.id) {
+        Some(i) => st.open_ops.remove(i).1,
+        None => return,
+    };
+    let mut s = Span::new(
+        Track::Host {
+            lane: "aten".into(),
+        },
+        tag.name.clone(),
+        start,
+        now,
+    );
+    s.op_id = Some(tag.id);
+    s.args.insert("shapes".into(), json!(tag.shapes));
+    s.args.insert("mode".into(), json!(st.mode.name()));
+    st.events.push(TraceEvent::Span(s));
+}
+
+/// Records a host span on the `queue` lane (flushes, fused groups).
+pub(crate) fn queue_span(
+    st: &mut State,
+    name: String,
+    start: f64,
+    end: f64,
+    group: Option<u64>,
+    args: tpuemu_isa::trace::Args,
+) {
+    if !st.profiling {
+        return;
+    }
+    let mut s = Span::new(
+        Track::Host {
+            lane: "queue".into(),
+        },
+        name,
+        start,
+        end,
+    );
+    s.group_id = group;
+    s.args = args;
+    st.events.push(TraceEvent::Span(s));
+}
+
+impl Runtime {
+    /// Records host and device events from now on (or stops).
+    pub fn set_profiling(&self, on: bool) {
+        self.lock().profiling = on;
+        self.inner.device.set_profiling(on);
+    }
+
+    /// The events recorded so far, host and device, with flows from operators to their
+    /// kernels; takes them (the next call starts empty).
+    pub fn take_trace(&self, label: &str) -> Trace {
+        let host: Vec<TraceEvent> = std::mem::take(&mut self.lock().events);
+        let device = self.inner.device.drain_events();
+        let mut op_end: HashMap<u64, (f64, f64)> = HashMap::new();
+        for e in &host {
+            if let TraceEvent::Span(s) = e
+                && s.track
+                    == (Track::Host {
+                        lane: "aten".into(),
+                    })
+                && let Some(id) = s.op_id
+            {
+                op_end.insert(id, (s.start_ns, s.end_ns));
+            }
+        }
+        let mut flows = Vec::new();
+        for e in &device {
+            if let TraceEvent::Span(s) = e
+                && matches!(s.track, Track::Kernel { .. })
+                && let Some(id) = s.op_id
+                && let Some((start, end)) = op_end.get(&id)
+            {
+                flows.push(TraceEvent::Flow(Flow {
+                    id: flows.len() as u64 + 1,
+                    name: "launch".into(),
+                    from: Track::Host {
+                        lane: "aten".into(),
+                    },
+                    from_ns: end.min(s.start_ns).max(*start),
+                    to: s.track.clone(),
+                    to_ns: s.start_ns,
+                }));
+            }
+        }
+        let info = &self.inner.info;
+        Trace {
+            meta: TraceMeta {
+                label: label.to_string(),
+                generation: self.inner.device.topology().generation.clone(),
+                clock_hz: info.core.clock_hz,
+                peak_bf16_flops: info.peak_bf16_flops,
+                hbm_bytes_per_s: info.hbm_bytes_per_s,
+                chips: self.inner.device.topology().num_chips() as u32,
+            },
+            events: host.into_iter().chain(device).chain(flows).collect(),
+        }
+    }
+}
