@@ -12,4 +12,11 @@ mod fusion;
 pub mod ir;
 pub mod kernels;
 pub mod layout;
+pub mod ops;
 pub mod runtime;
+pub mod tensor;
+
+pub use dtype::{DType, Scalar};
+pub use error::{Result, TpuError};
+pub use runtime::{HostCosts, MatmulPrecision, Metrics, Mode, Runtime};
+pub use tensor::{Element, Tensor};

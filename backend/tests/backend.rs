@@ -2,3 +2,18 @@
 
 #[path = "backend/tile_kernel.rs"]
 mod tile_kernel;
+
+#[path = "backend/eager.rs"]
+mod eager;
+
+#[path = "backend/unary_data.rs"]
+mod unary_data;
+
+#[path = "backend/reduce_nn.rs"]
+mod reduce_nn;
+
+#[path = "backend/matrix_backward.rs"]
+mod matrix_backward;
+
+#[path = "backend/op_suite.rs"]
+mod op_suite;

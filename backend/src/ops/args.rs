@@ -1,0 +1,192 @@
+//! Reading an operator's positional arguments, with errors that name the operator and the
+//! argument.
+
+use super::Value;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::tensor::Tensor;
+
+/// An operator's arguments in schema order.
+pub struct Args {
+    op: String,
+    vals: Vec<Value>,
+}
+
+impl Args {
+    /// Arguments of `op`.
+    pub fn new(op: &str, vals: Vec<Value>) -> Self {
+        Args {
+            op: op.to_string(),
+            vals,
+        }
+    }
+
+    /// The operator's name.
+    pub fn op(&self) -> &str {
+        &self.op
+    }
+
+    /// Number of arguments given.
+    pub fn len(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// Whether no arguments were given.
+    pub fn is_empty(&self) -> bool {
+        self.vals.is_empty()
+    }
+
+    /// Argument `i`, if given (and not `None`).
+    pub fn get(&self, i: usize) -> Option<&Value> {
+        match self.vals.get(i) {
+            None | Some(Value::None) => None,
+            Some(v) => Some(v),
+        }
+    }
+
+    fn bad(&self, i: usize, want: &str) -> TpuError {
+        let got = self.vals.get(i).map_or("nothing", |v| v.kind());
+        TpuError::BadArgs(format!(
+            "{}(): argument {i} must be {want}, not {got}",
+            self.op
+        ))
+    }
+
+    /// A required tensor.
+    pub fn tensor(&self, i: usize) -> Result<&Tensor> {
+        match self.get(i) {
+            Some(Value::Tensor(t)) => Ok(t),
+            _ => Err(self.bad(i, "Tensor")),
+        }
+    }
+
+    /// An optional tensor.
+    pub fn opt_tensor(&self, i: usize) -> Result<Option<&Tensor>> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Tensor(t)) => Ok(Some(t)),
+            _ => Err(self.bad(i, "Tensor or None")),
+        }
+    }
+
+    /// A list of tensors.
+    pub fn tensors(&self, i: usize) -> Result<Vec<Tensor>> {
+        match self.get(i) {
+            Some(Value::Tensors(t)) => Ok(t.clone()),
+            Some(Value::OptTensors(t)) if t.iter().all(Option::is_some) => {
+                Ok(t.iter().flatten().cloned().collect())
+            }
+            _ => Err(self.bad(i, "a list of Tensors")),
+        }
+    }
+
+    /// A number (int, float or bool), or `default` when absent.
+    pub fn scalar_or(&self, i: usize, default: Scalar) -> Result<Scalar> {
+        match self.get(i) {
+            None => Ok(default),
+            Some(Value::Tensor(t)) if t.numel() == 1 => t.item(),
+            Some(v) => v.as_scalar().ok_or_else(|| self.bad(i, "a number")),
+        }
+    }
+
+    /// A required number.
+    pub fn scalar(&self, i: usize) -> Result<Scalar> {
+        match self.get(i) {
+            None => Err(self.bad(i, "a number")),
+            _ => self.scalar_or(i, Scalar::Int(0)),
+        }
+    }
+
+    /// An integer, or `default` when absent.
+    pub fn int_or(&self, i: usize, default: i64) -> Result<i64> {
+        match self.get(i) {
+            None => Ok(default),
+            Some(Value::Int(v)) => Ok(*v),
+            Some(Value::Bool(b)) => Ok(*b as i64),
+            _ => Err(self.bad(i, "int")),
+        }
+    }
+
+    /// A required integer.
+    pub fn int(&self, i: usize) -> Result<i64> {
+        match self.get(i) {
+            None => Err(self.bad(i, "int")),
+            _ => self.int_or(i, 0),
+        }
+    }
+
+    /// An optional integer.
+    pub fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        match self.get(i) {
+            None => Ok(None),
+            _ => self.int(i).map(Some),
+        }
+    }
+
+    /// A float, or `default` when absent (ints accepted).
+    pub fn float_or(&self, i: usize, default: f64) -> Result<f64> {
+        match self.get(i) {
+            None => Ok(default),
+            Some(Value::Float(v)) => Ok(*v),
+            Some(Value::Int(v)) => Ok(*v as f64),
+            _ => Err(self.bad(i, "float")),
+        }
+    }
+
+    /// A bool, or `default` when absent.
+    pub fn bool_or(&self, i: usize, default: bool) -> Result<bool> {
+        match self.get(i) {
+            None => Ok(default),
+            Some(Value::Bool(v)) => Ok(*v),
+            Some(Value::Int(v)) => Ok(*v != 0),
+            _ => Err(self.bad(i, "bool")),
+        }
+    }
+
+    /// A list of ints (a single int is a one-element list), or `default` when absent.
+    pub fn ints_or(&self, i: usize, default: &[i64]) -> Result<Vec<i64>> {
+        match self.get(i) {
+            None => Ok(default.to_vec()),
+            Some(Value::Ints(v)) => Ok(v.clone()),
+            Some(Value::Int(v)) => Ok(vec![*v]),
+            _ => Err(self.bad(i, "a list of ints")),
+        }
+    }
+
+    /// A required list of ints.
+    pub fn ints(&self, i: usize) -> Result<Vec<i64>> {
+        match self.get(i) {
+            None => Err(self.bad(i, "a list of ints")),
+            _ => self.ints_or(i, &[]),
+        }
+    }
+
+    /// An optional list of ints (`int[1]?`).
+    pub fn opt_ints(&self, i: usize) -> Result<Option<Vec<i64>>> {
+        match self.get(i) {
+            None => Ok(None),
+            _ => self.ints(i).map(Some),
+        }
+    }
+
+    /// An optional dtype.
+    pub fn opt_dtype(&self, i: usize) -> Result<Option<DType>> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Dtype(d)) => Ok(Some(*d)),
+            Some(Value::Str(s)) => DType::from_name(s)
+                .map(Some)
+                .ok_or_else(|| self.bad(i, "a dtype")),
+            _ => Err(self.bad(i, "a dtype")),
+        }
+    }
+
+    /// An optional string.
+    pub fn opt_str(&self, i: usize) -> Result<Option<&str>> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::Str(s)) => Ok(Some(s)),
+            _ => Err(self.bad(i, "str")),
+        }
+    }
+}

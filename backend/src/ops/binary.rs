@@ -1,0 +1,751 @@
+//! Binary and ternary elementwise operators: arithmetic, comparisons, logic, `where`, `clamp`,
+//! `remainder`, `pow`, with PyTorch's broadcasting and type promotion.
+
+use super::Value;
+use super::args::Args;
+use super::helpers::{OpScope, map};
+use super::registry::{OpDef, OpImpl};
+use crate::dtype::{DType, Operand, Scalar, result_type};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
+use crate::tensor::Tensor;
+
+/// The promotion operand of a tensor (zero-dim tensors rank below dimensioned ones).
+pub(crate) fn operand(t: &Tensor) -> Operand {
+    if t.dim() == 0 {
+        Operand::ZeroDim(t.dtype())
+    } else {
+        Operand::Tensor(t.dtype())
+    }
+}
+
+/// The lane-precision type an operation on `d` computes in.
+pub(crate) fn compute(d: DType) -> DType {
+    if d.is_float() { DType::F32 } else { DType::I32 }
+}
+
+/// A binary operand: a tensor or a Python number.
+#[derive(Clone, Debug)]
+pub enum Rhs<'a> {
+    /// A tensor.
+    Tensor(&'a Tensor),
+    /// A number.
+    Scalar(Scalar),
+}
+
+impl Rhs<'_> {
+    fn operand(&self) -> Operand {
+        match self {
+            Rhs::Tensor(t) => operand(t),
+            Rhs::Scalar(s) => Operand::Number(*s),
+        }
+    }
+}
+
+/// Runs `f(a, b)` elementwise in the promoted dtype (`out` overrides the result dtype, for
+/// comparisons and true division).
+fn binary(
+    name: &str,
+    a: &Tensor,
+    b: Rhs,
+    out: impl FnOnce(DType) -> DType,
+    f: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
+) -> Result<Tensor> {
+    let common = result_type(&[operand(a), b.operand()]);
+    let out_dtype = out(common);
+    match b {
+        Rhs::Tensor(t) => {
+            let op = OpScope::new(name, &[a, t])?;
+            Ok(map(&op, &[a, t], &[out_dtype], |p, r| {
+                let (x, y) = (p.cast(r[0], common), p.cast(r[1], common));
+                vec![f(p, x, y, common)]
+            })?
+            .remove(0))
+        }
+        Rhs::Scalar(s) => {
+            let op = OpScope::new(name, &[a])?;
+            Ok(map(&op, &[a], &[out_dtype], |p, r| {
+                let x = p.cast(r[0], common);
+                let y = p.constant(s, compute(common));
+                vec![f(p, x, y, common)]
+            })?
+            .remove(0))
+        }
+    }
+}
+
+/// `a + alpha * b` (also `sub` with `-alpha`).
+fn add_like(name: &str, a: &Tensor, b: Rhs, alpha: Scalar, negate: bool) -> Result<Tensor> {
+    let common = result_type(&[operand(a), b.operand()]);
+    if negate && common == DType::Bool {
+        return Err(TpuError::BadArgs(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.".into(),
+        ));
+    }
+    if !common.is_float() && matches!(alpha, Scalar::Float(f) if f.fract() != 0.0) {
+        return Err(TpuError::BadArgs(format!(
+            "For integral input tensors, argument alpha must not be a floating point number (result type {common})"
+        )));
+    }
+    let one = alpha.to_f64() == 1.0;
+    binary(
+        name,
+        a,
+        b,
+        |c| c,
+        move |p, x, y, c| {
+            let ct = compute(c);
+            let y = if one {
+                y
+            } else {
+                let k = p.constant(alpha, ct);
+                p.bin(BinOp::Mul, y, k, ct)
+            };
+            if c == DType::Bool {
+                // bool + bool is logical or.
+                p.bin(BinOp::Or, x, y, ct)
+            } else {
+                p.bin(if negate { BinOp::Sub } else { BinOp::Add }, x, y, ct)
+            }
+        },
+    )
+}
+
+/// `torch.add(a, b, alpha=alpha)`.
+pub fn add(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    add_like("aten::add.Tensor", a, Rhs::Tensor(b), alpha, false)
+}
+
+/// `torch.sub(a, b, alpha=alpha)`.
+pub fn sub(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
+    add_like("aten::sub.Tensor", a, Rhs::Tensor(b), alpha, true)
+}
+
+/// `a * b`.
+pub fn mul(a: &Tensor, b: Rhs) -> Result<Tensor> {
+    let name = if matches!(b, Rhs::Tensor(_)) {
+        "aten::mul.Tensor"
+    } else {
+        "aten::mul.Scalar"
+    };
+    binary(
+        name,
+        a,
+        b,
+        |c| c,
+        |p, x, y, c| {
+            if c == DType::Bool {
+                p.bin(BinOp::And, x, y, compute(c))
+            } else {
+                p.bin(BinOp::Mul, x, y, compute(c))
+            }
+        },
+    )
+}
+
+/// `a / b` with an optional rounding mode (`trunc`, `floor`).
+pub fn div(a: &Tensor, b: Rhs, rounding: Option<&str>) -> Result<Tensor> {
+    let name = match (rounding.is_some(), matches!(b, Rhs::Tensor(_))) {
+        (true, _) => "aten::div.Tensor_mode",
+        (false, true) => "aten::div.Tensor",
+        (false, false) => "aten::div.Scalar",
+    };
+    match rounding {
+        None => binary(
+            name,
+            a,
+            b,
+            |c| if c.is_float() { c } else { DType::F32 },
+            |p, x, y, c| {
+                let ft = if c.is_float() { DType::F32 } else { DType::F32 };
+                let (x, y) = (p.cast(x, ft), p.cast(y, ft));
+                p.bin(BinOp::Div, x, y, ft)
+            },
+        ),
+        Some(mode @ ("trunc" | "floor")) => {
+            let floor = mode == "floor";
+            binary(
+                name,
+                a,
+                b,
+                |c| c,
+                move |p, x, y, c| {
+                    let ct = compute(c);
+                    if c.is_float() {
+                        let q = p.bin(BinOp::Div, x, y, ct);
+                        p.un(if floor { UnOp::Floor } else { UnOp::Trunc }, q, ct)
+                    } else {
+                        // Integer division truncates; floor fixes the sign when the remainder is non-zero.
+                        let q = p.bin(BinOp::Div, x, y, ct);
+                        if !floor {
+                            return q;
+                        }
+                        let r = p.bin(BinOp::Rem, x, y, ct);
+                        let zero = p.constant(Scalar::Int(0), ct);
+                        let one = p.constant(Scalar::Int(1), ct);
+                        let nz = p.cmp(CmpKind::Ne, r, zero, ct);
+                        let rneg = p.cmp(CmpKind::Lt, r, zero, ct);
+                        let yneg = p.cmp(CmpKind::Lt, y, zero, ct);
+                        let differ = p.cmp(CmpKind::Ne, rneg, yneg, DType::I32);
+                        let fix = p.bin(BinOp::And, nz, differ, DType::I32);
+                        let fixv = p.select(fix, one, zero, ct);
+                        p.bin(BinOp::Sub, q, fixv, ct)
+                    }
+                },
+            )
+        }
+        Some(other) => Err(TpuError::BadArgs(format!(
+            "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{other}'"
+        ))),
+    }
+}
+
+/// `a ** b`.
+pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
+    let name = if matches!(b, Rhs::Tensor(_)) {
+        "aten::pow.Tensor_Tensor"
+    } else {
+        "aten::pow.Tensor_Scalar"
+    };
+    binary(
+        name,
+        a,
+        b,
+        |c| c,
+        |p, x, y, c| {
+            if c.is_float() {
+                p.bin(BinOp::Pow, x, y, DType::F32)
+            } else {
+                // Integer powers through f32 (exact for the values i32 lanes hold up to 2^24).
+                let (fx, fy) = (p.cast(x, DType::F32), p.cast(y, DType::F32));
+                let r = p.bin(BinOp::Pow, fx, fy, DType::F32);
+                let r = p.un(UnOp::Round, r, DType::F32);
+                p.cast(r, compute(c))
+            }
+        },
+    )
+}
+
+/// `torch.maximum` / `torch.minimum`.
+pub fn max_min(a: &Tensor, b: &Tensor, max: bool) -> Result<Tensor> {
+    let name = if max {
+        "aten::maximum"
+    } else {
+        "aten::minimum"
+    };
+    binary(
+        name,
+        a,
+        Rhs::Tensor(b),
+        |c| c,
+        move |p, x, y, c| p.bin(if max { BinOp::Max } else { BinOp::Min }, x, y, compute(c)),
+    )
+}
+
+/// Comparisons (`eq`, `ne`, `lt`, `le`, `gt`, `ge`), giving bool.
+pub fn compare(a: &Tensor, b: Rhs, kind: CmpKind) -> Result<Tensor> {
+    let short = match kind {
+        CmpKind::Eq => "eq",
+        CmpKind::Ne => "ne",
+        CmpKind::Lt => "lt",
+        CmpKind::Le => "le",
+        CmpKind::Gt => "gt",
+        CmpKind::Ge => "ge",
+    };
+    let name = format!(
+        "aten::{short}.{}",
+        if matches!(b, Rhs::Tensor(_)) {
+            "Tensor"
+        } else {
+            "Scalar"
+        }
+    );
+    binary(
+        &name,
+        a,
+        b,
+        |_| DType::Bool,
+        move |p, x, y, c| p.cmp(kind, x, y, compute(c)),
+    )
+}
+
+/// `logical_and`, `logical_or` (bool result; non-zero is true).
+pub fn logical(a: &Tensor, b: &Tensor, or: bool) -> Result<Tensor> {
+    let name = if or {
+        "aten::logical_or"
+    } else {
+        "aten::logical_and"
+    };
+    let op = OpScope::new(name, &[a, b])?;
+    Ok(map(&op, &[a, b], &[DType::Bool], |p, r| {
+        let (x, y) = (p.cast(r[0], DType::Bool), p.cast(r[1], DType::Bool));
+        vec![p.bin(if or { BinOp::Or } else { BinOp::And }, x, y, DType::I32)]
+    })?
+    .remove(0))
+}
+
+/// `logical_not`.
+pub fn logical_not(a: &Tensor) -> Result<Tensor> {
+    let op = OpScope::new("aten::logical_not", &[a])?;
+    Ok(map(&op, &[a], &[DType::Bool], |p, r| {
+        let x = p.cast(r[0], DType::Bool);
+        let one = p.constant(Scalar::Int(1), DType::I32);
+        vec![p.bin(BinOp::Xor, x, one, DType::I32)]
+    })?
+    .remove(0))
+}
+
+/// `torch.where(cond, a, b)`.
+pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let op = OpScope::new("aten::where.self", &[cond, a, b])?;
+    let common = result_type(&[operand(a), operand(b)]);
+    Ok(map(&op, &[cond, a, b], &[common], |p, r| {
+        vec![p.select(r[0], r[1], r[2], common)]
+    })?
+    .remove(0))
+}
+
+/// `torch.clamp(x, min, max)` (NaN stays NaN; `min > max` gives `max`).
+pub fn clamp(x: &Tensor, lo: Option<Scalar>, hi: Option<Scalar>) -> Result<Tensor> {
+    if lo.is_none() && hi.is_none() {
+        return Err(TpuError::BadArgs(
+            "torch.clamp: At least one of 'min' or 'max' must not be None".into(),
+        ));
+    }
+    let mut ops = vec![operand(x)];
+    ops.extend(lo.iter().chain(hi.iter()).map(|s| Operand::Number(*s)));
+    let common = result_type(&ops);
+    let op = OpScope::new("aten::clamp", &[x])?;
+    Ok(map(&op, &[x], &[common], |p, r| {
+        let ct = compute(common);
+        let mut v = p.cast(r[0], common);
+        if let Some(l) = lo {
+            let c = p.constant(l, ct);
+            v = p.bin(BinOp::Max, v, c, ct);
+        }
+        if let Some(h) = hi {
+            let c = p.constant(h, ct);
+            v = p.bin(BinOp::Min, v, c, ct);
+        }
+        vec![v]
+    })?
+    .remove(0))
+}
+
+/// `torch.remainder(a, b)`: the result has the sign of `b` (Python's `%`).
+pub fn remainder(a: &Tensor, b: Rhs) -> Result<Tensor> {
+    let name = if matches!(b, Rhs::Tensor(_)) {
+        "aten::remainder.Tensor"
+    } else {
+        "aten::remainder.Scalar"
+    };
+    binary(
+        name,
+        a,
+        b,
+        |c| c,
+        |p, x, y, c| {
+            let ct = compute(c);
+            let m = p.bin(BinOp::Rem, x, y, ct);
+            let zero = p.constant(Scalar::Int(0), ct);
+            let nz = p.cmp(CmpKind::Ne, m, zero, ct);
+            let mneg = p.cmp(CmpKind::Lt, m, zero, ct);
+            let yneg = p.cmp(CmpKind::Lt, y, zero, ct);
+            let differ = p.cmp(CmpKind::Ne, mneg, yneg, DType::I32);
+            let fix = p.bin(BinOp::And, nz, differ, DType::I32);
+            let plus = p.bin(BinOp::Add, m, y, ct);
+            p.select(fix, plus, m, ct)
+        },
+    )
+}
+
+impl Tensor {
+    /// `self + other`.
+    pub fn add(&self, other: &Tensor) -> Result<Tensor> {
+        add(self, other, Scalar::Int(1))
+    }
+
+    /// `self - other`.
+    pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
+        sub(self, other, Scalar::Int(1))
+    }
+
+    /// `self * other`.
+    pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
+        mul(self, Rhs::Tensor(other))
+    }
+
+    /// `self / other`.
+    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
+        div(self, Rhs::Tensor(other), None)
+    }
+
+    /// `self + s`.
+    pub fn add_scalar(&self, s: impl Into<Scalar>) -> Result<Tensor> {
+        add_like(
+            "aten::add.Scalar",
+            self,
+            Rhs::Scalar(s.into()),
+            Scalar::Int(1),
+            false,
+        )
+    }
+
+    /// `self * s`.
+    pub fn mul_scalar(&self, s: impl Into<Scalar>) -> Result<Tensor> {
+        mul(self, Rhs::Scalar(s.into()))
+    }
+
+    /// `self ** e`.
+    pub fn pow_scalar(&self, e: impl Into<Scalar>) -> Result<Tensor> {
+        pow(self, Rhs::Scalar(e.into()))
+    }
+
+    /// `torch.maximum(self, other)`.
+    pub fn maximum(&self, other: &Tensor) -> Result<Tensor> {
+        max_min(self, other, true)
+    }
+
+    /// `torch.minimum(self, other)`.
+    pub fn minimum(&self, other: &Tensor) -> Result<Tensor> {
+        max_min(self, other, false)
+    }
+
+    /// `self == other` (bool).
+    pub fn eq(&self, other: &Tensor) -> Result<Tensor> {
+        compare(self, Rhs::Tensor(other), CmpKind::Eq)
+    }
+
+    /// `self < other` (bool).
+    pub fn lt(&self, other: &Tensor) -> Result<Tensor> {
+        compare(self, Rhs::Tensor(other), CmpKind::Lt)
+    }
+
+    /// `self > other` (bool).
+    pub fn gt(&self, other: &Tensor) -> Result<Tensor> {
+        compare(self, Rhs::Tensor(other), CmpKind::Gt)
+    }
+
+    /// `torch.clamp(self, min, max)`.
+    pub fn clamp(&self, min: Option<f64>, max: Option<f64>) -> Result<Tensor> {
+        clamp(self, min.map(Scalar::Float), max.map(Scalar::Float))
+    }
+}
+
+fn rhs<'a>(a: &'a Args, i: usize) -> Result<Rhs<'a>> {
+    match a.get(i) {
+        Some(Value::Tensor(t)) => Ok(Rhs::Tensor(t)),
+        _ => Ok(Rhs::Scalar(a.scalar(i)?)),
+    }
+}
+
+fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
+    r.map(|t| vec![Value::Tensor(t)])
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let f = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    let all = &[
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+    let cmp = |name: &'static str, schema: &'static str, kind: CmpKind, tensor: bool| OpDef {
+        name,
+        schema,
+        implementation: OpImpl::Kernel,
+        dtypes: all,
+        run: match (kind, tensor) {
+            (CmpKind::Eq, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Eq)),
+            (CmpKind::Ne, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Ne)),
+            (CmpKind::Lt, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Lt)),
+            (CmpKind::Le, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Le)),
+            (CmpKind::Gt, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Gt)),
+            (CmpKind::Ge, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Ge)),
+            (CmpKind::Eq, false) => |_, a| {
+                t1(compare(
+                    a.tensor(0)?,
+                    Rhs::Scalar(a.scalar(1)?),
+                    CmpKind::Eq,
+                ))
+            },
+            (CmpKind::Ne, false) => |_, a| {
+                t1(compare(
+                    a.tensor(0)?,
+                    Rhs::Scalar(a.scalar(1)?),
+                    CmpKind::Ne,
+                ))
+            },
+            (CmpKind::Lt, false) => |_, a| {
+                t1(compare(
+                    a.tensor(0)?,
+                    Rhs::Scalar(a.scalar(1)?),
+                    CmpKind::Lt,
+                ))
+            },
+            (CmpKind::Le, false) => |_, a| {
+                t1(compare(
+                    a.tensor(0)?,
+                    Rhs::Scalar(a.scalar(1)?),
+                    CmpKind::Le,
+                ))
+            },
+            (CmpKind::Gt, false) => |_, a| {
+                t1(compare(
+                    a.tensor(0)?,
+                    Rhs::Scalar(a.scalar(1)?),
+                    CmpKind::Gt,
+                ))
+            },
+            (CmpKind::Ge, false) => |_, a| {
+                t1(compare(
+                    a.tensor(0)?,
+                    Rhs::Scalar(a.scalar(1)?),
+                    CmpKind::Ge,
+                ))
+            },
+        },
+    };
+    let k = OpImpl::Kernel;
+    vec![
+        OpDef {
+            name: "aten::add.Tensor",
+            schema: "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| {
+                t1(add_like(
+                    "aten::add.Tensor",
+                    a.tensor(0)?,
+                    rhs(a, 1)?,
+                    a.scalar_or(2, Scalar::Int(1))?,
+                    false,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::add.Scalar",
+            schema: "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| {
+                t1(add_like(
+                    "aten::add.Scalar",
+                    a.tensor(0)?,
+                    Rhs::Scalar(a.scalar(1)?),
+                    a.scalar_or(2, Scalar::Int(1))?,
+                    false,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::sub.Tensor",
+            schema: "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
+            implementation: k,
+            dtypes: f,
+            run: |_, a| {
+                t1(add_like(
+                    "aten::sub.Tensor",
+                    a.tensor(0)?,
+                    rhs(a, 1)?,
+                    a.scalar_or(2, Scalar::Int(1))?,
+                    true,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::mul.Tensor",
+            schema: "mul.Tensor(Tensor self, Tensor other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(mul(a.tensor(0)?, rhs(a, 1)?)),
+        },
+        OpDef {
+            name: "aten::mul.Scalar",
+            schema: "mul.Scalar(Tensor self, Scalar other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(mul(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?))),
+        },
+        OpDef {
+            name: "aten::div.Tensor",
+            schema: "div.Tensor(Tensor self, Tensor other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(div(a.tensor(0)?, rhs(a, 1)?, None)),
+        },
+        OpDef {
+            name: "aten::div.Tensor_mode",
+            schema: "div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(div(a.tensor(0)?, rhs(a, 1)?, a.opt_str(2)?)),
+        },
+        OpDef {
+            name: "aten::div.Scalar",
+            schema: "div.Scalar(Tensor self, Scalar other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(div(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?), None)),
+        },
+        OpDef {
+            name: "aten::pow.Tensor_Scalar",
+            schema: "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
+            implementation: k,
+            dtypes: f,
+            run: |_, a| t1(pow(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?))),
+        },
+        OpDef {
+            name: "aten::pow.Tensor_Tensor",
+            schema: "pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor",
+            implementation: k,
+            dtypes: f,
+            run: |_, a| t1(pow(a.tensor(0)?, rhs(a, 1)?)),
+        },
+        OpDef {
+            name: "aten::maximum",
+            schema: "maximum(Tensor self, Tensor other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(max_min(a.tensor(0)?, a.tensor(1)?, true)),
+        },
+        OpDef {
+            name: "aten::minimum",
+            schema: "minimum(Tensor self, Tensor other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(max_min(a.tensor(0)?, a.tensor(1)?, false)),
+        },
+        OpDef {
+            name: "aten::where.self",
+            schema: "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(where_(a.tensor(0)?, a.tensor(1)?, a.tensor(2)?)),
+        },
+        cmp(
+            "aten::eq.Tensor",
+            "eq.Tensor(Tensor self, Tensor other) -> Tensor",
+            CmpKind::Eq,
+            true,
+        ),
+        cmp(
+            "aten::ne.Tensor",
+            "ne.Tensor(Tensor self, Tensor other) -> Tensor",
+            CmpKind::Ne,
+            true,
+        ),
+        cmp(
+            "aten::lt.Tensor",
+            "lt.Tensor(Tensor self, Tensor other) -> Tensor",
+            CmpKind::Lt,
+            true,
+        ),
+        cmp(
+            "aten::le.Tensor",
+            "le.Tensor(Tensor self, Tensor other) -> Tensor",
+            CmpKind::Le,
+            true,
+        ),
+        cmp(
+            "aten::gt.Tensor",
+            "gt.Tensor(Tensor self, Tensor other) -> Tensor",
+            CmpKind::Gt,
+            true,
+        ),
+        cmp(
+            "aten::ge.Tensor",
+            "ge.Tensor(Tensor self, Tensor other) -> Tensor",
+            CmpKind::Ge,
+            true,
+        ),
+        cmp(
+            "aten::eq.Scalar",
+            "eq.Scalar(Tensor self, Scalar other) -> Tensor",
+            CmpKind::Eq,
+            false,
+        ),
+        cmp(
+            "aten::ne.Scalar",
+            "ne.Scalar(Tensor self, Scalar other) -> Tensor",
+            CmpKind::Ne,
+            false,
+        ),
+        cmp(
+            "aten::lt.Scalar",
+            "lt.Scalar(Tensor self, Scalar other) -> Tensor",
+            CmpKind::Lt,
+            false,
+        ),
+        cmp(
+            "aten::le.Scalar",
+            "le.Scalar(Tensor self, Scalar other) -> Tensor",
+            CmpKind::Le,
+            false,
+        ),
+        cmp(
+            "aten::gt.Scalar",
+            "gt.Scalar(Tensor self, Scalar other) -> Tensor",
+            CmpKind::Gt,
+            false,
+        ),
+        cmp(
+            "aten::ge.Scalar",
+            "ge.Scalar(Tensor self, Scalar other) -> Tensor",
+            CmpKind::Ge,
+            false,
+        ),
+        OpDef {
+            name: "aten::logical_and",
+            schema: "logical_and(Tensor self, Tensor other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(logical(a.tensor(0)?, a.tensor(1)?, false)),
+        },
+        OpDef {
+            name: "aten::logical_or",
+            schema: "logical_or(Tensor self, Tensor other) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(logical(a.tensor(0)?, a.tensor(1)?, true)),
+        },
+        OpDef {
+            name: "aten::logical_not",
+            schema: "logical_not(Tensor self) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(logical_not(a.tensor(0)?)),
+        },
+        OpDef {
+            name: "aten::clamp",
+            schema: "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
+            implementation: k,
+            dtypes: f,
+            run: |_, a| {
+                t1(clamp(
+                    a.tensor(0)?,
+                    a.get(1).map(|_| a.scalar(1)).transpose()?,
+                    a.get(2).map(|_| a.scalar(2)).transpose()?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::remainder.Tensor",
+            schema: "remainder.Tensor(Tensor self, Tensor other) -> Tensor",
+            implementation: k,
+            dtypes: f,
+            run: |_, a| t1(remainder(a.tensor(0)?, rhs(a, 1)?)),
+        },
+        OpDef {
+            name: "aten::remainder.Scalar",
+            schema: "remainder.Scalar(Tensor self, Scalar other) -> Tensor",
+            implementation: k,
+            dtypes: f,
+            run: |_, a| t1(remainder(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?))),
+        },
+    ]
+}

@@ -1,0 +1,293 @@
+//! Factories and copies: `zeros`, `ones`, `full`, `empty`, `arange`, `scalar_tensor`, `clone`,
+//! `_to_copy`, `copy_`, `fill_`.
+
+use super::Value;
+use super::helpers::{OpScope, map, map_shape, write_into};
+use super::registry::{OpDef, OpImpl};
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::BinOp;
+use crate::runtime::Runtime;
+use crate::tensor::Tensor;
+
+fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
+    size.iter()
+        .map(|d| {
+            usize::try_from(*d).map_err(|_| {
+                TpuError::BadArgs(format!(
+                    "Trying to create tensor with negative dimension {d}: {size:?}"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// A tensor of `shape` filled with `value` (`torch.full`).
+pub fn full(rt: &Runtime, shape: &[usize], value: Scalar, dtype: DType) -> Result<Tensor> {
+    let op = OpScope::on(rt, "aten::full", format!("[{shape:?}]"));
+    Ok(map_shape(&op, shape, &[], &[dtype], |p, _| {
+        vec![p.constant(value, dtype)]
+    })?
+    .remove(0))
+}
+
+/// `torch.zeros`.
+pub fn zeros(rt: &Runtime, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    full(rt, shape, Scalar::Int(0), dtype)
+}
+
+/// `torch.ones`.
+pub fn ones(rt: &Runtime, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    full(rt, shape, Scalar::Int(1), dtype)
+}
+
+/// A zero-dimensional tensor holding `value`, computed on the device.
+pub fn scalar_tensor(rt: &Runtime, value: Scalar, dtype: DType) -> Result<Tensor> {
+    full(rt, &[], value, dtype)
+}
+
+/// `torch.arange(start, end, step)`: int64 when every argument is an integer, else float32
+/// (unless `dtype` says otherwise).
+pub fn arange(
+    rt: &Runtime,
+    start: Scalar,
+    end: Scalar,
+    step: Scalar,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    let all_int = [start, end, step]
+        .iter()
+        .all(|s| matches!(s, Scalar::Int(_) | Scalar::Bool(_)));
+    let dtype = dtype.unwrap_or(if all_int { DType::I64 } else { DType::F32 });
+    let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
+    if st == 0.0 {
+        return Err(TpuError::BadArgs("step must be nonzero".into()));
+    }
+    if (st > 0.0 && e < s) || (st < 0.0 && e > s) {
+        return Err(TpuError::BadArgs(
+            "upper bound and larger bound inconsistent with step sign".into(),
+        ));
+    }
+    let n = ((e - s) / st).ceil().max(0.0) as usize;
+    let op = OpScope::on(rt, "aten::arange.start_step", format!("[{s}, {e}, {st}]"));
+    Ok(map_shape(&op, &[n], &[], &[dtype], |p, _| {
+        let i = p.index(0);
+        if dtype.is_float() {
+            let fi = p.cast(i, DType::F32);
+            let k = p.constant(step, DType::F32);
+            let a = p.constant(start, DType::F32);
+            let m = p.bin(BinOp::Mul, fi, k, DType::F32);
+            vec![p.bin(BinOp::Add, m, a, DType::F32)]
+        } else {
+            let k = p.constant(Scalar::Int(step.to_i64()), DType::I32);
+            let a = p.constant(Scalar::Int(start.to_i64()), DType::I32);
+            let m = p.bin(BinOp::Mul, i, k, DType::I32);
+            vec![p.bin(BinOp::Add, m, a, DType::I32)]
+        }
+    })?
+    .remove(0))
+}
+
+/// `x.clone()`: a contiguous copy.
+pub fn clone(x: &Tensor) -> Result<Tensor> {
+    let op = OpScope::new("aten::clone", &[x])?;
+    Ok(map(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0))
+}
+
+/// `x.to(dtype)`: a contiguous copy converted to `dtype`.
+pub fn to_copy(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    let op = OpScope::new("aten::_to_copy", &[x])?;
+    let d = dtype.unwrap_or(x.dtype());
+    Ok(map(&op, &[x], &[d], |_, r| vec![r[0]])?.remove(0))
+}
+
+/// `dst.copy_(src)`: converts and broadcasts `src` into `dst`'s storage.
+pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<Tensor> {
+    let op = OpScope::new("aten::copy_", &[dst, src])?;
+    crate::layout::broadcast_shapes(dst.shape(), src.shape())
+        .ok()
+        .filter(|s| s == dst.shape())
+        .ok_or_else(|| {
+            TpuError::ShapeMismatch(format!(
+                "output with shape {:?} doesn't match the broadcast shape of {:?}",
+                dst.shape(),
+                src.shape()
+            ))
+        })?;
+    write_into(&op, dst, &[src], |_, r| r[0])?;
+    Ok(dst.clone())
+}
+
+/// `x.fill_(value)`.
+pub fn fill_(x: &Tensor, value: Scalar) -> Result<Tensor> {
+    let op = OpScope::new("aten::fill_.Scalar", &[x])?;
+    let d = x.dtype();
+    write_into(&op, x, &[], |p, _| p.constant(value, d))?;
+    Ok(x.clone())
+}
+
+fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
+    r.map(|t| vec![Value::Tensor(t)])
+}
+
+fn full_dtype(v: Scalar) -> DType {
+    v.dtype()
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let all = &[
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+    let k = OpImpl::Kernel;
+    vec![
+        OpDef {
+            name: "aten::zeros",
+            schema: "zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |rt, a| {
+                t1(zeros(
+                    rt,
+                    &shape_of(&a.ints(0)?)?,
+                    a.opt_dtype(1)?.unwrap_or(DType::F32),
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::ones",
+            schema: "ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |rt, a| {
+                t1(ones(
+                    rt,
+                    &shape_of(&a.ints(0)?)?,
+                    a.opt_dtype(1)?.unwrap_or(DType::F32),
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::full",
+            schema: "full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |rt, a| {
+                let v = a.scalar(1)?;
+                t1(full(
+                    rt,
+                    &shape_of(&a.ints(0)?)?,
+                    v,
+                    a.opt_dtype(2)?.unwrap_or(full_dtype(v)),
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::empty.memory_format",
+            schema: "empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
+            implementation: OpImpl::View,
+            dtypes: all,
+            run: |rt, a| {
+                Ok(vec![Value::Tensor(empty(
+                    rt,
+                    &shape_of(&a.ints(0)?)?,
+                    a.opt_dtype(1)?.unwrap_or(DType::F32),
+                ))])
+            },
+        },
+        OpDef {
+            name: "aten::scalar_tensor",
+            schema: "scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |rt, a| {
+                let v = a.scalar(0)?;
+                t1(scalar_tensor(rt, v, a.opt_dtype(1)?.unwrap_or(DType::F32)))
+            },
+        },
+        OpDef {
+            name: "aten::arange",
+            schema: "arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |rt, a| {
+                t1(arange(
+                    rt,
+                    Scalar::Int(0),
+                    a.scalar(0)?,
+                    Scalar::Int(1),
+                    a.opt_dtype(1)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::arange.start",
+            schema: "arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |rt, a| {
+                t1(arange(
+                    rt,
+                    a.scalar(0)?,
+                    a.scalar(1)?,
+                    Scalar::Int(1),
+                    a.opt_dtype(2)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::arange.start_step",
+            schema: "arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |rt, a| {
+                t1(arange(
+                    rt,
+                    a.scalar(0)?,
+                    a.scalar(1)?,
+                    a.scalar_or(2, Scalar::Int(1))?,
+                    a.opt_dtype(3)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::clone",
+            schema: "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(clone(a.tensor(0)?)),
+        },
+        OpDef {
+            name: "aten::_to_copy",
+            schema: "_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(to_copy(a.tensor(0)?, a.opt_dtype(1)?)),
+        },
+        OpDef {
+            name: "aten::copy_",
+            schema: "copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(copy_(a.tensor(0)?, a.tensor(1)?)),
+        },
+        OpDef {
+            name: "aten::fill_.Scalar",
+            schema: "fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(fill_(a.tensor(0)?, a.scalar(1)?)),
+        },
+    ]
+}
+
+/// `torch.empty`: storage whose contents are unspecified (no kernel runs).
+pub fn empty(rt: &Runtime, shape: &[usize], dtype: DType) -> Tensor {
+    let _op = OpScope::on(rt, "aten::empty.memory_format", format!("[{shape:?}]"));
+    Tensor::empty(rt, shape, dtype)
+}

@@ -1,0 +1,326 @@
+//! Building blocks for operator implementations: the operator scope, elementwise maps with
+//! broadcasting, row reductions, and node submission.
+
+use crate::dtype::DType;
+use crate::error::{Result, TpuError};
+use crate::ir::{Node, NodeKind, OpTag, PRef, Prog, ProgBuilder, View};
+use crate::layout::{Layout, broadcast_shapes, wrap_dim};
+use crate::runtime::Runtime;
+use crate::tensor::Tensor;
+
+/// An operator call in progress: charges dispatch time on entry, closes its trace span on drop.
+pub struct OpScope {
+    rt: Runtime,
+    tag: OpTag,
+}
+
+impl OpScope {
+    /// Opens the call of `name` on `inputs`' runtime; all tensors must share it.
+    pub fn new(name: &str, inputs: &[&Tensor]) -> Result<OpScope> {
+        let rt = same_runtime(name, inputs)?;
+        Ok(Self::on(&rt, name, shapes(inputs)))
+    }
+
+    /// Opens the call of `name` on `rt` with a description of its inputs.
+    pub fn on(rt: &Runtime, name: &str, shapes: String) -> OpScope {
+        let tag = rt.begin_op(name, shapes);
+        OpScope {
+            rt: rt.clone(),
+            tag,
+        }
+    }
+
+    /// The runtime.
+    pub fn rt(&self) -> &Runtime {
+        &self.rt
+    }
+
+    /// The operator's tag.
+    pub fn tag(&self) -> &OpTag {
+        &self.tag
+    }
+
+    /// Wraps an error with the operator's name.
+    pub fn err(&self, message: impl Into<String>) -> TpuError {
+        TpuError::InOp {
+            op: self.tag.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Submits a node of this operator.
+    pub fn submit(&self, kind: NodeKind, inputs: Vec<View>, outputs: Vec<View>) -> Result<()> {
+        self.rt.submit(Node {
+            kind,
+            inputs,
+            outputs,
+            op: self.tag.clone(),
+        })
+    }
+}
+
+impl Drop for OpScope {
+    fn drop(&mut self) {
+        self.rt.end_op(&self.tag);
+    }
+}
+
+/// `[2, 3], [3]` for error messages and traces.
+pub fn shapes(inputs: &[&Tensor]) -> String {
+    let parts: Vec<String> = inputs
+        .iter()
+        .map(|t| {
+            format!(
+                "{:?}{}",
+                t.shape(),
+                if t.dtype() == DType::F32 {
+                    String::new()
+                } else {
+                    format!(":{}", t.dtype().name())
+                }
+            )
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// The runtime all tensors live on.
+pub fn same_runtime(op: &str, inputs: &[&Tensor]) -> Result<Runtime> {
+    let first = inputs
+        .first()
+        .ok_or_else(|| TpuError::BadArgs(format!("{op}: no tensor arguments")))?;
+    for t in &inputs[1..] {
+        if !t.runtime().same(first.runtime()) {
+            return Err(TpuError::DeviceMismatch(format!(
+                "{op}: Expected all tensors to be on the same device, but found tensors on different TPU runtimes"
+            )));
+        }
+    }
+    Ok(first.runtime().clone())
+}
+
+/// Elementwise work over the broadcast of `inputs`: `f` gets each input's program node (in the
+/// input's dtype) and returns one node per output; outputs are new contiguous tensors of
+/// `out_dtypes` (values are converted to them).
+pub fn map(
+    op: &OpScope,
+    inputs: &[&Tensor],
+    out_dtypes: &[DType],
+    f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
+) -> Result<Vec<Tensor>> {
+    let mut shape: Vec<usize> = Vec::new();
+    for t in inputs {
+        shape = broadcast_shapes(&shape, t.shape())?;
+    }
+    map_shape(op, &shape, inputs, out_dtypes, f)
+}
+
+/// Like [`map`] over an explicit iteration `shape` (inputs must broadcast to it).
+pub fn map_shape(
+    op: &OpScope,
+    shape: &[usize],
+    inputs: &[&Tensor],
+    out_dtypes: &[DType],
+    f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
+) -> Result<Vec<Tensor>> {
+    let mut b = ProgBuilder::new();
+    let refs: Vec<PRef> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| b.input(i as u32, t.dtype(), false))
+        .collect();
+    let outs = f(&mut b, &refs);
+    if outs.len() != out_dtypes.len() {
+        return Err(op.err("internal: program outputs do not match the output dtypes"));
+    }
+    for (o, d) in outs.iter().zip(out_dtypes) {
+        let r = b.cast(*o, *d);
+        b.output(r);
+    }
+    let prog = b.finish();
+    let mut views = Vec::new();
+    for t in inputs {
+        let mut v = t.view();
+        v.layout = t.layout().broadcast_to(shape)?;
+        views.push(v);
+    }
+    let out: Vec<Tensor> = out_dtypes
+        .iter()
+        .map(|d| Tensor::empty(op.rt(), shape, *d))
+        .collect();
+    let out_views = out.iter().map(Tensor::view).collect();
+    op.submit(
+        NodeKind::Tile {
+            shape: shape.to_vec(),
+            row_dims: 0,
+            prog,
+        },
+        views,
+        out_views,
+    )?;
+    Ok(out)
+}
+
+/// Writes `value` (a program over `inputs`, broadcast to `dst`'s shape) into the existing
+/// tensor `dst` (in-place operators: `copy_`, `fill_`, slices of `cat`).
+pub fn write_into(
+    op: &OpScope,
+    dst: &Tensor,
+    inputs: &[&Tensor],
+    f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> PRef,
+) -> Result<()> {
+    let shape = dst.shape().to_vec();
+    let mut b = ProgBuilder::new();
+    let refs: Vec<PRef> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| b.input(i as u32, t.dtype(), false))
+        .collect();
+    let o = f(&mut b, &refs);
+    let o = b.cast(o, dst.dtype());
+    b.output(o);
+    let mut views = Vec::new();
+    for t in inputs {
+        let mut v = t.view();
+        v.layout = t.layout().broadcast_to(&shape)?;
+        views.push(v);
+    }
+    op.submit(
+        NodeKind::Tile {
+            shape,
+            row_dims: 0,
+            prog: b.finish(),
+        },
+        views,
+        vec![dst.view()],
+    )
+}
+
+/// Normalises a list of dims (negative allowed, duplicates rejected); an empty list means all
+/// dims when `empty_is_all`.
+pub fn dims_of(dims: &[i64], ndim: usize, empty_is_all: bool) -> Result<Vec<usize>> {
+    if dims.is_empty() && empty_is_all {
+        return Ok((0..ndim).collect());
+    }
+    let mut out = Vec::new();
+    for &d in dims {
+        let d = wrap_dim(d, ndim)?;
+        if out.contains(&d) {
+            return Err(TpuError::BadArgs(format!(
+                "dim {d} appears multiple times in the list of dims"
+            )));
+        }
+        out.push(d);
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// A reduction over `dims` of `inputs` (all of `x`'s shape, broadcast): the reduced dims are
+/// moved last and form the row. `f` gets the inputs' program nodes (full values) and returns the
+/// outputs: per-row values (shape of the kept dims, with size-1 dims for `keepdim`) or full
+/// values (shape of `x`), as `per_row_out` says, converted to `out_dtypes`.
+pub fn rows(
+    op: &OpScope,
+    x_shape: &[usize],
+    dims: &[usize],
+    keepdim: bool,
+    inputs: &[&Tensor],
+    per_row_inputs: &[bool],
+    out: &[(DType, bool)],
+    f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
+) -> Result<Vec<Tensor>> {
+    let n = x_shape.len();
+    let kept: Vec<usize> = (0..n).filter(|d| !dims.contains(d)).collect();
+    let perm: Vec<usize> = kept.iter().chain(dims.iter()).copied().collect();
+    let iter_shape: Vec<usize> = perm.iter().map(|d| x_shape[*d]).collect();
+    let outer: Vec<usize> = kept.iter().map(|d| x_shape[*d]).collect();
+    let mut b = ProgBuilder::new();
+    let mut views = Vec::new();
+    let mut refs = Vec::new();
+    for (i, t) in inputs.iter().enumerate() {
+        let pr = per_row_inputs.get(i).copied().unwrap_or(false);
+        let mut v = t.view();
+        if pr {
+            // A per-row input is given over the kept dims.
+            v.layout = t.layout().broadcast_to(&outer)?;
+        } else {
+            let full = t.layout().broadcast_to(x_shape)?;
+            v.layout = full.permute(&perm.iter().map(|d| *d as i64).collect::<Vec<_>>())?;
+        }
+        refs.push(b.input(i as u32, t.dtype(), pr));
+        views.push(v);
+    }
+    let outs = f(&mut b, &refs);
+    if outs.len() != out.len() {
+        return Err(op.err("internal: program outputs do not match the outputs"));
+    }
+    let mut tensors = Vec::new();
+    let mut out_views = Vec::new();
+    for (o, (d, per_row)) in outs.iter().zip(out) {
+        let r = b.cast(*o, *d);
+        b.output(r);
+        if *per_row {
+            let t = Tensor::empty(op.rt(), &outer, *d);
+            out_views.push(t.view());
+            let shape: Vec<usize> = if keepdim {
+                (0..n)
+                    .map(|i| if dims.contains(&i) { 1 } else { x_shape[i] })
+                    .collect()
+            } else {
+                outer.clone()
+            };
+            let layout = t
+                .layout()
+                .view_as(&shape)
+                .ok_or_else(|| op.err("internal: keepdim view"))?;
+            tensors.push(t.with_layout(layout));
+        } else {
+            // A full output: written in the permuted order, seen in the original order.
+            let t = Tensor::empty(op.rt(), &iter_shape, *d);
+            out_views.push(t.view());
+            let mut inv = vec![0i64; n];
+            for (i, p) in perm.iter().enumerate() {
+                inv[*p] = i as i64;
+            }
+            tensors.push(t.with_layout(t.layout().permute(&inv)?));
+        }
+    }
+    let row_dims = dims.len();
+    op.submit(
+        NodeKind::Tile {
+            shape: iter_shape,
+            row_dims,
+            prog: b.finish(),
+        },
+        views,
+        out_views,
+    )?;
+    Ok(tensors)
+}
+
+/// A fresh contiguous tensor with the same shape and dtype.
+pub fn empty_like(t: &Tensor) -> Tensor {
+    Tensor::empty(t.runtime(), t.shape(), t.dtype())
+}
+
+/// Checks that `layout`'s element count matches, for views.
+pub fn same_numel(op: &OpScope, a: &Layout, shape: &[usize]) -> Result<()> {
+    let n: usize = shape.iter().product();
+    if a.numel() != n {
+        return Err(op.err(format!(
+            "shape {shape:?} is invalid for input of size {}",
+            a.numel()
+        )));
+    }
+    Ok(())
+}
+
+/// The default program: identity (for matmul epilogues).
+pub fn identity_prog(out: DType) -> Prog {
+    let mut b = ProgBuilder::new();
+    let x = b.input(0, DType::F32, false);
+    let y = b.cast(x, out);
+    b.output(y);
+    b.finish()
+}

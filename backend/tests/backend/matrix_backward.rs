@@ -1,0 +1,1 @@
+//! (Being written: tests for `matrix_backward`.)

@@ -1,0 +1,1 @@
+//! (Being written: tests for `unary_data`.)
