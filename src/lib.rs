@@ -9,3 +9,4 @@ pub use tpuemu_golden as golden;
 pub use tpuemu_isa as isa;
 
 pub mod cli;
+pub mod golden_bridge;

@@ -14,6 +14,8 @@ pub mod bench;
 pub mod chip;
 pub mod chips;
 pub mod disasm;
+pub mod golden;
+pub mod ops;
 pub mod report;
 pub mod run;
 
@@ -40,6 +42,11 @@ pub enum Command {
     /// Benchmarks (simulated and host figures).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// List every registered ATen overload with its dtypes and implementation.
+    Ops(ops::OpsArgs),
+    /// Check the backend against PyTorch's golden cases.
+    #[command(subcommand)]
+    Golden(golden::GoldenCommand),
 }
 
 /// Why a command failed.
@@ -74,6 +81,9 @@ pub enum CliError {
     /// Anything else the user can fix.
     #[error("{0}")]
     Other(String),
+    /// The command ran and what it checked did not hold (the report is already printed).
+    #[error("{0}")]
+    Failed(String),
 }
 
 impl CliError {
@@ -110,6 +120,8 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Chips(args) => chips::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Bench(cmd) => bench::run(&cmd),
+        Command::Ops(args) => ops::run(&args),
+        Command::Golden(cmd) => golden::run(&cmd),
     }
 }
 
