@@ -24,7 +24,9 @@ impl BackendExecutor {
             tpuemu_golden::Mode::Strict => Mode::Strict,
             tpuemu_golden::Mode::Debug => Mode::Debug,
             tpuemu_golden::Mode::Defer => Mode::DeferAndFuse,
-            tpuemu_golden::Mode::Compile => return Err("compile mode: use the compile executor".into()),
+            tpuemu_golden::Mode::Compile => {
+                return Err("compile mode: use the compile executor".into());
+            }
         };
         rt.set_mode(m).map_err(|e| e.to_string())?;
         Ok(BackendExecutor { rt })
@@ -61,7 +63,8 @@ fn gdtype(d: DType) -> GDType {
 
 fn upload(rt: &Runtime, t: &HostTensor) -> Result<Tensor, String> {
     let d = dtype(t.dtype())?;
-    Tensor::from_strided_bytes(rt, t.storage_bytes(), d, t.shape(), t.strides(), t.offset()).map_err(|e| e.to_string())
+    Tensor::from_strided_bytes(rt, t.storage_bytes(), d, t.shape(), t.strides(), t.offset())
+        .map_err(|e| e.to_string())
 }
 
 fn download(t: &Tensor) -> Result<HostTensor, String> {
@@ -71,7 +74,9 @@ fn download(t: &Tensor) -> Result<HostTensor, String> {
 
 fn to_backend(rt: &Runtime, v: &GValue) -> Result<BValue, String> {
     Ok(match v {
-        GValue::None | GValue::Layout(_) | GValue::Device(_) | GValue::MemoryFormat(_) => BValue::None,
+        GValue::None | GValue::Layout(_) | GValue::Device(_) | GValue::MemoryFormat(_) => {
+            BValue::None
+        }
         GValue::Bool(b) => BValue::Bool(*b),
         GValue::Int(i) => BValue::Int(*i),
         GValue::Float(f) => BValue::Float(*f),
@@ -81,10 +86,14 @@ fn to_backend(rt: &Runtime, v: &GValue) -> Result<BValue, String> {
         GValue::FloatList(l) => BValue::Floats(l.clone()),
         GValue::BoolList(l) => BValue::Bools(l.clone()),
         GValue::Tensor(t) => BValue::Tensor(upload(rt, t)?),
-        GValue::TensorList(ts) => BValue::Tensors(ts.iter().map(|t| upload(rt, t)).collect::<Result<_, _>>()?),
-        GValue::OptionalTensorList(ts) => {
-            BValue::OptTensors(ts.iter().map(|t| t.as_ref().map(|t| upload(rt, t)).transpose()).collect::<Result<_, _>>()?)
+        GValue::TensorList(ts) => {
+            BValue::Tensors(ts.iter().map(|t| upload(rt, t)).collect::<Result<_, _>>()?)
         }
+        GValue::OptionalTensorList(ts) => BValue::OptTensors(
+            ts.iter()
+                .map(|t| t.as_ref().map(|t| upload(rt, t)).transpose())
+                .collect::<Result<_, _>>()?,
+        ),
     })
 }
 
@@ -92,8 +101,14 @@ fn to_golden(v: &BValue) -> Result<GValue, String> {
     Ok(match v {
         BValue::Tensor(t) => GValue::Tensor(download(t)?),
         BValue::None => GValue::None,
-        BValue::Tensors(ts) => GValue::TensorList(ts.iter().map(download).collect::<Result<_, _>>()?),
-        BValue::OptTensors(ts) => GValue::OptionalTensorList(ts.iter().map(|t| t.as_ref().map(download).transpose()).collect::<Result<_, _>>()?),
+        BValue::Tensors(ts) => {
+            GValue::TensorList(ts.iter().map(download).collect::<Result<_, _>>()?)
+        }
+        BValue::OptTensors(ts) => GValue::OptionalTensorList(
+            ts.iter()
+                .map(|t| t.as_ref().map(download).transpose())
+                .collect::<Result<_, _>>()?,
+        ),
         BValue::Int(i) => GValue::Int(*i),
         BValue::Float(f) => GValue::Float(*f),
         BValue::Bool(b) => GValue::Bool(*b),
@@ -107,7 +122,9 @@ fn to_golden(v: &BValue) -> Result<GValue, String> {
 
 impl Executor for BackendExecutor {
     fn supports(&self, call: &OpCall<'_>) -> Result<(), String> {
-        let def = registry().get(call.op).ok_or_else(|| format!("{} not registered", call.op))?;
+        let def = registry()
+            .get(call.op)
+            .ok_or_else(|| format!("{} not registered", call.op))?;
         for v in call.args {
             if let GValue::Dtype(d) = v {
                 dtype(*d)?;
@@ -123,7 +140,11 @@ impl Executor for BackendExecutor {
     }
 
     fn call(&mut self, call: &OpCall<'_>) -> Result<Vec<GValue>, String> {
-        let args = call.args.iter().map(|v| to_backend(&self.rt, v)).collect::<Result<Vec<_>, _>>()?;
+        let args = call
+            .args
+            .iter()
+            .map(|v| to_backend(&self.rt, v))
+            .collect::<Result<Vec<_>, _>>()?;
         let out = ops::call(&self.rt, call.op, args).map_err(|e| e.to_string())?;
         out.iter().map(to_golden).collect()
     }

@@ -41,14 +41,28 @@ pub fn run(cmd: &GoldenCommand) -> Result<(), CliError> {
     let preset = args.chip.preset()?;
     let name = preset.name.clone();
     let mut exec = BackendExecutor::new(preset, mode).map_err(CliError::Other)?;
-    let opts = RunOptions { mode, chip: Some(name), filter: args.filter.clone() };
-    let report = run_dir(&args.dir, &mut exec, &opts).map_err(|e| CliError::Other(e.to_string()))?;
+    let opts = RunOptions {
+        mode,
+        chip: Some(name),
+        filter: args.filter.clone(),
+    };
+    let report =
+        run_dir(&args.dir, &mut exec, &opts).map_err(|e| CliError::Other(e.to_string()))?;
     let mut out = Vec::new();
-    report.print_table(&mut out).map_err(|source| CliError::Io { path: "-".into(), source })?;
+    report
+        .print_table(&mut out)
+        .map_err(|source| CliError::Io {
+            path: "-".into(),
+            source,
+        })?;
     super::write_output(None, &out)?;
     if let Some(p) = &args.json {
-        let text = serde_json::to_string_pretty(&report.to_json()).map_err(|e| CliError::Other(e.to_string()))?;
-        std::fs::write(p, text).map_err(|source| CliError::Io { path: p.clone(), source })?;
+        let text = serde_json::to_string_pretty(&report.to_json())
+            .map_err(|e| CliError::Other(e.to_string()))?;
+        std::fs::write(p, text).map_err(|source| CliError::Io {
+            path: p.clone(),
+            source,
+        })?;
     }
     if report.success() {
         Ok(())

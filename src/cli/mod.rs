@@ -18,6 +18,7 @@ pub mod golden;
 pub mod ops;
 pub mod report;
 pub mod run;
+pub mod viz;
 
 /// A TPU you can run on your laptop: assembler, emulator and tools.
 #[derive(Parser, Debug)]
@@ -47,6 +48,8 @@ pub enum Command {
     /// Check the backend against PyTorch's golden cases.
     #[command(subcommand)]
     Golden(golden::GoldenCommand),
+    /// Open a trace in the timeline viewer (or render it to a PNG).
+    Viz(viz::VizArgs),
 }
 
 /// Why a command failed.
@@ -122,6 +125,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Bench(cmd) => bench::run(&cmd),
         Command::Ops(args) => ops::run(&args),
         Command::Golden(cmd) => golden::run(&cmd),
+        Command::Viz(args) => viz::run(&args),
     }
 }
 

@@ -36,7 +36,12 @@ pub fn run(args: &OpsArgs) -> Result<(), CliError> {
     let mut out = format!("{:<40} {:<14} dtypes\n", "overload", "implementation");
     for d in reg.values() {
         let dts: Vec<&str> = d.dtypes.iter().map(|t| t.name()).collect();
-        out += &format!("{:<40} {:<14} {}\n", d.name, kind(d.implementation), dts.join(" "));
+        out += &format!(
+            "{:<40} {:<14} {}\n",
+            d.name,
+            kind(d.implementation),
+            dts.join(" ")
+        );
     }
     out += &format!("\n{} overloads registered\n", reg.len());
     super::write_output(None, out.as_bytes())

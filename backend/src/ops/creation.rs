@@ -226,21 +226,6 @@ pub(super) fn defs() -> Vec<OpDef> {
             },
         },
         OpDef {
-            name: "aten::arange.start",
-            schema: "arange.start(Scalar start, Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |rt, a| {
-                t1(arange(
-                    rt,
-                    a.scalar(0)?,
-                    a.scalar(1)?,
-                    Scalar::Int(1),
-                    a.opt_dtype(2)?,
-                ))
-            },
-        },
-        OpDef {
             name: "aten::arange.start_step",
             schema: "arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
             implementation: k,

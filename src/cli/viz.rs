@@ -1,0 +1,44 @@
+//! `tpuemu viz TRACE [TRACE2]`: the timeline viewer, or a PNG of it with `--screenshot`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+
+/// Arguments of `tpuemu viz`.
+#[derive(Args, Debug)]
+pub struct VizArgs {
+    /// One trace, or two to compare on a shared time axis (the first above the second).
+    #[arg(required = true, num_args = 1..=2)]
+    pub traces: Vec<PathBuf>,
+    /// Render the whole trace to this PNG instead of opening a window (no display or GPU needed).
+    #[arg(long, value_name = "OUT.png")]
+    pub screenshot: Option<PathBuf>,
+    /// Screenshot width in pixels.
+    #[arg(long, default_value_t = tpuemu_visualizer::DEFAULT_WIDTH)]
+    pub width: u32,
+    /// Screenshot height in pixels.
+    #[arg(long, default_value_t = tpuemu_visualizer::DEFAULT_HEIGHT)]
+    pub height: u32,
+}
+
+/// Runs `tpuemu viz`.
+pub fn run(args: &VizArgs) -> Result<(), CliError> {
+    let err = |e: tpuemu_visualizer::VizError| CliError::Other(e.to_string());
+    match &args.screenshot {
+        Some(out) => {
+            let info = tpuemu_visualizer::screenshot(&args.traces, out, args.width, args.height)
+                .map_err(err)?;
+            let text = format!(
+                "wrote {} ({}x{}, {} spans)\n",
+                info.path.display(),
+                info.width,
+                info.height,
+                info.spans
+            );
+            super::write_output(None, text.as_bytes())
+        }
+        None => tpuemu_visualizer::run_viewer(&args.traces).map_err(err),
+    }
+}
