@@ -39,6 +39,9 @@ pub struct GatherSpec {
     pub rows_stride: u32,
     /// Number of indices.
     pub count: u32,
+    /// With bounds checking: the table's row count; an index outside `[0, rows)` makes the row
+    /// DMA read from an address outside the table, which faults.
+    pub check_rows: Option<u32>,
 }
 
 impl GatherSpec {
@@ -72,6 +75,7 @@ pub fn gather_spec(node: &Node, g: &GatherNode) -> Result<(GatherSpec, Vec<usize
         table_row_stride: contiguous_rows(table, "table")?,
         rows_stride: contiguous_rows(out, "output")?,
         count: g.count as u32,
+        check_rows: g.check_bounds.then_some(g.rows as u32),
     };
     Ok((
         spec,
@@ -95,6 +99,7 @@ pub fn index_add_spec(
         table_row_stride: contiguous_rows(dst, "destination")?,
         rows_stride: contiguous_rows(src, "source")?,
         count: g.count as u32,
+        check_rows: g.check_bounds.then_some(g.rows as u32),
     };
     Ok((
         spec,
@@ -256,6 +261,20 @@ pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, 
         a: src,
         b: SSrc::Reg(t_base),
     });
+    if let Some(rows) = spec.check_rows {
+        // An index outside [0, rows) (unsigned compare: negatives are huge) reads from the
+        // last byte address instead, so the row DMA faults rather than reading other data.
+        let ok = e.b.label();
+        e.push(Instr::SCmp {
+            op: CmpOp::LtU,
+            dst: t,
+            a: idx,
+            b: SSrc::Imm(rows as i32),
+        });
+        e.b.brnz(t, ok);
+        e.b.smov(src, -1);
+        e.b.bind(ok);
+    }
     e.push(Instr::SAlu {
         op: SAluOp::Mul,
         dst,
