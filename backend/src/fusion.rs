@@ -262,15 +262,27 @@ fn same_per_row(written: &View, read: &View, shape: &[usize], rows: usize) -> bo
 }
 
 /// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order.
-pub(crate) fn run_graph(
-    rt: &Runtime,
-    st: &mut State,
-    nodes: Vec<Node>,
-    ops: usize,
-    reason: &str,
-) -> Result<()> {
-    let start_ns = st.host_ns;
+/// A fused group ready to run: one node and the operators it holds.
+pub(crate) struct FusedGroup {
+    pub node: Node,
+    pub ops: Vec<String>,
+    pub op_ids: Vec<u64>,
+}
+
+/// Fuses a recorded graph into groups, in order. Values needed by a later node or by a live
+/// tensor (one that holds the storage outside the graph) stay outputs of their group; the rest
+/// are dropped.
+pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
     let refs = graph_refs(&nodes);
+    // Storages some tensor outside the graph still holds.
+    let mut live_ids: BTreeSet<u64> = BTreeSet::new();
+    for n in &nodes {
+        for v in n.inputs.iter().chain(&n.outputs) {
+            if Arc::strong_count(&v.storage) > refs.get(&v.storage.id()).copied().unwrap_or(0) {
+                live_ids.insert(v.storage.id());
+            }
+        }
+    }
     // Storages read by node i or later.
     let mut read_after: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); nodes.len() + 1];
     for i in (0..nodes.len()).rev() {
@@ -278,13 +290,12 @@ pub(crate) fn run_graph(
         s.extend(nodes[i].inputs.iter().map(|v| v.storage.id()));
         read_after[i] = s;
     }
-    let live =
-        |v: &View| Arc::strong_count(&v.storage) > refs.get(&v.storage.id()).copied().unwrap_or(0);
+    let live = |v: &View| live_ids.contains(&v.storage.id());
 
     let mut groups: Vec<Group> = Vec::new();
-    let mut current: Option<(Group, usize)> = None;
+    let mut current: Option<Group> = None;
     for (i, n) in nodes.iter().enumerate() {
-        if let Some((g, _)) = current.as_mut() {
+        if let Some(g) = current.as_mut() {
             // A matmul's product must be dead before an epilogue can replace it.
             let ok = match &g.node.kind {
                 NodeKind::Matmul(_) => {
@@ -297,30 +308,25 @@ pub(crate) fn run_graph(
                 continue;
             }
         }
-        if let Some((g, _)) = current.take() {
+        if let Some(g) = current.take() {
             groups.push(g);
         }
-        current = Some((Group::new(n.clone()), i));
+        current = Some(Group::new(n.clone()));
     }
-    if let Some((g, _)) = current.take() {
+    if let Some(g) = current.take() {
         groups.push(g);
     }
-    drop(nodes);
 
     // Drop outputs nobody needs after the group.
     let mut idx = 0usize;
     let mut plans = Vec::new();
-    for g in groups {
+    for mut g in groups {
         let last = idx + g.ops.len();
-        let mut g = g;
         if let NodeKind::Tile { prog, .. } = &mut g.node.kind {
             let mut keep_v = Vec::new();
             let mut keep_o = Vec::new();
             for (k, v) in g.node.outputs.iter().enumerate() {
-                let needed = live(v)
-                    || read_after
-                        .get(last)
-                        .is_some_and(|s| s.contains(&v.storage.id()));
+                let needed = live(v) || read_after.get(last).is_some_and(|s| s.contains(&v.storage.id()));
                 if needed || (k + 1 == g.node.outputs.len() && keep_v.is_empty()) {
                     keep_v.push(v.clone());
                     keep_o.push(prog.outputs[k]);
@@ -330,9 +336,15 @@ pub(crate) fn run_graph(
             prog.outputs = keep_o;
         }
         idx = last;
-        plans.push(g);
+        plans.push(FusedGroup { node: g.node, ops: g.ops, op_ids: g.op_ids });
     }
+    plans
+}
 
+/// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order.
+pub(crate) fn run_graph(rt: &Runtime, st: &mut State, nodes: Vec<Node>, ops: usize, reason: &str) -> Result<()> {
+    let start_ns = st.host_ns;
+    let plans = plan_groups(nodes);
     if st.debug_print {
         eprintln!(
             "[tpu] flush ({reason}): {ops} ops -> {} kernels",
@@ -350,11 +362,9 @@ pub(crate) fn run_graph(
         let t0 = st.host_ns;
         let op_ids = g.op_ids.clone();
         let mut node = g.node;
-        node.op = OpTag {
-            name: format!("fused[{}]", g.ops.join("+")),
-            id: node.op.id,
-            shapes: node.op.shapes.clone(),
-        };
+        if g.ops.len() > 1 {
+            node.op = OpTag { name: format!("fused[{}]", g.ops.join("+")), id: node.op.id, shapes: node.op.shapes.clone() };
+        }
         rt.execute(st, &node, Some(gid))?;
         let mut args = tpuemu_isa::trace::Args::new();
         args.insert("ops".into(), json!(g.ops));

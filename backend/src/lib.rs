@@ -6,6 +6,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod codegen;
+pub mod compile;
 pub mod dtype;
 pub mod error;
 mod fusion;

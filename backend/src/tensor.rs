@@ -183,16 +183,31 @@ impl Tensor {
 
     /// A strided view over a storage uploaded from `storage` bytes (for inputs that are views
     /// of a larger storage, as PyTorch samples can be).
-    pub fn from_strided_bytes(rt: &Runtime, storage: &[u8], dtype: DType, shape: &[usize], strides: &[usize], offset: usize) -> Result<Tensor> {
+    pub fn from_strided_bytes(
+        rt: &Runtime,
+        storage: &[u8],
+        dtype: DType,
+        shape: &[usize],
+        strides: &[usize],
+        offset: usize,
+    ) -> Result<Tensor> {
         if storage.len() % dtype.size() != 0 || shape.len() != strides.len() {
-            return Err(TpuError::BadArgs("storage bytes do not match the dtype or the layout".into()));
+            return Err(TpuError::BadArgs(
+                "storage bytes do not match the dtype or the layout".into(),
+            ));
         }
         let n = storage.len() / dtype.size();
         let base = Self::from_bytes(rt, storage, &[n], dtype)?;
-        let layout = Layout { shape: shape.to_vec(), strides: strides.iter().map(|s| *s as isize).collect(), offset };
+        let layout = Layout {
+            shape: shape.to_vec(),
+            strides: strides.iter().map(|s| *s as isize).collect(),
+            offset,
+        };
         let (_, hi) = layout.storage_span();
         if layout.numel() > 0 && hi > n {
-            return Err(TpuError::BadArgs(format!("view {shape:?} / {strides:?} + {offset} reaches past a storage of {n} elements")));
+            return Err(TpuError::BadArgs(format!(
+                "view {shape:?} / {strides:?} + {offset} reaches past a storage of {n} elements"
+            )));
         }
         Ok(base.with_layout(layout))
     }

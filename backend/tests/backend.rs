@@ -17,3 +17,9 @@ mod matrix_backward;
 
 #[path = "backend/op_suite.rs"]
 mod op_suite;
+
+#[path = "backend/custom.rs"]
+mod custom;
+
+#[path = "backend/compile.rs"]
+mod compile;

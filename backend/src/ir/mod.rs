@@ -59,6 +59,16 @@ pub struct GatherNode {
     pub check_bounds: bool,
 }
 
+/// A user kernel (see [`crate::ops::custom`]): its program, and the scalars passed after the
+/// buffers.
+#[derive(Clone, Debug)]
+pub struct CustomNode {
+    /// The kernel.
+    pub program: std::sync::Arc<tpuemu_isa::Program>,
+    /// Scalar arguments after the input and output buffers.
+    pub scalars: Vec<u32>,
+}
+
 /// What a node computes.
 #[derive(Clone, Debug)]
 pub enum NodeKind {
@@ -82,6 +92,8 @@ pub enum NodeKind {
     /// Inputs: `dst [rows, row_len]` (also the output, updated in place), index `[count]`,
     /// source `[count, row_len]`: `dst[index[i], :] += src[i, :]` in index order.
     IndexAdd(GatherNode),
+    /// A user kernel: inputs then outputs as its buffer arguments (contiguous), then scalars.
+    Custom(CustomNode),
 }
 
 /// A unit of work.

@@ -11,6 +11,7 @@ pub mod args;
 pub mod backward;
 pub mod binary;
 pub mod creation;
+pub mod custom;
 pub mod data;
 pub mod helpers;
 pub mod layout_ops;
@@ -90,9 +91,12 @@ impl Value {
 /// Runs the operator registered as `name` (`aten::add.Tensor`) with `args` in schema order.
 /// Missing trailing arguments take their schema defaults where the operator has them.
 pub fn call(rt: &Runtime, name: &str, args: Vec<Value>) -> Result<Vec<Value>> {
-    let def = registry()
-        .get(name)
-        .ok_or_else(|| TpuError::UnknownOp(name.to_string()))?;
+    let Some(def) = registry().get(name) else {
+        if custom::lookup(name).is_some() {
+            return custom::call_value(name, &args);
+        }
+        return Err(TpuError::UnknownOp(name.to_string()));
+    };
     let args = Args::new(name, args);
     (def.run)(rt, &args).map_err(|e| match e {
         TpuError::BadArgs(m) => TpuError::BadArgs(format!("{name}: {m}")),

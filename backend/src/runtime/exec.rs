@@ -4,25 +4,31 @@ use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, Program};
 
 use super::{Compiled, Runtime, State, fault_at};
 use crate::error::{Result, TpuError};
-use crate::ir::{Node, NodeKind};
+use crate::ir::{Node, NodeKind, View};
 use crate::kernels::{self, KernelError};
+
+/// One argument of a lowered kernel.
+#[derive(Clone, Debug)]
+pub(crate) enum ArgSpec {
+    /// The buffer holding a view's storage.
+    Buffer(View),
+    /// A view's storage offset, in elements (a scalar).
+    Offset { view: View, elems: usize },
+    /// A plain scalar.
+    Scalar(u32),
+}
 
 /// A node ready to launch: its cache key, how to build its program, and its arguments.
 pub(crate) struct Lowered {
     pub key: String,
     pub build: Box<dyn FnOnce() -> Result<Program, KernelError>>,
-    pub args: Vec<KernelArg>,
+    pub args: Vec<ArgSpec>,
 }
 
 impl Runtime {
     fn lower(&self, st: &State, node: &Node) -> Result<Option<Lowered>> {
         let info = self.inner.info.clone();
-        let buf = |v: &crate::ir::View| -> Result<KernelArg> {
-            v.storage
-                .buffer()
-                .map(KernelArg::Buffer)
-                .ok_or_else(|| TpuError::Device("storage without a buffer".into()))
-        };
+        let buf = |v: &View| -> Result<ArgSpec> { Ok(ArgSpec::Buffer(v.clone())) };
         match &node.kind {
             NodeKind::Tile {
                 shape,
@@ -36,16 +42,8 @@ impl Runtime {
                 let outs: Vec<_> = node.outputs.iter().map(|v| (&v.layout, v.dtype)).collect();
                 let (spec, offsets) = kernels::tile::lower(shape, *row_dims, prog, &ins, &outs)
                     .map_err(|e| in_op(node, e))?;
-                let mut args = Vec::new();
-                for v in node.inputs.iter().chain(&node.outputs) {
-                    args.push(buf(v)?);
-                }
-                for o in offsets {
-                    let o = u32::try_from(o).map_err(|_| {
-                        TpuError::Unsupported("storage offset above 4G elements".into())
-                    })?;
-                    args.push(KernelArg::Scalar(o));
-                }
+                let views: Vec<&View> = node.inputs.iter().chain(&node.outputs).collect();
+                let args = with_offsets(node, &views, &offsets)?;
                 let key = spec.key();
                 let name = kernel_name(node);
                 Ok(Some(Lowered {
@@ -75,6 +73,19 @@ impl Runtime {
                     args,
                 }))
             }
+            NodeKind::Custom(c) => {
+                let mut args = Vec::new();
+                for v in node.inputs.iter().chain(&node.outputs) {
+                    args.push(buf(v)?);
+                }
+                if node.inputs.iter().chain(&node.outputs).any(|v| v.layout.offset != 0) {
+                    return Err(TpuError::InOp { op: node.op.name.clone(), message: "custom kernels take whole contiguous buffers".into() });
+                }
+                args.extend(c.scalars.iter().map(|s| ArgSpec::Scalar(*s)));
+                let key = format!("custom {} {:p}", c.program.name, std::sync::Arc::as_ptr(&c.program));
+                let program = c.program.clone();
+                Ok(Some(Lowered { key, build: Box::new(move || Ok((*program).clone())), args }))
+            }
             NodeKind::Gather(g) | NodeKind::IndexAdd(g) => {
                 if g.count == 0 || g.row_len == 0 {
                     return Ok(None);
@@ -103,6 +114,32 @@ impl Runtime {
         }
     }
 
+    /// The kernel for a lowered node: from the cache, or built, loaded and cached.
+    pub(crate) fn kernel(&self, st: &mut State, node: &Node, key: String, build: Box<dyn FnOnce() -> Result<Program, KernelError>>, group: Option<u64>) -> Result<Compiled> {
+        if let Some(c) = st.cache.get(&key) {
+            st.metrics.cache_hits += 1;
+            return Ok(c.clone());
+        }
+        st.metrics.cache_misses += 1;
+        let mut program = build().map_err(|e| in_op(node, e))?;
+        program.source_op = Some(node.op.name.clone());
+        program.fusion_group = group;
+        let pid = self.inner.device.load(&program)?;
+        st.host_ns += st.costs.compile_ns;
+        st.metrics.compile_ns += st.costs.compile_ns;
+        let c = Compiled { program: pid, prog: std::sync::Arc::new(program) };
+        st.cache.insert(key, c.clone());
+        Ok(c)
+    }
+
+    /// Lowers a node and finds or builds its kernel, without launching (for whole-graph
+    /// compilation). `None` when the node has nothing to do.
+    pub(crate) fn prepare(&self, st: &mut State, node: &Node) -> Result<Option<(Compiled, Vec<ArgSpec>)>> {
+        let Some(low) = self.lower(st, node)? else { return Ok(None) };
+        let c = self.kernel(st, node, low.key, low.build, None)?;
+        Ok(Some((c, low.args)))
+    }
+
     /// Runs one node now: allocates its outputs, finds or builds its kernel, launches it.
     pub(crate) fn execute(&self, st: &mut State, node: &Node, group: Option<u64>) -> Result<()> {
         for v in node.outputs.iter().chain(&node.inputs) {
@@ -111,54 +148,28 @@ impl Runtime {
         let Some(low) = self.lower(st, node)? else {
             return Ok(());
         };
-        let compiled = match st.cache.get(&low.key) {
-            Some(c) => {
-                st.metrics.cache_hits += 1;
-                c.clone()
-            }
-            None => {
-                st.metrics.cache_misses += 1;
-                let mut program = (low.build)().map_err(|e| in_op(node, e))?;
-                program.source_op = Some(node.op.name.clone());
-                program.fusion_group = group;
-                let pid = self.inner.device.load(&program)?;
-                st.host_ns += st.costs.compile_ns;
-                st.metrics.compile_ns += st.costs.compile_ns;
-                let c = Compiled {
-                    program: pid,
-                    name: program.name.clone(),
-                };
-                st.cache.insert(low.key, c.clone());
-                c
-            }
-        };
+        let compiled = self.kernel(st, node, low.key, low.build, group)?;
         let launch = Launch {
             program: compiled.program,
-            targets: vec![LaunchTarget {
-                core: CoreRef {
-                    chip: self.inner.chip,
-                    core: 0,
-                },
-                args: low.args,
-            }],
+            targets: vec![LaunchTarget { core: CoreRef { chip: self.inner.chip, core: 0 }, args: resolve(&low.args)? }],
             submit_ns: st.host_ns,
             op_id: Some(node.op.id),
             group_id: group,
         };
         st.host_ns += st.costs.launch_ns;
         st.metrics.kernels_launched += 1;
-        let id = self
-            .inner
-            .device
-            .launch(&launch)
-            .map_err(|e| fault_at(&node.op, e))?;
+        let id = self.inner.device.launch(&launch).map_err(|e| fault_at(&node.op, e))?;
         st.outstanding.push((id, node.op.clone()));
-        let _ = compiled.name;
         Ok(())
     }
 
     /// Runs the recorded graph (DeferAndFuse), fused.
     pub(crate) fn flush_locked(&self, st: &mut State, reason: &str) -> Result<()> {
+        if st.capturing {
+            return Err(TpuError::Unsupported(format!(
+                "{reason} inside a compiled function: compiled graphs cannot read tensor values or synchronise; return the tensor instead"
+            )));
+        }
         if st.pending.is_empty() {
             st.pending_ops = 0;
             return Ok(());
@@ -172,26 +183,26 @@ impl Runtime {
 }
 
 /// Buffer arguments for `views`, then their offsets as scalars.
-fn with_offsets(
-    node: &Node,
-    views: &[&crate::ir::View],
-    offsets: &[usize],
-) -> Result<Vec<KernelArg>> {
-    let mut args = Vec::new();
-    for v in views {
-        args.push(KernelArg::Buffer(v.storage.buffer().ok_or_else(|| {
-            TpuError::Device("storage without a buffer".into())
-        })?));
-    }
-    for o in offsets {
-        args.push(KernelArg::Scalar(u32::try_from(*o).map_err(|_| {
-            TpuError::InOp {
-                op: node.op.name.clone(),
-                message: "storage offset above 4G elements".into(),
-            }
-        })?));
+fn with_offsets(node: &Node, views: &[&View], offsets: &[usize]) -> Result<Vec<ArgSpec>> {
+    let mut args: Vec<ArgSpec> = views.iter().map(|v| ArgSpec::Buffer((*v).clone())).collect();
+    for (v, o) in views.iter().zip(offsets) {
+        if u32::try_from(*o).is_err() {
+            return Err(TpuError::InOp { op: node.op.name.clone(), message: "storage offset above 4G elements".into() });
+        }
+        args.push(ArgSpec::Offset { view: (*v).clone(), elems: *o });
     }
     Ok(args)
+}
+
+/// Kernel arguments for allocated storages.
+fn resolve(args: &[ArgSpec]) -> Result<Vec<KernelArg>> {
+    args.iter()
+        .map(|a| match a {
+            ArgSpec::Buffer(v) => v.storage.buffer().map(KernelArg::Buffer).ok_or_else(|| TpuError::Device("storage without a buffer".into())),
+            ArgSpec::Offset { elems, .. } => Ok(KernelArg::Scalar(*elems as u32)),
+            ArgSpec::Scalar(s) => Ok(KernelArg::Scalar(*s)),
+        })
+        .collect()
 }
 
 fn kernel_name(node: &Node) -> String {

@@ -6,7 +6,7 @@
 //! host's current time, and synchronising moves the host to when the device finished.
 
 pub mod config;
-mod exec;
+pub(crate) mod exec;
 pub mod metrics;
 pub mod storage;
 pub(crate) mod trace;
@@ -26,8 +26,10 @@ use crate::ir::{Node, OpTag};
 /// A compiled kernel in the cache.
 #[derive(Clone, Debug)]
 pub(crate) struct Compiled {
+    /// The loaded program.
     pub program: ProgramId,
-    pub name: String,
+    /// The program itself (whole-graph compilation links kernels into one program).
+    pub prog: Arc<tpuemu_isa::Program>,
 }
 
 /// Mutable state of a runtime.
@@ -55,6 +57,8 @@ pub(crate) struct State {
     pub next_group: u64,
     /// Operator spans opened and not yet closed (profiling): (op id, start ns).
     pub open_ops: Vec<(u64, f64)>,
+    /// Recording a graph for whole-graph compilation.
+    pub capturing: bool,
 }
 
 pub(crate) struct Inner {
@@ -117,6 +121,7 @@ impl Runtime {
             max_pending_ops: 10_000,
             next_group: 1,
             open_ops: Vec::new(),
+            capturing: false,
         };
         Ok(Runtime {
             inner: Arc::new(Inner {
@@ -232,6 +237,30 @@ impl Runtime {
         self.wait_all(&mut st)
     }
 
+    /// Runs what DeferAndFuse recorded, giving `reason`.
+    pub(crate) fn flush_for(&self, reason: &str) -> Result<()> {
+        let mut st = self.lock();
+        self.flush_locked(&mut st, reason)
+    }
+
+    /// Starts recording a graph for compilation (after running what was pending); returns the
+    /// first storage id the graph can create.
+    pub(crate) fn begin_capture(&self) -> u64 {
+        let mut st = self.lock();
+        // A failing flush surfaces at the next synchronisation.
+        let _ = self.flush_locked(&mut st, "compile");
+        st.capturing = true;
+        st.next_id
+    }
+
+    /// Stops recording and returns the graph.
+    pub(crate) fn end_capture(&self) -> Vec<Node> {
+        let mut st = self.lock();
+        st.capturing = false;
+        st.pending_ops = 0;
+        std::mem::take(&mut st.pending)
+    }
+
     /// A new storage of `bytes` (device memory allocated when first written).
     pub(crate) fn new_storage(&self, st: &mut State, bytes: u64) -> StorageRef {
         let id = st.next_id;
@@ -312,7 +341,7 @@ impl Runtime {
             trace::op_end(&mut st, tag, now);
         }
         let limit = st.max_pending_ops;
-        if st.mode == Mode::DeferAndFuse && st.op_depth == 0 {
+        if st.mode == Mode::DeferAndFuse && st.op_depth == 0 && !st.capturing {
             st.pending_ops += 1;
             if st.pending_ops >= limit {
                 // A failed flush surfaces at the next synchronisation.
@@ -324,6 +353,10 @@ impl Runtime {
     /// Runs `node` now (Strict/Debug) or records it (DeferAndFuse).
     pub(crate) fn submit(&self, node: Node) -> Result<()> {
         let mut st = self.lock();
+        if st.capturing {
+            st.pending.push(node);
+            return Ok(());
+        }
         match st.mode {
             Mode::DeferAndFuse => {
                 st.pending.push(node);

@@ -203,7 +203,11 @@ impl Core {
                         st as usize,
                         fmt,
                     );
-                    if transpose { transposed(&w, srows as usize, scols as usize) } else { w }
+                    if transpose {
+                        transposed(&w, srows as usize, scols as usize)
+                    } else {
+                        w
+                    }
                 } else {
                     Vec::new()
                 };
@@ -366,7 +370,11 @@ impl Core {
             (w.k, w.n, w.fmt)
         };
         let lhs = if transpose {
-            transposed(&read_matrix(self.vmem.bytes(), base, k, m, stride, fmt), k, m)
+            transposed(
+                &read_matrix(self.vmem.bytes(), base, k, m, stride, fmt),
+                k,
+                m,
+            )
         } else {
             read_matrix(self.vmem.bytes(), base, m, k, stride, fmt)
         };

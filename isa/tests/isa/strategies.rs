@@ -220,19 +220,24 @@ pub fn instr() -> impl Strategy<Value = Instr> {
         ),
         b((mreg(), mreg()).prop_map(|(dst, a)| MNot { dst, a })),
         b((mreg(), any::<bool>()).prop_map(|(dst, value)| MSet { dst, value })),
-        b(
-            (mxu(), select(MxuFmt::ALL), any::<bool>(), addr(), sreg(), sreg(), sreg()).prop_map(
-                |(mxu, fmt, transpose, addr, rows, cols, stride)| MxuLoad {
-                    mxu,
-                    fmt,
-                    transpose,
-                    addr,
-                    rows,
-                    cols,
-                    stride,
-                },
-            ),
-        ),
+        b((
+            mxu(),
+            select(MxuFmt::ALL),
+            any::<bool>(),
+            addr(),
+            sreg(),
+            sreg(),
+            sreg(),
+        )
+            .prop_map(|(mxu, fmt, transpose, addr, rows, cols, stride)| MxuLoad {
+                mxu,
+                fmt,
+                transpose,
+                addr,
+                rows,
+                cols,
+                stride,
+            })),
         b((
             mxu(),
             select(MxuFmt::ALL),
@@ -242,15 +247,17 @@ pub fn instr() -> impl Strategy<Value = Instr> {
             sreg(),
             sreg(),
         )
-            .prop_map(|(mxu, fmt, prec, transpose, addr, rows, stride)| MxuMatmul {
-                mxu,
-                fmt,
-                prec,
-                transpose,
-                addr,
-                rows,
-                stride,
-            })),
+            .prop_map(
+                |(mxu, fmt, prec, transpose, addr, rows, stride)| MxuMatmul {
+                    mxu,
+                    fmt,
+                    prec,
+                    transpose,
+                    addr,
+                    rows,
+                    stride,
+                },
+            )),
         b((mxu(), any::<bool>(), addr(), sreg(), sreg()).prop_map(
             |(mxu, acc, addr, rows, stride)| MxuPop {
                 mxu,

@@ -1,0 +1,342 @@
+//! Whole-graph compilation: `torch.compile(backend="tpu")` for Rust functions over tensors.
+//!
+//! [`compile`] wraps a function; the first call with a given input signature (shapes, strides,
+//! offsets, dtypes) records the graph the function builds, fuses it exactly as DeferAndFuse does,
+//! plans memory — every intermediate lives in one arena buffer, at an offset reused once its
+//! lifetime ends — and links the fused kernels into one program ([`link`]). Each call then binds
+//! its inputs and launches that program once: one host dispatch for the whole graph, and no
+//! gaps between kernels on the device. A new signature compiles again, and the runtime's
+//! metrics say why (`graph_compiles`).
+
+mod link;
+mod plan;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, ProgramId};
+
+use crate::dtype::DType;
+use crate::error::{Result, TpuError};
+use crate::fusion::plan_groups;
+use crate::ir::{NodeKind, OpTag, View};
+use crate::layout::Layout;
+use crate::ops::helpers::OpScope;
+use crate::runtime::Runtime;
+use crate::runtime::exec::ArgSpec;
+use crate::runtime::storage::StorageRef;
+use crate::tensor::Tensor;
+use link::Section;
+
+/// What binds to a buffer slot of a compiled graph at each call.
+#[derive(Clone)]
+enum Slot {
+    /// The storage of input `i`.
+    Input(usize),
+    /// A storage the function captured (weights); written in place if the graph updates it.
+    Fixed(StorageRef),
+    /// A fresh storage per call for output storage `j`.
+    Output(usize),
+    /// The arena of intermediates (persistent).
+    Arena,
+}
+
+/// One launch of a compiled graph.
+struct Step {
+    program: ProgramId,
+    /// Argument `i`: whole-graph slot (buffers) or a scalar.
+    args: Vec<Bound>,
+}
+
+#[derive(Clone, Copy)]
+enum Bound {
+    Slot(usize),
+    Scalar(u32),
+}
+
+/// A compiled graph for one input signature.
+struct Executable {
+    slots: Vec<Slot>,
+    steps: Vec<Step>,
+    /// Output storages: bytes.
+    out_storages: Vec<u64>,
+    /// Returned tensors: output storage, layout, dtype.
+    results: Vec<(usize, Layout, DType)>,
+    arena: Option<StorageRef>,
+    kernels: usize,
+}
+
+/// The input signature a compiled graph is specialised to.
+type Signature = Vec<(Vec<usize>, Vec<isize>, usize, DType)>;
+
+fn signature(inputs: &[Tensor]) -> Signature {
+    inputs.iter().map(|t| (t.shape().to_vec(), t.strides().to_vec(), t.storage_offset(), t.dtype())).collect()
+}
+
+/// Why a new signature differs from the last one.
+fn why(old: Option<&Signature>, new: &Signature) -> String {
+    let Some(old) = old else { return "first call".into() };
+    if old.len() != new.len() {
+        return format!("{} inputs instead of {}", new.len(), old.len());
+    }
+    for (i, (a, b)) in old.iter().zip(new).enumerate() {
+        if a.0 != b.0 {
+            return format!("input {i} shape changed from {:?} to {:?}", a.0, b.0);
+        }
+        if a.3 != b.3 {
+            return format!("input {i} dtype changed from {} to {}", a.3.name(), b.3.name());
+        }
+        if a.1 != b.1 || a.2 != b.2 {
+            return format!("input {i} layout changed (strides {:?} -> {:?}, offset {} -> {})", a.1, b.1, a.2, b.2);
+        }
+    }
+    "signature seen before".into()
+}
+
+type GraphFn = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync;
+
+/// A compiled function (see the module docs).
+pub struct CompiledFn {
+    rt: Runtime,
+    name: String,
+    f: Box<GraphFn>,
+    cache: HashMap<Signature, Arc<Executable>>,
+    last: Option<Signature>,
+}
+
+/// Compiles `f` for `rt`: graphs are built on the first call with each input signature.
+pub fn compile(rt: &Runtime, name: &str, f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync + 'static) -> CompiledFn {
+    CompiledFn { rt: rt.clone(), name: name.to_string(), f: Box::new(f), cache: HashMap::new(), last: None }
+}
+
+impl CompiledFn {
+    /// Runs the compiled graph on `inputs` (compiling first for a new signature).
+    pub fn call(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        for t in inputs {
+            if !t.runtime().same(&self.rt) {
+                return Err(TpuError::DeviceMismatch(format!("compiled `{}`: an input lives on another runtime", self.name)));
+            }
+        }
+        self.rt.flush_for("compiled call")?;
+        let sig = signature(inputs);
+        let exe = match self.cache.get(&sig) {
+            Some(e) => e.clone(),
+            None => {
+                let reason = why(self.last.as_ref(), &sig);
+                let e = Arc::new(self.build(inputs)?);
+                *self.rt.lock().metrics.graph_compiles.entry(reason).or_default() += 1;
+                self.cache.insert(sig.clone(), e.clone());
+                e
+            }
+        };
+        self.last = Some(sig);
+        self.run(&exe, inputs)
+    }
+
+    /// How many graphs were compiled (one per input signature seen).
+    pub fn compiles(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Records, fuses, plans and links the graph `f` builds on `inputs`.
+    fn build(&self, inputs: &[Tensor]) -> Result<Executable> {
+        let first_new = self.rt.begin_capture();
+        let traced = (self.f)(inputs);
+        let nodes = self.rt.end_capture();
+        let outputs = traced?;
+        let groups = plan_groups(nodes);
+
+        // Classify every storage the graph touches.
+        let input_ids: HashMap<u64, usize> = inputs.iter().enumerate().map(|(i, t)| (t.storage.id(), i)).collect();
+        let mut out_ids: BTreeMap<u64, usize> = BTreeMap::new();
+        let mut out_storages = Vec::new();
+        for t in &outputs {
+            let id = t.storage.id();
+            if id >= first_new && !out_ids.contains_key(&id) {
+                out_ids.insert(id, out_storages.len());
+                out_storages.push(t.storage.bytes());
+            }
+        }
+        let mut slots: Vec<Slot> = Vec::new();
+        let mut slot_of: HashMap<u64, usize> = HashMap::new();
+        let mut arena_members: Vec<(StorageRef, usize, usize)> = Vec::new(); // storage, first, last group
+        for (gi, g) in groups.iter().enumerate() {
+            for v in g.node.inputs.iter().chain(&g.node.outputs) {
+                let id = v.storage.id();
+                if let Some(i) = input_ids.get(&id) {
+                    slot_of.entry(id).or_insert_with(|| {
+                        slots.push(Slot::Input(*i));
+                        slots.len() - 1
+                    });
+                } else if id < first_new {
+                    let st = v.storage.clone();
+                    slot_of.entry(id).or_insert_with(|| {
+                        slots.push(Slot::Fixed(st));
+                        slots.len() - 1
+                    });
+                } else if let Some(j) = out_ids.get(&id) {
+                    slot_of.entry(id).or_insert_with(|| {
+                        slots.push(Slot::Output(*j));
+                        slots.len() - 1
+                    });
+                } else if let Some(m) = arena_members.iter_mut().find(|m| m.0.id() == id) {
+                    m.2 = gi;
+                } else {
+                    arena_members.push((v.storage.clone(), gi, gi));
+                }
+            }
+        }
+        // Outputs that no group wrote (e.g. a view of an input returned as is) still need slots.
+        for (id, j) in &out_ids {
+            slot_of.entry(*id).or_insert_with(|| {
+                slots.push(Slot::Output(*j));
+                slots.len() - 1
+            });
+        }
+        let plan = plan::arena(&arena_members.iter().map(|(s, a, b)| (s.bytes(), *a, *b)).collect::<Vec<_>>());
+        let arena_off: HashMap<u64, u64> = arena_members.iter().zip(&plan.offsets).map(|(m, o)| (m.0.id(), *o)).collect();
+        let arena_slot = if arena_members.is_empty() {
+            None
+        } else {
+            slots.push(Slot::Arena);
+            Some(slots.len() - 1)
+        };
+
+        // Kernels, linked into programs between user kernels.
+        let mut steps = Vec::new();
+        let mut sections: Vec<Section> = Vec::new();
+        let mut kernels = 0;
+        let buffer_names: Vec<String> = (0..slots.len()).map(|i| format!("b{i}")).collect();
+        let slot_for = |v: &View| -> Result<usize> {
+            slot_of.get(&v.storage.id()).copied().or(arena_slot.filter(|_| arena_off.contains_key(&v.storage.id()))).ok_or_else(|| TpuError::Device("compiled graph: storage without a slot".into()))
+        };
+        let arena_elems = |v: &View| -> usize { arena_off.get(&v.storage.id()).map_or(0, |o| (*o / v.dtype.size() as u64) as usize) };
+        let flush_sections = |sections: &mut Vec<Section>, steps: &mut Vec<Step>, rt: &Runtime| -> Result<()> {
+            if sections.is_empty() {
+                return Ok(());
+            }
+            let prog = link::link(&self.name, &buffer_names, sections)?;
+            let pid = rt.inner.device.load(&prog)?;
+            steps.push(Step { program: pid, args: (0..buffer_names.len()).map(Bound::Slot).collect() });
+            sections.clear();
+            Ok(())
+        };
+        for g in &groups {
+            let mut st = self.rt.lock();
+            let prepared = self.rt.prepare(&mut st, &g.node)?;
+            drop(st);
+            let Some((compiled, args)) = prepared else { continue };
+            kernels += 1;
+            if matches!(g.node.kind, NodeKind::Custom(_)) {
+                flush_sections(&mut sections, &mut steps, &self.rt)?;
+                let mut bound = Vec::new();
+                for a in &args {
+                    bound.push(match a {
+                        ArgSpec::Buffer(v) => {
+                            if arena_off.contains_key(&v.storage.id()) {
+                                return Err(TpuError::Unsupported("a user kernel reading an intermediate of a compiled graph: return it or run the kernel eagerly".into()));
+                            }
+                            Bound::Slot(slot_for(v)?)
+                        }
+                        ArgSpec::Offset { elems, .. } => Bound::Scalar(*elems as u32),
+                        ArgSpec::Scalar(s) => Bound::Scalar(*s),
+                    });
+                }
+                steps.push(Step { program: compiled.program, args: bound });
+                continue;
+            }
+            let mut sec_slots = Vec::new();
+            let mut words = Vec::new();
+            for a in &args {
+                match a {
+                    ArgSpec::Buffer(v) => {
+                        sec_slots.push(slot_for(v)? as u8);
+                        words.push(v.storage.bytes() as u32);
+                    }
+                    ArgSpec::Offset { view, elems } => {
+                        sec_slots.push(0);
+                        words.push((*elems + arena_elems(view)) as u32);
+                    }
+                    ArgSpec::Scalar(s) => {
+                        sec_slots.push(0);
+                        words.push(*s);
+                    }
+                }
+            }
+            sections.push(Section { program: compiled.prog.clone(), slots: sec_slots, words });
+        }
+        flush_sections(&mut sections, &mut steps, &self.rt)?;
+        {
+            let mut st = self.rt.lock();
+            st.host_ns += st.costs.compile_ns;
+            st.metrics.compile_ns += st.costs.compile_ns;
+        }
+        let arena = if arena_slot.is_some() {
+            let mut st = self.rt.lock();
+            let s = self.rt.new_storage(&mut st, plan.bytes.max(1));
+            drop(st);
+            self.rt.ensure_buffer(&s)?;
+            Some(s)
+        } else {
+            None
+        };
+        let results = outputs
+            .iter()
+            .map(|t| {
+                let id = t.storage.id();
+                match out_ids.get(&id) {
+                    Some(j) => Ok((*j, t.layout.clone(), t.dtype)),
+                    None => Err(TpuError::Unsupported(format!(
+                        "compiled `{}` returns a tensor it did not compute (an input or a captured tensor); return a copy",
+                        self.name
+                    ))),
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Executable { slots, steps, out_storages, results, arena, kernels })
+    }
+
+    fn run(&self, exe: &Executable, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let op = OpScope::new(&format!("compiled::{}", self.name), &inputs.iter().collect::<Vec<_>>()).or_else(|_| Ok::<_, TpuError>(OpScope::on(&self.rt, &format!("compiled::{}", self.name), "[]".into())))?;
+        let outs: Vec<StorageRef> = {
+            let mut st = self.rt.lock();
+            exe.out_storages.iter().map(|b| self.rt.new_storage(&mut st, *b)).collect()
+        };
+        let mut buffers = Vec::new();
+        for s in &exe.slots {
+            let storage = match s {
+                Slot::Input(i) => inputs[*i].storage.clone(),
+                Slot::Fixed(st) => st.clone(),
+                Slot::Output(j) => outs[*j].clone(),
+                Slot::Arena => exe.arena.clone().expect("arena allocated with its slot"),
+            };
+            buffers.push(self.rt.ensure_buffer(&storage)?);
+        }
+        let tag: OpTag = op.tag().clone();
+        let mut st = self.rt.lock();
+        for step in &exe.steps {
+            let args = step
+                .args
+                .iter()
+                .map(|b| match b {
+                    Bound::Slot(i) => KernelArg::Buffer(buffers[*i]),
+                    Bound::Scalar(s) => KernelArg::Scalar(*s),
+                })
+                .collect();
+            let launch = Launch {
+                program: step.program,
+                targets: vec![LaunchTarget { core: CoreRef { chip: self.rt.chip(), core: 0 }, args }],
+                submit_ns: st.host_ns,
+                op_id: Some(tag.id),
+                group_id: None,
+            };
+            st.host_ns += st.costs.launch_ns;
+            st.metrics.kernels_launched += 1;
+            let id = self.rt.inner.device.launch(&launch).map_err(|e| crate::runtime::fault_at(&tag, e))?;
+            st.outstanding.push((id, tag.clone()));
+        }
+        st.metrics.fused_groups += exe.kernels as u64;
+        drop(st);
+        Ok(exe.results.iter().map(|(j, l, d)| Tensor::from_parts(self.rt.clone(), outs[*j].clone(), l.clone(), *d)).collect())
+    }
+}
