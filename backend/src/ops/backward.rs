@@ -1,8 +1,401 @@
-//! (Being written: operator family `backward`.)
+//! Backward operators a training step needs, with PyTorch's formulas: activations
+//! (`threshold_backward`, `gelu_backward`, `silu_backward`, `sigmoid_backward`,
+//! `tanh_backward`) and softmaxes (`_softmax_backward_data`, `_log_softmax_backward_data`)
+//! here; `native_layer_norm_backward` in `layer_norm.rs`, `nll_loss_backward` and
+//! `embedding_dense_backward` in `lookup.rs`.
+//!
+//! Every operator is one kernel (the softmaxes one rows kernel) that computes in f32 and rounds
+//! once to the result dtype, as PyTorch's CPU kernels do for bf16 and f16. The activation
+//! backwards promote `grad_output` with the other input, as PyTorch's binary kernels do.
 
-use super::registry::OpDef;
+mod layer_norm;
+mod lookup;
+
+use super::Value;
+use super::binary::operand;
+use super::helpers::{OpScope, map, map_shape, rows};
+use super::layout_ops;
+use super::registry::{OpDef, OpImpl};
+use crate::dtype::{DType, Scalar, result_type};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
+use crate::layout::{Layout, wrap_dim};
+use crate::tensor::Tensor;
+
+pub use layer_norm::native_layer_norm_backward;
+pub use lookup::{embedding_dense_backward, nll_loss_backward};
+
+const F: DType = DType::F32;
+
+/// An f32 constant (kept at f32 precision, like PyTorch's `opmath_t` constants).
+fn k(p: &mut ProgBuilder, v: f64) -> PRef {
+    p.constant(Scalar::Float(v), F)
+}
+
+fn mul(p: &mut ProgBuilder, a: PRef, b: PRef) -> PRef {
+    p.bin(BinOp::Mul, a, b, F)
+}
+
+fn add(p: &mut ProgBuilder, a: PRef, b: PRef) -> PRef {
+    p.bin(BinOp::Add, a, b, F)
+}
+
+fn sub(p: &mut ProgBuilder, a: PRef, b: PRef) -> PRef {
+    p.bin(BinOp::Sub, a, b, F)
+}
+
+/// `t` (of `shape`'s element count) seen with `shape`: a view when possible, else a copy.
+fn as_shape(t: &Tensor, shape: &[usize], what: &str) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    if t.numel() != n {
+        return Err(TpuError::ShapeMismatch(format!(
+            "expected {what} with {n} elements (shape {shape:?}), but got shape {:?}",
+            t.shape()
+        )));
+    }
+    if let Some(l) = t.layout().view_as(shape) {
+        return Ok(t.with_layout(l));
+    }
+    let c = layout_ops::contiguous(t)?;
+    Ok(c.with_layout(Layout::contiguous(shape)))
+}
+
+/// Zeros of `shape` and `dtype`, as part of `op`.
+fn zeros(op: &OpScope, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    Ok(map_shape(op, shape, &[], &[dtype], |p, _| {
+        vec![p.constant(Scalar::Int(0), dtype)]
+    })?
+    .remove(0))
+}
+
+/// `f(grad, x)` elementwise in f32 over the broadcast of `grad` and `x`, rounded to their
+/// promoted dtype.
+fn binary_backward(
+    name: &str,
+    grad: &Tensor,
+    x: &Tensor,
+    f: impl FnOnce(&mut ProgBuilder, PRef, PRef) -> PRef,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[grad, x])?;
+    let common = result_type(&[operand(grad), operand(x)]);
+    if !common.is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"{name}\" not implemented for '{}'",
+            super::matrix::scalar_type_name(common)
+        )));
+    }
+    Ok(map(&op, &[grad, x], &[common], |p, r| {
+        let g = p.cast(r[0], common);
+        let g = p.cast(g, F);
+        let x = p.cast(r[1], common);
+        let x = p.cast(x, F);
+        vec![f(p, g, x)]
+    })?
+    .remove(0))
+}
+
+/// `threshold_backward(grad_output, self, threshold)`: `self <= threshold ? 0 : grad_output`
+/// in the promoted dtype (the threshold rounded to it first, as PyTorch compares in it; NaN
+/// passes the gradient through). Integer dtypes work too, as in PyTorch.
+pub fn threshold_backward(grad: &Tensor, x: &Tensor, threshold: Scalar) -> Result<Tensor> {
+    let op = OpScope::new("aten::threshold_backward", &[grad, x])?;
+    let common = result_type(&[operand(grad), operand(x)]);
+    Ok(map(&op, &[grad, x], &[common], |p, r| {
+        let g = p.cast(r[0], common);
+        let x = p.cast(r[1], common);
+        let t = p.constant(threshold, common);
+        let below = p.cmp(CmpKind::Le, x, t, common);
+        let zero = p.constant(Scalar::Int(0), common);
+        vec![p.select(below, zero, g, common)]
+    })?
+    .remove(0))
+}
+
+/// `gelu_backward(grad_output, self, approximate)` for `approximate` `"none"` (erf) or
+/// `"tanh"`, with PyTorch's derivative formulas.
+pub fn gelu_backward(grad: &Tensor, x: &Tensor, approximate: &str) -> Result<Tensor> {
+    use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, SQRT_2};
+    let tanh = match approximate {
+        "none" => false,
+        "tanh" => true,
+        other => {
+            return Err(TpuError::BadArgs(format!(
+                "approximate argument must be either none or tanh, not '{other}'"
+            )));
+        }
+    };
+    binary_backward("aten::gelu_backward", grad, x, move |p, dy, x| {
+        if tanh {
+            // kBeta = sqrt(2/pi), kKappa = 0.044715.
+            let beta = k(p, SQRT_2 * FRAC_2_SQRT_PI * 0.5);
+            let kappa = k(p, 0.044715f32 as f64);
+            let three_kappa = k(p, (3.0f32 * 0.044715f32) as f64);
+            let (half, one) = (k(p, 0.5), k(p, 1.0));
+            let x_sq = mul(p, x, x);
+            let x_cube = mul(p, x_sq, x);
+            let kx3 = mul(p, kappa, x_cube);
+            let s = add(p, x, kx3);
+            let inner = mul(p, beta, s);
+            let t = p.un(UnOp::Tanh, inner, F);
+            let left = mul(p, half, x);
+            let right = add(p, one, t);
+            let left_derivative = mul(p, half, right);
+            let t2 = mul(p, t, t);
+            let tanh_derivative = sub(p, one, t2);
+            let kx2 = mul(p, three_kappa, x_sq);
+            let s2 = add(p, one, kx2);
+            let inner_derivative = mul(p, beta, s2);
+            let r = mul(p, left, tanh_derivative);
+            let right_derivative = mul(p, r, inner_derivative);
+            let d = add(p, left_derivative, right_derivative);
+            mul(p, dy, d)
+        } else {
+            // cdf = 0.5 (1 + erf(x / sqrt 2)), pdf = exp(-x^2 / 2) / sqrt(2 pi).
+            let alpha = k(p, FRAC_1_SQRT_2);
+            let beta = k(p, FRAC_2_SQRT_PI * FRAC_1_SQRT_2 * 0.5);
+            let (half, one, mhalf) = (k(p, 0.5), k(p, 1.0), k(p, -0.5));
+            let xa = mul(p, x, alpha);
+            let erf = p.un(UnOp::Erf, xa, F);
+            let e1 = add(p, one, erf);
+            let cdf = mul(p, half, e1);
+            let x2 = mul(p, x, x);
+            let x2h = mul(p, x2, mhalf);
+            let ex = p.un(UnOp::Exp, x2h, F);
+            let pdf = mul(p, beta, ex);
+            let xpdf = mul(p, x, pdf);
+            let d = add(p, cdf, xpdf);
+            mul(p, dy, d)
+        }
+    })
+}
+
+/// `silu_backward(grad_output, self)`: `dy * s * (1 + x * (1 - s))` with `s = sigmoid(x)`.
+pub fn silu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
+    binary_backward("aten::silu_backward", grad, x, |p, dy, x| {
+        let one = k(p, 1.0);
+        let nx = p.un(UnOp::Neg, x, F);
+        let e = p.un(UnOp::Exp, nx, F);
+        let d = add(p, one, e);
+        let s = p.bin(BinOp::Div, one, d, F);
+        let oms = sub(p, one, s);
+        let xo = mul(p, x, oms);
+        let r = add(p, one, xo);
+        let ds = mul(p, dy, s);
+        mul(p, ds, r)
+    })
+}
+
+/// `sigmoid_backward(grad_output, output)`: `g * (1 - y) * y`.
+pub fn sigmoid_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
+    binary_backward("aten::sigmoid_backward", grad, output, |p, g, y| {
+        let one = k(p, 1.0);
+        let omy = sub(p, one, y);
+        let a = mul(p, g, omy);
+        mul(p, a, y)
+    })
+}
+
+/// `tanh_backward(grad_output, output)`: `g * (1 - y * y)`.
+pub fn tanh_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
+    binary_backward("aten::tanh_backward", grad, output, |p, g, y| {
+        let one = k(p, 1.0);
+        let y2 = mul(p, y, y);
+        let d = sub(p, one, y2);
+        mul(p, g, d)
+    })
+}
+
+/// A softmax backward along `dim` as one rows kernel: `f(grad, output)` gets f32 values.
+fn softmax_like_backward(
+    name: &str,
+    grad: &Tensor,
+    output: &Tensor,
+    dim: i64,
+    input_dtype: DType,
+    f: impl FnOnce(&mut ProgBuilder, PRef, PRef) -> PRef,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[grad, output])?;
+    if grad.shape() != output.shape() {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: grad_output of shape {:?} and output of shape {:?} differ",
+            grad.shape(),
+            output.shape()
+        )));
+    }
+    if !input_dtype.is_float() || !grad.dtype().is_float() || !output.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"{name}\" not implemented for '{}'",
+            super::matrix::scalar_type_name(grad.dtype())
+        )));
+    }
+    let d = wrap_dim(dim, grad.dim())?;
+    if grad.dim() == 0 {
+        // A 0-dim softmax is a softmax over one element.
+        let g1 = grad.with_layout(grad.layout().unsqueeze(0)?);
+        let y1 = output.with_layout(output.layout().unsqueeze(0)?);
+        let r = rows(
+            &op,
+            &[1],
+            &[0],
+            false,
+            &[&g1, &y1],
+            &[false, false],
+            &[(input_dtype, false)],
+            |p, r| {
+                let (g, y) = (p.cast(r[0], F), p.cast(r[1], F));
+                vec![f(p, g, y)]
+            },
+        )?
+        .remove(0);
+        return Ok(r.with_layout(r.layout().squeeze(0)?));
+    }
+    Ok(rows(
+        &op,
+        grad.shape(),
+        &[d],
+        false,
+        &[grad, output],
+        &[false, false],
+        &[(input_dtype, false)],
+        |p, r| {
+            let (g, y) = (p.cast(r[0], F), p.cast(r[1], F));
+            vec![f(p, g, y)]
+        },
+    )?
+    .remove(0))
+}
+
+/// `_softmax_backward_data(grad_output, output, dim, input_dtype)`: `y * (g - sum(g * y))`
+/// along `dim`, as `input_dtype`.
+pub fn softmax_backward_data(
+    grad: &Tensor,
+    output: &Tensor,
+    dim: i64,
+    input_dtype: DType,
+) -> Result<Tensor> {
+    softmax_like_backward(
+        "aten::_softmax_backward_data",
+        grad,
+        output,
+        dim,
+        input_dtype,
+        |p, g, y| {
+            let gy = mul(p, g, y);
+            let s = p.reduce(RedKind::Sum, gy, F);
+            let d = sub(p, g, s);
+            mul(p, y, d)
+        },
+    )
+}
+
+/// `_log_softmax_backward_data(grad_output, output, dim, input_dtype)`: `g - exp(y) * sum(g)`
+/// along `dim`, as `input_dtype`.
+pub fn log_softmax_backward_data(
+    grad: &Tensor,
+    output: &Tensor,
+    dim: i64,
+    input_dtype: DType,
+) -> Result<Tensor> {
+    softmax_like_backward(
+        "aten::_log_softmax_backward_data",
+        grad,
+        output,
+        dim,
+        input_dtype,
+        |p, g, y| {
+            let s = p.reduce(RedKind::Sum, g, F);
+            let e = p.un(UnOp::Exp, y, F);
+            let es = mul(p, e, s);
+            sub(p, g, es)
+        },
+    )
+}
+
+fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
+    r.map(|t| vec![Value::Tensor(t)])
+}
+
+fn dtype_arg(a: &super::Args, i: usize) -> Result<DType> {
+    a.opt_dtype(i)?
+        .ok_or_else(|| TpuError::BadArgs(format!("{}(): argument {i} must be a dtype", a.op())))
+}
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    Vec::new()
+    let f = &[DType::F32, DType::BF16, DType::F16];
+    let kern = OpImpl::Kernel;
+    let mut v = vec![
+        OpDef {
+            name: "aten::threshold_backward",
+            schema: "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
+            implementation: kern,
+            dtypes: &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64],
+            run: |_, a| t1(threshold_backward(a.tensor(0)?, a.tensor(1)?, a.scalar(2)?)),
+        },
+        OpDef {
+            name: "aten::gelu_backward",
+            schema: "gelu_backward(Tensor grad_output, Tensor self, *, str approximate=\"none\") -> Tensor",
+            implementation: kern,
+            dtypes: f,
+            run: |_, a| {
+                t1(gelu_backward(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.opt_str(2)?.unwrap_or("none"),
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::silu_backward",
+            schema: "silu_backward(Tensor grad_output, Tensor self) -> Tensor",
+            implementation: kern,
+            dtypes: f,
+            run: |_, a| t1(silu_backward(a.tensor(0)?, a.tensor(1)?)),
+        },
+        OpDef {
+            name: "aten::sigmoid_backward",
+            schema: "sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor",
+            implementation: kern,
+            dtypes: f,
+            run: |_, a| t1(sigmoid_backward(a.tensor(0)?, a.tensor(1)?)),
+        },
+        OpDef {
+            name: "aten::tanh_backward",
+            schema: "tanh_backward(Tensor grad_output, Tensor output) -> Tensor",
+            implementation: kern,
+            dtypes: f,
+            run: |_, a| t1(tanh_backward(a.tensor(0)?, a.tensor(1)?)),
+        },
+        OpDef {
+            name: "aten::_softmax_backward_data",
+            schema: "_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+            implementation: kern,
+            dtypes: f,
+            run: |_, a| {
+                t1(softmax_backward_data(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.int(2)?,
+                    dtype_arg(a, 3)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::_log_softmax_backward_data",
+            schema: "_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
+            implementation: kern,
+            dtypes: f,
+            run: |_, a| {
+                t1(log_softmax_backward_data(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.int(2)?,
+                    dtype_arg(a, 3)?,
+                ))
+            },
+        },
+    ];
+    v.extend(layer_norm::defs());
+    v.extend(lookup::defs());
+    v
 }

@@ -1,0 +1,359 @@
+//! Scaled dot-product attention as a decomposition: `Q @ K^T` on the matrix units with the
+//! scale in its epilogue (f32 scores, also for bf16 inputs), one rows kernel for the masked
+//! softmax (explicit mask, or a causal mask built from the row and column indices; fully masked rows give
+//! zeros as PyTorch's math backend does), then `P @ V` with `P` in the inputs' dtype.
+//!
+//! `aten::scaled_dot_product_attention` (the composite PyTorch users call) and
+//! `aten::_scaled_dot_product_flash_attention_for_cpu` (what it dispatches to on the CPU, also
+//! returning the rows' logsumexp) share this implementation. Dropout is not supported (it needs
+//! a random generator): `dropout_p` must be 0.
+
+use super::{batch_operands, meta_name, product, relayout, reshaped};
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, CmpKind, RedKind, UnOp};
+use crate::ops::Value;
+use crate::ops::helpers::{OpScope, map_shape, rows};
+use crate::ops::layout_ops;
+use crate::ops::registry::{OpDef, OpImpl};
+use crate::tensor::Tensor;
+
+/// `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p,
+/// is_causal, scale, enable_gqa)`: `q [..., L, E]`, `k [..., S, E]`, `v [..., S, Ev]` (batch
+/// dims broadcast) give `[..., L, Ev]`. A bool mask keeps the positions where it is true, a
+/// float mask is added to the scores; `is_causal` keeps key `j <= i` for query `i`.
+#[allow(clippy::too_many_arguments)]
+pub fn scaled_dot_product_attention(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    attn_mask: Option<&Tensor>,
+    dropout_p: f64,
+    is_causal: bool,
+    scale: Option<f64>,
+    enable_gqa: bool,
+) -> Result<Tensor> {
+    let mut ins = vec![query, key, value];
+    ins.extend(attn_mask);
+    let op = OpScope::new("aten::scaled_dot_product_attention", &ins)?;
+    let a = Attention {
+        mask: attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa,
+        lse: false,
+    };
+    Ok(attention(&op, query, key, value, &a)?.0)
+}
+
+/// `aten::_scaled_dot_product_flash_attention_for_cpu`: 4-D `[B, H, L, E]` inputs; returns the
+/// output and the logsumexp of each row of scaled, masked scores (`[B, H, L]`, float32).
+pub fn flash_attention_for_cpu(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    dropout_p: f64,
+    is_causal: bool,
+    attn_mask: Option<&Tensor>,
+    scale: Option<f64>,
+) -> Result<(Tensor, Tensor)> {
+    let mut ins = vec![query, key, value];
+    ins.extend(attn_mask);
+    let op = OpScope::new("aten::_scaled_dot_product_flash_attention_for_cpu", &ins)?;
+    if [query, key, value].iter().any(|t| t.dim() != 4) {
+        return Err(TpuError::BadArgs(
+            "scaled_dot_product_attention_flash_attention: Accept only 4 dims inputs shape of {B, H, T, K}".into(),
+        ));
+    }
+    let a = Attention {
+        mask: attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa: false,
+        lse: true,
+    };
+    let (out, lse) = attention(&op, query, key, value, &a)?;
+    let lse = lse.ok_or_else(|| op.err("internal: no logsumexp"))?;
+    Ok((out, lse))
+}
+
+/// The options of one attention call.
+struct Attention<'a> {
+    mask: Option<&'a Tensor>,
+    dropout_p: f64,
+    is_causal: bool,
+    scale: Option<f64>,
+    enable_gqa: bool,
+    /// Also return the rows' logsumexp.
+    lse: bool,
+}
+
+fn check(q: &Tensor, k: &Tensor, v: &Tensor, a: &Attention) -> Result<()> {
+    if a.dropout_p != 0.0 {
+        return Err(TpuError::Unsupported(format!(
+            "scaled_dot_product_attention with dropout_p={} is not supported on TPU (dropout needs a random generator); pass dropout_p=0.0",
+            a.dropout_p
+        )));
+    }
+    if q.dtype() != k.dtype() || q.dtype() != v.dtype() {
+        return Err(TpuError::DtypeMismatch(format!(
+            "Expected query, key, and value to have the same dtype, but got query.dtype: {} key.dtype: {} and value.dtype: {} instead.",
+            meta_name(q.dtype()),
+            meta_name(k.dtype()),
+            meta_name(v.dtype())
+        )));
+    }
+    if !q.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "scaled_dot_product_attention: {} inputs are not supported on TPU",
+            q.dtype().name()
+        )));
+    }
+    if let Some(m) = a.mask {
+        if a.is_causal {
+            return Err(TpuError::BadArgs(
+                "_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True".into(),
+            ));
+        }
+        if !(m.dtype() == DType::Bool || m.dtype().is_float()) {
+            return Err(TpuError::DtypeMismatch(format!(
+                "Expected attn_mask dtype to be bool or float or to match query dtype, but got attn_mask.dtype: {} and  query.dtype: {} instead.",
+                meta_name(m.dtype()),
+                meta_name(q.dtype())
+            )));
+        }
+    }
+    if q.dim() < 2 || k.dim() < 2 || v.dim() < 2 {
+        return Err(TpuError::BadArgs(format!(
+            "scaled_dot_product_attention: expected query, key and value of at least 2 dims, but got {}D, {}D and {}D",
+            q.dim(),
+            k.dim(),
+            v.dim()
+        )));
+    }
+    let (e, ek) = (q.shape()[q.dim() - 1], k.shape()[k.dim() - 1]);
+    let (sk, sv) = (k.shape()[k.dim() - 2], v.shape()[v.dim() - 2]);
+    if e != ek || sk != sv {
+        return Err(TpuError::ShapeMismatch(format!(
+            "scaled_dot_product_attention: query {:?}, key {:?} and value {:?} do not fit: expected query [..., L, E], key [..., S, E], value [..., S, Ev]",
+            q.shape(),
+            k.shape(),
+            v.shape()
+        )));
+    }
+    Ok(())
+}
+
+/// `repeat_interleave(t, Hq / Hkv, dim=-3)`: key/value heads repeated for grouped-query
+/// attention.
+fn repeat_heads(q: &Tensor, t: &Tensor) -> Result<Tensor> {
+    if q.dim() < 3 || t.dim() < 3 {
+        return Ok(t.clone());
+    }
+    let (hq, hk) = (q.shape()[q.dim() - 3], t.shape()[t.dim() - 3]);
+    if hq == hk {
+        return Ok(t.clone());
+    }
+    if hk == 0 || hq % hk != 0 {
+        return Err(TpuError::ShapeMismatch(format!(
+            "scaled_dot_product_attention: the number of heads in key/value ({hk}) must divide the number of heads in query ({hq})"
+        )));
+    }
+    let nd = t.dim();
+    let mut shape = t.shape().to_vec();
+    shape.insert(nd - 2, hq / hk);
+    let e = relayout(t, |l| l.unsqueeze((nd - 2) as i64)?.broadcast_to(&shape))?;
+    let c = layout_ops::contiguous(&e)?;
+    let mut out = t.shape().to_vec();
+    out[nd - 3] = hq;
+    Ok(reshaped(&c, &out))
+}
+
+/// The attention of one call: the output (and the logsumexp when asked).
+fn attention(
+    op: &OpScope,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    a: &Attention,
+) -> Result<(Tensor, Option<Tensor>)> {
+    check(q, k, v, a)?;
+    let e = q.shape()[q.dim() - 1];
+    let scale = a.scale.unwrap_or(1.0 / (e as f64).sqrt());
+    let (k, v) = if a.enable_gqa {
+        (repeat_heads(q, k)?, repeat_heads(q, v)?)
+    } else {
+        (k.clone(), v.clone())
+    };
+    // bf16 stays bf16 on the matrix units; f32 uses the runtime precision; f16 goes via f32.
+    let cd = if q.dtype() == DType::BF16 {
+        DType::BF16
+    } else {
+        DType::F32
+    };
+    let (qc, kc, vc) = (q.to_dtype(cd)?, k.to_dtype(cd)?, v.to_dtype(cd)?);
+    let kt = relayout(&kc, |l| l.transpose(-2, -1))?;
+    // Scores, scaled in the epilogue, in f32.
+    let (q3, k3, mut batch) = batch_operands(&qc, &kt)?;
+    let s = product(op, &q3, &k3, DType::F32, &[], |p, x, _| {
+        let c = p.constant(Scalar::Float(scale), DType::F32);
+        p.bin(BinOp::Mul, x, c, DType::F32)
+    })?;
+    let (l, sl) = (q3.shape()[1], k3.shape()[2]);
+    batch.extend([l, sl]);
+    let s = reshaped(&s, &batch);
+    let (probs, lse) = weights(op, &s, a.mask, a.is_causal, cd, a.lse)?;
+    // Output.
+    let (p3, v3, mut obatch) = batch_operands(&probs, &vc)?;
+    let o = product(op, &p3, &v3, q.dtype(), &[], |_, x, _| x)?;
+    obatch.extend([p3.shape()[1], v3.shape()[2]]);
+    Ok((reshaped(&o, &obatch), lse))
+}
+
+/// Softmax of the scores along the last dim after masking, as `dtype`, with the rows'
+/// logsumexp (f32) when `want_lse`: one rows kernel.
+fn weights(
+    op: &OpScope,
+    s: &Tensor,
+    mask: Option<&Tensor>,
+    causal: bool,
+    dtype: DType,
+    want_lse: bool,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let n = s.dim();
+    let f = DType::F32;
+    if s.shape()[n - 1] == 0 {
+        // No keys: the weights are empty; logsumexp of nothing is -inf.
+        let probs = Tensor::empty(op.rt(), s.shape(), dtype);
+        let lse = if want_lse {
+            let shape = &s.shape()[..n - 1];
+            Some(
+                map_shape(op, shape, &[], &[f], |p, _| {
+                    vec![p.constant(Scalar::Float(f64::NEG_INFINITY), f)]
+                })?
+                .remove(0),
+            )
+        } else {
+            None
+        };
+        return Ok((probs, lse));
+    }
+    // The causal mask as a bool [L, S] tensor (the rows kernel reads no row coordinates).
+    let causal_mask = if causal {
+        let shape = [s.shape()[n - 2], s.shape()[n - 1]];
+        Some(
+            map_shape(op, &shape, &[], &[DType::Bool], |p, _| {
+                let (i, j) = (p.index(0), p.index(1));
+                vec![p.cmp(CmpKind::Le, j, i, DType::I32)]
+            })?
+            .remove(0),
+        )
+    } else {
+        None
+    };
+    let mask = mask.or(causal_mask.as_ref());
+    let mut inputs = vec![s];
+    inputs.extend(mask);
+    let mask_dtype = mask.map(|m| m.dtype());
+    let mut outs = vec![(dtype, false)];
+    if want_lse {
+        outs.push((f, true));
+    }
+    let mut r = rows(
+        op,
+        s.shape(),
+        &[n - 1],
+        false,
+        &inputs,
+        &[false, false],
+        &outs,
+        |p, r| {
+            let ninf = p.constant(Scalar::Float(f64::NEG_INFINITY), f);
+            let mut x = p.cast(r[0], f);
+            match mask_dtype {
+                Some(DType::Bool) => x = p.select(r[1], x, ninf, f),
+                Some(_) => {
+                    let m = p.cast(r[1], f);
+                    x = p.bin(BinOp::Add, x, m, f);
+                }
+                None => {}
+            }
+            // A fully masked row has max -inf: shift by 0 instead, so that its weights are 0.
+            let m = p.reduce(RedKind::Max, x, f);
+            let all_masked = p.cmp(CmpKind::Eq, m, ninf, f);
+            let zero = p.constant(Scalar::Float(0.0), f);
+            let shift = p.select(all_masked, zero, m, f);
+            let d = p.bin(BinOp::Sub, x, shift, f);
+            let ex = p.un(UnOp::Exp, d, f);
+            let sum = p.reduce(RedKind::Sum, ex, f);
+            let empty = p.cmp(CmpKind::Eq, sum, zero, f);
+            let w = p.bin(BinOp::Div, ex, sum, f);
+            let w = p.select(empty, zero, w, f);
+            let mut outs = vec![w];
+            if want_lse {
+                let lg = p.un(UnOp::Log, sum, f);
+                outs.push(p.bin(BinOp::Add, shift, lg, f));
+            }
+            outs
+        },
+    )?;
+    let lse = if want_lse { r.pop() } else { None };
+    Ok((r.remove(0), lse))
+}
+
+fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
+    r.map(|t| vec![Value::Tensor(t)])
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let f = &[DType::F32, DType::BF16, DType::F16, DType::Bool];
+    vec![
+        OpDef {
+            name: "aten::scaled_dot_product_attention",
+            schema: "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor",
+            implementation: OpImpl::Decomposition,
+            dtypes: f,
+            run: |_, a| {
+                let scale = match a.get(6) {
+                    None => None,
+                    Some(_) => Some(a.float_or(6, 0.0)?),
+                };
+                t1(scaled_dot_product_attention(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.tensor(2)?,
+                    a.opt_tensor(3)?,
+                    a.float_or(4, 0.0)?,
+                    a.bool_or(5, false)?,
+                    scale,
+                    a.bool_or(7, false)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::_scaled_dot_product_flash_attention_for_cpu",
+            schema: "_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)",
+            implementation: OpImpl::Decomposition,
+            dtypes: f,
+            run: |_, a| {
+                let scale = match a.get(6) {
+                    None => None,
+                    Some(_) => Some(a.float_or(6, 0.0)?),
+                };
+                let (o, l) = flash_attention_for_cpu(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.tensor(2)?,
+                    a.float_or(3, 0.0)?,
+                    a.bool_or(4, false)?,
+                    a.opt_tensor(5)?,
+                    scale,
+                )?;
+                Ok(vec![Value::Tensor(o), Value::Tensor(l)])
+            },
+        },
+    ]
+}
