@@ -1247,3 +1247,41 @@ fn embedding_dense_backward_accumulates_in_index_order() {
         }
     }
 }
+
+/// A slice of a training step: linear, causal attention, and backward operators.
+fn step(xs: &[Tensor]) -> tpuemu_backend::Result<Vec<Tensor>> {
+    let (x, w, b, dy, idx) = (&xs[0], &xs[1], &xs[2], &xs[3], &xs[4]);
+    let h = matrix::addmm(b, x, w, Scalar::Int(1), Scalar::Float(0.5))?; // [16, 32]
+    let q = h.reshape(&[2, 8, 32])?;
+    let a = matrix::scaled_dot_product_attention(&q, &q, &q, None, 0.0, true, None, false)?;
+    let g = backward::gelu_backward(dy, &h, "tanh")?;
+    let dx = g.mm(&w.t()?)?;
+    let sm = backward::softmax_backward_data(&g, &h, -1, h.dtype())?;
+    let emb = backward::embedding_dense_backward(&g, idx, 20, 0, false)?;
+    Ok(vec![a, dx, sm, emb])
+}
+
+#[test]
+fn compiled_graph_matches_eager() {
+    use tpuemu_backend::compile::compile;
+    for dtype in [DType::F32, DType::BF16] {
+        let rt = rt(Mode::Strict);
+        let (x, _) = tensor(&rt, &rand(16 * 24, 120), &[16, 24], dtype);
+        let (w, _) = tensor(&rt, &rand(24 * 32, 121), &[24, 32], dtype);
+        let (b, _) = tensor(&rt, &rand(32, 122), &[32], dtype);
+        let (dy, _) = tensor(&rt, &rand(16 * 32, 123), &[16, 32], dtype);
+        let idx: Vec<i64> = (0..16).map(|i| (i * 7) % 20).collect();
+        let idx = Tensor::from_slice(&rt, &idx, &[16]).unwrap();
+        let inputs = [x, w, b, dy, idx];
+        let want: Vec<Vec<f64>> = step(&inputs)
+            .unwrap()
+            .iter()
+            .map(|t| t.to_f64_vec().unwrap())
+            .collect();
+        let mut g = compile(&rt, "step", step);
+        let got = g.call(&inputs).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(&g.to_f64_vec().unwrap(), w, "{dtype} output {i}");
+        }
+    }
+}
