@@ -110,6 +110,8 @@ pub enum RedKind {
     Max,
     /// Minimum (NaN wins).
     Min,
+    /// Product (sequential across 128-lane chunks, then a tree of lane rotations).
+    Prod,
 }
 
 /// One operation.
@@ -217,7 +219,8 @@ impl ProgBuilder {
         self.prog.push(POp::Const(v), dtype, true)
     }
 
-    /// The coordinate along dimension `d` (full).
+    /// The coordinate along dimension `d` (full). In a program with reductions, `d` must be a
+    /// row dim (or a dim of size 1).
     pub fn index(&mut self, d: u32) -> PRef {
         self.prog.push(POp::Index(d), DType::I32, false)
     }

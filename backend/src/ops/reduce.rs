@@ -1,8 +1,373 @@
-//! (Being written: operator family `reduce`.)
+//! Reductions: `sum`, `mean`, `prod`, `amax`/`amin`, `max`/`min` (whole tensor, or along a dim
+//! with indices), `argmax`/`argmin`, `var`/`std`.
+//!
+//! Each is one tile kernel built by [`rows`]: the reduced dims form the row and the program
+//! reduces along it. Float inputs (bf16 and f16 included) accumulate in f32 and are rounded once
+//! at the output; integer and bool inputs accumulate in the device's 32-bit integer lanes and
+//! sum to int64 as PyTorch's do. A zero-dimensional input is reduced as a one-element row.
+//!
+//! A reduction over an empty row launches no kernel: the result is filled with the value of the
+//! reduction over no elements (0 for `sum`, 1 for `prod`, NaN for `mean`, `var` and `std`), and
+//! the reductions that have no such value (`amax`, `max`, `argmax`, ...) raise PyTorch's error.
 
-use super::registry::OpDef;
+mod extremes;
+mod moments;
+mod sum;
+
+use super::Value;
+use super::args::Args;
+use super::creation;
+use super::helpers::{OpScope, rows};
+use super::registry::{OpDef, OpImpl};
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{PRef, ProgBuilder};
+use crate::tensor::Tensor;
+
+pub use extremes::{amax, amin, argmax, argmin, max_all, max_dim, min_all, min_dim};
+pub use moments::{std, var};
+pub use sum::{mean, mean_all, prod, prod_dim, sum, sum_all};
+
+/// PyTorch's `ScalarType` name of a dtype (`Float`, `BFloat16`, `Long`, ...), for messages.
+pub(crate) fn scalar_type_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "Float",
+        DType::BF16 => "BFloat16",
+        DType::F16 => "Half",
+        DType::I32 => "Int",
+        DType::I64 => "Long",
+        DType::Bool => "Bool",
+    }
+}
+
+/// The shape of a reduction's result: `x_shape` without `dims`, or with them as size 1 when
+/// `keepdim`.
+pub(crate) fn reduced_shape(x_shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
+    (0..x_shape.len())
+        .filter_map(|d| match (dims.contains(&d), keepdim) {
+            (false, _) => Some(x_shape[d]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+/// Reduces `x` over `dims` (sorted, distinct) with one rows kernel: `f` gets the program, the
+/// input node (in `x`'s dtype) and the row length, and returns one per-row value per output.
+/// `outs` gives each output's dtype and its value when the row is empty.
+pub(super) fn reduce(
+    op: &OpScope,
+    x: &Tensor,
+    dims: &[usize],
+    keepdim: bool,
+    outs: &[(DType, Scalar)],
+    f: impl FnOnce(&mut ProgBuilder, PRef, usize) -> Vec<PRef>,
+) -> Result<Vec<Tensor>> {
+    // A zero-dimensional tensor is a row of one element (and stays zero-dimensional).
+    let (x, dims, keepdim) = if x.dim() == 0 {
+        (x.with_layout(x.layout().unsqueeze(0)?), vec![0], false)
+    } else {
+        (x.clone(), dims.to_vec(), keepdim)
+    };
+    let row_len: usize = dims.iter().map(|d| x.shape()[*d]).product();
+    if row_len == 0 {
+        let shape = reduced_shape(x.shape(), &dims, keepdim);
+        return outs
+            .iter()
+            .map(|(d, v)| creation::full(op.rt(), &shape, *v, *d))
+            .collect();
+    }
+    let out: Vec<(DType, bool)> = outs.iter().map(|(d, _)| (*d, true)).collect();
+    rows(
+        op,
+        x.shape(),
+        &dims,
+        keepdim,
+        &[&x],
+        &[false],
+        &out,
+        |p, r| f(p, r[0], row_len),
+    )
+}
+
+/// PyTorch's check that no reduced dim is empty (`amax`, `max`, `argmax`, ...): `given` are the
+/// dims as the caller wrote them, `None` for a reduction over everything.
+pub(super) fn check_nonempty(name: &str, x: &Tensor, given: Option<&[i64]>) -> Result<()> {
+    if x.numel() != 0 {
+        return Ok(());
+    }
+    match given {
+        None | Some([]) => Err(TpuError::BadArgs(format!(
+            "{name}: Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim with the 'dim' argument."
+        ))),
+        Some(dims) => {
+            for &d in dims {
+                if x.size(d)? == 0 {
+                    return Err(TpuError::IndexOutOfRange(format!(
+                        "{name}: Expected reduction dim {d} to have non-zero size."
+                    )));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+impl Tensor {
+    /// `self.sum(dims, keepdim)`; an empty `dims` sums everything.
+    pub fn sum(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        sum(self, dims, keepdim, None)
+    }
+
+    /// `self.sum()`: every element.
+    pub fn sum_all(&self) -> Result<Tensor> {
+        sum_all(self, None)
+    }
+
+    /// `self.mean(dims, keepdim)`.
+    pub fn mean(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        mean(self, dims, keepdim, None)
+    }
+
+    /// `self.mean()`: every element.
+    pub fn mean_all(&self) -> Result<Tensor> {
+        mean_all(self, None)
+    }
+
+    /// `self.prod()`: every element.
+    pub fn prod(&self) -> Result<Tensor> {
+        prod(self, None)
+    }
+
+    /// `self.amax(dims, keepdim)`.
+    pub fn amax(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        amax(self, dims, keepdim)
+    }
+
+    /// `self.amin(dims, keepdim)`.
+    pub fn amin(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        amin(self, dims, keepdim)
+    }
+
+    /// `self.max(dim, keepdim)`: `(values, indices)`.
+    pub fn max_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        max_dim(self, dim, keepdim)
+    }
+
+    /// `self.min(dim, keepdim)`: `(values, indices)`.
+    pub fn min_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        min_dim(self, dim, keepdim)
+    }
+
+    /// `self.argmax(dim, keepdim)`.
+    pub fn argmax(&self, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+        argmax(self, dim, keepdim)
+    }
+
+    /// `self.argmin(dim, keepdim)`.
+    pub fn argmin(&self, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+        argmin(self, dim, keepdim)
+    }
+
+    /// `self.var(dims, correction=correction, keepdim=keepdim)`; an empty `dims` reduces
+    /// everything.
+    pub fn var(&self, dims: &[i64], correction: f64, keepdim: bool) -> Result<Tensor> {
+        var(self, Some(dims), Some(correction), keepdim)
+    }
+
+    /// `self.std(dims, correction=correction, keepdim=keepdim)`.
+    pub fn std(&self, dims: &[i64], correction: f64, keepdim: bool) -> Result<Tensor> {
+        std(self, Some(dims), Some(correction), keepdim)
+    }
+}
+
+fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
+    r.map(|t| vec![Value::Tensor(t)])
+}
+
+fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
+    r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
+}
+
+/// An optional `Scalar` argument as f64.
+fn opt_f64(a: &Args, i: usize) -> Result<Option<f64>> {
+    a.get(i)
+        .map(|_| a.scalar(i).map(Scalar::to_f64))
+        .transpose()
+}
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    Vec::new()
+    let all = &[
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+    let num = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    let float = &[DType::F32, DType::BF16, DType::F16];
+    let k = OpImpl::Kernel;
+    vec![
+        OpDef {
+            name: "aten::sum",
+            schema: "sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(sum_all(a.tensor(0)?, a.opt_dtype(1)?)),
+        },
+        OpDef {
+            name: "aten::sum.dim_IntList",
+            schema: "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| {
+                t1(sum(
+                    a.tensor(0)?,
+                    &a.opt_ints(1)?.unwrap_or_default(),
+                    a.bool_or(2, false)?,
+                    a.opt_dtype(3)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::mean",
+            schema: "mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(mean_all(a.tensor(0)?, a.opt_dtype(1)?)),
+        },
+        OpDef {
+            name: "aten::mean.dim",
+            schema: "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| {
+                t1(mean(
+                    a.tensor(0)?,
+                    &a.opt_ints(1)?.unwrap_or_default(),
+                    a.bool_or(2, false)?,
+                    a.opt_dtype(3)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::prod",
+            schema: "prod(Tensor self, *, ScalarType? dtype=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(prod(a.tensor(0)?, a.opt_dtype(1)?)),
+        },
+        OpDef {
+            name: "aten::prod.dim_int",
+            schema: "prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| {
+                t1(prod_dim(
+                    a.tensor(0)?,
+                    a.int(1)?,
+                    a.bool_or(2, false)?,
+                    a.opt_dtype(3)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::amax",
+            schema: "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| {
+                t1(amax(
+                    a.tensor(0)?,
+                    &a.ints_or(1, &[])?,
+                    a.bool_or(2, false)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::amin",
+            schema: "amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| {
+                t1(amin(
+                    a.tensor(0)?,
+                    &a.ints_or(1, &[])?,
+                    a.bool_or(2, false)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::max",
+            schema: "max(Tensor self) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(max_all(a.tensor(0)?)),
+        },
+        OpDef {
+            name: "aten::min",
+            schema: "min(Tensor self) -> Tensor",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t1(min_all(a.tensor(0)?)),
+        },
+        OpDef {
+            name: "aten::max.dim",
+            schema: "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t2(max_dim(a.tensor(0)?, a.int(1)?, a.bool_or(2, false)?)),
+        },
+        OpDef {
+            name: "aten::min.dim",
+            schema: "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
+            implementation: k,
+            dtypes: all,
+            run: |_, a| t2(min_dim(a.tensor(0)?, a.int(1)?, a.bool_or(2, false)?)),
+        },
+        OpDef {
+            name: "aten::argmax",
+            schema: "argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
+            implementation: k,
+            dtypes: num,
+            run: |_, a| t1(argmax(a.tensor(0)?, a.opt_int(1)?, a.bool_or(2, false)?)),
+        },
+        OpDef {
+            name: "aten::argmin",
+            schema: "argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
+            implementation: k,
+            dtypes: num,
+            run: |_, a| t1(argmin(a.tensor(0)?, a.opt_int(1)?, a.bool_or(2, false)?)),
+        },
+        OpDef {
+            name: "aten::var.correction",
+            schema: "var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+            implementation: k,
+            dtypes: float,
+            run: |_, a| {
+                t1(var(
+                    a.tensor(0)?,
+                    a.opt_ints(1)?.as_deref(),
+                    opt_f64(a, 2)?,
+                    a.bool_or(3, false)?,
+                ))
+            },
+        },
+        OpDef {
+            name: "aten::std.correction",
+            schema: "std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
+            implementation: k,
+            dtypes: float,
+            run: |_, a| {
+                t1(std(
+                    a.tensor(0)?,
+                    a.opt_ints(1)?.as_deref(),
+                    opt_f64(a, 2)?,
+                    a.bool_or(3, false)?,
+                ))
+            },
+        },
+    ]
 }

@@ -51,6 +51,10 @@ struct Ctx<'a> {
     regs: HashMap<PRef, VReg>,
     /// Per-row values and constants that stay in registers for the whole body.
     pinned: Vec<PRef>,
+    /// Rows layout: the node's iteration shape before coalescing, and its first row dim (for
+    /// `Index` nodes along the row).
+    orig_shape: &'a [usize],
+    row_start: usize,
 }
 
 fn last_uses(prog: &Prog) -> Vec<usize> {
@@ -161,6 +165,8 @@ pub(crate) fn dense(
         inputs,
         regs: HashMap::new(),
         pinned: Vec::new(),
+        orig_shape: &[],
+        row_start: 0,
     };
     // Constants live in registers for the whole loop.
     for (i, n) in prog.nodes.iter().enumerate() {
@@ -370,6 +376,7 @@ fn phases(prog: &Prog) -> Vec<u32> {
 fn identity(kind: RedKind, ty: DType) -> Scalar {
     match (kind, ty.is_float()) {
         (RedKind::Sum, _) => Scalar::Int(0),
+        (RedKind::Prod, _) => Scalar::Int(1),
         (RedKind::Max, true) => Scalar::Float(f64::NEG_INFINITY),
         (RedKind::Min, true) => Scalar::Float(f64::INFINITY),
         (RedKind::Max, false) => Scalar::Int(i32::MIN as i64),
@@ -377,15 +384,112 @@ fn identity(kind: RedKind, ty: DType) -> Scalar {
     }
 }
 
-fn red_op(kind: RedKind) -> (VBinOp, RedOp) {
+/// The accumulating vector operation and the cross-lane reduction (none for products: the
+/// cross-lane unit has no product, see [`lane_product`]).
+fn red_op(kind: RedKind) -> (VBinOp, Option<RedOp>) {
     match kind {
-        RedKind::Sum => (VBinOp::Add, RedOp::Add),
-        RedKind::Max => (VBinOp::Max, RedOp::Max),
-        RedKind::Min => (VBinOp::Min, RedOp::Min),
+        RedKind::Sum => (VBinOp::Add, Some(RedOp::Add)),
+        RedKind::Max => (VBinOp::Max, Some(RedOp::Max)),
+        RedKind::Min => (VBinOp::Min, Some(RedOp::Min)),
+        RedKind::Prod => (VBinOp::Mul, None),
     }
 }
 
-/// The rows body: all groups of the tile, every phase.
+/// Multiplies the 128 lanes of each sublane of `acc` together, the result in every lane: a
+/// log2 tree of rotations by 64, 32, ..., 1. After the rotation by `s` the vector is periodic
+/// with period `s` and each lane multiplied the same pair of values, so every lane ends with
+/// bitwise the same product.
+fn lane_product(cx: &mut Ctx, ty: VType, acc: VReg) -> Result<(), KernelError> {
+    let t = cx.va.take()?;
+    let mut s = 64;
+    while s >= 1 {
+        cx.e.push(Instr::VRot {
+            axis: Axis::Lane,
+            dst: t,
+            a: acc,
+            amount: SSrc::Imm(s),
+        });
+        cx.e.push(Instr::VBin {
+            op: VBinOp::Mul,
+            ty,
+            dst: acc,
+            a: acc,
+            b: VSrc::V(t),
+        });
+        s /= 2;
+    }
+    cx.va.give(t);
+    Ok(())
+}
+
+/// The value of `Index(d)` in the rows layout, from the column index `col` (position in the
+/// row, row-major over the row dims): `(col / inner) % size` for a row dim, 0 for an outer dim
+/// of size 1. Other outer dims are not supported.
+fn emit_row_index(cx: &mut Ctx, d: usize, col: VReg) -> Result<VReg, KernelError> {
+    let shape = cx.orig_shape;
+    if d >= shape.len() {
+        return Err(KernelError::Unsupported(format!(
+            "coordinate of dim {d} of a {}-dim iteration space",
+            shape.len()
+        )));
+    }
+    let v = cx.va.take()?;
+    if d < cx.row_start {
+        if shape.get(d) == Some(&1) {
+            cx.e.push(Instr::VMov {
+                ty: VType::I32,
+                dst: v,
+                src: VSrc::Imm(0),
+            });
+            return Ok(v);
+        }
+        cx.va.give(v);
+        return Err(KernelError::Unsupported(
+            "coordinates of an outer dim in a reduction kernel".into(),
+        ));
+    }
+    let inner: usize = shape[d + 1..].iter().product();
+    cx.e.push(Instr::VMov {
+        ty: VType::I32,
+        dst: v,
+        src: VSrc::V(col),
+    });
+    if inner > 1 {
+        cx.e.push(Instr::VBin {
+            op: VBinOp::Div,
+            ty: VType::I32,
+            dst: v,
+            a: v,
+            b: VSrc::Imm(inner as u32),
+        });
+    }
+    if d > cx.row_start {
+        cx.e.push(Instr::VBin {
+            op: VBinOp::Rem,
+            ty: VType::I32,
+            dst: v,
+            a: v,
+            b: VSrc::Imm(shape[d] as u32),
+        });
+    }
+    Ok(v)
+}
+
+/// The first dim of the row in `shape`: the shortest suffix of dims holding `len` elements
+/// (size-1 dims left out of it have coordinate 0 either way).
+fn row_start(shape: &[usize], len: usize) -> usize {
+    let mut k = shape.len();
+    let mut n = 1usize;
+    while k > 0 && n < len {
+        k -= 1;
+        n *= shape[k];
+    }
+    k
+}
+
+/// The rows body: all groups of the tile, every phase. `orig_shape` is the node's iteration
+/// shape before coalescing (`Index` nodes refer to its dims).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn rows(
     e: &mut Emitter,
     pool: &mut RegPool,
@@ -394,6 +498,7 @@ pub(crate) fn rows(
     inputs: usize,
     g: RowsGeom,
     vregs: u32,
+    orig_shape: &[usize],
 ) -> Result<(), KernelError> {
     let ph = phases(prog);
     let max_phase = ph.iter().copied().max().unwrap_or(0);
@@ -446,6 +551,8 @@ pub(crate) fn rows(
         inputs,
         regs: HashMap::new(),
         pinned: Vec::new(),
+        orig_shape,
+        row_start: row_start(orig_shape, g.len as usize),
     };
     let nchunks = g.pitch / 128;
     let tail = g.len - (nchunks - 1) * 128;
@@ -593,7 +700,8 @@ pub(crate) fn rows(
             }
             accs.push((r, acc, idx));
         }
-        let colidx = if accs.iter().any(|a| a.2.is_some()) {
+        let uses_index = prog.nodes.iter().any(|n| matches!(n.op, POp::Index(_)));
+        let colidx = if uses_index || accs.iter().any(|a| a.2.is_some()) {
             let v = cx.va.take()?;
             cx.e.push(Instr::VIota {
                 kind: IotaKind::Lane,
@@ -675,13 +783,16 @@ pub(crate) fn rows(
             match n.op {
                 POp::Reduce(kind, a) => {
                     let ty = prog.node(a).dtype.lane();
-                    cx.e.push(Instr::VRed {
-                        op: red_op(kind).1,
-                        ty,
-                        axis: Axis::Lane,
-                        dst: acc,
-                        a: acc,
-                    });
+                    match red_op(kind).1 {
+                        Some(op) => cx.e.push(Instr::VRed {
+                            op,
+                            ty,
+                            axis: Axis::Lane,
+                            dst: acc,
+                            a: acc,
+                        }),
+                        None => lane_product(&mut cx, ty, acc)?,
+                    }
                     cx.regs.insert(r, acc);
                     cx.pinned.push(r);
                 }
@@ -911,10 +1022,11 @@ fn chunk_body(
                 });
                 v
             }
-            POp::Index(_) => {
-                return Err(KernelError::Unsupported(
-                    "coordinates in a reduction kernel".into(),
-                ));
+            POp::Index(d) => {
+                let col = colidx.ok_or_else(|| {
+                    KernelError::Unsupported("Index without a column index".into())
+                })?;
+                emit_row_index(cx, d as usize, col)?
             }
             _ => cx.emit_elementwise(r)?,
         };

@@ -474,6 +474,7 @@ impl Gen<'_> {
                 spec.inputs,
                 g,
                 self.vregs,
+                &spec.orig_shape,
             )
         } else {
             let elems = vmem_elems(spec, &self.plan, self.plan.block, false);

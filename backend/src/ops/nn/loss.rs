@@ -1,0 +1,325 @@
+//! `nll_loss_forward` and `nll_loss2d_forward` with PyTorch's semantics for the reductions,
+//! class weights and `ignore_index`.
+
+use super::F;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
+use crate::ops::creation;
+use crate::ops::helpers::{OpScope, rows};
+use crate::ops::reduce::{reduced_shape, scalar_type_name};
+use crate::runtime::Mode;
+use crate::tensor::Tensor;
+
+/// How a loss reduces over the batch (PyTorch's `reduction` enum: 0, 1, 2).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Reduction {
+    /// One loss per sample.
+    None,
+    /// The weighted mean.
+    Mean,
+    /// The sum.
+    Sum,
+}
+
+impl Reduction {
+    /// From PyTorch's enum value.
+    pub fn from_i64(r: i64) -> Result<Reduction> {
+        match r {
+            0 => Ok(Reduction::None),
+            1 => Ok(Reduction::Mean),
+            2 => Ok(Reduction::Sum),
+            _ => Err(TpuError::BadArgs(format!(
+                "{r} is not a valid value for reduction"
+            ))),
+        }
+    }
+}
+
+/// The target dtype check of both nll overloads: PyTorch reads any target that is not uint8
+/// as int64.
+fn check_target_dtype(target: &Tensor) -> Result<()> {
+    if target.dtype() != DType::I64 {
+        return Err(TpuError::DtypeMismatch(format!(
+            "expected scalar type Long but found {}",
+            scalar_type_name(target.dtype())
+        )));
+    }
+    Ok(())
+}
+
+/// Debug mode: the host reads the targets (the op waits anyway) and raises PyTorch's error for
+/// one outside `[0, classes)` that is not `ignore_index`.
+fn debug_check_targets(target: &Tensor, classes: usize, ignore_index: i64) -> Result<()> {
+    if target.runtime().mode() != Mode::Debug {
+        return Ok(());
+    }
+    for t in target.to_f64_vec()? {
+        let t = t as i64;
+        if t != ignore_index && (t < 0 || t >= classes as i64) {
+            return Err(TpuError::IndexOutOfRange(format!(
+                "Target {t} is out of bounds."
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The shared implementation: `x` has the classes along `class_dim`, `target` the shape of `x`
+/// without it.
+fn nll_impl(
+    op: &OpScope,
+    x: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: Reduction,
+    ignore_index: i64,
+    class_dim: usize,
+) -> Result<(Tensor, Tensor)> {
+    let rt = op.rt();
+    let dt = x.dtype();
+    if !dt.is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"nll_loss_out_frame\" not implemented for '{}'",
+            scalar_type_name(dt)
+        )));
+    }
+    let classes = x.shape()[class_dim];
+    check_target_dtype(target)?;
+    debug_check_targets(target, classes, ignore_index)?;
+    let batched = x.dim() > 1;
+    let none = reduction == Reduction::None && batched;
+    if target.numel() == 0 || classes == 0 {
+        // No samples (or no classes: every row is empty and selects nothing).
+        let shape = reduced_shape(x.shape(), &[class_dim], false);
+        let zero = Scalar::Int(0);
+        let out = if none {
+            creation::full(rt, &shape, zero, dt)?
+        } else if reduction == Reduction::Mean {
+            creation::full(rt, &[], Scalar::Float(f64::NAN), dt)?
+        } else {
+            creation::full(rt, &[], zero, dt)?
+        };
+        return Ok((out, creation::full(rt, &[], zero, dt)?));
+    }
+    // The weight along the class dim, broadcast over the dims after it.
+    let w = match weight {
+        Some(w) => {
+            let mut shape = vec![classes];
+            shape.extend(std::iter::repeat_n(1, x.dim() - class_dim - 1));
+            let l = w
+                .layout()
+                .view_as(&[classes])
+                .and_then(|flat| flat.view_as(&shape))
+                .ok_or_else(|| op.err("internal: weight view"))?;
+            Some(w.with_layout(l))
+        }
+        None => None,
+    };
+    let mut inputs: Vec<&Tensor> = vec![x, target];
+    inputs.extend(w.as_ref());
+    let col_dim = (x.dim() - 1) as u32; // the class dim is last in the iteration space
+    let ignore = i32::try_from(ignore_index).ok();
+    let per_sample = |p: &mut ProgBuilder, r: &[PRef]| -> (PRef, PRef) {
+        let col = p.index(col_dim);
+        let t = p.cast(r[1], DType::I32);
+        let hit = p.cmp(CmpKind::Eq, col, t, DType::I32);
+        let zero = p.constant(Scalar::Float(0.0), F);
+        let xv = p.cast(r[0], F);
+        let xs = p.select(hit, xv, zero, F);
+        let picked = p.reduce(RedKind::Sum, xs, F);
+        let wt = if r.len() > 2 {
+            let wv = p.cast(r[2], F);
+            let ws = p.select(hit, wv, zero, F);
+            p.reduce(RedKind::Sum, ws, F)
+        } else {
+            p.constant(Scalar::Float(1.0), F)
+        };
+        let prod = p.bin(BinOp::Mul, picked, wt, F);
+        let loss = p.un(UnOp::Neg, prod, F);
+        // Samples whose target is `ignore_index` count for nothing.
+        let (valid, loss, wt) = match ignore {
+            Some(ig) => {
+                let igc = p.constant(Scalar::Int(ig as i64), DType::I32);
+                let valid = p.cmp(CmpKind::Ne, t, igc, DType::I32);
+                let l = p.select(valid, loss, zero, F);
+                let w = p.select(valid, wt, zero, F);
+                (Some(valid), l, w)
+            }
+            None => (None, loss, wt),
+        };
+        // Any other target outside [0, C) poisons its loss (a kernel cannot raise).
+        let lo = p.constant(Scalar::Int(0), DType::I32);
+        let hi = p.constant(Scalar::Int(classes as i64), DType::I32);
+        let below = p.cmp(CmpKind::Lt, t, lo, DType::I32);
+        let above = p.cmp(CmpKind::Ge, t, hi, DType::I32);
+        let mut bad = p.bin(BinOp::Or, below, above, DType::Bool);
+        if let Some(v) = valid {
+            bad = p.bin(BinOp::And, bad, v, DType::Bool);
+        }
+        let nan = p.constant(Scalar::Float(f64::NAN), F);
+        let loss = p.select(bad, nan, loss, F);
+        (loss, wt)
+    };
+    let x_shape = x.shape().to_vec();
+    let per_row = [false, true, false];
+    if none {
+        let loss = rows(
+            op,
+            &x_shape,
+            &[class_dim],
+            false,
+            &inputs,
+            &per_row,
+            &[(dt, true)],
+            |p, r| vec![per_sample(p, r).0],
+        )?
+        .remove(0);
+        return Ok((loss, creation::full(rt, &[], Scalar::Int(0), dt)?));
+    }
+    let mean = reduction == Reduction::Mean;
+    let finish = move |p: &mut ProgBuilder, loss: PRef, wt: PRef| -> Vec<PRef> {
+        let out = if mean {
+            p.bin(BinOp::Div, loss, wt, F)
+        } else {
+            loss
+        };
+        vec![out, wt]
+    };
+    if !batched {
+        // One sample: the row statistics are the result.
+        let mut o = rows(
+            op,
+            &x_shape,
+            &[class_dim],
+            false,
+            &inputs,
+            &per_row,
+            &[(dt, true), (dt, true)],
+            |p, r| {
+                let (l, w) = per_sample(p, r);
+                finish(p, l, w)
+            },
+        )?;
+        let tw = o.remove(1);
+        return Ok((o.remove(0), tw));
+    }
+    // Per-sample losses and weights in f32, then their sums over the batch.
+    let mut o = rows(
+        op,
+        &x_shape,
+        &[class_dim],
+        false,
+        &inputs,
+        &per_row,
+        &[(F, true), (F, true)],
+        |p, r| {
+            let (l, w) = per_sample(p, r);
+            vec![l, w]
+        },
+    )?;
+    let (losses, weights) = (o.remove(0), o.remove(0));
+    let shape = losses.shape().to_vec();
+    let all: Vec<usize> = (0..shape.len()).collect();
+    let mut o = rows(
+        op,
+        &shape,
+        &all,
+        false,
+        &[&losses, &weights],
+        &[false, false],
+        &[(dt, true), (dt, true)],
+        |p, r| {
+            let l = p.reduce(RedKind::Sum, r[0], F);
+            let w = p.reduce(RedKind::Sum, r[1], F);
+            finish(p, l, w)
+        },
+    )?;
+    let tw = o.remove(1);
+    Ok((o.remove(0), tw))
+}
+
+/// `torch.nll_loss_forward(x, target, weight, reduction, ignore_index)`: `x` is `[C]` or
+/// `[N, C]` (log-probabilities), `target` `[]` or `[N]` (int64). Returns `(output,
+/// total_weight)` as PyTorch does: `none` on a batch gives per-sample losses and a zero total
+/// weight; otherwise the weighted sum (or its mean over the weights of the non-ignored samples,
+/// NaN when there are none) and the total weight.
+pub fn nll_loss_forward(
+    x: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: Reduction,
+    ignore_index: i64,
+) -> Result<(Tensor, Tensor)> {
+    let mut inputs = vec![x, target];
+    inputs.extend(weight);
+    let op = OpScope::new("aten::nll_loss_forward", &inputs)?;
+    if x.dim() == 0 || x.dim() > 2 {
+        return Err(TpuError::ShapeMismatch(
+            "input tensor should be 1D or 2D".into(),
+        ));
+    }
+    if target.dim() > 1 {
+        return Err(TpuError::ShapeMismatch(
+            "0D or 1D target tensor expected, multi-target not supported".into(),
+        ));
+    }
+    let no_batch = x.dim() == 1 && target.dim() == 0;
+    if !no_batch && (target.dim() == 0 || x.shape()[0] != target.shape()[0]) {
+        return Err(TpuError::ShapeMismatch(format!(
+            "size mismatch (got input: {:?}, target: {:?})",
+            x.shape(),
+            target.shape()
+        )));
+    }
+    let classes = x.shape()[x.dim() - 1];
+    if let Some(w) = weight
+        && (w.dim() != 1 || w.numel() != classes)
+    {
+        return Err(TpuError::ShapeMismatch(format!(
+            "weight tensor should be defined either for all {classes} classes or no classes but got weight tensor of shape: {:?}",
+            w.shape()
+        )));
+    }
+    let class_dim = if x.dim() == 1 { 0 } else { 1 };
+    nll_impl(&op, x, target, weight, reduction, ignore_index, class_dim)
+}
+
+/// `torch.nll_loss2d_forward(x, target, weight, reduction, ignore_index)`: `x` is
+/// `[N, C, H, W]`, `target` `[N, H, W]`.
+pub fn nll_loss2d_forward(
+    x: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: Reduction,
+    ignore_index: i64,
+) -> Result<(Tensor, Tensor)> {
+    let mut inputs = vec![x, target];
+    inputs.extend(weight);
+    let op = OpScope::new("aten::nll_loss2d_forward", &inputs)?;
+    if target.dim() != 3 {
+        return Err(TpuError::ShapeMismatch(format!(
+            "only batches of spatial targets supported (3D tensors) but got targets of dimension: {}",
+            target.dim()
+        )));
+    }
+    if x.dim() != 4 {
+        return Err(TpuError::ShapeMismatch(format!(
+            "only batches of spatial inputs supported (4D tensors), but got input of dimension: {}",
+            x.dim()
+        )));
+    }
+    if weight.is_some_and(|w| w.numel() != x.shape()[1]) {
+        return Err(TpuError::ShapeMismatch(
+            "weight tensor should be defined either for all or no classes".into(),
+        ));
+    }
+    let (xs, ts) = (x.shape(), target.shape());
+    if xs[0] != ts[0] || xs[2] != ts[1] || xs[3] != ts[2] {
+        // PyTorch's wording, spacing included.
+        return Err(TpuError::ShapeMismatch(format!(
+            "size mismatch (got input: {xs:?} , target: {ts:?}"
+        )));
+    }
+    nll_impl(&op, x, target, weight, reduction, ignore_index, 1)
+}

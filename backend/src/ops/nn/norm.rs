@@ -1,0 +1,185 @@
+//! `native_layer_norm` and `rms_norm`: one rows kernel each (row statistics, then the
+//! normalised, optionally affine output).
+
+use super::F;
+use crate::dtype::{Scalar, promote_types};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, RedKind, UnOp};
+use crate::ops::creation;
+use crate::ops::helpers::{OpScope, rows};
+use crate::ops::reduce::{reduced_shape, scalar_type_name};
+use crate::tensor::Tensor;
+
+/// Checks `normalized_shape` against the input's trailing dims and an affine parameter's shape;
+/// returns the normalised (trailing) dims.
+fn norm_dims(
+    x: &Tensor,
+    normalized_shape: &[i64],
+    params: &[(&str, Option<&Tensor>)],
+) -> Result<Vec<usize>> {
+    let k = normalized_shape.len();
+    if k == 0 {
+        return Err(TpuError::BadArgs(
+            "Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one element, but got normalized_shape = []".into(),
+        ));
+    }
+    let n = x.dim();
+    let matches = n >= k
+        && normalized_shape
+            .iter()
+            .zip(&x.shape()[n - k..])
+            .all(|(a, b)| *a >= 0 && *a as usize == *b);
+    if !matches {
+        return Err(TpuError::ShapeMismatch(format!(
+            "Given normalized_shape={normalized_shape:?}, expected input with shape [*, {}], but got input of size{:?}",
+            normalized_shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            x.shape()
+        )));
+    }
+    for (what, p) in params {
+        if let Some(p) = p {
+            let same = p.dim() == k
+                && p.shape()
+                    .iter()
+                    .zip(normalized_shape)
+                    .all(|(a, b)| *a as i64 == *b);
+            if !same {
+                return Err(TpuError::ShapeMismatch(format!(
+                    "Expected {what} to be of same shape as normalized_shape, but got {what} of shape {:?} and normalized_shape = {normalized_shape:?}",
+                    p.shape()
+                )));
+            }
+        }
+    }
+    if !x.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"LayerNormKernelImpl\" not implemented for '{}'",
+            scalar_type_name(x.dtype())
+        )));
+    }
+    Ok((n - k..n).collect())
+}
+
+/// `torch.native_layer_norm(x, normalized_shape, weight, bias, eps)`: `(output, mean, rstd)`,
+/// with `mean` and `rstd` of the input's dtype, shaped like the input with the normalised dims
+/// as size 1. One kernel: mean, then variance (two passes), then the affine output.
+pub fn native_layer_norm(
+    x: &Tensor,
+    normalized_shape: &[i64],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut inputs: Vec<&Tensor> = vec![x];
+    inputs.extend(weight);
+    inputs.extend(bias);
+    let op = OpScope::new("aten::native_layer_norm", &inputs)?;
+    let dims = norm_dims(x, normalized_shape, &[("weight", weight), ("bias", bias)])?;
+    let dt = x.dtype();
+    let n: usize = dims.iter().map(|d| x.shape()[*d]).product();
+    if n == 0 {
+        // Nothing to normalise: an empty output, and NaN statistics (the mean of no elements).
+        let stat = reduced_shape(x.shape(), &dims, true);
+        let nan = Scalar::Float(f64::NAN);
+        return Ok((
+            creation::full(op.rt(), x.shape(), Scalar::Int(0), dt)?,
+            creation::full(op.rt(), &stat, nan, dt)?,
+            creation::full(op.rt(), &stat, nan, dt)?,
+        ));
+    }
+    let (has_w, has_b) = (weight.is_some(), bias.is_some());
+    let mut out = rows(
+        &op,
+        x.shape(),
+        &dims,
+        true,
+        &inputs,
+        &[false, false, false],
+        &[(dt, false), (dt, true), (dt, true)],
+        |p, r| {
+            let v = p.cast(r[0], F);
+            let k = p.constant(Scalar::Float(n as f64), F);
+            let s = p.reduce(RedKind::Sum, v, F);
+            let mean = p.bin(BinOp::Div, s, k, F);
+            let d = p.bin(BinOp::Sub, v, mean, F);
+            let d2 = p.bin(BinOp::Mul, d, d, F);
+            let ss = p.reduce(RedKind::Sum, d2, F);
+            let var = p.bin(BinOp::Div, ss, k, F);
+            let e = p.constant(Scalar::Float(eps), F);
+            let ve = p.bin(BinOp::Add, var, e, F);
+            let rstd = p.un(UnOp::Rsqrt, ve, F);
+            let mut y = p.bin(BinOp::Mul, d, rstd, F);
+            let mut i = 1;
+            if has_w {
+                y = p.bin(BinOp::Mul, y, r[i], F);
+                i += 1;
+            }
+            if has_b {
+                y = p.bin(BinOp::Add, y, r[i], F);
+            }
+            vec![y, mean, rstd]
+        },
+    )?;
+    let rstd = out.remove(2);
+    let mean = out.remove(1);
+    Ok((out.remove(0), mean, rstd))
+}
+
+/// `torch.rms_norm(x, normalized_shape, weight, eps)` as PyTorch composes it: in f32,
+/// `x * rsqrt(mean(x^2) + eps)`, converted to the input's dtype, then times `weight` (type
+/// promotion applies). `eps` defaults to f32's machine epsilon and is held in the input's dtype,
+/// as PyTorch does. One kernel.
+pub fn rms_norm(
+    x: &Tensor,
+    normalized_shape: &[i64],
+    weight: Option<&Tensor>,
+    eps: Option<f64>,
+) -> Result<Tensor> {
+    let mut inputs: Vec<&Tensor> = vec![x];
+    inputs.extend(weight);
+    let op = OpScope::new("aten::rms_norm", &inputs)?;
+    let dims = norm_dims(x, normalized_shape, &[("weight", weight)])?;
+    let dt = x.dtype();
+    let out = weight.map_or(dt, |w| promote_types(dt, w.dtype()));
+    let eps = Scalar::Float(eps.unwrap_or(f32::EPSILON as f64));
+    // PyTorch keeps eps in the input's scalar type.
+    let eps = Scalar::Float(f32::from_bits(eps.lane_bits(dt)) as f64);
+    let n: usize = dims.iter().map(|d| x.shape()[*d]).product();
+    if n == 0 {
+        return creation::full(op.rt(), x.shape(), Scalar::Int(0), out);
+    }
+    let has_w = weight.is_some();
+    Ok(rows(
+        &op,
+        x.shape(),
+        &dims,
+        false,
+        &inputs,
+        &[false, false],
+        &[(out, false)],
+        |p, r| {
+            let v = p.cast(r[0], F);
+            let v2 = p.bin(BinOp::Mul, v, v, F);
+            let ss = p.reduce(RedKind::Sum, v2, F);
+            let k = p.constant(Scalar::Float(n as f64), F);
+            let ms = p.bin(BinOp::Div, ss, k, F);
+            let e = p.constant(eps, F);
+            let me = p.bin(BinOp::Add, ms, e, F);
+            let r_ = p.un(UnOp::Rsqrt, me, F);
+            let y = p.bin(BinOp::Mul, v, r_, F);
+            // `.type_as(input)`: rounded to the input's dtype before the weight.
+            let y = p.round(y, dt);
+            if has_w {
+                let y = p.cast(y, F);
+                vec![p.bin(BinOp::Mul, y, r[1], F)]
+            } else {
+                vec![y]
+            }
+        },
+    )?
+    .remove(0))
+}

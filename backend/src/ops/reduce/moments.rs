@@ -1,0 +1,72 @@
+//! `var` and `std`: two passes over the row in one kernel.
+
+use super::{reduce, scalar_type_name};
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, RedKind, UnOp};
+use crate::ops::helpers::{OpScope, dims_of};
+use crate::tensor::Tensor;
+
+/// Variance (and with `sqrt`, the standard deviation) in one kernel, two passes over the row:
+/// the mean, then the sum of squared deviations, divided by `max(0, N - correction)`.
+fn var_std(
+    name: &str,
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    correction: Option<f64>,
+    keepdim: bool,
+    sqrt: bool,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[x])?;
+    if !x.dtype().is_float() {
+        return Err(TpuError::DtypeMismatch(format!(
+            "std and var only support floating point and complex dtypes, got {}",
+            scalar_type_name(x.dtype())
+        )));
+    }
+    let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;
+    let c = correction.unwrap_or(1.0);
+    let dt = x.dtype();
+    let f = DType::F32;
+    Ok(reduce(
+        &op,
+        x,
+        &dims,
+        keepdim,
+        &[(dt, Scalar::Float(f64::NAN))],
+        |p, v, n| {
+            let v = p.cast(v, f);
+            let s = p.reduce(RedKind::Sum, v, f);
+            let k = p.constant(Scalar::Float(n as f64), f);
+            let mean = p.bin(BinOp::Div, s, k, f);
+            let d = p.bin(BinOp::Sub, v, mean, f);
+            let d2 = p.bin(BinOp::Mul, d, d, f);
+            let ss = p.reduce(RedKind::Sum, d2, f);
+            let denom = p.constant(Scalar::Float((n as f64 - c).max(0.0)), f);
+            let var = p.bin(BinOp::Div, ss, denom, f);
+            vec![if sqrt { p.un(UnOp::Sqrt, var, f) } else { var }]
+        },
+    )?
+    .remove(0))
+}
+
+/// `torch.var(x, dims, correction=correction, keepdim=keepdim)` (`aten::var.correction`):
+/// `dims` None or empty reduces everything; `correction` defaults to 1.
+pub fn var(
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    correction: Option<f64>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    var_std("aten::var.correction", x, dims, correction, keepdim, false)
+}
+
+/// `torch.std(x, dims, correction=correction, keepdim=keepdim)` (`aten::std.correction`).
+pub fn std(
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    correction: Option<f64>,
+    keepdim: bool,
+) -> Result<Tensor> {
+    var_std("aten::std.correction", x, dims, correction, keepdim, true)
+}
