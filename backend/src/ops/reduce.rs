@@ -6,12 +6,16 @@
 //! at the output; integer and bool inputs accumulate in the device's 32-bit integer lanes and
 //! sum to int64 as PyTorch's do. A zero-dimensional input is reduced as a one-element row.
 //!
+//! A reduction of every element of a large tensor (above 64K elements) takes two kernels
+//! instead: partial reductions of equal rows, then their combination (module `split`).
+//!
 //! A reduction over an empty row launches no kernel: the result is filled with the value of the
 //! reduction over no elements (0 for `sum`, 1 for `prod`, NaN for `mean`, `var` and `std`), and
 //! the reductions that have no such value (`amax`, `max`, `argmax`, ...) raise PyTorch's error.
 
 mod extremes;
 mod moments;
+mod split;
 mod sum;
 
 use super::Value;
@@ -23,6 +27,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder};
 use crate::tensor::Tensor;
+use split::Split;
 
 pub use extremes::{amax, amin, argmax, argmin, max_all, max_dim, min_all, min_dim};
 pub use moments::{std, var};
@@ -54,13 +59,16 @@ pub(crate) fn reduced_shape(x_shape: &[usize], dims: &[usize], keepdim: bool) ->
 
 /// Reduces `x` over `dims` (sorted, distinct) with one rows kernel: `f` gets the program, the
 /// input node (in `x`'s dtype) and the row length, and returns one per-row value per output.
-/// `outs` gives each output's dtype and its value when the row is empty.
-pub(super) fn reduce(
+/// `outs` gives each output's dtype and its value when the row is empty. A single-output
+/// reduction that can be split (`split`) reduces a large tensor's every element in two kernels
+/// instead.
+fn reduce(
     op: &OpScope,
     x: &Tensor,
     dims: &[usize],
     keepdim: bool,
     outs: &[(DType, Scalar)],
+    split: Option<Split>,
     f: impl FnOnce(&mut ProgBuilder, PRef, usize) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
     // A zero-dimensional tensor is a row of one element (and stays zero-dimensional).
@@ -77,6 +85,14 @@ pub(super) fn reduce(
             .map(|(d, v)| creation::full(op.rt(), &shape, *v, *d))
             .collect();
     }
+    if let Some(sp) = split
+        && dims.len() == x.dim()
+        && row_len > split::SPLIT_ABOVE
+        && outs.len() == 1
+        && let Some(t) = split::reduce_all(op, &x, keepdim, outs[0].0, sp)?
+    {
+        return Ok(vec![t]);
+    }
     let out: Vec<(DType, bool)> = outs.iter().map(|(d, _)| (*d, true)).collect();
     rows(
         op,
@@ -92,7 +108,7 @@ pub(super) fn reduce(
 
 /// PyTorch's check that no reduced dim is empty (`amax`, `max`, `argmax`, ...): `given` are the
 /// dims as the caller wrote them, `None` for a reduction over everything.
-pub(super) fn check_nonempty(name: &str, x: &Tensor, given: Option<&[i64]>) -> Result<()> {
+fn check_nonempty(name: &str, x: &Tensor, given: Option<&[i64]>) -> Result<()> {
     if x.numel() != 0 {
         return Ok(());
     }

@@ -2,6 +2,7 @@
 //! NaN propagates to the values and counts as the extreme for the indices; ties give the first
 //! index.
 
+use super::split::Split;
 use super::{check_nonempty, reduce};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
@@ -10,6 +11,16 @@ use crate::layout::wrap_dim;
 use crate::ops::helpers::{OpScope, dims_of};
 use crate::tensor::Tensor;
 
+/// Maxima and minima of chunks combine exactly.
+fn exact_split(kind: RedKind, dt: DType) -> Split {
+    Split::Assoc {
+        kind,
+        pre: dt,
+        acc: dt,
+        mean: false,
+    }
+}
+
 /// `amax`/`amin` over `dims` (empty: all).
 fn extreme(name: &str, x: &Tensor, dims: &[i64], keepdim: bool, max: bool) -> Result<Tensor> {
     let op = OpScope::new(name, &[x])?;
@@ -17,12 +28,16 @@ fn extreme(name: &str, x: &Tensor, dims: &[i64], keepdim: bool, max: bool) -> Re
     let d = dims_of(dims, x.dim(), true)?;
     let dt = x.dtype();
     let kind = if max { RedKind::Max } else { RedKind::Min };
-    Ok(
-        reduce(&op, x, &d, keepdim, &[(dt, Scalar::Int(0))], |p, v, _| {
-            vec![p.reduce(kind, v, dt)]
-        })?
-        .remove(0),
-    )
+    Ok(reduce(
+        &op,
+        x,
+        &d,
+        keepdim,
+        &[(dt, Scalar::Int(0))],
+        Some(exact_split(kind, dt)),
+        |p, v, _| vec![p.reduce(kind, v, dt)],
+    )?
+    .remove(0))
 }
 
 /// `torch.amax(x, dims, keepdim)`: NaN propagates; an empty `dims` reduces everything.
@@ -42,12 +57,16 @@ fn extreme_all(x: &Tensor, max: bool) -> Result<Tensor> {
     let dims: Vec<usize> = (0..x.dim()).collect();
     let dt = x.dtype();
     let kind = if max { RedKind::Max } else { RedKind::Min };
-    Ok(
-        reduce(&op, x, &dims, false, &[(dt, Scalar::Int(0))], |p, v, _| {
-            vec![p.reduce(kind, v, dt)]
-        })?
-        .remove(0),
-    )
+    Ok(reduce(
+        &op,
+        x,
+        &dims,
+        false,
+        &[(dt, Scalar::Int(0))],
+        Some(exact_split(kind, dt)),
+        |p, v, _| vec![p.reduce(kind, v, dt)],
+    )?
+    .remove(0))
 }
 
 /// `torch.max(x)`: the largest element (NaN if any is NaN).
@@ -78,6 +97,7 @@ fn extreme_dim(x: &Tensor, dim: i64, keepdim: bool, max: bool) -> Result<(Tensor
         &[d],
         keepdim,
         &[(dt, Scalar::Int(0)), (DType::I64, Scalar::Int(0))],
+        None,
         |p, v, _| vec![p.reduce(kind, v, dt), p.arg(max, v)],
     )?;
     let indices = out.remove(1);
@@ -122,6 +142,7 @@ fn arg_extreme(x: &Tensor, dim: Option<i64>, keepdim: bool, max: bool) -> Result
         &dims,
         keepdim,
         &[(DType::I64, Scalar::Int(0))],
+        None,
         |p, v, _| vec![p.arg(max, v)],
     )?
     .remove(0))

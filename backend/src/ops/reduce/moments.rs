@@ -1,5 +1,6 @@
 //! `var` and `std`: two passes over the row in one kernel.
 
+use super::split::Split;
 use super::{reduce, scalar_type_name};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
@@ -34,6 +35,10 @@ fn var_std(
         &dims,
         keepdim,
         &[(dt, Scalar::Float(f64::NAN))],
+        Some(Split::Var {
+            correction: c,
+            sqrt,
+        }),
         |p, v, n| {
             let v = p.cast(v, f);
             let s = p.reduce(RedKind::Sum, v, f);

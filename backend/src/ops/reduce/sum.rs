@@ -1,6 +1,7 @@
 //! `sum`, `mean` and `prod`: accumulations with PyTorch's result dtypes.
 
 use super::reduce;
+use super::split::Split;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, RedKind};
@@ -18,6 +19,21 @@ fn accumulate_dtype(x: &Tensor, dtype: Option<DType>) -> DType {
     })
 }
 
+/// Chunks of a sum or product accumulate in the lane type (f32 partials for every float
+/// dtype, int64 for integers) after the input's conversion to `out`.
+fn accumulation(kind: RedKind, out: DType, mean: bool) -> Split {
+    Split::Assoc {
+        kind,
+        pre: out,
+        acc: if out.is_float() {
+            DType::F32
+        } else {
+            DType::I64
+        },
+        mean,
+    }
+}
+
 fn sum_impl(
     op: &OpScope,
     x: &Tensor,
@@ -26,14 +42,20 @@ fn sum_impl(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     let out = accumulate_dtype(x, dtype);
-    Ok(
-        reduce(op, x, dims, keepdim, &[(out, Scalar::Int(0))], |p, v, _| {
+    Ok(reduce(
+        op,
+        x,
+        dims,
+        keepdim,
+        &[(out, Scalar::Int(0))],
+        Some(accumulation(RedKind::Sum, out, false)),
+        |p, v, _| {
             // The input is converted to the result dtype first, as PyTorch does.
             let v = p.cast(v, out);
             vec![p.reduce(RedKind::Sum, v, out)]
-        })?
-        .remove(0),
-    )
+        },
+    )?
+    .remove(0))
 }
 
 /// `torch.sum(x, dims, keepdim, dtype=dtype)` (`aten::sum.dim_IntList`); an empty `dims` sums
@@ -81,6 +103,7 @@ fn mean_impl(
         dims,
         keepdim,
         &[(out, Scalar::Float(f64::NAN))],
+        Some(accumulation(RedKind::Sum, out, true)),
         |p, v, n| {
             let v = p.cast(v, out);
             let s = p.reduce(RedKind::Sum, v, DType::F32);
@@ -113,13 +136,19 @@ fn prod_impl(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     let out = accumulate_dtype(x, dtype);
-    Ok(
-        reduce(op, x, dims, keepdim, &[(out, Scalar::Int(1))], |p, v, _| {
+    Ok(reduce(
+        op,
+        x,
+        dims,
+        keepdim,
+        &[(out, Scalar::Int(1))],
+        Some(accumulation(RedKind::Prod, out, false)),
+        |p, v, _| {
             let v = p.cast(v, out);
             vec![p.reduce(RedKind::Prod, v, out)]
-        })?
-        .remove(0),
-    )
+        },
+    )?
+    .remove(0))
 }
 
 /// `torch.prod(x, dtype=dtype)`: the product of every element (`aten::prod`).

@@ -154,3 +154,178 @@ fn fused_cross_entropy_and_residual_layer_norm() {
     let want = ref_full(&hv, &[nb, c], &[1], |row| layer_norm_ref(row, 1e-5).0);
     check(&y, &want, &[nb, c], DType::F32, "fused residual layer norm");
 }
+
+/// A graph of every operator here, eager and under whole-graph compile: the same bits.
+fn graph(xs: &[Tensor]) -> tpuemu_backend::Result<Vec<Tensor>> {
+    let (x, w, t) = (&xs[0], &xs[1], &xs[2]);
+    let h = x.add(x)?;
+    let sm = h.softmax(1)?;
+    let ls = h.log_softmax(-1)?;
+    let (loss, tw) = ops::nn::nll_loss_forward(&ls, t, Some(w), Reduction::Mean, 2)?;
+    let (ln, mean, rstd) = ops::nn::native_layer_norm(&h, &[40], Some(w), Some(w), 1e-5)?;
+    let rms = h.rms_norm(&[40], Some(w), None)?;
+    let (mx, idx) = h.max_dim(0, true)?;
+    Ok(vec![
+        sm,
+        loss,
+        tw,
+        ln,
+        mean,
+        rstd,
+        rms,
+        mx,
+        idx,
+        h.sum(&[0], false)?,
+        h.mean(&[1], true)?,
+        h.var(&[], 1.0, false)?,
+        h.amin(&[1], false)?,
+        h.argmax(None, false)?,
+        x.prod()?,
+    ])
+}
+
+#[test]
+fn compiled_graph_matches_eager() {
+    use tpuemu_backend::compile::compile;
+    for dt in [DType::F32, DType::BF16] {
+        let rt = rt(Mode::Strict);
+        let v: Vec<f64> = data(6 * 40, 30).iter().map(|x| 1.0 + x / 8.0).collect();
+        let (x, _) = tensor(&rt, &v, &[6, 40], dt);
+        let (w, _) = tensor(&rt, &data(40, 31), &[40], dt);
+        let tv: Vec<i64> = (0..6).map(|i| (i * 11) % 40).collect();
+        let t = Tensor::from_slice(&rt, &tv, &[6]).unwrap();
+        let inputs = [x, w, t];
+        let want: Vec<Vec<f64>> = graph(&inputs)
+            .unwrap()
+            .iter()
+            .map(|t| t.to_f64_vec().unwrap())
+            .collect();
+        let mut g = compile(&rt, "reduce_nn", graph);
+        let got = g.call(&inputs).unwrap();
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let g = g.to_f64_vec().unwrap();
+            let same = g
+                .iter()
+                .zip(w)
+                .all(|(a, b)| a == b || (a.is_nan() && b.is_nan()));
+            assert!(
+                same && g.len() == w.len(),
+                "{dt:?} output {i}: {g:?} vs {w:?}"
+            );
+        }
+    }
+}
+
+/// Whole-tensor reductions above 64K elements take two kernels (partials of equal rows, then
+/// their combination), so a tensor larger than one row can hold in VMEM still reduces. The rows
+/// are the trailing dims when they hold 1K to 64K elements; otherwise the elements are read as
+/// `[k, c]` in memory order (transposed inputs as they are, sliced ones made contiguous first).
+#[test]
+fn large_whole_tensor_reductions_split_in_two_kernels() {
+    for mode in MODES {
+        let rt = rt(mode);
+        let n = 120_000;
+        let v: Vec<f64> = data(n, 50).iter().map(|x| 10.0 + x).collect();
+        let cases = [
+            (0, [300usize, 400], DType::F32, 2),
+            (1, [300, 400], DType::BF16, 2),
+            (2, [300, 400], DType::F32, 3),
+            (3, [40, 3000], DType::F32, 2),
+        ];
+        for (kind, shape, dt, kernels) in cases {
+            let (x, xv) = match kind {
+                0 => tensor(&rt, &v, &shape, dt),
+                1 | 3 => transposed(&rt, &v, &shape, dt),
+                _ => {
+                    // Every other column of a [300, 800] tensor.
+                    let wide: Vec<f64> = (0..2 * n).map(|i| v[i / 2]).collect();
+                    let (w, _) = tensor(&rt, &wide, &[300, 800], dt);
+                    let x = ops::layout_ops::slice(&w, 1, Some(0), None, 2).unwrap();
+                    let xv = (0..n).map(|i| round_to(v[i], dt)).collect();
+                    (x, xv)
+                }
+            };
+            let what = |op: &str| format!("{op} {kind} {dt:?} {mode:?}");
+            let count = |f: &dyn Fn() -> Tensor| {
+                rt.sync().unwrap();
+                rt.reset_metrics();
+                let t = f();
+                rt.sync().unwrap();
+                (t, rt.metrics().kernels_launched)
+            };
+            let (s, k) = count(&|| x.sum_all().unwrap());
+            check(&s, &[sum(&xv)], &[], dt, &what("sum"));
+            assert_eq!(k, kernels, "{}", what("sum kernels"));
+            let (m, _) = count(&|| x.mean(&[], true).unwrap());
+            check(&m, &[sum(&xv) / n as f64], &[1, 1], dt, &what("mean"));
+            let (a, _) = count(&|| x.amax(&[0, 1], false).unwrap());
+            check(&a, &[nan_max(&xv)], &[], dt, &what("amax"));
+            let (a, _) = count(&|| ops::reduce::min_all(&x).unwrap());
+            check(&a, &[nan_min(&xv)], &[], dt, &what("min"));
+            for c in [1.0, 0.0] {
+                let (va, _) = count(&|| x.var(&[], c, false).unwrap());
+                check(&va, &[variance(&xv, c)], &[], dt, &what("var"));
+                let (sd, _) = count(&|| x.std(&[0, 1], c, true).unwrap());
+                check(&sd, &[variance(&xv, c).sqrt()], &[1, 1], dt, &what("std"));
+            }
+        }
+        // DeferAndFuse fuses an elementwise producer into the first kernel when the rows are
+        // the trailing dims: a mean squared error over [40, 3000] is two kernels.
+        if mode == Mode::DeferAndFuse {
+            let (a, av) = tensor(&rt, &v, &[40, 3000], DType::F32);
+            let (b, bv) = tensor(&rt, &data(n, 52), &[40, 3000], DType::F32);
+            rt.sync().unwrap();
+            rt.reset_metrics();
+            let d = a.sub(&b).unwrap();
+            let mse = d.mul(&d).unwrap().mean_all().unwrap();
+            drop(d);
+            rt.sync().unwrap();
+            assert_eq!(rt.metrics().kernels_launched, 2);
+            let want: f64 = av
+                .iter()
+                .zip(&bv)
+                .map(|(x, y)| {
+                    let d = (x - y) as f32;
+                    (d * d) as f64
+                })
+                .sum::<f64>()
+                / n as f64;
+            check(&mse, &[want], &[], DType::F32, "fused mse");
+        }
+        // Products of powers of two and signs are exact in f32: every factor must be in.
+        let pv: Vec<f64> = (0..n)
+            .map(|i| match i % 997 {
+                0 => 2.0,
+                500 => 0.5,
+                700 if i % 3 == 0 => -1.0,
+                _ => 1.0,
+            })
+            .collect();
+        let (x, xv) = tensor(&rt, &pv, &[n], DType::F32);
+        let want: f64 = xv.iter().product();
+        check(&x.prod().unwrap(), &[want], &[], DType::F32, "prod");
+        // Integers sum to int64.
+        let iv: Vec<f64> = (0..n).map(|i| (i % 13) as f64 - 6.0).collect();
+        let (x, _) = tensor(&rt, &iv, &[n], DType::I32);
+        check(
+            &x.sum_all().unwrap(),
+            &[sum(&iv)],
+            &[],
+            DType::I64,
+            "int sum",
+        );
+        // Larger than one row can hold in VMEM (about 1M f32 elements on a v5e).
+        let big = 3 << 20;
+        let x = Tensor::from_f64s(
+            &rt,
+            (0..big).map(|i| (i % 7) as f64),
+            big,
+            &[big],
+            DType::F32,
+        )
+        .unwrap();
+        let want: f64 = (0..big).map(|i| (i % 7) as f64).sum();
+        check(&x.sum_all().unwrap(), &[want], &[], DType::F32, "3M sum");
+    }
+}
