@@ -55,6 +55,9 @@ struct Ctx<'a> {
     /// `Index` nodes along the row).
     orig_shape: &'a [usize],
     row_start: usize,
+    /// Rows layout: the flat index (over the outer dims) of the current group's first row
+    /// (advanced by 8 per group).
+    row_base: Option<SReg>,
 }
 
 fn last_uses(prog: &Prog) -> Vec<usize> {
@@ -167,6 +170,7 @@ pub(crate) fn dense(
         pinned: Vec::new(),
         orig_shape: &[],
         row_start: 0,
+        row_base: None,
     };
     // Constants live in registers for the whole loop.
     for (i, n) in prog.nodes.iter().enumerate() {
@@ -422,9 +426,9 @@ fn lane_product(cx: &mut Ctx, ty: VType, acc: VReg) -> Result<(), KernelError> {
     Ok(())
 }
 
-/// The value of `Index(d)` in the rows layout, from the column index `col` (position in the
-/// row, row-major over the row dims): `(col / inner) % size` for a row dim, 0 for an outer dim
-/// of size 1. Other outer dims are not supported.
+/// The value of `Index(d)` in the rows layout: for a row dim, from the column index `col`
+/// (position in the row, row-major over the row dims), `(col / inner) % size`; for an outer dim,
+/// the same from the flat row index of each sublane's row.
 fn emit_row_index(cx: &mut Ctx, d: usize, col: VReg) -> Result<VReg, KernelError> {
     let shape = cx.orig_shape;
     if d >= shape.len() {
@@ -434,26 +438,43 @@ fn emit_row_index(cx: &mut Ctx, d: usize, col: VReg) -> Result<VReg, KernelError
         )));
     }
     let v = cx.va.take()?;
-    if d < cx.row_start {
-        if shape.get(d) == Some(&1) {
-            cx.e.push(Instr::VMov {
-                ty: VType::I32,
-                dst: v,
-                src: VSrc::Imm(0),
-            });
-            return Ok(v);
-        }
-        cx.va.give(v);
-        return Err(KernelError::Unsupported(
-            "coordinates of an outer dim in a reduction kernel".into(),
-        ));
+    if d < cx.row_start && shape[d] == 1 {
+        cx.e.push(Instr::VMov {
+            ty: VType::I32,
+            dst: v,
+            src: VSrc::Imm(0),
+        });
+        return Ok(v);
     }
-    let inner: usize = shape[d + 1..].iter().product();
-    cx.e.push(Instr::VMov {
-        ty: VType::I32,
-        dst: v,
-        src: VSrc::V(col),
-    });
+    let (first, end) = if d < cx.row_start {
+        // Row r of the group is sublane r: flat row index = group base + sublane.
+        let Some(base) = cx.row_base else {
+            cx.va.give(v);
+            return Err(KernelError::Unsupported(
+                "coordinates of an outer dim without a row index".into(),
+            ));
+        };
+        cx.e.push(Instr::VIota {
+            kind: IotaKind::Sub,
+            dst: v,
+        });
+        cx.e.push(Instr::VBin {
+            op: VBinOp::Add,
+            ty: VType::I32,
+            dst: v,
+            a: v,
+            b: VSrc::S(base),
+        });
+        (0, cx.row_start)
+    } else {
+        cx.e.push(Instr::VMov {
+            ty: VType::I32,
+            dst: v,
+            src: VSrc::V(col),
+        });
+        (cx.row_start, shape.len())
+    };
+    let inner: usize = shape[d + 1..end].iter().product();
     if inner > 1 {
         cx.e.push(Instr::VBin {
             op: VBinOp::Div,
@@ -463,7 +484,7 @@ fn emit_row_index(cx: &mut Ctx, d: usize, col: VReg) -> Result<VReg, KernelError
             b: VSrc::Imm(inner as u32),
         });
     }
-    if d > cx.row_start {
+    if d > first {
         cx.e.push(Instr::VBin {
             op: VBinOp::Rem,
             ty: VType::I32,
@@ -477,7 +498,7 @@ fn emit_row_index(cx: &mut Ctx, d: usize, col: VReg) -> Result<VReg, KernelError
 
 /// The first dim of the row in `shape`: the shortest suffix of dims holding `len` elements
 /// (size-1 dims left out of it have coordinate 0 either way).
-fn row_start(shape: &[usize], len: usize) -> usize {
+pub(crate) fn row_start(shape: &[usize], len: usize) -> usize {
     let mut k = shape.len();
     let mut n = 1usize;
     while k > 0 && n < len {
@@ -488,7 +509,9 @@ fn row_start(shape: &[usize], len: usize) -> usize {
 }
 
 /// The rows body: all groups of the tile, every phase. `orig_shape` is the node's iteration
-/// shape before coalescing (`Index` nodes refer to its dims).
+/// shape before coalescing (`Index` nodes refer to its dims); `tile_row` holds the flat index
+/// (over the outer dims) of the tile's first row, for coordinates of outer dims (the body
+/// advances it).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rows(
     e: &mut Emitter,
@@ -499,6 +522,7 @@ pub(crate) fn rows(
     g: RowsGeom,
     vregs: u32,
     orig_shape: &[usize],
+    tile_row: Option<SReg>,
 ) -> Result<(), KernelError> {
     let ph = phases(prog);
     let max_phase = ph.iter().copied().max().unwrap_or(0);
@@ -553,6 +577,7 @@ pub(crate) fn rows(
         pinned: Vec::new(),
         orig_shape,
         row_start: row_start(orig_shape, g.len as usize),
+        row_base: tile_row,
     };
     let nchunks = g.pitch / 128;
     let tail = g.len - (nchunks - 1) * 128;
@@ -897,6 +922,14 @@ pub(crate) fn rows(
             dst: *b,
             a: *b,
             b: SSrc::Imm((8 * s) as i32),
+        });
+    }
+    if let Some(base) = cx.row_base {
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: base,
+            a: base,
+            b: SSrc::Imm(8),
         });
     }
     cx.e.push(Instr::SAlu {

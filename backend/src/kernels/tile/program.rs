@@ -445,6 +445,39 @@ impl Gen<'_> {
         Ok(())
     }
 
+    /// A new register with the flat index of the tile's first element (`end` = all dims) or, in
+    /// the rows layout, of its first row (`end` = the outer dims), from the store cursor.
+    fn tile_flat_index(&mut self, end: usize) -> Result<SReg, KernelError> {
+        let cnt = self.counters(self.sm.store_cnt)?;
+        let flat = reg(&mut self.pool)?;
+        self.e.b.smov(flat, 0);
+        for (l, lv) in self.plan.levels.clone().iter().enumerate() {
+            let inner: i64 = self.spec.shape[(lv.dim + 1).min(end)..end]
+                .iter()
+                .map(|d| *d as i64)
+                .product();
+            let step = inner * lv.step as i64;
+            if step != 0 {
+                self.e.push(Instr::SAlu {
+                    op: SAluOp::Mul,
+                    dst: SReg::n(15),
+                    a: cnt[l],
+                    b: SSrc::Imm(step as i32),
+                });
+                self.e.push(Instr::SAlu {
+                    op: SAluOp::Add,
+                    dst: flat,
+                    a: flat,
+                    b: SSrc::Reg(SReg::n(15)),
+                });
+            }
+        }
+        for r in cnt {
+            self.pool.give(r);
+        }
+        Ok(flat)
+    }
+
     /// The compute of one tile in buffers `parity`.
     fn compute(&mut self, parity: usize) -> Result<(), KernelError> {
         let ops: Vec<VOperand> = self
@@ -466,7 +499,13 @@ impl Gen<'_> {
                 len: self.plan.len,
                 pitch: self.plan.pitch,
             };
-            body::rows(
+            // Row coordinates of outer dims (`Index` nodes) count from the tile's first row.
+            let tile_row = if uses_outer_index(spec) {
+                Some(self.tile_flat_index(spec.shape.len() - spec.row_dims)?)
+            } else {
+                None
+            };
+            let r = body::rows(
                 &mut self.e,
                 &mut self.pool,
                 &spec.prog,
@@ -475,41 +514,17 @@ impl Gen<'_> {
                 g,
                 self.vregs,
                 &spec.orig_shape,
-            )
+                tile_row,
+            );
+            if let Some(t) = tile_row {
+                self.pool.give(t);
+            }
+            r
         } else {
             let elems = vmem_elems(spec, &self.plan, self.plan.block, false);
             let n_vregs = elems.div_ceil(1024) as u32;
-            let uses_index = spec
-                .prog
-                .nodes
-                .iter()
-                .any(|n| matches!(n.op, POp::Index(_)));
-            if uses_index {
-                // Flat index of the tile's first element, from the store cursor.
-                let cnt = self.counters(self.sm.store_cnt)?;
-                let flat = reg(&mut self.pool)?;
-                self.e.b.smov(flat, 0);
-                for (l, lv) in self.plan.levels.clone().iter().enumerate() {
-                    let inner: i64 = spec.shape[lv.dim + 1..].iter().map(|d| *d as i64).product();
-                    let step = inner * lv.step as i64;
-                    if step != 0 {
-                        self.e.push(Instr::SAlu {
-                            op: SAluOp::Mul,
-                            dst: SReg::n(15),
-                            a: cnt[l],
-                            b: SSrc::Imm(step as i32),
-                        });
-                        self.e.push(Instr::SAlu {
-                            op: SAluOp::Add,
-                            dst: flat,
-                            a: flat,
-                            b: SSrc::Reg(SReg::n(15)),
-                        });
-                    }
-                }
-                for r in cnt {
-                    self.pool.give(r);
-                }
+            if uses_index(spec) {
+                let flat = self.tile_flat_index(spec.shape.len())?;
                 let r = body::dense(
                     &mut self.e,
                     &mut self.pool,
@@ -539,6 +554,26 @@ impl Gen<'_> {
             }
         }
     }
+}
+
+/// Whether the program reads coordinates (`Index` nodes).
+fn uses_index(spec: &TileSpec) -> bool {
+    spec.prog
+        .nodes
+        .iter()
+        .any(|n| matches!(n.op, POp::Index(_)))
+}
+
+/// Whether a rows-layout program reads coordinates of outer dims (other than size-1 ones).
+fn uses_outer_index(spec: &TileSpec) -> bool {
+    let start = body::row_start(&spec.orig_shape, spec.row_len());
+    spec.prog.nodes.iter().any(|n| match n.op {
+        POp::Index(d) => {
+            let d = d as usize;
+            d < start && spec.orig_shape.get(d) != Some(&1)
+        }
+        _ => false,
+    })
 }
 
 /// Generates the tile kernel for `spec` on a core of `chip`. Arguments: one buffer per operand

@@ -329,3 +329,68 @@ fn large_whole_tensor_reductions_split_in_two_kernels() {
         check(&x.sum_all().unwrap(), &[want], &[], DType::F32, "3M sum");
     }
 }
+
+/// Coordinates of outer dims in a reduction kernel: each sublane's row index, over many tiles
+/// and groups of 8 rows; and the DeferAndFuse pattern that needs them (a `triu` mask fused into
+/// the softmax after it).
+#[test]
+fn outer_coordinates_in_reduction_kernels() {
+    use tpuemu_backend::ir::{BinOp, RedKind};
+    use tpuemu_backend::ops::helpers::{OpScope, rows};
+    for mode in MODES {
+        let rt = rt(mode);
+        let shape = [40usize, 30, 200];
+        let (x, _) = tensor(&rt, &vec![0.0; 40 * 30 * 200], &shape, DType::F32);
+        let op = OpScope::new("test::rows", &[&x]).unwrap();
+        let out = rows(
+            &op,
+            &shape,
+            &[2],
+            false,
+            &[&x],
+            &[false],
+            &[(DType::I32, false), (DType::I32, true)],
+            |p, r| {
+                let (i0, i1) = (p.index(0), p.index(1));
+                let k = p.constant(Scalar::Int(100), DType::I32);
+                let code = p.bin(BinOp::Mul, i0, k, DType::I32);
+                let code = p.bin(BinOp::Add, code, i1, DType::I32);
+                let zero = p.cast(r[0], DType::I32);
+                let code = p.bin(BinOp::Add, code, zero, DType::I32);
+                let m = p.reduce(RedKind::Max, code, DType::I32);
+                vec![code, m]
+            },
+        )
+        .unwrap();
+        drop(op);
+        let codes: Vec<f64> = (0..40 * 30 * 200)
+            .map(|i| ((i / 6000) * 100 + (i / 200) % 30) as f64)
+            .collect();
+        check(&out[0], &codes, &shape, DType::I32, "outer coordinates");
+        let maxes: Vec<f64> = (0..40 * 30)
+            .map(|r| ((r / 30) * 100 + r % 30) as f64)
+            .collect();
+        check(
+            &out[1],
+            &maxes,
+            &[40, 30],
+            DType::I32,
+            "per-row outer coordinates",
+        );
+        // triu then softmax over the same shape: one fused kernel in DeferAndFuse.
+        let v = data(64, 3);
+        let (s, sv) = tensor(&rt, &v, &[8, 8], DType::F32);
+        rt.sync().unwrap();
+        rt.reset_metrics();
+        let y = ops::data::triu(&s, 0).unwrap().softmax(1).unwrap();
+        rt.sync().unwrap();
+        if mode == Mode::DeferAndFuse {
+            assert_eq!(rt.metrics().kernels_launched, 1);
+        }
+        let masked: Vec<f64> = (0..64)
+            .map(|i| if i % 8 >= i / 8 { sv[i] } else { 0.0 })
+            .collect();
+        let want = ref_full(&masked, &[8, 8], &[1], softmax_ref);
+        check(&y, &want, &[8, 8], DType::F32, "triu + softmax");
+    }
+}
