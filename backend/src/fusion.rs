@@ -24,6 +24,9 @@ use crate::ir::{MatmulNode, Node, NodeKind, OpTag, POp, PRef, Prog, View};
 use crate::kernels::tile::spec::aligned_strides;
 use crate::runtime::{Runtime, State};
 
+/// How many of the newest groups a node may join (bounds planning time on huge graphs).
+const SEARCH_WINDOW: usize = 16;
+
 /// A node being grown by fusion, with the operators it holds.
 struct Group {
     node: Node,
@@ -31,6 +34,9 @@ struct Group {
     op_ids: Vec<u64>,
     /// For tile groups: the prog node computing each output.
     out_refs: Vec<PRef>,
+    /// Storages each merged node read (one entry per node and storage), to tell values only
+    /// the group reads from values needed outside it.
+    read_ids: Vec<u64>,
 }
 
 /// How many references to each storage the graph holds (to tell graph-only storages from ones
@@ -45,6 +51,12 @@ fn graph_refs(nodes: &[Node]) -> HashMap<u64, usize> {
     refs
 }
 
+/// The storages `n` reads, each once.
+fn distinct_reads(n: &Node) -> Vec<u64> {
+    let ids: BTreeSet<u64> = n.inputs.iter().map(|v| v.storage.id()).collect();
+    ids.into_iter().collect()
+}
+
 fn storages(n: &Node) -> BTreeSet<u64> {
     n.inputs
         .iter()
@@ -54,7 +66,9 @@ fn storages(n: &Node) -> BTreeSet<u64> {
 }
 
 /// Maps `prog`'s inputs through `map` (input index -> prog ref in `into`) and appends its nodes.
-fn append_prog(into: &mut Prog, prog: &Prog, map: &HashMap<u32, PRef>) -> Vec<PRef> {
+/// With `per_row`, every appended node is marked constant along the row (a per-row map merged
+/// into a reduction's group).
+fn append_prog(into: &mut Prog, prog: &Prog, map: &HashMap<u32, PRef>, per_row: bool) -> Vec<PRef> {
     let mut remap: Vec<PRef> = Vec::with_capacity(prog.nodes.len());
     for n in &prog.nodes {
         let r = |x: PRef| remap[x as usize];
@@ -74,7 +88,7 @@ fn append_prog(into: &mut Prog, prog: &Prog, map: &HashMap<u32, PRef>) -> Vec<PR
             POp::ArgMax(a) => POp::ArgMax(r(a)),
             POp::ArgMin(a) => POp::ArgMin(r(a)),
         };
-        remap.push(into.push(new, n.dtype, n.per_row));
+        remap.push(into.push(new, n.dtype, n.per_row || per_row));
     }
     prog.outputs.iter().map(|o| remap[*o as usize]).collect()
 }
@@ -86,6 +100,7 @@ impl Group {
             _ => Vec::new(),
         };
         Group {
+            read_ids: distinct_reads(&node),
             ops: vec![node.op.name.clone()],
             op_ids: vec![node.op.id],
             out_refs,
@@ -117,9 +132,31 @@ impl Group {
                 row_dims,
                 prog,
             } => {
-                if shape != nshape || (*row_dims != *nrows && *row_dims != 0 && *nrows != 0) {
+                // `n` over the same space, or (a per-row map) over the group's outer dims.
+                let per_row_n = shape != nshape && *nrows == 0 && *row_dims > 0;
+                if per_row_n {
+                    if outer_dims(shape, *row_dims, nshape).is_none()
+                        || nprog.nodes.iter().any(|x| {
+                            matches!(
+                                x.op,
+                                POp::Index(_) | POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_)
+                            )
+                        })
+                    {
+                        return false;
+                    }
+                } else if shape != nshape || (*row_dims != *nrows && *row_dims != 0 && *nrows != 0)
+                {
                     return false;
                 }
+                // `n`'s operands as the group sees them.
+                let as_group = |v: &View| -> Option<View> {
+                    if per_row_n {
+                        per_row_view(v, shape, *row_dims, nshape)
+                    } else {
+                        Some(v.clone())
+                    }
+                };
                 let rows = (*row_dims).max(*nrows);
                 if prog.nodes.len() + nprog.nodes.len() > 96 {
                     return false;
@@ -141,12 +178,15 @@ impl Group {
                     .collect();
                 for (i, v) in n.inputs.iter().enumerate() {
                     let i = i as u32;
+                    let Some(v) = as_group(v) else { return false };
                     if let Some(k) = written(v.storage.id()) {
                         let w = &outputs[k];
                         let r = self.out_refs[k];
                         let produced_per_row = merged.node(r).per_row && rows > 0;
-                        let ok = if produced_per_row {
-                            same_per_row(w, v, shape, rows)
+                        let ok = if per_row_n {
+                            produced_per_row && same_layout_per_row(w, &v, shape, rows)
+                        } else if produced_per_row {
+                            same_per_row(w, &v, shape, rows)
                         } else {
                             w.layout == v.layout
                                 && w.dtype == v.dtype
@@ -158,22 +198,28 @@ impl Group {
                         map.insert(i, r);
                     } else {
                         let idx = (n_in + new_inputs.len()) as u32;
-                        let pr = per_row_inputs.get(&i).copied().unwrap_or(false);
+                        let pr = per_row_n || per_row_inputs.get(&i).copied().unwrap_or(false);
                         let r = merged.push(POp::Input(idx), v.dtype, pr);
                         map.insert(i, r);
-                        new_inputs.push(v.clone());
+                        new_inputs.push(v);
                     }
                 }
-                let outs = append_prog(&mut merged, nprog, &map);
+                let mut new_outputs = Vec::new();
+                for v in &n.outputs {
+                    let Some(v) = as_group(v) else { return false };
+                    new_outputs.push(v);
+                }
+                let outs = append_prog(&mut merged, nprog, &map, per_row_n);
                 // Commit.
                 merged.outputs.extend(outs.iter().copied());
                 self.out_refs.extend(outs);
                 *prog = merged;
                 *row_dims = rows;
                 self.node.inputs.extend(new_inputs);
-                self.node.outputs.extend(n.outputs.iter().cloned());
+                self.node.outputs.extend(new_outputs);
                 self.ops.push(n.op.name.clone());
                 self.op_ids.push(n.op.id);
+                self.read_ids.extend(distinct_reads(n));
                 true
             }
             NodeKind::Matmul(mm) => {
@@ -211,7 +257,7 @@ impl Group {
                 {
                     return false;
                 }
-                let outs = append_prog(&mut merged, nprog, &map);
+                let outs = append_prog(&mut merged, nprog, &map, false);
                 // The epilogue now produces `n`'s output instead of the product.
                 merged.outputs = outs;
                 let mut new_out = n.outputs[0].clone();
@@ -228,6 +274,7 @@ impl Group {
                 self.node.outputs[0] = new_out;
                 self.ops.push(n.op.name.clone());
                 self.op_ids.push(n.op.id);
+                self.read_ids.extend(distinct_reads(n));
                 true
             }
             _ => false,
@@ -239,6 +286,49 @@ impl Group {
 fn epilogue_shape(mm: &MatmulNode, shape: &[usize]) -> bool {
     let numel: usize = shape.iter().product();
     numel == mm.batch * mm.m * mm.n && shape.last() == Some(&mm.n)
+}
+
+/// How many leading dims of `nshape` are the outer (non-row) dims of `shape`, when `nshape` is
+/// those dims (`keepdim=False`) or those dims followed by size-1 row dims (`keepdim=True`).
+fn outer_dims(shape: &[usize], row_dims: usize, nshape: &[usize]) -> Option<usize> {
+    let outer = &shape[..shape.len() - row_dims];
+    if nshape == outer {
+        Some(outer.len())
+    } else if nshape.len() == shape.len()
+        && &nshape[..outer.len()] == outer
+        && nshape[outer.len()..].iter().all(|&d| d == 1)
+    {
+        Some(outer.len())
+    } else {
+        None
+    }
+}
+
+/// `v`, an operand of a node iterating over `nshape` (the group's outer dims, see
+/// [`outer_dims`]), as a per-row operand of the group over `shape`.
+fn per_row_view(v: &View, shape: &[usize], row_dims: usize, nshape: &[usize]) -> Option<View> {
+    let k = outer_dims(shape, row_dims, nshape)?;
+    let strides = aligned_strides(&v.layout, nshape, 0).ok()?;
+    let layout = crate::layout::Layout {
+        shape: nshape[..k].to_vec(),
+        strides: strides[..k].to_vec(),
+        offset: v.layout.offset,
+    };
+    Some(View {
+        storage: v.storage.clone(),
+        layout,
+        dtype: v.dtype,
+    })
+}
+
+/// Whether two per-row operands over `shape` address the same elements.
+fn same_layout_per_row(a: &View, b: &View, shape: &[usize], rows: usize) -> bool {
+    a.dtype == b.dtype
+        && a.layout.offset == b.layout.offset
+        && matches!(
+            (aligned_strides(&a.layout, shape, rows), aligned_strides(&b.layout, shape, rows)),
+            (Ok(x), Ok(y)) if x == y
+        )
 }
 
 /// Whether two layouts address the same elements in the same order.
@@ -283,51 +373,68 @@ pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
             }
         }
     }
-    // Storages read by node i or later.
-    let mut read_after: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); nodes.len() + 1];
-    for i in (0..nodes.len()).rev() {
-        let mut s = read_after[i + 1].clone();
-        s.extend(nodes[i].inputs.iter().map(|v| v.storage.id()));
-        read_after[i] = s;
+    // How many nodes read each storage.
+    let mut readers: HashMap<u64, usize> = HashMap::new();
+    for n in &nodes {
+        let ids: BTreeSet<u64> = n.inputs.iter().map(|v| v.storage.id()).collect();
+        for id in ids {
+            *readers.entry(id).or_default() += 1;
+        }
     }
     let live = |v: &View| live_ids.contains(&v.storage.id());
 
     let mut groups: Vec<Group> = Vec::new();
-    let mut current: Option<Group> = None;
-    for (i, n) in nodes.iter().enumerate() {
-        if let Some(g) = current.as_mut() {
-            // A matmul's product must be dead before an epilogue can replace it.
+    for n in &nodes {
+        let reads: BTreeSet<u64> = n.inputs.iter().map(|v| v.storage.id()).collect();
+        let writes: BTreeSet<u64> = n.outputs.iter().map(|v| v.storage.id()).collect();
+        // `n` may move back to run with an earlier group only past groups it does not depend
+        // on: none writes what `n` reads, none touches what `n` writes.
+        let floor = groups
+            .iter()
+            .rposition(|g| {
+                g.node
+                    .outputs
+                    .iter()
+                    .any(|v| reads.contains(&v.storage.id()))
+                    || storages(&g.node).iter().any(|id| writes.contains(id))
+            })
+            .unwrap_or(0)
+            .max(groups.len().saturating_sub(SEARCH_WINDOW));
+        let mut merged = false;
+        for g in groups[floor..].iter_mut().rev() {
+            // A matmul's product must be read by `n` alone before an epilogue can replace it.
             let ok = match &g.node.kind {
                 NodeKind::Matmul(_) => {
                     let p = &g.node.outputs[0];
-                    !live(p) && !read_after[i + 1].contains(&p.storage.id())
+                    !live(p) && readers.get(&p.storage.id()).copied() == Some(1)
                 }
                 _ => true,
             };
             if ok && g.try_merge(n) {
-                continue;
+                merged = true;
+                break;
             }
         }
-        if let Some(g) = current.take() {
-            groups.push(g);
+        if !merged {
+            groups.push(Group::new(n.clone()));
         }
-        current = Some(Group::new(n.clone()));
-    }
-    if let Some(g) = current.take() {
-        groups.push(g);
     }
 
-    // Drop outputs nobody needs after the group.
-    let mut idx = 0usize;
+    // Drop outputs no node outside the group reads and no live tensor holds.
     let mut plans = Vec::new();
     for mut g in groups {
-        let last = idx + g.ops.len();
         if let NodeKind::Tile { prog, .. } = &mut g.node.kind {
+            let mut own_reads: HashMap<u64, usize> = HashMap::new();
+            for id in &g.read_ids {
+                *own_reads.entry(*id).or_default() += 1;
+            }
             let mut keep_v = Vec::new();
             let mut keep_o = Vec::new();
             for (k, v) in g.node.outputs.iter().enumerate() {
-                let needed = live(v) || read_after.get(last).is_some_and(|s| s.contains(&v.storage.id()));
-                if needed || (k + 1 == g.node.outputs.len() && keep_v.is_empty()) {
+                let id = v.storage.id();
+                let outside = readers.get(&id).copied().unwrap_or(0)
+                    > own_reads.get(&id).copied().unwrap_or(0);
+                if live(v) || outside || (k + 1 == g.node.outputs.len() && keep_v.is_empty()) {
                     keep_v.push(v.clone());
                     keep_o.push(prog.outputs[k]);
                 }
@@ -335,14 +442,23 @@ pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
             g.node.outputs = keep_v;
             prog.outputs = keep_o;
         }
-        idx = last;
-        plans.push(FusedGroup { node: g.node, ops: g.ops, op_ids: g.op_ids });
+        plans.push(FusedGroup {
+            node: g.node,
+            ops: g.ops,
+            op_ids: g.op_ids,
+        });
     }
     plans
 }
 
 /// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order.
-pub(crate) fn run_graph(rt: &Runtime, st: &mut State, nodes: Vec<Node>, ops: usize, reason: &str) -> Result<()> {
+pub(crate) fn run_graph(
+    rt: &Runtime,
+    st: &mut State,
+    nodes: Vec<Node>,
+    ops: usize,
+    reason: &str,
+) -> Result<()> {
     let start_ns = st.host_ns;
     let plans = plan_groups(nodes);
     if st.debug_print {
@@ -363,7 +479,11 @@ pub(crate) fn run_graph(rt: &Runtime, st: &mut State, nodes: Vec<Node>, ops: usi
         let op_ids = g.op_ids.clone();
         let mut node = g.node;
         if g.ops.len() > 1 {
-            node.op = OpTag { name: format!("fused[{}]", g.ops.join("+")), id: node.op.id, shapes: node.op.shapes.clone() };
+            node.op = OpTag {
+                name: format!("fused[{}]", g.ops.join("+")),
+                id: node.op.id,
+                shapes: node.op.shapes.clone(),
+            };
         }
         rt.execute(st, &node, Some(gid))?;
         let mut args = tpuemu_isa::trace::Args::new();

@@ -13,6 +13,7 @@ mod fusion;
 pub mod ir;
 pub mod kernels;
 pub mod layout;
+pub mod models;
 pub mod ops;
 pub mod runtime;
 pub mod tensor;

@@ -23,3 +23,6 @@ mod custom;
 
 #[path = "backend/compile.rs"]
 mod compile;
+
+#[path = "backend/models.rs"]
+mod models;

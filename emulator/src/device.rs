@@ -12,8 +12,8 @@ use std::sync::Mutex;
 use serde_json::json;
 use tpuemu_isa::trace::{Counter, Span, TraceEvent, Track};
 use tpuemu_isa::{
-    BufferId, ChipId, ChipInfo, Completion, Device, DeviceError, Fault, KernelArg, Launch,
-    LaunchId, Program, ProgramId, Topology,
+    BufferId, ChipId, ChipInfo, Completion, Counters, Device, DeviceError, Fault, KernelArg,
+    Launch, LaunchId, Program, ProgramId, Topology,
 };
 
 use crate::core::{ArgVal, ChipShared, Core};
@@ -24,6 +24,7 @@ use crate::preset::{ChipPreset, PresetError};
 use crate::stats::LaunchStats;
 
 struct LaunchRecord {
+    start_ns: f64,
     end_ns: f64,
     error: Option<DeviceError>,
     reported: bool,
@@ -107,6 +108,7 @@ impl Emulator {
                 cores: preset.cores_per_chip,
                 hbm_bytes: preset.hbm_bytes,
                 hbm_bytes_per_s: preset.hbm_bytes_per_s,
+                hbm_latency_ns: preset.hbm_latency_ns,
                 peak_bf16_flops: preset.peak_bf16_flops(),
                 core: preset.core_info(),
             })
@@ -245,7 +247,9 @@ impl Emulator {
             (bytes as f64 / self.preset.host_link_bytes_per_s * self.preset.clock_hz).ceil() as u64;
         s.host_link_free[c] = start + dur;
         Completion {
+            start_ns: self.preset.cycles_to_ns(start),
             end_ns: self.preset.cycles_to_ns(start + dur),
+            counters: Counters::default(),
         }
     }
 }
@@ -482,6 +486,7 @@ impl Device for Emulator {
             }
         }
         s.launches.push(LaunchRecord {
+            start_ns: self.preset.cycles_to_ns(start),
             end_ns,
             error,
             reported: false,
@@ -501,7 +506,15 @@ impl Device for Emulator {
                 return Err(e.clone());
             }
         }
-        Ok(Completion { end_ns: l.end_ns })
+        Ok(Completion {
+            start_ns: l.start_ns,
+            end_ns: l.end_ns,
+            counters: Counters {
+                hbm_bytes: l.stats.hbm_bytes(),
+                mxu_flops: l.stats.flops(),
+                ici_bytes: l.stats.ici_bytes(),
+            },
+        })
     }
 
     fn synchronize(&self) -> Result<Completion, DeviceError> {
@@ -513,8 +526,11 @@ impl Device for Emulator {
             .map(|c| Self::chip_now(&s, c).max(s.host_link_free[c]))
             .max()
             .unwrap_or(0);
+        let end_ns = self.preset.cycles_to_ns(end);
         Ok(Completion {
-            end_ns: self.preset.cycles_to_ns(end),
+            start_ns: end_ns,
+            end_ns,
+            counters: Counters::default(),
         })
     }
 

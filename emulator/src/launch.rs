@@ -432,6 +432,7 @@ fn collect_stats(chips: &[ChipState], targets: &[Target], start: u64, end: u64) 
                 dma_busy: c.t.dma_busy.clone(),
                 flops: c.stats.flops,
                 hbm_bytes: c.stats.hbm_bytes,
+                ici_bytes: c.stats.ici_bytes,
                 mxu_first: c.stats.mxu_first,
                 mxu_last: c.stats.mxu_last,
             }

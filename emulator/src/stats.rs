@@ -28,6 +28,8 @@ pub struct CoreStats {
     pub flops: u64,
     /// HBM bytes moved by DMA (burst-rounded).
     pub hbm_bytes: u64,
+    /// Bytes this core sent to other chips by remote DMA.
+    pub ici_bytes: u64,
     /// First cycle of matrix-unit work (a weight load or a matmul).
     pub mxu_first: Option<u64>,
     /// Last cycle a matrix-unit result left the array.
@@ -59,6 +61,11 @@ impl LaunchStats {
     /// HBM bytes of all cores.
     pub fn hbm_bytes(&self) -> u64 {
         self.cores.iter().map(|c| c.hbm_bytes).sum()
+    }
+
+    /// Bytes all cores sent over ICI.
+    pub fn ici_bytes(&self) -> u64 {
+        self.cores.iter().map(|c| c.ici_bytes).sum()
     }
 
     /// Instructions of all cores.

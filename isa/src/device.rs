@@ -81,6 +81,9 @@ pub struct ChipInfo {
     pub hbm_bytes: u64,
     /// HBM bandwidth in bytes per second.
     pub hbm_bytes_per_s: f64,
+    /// HBM access latency in ns (from a DMA's issue to its first bytes), for kernel planning.
+    #[serde(default)]
+    pub hbm_latency_ns: f64,
     /// Peak bf16 FLOP/s of the whole chip.
     pub peak_bf16_flops: f64,
     /// Each core's resources.
@@ -146,11 +149,27 @@ pub struct Launch {
     pub group_id: Option<u64>,
 }
 
-/// When something finished, on the device's clock.
-#[derive(Clone, Copy, PartialEq, Debug, serde::Serialize, serde::Deserialize)]
+/// When something ran, on the device's clock, and what it did (the counters a real chip's
+/// profiler reads).
+#[derive(Clone, Copy, PartialEq, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Completion {
+    /// Start time in ns (for `synchronize`, the same as `end_ns`).
+    pub start_ns: f64,
     /// Completion time in ns.
     pub end_ns: f64,
+    /// What a kernel launch did (zero for transfers and `synchronize`).
+    pub counters: Counters,
+}
+
+/// Hardware counters of one kernel launch, summed over its cores.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Counters {
+    /// Bytes moved between HBM and on-chip memory by DMA.
+    pub hbm_bytes: u64,
+    /// Useful matrix-unit FLOPs (2 x M x K x N per product; extra precision passes not counted).
+    pub mxu_flops: u64,
+    /// Bytes sent over ICI links.
+    pub ici_bytes: u64,
 }
 
 /// Why an emulated program faulted.

@@ -29,8 +29,8 @@ pub mod verify;
 
 pub use builder::{BuildError, Label, ProgramBuilder};
 pub use device::{
-    BufferId, ChipId, ChipInfo, Completion, CoreInfo, CoreRef, DeadlockReport, Device, DeviceError,
-    Fault, KernelArg, Launch, LaunchId, LaunchTarget, ProgramId, Topology,
+    BufferId, ChipId, ChipInfo, Completion, CoreInfo, CoreRef, Counters, DeadlockReport, Device,
+    DeviceError, Fault, KernelArg, Launch, LaunchId, LaunchTarget, ProgramId, Topology,
 };
 pub use encoding::{DecodeError, decode_instr, decode_program, encode_instr, encode_program};
 pub use instr::{Addr, DmaShape, Instr, InstrClass, MemRef, Remote, SSrc, Unit, VSrc};

@@ -25,8 +25,15 @@ pub(crate) struct Section {
 fn relocate_ref(m: MemRef, slots: &[u8]) -> Result<MemRef, KernelError> {
     match m.slot {
         Some(s) => {
-            let g = *slots.get(s.index() as usize).ok_or_else(|| KernelError::Unsupported(format!("kernel uses argument slot {s} it does not declare")))?;
-            Ok(MemRef { slot: Some(ArgSlot::n(g)), ..m })
+            let g = *slots.get(s.index() as usize).ok_or_else(|| {
+                KernelError::Unsupported(format!(
+                    "kernel uses argument slot {s} it does not declare"
+                ))
+            })?;
+            Ok(MemRef {
+                slot: Some(ArgSlot::n(g)),
+                ..m
+            })
         }
         None => Ok(m),
     }
@@ -34,12 +41,25 @@ fn relocate_ref(m: MemRef, slots: &[u8]) -> Result<MemRef, KernelError> {
 
 /// Links `sections` into one program over `buffers` (one buffer argument per whole-program
 /// slot).
-pub(crate) fn link(name: &str, buffers: &[String], sections: &[Section]) -> Result<Program, KernelError> {
+pub(crate) fn link(
+    name: &str,
+    buffers: &[String],
+    sections: &[Section],
+) -> Result<Program, KernelError> {
     if buffers.len() > tpuemu_isa::reg::MAX_ARGS as usize {
-        return Err(KernelError::TooLarge(format!("the graph needs {} buffers; one program takes at most 64", buffers.len())));
+        return Err(KernelError::TooLarge(format!(
+            "the graph needs {} buffers; one program takes at most 64",
+            buffers.len()
+        )));
     }
     let mut out = Program::new(name);
-    out.args = buffers.iter().map(|n| ArgDecl { name: n.clone(), kind: ArgKind::Buffer }).collect();
+    out.args = buffers
+        .iter()
+        .map(|n| ArgDecl {
+            name: n.clone(),
+            kind: ArgKind::Buffer,
+        })
+        .collect();
     let marker = |out: &mut Program, name: &str| -> u16 {
         match out.markers.iter().position(|m| m == name) {
             Some(i) => i as u16,
@@ -55,30 +75,70 @@ pub(crate) fn link(name: &str, buffers: &[String], sections: &[Section]) -> Resu
         out.instrs.push(Instr::MarkBegin { name: id });
         // Launch state: registers zero, argument words and preloads in SMEM.
         for r in 1..32u8 {
-            out.instrs.push(Instr::SMov { dst: SReg::n(r), imm: 0 });
+            out.instrs.push(Instr::SMov {
+                dst: SReg::n(r),
+                imm: 0,
+            });
         }
-        let mut words: Vec<(u32, u32)> = sec.words.iter().enumerate().map(|(i, w)| (4 * i as u32, *w)).collect();
+        let mut words: Vec<(u32, u32)> = sec
+            .words
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (4 * i as u32, *w))
+            .collect();
         for init in &p.smem_init {
-            words.extend(init.words.iter().enumerate().map(|(k, w)| (init.addr + 4 * k as u32, *w)));
+            words.extend(
+                init.words
+                    .iter()
+                    .enumerate()
+                    .map(|(k, w)| (init.addr + 4 * k as u32, *w)),
+            );
         }
         for (addr, w) in words {
-            out.instrs.push(Instr::SMov { dst: SReg::n(1), imm: w as i32 });
-            out.instrs.push(Instr::SStore { src: SReg::n(1), addr: tpuemu_isa::Addr::abs(addr as i32) });
+            out.instrs.push(Instr::SMov {
+                dst: SReg::n(1),
+                imm: w as i32,
+            });
+            out.instrs.push(Instr::SStore {
+                src: SReg::n(1),
+                addr: tpuemu_isa::Addr::abs(addr as i32),
+            });
         }
-        out.instrs.push(Instr::SMov { dst: SReg::n(1), imm: 0 });
+        out.instrs.push(Instr::SMov {
+            dst: SReg::n(1),
+            imm: 0,
+        });
         let base = out.instrs.len() as u32;
         let end = base + p.instrs.len() as u32;
         for i in &p.instrs {
             let r = match *i {
                 Instr::Halt => Instr::Br { target: end },
-                Instr::Br { target } => Instr::Br { target: (base + target).min(end) },
-                Instr::BrIf { cond, reg, target } => Instr::BrIf { cond, reg, target: (base + target).min(end) },
-                Instr::Dma { dst, src, shape, sem, remote } => {
-                    Instr::Dma { dst: relocate_ref(dst, &sec.slots)?, src: relocate_ref(src, &sec.slots)?, shape, sem, remote }
-                }
+                Instr::Br { target } => Instr::Br {
+                    target: (base + target).min(end),
+                },
+                Instr::BrIf { cond, reg, target } => Instr::BrIf {
+                    cond,
+                    reg,
+                    target: (base + target).min(end),
+                },
+                Instr::Dma {
+                    dst,
+                    src,
+                    shape,
+                    sem,
+                    remote,
+                } => Instr::Dma {
+                    dst: relocate_ref(dst, &sec.slots)?,
+                    src: relocate_ref(src, &sec.slots)?,
+                    shape,
+                    sem,
+                    remote,
+                },
                 Instr::MarkBegin { name } => {
                     let n = p.markers.get(name as usize).cloned().unwrap_or_default();
-                    Instr::MarkBegin { name: marker(&mut out, &n) }
+                    Instr::MarkBegin {
+                        name: marker(&mut out, &n),
+                    }
                 }
                 other => other,
             };

@@ -70,12 +70,24 @@ struct Executable {
 type Signature = Vec<(Vec<usize>, Vec<isize>, usize, DType)>;
 
 fn signature(inputs: &[Tensor]) -> Signature {
-    inputs.iter().map(|t| (t.shape().to_vec(), t.strides().to_vec(), t.storage_offset(), t.dtype())).collect()
+    inputs
+        .iter()
+        .map(|t| {
+            (
+                t.shape().to_vec(),
+                t.strides().to_vec(),
+                t.storage_offset(),
+                t.dtype(),
+            )
+        })
+        .collect()
 }
 
 /// Why a new signature differs from the last one.
 fn why(old: Option<&Signature>, new: &Signature) -> String {
-    let Some(old) = old else { return "first call".into() };
+    let Some(old) = old else {
+        return "first call".into();
+    };
     if old.len() != new.len() {
         return format!("{} inputs instead of {}", new.len(), old.len());
     }
@@ -84,10 +96,17 @@ fn why(old: Option<&Signature>, new: &Signature) -> String {
             return format!("input {i} shape changed from {:?} to {:?}", a.0, b.0);
         }
         if a.3 != b.3 {
-            return format!("input {i} dtype changed from {} to {}", a.3.name(), b.3.name());
+            return format!(
+                "input {i} dtype changed from {} to {}",
+                a.3.name(),
+                b.3.name()
+            );
         }
         if a.1 != b.1 || a.2 != b.2 {
-            return format!("input {i} layout changed (strides {:?} -> {:?}, offset {} -> {})", a.1, b.1, a.2, b.2);
+            return format!(
+                "input {i} layout changed (strides {:?} -> {:?}, offset {} -> {})",
+                a.1, b.1, a.2, b.2
+            );
         }
     }
     "signature seen before".into()
@@ -105,8 +124,18 @@ pub struct CompiledFn {
 }
 
 /// Compiles `f` for `rt`: graphs are built on the first call with each input signature.
-pub fn compile(rt: &Runtime, name: &str, f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync + 'static) -> CompiledFn {
-    CompiledFn { rt: rt.clone(), name: name.to_string(), f: Box::new(f), cache: HashMap::new(), last: None }
+pub fn compile(
+    rt: &Runtime,
+    name: &str,
+    f: impl Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync + 'static,
+) -> CompiledFn {
+    CompiledFn {
+        rt: rt.clone(),
+        name: name.to_string(),
+        f: Box::new(f),
+        cache: HashMap::new(),
+        last: None,
+    }
 }
 
 impl CompiledFn {
@@ -114,7 +143,10 @@ impl CompiledFn {
     pub fn call(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         for t in inputs {
             if !t.runtime().same(&self.rt) {
-                return Err(TpuError::DeviceMismatch(format!("compiled `{}`: an input lives on another runtime", self.name)));
+                return Err(TpuError::DeviceMismatch(format!(
+                    "compiled `{}`: an input lives on another runtime",
+                    self.name
+                )));
             }
         }
         self.rt.flush_for("compiled call")?;
@@ -124,7 +156,13 @@ impl CompiledFn {
             None => {
                 let reason = why(self.last.as_ref(), &sig);
                 let e = Arc::new(self.build(inputs)?);
-                *self.rt.lock().metrics.graph_compiles.entry(reason).or_default() += 1;
+                *self
+                    .rt
+                    .lock()
+                    .metrics
+                    .graph_compiles
+                    .entry(reason)
+                    .or_default() += 1;
                 self.cache.insert(sig.clone(), e.clone());
                 e
             }
@@ -147,7 +185,11 @@ impl CompiledFn {
         let groups = plan_groups(nodes);
 
         // Classify every storage the graph touches.
-        let input_ids: HashMap<u64, usize> = inputs.iter().enumerate().map(|(i, t)| (t.storage.id(), i)).collect();
+        let input_ids: HashMap<u64, usize> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.storage.id(), i))
+            .collect();
         let mut out_ids: BTreeMap<u64, usize> = BTreeMap::new();
         let mut out_storages = Vec::new();
         for t in &outputs {
@@ -193,8 +235,17 @@ impl CompiledFn {
                 slots.len() - 1
             });
         }
-        let plan = plan::arena(&arena_members.iter().map(|(s, a, b)| (s.bytes(), *a, *b)).collect::<Vec<_>>());
-        let arena_off: HashMap<u64, u64> = arena_members.iter().zip(&plan.offsets).map(|(m, o)| (m.0.id(), *o)).collect();
+        let plan = plan::arena(
+            &arena_members
+                .iter()
+                .map(|(s, a, b)| (s.bytes(), *a, *b))
+                .collect::<Vec<_>>(),
+        );
+        let arena_off: HashMap<u64, u64> = arena_members
+            .iter()
+            .zip(&plan.offsets)
+            .map(|(m, o)| (m.0.id(), *o))
+            .collect();
         let arena_slot = if arena_members.is_empty() {
             None
         } else {
@@ -208,24 +259,38 @@ impl CompiledFn {
         let mut kernels = 0;
         let buffer_names: Vec<String> = (0..slots.len()).map(|i| format!("b{i}")).collect();
         let slot_for = |v: &View| -> Result<usize> {
-            slot_of.get(&v.storage.id()).copied().or(arena_slot.filter(|_| arena_off.contains_key(&v.storage.id()))).ok_or_else(|| TpuError::Device("compiled graph: storage without a slot".into()))
+            slot_of
+                .get(&v.storage.id())
+                .copied()
+                .or(arena_slot.filter(|_| arena_off.contains_key(&v.storage.id())))
+                .ok_or_else(|| TpuError::Device("compiled graph: storage without a slot".into()))
         };
-        let arena_elems = |v: &View| -> usize { arena_off.get(&v.storage.id()).map_or(0, |o| (*o / v.dtype.size() as u64) as usize) };
-        let flush_sections = |sections: &mut Vec<Section>, steps: &mut Vec<Step>, rt: &Runtime| -> Result<()> {
-            if sections.is_empty() {
-                return Ok(());
-            }
-            let prog = link::link(&self.name, &buffer_names, sections)?;
-            let pid = rt.inner.device.load(&prog)?;
-            steps.push(Step { program: pid, args: (0..buffer_names.len()).map(Bound::Slot).collect() });
-            sections.clear();
-            Ok(())
+        let arena_elems = |v: &View| -> usize {
+            arena_off
+                .get(&v.storage.id())
+                .map_or(0, |o| (*o / v.dtype.size() as u64) as usize)
         };
+        let flush_sections =
+            |sections: &mut Vec<Section>, steps: &mut Vec<Step>, rt: &Runtime| -> Result<()> {
+                if sections.is_empty() {
+                    return Ok(());
+                }
+                let prog = link::link(&self.name, &buffer_names, sections)?;
+                let pid = rt.inner.device.load(&prog)?;
+                steps.push(Step {
+                    program: pid,
+                    args: (0..buffer_names.len()).map(Bound::Slot).collect(),
+                });
+                sections.clear();
+                Ok(())
+            };
         for g in &groups {
             let mut st = self.rt.lock();
             let prepared = self.rt.prepare(&mut st, &g.node)?;
             drop(st);
-            let Some((compiled, args)) = prepared else { continue };
+            let Some((compiled, args)) = prepared else {
+                continue;
+            };
             kernels += 1;
             if matches!(g.node.kind, NodeKind::Custom(_)) {
                 flush_sections(&mut sections, &mut steps, &self.rt)?;
@@ -242,7 +307,10 @@ impl CompiledFn {
                         ArgSpec::Scalar(s) => Bound::Scalar(*s),
                     });
                 }
-                steps.push(Step { program: compiled.program, args: bound });
+                steps.push(Step {
+                    program: compiled.program,
+                    args: bound,
+                });
                 continue;
             }
             let mut sec_slots = Vec::new();
@@ -263,7 +331,11 @@ impl CompiledFn {
                     }
                 }
             }
-            sections.push(Section { program: compiled.prog.clone(), slots: sec_slots, words });
+            sections.push(Section {
+                program: compiled.prog.clone(),
+                slots: sec_slots,
+                words,
+            });
         }
         flush_sections(&mut sections, &mut steps, &self.rt)?;
         {
@@ -293,14 +365,34 @@ impl CompiledFn {
                 }
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Executable { slots, steps, out_storages, results, arena, kernels })
+        Ok(Executable {
+            slots,
+            steps,
+            out_storages,
+            results,
+            arena,
+            kernels,
+        })
     }
 
     fn run(&self, exe: &Executable, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let op = OpScope::new(&format!("compiled::{}", self.name), &inputs.iter().collect::<Vec<_>>()).or_else(|_| Ok::<_, TpuError>(OpScope::on(&self.rt, &format!("compiled::{}", self.name), "[]".into())))?;
+        let op = OpScope::new(
+            &format!("compiled::{}", self.name),
+            &inputs.iter().collect::<Vec<_>>(),
+        )
+        .or_else(|_| {
+            Ok::<_, TpuError>(OpScope::on(
+                &self.rt,
+                &format!("compiled::{}", self.name),
+                "[]".into(),
+            ))
+        })?;
         let outs: Vec<StorageRef> = {
             let mut st = self.rt.lock();
-            exe.out_storages.iter().map(|b| self.rt.new_storage(&mut st, *b)).collect()
+            exe.out_storages
+                .iter()
+                .map(|b| self.rt.new_storage(&mut st, *b))
+                .collect()
         };
         let mut buffers = Vec::new();
         for s in &exe.slots {
@@ -325,18 +417,33 @@ impl CompiledFn {
                 .collect();
             let launch = Launch {
                 program: step.program,
-                targets: vec![LaunchTarget { core: CoreRef { chip: self.rt.chip(), core: 0 }, args }],
+                targets: vec![LaunchTarget {
+                    core: CoreRef {
+                        chip: self.rt.chip(),
+                        core: 0,
+                    },
+                    args,
+                }],
                 submit_ns: st.host_ns,
                 op_id: Some(tag.id),
                 group_id: None,
             };
             st.host_ns += st.costs.launch_ns;
             st.metrics.kernels_launched += 1;
-            let id = self.rt.inner.device.launch(&launch).map_err(|e| crate::runtime::fault_at(&tag, e))?;
+            let id = self
+                .rt
+                .inner
+                .device
+                .launch(&launch)
+                .map_err(|e| crate::runtime::fault_at(&tag, e))?;
             st.outstanding.push((id, tag.clone()));
         }
         st.metrics.fused_groups += exe.kernels as u64;
         drop(st);
-        Ok(exe.results.iter().map(|(j, l, d)| Tensor::from_parts(self.rt.clone(), outs[*j].clone(), l.clone(), *d)).collect())
+        Ok(exe
+            .results
+            .iter()
+            .map(|(j, l, d)| Tensor::from_parts(self.rt.clone(), outs[*j].clone(), l.clone(), *d))
+            .collect())
     }
 }

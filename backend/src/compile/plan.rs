@@ -20,7 +20,11 @@ pub(crate) fn arena(values: &[(u64, usize, usize)]) -> ArenaPlan {
     for &(size, first, last) in values {
         let size = size.max(1).div_ceil(ALIGN) * ALIGN;
         // Blocks alive at the same time as this value, by offset.
-        let mut busy: Vec<(u64, u64)> = placed.iter().filter(|p| p.2 <= last && first <= p.3).map(|p| (p.0, p.0 + p.1)).collect();
+        let mut busy: Vec<(u64, u64)> = placed
+            .iter()
+            .filter(|p| p.2 <= last && first <= p.3)
+            .map(|p| (p.0, p.0 + p.1))
+            .collect();
         busy.sort_unstable();
         let mut at = 0;
         for (lo, hi) in busy {

@@ -40,6 +40,9 @@ pub struct MatmulNode {
     pub n: usize,
     /// Inner dimension.
     pub k: usize,
+    /// Matrix-unit precision for f32 operands, as set when the operator was called (a
+    /// deferred or compiled product keeps the precision of its call).
+    pub precision: crate::runtime::config::MatmulPrecision,
     /// Applied to each output element: `Input(0)` is the f32 product, `Input(1 + i)` the extra
     /// input `2 + i` of the node (broadcast to `[batch, m, n]`); one output, converted to the
     /// output dtype.

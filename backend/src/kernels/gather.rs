@@ -1,16 +1,12 @@
 //! Data-dependent row movement: gathering table rows by index (`embedding`, `index_select`) and
 //! adding rows into a table by index (their backward).
 //!
-//! Indices stream from HBM into SMEM in chunks; the scalar unit reads each one and issues a DMA
-//! for its row. Gathers copy HBM to HBM directly; index-add reads the destination row and the
-//! source row into VMEM, adds them on the vector unit and writes the row back, one index after
-//! the other (so repeated indices accumulate in index order, deterministically). An index
-//! outside the table makes the row DMA fault with the table's bounds.
+//! Gathers: indices stream from HBM into SMEM in chunks; the scalar unit reads each one and
+//! issues an HBM-to-HBM DMA for its row, many in flight. An index outside the table makes the
+//! row DMA fault with the table's bounds. Index-add is [`super::index_add`].
 
-use tpuemu_isa::ops::{CmpOp, IotaKind, SAluOp, VBinOp, VType};
-use tpuemu_isa::{
-    Addr, ChipInfo, DmaShape, Instr, MReg, MemRef, Program, SReg, SSrc, Sem, VReg, VSrc,
-};
+use tpuemu_isa::ops::{CmpOp, SAluOp};
+use tpuemu_isa::{Addr, ChipInfo, DmaShape, Instr, MemRef, Program, SReg, SSrc, Sem};
 
 use super::KernelError;
 use crate::codegen::Emitter;
@@ -39,6 +35,8 @@ pub struct GatherSpec {
     pub rows_stride: u32,
     /// Number of indices.
     pub count: u32,
+    /// Rows of the table.
+    pub table_rows: u32,
     /// With bounds checking: the table's row count; an index outside `[0, rows)` makes the row
     /// DMA read from an address outside the table, which faults.
     pub check_rows: Option<u32>,
@@ -75,6 +73,7 @@ pub fn gather_spec(node: &Node, g: &GatherNode) -> Result<(GatherSpec, Vec<usize
         table_row_stride: contiguous_rows(table, "table")?,
         rows_stride: contiguous_rows(out, "output")?,
         count: g.count as u32,
+        table_rows: g.rows as u32,
         check_rows: g.check_bounds.then_some(g.rows as u32),
     };
     Ok((
@@ -99,6 +98,7 @@ pub fn index_add_spec(
         table_row_stride: contiguous_rows(dst, "destination")?,
         rows_stride: contiguous_rows(src, "source")?,
         count: g.count as u32,
+        table_rows: g.rows as u32,
         check_rows: g.check_bounds.then_some(g.rows as u32),
     };
     Ok((
@@ -125,6 +125,9 @@ fn index_ok(index: &crate::ir::View) -> Result<(), KernelError> {
 /// Builds the kernel. Arguments: table (or destination), index, rows (output, or source), then
 /// their element offsets.
 pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, KernelError> {
+    if spec.add {
+        return super::index_add::build(spec, chip, name);
+    }
     let mut e = Emitter::new(name);
     let (table, index, rows) = (e.b.buffer("table"), e.b.buffer("index"), e.b.buffer("rows"));
     for i in 0..3 {
@@ -162,8 +165,6 @@ pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, 
     e.b.smov(len, row_bytes as i32);
     e.b.smov(i, 0);
     e.b.smov(cnt, 0);
-    let vmem_dst = 0u32;
-    let vmem_src = row_bytes.div_ceil(4096) * 4096 + 4096 * 2;
     let done = e.b.label();
     let top = e.b.here();
     e.push(Instr::SCmp {
@@ -287,133 +288,33 @@ pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, 
         a: dst,
         b: SSrc::Reg(r_base),
     });
-    if !spec.add {
-        e.push(Instr::Dma {
-            dst: MemRef::hbm(rows, dst),
-            src: MemRef::hbm(table, src),
-            shape: DmaShape::Len(len),
-            sem: Sem::n(1),
-            remote: None,
-        });
-        e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: cnt,
-            a: cnt,
-            b: SSrc::Imm(1),
-        });
-        let no_wait = e.b.label();
-        e.push(Instr::SCmp {
-            op: CmpOp::Lt,
-            dst: t,
-            a: cnt,
-            b: SSrc::Imm(IN_FLIGHT as i32),
-        });
-        e.b.brnz(t, no_wait);
-        e.push(Instr::SemWait {
-            sem: Sem::n(1),
-            amount: SSrc::Imm((IN_FLIGHT * row_bytes) as i32),
-        });
-        e.b.smov(cnt, 0);
-        e.b.bind(no_wait);
-    } else {
-        // dst row -> VMEM, src row -> VMEM, add, back.
-        let (v0, v1) = (s(13), s(14));
-        e.b.smov(v0, vmem_dst as i32);
-        e.b.smov(v1, vmem_src as i32);
-        e.push(Instr::Dma {
-            dst: MemRef::vmem(v0),
-            src: MemRef::hbm(table, src),
-            shape: DmaShape::Len(len),
-            sem: Sem::n(1),
-            remote: None,
-        });
-        e.push(Instr::Dma {
-            dst: MemRef::vmem(v1),
-            src: MemRef::hbm(rows, dst),
-            shape: DmaShape::Len(len),
-            sem: Sem::n(2),
-            remote: None,
-        });
-        e.push(Instr::SemWait {
-            sem: Sem::n(1),
-            amount: SSrc::Reg(len),
-        });
-        e.push(Instr::SemWait {
-            sem: Sem::n(2),
-            amount: SSrc::Reg(len),
-        });
-        let fmt = spec.dtype.mem();
-        let ty = spec.dtype.lane();
-        let nv = spec.row_len.div_ceil(1024);
-        let (a, b, iota) = (VReg::n(1), VReg::n(2), VReg::n(3));
-        e.push(Instr::VIota {
-            kind: IotaKind::Flat,
-            dst: iota,
-        });
-        for k in 0..nv {
-            let left = spec.row_len - k * 1024;
-            let mask = if left < 1024 {
-                e.push(Instr::VCmp {
-                    op: CmpOp::Lt,
-                    ty: VType::I32,
-                    dst: MReg::n(1),
-                    a: iota,
-                    b: VSrc::Imm(left),
-                });
-                Some(MReg::n(1))
-            } else {
-                None
-            };
-            let off = (k * 1024 * esz) as i32;
-            e.push(Instr::VLoad {
-                fmt,
-                dst: a,
-                addr: Addr::abs(vmem_dst as i32 + off),
-                sub_stride: None,
-                lane_stride: None,
-                mask,
-            });
-            e.push(Instr::VLoad {
-                fmt,
-                dst: b,
-                addr: Addr::abs(vmem_src as i32 + off),
-                sub_stride: None,
-                lane_stride: None,
-                mask,
-            });
-            let op = if ty == VType::F32 || spec.dtype != DType::Bool {
-                VBinOp::Add
-            } else {
-                VBinOp::Or
-            };
-            e.push(Instr::VBin {
-                op,
-                ty,
-                dst: a,
-                a,
-                b: VSrc::V(b),
-            });
-            e.push(Instr::VStore {
-                fmt,
-                src: a,
-                addr: Addr::abs(vmem_dst as i32 + off),
-                sub_stride: None,
-                lane_stride: None,
-                mask,
-            });
-        }
-        e.push(Instr::Dma {
-            dst: MemRef::hbm(table, src),
-            src: MemRef::vmem(v0),
-            shape: DmaShape::Len(len),
-            sem: Sem::n(1),
-            remote: None,
-        });
-        e.push(Instr::SemWait {
-            sem: Sem::n(1),
-            amount: SSrc::Reg(len),
-        });
-    }
+    e.push(Instr::Dma {
+        dst: MemRef::hbm(rows, dst),
+        src: MemRef::hbm(table, src),
+        shape: DmaShape::Len(len),
+        sem: Sem::n(1),
+        remote: None,
+    });
+    e.push(Instr::SAlu {
+        op: SAluOp::Add,
+        dst: cnt,
+        a: cnt,
+        b: SSrc::Imm(1),
+    });
+    let no_wait = e.b.label();
+    e.push(Instr::SCmp {
+        op: CmpOp::Lt,
+        dst: t,
+        a: cnt,
+        b: SSrc::Imm(IN_FLIGHT as i32),
+    });
+    e.b.brnz(t, no_wait);
+    e.push(Instr::SemWait {
+        sem: Sem::n(1),
+        amount: SSrc::Imm((IN_FLIGHT * row_bytes) as i32),
+    });
+    e.b.smov(cnt, 0);
+    e.b.bind(no_wait);
     e.push(Instr::SAlu {
         op: SAluOp::Add,
         dst: i,
@@ -422,17 +323,15 @@ pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, 
     });
     e.b.br(top);
     e.b.bind(done);
-    if !spec.add {
-        e.push(Instr::SAlu {
-            op: SAluOp::Mul,
-            dst: cnt,
-            a: cnt,
-            b: SSrc::Imm(row_bytes as i32),
-        });
-        e.push(Instr::SemWait {
-            sem: Sem::n(1),
-            amount: SSrc::Reg(cnt),
-        });
-    }
+    e.push(Instr::SAlu {
+        op: SAluOp::Mul,
+        dst: cnt,
+        a: cnt,
+        b: SSrc::Imm(row_bytes as i32),
+    });
+    e.push(Instr::SemWait {
+        sem: Sem::n(1),
+        amount: SSrc::Reg(cnt),
+    });
     Ok(e.finish()?)
 }

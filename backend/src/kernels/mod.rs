@@ -2,6 +2,7 @@
 
 pub mod gather;
 pub mod gemm;
+pub mod index_add;
 pub mod matmul;
 pub mod tile;
 

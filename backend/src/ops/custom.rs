@@ -55,27 +55,51 @@ fn table() -> &'static RwLock<HashMap<String, CustomOp>> {
 /// then one buffer per output, then scalars.
 pub fn register(op: CustomOp) -> Result<()> {
     if !op.name.contains("::") || op.name.starts_with("aten::") {
-        return Err(TpuError::BadArgs(format!("custom operator names are `namespace::name` outside `aten::`, not `{}`", op.name)));
+        return Err(TpuError::BadArgs(format!(
+            "custom operator names are `namespace::name` outside `aten::`, not `{}`",
+            op.name
+        )));
     }
-    let bufs = op.program.args.iter().take_while(|a| a.kind == ArgKind::Buffer).count();
-    if bufs < op.inputs || op.program.args[bufs..].iter().any(|a| a.kind != ArgKind::Scalar) {
+    let bufs = op
+        .program
+        .args
+        .iter()
+        .take_while(|a| a.kind == ArgKind::Buffer)
+        .count();
+    if bufs < op.inputs
+        || op.program.args[bufs..]
+            .iter()
+            .any(|a| a.kind != ArgKind::Scalar)
+    {
         return Err(TpuError::BadArgs(format!(
             "program `{}` must take {} input buffers, then its output buffers, then scalars",
             op.program.name, op.inputs
         )));
     }
-    table().write().unwrap_or_else(|e| e.into_inner()).insert(op.name.clone(), op);
+    table()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(op.name.clone(), op);
     Ok(())
 }
 
 /// The registered user kernel `name`, if any.
 pub fn lookup(name: &str) -> Option<CustomOp> {
-    table().read().unwrap_or_else(|e| e.into_inner()).get(name).cloned()
+    table()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+        .cloned()
 }
 
 /// Names of the registered user kernels.
 pub fn names() -> Vec<String> {
-    let mut v: Vec<String> = table().read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+    let mut v: Vec<String> = table()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .keys()
+        .cloned()
+        .collect();
     v.sort();
     v
 }
@@ -84,28 +108,74 @@ pub fn names() -> Vec<String> {
 pub fn call_custom(name: &str, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let op = lookup(name).ok_or_else(|| TpuError::UnknownOp(name.to_string()))?;
     if inputs.len() != op.inputs {
-        return Err(TpuError::BadArgs(format!("{name} takes {} tensors, {} given", op.inputs, inputs.len())));
+        return Err(TpuError::BadArgs(format!(
+            "{name} takes {} tensors, {} given",
+            op.inputs,
+            inputs.len()
+        )));
     }
     let scope = OpScope::new(name, inputs)?;
-    let metas: Vec<Meta> = inputs.iter().map(|t| (t.shape().to_vec(), t.dtype())).collect();
+    let metas: Vec<Meta> = inputs
+        .iter()
+        .map(|t| (t.shape().to_vec(), t.dtype()))
+        .collect();
     let outs = (op.infer)(&metas).map_err(|e| scope.err(e.to_string()))?;
-    let bufs = op.program.args.iter().take_while(|a| a.kind == ArgKind::Buffer).count();
+    let bufs = op
+        .program
+        .args
+        .iter()
+        .take_while(|a| a.kind == ArgKind::Buffer)
+        .count();
     if bufs != op.inputs + outs.len() {
-        return Err(scope.err(format!("the kernel takes {} buffers but {} inputs and {} outputs were given", bufs, op.inputs, outs.len())));
+        return Err(scope.err(format!(
+            "the kernel takes {} buffers but {} inputs and {} outputs were given",
+            bufs,
+            op.inputs,
+            outs.len()
+        )));
     }
     let scalars = (op.scalars)(&metas);
     if scalars.len() != op.program.args.len() - bufs {
-        return Err(scope.err(format!("the kernel takes {} scalars, {} computed", op.program.args.len() - bufs, scalars.len())));
+        return Err(scope.err(format!(
+            "the kernel takes {} scalars, {} computed",
+            op.program.args.len() - bufs,
+            scalars.len()
+        )));
     }
-    let ins: Vec<Tensor> = inputs.iter().map(|t| contiguous(t)).collect::<Result<_>>()?;
-    let out: Vec<Tensor> = outs.iter().map(|(s, d)| Tensor::empty(scope.rt(), s, *d)).collect();
-    let node = CustomNode { program: op.program.clone(), scalars };
-    scope.submit(NodeKind::Custom(node), ins.iter().map(Tensor::view).collect(), out.iter().map(Tensor::view).collect())?;
+    let ins: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| contiguous(t))
+        .collect::<Result<_>>()?;
+    let out: Vec<Tensor> = outs
+        .iter()
+        .map(|(s, d)| Tensor::empty(scope.rt(), s, *d))
+        .collect();
+    let node = CustomNode {
+        program: op.program.clone(),
+        scalars,
+    };
+    scope.submit(
+        NodeKind::Custom(node),
+        ins.iter().map(Tensor::view).collect(),
+        out.iter().map(Tensor::view).collect(),
+    )?;
     Ok(out)
 }
 
 /// Runs a user kernel through the dynamic calling convention (tensors first).
 pub(super) fn call_value(name: &str, args: &[Value]) -> Result<Vec<Value>> {
-    let ts: Vec<&Tensor> = args.iter().filter_map(|v| if let Value::Tensor(t) = v { Some(t) } else { None }).collect();
-    Ok(call_custom(name, &ts)?.into_iter().map(Value::Tensor).collect())
+    let ts: Vec<&Tensor> = args
+        .iter()
+        .filter_map(|v| {
+            if let Value::Tensor(t) = v {
+                Some(t)
+            } else {
+                None
+            }
+        })
+        .collect();
+    Ok(call_custom(name, &ts)?
+        .into_iter()
+        .map(Value::Tensor)
+        .collect())
 }

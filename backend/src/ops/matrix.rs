@@ -128,6 +128,7 @@ pub(crate) fn product(
             m,
             n,
             k,
+            precision: op.rt().precision(),
             epilogue: b.finish(),
         }),
         inputs,

@@ -26,7 +26,7 @@ pub(crate) struct Lowered {
 }
 
 impl Runtime {
-    fn lower(&self, st: &State, node: &Node) -> Result<Option<Lowered>> {
+    fn lower(&self, node: &Node) -> Result<Option<Lowered>> {
         let info = self.inner.info.clone();
         let buf = |v: &View| -> Result<ArgSpec> { Ok(ArgSpec::Buffer(v.clone())) };
         match &node.kind {
@@ -56,7 +56,7 @@ impl Runtime {
                 if m.batch * m.m * m.n == 0 {
                     return Ok(None);
                 }
-                let (spec, offsets) = kernels::matmul::spec_of(node, m, st.precision.isa())
+                let (spec, offsets) = kernels::matmul::spec_of(node, m, m.precision.isa())
                     .map_err(|e| in_op(node, e))?;
                 let plan =
                     kernels::matmul::plan(&spec, &info, false).map_err(|e| in_op(node, e))?;
@@ -78,13 +78,29 @@ impl Runtime {
                 for v in node.inputs.iter().chain(&node.outputs) {
                     args.push(buf(v)?);
                 }
-                if node.inputs.iter().chain(&node.outputs).any(|v| v.layout.offset != 0) {
-                    return Err(TpuError::InOp { op: node.op.name.clone(), message: "custom kernels take whole contiguous buffers".into() });
+                if node
+                    .inputs
+                    .iter()
+                    .chain(&node.outputs)
+                    .any(|v| v.layout.offset != 0)
+                {
+                    return Err(TpuError::InOp {
+                        op: node.op.name.clone(),
+                        message: "custom kernels take whole contiguous buffers".into(),
+                    });
                 }
                 args.extend(c.scalars.iter().map(|s| ArgSpec::Scalar(*s)));
-                let key = format!("custom {} {:p}", c.program.name, std::sync::Arc::as_ptr(&c.program));
+                let key = format!(
+                    "custom {} {:p}",
+                    c.program.name,
+                    std::sync::Arc::as_ptr(&c.program)
+                );
                 let program = c.program.clone();
-                Ok(Some(Lowered { key, build: Box::new(move || Ok((*program).clone())), args }))
+                Ok(Some(Lowered {
+                    key,
+                    build: Box::new(move || Ok((*program).clone())),
+                    args,
+                }))
             }
             NodeKind::Gather(g) | NodeKind::IndexAdd(g) => {
                 if g.count == 0 || g.row_len == 0 {
@@ -115,7 +131,14 @@ impl Runtime {
     }
 
     /// The kernel for a lowered node: from the cache, or built, loaded and cached.
-    pub(crate) fn kernel(&self, st: &mut State, node: &Node, key: String, build: Box<dyn FnOnce() -> Result<Program, KernelError>>, group: Option<u64>) -> Result<Compiled> {
+    pub(crate) fn kernel(
+        &self,
+        st: &mut State,
+        node: &Node,
+        key: String,
+        build: Box<dyn FnOnce() -> Result<Program, KernelError>>,
+        group: Option<u64>,
+    ) -> Result<Compiled> {
         if let Some(c) = st.cache.get(&key) {
             st.metrics.cache_hits += 1;
             return Ok(c.clone());
@@ -127,15 +150,24 @@ impl Runtime {
         let pid = self.inner.device.load(&program)?;
         st.host_ns += st.costs.compile_ns;
         st.metrics.compile_ns += st.costs.compile_ns;
-        let c = Compiled { program: pid, prog: std::sync::Arc::new(program) };
+        let c = Compiled {
+            program: pid,
+            prog: std::sync::Arc::new(program),
+        };
         st.cache.insert(key, c.clone());
         Ok(c)
     }
 
     /// Lowers a node and finds or builds its kernel, without launching (for whole-graph
     /// compilation). `None` when the node has nothing to do.
-    pub(crate) fn prepare(&self, st: &mut State, node: &Node) -> Result<Option<(Compiled, Vec<ArgSpec>)>> {
-        let Some(low) = self.lower(st, node)? else { return Ok(None) };
+    pub(crate) fn prepare(
+        &self,
+        st: &mut State,
+        node: &Node,
+    ) -> Result<Option<(Compiled, Vec<ArgSpec>)>> {
+        let Some(low) = self.lower(node)? else {
+            return Ok(None);
+        };
         let c = self.kernel(st, node, low.key, low.build, None)?;
         Ok(Some((c, low.args)))
     }
@@ -145,20 +177,30 @@ impl Runtime {
         for v in node.outputs.iter().chain(&node.inputs) {
             self.ensure_buffer(&v.storage)?;
         }
-        let Some(low) = self.lower(st, node)? else {
+        let Some(low) = self.lower(node)? else {
             return Ok(());
         };
         let compiled = self.kernel(st, node, low.key, low.build, group)?;
         let launch = Launch {
             program: compiled.program,
-            targets: vec![LaunchTarget { core: CoreRef { chip: self.inner.chip, core: 0 }, args: resolve(&low.args)? }],
+            targets: vec![LaunchTarget {
+                core: CoreRef {
+                    chip: self.inner.chip,
+                    core: 0,
+                },
+                args: resolve(&low.args)?,
+            }],
             submit_ns: st.host_ns,
             op_id: Some(node.op.id),
             group_id: group,
         };
         st.host_ns += st.costs.launch_ns;
         st.metrics.kernels_launched += 1;
-        let id = self.inner.device.launch(&launch).map_err(|e| fault_at(&node.op, e))?;
+        let id = self
+            .inner
+            .device
+            .launch(&launch)
+            .map_err(|e| fault_at(&node.op, e))?;
         st.outstanding.push((id, node.op.clone()));
         Ok(())
     }
@@ -184,12 +226,21 @@ impl Runtime {
 
 /// Buffer arguments for `views`, then their offsets as scalars.
 fn with_offsets(node: &Node, views: &[&View], offsets: &[usize]) -> Result<Vec<ArgSpec>> {
-    let mut args: Vec<ArgSpec> = views.iter().map(|v| ArgSpec::Buffer((*v).clone())).collect();
+    let mut args: Vec<ArgSpec> = views
+        .iter()
+        .map(|v| ArgSpec::Buffer((*v).clone()))
+        .collect();
     for (v, o) in views.iter().zip(offsets) {
         if u32::try_from(*o).is_err() {
-            return Err(TpuError::InOp { op: node.op.name.clone(), message: "storage offset above 4G elements".into() });
+            return Err(TpuError::InOp {
+                op: node.op.name.clone(),
+                message: "storage offset above 4G elements".into(),
+            });
         }
-        args.push(ArgSpec::Offset { view: (*v).clone(), elems: *o });
+        args.push(ArgSpec::Offset {
+            view: (*v).clone(),
+            elems: *o,
+        });
     }
     Ok(args)
 }
@@ -198,7 +249,11 @@ fn with_offsets(node: &Node, views: &[&View], offsets: &[usize]) -> Result<Vec<A
 fn resolve(args: &[ArgSpec]) -> Result<Vec<KernelArg>> {
     args.iter()
         .map(|a| match a {
-            ArgSpec::Buffer(v) => v.storage.buffer().map(KernelArg::Buffer).ok_or_else(|| TpuError::Device("storage without a buffer".into())),
+            ArgSpec::Buffer(v) => v
+                .storage
+                .buffer()
+                .map(KernelArg::Buffer)
+                .ok_or_else(|| TpuError::Device("storage without a buffer".into())),
             ArgSpec::Offset { elems, .. } => Ok(KernelArg::Scalar(*elems as u32)),
             ArgSpec::Scalar(s) => Ok(KernelArg::Scalar(*s)),
         })

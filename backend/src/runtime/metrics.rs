@@ -12,6 +12,15 @@ pub struct Metrics {
     pub ops_by_name: BTreeMap<String, u64>,
     /// Kernels launched.
     pub kernels_launched: u64,
+    /// Device time spent running kernels, ns (sum over launches, counted when they are waited
+    /// for).
+    pub device_busy_ns: f64,
+    /// Bytes kernels moved between HBM and on-chip memory.
+    pub hbm_bytes: u64,
+    /// Useful matrix-unit FLOPs of the kernels.
+    pub mxu_flops: u64,
+    /// Bytes kernels sent over ICI.
+    pub ici_bytes: u64,
     /// Fused groups run by DeferAndFuse and Compile.
     pub fused_groups: u64,
     /// Histogram of fused group sizes (operators per group).
@@ -48,6 +57,16 @@ impl Metrics {
             "Metric: KernelsLaunched\n  TotalSamples: {}",
             self.kernels_launched
         );
+        let _ = writeln!(
+            s,
+            "Metric: DeviceTime\n  Busy: {:.3} ms\n  HbmBytes: {}\n  MxuFlops: {}",
+            self.device_busy_ns / 1e6,
+            self.hbm_bytes,
+            self.mxu_flops
+        );
+        if self.ici_bytes > 0 {
+            let _ = writeln!(s, "  IciBytes: {}", self.ici_bytes);
+        }
         let _ = writeln!(
             s,
             "Metric: KernelCache\n  Hits: {}\n  Misses: {}\n  CompileTime: {:.3} ms",

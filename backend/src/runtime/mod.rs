@@ -294,7 +294,13 @@ impl Runtime {
         let mut first: Option<TpuError> = None;
         for (id, tag) in std::mem::take(&mut st.outstanding) {
             match self.inner.device.wait(id) {
-                Ok(c) => st.host_ns = st.host_ns.max(c.end_ns),
+                Ok(c) => {
+                    st.host_ns = st.host_ns.max(c.end_ns);
+                    st.metrics.device_busy_ns += c.end_ns - c.start_ns;
+                    st.metrics.hbm_bytes += c.counters.hbm_bytes;
+                    st.metrics.mxu_flops += c.counters.mxu_flops;
+                    st.metrics.ici_bytes += c.counters.ici_bytes;
+                }
                 Err(e) => {
                     if first.is_none() {
                         first = Some(fault_at(&tag, e));

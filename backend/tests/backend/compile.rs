@@ -21,7 +21,11 @@ fn compiled_graph_matches_eager_with_one_launch() {
     let ys: Vec<f32> = (0..5000).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
     let x = Tensor::from_slice(&rt, &xs, &[50, 100]).unwrap();
     let y = Tensor::from_slice(&rt, &ys, &[50, 100]).unwrap();
-    let want: Vec<Vec<f32>> = f(&[x.clone(), y.clone()]).unwrap().iter().map(|t| t.to_vec::<f32>().unwrap()).collect();
+    let want: Vec<Vec<f32>> = f(&[x.clone(), y.clone()])
+        .unwrap()
+        .iter()
+        .map(|t| t.to_vec::<f32>().unwrap())
+        .collect();
     let mut g = compile(&rt, "f", f);
     let got = g.call(&[x.clone(), y.clone()]).unwrap();
     assert_eq!(got[0].to_vec::<f32>().unwrap(), want[0]);
@@ -29,7 +33,12 @@ fn compiled_graph_matches_eager_with_one_launch() {
     rt.reset_metrics();
     let again = g.call(&[y.clone(), x.clone()]).unwrap();
     let _ = again[0].to_vec::<f32>().unwrap();
-    assert_eq!(rt.metrics().kernels_launched, 1, "{}", rt.metrics().report());
+    assert_eq!(
+        rt.metrics().kernels_launched,
+        1,
+        "{}",
+        rt.metrics().report()
+    );
     assert_eq!(g.compiles(), 1);
     // A new shape compiles again, and the metrics say why.
     let x2 = Tensor::from_slice(&rt, &xs[..100], &[1, 100]).unwrap();
@@ -38,7 +47,13 @@ fn compiled_graph_matches_eager_with_one_launch() {
     assert_eq!(r[0].shape(), &[1, 100]);
     assert_eq!(g.compiles(), 2);
     let m = rt.metrics();
-    assert!(m.graph_compiles.keys().any(|k| k.contains("input 0 shape changed from [50, 100] to [1, 100]")), "{:?}", m.graph_compiles);
+    assert!(
+        m.graph_compiles
+            .keys()
+            .any(|k| k.contains("input 0 shape changed from [50, 100] to [1, 100]")),
+        "{:?}",
+        m.graph_compiles
+    );
 }
 
 #[test]

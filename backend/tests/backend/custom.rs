@@ -10,7 +10,8 @@ use tpuemu_backend::{DType, Mode, Tensor};
 use super::eager::rt;
 
 fn register() {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/swiglu.s")).unwrap();
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/swiglu.s"))
+        .unwrap();
     let program = tpuemu_isa::assemble(&src).unwrap();
     custom::register(CustomOp {
         name: "mylib::fused_swiglu".into(),
@@ -18,7 +19,9 @@ fn register() {
         inputs: 2,
         infer: Arc::new(|ins| {
             if ins[0] != ins[1] || ins[0].1 != DType::F32 {
-                return Err(tpuemu_backend::TpuError::BadArgs("fused_swiglu takes two f32 tensors of one shape".into()));
+                return Err(tpuemu_backend::TpuError::BadArgs(
+                    "fused_swiglu takes two f32 tensors of one shape".into(),
+                ));
             }
             Ok(vec![ins[0].clone()])
         }),
@@ -39,12 +42,23 @@ fn custom_kernel_runs_in_every_mode() {
         let y = Tensor::from_slice(&rt, &ys, &[30, 100]).unwrap();
         // The inputs may be produced by other (fused) operators first.
         let x2 = x.mul_scalar(1.0).unwrap();
-        let out = ops::call(&rt, "mylib::fused_swiglu", vec![Value::Tensor(x2), Value::Tensor(y.clone())]).unwrap();
-        let Value::Tensor(out) = &out[0] else { panic!() };
+        let out = ops::call(
+            &rt,
+            "mylib::fused_swiglu",
+            vec![Value::Tensor(x2), Value::Tensor(y.clone())],
+        )
+        .unwrap();
+        let Value::Tensor(out) = &out[0] else {
+            panic!()
+        };
         let got = out.to_vec::<f32>().unwrap();
         for i in 0..n {
             let s = 1.0 / (1.0 + libm::expf(-xs[i]));
-            assert_eq!(got[i].to_bits(), (s * xs[i] * ys[i]).to_bits(), "{mode:?} element {i}");
+            assert_eq!(
+                got[i].to_bits(),
+                (s * xs[i] * ys[i]).to_bits(),
+                "{mode:?} element {i}"
+            );
         }
         let bad = Tensor::from_slice(&rt, &[1.0f32; 4], &[4]).unwrap();
         assert!(custom::call_custom("mylib::fused_swiglu", &[&x, &bad]).is_err());

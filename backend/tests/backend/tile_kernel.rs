@@ -7,6 +7,9 @@ use tpuemu_backend::layout::Layout;
 use tpuemu_emulator::{ArgInit, Emulator, builtin};
 use tpuemu_isa::Device;
 
+use std::sync::Arc;
+use tpuemu_backend::{Runtime, Tensor};
+
 fn f32s(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -255,4 +258,32 @@ fn large_elementwise_kernel_is_hbm_bound() {
         r.seconds * 1e3,
         ideal * 1e3
     );
+}
+
+/// Index-add with a table larger than VMEM: the kernel walks the table in blocks and the
+/// indices in chunks; duplicates accumulate in index order in every block.
+#[test]
+fn index_add_walks_a_table_bigger_than_vmem() {
+    use tpuemu_backend::ops;
+    let mut preset = builtin("v5e").unwrap();
+    preset.set("vmem_bytes", "262144").unwrap();
+    let rt = Runtime::new(Arc::new(Emulator::new(preset).unwrap())).unwrap();
+    let (rows, d, count) = (100usize, 1000usize, 50usize);
+    let idx: Vec<i64> = (0..count)
+        .map(|i| ((i * 37) % rows) as i64 % 60 + (i % 3) as i64)
+        .collect();
+    let grad: Vec<f32> = (0..count * d)
+        .map(|i| ((i * 7919) % 1000) as f32 / 250.0 - 2.0)
+        .collect();
+    let g = Tensor::from_slice(&rt, &grad, &[count, d]).unwrap();
+    let ix = Tensor::from_slice(&rt, &idx, &[count]).unwrap();
+    let out = ops::backward::embedding_dense_backward(&g, &ix, rows as i64, -1, false).unwrap();
+    let got = out.to_vec::<f32>().unwrap();
+    let mut want = vec![0f32; rows * d];
+    for (i, &r) in idx.iter().enumerate() {
+        for c in 0..d {
+            want[r as usize * d + c] += grad[i * d + c];
+        }
+    }
+    assert_eq!(got, want);
 }

@@ -322,6 +322,8 @@ impl Core {
             let hs = start.max(chip.hbm_free);
             let dur = (eff as f64 / env.preset.hbm_bytes_per_cycle()).ceil() as u64;
             chip.hbm_free = if eff > 0 { hs + dur } else { chip.hbm_free };
+            self.stats.hbm_bytes += eff;
+            self.stats.ici_bytes += bytes;
             (if eff > 0 { hs + dur } else { start }, 0)
         } else if hbm_src || hbm_dst {
             let eff = if hbm_src {

@@ -100,6 +100,7 @@ pub(crate) struct CoreStats {
     pub instructions: u64,
     pub flops: u64,
     pub hbm_bytes: u64,
+    pub ici_bytes: u64,
     pub mxu_first: Option<u64>,
     pub mxu_last: u64,
 }

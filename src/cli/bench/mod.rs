@@ -4,6 +4,7 @@ use clap::Subcommand;
 
 use super::CliError;
 
+pub mod eager;
 pub mod gemm;
 
 /// The benchmarks.
@@ -11,12 +12,16 @@ pub mod gemm;
 pub enum BenchCommand {
     /// A generated GEMM kernel on one chip.
     Gemm(gemm::GemmArgs),
+    /// A model's training step (MLP or transformer block) in Strict, Debug, DeferAndFuse or
+    /// Compile mode.
+    Eager(eager::EagerArgs),
 }
 
 /// Runs a benchmark.
 pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Gemm(a) => gemm::run(a),
+        BenchCommand::Eager(a) => eager::run(a),
     }
 }
 

@@ -657,7 +657,15 @@ pub fn build(spec: &TileSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     // s15 is the generator's scratch register.
     let _ = g.pool.take_specific(SReg::n(15));
 
-    // Prologue: base byte offsets = offset argument * element size.
+    // Prologue: the loop state starts at zero (explicitly: linked into a whole-graph program, the
+    // kernel may find SMEM used by an earlier kernel).
+    for w in (g.sm.load_cnt..g.sm.pend_out + 8).step_by(4) {
+        g.e.push(Instr::SStore {
+            src: SReg::ZERO,
+            addr: Addr::abs(w as i32),
+        });
+    }
+    // Base byte offsets = offset argument * element size.
     let r = reg(&mut g.pool)?;
     for (k, o) in spec.operands.iter().enumerate() {
         g.e.push(Instr::SLoad {

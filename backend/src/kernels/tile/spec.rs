@@ -118,6 +118,25 @@ pub fn lower(
             per_row_in[i] = n.per_row;
         }
     }
+    // Full inputs that do not vary along the row (stride 0 on every row dim) become per-row
+    // operands, and what is computed from them alone is computed once per row.
+    let mut prog = prog.clone();
+    let mut hoisted = vec![false; inputs.len()];
+    if row_dims > 0 {
+        let row_from = shape.len() - row_dims;
+        for (i, (l, _)) in inputs.iter().enumerate() {
+            if !per_row_in[i]
+                && let Ok(st) = aligned_strides(l, shape, 0)
+                && st[row_from..].iter().all(|&x| x == 0)
+                && shape[row_from..].iter().product::<usize>() > 1
+            {
+                per_row_in[i] = true;
+                hoisted[i] = true;
+            }
+        }
+        hoist_row_invariants(&mut prog, &per_row_in);
+    }
+    let prog = &prog;
     if prog.outputs.len() != outputs.len() {
         return Err(KernelError::Unsupported(format!(
             "program has {} outputs, node has {}",
@@ -129,9 +148,11 @@ pub fn lower(
     let mut offsets = Vec::new();
     for (i, (l, d)) in inputs.iter().enumerate() {
         let pr = per_row_in[i] && row_dims > 0;
+        // A hoisted operand is laid out over the whole space (stride 0 along the row).
+        let align = if pr && !hoisted[i] { row_dims } else { 0 };
         ops.push(TileOperand {
             dtype: *d,
-            strides: aligned_strides(l, shape, if pr { row_dims } else { 0 })?,
+            strides: aligned_strides(l, shape, align)?,
             output: false,
             per_row: pr,
         });
@@ -165,6 +186,38 @@ pub fn lower(
         },
         offsets,
     ))
+}
+
+/// Marks per-row the inputs in `per_row_in` and every elementwise node whose arguments are all
+/// per-row values or constants; a full output whose value became per-row is broadcast back by
+/// a copy node.
+fn hoist_row_invariants(prog: &mut Prog, per_row_in: &[bool]) {
+    let was_per_row: Vec<bool> = prog.outputs.iter().map(|o| prog.node(*o).per_row).collect();
+    for i in 0..prog.nodes.len() {
+        let node = prog.nodes[i];
+        let pr = match node.op {
+            POp::Input(k) => per_row_in[k as usize],
+            POp::Const(_) | POp::Index(_) | POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_) => {
+                node.per_row
+            }
+            ref op => {
+                let args = crate::kernels::tile::body::args(op);
+                node.per_row
+                    || (args.iter().all(|a| {
+                        let x = &prog.nodes[*a as usize];
+                        x.per_row || matches!(x.op, POp::Const(_))
+                    }) && args.iter().any(|a| prog.nodes[*a as usize].per_row))
+            }
+        };
+        prog.nodes[i].per_row = pr;
+    }
+    for (k, was) in was_per_row.into_iter().enumerate() {
+        let o = prog.outputs[k];
+        if !was && prog.node(o).per_row {
+            let dt = prog.node(o).dtype;
+            prog.outputs[k] = prog.push(POp::Cast(o), dt, false);
+        }
+    }
 }
 
 /// Drops size-1 dims and merges neighbours whose strides chain for every operand, never across

@@ -14,6 +14,9 @@ use crate::kernels::KernelError;
 pub(crate) struct VAlloc {
     free: Vec<u8>,
     mfree: Vec<u8>,
+    /// Bool registers whose comparison mask is still held (vreg, mask): a select on them uses
+    /// the mask instead of comparing again.
+    masks: Vec<(u8, u8)>,
 }
 
 impl VAlloc {
@@ -22,6 +25,7 @@ impl VAlloc {
         VAlloc {
             free: (first..count.min(64) as u8).rev().collect(),
             mfree: (2..16).rev().collect(),
+            masks: Vec::new(),
         }
     }
 
@@ -31,9 +35,36 @@ impl VAlloc {
         })
     }
 
+    /// Registers not taken.
+    pub fn free_count(&self) -> u32 {
+        self.free.len() as u32
+    }
+
     pub fn give(&mut self, v: VReg) {
         debug_assert!(!self.free.contains(&v.index()));
+        if let Some(i) = self.masks.iter().position(|(r, _)| *r == v.index()) {
+            let (_, m) = self.masks.swap_remove(i);
+            self.mfree.push(m);
+        }
         self.free.push(v.index());
+    }
+
+    /// Keeps mask `m` as the comparison behind bool register `v` while masks are plentiful
+    /// (otherwise frees it).
+    fn remember_mask(&mut self, v: VReg, m: MReg) {
+        if self.mfree.len() >= 4 {
+            self.masks.push((v.index(), m.index()));
+        } else {
+            self.mfree.push(m.index());
+        }
+    }
+
+    /// The mask held for bool register `v`, if any.
+    fn mask_of(&self, v: VReg) -> Option<MReg> {
+        self.masks
+            .iter()
+            .find(|(r, _)| *r == v.index())
+            .map(|(_, m)| MReg::n(*m))
     }
 
     pub fn take_mask(&mut self) -> Result<MReg, KernelError> {
@@ -154,7 +185,7 @@ pub(crate) fn emit_cmp(
         b,
     });
     e.push(Instr::VMask { dst, mask: m });
-    va.give_mask(m);
+    va.remember_mask(dst, m);
     Ok(())
 }
 
@@ -168,6 +199,16 @@ pub(crate) fn emit_select(
     a: VReg,
     b: VReg,
 ) -> Result<(), KernelError> {
+    if let Some(m) = va.mask_of(c) {
+        e.push(Instr::VSel {
+            ty: lane(ty),
+            dst,
+            mask: m,
+            a,
+            b: VSrc::V(b),
+        });
+        return Ok(());
+    }
     let m = va.take_mask()?;
     e.push(Instr::VCmp {
         op: CmpOp::Ne,

@@ -18,8 +18,6 @@
 //! The epilogue (bias, scaling, activations fused by DeferAndFuse, and the conversion to the
 //! output dtype) runs on each finished output tile in VMEM with the tile kernel's vector code.
 
-use std::collections::VecDeque;
-
 use tpuemu_isa::dma::{DmaDescriptor, DmaDim};
 use tpuemu_isa::ops::{MxuFmt, Precision, SAluOp};
 use tpuemu_isa::{Addr, ArgSlot, ChipInfo, DmaShape, Instr, MemRef, Mxu, Program, SReg, SSrc, Sem};
@@ -109,104 +107,9 @@ impl MatSpec {
     }
 }
 
-/// How to tile a [`MatSpec`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MatPlan {
-    /// Output tile rows.
-    pub tm: u32,
-    /// Output tile columns.
-    pub tn: u32,
-    /// K slice.
-    pub tk: u32,
-    /// Everything in VMEM first (SCALE-Sim parity; batch 1, contiguous, no epilogue).
-    pub resident: bool,
-}
+mod plan;
 
-impl MatPlan {
-    /// VMEM bytes the plan needs.
-    pub fn vmem_bytes(&self, spec: &MatSpec) -> u64 {
-        let e = spec.esz() as u64;
-        let (m, n, k) = (spec.m as u64, spec.n as u64, spec.k as u64);
-        if self.resident {
-            return (m * k + k * n) * e + m * n * 4;
-        }
-        let (tm, tn, tk) = (self.tm as u64, self.tn as u64, self.tk as u64);
-        let tile = tm * tn;
-        let extras: u64 = spec.extras.iter().map(|x| x.dtype.size() as u64).sum();
-        let out = if spec.epilogue.is_some() {
-            spec.out.dtype.size() as u64
-        } else {
-            0
-        };
-        2 * (tm * tk * e + tk * tn * e) + 2 * tile * 4 + 2 * tile * (extras + out)
-    }
-}
-
-fn round_up(x: u32, to: u32) -> u32 {
-    x.div_ceil(to) * to
-}
-
-/// Chooses tiles: square output tiles as large as three quarters of VMEM allows (up to
-/// 2048 x 2048, 512-deep K slices) while leaving at least four output tiles when the problem
-/// allows, so that loading the first slices and storing the last tile overlap with other tiles'
-/// compute; large tiles keep a slice's arithmetic intensity (about `tile / 2` FLOPs per byte
-/// for bf16) well above the chip's critical intensity and make few, long matrix-unit commands.
-pub fn plan(spec: &MatSpec, chip: &ChipInfo, resident: bool) -> Result<MatPlan, KernelError> {
-    let core = &chip.core;
-    if spec.m == 0 || spec.n == 0 || spec.k == 0 || spec.batch == 0 {
-        return Err(KernelError::Unsupported(
-            "matmul with an empty dimension".into(),
-        ));
-    }
-    let budget = core.vmem_bytes * 3 / 4;
-    if resident {
-        let p = MatPlan {
-            tm: spec.m,
-            tn: spec.n,
-            tk: spec.k,
-            resident: true,
-        };
-        if p.vmem_bytes(spec) > budget {
-            return Err(KernelError::TooLarge(format!(
-                "the resident GEMM needs {} bytes of VMEM; the core has {}",
-                p.vmem_bytes(spec),
-                core.vmem_bytes
-            )));
-        }
-        return Ok(p);
-    }
-    let (r, c) = (core.mxu_rows, core.mxu_cols);
-    let quarter = ((spec.m as f64 * spec.n as f64 * spec.batch as f64 / 4.0).sqrt() as u32).max(1);
-    let tile = (1u32 << (31 - quarter.leading_zeros())).clamp(256, 2048);
-    let mut p = MatPlan {
-        tm: round_up(spec.m, 8).min(tile),
-        tn: round_up(spec.n, c).min(tile.max(c)),
-        tk: round_up(spec.k, r).min(512.max(r)),
-        resident: false,
-    };
-    let critical = chip.peak_bf16_flops / chip.hbm_bytes_per_s;
-    let min_tile = ((critical * spec.esz() as f64) as u32)
-        .next_power_of_two()
-        .max(128);
-    while p.vmem_bytes(spec) > budget {
-        if p.tm > min_tile.min(p.tn) {
-            p.tm = round_up(p.tm / 2, 8);
-        } else if p.tn > min_tile.max(c) {
-            p.tn = round_up(p.tn / 2, c);
-        } else if p.tm > 128 {
-            p.tm = round_up(p.tm / 2, 8);
-        } else if p.tn > c {
-            p.tn = round_up(p.tn / 2, c);
-        } else if p.tk > r {
-            p.tk = round_up(p.tk / 2, r);
-        } else {
-            return Err(KernelError::TooLarge(
-                "even the smallest matmul tiles do not fit VMEM".into(),
-            ));
-        }
-    }
-    Ok(p)
-}
+pub use plan::{MatPlan, estimate_seconds, plan};
 
 /// Semaphores.
 const SEM_LOAD: u8 = 0; // + parity: A and W slices
@@ -509,7 +412,7 @@ fn resident(cx: &mut Ctx) -> Result<(), KernelError> {
 }
 
 /// One step of the streamed schedule: output tile `(b, i, j)`, K slice starting at `kk`.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Step {
     tile: u32,
     b: u32,
@@ -584,6 +487,22 @@ fn streamed(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
             }
         }
     }
+    // Buffer of each step's A and W blocks: a step whose block is the previous step's (one K
+    // slice: consecutive tiles of a row share A; one column of tiles: they share W) reuses it
+    // instead of loading it again.
+    let slots = |key: &dyn Fn(&Step) -> (u32, u32, u32)| -> Vec<(usize, bool)> {
+        let mut v: Vec<(usize, bool)> = Vec::with_capacity(steps.len());
+        for (idx, st) in steps.iter().enumerate() {
+            v.push(match idx.checked_sub(1) {
+                Some(p) if key(&steps[p]) == key(st) => (v[p].0, false),
+                Some(p) => (1 - v[p].0, true),
+                None => (0, true),
+            });
+        }
+        v
+    };
+    let a_slot = slots(&|st: &Step| (st.b, st.i, st.kk));
+    let w_slot = slots(&|st: &Step| (st.b, st.kk, st.j));
     let ext = |st: &Step| ((m - st.i).min(tm), (n - st.j).min(tn), (k - st.kk).min(tk));
     let elem_off = |o: &MatOperand, b: u32, r0: u32, c0: u32| -> i64 {
         (b as i64 * o.strides[0] as i64
@@ -603,25 +522,32 @@ fn streamed(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
             Access::Transposed => tile_desc(esz, rn, rk, s.w.strides[2], s.w.strides[1], tk, true),
             _ => tile_desc(esz, rk, rn, s.w.strides[1], s.w.strides[2], tn, true),
         };
-        cx.dma(
-            Side::Vmem(a_buf[par] as i32),
-            Side::Hbm {
-                slot: 0,
-                off: elem_off(&s.a, st.b, st.i, st.kk),
-            },
-            &da,
-            SEM_LOAD + par as u8,
-        )?;
-        cx.dma(
-            Side::Vmem(w_buf[par] as i32),
-            Side::Hbm {
-                slot: 1,
-                off: elem_off(&s.w, st.b, st.kk, st.j),
-            },
-            &dw,
-            SEM_LOAD + par as u8,
-        )?;
-        Ok(da.bytes() + dw.bytes())
+        let mut bytes = 0;
+        if let (sa, true) = a_slot[idx] {
+            cx.dma(
+                Side::Vmem(a_buf[sa] as i32),
+                Side::Hbm {
+                    slot: 0,
+                    off: elem_off(&s.a, st.b, st.i, st.kk),
+                },
+                &da,
+                SEM_LOAD + par as u8,
+            )?;
+            bytes += da.bytes();
+        }
+        if let (sw, true) = w_slot[idx] {
+            cx.dma(
+                Side::Vmem(w_buf[sw] as i32),
+                Side::Hbm {
+                    slot: 1,
+                    off: elem_off(&s.w, st.b, st.kk, st.j),
+                },
+                &dw,
+                SEM_LOAD + par as u8,
+            )?;
+            bytes += dw.bytes();
+        }
+        Ok(bytes)
     };
     let out_slot = 2 + s.extras.len() as u8;
     let out_esz = if s.epilogue.is_some() {
@@ -629,35 +555,20 @@ fn streamed(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
     } else {
         4
     };
+    // Rounds of matrix-unit work per step (one weight tile per unit each).
+    let rounds = tk.div_ceil(r) * tn.div_ceil(c).div_ceil(nmxu);
+    // A finished tile's epilogue and store run in row chunks interleaved with the next tile's
+    // rounds, so that the vector unit and the DMA engines work while the matrix units do, and
+    // the stores spread over the tile instead of queueing ahead of its loads.
+    let per_tile = rounds * k.div_ceil(tk);
+    let chunk_rows = tm
+        .div_ceil(per_tile.clamp(1, 32))
+        .next_multiple_of(8)
+        .min(tm);
     let mut pending = [0u64; 2];
     let mut c_pending = [0u64; 2];
     let mut x_pending = [0u64; 2];
-    // Output tiles drain in row chunks spread over the next tile's steps, so that a large store
-    // does not hold up the prefetch behind it in the HBM queue.
-    let mut stores: VecDeque<(usize, Step, u32, u32, u32)> = VecDeque::new();
-    let issue_store = |cx: &mut Ctx,
-                       (cb, st, r0, rows, rn): (usize, Step, u32, u32, u32)|
-     -> Result<(), KernelError> {
-        let d = tile_desc(
-            out_esz,
-            rows,
-            rn,
-            s.out.strides[1],
-            s.out.strides[2],
-            tn,
-            false,
-        );
-        let off = elem_off(&s.out, st.b, st.i + r0, st.j);
-        cx.dma(
-            Side::Hbm {
-                slot: out_slot,
-                off,
-            },
-            Side::Vmem((o_buf[cb] + r0 * tn * out_esz) as i32),
-            &d,
-            SEM_STORE + cb as u8,
-        )
-    };
+    let mut drain: Drain = Drain::default();
     pending[0] = load(cx, 0, &steps[0])?;
     for (idx, st) in steps.iter().enumerate() {
         let par = idx % 2;
@@ -667,11 +578,12 @@ fn streamed(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
             pending[1 - par] = load(cx, idx + 1, next)?;
         }
         if st.first_k {
-            // The output buffer is free once its previous tile has drained to HBM.
-            while stores.iter().any(|x| x.0 == cb) {
-                let x = stores.pop_front().expect("non-empty");
-                issue_store(cx, x)?;
+            // The accumulator is free once its previous tile's epilogue has read it (the
+            // epilogue of the tile before this one is still interleaved below).
+            if drain.cb == Some(cb) {
+                drain.finish(cx, out_slot, out_esz)?;
             }
+            // The output buffer is free once its previous tile has drained to HBM.
             cx.wait(SEM_STORE + cb as u8, std::mem::take(&mut c_pending[cb]));
             // Epilogue inputs of this output tile.
             for (xi, x) in s.extras.iter().enumerate() {
@@ -696,23 +608,20 @@ fn streamed(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
                 x_pending[cb] += d.bytes();
             }
         }
-        if let Some(x) = stores.pop_front() {
-            issue_store(cx, x)?;
-        }
         cx.wait(SEM_LOAD + par as u8, std::mem::take(&mut pending[par]));
+        let mut round = 0u32;
         for kr0 in (0..rk).step_by(r as usize) {
             for (jt, jj) in (0..rn).step_by(c as usize).enumerate() {
                 let mxu = (jt as u32 % nmxu) as u8;
                 let (kr, nc) = ((rk - kr0).min(r), (rn - jj).min(c));
+                let (wb, ab) = (w_buf[w_slot[idx].0], a_buf[a_slot[idx].0]);
                 let w = match acc_w {
-                    Access::Transposed => {
-                        (w_buf[par] + (jj * tk + kr0) * esz, kr, nc, tk * esz, true)
-                    }
-                    _ => (w_buf[par] + (kr0 * tn + jj) * esz, kr, nc, tn * esz, false),
+                    Access::Transposed => (wb + (jj * tk + kr0) * esz, kr, nc, tk * esz, true),
+                    _ => (wb + (kr0 * tn + jj) * esz, kr, nc, tn * esz, false),
                 };
                 let a = match acc_a {
-                    Access::Transposed => (a_buf[par] + kr0 * tm * esz, rm, tm * esz, true),
-                    _ => (a_buf[par] + kr0 * esz, rm, tk * esz, false),
+                    Access::Transposed => (ab + kr0 * tm * esz, rm, tm * esz, true),
+                    _ => (ab + kr0 * esz, rm, tk * esz, false),
                 };
                 cx.fold(
                     mxu,
@@ -721,44 +630,18 @@ fn streamed(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
                     (c_buf[cb] + jj * 4, tn * 4),
                     !(st.first_k && kr0 == 0),
                 );
+                if (jt as u32 + 1) % nmxu == 0 || jj + c >= rn {
+                    round += 1;
+                    drain.chunk(cx, out_slot, out_esz)?;
+                }
             }
         }
+        let _ = round;
         if st.last_k {
-            if let Some(prog) = &s.epilogue {
+            // Whatever of the previous tile is left, then this tile's turn.
+            drain.finish(cx, out_slot, out_esz)?;
+            if !s.extras.is_empty() {
                 cx.wait(SEM_EXTRA + cb as u8, std::mem::take(&mut x_pending[cb]));
-                let mut ops = vec![VOperand {
-                    base: c_buf[cb] as i32,
-                    dtype: DType::F32,
-                    per_row: false,
-                }];
-                for (xi, x) in s.extras.iter().enumerate() {
-                    ops.push(VOperand {
-                        base: x_buf[xi][cb] as i32,
-                        dtype: x.dtype,
-                        per_row: false,
-                    });
-                }
-                ops.push(VOperand {
-                    base: o_buf[cb] as i32,
-                    dtype: s.out.dtype,
-                    per_row: false,
-                });
-                let n_vregs = (tm * tn).div_ceil(1024);
-                body::dense(
-                    &mut cx.e,
-                    &mut cx.pool,
-                    prog,
-                    &ops,
-                    ops.len() - 1,
-                    n_vregs,
-                    cx.chip.core.vregs,
-                    None,
-                )?;
-                cx.e.forget_constants();
-            }
-            let chunk = rm.div_ceil(4).next_multiple_of(8).min(rm);
-            for r0 in (0..rm).step_by(chunk as usize) {
-                stores.push_back((cb, *st, r0, chunk.min(rm - r0), rn));
             }
             c_pending[cb] = tile_desc(
                 out_esz,
@@ -770,14 +653,123 @@ fn streamed(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
                 false,
             )
             .bytes();
+            drain = Drain {
+                cb: Some(cb),
+                st: *st,
+                rm,
+                rn,
+                tn,
+                next_row: 0,
+                chunk_rows,
+                c_buf: c_buf[cb],
+                x_bufs: x_buf.iter().map(|x| x[cb]).collect(),
+                o_buf: o_buf[cb],
+            };
         }
     }
-    while let Some(x) = stores.pop_front() {
-        issue_store(cx, x)?;
-    }
+    drain.finish(cx, out_slot, out_esz)?;
     cx.wait(SEM_STORE, c_pending[0]);
     cx.wait(SEM_STORE + 1, c_pending[1]);
     Ok(())
+}
+
+/// A finished output tile whose epilogue and store are still to be emitted, in row chunks.
+#[derive(Default)]
+struct Drain {
+    /// Its accumulator parity (`None`: nothing to drain).
+    cb: Option<usize>,
+    st: Step,
+    rm: u32,
+    rn: u32,
+    /// Row pitch of the tile buffers, in elements.
+    tn: u32,
+    next_row: u32,
+    chunk_rows: u32,
+    c_buf: u32,
+    x_bufs: Vec<u32>,
+    o_buf: u32,
+}
+
+impl Drain {
+    /// Emits the next chunk: the epilogue over its rows, then their store.
+    fn chunk(&mut self, cx: &mut Ctx, out_slot: u8, out_esz: u32) -> Result<(), KernelError> {
+        let Some(cb) = self.cb else { return Ok(()) };
+        if self.next_row >= self.rm {
+            self.cb = None;
+            return Ok(());
+        }
+        let s = cx.spec;
+        let tn_pitch = self.tn;
+        let r0 = self.next_row;
+        let rows = self.chunk_rows.min(self.rm - r0);
+        if let Some(prog) = &s.epilogue {
+            let mut ops = vec![VOperand {
+                base: (self.c_buf + r0 * tn_pitch * 4) as i32,
+                dtype: DType::F32,
+                per_row: false,
+            }];
+            for (xi, x) in s.extras.iter().enumerate() {
+                ops.push(VOperand {
+                    base: (self.x_bufs[xi] + r0 * tn_pitch * x.dtype.size() as u32) as i32,
+                    dtype: x.dtype,
+                    per_row: false,
+                });
+            }
+            ops.push(VOperand {
+                base: (self.o_buf + r0 * tn_pitch * s.out.dtype.size() as u32) as i32,
+                dtype: s.out.dtype,
+                per_row: false,
+            });
+            let n_vregs = (rows * tn_pitch).div_ceil(1024);
+            body::dense(
+                &mut cx.e,
+                &mut cx.pool,
+                prog,
+                &ops,
+                ops.len() - 1,
+                n_vregs,
+                cx.chip.core.vregs,
+                None,
+            )?;
+            cx.e.forget_constants();
+        }
+        let d = tile_desc(
+            out_esz,
+            rows,
+            self.rn,
+            s.out.strides[1],
+            s.out.strides[2],
+            tn_pitch,
+            false,
+        );
+        let st = self.st;
+        let off = (st.b as i64 * s.out.strides[0] as i64
+            + (st.i + r0) as i64 * s.out.strides[1] as i64
+            + st.j as i64 * s.out.strides[2] as i64)
+            * s.out.dtype.size() as i64;
+        cx.dma(
+            Side::Hbm {
+                slot: out_slot,
+                off,
+            },
+            Side::Vmem((self.o_buf + r0 * tn_pitch * out_esz) as i32),
+            &d,
+            SEM_STORE + cb as u8,
+        )?;
+        self.next_row += rows;
+        if self.next_row >= self.rm {
+            self.cb = None;
+        }
+        Ok(())
+    }
+
+    /// Emits every chunk left.
+    fn finish(&mut self, cx: &mut Ctx, out_slot: u8, out_esz: u32) -> Result<(), KernelError> {
+        while self.cb.is_some() {
+            self.chunk(cx, out_slot, out_esz)?;
+        }
+        Ok(())
+    }
 }
 
 /// Whether `prog` only converts `Input(0)` to its output dtype (the default epilogue).

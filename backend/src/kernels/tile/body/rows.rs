@@ -1,353 +1,8 @@
-//! The compute part of a tile kernel: the program evaluated over operand tiles in VMEM.
-//!
-//! Two layouts:
-//! - **dense** (no reductions): each operand tile is a dense run of elements; the program runs
-//!   on vector registers of 1024 consecutive elements, in a loop.
-//! - **rows** (with reductions): each operand tile is `rows x Lp` elements, rows padded to a
-//!   multiple of 128; a vector register holds 8 rows x 128 columns (one row per sublane).
-//!   For each group of 8 rows the program runs in phases: phase `p` walks the row's column
-//!   chunks, computing the full values it needs (recomputed from the inputs in VMEM), storing
-//!   full outputs and accumulating the reductions whose operands are ready; the accumulators are
-//!   then reduced across lanes into per-row values (one per sublane, broadcast along lanes) for
-//!   the next phase. Sums are sequential over chunks and a pairwise tree across lanes.
+//! The rows layout: reductions along rows of 8 sublanes, in phases.
 
 use std::collections::HashMap;
 
-use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MaskOp, RedOp, SAluOp, VBinOp, VType};
-use tpuemu_isa::{Addr, Instr, MReg, SReg, SSrc, VReg, VSrc};
-
-use super::vexpr::{self, VAlloc};
-use crate::codegen::{Emitter, RegPool};
-use crate::dtype::{DType, Scalar};
-use crate::ir::{POp, PRef, Prog, RedKind};
-use crate::kernels::KernelError;
-
-/// Where an operand's tile sits in VMEM.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct VOperand {
-    /// VMEM byte address of the tile.
-    pub base: i32,
-    /// Element type.
-    pub dtype: DType,
-    /// A per-row operand (rows layout only).
-    pub per_row: bool,
-}
-
-/// For `Index` nodes in the dense layout: the register holding the flat index of the tile's first
-/// element, and the iteration shape the coordinates refer to.
-pub(crate) struct IndexCtx<'a> {
-    pub flat_base: SReg,
-    pub shape: &'a [usize],
-}
-
-struct Ctx<'a> {
-    e: &'a mut Emitter,
-    va: VAlloc,
-    prog: &'a Prog,
-    ops: &'a [VOperand],
-    /// Input index -> operand index is the identity; outputs follow the inputs.
-    inputs: usize,
-    /// Values currently in registers.
-    regs: HashMap<PRef, VReg>,
-    /// Per-row values and constants that stay in registers for the whole body.
-    pinned: Vec<PRef>,
-    /// Rows layout: the node's iteration shape before coalescing, and its first row dim (for
-    /// `Index` nodes along the row).
-    orig_shape: &'a [usize],
-    row_start: usize,
-    /// Rows layout: the flat index (over the outer dims) of the current group's first row
-    /// (advanced by 8 per group).
-    row_base: Option<SReg>,
-}
-
-fn last_uses(prog: &Prog) -> Vec<usize> {
-    let mut last = vec![0usize; prog.nodes.len()];
-    for (i, n) in prog.nodes.iter().enumerate() {
-        for a in args(&n.op) {
-            last[a as usize] = i;
-        }
-    }
-    for o in &prog.outputs {
-        last[*o as usize] = usize::MAX;
-    }
-    last
-}
-
-pub(crate) fn args(op: &POp) -> Vec<PRef> {
-    match *op {
-        POp::Input(_) | POp::Const(_) | POp::Index(_) => vec![],
-        POp::Bin(_, a, b) | POp::Cmp(_, a, b) => vec![a, b],
-        POp::Un(_, a) | POp::Cast(a) | POp::Reduce(_, a) | POp::ArgMax(a) | POp::ArgMin(a) => {
-            vec![a]
-        }
-        POp::Select(c, a, b) => vec![c, a, b],
-    }
-}
-
-impl Ctx<'_> {
-    fn reg(&self, r: PRef) -> VReg {
-        self.regs[&r]
-    }
-
-    /// Emits node `r` whose arguments are in registers (elementwise ops only).
-    fn emit_elementwise(&mut self, r: PRef) -> Result<VReg, KernelError> {
-        let n = *self.prog.node(r);
-        let dst = self.va.take()?;
-        match n.op {
-            POp::Const(v) => vexpr::emit_const(self.e, v, n.dtype, dst),
-            POp::Bin(op, a, b) => {
-                let (ra, rb) = (self.reg(a), self.reg(b));
-                vexpr::emit_bin(self.e, op, n.dtype, dst, ra, VSrc::V(rb));
-            }
-            POp::Un(op, a) => vexpr::emit_un(self.e, op, n.dtype, dst, self.reg(a)),
-            POp::Cmp(op, a, b) => {
-                let ty = self.prog.node(a).dtype;
-                let (ra, rb) = (self.reg(a), self.reg(b));
-                vexpr::emit_cmp(self.e, &mut self.va, op, ty, dst, ra, VSrc::V(rb))?;
-            }
-            POp::Select(c, a, b) => {
-                let (rc, ra, rb) = (self.reg(c), self.reg(a), self.reg(b));
-                vexpr::emit_select(self.e, &mut self.va, n.dtype, dst, rc, ra, rb)?;
-            }
-            POp::Cast(a) => {
-                let from = self.prog.node(a).dtype;
-                let ra = self.reg(a);
-                vexpr::emit_cast(self.e, &mut self.va, from, n.dtype, dst, ra)?;
-            }
-            _ => unreachable!("not an elementwise node"),
-        }
-        Ok(dst)
-    }
-
-    fn release(&mut self, r: PRef) {
-        if !self.pinned.contains(&r)
-            && let Some(v) = self.regs.remove(&r)
-        {
-            self.va.give(v);
-        }
-    }
-}
-
-/// Byte-offset registers by element size, for the dense loop.
-struct Offsets {
-    regs: Vec<(u32, SReg)>,
-}
-
-impl Offsets {
-    fn get(&self, esz: u32) -> SReg {
-        self.regs
-            .iter()
-            .find(|(s, _)| *s == esz)
-            .map(|(_, r)| *r)
-            .expect("offset register for every element size")
-    }
-}
-
-/// The dense body: `n_vregs` registers' worth of elements of every operand.
-pub(crate) fn dense(
-    e: &mut Emitter,
-    pool: &mut RegPool,
-    prog: &Prog,
-    ops: &[VOperand],
-    inputs: usize,
-    n_vregs: u32,
-    vregs: u32,
-    index: Option<IndexCtx>,
-) -> Result<(), KernelError> {
-    if prog.has_reductions() {
-        return Err(KernelError::Unsupported(
-            "dense tile body with reductions".into(),
-        ));
-    }
-    let last = last_uses(prog);
-    let mut cx = Ctx {
-        e,
-        va: VAlloc::new(2, vregs),
-        prog,
-        ops,
-        inputs,
-        regs: HashMap::new(),
-        pinned: Vec::new(),
-        orig_shape: &[],
-        row_start: 0,
-        row_base: None,
-    };
-    // Constants live in registers for the whole loop.
-    for (i, n) in prog.nodes.iter().enumerate() {
-        if let POp::Const(_) = n.op {
-            let v = cx.emit_elementwise(i as PRef)?;
-            cx.regs.insert(i as PRef, v);
-            cx.pinned.push(i as PRef);
-        }
-    }
-    let take = |pool: &mut RegPool| {
-        pool.take()
-            .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
-    };
-    let counter = take(pool)?;
-    let test = take(pool)?;
-    let mut sizes: Vec<u32> = ops.iter().map(|o| o.dtype.size() as u32).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let mut offs = Offsets { regs: Vec::new() };
-    for s in &sizes {
-        let r = take(pool)?;
-        cx.e.b.smov(r, 0);
-        offs.regs.push((*s, r));
-    }
-    let flat = if index.is_some() {
-        Some(take(pool)?)
-    } else {
-        None
-    };
-    if let (Some(f), Some(ix)) = (flat, &index) {
-        cx.e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: f,
-            a: ix.flat_base,
-            b: SSrc::Imm(0),
-        });
-    }
-    cx.e.b.smov(counter, 0);
-    let top = cx.e.b.here();
-    for (i, n) in prog.nodes.iter().enumerate() {
-        let r = i as PRef;
-        if matches!(n.op, POp::Const(_)) {
-            continue;
-        }
-        let v = match n.op {
-            POp::Input(k) => {
-                let o = ops[k as usize];
-                let v = cx.va.take()?;
-                cx.e.push(Instr::VLoad {
-                    fmt: o.dtype.mem(),
-                    dst: v,
-                    addr: Addr::new(offs.get(o.dtype.size() as u32), o.base),
-                    sub_stride: None,
-                    lane_stride: None,
-                    mask: None,
-                });
-                v
-            }
-            POp::Index(d) => {
-                let ix = index.as_ref().ok_or_else(|| {
-                    KernelError::Unsupported("Index without an index context".into())
-                })?;
-                let v = cx.va.take()?;
-                cx.e.push(Instr::VIota {
-                    kind: IotaKind::Flat,
-                    dst: v,
-                });
-                cx.e.push(Instr::VBin {
-                    op: VBinOp::Add,
-                    ty: VType::I32,
-                    dst: v,
-                    a: v,
-                    b: VSrc::S(flat.expect("set with index")),
-                });
-                let inner: usize = ix.shape[d as usize + 1..].iter().product();
-                if inner > 1 {
-                    cx.e.push(Instr::VBin {
-                        op: VBinOp::Div,
-                        ty: VType::I32,
-                        dst: v,
-                        a: v,
-                        b: VSrc::Imm(inner as u32),
-                    });
-                }
-                if d > 0 {
-                    cx.e.push(Instr::VBin {
-                        op: VBinOp::Rem,
-                        ty: VType::I32,
-                        dst: v,
-                        a: v,
-                        b: VSrc::Imm(ix.shape[d as usize] as u32),
-                    });
-                }
-                v
-            }
-            _ => cx.emit_elementwise(r)?,
-        };
-        cx.regs.insert(r, v);
-        for a in args(&n.op) {
-            if last[a as usize] == i {
-                cx.release(a);
-            }
-        }
-    }
-    for (k, o) in prog.outputs.iter().enumerate() {
-        let op = ops[inputs + k];
-        let mut v = cx.reg(*o);
-        let from = prog.node(*o).dtype;
-        let tmp = if from != op.dtype {
-            let t = cx.va.take()?;
-            vexpr::emit_cast(cx.e, &mut cx.va, from, op.dtype, t, v)?;
-            v = t;
-            Some(t)
-        } else {
-            None
-        };
-        cx.e.push(Instr::VStore {
-            fmt: op.dtype.mem(),
-            src: v,
-            addr: Addr::new(offs.get(op.dtype.size() as u32), op.base),
-            sub_stride: None,
-            lane_stride: None,
-            mask: None,
-        });
-        if let Some(t) = tmp {
-            cx.va.give(t);
-        }
-    }
-    let outs: Vec<PRef> = prog.outputs.clone();
-    for o in outs {
-        cx.release(o);
-    }
-    for (s, r) in &offs.regs {
-        cx.e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: *r,
-            a: *r,
-            b: SSrc::Imm(1024 * *s as i32),
-        });
-    }
-    if let Some(f) = flat {
-        cx.e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: f,
-            a: f,
-            b: SSrc::Imm(1024),
-        });
-    }
-    cx.e.push(Instr::SAlu {
-        op: SAluOp::Add,
-        dst: counter,
-        a: counter,
-        b: SSrc::Imm(1),
-    });
-    cx.e.push(Instr::SCmp {
-        op: CmpOp::Lt,
-        dst: test,
-        a: counter,
-        b: SSrc::Imm(n_vregs as i32),
-    });
-    cx.e.b.brnz(test, top);
-    for p in cx.pinned.clone() {
-        if let Some(v) = cx.regs.remove(&p) {
-            cx.va.give(v);
-        }
-    }
-    for (_, r) in offs.regs {
-        pool.give(r);
-    }
-    if let Some(f) = flat {
-        pool.give(f);
-    }
-    pool.give(counter);
-    pool.give(test);
-    let _ = cx.inputs;
-    Ok(())
-}
+use super::*;
 
 /// Geometry of the rows layout.
 #[derive(Clone, Copy, Debug)]
@@ -746,7 +401,12 @@ pub(crate) fn rows(
             });
         }
         let full_chunks = if tail < 128 { nchunks - 1 } else { nchunks };
-        let emit_chunk = |cx: &mut Ctx, masked: bool| -> Result<(), KernelError> {
+        // Chunks per loop iteration: as many copies of the chunk body as the free vector
+        // registers hold (each copy needs its values and a column index), at most 4.
+        let held = cx.va.free_count();
+        let unroll =
+            (held / (chunk_peak(prog, &ph, p, &reds, &full_outs) + 1)).clamp(1, MAX_UNROLL);
+        let emit_chunks = |cx: &mut Ctx, copies: u32, masked: bool| -> Result<(), KernelError> {
             chunk_body(
                 cx,
                 &ph,
@@ -756,6 +416,7 @@ pub(crate) fn rows(
                 &accs,
                 colidx,
                 masked.then_some(tail_mask),
+                copies,
                 &|esz| (find(esz).3, sub_full(esz)),
             )?;
             for (s, _, _, c) in &size_regs {
@@ -763,7 +424,7 @@ pub(crate) fn rows(
                     op: SAluOp::Add,
                     dst: *c,
                     a: *c,
-                    b: SSrc::Imm(128 * *s as i32),
+                    b: SSrc::Imm((128 * copies * *s) as i32),
                 });
             }
             if let Some(ci) = colidx {
@@ -772,35 +433,41 @@ pub(crate) fn rows(
                     ty: VType::I32,
                     dst: ci,
                     a: ci,
-                    b: VSrc::Imm(128),
+                    b: VSrc::Imm(128 * copies),
                 });
             }
             Ok(())
         };
-        if full_chunks > 0 {
+        let iterations = full_chunks / unroll;
+        if iterations > 0 {
             let ccount = pool
                 .take()
                 .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))?;
             cx.e.b.smov(ccount, 0);
             let ctop = cx.e.b.here();
-            emit_chunk(&mut cx, false)?;
-            cx.e.push(Instr::SAlu {
-                op: SAluOp::Add,
-                dst: ccount,
-                a: ccount,
-                b: SSrc::Imm(1),
-            });
-            cx.e.push(Instr::SCmp {
-                op: CmpOp::Lt,
-                dst: test,
-                a: ccount,
-                b: SSrc::Imm(full_chunks as i32),
-            });
-            cx.e.b.brnz(test, ctop);
+            emit_chunks(&mut cx, unroll, false)?;
+            if iterations > 1 {
+                cx.e.push(Instr::SAlu {
+                    op: SAluOp::Add,
+                    dst: ccount,
+                    a: ccount,
+                    b: SSrc::Imm(1),
+                });
+                cx.e.push(Instr::SCmp {
+                    op: CmpOp::Lt,
+                    dst: test,
+                    a: ccount,
+                    b: SSrc::Imm(iterations as i32),
+                });
+                cx.e.b.brnz(test, ctop);
+            }
             pool.give(ccount);
         }
+        if full_chunks % unroll > 0 {
+            emit_chunks(&mut cx, full_chunks % unroll, false)?;
+        }
         if tail < 128 {
-            emit_chunk(&mut cx, true)?;
+            emit_chunks(&mut cx, 1, true)?;
         }
         // Finalize the reductions into per-row values.
         for (r, acc, idx) in accs {
@@ -988,21 +655,12 @@ fn store(
     Ok(())
 }
 
-/// One column chunk of phase `p`: the full values needed, the accumulations, the full outputs.
-#[allow(clippy::too_many_arguments)]
-fn chunk_body(
-    cx: &mut Ctx,
-    ph: &[u32],
-    p: u32,
-    reds: &[PRef],
-    full_outs: &[(usize, PRef)],
-    accs: &[(PRef, VReg, Option<VReg>)],
-    colidx: Option<VReg>,
-    mask: Option<MReg>,
-    addr_of: &dyn Fn(u32) -> (SReg, SReg),
-) -> Result<(), KernelError> {
-    let prog = cx.prog;
-    // The full nodes this chunk needs: ancestors of the reductions' operands and the outputs.
+/// Most chunks per loop iteration.
+const MAX_UNROLL: u32 = 4;
+
+/// The full nodes a chunk of phase `p` computes: ancestors of the reductions' operands and of
+/// the full outputs.
+fn chunk_needs(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> Vec<bool> {
     let mut need = vec![false; prog.nodes.len()];
     let mut stack: Vec<PRef> = reds
         .iter()
@@ -1017,6 +675,46 @@ fn chunk_body(
         need[r as usize] = true;
         stack.extend(args(&n.op));
     }
+    need
+}
+
+/// Vector registers one copy of a chunk body holds at its peak (an upper bound: every value
+/// computed stays until the end of the chunk, plus two temporaries).
+fn chunk_peak(
+    prog: &Prog,
+    _ph: &[u32],
+    _p: u32,
+    reds: &[PRef],
+    full_outs: &[(usize, PRef)],
+) -> u32 {
+    let need = chunk_needs(prog, reds, full_outs);
+    let computed = need
+        .iter()
+        .enumerate()
+        .filter(|(i, n)| **n && !matches!(prog.nodes[*i].op, POp::Const(_)))
+        .count() as u32;
+    computed + 2
+}
+
+/// `copies` consecutive column chunks of phase `p` (the first at the chunk address registers):
+/// the full values needed, the accumulations (in chunk order), the full outputs. The copies are
+/// emitted node by node so that the in-order core has independent work while loads and ALU
+/// results are in flight.
+#[allow(clippy::too_many_arguments)]
+fn chunk_body(
+    cx: &mut Ctx,
+    ph: &[u32],
+    p: u32,
+    reds: &[PRef],
+    full_outs: &[(usize, PRef)],
+    accs: &[(PRef, VReg, Option<VReg>)],
+    colidx: Option<VReg>,
+    mask: Option<MReg>,
+    copies: u32,
+    addr_of: &dyn Fn(u32) -> (SReg, SReg),
+) -> Result<(), KernelError> {
+    let prog = cx.prog;
+    let need = chunk_needs(prog, reds, full_outs);
     // Last use of each needed node within the chunk.
     let mut last = vec![0usize; prog.nodes.len()];
     for (i, n) in prog.nodes.iter().enumerate() {
@@ -1033,6 +731,25 @@ fn chunk_body(
     {
         last[r as usize] = usize::MAX;
     }
+    // Each copy's column index (lane coordinate within the row).
+    let mut cols: Vec<Option<VReg>> = vec![colidx];
+    for u in 1..copies {
+        cols.push(match colidx {
+            Some(ci) => {
+                let v = cx.va.take()?;
+                cx.e.push(Instr::VBin {
+                    op: VBinOp::Add,
+                    ty: VType::I32,
+                    dst: v,
+                    a: ci,
+                    b: VSrc::Imm(128 * u),
+                });
+                Some(v)
+            }
+            None => None,
+        });
+    }
+    let mut maps: Vec<HashMap<PRef, VReg>> = vec![cx.regs.clone(); copies as usize];
     let mut temps: Vec<PRef> = Vec::new();
     for (i, n) in prog.nodes.iter().enumerate() {
         if !need[i] {
@@ -1040,37 +757,68 @@ fn chunk_body(
         }
         debug_assert!(ph[i] <= p);
         let r = i as PRef;
-        let v = match n.op {
-            POp::Input(k) => {
-                let o = cx.ops[k as usize];
-                let (base, sub) = addr_of(o.dtype.size() as u32);
-                let v = cx.va.take()?;
-                cx.e.push(Instr::VLoad {
-                    fmt: o.dtype.mem(),
-                    dst: v,
-                    addr: Addr::new(base, o.base),
-                    sub_stride: Some(sub),
-                    lane_stride: None,
-                    mask: None,
-                });
-                v
-            }
-            POp::Index(d) => {
-                let col = colidx.ok_or_else(|| {
-                    KernelError::Unsupported("Index without a column index".into())
-                })?;
-                emit_row_index(cx, d as usize, col)?
-            }
-            _ => cx.emit_elementwise(r)?,
-        };
-        cx.regs.insert(r, v);
         temps.push(r);
-        for a in args(&n.op) {
-            if last[a as usize] == i && !prog.node(a).per_row {
-                cx.release(a);
+        for (u, map) in maps.iter_mut().enumerate() {
+            std::mem::swap(&mut cx.regs, map);
+            let v = match n.op {
+                POp::Input(k) => {
+                    let o = cx.ops[k as usize];
+                    let esz = o.dtype.size() as u32;
+                    let (base, sub) = addr_of(esz);
+                    let v = cx.va.take()?;
+                    cx.e.push(Instr::VLoad {
+                        fmt: o.dtype.mem(),
+                        dst: v,
+                        addr: Addr::new(base, o.base + (128 * u as u32 * esz) as i32),
+                        sub_stride: Some(sub),
+                        lane_stride: None,
+                        mask: None,
+                    });
+                    v
+                }
+                POp::Index(d) => {
+                    let col = cols[u].ok_or_else(|| {
+                        KernelError::Unsupported("Index without a column index".into())
+                    })?;
+                    emit_row_index(cx, d as usize, col)?
+                }
+                _ => cx.emit_elementwise(r)?,
+            };
+            cx.regs.insert(r, v);
+            for a in args(&n.op) {
+                if last[a as usize] == i && !prog.node(a).per_row {
+                    cx.release(a);
+                }
             }
+            std::mem::swap(&mut cx.regs, map);
         }
     }
+    for (u, map) in maps.iter_mut().enumerate() {
+        std::mem::swap(&mut cx.regs, map);
+        let colidx = cols[u];
+        chunk_tail(cx, accs, colidx, mask, full_outs, u as u32, addr_of)?;
+        for r in &temps {
+            cx.release(*r);
+        }
+        std::mem::swap(&mut cx.regs, map);
+    }
+    for c in cols.into_iter().skip(1).flatten() {
+        cx.va.give(c);
+    }
+    Ok(())
+}
+
+/// The accumulations and full outputs of copy `u` of a chunk body, its values in registers.
+fn chunk_tail(
+    cx: &mut Ctx,
+    accs: &[(PRef, VReg, Option<VReg>)],
+    colidx: Option<VReg>,
+    mask: Option<MReg>,
+    full_outs: &[(usize, PRef)],
+    u: u32,
+    addr_of: &dyn Fn(u32) -> (SReg, SReg),
+) -> Result<(), KernelError> {
+    let prog = cx.prog;
     // Accumulate.
     for (r, acc, idx) in accs {
         let n = prog.node(*r);
@@ -1184,11 +932,16 @@ fn chunk_body(
     // Full outputs.
     for (k, o) in full_outs {
         let op = cx.ops[cx.inputs + k];
-        let (base, sub) = addr_of(op.dtype.size() as u32);
-        store(cx, *o, op, Addr::new(base, op.base), Some(sub), None)?;
-    }
-    for r in temps {
-        cx.release(r);
+        let esz = op.dtype.size() as u32;
+        let (base, sub) = addr_of(esz);
+        store(
+            cx,
+            *o,
+            op,
+            Addr::new(base, op.base + (128 * u * esz) as i32),
+            Some(sub),
+            None,
+        )?;
     }
     Ok(())
 }

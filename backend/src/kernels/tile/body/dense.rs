@@ -1,0 +1,300 @@
+//! The dense layout: the program over runs of 1024 elements per operand.
+//!
+//! The loop body evaluates the program on `U` consecutive vector registers of every operand,
+//! node by node across the copies, so that the in-order core always has independent work to
+//! issue while a load or an ALU result is in flight (`U` is as large as the vector registers
+//! allow, at most 4); a straight-line tail handles the registers left over.
+
+use std::collections::HashMap;
+
+use super::*;
+
+/// Most copies of the program per loop iteration.
+const MAX_UNROLL: u32 = 4;
+
+/// Registers a copy of the program holds at its peak (values live across nodes, plus two
+/// temporaries for casts, compares and selects), not counting constants.
+fn peak_live(prog: &Prog, last: &[usize]) -> u32 {
+    let mut live = 0i64;
+    let mut peak = 0i64;
+    for (i, n) in prog.nodes.iter().enumerate() {
+        if matches!(n.op, POp::Const(_)) {
+            continue;
+        }
+        live += 1;
+        peak = peak.max(live + 2);
+        for a in args(&n.op) {
+            if last[a as usize] == i && !matches!(prog.node(a).op, POp::Const(_)) {
+                live -= 1;
+            }
+        }
+    }
+    (peak.max(3)) as u32
+}
+
+/// The dense body: `n_vregs` registers' worth of elements of every operand.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dense(
+    e: &mut Emitter,
+    pool: &mut RegPool,
+    prog: &Prog,
+    ops: &[VOperand],
+    inputs: usize,
+    n_vregs: u32,
+    vregs: u32,
+    index: Option<IndexCtx>,
+) -> Result<(), KernelError> {
+    if prog.has_reductions() {
+        return Err(KernelError::Unsupported(
+            "dense tile body with reductions".into(),
+        ));
+    }
+    let last = last_uses(prog);
+    let mut cx = Ctx {
+        e,
+        va: VAlloc::new(2, vregs),
+        prog,
+        ops,
+        inputs,
+        regs: HashMap::new(),
+        pinned: Vec::new(),
+        orig_shape: &[],
+        row_start: 0,
+        row_base: None,
+    };
+    // Constants live in registers for the whole loop.
+    for (i, n) in prog.nodes.iter().enumerate() {
+        if let POp::Const(_) = n.op {
+            let v = cx.emit_elementwise(i as PRef)?;
+            cx.regs.insert(i as PRef, v);
+            cx.pinned.push(i as PRef);
+        }
+    }
+    let free = vregs.saturating_sub(2 + cx.pinned.len() as u32);
+    let unroll = (free / peak_live(prog, &last)).clamp(1, MAX_UNROLL);
+    let take = |pool: &mut RegPool| {
+        pool.take()
+            .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
+    };
+    let mut sizes: Vec<u32> = ops.iter().map(|o| o.dtype.size() as u32).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut offs = Offsets { regs: Vec::new() };
+    for s in &sizes {
+        let r = take(pool)?;
+        cx.e.b.smov(r, 0);
+        offs.regs.push((*s, r));
+    }
+    let flat = if index.is_some() {
+        Some(take(pool)?)
+    } else {
+        None
+    };
+    if let (Some(f), Some(ix)) = (flat, &index) {
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: f,
+            a: ix.flat_base,
+            b: SSrc::Imm(0),
+        });
+    }
+    let consts = cx.regs.clone();
+    let iterations = n_vregs / unroll;
+    if iterations > 0 {
+        let counter = take(pool)?;
+        let test = take(pool)?;
+        cx.e.b.smov(counter, 0);
+        let top = cx.e.b.here();
+        pass(&mut cx, &consts, &last, unroll, &offs, flat, index.as_ref())?;
+        advance(&mut cx, &offs, flat, unroll);
+        if iterations > 1 {
+            cx.e.push(Instr::SAlu {
+                op: SAluOp::Add,
+                dst: counter,
+                a: counter,
+                b: SSrc::Imm(1),
+            });
+            cx.e.push(Instr::SCmp {
+                op: CmpOp::Lt,
+                dst: test,
+                a: counter,
+                b: SSrc::Imm(iterations as i32),
+            });
+            cx.e.b.brnz(test, top);
+        }
+        pool.give(counter);
+        pool.give(test);
+    }
+    let tail = n_vregs % unroll;
+    if tail > 0 {
+        pass(&mut cx, &consts, &last, tail, &offs, flat, index.as_ref())?;
+    }
+    for p in cx.pinned.clone() {
+        if let Some(v) = cx.regs.remove(&p) {
+            cx.va.give(v);
+        }
+    }
+    for (_, r) in offs.regs {
+        pool.give(r);
+    }
+    if let Some(f) = flat {
+        pool.give(f);
+    }
+    let _ = cx.inputs;
+    Ok(())
+}
+
+/// Moves the operand offsets (and the flat index) past `copies` registers.
+fn advance(cx: &mut Ctx, offs: &Offsets, flat: Option<SReg>, copies: u32) {
+    for (s, r) in &offs.regs {
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: *r,
+            a: *r,
+            b: SSrc::Imm((1024 * copies * *s) as i32),
+        });
+    }
+    if let Some(f) = flat {
+        cx.e.push(Instr::SAlu {
+            op: SAluOp::Add,
+            dst: f,
+            a: f,
+            b: SSrc::Imm((1024 * copies) as i32),
+        });
+    }
+}
+
+/// The program on `copies` consecutive registers at the current offsets, node by node across
+/// the copies.
+fn pass(
+    cx: &mut Ctx,
+    consts: &HashMap<PRef, VReg>,
+    last: &[usize],
+    copies: u32,
+    offs: &Offsets,
+    flat: Option<SReg>,
+    index: Option<&IndexCtx>,
+) -> Result<(), KernelError> {
+    let prog = cx.prog;
+    let ops = cx.ops;
+    let mut maps: Vec<HashMap<PRef, VReg>> = vec![consts.clone(); copies as usize];
+    for (i, n) in prog.nodes.iter().enumerate() {
+        let r = i as PRef;
+        if matches!(n.op, POp::Const(_)) {
+            continue;
+        }
+        for (u, map) in maps.iter_mut().enumerate() {
+            std::mem::swap(&mut cx.regs, map);
+            let u = u as u32;
+            let v = match n.op {
+                POp::Input(k) => {
+                    let o = ops[k as usize];
+                    let v = cx.va.take()?;
+                    cx.e.push(Instr::VLoad {
+                        fmt: o.dtype.mem(),
+                        dst: v,
+                        addr: Addr::new(
+                            offs.get(o.dtype.size() as u32),
+                            o.base + (u * 1024 * o.dtype.size() as u32) as i32,
+                        ),
+                        sub_stride: None,
+                        lane_stride: None,
+                        mask: None,
+                    });
+                    v
+                }
+                POp::Index(d) => {
+                    let ix = index.ok_or_else(|| {
+                        KernelError::Unsupported("Index without an index context".into())
+                    })?;
+                    let v = cx.va.take()?;
+                    cx.e.push(Instr::VIota {
+                        kind: IotaKind::Flat,
+                        dst: v,
+                    });
+                    cx.e.push(Instr::VBin {
+                        op: VBinOp::Add,
+                        ty: VType::I32,
+                        dst: v,
+                        a: v,
+                        b: VSrc::S(flat.expect("set with index")),
+                    });
+                    if u > 0 {
+                        cx.e.push(Instr::VBin {
+                            op: VBinOp::Add,
+                            ty: VType::I32,
+                            dst: v,
+                            a: v,
+                            b: VSrc::Imm(u * 1024),
+                        });
+                    }
+                    let inner: usize = ix.shape[d as usize + 1..].iter().product();
+                    if inner > 1 {
+                        cx.e.push(Instr::VBin {
+                            op: VBinOp::Div,
+                            ty: VType::I32,
+                            dst: v,
+                            a: v,
+                            b: VSrc::Imm(inner as u32),
+                        });
+                    }
+                    if d > 0 {
+                        cx.e.push(Instr::VBin {
+                            op: VBinOp::Rem,
+                            ty: VType::I32,
+                            dst: v,
+                            a: v,
+                            b: VSrc::Imm(ix.shape[d as usize] as u32),
+                        });
+                    }
+                    v
+                }
+                _ => cx.emit_elementwise(r)?,
+            };
+            cx.regs.insert(r, v);
+            for a in args(&n.op) {
+                if last[a as usize] == i {
+                    cx.release(a);
+                }
+            }
+            std::mem::swap(&mut cx.regs, map);
+        }
+    }
+    for (u, map) in maps.iter_mut().enumerate() {
+        std::mem::swap(&mut cx.regs, map);
+        let u = u as u32;
+        for (k, o) in prog.outputs.iter().enumerate() {
+            let op = ops[cx.inputs + k];
+            let mut v = cx.reg(*o);
+            let from = prog.node(*o).dtype;
+            let tmp = if from != op.dtype {
+                let t = cx.va.take()?;
+                vexpr::emit_cast(cx.e, &mut cx.va, from, op.dtype, t, v)?;
+                v = t;
+                Some(t)
+            } else {
+                None
+            };
+            cx.e.push(Instr::VStore {
+                fmt: op.dtype.mem(),
+                src: v,
+                addr: Addr::new(
+                    offs.get(op.dtype.size() as u32),
+                    op.base + (u * 1024 * op.dtype.size() as u32) as i32,
+                ),
+                sub_stride: None,
+                lane_stride: None,
+                mask: None,
+            });
+            if let Some(t) = tmp {
+                cx.va.give(t);
+            }
+        }
+        let outs: Vec<PRef> = prog.outputs.clone();
+        for o in outs {
+            cx.release(o);
+        }
+        std::mem::swap(&mut cx.regs, map);
+    }
+    Ok(())
+}

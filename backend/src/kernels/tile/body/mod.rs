@@ -1,0 +1,150 @@
+//! The compute part of a tile kernel: the program evaluated over operand tiles in VMEM.
+//!
+//! Two layouts:
+//! - **dense** (no reductions): each operand tile is a dense run of elements; the program runs
+//!   on vector registers of 1024 consecutive elements, in a loop.
+//! - **rows** (with reductions): each operand tile is `rows x Lp` elements, rows padded to a
+//!   multiple of 128; a vector register holds 8 rows x 128 columns (one row per sublane).
+//!   For each group of 8 rows the program runs in phases: phase `p` walks the row's column
+//!   chunks, computing the full values it needs (recomputed from the inputs in VMEM), storing
+//!   full outputs and accumulating the reductions whose operands are ready; the accumulators are
+//!   then reduced across lanes into per-row values (one per sublane, broadcast along lanes) for
+//!   the next phase. Sums are sequential over chunks and a pairwise tree across lanes.
+
+use std::collections::HashMap;
+
+use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MaskOp, RedOp, SAluOp, VBinOp, VType};
+use tpuemu_isa::{Addr, Instr, MReg, SReg, SSrc, VReg, VSrc};
+
+use super::vexpr::{self, VAlloc};
+use crate::codegen::{Emitter, RegPool};
+use crate::dtype::{DType, Scalar};
+use crate::ir::{POp, PRef, Prog, RedKind};
+use crate::kernels::KernelError;
+
+/// Where an operand's tile sits in VMEM.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct VOperand {
+    /// VMEM byte address of the tile.
+    pub base: i32,
+    /// Element type.
+    pub dtype: DType,
+    /// A per-row operand (rows layout only).
+    pub per_row: bool,
+}
+
+/// For `Index` nodes in the dense layout: the register holding the flat index of the tile's first
+/// element, and the iteration shape the coordinates refer to.
+pub(crate) struct IndexCtx<'a> {
+    pub flat_base: SReg,
+    pub shape: &'a [usize],
+}
+
+struct Ctx<'a> {
+    e: &'a mut Emitter,
+    va: VAlloc,
+    prog: &'a Prog,
+    ops: &'a [VOperand],
+    /// Input index -> operand index is the identity; outputs follow the inputs.
+    inputs: usize,
+    /// Values currently in registers.
+    regs: HashMap<PRef, VReg>,
+    /// Per-row values and constants that stay in registers for the whole body.
+    pinned: Vec<PRef>,
+    /// Rows layout: the node's iteration shape before coalescing, and its first row dim (for
+    /// `Index` nodes along the row).
+    orig_shape: &'a [usize],
+    row_start: usize,
+    /// Rows layout: the flat index (over the outer dims) of the current group's first row
+    /// (advanced by 8 per group).
+    row_base: Option<SReg>,
+}
+
+fn last_uses(prog: &Prog) -> Vec<usize> {
+    let mut last = vec![0usize; prog.nodes.len()];
+    for (i, n) in prog.nodes.iter().enumerate() {
+        for a in args(&n.op) {
+            last[a as usize] = i;
+        }
+    }
+    for o in &prog.outputs {
+        last[*o as usize] = usize::MAX;
+    }
+    last
+}
+
+pub(crate) fn args(op: &POp) -> Vec<PRef> {
+    match *op {
+        POp::Input(_) | POp::Const(_) | POp::Index(_) => vec![],
+        POp::Bin(_, a, b) | POp::Cmp(_, a, b) => vec![a, b],
+        POp::Un(_, a) | POp::Cast(a) | POp::Reduce(_, a) | POp::ArgMax(a) | POp::ArgMin(a) => {
+            vec![a]
+        }
+        POp::Select(c, a, b) => vec![c, a, b],
+    }
+}
+
+impl Ctx<'_> {
+    fn reg(&self, r: PRef) -> VReg {
+        self.regs[&r]
+    }
+
+    /// Emits node `r` whose arguments are in registers (elementwise ops only).
+    fn emit_elementwise(&mut self, r: PRef) -> Result<VReg, KernelError> {
+        let n = *self.prog.node(r);
+        let dst = self.va.take()?;
+        match n.op {
+            POp::Const(v) => vexpr::emit_const(self.e, v, n.dtype, dst),
+            POp::Bin(op, a, b) => {
+                let (ra, rb) = (self.reg(a), self.reg(b));
+                vexpr::emit_bin(self.e, op, n.dtype, dst, ra, VSrc::V(rb));
+            }
+            POp::Un(op, a) => vexpr::emit_un(self.e, op, n.dtype, dst, self.reg(a)),
+            POp::Cmp(op, a, b) => {
+                let ty = self.prog.node(a).dtype;
+                let (ra, rb) = (self.reg(a), self.reg(b));
+                vexpr::emit_cmp(self.e, &mut self.va, op, ty, dst, ra, VSrc::V(rb))?;
+            }
+            POp::Select(c, a, b) => {
+                let (rc, ra, rb) = (self.reg(c), self.reg(a), self.reg(b));
+                vexpr::emit_select(self.e, &mut self.va, n.dtype, dst, rc, ra, rb)?;
+            }
+            POp::Cast(a) => {
+                let from = self.prog.node(a).dtype;
+                let ra = self.reg(a);
+                vexpr::emit_cast(self.e, &mut self.va, from, n.dtype, dst, ra)?;
+            }
+            _ => unreachable!("not an elementwise node"),
+        }
+        Ok(dst)
+    }
+
+    fn release(&mut self, r: PRef) {
+        if !self.pinned.contains(&r)
+            && let Some(v) = self.regs.remove(&r)
+        {
+            self.va.give(v);
+        }
+    }
+}
+
+/// Byte-offset registers by element size, for the dense loop.
+struct Offsets {
+    regs: Vec<(u32, SReg)>,
+}
+
+impl Offsets {
+    fn get(&self, esz: u32) -> SReg {
+        self.regs
+            .iter()
+            .find(|(s, _)| *s == esz)
+            .map(|(_, r)| *r)
+            .expect("offset register for every element size")
+    }
+}
+
+mod dense;
+mod rows;
+
+pub(crate) use dense::dense;
+pub(crate) use rows::{RowsGeom, row_start, rows};
