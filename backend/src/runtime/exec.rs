@@ -147,6 +147,9 @@ impl Runtime {
         let mut program = build().map_err(|e| in_op(node, e))?;
         program.source_op = Some(node.op.name.clone());
         program.fusion_group = group;
+        if let Some(dir) = &st.dump_dir {
+            dump_kernel(dir, st.metrics.cache_misses, &program);
+        }
         let pid = self.inner.device.load(&program)?;
         st.host_ns += st.costs.compile_ns;
         st.metrics.compile_ns += st.costs.compile_ns;
@@ -268,5 +271,27 @@ fn in_op(node: &Node, e: KernelError) -> TpuError {
     TpuError::InOp {
         op: node.op.name.clone(),
         message: e.to_string(),
+    }
+}
+
+/// Writes a generated kernel's assembly to `dir` (`TORCH_TPU_DUMP_KERNELS=dir`), numbered in
+/// generation order. A failure to write is reported on stderr and does not stop the run.
+fn dump_kernel(dir: &std::path::Path, n: u64, program: &Program) {
+    let name: String = program
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(80)
+        .collect();
+    let path = dir.join(format!("{n:04}-{name}.s"));
+    let text = tpuemu_isa::disassemble(program);
+    if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, text)) {
+        eprintln!("[tpu] cannot dump kernel to {}: {e}", path.display());
     }
 }

@@ -59,6 +59,8 @@ pub(crate) struct State {
     pub open_ops: Vec<(u64, f64)>,
     /// Recording a graph for whole-graph compilation.
     pub capturing: bool,
+    /// Where to write each generated kernel's assembly (`TORCH_TPU_DUMP_KERNELS`).
+    pub dump_dir: Option<std::path::PathBuf>,
 }
 
 pub(crate) struct Inner {
@@ -122,6 +124,7 @@ impl Runtime {
             next_group: 1,
             open_ops: Vec::new(),
             capturing: false,
+            dump_dir: std::env::var_os("TORCH_TPU_DUMP_KERNELS").map(std::path::PathBuf::from),
         };
         Ok(Runtime {
             inner: Arc::new(Inner {

@@ -202,8 +202,14 @@ pub(crate) struct Timing {
     pub sreg: [u64; NUM_SREGS as usize],
     pub vreg: [u64; NUM_VREGS as usize],
     pub mreg: [u64; NUM_MREGS as usize],
-    pub unit_free: [u64; SYNC_UNITS],
+    /// Per unit, per slot (two for the scalar and vector ALUs): when it is free.
+    pub unit_free: [[u64; 2]; SYNC_UNITS],
     pub busy: [u64; SYNC_UNITS],
+    /// Slots per unit in a bundle.
+    slots: [u8; SYNC_UNITS],
+    /// The cycle of the bundle being filled, and the slots it has used per unit.
+    bundle_at: u64,
+    bundle_used: [u8; SYNC_UNITS],
     pub mxu: Vec<MxuTiming>,
     pub dma_free: Vec<u64>,
     pub dma_busy: Vec<u64>,
@@ -240,8 +246,16 @@ impl Timing {
             sreg: [t0; NUM_SREGS as usize],
             vreg: [t0; NUM_VREGS as usize],
             mreg: [t0; NUM_MREGS as usize],
-            unit_free: [t0; SYNC_UNITS],
+            unit_free: [[t0; 2]; SYNC_UNITS],
             busy: [0; SYNC_UNITS],
+            slots: {
+                let mut s = [1u8; SYNC_UNITS];
+                s[SyncUnit::Scalar as usize] = preset.costs.scalar_slots.clamp(1, 2) as u8;
+                s[SyncUnit::Valu as usize] = preset.costs.valu_slots.clamp(1, 2) as u8;
+                s
+            },
+            bundle_at: u64::MAX,
+            bundle_used: [0; SYNC_UNITS],
             mxu: vec![mxu; preset.mxus_per_core as usize],
             dma_free: vec![t0; preset.dma_engines as usize],
             dma_busy: vec![0; preset.dma_engines as usize],
@@ -254,21 +268,35 @@ impl Timing {
         }
     }
 
-    /// Occupies a synchronous unit from the first cycle at or after `ready` when it is free;
-    /// returns the start cycle. The front end moves past it.
+    /// Occupies a synchronous unit from the first cycle at or after `ready` when one of its
+    /// slots is free and the VLIW bundle of that cycle still has a slot for it; returns the
+    /// start cycle. Instructions issue in order: the next one can join the same bundle (if it
+    /// goes to a unit with a slot left there and its operands are ready) or a later one.
     #[inline]
     pub fn occupy(&mut self, unit: SyncUnit, ready: u64, occupancy: u32) -> u64 {
         let u = unit as usize;
-        let start = ready.max(self.front).max(self.unit_free[u]);
-        self.unit_free[u] = start + occupancy as u64;
+        let n = self.slots[u] as usize;
+        let k = (0..n)
+            .min_by_key(|&k| (self.unit_free[u][k], k))
+            .unwrap_or(0);
+        let mut start = ready.max(self.front).max(self.unit_free[u][k]);
+        if start == self.bundle_at && self.bundle_used[u] >= self.slots[u] {
+            start += 1;
+        }
+        if start != self.bundle_at {
+            self.bundle_at = start;
+            self.bundle_used = [0; SYNC_UNITS];
+        }
+        self.bundle_used[u] += 1;
+        self.unit_free[u][k] = start + occupancy as u64;
         self.busy[u] += occupancy as u64;
-        self.front = start + 1;
+        self.front = start;
         start
     }
 
     /// The cycle at which everything the core started has finished.
     pub fn end_time(&self) -> u64 {
-        let units = self.unit_free.iter().copied().max().unwrap_or(0);
+        let units = self.unit_free.iter().flatten().copied().max().unwrap_or(0);
         let regs = self
             .vreg
             .iter()

@@ -2,7 +2,9 @@
 //! SCALE-Sim parity configuration.
 //!
 //! Source tags: `[GC]` Google Cloud TPU architecture pages, `[SB]` "How to Scale Your Model",
-//! `[TI]` `jax/_src/tpu_info.py`, `[PD]` Pallas TPU docs (see `shared/specs/tpu-generations.md`).
+//! `[TI]` `jax/_src/tpu_info.py`, `[PD]` Pallas TPU docs (see `shared/specs/tpu-generations.md`),
+//! `[HC20]` Norrie and Patil, "Google's Training Chips Revealed: TPUv2 and TPUv3", Hot Chips 32
+//! (2020): the TensorCore's 322-bit VLIW bundle (the later generations keep its structure).
 //! Where no public figure exists the source says "assumed" and why the value was chosen.
 //!
 //! The clock is the parameter that makes the derived peak equal the published peak exactly:
@@ -38,6 +40,8 @@ pub fn builtin(name: &str) -> Option<ChipPreset> {
 
 fn costs() -> Costs {
     Costs {
+        scalar_slots: 2,
+        valu_slots: 2,
         scalar_latency: 1,
         sld_latency: 2,
         branch_taken: 1,
@@ -70,6 +74,8 @@ fn costs() -> Costs {
 fn common_sources() -> BTreeMap<String, String> {
     let s = |k: &str, v: &str| (k.to_string(), v.to_string());
     [
+        s("costs.scalar_slots", "[HC20] the VLIW bundle has 2 scalar slots"),
+        s("costs.valu_slots", "[HC20] the VLIW bundle has 4 vector slots: 2 ALU, 1 load, 1 store"),
         s("costs.scalar_latency", "assumed: single-cycle scalar ALU, as in any in-order core"),
         s("costs.sld_latency", "assumed: SMEM is an SRAM next to the scalar unit; 2 cycles"),
         s("costs.branch_taken", "assumed: one bubble for a taken branch in the in-order front end"),

@@ -30,11 +30,22 @@ pub enum MxuModel {
     ScaleSim,
 }
 
+/// Bundle slots by default (see [`Costs::scalar_slots`]).
+fn two() -> u32 {
+    2
+}
+
 /// Per-instruction costs in cycles. Occupancy is how long the unit is busy (the reciprocal
 /// throughput); latency is when the result can be used.
 #[derive(Clone, PartialEq, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Costs {
+    /// Scalar instructions that can issue in one VLIW bundle (cycle).
+    #[serde(default = "two")]
+    pub scalar_slots: u32,
+    /// Vector ALU instructions that can issue in one VLIW bundle (cycle).
+    #[serde(default = "two")]
+    pub valu_slots: u32,
     /// Scalar ALU result latency.
     pub scalar_latency: u32,
     /// SMEM load latency.
@@ -178,6 +189,13 @@ impl ChipPreset {
 
     /// Checks the figures are usable (non-zero sizes, supported MXU shapes, ...).
     pub fn validate(&self) -> Result<(), PresetError> {
+        if !(1..=2).contains(&self.costs.scalar_slots) || !(1..=2).contains(&self.costs.valu_slots)
+        {
+            return Err(PresetError::Invalid {
+                preset: self.name.clone(),
+                why: "costs.scalar_slots and costs.valu_slots must be 1 or 2".into(),
+            });
+        }
         let bad = |why: String| {
             Err(PresetError::Invalid {
                 preset: self.name.clone(),

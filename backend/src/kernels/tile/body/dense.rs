@@ -57,6 +57,7 @@ pub(crate) fn dense(
         ops,
         inputs,
         regs: HashMap::new(),
+        refs: HashMap::new(),
         pinned: Vec::new(),
         orig_shape: &[],
         row_start: 0,
@@ -66,7 +67,7 @@ pub(crate) fn dense(
     for (i, n) in prog.nodes.iter().enumerate() {
         if let POp::Const(_) = n.op {
             let v = cx.emit_elementwise(i as PRef)?;
-            cx.regs.insert(i as PRef, v);
+            cx.bind(i as PRef, v);
             cx.pinned.push(i as PRef);
         }
     }
@@ -130,9 +131,7 @@ pub(crate) fn dense(
         pass(&mut cx, &consts, &last, tail, &offs, flat, index.as_ref())?;
     }
     for p in cx.pinned.clone() {
-        if let Some(v) = cx.regs.remove(&p) {
-            cx.va.give(v);
-        }
+        cx.drop_value(p);
     }
     for (_, r) in offs.regs {
         pool.give(r);
@@ -251,7 +250,7 @@ fn pass(
                 }
                 _ => cx.emit_elementwise(r)?,
             };
-            cx.regs.insert(r, v);
+            cx.bind(r, v);
             for a in args(&n.op) {
                 if last[a as usize] == i {
                     cx.release(a);

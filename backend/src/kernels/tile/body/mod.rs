@@ -49,6 +49,9 @@ struct Ctx<'a> {
     inputs: usize,
     /// Values currently in registers.
     regs: HashMap<PRef, VReg>,
+    /// Registers holding more than one value (a no-op cast shares its operand's register), or
+    /// lent by the caller (the column index): how many holders. Absent means one.
+    refs: HashMap<u8, u32>,
     /// Per-row values and constants that stay in registers for the whole body.
     pinned: Vec<PRef>,
     /// Rows layout: the node's iteration shape before coalescing, and its first row dim (for
@@ -89,9 +92,44 @@ impl Ctx<'_> {
         self.regs[&r]
     }
 
-    /// Emits node `r` whose arguments are in registers (elementwise ops only).
+    /// Binds value `r` to register `v`; if another value holds `v` already (a no-op cast),
+    /// they share it.
+    fn bind(&mut self, r: PRef, v: VReg) {
+        if self.regs.values().any(|x| *x == v) {
+            *self.refs.entry(v.index()).or_insert(1) += 1;
+        }
+        self.regs.insert(r, v);
+    }
+
+    /// Binds value `r` to register `v` that the caller owns (never freed through `r`).
+    fn borrow(&mut self, r: PRef, v: VReg) {
+        *self.refs.entry(v.index()).or_insert(1) += 1;
+        self.regs.insert(r, v);
+    }
+
+    /// Forgets value `r`, freeing its register when no other value holds it.
+    fn drop_value(&mut self, r: PRef) {
+        if let Some(v) = self.regs.remove(&r) {
+            match self.refs.get_mut(&v.index()) {
+                Some(c) if *c > 2 => *c -= 1,
+                Some(_) => {
+                    self.refs.remove(&v.index());
+                }
+                None => self.va.give(v),
+            }
+        }
+    }
+
+    /// Emits node `r` whose arguments are in registers (elementwise ops only). A cast that
+    /// leaves the lanes as they are returns its operand's register (bind it with
+    /// [`Ctx::bind`]).
     fn emit_elementwise(&mut self, r: PRef) -> Result<VReg, KernelError> {
         let n = *self.prog.node(r);
+        if let POp::Cast(a) = n.op
+            && vexpr::cast_is_move(self.prog.node(a).dtype, n.dtype)
+        {
+            return Ok(self.reg(a));
+        }
         let dst = self.va.take()?;
         match n.op {
             POp::Const(v) => vexpr::emit_const(self.e, v, n.dtype, dst),
@@ -120,10 +158,8 @@ impl Ctx<'_> {
     }
 
     fn release(&mut self, r: PRef) {
-        if !self.pinned.contains(&r)
-            && let Some(v) = self.regs.remove(&r)
-        {
-            self.va.give(v);
+        if !self.pinned.contains(&r) {
+            self.drop_value(r);
         }
     }
 }

@@ -84,6 +84,16 @@ fn lane_product(cx: &mut Ctx, ty: VType, acc: VReg) -> Result<(), KernelError> {
 /// The value of `Index(d)` in the rows layout: for a row dim, from the column index `col`
 /// (position in the row, row-major over the row dims), `(col / inner) % size`; for an outer dim,
 /// the same from the flat row index of each sublane's row.
+/// Whether the coordinate of dim `d` is the flat column index itself (the only row dim, or
+/// the first of them with nothing after it: no division or remainder).
+fn column_is_index(cx: &Ctx, d: usize) -> bool {
+    let shape = cx.orig_shape;
+    d < shape.len()
+        && d >= cx.row_start
+        && d == cx.row_start
+        && shape[d + 1..].iter().product::<usize>() == 1
+}
+
 fn emit_row_index(cx: &mut Ctx, d: usize, col: VReg) -> Result<VReg, KernelError> {
     let shape = cx.orig_shape;
     if d >= shape.len() {
@@ -229,6 +239,7 @@ pub(crate) fn rows(
         ops,
         inputs,
         regs: HashMap::new(),
+        refs: HashMap::new(),
         pinned: Vec::new(),
         orig_shape,
         row_start: row_start(orig_shape, g.len as usize),
@@ -264,7 +275,7 @@ pub(crate) fn rows(
     for (i, n) in prog.nodes.iter().enumerate() {
         if let POp::Const(_) = n.op {
             let v = cx.emit_elementwise(i as PRef)?;
-            cx.regs.insert(i as PRef, v);
+            cx.bind(i as PRef, v);
             cx.pinned.push(i as PRef);
         }
     }
@@ -284,7 +295,7 @@ pub(crate) fn rows(
                 lane_stride: Some(SReg::ZERO),
                 mask: None,
             });
-            cx.regs.insert(i as PRef, v);
+            cx.bind(i as PRef, v);
             cx.pinned.push(i as PRef);
         }
     }
@@ -298,7 +309,7 @@ pub(crate) fn rows(
                 && !matches!(n.op, POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_))
             {
                 let v = cx.emit_elementwise(r)?;
-                cx.regs.insert(r, v);
+                cx.bind(r, v);
                 cx.pinned.push(r);
             }
         }
@@ -485,7 +496,7 @@ pub(crate) fn rows(
                         }),
                         None => lane_product(&mut cx, ty, acc)?,
                     }
-                    cx.regs.insert(r, acc);
+                    cx.bind(r, acc);
                     cx.pinned.push(r);
                 }
                 POp::ArgMax(a) | POp::ArgMin(a) => {
@@ -559,7 +570,7 @@ pub(crate) fn rows(
                     }
                     cx.va.give(m);
                     cx.va.give(acc);
-                    cx.regs.insert(r, idx);
+                    cx.bind(r, idx);
                     cx.pinned.push(r);
                 }
                 _ => unreachable!(),
@@ -572,9 +583,7 @@ pub(crate) fn rows(
     }
     // Next group.
     for p in cx.pinned.clone() {
-        if let Some(v) = cx.regs.remove(&p) {
-            cx.va.give(v);
-        }
+        cx.drop_value(p);
     }
     cx.pinned.clear();
     for (s, a, b, _) in &size_regs {
@@ -780,11 +789,17 @@ fn chunk_body(
                     let col = cols[u].ok_or_else(|| {
                         KernelError::Unsupported("Index without a column index".into())
                     })?;
+                    if column_is_index(cx, d as usize) {
+                        // The coordinate is the column index itself: share its register.
+                        cx.borrow(r, col);
+                        std::mem::swap(&mut cx.regs, map);
+                        continue;
+                    }
                     emit_row_index(cx, d as usize, col)?
                 }
                 _ => cx.emit_elementwise(r)?,
             };
-            cx.regs.insert(r, v);
+            cx.bind(r, v);
             for a in args(&n.op) {
                 if last[a as usize] == i && !prog.node(a).per_row {
                     cx.release(a);
