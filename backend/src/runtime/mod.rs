@@ -23,6 +23,14 @@ use storage::{FreeList, Storage, StorageRef};
 use crate::error::{Result, TpuError};
 use crate::ir::{Node, OpTag};
 
+/// DeferAndFuse runs the recorded graph when it reaches this many operators (see
+/// [`Runtime::set_max_pending_ops`]; `TORCH_TPU_DEFER_MAX_OPS` overrides it). Larger graphs
+/// fuse a little more; smaller ones start the device sooner, so that it runs one part while
+/// the host records the next. On the transformer-block benchmark (one step, 140 operators)
+/// a step took 0.705 / 0.703 / 0.719 / 0.766 / 0.869 / 0.879 ms with limits of 8 / 16 / 32 /
+/// 64 / 128 / 10000 operators, launching 60 / 58 / 55 / 54 / 54 / 53 kernels.
+pub const DEFAULT_MAX_PENDING_OPS: usize = 32;
+
 /// A compiled kernel in the cache.
 #[derive(Clone, Debug)]
 pub(crate) struct Compiled {
@@ -120,7 +128,11 @@ impl Runtime {
             events: Vec::new(),
             op_depth: 0,
             costs: HostCosts::default(),
-            max_pending_ops: 10_000,
+            max_pending_ops: std::env::var("TORCH_TPU_DEFER_MAX_OPS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(DEFAULT_MAX_PENDING_OPS)
+                .max(1),
             next_group: 1,
             open_ops: Vec::new(),
             capturing: false,
@@ -212,7 +224,7 @@ impl Runtime {
         self.lock().costs = c;
     }
 
-    /// Flushes DeferAndFuse graphs at this many operators (default 10000).
+    /// Flushes DeferAndFuse graphs at this many operators (default [`DEFAULT_MAX_PENDING_OPS`]).
     pub fn set_max_pending_ops(&self, n: usize) {
         self.lock().max_pending_ops = n.max(1);
     }

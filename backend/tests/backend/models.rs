@@ -22,6 +22,8 @@ fn small() -> TransformerConfig {
 fn run(mode: Mode, cfg: TransformerConfig) -> (Vec<Vec<f32>>, u64) {
     let rt: Runtime = rt(Mode::Strict);
     let m = Transformer::new(&rt, cfg).unwrap();
+    // One graph for the whole step, so that the kernel count shows fusion alone.
+    rt.set_max_pending_ops(10_000);
     rt.set_mode(mode).unwrap();
     rt.reset_metrics();
     let r = m.step(&m.tokens, &m.targets).unwrap();

@@ -265,7 +265,7 @@ pub(crate) fn emit_cast(
                 b: VSrc::Imm(0),
             });
             e.push(Instr::VMask { dst, mask: m });
-            va.give_mask(m);
+            va.remember_mask(dst, m);
         }
         (true, DType::F32) => mov(e),
         (true, DType::BF16) => e.push(Instr::VCvt {

@@ -414,9 +414,38 @@ pub(crate) fn rows(
         let full_chunks = if tail < 128 { nchunks - 1 } else { nchunks };
         // Chunks per loop iteration: as many copies of the chunk body as the free vector
         // registers hold (each copy needs its values and a column index), at most 4.
+        // Sums, maxima and minima keep one accumulator per copy (independent chains the
+        // in-order core can overlap), combined in copy order after the loop.
+        let multi: Vec<bool> = accs
+            .iter()
+            .map(|(r, _, _)| {
+                matches!(
+                    prog.node(*r).op,
+                    POp::Reduce(RedKind::Sum | RedKind::Max | RedKind::Min, _)
+                )
+            })
+            .collect();
+        let n_multi = multi.iter().filter(|m| **m).count() as u32;
         let held = cx.va.free_count();
-        let unroll =
-            (held / (chunk_peak(prog, &ph, p, &reds, &full_outs) + 1)).clamp(1, MAX_UNROLL);
+        let unroll = (held / (chunk_peak(prog, &ph, p, &reds, &full_outs) + 1 + n_multi))
+            .clamp(1, MAX_UNROLL);
+        let mut extra: Vec<Vec<VReg>> = Vec::new();
+        for (k, (r, _, _)) in accs.iter().enumerate() {
+            let mut v = Vec::new();
+            if multi[k] {
+                let (kind, a) = match prog.node(*r).op {
+                    POp::Reduce(kind, a) => (kind, a),
+                    _ => unreachable!("multi accumulators are for reductions"),
+                };
+                let ty = prog.node(a).dtype;
+                for _ in 1..unroll {
+                    let x = cx.va.take()?;
+                    vexpr::emit_const(cx.e, identity(kind, ty), ty, x);
+                    v.push(x);
+                }
+            }
+            extra.push(v);
+        }
         let emit_chunks = |cx: &mut Ctx, copies: u32, masked: bool| -> Result<(), KernelError> {
             chunk_body(
                 cx,
@@ -425,6 +454,7 @@ pub(crate) fn rows(
                 &reds,
                 &full_outs,
                 &accs,
+                &extra,
                 colidx,
                 masked.then_some(tail_mask),
                 copies,
@@ -481,11 +511,21 @@ pub(crate) fn rows(
             emit_chunks(&mut cx, 1, true)?;
         }
         // Finalize the reductions into per-row values.
-        for (r, acc, idx) in accs {
+        for ((r, acc, idx), more) in accs.into_iter().zip(extra) {
             let n = prog.node(r);
             match n.op {
                 POp::Reduce(kind, a) => {
                     let ty = prog.node(a).dtype.lane();
+                    for x in more {
+                        cx.e.push(Instr::VBin {
+                            op: red_op(kind).0,
+                            ty,
+                            dst: acc,
+                            a: acc,
+                            b: VSrc::V(x),
+                        });
+                        cx.va.give(x);
+                    }
                     match red_op(kind).1 {
                         Some(op) => cx.e.push(Instr::VRed {
                             op,
@@ -717,6 +757,7 @@ fn chunk_body(
     reds: &[PRef],
     full_outs: &[(usize, PRef)],
     accs: &[(PRef, VReg, Option<VReg>)],
+    extra: &[Vec<VReg>],
     colidx: Option<VReg>,
     mask: Option<MReg>,
     copies: u32,
@@ -811,7 +852,7 @@ fn chunk_body(
     for (u, map) in maps.iter_mut().enumerate() {
         std::mem::swap(&mut cx.regs, map);
         let colidx = cols[u];
-        chunk_tail(cx, accs, colidx, mask, full_outs, u as u32, addr_of)?;
+        chunk_tail(cx, accs, extra, colidx, mask, full_outs, u as u32, addr_of)?;
         for r in &temps {
             cx.release(*r);
         }
@@ -824,9 +865,11 @@ fn chunk_body(
 }
 
 /// The accumulations and full outputs of copy `u` of a chunk body, its values in registers.
+#[allow(clippy::too_many_arguments)]
 fn chunk_tail(
     cx: &mut Ctx,
     accs: &[(PRef, VReg, Option<VReg>)],
+    extra: &[Vec<VReg>],
     colidx: Option<VReg>,
     mask: Option<MReg>,
     full_outs: &[(usize, PRef)],
@@ -834,8 +877,13 @@ fn chunk_tail(
     addr_of: &dyn Fn(u32) -> (SReg, SReg),
 ) -> Result<(), KernelError> {
     let prog = cx.prog;
-    // Accumulate.
-    for (r, acc, idx) in accs {
+    // Accumulate (copy `u` into its own accumulator where there is one).
+    for ((r, acc0, idx), more) in accs.iter().zip(extra) {
+        let acc = if u > 0 && (u as usize) <= more.len() {
+            &more[u as usize - 1]
+        } else {
+            acc0
+        };
         let n = prog.node(*r);
         match n.op {
             POp::Reduce(kind, a) => {
