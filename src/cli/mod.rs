@@ -13,6 +13,7 @@ pub mod asm;
 pub mod bench;
 pub mod chip;
 pub mod chips;
+pub mod demo;
 pub mod disasm;
 pub mod golden;
 pub mod ops;
@@ -32,6 +33,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// The main job: a transformer block's training step in Strict, DeferAndFuse and Compile
+    /// mode, side by side, with a trace per mode.
+    Demo(demo::DemoArgs),
     /// Assemble a program (`.s`) into a program binary.
     Asm(asm::AsmArgs),
     /// Print a program binary as assembly.
@@ -118,6 +122,7 @@ impl CliError {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
+        Command::Demo(args) => demo::run(&args),
         Command::Asm(args) => asm::run(&args),
         Command::Disasm(args) => disasm::run(&args),
         Command::Chips(args) => chips::run(&args),
