@@ -13,6 +13,8 @@ use tpuemu_golden::{Executor, OpCall};
 /// Runs golden calls on the backend.
 pub struct BackendExecutor {
     rt: Runtime,
+    /// Compile mode: each call is compiled as a one-operator graph and run as one program.
+    compile: bool,
 }
 
 impl BackendExecutor {
@@ -21,15 +23,15 @@ impl BackendExecutor {
         let emu = Emulator::new(preset).map_err(|e| e.to_string())?;
         let rt = Runtime::new(Arc::new(emu)).map_err(|e| e.to_string())?;
         let m = match mode {
-            tpuemu_golden::Mode::Strict => Mode::Strict,
+            tpuemu_golden::Mode::Strict | tpuemu_golden::Mode::Compile => Mode::Strict,
             tpuemu_golden::Mode::Debug => Mode::Debug,
             tpuemu_golden::Mode::Defer => Mode::DeferAndFuse,
-            tpuemu_golden::Mode::Compile => {
-                return Err("compile mode: use the compile executor".into());
-            }
         };
         rt.set_mode(m).map_err(|e| e.to_string())?;
-        Ok(BackendExecutor { rt })
+        Ok(BackendExecutor {
+            rt,
+            compile: mode == tpuemu_golden::Mode::Compile,
+        })
     }
 
     /// The runtime (for metrics).
@@ -145,11 +147,97 @@ impl Executor for BackendExecutor {
             .iter()
             .map(|v| to_backend(&self.rt, v))
             .collect::<Result<Vec<_>, _>>()?;
-        let out = ops::call(&self.rt, call.op, args).map_err(|e| e.to_string())?;
+        let out = if self.compile {
+            compiled_call(&self.rt, call.op, args)?
+        } else {
+            ops::call(&self.rt, call.op, args).map_err(|e| e.to_string())?
+        };
         out.iter().map(to_golden).collect()
     }
 
     fn registered_overloads(&self) -> Vec<String> {
         registry().keys().map(|k| k.to_string()).collect()
     }
+}
+
+/// Runs `op` on `args` as a compiled one-operator graph: the tensor arguments are the graph's
+/// inputs, everything else is baked in; outputs come back in the operator's structure
+/// (non-tensor outputs are the values the capture computed).
+fn compiled_call(rt: &Runtime, op: &str, args: Vec<BValue>) -> Result<Vec<BValue>, String> {
+    use std::sync::Mutex;
+    // The tensors, in argument order, and the arguments with their tensors taken out.
+    let mut inputs: Vec<Tensor> = Vec::new();
+    for a in &args {
+        match a {
+            BValue::Tensor(t) => inputs.push(t.clone()),
+            BValue::Tensors(ts) => inputs.extend(ts.iter().cloned()),
+            BValue::OptTensors(ts) => inputs.extend(ts.iter().flatten().cloned()),
+            _ => {}
+        }
+    }
+    let template = Arc::new(args);
+    let shape: Arc<Mutex<Option<Vec<BValue>>>> = Arc::new(Mutex::new(None));
+    let (t2, s2, name, rt2) = (template.clone(), shape.clone(), op.to_string(), rt.clone());
+    let mut f = tpuemu_backend::compile::compile(rt, op, move |xs: &[Tensor]| {
+        let mut next = xs.iter().cloned();
+        let mut take = || {
+            next.next().ok_or_else(|| {
+                tpuemu_backend::TpuError::BadArgs("compiled call: missing input".into())
+            })
+        };
+        let mut args = Vec::with_capacity(t2.len());
+        for a in t2.iter() {
+            args.push(match a {
+                BValue::Tensor(_) => BValue::Tensor(take()?),
+                BValue::Tensors(ts) => {
+                    BValue::Tensors(ts.iter().map(|_| take()).collect::<Result<_, _>>()?)
+                }
+                BValue::OptTensors(ts) => BValue::OptTensors(
+                    ts.iter()
+                        .map(|t| t.as_ref().map(|_| take()).transpose())
+                        .collect::<Result<_, _>>()?,
+                ),
+                other => other.clone(),
+            });
+        }
+        let out = ops::call(&rt2, &name, args)?;
+        let mut flat = Vec::new();
+        for v in &out {
+            match v {
+                BValue::Tensor(t) => flat.push(t.clone()),
+                BValue::Tensors(ts) => flat.extend(ts.iter().cloned()),
+                BValue::OptTensors(ts) => flat.extend(ts.iter().flatten().cloned()),
+                _ => {}
+            }
+        }
+        *s2.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+        Ok(flat)
+    });
+    let flat = f.call(&inputs).map_err(|e| e.to_string())?;
+    let structure = shape
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .ok_or("compiled call: the graph was not captured")?;
+    let mut next = flat.into_iter();
+    let mut take = || {
+        next.next()
+            .ok_or("compiled call: missing output".to_string())
+    };
+    let mut out = Vec::with_capacity(structure.len());
+    for v in structure {
+        out.push(match v {
+            BValue::Tensor(_) => BValue::Tensor(take()?),
+            BValue::Tensors(ts) => {
+                BValue::Tensors(ts.iter().map(|_| take()).collect::<Result<_, _>>()?)
+            }
+            BValue::OptTensors(ts) => BValue::OptTensors(
+                ts.iter()
+                    .map(|t| t.as_ref().map(|_| take()).transpose())
+                    .collect::<Result<_, _>>()?,
+            ),
+            other => other,
+        });
+    }
+    Ok(out)
 }

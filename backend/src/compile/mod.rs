@@ -54,14 +54,25 @@ enum Bound {
     Scalar(u32),
 }
 
+/// Where a returned tensor's storage comes from at each call.
+#[derive(Clone)]
+enum Returned {
+    /// A fresh output storage.
+    Output(usize),
+    /// An input's storage (the function returned an input or a view of one).
+    Input(usize),
+    /// A captured storage (a weight, or a view of one).
+    Fixed(StorageRef),
+}
+
 /// A compiled graph for one input signature.
 struct Executable {
     slots: Vec<Slot>,
     steps: Vec<Step>,
     /// Output storages: bytes.
     out_storages: Vec<u64>,
-    /// Returned tensors: output storage, layout, dtype.
-    results: Vec<(usize, Layout, DType)>,
+    /// Returned tensors: their storage, layout, dtype.
+    results: Vec<(Returned, Layout, DType)>,
     arena: Option<StorageRef>,
     kernels: usize,
 }
@@ -352,19 +363,20 @@ impl CompiledFn {
         } else {
             None
         };
-        let results = outputs
+        // Outputs the graph computed get fresh storages per call; inputs, captured tensors and
+        // views of them are returned as views, aliasing what they alias in eager mode.
+        let results: Vec<(Returned, Layout, DType)> = outputs
             .iter()
             .map(|t| {
                 let id = t.storage.id();
-                match out_ids.get(&id) {
-                    Some(j) => Ok((*j, t.layout.clone(), t.dtype)),
-                    None => Err(TpuError::Unsupported(format!(
-                        "compiled `{}` returns a tensor it did not compute (an input or a captured tensor); return a copy",
-                        self.name
-                    ))),
-                }
+                let src = match (out_ids.get(&id), input_ids.get(&id)) {
+                    (Some(j), _) => Returned::Output(*j),
+                    (None, Some(i)) => Returned::Input(*i),
+                    (None, None) => Returned::Fixed(t.storage.clone()),
+                };
+                (src, t.layout.clone(), t.dtype)
             })
-            .collect::<Result<Vec<_>>>()?;
+            .collect();
         Ok(Executable {
             slots,
             steps,
@@ -443,7 +455,14 @@ impl CompiledFn {
         Ok(exe
             .results
             .iter()
-            .map(|(j, l, d)| Tensor::from_parts(self.rt.clone(), outs[*j].clone(), l.clone(), *d))
+            .map(|(src, l, d)| {
+                let storage = match src {
+                    Returned::Output(j) => outs[*j].clone(),
+                    Returned::Input(i) => inputs[*i].storage.clone(),
+                    Returned::Fixed(st) => st.clone(),
+                };
+                Tensor::from_parts(self.rt.clone(), storage, l.clone(), *d)
+            })
             .collect())
     }
 }
