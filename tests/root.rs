@@ -7,5 +7,8 @@
 #[path = "root/cli_asm.rs"]
 mod cli_asm;
 
+#[path = "root/cli_bench.rs"]
+mod cli_bench;
+
 #[path = "root/emulator.rs"]
 mod emulator;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tpuemu_backend::Mode;
-use tpuemu_backend::models::{BenchReport, RunMode, Workload};
+use tpuemu_backend::models::{BenchReport, RunMode, Size, Workload};
 
 use super::CliError;
 use super::bench::eager::measure;
@@ -21,6 +21,9 @@ pub struct DemoArgs {
     /// Directory for the traces (one Chrome trace per mode).
     #[arg(long, default_value = "tpuemu-demo")]
     pub out: PathBuf,
+    /// A small configuration of the block (2 x 32 tokens, width 128), for quick checks.
+    #[arg(long)]
+    pub small: bool,
     /// Print JSON for machines (the three reports).
     #[arg(long)]
     pub json: bool,
@@ -43,7 +46,15 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
             eprintln!("running the transformer block in {name} mode...");
         }
         let path = args.out.join(format!("{name}.json"));
-        let r = measure(&args.chip, Workload::TransformerBlock, mode, 1, Some(&path))?;
+        let size = if args.small { Size::Small } else { Size::Full };
+        let r = measure(
+            &args.chip,
+            Workload::TransformerBlock,
+            size,
+            mode,
+            1,
+            Some(&path),
+        )?;
         reports.push((r, path));
     }
     if args.json {
@@ -51,14 +62,19 @@ pub fn run(args: &DemoArgs) -> Result<(), CliError> {
         let text = serde_json::to_string_pretty(&v).map_err(|e| CliError::Other(e.to_string()))?;
         return super::write_output(None, format!("{text}\n").as_bytes());
     }
-    super::write_output(None, table(&reports).as_bytes())
+    super::write_output(None, table(&reports, args.small).as_bytes())
 }
 
 /// The side-by-side table, the gains explained, and where the traces are.
-fn table(reports: &[(BenchReport, PathBuf)]) -> String {
+fn table(reports: &[(BenchReport, PathBuf)], small: bool) -> String {
     let r0 = &reports[0].0;
+    let sizes = if small {
+        "2 x 32 tokens, width 128, 4 heads, SwiGLU 256, vocabulary 512, bf16"
+    } else {
+        "2 x 256 tokens, width 512, 8 heads, SwiGLU 1408, vocabulary 8192, bf16"
+    };
     let mut s = format!(
-        "\ntpuemu demo: one training step of a transformer block on {} (2 x 256 tokens, width 512, 8 heads, SwiGLU 1408, vocabulary 8192, bf16)\n\n",
+        "\ntpuemu demo: one training step of a transformer block on {} ({sizes})\n\n",
         r0.chip
     );
     s += &format!(

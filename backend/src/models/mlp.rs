@@ -35,6 +35,17 @@ impl MlpConfig {
         }
     }
 
+    /// A small MLP for quick checks (batch 32, 64 -> 128 -> 16, bf16).
+    pub fn small() -> Self {
+        MlpConfig {
+            batch: 32,
+            d_in: 64,
+            hidden: 128,
+            classes: 16,
+            dtype: DType::BF16,
+        }
+    }
+
     /// Matrix-unit FLOPs of one step.
     pub fn flops(&self) -> f64 {
         let (b, i, h, c) = (

@@ -12,7 +12,7 @@ use crate::tensor::Tensor;
 
 pub use mlp::{Mlp, MlpConfig};
 pub use transformer::{StepResult, Transformer, TransformerConfig};
-pub use workload::{BenchReport, RunMode, Workload, run_workload};
+pub use workload::{BenchReport, RunMode, Size, Workload, run_workload};
 
 /// `x @ w^T` (a linear layer without bias; `w` is `[out, in]`).
 pub fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {

@@ -44,6 +44,20 @@ impl TransformerConfig {
         }
     }
 
+    /// A small block for quick checks: 2 x 32 tokens of width 128, 4 heads, SwiGLU of 256,
+    /// 512-token vocabulary, bf16.
+    pub fn small() -> Self {
+        TransformerConfig {
+            batch: 2,
+            seq: 32,
+            d_model: 128,
+            heads: 4,
+            d_ff: 256,
+            vocab: 512,
+            dtype: DType::BF16,
+        }
+    }
+
     /// Matrix-unit FLOPs of one training step (forward and backward).
     pub fn flops(&self) -> f64 {
         let n = (self.batch * self.seq) as f64;

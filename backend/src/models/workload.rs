@@ -38,6 +38,18 @@ impl Workload {
     }
 }
 
+/// How big the model is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Size {
+    /// The benchmark's size ([`MlpConfig::bench`], [`TransformerConfig::demo`]).
+    #[default]
+    Full,
+    /// A small configuration for quick checks ([`MlpConfig::small`],
+    /// [`TransformerConfig::small`]).
+    Small,
+}
+
 /// How a step runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -103,10 +115,14 @@ pub struct BenchReport {
 type StepFn = dyn Fn(&[Tensor]) -> Result<Vec<Tensor>> + Send + Sync;
 
 /// Builds `workload`'s model on `rt` and returns its step and inputs.
-fn model(rt: &Runtime, workload: Workload) -> Result<(Arc<StepFn>, Vec<Tensor>)> {
+fn model(rt: &Runtime, workload: Workload, size: Size) -> Result<(Arc<StepFn>, Vec<Tensor>)> {
     Ok(match workload {
         Workload::Mlp => {
-            let m = Arc::new(Mlp::new(rt, MlpConfig::bench())?);
+            let cfg = match size {
+                Size::Full => MlpConfig::bench(),
+                Size::Small => MlpConfig::small(),
+            };
+            let m = Arc::new(Mlp::new(rt, cfg)?);
             let inputs = vec![m.x.clone(), m.targets.clone()];
             let f = move |xs: &[Tensor]| -> Result<Vec<Tensor>> {
                 let r = m.step(&xs[0], &xs[1])?;
@@ -115,7 +131,11 @@ fn model(rt: &Runtime, workload: Workload) -> Result<(Arc<StepFn>, Vec<Tensor>)>
             (Arc::new(f), inputs)
         }
         Workload::TransformerBlock => {
-            let m = Arc::new(Transformer::new(rt, TransformerConfig::demo())?);
+            let cfg = match size {
+                Size::Full => TransformerConfig::demo(),
+                Size::Small => TransformerConfig::small(),
+            };
+            let m = Arc::new(Transformer::new(rt, cfg)?);
             let inputs = vec![m.tokens.clone(), m.targets.clone()];
             let f = move |xs: &[Tensor]| -> Result<Vec<Tensor>> {
                 let r = m.step(&xs[0], &xs[1])?;
@@ -126,11 +146,12 @@ fn model(rt: &Runtime, workload: Workload) -> Result<(Arc<StepFn>, Vec<Tensor>)>
     })
 }
 
-/// Runs `workload` on `rt` in `mode`: a warm-up step, then `steps` measured steps. With
-/// `trace`, the measured steps are profiled and their trace returned.
+/// Runs `workload` of `size` on `rt` in `mode`: a warm-up step, then `steps` measured steps.
+/// With `trace`, the measured steps are profiled and their trace returned.
 pub fn run_workload(
     rt: &Runtime,
     workload: Workload,
+    size: Size,
     mode: RunMode,
     steps: usize,
     trace: bool,
@@ -139,7 +160,7 @@ pub fn run_workload(
         return Err(TpuError::BadArgs("steps must be at least 1".into()));
     }
     rt.set_mode(Mode::Strict)?;
-    let (f, inputs) = model(rt, workload)?;
+    let (f, inputs) = model(rt, workload, size)?;
     rt.sync()?;
     let mut step: Box<dyn FnMut() -> Result<Vec<Tensor>>> = match mode {
         RunMode::Eager(m) => {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use tpuemu_backend::Mode;
-use tpuemu_backend::models::{BenchReport, RunMode, Workload, run_workload};
+use tpuemu_backend::models::{BenchReport, RunMode, Size, Workload, run_workload};
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_emulator::Emulator;
 
@@ -71,6 +71,9 @@ pub struct EagerArgs {
     pub mode: ModeArg,
     #[command(flatten)]
     pub chip: ChipArgs,
+    /// A small configuration of the model, for quick checks.
+    #[arg(long)]
+    pub small: bool,
     /// Measured steps after the warm-up step (figures are per step).
     #[arg(long, default_value_t = 1)]
     pub steps: usize,
@@ -86,6 +89,7 @@ pub struct EagerArgs {
 pub fn measure(
     chip: &ChipArgs,
     workload: Workload,
+    size: Size,
     mode: RunMode,
     steps: usize,
     trace: Option<&Path>,
@@ -93,7 +97,7 @@ pub fn measure(
     let preset = chip.preset()?;
     let emu = Emulator::new(preset).map_err(|e| CliError::Other(e.to_string()))?;
     let rt = Runtime::new(Arc::new(emu)).map_err(|e| CliError::Other(e.to_string()))?;
-    let (report, tr) = run_workload(&rt, workload, mode, steps, trace.is_some())
+    let (report, tr) = run_workload(&rt, workload, size, mode, steps, trace.is_some())
         .map_err(|e| CliError::Other(format!("{} in {}: {e}", workload.name(), mode.name())))?;
     if let (Some(path), Some(tr)) = (trace, tr) {
         std::fs::write(path, tpuemu_isa::trace::chrome::to_chrome_json(&tr)).map_err(|source| {
@@ -108,9 +112,11 @@ pub fn measure(
 
 /// Runs `tpuemu bench eager`.
 pub fn run(args: &EagerArgs) -> Result<(), CliError> {
+    let size = if args.small { Size::Small } else { Size::Full };
     let r = measure(
         &args.chip,
         args.workload.into(),
+        size,
         args.mode.into(),
         args.steps,
         args.trace.as_deref(),

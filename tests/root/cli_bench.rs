@@ -1,0 +1,150 @@
+//! `tpuemu bench eager` and `tpuemu demo` on small models: the figures every mode reports, the
+//! gains of fusion and compilation, the traces, and clear errors for bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn tpuemu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tpuemu"))
+        .args(args)
+        .output()
+        .expect("the tpuemu binary runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn bench(workload: &str, mode: &str) -> serde_json::Value {
+    let o = tpuemu(&[
+        "bench",
+        "eager",
+        "--workload",
+        workload,
+        "--mode",
+        mode,
+        "--small",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("JSON report")
+}
+
+#[test]
+fn every_mode_reports_the_same_loss_and_fusion_saves_kernels() {
+    for workload in ["mlp", "transformer-block"] {
+        let reports: Vec<serde_json::Value> = ["strict", "debug", "defer", "compile"]
+            .iter()
+            .map(|m| bench(workload, m))
+            .collect();
+        for r in &reports {
+            for field in [
+                "seconds_simulated",
+                "kernels_launched",
+                "hbm_bytes",
+                "host_seconds",
+            ] {
+                assert!(r[field].is_number(), "{workload}: {field} missing in {r}");
+            }
+            assert!(r["seconds_simulated"].as_f64().unwrap() > 0.0);
+            assert_eq!(
+                r["loss"], reports[0]["loss"],
+                "{workload}: loss differs by mode"
+            );
+        }
+        let k = |i: usize| reports[i]["kernels_launched"].as_u64().unwrap();
+        assert_eq!(k(0), k(1), "{workload}: Debug launches what Strict does");
+        assert!(
+            k(2) < k(0),
+            "{workload}: DeferAndFuse fuses ({} vs {})",
+            k(2),
+            k(0)
+        );
+        assert_eq!(k(3), 1, "{workload}: Compile runs one program");
+        let t = |i: usize| reports[i]["seconds_simulated"].as_f64().unwrap();
+        assert!(
+            t(1) >= t(0),
+            "{workload}: launch-blocking is no faster than Strict"
+        );
+        assert!(
+            t(2) < t(0) && t(3) <= t(2),
+            "{workload}: {} {} {}",
+            t(0),
+            t(2),
+            t(3)
+        );
+    }
+}
+
+#[test]
+fn bench_trace_has_spans_and_flows() {
+    let dir = scratch("cli_bench_trace");
+    let path = dir.join("t.json");
+    let o = tpuemu(&[
+        "bench",
+        "eager",
+        "--workload",
+        "mlp",
+        "--mode",
+        "defer",
+        "--small",
+        "--trace",
+        path.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&path).expect("trace written");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("trace is JSON");
+    let ev = v["traceEvents"].as_array().expect("traceEvents");
+    let count = |ph: &str| ev.iter().filter(|e| e["ph"] == ph).count();
+    assert!(count("X") >= 10, "spans");
+    assert!(
+        count("s") > 0 && count("f") > 0,
+        "flows from operators to kernels"
+    );
+    assert!(
+        ev.iter().any(|e| e["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("fused group"))),
+        "fused groups on the host timeline"
+    );
+}
+
+#[test]
+fn demo_prints_the_table_and_writes_a_trace_per_mode() {
+    let dir = scratch("cli_demo");
+    let o = tpuemu(&["demo", "--small", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "Strict",
+        "DeferAndFuse",
+        "Compile",
+        "kernels launched",
+        "HBM bytes",
+        "tpuemu viz",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+    for mode in ["strict", "defer", "compile"] {
+        assert!(dir.join(format!("{mode}.json")).is_file(), "{mode} trace");
+    }
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let o = tpuemu(&["bench", "eager", "--workload", "resnet"]);
+    assert_eq!(o.status.code(), Some(2), "clap usage error");
+    let o = tpuemu(&["bench", "eager", "--chip", "v99", "--small"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("unknown chip `v99`") && !err.contains("panicked"),
+        "{err}"
+    );
+    let o = tpuemu(&["bench", "eager", "--steps", "0", "--small"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("steps"));
+}
