@@ -103,14 +103,6 @@ impl DType {
             _ => return None,
         })
     }
-
-    fn category(self) -> u8 {
-        match self {
-            DType::Bool => 0,
-            DType::I32 | DType::I64 => 1,
-            _ => 2,
-        }
-    }
 }
 
 impl fmt::Display for DType {

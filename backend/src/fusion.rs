@@ -292,11 +292,10 @@ fn epilogue_shape(mm: &MatmulNode, shape: &[usize]) -> bool {
 /// those dims (`keepdim=False`) or those dims followed by size-1 row dims (`keepdim=True`).
 fn outer_dims(shape: &[usize], row_dims: usize, nshape: &[usize]) -> Option<usize> {
     let outer = &shape[..shape.len() - row_dims];
-    if nshape == outer {
-        Some(outer.len())
-    } else if nshape.len() == shape.len()
-        && &nshape[..outer.len()] == outer
-        && nshape[outer.len()..].iter().all(|&d| d == 1)
+    if nshape == outer
+        || (nshape.len() == shape.len()
+            && &nshape[..outer.len()] == outer
+            && nshape[outer.len()..].iter().all(|&d| d == 1))
     {
         Some(outer.len())
     } else {

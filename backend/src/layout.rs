@@ -93,7 +93,7 @@ pub fn infer_size(shape: &[i64], numel: usize) -> Result<Vec<usize>, TpuError> {
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
     match infer {
         Some(i) => {
-            if known == 0 || numel % known != 0 {
+            if known == 0 || !numel.is_multiple_of(known) {
                 return Err(TpuError::ShapeMismatch(format!(
                     "shape '{shape:?}' is invalid for input of size {numel}"
                 )));

@@ -191,7 +191,7 @@ impl Tensor {
         strides: &[usize],
         offset: usize,
     ) -> Result<Tensor> {
-        if storage.len() % dtype.size() != 0 || shape.len() != strides.len() {
+        if !storage.len().is_multiple_of(dtype.size()) || shape.len() != strides.len() {
             return Err(TpuError::BadArgs(
                 "storage bytes do not match the dtype or the layout".into(),
             ));

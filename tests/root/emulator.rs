@@ -121,7 +121,6 @@ fn run_gemm(
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>, tpuemu::emulator::RunResult) {
     let emu = Emulator::new(chip(chip_name)).unwrap();
     let info = emu.topology().chips[0].clone();
-    let core = info.core.clone();
     let spec = GemmSpec {
         m,
         n,
@@ -208,7 +207,6 @@ fn timing_only_gemm(chip_name: &str, s: u32) -> (f64, f64) {
     let emu = Emulator::new(preset).unwrap();
     emu.set_timing_only(true);
     let info = emu.topology().chips[0].clone();
-    let core = info.core.clone();
     let spec = GemmSpec {
         m: s,
         n: s,

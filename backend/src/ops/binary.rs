@@ -156,8 +156,8 @@ pub fn div(a: &Tensor, b: Rhs, rounding: Option<&str>) -> Result<Tensor> {
             a,
             b,
             |c| if c.is_float() { c } else { DType::F32 },
-            |p, x, y, c| {
-                let ft = if c.is_float() { DType::F32 } else { DType::F32 };
+            |p, x, y, _| {
+                let ft = DType::F32;
                 let (x, y) = (p.cast(x, ft), p.cast(y, ft));
                 p.bin(BinOp::Div, x, y, ft)
             },

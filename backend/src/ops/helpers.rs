@@ -220,6 +220,7 @@ pub fn dims_of(dims: &[i64], ndim: usize, empty_is_all: bool) -> Result<Vec<usiz
 /// moved last and form the row. `f` gets the inputs' program nodes (full values) and returns the
 /// outputs: per-row values (shape of the kept dims, with size-1 dims for `keepdim`) or full
 /// values (shape of `x`), as `per_row_out` says, converted to `out_dtypes`.
+#[allow(clippy::too_many_arguments)]
 pub fn rows(
     op: &OpScope,
     x_shape: &[usize],

@@ -7,7 +7,6 @@ use super::{Args, Value};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::Runtime;
-use crate::tensor::Tensor;
 
 /// How an operator is implemented.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, serde::Serialize)]
@@ -33,11 +32,6 @@ pub struct OpDef {
     pub dtypes: &'static [DType],
     /// Runs it.
     pub run: fn(&Runtime, &Args) -> Result<Vec<Value>>,
-}
-
-/// Results as values.
-pub fn values(ts: Vec<Tensor>) -> Vec<Value> {
-    ts.into_iter().map(Value::Tensor).collect()
 }
 
 /// Every registered overload, by name.

@@ -630,7 +630,7 @@ fn streamed(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
                     (c_buf[cb] + jj * 4, tn * 4),
                     !(st.first_k && kr0 == 0),
                 );
-                if (jt as u32 + 1) % nmxu == 0 || jj + c >= rn {
+                if (jt as u32 + 1).is_multiple_of(nmxu) || jj + c >= rn {
                     round += 1;
                     drain.chunk(cx, out_slot, out_esz)?;
                 }
@@ -706,19 +706,16 @@ impl Drain {
             let mut ops = vec![VOperand {
                 base: (self.c_buf + r0 * tn_pitch * 4) as i32,
                 dtype: DType::F32,
-                per_row: false,
             }];
             for (xi, x) in s.extras.iter().enumerate() {
                 ops.push(VOperand {
                     base: (self.x_bufs[xi] + r0 * tn_pitch * x.dtype.size() as u32) as i32,
                     dtype: x.dtype,
-                    per_row: false,
                 });
             }
             ops.push(VOperand {
                 base: (self.o_buf + r0 * tn_pitch * s.out.dtype.size() as u32) as i32,
                 dtype: s.out.dtype,
-                per_row: false,
             });
             let n_vregs = (rows * tn_pitch).div_ceil(1024);
             body::dense(

@@ -488,7 +488,6 @@ impl Gen<'_> {
             .map(|(k, o)| VOperand {
                 base: self.bufs[k][parity],
                 dtype: o.dtype,
-                per_row: o.per_row,
             })
             .collect();
         let spec = self.spec;

@@ -231,11 +231,10 @@ pub(crate) fn emit_select(
 /// Whether casting `from` to `to` leaves the lanes as they are (floats held as f32 to f32,
 /// integers and bools to 32/64-bit integers).
 pub(crate) fn cast_is_move(from: DType, to: DType) -> bool {
-    match (from.is_float(), to) {
-        (true, DType::F32) => true,
-        (false, DType::I32 | DType::I64) => true,
-        _ => false,
-    }
+    matches!(
+        (from.is_float(), to),
+        (true, DType::F32) | (false, DType::I32 | DType::I64)
+    )
 }
 
 /// `dst = cast(a)` from `from` to `to`, with PyTorch's conversion rules.

@@ -29,8 +29,6 @@ pub(crate) struct VOperand {
     pub base: i32,
     /// Element type.
     pub dtype: DType,
-    /// A per-row operand (rows layout only).
-    pub per_row: bool,
 }
 
 /// For `Index` nodes in the dense layout: the register holding the flat index of the tile's first
