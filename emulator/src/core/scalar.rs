@@ -195,14 +195,10 @@ impl Core {
         // Control instructions: occupy the scalar slot once their operand is ready.
         let start = self.t.occupy(SyncUnit::Scalar, ready, 1);
         rec.unit(Unit::Scalar, pc, start, start + 1);
-        // A branch ends its bundle; a taken one costs the front end a bubble.
+        // A branch ends its bundle (a taken one also costs `branch_taken`, added by the run
+        // loop when it jumps).
         if matches!(instr, Instr::Br { .. } | Instr::BrIf { .. }) {
-            let bubble = if matches!(flow, Flow::Jump(_)) {
-                env.preset.costs.branch_taken as u64
-            } else {
-                0
-            };
-            self.t.front = start + 1 + bubble;
+            self.t.front = start + 1;
         }
         if let Flow::Jump(t) = flow
             && t as usize > env.program.instrs.len()
