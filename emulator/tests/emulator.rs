@@ -2,3 +2,6 @@
 
 #[path = "emulator/faults.rs"]
 mod faults;
+
+#[path = "emulator/issue.rs"]
+mod issue;
