@@ -42,12 +42,34 @@ impl Rhs<'_> {
     }
 }
 
+/// How a Python number takes part in a binary operator whose common dtype is bf16/f16.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NumberAs {
+    /// Unrounded, in f32 (ATen's `original_scalar_value` in `add`, `mul`, `div`).
+    Opmath,
+    /// Rounded to the common dtype first, as the operand conversion does (comparisons,
+    /// `remainder`, `pow`).
+    Common,
+}
+
 /// Runs `f(a, b)` elementwise in the promoted dtype (`out` overrides the result dtype, for
 /// comparisons and true division).
 fn binary(
     name: &str,
     a: &Tensor,
     b: Rhs,
+    out: impl FnOnce(DType) -> DType,
+    f: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
+) -> Result<Tensor> {
+    binary_with(name, a, b, NumberAs::Opmath, out, f)
+}
+
+/// [`binary`] with the number's rounding chosen.
+fn binary_with(
+    name: &str,
+    a: &Tensor,
+    b: Rhs,
+    number: NumberAs,
     out: impl FnOnce(DType) -> DType,
     f: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
 ) -> Result<Tensor> {
@@ -66,6 +88,12 @@ fn binary(
             let op = OpScope::new(name, &[a])?;
             Ok(map(&op, &[a], &[out_dtype], |p, r| {
                 let x = p.cast(r[0], common);
+                // Program constants of float dtypes hold f32 values: round on the host.
+                let s = if number == NumberAs::Common && common.is_float() {
+                    Scalar::Float(f32::from_bits(s.lane_bits(common)) as f64)
+                } else {
+                    s
+                };
                 let y = p.constant(s, compute(common));
                 vec![f(p, x, y, common)]
             })?
@@ -171,9 +199,11 @@ pub fn div(a: &Tensor, b: Rhs, rounding: Option<&str>) -> Result<Tensor> {
                 |c| c,
                 move |p, x, y, c| {
                     let ct = compute(c);
-                    if c.is_float() {
+                    if c.is_float() && floor {
+                        floor_div_float(p, x, y)
+                    } else if c.is_float() {
                         let q = p.bin(BinOp::Div, x, y, ct);
-                        p.un(if floor { UnOp::Floor } else { UnOp::Trunc }, q, ct)
+                        p.un(UnOp::Trunc, q, ct)
                     } else {
                         // Integer division truncates; floor fixes the sign when the remainder is non-zero.
                         let q = p.bin(BinOp::Div, x, y, ct);
@@ -200,6 +230,40 @@ pub fn div(a: &Tensor, b: Rhs, rounding: Option<&str>) -> Result<Tensor> {
     }
 }
 
+/// ATen's `div_floor_floating` in f32 (what Python's `//` gives: `1 // 0.1 == 9`, where
+/// `floor(1 / 0.1)` would give 10): `(a - fmod(a, b)) / b`, minus one when the remainder and
+/// `b` differ in sign, then rounded to the nearest integer; `a / b` when `b` is 0.
+fn floor_div_float(p: &mut ProgBuilder, a: PRef, b: PRef) -> PRef {
+    let f = DType::F32;
+    let zero = p.constant(Scalar::Float(0.0), f);
+    let one = p.constant(Scalar::Float(1.0), f);
+    let half = p.constant(Scalar::Float(0.5), f);
+    let q = p.bin(BinOp::Div, a, b, f);
+    let m = p.bin(BinOp::Rem, a, b, f);
+    let am = p.bin(BinOp::Sub, a, m, f);
+    let div = p.bin(BinOp::Div, am, b, f);
+    let mnz = p.cmp(CmpKind::Ne, m, zero, f);
+    let bneg = p.cmp(CmpKind::Lt, b, zero, f);
+    let mneg = p.cmp(CmpKind::Lt, m, zero, f);
+    let differ = p.cmp(CmpKind::Ne, bneg, mneg, DType::I32);
+    let fix = p.bin(BinOp::And, mnz, differ, DType::I32);
+    let dm1 = p.bin(BinOp::Sub, div, one, f);
+    let div = p.select(fix, dm1, div, f);
+    let fl = p.un(UnOp::Floor, div, f);
+    let frac = p.bin(BinOp::Sub, div, fl, f);
+    let up = p.cmp(CmpKind::Gt, frac, half, f);
+    let fl1 = p.bin(BinOp::Add, fl, one, f);
+    let r = p.select(up, fl1, fl, f);
+    // A zero quotient takes the sign of a / b.
+    let neg_zero = p.constant(Scalar::Float(-0.0), f);
+    let qneg = p.cmp(CmpKind::Lt, q, zero, f);
+    let z = p.select(qneg, neg_zero, zero, f);
+    let dz = p.cmp(CmpKind::Eq, div, zero, f);
+    let r = p.select(dz, z, r, f);
+    let bz = p.cmp(CmpKind::Eq, b, zero, f);
+    p.select(bz, q, r, f)
+}
+
 /// `a ** b`.
 pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
     let name = if matches!(b, Rhs::Tensor(_)) {
@@ -207,10 +271,11 @@ pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
     } else {
         "aten::pow.Tensor_Scalar"
     };
-    binary(
+    binary_with(
         name,
         a,
         b,
+        NumberAs::Common,
         |c| c,
         |p, x, y, c| {
             if c.is_float() {
@@ -260,10 +325,11 @@ pub fn compare(a: &Tensor, b: Rhs, kind: CmpKind) -> Result<Tensor> {
             "Scalar"
         }
     );
-    binary(
+    binary_with(
         &name,
         a,
         b,
+        NumberAs::Common,
         |_| DType::Bool,
         move |p, x, y, c| p.cmp(kind, x, y, compute(c)),
     )
@@ -339,10 +405,11 @@ pub fn remainder(a: &Tensor, b: Rhs) -> Result<Tensor> {
     } else {
         "aten::remainder.Scalar"
     };
-    binary(
+    binary_with(
         name,
         a,
         b,
+        NumberAs::Common,
         |c| c,
         |p, x, y, c| {
             let ct = compute(c);
