@@ -197,8 +197,24 @@ impl Group {
                         }
                         map.insert(i, r);
                     } else {
-                        let idx = (n_in + new_inputs.len()) as u32;
                         let pr = per_row_n || per_row_inputs.get(&i).copied().unwrap_or(false);
+                        // An operand the group already reads the same way is read once.
+                        let same =
+                            self.node
+                                .inputs
+                                .iter()
+                                .chain(&new_inputs)
+                                .position(|u| same_view(u, &v))
+                                .and_then(|k| {
+                                    merged.nodes.iter().position(|x| {
+                                        x.op == POp::Input(k as u32) && x.per_row == pr
+                                    })
+                                });
+                        if let Some(r) = same {
+                            map.insert(i, r as PRef);
+                            continue;
+                        }
+                        let idx = (n_in + new_inputs.len()) as u32;
                         let r = merged.push(POp::Input(idx), v.dtype, pr);
                         map.insert(i, r);
                         new_inputs.push(v);
@@ -328,6 +344,11 @@ fn same_layout_per_row(a: &View, b: &View, shape: &[usize], rows: usize) -> bool
             (aligned_strides(&a.layout, shape, rows), aligned_strides(&b.layout, shape, rows)),
             (Ok(x), Ok(y)) if x == y
         )
+}
+
+/// Whether two views read the same elements of the same storage the same way.
+fn same_view(a: &View, b: &View) -> bool {
+    a.storage.id() == b.storage.id() && a.dtype == b.dtype && a.layout == b.layout
 }
 
 /// Whether two layouts address the same elements in the same order.

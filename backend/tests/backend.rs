@@ -26,3 +26,6 @@ mod compile;
 
 #[path = "backend/models.rs"]
 mod models;
+
+#[path = "backend/fusion.rs"]
+mod fusion;
