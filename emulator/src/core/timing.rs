@@ -216,9 +216,9 @@ pub(crate) struct Timing {
     /// VMEM ranges being written by matrix-unit pops, ready at the given cycle.
     pub pending_writes: VecDeque<(Range, u64)>,
     /// VMEM ranges the matrix units are still reading, until the given cycle: writers wait.
-    pub pending_reads: Vec<(Range, u64)>,
+    pub pending_reads: VecDeque<(Range, u64)>,
     /// DMAs in flight.
-    pub inflight: Vec<Inflight>,
+    pub inflight: VecDeque<Inflight>,
     /// No pending entry ends before this cycle (pruning is skipped until then).
     prune_at: u64,
     /// Start cycles of the DMAs issued, for the DMA queue depth.
@@ -260,8 +260,8 @@ impl Timing {
             dma_free: vec![t0; preset.dma_engines as usize],
             dma_busy: vec![0; preset.dma_engines as usize],
             pending_writes: VecDeque::new(),
-            pending_reads: Vec::new(),
-            inflight: Vec::new(),
+            pending_reads: VecDeque::new(),
+            inflight: VecDeque::new(),
             prune_at: u64::MAX,
             dma_queue: VecDeque::new(),
             async_end: t0,
@@ -368,7 +368,19 @@ impl Timing {
     /// Forgets pending writes and DMAs finished by cycle `now`.
     #[inline]
     pub fn prune(&mut self, now: u64) {
-        // Expired entries are harmless (every check skips them); pruning only bounds the lists.
+        // Entries arrive roughly in completion order: drop the expired ones at the fronts
+        // (cheap, every instruction), so that hazard checks scan only what is in flight.
+        while self.pending_writes.front().is_some_and(|(_, t)| *t <= now) {
+            self.pending_writes.pop_front();
+        }
+        while self.pending_reads.front().is_some_and(|(_, t)| *t <= now) {
+            self.pending_reads.pop_front();
+        }
+        while self.inflight.front().is_some_and(|d| d.complete <= now) {
+            self.inflight.pop_front();
+        }
+        // Expired entries behind live ones are harmless (every check skips them); a full pass
+        // now and then bounds the lists.
         if now < self.prune_at
             || self.pending_writes.len() + self.pending_reads.len() + self.inflight.len() < 48
         {
@@ -396,13 +408,13 @@ impl Timing {
     /// Records an asynchronous read of `r` lasting until `ready`.
     pub fn add_pending_read(&mut self, r: Range, ready: u64) {
         self.prune_at = self.prune_at.min(ready);
-        self.pending_reads.push((r, ready));
+        self.pending_reads.push_back((r, ready));
     }
 
     /// Records a DMA in flight.
     pub fn add_inflight(&mut self, d: Inflight) {
         self.prune_at = self.prune_at.min(d.complete);
-        self.inflight.push(d);
+        self.inflight.push_back(d);
     }
 
     /// Waits for a free slot in a command queue of `depth` entries holding the start cycles of
