@@ -394,11 +394,12 @@ impl Core {
             Some((to, recv)) => {
                 self.t.async_end = self.t.async_end.max(xfer_end);
                 if let Some(sr) = src_range {
-                    // The source stays in use until the launcher says the bytes have left.
+                    // The source is being read until the bytes have left: writing it races,
+                    // reading it (another push of the same bytes) does not.
                     self.t.add_inflight(Inflight {
                         pc: self.pc,
                         src: sr,
-                        dst: sr,
+                        dst: Range::span(sr.mem, 0, 0),
                         complete: xfer_end,
                     });
                 }
