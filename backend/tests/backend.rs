@@ -29,3 +29,6 @@ mod models;
 
 #[path = "backend/fusion.rs"]
 mod fusion;
+
+#[path = "backend/collective.rs"]
+mod collective;

@@ -1,5 +1,6 @@
 //! Kernel generators: ISA programs for each family of operations.
 
+pub mod collective;
 pub mod gather;
 pub mod gemm;
 pub mod index_add;

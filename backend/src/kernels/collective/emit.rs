@@ -1,0 +1,211 @@
+//! What every collective generator shares: the argument layout, the register roles, and small
+//! emitters (argument loads, region bases, block addresses, DMAs, semaphore waits).
+//!
+//! Arguments, in slot order: `in`, `out`, `scratch` (buffers; `scratch` only when the plan
+//! needs one), then the scalars `in_off`, `out_off`, `scr_off` (byte offsets into the buffers),
+//! then for each axis of the spec `rank`, `next`, `prev` (this chip's coordinate on the axis and
+//! its neighbours' chip indices), then for all-to-all `grank`, `gbase` (rank in the group and
+//! the chip index of the group's rank 0).
+
+use tpuemu_isa::ops::SAluOp;
+use tpuemu_isa::{Addr, ArgSlot, DmaShape, Instr, MemRef, Remote, SReg, SSrc, Sem};
+
+use super::plan::{Plan, Region, Slot};
+use crate::codegen::Emitter;
+
+/// Byte offset of the input region in its buffer.
+pub(crate) const IN_OFF: SReg = SReg::n(1);
+/// Byte offset of the output region.
+pub(crate) const OUT_OFF: SReg = SReg::n(2);
+/// Byte offset of the scratch region.
+pub(crate) const SCR_OFF: SReg = SReg::n(3);
+/// The stage's rank (coordinate on its axis, or rank in the group).
+pub(crate) const RANK: SReg = SReg::n(4);
+/// Chip index of the next chip (all-to-all: the group's rank-0 chip).
+pub(crate) const NEXT: SReg = SReg::n(5);
+/// Chip index of the previous chip.
+pub(crate) const PREV: SReg = SReg::n(6);
+/// Base of the stage's source region.
+pub(crate) const SRC: SReg = SReg::n(7);
+/// Base of the stage's destination region.
+pub(crate) const DST: SReg = SReg::n(8);
+/// Block address of the current step, per chain.
+pub(crate) const BLK: [SReg; 2] = [SReg::n(9), SReg::n(10)];
+/// Temporaries.
+pub(crate) const T1: SReg = SReg::n(11);
+pub(crate) const T2: SReg = SReg::n(12);
+pub(crate) const T3: SReg = SReg::n(15);
+/// The vector loop's byte cursor and comparison.
+pub(crate) const LOOP_I: SReg = SReg::n(13);
+pub(crate) const LOOP_CMP: SReg = SReg::n(14);
+
+/// Semaphore of the local copy of an all-gather's own shard or an all-to-all's own block.
+pub(crate) const SEM_COPY: u8 = 20;
+/// Semaphores counting bytes sent straight from HBM, per chain.
+pub(crate) const SEM_SENT: [u8; 2] = [21, 22];
+/// Staging slots: loads into VMEM.
+pub(crate) const SEM_LOAD: u8 = 24;
+/// Staging slots: the slot's result sent (or written to HBM).
+pub(crate) const SEM_OUT: u8 = 32;
+
+/// Largest amount one `sem.wait` asks for.
+const MAX_WAIT: u64 = 1 << 30;
+
+/// The program's argument slots and the SMEM words of its scalars.
+#[derive(Clone, Debug)]
+pub(crate) struct ArgMap {
+    pub input: ArgSlot,
+    pub output: ArgSlot,
+    pub scratch: Option<ArgSlot>,
+    pub in_off: u32,
+    pub out_off: u32,
+    pub scr_off: u32,
+    /// Word of `rank` for each spec axis (`next` and `prev` follow).
+    pub axis: Vec<u32>,
+    pub grank: u32,
+    pub gbase: u32,
+}
+
+impl ArgMap {
+    /// Declares the arguments.
+    pub fn declare(e: &mut Emitter, plan: &Plan, a2a: bool) -> Self {
+        let input = e.b.buffer("in");
+        let output = e.b.buffer("out");
+        let scratch = (plan.scratch_bytes > 0).then(|| e.b.buffer("scratch"));
+        let word = |s: ArgSlot| s.index() as u32;
+        let in_off = word(e.b.scalar("in_off"));
+        let out_off = word(e.b.scalar("out_off"));
+        let scr_off = word(e.b.scalar("scr_off"));
+        let axis = (0..plan.axes.len())
+            .map(|i| {
+                let r = word(e.b.scalar(format!("rank{i}")));
+                e.b.scalar(format!("next{i}"));
+                e.b.scalar(format!("prev{i}"));
+                r
+            })
+            .collect();
+        let (grank, gbase) = if a2a {
+            (word(e.b.scalar("grank")), word(e.b.scalar("gbase")))
+        } else {
+            (0, 0)
+        };
+        ArgMap {
+            input,
+            output,
+            scratch,
+            in_off,
+            out_off,
+            scr_off,
+            axis,
+            grank,
+            gbase,
+        }
+    }
+
+    /// The buffer slot of a region.
+    pub fn slot(&self, s: Slot) -> ArgSlot {
+        match s {
+            Slot::In => self.input,
+            Slot::Out => self.output,
+            Slot::Scratch => self.scratch.expect("the plan has scratch"),
+        }
+    }
+}
+
+/// `dst = SMEM word`.
+pub(crate) fn load_word(e: &mut Emitter, dst: SReg, word: u32) {
+    e.push(Instr::SLoad {
+        dst,
+        addr: Addr::abs(4 * word as i32),
+    });
+}
+
+/// `dst = a + imm`.
+pub(crate) fn add_imm(e: &mut Emitter, dst: SReg, a: SReg, imm: u64) {
+    e.push(Instr::SAlu {
+        op: SAluOp::Add,
+        dst,
+        a,
+        b: SSrc::Imm(imm as i32),
+    });
+}
+
+fn alu(e: &mut Emitter, op: SAluOp, dst: SReg, a: SReg, b: SSrc) {
+    e.push(Instr::SAlu { op, dst, a, b });
+}
+
+/// `dst` = the region's base byte offset in its buffer.
+pub(crate) fn region_base(e: &mut Emitter, args: &ArgMap, dst: SReg, r: &Region) {
+    let off = match r.slot {
+        Slot::In => IN_OFF,
+        Slot::Out => OUT_OFF,
+        Slot::Scratch => SCR_OFF,
+    };
+    add_imm(e, dst, off, r.off);
+    for &(pos, mult) in &r.terms {
+        load_word(e, T3, args.axis[pos]);
+        alu(e, SAluOp::Mul, T3, T3, SSrc::Imm(mult as i32));
+        alu(e, SAluOp::Add, dst, dst, SSrc::Reg(T3));
+    }
+}
+
+/// `dst = ((RANK + shift) mod n) * block + base`.
+pub(crate) fn block_addr(e: &mut Emitter, dst: SReg, base: SReg, shift: i64, n: u32, block: u64) {
+    if shift == 0 {
+        alu(e, SAluOp::Mul, dst, RANK, SSrc::Imm(block as i32));
+    } else {
+        alu(e, SAluOp::Add, dst, RANK, SSrc::Imm(shift as i32));
+        alu(e, SAluOp::RemU, dst, dst, SSrc::Imm(n as i32));
+        alu(e, SAluOp::Mul, dst, dst, SSrc::Imm(block as i32));
+    }
+    alu(e, SAluOp::Add, dst, dst, SSrc::Reg(base));
+}
+
+/// A DMA of `bytes` contiguous bytes; `remote` = (chip register, receive semaphore).
+pub(crate) fn dma(
+    e: &mut Emitter,
+    dst: MemRef,
+    src: MemRef,
+    bytes: u64,
+    sem: u8,
+    remote: Option<(SReg, u8)>,
+) {
+    let len = e.konst(bytes as i32);
+    e.push(Instr::Dma {
+        dst,
+        src,
+        shape: DmaShape::Len(len),
+        sem: Sem::n(sem),
+        remote: remote.map(|(chip, rs)| Remote {
+            chip,
+            recv_sem: Sem::n(rs),
+        }),
+    });
+}
+
+/// Waits until `sem` has counted `amount` more bytes (split into waits the ISA can express).
+pub(crate) fn wait(e: &mut Emitter, sem: u8, mut amount: u64) {
+    while amount > 0 {
+        let a = amount.min(MAX_WAIT);
+        e.push(Instr::SemWait {
+            sem: Sem::n(sem),
+            amount: SSrc::Imm(a as i32),
+        });
+        amount -= a;
+    }
+}
+
+/// Loads the offsets every stage uses.
+pub(crate) fn prologue(e: &mut Emitter, args: &ArgMap) {
+    load_word(e, IN_OFF, args.in_off);
+    load_word(e, OUT_OFF, args.out_off);
+    load_word(e, SCR_OFF, args.scr_off);
+}
+
+/// Loads a ring stage's rank and neighbours.
+pub(crate) fn load_axis(e: &mut Emitter, args: &ArgMap, pos: usize) {
+    let w = args.axis[pos];
+    load_word(e, RANK, w);
+    load_word(e, NEXT, w + 1);
+    load_word(e, PREV, w + 2);
+}
