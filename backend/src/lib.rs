@@ -7,6 +7,7 @@
 
 pub mod codegen;
 pub mod compile;
+pub mod dtensor;
 pub mod dtype;
 pub mod error;
 mod fusion;

@@ -32,3 +32,6 @@ mod fusion;
 
 #[path = "backend/collective.rs"]
 mod collective;
+
+#[path = "backend/dtensor.rs"]
+mod dtensor;
