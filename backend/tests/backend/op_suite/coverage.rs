@@ -1,0 +1,60 @@
+//! Coverage: every registered overload has a suite entry or a justified exclusion, so that an
+//! operator registered without one fails here.
+
+use std::collections::BTreeSet;
+
+use tpuemu_backend::ops::registry;
+
+/// Overloads the suite does not run, and why.
+pub const EXCLUDED: &[(&str, &str)] = &[];
+
+/// A family's table: each overload with the test that checks it.
+pub type Table = &'static [(&'static str, fn())];
+
+/// Every overload with a suite entry, from each family's table.
+fn covered() -> BTreeSet<&'static str> {
+    let tables: &[Table] = &[
+        super::binary::OPS,
+        super::unary::OPS,
+        super::creation::OPS,
+        super::views::OPS,
+        super::data::OPS,
+        super::reduce::OPS,
+        super::nn::OPS,
+        super::matrix::OPS,
+        super::backward::OPS,
+    ];
+    tables
+        .iter()
+        .flat_map(|t| t.iter().map(|(name, _)| *name))
+        .collect()
+}
+
+#[test]
+fn every_registered_overload_is_in_the_suite() {
+    let covered = covered();
+    let excluded: BTreeSet<&str> = EXCLUDED.iter().map(|(n, _)| *n).collect();
+    let registered: BTreeSet<&str> = registry().keys().copied().collect();
+    let missing: Vec<&str> = registered
+        .iter()
+        .filter(|n| !covered.contains(*n) && !excluded.contains(*n))
+        .copied()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {} registered overloads have no suite entry and no exclusion: {missing:?}",
+        missing.len(),
+        registered.len()
+    );
+    let stale: Vec<&str> = covered
+        .union(&excluded)
+        .filter(|n| !registered.contains(*n))
+        .copied()
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "suite entries for unregistered overloads: {stale:?}"
+    );
+    let both: Vec<&&str> = covered.intersection(&excluded).collect();
+    assert!(both.is_empty(), "both covered and excluded: {both:?}");
+}
