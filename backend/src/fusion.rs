@@ -226,6 +226,15 @@ impl Group {
                     new_outputs.push(v);
                 }
                 let outs = append_prog(&mut merged, nprog, &map, per_row_n);
+                // A full-size output of `n` computed only from row-invariant values (a fill, a
+                // function of a reduction's result) would be written per row: keep it apart.
+                if !per_row_n
+                    && *nrows == 0
+                    && rows > 0
+                    && outs.iter().any(|&o| merged.node(o).per_row)
+                {
+                    return false;
+                }
                 // Commit.
                 merged.outputs.extend(outs.iter().copied());
                 self.out_refs.extend(outs);

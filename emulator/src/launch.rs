@@ -8,6 +8,9 @@
 //! takes at least one cycle). When every unfinished core is blocked with nothing scheduled to
 //! wake it, the launch deadlocks and the report says where each core stands.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use tpuemu_isa::trace::{Span, Track};
 use tpuemu_isa::{DeadlockReport, Instr, Program};
 
@@ -96,53 +99,68 @@ pub(crate) fn run(
         .max(1);
     let mut phase = vec![Phase::Running; n];
     let mut out = Vec::new();
-    let mut link_spans: Vec<(u32, String, u64, u64, u64)> = Vec::new();
+    // What deliveries did: link occupancy (kept only when profiling) and the cores they touched.
+    let mut effects = Effects {
+        link_spans: profiling.then(Vec::new),
+        touched: Vec::new(),
+    };
     let mut ending = Ending::Ok;
+    let run_ahead = !program.instrs.iter().any(writes_remote_local_memory);
+    // A barrier's release depends on every core, so with barriers every core's next event is
+    // recomputed each turn; without, only the cores whose state changed.
+    let barriers = program.instrs.iter().any(|i| matches!(i, Instr::Barrier));
+    let mut next = vec![u64::MAX; n];
+    let mut dirty = vec![true; n];
+    let mut unfinished = n;
+    let mut queue = Queue::new(n);
+    let mut ran: Option<usize> = None;
 
     loop {
-        // Next event of every unfinished core.
-        let next: Vec<u64> = (0..n)
-            .map(|i| {
-                let core = &chips[targets[i].chip as usize].cores[targets[i].core as usize];
-                match phase[i] {
-                    Phase::Done => u64::MAX,
-                    Phase::Running => core.t.front,
-                    Phase::Blocked => {
-                        if let Some(r) = core.barrier_release {
-                            r
-                        } else if core.barrier_arrival.is_some() {
-                            barrier_release(chips, targets, &phase, preset).unwrap_or(u64::MAX)
-                        } else {
-                            let env = env_for(
-                                program,
-                                &targets[i],
-                                preset,
-                                &places[i],
-                                &peers,
-                                functional,
-                                0,
-                            );
-                            core.wait_ready(&env).unwrap_or(u64::MAX)
-                        }
+        // Next event of every unfinished core whose state changed.
+        for i in 0..n {
+            if !(dirty[i] || barriers) {
+                continue;
+            }
+            dirty[i] = false;
+            let core = &chips[targets[i].chip as usize].cores[targets[i].core as usize];
+            let t = match phase[i] {
+                Phase::Done => u64::MAX,
+                Phase::Running => core.t.front,
+                Phase::Blocked => {
+                    if let Some(r) = core.barrier_release {
+                        r
+                    } else if core.barrier_arrival.is_some() {
+                        barrier_release(chips, targets, &phase, preset).unwrap_or(u64::MAX)
+                    } else {
+                        let env = env_for(
+                            program,
+                            &targets[i],
+                            preset,
+                            &places[i],
+                            &peers,
+                            functional,
+                            0,
+                        );
+                        core.wait_ready(&env).unwrap_or(u64::MAX)
                     }
                 }
-            })
-            .collect();
-        if phase.iter().all(|p| *p == Phase::Done) {
+            };
+            if t != next[i] || ran == Some(i) {
+                next[i] = t;
+                queue.set(i, t, phase[i] == Phase::Done);
+            }
+        }
+        if unfinished == 0 {
             break;
         }
-        let i = (0..n)
-            .filter(|&i| phase[i] != Phase::Done)
-            .min_by_key(|&i| (next[i], i))
-            .expect("an unfinished core");
+        // The earliest unfinished core (ties: lowest index) and the earliest of the others.
+        let i = queue.pop().expect("an unfinished core");
+        let others = queue.peek();
+        ran = Some(i);
         if next[i] == u64::MAX {
             ending = Ending::Deadlock(deadlock_report(chips, targets, &phase, program));
             break;
         }
-        let others = (0..n)
-            .filter(|&j| j != i && phase[j] != Phase::Done)
-            .map(|j| next[j])
-            .min();
         let until = others.unwrap_or(u64::MAX);
         let horizon = others.map_or(u64::MAX, |o| o.saturating_add(cross));
         let t = &targets[i];
@@ -161,16 +179,21 @@ pub(crate) fn run(
                 }
             }
         }
-        let env = env_for(program, t, preset, &places[i], &peers, functional, horizon);
+        let mut env = env_for(program, t, preset, &places[i], &peers, functional, horizon);
+        env.run_ahead = run_ahead;
         let status = {
             let chip = &mut chips[t.chip as usize];
             let (cores, shared) = (&mut chip.cores, &mut chip.shared);
             cores[t.core as usize].run(&env, shared, &mut out, &mut recs[i], until)
         };
+        dirty[i] = true;
         phase[i] = match status {
             Status::Running => Phase::Running,
             Status::Blocked => Phase::Blocked,
-            Status::Done => Phase::Done,
+            Status::Done => {
+                unfinished -= 1;
+                Phase::Done
+            }
             Status::Fault { pc, kind } => {
                 ending = Ending::Fault {
                     target: i,
@@ -180,9 +203,11 @@ pub(crate) fn run(
                 break;
             }
         };
-        if let Err((pc, kind)) =
-            deliver_all(&mut out, chips, targets, ici, preset, &mut link_spans, i)
-        {
+        let delivered = deliver_all(&mut out, chips, targets, ici, preset, i, &mut effects);
+        for j in effects.touched.drain(..) {
+            dirty[j] = true;
+        }
+        if let Err((pc, kind)) = delivered {
             ending = Ending::Fault {
                 target: i,
                 pc,
@@ -203,7 +228,14 @@ pub(crate) fn run(
         .into_iter()
         .flat_map(|r| r.finish(to_ns, None, None))
         .collect();
-    for (chip, link, s, e, bytes) in link_spans {
+    for LinkSpan {
+        chip,
+        link,
+        start: s,
+        end: e,
+        bytes,
+    } in effects.link_spans.unwrap_or_default()
+    {
         let mut span = Span::new(Track::Link { chip, link }, "rdma", to_ns(s), to_ns(e));
         span.cycles = Some((s, e));
         span.args.insert("bytes".into(), bytes.into());
@@ -235,7 +267,60 @@ fn env_for<'a>(
         peers,
         functional,
         horizon,
+        run_ahead: false,
     }
+}
+
+/// The unfinished cores by next event (ties: lowest index); an entry is stale once its core's
+/// event has been set again, and stale entries are dropped as they surface.
+struct Queue {
+    heap: BinaryHeap<Reverse<(u64, usize, u64)>>,
+    version: Vec<u64>,
+}
+
+impl Queue {
+    fn new(n: usize) -> Self {
+        Queue {
+            heap: BinaryHeap::with_capacity(2 * n),
+            version: vec![0; n],
+        }
+    }
+
+    /// Core `i`'s next event is `at` (`done`: it has none).
+    fn set(&mut self, i: usize, at: u64, done: bool) {
+        self.version[i] += 1;
+        if !done {
+            self.heap.push(Reverse((at, i, self.version[i])));
+        }
+    }
+
+    fn drop_stale(&mut self) {
+        while let Some(&Reverse((_, i, v))) = self.heap.peek() {
+            if v == self.version[i] {
+                return;
+            }
+            self.heap.pop();
+        }
+    }
+
+    /// Takes the earliest core out (until it is set again).
+    fn pop(&mut self) -> Option<usize> {
+        self.drop_stale();
+        let Reverse((_, i, _)) = self.heap.pop()?;
+        self.version[i] += 1;
+        Some(i)
+    }
+
+    /// The earliest event of the cores still queued.
+    fn peek(&mut self) -> Option<u64> {
+        self.drop_stale();
+        self.heap.peek().map(|Reverse((t, _, _))| *t)
+    }
+}
+
+/// A remote DMA into VMEM or SMEM: another core's local memory changes under it.
+fn writes_remote_local_memory(i: &Instr) -> bool {
+    matches!(i, Instr::Dma { dst, remote: Some(_), .. } if dst.space != tpuemu_isa::ops::Space::Hbm)
 }
 
 fn placement(
@@ -307,6 +392,23 @@ fn find(targets: &[Target], chip: u32, core: u32) -> Option<usize> {
         .position(|t| t.chip == chip && t.core == core)
 }
 
+/// One remote DMA's occupancy of one link (cycles).
+struct LinkSpan {
+    chip: u32,
+    link: String,
+    start: u64,
+    end: u64,
+    bytes: u64,
+}
+
+/// What delivering a core's outgoing effects did besides changing memory and semaphores.
+struct Effects {
+    /// Link occupancy, when profiling.
+    link_spans: Option<Vec<LinkSpan>>,
+    /// The cores whose semaphores or memory changed.
+    touched: Vec<usize>,
+}
+
 /// Delivers the effects core `from` produced on other cores.
 fn deliver_all(
     out: &mut Vec<Outgoing>,
@@ -314,8 +416,8 @@ fn deliver_all(
     targets: &[Target],
     ici: &mut Ici,
     preset: &ChipPreset,
-    link_spans: &mut Vec<(u32, String, u64, u64, u64)>,
     from: usize,
+    effects: &mut Effects,
 ) -> Result<(), (u32, FaultKind)> {
     for o in out.drain(..) {
         match o {
@@ -338,6 +440,7 @@ fn deliver_all(
                 let t = &targets[j];
                 chips[t.chip as usize].cores[t.core as usize].sems[sem as usize]
                     .add_at(arrive, amount);
+                effects.touched.push(j);
             }
             Outgoing::Write(w) => {
                 let Some(j) = find(targets, w.to_chip, w.core) else {
@@ -350,8 +453,16 @@ fn deliver_all(
                     ));
                 };
                 let d = ici.send(w.from_chip, w.to_chip, w.start, w.bytes);
-                for h in &d.hops {
-                    link_spans.push((h.link.chip, h.link.name(), h.start, h.end, w.bytes));
+                if let Some(spans) = effects.link_spans.as_mut() {
+                    for h in &d.hops {
+                        spans.push(LinkSpan {
+                            chip: h.link.chip,
+                            link: h.link.name(),
+                            start: h.start,
+                            end: h.end,
+                            bytes: w.bytes,
+                        });
+                    }
                 }
                 let sender = &targets[from];
                 {
@@ -359,6 +470,7 @@ fn deliver_all(
                     s.sems[w.send_sem as usize].add_at(d.sent, w.bytes as i64);
                     s.t.async_end = s.t.async_end.max(d.sent);
                 }
+                effects.touched.push(j);
                 let t = &targets[j];
                 let chip = &mut chips[t.chip as usize];
                 let core = &mut chip.cores[t.core as usize];

@@ -37,11 +37,15 @@ struct LocalOp {
     outs: Vec<OutT>,
 }
 
+/// One rank's part of a local segment: its compiled function, the ids it reads and returns.
+type RankSegment = (CompiledFn, Vec<u64>, Vec<u64>);
+
+/// Per rank, the ids a segment reads and the ids it returns (`None` for a collective step).
+type SegmentIo = Option<Vec<(Vec<u64>, Vec<u64>)>>;
+
 enum Step {
     /// Per rank: its compiled segment (if it has work), the ids it reads and returns.
-    Local {
-        ranks: Vec<Option<(CompiledFn, Vec<u64>, Vec<u64>)>>,
-    },
+    Local { ranks: Vec<Option<RankSegment>> },
     Coll {
         coll: Coll,
         mesh_dim: usize,
@@ -220,7 +224,7 @@ impl DCompiledFn {
                 }
             }
         }
-        let mut io: Vec<Option<Vec<(Vec<u64>, Vec<u64>)>>> = Vec::with_capacity(raw.len());
+        let mut io: Vec<SegmentIo> = Vec::with_capacity(raw.len());
         for step in raw.iter().rev() {
             match step {
                 Raw::Coll(_, _, ins, _) => {

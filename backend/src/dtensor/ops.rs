@@ -63,7 +63,7 @@ pub fn call(mesh: &DeviceMesh, name: &str, args: Vec<DValue>) -> Result<Vec<DVal
                 return Ok(out);
             }
             let cands = (rule.candidates)(&ctx)?;
-            let per_dim = propagate::choose(&ctx, &cands, rule.inplace)?;
+            let per_dim = propagate::choose(&ctx, &cands, &rule)?;
             let inputs = ctx
                 .inputs
                 .iter()

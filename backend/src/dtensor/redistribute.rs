@@ -75,7 +75,7 @@ impl Moving {
         Ok(())
     }
 
-    fn to_partial(&mut self, m: usize, op: Reduce) -> Result<()> {
+    fn make_partial(&mut self, m: usize, op: Reduce) -> Result<()> {
         if op == Reduce::Sum {
             for r in 0..self.locals.len() {
                 if self.mesh.coords(r)[m] != 0 {
@@ -136,7 +136,7 @@ impl Moving {
         Ok(())
     }
 
-    fn to_replicate(&mut self, m: usize) -> Result<()> {
+    fn make_replicate(&mut self, m: usize) -> Result<()> {
         match self.cur[m] {
             Placement::Shard(d) => self.gather(m, d),
             Placement::Partial(op) => self.resolve(m, op),
@@ -144,10 +144,10 @@ impl Moving {
         }
     }
 
-    fn from_replicate(&mut self, m: usize, to: Placement) -> Result<()> {
+    fn leave_replicate(&mut self, m: usize, to: Placement) -> Result<()> {
         match to {
             Placement::Shard(d) => self.slice(m, d),
-            Placement::Partial(op) => self.to_partial(m, op),
+            Placement::Partial(op) => self.make_partial(m, op),
             Placement::Replicate => Ok(()),
         }
     }
@@ -166,8 +166,8 @@ impl Moving {
                 Ok(())
             }
             _ => {
-                self.to_replicate(m)?;
-                self.from_replicate(m, to)
+                self.make_replicate(m)?;
+                self.leave_replicate(m, to)
             }
         }
     }
@@ -215,12 +215,12 @@ pub(crate) fn redistribute(x: &DTensor, target: &[Placement]) -> Result<DTensor>
     }
     for m in (0..n).rev() {
         if unwind[m] {
-            mv.to_replicate(m)?;
+            mv.make_replicate(m)?;
         }
     }
     for m in 0..n {
         if unwind[m] {
-            mv.from_replicate(m, target[m])?;
+            mv.leave_replicate(m, target[m])?;
         }
     }
     if mv.cur != target {

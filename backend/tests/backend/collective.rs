@@ -117,11 +117,15 @@ fn groups(mesh: &[u32], axes: &[usize]) -> Vec<Vec<u32>> {
         .collect()
 }
 
+/// `(start, end)` element ranges of a block's pieces, and per chain its direction (`true`: the
+/// `+` way) and how many hops it carries each piece.
+type Pieces = (Vec<(usize, usize)>, Vec<(bool, [usize; 2])>);
+
 /// One ring's reduce-scatter on the host, in the device's order: returns each rank's block.
 fn ring_rs(x: &[Vec<f32>], bidir: bool, dtype: DType) -> Vec<Vec<f32>> {
     let n = x.len();
     let be = x[0].len() / n;
-    let (pieces, reach): (Vec<(usize, usize)>, Vec<(bool, [usize; 2])>) = if !bidir {
+    let (pieces, reach): Pieces = if !bidir {
         (vec![(0, be), (be, be)], vec![(true, [n - 1, 0])])
     } else if n % 2 == 1 {
         let r = (n - 1) / 2;
@@ -140,7 +144,7 @@ fn ring_rs(x: &[Vec<f32>], bidir: bool, dtype: DType) -> Vec<Vec<f32>> {
         .map(|q| {
             let mut out = vec![0f32; be];
             for (h, &(lo, hi)) in pieces.iter().enumerate() {
-                for i in lo..hi {
+                for (i, o) in out.iter_mut().enumerate().take(hi).skip(lo) {
                     let at = q * be + i;
                     // Partial arriving from each chain (message of the chip one hop away).
                     let partial = |plus: bool, r: usize| -> Option<f32> {
@@ -163,7 +167,7 @@ fn ring_rs(x: &[Vec<f32>], bidir: bool, dtype: DType) -> Vec<Vec<f32>> {
                     if let Some(Some(m)) = p.get(1) {
                         s = add(s, *m, dtype, false);
                     }
-                    out[i] = round(s, dtype);
+                    *o = round(s, dtype);
                 }
             }
             out

@@ -217,3 +217,829 @@ fn redistribute_on_a_2d_mesh() {
         }
     }
 }
+
+/// Runs `name` on DTensors and on the same tensors on one chip; returns the DTensor results.
+fn check_op(
+    m: &DeviceMesh,
+    name: &str,
+    inputs: &[(Vec<f32>, Vec<usize>, Vec<Placement>)],
+    rest: Vec<Value>,
+    tol: f64,
+) -> Vec<DTensor> {
+    let rt = single();
+    let mut dargs: Vec<DValue> = Vec::new();
+    let mut args: Vec<Value> = Vec::new();
+    for (v, shape, ps) in inputs {
+        dargs.push(distribute_slice(m, v, shape, ps).unwrap().into());
+        args.push(Value::Tensor(Tensor::from_slice(&rt, v, shape).unwrap()));
+    }
+    dargs.extend(rest.iter().cloned().map(DValue::Value));
+    args.extend(rest);
+    let want = ops::call(&rt, name, args).unwrap();
+    let got = dtensor::call(m, name, dargs).unwrap();
+    let mut out = Vec::new();
+    for (w, g) in want.iter().zip(&got) {
+        if let (Value::Tensor(w), DValue::Tensor(g)) = (w, g) {
+            assert_eq!(g.shape(), w.shape(), "{name}: shape");
+            assert_close(
+                &g.to_f64_vec().unwrap(),
+                &w.to_f64_vec().unwrap(),
+                tol,
+                name,
+            );
+            out.push(g.clone());
+        }
+    }
+    out
+}
+
+fn inp(shape: &[usize], ps: &[Placement], seed: usize) -> (Vec<f32>, Vec<usize>, Vec<Placement>) {
+    (
+        vals(shape.iter().product(), seed),
+        shape.to_vec(),
+        ps.to_vec(),
+    )
+}
+
+#[test]
+fn pointwise_follows_shards_and_keeps_partials() {
+    let m = mesh24();
+    // Shards agree: no communication, the output keeps them.
+    let o = check_op(
+        &m,
+        "aten::mul.Tensor",
+        &[
+            inp(&[8, 8], &[S(0), S(1)], 1),
+            inp(&[8, 8], &[S(0), S(1)], 2),
+        ],
+        vec![],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(1)]);
+    // A broadcast operand is sliced locally to follow the sharded one.
+    let o = check_op(
+        &m,
+        "aten::add.Tensor",
+        &[inp(&[8, 8], &[R, S(1)], 1), inp(&[8], &[R, R], 2)],
+        vec![],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[R, S(1)]);
+    // Partial + Partial stays partial; Partial + Replicate too (the replicated one is kept on
+    // one rank).
+    let o = check_op(
+        &m,
+        "aten::add.Tensor",
+        &[inp(&[8, 8], &[P, R], 1), inp(&[8, 8], &[P, R], 2)],
+        vec![],
+        1e-6,
+    );
+    assert_eq!(o[0].placements(), &[P, R]);
+    let o = check_op(
+        &m,
+        "aten::sub.Tensor",
+        &[inp(&[8, 8], &[R, P], 1), inp(&[8, 8], &[R, R], 2)],
+        vec![],
+        1e-6,
+    );
+    assert_eq!(o[0].placements(), &[R, P]);
+    // Partial x Replicate stays partial; a nonlinear operator resolves the partial first.
+    let o = check_op(
+        &m,
+        "aten::mul.Tensor",
+        &[inp(&[8, 8], &[R, P], 1), inp(&[8, 8], &[R, R], 2)],
+        vec![],
+        1e-6,
+    );
+    assert_eq!(o[0].placements(), &[R, P]);
+    let o = check_op(&m, "aten::exp", &[inp(&[8, 8], &[R, P], 1)], vec![], 1e-5);
+    assert!(!o[0].placements().contains(&P));
+    let o = check_op(
+        &m,
+        "aten::mul.Scalar",
+        &[inp(&[8, 8], &[P, S(0)], 1)],
+        vec![Value::Float(0.5)],
+        1e-6,
+    );
+    assert_eq!(o[0].placements(), &[P, S(0)]);
+    // Mismatched shards: the cheaper side moves.
+    let o = check_op(
+        &m,
+        "aten::maximum",
+        &[inp(&[8, 8], &[S(0), R], 1), inp(&[8, 8], &[S(1), R], 2)],
+        vec![],
+        0.0,
+    );
+    assert!(o[0].placements()[0].is_shard());
+    check_op(
+        &m,
+        "aten::where.self",
+        &[
+            inp(&[8, 8], &[S(0), S(1)], 1),
+            inp(&[8, 8], &[R, S(1)], 2),
+            inp(&[8], &[R, R], 3),
+        ],
+        vec![],
+        0.0,
+    );
+}
+
+#[test]
+fn matmul_column_row_and_batch_parallel() {
+    let m = mesh24();
+    // Column parallel: Replicate x Shard(1) -> Shard(1).
+    let o = check_op(
+        &m,
+        "aten::mm",
+        &[inp(&[8, 16], &[R, R], 1), inp(&[16, 8], &[R, S(1)], 2)],
+        vec![],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[R, S(1)]);
+    // Row parallel: Shard(1) x Shard(0) -> Partial.
+    let o = check_op(
+        &m,
+        "aten::mm",
+        &[inp(&[8, 16], &[R, S(1)], 1), inp(&[16, 8], &[R, S(0)], 2)],
+        vec![],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[R, P]);
+    // Data parallel on one mesh dimension, column parallel on the other.
+    let o = check_op(
+        &m,
+        "aten::mm",
+        &[inp(&[8, 16], &[S(0), R], 1), inp(&[16, 8], &[R, S(1)], 2)],
+        vec![],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(1)]);
+    // addmm with a row-parallel product: the bias is added once.
+    let o = check_op(
+        &m,
+        "aten::addmm",
+        &[
+            inp(&[8], &[R, R], 3),
+            inp(&[8, 16], &[R, S(1)], 1),
+            inp(&[16, 8], &[R, S(0)], 2),
+        ],
+        vec![],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[R, P]);
+    let o = check_op(
+        &m,
+        "aten::addmm",
+        &[
+            inp(&[8], &[R, R], 3),
+            inp(&[8, 16], &[S(0), R], 1),
+            inp(&[16, 8], &[R, S(1)], 2),
+        ],
+        vec![],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(1)]);
+    // bmm: batch on dp, row parallel on tp.
+    let o = check_op(
+        &m,
+        "aten::bmm",
+        &[
+            inp(&[2, 8, 16], &[S(0), S(2)], 1),
+            inp(&[2, 16, 8], &[S(0), S(1)], 2),
+        ],
+        vec![],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[S(0), P]);
+    check_op(
+        &m,
+        "aten::mv",
+        &[inp(&[8, 16], &[R, S(1)], 1), inp(&[16], &[R, S(0)], 2)],
+        vec![],
+        1e-5,
+    );
+    let o = check_op(
+        &m,
+        "aten::dot",
+        &[inp(&[16], &[S(0), S(0)], 1), inp(&[16], &[S(0), S(0)], 2)],
+        vec![],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[P, P]);
+    // Attention sharded over batch and heads.
+    let o = check_op(
+        &m,
+        "aten::scaled_dot_product_attention",
+        &[
+            inp(&[2, 4, 8, 16], &[S(0), S(1)], 1),
+            inp(&[2, 4, 8, 16], &[S(0), S(1)], 2),
+            inp(&[2, 4, 8, 16], &[S(0), S(1)], 3),
+        ],
+        vec![Value::None, Value::Float(0.0), Value::Bool(true)],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(1)]);
+}
+
+#[test]
+fn reductions_over_sharded_dims_are_partial() {
+    let m = mesh24();
+    let o = check_op(
+        &m,
+        "aten::sum.dim_IntList",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![Value::Ints(vec![0]), Value::Bool(false)],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[P, S(0)]);
+    let o = check_op(
+        &m,
+        "aten::mean.dim",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![Value::Ints(vec![0, 1]), Value::Bool(true)],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[P, P]);
+    let o = check_op(
+        &m,
+        "aten::sum",
+        &[inp(&[8, 8], &[P, S(1)], 1)],
+        vec![],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[P, P]);
+    let o = check_op(
+        &m,
+        "aten::amax",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![Value::Ints(vec![1]), Value::Bool(false)],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(0), Placement::Partial(Reduce::Max)]);
+    check_op(
+        &m,
+        "aten::min",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![],
+        0.0,
+    );
+    // Not decomposable: the reduced dimension is gathered first.
+    let o = check_op(
+        &m,
+        "aten::var.correction",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![Value::Ints(vec![1]), Value::Int(1), Value::Bool(false)],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(0)]);
+    let o = check_op(
+        &m,
+        "aten::max.dim",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![Value::Int(1), Value::Bool(true)],
+        0.0,
+    );
+    assert!(!o[1].placements().contains(&S(1)));
+    check_op(
+        &m,
+        "aten::argmax",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![],
+        0.0,
+    );
+}
+
+#[test]
+fn softmax_and_norms_keep_unsharded_dims() {
+    let m = mesh24();
+    let o = check_op(
+        &m,
+        "aten::_softmax",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![Value::Int(-1), Value::Bool(false)],
+        1e-5,
+    );
+    // The softmax dimension is not sharded any more (tp moved its shard to dimension 0 with
+    // an all-to-all, cheaper than gathering).
+    assert_eq!(o[0].placements(), &[S(0), S(0)]);
+    let o = check_op(
+        &m,
+        "aten::_log_softmax",
+        &[inp(&[8, 8], &[S(0), R], 1)],
+        vec![Value::Int(1), Value::Bool(false)],
+        1e-5,
+    );
+    assert_eq!(o[0].placements(), &[S(0), R]);
+    let o = check_op(
+        &m,
+        "aten::native_layer_norm",
+        &[inp(&[4, 8, 16], &[S(0), S(1)], 1)],
+        vec![
+            Value::Ints(vec![16]),
+            Value::None,
+            Value::None,
+            Value::Float(1e-5),
+        ],
+        1e-4,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(1)]);
+    let rest = [Value::Ints(vec![16]), Value::Float(1e-6)];
+    let rt = single();
+    let x = vals(4 * 8 * 16, 1);
+    let w = vals(16, 2);
+    let want = ops::call(
+        &rt,
+        "aten::rms_norm",
+        vec![
+            Value::Tensor(Tensor::from_slice(&rt, &x, &[4, 8, 16]).unwrap()),
+            rest[0].clone(),
+            Value::Tensor(Tensor::from_slice(&rt, &w, &[16]).unwrap()),
+            rest[1].clone(),
+        ],
+    )
+    .unwrap();
+    let got = dtensor::call(
+        &m,
+        "aten::rms_norm",
+        vec![
+            distribute_slice(&m, &x, &[4, 8, 16], &[S(1), S(2)])
+                .unwrap()
+                .into(),
+            rest[0].clone().into(),
+            distribute_slice(&m, &w, &[16], &[R, R]).unwrap().into(),
+            rest[1].clone().into(),
+        ],
+    )
+    .unwrap();
+    let got = t(&got[0]);
+    // The normalised dimension is not sharded any more (gathered, or moved by an all-to-all);
+    // the other shard stays.
+    assert_eq!(got.placements()[0], S(1));
+    assert_ne!(got.placements()[1], S(2));
+    let Value::Tensor(want) = &want[0] else {
+        panic!()
+    };
+    assert_close(
+        &got.to_f64_vec().unwrap(),
+        &want.to_f64_vec().unwrap(),
+        1e-5,
+        "rms_norm",
+    );
+}
+
+#[test]
+fn views_map_shard_dims() {
+    let m = mesh24();
+    let x = inp(&[4, 8, 16], &[S(0), S(2)], 1);
+    let o = check_op(
+        &m,
+        "aten::view",
+        std::slice::from_ref(&x),
+        vec![Value::Ints(vec![32, 16])],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(1)]);
+    let o = check_op(
+        &m,
+        "aten::reshape",
+        std::slice::from_ref(&x),
+        vec![Value::Ints(vec![4, 8, 4, 4])],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(2)]);
+    // Splitting the sharded dimension 16 into [2, 8] over 4 shards: 2 does not divide.
+    let o = check_op(
+        &m,
+        "aten::view",
+        std::slice::from_ref(&x),
+        vec![Value::Ints(vec![4, 8, 2, 8])],
+        0.0,
+    );
+    assert_eq!(o[0].placements()[0], S(0));
+    let o = check_op(
+        &m,
+        "aten::permute",
+        std::slice::from_ref(&x),
+        vec![Value::Ints(vec![2, 0, 1])],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(1), S(0)]);
+    let o = check_op(
+        &m,
+        "aten::transpose.int",
+        std::slice::from_ref(&x),
+        vec![Value::Int(0), Value::Int(1)],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(1), S(2)]);
+    let o = check_op(
+        &m,
+        "aten::unsqueeze",
+        std::slice::from_ref(&x),
+        vec![Value::Int(1)],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(3)]);
+    let o = check_op(
+        &m,
+        "aten::select.int",
+        std::slice::from_ref(&x),
+        vec![Value::Int(1), Value::Int(3)],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(1)]);
+    // Selecting inside the sharded dimension resolves its shard first (a gather, or an
+    // all-to-all that moves it to another dimension, whichever moves fewer bytes).
+    let o = check_op(
+        &m,
+        "aten::select.int",
+        std::slice::from_ref(&x),
+        vec![Value::Int(0), Value::Int(3)],
+        0.0,
+    );
+    assert_eq!(o[0].placements()[1], S(1));
+    let o = check_op(
+        &m,
+        "aten::slice.Tensor",
+        std::slice::from_ref(&x),
+        vec![Value::Int(2), Value::Int(0), Value::Int(16), Value::Int(1)],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(0), S(2)]);
+    check_op(
+        &m,
+        "aten::slice.Tensor",
+        std::slice::from_ref(&x),
+        vec![Value::Int(2), Value::Int(1), Value::Int(9), Value::Int(2)],
+        0.0,
+    );
+    let o = check_op(
+        &m,
+        "aten::expand",
+        &[inp(&[8, 1], &[S(0), R], 1)],
+        vec![Value::Ints(vec![2, 8, 4])],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[S(1), R]);
+    let o = check_op(&m, "aten::t", &[inp(&[8, 16], &[P, S(1)], 1)], vec![], 0.0);
+    assert_eq!(o[0].placements(), &[P, S(0)]);
+}
+
+#[test]
+fn data_movement_and_embedding() {
+    let m = mesh24();
+    let (a, b) = (vals(8 * 8, 1), vals(8 * 8, 2));
+    let rt = single();
+    let want = ops::call(
+        &rt,
+        "aten::cat",
+        vec![
+            Value::Tensors(vec![
+                Tensor::from_slice(&rt, &a, &[8, 8]).unwrap(),
+                Tensor::from_slice(&rt, &b, &[8, 8]).unwrap(),
+            ]),
+            Value::Int(1),
+        ],
+    )
+    .unwrap();
+    let got = dtensor::call(
+        &m,
+        "aten::cat",
+        vec![
+            DValue::Tensors(vec![
+                distribute_slice(&m, &a, &[8, 8], &[S(0), S(1)]).unwrap(),
+                distribute_slice(&m, &b, &[8, 8], &[S(0), R]).unwrap(),
+            ]),
+            Value::Int(1).into(),
+        ],
+    )
+    .unwrap();
+    let got = t(&got[0]);
+    assert_eq!(got.placements()[0], S(0));
+    let Value::Tensor(w) = &want[0] else { panic!() };
+    assert_close(
+        &got.to_f64_vec().unwrap(),
+        &w.to_f64_vec().unwrap(),
+        0.0,
+        "cat",
+    );
+    // Embedding: a vocabulary-parallel table (rows sharded) gives a partial output.
+    let table = vals(16 * 8, 3);
+    let idx: Vec<i64> = vec![0, 5, 15, 3, 8, 12, 7, 1];
+    let want = ops::call(
+        &rt,
+        "aten::embedding",
+        vec![
+            Value::Tensor(Tensor::from_slice(&rt, &table, &[16, 8]).unwrap()),
+            Value::Tensor(Tensor::from_slice(&rt, &idx, &[8]).unwrap()),
+        ],
+    )
+    .unwrap();
+    let Value::Tensor(want) = &want[0] else {
+        panic!()
+    };
+    for (tp, ip, out) in [
+        ([R, S(0)], [S(0), R], [S(0), P]),
+        ([R, S(1)], [S(0), R], [S(0), S(1)]),
+        ([R, R], [S(0), S(0)], [S(0), S(0)]),
+    ] {
+        let got = dtensor::call(
+            &m,
+            "aten::embedding",
+            vec![
+                distribute_slice(&m, &table, &[16, 8], &tp).unwrap().into(),
+                distribute_slice(&m, &idx, &[8], &ip).unwrap().into(),
+            ],
+        )
+        .unwrap();
+        let got = t(&got[0]);
+        assert_eq!(got.placements(), &out, "embedding {tp:?} {ip:?}");
+        assert_close(
+            &got.to_f64_vec().unwrap(),
+            &want.to_f64_vec().unwrap(),
+            0.0,
+            "embedding",
+        );
+    }
+}
+
+#[test]
+fn mean_loss_over_a_sharded_batch() {
+    let m = mesh24();
+    let rt = single();
+    let logp = vals(8 * 16, 5);
+    let target: Vec<i64> = (0..8).map(|i| (i * 5 % 16) as i64).collect();
+    let args = |x: Value, t: Value| vec![x, t, Value::None, Value::Int(1), Value::Int(-100)];
+    let want = ops::call(
+        &rt,
+        "aten::nll_loss_forward",
+        args(
+            Value::Tensor(Tensor::from_slice(&rt, &logp, &[8, 16]).unwrap()),
+            Value::Tensor(Tensor::from_slice(&rt, &target, &[8]).unwrap()),
+        ),
+    )
+    .unwrap();
+    let d = |v: Value| DValue::Value(v);
+    let got = dtensor::call(
+        &m,
+        "aten::nll_loss_forward",
+        vec![
+            distribute_slice(&m, &logp, &[8, 16], &[S(0), S(0)])
+                .unwrap()
+                .into(),
+            distribute_slice(&m, &target, &[8], &[S(0), S(0)])
+                .unwrap()
+                .into(),
+            d(Value::None),
+            d(Value::Int(1)),
+            d(Value::Int(-100)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(t(&got[0]).placements(), &[P, P]);
+    assert_eq!(t(&got[1]).placements(), &[R, R]);
+    for (g, w) in got.iter().zip(&want) {
+        let Value::Tensor(w) = w else { panic!() };
+        assert_close(
+            &t(g).to_f64_vec().unwrap(),
+            &w.to_f64_vec().unwrap(),
+            1e-6,
+            "nll",
+        );
+    }
+}
+
+#[test]
+fn an_operator_without_a_rule_runs_replicated_and_is_counted() {
+    let m = mesh24();
+    let o = check_op(
+        &m,
+        "aten::as_strided",
+        &[inp(&[8, 8], &[S(0), S(1)], 1)],
+        vec![
+            Value::Ints(vec![4, 4]),
+            Value::Ints(vec![1, 8]),
+            Value::Int(2),
+        ],
+        0.0,
+    );
+    assert_eq!(o[0].placements(), &[R, R]);
+    for mt in m.metrics() {
+        assert_eq!(mt.sharding_fallbacks.get("aten::as_strided"), Some(&1));
+        assert!(mt.report().contains("ShardingFallbacks"));
+    }
+}
+
+#[test]
+fn every_registered_operator_has_a_rule_or_is_a_documented_fallback() {
+    let mut missing = Vec::new();
+    for name in ops::registry().keys() {
+        let rule = dtensor::sharding_rule(name);
+        let fallback = dtensor::FALLBACK.contains(name);
+        assert!(
+            !(rule.is_some() && fallback),
+            "{name} has a rule and is listed as a fallback"
+        );
+        if rule.is_none() && !fallback {
+            missing.push(*name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "operators without a sharding rule: {missing:?}"
+    );
+    for f in dtensor::FALLBACK {
+        assert!(ops::registry().contains_key(f), "{f} is not registered");
+    }
+}
+
+#[test]
+fn in_place_operators_keep_their_placement() {
+    let m = mesh24();
+    let x = distribute_slice(&m, &vals(64, 1), &[8, 8], &[S(0), S(1)]).unwrap();
+    let y = distribute_slice(&m, &vals(64, 2), &[8, 8], &[R, R]).unwrap();
+    let out = dtensor::call(&m, "aten::copy_", vec![x.clone().into(), y.clone().into()]).unwrap();
+    assert_eq!(t(&out[0]).placements(), &[S(0), S(1)]);
+    assert_eq!(x.to_vec::<f32>().unwrap(), vals(64, 2));
+    let p = distribute_slice(&m, &vals(64, 1), &[8, 8], &[P, R]).unwrap();
+    let e = dtensor::call(
+        &m,
+        "aten::fill_.Scalar",
+        vec![p.into(), Value::Float(1.0).into()],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("in place"), "{e}");
+}
+
+/// How an MLP step is run on the mesh.
+#[derive(Clone, Copy, Debug)]
+enum Run {
+    Eager(Mode),
+    Compiled,
+}
+
+fn small_mlp() -> MlpData {
+    MlpData::new(
+        MlpConfig {
+            batch: 16,
+            d_in: 32,
+            hidden: 64,
+            classes: 16,
+            dtype: DType::F32,
+        },
+        7,
+    )
+}
+
+/// Runs `form` along mesh dimension `dim` as `how` says, checks every result (loss, updated
+/// parameters, gradients) against the same step on one chip and the parameters' placements,
+/// and returns the collectives each rank ran, by name.
+fn check_mlp(
+    m: &DeviceMesh,
+    form: Parallel,
+    dim: usize,
+    how: Run,
+) -> std::collections::BTreeMap<String, u64> {
+    let data = small_mlp();
+    let rt = single();
+    let want = mlp::reference_step(&data.tensors(&rt).unwrap()).unwrap();
+    m.reset_metrics();
+    let xs = data.distribute(m, form, dim).unwrap();
+    let got = match how {
+        Run::Eager(mode) => {
+            m.set_mode(mode).unwrap();
+            let got = mlp::parallel_step(form, dim, &xs).unwrap();
+            m.set_mode(Mode::Strict).unwrap();
+            got
+        }
+        Run::Compiled => {
+            let mut f =
+                dtensor::compile(m, "mlp_step", move |xs| mlp::parallel_step(form, dim, xs));
+            let got = f.call(&xs).unwrap();
+            // A second call reuses the compiled plan and gives the same bits.
+            let again = f.call(&xs).unwrap();
+            assert_eq!(f.compiles(), 1);
+            for (a, b) in got.iter().zip(&again) {
+                assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
+            }
+            got
+        }
+    };
+    assert_eq!(got.len(), want.len());
+    let names = ["loss", "w1", "b1", "w2", "b2", "dw1", "db1", "dw2", "db2"];
+    for (i, ((g, w), name)) in got.iter().zip(&want).zip(names).enumerate() {
+        assert_eq!(g.shape(), w.shape(), "{form:?} {how:?} {name}: shape");
+        // Sharded contractions sum in another order (and the default matmul precision rounds
+        // operands to bf16 the same way on both sides): f32 rounding differences only.
+        assert_close(
+            &g.to_f64_vec().unwrap(),
+            &w.to_f64_vec().unwrap(),
+            2e-4,
+            &format!("{form:?} {how:?} {name}"),
+        );
+        if i >= 1 {
+            // Updated parameters and gradients are placed like the parameters.
+            let mut ps = vec![R; m.ndim()];
+            ps[dim] = form.placements()[2 + (i - 1) % 4];
+            assert_eq!(
+                g.placements(),
+                &ps[..],
+                "{form:?} {how:?} {name}: placements"
+            );
+        }
+    }
+    let mut colls = std::collections::BTreeMap::new();
+    for mt in m.metrics() {
+        assert!(
+            mt.sharding_fallbacks.is_empty(),
+            "{:?}",
+            mt.sharding_fallbacks
+        );
+        for (k, v) in &mt.ops_by_name {
+            if k.starts_with("c10d::") {
+                *colls.entry(k.clone()).or_insert(0) += v;
+            }
+        }
+    }
+    let ranks = m.num_ranks() as u64;
+    for v in colls.values_mut() {
+        assert_eq!(*v % ranks, 0, "every rank runs every collective");
+        *v /= ranks;
+    }
+    colls
+}
+
+#[test]
+fn data_parallel_mlp_step_all_reduces_gradients() {
+    let m = mesh(&[4], &[("dp", 4)]);
+    for how in [
+        Run::Eager(Mode::Strict),
+        Run::Eager(Mode::DeferAndFuse),
+        Run::Compiled,
+    ] {
+        let c = check_mlp(&m, Parallel::Data, 0, how);
+        if !matches!(how, Run::Compiled) {
+            // Four gradients plus the loss's total weight.
+            assert!(
+                c.get("c10d::all_reduce").copied().unwrap_or(0) >= 4,
+                "{how:?}: {c:?}"
+            );
+            assert!(!c.contains_key("c10d::reduce_scatter"), "{how:?}: {c:?}");
+        }
+    }
+}
+
+#[test]
+fn tensor_parallel_mlp_step_is_column_then_row_parallel() {
+    let m = mesh(&[4], &[("tp", 4)]);
+    for how in [
+        Run::Eager(Mode::Strict),
+        Run::Eager(Mode::DeferAndFuse),
+        Run::Compiled,
+    ] {
+        let c = check_mlp(&m, Parallel::Tensor, 0, how);
+        if !matches!(how, Run::Compiled) {
+            // Megatron: the row-parallel layer's partial logits are all-reduced; no gather of
+            // the hidden activations.
+            assert!(c.contains_key("c10d::all_reduce"), "{how:?}: {c:?}");
+            assert!(!c.contains_key("c10d::all_gather"), "{how:?}: {c:?}");
+        }
+    }
+}
+
+#[test]
+fn fully_sharded_mlp_step_gathers_parameters_and_scatters_gradients() {
+    let m = mesh(&[4], &[("fsdp", 4)]);
+    for how in [
+        Run::Eager(Mode::Strict),
+        Run::Eager(Mode::DeferAndFuse),
+        Run::Compiled,
+    ] {
+        let c = check_mlp(&m, Parallel::FullyShard, 0, how);
+        if !matches!(how, Run::Compiled) {
+            assert!(
+                c.get("c10d::all_gather").copied().unwrap_or(0) >= 4,
+                "{how:?}: {c:?}"
+            );
+            assert!(
+                c.get("c10d::reduce_scatter").copied().unwrap_or(0) >= 4,
+                "{how:?}: {c:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn mlp_step_along_one_dimension_of_a_2d_mesh() {
+    let m = mesh24();
+    check_mlp(&m, Parallel::Tensor, 1, Run::Eager(Mode::Strict));
+    check_mlp(&m, Parallel::Data, 0, Run::Eager(Mode::DeferAndFuse));
+}
+
+#[test]
+fn mlp_step_with_wrong_inputs_is_an_error() {
+    let m = mesh(&[4], &[("dp", 4)]);
+    let xs = small_mlp().distribute(&m, Parallel::Data, 0).unwrap();
+    let e = mlp::parallel_step(Parallel::Data, 0, &xs[..3]).unwrap_err();
+    assert!(matches!(e, TpuError::BadArgs(_)), "{e}");
+}

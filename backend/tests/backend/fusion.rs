@@ -209,3 +209,16 @@ fn bf16_chains_round_once_like_strict() {
     assert_eq!(strict, fused, "each operator rounds to bf16 in both modes");
     assert!(kernels <= 2);
 }
+
+#[test]
+fn a_fill_over_a_reductions_space_stays_a_full_value() {
+    // The sum of a [4] vector, padded to [4] (as an all-reduce pads a scalar loss): the pad's
+    // fill runs over the reduction's iteration space but writes every element.
+    let (strict, fused, _, _) = both(|rt| {
+        let x = Tensor::from_slice(rt, &data(4, 9), &[4]).unwrap();
+        let s = x.sum(&[], false).unwrap().reshape(&[1]).unwrap();
+        tpuemu_backend::ops::data::constant_pad_nd(&s, &[0, 3], Scalar::Int(0)).unwrap()
+    });
+    assert_eq!(strict, fused);
+    assert_eq!(fused[1..], [0.0; 3]);
+}

@@ -127,6 +127,9 @@ pub(crate) struct Core {
     pub stats: CoreStats,
     /// Vector or mask registers were written since the last reset.
     pub vector_dirty: bool,
+    /// A register-sized buffer for results, kept between instructions so that timing-only runs
+    /// never clear one.
+    pub vtmp: Option<Box<VregData>>,
 }
 
 impl Core {
@@ -148,6 +151,7 @@ impl Core {
             t: Timing::new(preset, 0),
             stats: CoreStats::default(),
             vector_dirty: false,
+            vtmp: None,
         }
     }
 

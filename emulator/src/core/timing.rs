@@ -275,10 +275,8 @@ impl Timing {
     #[inline]
     pub fn occupy(&mut self, unit: SyncUnit, ready: u64, occupancy: u32) -> u64 {
         let u = unit as usize;
-        let n = self.slots[u] as usize;
-        let k = (0..n)
-            .min_by_key(|&k| (self.unit_free[u][k], k))
-            .unwrap_or(0);
+        // The earlier-free of the unit's (at most two) slots; ties go to the first.
+        let k = usize::from(self.slots[u] > 1 && self.unit_free[u][1] < self.unit_free[u][0]);
         let mut start = ready.max(self.front).max(self.unit_free[u][k]);
         if start == self.bundle_at && self.bundle_used[u] >= self.slots[u] {
             start += 1;

@@ -86,6 +86,9 @@ fn store_elem(bytes: &mut [u8], a: usize, fmt: MemFmt, v: u32) {
     }
 }
 
+/// A register of zeros (loads that read nothing, and timing-only runs).
+static ZERO_VREG: VregData = [0; VREG_ELEMS];
+
 impl Core {
     #[inline]
     fn vready(&self, v: VReg) -> u64 {
@@ -196,22 +199,11 @@ impl Core {
                     .max(st)
                     .max(lt)
                     .max(mask.map_or(0, |m| self.mready(m)));
-                let mut out = [0u32; VREG_ELEMS];
-                if let Some((lo, hi)) = acc.extent(m.as_ref()) {
+                let extent = acc.extent(m.as_ref());
+                if let Some((lo, hi)) = extent {
                     let r = self.check_vmem("read", lo, hi)?;
                     ready = self.t.write_hazard(&r, ready.max(self.t.front));
                     self.t.check_race(&r, false, ready)?;
-                    if f {
-                        let bytes = self.vmem.bytes();
-                        for s in 0..SUBLANES {
-                            for l in 0..LANES {
-                                if m.as_ref().is_none_or(|m| m[s * LANES + l]) {
-                                    out[s * LANES + l] =
-                                        load_elem(bytes, acc.addr(s, l) as usize, fmt);
-                                }
-                            }
-                        }
-                    }
                 }
                 let occ = if acc.dense {
                     c.vld_occupancy
@@ -219,7 +211,22 @@ impl Core {
                     c.vld_strided_occupancy
                 };
                 let start = self.t.occupy(SyncUnit::VLoad, ready, occ);
-                self.vresult(dst, &out, start + c.vld_latency as u64, f);
+                let at = start + c.vld_latency as u64;
+                // The data only when computing it (timing-only runs skip the 4 KiB register).
+                if f && extent.is_some() {
+                    let mut out = [0u32; VREG_ELEMS];
+                    let bytes = self.vmem.bytes();
+                    for s in 0..SUBLANES {
+                        for l in 0..LANES {
+                            if m.as_ref().is_none_or(|m| m[s * LANES + l]) {
+                                out[s * LANES + l] = load_elem(bytes, acc.addr(s, l) as usize, fmt);
+                            }
+                        }
+                    }
+                    self.vresult(dst, &out, at, f);
+                } else {
+                    self.vresult(dst, &ZERO_VREG, at, f);
+                }
                 rec.unit(Unit::VLoad, pc, start, start + occ as u64);
             }
             Instr::VStore {
@@ -322,7 +329,13 @@ impl Core {
         let c = &env.preset.costs;
         let pc = self.pc;
         let f = env.functional;
-        let mut out = [0u32; VREG_ELEMS];
+        let mut out = self
+            .vtmp
+            .take()
+            .unwrap_or_else(|| Box::new([0u32; VREG_ELEMS]));
+        if f {
+            out.fill(0);
+        }
         // (unit, ready, occupancy, latency, destination)
         enum Dst {
             V(VReg),
@@ -348,7 +361,7 @@ impl Core {
                 let (bv, bt) = self.vsrc(b);
                 if f {
                     let av = &self.vregs[a.index() as usize];
-                    vmath::bin(op, ty, av, |i| bv.get(i), &mut out);
+                    vmath::bin(op, ty, av, |i| bv.get(i), &mut out[..]);
                 }
                 (
                     SyncUnit::Valu,
@@ -360,7 +373,7 @@ impl Core {
             }
             Instr::VUn { op, ty, dst, a } => {
                 if f {
-                    vmath::un(op, ty, &self.vregs[a.index() as usize], &mut out);
+                    vmath::un(op, ty, &self.vregs[a.index() as usize], &mut out[..]);
                 }
                 if op.is_transcendental() {
                     (
@@ -643,6 +656,7 @@ impl Core {
                 self.t.mreg[d.index() as usize] = start + lat as u64;
             }
         }
+        self.vtmp = Some(out);
         Ok(Flow::Next)
     }
 }

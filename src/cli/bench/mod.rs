@@ -4,6 +4,7 @@ use clap::Subcommand;
 
 use super::CliError;
 
+pub mod collective;
 pub mod eager;
 pub mod gemm;
 
@@ -15,6 +16,9 @@ pub enum BenchCommand {
     /// A model's training step (MLP or transformer block) in Strict, Debug, DeferAndFuse or
     /// Compile mode.
     Eager(eager::EagerArgs),
+    /// A collective (all-gather, reduce-scatter, all-reduce, all-to-all) over a slice of chips,
+    /// against the scaling book's ICI model.
+    Collective(collective::CollectiveArgs),
 }
 
 /// Runs a benchmark.
@@ -22,6 +26,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
     match cmd {
         BenchCommand::Gemm(a) => gemm::run(a),
         BenchCommand::Eager(a) => eager::run(a),
+        BenchCommand::Collective(a) => collective::run(a),
     }
 }
 

@@ -172,7 +172,12 @@ pub(crate) struct Rule {
     pub special: Option<Special>,
     /// The first input is written in place: its placement cannot change.
     pub inplace: bool,
+    /// The shape of the first result, where a shard of it may not divide (views).
+    pub out_shape: Option<OutShape>,
 }
+
+/// Computes the shape of an operator's first result from its call.
+pub(crate) type OutShape = fn(&OpCtx) -> Result<Vec<usize>>;
 
 impl Rule {
     pub const fn new(family: &'static str, candidates: Candidates) -> Self {
@@ -182,7 +187,13 @@ impl Rule {
             local: None,
             special: None,
             inplace: false,
+            out_shape: None,
         }
+    }
+
+    pub const fn out_shape(mut self, f: fn(&OpCtx) -> Result<Vec<usize>>) -> Self {
+        self.out_shape = Some(f);
+        self
     }
 
     pub const fn local(mut self, f: LocalRun) -> Self {
@@ -262,16 +273,23 @@ fn local_bytes(t: &DTensor) -> f64 {
     (n * t.dtype.size()) as f64
 }
 
-fn valid(ctx: &OpCtx, dims: &[&Strategy]) -> bool {
-    ctx.inputs.iter().enumerate().all(|(i, t)| {
-        let mut ps: Vec<Placement> = dims.iter().map(|s| s.inputs[i]).collect();
+fn valid(ctx: &OpCtx, dims: &[&Strategy], out: Option<&[usize]>) -> bool {
+    let fits = |ps: Vec<Placement>, shape: &[usize]| {
+        let mut ps = ps;
         ps.resize(ctx.mesh.ndim(), R);
-        placement::validate(&ps, ctx.mesh.shape(), &t.shape).is_ok()
-    })
+        placement::validate(&ps, ctx.mesh.shape(), shape).is_ok()
+    };
+    ctx.inputs
+        .iter()
+        .enumerate()
+        .all(|(i, t)| fits(dims.iter().map(|s| s.inputs[i]).collect(), &t.shape))
+        && out.is_none_or(|o| fits(dims.iter().map(|s| s.outputs[0]).collect(), o))
 }
 
 /// Picks a strategy for each mesh dimension.
-pub(crate) fn choose(ctx: &OpCtx, cands: &[Strategy], inplace: bool) -> Result<Vec<Strategy>> {
+pub(crate) fn choose(ctx: &OpCtx, cands: &[Strategy], rule: &Rule) -> Result<Vec<Strategy>> {
+    let inplace = rule.inplace;
+    let out = rule.out_shape.map(|f| f(ctx)).transpose()?;
     let n = ctx.mesh.ndim();
     let usable: Vec<&Strategy> = cands
         .iter()
@@ -287,7 +305,7 @@ pub(crate) fn choose(ctx: &OpCtx, cands: &[Strategy], inplace: bool) -> Result<V
             }
             let mut trial = picked.clone();
             trial.push(c);
-            if !valid(ctx, &trial) {
+            if !valid(ctx, &trial, out.as_deref()) {
                 continue;
             }
             let cost: f64 = ctx

@@ -19,8 +19,11 @@ enum Kind {
     Other,
 }
 
-/// What the call reduces: its kind, the reduced dimensions (sorted), keepdim, outputs.
-fn parse(ctx: &OpCtx) -> Result<Option<(Kind, Vec<usize>, bool, usize)>> {
+/// What a call reduces: its kind, the reduced dimensions (sorted), keepdim, outputs.
+type Reduction = (Kind, Vec<usize>, bool, usize);
+
+/// What the call reduces (`None`: not a reduction this module shards).
+fn parse(ctx: &OpCtx) -> Result<Option<Reduction>> {
     let nd = ctx.ndim(0);
     let a = &ctx.plain;
     let all: Vec<usize> = (0..nd).collect();
@@ -91,8 +94,8 @@ fn candidates(ctx: &OpCtx) -> Result<Vec<Strategy>> {
     };
     let shape = ctx.shape(0);
     let mut c = Vec::new();
-    for d in 0..shape.len() {
-        if shape[d] <= 1 {
+    for (d, &size) in shape.iter().enumerate() {
+        if size <= 1 {
             continue;
         }
         if !red.contains(&d) {

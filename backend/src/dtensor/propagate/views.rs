@@ -14,7 +14,7 @@ use crate::layout::{infer_size, wrap_dim};
 use crate::ops::Value;
 
 pub(crate) fn rule(name: &str) -> Option<Rule> {
-    let r = Rule::new("view", candidates);
+    let r = Rule::new("view", candidates).out_shape(out_shape);
     Some(match name {
         "aten::view" | "aten::_unsafe_view" | "aten::reshape" | "aten::expand" => {
             r.local(local_sizes)
@@ -140,6 +140,43 @@ fn reshape_map(a: &[usize], b: &[usize]) -> Vec<(usize, usize)> {
     out
 }
 
+/// The view's shape (for the shard arithmetic of its output).
+fn out_shape(ctx: &OpCtx) -> Result<Vec<usize>> {
+    let x = ctx.shape(0);
+    let nd = x.len();
+    let a = &ctx.plain;
+    Ok(match ctx.name {
+        "aten::view" | "aten::_unsafe_view" | "aten::reshape" => {
+            infer_size(&a.ints(1)?, x.iter().product())?
+        }
+        "aten::expand" => {
+            let size = a.ints(1)?;
+            let new = size.len().saturating_sub(nd);
+            size.iter()
+                .enumerate()
+                .map(|(j, v)| {
+                    if *v == -1 && j >= new {
+                        x[j - new]
+                    } else {
+                        *v as usize
+                    }
+                })
+                .collect()
+        }
+        _ => {
+            // The other views only move, drop or add dimensions that are mapped one to one
+            // (or slice ones that are then gathered): the mapped sizes are the input's.
+            let m = mapping(ctx)?;
+            let n = m.iter().map(|(_, o)| o + 1).max().unwrap_or(0);
+            let mut out = vec![1; n];
+            for (d, o) in m {
+                out[o] = x[d];
+            }
+            out
+        }
+    })
+}
+
 fn candidates(ctx: &OpCtx) -> Result<Vec<Strategy>> {
     let shape = ctx.shape(0).to_vec();
     let mut c: Vec<Strategy> = mapping(ctx)?
@@ -179,7 +216,7 @@ fn local_sizes(ch: &Chosen, rank: usize, mut args: Vec<Value>) -> Result<Vec<Val
     let counts = placement::shard_counts(&out_p, ctx.mesh.shape(), global.len());
     let mut local = Vec::with_capacity(global.len());
     for (d, (g, k)) in global.iter().zip(&counts).enumerate() {
-        if *g as usize % k != 0 {
+        if !(*g as usize).is_multiple_of(*k) {
             return Err(ctx.err(&format!(
                 "the sharded output dimension {d} of size {g} does not split into {k} pieces"
             )));

@@ -63,7 +63,7 @@ fn bad(msg: String) -> CollectiveError {
 
 impl Collective {
     /// Coordinates of `chip`, checked.
-    fn coords<'t>(topo: &'t Topology, chip: ChipId) -> Result<&'t [u32], CollectiveError> {
+    fn coords(topo: &Topology, chip: ChipId) -> Result<&[u32], CollectiveError> {
         topo.chips
             .get(chip as usize)
             .map(|c| c.coords.as_slice())

@@ -34,8 +34,8 @@
 //!   latency floor is `n/2` hops and each link carries `(n-1)/2n * V`. Where an axis does not wrap
 //!   (`Topology::wraparound`: v5e/v6e axes shorter than 16, v4/v5p/v7x slices not made of whole
 //!   4x4x4 cubes) one chain runs `n-1` steps the `+` way: half the bandwidth.
-//! - **Pipelined chunks.** Blocks move in chunks (`chunk_bytes`, by default `V/8n` clamped to
-//!   32-512 KiB): a chip forwards (all-gather) or reduces and forwards (reduce-scatter) a chunk as
+//! - **Pipelined chunks.** Blocks move in chunks (`chunk_bytes`, by default an eighth of the
+//!   stage's block, within 32-512 KiB): a chip forwards (all-gather) or reduces and forwards (reduce-scatter) a chunk as
 //!   soon as it has arrived, while later chunks are still on the link, so links stay busy and the
 //!   hop latency is paid once per chain, not once per step. Reduce-scatter stages its chunks
 //!   through VMEM slots (see [`ring`]) and adds them on the vector unit.
@@ -272,9 +272,16 @@ impl Collective {
         self.plan.scratch_bytes
     }
 
-    /// Bytes per pipelined chunk.
-    pub fn chunk_bytes(&self) -> u64 {
-        self.plan.chunk_elems * self.plan.esz
+    /// Bytes per pipelined chunk of each ring stage, in the order they run.
+    pub fn chunk_bytes(&self) -> Vec<u64> {
+        self.plan
+            .stages
+            .iter()
+            .filter_map(|s| match s {
+                Stage::Ring(r) => Some(r.chunk_elems * self.plan.esz),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Whether the ring over each of the spec's axes is bidirectional.

@@ -104,6 +104,8 @@ pub(crate) struct RingStage {
     pub block: u64,
     /// (byte offset in the block, elements) of each piece.
     pub pieces: [(u64, u64); 2],
+    /// Elements per pipelined chunk (a multiple of 1024).
+    pub chunk_elems: u64,
     pub chains: Vec<Chain>,
     /// Reduce-scatter: the `n` blocks read. All-gather: the region gathered into (always in
     /// the output).
@@ -152,7 +154,10 @@ pub(crate) struct Plan {
     pub in_bytes: u64,
     pub out_bytes: u64,
     pub scratch_bytes: u64,
-    pub chunk_elems: u64,
+    /// Chunk size the spec asks for, in bytes.
+    pub chunk_bytes: Option<u64>,
+    /// Largest chunk the VMEM staging slots hold, in bytes.
+    pub chunk_cap: u64,
 }
 
 /// VMEM staging slots of a reduce-scatter (each holds three chunk buffers).
@@ -230,7 +235,7 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         CollectiveOp::ReduceScatter => (total, shard),
         CollectiveOp::AllReduce | CollectiveOp::AllToAll => (total, total),
     };
-    let chunk_elems = chunk_elems(spec, topo, esz, shard)?;
+    let chunk_cap = chunk_cap(spec, topo, esz)?;
     let mut p = Plan {
         esz,
         group: group as u32,
@@ -239,7 +244,8 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         in_bytes,
         out_bytes,
         scratch_bytes: 0,
-        chunk_elems,
+        chunk_bytes: spec.chunk_bytes.map(u64::from),
+        chunk_cap,
     };
     if group == 1 {
         p.stages.push(Stage::Copy { bytes: in_bytes });
@@ -274,28 +280,32 @@ fn check_numbering(topo: &Topology) -> Result<(), KernelError> {
     Ok(())
 }
 
-fn chunk_elems(
-    spec: &CollectiveSpec,
-    topo: &Topology,
-    esz: u64,
-    shard: u64,
-) -> Result<u64, KernelError> {
+/// The largest chunk VMEM allows (reduce-scatter stages stage [`SLOTS`] x 3 chunks in half of
+/// VMEM), checked against the spec's chunk size.
+fn chunk_cap(spec: &CollectiveSpec, topo: &Topology, esz: u64) -> Result<u64, KernelError> {
     let vmem = topo.chips.first().map_or(0, |c| c.core.vmem_bytes);
-    // Reduce-scatter stages stage SLOTS x 3 chunks in (half of) VMEM.
-    let vmem_cap = vmem / 2 / (3 * SLOTS as u64);
-    let bytes = match spec.chunk_bytes {
-        Some(b) => b as u64,
-        None => (shard / 8).clamp(MIN_CHUNK, MAX_CHUNK).min(vmem_cap),
-    };
-    let elems = (bytes / esz / 1024).max(1) * 1024;
-    if spec.op.reduces() && elems * esz > vmem_cap {
-        return Err(KernelError::TooLarge(format!(
-            "{}: chunks of {} bytes; the staging buffers allow at most {vmem_cap} bytes of VMEM per chunk",
-            spec.op.name(),
-            elems * esz
-        )));
+    let cap = vmem / 2 / (3 * SLOTS as u64);
+    if let Some(b) = spec.chunk_bytes {
+        let bytes = (b as u64 / esz / 1024).max(1) * 1024 * esz;
+        if spec.op.reduces() && bytes > cap {
+            return Err(KernelError::TooLarge(format!(
+                "{}: chunks of {bytes} bytes; the staging buffers allow at most {cap} bytes of VMEM per chunk",
+                spec.op.name()
+            )));
+        }
     }
-    Ok(elems)
+    Ok(cap)
+}
+
+impl Plan {
+    /// Elements per chunk for blocks of `block` bytes: the spec's size, or an eighth of the
+    /// block within 32-512 KiB (and what VMEM allows), in whole (8, 128) tiles of 1024 elements.
+    fn chunk_elems(&self, block: u64) -> u64 {
+        let bytes = self
+            .chunk_bytes
+            .unwrap_or_else(|| (block / 8).clamp(MIN_CHUNK, MAX_CHUNK).min(self.chunk_cap));
+        (bytes / self.esz / 1024).max(1) * 1024
+    }
 }
 
 /// Chain reach per piece: how many hops each chain carries each half of a block.
@@ -337,6 +347,7 @@ fn ring(
     let n = ax.n;
     let block = len / n as u64;
     let pieces = pieces(block / p.esz, ax.bidir, p.esz);
+    let chunk = p.chunk_elems(block);
     let mut chains = Vec::new();
     let mut base = recv_base;
     for (ci, (plus, reach)) in reaches(n, ax.bidir).into_iter().enumerate() {
@@ -359,15 +370,15 @@ fn ring(
                 if elems == 0 || reach[h] < d {
                     continue;
                 }
-                let nchunks = elems.div_ceil(p.chunk_elems);
+                let nchunks = elems.div_ceil(chunk);
                 for j in 0..nchunks {
-                    let e = p.chunk_elems.min(elems - j * p.chunk_elems);
+                    let e = chunk.min(elems - j * chunk);
                     let bytes = e * p.esz;
                     msgs.push(Msg {
                         step: k,
                         piece: h,
                         chunk: j as u32,
-                        off: off + j * p.chunk_elems * p.esz,
+                        off: off + j * chunk * p.esz,
                         elems: e,
                         bytes,
                         shift: shift.rem_euclid(n as i64),
@@ -395,6 +406,7 @@ fn ring(
         n,
         block,
         pieces,
+        chunk_elems: chunk,
         chains,
         src,
         dst,

@@ -161,15 +161,11 @@ pub(crate) fn emit_scatter(
         .map(|(c, m)| Task::Msg(c, m))
         .collect();
     for (h, &(off, elems)) in st.pieces.iter().enumerate() {
-        let nchunks = elems.div_ceil(plan.chunk_elems);
+        let chunk = st.chunk_elems;
+        let nchunks = elems.div_ceil(chunk);
         for j in 0..nchunks {
-            let el = plan.chunk_elems.min(elems - j * plan.chunk_elems);
-            tasks.push(Task::Final(
-                h,
-                j as u32,
-                off + j * plan.chunk_elems * plan.esz,
-                el,
-            ));
+            let el = chunk.min(elems - j * chunk);
+            tasks.push(Task::Final(h, j as u32, off + j * chunk * plan.esz, el));
         }
     }
     let staged = |t: &Task| match t {
@@ -191,7 +187,7 @@ pub(crate) fn emit_scatter(
         plan,
         st,
         dtype,
-        cbytes: (plan.chunk_elems * plan.esz).next_multiple_of(4096),
+        cbytes: (st.chunk_elems * plan.esz).next_multiple_of(4096),
         waited: vec![0; st.chains.len()],
         out_pending: vec![0; SLOTS as usize],
         load_pending: vec![0; SLOTS as usize],
