@@ -12,3 +12,6 @@ mod cli_bench;
 
 #[path = "root/emulator.rs"]
 mod emulator;
+
+#[path = "root/cli_collective.rs"]
+mod cli_collective;

@@ -114,6 +114,7 @@ pub(crate) fn run(
     let mut unfinished = n;
     let mut queue = Queue::new(n);
     let mut ran: Option<usize> = None;
+    let mut turns: u64 = 0;
 
     loop {
         // Next event of every unfinished core whose state changed.
@@ -160,6 +161,11 @@ pub(crate) fn run(
         if next[i] == u64::MAX {
             ending = Ending::Deadlock(deadlock_report(chips, targets, &phase, program));
             break;
+        }
+        // No core sends before the earliest next event: the links may forget older bookings.
+        turns += 1;
+        if turns.is_multiple_of(RETIRE_EVERY) {
+            ici.retire_before(next[i]);
         }
         let until = others.unwrap_or(u64::MAX);
         let horizon = others.map_or(u64::MAX, |o| o.saturating_add(cross));
@@ -270,6 +276,9 @@ fn env_for<'a>(
         run_ahead: false,
     }
 }
+
+/// How many turns of the launcher pass between two prunings of the links' bookings.
+const RETIRE_EVERY: u64 = 256;
 
 /// The unfinished cores by next event (ties: lowest index); an entry is stale once its core's
 /// event has been set again, and stale entries are dropped as they surface.
