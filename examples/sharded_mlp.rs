@@ -76,9 +76,8 @@ fn main() -> Result<(), Error> {
             let mut compiled = dtensor::compile(&mesh, "mlp_step", move |xs: &[DTensor]| {
                 mlp::parallel_step(form, dim, xs)
             });
-            match mode {
-                "defer-and-fuse" => mesh.set_mode(Mode::DeferAndFuse)?,
-                _ => {}
+            if mode == "defer-and-fuse" {
+                mesh.set_mode(Mode::DeferAndFuse)?;
             }
             // A first step generates the kernels (compiled: traces and compiles the plan); the
             // second is timed.
