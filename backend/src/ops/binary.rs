@@ -364,6 +364,12 @@ pub fn logical_not(a: &Tensor) -> Result<Tensor> {
 /// `torch.where(cond, a, b)`.
 pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::where.self", &[cond, a, b])?;
+    if cond.dtype() != DType::Bool {
+        return Err(TpuError::DtypeMismatch(format!(
+            "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
+            cond.dtype().name()
+        )));
+    }
     let common = result_type(&[operand(a), operand(b)]);
     Ok(map(&op, &[cond, a, b], &[common], |p, r| {
         vec![p.select(r[0], r[1], r[2], common)]

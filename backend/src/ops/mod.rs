@@ -98,8 +98,27 @@ pub fn call(rt: &Runtime, name: &str, args: Vec<Value>) -> Result<Vec<Value>> {
         return Err(TpuError::UnknownOp(name.to_string()));
     };
     let args = Args::new(name, args);
-    (def.run)(rt, &args).map_err(|e| match e {
-        TpuError::BadArgs(m) => TpuError::BadArgs(format!("{name}: {m}")),
+    (def.run)(rt, &args).map_err(|e| name_the_op(name, e))
+}
+
+/// Puts the overload's name in front of an argument, shape, dtype, dim or index error that does
+/// not already say it (the error keeps its kind).
+fn name_the_op(name: &str, e: TpuError) -> TpuError {
+    let tag = |m: String| {
+        if m.contains(name) {
+            m
+        } else {
+            format!("{name}: {m}")
+        }
+    };
+    match e {
+        TpuError::BadArgs(m) => TpuError::BadArgs(tag(m)),
+        TpuError::ShapeMismatch(m) => TpuError::ShapeMismatch(tag(m)),
+        TpuError::DtypeMismatch(m) => TpuError::DtypeMismatch(tag(m)),
+        TpuError::DeviceMismatch(m) => TpuError::DeviceMismatch(tag(m)),
+        TpuError::BadDim(m) => TpuError::BadDim(tag(m)),
+        TpuError::IndexOutOfRange(m) => TpuError::IndexOutOfRange(tag(m)),
+        TpuError::Unsupported(m) => TpuError::Unsupported(tag(m)),
         other => other,
-    })
+    }
 }

@@ -331,16 +331,52 @@ fn pointwise_follows_shards_and_keeps_partials() {
         0.0,
     );
     assert!(o[0].placements()[0].is_shard());
-    check_op(
+    // where: a boolean condition (from a comparison) with sharded and broadcast operands.
+    let rt = single();
+    let (c0, a0, b0) = (vals(64, 1), vals(64, 2), vals(8, 3));
+    let host =
+        |v: &[f32], shape: &[usize]| Value::Tensor(Tensor::from_slice(&rt, v, shape).unwrap());
+    let cond = ops::call(
+        &rt,
+        "aten::gt.Scalar",
+        vec![host(&c0, &[8, 8]), Value::Float(0.0)],
+    )
+    .unwrap();
+    let want = ops::call(
+        &rt,
+        "aten::where.self",
+        vec![cond[0].clone(), host(&a0, &[8, 8]), host(&b0, &[8])],
+    )
+    .unwrap();
+    let dc = dtensor::call(
+        &m,
+        "aten::gt.Scalar",
+        vec![
+            distribute_slice(&m, &c0, &[8, 8], &[S(0), S(1)])
+                .unwrap()
+                .into(),
+            Value::Float(0.0).into(),
+        ],
+    )
+    .unwrap();
+    let got = dtensor::call(
         &m,
         "aten::where.self",
-        &[
-            inp(&[8, 8], &[S(0), S(1)], 1),
-            inp(&[8, 8], &[R, S(1)], 2),
-            inp(&[8], &[R, R], 3),
+        vec![
+            dc[0].clone(),
+            distribute_slice(&m, &a0, &[8, 8], &[R, S(1)])
+                .unwrap()
+                .into(),
+            distribute_slice(&m, &b0, &[8], &[R, R]).unwrap().into(),
         ],
-        vec![],
+    )
+    .unwrap();
+    let Value::Tensor(w) = &want[0] else { panic!() };
+    assert_close(
+        &t(&got[0]).to_f64_vec().unwrap(),
+        &w.to_f64_vec().unwrap(),
         0.0,
+        "where",
     );
 }
 

@@ -57,3 +57,6 @@ mod backward;
 
 #[path = "op_suite/coverage.rs"]
 mod coverage;
+
+#[path = "op_suite/errors.rs"]
+mod errors;
