@@ -88,6 +88,12 @@ impl Range {
         }
     }
 
+    /// Whether the two ranges' bounds meet (the cheap test every hazard scan makes first).
+    #[inline(always)]
+    pub fn near(&self, other: &Range) -> bool {
+        self.lo < other.hi && other.lo < self.hi && self.mem == other.mem
+    }
+
     /// Whether the two ranges share a byte; returns the bounds of the overlap. Exact for plain
     /// ranges and for row sets with the same stride; otherwise conservative (bounds only).
     pub fn overlap(&self, other: &Range) -> Option<(u64, u64)> {
@@ -312,7 +318,7 @@ impl Timing {
     pub fn write_hazard(&self, r: &Range, at: u64) -> u64 {
         let mut t = at;
         for (w, ready) in &self.pending_writes {
-            if *ready > t && w.overlap(r).is_some() {
+            if *ready > t && w.near(r) && w.overlap(r).is_some() {
                 t = *ready;
             }
         }
@@ -325,7 +331,7 @@ impl Timing {
     pub fn overwrite_hazard(&self, r: &Range, at: u64) -> u64 {
         let mut t = self.write_hazard(r, at);
         for (w, ready) in &self.pending_reads {
-            if *ready > t && w.overlap(r).is_some() {
+            if *ready > t && w.near(r) && w.overlap(r).is_some() {
                 t = *ready;
             }
         }
@@ -336,7 +342,7 @@ impl Timing {
     /// writing bytes it is still writing, or writing bytes it is still reading.
     pub fn check_race(&self, r: &Range, write: bool, at: u64) -> Result<(), FaultKind> {
         for d in &self.inflight {
-            if d.complete <= at {
+            if d.complete <= at || !(d.dst.near(r) || (write && d.src.near(r))) {
                 continue;
             }
             let hit = d.dst.overlap(r).map(|o| (o, "writing")).or_else(|| {
