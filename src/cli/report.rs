@@ -1,7 +1,40 @@
 //! Printing what a launch did: cycles, simulated time, busy time and utilisation per unit.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
-use tpuemu_emulator::{ChipPreset, LaunchStats};
+use tpuemu_emulator::{ChipPreset, Emulator, LaunchStats};
+use tpuemu_isa::Device;
+use tpuemu_isa::trace::{Trace, TraceMeta};
+
+use super::CliError;
+
+/// Writes the events the emulator recorded as a Chrome trace at `path`, labelled `label`.
+pub fn write_trace(
+    path: &Path,
+    emu: &Emulator,
+    preset: &ChipPreset,
+    chips: u32,
+    label: String,
+) -> Result<(), CliError> {
+    let trace = Trace {
+        meta: TraceMeta {
+            label,
+            generation: preset.name.clone(),
+            clock_hz: preset.clock_hz,
+            peak_bf16_flops: preset.peak_bf16_flops(),
+            hbm_bytes_per_s: preset.hbm_bytes_per_s,
+            chips,
+        },
+        events: emu.drain_events(),
+    };
+    std::fs::write(path, tpuemu_isa::trace::chrome::to_chrome_json(&trace)).map_err(|source| {
+        CliError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
+}
 
 /// The launch as JSON: `cycles`, `seconds_simulated`, `units` (busy cycles, seconds and
 /// utilisation per unit), `flops`, `hbm_bytes`, `instructions`, `host_seconds`.

@@ -22,8 +22,8 @@ use tpuemu_backend::DType;
 use tpuemu_backend::kernels::collective::{
     BufferSlice, ChipBuffers, Collective, CollectiveOp, CollectiveSpec, RingChoice,
 };
+use tpuemu_emulator::ici::{Ici, LinkId};
 use tpuemu_emulator::{ChipPreset, Emulator};
-use tpuemu_isa::trace::{Trace, TraceMeta};
 use tpuemu_isa::{Device, Topology};
 
 use super::super::chip::load_preset;
@@ -169,40 +169,22 @@ fn coords(mesh: &[u32], chip: u32) -> Vec<u32> {
 }
 
 /// The busiest link's bytes when every chip of chip 0's group pushes `block` bytes to every
-/// other, routed dimension by dimension the short way round (ties `+`), as the emulator does.
+/// other, routed as the emulator routes (dimension by dimension, the short way round, ties `+`).
 fn a2a_busiest_link(topo: &Topology, axes: &[usize], block: u64) -> u64 {
-    let members: Vec<Vec<u32>> = (0..topo.num_chips() as u32)
-        .map(|c| coords(&topo.mesh, c))
-        .filter(|c| {
-            c.iter()
+    let ici = Ici::new(topo.mesh.clone(), topo.wraparound.clone(), 1.0, 1);
+    let members: Vec<u32> = (0..topo.num_chips() as u32)
+        .filter(|&c| {
+            coords(&topo.mesh, c)
+                .iter()
                 .enumerate()
                 .all(|(k, x)| axes.contains(&k) || *x == 0)
         })
         .collect();
-    let mut load: HashMap<(Vec<u32>, usize, bool), u64> = HashMap::new();
-    for s in &members {
-        for d in &members {
-            let mut at = s.clone();
-            for k in 0..topo.mesh.len() {
-                let n = topo.mesh[k] as i64;
-                let (a, b) = (at[k] as i64, d[k] as i64);
-                if a == b {
-                    continue;
-                }
-                let fwd = (b - a).rem_euclid(n);
-                let wrap = topo.wraparound[k];
-                let plus = if wrap { fwd <= n - fwd } else { b > a };
-                let steps = if !wrap {
-                    (b - a).abs()
-                } else if plus {
-                    fwd
-                } else {
-                    n - fwd
-                };
-                for _ in 0..steps {
-                    *load.entry((at.clone(), k, plus)).or_default() += block;
-                    at[k] = (at[k] as i64 + if plus { 1 } else { -1 }).rem_euclid(n) as u32;
-                }
+    let mut load: HashMap<LinkId, u64> = HashMap::new();
+    for &s in &members {
+        for &d in &members {
+            for link in ici.route(s, d) {
+                *load.entry(link).or_default() += block;
             }
         }
     }
@@ -351,23 +333,8 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
         v[k] = x.clone();
     }
     if let Some(path) = &args.trace {
-        let trace = Trace {
-            meta: TraceMeta {
-                label: format!("{} {} bytes over axes {:?}", op.name(), args.bytes, axes),
-                generation: preset.name.clone(),
-                clock_hz: preset.clock_hz,
-                peak_bf16_flops: preset.peak_bf16_flops(),
-                hbm_bytes_per_s: preset.hbm_bytes_per_s,
-                chips: topo.num_chips() as u32,
-            },
-            events: emu.drain_events(),
-        };
-        std::fs::write(path, tpuemu_isa::trace::chrome::to_chrome_json(&trace)).map_err(
-            |source| CliError::Io {
-                path: path.clone(),
-                source,
-            },
-        )?;
+        let label = format!("{} {} bytes over axes {:?}", op.name(), args.bytes, axes);
+        report::write_trace(path, &emu, &preset, topo.num_chips() as u32, label)?;
     }
     if args.json {
         return super::super::write_output(

@@ -11,7 +11,6 @@ use serde_json::json;
 use tpuemu_backend::kernels::gemm::{self, GemmSpec};
 use tpuemu_emulator::{Emulator, MxuModel};
 use tpuemu_isa::ops::{MxuFmt, Precision};
-use tpuemu_isa::trace::{Trace, TraceMeta};
 use tpuemu_isa::{BufferId, CoreRef, Device, KernelArg, Launch, LaunchTarget};
 
 use super::super::chip::ChipArgs;
@@ -232,23 +231,8 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
         v["host_over_numpy"] = json!(host_seconds / np);
     }
     if let Some(path) = &args.trace {
-        let trace = Trace {
-            meta: TraceMeta {
-                label: format!("gemm {}x{}x{}", args.m, args.n, args.k),
-                generation: preset.name.clone(),
-                clock_hz: preset.clock_hz,
-                peak_bf16_flops: peak,
-                hbm_bytes_per_s: preset.hbm_bytes_per_s,
-                chips: 1,
-            },
-            events: emu.drain_events(),
-        };
-        std::fs::write(path, tpuemu_isa::trace::chrome::to_chrome_json(&trace)).map_err(
-            |source| CliError::Io {
-                path: path.clone(),
-                source,
-            },
-        )?;
+        let label = format!("gemm {}x{}x{}", args.m, args.n, args.k);
+        report::write_trace(path, &emu, &preset, 1, label)?;
     }
     for b in bufs {
         let _ = emu.free(b);
