@@ -17,10 +17,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value, json};
 
-use super::{Args, Counter, Flow, Span, Trace, TraceEvent, TraceMeta, Track};
+pub use super::chrome_read::from_chrome_json;
+use super::{Trace, TraceEvent, Track};
 
 /// Keys of `args` that the format itself uses.
-const RESERVED: &[&str] = &["track", "op_id", "group_id", "start_cycle", "end_cycle"];
+pub(super) const RESERVED: &[&str] = &["track", "op_id", "group_id", "start_cycle", "end_cycle"];
 
 /// Why a file is not a readable trace.
 #[derive(Debug, thiserror::Error)]
@@ -170,210 +171,12 @@ pub fn to_chrome_json(trace: &Trace) -> String {
     serde_json::to_string(&to_chrome_value(trace)).expect("trace serializes")
 }
 
-fn num(v: &Value, key: &str) -> Option<f64> {
-    v.get(key).and_then(Value::as_f64)
-}
-
-/// Reads Chrome trace event JSON (ours or anyone's).
-pub fn from_chrome_json(text: &str) -> Result<Trace, ChromeTraceError> {
-    let root: Value = serde_json::from_str(text)?;
-    let (events, meta) = match &root {
-        Value::Array(a) => (a.as_slice(), TraceMeta::default()),
-        Value::Object(o) => {
-            let evs = o
-                .get("traceEvents")
-                .and_then(Value::as_array)
-                .ok_or_else(|| ChromeTraceError::Shape("no `traceEvents` array".into()))?;
-            let meta = o
-                .get("otherData")
-                .and_then(|d| d.get("tpuemu"))
-                .and_then(|m| serde_json::from_value(m.clone()).ok())
-                .unwrap_or_default();
-            (evs.as_slice(), meta)
-        }
-        _ => {
-            return Err(ChromeTraceError::Shape(
-                "expected an object or an array".into(),
-            ));
-        }
-    };
-
-    let mut thread_names: HashMap<(u64, u64), String> = HashMap::new();
-    for e in events {
-        if e.get("ph").and_then(Value::as_str) == Some("M")
-            && e.get("name").and_then(Value::as_str) == Some("thread_name")
-        {
-            let pid = e.get("pid").and_then(Value::as_u64).unwrap_or(0);
-            let tid = e.get("tid").and_then(Value::as_u64).unwrap_or(0);
-            if let Some(n) = e.pointer("/args/name").and_then(Value::as_str) {
-                thread_names.insert((pid, tid), n.to_string());
-            }
-        }
-    }
-    // Tracks seen per (pid, tid), so flow ends can be placed on the same track as spans.
-    let mut tracks: HashMap<(u64, u64), Track> = HashMap::new();
-    let host_track = |pid: u64, tid: u64, names: &HashMap<(u64, u64), String>| Track::Host {
-        lane: names
-            .get(&(pid, tid))
-            .cloned()
-            .unwrap_or_else(|| format!("pid {pid} tid {tid}")),
-    };
-
-    let mut out = Vec::new();
-    // Open `B` events per (pid, tid) track: name, start, args.
-    type OpenSpans = HashMap<(u64, u64), Vec<(String, f64, Args)>>;
-    let mut open: OpenSpans = HashMap::new();
-    let mut flow_starts: HashMap<u64, (String, (u64, u64), f64)> = HashMap::new();
-    let mut flow_ends: Vec<(u64, (u64, u64), f64)> = Vec::new();
-
-    for (i, e) in events.iter().enumerate() {
-        let Some(ph) = e.get("ph").and_then(Value::as_str) else {
-            return Err(ChromeTraceError::Shape(format!("event {i} has no `ph`")));
-        };
-        let pid = e.get("pid").and_then(Value::as_u64).unwrap_or(0);
-        let tid = e.get("tid").and_then(Value::as_u64).unwrap_or(0);
-        let ts = num(e, "ts").unwrap_or(0.0) * 1000.0;
-        let name = e
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        match ph {
-            "X" => {
-                let dur = num(e, "dur").unwrap_or(0.0) * 1000.0;
-                let args = e
-                    .get("args")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
-                let track = match args
-                    .get("track")
-                    .map(|t| serde_json::from_value::<Track>(t.clone()))
-                {
-                    Some(Ok(t)) => t,
-                    _ => host_track(pid, tid, &thread_names),
-                };
-                tracks.entry((pid, tid)).or_insert_with(|| track.clone());
-                out.push(TraceEvent::Span(span_from_args(
-                    track,
-                    name,
-                    ts,
-                    ts + dur,
-                    &args,
-                )));
-            }
-            "B" => {
-                let args = e
-                    .get("args")
-                    .and_then(Value::as_object)
-                    .cloned()
-                    .unwrap_or_default();
-                open.entry((pid, tid))
-                    .or_default()
-                    .push((name, ts, args.into_iter().collect()));
-            }
-            "E" => {
-                if let Some((name, start, args)) = open.get_mut(&(pid, tid)).and_then(Vec::pop) {
-                    let track = host_track(pid, tid, &thread_names);
-                    tracks.entry((pid, tid)).or_insert_with(|| track.clone());
-                    let mut s = Span::new(track, name, start, ts.max(start));
-                    s.args = args;
-                    out.push(TraceEvent::Span(s));
-                }
-            }
-            "s" => {
-                if let Some(id) = flow_id(e) {
-                    flow_starts.insert(id, (name, (pid, tid), ts));
-                }
-            }
-            "f" | "t" => {
-                if let Some(id) = flow_id(e) {
-                    flow_ends.push((id, (pid, tid), ts));
-                }
-            }
-            "C" => {
-                let chip = if pid == 0 {
-                    None
-                } else {
-                    Some((pid - 1) as u32)
-                };
-                if let Some(args) = e.get("args").and_then(Value::as_object) {
-                    for (k, v) in args {
-                        if let Some(value) = v.as_f64() {
-                            out.push(TraceEvent::Counter(Counter {
-                                chip,
-                                name: k.clone(),
-                                ns: ts,
-                                value,
-                            }));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    for (id, to, to_ns) in flow_ends {
-        if let Some((name, from, from_ns)) = flow_starts.get(&id) {
-            let find = |k: (u64, u64)| {
-                tracks
-                    .get(&k)
-                    .cloned()
-                    .unwrap_or_else(|| host_track(k.0, k.1, &thread_names))
-            };
-            out.push(TraceEvent::Flow(Flow {
-                id,
-                name: name.clone(),
-                from: find(*from),
-                from_ns: *from_ns,
-                to: find(to),
-                to_ns,
-            }));
-        }
-    }
-    Ok(Trace { meta, events: out })
-}
-
-fn flow_id(e: &Value) -> Option<u64> {
-    match e.get("id")? {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s
-            .parse()
-            .ok()
-            .or_else(|| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok()),
-        _ => None,
-    }
-}
-
-fn span_from_args(
-    track: Track,
-    name: String,
-    start_ns: f64,
-    end_ns: f64,
-    args: &Map<String, Value>,
-) -> Span {
-    let mut s = Span::new(track, name, start_ns, end_ns);
-    s.op_id = args.get("op_id").and_then(Value::as_u64);
-    s.group_id = args.get("group_id").and_then(Value::as_u64);
-    if let (Some(a), Some(b)) = (
-        args.get("start_cycle").and_then(Value::as_u64),
-        args.get("end_cycle").and_then(Value::as_u64),
-    ) {
-        s.cycles = Some((a, b));
-    }
-    s.args = args
-        .iter()
-        .filter(|(k, _)| !RESERVED.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::instr::Unit;
     use crate::reg::Mxu;
+    use crate::trace::{Counter, Flow, Span, TraceMeta};
 
     fn sample() -> Trace {
         let mut k = Span::new(Track::Kernel { chip: 0, core: 0 }, "mm", 1000.0, 5000.0);
@@ -477,8 +280,64 @@ mod tests {
 
     #[test]
     fn rejects_non_traces() {
-        assert!(from_chrome_json("{").is_err());
-        assert!(from_chrome_json("{\"a\": 1}").is_err());
-        assert!(from_chrome_json("[{\"pid\": 1}]").is_err());
+        let why = |text: &str| from_chrome_json(text).unwrap_err().to_string();
+        assert!(why("{").starts_with("not JSON"), "{}", why("{"));
+        assert!(why("{\"a\": 1}").contains("no `traceEvents`"));
+        assert!(why("[{\"pid\": 1}]").contains("event 0 has no `ph`"));
+        assert!(why("[{\"ph\":\"X\"}, {\"pid\": 1}]").contains("event 1 has no `ph`"));
+        assert!(why("42").contains("object or an array"));
+        assert!(why("[] x").starts_with("not JSON"));
+        assert!(why("{\"traceEvents\": 3}").starts_with("not JSON"));
+    }
+
+    #[test]
+    fn names_threads_whose_metadata_comes_last_and_joins_flows() {
+        let text = r#"{"traceEvents": [
+            {"ph":"X","pid":1,"tid":2,"ts":1.0,"dur":2.0,"name":"work","args":{"n":3}},
+            {"ph":"s","pid":1,"tid":2,"ts":1.5,"id":"0x10","name":"dep"},
+            {"ph":"f","pid":1,"tid":5,"ts":4.0,"id":16,"bp":"e"},
+            {"ph":"X","pid":1,"tid":5,"ts":4.0,"dur":1.0,"name":"later"},
+            {"ph":"C","pid":0,"ts":2.0,"name":"mem","args":{"bytes":7}},
+            {"ph":"M","pid":1,"tid":2,"name":"thread_name","args":{"name":"worker"}}
+        ], "otherData": {"unrelated": true}, "displayTimeUnit": "ns"}"#;
+        let t = from_chrome_json(text).unwrap();
+        let spans: Vec<_> = t.spans().collect();
+        assert_eq!(spans.len(), 2);
+        assert_eq!(
+            spans[0].track,
+            Track::Host {
+                lane: "worker".into()
+            }
+        );
+        assert_eq!(spans[0].args.get("n"), Some(&json!(3)));
+        assert_eq!(
+            spans[1].track,
+            Track::Host {
+                lane: "pid 1 tid 5".into()
+            }
+        );
+        let flows: Vec<_> = t
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                TraceEvent::Flow(f) => Some(f),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(flows.len(), 1);
+        assert_eq!(
+            flows[0].from,
+            Track::Host {
+                lane: "worker".into()
+            }
+        );
+        assert_eq!((flows[0].from_ns, flows[0].to_ns), (1500.0, 4000.0));
+        let counters = t
+            .events
+            .iter()
+            .filter(|e| matches!(e, TraceEvent::Counter(c) if c.name == "bytes" && c.value == 7.0))
+            .count();
+        assert_eq!(counters, 1);
+        assert_eq!(t.meta, TraceMeta::default());
     }
 }

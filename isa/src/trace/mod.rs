@@ -27,6 +27,7 @@
 //! per chip.
 
 pub mod chrome;
+mod chrome_read;
 
 use std::collections::BTreeMap;
 
