@@ -322,7 +322,8 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
         "algbw_bytes_per_s": args.bytes as f64 / secs,
         "busbw_bytes_per_s": args.bytes as f64 / secs * bus,
         "model_seconds": model,
-        "seconds_over_model": secs / model,
+        // A group of one chip moves nothing over ICI: no model to compare with.
+        "seconds_over_model": (model > 0.0).then(|| secs / model),
         "ici_link_bytes_per_s": preset.ici_link_bytes_per_s,
         "ici_hop_latency_ns": preset.ici_hop_latency_ns,
         "ici_bytes": done.counters.ici_bytes,
@@ -353,7 +354,7 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
         "{} of {} bytes ({}) over axes {:?} of {} {:?} (wraparound {:?}): groups of {} chips, {} rings\n\
          simulated time   {}\n\
          algbw            {:.2} GB/s (busbw {:.2} GB/s)\n\
-         model            {} ((n-1)/n V/W per ring stage, W = {} GB/s per link direction): {:.2}x\n\
+         model            {} ((n-1)/n V/W per ring stage, W = {} GB/s per link direction): {}\n\
          host time        {:.3} s, peak RSS {} MiB, {} instructions per chip program\n",
         op.name(),
         args.bytes,
@@ -373,7 +374,11 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
         args.bytes as f64 / secs * bus / 1e9,
         report::seconds(model),
         preset.ici_link_bytes_per_s / 1e9,
-        secs / model,
+        if model > 0.0 {
+            format!("{:.2}x", secs / model)
+        } else {
+            "nothing crosses a link".to_string()
+        },
         host_seconds,
         super::peak_rss_bytes().unwrap_or(0) >> 20,
         c.program().instrs.len(),
