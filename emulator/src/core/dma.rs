@@ -130,7 +130,29 @@ struct Side {
     mem: MemKey,
     base: i64,
     size: u64,
-    region: String,
+    region: Region,
+}
+
+/// What a side of a DMA addresses, named only when a fault needs the words.
+#[derive(Clone, Copy)]
+enum Region {
+    Vmem,
+    Smem,
+    HbmArg { slot: usize, id: u64 },
+    PeerVmem(u32),
+    PeerSmem(u32),
+}
+
+impl Region {
+    fn name(self) -> String {
+        match self {
+            Region::Vmem => "VMEM".into(),
+            Region::Smem => "SMEM".into(),
+            Region::HbmArg { slot, id } => format!("HBM argument a{slot} (buffer {id})"),
+            Region::PeerVmem(to) => format!("VMEM of chip {to}"),
+            Region::PeerSmem(to) => format!("SMEM of chip {to}"),
+        }
+    }
 }
 
 impl Core {
@@ -141,13 +163,13 @@ impl Core {
                 mem: MemKey::Vmem,
                 base,
                 size: self.vmem.size(),
-                region: "VMEM".into(),
+                region: Region::Vmem,
             },
             Space::Smem => Side {
                 mem: MemKey::Smem,
                 base,
                 size: self.smem.size(),
-                region: "SMEM".into(),
+                region: Region::Smem,
             },
             Space::Hbm => {
                 let slot = r.slot.map_or(0, |s| s.index()) as usize;
@@ -156,7 +178,7 @@ impl Core {
                         mem: MemKey::Hbm(*id),
                         base,
                         size: *size,
-                        region: format!("HBM argument a{slot} (buffer {id})"),
+                        region: Region::HbmArg { slot, id: *id as u64 },
                     },
                     Some(ArgVal::Scalar(_)) => {
                         return Err(FaultKind::Invalid(format!(
@@ -199,10 +221,13 @@ impl Core {
                     Ok(core.smem.read_u32(at as usize))
                 };
                 let nd = word(self, 0)?.min(MAX_DMA_DIMS as u32 + 1);
-                let words = (0..2 + 3 * nd as i64)
-                    .map(|i| word(self, i))
-                    .collect::<Result<Vec<_>, _>>()?;
-                DmaDescriptor::from_words(&words).map_err(|e| FaultKind::Invalid(e.to_string()))
+                let n = 2 + 3 * nd as usize;
+                let mut words = [0u32; 2 + 3 * (MAX_DMA_DIMS + 1)];
+                for (i, w) in words.iter_mut().enumerate().take(n) {
+                    *w = word(self, i as i64)?;
+                }
+                DmaDescriptor::from_words(&words[..n])
+                    .map_err(|e| FaultKind::Invalid(e.to_string()))
             }
         }
     }
@@ -265,13 +290,13 @@ impl Core {
                         mem: MemKey::Vmem,
                         base: self.s(dst.addr) as i64,
                         size: env.preset.vmem_bytes,
-                        region: format!("VMEM of chip {to}"),
+                        region: Region::PeerVmem(to),
                     },
                     Space::Smem => Side {
                         mem: MemKey::Smem,
                         base: self.s(dst.addr) as i64,
                         size: env.preset.smem_bytes,
-                        region: format!("SMEM of chip {to}"),
+                        region: Region::PeerSmem(to),
                     },
                 };
                 (side, Some((to, r.recv_sem)))
@@ -494,7 +519,7 @@ fn check(
     if lo < 0 || hi as u64 > side.size {
         return Err(FaultKind::OutOfBounds {
             access,
-            region: side.region.clone(),
+            region: side.region.name(),
             start: lo,
             end: hi,
             size: side.size,
