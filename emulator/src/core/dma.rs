@@ -178,7 +178,7 @@ impl Core {
                         mem: MemKey::Hbm(*id),
                         base,
                         size: *size,
-                        region: Region::HbmArg { slot, id: *id as u64 },
+                        region: Region::HbmArg { slot, id: *id },
                     },
                     Some(ArgVal::Scalar(_)) => {
                         return Err(FaultKind::Invalid(format!(
