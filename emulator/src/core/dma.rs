@@ -453,9 +453,7 @@ impl Core {
             MemKey::Vmem => {
                 out.copy_from_slice(&self.vmem.bytes()[at as usize..at as usize + out.len()])
             }
-            MemKey::Smem => {
-                out.copy_from_slice(&self.smem.bytes()[at as usize..at as usize + out.len()])
-            }
+            MemKey::Smem => self.smem.read(at as usize, out),
             MemKey::Hbm(id) => chip
                 .hbm
                 .buffer(id)
@@ -469,9 +467,7 @@ impl Core {
             MemKey::Vmem => {
                 self.vmem.bytes()[at as usize..at as usize + data.len()].copy_from_slice(data)
             }
-            MemKey::Smem => {
-                self.smem.bytes()[at as usize..at as usize + data.len()].copy_from_slice(data)
-            }
+            MemKey::Smem => self.smem.write(at as usize, data),
             MemKey::Hbm(id) => chip
                 .hbm
                 .buffer_mut(id)
@@ -497,7 +493,7 @@ pub(crate) fn deliver(
         let src = &w.data[at..at + len];
         match w.dst {
             MemKey::Vmem => vmem.bytes()[pos as usize..pos as usize + len].copy_from_slice(src),
-            MemKey::Smem => smem.bytes()[pos as usize..pos as usize + len].copy_from_slice(src),
+            MemKey::Smem => smem.write(pos as usize, src),
             MemKey::Hbm(id) => chip
                 .hbm
                 .buffer_mut(id)

@@ -94,6 +94,7 @@ fn read_matrix(
 
 impl Core {
     /// Checks a `rows x row_bytes` block at `addr` with `stride`; returns its base and range.
+    #[inline(always)]
     fn mxu_block(
         &self,
         addr: Addr,
@@ -211,13 +212,27 @@ impl Core {
                 } else {
                     Vec::new()
                 };
-                self.mxus[mxu.index() as usize].weights = Some(Weights {
-                    fmt,
-                    k: k as usize,
-                    n: n as usize,
-                    raw: weights,
-                    parts: [None, None, None],
-                });
+                // In place: a new `Weights` would copy a few hundred bytes per load.
+                match &mut self.mxus[mxu.index() as usize].weights {
+                    Some(w) => {
+                        w.fmt = fmt;
+                        w.k = k as usize;
+                        w.n = n as usize;
+                        w.raw = weights;
+                        for p in &mut w.parts {
+                            *p = None;
+                        }
+                    }
+                    slot => {
+                        *slot = Some(Weights {
+                            fmt,
+                            k: k as usize,
+                            n: n as usize,
+                            raw: weights,
+                            parts: [None, None, None],
+                        })
+                    }
+                }
             }
             Instr::MxuMatmul {
                 mxu,

@@ -42,6 +42,9 @@ impl MemKey {
     }
 }
 
+/// Entries in flight below which expired ones behind live ones are never swept.
+const MIN_RETAIN: usize = 48;
+
 /// Bytes of a memory: `rows` runs of `row_bytes`, `stride` apart, starting at `lo`; `hi` is one
 /// past the last byte. A plain range is one row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,8 +113,13 @@ impl Range {
             let s = a.stride as i64;
             let d = b.lo as i64 - a.lo as i64;
             let (wa, wb) = (a.row_bytes as i64, b.row_bytes as i64);
-            let t_lo = (-wb - d).div_euclid(s) + 1;
-            let t_hi = (wa - d - 1).div_euclid(s);
+            // Floor division; a shift when the stride is a power of two (tiles' rows).
+            let (t_lo, t_hi) = if s.count_ones() == 1 {
+                let sh = s.trailing_zeros();
+                (((-wb - d) >> sh) + 1, (wa - d - 1) >> sh)
+            } else {
+                ((-wb - d).div_euclid(s) + 1, (wa - d - 1).div_euclid(s))
+            };
             t_lo.max(-(a.rows as i64 - 1)) <= t_hi.min(b.rows as i64 - 1)
         };
         let hit = match (self.rows > 1, other.rows > 1) {
@@ -200,6 +208,59 @@ pub(crate) struct MxuTiming {
     pub queue: VecDeque<u64>,
 }
 
+/// Where a list's ranges lie: the bounds of its VMEM ranges, and whether it holds any range of
+/// another memory. Kept since the list was last empty or swept (so it may be wider than what is
+/// still live, never narrower): an access outside it skips the whole list.
+#[derive(Clone, Copy, Debug)]
+struct Hull {
+    lo: u64,
+    hi: u64,
+    others: bool,
+}
+
+impl Default for Hull {
+    fn default() -> Self {
+        Hull {
+            lo: u64::MAX,
+            hi: 0,
+            others: false,
+        }
+    }
+}
+
+impl Hull {
+    #[inline]
+    fn add(&mut self, r: &Range) {
+        if r.lo >= r.hi {
+            return;
+        }
+        if r.mem == MemKey::Vmem {
+            self.lo = self.lo.min(r.lo);
+            self.hi = self.hi.max(r.hi);
+        } else {
+            self.others = true;
+        }
+    }
+
+    /// Whether a range of the list may share a byte with `r`.
+    #[inline(always)]
+    fn may_touch(&self, r: &Range) -> bool {
+        if r.mem == MemKey::Vmem {
+            r.lo < self.hi && self.lo < r.hi
+        } else {
+            self.others
+        }
+    }
+
+    fn of<'a>(ranges: impl Iterator<Item = &'a Range>) -> Self {
+        let mut h = Hull::default();
+        for r in ranges {
+            h.add(r);
+        }
+        h
+    }
+}
+
 /// Timing state of one core.
 #[derive(Clone, Debug)]
 pub(crate) struct Timing {
@@ -225,8 +286,17 @@ pub(crate) struct Timing {
     pub pending_reads: VecDeque<(Range, u64)>,
     /// DMAs in flight.
     pub inflight: VecDeque<Inflight>,
-    /// No pending entry ends before this cycle (pruning is skipped until then).
+    /// No entry at the front of a list ends before this cycle (pruning is skipped until then).
     prune_at: u64,
+    /// Entries (all three lists) at which the next full pass runs: twice what the last one
+    /// left, so that full passes cost O(1) per entry however many stay in flight.
+    retain_at: usize,
+    /// Where the ranges of `pending_writes`, `pending_reads` and the DMAs' destinations and
+    /// sources lie.
+    hull_writes: Hull,
+    hull_reads: Hull,
+    hull_dma_dst: Hull,
+    hull_dma_src: Hull,
     /// Start cycles of the DMAs issued, for the DMA queue depth.
     pub dma_queue: VecDeque<u64>,
     /// Latest completion of any asynchronous work.
@@ -269,6 +339,11 @@ impl Timing {
             pending_reads: VecDeque::new(),
             inflight: VecDeque::new(),
             prune_at: u64::MAX,
+            retain_at: MIN_RETAIN,
+            hull_writes: Hull::default(),
+            hull_reads: Hull::default(),
+            hull_dma_dst: Hull::default(),
+            hull_dma_src: Hull::default(),
             dma_queue: VecDeque::new(),
             async_end: t0,
         }
@@ -317,6 +392,9 @@ impl Timing {
     #[inline]
     pub fn write_hazard(&self, r: &Range, at: u64) -> u64 {
         let mut t = at;
+        if !self.hull_writes.may_touch(r) {
+            return t;
+        }
         for (w, ready) in &self.pending_writes {
             if *ready > t && w.near(r) && w.overlap(r).is_some() {
                 t = *ready;
@@ -330,6 +408,9 @@ impl Timing {
     #[inline]
     pub fn overwrite_hazard(&self, r: &Range, at: u64) -> u64 {
         let mut t = self.write_hazard(r, at);
+        if !self.hull_reads.may_touch(r) {
+            return t;
+        }
         for (w, ready) in &self.pending_reads {
             if *ready > t && w.near(r) && w.overlap(r).is_some() {
                 t = *ready;
@@ -340,7 +421,17 @@ impl Timing {
 
     /// Faults when an access to `r` at cycle `at` overlaps a DMA still in flight: reading or
     /// writing bytes it is still writing, or writing bytes it is still reading.
+    #[inline(always)]
     pub fn check_race(&self, r: &Range, write: bool, at: u64) -> Result<(), FaultKind> {
+        if !(self.hull_dma_dst.may_touch(r) || (write && self.hull_dma_src.may_touch(r))) {
+            return Ok(());
+        }
+        self.scan_races(r, write, at)
+    }
+
+    /// [`Timing::check_race`] past the bounds test: the DMAs in flight one by one.
+    #[inline(never)]
+    fn scan_races(&self, r: &Range, write: bool, at: u64) -> Result<(), FaultKind> {
         for d in &self.inflight {
             if d.complete <= at || !(d.dst.near(r) || (write && d.src.near(r))) {
                 continue;
@@ -372,8 +463,12 @@ impl Timing {
     /// Forgets pending writes and DMAs finished by cycle `now`.
     #[inline]
     pub fn prune(&mut self, now: u64) {
-        // Entries arrive roughly in completion order: drop the expired ones at the fronts
-        // (cheap, every instruction), so that hazard checks scan only what is in flight.
+        // Nothing at the fronts has finished yet: nothing to do (most instructions).
+        if now < self.prune_at {
+            return;
+        }
+        // Entries arrive roughly in completion order: drop the expired ones at the fronts, so
+        // that hazard checks scan only what is in flight.
         while self.pending_writes.front().is_some_and(|(_, t)| *t <= now) {
             self.pending_writes.pop_front();
         }
@@ -383,22 +478,38 @@ impl Timing {
         while self.inflight.front().is_some_and(|d| d.complete <= now) {
             self.inflight.pop_front();
         }
-        // Expired entries behind live ones are harmless (every check skips them); a full pass
-        // now and then bounds the lists.
-        if now < self.prune_at
-            || self.pending_writes.len() + self.pending_reads.len() + self.inflight.len() < 48
-        {
-            return;
+        if self.pending_writes.is_empty() {
+            self.hull_writes = Hull::default();
         }
-        self.pending_writes.retain(|(_, t)| *t > now);
-        self.pending_reads.retain(|(_, t)| *t > now);
-        self.inflight.retain(|d| d.complete > now);
+        if self.pending_reads.is_empty() {
+            self.hull_reads = Hull::default();
+        }
+        if self.inflight.is_empty() {
+            self.hull_dma_dst = Hull::default();
+            self.hull_dma_src = Hull::default();
+        }
+        // Expired entries behind live ones are harmless (every check skips them); a full pass
+        // bounds the lists once they have grown to twice what the last pass left.
+        let len = self.pending_writes.len() + self.pending_reads.len() + self.inflight.len();
+        if len >= self.retain_at {
+            self.pending_writes.retain(|(_, t)| *t > now);
+            self.pending_reads.retain(|(_, t)| *t > now);
+            self.inflight.retain(|d| d.complete > now);
+            self.hull_writes = Hull::of(self.pending_writes.iter().map(|(r, _)| r));
+            self.hull_reads = Hull::of(self.pending_reads.iter().map(|(r, _)| r));
+            self.hull_dma_dst = Hull::of(self.inflight.iter().map(|d| &d.dst));
+            self.hull_dma_src = Hull::of(self.inflight.iter().map(|d| &d.src));
+            let left = self.pending_writes.len() + self.pending_reads.len() + self.inflight.len();
+            self.retain_at = MIN_RETAIN.max(2 * left);
+        }
+        // Next time something at a front finishes.
         self.prune_at = self
             .pending_writes
-            .iter()
+            .front()
             .map(|(_, t)| *t)
-            .chain(self.pending_reads.iter().map(|(_, t)| *t))
-            .chain(self.inflight.iter().map(|d| d.complete))
+            .into_iter()
+            .chain(self.pending_reads.front().map(|(_, t)| *t))
+            .chain(self.inflight.front().map(|d| d.complete))
             .min()
             .unwrap_or(u64::MAX);
     }
@@ -406,18 +517,22 @@ impl Timing {
     /// Records an asynchronous write of `r` landing at `ready`.
     pub fn add_pending_write(&mut self, r: Range, ready: u64) {
         self.prune_at = self.prune_at.min(ready);
+        self.hull_writes.add(&r);
         self.pending_writes.push_back((r, ready));
     }
 
     /// Records an asynchronous read of `r` lasting until `ready`.
     pub fn add_pending_read(&mut self, r: Range, ready: u64) {
         self.prune_at = self.prune_at.min(ready);
+        self.hull_reads.add(&r);
         self.pending_reads.push_back((r, ready));
     }
 
     /// Records a DMA in flight.
     pub fn add_inflight(&mut self, d: Inflight) {
         self.prune_at = self.prune_at.min(d.complete);
+        self.hull_dma_dst.add(&d.dst);
+        self.hull_dma_src.add(&d.src);
         self.inflight.push_back(d);
     }
 

@@ -6,6 +6,8 @@ pub struct LocalMem {
     name: &'static str,
     size: u64,
     data: Option<Vec<u8>>,
+    /// Bytes from this offset on are known to be zero.
+    dirty: usize,
 }
 
 impl LocalMem {
@@ -15,6 +17,7 @@ impl LocalMem {
             name,
             size,
             data: None,
+            dirty: 0,
         }
     }
 
@@ -33,25 +36,53 @@ impl LocalMem {
         start >= 0 && end >= start && end as u64 <= self.size
     }
 
-    /// The bytes, allocating them (zeroed) on first use.
+    /// The bytes, allocating them (zeroed) on first use; any of them may be written.
     pub fn bytes(&mut self) -> &mut [u8] {
+        self.dirty = self.size as usize;
+        self.alloc()
+    }
+
+    fn alloc(&mut self) -> &mut [u8] {
         let size = self.size as usize;
         self.data.get_or_insert_with(|| vec![0u8; size])
     }
 
+    /// Copies `out.len()` bytes from a checked offset (zeros where nothing was written).
+    pub fn read(&self, at: usize, out: &mut [u8]) {
+        match &self.data {
+            Some(d) => out.copy_from_slice(&d[at..at + out.len()]),
+            None => out.fill(0),
+        }
+    }
+
+    /// Writes `data` at a checked offset.
+    pub fn write(&mut self, at: usize, data: &[u8]) {
+        self.dirty = self.dirty.max(at + data.len());
+        self.alloc()[at..at + data.len()].copy_from_slice(data);
+    }
+
     /// Reads a little-endian word at a checked, aligned address.
-    pub fn read_u32(&mut self, addr: usize) -> u32 {
-        let b = self.bytes();
-        u32::from_le_bytes([b[addr], b[addr + 1], b[addr + 2], b[addr + 3]])
+    pub fn read_u32(&self, addr: usize) -> u32 {
+        let mut b = [0u8; 4];
+        self.read(addr, &mut b);
+        u32::from_le_bytes(b)
     }
 
     /// Writes a little-endian word at a checked, aligned address.
     pub fn write_u32(&mut self, addr: usize, v: u32) {
-        self.bytes()[addr..addr + 4].copy_from_slice(&v.to_le_bytes());
+        self.write(addr, &v.to_le_bytes());
     }
 
-    /// Drops the contents (the memory reads as zero again and holds no host memory).
+    /// Makes the memory read as zero again: zeroes the bytes written when they are few (a
+    /// launch's arguments in SMEM), else drops the allocation (no host memory held).
     pub fn clear(&mut self) {
-        self.data = None;
+        if let Some(d) = &mut self.data
+            && self.dirty <= d.len() / 16
+        {
+            d[..self.dirty].fill(0);
+        } else {
+            self.data = None;
+        }
+        self.dirty = 0;
     }
 }
