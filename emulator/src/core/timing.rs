@@ -42,6 +42,27 @@ impl MemKey {
     }
 }
 
+/// DMAs in flight up to which their bounds are recomputed whenever one finishes.
+const HULL_EXACT: usize = 16;
+
+/// Whether `b_rows` rows of `b_w` bytes from `b_lo`, `a.stride` apart, meet the rows of `a`.
+/// Row j of b starts at `a.lo + d + j*S`; rows i and j meet iff `t = j - i` has
+/// `d + t*S < a.w` and `d + t*S + b.w > 0`.
+#[inline(always)]
+fn rows_meet(a: &Range, b_lo: u64, b_w: u64, b_rows: u64) -> bool {
+    let s = a.stride as i64;
+    let d = b_lo as i64 - a.lo as i64;
+    let (wa, wb) = (a.row_bytes as i64, b_w as i64);
+    // Floor division; a shift when the stride is a power of two (tiles' rows).
+    let (t_lo, t_hi) = if s.count_ones() == 1 {
+        let sh = s.trailing_zeros();
+        (((-wb - d) >> sh) + 1, (wa - d - 1) >> sh)
+    } else {
+        ((-wb - d).div_euclid(s) + 1, (wa - d - 1).div_euclid(s))
+    };
+    t_lo.max(-(a.rows as i64 - 1)) <= t_hi.min(b_rows as i64 - 1)
+}
+
 /// Entries in flight below which expired ones behind live ones are never swept.
 const MIN_RETAIN: usize = 48;
 
@@ -100,56 +121,78 @@ impl Range {
     /// Whether the two ranges share a byte; returns the bounds of the overlap. Exact for plain
     /// ranges and for row sets with the same stride; otherwise conservative (bounds only).
     pub fn overlap(&self, other: &Range) -> Option<(u64, u64)> {
-        if self.mem != other.mem {
-            return None;
+        self.touches(other)
+            .then(|| (self.lo.max(other.lo), self.hi.min(other.hi)))
+    }
+
+    /// Whether the two ranges share a byte (exact where [`Range::overlap`] is).
+    #[inline]
+    pub fn touches(&self, other: &Range) -> bool {
+        if !self.near(other) || self.lo >= self.hi || other.lo >= other.hi {
+            return false;
         }
-        let (lo, hi) = (self.lo.max(other.lo), self.hi.min(other.hi));
-        if lo >= hi {
-            return None;
-        }
-        // Rows of `b` against rows of `a` with `a`'s stride S: row j of b starts at
-        // a.lo + d + j*S; rows i and j meet iff t = j - i has d + t*S < a.w and d + t*S + b.w > 0.
-        let exact = |a: &Range, b: &Range| -> bool {
-            let s = a.stride as i64;
-            let d = b.lo as i64 - a.lo as i64;
-            let (wa, wb) = (a.row_bytes as i64, b.row_bytes as i64);
-            // Floor division; a shift when the stride is a power of two (tiles' rows).
-            let (t_lo, t_hi) = if s.count_ones() == 1 {
-                let sh = s.trailing_zeros();
-                (((-wb - d) >> sh) + 1, (wa - d - 1) >> sh)
-            } else {
-                ((-wb - d).div_euclid(s) + 1, (wa - d - 1).div_euclid(s))
-            };
-            t_lo.max(-(a.rows as i64 - 1)) <= t_hi.min(b.rows as i64 - 1)
-        };
-        let hit = match (self.rows > 1, other.rows > 1) {
+        match (self.rows > 1, other.rows > 1) {
             (false, false) => true,
-            (true, false) => exact(
-                self,
-                &Range {
-                    rows: 1,
-                    stride: self.stride,
-                    ..*other
-                },
-            ),
-            (false, true) => exact(
-                other,
-                &Range {
-                    rows: 1,
-                    stride: other.stride,
-                    ..*self
-                },
-            ),
-            (true, true) if self.stride == other.stride => exact(self, other),
+            (true, false) => rows_meet(self, other.lo, other.row_bytes, 1),
+            (false, true) => rows_meet(other, self.lo, self.row_bytes, 1),
+            (true, true) if self.stride == other.stride => {
+                rows_meet(self, other.lo, other.row_bytes, other.rows)
+            }
             _ => true,
-        };
-        hit.then_some((lo, hi))
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes of a range, one by one.
+    fn bytes(r: &Range) -> std::collections::HashSet<u64> {
+        (0..r.rows.max(1))
+            .flat_map(|i| {
+                let start = r.lo + i * r.stride;
+                start..(start + r.row_bytes).min(r.hi)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn touches_agrees_with_the_bytes_for_equal_strides_and_spans() {
+        let mut x = 12345u64;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let v = MemKey::Vmem;
+        for _ in 0..4000 {
+            // Power-of-two and other strides, rows wider or narrower than half the stride.
+            let stride = if next(2) == 0 {
+                1 << (3 + next(6))
+            } else {
+                24 + next(200)
+            };
+            let make = |lo: u64, rows: u64, w: u64| {
+                if rows <= 1 {
+                    Range::span(v, lo, lo + w)
+                } else {
+                    Range::rows(v, lo, rows, w.min(stride), stride)
+                }
+            };
+            let a = make(next(2000), next(6), 1 + next(stride));
+            let b = make(next(2000), next(6), 1 + next(stride));
+            let exact = a.rows <= 1 || b.rows <= 1 || a.stride == b.stride;
+            let truth = !bytes(&a).is_disjoint(&bytes(&b));
+            if exact {
+                assert_eq!(a.touches(&b), truth, "{a:?} {b:?}");
+                assert_eq!(b.touches(&a), truth, "{a:?} {b:?}");
+            } else {
+                assert!(a.touches(&b) || !truth, "{a:?} {b:?}");
+            }
+        }
+    }
 
     #[test]
     fn strided_ranges_overlap_exactly() {
@@ -396,7 +439,7 @@ impl Timing {
             return t;
         }
         for (w, ready) in &self.pending_writes {
-            if *ready > t && w.near(r) && w.overlap(r).is_some() {
+            if *ready > t && w.touches(r) {
                 t = *ready;
             }
         }
@@ -412,7 +455,7 @@ impl Timing {
             return t;
         }
         for (w, ready) in &self.pending_reads {
-            if *ready > t && w.near(r) && w.overlap(r).is_some() {
+            if *ready > t && w.touches(r) {
                 t = *ready;
             }
         }
@@ -475,8 +518,15 @@ impl Timing {
         while self.pending_reads.front().is_some_and(|(_, t)| *t <= now) {
             self.pending_reads.pop_front();
         }
+        let dmas = self.inflight.len();
         while self.inflight.front().is_some_and(|d| d.complete <= now) {
             self.inflight.pop_front();
+        }
+        if self.inflight.len() != dmas && self.inflight.len() <= HULL_EXACT {
+            // Few left: their bounds, exactly (a finished load of the next tile no longer
+            // covers the tile being computed on).
+            self.hull_dma_dst = Hull::of(self.inflight.iter().map(|d| &d.dst));
+            self.hull_dma_src = Hull::of(self.inflight.iter().map(|d| &d.src));
         }
         if self.pending_writes.is_empty() {
             self.hull_writes = Hull::default();
