@@ -212,15 +212,18 @@ impl Core {
                 } else {
                     Vec::new()
                 };
-                // In place: a new `Weights` would copy a few hundred bytes per load.
+                // In place: a new `Weights` would copy a few hundred bytes per load (and a
+                // timing-only run moves no values at all).
                 match &mut self.mxus[mxu.index() as usize].weights {
                     Some(w) => {
                         w.fmt = fmt;
                         w.k = k as usize;
                         w.n = n as usize;
-                        w.raw = weights;
-                        for p in &mut w.parts {
-                            *p = None;
+                        if env.functional {
+                            w.raw = weights;
+                            for p in &mut w.parts {
+                                *p = None;
+                            }
                         }
                     }
                     slot => {
@@ -306,18 +309,24 @@ impl Core {
                 self.stats.mxu_last = self.stats.mxu_last.max(ready);
                 self.stats.flops += flops;
                 self.t.front = issue + 1;
-                let data = if env.functional {
-                    self.matmul(mi, base, mrows as usize, st as usize, prec, transpose)
+                if env.functional {
+                    let data = self.matmul(mi, base, mrows as usize, st as usize, prec, transpose);
+                    self.mxus[mi].queue.push_back(ResultBlock {
+                        rows: mrows,
+                        n: wn as usize,
+                        data,
+                        taken: 0,
+                        ready,
+                    });
                 } else {
-                    Vec::new()
-                };
-                self.mxus[mi].queue.push_back(ResultBlock {
-                    rows: mrows,
-                    n: wn as usize,
-                    data,
-                    taken: 0,
-                    ready,
-                });
+                    self.mxus[mi].queue.push_back(ResultBlock {
+                        rows: mrows,
+                        n: wn as usize,
+                        data: Vec::new(),
+                        taken: 0,
+                        ready,
+                    });
+                }
             }
             Instr::MxuPop {
                 mxu,

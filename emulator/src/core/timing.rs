@@ -126,7 +126,7 @@ impl Range {
     }
 
     /// Whether the two ranges share a byte (exact where [`Range::overlap`] is).
-    #[inline]
+    #[inline(always)]
     pub fn touches(&self, other: &Range) -> bool {
         if !self.near(other) || self.lo >= self.hi || other.lo >= other.hi {
             return false;
@@ -146,6 +146,32 @@ impl Range {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fifo_pops_compacts_and_retains_like_a_queue() {
+        let mut f = Fifo::default();
+        let mut model = std::collections::VecDeque::new();
+        for i in 0..200u32 {
+            f.push_back(i);
+            model.push_back(i);
+            if i % 3 != 0 {
+                f.pop_front();
+                model.pop_front();
+            }
+            if i % 50 == 49 {
+                f.retain(|x| x % 2 == 0);
+                model.retain(|x| x % 2 == 0);
+            }
+            assert_eq!(f.len(), model.len());
+            assert_eq!(f.front(), model.front());
+            assert!(f.iter().eq(model.iter()));
+        }
+        while !f.is_empty() {
+            f.pop_front();
+        }
+        f.pop_front();
+        assert_eq!(f.front(), None);
+    }
 
     /// The bytes of a range, one by one.
     fn bytes(r: &Range) -> std::collections::HashSet<u64> {
@@ -304,6 +330,84 @@ impl Hull {
     }
 }
 
+/// A first-in first-out list over one vector: pushes at the back, pops at the front by moving
+/// a start index (compacted when it has passed half the vector), and iteration over one slice.
+/// The hazard lists are scanned for every memory access: one contiguous slice scans fastest.
+#[derive(Clone, Debug)]
+pub(crate) struct Fifo<T> {
+    items: Vec<T>,
+    head: usize,
+}
+
+impl<T> Default for Fifo<T> {
+    fn default() -> Self {
+        Fifo {
+            items: Vec::new(),
+            head: 0,
+        }
+    }
+}
+
+impl<T> Fifo<T> {
+    #[inline(always)]
+    pub fn push_back(&mut self, x: T) {
+        self.items.push(x);
+    }
+
+    #[inline(always)]
+    pub fn front(&self) -> Option<&T> {
+        self.items.get(self.head)
+    }
+
+    #[inline]
+    pub fn pop_front(&mut self) {
+        if self.head < self.items.len() {
+            self.head += 1;
+            if self.head == self.items.len() {
+                self.items.clear();
+                self.head = 0;
+            } else if self.head >= 32 && 2 * self.head >= self.items.len() {
+                self.items.drain(..self.head);
+                self.head = 0;
+            }
+        }
+    }
+
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[T] {
+        &self.items[self.head..]
+    }
+
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.items.len() - self.head
+    }
+
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.as_slice().iter()
+    }
+
+    pub fn retain(&mut self, f: impl FnMut(&T) -> bool) {
+        self.items.drain(..self.head);
+        self.head = 0;
+        self.items.retain(f);
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Fifo<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
 /// Timing state of one core.
 #[derive(Clone, Debug)]
 pub(crate) struct Timing {
@@ -324,11 +428,11 @@ pub(crate) struct Timing {
     pub dma_free: Vec<u64>,
     pub dma_busy: Vec<u64>,
     /// VMEM ranges being written by matrix-unit pops, ready at the given cycle.
-    pub pending_writes: VecDeque<(Range, u64)>,
+    pub pending_writes: Fifo<(Range, u64)>,
     /// VMEM ranges the matrix units are still reading, until the given cycle: writers wait.
-    pub pending_reads: VecDeque<(Range, u64)>,
+    pub pending_reads: Fifo<(Range, u64)>,
     /// DMAs in flight.
-    pub inflight: VecDeque<Inflight>,
+    pub inflight: Fifo<Inflight>,
     /// No entry at the front of a list ends before this cycle (pruning is skipped until then).
     prune_at: u64,
     /// Entries (all three lists) at which the next full pass runs: twice what the last one
@@ -378,9 +482,9 @@ impl Timing {
             mxu: vec![mxu; preset.mxus_per_core as usize],
             dma_free: vec![t0; preset.dma_engines as usize],
             dma_busy: vec![0; preset.dma_engines as usize],
-            pending_writes: VecDeque::new(),
-            pending_reads: VecDeque::new(),
-            inflight: VecDeque::new(),
+            pending_writes: Fifo::default(),
+            pending_reads: Fifo::default(),
+            inflight: Fifo::default(),
             prune_at: u64::MAX,
             retain_at: MIN_RETAIN,
             hull_writes: Hull::default(),
