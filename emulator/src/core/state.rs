@@ -1,6 +1,6 @@
 //! Architectural state of a TensorCore: registers, local memories, matrix units, semaphores.
 
-use std::collections::VecDeque;
+use super::timing::Fifo;
 
 use tpuemu_isa::ops::MxuFmt;
 use tpuemu_isa::reg::{NUM_MREGS, NUM_SEMS, NUM_SREGS, NUM_VREGS, VREG_ELEMS};
@@ -85,7 +85,7 @@ pub(crate) struct ResultBlock {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct MxuState {
     pub weights: Option<Weights>,
-    pub queue: VecDeque<ResultBlock>,
+    pub queue: Fifo<ResultBlock>,
 }
 
 impl MxuState {

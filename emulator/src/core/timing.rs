@@ -3,8 +3,6 @@
 //!
 //! All times are absolute cycles of the chip's clock.
 
-use std::collections::VecDeque;
-
 use tpuemu_isa::reg::{NUM_MREGS, NUM_SREGS, NUM_VREGS};
 
 use crate::fault::FaultKind;
@@ -274,7 +272,7 @@ pub(crate) struct MxuTiming {
     /// Busy cycles (streaming, plus weight loads in the SCALE-Sim model).
     pub busy: u64,
     /// Start cycles of the commands issued, for the command queue depth.
-    pub queue: VecDeque<u64>,
+    pub queue: Fifo<u64>,
 }
 
 /// Where a list's ranges lie: the bounds of its VMEM ranges, and whether it holds any range of
@@ -357,6 +355,22 @@ impl<T> Fifo<T> {
     #[inline(always)]
     pub fn front(&self) -> Option<&T> {
         self.items.get(self.head)
+    }
+
+    #[inline(always)]
+    pub fn front_mut(&mut self) -> Option<&mut T> {
+        self.items.get_mut(self.head)
+    }
+
+    /// Takes the front out (a copy: the slot is reclaimed with the others).
+    #[inline]
+    pub fn take_front(&mut self) -> Option<T>
+    where
+        T: Copy,
+    {
+        let x = self.front().copied();
+        self.pop_front();
+        x
     }
 
     #[inline]
@@ -445,7 +459,7 @@ pub(crate) struct Timing {
     hull_dma_dst: Hull,
     hull_dma_src: Hull,
     /// Start cycles of the DMAs issued, for the DMA queue depth.
-    pub dma_queue: VecDeque<u64>,
+    pub dma_queue: Fifo<u64>,
     /// Latest completion of any asynchronous work.
     pub async_end: u64,
 }
@@ -491,7 +505,7 @@ impl Timing {
             hull_reads: Hull::default(),
             hull_dma_dst: Hull::default(),
             hull_dma_src: Hull::default(),
-            dma_queue: VecDeque::new(),
+            dma_queue: Fifo::default(),
             async_end: t0,
         }
     }
@@ -693,9 +707,9 @@ impl Timing {
     /// Waits for a free slot in a command queue of `depth` entries holding the start cycles of
     /// the commands issued so far: returns the earliest issue cycle at or after `t`.
     #[inline]
-    pub fn queue_slot(queue: &mut VecDeque<u64>, depth: u32, t: u64) -> u64 {
+    pub fn queue_slot(queue: &mut Fifo<u64>, depth: u32, t: u64) -> u64 {
         if queue.len() >= depth as usize {
-            let oldest = queue.pop_front().expect("full queue");
+            let oldest = queue.take_front().expect("full queue");
             return t.max(oldest);
         }
         t
