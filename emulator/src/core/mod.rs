@@ -10,7 +10,9 @@
 //! Submodules by instruction class: [`scalar`], [`vector`], [`mxu`], [`dma`], [`sync`].
 
 pub(crate) mod dma;
+pub(crate) mod fifo;
 pub(crate) mod mxu;
+pub(crate) mod range;
 pub(crate) mod scalar;
 pub(crate) mod state;
 pub(crate) mod sync;
