@@ -76,7 +76,8 @@ pub struct CollectiveArgs {
     /// Mesh axes the collective runs over, comma-separated (`0`, `1`, `0,1`), first outermost.
     #[arg(long, default_value = "0")]
     pub axes: String,
-    /// Bytes of the whole array (see the command's help).
+    /// Bytes of the whole array: gathered (all-gather), before scattering (reduce-scatter),
+    /// reduced (all-reduce), or held by each chip (all-to-all).
     #[arg(long)]
     pub bytes: u64,
     /// Element type.
@@ -85,7 +86,7 @@ pub struct CollectiveArgs {
     /// Ring choice.
     #[arg(long, value_enum, default_value = "auto")]
     pub ring: Ring,
-    /// Bytes per pipelined chunk (default: V/8n within 32-512 KiB).
+    /// Bytes per pipelined chunk (default: an eighth of a ring stage's block, within 32-512 KiB).
     #[arg(long)]
     pub chunk_bytes: Option<u32>,
     /// Override a preset field, e.g. `--set ici_wrap_multiple=1024` (no wraparound).
