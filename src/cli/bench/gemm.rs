@@ -2,7 +2,8 @@
 //!
 //! `mxu_cycles` counts from the first weight-load cycle to the last result leaving an array, as
 //! SCALE-Sim counts compute cycles; every figure comes from running the generated program.
-//! `host_seconds` is the emulation of the launch alone (not data generation or upload).
+//! `host_seconds` is the emulation of one launch alone (not data generation or upload), the median
+//! of `launches` launches (`--repeat`, or as many as fit in a quarter second).
 
 use std::time::Instant;
 
@@ -15,6 +16,11 @@ use tpuemu_isa::{BufferId, CoreRef, Device, KernelArg, Launch, LaunchTarget};
 
 use super::super::chip::ChipArgs;
 use super::super::{CliError, report};
+
+/// Without `--repeat`: launches until this much host time was spent emulating...
+const AUTO_BUDGET_SECONDS: f64 = 0.25;
+/// ...or this many launches ran.
+const AUTO_MAX_LAUNCHES: u32 = 1000;
 
 /// Input dtype.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -62,9 +68,11 @@ pub struct GemmArgs {
     /// Also time numpy's f32 matmul of the same size (needs python3 with numpy).
     #[arg(long)]
     pub numpy: bool,
-    /// Run the launch this many times and report the median host time (steadier figures).
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
+    /// Run the launch this many times and report the median host time. Default: as many
+    /// launches as fit in a quarter second of emulation (at most 1000; one with `--trace`), so
+    /// short runs report a steady figure rather than a cold first launch.
+    #[arg(long)]
+    pub repeat: Option<u32>,
     /// Write a Chrome trace of the run.
     #[arg(long)]
     pub trace: Option<std::path::PathBuf>,
@@ -182,7 +190,13 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
     }
     let mut times = Vec::new();
     let mut stats = None;
-    for _ in 0..args.repeat.max(1) {
+    let (max_launches, budget) = match (args.repeat, &args.trace) {
+        (Some(n), _) => (n.max(1), f64::INFINITY),
+        (None, Some(_)) => (1, f64::INFINITY),
+        (None, None) => (AUTO_MAX_LAUNCHES, AUTO_BUDGET_SECONDS),
+    };
+    let mut spent = 0.0;
+    while times.len() < max_launches as usize && spent < budget {
         let submit = emu.synchronize().map_err(dev)?.end_ns;
         let t0 = Instant::now();
         let id = emu
@@ -195,9 +209,12 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
             })
             .map_err(dev)?;
         emu.wait(id).map_err(dev)?;
-        times.push(t0.elapsed().as_secs_f64());
+        let t = t0.elapsed().as_secs_f64();
+        spent += t;
+        times.push(t);
         stats = emu.stats(id);
     }
+    let launches = times.len();
     times.sort_by(f64::total_cmp);
     let host_seconds = times[times.len() / 2];
     let stats = stats.expect("the launch exists");
@@ -220,6 +237,7 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
         "utilization": flops / secs / peak,
         "peak_bf16_flops": peak,
         "program_instructions": program.instrs.len(),
+        "launches": launches,
         "peak_rss_bytes": super::peak_rss_bytes(),
     });
     for (k, x) in extra.as_object().expect("object") {
@@ -268,6 +286,7 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
         peak / 1e12
     );
     text += &report::launch_table(&stats, &preset, host_seconds);
+    text += &format!("host time is the median of {launches} launch(es)\n");
     if let Some(np) = v.get("numpy_seconds").and_then(|x| x.as_f64()) {
         text += &format!(
             "numpy f32 matmul {:.3} s (emulation takes {:.2}x)\n",
