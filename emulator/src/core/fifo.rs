@@ -86,15 +86,6 @@ impl<T> Fifo<T> {
     }
 }
 
-impl<'a, T> IntoIterator for &'a Fifo<T> {
-    type Item = &'a T;
-    type IntoIter = std::slice::Iter<'a, T>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.as_slice().iter()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,6 +12,7 @@
 pub(crate) mod dma;
 pub(crate) mod fifo;
 pub(crate) mod mxu;
+pub(crate) mod pending;
 pub(crate) mod range;
 pub(crate) mod scalar;
 pub(crate) mod state;

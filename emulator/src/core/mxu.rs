@@ -214,27 +214,19 @@ impl Core {
                 };
                 // In place: a new `Weights` would copy a few hundred bytes per load (and a
                 // timing-only run moves no values at all).
-                match &mut self.mxus[mxu.index() as usize].weights {
-                    Some(w) => {
-                        w.fmt = fmt;
-                        w.k = k as usize;
-                        w.n = n as usize;
-                        if env.functional {
-                            w.raw = weights;
-                            for p in &mut w.parts {
-                                *p = None;
-                            }
-                        }
-                    }
-                    slot => {
-                        *slot = Some(Weights {
-                            fmt,
-                            k: k as usize,
-                            n: n as usize,
-                            raw: weights,
-                            parts: [None, None, None],
-                        })
-                    }
+                let w = self.mxus[mxu.index() as usize]
+                    .weights
+                    .get_or_insert_with(|| Weights {
+                        fmt,
+                        k: 0,
+                        n: 0,
+                        raw: Vec::new(),
+                        parts: [None, None, None],
+                    });
+                (w.fmt, w.k, w.n) = (fmt, k as usize, n as usize);
+                if env.functional {
+                    w.raw = weights;
+                    w.parts = [None, None, None];
                 }
             }
             Instr::MxuMatmul {
@@ -309,24 +301,18 @@ impl Core {
                 self.stats.mxu_last = self.stats.mxu_last.max(ready);
                 self.stats.flops += flops;
                 self.t.front = issue + 1;
-                if env.functional {
-                    let data = self.matmul(mi, base, mrows as usize, st as usize, prec, transpose);
-                    self.mxus[mi].queue.push_back(ResultBlock {
-                        rows: mrows,
-                        n: wn as usize,
-                        data,
-                        taken: 0,
-                        ready,
-                    });
+                let data = if env.functional {
+                    self.matmul(mi, base, mrows as usize, st as usize, prec, transpose)
                 } else {
-                    self.mxus[mi].queue.push_back(ResultBlock {
-                        rows: mrows,
-                        n: wn as usize,
-                        data: Vec::new(),
-                        taken: 0,
-                        ready,
-                    });
-                }
+                    Vec::new()
+                };
+                self.mxus[mi].queue.push_back(ResultBlock {
+                    rows: mrows,
+                    n: wn as usize,
+                    data,
+                    taken: 0,
+                    ready,
+                });
             }
             Instr::MxuPop {
                 mxu,

@@ -1,6 +1,6 @@
 //! Architectural state of a TensorCore: registers, local memories, matrix units, semaphores.
 
-use super::timing::Fifo;
+use super::fifo::Fifo;
 
 use tpuemu_isa::ops::MxuFmt;
 use tpuemu_isa::reg::{NUM_MREGS, NUM_SEMS, NUM_SREGS, NUM_VREGS, VREG_ELEMS};

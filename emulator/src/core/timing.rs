@@ -5,8 +5,8 @@
 
 use tpuemu_isa::reg::{NUM_MREGS, NUM_SREGS, NUM_VREGS};
 
-pub(crate) use super::fifo::Fifo;
-use super::range::Hull;
+use super::fifo::Fifo;
+use super::pending::{Entry, Pending};
 pub(crate) use super::range::{MemKey, Range};
 use crate::fault::FaultKind;
 use crate::preset::ChipPreset;
@@ -37,6 +37,21 @@ pub(crate) struct Inflight {
     pub src: Range,
     pub dst: Range,
     pub complete: u64,
+}
+
+/// A DMA matters until it completes; checks look at its destination, writes also at its source.
+impl Entry for Inflight {
+    fn ends(&self) -> u64 {
+        self.complete
+    }
+
+    fn main(&self) -> &Range {
+        &self.dst
+    }
+
+    fn second(&self) -> Option<&Range> {
+        Some(&self.src)
+    }
 }
 
 /// A weight buffer of a matrix unit.
@@ -88,22 +103,16 @@ pub(crate) struct Timing {
     pub dma_free: Vec<u64>,
     pub dma_busy: Vec<u64>,
     /// VMEM ranges being written by matrix-unit pops, ready at the given cycle.
-    pub pending_writes: Fifo<(Range, u64)>,
+    pub pending_writes: Pending<(Range, u64)>,
     /// VMEM ranges the matrix units are still reading, until the given cycle: writers wait.
-    pub pending_reads: Fifo<(Range, u64)>,
+    pub pending_reads: Pending<(Range, u64)>,
     /// DMAs in flight.
-    pub inflight: Fifo<Inflight>,
+    pub inflight: Pending<Inflight>,
     /// No entry at the front of a list ends before this cycle (pruning is skipped until then).
     prune_at: u64,
     /// Entries (all three lists) at which the next full pass runs: twice what the last one
     /// left, so that full passes cost O(1) per entry however many stay in flight.
     retain_at: usize,
-    /// Where the ranges of `pending_writes`, `pending_reads` and the DMAs' destinations and
-    /// sources lie.
-    hull_writes: Hull,
-    hull_reads: Hull,
-    hull_dma_dst: Hull,
-    hull_dma_src: Hull,
     /// Start cycles of the DMAs issued, for the DMA queue depth.
     pub dma_queue: Fifo<u64>,
     /// Latest completion of any asynchronous work.
@@ -142,15 +151,11 @@ impl Timing {
             mxu: vec![mxu; preset.mxus_per_core as usize],
             dma_free: vec![t0; preset.dma_engines as usize],
             dma_busy: vec![0; preset.dma_engines as usize],
-            pending_writes: Fifo::default(),
-            pending_reads: Fifo::default(),
-            inflight: Fifo::default(),
+            pending_writes: Pending::default(),
+            pending_reads: Pending::default(),
+            inflight: Pending::default(),
             prune_at: u64::MAX,
             retain_at: MIN_RETAIN,
-            hull_writes: Hull::default(),
-            hull_reads: Hull::default(),
-            hull_dma_dst: Hull::default(),
-            hull_dma_src: Hull::default(),
             dma_queue: Fifo::default(),
             async_end: t0,
         }
@@ -199,10 +204,10 @@ impl Timing {
     #[inline]
     pub fn write_hazard(&self, r: &Range, at: u64) -> u64 {
         let mut t = at;
-        if !self.hull_writes.may_touch(r) {
+        if !self.pending_writes.main.may_touch(r) {
             return t;
         }
-        for (w, ready) in &self.pending_writes {
+        for (w, ready) in self.pending_writes.iter() {
             if *ready > t && w.touches(r) {
                 t = *ready;
             }
@@ -215,10 +220,10 @@ impl Timing {
     #[inline]
     pub fn overwrite_hazard(&self, r: &Range, at: u64) -> u64 {
         let mut t = self.write_hazard(r, at);
-        if !self.hull_reads.may_touch(r) {
+        if !self.pending_reads.main.may_touch(r) {
             return t;
         }
-        for (w, ready) in &self.pending_reads {
+        for (w, ready) in self.pending_reads.iter() {
             if *ready > t && w.touches(r) {
                 t = *ready;
             }
@@ -230,7 +235,7 @@ impl Timing {
     /// writing bytes it is still writing, or writing bytes it is still reading.
     #[inline(always)]
     pub fn check_race(&self, r: &Range, write: bool, at: u64) -> Result<(), FaultKind> {
-        if !(self.hull_dma_dst.may_touch(r) || (write && self.hull_dma_src.may_touch(r))) {
+        if !(self.inflight.main.may_touch(r) || (write && self.inflight.second.may_touch(r))) {
             return Ok(());
         }
         self.scan_races(r, write, at)
@@ -239,7 +244,7 @@ impl Timing {
     /// [`Timing::check_race`] past the bounds test: the DMAs in flight one by one.
     #[inline(never)]
     fn scan_races(&self, r: &Range, write: bool, at: u64) -> Result<(), FaultKind> {
-        for d in &self.inflight {
+        for d in self.inflight.iter() {
             if d.complete <= at || !(d.dst.near(r) || (write && d.src.near(r))) {
                 continue;
             }
@@ -276,78 +281,51 @@ impl Timing {
         }
         // Entries arrive roughly in completion order: drop the expired ones at the fronts, so
         // that hazard checks scan only what is in flight.
-        while self.pending_writes.front().is_some_and(|(_, t)| *t <= now) {
-            self.pending_writes.pop_front();
-        }
-        while self.pending_reads.front().is_some_and(|(_, t)| *t <= now) {
-            self.pending_reads.pop_front();
-        }
-        let dmas = self.inflight.len();
-        while self.inflight.front().is_some_and(|d| d.complete <= now) {
-            self.inflight.pop_front();
-        }
-        if self.inflight.len() != dmas && self.inflight.len() <= HULL_EXACT {
+        self.pending_writes.expire(now);
+        self.pending_reads.expire(now);
+        if self.inflight.expire(now) && self.inflight.len() <= HULL_EXACT {
             // Few left: their bounds, exactly (a finished load of the next tile no longer
             // covers the tile being computed on).
-            self.hull_dma_dst = Hull::of(self.inflight.iter().map(|d| &d.dst));
-            self.hull_dma_src = Hull::of(self.inflight.iter().map(|d| &d.src));
-        }
-        if self.pending_writes.is_empty() {
-            self.hull_writes = Hull::default();
-        }
-        if self.pending_reads.is_empty() {
-            self.hull_reads = Hull::default();
-        }
-        if self.inflight.is_empty() {
-            self.hull_dma_dst = Hull::default();
-            self.hull_dma_src = Hull::default();
+            self.inflight.rebound();
         }
         // Expired entries behind live ones are harmless (every check skips them); a full pass
         // bounds the lists once they have grown to twice what the last pass left.
         let len = self.pending_writes.len() + self.pending_reads.len() + self.inflight.len();
         if len >= self.retain_at {
-            self.pending_writes.retain(|(_, t)| *t > now);
-            self.pending_reads.retain(|(_, t)| *t > now);
-            self.inflight.retain(|d| d.complete > now);
-            self.hull_writes = Hull::of(self.pending_writes.iter().map(|(r, _)| r));
-            self.hull_reads = Hull::of(self.pending_reads.iter().map(|(r, _)| r));
-            self.hull_dma_dst = Hull::of(self.inflight.iter().map(|d| &d.dst));
-            self.hull_dma_src = Hull::of(self.inflight.iter().map(|d| &d.src));
+            self.pending_writes.sweep(now);
+            self.pending_reads.sweep(now);
+            self.inflight.sweep(now);
             let left = self.pending_writes.len() + self.pending_reads.len() + self.inflight.len();
             self.retain_at = MIN_RETAIN.max(2 * left);
         }
         // Next time something at a front finishes.
-        self.prune_at = self
-            .pending_writes
-            .front()
-            .map(|(_, t)| *t)
-            .into_iter()
-            .chain(self.pending_reads.front().map(|(_, t)| *t))
-            .chain(self.inflight.front().map(|d| d.complete))
-            .min()
-            .unwrap_or(u64::MAX);
+        self.prune_at = [
+            self.pending_writes.front_end(),
+            self.pending_reads.front_end(),
+            self.inflight.front_end(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(u64::MAX);
     }
 
     /// Records an asynchronous write of `r` landing at `ready`.
     pub fn add_pending_write(&mut self, r: Range, ready: u64) {
         self.prune_at = self.prune_at.min(ready);
-        self.hull_writes.add(&r);
-        self.pending_writes.push_back((r, ready));
+        self.pending_writes.push((r, ready));
     }
 
     /// Records an asynchronous read of `r` lasting until `ready`.
     pub fn add_pending_read(&mut self, r: Range, ready: u64) {
         self.prune_at = self.prune_at.min(ready);
-        self.hull_reads.add(&r);
-        self.pending_reads.push_back((r, ready));
+        self.pending_reads.push((r, ready));
     }
 
     /// Records a DMA in flight.
     pub fn add_inflight(&mut self, d: Inflight) {
         self.prune_at = self.prune_at.min(d.complete);
-        self.hull_dma_dst.add(&d.dst);
-        self.hull_dma_src.add(&d.src);
-        self.inflight.push_back(d);
+        self.inflight.push(d);
     }
 
     /// Waits for a free slot in a command queue of `depth` entries holding the start cycles of
