@@ -157,25 +157,13 @@ fn parse_axes(text: &str, mesh: &[u32]) -> Result<Vec<usize>, CliError> {
         .collect()
 }
 
-/// Chip coordinates, x fastest.
-fn coords(mesh: &[u32], chip: u32) -> Vec<u32> {
-    let mut rest = chip;
-    mesh.iter()
-        .map(|d| {
-            let c = rest % d;
-            rest /= d;
-            c
-        })
-        .collect()
-}
-
 /// The busiest link's bytes when every chip of chip 0's group pushes `block` bytes to every
 /// other, routed as the emulator routes (dimension by dimension, the short way round, ties `+`).
 fn a2a_busiest_link(topo: &Topology, axes: &[usize], block: u64) -> u64 {
     let ici = Ici::new(topo.mesh.clone(), topo.wraparound.clone(), 1.0, 1);
     let members: Vec<u32> = (0..topo.num_chips() as u32)
         .filter(|&c| {
-            coords(&topo.mesh, c)
+            ici.coords(c)
                 .iter()
                 .enumerate()
                 .all(|(k, x)| axes.contains(&k) || *x == 0)
