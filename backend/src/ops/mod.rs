@@ -19,74 +19,16 @@ pub mod matrix;
 pub mod nn;
 pub mod reduce;
 mod registry;
+pub mod schema;
+mod value;
 pub mod unary;
 
-use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::runtime::Runtime;
-use crate::tensor::Tensor;
 
 pub use args::Args;
+pub use value::{MemoryFormat, Value};
 pub use registry::{OpDef, OpImpl, registry};
-
-/// An argument or result of a dynamically called operator.
-#[derive(Clone, Debug)]
-pub enum Value {
-    /// A tensor.
-    Tensor(Tensor),
-    /// An optional tensor that is absent, or any `None`.
-    None,
-    /// A list of tensors (`Tensor[]`).
-    Tensors(Vec<Tensor>),
-    /// A list of optional tensors (`Tensor?[]`).
-    OptTensors(Vec<Option<Tensor>>),
-    /// An integer.
-    Int(i64),
-    /// A float.
-    Float(f64),
-    /// A bool.
-    Bool(bool),
-    /// A list of integers.
-    Ints(Vec<i64>),
-    /// A list of floats.
-    Floats(Vec<f64>),
-    /// A list of bools.
-    Bools(Vec<bool>),
-    /// A dtype (`ScalarType`).
-    Dtype(DType),
-    /// A string (`approximate="tanh"`, `rounding_mode="floor"`).
-    Str(String),
-}
-
-impl Value {
-    /// The value as a [`Scalar`], if it is a number.
-    pub fn as_scalar(&self) -> Option<Scalar> {
-        match self {
-            Value::Int(i) => Some(Scalar::Int(*i)),
-            Value::Float(f) => Some(Scalar::Float(*f)),
-            Value::Bool(b) => Some(Scalar::Bool(*b)),
-            _ => None,
-        }
-    }
-
-    /// A short description for error messages.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Value::Tensor(_) => "Tensor",
-            Value::None => "None",
-            Value::Tensors(_) => "Tensor[]",
-            Value::OptTensors(_) => "Tensor?[]",
-            Value::Int(_) => "int",
-            Value::Float(_) => "float",
-            Value::Bool(_) => "bool",
-            Value::Ints(_) => "int[]",
-            Value::Floats(_) => "float[]",
-            Value::Bools(_) => "bool[]",
-            Value::Dtype(_) => "ScalarType",
-            Value::Str(_) => "str",
-        }
-    }
-}
 
 /// Runs the operator registered as `name` (`aten::add.Tensor`) with `args` in schema order.
 /// Missing trailing arguments take their schema defaults where the operator has them.
