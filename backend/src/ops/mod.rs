@@ -13,6 +13,7 @@ pub mod binary;
 pub mod creation;
 pub mod custom;
 pub mod data;
+mod derive;
 pub mod helpers;
 pub mod layout_ops;
 pub mod matrix;
@@ -20,27 +21,50 @@ pub mod nn;
 pub mod reduce;
 mod registry;
 pub mod schema;
-mod value;
+pub mod sharding;
 pub mod unary;
+mod value;
 
 use crate::error::{Result, TpuError};
 use crate::runtime::Runtime;
 
 pub use args::Args;
+pub use registry::{OpDef, OpImpl, Run, RunFn, registry};
+pub use sharding::Sharding;
 pub use value::{MemoryFormat, Value};
-pub use registry::{OpDef, OpImpl, registry};
 
-/// Runs the operator registered as `name` (`aten::add.Tensor`) with `args` in schema order.
-/// Missing trailing arguments take their schema defaults where the operator has them.
+/// Runs the operator registered as `name` (`aten::add.Tensor`) with `args` in schema order
+/// (keyword-only arguments may be given positionally too, as a dispatcher stack holds them).
+/// Missing trailing arguments take their schema defaults.
 pub fn call(rt: &Runtime, name: &str, args: Vec<Value>) -> Result<Vec<Value>> {
+    call_kw(rt, name, args, Vec::new())
+}
+
+/// [`call`] with keyword arguments: `call_kw(rt, "aten::sum.dim_IntList", vec![x],
+/// vec![("dim".into(), Value::Ints(vec![1]))])`.
+pub fn call_kw(
+    rt: &Runtime,
+    name: &str,
+    args: Vec<Value>,
+    kwargs: Vec<(String, Value)>,
+) -> Result<Vec<Value>> {
     let Some(def) = registry().get(name) else {
-        if custom::lookup(name).is_some() {
+        if custom::lookup(name).is_some() && kwargs.is_empty() {
             return custom::call_value(name, &args);
         }
         return Err(TpuError::UnknownOp(name.to_string()));
     };
-    let args = Args::new(name, args);
-    (def.run)(rt, &args).map_err(|e| name_the_op(name, e))
+    let bound = def.schema.bind(args, kwargs)?;
+    run(rt, def, &Args::new(def.name, bound)).map_err(|e| name_the_op(name, e))
+}
+
+/// Runs a registered operator on arguments already bound to its schema.
+pub(crate) fn run(rt: &Runtime, def: &OpDef, args: &Args) -> Result<Vec<Value>> {
+    match def.run {
+        Run::Direct(f) => f(rt, args),
+        Run::InPlace(f) => derive::inplace(rt, def, &registry()[f], args),
+        Run::Out(f) => derive::out(rt, def, &registry()[f], args),
+    }
 }
 
 /// Puts the overload's name in front of an argument, shape, dtype, dim or index error that does

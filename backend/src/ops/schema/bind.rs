@@ -37,6 +37,16 @@ impl Schema {
         }
         let mut out = Vec::with_capacity(self.args.len());
         for (i, (arg, slot)) in self.args.iter().zip(slots).enumerate() {
+            // `None` for an argument that is not optional stands for its default (the Rust
+            // API's way of skipping an argument).
+            let slot = match slot {
+                Some(Value::None)
+                    if arg.default.is_some() && !matches!(arg.ty, Type::Optional(_)) =>
+                {
+                    None
+                }
+                s => s,
+            };
             let v = match slot {
                 Some(v) => v,
                 None => match &arg.default {
@@ -135,9 +145,23 @@ fn opt_tensors(v: Value) -> Option<Value> {
 
 /// The value a default stands for, as a value of `ty`.
 fn from_default(ty: &Type, d: &DefaultValue) -> Option<Value> {
+    let base = match ty {
+        Type::Optional(t) => t.as_ref(),
+        t => t,
+    };
     let v = match d {
         DefaultValue::None => return Some(Value::None),
         DefaultValue::Bool(b) => Value::Bool(*b),
+        // PyTorch prints enumeration defaults as their C++ values.
+        DefaultValue::Int(i) if *base == Type::ScalarType => Value::Dtype(c10_scalar_type(*i)?),
+        DefaultValue::Int(i) if *base == Type::MemoryFormat => Value::MemoryFormat(match i {
+            0 => MemoryFormat::Contiguous,
+            1 => MemoryFormat::Preserve,
+            2 => MemoryFormat::ChannelsLast,
+            3 => MemoryFormat::ChannelsLast3d,
+            _ => return None,
+        }),
+        DefaultValue::Int(0) if *base == Type::Layout => Value::Layout("strided".into()),
         DefaultValue::Int(i) => Value::Int(*i),
         DefaultValue::Float(x) => Value::Float(*x),
         DefaultValue::Str(s) => Value::Str(s.clone()),
@@ -154,6 +178,19 @@ fn from_default(ty: &Type, d: &DefaultValue) -> Option<Value> {
         },
     };
     coerce(ty, v)
+}
+
+/// The dtype of a `c10::ScalarType` value, for the ones a TPU has.
+fn c10_scalar_type(i: i64) -> Option<DType> {
+    Some(match i {
+        3 => DType::I32,
+        4 => DType::I64,
+        5 => DType::F16,
+        6 => DType::F32,
+        11 => DType::Bool,
+        15 => DType::BF16,
+        _ => return None,
+    })
 }
 
 fn list_default(ty: &Type, items: &[DefaultValue]) -> Option<Value> {
@@ -207,7 +244,9 @@ mod tests {
 
     #[test]
     fn defaults_fill_in_by_type() {
-        let sch = s("aten::f(Tensor? a, int[2] stride=1, float eps=1, Scalar alpha=1, int[] d=[], bool k=False, ScalarType? t=None) -> Tensor");
+        let sch = s(
+            "aten::f(Tensor? a, int[2] stride=1, float eps=1, Scalar alpha=1, int[] d=[], bool k=False, ScalarType? t=None) -> Tensor",
+        );
         let v = sch.bind(vec![Value::None], vec![]).unwrap();
         assert!(matches!(&v[1], Value::Ints(l) if l == &[1, 1]));
         assert!(matches!(v[2], Value::Float(x) if x == 1.0));
@@ -219,7 +258,9 @@ mod tests {
 
     #[test]
     fn keywords_and_conversions() {
-        let sch = s("aten::f(int a, *, float b=2., int[2] c=0, MemoryFormat? m=None, ScalarType? d=None) -> Tensor");
+        let sch = s(
+            "aten::f(int a, *, float b=2., int[2] c=0, MemoryFormat? m=None, ScalarType? d=None) -> Tensor",
+        );
         let v = sch
             .bind(
                 vec![Value::Int(3)],
@@ -233,7 +274,10 @@ mod tests {
             .unwrap();
         assert!(matches!(v[1], Value::Float(x) if x == 5.0));
         assert!(matches!(&v[2], Value::Ints(l) if l == &[4, 4]));
-        assert!(matches!(v[3], Value::MemoryFormat(MemoryFormat::ChannelsLast)));
+        assert!(matches!(
+            v[3],
+            Value::MemoryFormat(MemoryFormat::ChannelsLast)
+        ));
         assert!(matches!(v[4], Value::Dtype(DType::BF16)));
     }
 
@@ -241,7 +285,11 @@ mod tests {
     fn errors_name_the_overload_and_the_argument() {
         let sch = s("aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
         let e = |p: Vec<Value>, k: Vec<(String, Value)>| sch.bind(p, k).unwrap_err().to_string();
-        assert!(e(vec![Value::Int(1)], vec![]).contains("aten::add.Tensor(): argument 'self' (position 1) must be Tensor, not int"));
+        assert!(
+            e(vec![Value::Int(1)], vec![]).contains(
+                "aten::add.Tensor(): argument 'self' (position 1) must be Tensor, not int"
+            )
+        );
         let m = e(vec![], vec![("beta".into(), Value::Int(1))]);
         assert!(m.contains("unexpected keyword argument 'beta'"), "{m}");
         let m = e(vec![Value::None; 4], vec![]);

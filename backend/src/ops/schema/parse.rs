@@ -38,7 +38,9 @@ pub fn parse(text: &str) -> Result<Schema, ParseError> {
 }
 
 /// Type constructors that take type arguments in parentheses.
-const CONTAINERS: &[&str] = &["Dict", "Tuple", "Future", "RRef", "Union", "Await", "Optional"];
+const CONTAINERS: &[&str] = &[
+    "Dict", "Tuple", "Future", "RRef", "Union", "Await", "Optional",
+];
 
 struct Parser<'a> {
     s: &'a str,
@@ -195,7 +197,10 @@ impl Parser<'_> {
     fn ret(&mut self) -> Result<Return, ParseError> {
         let ty = self.ty()?;
         self.ws();
-        let name = if self.rest().starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        let name = if self
+            .rest()
+            .starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        {
             Some(self.ident()?)
         } else {
             None
@@ -340,14 +345,20 @@ impl Parser<'_> {
 
     fn string(&mut self) -> Result<String, ParseError> {
         self.ws();
-        let quote = self.rest().chars().next().ok_or_else(|| self.err("expected a string"))?;
+        let quote = self
+            .rest()
+            .chars()
+            .next()
+            .ok_or_else(|| self.err("expected a string"))?;
         self.i += 1;
         let mut out = String::new();
         let mut chars = self.rest().char_indices();
         while let Some((k, c)) = chars.next() {
             match c {
                 '\\' => {
-                    let (_, e) = chars.next().ok_or_else(|| self.err("unterminated string"))?;
+                    let (_, e) = chars
+                        .next()
+                        .ok_or_else(|| self.err("unterminated string"))?;
                     out.push(match e {
                         'n' => '\n',
                         't' => '\t',
@@ -419,7 +430,13 @@ mod tests {
         assert_eq!(s.args.len(), 3);
         assert!(s.args[2].kwarg_only && !s.args[1].kwarg_only);
         assert_eq!(s.args[2].default, Some(DefaultValue::Int(1)));
-        assert_eq!(s.returns, vec![Return { name: None, ty: Type::Tensor(None) }]);
+        assert_eq!(
+            s.returns,
+            vec![Return {
+                name: None,
+                ty: Type::Tensor(None)
+            }]
+        );
     }
 
     #[test]
@@ -441,9 +458,15 @@ mod tests {
             s.args[1].ty,
             Type::Optional(Box::new(Type::List(Box::new(Type::Int), Some(1))))
         );
-        let s = parse("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)").unwrap();
+        let s = parse(
+            "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)",
+        )
+        .unwrap();
         assert!(s.is_inplace());
-        let s = parse("aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]").unwrap();
+        let s = parse(
+            "aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]",
+        )
+        .unwrap();
         assert!(s.args[0].ty.alias().unwrap().to_wildcard);
     }
 
