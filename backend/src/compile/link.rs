@@ -149,3 +149,44 @@ pub(crate) fn link(
     out.instrs.push(Instr::Halt);
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Section, link};
+    use crate::kernels::checksums::{cases, fnv1a};
+
+    /// A whole-graph program linked from generated kernels: every section's launch state,
+    /// relocated branches, slots and markers. Pinned from the linker before the emission
+    /// vocabulary replaced its instruction literals (see [`crate::kernels::checksums`]).
+    #[test]
+    fn linked_program_is_unchanged() {
+        let all = cases();
+        let names = [
+            "tile_dense_mixed",
+            "tile_rows_softmax",
+            "gemm_v5e",
+            "index_add_checked",
+            "matmul_epilogue_auto",
+        ];
+        let sections: Vec<Section> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let p = all.iter().find(|(n, _)| n == name).unwrap().1.clone();
+                let nargs = p.args.len();
+                Section {
+                    program: Arc::new(p),
+                    slots: (0..nargs).map(|a| ((a + i) % 7) as u8).collect(),
+                    words: (0..nargs).map(|a| (1000 * i + a) as u32).collect(),
+                }
+            })
+            .collect();
+        let buffers: Vec<String> = (0..7).map(|i| format!("b{i}")).collect();
+        let p = link("graph", &buffers, &sections).unwrap();
+        let h = fnv1a(tpuemu_isa::disassemble(&p).as_bytes());
+        println!("linked graph: {} instructions, 0x{h:016x}", p.instrs.len());
+        assert_eq!((p.instrs.len(), h), (1907, 0x1f06_eeec_84b4_434b));
+    }
+}

@@ -1,5 +1,7 @@
 //! Kernel generators: ISA programs for each family of operations.
 
+#[cfg(test)]
+pub(crate) mod checksums;
 pub mod collective;
 pub mod gather;
 pub mod gemm;
