@@ -22,3 +22,15 @@ pub enum KernelError {
     #[error("kernel generation failed: {0}")]
     Build(#[from] tpuemu_isa::BuildError),
 }
+
+/// A scalar register from `pool`, or an error when the kernel needs more than it has.
+pub(crate) fn sreg(pool: &mut crate::codegen::RegPool) -> Result<tpuemu_isa::SReg, KernelError> {
+    pool.take()
+        .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
+}
+
+/// A byte offset into an HBM buffer as an immediate; `what` names the operand in the error
+/// when it does not fit 31 bits.
+pub(crate) fn hbm_offset(off: i64, what: &str) -> Result<i32, KernelError> {
+    i32::try_from(off).map_err(|_| KernelError::TooLarge(format!("{what} above 2 GiB")))
+}
