@@ -51,6 +51,13 @@ impl RegPool {
         debug_assert!(!self.free.contains(&r.index()));
         self.free.push(r.index());
     }
+
+    /// Returns a register to the pool, if there is one.
+    pub fn give_opt(&mut self, r: Option<SReg>) {
+        if let Some(r) = r {
+            self.give(r);
+        }
+    }
 }
 
 /// A program under construction.
