@@ -6,6 +6,7 @@
 //! has its own semaphore and a count of the bytes still on their way ([`PingPong`]).
 
 use tpuemu_isa::Sem;
+use tpuemu_isa::dma::{DmaDescriptor, DmaDim};
 
 use super::Emitter;
 
@@ -21,6 +22,25 @@ impl Emitter {
             self.b.sem_wait(sem, a as i32);
             bytes -= a;
         }
+    }
+}
+
+/// A strided copy between HBM and VMEM: `dims` are (count, HBM byte stride, VMEM byte
+/// stride), outermost first, over runs of `elem_bytes`; `to_vmem` picks the direction.
+pub fn hbm_vmem_desc(elem_bytes: u32, dims: &[(u32, i64, i64)], to_vmem: bool) -> DmaDescriptor {
+    DmaDescriptor {
+        elem_bytes,
+        dims: dims
+            .iter()
+            .map(|&(count, h, v)| {
+                let (src, dst) = if to_vmem { (h, v) } else { (v, h) };
+                DmaDim {
+                    count,
+                    src_stride: src as i32,
+                    dst_stride: dst as i32,
+                }
+            })
+            .collect(),
     }
 }
 

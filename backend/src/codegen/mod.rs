@@ -16,6 +16,6 @@ mod emitter;
 pub mod loops;
 
 pub use args::BufferArgs;
-pub use dma::PingPong;
+pub use dma::{PingPong, hbm_vmem_desc};
 pub use emitter::{Emitter, RegPool};
 pub use loops::CountedLoop;

@@ -11,7 +11,7 @@ use tpuemu_isa::{Addr, ArgSlot, ChipInfo, DmaShape, MemRef, Program, SReg, Sem};
 use super::KernelError;
 use crate::codegen::Emitter;
 use crate::dtype::DType;
-use crate::ir::{GatherNode, Node};
+use crate::ir::{GatherNode, Node, View};
 
 /// Indices per SMEM chunk.
 const CHUNK: u32 = 4096;
@@ -49,7 +49,7 @@ impl GatherSpec {
     }
 }
 
-fn contiguous_rows(v: &crate::ir::View, what: &str) -> Result<u32, KernelError> {
+fn contiguous_rows(v: &View, what: &str) -> Result<u32, KernelError> {
     let l = &v.layout;
     if l.ndim() != 2 || (l.shape[1] > 1 && l.strides[1] != 1) {
         return Err(KernelError::Unsupported(format!(
@@ -64,22 +64,7 @@ fn contiguous_rows(v: &crate::ir::View, what: &str) -> Result<u32, KernelError> 
 /// out.
 pub fn gather_spec(node: &Node, g: &GatherNode) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     let (table, index, out) = (&node.inputs[0], &node.inputs[1], &node.outputs[0]);
-    index_ok(index)?;
-    let spec = GatherSpec {
-        add: false,
-        dtype: table.dtype,
-        index: index.dtype,
-        row_len: g.row_len as u32,
-        table_row_stride: contiguous_rows(table, "table")?,
-        rows_stride: contiguous_rows(out, "output")?,
-        count: g.count as u32,
-        table_rows: g.rows as u32,
-        check_rows: g.check_bounds.then_some(g.rows as u32),
-    };
-    Ok((
-        spec,
-        vec![table.layout.offset, index.layout.offset, out.layout.offset],
-    ))
+    rows_spec(false, g, (table, "table"), index, (out, "output"))
 }
 
 /// The spec of an index-add node: inputs `[index, src]`, output `[dst]` (updated in place);
@@ -89,25 +74,35 @@ pub fn index_add_spec(
     g: &GatherNode,
 ) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     let (index, src, dst) = (&node.inputs[0], &node.inputs[1], &node.outputs[0]);
+    rows_spec(true, g, (dst, "destination"), index, (src, "source"))
+}
+
+/// The spec over a table, its indices and the rows moved (each view with its name for
+/// errors), and the three views' offsets.
+fn rows_spec(
+    add: bool,
+    g: &GatherNode,
+    (table, table_name): (&View, &str),
+    index: &View,
+    (rows, rows_name): (&View, &str),
+) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     index_ok(index)?;
     let spec = GatherSpec {
-        add: true,
-        dtype: dst.dtype,
+        add,
+        dtype: table.dtype,
         index: index.dtype,
         row_len: g.row_len as u32,
-        table_row_stride: contiguous_rows(dst, "destination")?,
-        rows_stride: contiguous_rows(src, "source")?,
+        table_row_stride: contiguous_rows(table, table_name)?,
+        rows_stride: contiguous_rows(rows, rows_name)?,
         count: g.count as u32,
         table_rows: g.rows as u32,
         check_rows: g.check_bounds.then_some(g.rows as u32),
     };
-    Ok((
-        spec,
-        vec![dst.layout.offset, index.layout.offset, src.layout.offset],
-    ))
+    let offsets = [table, index, rows].map(|v| v.layout.offset).to_vec();
+    Ok((spec, offsets))
 }
 
-fn index_ok(index: &crate::ir::View) -> Result<(), KernelError> {
+fn index_ok(index: &View) -> Result<(), KernelError> {
     if !matches!(index.dtype, DType::I32 | DType::I64) {
         return Err(KernelError::Unsupported(format!(
             "indices must be int32 or int64, not {}",

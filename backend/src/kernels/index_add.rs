@@ -11,13 +11,13 @@
 //! faults with the table's bounds.
 
 use tpuemu_isa::builder::VAccess;
-use tpuemu_isa::dma::{DmaDescriptor, DmaDim};
+use tpuemu_isa::dma::DmaDescriptor;
 use tpuemu_isa::ops::{CmpOp, IotaKind, VBinOp};
 use tpuemu_isa::{Addr, ArgSlot, ChipInfo, DmaShape, MReg, MemRef, Program, SReg, Sem, VReg};
 
 use super::KernelError;
 use super::gather::GatherSpec;
-use crate::codegen::{BufferArgs, Emitter, PingPong};
+use crate::codegen::{BufferArgs, Emitter, PingPong, hbm_vmem_desc};
 use crate::dtype::DType;
 
 /// Most source rows per chunk.
@@ -25,19 +25,11 @@ const MAX_CHUNK: u32 = 512;
 
 /// A 2-D copy of `rows` rows of `row_bytes`, HBM row stride `hbm_stride` bytes, dense in VMEM.
 fn rows_desc(rows: u32, row_bytes: u32, hbm_stride: u32, to_vmem: bool) -> DmaDescriptor {
-    let (src, dst) = if to_vmem {
-        (hbm_stride as i32, row_bytes as i32)
-    } else {
-        (row_bytes as i32, hbm_stride as i32)
-    };
-    DmaDescriptor {
-        elem_bytes: row_bytes,
-        dims: vec![DmaDim {
-            count: rows,
-            src_stride: src,
-            dst_stride: dst,
-        }],
-    }
+    hbm_vmem_desc(
+        row_bytes,
+        &[(rows, hbm_stride as i64, row_bytes as i64)],
+        to_vmem,
+    )
 }
 
 /// Builds the kernel. Arguments: `table`, `index`, `rows` buffers, then their storage offsets

@@ -20,12 +20,12 @@
 //! output dtype) runs on each finished output tile in VMEM with the tile kernel's vector code
 //! ([`drain`]).
 
-use tpuemu_isa::dma::{DmaDescriptor, DmaDim};
+use tpuemu_isa::dma::DmaDescriptor;
 use tpuemu_isa::ops::{MxuFmt, Precision};
 use tpuemu_isa::{Addr, ChipInfo, DmaShape, MemRef, Mxu, Program, SReg, Sem};
 
 use super::KernelError;
-use crate::codegen::{Emitter, RegPool};
+use crate::codegen::{Emitter, RegPool, hbm_vmem_desc};
 use crate::dtype::DType;
 
 mod drain;
@@ -145,20 +145,7 @@ fn tile_desc(
     } else {
         esz
     };
-    DmaDescriptor {
-        elem_bytes: elem,
-        dims: dims
-            .into_iter()
-            .map(|(count, h, v)| {
-                let (src, dst) = if to_vmem { (h, v) } else { (v, h) };
-                DmaDim {
-                    count,
-                    src_stride: src as i32,
-                    dst_stride: dst as i32,
-                }
-            })
-            .collect(),
-    }
+    hbm_vmem_desc(elem, &dims, to_vmem)
 }
 
 /// Builds the kernel. Arguments: `a`, `w`, each extra, `out` (buffers), then one scalar per

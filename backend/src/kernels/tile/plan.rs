@@ -6,9 +6,10 @@
 //! `f - 1` and the blocks of dim `f - 1` are the loop levels. Tiles aim at about 256 KiB per
 //! operand buffer, within half of VMEM for all buffers, and at most four DMA dimensions.
 
-use tpuemu_isa::dma::{DmaDescriptor, DmaDim, MAX_DMA_DIMS};
+use tpuemu_isa::dma::{DmaDescriptor, MAX_DMA_DIMS};
 
 use super::spec::TileSpec;
+use crate::codegen::hbm_vmem_desc;
 use crate::kernels::KernelError;
 
 /// A loop level: a dim, how many steps, and how many indices per step.
@@ -208,18 +209,5 @@ pub(super) fn descriptor(
     if dims.is_empty() {
         dims.push((1, 0, 0));
     }
-    DmaDescriptor {
-        elem_bytes: esz as u32,
-        dims: dims
-            .into_iter()
-            .map(|(count, h, v)| {
-                let (src, dst) = if to_vmem { (h, v) } else { (v, h) };
-                DmaDim {
-                    count,
-                    src_stride: src as i32,
-                    dst_stride: dst as i32,
-                }
-            })
-            .collect(),
-    }
+    hbm_vmem_desc(esz as u32, &dims, to_vmem)
 }

@@ -50,27 +50,9 @@ pub(crate) fn dense(
         ));
     }
     let last = last_uses(prog);
-    let mut cx = Ctx {
-        e,
-        va: VAlloc::new(2, vregs),
-        prog,
-        ops,
-        inputs,
-        regs: HashMap::new(),
-        refs: HashMap::new(),
-        pinned: Vec::new(),
-        orig_shape: &[],
-        row_start: 0,
-        row_base: None,
-    };
+    let mut cx = Ctx::new(e, prog, ops, inputs, vregs);
     // Constants live in registers for the whole loop.
-    for (i, n) in prog.nodes.iter().enumerate() {
-        if let POp::Const(_) = n.op {
-            let v = cx.emit_elementwise(i as PRef)?;
-            cx.bind(i as PRef, v);
-            cx.pinned.push(i as PRef);
-        }
-    }
+    cx.pin_constants()?;
     let free = vregs.saturating_sub(2 + cx.pinned.len() as u32);
     let unroll = (free / peak_live(prog, &last)).clamp(1, MAX_UNROLL);
     let mut sizes: Vec<u32> = ops.iter().map(|o| o.dtype.size() as u32).collect();

@@ -86,7 +86,43 @@ pub(crate) fn args(op: &POp) -> Vec<PRef> {
     }
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// A context for `prog` over `ops` (the first `inputs` are its inputs), vector registers
+    /// `v2..vregs` free; the rows layout sets its fields after.
+    fn new(
+        e: &'a mut Emitter,
+        prog: &'a Prog,
+        ops: &'a [VOperand],
+        inputs: usize,
+        vregs: u32,
+    ) -> Self {
+        Ctx {
+            e,
+            va: VAlloc::new(2, vregs),
+            prog,
+            ops,
+            inputs,
+            regs: HashMap::new(),
+            refs: HashMap::new(),
+            pinned: Vec::new(),
+            orig_shape: &[],
+            row_start: 0,
+            row_base: None,
+        }
+    }
+
+    /// Loads every constant of the program into a register of its own, pinned.
+    fn pin_constants(&mut self) -> Result<(), KernelError> {
+        for (i, n) in self.prog.nodes.iter().enumerate() {
+            if let POp::Const(_) = n.op {
+                let v = self.emit_elementwise(i as PRef)?;
+                self.bind(i as PRef, v);
+                self.pinned.push(i as PRef);
+            }
+        }
+        Ok(())
+    }
+
     fn reg(&self, r: PRef) -> VReg {
         self.regs[&r]
     }

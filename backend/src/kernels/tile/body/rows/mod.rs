@@ -8,8 +8,6 @@
 //! - [`reduce`]: accumulators and the cross-lane finish of reductions;
 //! - [`index`]: coordinates of the row and outer dims.
 
-use std::collections::HashMap;
-
 use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::IotaKind;
 use tpuemu_isa::{Addr, MReg, SReg, VReg};
@@ -17,7 +15,6 @@ use tpuemu_isa::{Addr, MReg, SReg, VReg};
 use super::{Ctx, VOperand, store};
 use crate::codegen::{Emitter, RegPool};
 use crate::ir::{POp, PRef, Prog};
-use crate::kernels::tile::vexpr::VAlloc;
 use crate::kernels::{KernelError, sreg};
 
 mod chunk;
@@ -232,19 +229,10 @@ pub(crate) fn rows(
         nchunks,
         tail: g.len - (nchunks - 1) * 128,
     };
-    let mut cx = Ctx {
-        e,
-        va: VAlloc::new(2, vregs),
-        prog,
-        ops,
-        inputs,
-        regs: HashMap::new(),
-        refs: HashMap::new(),
-        pinned: Vec::new(),
-        orig_shape,
-        row_start: row_start(orig_shape, g.len as usize),
-        row_base: tile_row,
-    };
+    let mut cx = Ctx::new(e, prog, ops, inputs, vregs);
+    cx.orig_shape = orig_shape;
+    cx.row_start = row_start(orig_shape, g.len as usize);
+    cx.row_base = tile_row;
     if r.tail < 128 {
         let iota = cx.va.take()?;
         cx.e.mask_below(TAIL_MASK, iota, IotaKind::Lane, r.tail);
@@ -256,13 +244,7 @@ pub(crate) fn rows(
     }
     let groups = cx.e.begin_loop(gcount, test, g.groups, 1);
     // Constants: pinned for the group.
-    for (i, n) in prog.nodes.iter().enumerate() {
-        if let POp::Const(_) = n.op {
-            let v = cx.emit_elementwise(i as PRef)?;
-            cx.bind(i as PRef, v);
-            cx.pinned.push(i as PRef);
-        }
-    }
+    cx.pin_constants()?;
     r.load_per_row_inputs(&mut cx)?;
     r.per_row_step(&mut cx, 0)?;
     for p in 0..=max_phase {
