@@ -61,7 +61,7 @@ pub(crate) fn dense(
     let mut offs = Offsets { regs: Vec::new() };
     for s in &sizes {
         let r = sreg(pool)?;
-        cx.e.b.smov(r, 0);
+        cx.e.smov(r, 0);
         offs.regs.push((*s, r));
     }
     let flat = if index.is_some() {
