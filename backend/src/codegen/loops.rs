@@ -8,6 +8,22 @@
 //!     scmp.lt test, counter, trips * step
 //!     brnz test, top
 //! ```
+//!
+//! ```
+//! use tpuemu_backend::codegen::Emitter;
+//! use tpuemu_isa::SReg;
+//!
+//! let mut e = Emitter::new("k");
+//! let l = e.begin_loop(SReg::n(1), SReg::n(2), 10, 4); // 0, 4, ..., 36
+//! e.nop();
+//! e.end_loop(l);
+//! let p = e.finish().unwrap();
+//! let text: Vec<String> = p.instrs.iter().map(|i| i.to_string()).collect();
+//! assert_eq!(
+//!     text,
+//!     ["smov s1, 0", "nop", "sadd s1, s1, 4", "scmp.lt s2, s1, 40", "brnz s2, @1"]
+//! );
+//! ```
 
 use tpuemu_isa::ops::CmpOp;
 use tpuemu_isa::{Label, SReg};
