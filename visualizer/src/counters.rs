@@ -101,8 +101,8 @@ impl Series {
 
     /// The step function reduced to pixel columns of `axis`: for each column from the first
     /// sample on, the lowest and highest value held in it. Columns after the last sample keep
-    /// its value (the counter holds it).
-    pub fn columns(&self, axis: &TimeAxis, out: &mut Vec<Column>) {
+    /// its value (the counter holds it) up to `end_ns`, the end of the trace.
+    pub fn columns(&self, axis: &TimeAxis, end_ns: f64, out: &mut Vec<Column>) {
         out.clear();
         let width = axis.width.max(0.0).ceil() as usize;
         if self.times.is_empty() || width == 0 {
@@ -113,6 +113,9 @@ impl Series {
         let mut i = self.times.partition_point(|&x| x <= col_t(0));
         let mut held = (i > 0).then(|| self.values[i - 1]);
         for col in 0..width {
+            if col_t(col) > end_ns {
+                break;
+            }
             let end = col_t(col + 1);
             let (mut low, mut high) = match held {
                 Some(v) => (v, v),
@@ -208,7 +211,7 @@ mod tests {
             c(Some(0), "m", 8.0, 0.0),
         ])[0];
         let mut cols = Vec::new();
-        s.columns(&axis(0.0, 1.0, 10.0), &mut cols);
+        s.columns(&axis(0.0, 1.0, 10.0), f64::INFINITY, &mut cols);
         // Nothing before the first sample; columns 2..10 drawn.
         assert_eq!(cols.first().unwrap().col, 2);
         assert_eq!(cols.len(), 8);
@@ -219,9 +222,19 @@ mod tests {
         assert_eq!((at(6).low, at(6).high), (20.0, 20.0));
         assert_eq!((at(9).low, at(9).high), (0.0, 0.0));
         // Zoomed into the middle: the held value comes from before the left edge.
-        s.columns(&axis(6.0, 0.5, 4.0), &mut cols);
+        s.columns(&axis(6.0, 0.5, 4.0), f64::INFINITY, &mut cols);
         assert_eq!(cols.len(), 4);
         assert!(cols.iter().all(|c| c.low == 20.0 && c.high == 20.0));
+        // Nothing after the end of the trace.
+        s.columns(&axis(0.0, 1.0, 10.0), 6.5, &mut cols);
+        assert_eq!(cols.last().unwrap().col, 6);
+    }
+
+    #[test]
+    fn rates_are_short() {
+        assert_eq!(crate::paint::rate_label(45e9), "45GB/s");
+        assert_eq!(crate::paint::rate_label(1.5e9), "1.5GB/s");
+        assert_eq!(crate::paint::rate_label(12.0), "12B/s");
     }
 
     #[test]

@@ -103,6 +103,19 @@ fn keys(v: &mut Viewer, ui: &Ui, pointer_x: f32) {
 /// (host operator -> kernel); backward, the flow arriving at its start (kernel -> operator).
 pub fn follow_flow(model: &TraceModel, span: usize, forward: bool) -> Option<usize> {
     let s = model.spans.get(span)?;
+    if forward && s.op_id.is_none() {
+        // A Python-level call: the first kernel of the operators it called.
+        let ops = model.ops_within(span);
+        if !ops.is_empty() {
+            return model
+                .lanes
+                .iter()
+                .filter(|l| l.kind == crate::lanes::LaneKind::Kernel)
+                .flat_map(|l| l.spans.clone())
+                .filter(|&i| model.spans[i].op_id.is_some_and(|o| ops.contains(&o)))
+                .min_by(|&a, &b| model.spans[a].start_ns.total_cmp(&model.spans[b].start_ns));
+        }
+    }
     let f = model.flows.iter().find(|f| {
         if forward {
             f.from == s.track && f.from_ns >= s.start_ns && f.from_ns <= s.end_ns

@@ -337,6 +337,34 @@ impl TraceModel {
         lo..hi.max(lo)
     }
 
+    /// Operators called inside host span `span` (a Python-level call, or any host call
+    /// without an operator id of its own): the `op_id`s of spans on the other host call lanes
+    /// (`aten`, ...) that lie within it in time. Empty for device spans.
+    pub fn ops_within(&self, span: usize) -> BTreeSet<u64> {
+        let mut out = BTreeSet::new();
+        let (Some(s), Some(own)) = (self.spans.get(span), self.lane_of_span(span)) else {
+            return out;
+        };
+        if self.lanes[own].group != Group::Host {
+            return out;
+        }
+        let slack = TOUCH_NS + s.end_ns.abs() * 1e-12;
+        for (li, lane) in self.lanes.iter().enumerate() {
+            if li == own || !matches!(lane.kind, LaneKind::HostOps | LaneKind::HostOther) {
+                continue;
+            }
+            for row in &lane.rows {
+                for i in row.visible(s.start_ns, s.end_ns) {
+                    let c = &self.spans[row.first + i];
+                    if c.start_ns >= s.start_ns - slack && c.end_ns <= s.end_ns + slack {
+                        out.extend(c.op_id);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The lane holding span `span`.
     pub fn lane_of_span(&self, span: usize) -> Option<usize> {
         let i = self.lanes.partition_point(|l| l.spans.end <= span);

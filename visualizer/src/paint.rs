@@ -8,6 +8,8 @@
 //! [`Layout`], visible spans from [`RowIndex::cull`](crate::index::RowIndex::cull). All span
 //! rectangles of a frame go into one mesh.
 
+use std::borrow::Cow;
+
 use eframe::egui::{
     Align2, Color32, FontId, Mesh, Painter, Pos2, Rect, Shape, Stroke, StrokeKind, Vec2, pos2, vec2,
 };
@@ -117,7 +119,7 @@ impl<'a> Scene<'a> {
         let plot_painter = self.painter.with_clip_rect(plot);
         let mut mesh = Mesh::default();
         let mut outlines: Vec<(Rect, Color32)> = Vec::new();
-        let mut labels: Vec<(Rect, &'a str)> = Vec::new();
+        let mut labels: Vec<(Rect, Cow<'a, str>)> = Vec::new();
         let visible = self
             .layout
             .visible(self.area.min.y - self.top, self.area.max.y - self.top);
@@ -184,7 +186,7 @@ impl<'a> Scene<'a> {
                     pos2(r.min.x.max(plot.min.x) + 3.0, r.center().y),
                     Align2::LEFT_CENTER,
                     text,
-                    FontId::proportional(11.0),
+                    FontId::proportional((r.height() - 1.0).clamp(8.0, 11.0)),
                     Color32::from_gray(20),
                 );
             }
@@ -304,7 +306,7 @@ impl<'a> Scene<'a> {
         lane: usize,
         mesh: &mut Mesh,
         outlines: &mut Vec<(Rect, Color32)>,
-        labels: &mut Vec<(Rect, &'a str)>,
+        labels: &mut Vec<(Rect, Cow<'a, str>)>,
     ) {
         let Item::Lane {
             bracket,
@@ -347,8 +349,13 @@ impl<'a> Scene<'a> {
                         let rate = arg_number(s, "bytes") / s.duration_ns().max(f64::MIN_POSITIVE);
                         let r = Rect::from_x_y_ranges(x0..=x1, tall(&yr, rate));
                         mesh.add_colored_rect(r, name_color(&s.name));
-                        if x1 - x0 > 24.0 {
-                            labels.push((r, s.name.as_str()));
+                        if x1 - x0 > 24.0 && r.height() >= 9.0 {
+                            let text = match traffic {
+                                // Link spans say their rate.
+                                Some(_) => Cow::Owned(rate_label(rate * 1e9)),
+                                None => Cow::Borrowed(s.name.as_str()),
+                            };
+                            labels.push((r, text));
                         }
                         if let Some(h) = hl {
                             if h.span == Some(i) {
@@ -627,12 +634,28 @@ impl<'a> Scene<'a> {
     }
 }
 
-/// Whether a span relates to the highlight: the same operator, the highlighted group's
-/// kernels, or a host operator that group fused.
+/// Whether a span relates to the highlight: the same operator, an operator called inside the
+/// selected Python-level call (and its kernels), the highlighted group's kernels, or a host
+/// operator that group fused.
 fn linked(h: &Highlight, group: Group, op: Option<u64>, gid: Option<u64>) -> bool {
     (h.op.is_some() && op == h.op)
+        || op.is_some_and(|o| h.calls.contains(&o))
         || (group != Group::Host && h.group.is_some() && gid == h.group)
         || (group == Group::Host && op.is_some_and(|o| h.group_ops.contains(&o)))
+}
+
+/// A transfer rate in bytes per second, short (`45GB/s`), for link span labels.
+pub fn rate_label(bytes_per_s: f64) -> String {
+    let (div, p) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(d, _)| bytes_per_s >= *d)
+        .unwrap_or((1.0, ""));
+    let v = bytes_per_s / div;
+    if v >= 10.0 {
+        format!("{v:.0}{p}B/s")
+    } else {
+        format!("{v:.1}{p}B/s")
+    }
 }
 
 fn arrow(p: &Painter, a: Pos2, b: Pos2, stroke: Stroke) {

@@ -27,14 +27,23 @@ fn value_text(s: &Series, v: f64) -> String {
 }
 
 impl Scene<'_> {
-    /// The largest peak of counters named `name` in any trace (the shared scale).
-    fn counter_scale(&self, name: &str) -> f64 {
-        self.traces
+    /// The scale of counters named `name`, shared by every trace: from a baseline to the
+    /// largest peak. The baseline is 0 unless every value stays above a third of the peak;
+    /// then it is a little under the smallest value, so that the changes show (the lane
+    /// says the baseline).
+    fn counter_scale(&self, name: &str) -> (f64, f64) {
+        let all = self
+            .traces
             .iter()
             .flat_map(|t| t.series.iter())
-            .filter(|s| s.name == name)
-            .map(|s| s.peak.1)
-            .fold(0.0, f64::max)
+            .filter(|s| s.name == name);
+        let hi = all.clone().map(|s| s.peak.1).fold(0.0, f64::max);
+        let lo = all.map(|s| s.min).fold(f64::INFINITY, f64::min);
+        if lo.is_finite() && lo > hi / 3.0 && hi > lo {
+            (lo - (hi - lo) * 0.15, hi)
+        } else {
+            (0.0, hi)
+        }
     }
 
     /// Paints counter lane `lane` of trace `trace`.
@@ -53,10 +62,11 @@ impl Scene<'_> {
         let axis = self.axis.shifted(self.offsets[trace]);
         let top = self.top + placed.y + 2.0;
         let bottom = self.top + placed.y + placed.h - self.options.lane_gap - 1.0;
-        let scale = self.counter_scale(&series.name).max(f64::MIN_POSITIVE);
-        let y = |v: f64| bottom - (bottom - top) * (v.max(0.0) / scale).min(1.0) as f32;
+        let (base, peak) = self.counter_scale(&series.name);
+        let range = (peak - base).max(f64::MIN_POSITIVE);
+        let y = |v: f64| bottom - (bottom - top) * ((v - base).max(0.0) / range).min(1.0) as f32;
         let mut cols: Vec<Column> = Vec::new();
-        series.columns(&axis, &mut cols);
+        series.columns(&axis, model.time_range.1, &mut cols);
         for c in &cols {
             let x = axis.x0 + c.col as f32;
             let (yh, yl) = (y(c.high), y(c.low));
@@ -95,6 +105,15 @@ impl Scene<'_> {
                 text,
                 FontId::proportional(10.0),
                 PEAK,
+            );
+        }
+        if base > 0.0 {
+            p.text(
+                pos2(axis.x0 + 3.0, bottom - 1.0),
+                Align2::LEFT_BOTTOM,
+                format!("from {}", value_text(series, base)),
+                FontId::proportional(9.0),
+                Color32::from_gray(150),
             );
         }
         // Under the lane label: the peak value.

@@ -5,7 +5,8 @@
 //!   dispatch lanes). Total is the call's host time, self is that minus the calls nested in
 //!   it. Device time, FLOPs and HBM bytes are those of the kernels the operator caused: a
 //!   kernel of a fusion group is shared evenly by the group's operators (the group's `op_ids`
-//!   on the queue lane), a kernel outside a group belongs to its `op_id`.
+//!   on the queue lane), a kernel outside a group belongs to its `op_id`. A call with no
+//!   operator id (a Python-level call) gets the cost of the operators called inside it.
 //! - **kernels**: kernel spans by program name; total = self = device time, with the kernels'
 //!   `flops` and `hbm_bytes`.
 //! - **fusion groups**: kernels by what they fused: the names of the group's operators joined
@@ -17,7 +18,7 @@
 //! Achieved FLOP/s and HBM bandwidth divide by device time; the peaks are the trace's
 //! per-chip `peak_bf16_flops` and `hbm_bytes_per_s` (a kernel runs on one chip).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tpuemu_isa::trace::Span;
 
@@ -165,7 +166,7 @@ pub fn profile(model: &TraceModel, kind: ProfileKind) -> Profile {
         }
         ProfileKind::Group => groups(model, &mut rows),
         ProfileKind::Region => {
-            nested_rows(model, &mut rows, |k| k == LaneKind::Region, |_| None);
+            nested_rows(model, &mut rows, |k| k == LaneKind::Region, |_, _| None);
         }
     }
     let mut rows: Vec<Row> = rows
@@ -240,9 +241,21 @@ fn operators(model: &TraceModel, rows: &mut BTreeMap<String, Row>) {
             _ => {}
         }
     }
-    nested_rows(model, rows, is_call_lane, |s| {
-        let op = s.op_id?;
-        Some((cost.get(&op).copied()?, kernels.get(&op)?.clone()))
+    nested_rows(model, rows, is_call_lane, |i, s| {
+        let ops = match s.op_id {
+            Some(op) => BTreeSet::from([op]),
+            // A Python-level call: the operators it called.
+            None => model.ops_within(i),
+        };
+        let mut c = Cost::default();
+        let mut ks = Vec::new();
+        for op in &ops {
+            if let Some(x) = cost.get(op) {
+                c.add(*x, 1.0);
+            }
+            ks.extend(kernels.get(op).into_iter().flatten());
+        }
+        (!ks.is_empty()).then_some((c, ks))
     });
 }
 
@@ -252,7 +265,7 @@ fn nested_rows(
     model: &TraceModel,
     rows: &mut BTreeMap<String, Row>,
     lane_kind: impl Fn(LaneKind) -> bool,
-    device: impl Fn(&Span) -> Option<(Cost, Vec<usize>)>,
+    device: impl Fn(usize, &Span) -> Option<(Cost, Vec<usize>)>,
 ) {
     for lane in model.lanes.iter().filter(|l| lane_kind(l.kind)) {
         let mut idx: Vec<usize> = lane.spans.clone().collect();
@@ -290,7 +303,7 @@ fn nested_rows(
             r.total_ns += s.duration_ns();
             r.self_ns += self_ns.get(&i).copied().unwrap_or(s.duration_ns()).max(0.0);
             r.spans.push(i);
-            if let Some((c, ks)) = device(s) {
+            if let Some((c, ks)) = device(i, s) {
                 r.device_ns += c.ns;
                 r.flops += c.flops;
                 r.bytes += c.bytes;
@@ -410,7 +423,8 @@ mod tests {
         TraceEvent::Span(k)
     }
 
-    /// Host: linear [0, 100) calls mm [10, 40) (op 2) and add [50, 60) (op 3); a second mm
+    /// Host: a Python call [0, 100) around linear [0, 100), which calls mm [10, 40) (op 2) and
+    /// add [50, 60) (op 3); a second mm
     /// [200, 220) (op 4). Queue: group 9 fused ops 2 and 3. Kernels: the group's kernel
     /// [300, 400) 1e6 FLOPs, and op 4's kernel [400, 450) 2e6 FLOPs.
     fn model() -> TraceModel {
@@ -427,6 +441,7 @@ mod tests {
         q.args
             .insert("ops".into(), json!(["aten::mm", "aten::add"]));
         let events = vec![
+            host("python", "Linear.forward", 0.0, 100.0, None),
             host("aten", "aten::linear", 0.0, 100.0, Some(1)),
             host("aten", "aten::mm", 10.0, 40.0, Some(2)),
             host("aten", "aten::add", 50.0, 60.0, Some(3)),
@@ -465,6 +480,10 @@ mod tests {
         assert_eq!(p.rows.last().unwrap().name, "aten::linear");
         // Selecting mm lights its calls and both kernels.
         assert_eq!(mm.spans.len(), 4);
+        // The Python call holds linear, mm and add: the fused kernel's two halves.
+        let py = p.row("Linear.forward").unwrap();
+        assert_eq!((py.total_ns, py.device_ns, py.flops), (100.0, 100.0, 1e6));
+        assert_eq!(m.ops_within(py.spans[0]), BTreeSet::from([1, 2, 3]));
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub struct Highlight {
     pub group: Option<u64>,
     /// Operators of that group.
     pub group_ops: BTreeSet<u64>,
+    /// For a host call without an operator of its own (a Python-level call): the operators
+    /// called inside it, whose kernels light up with it.
+    pub calls: BTreeSet<u64>,
 }
 
 impl Highlight {
@@ -74,12 +77,18 @@ impl Highlight {
         let group_ops = group
             .and_then(|g| model.group_ops.get(&g).cloned())
             .unwrap_or_default();
+        let calls = if op.is_none() {
+            model.ops_within(sel.span)
+        } else {
+            BTreeSet::new()
+        };
         Highlight {
             trace: sel.trace,
             span: Some(sel.span),
             op,
             group,
             group_ops,
+            calls,
         }
     }
 }
