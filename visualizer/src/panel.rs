@@ -2,6 +2,8 @@
 //! fusion group or region), the op profile of one trace, the selected span and the range
 //! statistics; the status line under the timeline; the key list.
 
+use std::sync::Arc;
+
 use eframe::egui::{self, Align2, Color32, FontId, Rect, RichText, Ui, pos2};
 
 use crate::axis::format_duration;
@@ -170,7 +172,7 @@ fn profile_tab(ui: &mut Ui, v: &mut Viewer) {
     }
     let kind = v.tables.kind;
     let trace = v.tables.trace.min(v.traces.len() - 1);
-    let p = v.profile(trace, kind).clone();
+    let p = v.profile(trace, kind);
     let (sc, asc) = v.tables.sort;
     let mut rows: Vec<&Row> = p.rows.iter().collect();
     if sc == 0 {
@@ -307,7 +309,7 @@ fn diff_cell(r: &DiffRow, c: usize) -> Cell {
 fn compare_tab(ui: &mut Ui, v: &mut Viewer) {
     let kind = v.tables.kind;
     let key = v.tables.diff_sort;
-    let mut rows: Vec<DiffRow> = v.diff(kind).to_vec();
+    let mut rows: Vec<DiffRow> = v.diff(kind).as_ref().clone();
     sort(
         &mut rows,
         key,
@@ -334,7 +336,7 @@ fn compare_tab(ui: &mut Ui, v: &mut Viewer) {
         bytes(b.bytes),
     ));
     // Line 0 is the total; then the rows, with members of expanded groups.
-    let profiles: Vec<Profile> = (0..2).map(|t| v.profile(t, kind).clone()).collect();
+    let profiles: Vec<Arc<Profile>> = (0..2).map(|t| v.profile(t, kind)).collect();
     let members = |name: &str| -> Vec<(String, usize)> {
         profiles
             .iter()

@@ -7,6 +7,7 @@
 //! [`crate::input`], the side panel in [`crate::panel`].
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use eframe::egui::{self, Key, Pos2, Rect, Sense, Ui, pos2};
 
@@ -183,8 +184,8 @@ pub struct Viewer {
     pub(crate) consumed_enter: bool,
     highlight: Option<(Selection, Highlight)>,
     stats: Option<StatsCache>,
-    profiles: HashMap<(usize, ProfileKind), Profile>,
-    diffs: HashMap<ProfileKind, Vec<DiffRow>>,
+    profiles: HashMap<(usize, ProfileKind), Arc<Profile>>,
+    diffs: HashMap<ProfileKind, Arc<Vec<DiffRow>>>,
 }
 
 impl Viewer {
@@ -400,27 +401,29 @@ impl Viewer {
         self.stats = None;
     }
 
-    /// The profile of one kind of one trace (cached).
-    pub fn profile(&mut self, trace: usize, kind: ProfileKind) -> &Profile {
+    /// The profile of one kind of one trace (computed once).
+    pub fn profile(&mut self, trace: usize, kind: ProfileKind) -> Arc<Profile> {
         let model = &self.traces[trace.min(self.traces.len().saturating_sub(1))];
         self.profiles
             .entry((trace, kind))
-            .or_insert_with(|| profile(model, kind))
+            .or_insert_with(|| Arc::new(profile(model, kind)))
+            .clone()
     }
 
-    /// The diff of the two traces' profiles of one kind (cached; empty for one trace).
-    pub fn diff(&mut self, kind: ProfileKind) -> &[DiffRow] {
-        if !self.diffs.contains_key(&kind) {
-            let rows = if self.traces.len() > 1 {
-                let a = self.profile(0, kind).clone();
-                let b = self.profile(1, kind).clone();
-                diff(&a, &b)
-            } else {
-                Vec::new()
-            };
-            self.diffs.insert(kind, rows);
+    /// The diff of the two traces' profiles of one kind (computed once; empty for one
+    /// trace).
+    pub fn diff(&mut self, kind: ProfileKind) -> Arc<Vec<DiffRow>> {
+        if let Some(d) = self.diffs.get(&kind) {
+            return d.clone();
         }
-        &self.diffs[&kind]
+        let rows = if self.traces.len() > 1 {
+            let a = self.profile(0, kind);
+            let b = self.profile(1, kind);
+            diff(&a, &b)
+        } else {
+            Vec::new()
+        };
+        self.diffs.entry(kind).or_insert(Arc::new(rows)).clone()
     }
 
     /// Marks the spans of the table row `name` (of the profile of `trace`, or of both traces'

@@ -170,7 +170,7 @@ fn profile_row_lights_up_its_spans_and_expands() {
     let name = "aten::mm + aten::add.Tensor + aten::mul.Tensor";
     {
         let v = h.state_mut();
-        let p = v.profile(0, ProfileKind::Group).clone();
+        let p = v.profile(0, ProfileKind::Group);
         // Steps 0-2 and 6-8 fuse mm+add+mul: two instances.
         let row = p.row(name).unwrap();
         assert_eq!(row.count, 2);
