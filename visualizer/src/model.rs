@@ -342,6 +342,9 @@ impl TraceModel {
     /// (`aten`, ...) that lie within it in time. Empty for device spans.
     pub fn ops_within(&self, span: usize) -> BTreeSet<u64> {
         let mut out = BTreeSet::new();
+        if self.host_ops.is_empty() {
+            return out; // no operator ids at all (a foreign trace)
+        }
         let (Some(s), Some(own)) = (self.spans.get(span), self.lane_of_span(span)) else {
             return out;
         };
