@@ -146,10 +146,13 @@ pub fn format_bytes(v: f64) -> String {
     .into_iter()
     .find(|(d, _)| v.abs() >= *d)
     .unwrap_or((1.0, "B"));
-    if div == 1.0 {
-        format!("{v:.0} B")
+    let x = v / div;
+    if div == 1.0 || x.abs() >= 100.0 {
+        format!("{x:.0} {p}")
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1} {p}")
     } else {
-        format!("{:.2} {p}", v / div)
+        format!("{x:.2} {p}")
     }
 }
 
@@ -241,6 +244,7 @@ mod tests {
     fn bytes_format_binary_units() {
         assert_eq!(format_bytes(512.0), "512 B");
         assert_eq!(format_bytes(1536.0), "1.50 KiB");
-        assert_eq!(format_bytes(116_734_976.0), "111.33 MiB");
+        assert_eq!(format_bytes(116_734_976.0), "111 MiB");
+        assert_eq!(format_bytes(47.07 * 1048576.0), "47.1 MiB");
     }
 }

@@ -198,6 +198,20 @@ impl Viewer {
             Tab::Profile
         };
         let row_height = options.row_height;
+        // Tables open on operators when a trace has operator calls, else on kernels.
+        let calls = traces.iter().any(|t| {
+            t.lanes.iter().any(|l| {
+                matches!(l.kind, LaneKind::HostPython | LaneKind::HostOps) && !l.spans.is_empty()
+            })
+        });
+        let tables = Tables {
+            kind: if calls {
+                ProfileKind::Operator
+            } else {
+                ProfileKind::Kernel
+            },
+            ..Tables::default()
+        };
         Viewer {
             traces,
             options,
@@ -207,7 +221,7 @@ impl Viewer {
             range: None,
             scroll_y: 0.0,
             tab,
-            tables: Tables::default(),
+            tables,
             search: String::new(),
             marks: None,
             show_help: false,
