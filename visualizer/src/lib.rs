@@ -13,12 +13,13 @@
 //! [`screenshot`] renders the same view to a PNG with no window and no GPU.
 //!
 //! Module map: [`axis`] (time <-> pixel), [`lanes`] (lane kinds, order, depth bounds),
-//! [`model`] (a trace indexed per lane and row), [`counters`] (counter series), [`index`]
-//! (culling and merging), [`layout`] (y positions), [`stats`] (range statistics),
-//! [`profile`] and [`diff`] (op profile, comparison), [`marks`] (search and marked spans),
-//! [`options`] (view options), [`view`] (state), [`input`] and [`keys`] (mouse and keys),
-//! [`paint`], [`paint_counter`], [`panel`], [`table`] and [`details`] (drawing), [`app`] (the
-//! window), [`screenshot`] and [`raster`] (headless rendering), [`synthetic`] (test traces).
+//! [`model`] (a trace indexed per lane and row), [`groups`] (fusion groups), [`counters`]
+//! (counter series), [`index`] (culling and merging), [`layout`] (y positions), [`stats`]
+//! (range statistics), [`profile`] and [`diff`] (op profile, comparison), [`marks`] (search and
+//! marked spans), [`options`] (view options), [`view`] (state), [`input`] and [`keys`] (mouse
+//! and keys), [`paint`], [`paint_counter`], [`panel`], [`table`] and [`details`] (drawing),
+//! [`app`] (the window), [`screenshot`] and [`raster`] (headless rendering), [`synthetic`]
+//! (test traces).
 
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -28,6 +29,7 @@ pub mod counters;
 pub mod details;
 pub mod diff;
 pub mod error;
+pub mod groups;
 pub mod index;
 pub mod input;
 pub mod keys;

@@ -189,36 +189,8 @@ impl TraceModel {
                 .then(a.3.cmp(&b.3))
         });
 
-        // Nesting depth per span, then order each lane by (depth, start).
-        let mut depth = vec![0u32; keys.len()];
-        let mut open: Vec<f64> = Vec::new();
-        let mut lane_bounds = vec![0usize; sources.len() + 1];
-        let mut folded = vec![0usize; sources.len()];
-        for (k, key) in keys.iter().enumerate() {
-            if k == 0 || keys[k - 1].0 != key.0 {
-                open.clear();
-            }
-            let kind = lane_kinds[key.0 as usize];
-            lane_bounds[key.0 as usize + 1] = k + 1;
-            if !kind.may_nest() {
-                continue; // one row of occupancy
-            }
-            // Chrome JSON stores µs, so a span that starts where the previous one ends may
-            // read back a hair earlier: that is not nesting.
-            let tolerance = TOUCH_NS + key.1.abs() * 1e-12;
-            while open.last().is_some_and(|&end| end <= key.1 + tolerance) {
-                open.pop();
-            }
-            let d = open.len();
-            if d >= kind.max_rows() {
-                folded[key.0 as usize] += 1;
-            }
-            depth[k] = d.min(kind.max_rows() - 1) as u32;
-            open.push(key.2);
-        }
-        for i in 1..lane_bounds.len() {
-            lane_bounds[i] = lane_bounds[i].max(lane_bounds[i - 1]);
-        }
+        // Row (bounded nesting depth) per span, then order each lane by (row, start).
+        let (depth, lane_bounds, folded) = assign_rows(&keys, &lane_kinds);
         let mut order: Vec<(u32, u32, u32)> = keys
             .iter()
             .zip(&depth)
@@ -257,27 +229,7 @@ impl TraceModel {
                 }
             })
             .collect();
-        let mut link_peak_rate: f64 = 0.0;
-        for lane in &mut lanes {
-            let mut at = lane.spans.start;
-            while at < lane.spans.end {
-                let d = order[at].1;
-                let end = at + order[at..lane.spans.end].partition_point(|o| o.1 == d);
-                let mut row =
-                    RowIndex::new(at, spans[at..end].iter().map(|s| (s.start_ns, s.end_ns)));
-                if lane.kind == LaneKind::Link {
-                    let bytes = |s: &Span| arg_number(s, "bytes");
-                    row.set_weights(spans[at..end].iter().map(bytes));
-                    for s in &spans[at..end] {
-                        if s.end_ns > s.start_ns {
-                            link_peak_rate = link_peak_rate.max(bytes(s) / (s.end_ns - s.start_ns));
-                        }
-                    }
-                }
-                lane.rows.push(row);
-                at = end;
-            }
-        }
+        let link_peak_rate = build_rows(&mut lanes, &spans, &order);
 
         flows.sort_by(|a, b| {
             a.from_ns
@@ -298,7 +250,7 @@ impl TraceModel {
             .map(|f| (lane_of[&f.from], lane_of[&f.to]))
             .collect();
 
-        let (groups, group_ops, host_ops) = link_groups(&spans, &lanes);
+        let (groups, group_ops, host_ops) = crate::groups::link_groups(&spans, &lanes);
         let time_range = time_range(&spans, &flows, &counters);
         let chips_seen = lanes
             .iter()
@@ -389,6 +341,73 @@ impl TraceModel {
     }
 }
 
+/// Assigns each span (`keys`: lane, start, end, index; sorted by lane, start, longest first) a
+/// row: its nesting depth, at most the lane kind's last row, on lanes that nest; row 0
+/// elsewhere. Returns the rows, each lane's span range bounds and how many spans each lane
+/// folded into its last row.
+fn assign_rows(
+    keys: &[(u32, f64, f64, u32)],
+    lane_kinds: &[LaneKind],
+) -> (Vec<u32>, Vec<usize>, Vec<usize>) {
+    let mut depth = vec![0u32; keys.len()];
+    let mut open: Vec<f64> = Vec::new();
+    let mut lane_bounds = vec![0usize; lane_kinds.len() + 1];
+    let mut folded = vec![0usize; lane_kinds.len()];
+    for (k, key) in keys.iter().enumerate() {
+        if k == 0 || keys[k - 1].0 != key.0 {
+            open.clear();
+        }
+        let kind = lane_kinds[key.0 as usize];
+        lane_bounds[key.0 as usize + 1] = k + 1;
+        if !kind.may_nest() {
+            continue; // one row of occupancy
+        }
+        // Chrome JSON stores µs, so a span that starts where the previous one ends may
+        // read back a hair earlier: that is not nesting.
+        let tolerance = TOUCH_NS + key.1.abs() * 1e-12;
+        while open.last().is_some_and(|&end| end <= key.1 + tolerance) {
+            open.pop();
+        }
+        let d = open.len();
+        if d >= kind.max_rows() {
+            folded[key.0 as usize] += 1;
+        }
+        depth[k] = d.min(kind.max_rows() - 1) as u32;
+        open.push(key.2);
+    }
+    for i in 1..lane_bounds.len() {
+        lane_bounds[i] = lane_bounds[i].max(lane_bounds[i - 1]);
+    }
+    (depth, lane_bounds, folded)
+}
+
+/// Builds each lane's rows from the spans in (lane, row, start) order (`order[i].1` is span
+/// `i`'s row); link rows get their spans' bytes as weights. Returns the highest link rate,
+/// bytes per ns.
+fn build_rows(lanes: &mut [Lane], spans: &[Span], order: &[(u32, u32, u32)]) -> f64 {
+    let mut link_peak_rate: f64 = 0.0;
+    for lane in lanes {
+        let mut at = lane.spans.start;
+        while at < lane.spans.end {
+            let d = order[at].1;
+            let end = at + order[at..lane.spans.end].partition_point(|o| o.1 == d);
+            let mut row = RowIndex::new(at, spans[at..end].iter().map(|s| (s.start_ns, s.end_ns)));
+            if lane.kind == LaneKind::Link {
+                let bytes = |s: &Span| arg_number(s, "bytes");
+                row.set_weights(spans[at..end].iter().map(bytes));
+                for s in &spans[at..end] {
+                    if s.end_ns > s.start_ns {
+                        link_peak_rate = link_peak_rate.max(bytes(s) / (s.end_ns - s.start_ns));
+                    }
+                }
+            }
+            lane.rows.push(row);
+            at = end;
+        }
+    }
+    link_peak_rate
+}
+
 /// A numeric arg of a span (0 when absent, not a number or not finite).
 pub fn arg_number(s: &Span, key: &str) -> f64 {
     s.args
@@ -405,84 +424,6 @@ fn finite(t: f64) -> f64 {
 fn sanitize(start: &mut f64, end: &mut f64) {
     *start = finite(*start);
     *end = finite(*end).max(*start);
-}
-
-type Links = (
-    Vec<LaneGroups>,
-    HashMap<u64, BTreeSet<u64>>,
-    HashMap<u64, Vec<usize>>,
-);
-
-/// Fusion group extents per kernel lane, group -> operator ids, operator -> host spans.
-fn link_groups(spans: &[Span], lanes: &[Lane]) -> Links {
-    let mut groups = Vec::new();
-    let mut group_ops: HashMap<u64, BTreeSet<u64>> = HashMap::new();
-    let mut host_ops: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (li, lane) in lanes.iter().enumerate() {
-        match lane.kind {
-            LaneKind::Kernel => {
-                let mut by_id: HashMap<u64, FusionGroup> = HashMap::new();
-                for s in &spans[lane.spans.clone()] {
-                    let Some(g) = s.group_id else { continue };
-                    if let Some(op) = s.op_id {
-                        group_ops.entry(g).or_default().insert(op);
-                    }
-                    let e = by_id.entry(g).or_insert(FusionGroup {
-                        group_id: g,
-                        lane: li,
-                        start_ns: s.start_ns,
-                        end_ns: s.end_ns,
-                        kernels: 0,
-                    });
-                    e.start_ns = e.start_ns.min(s.start_ns);
-                    e.end_ns = e.end_ns.max(s.end_ns);
-                    e.kernels += 1;
-                }
-                if by_id.is_empty() {
-                    continue;
-                }
-                let mut list: Vec<FusionGroup> = by_id.into_values().collect();
-                list.sort_by(|a, b| {
-                    a.start_ns
-                        .total_cmp(&b.start_ns)
-                        .then(a.group_id.cmp(&b.group_id))
-                });
-                let index = RowIndex::new(0, list.iter().map(|g| (g.start_ns, g.end_ns)));
-                groups.push(LaneGroups {
-                    lane: li,
-                    groups: list,
-                    index,
-                });
-            }
-            LaneKind::HostQueue => {
-                for s in &spans[lane.spans.clone()] {
-                    let Some(g) = s.group_id.or_else(|| group_number(&s.name)) else {
-                        continue;
-                    };
-                    if let Some(ids) = s.args.get("op_ids").and_then(|v| v.as_array()) {
-                        group_ops
-                            .entry(g)
-                            .or_default()
-                            .extend(ids.iter().filter_map(serde_json::Value::as_u64));
-                    }
-                }
-            }
-            _ => {}
-        }
-        if lane.group == Group::Host {
-            for i in lane.spans.clone() {
-                if let Some(op) = spans[i].op_id {
-                    host_ops.entry(op).or_default().push(i);
-                }
-            }
-        }
-    }
-    (groups, group_ops, host_ops)
-}
-
-/// `fused group 12` -> 12.
-fn group_number(name: &str) -> Option<u64> {
-    name.strip_prefix("fused group ")?.trim().parse().ok()
 }
 
 fn time_range(spans: &[Span], flows: &[Flow], counters: &[Counter]) -> (f64, f64) {
