@@ -225,22 +225,26 @@ impl Runtime {
     }
 
     /// Records a span of host work done outside the backend (a PyTorch operator run on the
-    /// CPU, a copy) on the host lane `lane` of the trace, charging `ns` of host time.
-    pub fn host_span(&self, lane: &str, name: &str, ns: f64) {
+    /// CPU, a Python-level call) on the host lane `lane` of the trace, from `start_ns` to
+    /// `end_ns` of the simulated host clock (when profiling).
+    pub fn record_host_span(&self, lane: &str, name: &str, start_ns: f64, end_ns: f64) {
         let mut st = self.lock();
-        let start = st.host_ns;
-        st.host_ns += ns;
         if st.profiling {
             let s = tpuemu_isa::trace::Span::new(
                 tpuemu_isa::trace::Track::Host {
                     lane: lane.to_string(),
                 },
                 name.to_string(),
-                start,
-                start + ns,
+                start_ns,
+                end_ns.max(start_ns),
             );
             st.events.push(tpuemu_isa::trace::TraceEvent::Span(s));
         }
+    }
+
+    /// Advances the simulated host clock by `ns` (host work the backend does not see).
+    pub fn charge_host_ns(&self, ns: f64) {
+        self.lock().host_ns += ns.max(0.0);
     }
 
     fn read_bytes(&self, storage: &StorageRef, offset: u64, len: usize) -> Result<Vec<u8>> {

@@ -1,0 +1,127 @@
+"""Which aten overloads go to the Rust backend, and how.
+
+For every overload the backend registers (``tpuemu._rust.registry()``), the device registers a
+PrivateUse1 kernel for it, and for its in-place and ``out=`` forms, which run as the functional
+overload followed by a copy into the written arguments. Overloads PyTorch itself implements by
+decomposition on every device (CompositeImplicitAutograd), views (PyTorch's own view kernels
+keep aliasing), factories and conversions between devices are left to PyTorch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+# Left to PyTorch: conversions that may cross devices, and factories (PyTorch builds them as
+# empty + fill_, which the backend runs).
+EXCLUDED = {
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::empty.memory_format",
+    "aten::zeros",
+    "aten::ones",
+    "aten::full",
+    "aten::scalar_tensor",
+    "aten::arange",
+    "aten::arange.start_step",
+}
+
+
+def full_name(s) -> str:
+    return s.name + ("." + s.overload_name if s.overload_name else "")
+
+
+def short_name(full: str) -> str:
+    return full.split("::", 1)[1]
+
+
+def _writes(s) -> list[int]:
+    return [i for i, a in enumerate(s.arguments) if a.alias_info is not None and a.alias_info.is_write]
+
+
+def _is_view(s) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in s.returns)
+
+
+def _implicit(name: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+
+
+def _same_args(a, b) -> bool:
+    if len(a.arguments) != len(b.arguments):
+        return False
+    return all(x.name == y.name and str(x.type) == str(y.type) for x, y in zip(a.arguments, b.arguments))
+
+
+def _out_mapping(out, functional) -> list[int] | None:
+    """Indices into ``out``'s arguments forming ``functional``'s (-1: left to its default)."""
+    writes = set(_writes(out))
+    by_name = {a.name: i for i, a in enumerate(out.arguments) if i not in writes}
+    used = set()
+    fargs = []
+    for a in functional.arguments:
+        i = by_name.get(a.name)
+        if i is not None and str(out.arguments[i].type) == str(a.type):
+            fargs.append(i)
+            used.add(i)
+        elif a.default_value is not None or a.kwarg_only or str(a.type).endswith("?"):
+            fargs.append(-1)
+        else:
+            return None
+    if used != set(by_name.values()):
+        return None
+    return fargs
+
+
+def plan(rust_ops: dict[str, str]):
+    """(kernels to register, variants as (name, functional, fargs, writes))."""
+    by_name = {}
+    by_base = defaultdict(list)
+    for s in torch._C._jit_get_all_schemas():
+        if not s.name.startswith("aten::"):
+            continue
+        by_name[full_name(s)] = s
+        by_base[s.name].append(s)
+    kernels: list[str] = []
+    variants: list[tuple[str, str, list[int], list[int]]] = []
+    seen = set()
+
+    def add_kernel(name: str):
+        if name not in seen and not _implicit(name):
+            seen.add(name)
+            kernels.append(short_name(name))
+
+    for name, impl in sorted(rust_ops.items()):
+        s = by_name.get(name)
+        if s is None or impl == "view" or _is_view(s):
+            continue
+        n_tensor_returns = len(s.returns)
+        if _writes(s):
+            # The backend's own in-place overloads (fill_.Scalar) run as they are.
+            if name not in EXCLUDED:
+                add_kernel(name)
+            continue
+        if name not in EXCLUDED:
+            add_kernel(name)
+        base, ov = s.name, s.overload_name
+        inplace = by_name.get(base + "_" + ("." + ov if ov else ""))
+        if inplace is not None and _writes(inplace) == [0] and _same_args(inplace, s) and n_tensor_returns == 1:
+            iname = full_name(inplace)
+            variants.append((iname, name, list(range(len(s.arguments))), [0]))
+            add_kernel(iname)
+        for o in by_base[base]:
+            w = _writes(o)
+            if not w or o is s or full_name(o) in rust_ops or len(w) != n_tensor_returns:
+                continue
+            if not all(o.arguments[i].kwarg_only for i in w):
+                continue
+            fargs = _out_mapping(o, s)
+            if fargs is None:
+                continue
+            oname = full_name(o)
+            if any(v[0] == oname for v in variants):
+                continue
+            variants.append((oname, name, fargs, w))
+            add_kernel(oname)
+    return kernels, variants
