@@ -39,6 +39,8 @@ pub mod tag {
     pub const HOST_SCALAR: i32 = 12;
     /// In results: a list of `n` entries follows.
     pub const LIST: i32 = 13;
+    /// A Python number PyTorch wrapped as a 0-dim CPU tensor: `p` points to its element.
+    pub const WRAPPED: i32 = 14;
 }
 
 /// One argument.
@@ -180,6 +182,8 @@ pub static BACKEND_CALLS: AtomicU64 = AtomicU64::new(0);
 pub struct Converted {
     pub values: Vec<Value>,
     pub inputs: Vec<StorageRef>,
+    /// Arguments that are wrapped Python numbers (passed as scalars).
+    pub wrapped: Vec<usize>,
 }
 
 /// Why a call cannot run on the backend (the shim falls back to the CPU).
@@ -223,6 +227,28 @@ unsafe fn tensor_of(rt: &Runtime, a: &Arg, inputs: &mut Vec<StorageRef>) -> Resu
     Ok(Value::Tensor(t))
 }
 
+/// A wrapped Python number as a scalar.
+///
+/// # Safety
+/// `a.p` points to one element of dtype `a.dtype`.
+unsafe fn wrapped_number(a: &Arg) -> Result<Value, Conv> {
+    // SAFETY: per the contract.
+    Ok(unsafe {
+        match a.dtype {
+            7 => Value::Float(std::ptr::read_unaligned(a.p as *const f64)),
+            6 => Value::Float(std::ptr::read_unaligned(a.p as *const f32) as f64),
+            4 => Value::Int(std::ptr::read_unaligned(a.p as *const i64)),
+            11 => Value::Bool(std::ptr::read_unaligned(a.p as *const u8) != 0),
+            c => {
+                return Err(Conv::Unsupported(format!(
+                    "a {} number is not computed on the tpu",
+                    code_name(c)
+                )));
+            }
+        }
+    })
+}
+
 enum Conv {
     Unsupported(String),
     Error(TpuError),
@@ -243,6 +269,7 @@ unsafe fn value_of(rt: &Runtime, a: &Arg, inputs: &mut Vec<StorageRef>) -> Resul
     Ok(match a.tag {
         tag::NONE => Value::None,
         tag::TENSOR | tag::HOST_SCALAR => unsafe { tensor_of(rt, a, inputs)? },
+        tag::WRAPPED => unsafe { wrapped_number(a)? },
         tag::INT => Value::Int(a.n),
         tag::FLOAT => Value::Float(a.f),
         tag::BOOL => Value::Bool(a.n != 0),
@@ -306,14 +333,22 @@ pub unsafe fn convert(
     };
     let mut inputs = Vec::new();
     let mut values = Vec::with_capacity(nargs);
-    for a in args {
+    let mut wrapped = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if a.tag == tag::WRAPPED {
+            wrapped.push(i);
+        }
         match unsafe { value_of(rt, a, &mut inputs) } {
             Ok(v) => values.push(v),
             Err(Conv::Unsupported(m)) => return Err(Ok(Unsupported(m))),
             Err(Conv::Error(e)) => return Err(Err(e)),
         }
     }
-    Ok(Converted { values, inputs })
+    Ok(Converted {
+        values,
+        inputs,
+        wrapped,
+    })
 }
 
 thread_local! {
@@ -444,6 +479,51 @@ pub unsafe fn publish(
     })
 }
 
+/// The `.Scalar` sibling of a `.Tensor` overload (`aten::mul.Tensor` -> `aten::mul.Scalar`,
+/// `aten::pow.Tensor_Tensor` -> `aten::pow.Tensor_Scalar`) if the backend has it.
+fn scalar_sibling(name: &'static str) -> Option<&'static str> {
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, Option<&'static str>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    *c.entry(name).or_insert_with(|| {
+        let (base, ov) = name.split_once('.')?;
+        let ov2 = if let Some(rest) = ov.strip_suffix("Tensor") {
+            format!("{rest}Scalar")
+        } else {
+            ov.replacen("Tensor", "Scalar", 1)
+        };
+        let cand = format!("{base}.{ov2}");
+        (cand != name && ops::registry().contains_key(cand.as_str()))
+            .then(|| &*Box::leak(cand.into_boxed_str()))
+    })
+}
+
+/// Wrapped Python numbers at `positions` of `values`: the operator's `.Scalar` overload takes
+/// a single one as the second operand; otherwise each becomes a 0-dim tensor (float32, int64
+/// or bool: the dtypes that promote as PyTorch promotes wrapped numbers).
+fn bind_wrapped(
+    rt: &Runtime,
+    name: &'static str,
+    values: &mut [Value],
+    positions: &[usize],
+) -> Result<&'static str, TpuError> {
+    if positions == [1]
+        && let Some(s) = scalar_sibling(name)
+    {
+        return Ok(s);
+    }
+    for p in positions {
+        let t = match values[*p] {
+            Value::Float(f) => Tensor::from_bytes(rt, &(f as f32).to_le_bytes(), &[], DType::F32)?,
+            Value::Int(i) => Tensor::from_bytes(rt, &i.to_le_bytes(), &[], DType::I64)?,
+            Value::Bool(b) => Tensor::from_bytes(rt, &[b as u8], &[], DType::Bool)?,
+            _ => continue,
+        };
+        values[*p] = Value::Tensor(t);
+    }
+    Ok(name)
+}
+
 /// Whether PyTorch lets an in-place or `out=` result of `from` be written to `to`.
 fn can_cast(from: DType, to: DType) -> bool {
     !((from.is_float() && !to.is_float()) || (from != DType::Bool && to == DType::Bool))
@@ -559,13 +639,25 @@ pub extern "C" fn call(
             Err(Err(e)) => return status_of(&e),
         };
         let (fargs, writes) = unsafe { (ints(fargs, nfargs), ints(writes, nwrites)) };
-        let values = if fargs.is_empty() {
-            conv.values.clone()
+        let (mut values, positions): (Vec<Value>, Vec<usize>) = if fargs.is_empty() {
+            (conv.values.clone(), conv.wrapped.clone())
         } else {
-            fargs
+            let v = fargs
                 .iter()
                 .map(|i| conv.values.get(*i as usize).cloned().unwrap_or(Value::None))
-                .collect()
+                .collect();
+            let p = (0..fargs.len())
+                .filter(|j| conv.wrapped.contains(&(fargs[*j] as usize)))
+                .collect();
+            (v, p)
+        };
+        let name = if positions.is_empty() {
+            name
+        } else {
+            match bind_wrapped(&rt, name, &mut values, &positions) {
+                Ok(n) => n,
+                Err(e) => return status_of(&e),
+            }
         };
         let results = match timed_call(&rt, name, values) {
             Ok(r) => r,

@@ -51,6 +51,7 @@ pub fn runtime() -> Result<Runtime, TpuError> {
 
 /// Chooses the chip; an error once the runtime exists (with another chip).
 pub fn set_chip(name: &str) -> Result<(), TpuError> {
+    load_preset(name)?;
     let mut chip = CHIP.lock().unwrap_or_else(|e| e.into_inner());
     if RT.get().is_some() {
         if chip.as_deref() == Some(name) {
@@ -62,7 +63,6 @@ pub fn set_chip(name: &str) -> Result<(), TpuError> {
             chip.as_deref().unwrap_or("?")
         )));
     }
-    load_preset(name)?;
     *chip = Some(name.to_string());
     Ok(())
 }

@@ -145,6 +145,23 @@ def reset_timing() -> None:
     _rust.reset_timing()
 
 
+def _patch_printing() -> None:
+    # Printing runs formatting operators (in float64, which the device does not compute with) on
+    # the tensor: do them on one host copy, as PyTorch does for XLA tensors.
+    import torch._tensor_str as ts
+
+    original = ts._tensor_str
+
+    def _tensor_str(self, indent):
+        if self.device.type == "tpu":
+            self = self.to("cpu")
+        return original(self, indent)
+
+    ts._tensor_str = _tensor_str
+
+
+_patch_printing()
+
 from ._trace import trace  # noqa: E402
 from . import _module  # noqa: E402,F401  (keeps tied weights tied in Module.to("tpu"))
 # torch.compile(backend="tpu") finds tpuemu._compile.tpu_backend through the

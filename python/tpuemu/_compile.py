@@ -41,6 +41,9 @@ _MEMORY_FORMATS = {
     torch.channels_last_3d: "channels_last_3d",
 }
 
+# Operators that return their input as it is in a functional graph (views that change nothing).
+_IDENTITY = {"aten::alias", "aten::detach", "aten::lift_fresh"}
+
 # What each graph became: (name, "compiled" | "eager: why").
 _GRAPHS: list[tuple[str, str]] = []
 
@@ -121,6 +124,9 @@ class _Serializer:
         if not isinstance(op, torch._ops.OpOverload):
             raise _Unsupported(f"{op} is not an ATen operator")
         name = op_name(op)
+        if name in _IDENTITY and name not in self.ours:
+            self.refs[n] = self.ref(n.args[0])
+            return
         if name not in self.ours:
             raise _Unsupported(f"{name} is not implemented by the tpu backend")
         args = []

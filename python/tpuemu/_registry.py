@@ -44,8 +44,15 @@ def _is_view(s) -> bool:
     return any(r.alias_info is not None and not r.alias_info.is_write for r in s.returns)
 
 
+def _has(name: str, key: str) -> bool:
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+    except RuntimeError:  # a TorchScript builtin, not a dispatcher operator
+        return False
+
+
 def _implicit(name: str) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+    return _has(name, "CompositeImplicitAutograd")
 
 
 def _same_args(a, b) -> bool:
@@ -72,6 +79,32 @@ def _out_mapping(out, functional) -> list[int] | None:
     if used != set(by_name.values()):
         return None
     return fargs
+
+
+def _structured_functionals(by_name, by_base) -> list[str]:
+    """Functional and in-place overloads PyTorch runs on other devices through their ``out=``
+    kernel (structured operators): registered so that they arrive as themselves (the CPU
+    fallback then names the overload the program called, and runs it once)."""
+    names = []
+    for name, s in by_name.items():
+        if _writes(s) and not name.split("::")[1].split(".")[0].endswith("_"):
+            continue
+        if _is_view(s) or not _has(name, "CompositeExplicitAutogradNonFunctional"):
+            continue
+        if _implicit(name):
+            continue
+        base = s.name.rstrip("_") if _writes(s) else s.name
+        functional = s if not _writes(s) else by_name.get(base + ("." + s.overload_name if s.overload_name else ""))
+        if functional is None:
+            continue
+        for o in by_base[base]:
+            w = _writes(o)
+            oname = full_name(o)
+            if (w and all(o.arguments[i].kwarg_only for i in w) and _out_mapping(o, functional) is not None
+                    and _has(oname, "CPU") and not _has(oname, "CompositeExplicitAutograd")):
+                names.append(name)
+                break
+    return names
 
 
 def plan(rust_ops: dict[str, str]):
@@ -124,4 +157,6 @@ def plan(rust_ops: dict[str, str]):
                 continue
             variants.append((oname, name, fargs, w))
             add_kernel(oname)
+    for name in _structured_functionals(by_name, by_base):
+        add_kernel(name)
     return kernels, variants

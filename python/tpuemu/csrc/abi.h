@@ -34,6 +34,7 @@ enum : int32_t {
   TAG_OPT_TENSORS = 11,
   TAG_HOST_SCALAR = 12,  // a 0-dim CPU tensor: p points to its element
   TAG_LIST = 13,         // results: a list of n entries follows
+  TAG_WRAPPED = 14,      // a Python number PyTorch wrapped as a 0-dim CPU tensor
 };
 
 struct Arg {

@@ -47,7 +47,7 @@ int64_t resolve(const std::string& name) {
 }
 
 ArgKind kind_of(const c10::Argument& a) {
-  c10::TypePtr t = a.type();
+  c10::TypePtr t = a.real_type();
   if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
   switch (t->kind()) {
     case c10::TypeKind::ScalarTypeType:
@@ -165,7 +165,7 @@ struct Marshal {
       return true;
     }
     if (t.is_cpu() && t.dim() == 0) {
-      a = blank(TAG_HOST_SCALAR);
+      a = blank(t.unsafeGetTensorImpl()->is_wrapped_number() ? TAG_WRAPPED : TAG_HOST_SCALAR);
       a.dtype = static_cast<int32_t>(t.scalar_type());
       a.p = t.data_ptr();
       return true;
@@ -491,10 +491,31 @@ void set_variant(const std::string& name, const std::string& functional,
 
 void set_cpu_fallback(bool on) { g_fallback_on.store(on); }
 
-void device_copy(const at::Tensor& dst, const at::Tensor& src) {
+// An 8-byte-element tensor seen as pairs of int32 (one more dim of 2): copying those moves the
+// bits exactly (the device computes int64 in 32-bit lanes, and float64 not at all).
+at::Tensor as_int32_pairs(const at::Tensor& t) {
+  auto r = at::detail::make_tensor<c10::TensorImpl>(
+      c10::Storage(t.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      caffe2::TypeMeta::Make<int32_t>());
+  std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+  std::vector<int64_t> strides;
+  for (int64_t s : t.strides()) strides.push_back(2 * s);
+  sizes.push_back(2);
+  strides.push_back(1);
+  r.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 2 * t.storage_offset());
+  return r;
+}
+
+void device_copy(const at::Tensor& dst, const at::Tensor& src_in) {
   static const int64_t copy_id = resolve("aten::copy_");
   static const std::vector<ArgKind> kinds(3, ArgKind::Plain);
-  std::vector<c10::IValue> args{c10::IValue(dst), c10::IValue(src), c10::IValue(false)};
+  at::Tensor src = src_in;
+  at::Tensor d = dst;
+  if (src.scalar_type() == dst.scalar_type() && dst.element_size() == 8) {
+    src = as_int32_pairs(src.expand(dst.sizes()));
+    d = as_int32_pairs(dst);
+  }
+  std::vector<c10::IValue> args{c10::IValue(d), c10::IValue(src), c10::IValue(false)};
   MarshalScope scope;
   Marshal& m = *scope.m;
   int32_t rc = TPU_UNSUPPORTED;
