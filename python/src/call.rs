@@ -639,15 +639,24 @@ pub extern "C" fn call(
             Err(Err(e)) => return status_of(&e),
         };
         let (fargs, writes) = unsafe { (ints(fargs, nfargs), ints(writes, nwrites)) };
+        let targets: Vec<Value> = writes
+            .iter()
+            .map(|i| conv.values.get(*i as usize).cloned().unwrap_or(Value::None))
+            .collect();
+        let Converted {
+            values: all,
+            inputs,
+            wrapped,
+        } = conv;
         let (mut values, positions): (Vec<Value>, Vec<usize>) = if fargs.is_empty() {
-            (conv.values.clone(), conv.wrapped.clone())
+            (all, wrapped)
         } else {
             let v = fargs
                 .iter()
-                .map(|i| conv.values.get(*i as usize).cloned().unwrap_or(Value::None))
+                .map(|i| all.get(*i as usize).cloned().unwrap_or(Value::None))
                 .collect();
             let p = (0..fargs.len())
-                .filter(|j| conv.wrapped.contains(&(fargs[*j] as usize)))
+                .filter(|j| wrapped.contains(&(fargs[*j] as usize)))
                 .collect();
             (v, p)
         };
@@ -665,12 +674,8 @@ pub extern "C" fn call(
         };
         if writes.is_empty() {
             // SAFETY: valid out pointers.
-            return unsafe { publish(&results, &conv.inputs, true, outs, nouts, dims) };
+            return unsafe { publish(&results, &inputs, true, outs, nouts, dims) };
         }
-        let targets: Vec<Value> = writes
-            .iter()
-            .map(|i| conv.values.get(*i as usize).cloned().unwrap_or(Value::None))
-            .collect();
         match write_results(&rt, name, &results, &targets) {
             // The shapes the outputs must take.
             Ok(RESIZE) => {

@@ -56,6 +56,19 @@ fn list<T>(j: &Json, f: impl Fn(&Json) -> Option<T>) -> Result<Vec<T>, TpuError>
         .collect()
 }
 
+/// A float; infinities and NaN come as the strings Python writes (`"inf"`, `"-inf"`, `"nan"`).
+fn float(j: &Json) -> Result<f64, TpuError> {
+    match j {
+        Json::String(s) => match s.as_str() {
+            "inf" => Ok(f64::INFINITY),
+            "-inf" => Ok(f64::NEG_INFINITY),
+            "nan" => Ok(f64::NAN),
+            _ => Err(bad(format!("bad float {s}"))),
+        },
+        _ => j.as_f64().ok_or_else(|| bad("bad float")),
+    }
+}
+
 fn parse_arg(j: &Json) -> Result<GArg, TpuError> {
     if j.is_null() {
         return Ok(GArg::V(Value::None));
@@ -72,10 +85,16 @@ fn parse_arg(j: &Json) -> Result<GArg, TpuError> {
                 .collect::<Result<_, _>>()?,
         ),
         "i" => GArg::V(Value::Int(v.as_i64().ok_or_else(|| bad("bad int"))?)),
-        "f" => GArg::V(Value::Float(v.as_f64().ok_or_else(|| bad("bad float"))?)),
+        "f" => GArg::V(Value::Float(float(v)?)),
         "b" => GArg::V(Value::Bool(v.as_bool().ok_or_else(|| bad("bad bool"))?)),
         "is" => GArg::V(Value::Ints(list(v, Json::as_i64)?)),
-        "fs" => GArg::V(Value::Floats(list(v, Json::as_f64)?)),
+        "fs" => GArg::V(Value::Floats(
+            v.as_array()
+                .ok_or_else(|| bad("bad float list"))?
+                .iter()
+                .map(float)
+                .collect::<Result<_, _>>()?,
+        )),
         "bs" => GArg::V(Value::Bools(list(v, Json::as_bool)?)),
         "s" => GArg::V(Value::Str(v.as_str().ok_or_else(|| bad("bad str"))?.to_string())),
         "dt" => {

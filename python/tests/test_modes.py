@@ -2,6 +2,8 @@
 
 import copy
 
+import pytest
+
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -93,3 +95,34 @@ def test_copies_only_where_the_program_asks():
     assert before["cpu_fallback_calls"] == 0, before["cpu_fallbacks"]
     loss.item()
     assert tpuemu.metrics()["d2h_transfers"] == 1
+
+
+def _residual(mode_name, extra_ops):
+    torch.manual_seed(0)
+    a, w, b, r = torch.randn(256, 64), torch.randn(64, 64), torch.randn(64), torch.randn(8, 32, 64)
+    ta, tw, tb, tr = (t.to("tpu") for t in (a, w, b, r))
+    with tpuemu.mode_guard(mode_name):
+        y = (torch.addmm(tb, ta, tw).view(8, 32, 64) + tr).sum(-1)
+        keep = [tr * 2 for _ in range(extra_ops)]  # noqa: F841
+        got = y.cpu()
+    want = (torch.addmm(b, a, w).view(8, 32, 64) + r).sum(-1)
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1.0)
+
+
+def test_matmul_epilogue_through_a_view_strict():
+    _residual("strict", 0)
+
+
+@pytest.mark.xfail(strict=True, reason="backend: DeferAndFuse fuses the residual add into addmm's "
+                   "epilogue through a view ([256, 64] viewed as [8, 32, 64]) and the kernel "
+                   "generator rejects it ('does not broadcast to [1, 256, 64]')")
+def test_matmul_epilogue_through_a_view_defer():
+    _residual("defer", 0)
+
+
+@pytest.mark.xfail(strict=True, reason="backend: a DeferAndFuse flush that fails at the operator "
+                   "limit drops its error (Runtime::end_op ignores it): the result reads as zeros "
+                   "instead of raising at the next sync")
+def test_failed_size_limit_flush_is_reported():
+    with pytest.raises(RuntimeError):
+        _residual("defer", 40)

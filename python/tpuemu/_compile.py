@@ -12,6 +12,7 @@ with an operator the backend lacks, or with non-tensor inputs, runs eagerly on t
 from __future__ import annotations
 
 import json
+import math
 import operator
 import warnings
 
@@ -97,7 +98,7 @@ class _Serializer:
             if all(isinstance(x, int) for x in v):
                 return {"is": list(v)}
             if all(isinstance(x, (int, float)) for x in v):
-                return {"fs": [float(x) for x in v]}
+                return {"fs": [float(x) if math.isfinite(x) else str(float(x)) for x in v]}
             raise _Unsupported(f"argument {v!r}")
         if v is None:
             return None
@@ -106,7 +107,7 @@ class _Serializer:
         if isinstance(v, int):
             return {"i": v}
         if isinstance(v, float):
-            return {"f": v}
+            return {"f": v if math.isfinite(v) else str(v)}  # JSON has no inf or nan
         if isinstance(v, str):
             return {"s": v}
         if isinstance(v, torch.dtype):

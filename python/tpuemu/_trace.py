@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import torch
 from torch.overrides import TorchFunctionMode
 
 from . import _rust
@@ -37,7 +38,7 @@ class _PythonCalls(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
-        if self.depth > 0 or name in _SKIP:
+        if self.depth > 0 or name in _SKIP or torch.compiler.is_compiling():
             return func(*args, **kwargs)
         self.depth += 1
         start = _rust.host_time_ns()
