@@ -5,37 +5,16 @@
 #   scripts/python.sh -m pytest python/tests     any python arguments
 #   scripts/python.sh - <<'PY' ... PY            a program on stdin
 #
-# The environment lives outside the repository, at ${TPUEMU_VENV:-~/.cache/tpuemu/venv}. On a
-# fresh machine this creates it and installs the pins of python/requirements.txt (torch 2.15.0:
-# about 5 GB and a few minutes); later runs only check the pins. It then builds the package
+# The environment lives outside the repository, at ${TPUEMU_VENV:-~/.cache/tpuemu/venv}
+# (scripts/python-env.sh creates it on a fresh machine with the pins of
+# python/requirements.txt: torch 2.15.0 is about 5 GB and a few minutes). It then builds the package
 # when its sources changed: the Rust extension with maturin (`maturin develop --release`,
 # editable: python/tpuemu is what Python imports) and the C++ shim against the installed torch
 # (g++ and ninja; about a minute the first time). Nothing is downloaded at run time.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-venv="${TPUEMU_VENV:-$HOME/.cache/tpuemu/venv}"
-python="${PYTHON:-python3}"
 log() { echo "python.sh: $*" >&2; }
-
-if [[ ! -x "$venv/bin/python" ]]; then
-  log "creating $venv"
-  "$python" -m venv "$venv"
-fi
-# The pins, checked from package metadata (fast: torch is not imported).
-if ! "$venv/bin/python" - "$root/python/requirements.txt" <<'PY' 2>/dev/null; then
-import sys, importlib.metadata as md
-for line in open(sys.argv[1]):
-    line = line.split("#")[0].strip()
-    if line:
-        name, want = line.split("==")
-        have = md.version(name)
-        if have != want and not have.startswith(want + "+"):
-            sys.exit(1)
-PY
-  log "installing python/requirements.txt into $venv"
-  "$venv/bin/pip" install --quiet --upgrade pip
-  "$venv/bin/pip" install --quiet -r "$root/python/requirements.txt"
-fi
+venv="$("$root/scripts/python-env.sh")"
 
 # Rebuild the Rust extension when a source it depends on is newer than the last build from
 # this tree (or another tree's build is installed).

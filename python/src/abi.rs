@@ -187,7 +187,9 @@ extern "C" fn write_view(
                 return if len == 0 {
                     Ok(())
                 } else {
-                    Err(TpuError::BadArgs("write to a tensor without storage".into()))
+                    Err(TpuError::BadArgs(
+                        "write to a tensor without storage".into(),
+                    ))
                 };
             };
             let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
@@ -196,6 +198,9 @@ extern "C" fn write_view(
             } else {
                 unsafe { std::slice::from_raw_parts(data, len) }
             };
+            if elem_size == 8 {
+                crate::wide::note_write(&s, bytes);
+            }
             runtime()?.write_view(&s, &v, bytes)
         };
         run().map_or_else(|e| status_of(&e), |_| OK)

@@ -142,9 +142,12 @@ fn code_name(code: i32) -> &'static str {
     NAMES.get(code as usize).copied().unwrap_or("this dtype")
 }
 
+/// Interned operator names: by id, and ids by name.
+type Names = (Vec<&'static str>, HashMap<&'static str, i64>);
+
 /// Interned operator names; an id is an index.
-fn names() -> &'static Mutex<(Vec<&'static str>, HashMap<&'static str, i64>)> {
-    static N: OnceLock<Mutex<(Vec<&'static str>, HashMap<&'static str, i64>)>> = OnceLock::new();
+fn names() -> &'static Mutex<Names> {
+    static N: OnceLock<Mutex<Names>> = OnceLock::new();
     N.get_or_init(Default::default)
 }
 
@@ -193,7 +196,10 @@ pub struct Unsupported(pub String);
 /// `a` is a valid tensor argument from the shim.
 unsafe fn tensor_of(rt: &Runtime, a: &Arg, inputs: &mut Vec<StorageRef>) -> Result<Value, Conv> {
     let dtype = dtype_of_code(a.dtype).ok_or_else(|| {
-        Conv::Unsupported(format!("dtype {} is not computed on the tpu", code_name(a.dtype)))
+        Conv::Unsupported(format!(
+            "dtype {} is not computed on the tpu",
+            code_name(a.dtype)
+        ))
     })?;
     if a.tag == tag::HOST_SCALAR {
         let mut bytes = vec![0u8; dtype.size()];
@@ -221,6 +227,11 @@ unsafe fn tensor_of(rt: &Runtime, a: &Arg, inputs: &mut Vec<StorageRef>) -> Resu
         Some(s) => s,
         None => rt.alloc_storage(0),
     };
+    if dtype == DType::I64 && crate::wide::is_wide(&storage) {
+        return Err(Conv::Unsupported(
+            "int64 values beyond 32 bits (the device computes int64 in 32-bit lanes)".into(),
+        ));
+    }
     inputs.push(storage.clone());
     let t = Tensor::from_storage(rt, storage, &shape, &strides, a.offset as usize, dtype)
         .map_err(Conv::Error)?;
@@ -561,7 +572,9 @@ fn write_results(
     }
     for (r, t) in res.iter().zip(targets) {
         let Value::Tensor(t) = t else {
-            return Err(TpuError::BadArgs(format!("{name}: an output is not a tensor")));
+            return Err(TpuError::BadArgs(format!(
+                "{name}: an output is not a tensor"
+            )));
         };
         if t.shape() != r.shape() {
             return Ok(RESIZE);
@@ -651,12 +664,20 @@ pub extern "C" fn call(
         let (mut values, positions): (Vec<Value>, Vec<usize>) = if fargs.is_empty() {
             (all, wrapped)
         } else {
+            let out_dtype = match targets.first() {
+                Some(Value::Tensor(t)) => Value::Dtype(t.dtype()),
+                _ => Value::None,
+            };
             let v = fargs
                 .iter()
-                .map(|i| all.get(*i as usize).cloned().unwrap_or(Value::None))
+                .map(|i| match *i {
+                    -2 => out_dtype.clone(),
+                    i if i < 0 => Value::None,
+                    i => all.get(i as usize).cloned().unwrap_or(Value::None),
+                })
                 .collect();
             let p = (0..fargs.len())
-                .filter(|j| wrapped.contains(&(fargs[*j] as usize)))
+                .filter(|j| fargs[*j] >= 0 && wrapped.contains(&(fargs[*j] as usize)))
                 .collect();
             (v, p)
         };
@@ -668,6 +689,12 @@ pub extern "C" fn call(
                 Err(e) => return status_of(&e),
             }
         };
+        if name == "aten::copy_"
+            && let (Some(Value::Tensor(dst)), Some(Value::Tensor(src))) =
+                (values.first(), values.get(1))
+        {
+            crate::wide::propagate(src.storage(), dst.storage());
+        }
         let results = match timed_call(&rt, name, values) {
             Ok(r) => r,
             Err(e) => return status_of(&e),

@@ -43,7 +43,10 @@ fn bad(m: impl Into<String>) -> TpuError {
 }
 
 fn parse_ref(j: &Json) -> Result<Ref, TpuError> {
-    let a = j.as_array().filter(|a| a.len() == 3).ok_or_else(|| bad("bad reference"))?;
+    let a = j
+        .as_array()
+        .filter(|a| a.len() == 3)
+        .ok_or_else(|| bad("bad reference"))?;
     let n = |i: usize| a[i].as_i64().ok_or_else(|| bad("bad reference"));
     Ok((n(0)?, n(1)? as usize, n(2)?))
 }
@@ -81,7 +84,13 @@ fn parse_arg(j: &Json) -> Result<GArg, TpuError> {
             v.as_array()
                 .ok_or_else(|| bad("bad tensor list"))?
                 .iter()
-                .map(|x| if x.is_null() { Ok(None) } else { parse_ref(x).map(Some) })
+                .map(|x| {
+                    if x.is_null() {
+                        Ok(None)
+                    } else {
+                        parse_ref(x).map(Some)
+                    }
+                })
                 .collect::<Result<_, _>>()?,
         ),
         "i" => GArg::V(Value::Int(v.as_i64().ok_or_else(|| bad("bad int"))?)),
@@ -96,7 +105,9 @@ fn parse_arg(j: &Json) -> Result<GArg, TpuError> {
                 .collect::<Result<_, _>>()?,
         )),
         "bs" => GArg::V(Value::Bools(list(v, Json::as_bool)?)),
-        "s" => GArg::V(Value::Str(v.as_str().ok_or_else(|| bad("bad str"))?.to_string())),
+        "s" => GArg::V(Value::Str(
+            v.as_str().ok_or_else(|| bad("bad str"))?.to_string(),
+        )),
         "dt" => {
             let code = v.as_i64().ok_or_else(|| bad("bad dtype"))? as i32;
             GArg::V(Value::Dtype(dtype_of_code(code).ok_or_else(|| {
@@ -112,7 +123,10 @@ fn parse(spec: &str) -> Result<(String, Graph), TpuError> {
     let name = j["name"].as_str().unwrap_or("graph").to_string();
     let mut nodes = Vec::new();
     for n in j["nodes"].as_array().ok_or_else(|| bad("no nodes"))? {
-        let op = n["op"].as_str().ok_or_else(|| bad("node without op"))?.to_string();
+        let op = n["op"]
+            .as_str()
+            .ok_or_else(|| bad("node without op"))?
+            .to_string();
         let args = n["args"]
             .as_array()
             .ok_or_else(|| bad("node without args"))?
@@ -133,7 +147,10 @@ fn parse(spec: &str) -> Result<(String, Graph), TpuError> {
 fn lookup(inputs: &[Tensor], env: &[Vec<Value>], r: Ref) -> Result<Tensor, TpuError> {
     let (node, res, item) = r;
     if node < 0 {
-        return inputs.get(res).cloned().ok_or_else(|| bad("input out of range"));
+        return inputs
+            .get(res)
+            .cloned()
+            .ok_or_else(|| bad("input out of range"));
     }
     let v = env
         .get(node as usize)

@@ -8,6 +8,7 @@ mod abi;
 mod call;
 mod device;
 mod graph;
+mod wide;
 
 use std::sync::atomic::Ordering;
 
@@ -26,7 +27,10 @@ fn rt() -> PyResult<Runtime> {
 /// The address of the C ABI table the shim calls, and its version.
 #[pyfunction]
 fn vtable() -> (usize, u64) {
-    (&abi::VTABLE as *const abi::VTable as usize, abi::ABI_VERSION)
+    (
+        &abi::VTABLE as *const abi::VTable as usize,
+        abi::ABI_VERSION,
+    )
 }
 
 /// Chooses the chip (a preset name or a preset TOML file) before the device is first used.
@@ -248,8 +252,9 @@ fn reset_timing() {
 mod rust_module {
     #[pymodule_export]
     use super::{
-        chip, chip_info, compile_graph, host_time_ns, record_span, matmul_precision, metrics_json, metrics_report, mode,
-        registry, reset_metrics, reset_timing, set_chip, set_debug, set_matmul_precision,
-        set_mode, set_profiling, started, sync, take_trace, timing, vtable,
+        chip, chip_info, compile_graph, host_time_ns, matmul_precision, metrics_json,
+        metrics_report, mode, record_span, registry, reset_metrics, reset_timing, set_chip,
+        set_debug, set_matmul_precision, set_mode, set_profiling, started, sync, take_trace,
+        timing, vtable,
     };
 }

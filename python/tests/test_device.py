@@ -173,3 +173,15 @@ def test_mixed_devices_are_an_error_but_cpu_scalars_are_fine():
     assert_same(x.half() * 0.5, torch.ones(2, 3).half() * 0.5, exact=True)
     assert_same(x.long() * 3, torch.ones(2, 3).long() * 3, exact=True)
     assert_same(x.long() * 0.5, torch.ones(2, 3).long() * 0.5, exact=True)
+
+
+def test_int64_beyond_32_bits_computes_exactly_on_the_cpu(mode):
+    # The device computes int64 in 32-bit lanes; such values run through the CPU instead.
+    a = torch.tensor([2**40, -(2**35), 7])
+    t = a.to("tpu")
+    assert_same(t + 1, a + 1, exact=True)
+    assert_same(t.abs(), a.abs(), exact=True)
+    assert_same((t * 2)[0:2], (a * 2)[0:2], exact=True)
+    c = torch.empty(3, dtype=torch.int64, device="tpu")
+    c.copy_(t)  # the copy keeps the values, and so does what is computed from it
+    assert_same(c - 3, a - 3, exact=True)

@@ -62,7 +62,8 @@ def _same_args(a, b) -> bool:
 
 
 def _out_mapping(out, functional) -> list[int] | None:
-    """Indices into ``out``'s arguments forming ``functional``'s (-1: left to its default)."""
+    """Indices into ``out``'s arguments forming ``functional``'s (-1: left to its default; -2:
+    the dtype of the first out= tensor)."""
     writes = set(_writes(out))
     by_name = {a.name: i for i, a in enumerate(out.arguments) if i not in writes}
     used = set()
@@ -72,6 +73,8 @@ def _out_mapping(out, functional) -> list[int] | None:
         if i is not None and str(out.arguments[i].type) == str(a.type):
             fargs.append(i)
             used.add(i)
+        elif a.name == "dtype":
+            fargs.append(-2)  # the out= tensor's dtype (arange.out computes in it)
         elif a.default_value is not None or a.kwarg_only or str(a.type).endswith("?"):
             fargs.append(-1)
         else:
