@@ -8,6 +8,7 @@ mod abi;
 mod call;
 mod device;
 mod graph;
+mod results;
 mod wide;
 
 use std::sync::atomic::Ordering;
