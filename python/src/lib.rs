@@ -217,6 +217,8 @@ fn registry() -> Vec<(String, String)> {
                 tpuemu_backend::ops::OpImpl::Kernel => "kernel",
                 tpuemu_backend::ops::OpImpl::Decomposition => "decomposition",
                 tpuemu_backend::ops::OpImpl::View => "view",
+                tpuemu_backend::ops::OpImpl::InPlace => "inplace",
+                tpuemu_backend::ops::OpImpl::Out => "out",
             };
             (d.name.to_string(), k.to_string())
         })

@@ -73,6 +73,22 @@ def decompositions() -> dict:
     return {op: fn for op, fn in core_aten_decompositions().items() if op_name(op) not in ours}
 
 
+class _Ref:
+    """A value computed by a node the serializer added."""
+
+    def __init__(self, ref):
+        self.ref = ref
+
+
+def _scalar_sibling(name: str) -> str | None:
+    """``aten::mul.Tensor`` -> ``aten::mul.Scalar``, ``aten::pow.Tensor_Tensor`` ->
+    ``aten::pow.Tensor_Scalar``."""
+    base, _, ov = name.partition(".")
+    if ov.endswith("Tensor"):
+        return f"{base}.{ov[: -len('Tensor')]}Scalar"
+    return None
+
+
 class _Serializer:
     def __init__(self, gm: torch.fx.GraphModule):
         self.gm = gm
@@ -88,6 +104,8 @@ class _Serializer:
         return self.refs[n]
 
     def encode(self, v):
+        if isinstance(v, _Ref):
+            return {"t": v.ref}
         if isinstance(v, torch.fx.Node):
             return {"t": self.ref(v)}
         if isinstance(v, (list, tuple)):
@@ -130,7 +148,7 @@ class _Serializer:
             return
         if name not in self.ours:
             raise _Unsupported(f"{name} is not implemented by the tpu backend")
-        args = []
+        values = []
         for i, a in enumerate(op._schema.arguments):
             if not a.kwarg_only and i < len(n.args):
                 v = n.args[i]
@@ -140,13 +158,34 @@ class _Serializer:
                 v = a.default_value
             else:
                 v = None
-            args.append(self.encode(v))
+            values.append(v)
+        numbers = [
+            i
+            for i, a in enumerate(op._schema.arguments)
+            if str(a.type) == "Tensor" and isinstance(values[i], (bool, int, float))
+        ]
+        sibling = _scalar_sibling(name)
+        if numbers == [1] and sibling in self.ours:
+            name = sibling  # mul.Tensor(x, 2) -> mul.Scalar(x, 2)
+        else:
+            for i in numbers:  # a Python number where a tensor goes: a 0-dim tensor node
+                values[i] = self.scalar_tensor(values[i])
+        args = [self.encode(v) for v in values]
         index = len(self.nodes)
         self.nodes.append({"op": name, "args": args})
         rets = op._schema.returns
         if len(rets) == 1 and isinstance(rets[0].type, torch.ListType):
             self.list_nodes.add(n)
         self.refs[n] = [index, 0, -1]
+
+    def scalar_tensor(self, v):
+        """A node computing the 0-dim tensor PyTorch makes of a Python number."""
+        dtype = torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int) else torch.float32
+        index = len(self.nodes)
+        self.nodes.append(
+            {"op": "aten::scalar_tensor", "args": [self.encode(v), {"dt": _DTYPES[dtype]}, None, None, None]}
+        )
+        return _Ref([index, 0, -1])
 
     def getitem(self, n: torch.fx.Node):
         src, i = n.args

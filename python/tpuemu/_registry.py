@@ -130,7 +130,9 @@ def plan(rust_ops: dict[str, str]):
 
     for name, impl in sorted(rust_ops.items()):
         s = by_name.get(name)
-        if s is None or impl == "view" or _is_view(s):
+        # The backend's derived in-place and out= forms are registered below from their
+        # functional operator, through the shim (which resizes PyTorch's out= tensors itself).
+        if s is None or impl in ("view", "inplace", "out") or _is_view(s):
             continue
         n_tensor_returns = len(s.returns)
         if _writes(s):
@@ -148,7 +150,7 @@ def plan(rust_ops: dict[str, str]):
             add_kernel(iname)
         for o in by_base[base]:
             w = _writes(o)
-            if not w or o is s or full_name(o) in rust_ops or len(w) != n_tensor_returns:
+            if not w or o is s or rust_ops.get(full_name(o)) not in (None, "out") or len(w) != n_tensor_returns:
                 continue
             if not all(o.arguments[i].kwarg_only for i in w):
                 continue
