@@ -10,6 +10,7 @@ pub mod compile;
 pub mod dtensor;
 pub mod dtype;
 pub mod error;
+pub mod foreign;
 mod fusion;
 pub mod ir;
 pub mod kernels;
