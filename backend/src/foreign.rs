@@ -10,8 +10,8 @@
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::Layout;
+use crate::runtime::Runtime;
 use crate::runtime::storage::{Storage, StorageRef};
-use crate::runtime::{Mode, Runtime, State};
 use crate::tensor::Tensor;
 
 /// The elements of a strided view: `shape`, `strides` and `offset` in elements of
@@ -142,16 +142,6 @@ impl Tensor {
     }
 }
 
-/// Whether a recorded node reads or writes storage `id`.
-fn pending_touches(st: &State, id: u64) -> bool {
-    st.pending.iter().any(|n| {
-        n.inputs
-            .iter()
-            .chain(&n.outputs)
-            .any(|v| v.storage.id() == id)
-    })
-}
-
 impl Runtime {
     /// A new storage of `bytes` bytes; device memory is allocated when it is first written.
     pub fn alloc_storage(&self, bytes: u64) -> StorageRef {
@@ -229,7 +219,7 @@ impl Runtime {
     /// `end_ns` of the simulated host clock (when profiling).
     pub fn record_host_span(&self, lane: &str, name: &str, start_ns: f64, end_ns: f64) {
         let mut st = self.lock();
-        if st.profiling {
+        if st.core.prof.on {
             let s = tpuemu_isa::trace::Span::new(
                 tpuemu_isa::trace::Track::Host {
                     lane: lane.to_string(),
@@ -238,13 +228,16 @@ impl Runtime {
                 start_ns,
                 end_ns.max(start_ns),
             );
-            st.events.push(tpuemu_isa::trace::TraceEvent::Span(s));
+            st.core
+                .prof
+                .events
+                .push(tpuemu_isa::trace::TraceEvent::Span(s));
         }
     }
 
     /// Advances the simulated host clock by `ns` (host work the backend does not see).
     pub fn charge_host_ns(&self, ns: f64) {
-        self.lock().host_ns += ns.max(0.0);
+        self.lock().core.q.charge(ns.max(0.0));
     }
 
     fn read_bytes(&self, storage: &StorageRef, offset: u64, len: usize) -> Result<Vec<u8>> {
@@ -254,18 +247,20 @@ impl Runtime {
     fn write_bytes(&self, storage: &StorageRef, offset: u64, data: &[u8]) -> Result<()> {
         let buf = self.ensure_buffer(storage)?;
         let mut st = self.lock();
-        if st.capturing && pending_touches(&st, storage.id()) {
+        let held = st.exec.holds(storage.id());
+        if held && st.exec.mode().is_none() {
             return Err(TpuError::Unsupported(
                 "a host-to-device copy into a tensor the graph being compiled uses".into(),
             ));
         }
-        if st.mode == Mode::DeferAndFuse && pending_touches(&st, storage.id()) {
-            self.flush_locked(&mut st, "host to device copy")?;
+        if held {
+            st.flush(self, "host to device copy")?;
         }
-        let done = self.inner.device.write(buf, offset, data, st.host_ns)?;
-        st.host_ns = st.host_ns.max(done.end_ns);
-        st.metrics.h2d_transfers += 1;
-        st.metrics.h2d_bytes += data.len() as u64;
+        let q = &mut st.core.q;
+        let done = self.inner.device.write(buf, offset, data, q.host_ns)?;
+        q.host_ns = q.host_ns.max(done.end_ns);
+        q.metrics.h2d_transfers += 1;
+        q.metrics.h2d_bytes += data.len() as u64;
         Ok(())
     }
 }
@@ -363,7 +358,7 @@ mod tests {
     #[test]
     fn deferred_readers_run_before_a_write() {
         let rt = rt();
-        rt.set_mode(Mode::DeferAndFuse).unwrap();
+        rt.set_mode(crate::Mode::DeferAndFuse).unwrap();
         let s = rt.alloc_storage(8);
         let one: Vec<u8> = [1.0f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
         rt.write_view(&s, &view(&[2], &[1], 0, 4), &one).unwrap();

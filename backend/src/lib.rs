@@ -15,7 +15,6 @@ mod fusion;
 pub mod ir;
 pub mod kernels;
 pub mod layout;
-pub mod models;
 pub mod ops;
 pub mod runtime;
 pub mod tensor;

@@ -196,7 +196,7 @@ fn first(out: Vec<DValue>, op: &str) -> Result<DTensor> {
 }
 
 /// A DTensor operator returning one tensor.
-pub(crate) fn call1(mesh: &DeviceMesh, name: &str, args: Vec<DValue>) -> Result<DTensor> {
+pub fn call1(mesh: &DeviceMesh, name: &str, args: Vec<DValue>) -> Result<DTensor> {
     first(call(mesh, name, args)?, name)
 }
 

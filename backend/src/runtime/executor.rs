@@ -38,6 +38,11 @@ pub(crate) trait Executor: Send {
         Ok(())
     }
 
+    /// Whether work held back reads or writes storage `id`.
+    fn holds(&self, _id: u64) -> bool {
+        false
+    }
+
     /// Changes the operator count at which a deferring executor runs its graph.
     fn set_limit(&mut self, _max_ops: usize) {}
 
@@ -83,6 +88,16 @@ impl Executor for Debug {
     }
 }
 
+/// Whether a node of `nodes` reads or writes storage `id`.
+fn touches(nodes: &[Node], id: u64) -> bool {
+    nodes.iter().any(|n| {
+        n.inputs
+            .iter()
+            .chain(&n.outputs)
+            .any(|v| v.storage.id() == id)
+    })
+}
+
 /// Operators are recorded and run, fused, at a synchronisation point or at the size limit.
 pub(crate) struct DeferAndFuse {
     pending: Vec<Node>,
@@ -117,6 +132,10 @@ impl Executor for DeferAndFuse {
 
     fn set_limit(&mut self, max_ops: usize) {
         self.max_ops = max_ops;
+    }
+
+    fn holds(&self, id: u64) -> bool {
+        touches(&self.pending, id)
     }
 
     fn op_done(&mut self, rt: &Runtime, core: &mut Core) -> Result<()> {
@@ -185,5 +204,9 @@ impl Executor for Capture {
 
     fn take_nodes(&mut self) -> Vec<Node> {
         std::mem::take(&mut self.nodes)
+    }
+
+    fn holds(&self, id: u64) -> bool {
+        touches(&self.nodes, id)
     }
 }

@@ -13,10 +13,10 @@ use std::time::Instant;
 use tpuemu_isa::trace::Trace;
 
 use super::{Mlp, MlpConfig, Transformer, TransformerConfig};
-use crate::compile::compile;
-use crate::error::{Result, TpuError};
-use crate::runtime::{Metrics, Mode, Runtime};
-use crate::tensor::Tensor;
+use tpuemu_backend::compile::compile;
+use tpuemu_backend::error::{Result, TpuError};
+use tpuemu_backend::runtime::{Metrics, Mode, Runtime};
+use tpuemu_backend::tensor::Tensor;
 
 /// The models a benchmark can run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -56,7 +56,7 @@ pub enum Size {
 pub enum RunMode {
     /// An eager mode.
     Eager(Mode),
-    /// The step compiled as one graph ([`crate::compile::compile`]).
+    /// The step compiled as one graph ([`tpuemu_backend::compile::compile`]).
     Compile,
 }
 

@@ -1,14 +1,20 @@
-//! Small models written with the backend's operators, forward and backward: the workloads of
-//! `tpuemu demo` and `tpuemu bench eager`, and of the fusion tests.
+//! # tpuemu-workloads — models written with the backend's operators
+//!
+//! Forward and backward steps of small models, written once against the backend's public API
+//! (as a user's program would be): the MLP and transformer block of `tpuemu demo` and
+//! `tpuemu bench eager` ([`run_workload`]), and the MLP step written over DTensors run data-,
+//! tensor- and fully-sharded-parallel ([`sharded_mlp`]). They are benchmarks and examples, not
+//! part of the backend library.
 
 pub mod mlp;
+pub mod sharded_mlp;
 pub mod transformer;
 pub mod workload;
 
-use crate::dtype::{DType, Scalar};
-use crate::error::Result;
-use crate::runtime::Runtime;
-use crate::tensor::Tensor;
+use tpuemu_backend::dtype::{DType, Scalar};
+use tpuemu_backend::error::Result;
+use tpuemu_backend::runtime::Runtime;
+use tpuemu_backend::tensor::Tensor;
 
 pub use mlp::{Mlp, MlpConfig};
 pub use transformer::{StepResult, Transformer, TransformerConfig};
@@ -73,5 +79,5 @@ impl Init {
 
 /// A scalar 1 of `dtype` (the seed gradient of a loss).
 pub fn one(rt: &Runtime, dtype: DType) -> Result<Tensor> {
-    crate::ops::creation::scalar_tensor(rt, Scalar::Float(1.0), dtype)
+    tpuemu_backend::ops::creation::scalar_tensor(rt, Scalar::Float(1.0), dtype)
 }

@@ -2,10 +2,15 @@
 //! fewer kernels fused.
 
 use tpuemu_backend::compile::compile;
-use tpuemu_backend::models::{Mlp, MlpConfig, Transformer, TransformerConfig};
 use tpuemu_backend::{DType, Mode, Runtime, Tensor};
+use tpuemu_workloads::{Mlp, MlpConfig, Transformer, TransformerConfig};
 
-use super::eager::rt;
+fn rt(mode: Mode) -> Runtime {
+    let emu = tpuemu_emulator::Emulator::new(tpuemu_emulator::builtin("v5e").unwrap()).unwrap();
+    let rt = Runtime::new(std::sync::Arc::new(emu)).unwrap();
+    rt.set_mode(mode).unwrap();
+    rt
+}
 
 fn small() -> TransformerConfig {
     TransformerConfig {

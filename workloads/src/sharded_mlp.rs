@@ -13,16 +13,16 @@
 //! | [`Parallel::Tensor`] | `Replicate` | `Shard(1)`, `Shard(0)` (column parallel) | `Shard(0)`, `Replicate` (row parallel) | the logits come out `Partial` and are all-reduced (Megatron's one all-reduce forward); every gradient comes out sharded like its parameter |
 //! | [`Parallel::FullyShard`] | `Shard(0)` | `Shard(0)` | `Shard(0)` | parameters all-gathered before use, gradients reduce-scattered back to `Shard(0)` |
 
-use super::api::{DTensor, distribute_f64s};
-use super::mesh::DeviceMesh;
-use super::ops::{DValue, call, call1};
-use super::placement::Placement;
-use crate::dtype::{DType, Scalar};
-use crate::error::Result;
-use crate::models::MlpConfig;
-use crate::ops::{self, Value};
-use crate::runtime::Runtime;
-use crate::tensor::Tensor;
+use crate::MlpConfig;
+use tpuemu_backend::dtensor::api::{DTensor, distribute_f64s};
+use tpuemu_backend::dtensor::mesh::DeviceMesh;
+use tpuemu_backend::dtensor::ops::{DValue, call, call1};
+use tpuemu_backend::dtensor::placement::Placement;
+use tpuemu_backend::dtype::{DType, Scalar};
+use tpuemu_backend::error::Result;
+use tpuemu_backend::ops::{self, Value};
+use tpuemu_backend::runtime::Runtime;
+use tpuemu_backend::tensor::Tensor;
 
 /// Learning rate of the SGD update.
 pub const LR: f64 = 0.1;
@@ -160,7 +160,7 @@ impl Parallel {
 fn t(v: &DValue) -> Result<DTensor> {
     v.tensor()
         .cloned()
-        .ok_or_else(|| crate::error::TpuError::Device("expected a DTensor".into()))
+        .ok_or_else(|| tpuemu_backend::TpuError::Device("expected a DTensor".into()))
 }
 
 /// Forward and backward of the MLP on DTensors `[x, targets, w1, b1, w2, b2]`; returns
@@ -168,7 +168,7 @@ fn t(v: &DValue) -> Result<DTensor> {
 /// parallel: all-reduce).
 pub fn step(xs: &[DTensor], logits_to: Option<&[Placement]>) -> Result<Vec<DTensor>> {
     let [x, targets, w1, b1, w2, b2] = xs else {
-        return Err(crate::error::TpuError::BadArgs(
+        return Err(tpuemu_backend::TpuError::BadArgs(
             "mlp step: expected x, targets, w1, b1, w2, b2".into(),
         ));
     };
@@ -272,7 +272,7 @@ pub fn parallel_step(form: Parallel, dim: usize, xs: &[DTensor]) -> Result<Vec<D
 /// [`step`] returns.
 pub fn reference_step(xs: &[Tensor]) -> Result<Vec<Tensor>> {
     let [x, targets, w1, b1, w2, b2] = xs else {
-        return Err(crate::error::TpuError::BadArgs(
+        return Err(tpuemu_backend::TpuError::BadArgs(
             "mlp step: expected x, targets, w1, b1, w2, b2".into(),
         ));
     };
@@ -285,7 +285,7 @@ pub fn reference_step(xs: &[Tensor]) -> Result<Vec<Tensor>> {
     let logp = logits.log_softmax(-1)?;
     let tv = |v: &Value| match v {
         Value::Tensor(t) => Ok(t.clone()),
-        _ => Err(crate::error::TpuError::Device("expected a tensor".into())),
+        _ => Err(tpuemu_backend::TpuError::Device("expected a tensor".into())),
     };
     let nll = ops::call(
         &rt,
@@ -299,7 +299,7 @@ pub fn reference_step(xs: &[Tensor]) -> Result<Vec<Tensor>> {
         ],
     )?;
     let (loss, total) = (tv(&nll[0])?, tv(&nll[1])?);
-    let one = crate::models::one(&rt, loss.dtype())?;
+    let one = crate::one(&rt, loss.dtype())?;
     let g = ops::call(
         &rt,
         "aten::nll_loss_backward",

@@ -2,11 +2,11 @@
 //! then the gradients of both layers.
 
 use super::{Init, one};
-use crate::dtype::{DType, Scalar};
-use crate::error::Result;
-use crate::ops::{self, Value};
-use crate::runtime::Runtime;
-use crate::tensor::Tensor;
+use tpuemu_backend::dtype::{DType, Scalar};
+use tpuemu_backend::error::Result;
+use tpuemu_backend::ops::{self, Value};
+use tpuemu_backend::runtime::Runtime;
+use tpuemu_backend::tensor::Tensor;
 
 /// Sizes of the MLP.
 #[derive(Clone, Copy, Debug, serde::Serialize)]

@@ -4,11 +4,11 @@
 //! then the backward of each in reverse.
 
 use super::{Init, linear};
-use crate::dtype::{DType, Scalar};
-use crate::error::Result;
-use crate::ops::{self, Value};
-use crate::runtime::Runtime;
-use crate::tensor::Tensor;
+use tpuemu_backend::dtype::{DType, Scalar};
+use tpuemu_backend::error::Result;
+use tpuemu_backend::ops::{self, Value};
+use tpuemu_backend::runtime::Runtime;
+use tpuemu_backend::tensor::Tensor;
 
 /// Sizes of the block.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
