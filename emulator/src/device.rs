@@ -44,7 +44,8 @@ struct State {
     host_link_free: Vec<u64>,
     profiling: bool,
     functional: bool,
-    events: Vec<TraceEvent>,
+    limits: crate::RunLimits,
+    events: crate::recorder::EventLog,
 }
 
 /// An emulated TPU: one chip or a slice of chips.
@@ -141,7 +142,8 @@ impl Emulator {
             host_link_free: vec![0; n as usize],
             profiling: false,
             functional: true,
-            events: Vec::new(),
+            limits: crate::RunLimits::default(),
+            events: Default::default(),
         };
         Ok(Emulator {
             preset,
@@ -159,6 +161,11 @@ impl Emulator {
     /// neither stored nor read; reads give zeros).
     pub fn set_timing_only(&self, on: bool) {
         self.lock().functional = !on;
+    }
+
+    /// The run limits of later launches (see [`crate::limits`]).
+    pub fn set_run_limits(&self, limits: crate::RunLimits) {
+        self.lock().limits = limits;
     }
 
     /// What a launch did.
@@ -432,6 +439,7 @@ impl Device for Emulator {
             start,
             s.functional,
             s.profiling,
+            &s.limits,
         );
         for t in &targets {
             let core_end = s.chips[t.chip as usize].cores[t.core as usize]
@@ -539,6 +547,6 @@ impl Device for Emulator {
     }
 
     fn drain_events(&self) -> Vec<TraceEvent> {
-        std::mem::take(&mut self.lock().events)
+        self.lock().events.drain()
     }
 }

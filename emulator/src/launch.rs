@@ -19,6 +19,7 @@ use crate::core::timing::{Inflight, SYNC_UNITS};
 use crate::core::{ArgVal, ChipShared, Core, Env, Outgoing, Placement, Status};
 use crate::fault::FaultKind;
 use crate::ici::Ici;
+use crate::limits::{Budget, RunLimits};
 use crate::preset::ChipPreset;
 use crate::recorder::Recorder;
 use crate::stats::{CoreStats, LaunchStats};
@@ -75,8 +76,10 @@ pub(crate) fn run(
     start: u64,
     functional: bool,
     profiling: bool,
+    limits: &RunLimits,
 ) -> Outcome {
     let n = targets.len();
+    let budget = limits.budget(start);
     let mut peers: Vec<Option<Vec<ArgVal>>> = vec![None; chips.len()];
     for t in targets {
         peers[t.chip as usize].get_or_insert_with(|| t.args.clone());
@@ -141,6 +144,7 @@ pub(crate) fn run(
                             &peers,
                             functional,
                             0,
+                            budget,
                         );
                         core.wait_ready(&env).unwrap_or(u64::MAX)
                     }
@@ -185,7 +189,9 @@ pub(crate) fn run(
                 }
             }
         }
-        let mut env = env_for(program, t, preset, &places[i], &peers, functional, horizon);
+        let mut env = env_for(
+            program, t, preset, &places[i], &peers, functional, horizon, budget,
+        );
         env.run_ahead = run_ahead;
         let status = {
             let chip = &mut chips[t.chip as usize];
@@ -264,6 +270,7 @@ fn env_for<'a>(
     peers: &'a [Option<Vec<ArgVal>>],
     functional: bool,
     horizon: u64,
+    budget: Budget,
 ) -> Env<'a> {
     Env {
         program,
@@ -274,6 +281,7 @@ fn env_for<'a>(
         functional,
         horizon,
         run_ahead: false,
+        budget,
     }
 }
 
@@ -521,7 +529,7 @@ fn deadlock_report(
                             let coming: i64 = s.pending.iter().map(|(_, a)| a).sum();
                             format!(
                                 "{at}: waits at pc {} (`{text}`) for {sem} to reach {}; it holds {} and {} more is scheduled to arrive",
-                                c.pc, need as i32, s.value, coming
+                                c.pc, need, s.value, coming
                             )
                         }
                         _ => format!("{at}: waits at barrier #{} (pc {}, `{text}`)", c.barriers + 1, c.pc),

@@ -267,6 +267,7 @@ impl Core {
         let desc = self.descriptor(shape)?;
         let bytes = desc.bytes();
         let s = self.side(&src, env.args)?;
+        crate::bounds::dma_side(&desc, s.base, s.size, true, || s.region.name())?;
         let src_ext = extent(s.base, &desc, true);
         let src_range = check(&s, src_ext, "read", &desc, true)?;
 
@@ -302,6 +303,7 @@ impl Core {
                 (side, Some((to, r.recv_sem)))
             }
         };
+        crate::bounds::dma_side(&desc, d.base, d.size, false, || d.region.name())?;
         let dst_range = check(&d, extent(d.base, &desc, false), "write", &desc, false)?;
 
         // Hazards with pending matrix-unit writes, then races with DMAs in flight.
