@@ -4,11 +4,12 @@
 //! replayed call by call with the inputs PyTorch recorded for that call, so one wrong operator
 //! does not cascade into the calls after it; a case passes when all of its calls pass. Nothing
 //! in a file stops the run: an unreadable manifest, a broken case or a missing tensor becomes a
-//! failed case with the reason, and an executor that panics fails the call it panicked in.
+//! failed case with the reason, and an executor that panics fails the call it panicked in
+//! (the report gives the panic's message and where it happened; nothing, not even a backtrace,
+//! is printed while the runner catches it: see [`crate::quiet`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -458,8 +459,7 @@ fn run_call(
         result.reason = Some(why);
         return result;
     }
-    let outcome = catch_unwind(AssertUnwindSafe(|| exec.call(op_call)));
-    let actual = match outcome {
+    let actual = match crate::quiet::catch(|| exec.call(op_call)) {
         Ok(Ok(values)) => values,
         Ok(Err(e)) => {
             result.status = Status::Failed;
@@ -467,13 +467,8 @@ fn run_call(
             return result;
         }
         Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic".into());
             result.status = Status::Failed;
-            result.reason = Some(format!("executor panicked: {msg}"));
+            result.reason = Some(format!("executor panicked: {panic}"));
             return result;
         }
     };

@@ -38,9 +38,9 @@ pub struct RunArgs {
 pub fn run(cmd: &GoldenCommand) -> Result<(), CliError> {
     let GoldenCommand::Run(args) = cmd;
     let mode: Mode = args.mode.parse().map_err(CliError::Other)?;
-    let preset = args.chip.preset()?;
+    let (preset, emu) = args.chip.emulator()?;
     let name = preset.name.clone();
-    let mut exec = BackendExecutor::new(preset, mode).map_err(CliError::Other)?;
+    let mut exec = BackendExecutor::on(emu, mode).map_err(CliError::Other)?;
     let opts = RunOptions {
         mode,
         chip: Some(name),
