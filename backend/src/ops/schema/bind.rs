@@ -290,8 +290,8 @@ mod tests {
         let sch = s("aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
         let e = |p: Vec<Value>, k: Vec<(String, Value)>| sch.bind(p, k).unwrap_err().to_string();
         assert!(
-            e(vec![Value::Int(1)], vec![]).contains(
-                "aten::add.Tensor(): argument 'self' (position 1) must be Tensor, not int"
+            e(vec![Value::Str("x".into())], vec![]).contains(
+                "aten::add.Tensor(): argument 'self' (position 1) must be Tensor, not str"
             )
         );
         let m = e(vec![], vec![("beta".into(), Value::Int(1))]);
