@@ -13,7 +13,7 @@ use crate::error::{Result, TpuError};
 use crate::ir::View;
 use crate::layout::Layout;
 use crate::runtime::Runtime;
-use crate::runtime::storage::StorageRef;
+use crate::storage::StorageRef;
 
 /// A host element type a tensor can be built from or read into.
 pub trait Element: Copy + Send + Sync + 'static {

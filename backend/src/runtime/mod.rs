@@ -10,7 +10,9 @@ pub(crate) mod exec;
 pub(crate) mod executor;
 pub mod metrics;
 pub(crate) mod queue;
-pub mod storage;
+/// Storages live in their own module (the IR and kernels name them without the runtime); the
+/// old path stays valid.
+pub use crate::storage;
 pub(crate) mod trace;
 
 use std::collections::HashMap;
