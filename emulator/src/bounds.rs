@@ -21,7 +21,7 @@ use crate::fault::FaultKind;
 
 /// The byte range `[lo, hi)` a descriptor touches on one side from `base`, in 128 bits (`None`
 /// when it moves nothing).
-fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i128, i128)> {
+pub(crate) fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i128, i128)> {
     if desc.dims.iter().any(|d| d.count == 0) {
         return None;
     }

@@ -546,6 +546,11 @@ impl Device for Emulator {
         self.lock().profiling = on;
     }
 
+    fn set_timing_only(&self, on: bool) -> Result<(), DeviceError> {
+        Emulator::set_timing_only(self, on);
+        Ok(())
+    }
+
     fn drain_events(&self) -> Vec<TraceEvent> {
         self.lock().events.drain()
     }

@@ -46,6 +46,8 @@ pub fn run(cmd: &GoldenCommand) -> Result<(), CliError> {
         chip: Some(name),
         filter: args.filter.clone(),
     };
+    // A panic inside a case is a failed case with its message in the report; the runner catches
+    // it with nothing printed (no backtrace in the middle of the output: `tpuemu_golden::quiet`).
     let report =
         run_dir(&args.dir, &mut exec, &opts).map_err(|e| CliError::Other(e.to_string()))?;
     let mut out = Vec::new();

@@ -61,6 +61,45 @@ fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
     Some((lo, hi + desc.elem_bytes as i64))
 }
 
+/// Timing only (no values): an address computed from data (a gather's index, read from memory
+/// that holds no values) is unknown, so a side whose extent falls outside its region is moved
+/// inside it, keeping its length, strides and alignment within the region's size: the transfer is
+/// timed as the same access at an address that exists. With values, the bounds are checked and a
+/// stray address faults. Computed in 128 bits (registers may hold anything); a side longer than
+/// its region is left where it is, for the bounds check to report.
+fn fit_unknown_address(side: &mut Side, desc: &DmaDescriptor, src: bool) {
+    let Some((lo, hi)) = crate::bounds::extent(side.base, desc, src) else {
+        return;
+    };
+    let size = side.size as i128;
+    let span = hi - lo;
+    if (lo >= 0 && hi <= size) || span > size {
+        return;
+    }
+    let room = size - span + 1;
+    let new_lo = lo.rem_euclid(room) & !(ALIGN_KEEP as i128 - 1);
+    // |new_lo - lo| <= size + span, within i64 since span <= size.
+    side.base += (new_lo - lo) as i64;
+}
+
+/// Places one side of a DMA (moving an unknown address in timing-only mode), checks it against
+/// its region ([`crate::bounds::dma_side`]) and returns its extent.
+fn place_side(
+    side: &mut Side,
+    desc: &DmaDescriptor,
+    src: bool,
+    functional: bool,
+) -> Result<Option<(i64, i64)>, FaultKind> {
+    if !functional {
+        fit_unknown_address(side, desc, src);
+    }
+    crate::bounds::dma_side(desc, side.base, side.size, src, || side.region.name())?;
+    Ok(extent(side.base, desc, src))
+}
+
+/// The alignment a moved timing-only address keeps (a VMEM row and every DMA alignment divide it).
+const ALIGN_KEEP: i64 = 512;
+
 /// Length of the contiguous run of one side: the element, extended by inner dimensions whose
 /// stride continues it. Returns (run bytes, number of inner dims merged).
 fn run_len(desc: &DmaDescriptor, src: bool) -> (u64, usize) {
@@ -266,9 +305,8 @@ impl Core {
         let issue = Timing::queue_slot(&mut self.t.dma_queue, c.dma_queue_depth, issue);
         let desc = self.descriptor(shape)?;
         let bytes = desc.bytes();
-        let s = self.side(&src, env.args)?;
-        crate::bounds::dma_side(&desc, s.base, s.size, true, || s.region.name())?;
-        let src_ext = extent(s.base, &desc, true);
+        let mut s = self.side(&src, env.args)?;
+        let src_ext = place_side(&mut s, &desc, true, env.functional)?;
         let src_range = check(&s, src_ext, "read", &desc, true)?;
 
         // The destination: here, or on another chip for remote DMA.
@@ -303,8 +341,9 @@ impl Core {
                 (side, Some((to, r.recv_sem)))
             }
         };
-        crate::bounds::dma_side(&desc, d.base, d.size, false, || d.region.name())?;
-        let dst_range = check(&d, extent(d.base, &desc, false), "write", &desc, false)?;
+        let mut d = d;
+        let dst_ext = place_side(&mut d, &desc, false, env.functional)?;
+        let dst_range = check(&d, dst_ext, "write", &desc, false)?;
 
         // Hazards with pending matrix-unit writes, then races with DMAs in flight.
         let mut start_min = issue + c.dma_issue as u64;
@@ -394,6 +433,11 @@ impl Core {
                 at += len;
             });
             buf
+        } else if matches!(d.mem, MemKey::Smem) && bytes > 0 {
+            // Timing only: scalar memory still receives what a read gives here (zeros), so the
+            // scalar unit's loads of indices, counts and descriptors see defined values and the
+            // program takes the path it takes on zeros.
+            vec![0u8; bytes as usize]
         } else {
             Vec::new()
         };
