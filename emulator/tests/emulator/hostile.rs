@@ -241,3 +241,88 @@ proptest! {
         prop_assert!(e.run_program(&after, &[], &[0], false).is_ok());
     }
 }
+
+/// Pieces of chip TOML: field names, values in and out of range, and syntax.
+const TOML_FRAGMENTS: &[&str] = &[
+    "base = \"v5e\"",
+    "base = \"v9\"",
+    "name = \"x\"",
+    "clock_hz = ",
+    "hbm_bytes = ",
+    "vmem_bytes = ",
+    "smem_bytes = ",
+    "mxu_rows = ",
+    "cores_per_chip = ",
+    "hbm_latency_ns = ",
+    "ici_link_bytes_per_s = ",
+    "mxu_model = ",
+    "[costs]",
+    "valu_latency = ",
+    "[sources]",
+    "[[x]]",
+    "1e9",
+    "inf",
+    "nan",
+    "-1",
+    "0",
+    "1e300",
+    "1e-300",
+    "18446744073709551615",
+    "9223372036854775807",
+    "1099511627776",
+    "\"scale_sim\"",
+    "\"pipelined\"",
+    "\"",
+    "=",
+    "\n",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    "#",
+    "é",
+];
+
+proptest! {
+    // Bounded for CI: a few hundred texts and overrides, well under a second.
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn chip_toml_is_accepted_within_range_or_refused_never_a_panic(
+        parts in proptest::collection::vec(proptest::sample::select(TOML_FRAGMENTS), 0..24),
+    ) {
+        let text = parts.join(" ");
+        if let Ok(p) = ChipPreset::from_toml(&text) {
+            // Whatever is accepted is within its ranges and survives a round trip.
+            prop_assert!(p.validate().is_ok());
+            prop_assert!(p.peak_bf16_flops().is_finite() && p.peak_bf16_flops() > 0.0);
+            prop_assert_eq!(ChipPreset::from_toml(&p.to_toml()).ok(), Some(p));
+        }
+    }
+
+    #[test]
+    fn set_overrides_are_accepted_within_range_or_refused_by_name(
+        field in proptest::sample::select(&[
+            "clock_hz", "hbm_bytes", "vmem_bytes", "smem_bytes", "mxu_rows", "cores_per_chip",
+            "hbm_latency_ns", "ici_link_bytes_per_s", "mxu_model", "costs.valu_latency",
+            "costs", "name", "nonsense", "clock_hz\nhbm_bytes",
+        ][..]),
+        value in proptest::sample::select(TOML_FRAGMENTS),
+        tail in "\\PC{0,8}",
+    ) {
+        let mut p = builtin("v5e").unwrap();
+        let value = format!("{value}{tail}");
+        match p.set(field, &value) {
+            Ok(()) => prop_assert!(p.validate().is_ok()),
+            Err(e) => {
+                let text = e.to_string();
+                let named = field.split('.').next_back().unwrap_or(field);
+                prop_assert!(
+                    text.contains(named) || text.contains(field.trim()),
+                    "`{}` not named in: {}", field, text
+                );
+            }
+        }
+    }
+}
