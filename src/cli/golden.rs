@@ -37,7 +37,10 @@ pub struct RunArgs {
 /// Runs `tpuemu golden`.
 pub fn run(cmd: &GoldenCommand) -> Result<(), CliError> {
     let GoldenCommand::Run(args) = cmd;
-    let mode: Mode = args.mode.parse().map_err(CliError::Other)?;
+    let mode: Mode = args
+        .mode
+        .parse()
+        .map_err(|e| CliError::Other(format!("--mode: {e}")))?;
     let (preset, emu) = args.chip.emulator()?;
     let name = preset.name.clone();
     let mut exec = BackendExecutor::on(emu, mode).map_err(CliError::Other)?;
