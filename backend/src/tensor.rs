@@ -306,7 +306,7 @@ impl Tensor {
     /// runtime has no values: an error.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         if !self.rt.has_values() {
-            return Err(TpuError::Unsupported(format!(
+            return Err(TpuError::NeedsValues(format!(
                 "{self:?} is a meta tensor: it has a shape and timing but no values (use sync_read to time a read)"
             )));
         }

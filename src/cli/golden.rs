@@ -21,7 +21,8 @@ pub enum GoldenCommand {
 pub struct RunArgs {
     /// Directory of cases (e.g. golden/cases).
     pub dir: PathBuf,
-    /// Execution mode: strict, debug, defer or compile.
+    /// Execution mode: strict, debug, defer, compile, or meta (dtypes and shapes only, nothing
+    /// computed: PyTorch's meta device).
     #[arg(long, default_value = "strict")]
     pub mode: String,
     #[command(flatten)]
