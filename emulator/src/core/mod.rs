@@ -12,6 +12,7 @@
 pub(crate) mod dma;
 pub(crate) mod fifo;
 pub(crate) mod mxu;
+pub(crate) mod mxu_values;
 pub(crate) mod pending;
 pub(crate) mod range;
 pub(crate) mod scalar;
@@ -19,6 +20,7 @@ pub(crate) mod state;
 pub(crate) mod sync;
 pub(crate) mod timing;
 pub(crate) mod vector;
+pub(crate) mod vmem;
 
 use tpuemu_isa::{Instr, Program};
 
@@ -182,10 +184,8 @@ impl Core {
             | SLoad { .. }
             | SStore { .. }
             | SSys { .. } => self.exec_scalar(instr, env, rec),
-            VLoad { .. }
-            | VStore { .. }
-            | VGather { .. }
-            | VMov { .. }
+            VLoad { .. } | VStore { .. } | VGather { .. } => self.exec_vmem(instr, env, rec),
+            VMov { .. }
             | VBin { .. }
             | VUn { .. }
             | VCmp { .. }

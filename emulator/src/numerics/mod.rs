@@ -6,5 +6,6 @@
 //! not the platform's, and sums follow fixed orders documented per function.
 
 pub mod float;
+pub mod lanes;
 pub mod matmul;
 pub mod vmath;
