@@ -91,7 +91,7 @@ fn effective_bytes(desc: &DmaDescriptor, src: bool, burst: u64) -> u64 {
 }
 
 /// Calls `f(src_offset, dst_offset, len)` for every run both sides see as contiguous.
-fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
+pub(super) fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
     // Both sides are contiguous over the inner dims merged on both.
     let merged = run_len(desc, true).1.min(run_len(desc, false).1);
     let inner = &desc.dims[desc.dims.len() - merged..];
@@ -126,9 +126,9 @@ fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
 }
 
 /// A resolved side of a DMA.
-struct Side {
-    mem: MemKey,
-    base: i64,
+pub(super) struct Side {
+    pub(super) mem: MemKey,
+    pub(super) base: i64,
     size: u64,
     region: Region,
 }
@@ -384,26 +384,11 @@ impl Core {
         );
 
         // Data.
-        let data = if env.functional && bytes > 0 {
-            let mut buf = vec![0u8; bytes as usize];
-            let mut at = 0usize;
-            for_each_run(&desc, |so, _, len| {
-                self.read_side(chip, &s, s.base + so, &mut buf[at..at + len]);
-                at += len;
-            });
-            buf
-        } else {
-            Vec::new()
-        };
-
+        let functional = env.functional && bytes > 0;
         match remote_to {
             None => {
-                if !data.is_empty() {
-                    let mut at = 0usize;
-                    for_each_run(&desc, |_, d_o, len| {
-                        self.write_side(chip, &d, d.base + d_o, &data[at..at + len]);
-                        at += len;
-                    });
+                if functional {
+                    self.copy_local(chip, &s, &d, &desc);
                 }
                 self.sems[sem.index() as usize].add_at(complete, bytes as i64);
                 self.t.async_end = self.t.async_end.max(complete);
@@ -428,6 +413,11 @@ impl Core {
                         complete: xfer_end,
                     });
                 }
+                let data = if functional {
+                    self.gather(chip, &s, &desc, bytes as usize)
+                } else {
+                    Vec::new()
+                };
                 out.push(Outgoing::Write(Box::new(RemoteWrite {
                     pc: self.pc,
                     from_chip: env.place.chip,
@@ -446,34 +436,6 @@ impl Core {
             }
         }
         Ok(Flow::Next)
-    }
-
-    fn read_side(&mut self, chip: &ChipShared, side: &Side, at: i64, out: &mut [u8]) {
-        match side.mem {
-            MemKey::Vmem => {
-                out.copy_from_slice(&self.vmem.bytes()[at as usize..at as usize + out.len()])
-            }
-            MemKey::Smem => self.smem.read(at as usize, out),
-            MemKey::Hbm(id) => chip
-                .hbm
-                .buffer(id)
-                .expect("argument buffers are live")
-                .read(at as u64, out),
-        }
-    }
-
-    fn write_side(&mut self, chip: &mut ChipShared, side: &Side, at: i64, data: &[u8]) {
-        match side.mem {
-            MemKey::Vmem => {
-                self.vmem.bytes()[at as usize..at as usize + data.len()].copy_from_slice(data)
-            }
-            MemKey::Smem => self.smem.write(at as usize, data),
-            MemKey::Hbm(id) => chip
-                .hbm
-                .buffer_mut(id)
-                .expect("argument buffers are live")
-                .write(at as u64, data),
-        }
     }
 }
 

@@ -10,8 +10,10 @@
 //! Submodules by instruction class: [`scalar`], [`vector`], [`mxu`], [`dma`], [`sync`].
 
 pub(crate) mod dma;
+pub(crate) mod dma_copy;
 pub(crate) mod fifo;
 pub(crate) mod mxu;
+pub(crate) mod mxu_jobs;
 pub(crate) mod mxu_values;
 pub(crate) mod pending;
 pub(crate) mod range;

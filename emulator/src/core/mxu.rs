@@ -19,6 +19,7 @@
 
 use tpuemu_isa::{Addr, Instr, Unit};
 
+use super::mxu_jobs::Rows;
 use super::mxu_values::{ResultBlock, product, read_block, write_rows};
 use super::timing::{MemKey, Range, Timing};
 use super::{Core, Env, Flow};
@@ -132,7 +133,7 @@ impl Core {
                 let m = &mut self.mxus[mxu.index() as usize];
                 if env.functional {
                     let shape = (srows as usize, scols as usize, st as usize);
-                    read_block(
+                    let _ = read_block(
                         self.vmem.bytes(),
                         base,
                         shape,
@@ -221,7 +222,7 @@ impl Core {
                     let lhs = (base, mrows as usize, st as usize);
                     product(bufs, &mut unit.weights, bytes, lhs, prec, transpose)
                 } else {
-                    Vec::new()
+                    Rows::default()
                 };
                 self.mxus[mi].queue.push_back(ResultBlock {
                     rows: mrows,
@@ -299,21 +300,21 @@ impl Core {
             ready = ready.max(block.ready);
             let take = (rows - done).min((block.rows - block.taken) as usize);
             if let Some(bytes) = vmem.as_deref_mut() {
-                let from = block.taken as usize * block.n;
-                let src = &block.data[from..from + take * block.n];
-                write_rows(
-                    bytes,
-                    base + done * stride,
-                    stride,
-                    src,
-                    (take, block.n),
-                    acc,
-                );
+                if let Some(lhs) = block.data.settle() {
+                    self.mxu_bufs.recycle_lhs(lhs);
+                }
+                let (from, n) = (block.taken as usize, block.n);
+                block.data.for_runs(from, take, n, |r, vals| {
+                    let at = base + (done + r - from) * stride;
+                    write_rows(bytes, at, stride, vals, (vals.len() / n, n), acc);
+                });
             }
             block.taken += take as u64;
             done += take;
             if block.taken == block.rows {
-                self.mxu_bufs.recycle(std::mem::take(&mut block.data));
+                for v in std::mem::take(&mut block.data).into_buffers() {
+                    self.mxu_bufs.recycle(v);
+                }
                 queue.pop_front();
             }
         }

@@ -7,11 +7,14 @@
 //! order of [`crate::numerics::matmul`]; pass results are added in a fixed order, smallest
 //! terms first (see [`passes`]).
 
+use std::sync::Arc;
+
 use tpuemu_isa::ops::{MxuFmt, Precision};
 
 use super::fifo::Fifo;
+use super::mxu_jobs::Rows;
 use crate::numerics::float::round_bf16;
-use crate::numerics::matmul::{PackedWeights, tile_product};
+use crate::numerics::matmul::{Bf16Scan, Operands, PackedWeights, tile_product_with};
 
 /// The passes of a precision, in the order they are summed: (LHS part, weight part), parts
 /// indexed 0 = hi, 1 = mid, 2 = lo.
@@ -41,7 +44,8 @@ fn split(values: &[f32], parts: &mut [Vec<f32>; 3]) {
 }
 
 /// Reads a `rows x cols` block of `fmt` values at `base` (rows `stride` bytes apart) into
-/// `out` as f32, row-major, or transposed (`cols x rows`) with `transpose`.
+/// `out` as f32, row-major, or transposed (`cols x rows`) with `transpose`. Returns what the
+/// values allow the product (for bf16; f32 values are split into parts first).
 pub(crate) fn read_block(
     bytes: &[u8],
     base: usize,
@@ -49,37 +53,59 @@ pub(crate) fn read_block(
     fmt: MxuFmt,
     transpose: bool,
     out: &mut Vec<f32>,
-) {
-    let esz = fmt.bytes() as usize;
+) -> Operands {
     if out.len() < rows * cols {
         out.resize(rows * cols, 0.0);
     }
     out.truncate(rows * cols);
-    let widen = |b: &[u8]| match fmt {
-        MxuFmt::Bf16 => f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16),
-        MxuFmt::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+    let esz = fmt.bytes() as usize;
+    let row = |r: usize| &bytes[base + r * stride..base + r * stride + cols * esz];
+    let mut scan = Bf16Scan::default();
+    let bf16 = |b: &[u8], scan: &mut Bf16Scan| {
+        let h = u16::from_le_bytes([b[0], b[1]]);
+        scan.add(h);
+        f32::from_bits((h as u32) << 16)
     };
-    for r in 0..rows {
-        let row = &bytes[base + r * stride..base + r * stride + cols * esz];
-        if transpose {
-            for (c, b) in row.chunks_exact(esz).enumerate() {
-                out[c * rows + r] = widen(b);
-            }
-        } else {
+    let f32_of = |b: &[u8]| f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    if !transpose {
+        for r in 0..rows {
             let o = &mut out[r * cols..(r + 1) * cols];
             match fmt {
                 MxuFmt::Bf16 => {
-                    for (o, b) in o.iter_mut().zip(row.chunks_exact(2)) {
-                        *o = f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16);
+                    for (o, b) in o.iter_mut().zip(row(r).chunks_exact(2)) {
+                        *o = bf16(b, &mut scan);
                     }
                 }
                 MxuFmt::F32 => {
-                    for (o, b) in o.iter_mut().zip(row.chunks_exact(4)) {
-                        *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                    for (o, b) in o.iter_mut().zip(row(r).chunks_exact(4)) {
+                        *o = f32_of(b);
                     }
                 }
             }
         }
+    } else {
+        // Eight source rows at a time, so that each output row is written eight values at once.
+        const G: usize = 8;
+        let mut r0 = 0;
+        while r0 < rows {
+            let g = (rows - r0).min(G);
+            let src: [&[u8]; G] = std::array::from_fn(|i| row(r0 + i.min(g - 1)));
+            for c in 0..cols {
+                let o = &mut out[c * rows + r0..c * rows + r0 + g];
+                for (i, o) in o.iter_mut().enumerate() {
+                    let b = &src[i][c * esz..(c + 1) * esz];
+                    *o = match fmt {
+                        MxuFmt::Bf16 => bf16(b, &mut scan),
+                        MxuFmt::F32 => f32_of(b),
+                    };
+                }
+            }
+            r0 += g;
+        }
+    }
+    match fmt {
+        MxuFmt::Bf16 => scan.operands(),
+        MxuFmt::F32 => Operands::of(out),
     }
 }
 
@@ -91,8 +117,9 @@ pub(crate) struct Weights {
     pub n: usize,
     /// Row-major values (bf16 values are exact in f32).
     pub raw: Vec<f32>,
-    /// Packed bf16 parts: hi, mid, lo (packed on first use after a load).
-    parts: [PackedWeights; 3],
+    /// Packed bf16 parts: hi, mid, lo (packed on first use after a load; shared with the
+    /// products still being computed from them).
+    parts: [Arc<PackedWeights>; 3],
     packed: bool,
 }
 
@@ -104,17 +131,22 @@ impl Weights {
     }
 
     /// The packed parts (packing them on first use).
-    fn parts(&mut self, scratch: &mut [Vec<f32>; 3]) -> &[PackedWeights; 3] {
+    fn parts(&mut self, scratch: &mut [Vec<f32>; 3]) -> &[Arc<PackedWeights>; 3] {
         if !self.packed {
             let (k, n) = (self.k, self.n);
+            // In place, unless a product still being computed holds the old tile.
+            let repack = |p: &mut Arc<PackedWeights>, w: &[f32]| match Arc::get_mut(p) {
+                Some(p) => p.repack(w, k, n),
+                None => *p = Arc::new(PackedWeights::pack(w, k, n)),
+            };
             match self.fmt {
                 Some(MxuFmt::F32) => {
                     split(&self.raw, scratch);
                     for (p, s) in self.parts.iter_mut().zip(scratch.iter()) {
-                        p.repack(s, k, n);
+                        repack(p, s);
                     }
                 }
-                _ => self.parts[0].repack(&self.raw, k, n),
+                _ => repack(&mut self.parts[0], &self.raw),
             }
             self.packed = true;
         }
@@ -127,8 +159,8 @@ impl Weights {
 pub(crate) struct ResultBlock {
     pub rows: u64,
     pub n: usize,
-    /// `rows x n` f32 values (empty when timing only).
-    pub data: Vec<f32>,
+    /// `rows x n` f32 values, perhaps still being computed (none when timing only).
+    pub data: Rows,
     /// Rows already popped.
     pub taken: u64,
     /// Cycle at which the rows are out of the array.
@@ -153,7 +185,9 @@ impl MxuState {
     pub fn reset(&mut self, bufs: &mut MxuBuffers) {
         self.loaded = false;
         while let Some(b) = self.queue.front_mut() {
-            bufs.recycle(std::mem::take(&mut b.data));
+            for v in std::mem::take(&mut b.data).into_buffers() {
+                bufs.recycle(v);
+            }
             self.queue.pop_front();
         }
     }
@@ -164,6 +198,8 @@ impl MxuState {
 pub(crate) struct MxuBuffers {
     /// The LHS block of a matmul, as f32.
     lhs: Vec<f32>,
+    /// LHS buffers for products computed beside the interpreter.
+    lhs_free: Vec<Vec<f32>>,
     /// Its bf16 parts, for f32 inputs.
     lhs_parts: [Vec<f32>; 3],
     /// A pass's product, before it is added to the others.
@@ -189,10 +225,18 @@ impl MxuBuffers {
             self.free.push(v);
         }
     }
+
+    /// Takes back an LHS buffer.
+    pub fn recycle_lhs(&mut self, v: Vec<f32>) {
+        if v.capacity() > 0 && self.lhs_free.len() < 16 {
+            self.lhs_free.push(v);
+        }
+    }
 }
 
 /// The `m x n` product of the LHS block at `base` (`m` rows `stride` bytes apart, or stored
-/// transposed as `k` rows of `m`) and the weights, passes summed in order.
+/// transposed as `k` rows of `m`) and the weights, passes summed in order. A one-pass product
+/// may still be being computed when this returns ([`Rows::Pending`]).
 pub(crate) fn product(
     bufs: &mut MxuBuffers,
     w: &mut Weights,
@@ -200,7 +244,7 @@ pub(crate) fn product(
     (base, m, stride): (usize, usize, usize),
     prec: Precision,
     transpose: bool,
-) -> Vec<f32> {
+) -> Rows {
     let (k, n) = (w.k, w.n);
     let fmt = w.fmt.unwrap_or(MxuFmt::Bf16);
     let shape = if transpose {
@@ -208,34 +252,37 @@ pub(crate) fn product(
     } else {
         (m, k, stride)
     };
-    read_block(bytes, base, shape, fmt, transpose, &mut bufs.lhs);
     let mut scratch: [Vec<f32>; 3] = Default::default();
     let parts = w.parts(&mut scratch);
+    if fmt == MxuFmt::Bf16 {
+        let mut lhs = bufs.lhs_free.pop().unwrap_or_default();
+        let ops = read_block(bytes, base, shape, fmt, transpose, &mut lhs);
+        let (rows, back) = Rows::start(lhs, m, parts[0].clone(), ops, &mut |len| bufs.result(len));
+        if let Some(v) = back {
+            bufs.recycle_lhs(v);
+        }
+        return rows;
+    }
+    read_block(bytes, base, shape, fmt, transpose, &mut bufs.lhs);
+    split(&bufs.lhs, &mut bufs.lhs_parts);
     let mut result = bufs.result(m * n);
     for (i, &(a_part, w_part)) in passes(prec).iter().enumerate() {
-        let lhs: &[f32] = match fmt {
-            MxuFmt::Bf16 => &bufs.lhs,
-            MxuFmt::F32 => {
-                if i == 0 {
-                    split(&bufs.lhs, &mut bufs.lhs_parts);
-                }
-                &bufs.lhs_parts[a_part]
-            }
-        };
+        let lhs = &bufs.lhs_parts[a_part];
+        let ops = Operands::of(lhs);
         let packed = &parts[w_part];
         if i == 0 {
-            tile_product(lhs, k, m, packed, &mut result);
+            tile_product_with(lhs, k, m, packed, &mut result, ops);
         } else {
             if bufs.tmp.len() < m * n {
                 bufs.tmp.resize(m * n, 0.0);
             }
-            tile_product(lhs, k, m, packed, &mut bufs.tmp);
+            tile_product_with(lhs, k, m, packed, &mut bufs.tmp, ops);
             for (r, t) in result.iter_mut().zip(&bufs.tmp) {
                 *r += *t;
             }
         }
     }
-    result
+    Rows::Ready(result)
 }
 
 /// Writes `rows` result rows of `n` values to `bytes` at `base` (`stride` apart), adding them
@@ -259,6 +306,59 @@ pub(crate) fn write_rows(
         } else {
             for (d, v) in dst.chunks_exact_mut(4).zip(vals) {
                 d.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_read_as_the_element_by_element_definition() {
+        let mut x = 3u32;
+        let bytes: Vec<u8> = (0..256 * 1024)
+            .map(|_| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (x >> 24) as u8
+            })
+            .collect();
+        for fmt in [MxuFmt::Bf16, MxuFmt::F32] {
+            let esz = fmt.bytes() as usize;
+            for (rows, cols, stride) in [(1, 1, 4), (5, 7, 64), (9, 128, 512), (128, 13, 1040)] {
+                let elem = |r: usize, c: usize| {
+                    let b = &bytes[40 + r * stride + c * esz..];
+                    match fmt {
+                        MxuFmt::Bf16 => {
+                            f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)
+                        }
+                        MxuFmt::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                    }
+                };
+                for transpose in [false, true] {
+                    let mut out = vec![7.0; 3];
+                    let ops =
+                        read_block(&bytes, 40, (rows, cols, stride), fmt, transpose, &mut out);
+                    let want: Vec<f32> = if transpose {
+                        (0..cols)
+                            .flat_map(|c| (0..rows).map(move |r| (r, c)))
+                            .map(|(r, c)| elem(r, c))
+                            .collect()
+                    } else {
+                        (0..rows)
+                            .flat_map(|r| (0..cols).map(move |c| (r, c)))
+                            .map(|(r, c)| elem(r, c))
+                            .collect()
+                    };
+                    let same = out.len() == want.len()
+                        && out
+                            .iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{fmt} {rows}x{cols} transpose {transpose}");
+                    assert_eq!(ops, Operands::of(&want), "{fmt} {rows}x{cols}");
+                }
             }
         }
     }

@@ -94,6 +94,8 @@ pub(crate) struct Core {
     pub vtmp: Option<Box<VregData>>,
     /// The spare mask register.
     pub mtmp: Option<Box<MaskData>>,
+    /// A buffer for DMAs that copy within one memory.
+    pub dma_buf: Vec<u8>,
 }
 
 impl Core {
@@ -124,6 +126,7 @@ impl Core {
             vector_dirty: false,
             vtmp: None,
             mtmp: None,
+            dma_buf: Vec::new(),
         }
     }
 

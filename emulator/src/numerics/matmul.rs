@@ -37,22 +37,56 @@ pub struct Operands {
 }
 
 impl Operands {
-    /// Scans `values`.
+    /// What an empty operand allows (everything).
+    pub const NONE: Operands = Operands {
+        bf16_normal: true,
+        min_exp: 255,
+        max_exp: 0,
+    };
+
+    /// Scans f32 values.
     pub fn of(values: &[f32]) -> Self {
-        let (mut bad, mut lo, mut hi) = (0u32, 255u32, 0u32);
+        // Magnitudes order as their bits: the largest and the smallest non-zero magnitude give
+        // the exponent range; the low half-word must be clear in bf16 values.
+        let (mut hi, mut lo_m1, mut low) = (0u32, u32::MAX, 0u32);
         for v in values {
-            let b = v.to_bits();
-            let e = (b >> 23) & 0xff;
-            let nonzero = (b & 0x7fff_ffff) != 0;
-            // Inf/NaN, subnormal, or more than bf16's significand.
-            bad |= u32::from(e == 255) | u32::from(e == 0 && nonzero) | (b & 0xffff);
-            lo = lo.min(if nonzero { e } else { 255 });
-            hi = hi.max(if nonzero { e } else { 0 });
+            let a = v.to_bits() & 0x7fff_ffff;
+            hi = hi.max(a);
+            lo_m1 = lo_m1.min(a.wrapping_sub(1));
+            low |= a & 0xffff;
         }
+        if hi == 0 {
+            return Operands::NONE;
+        }
+        Self::from_magnitudes(hi >> 16, lo_m1.wrapping_add(1) >> 16, low == 0)
+    }
+
+    /// Scans little-endian bf16 values (`bytes` holds pairs).
+    pub fn of_bf16(bytes: &[u8]) -> Self {
+        let mut scan = Bf16Scan::default();
+        for b in bytes.chunks_exact(2) {
+            scan.add(u16::from_le_bytes([b[0], b[1]]));
+        }
+        scan.operands()
+    }
+
+    /// From the largest and the smallest non-zero magnitude as bf16 bits (some value is not
+    /// zero).
+    fn from_magnitudes(hi: u32, lo: u32, bf16: bool) -> Self {
         Operands {
-            bf16_normal: bad == 0,
-            min_exp: lo,
-            max_exp: hi,
+            // Not Inf/NaN, not subnormal, nothing beyond bf16's significand.
+            bf16_normal: bf16 && hi < 0x7f80 && lo >= 0x80,
+            min_exp: lo >> 7,
+            max_exp: hi >> 7,
+        }
+    }
+
+    /// What the values of both `self` and `other` allow.
+    pub fn and(self, other: Operands) -> Self {
+        Operands {
+            bf16_normal: self.bf16_normal && other.bf16_normal,
+            min_exp: self.min_exp.min(other.min_exp),
+            max_exp: self.max_exp.max(other.max_exp),
         }
     }
 
@@ -62,7 +96,7 @@ impl Operands {
         if !(self.bf16_normal && other.bf16_normal) {
             return false;
         }
-        if self.max_exp == 0 || other.max_exp == 0 {
+        if self.max_exp < self.min_exp || other.max_exp < other.min_exp {
             return true; // one side is all zeros
         }
         // Unbiased exponents ea + ew: the product lies in [2^(ea+ew), 2^(ea+ew+2)).
@@ -72,14 +106,61 @@ impl Operands {
     }
 }
 
+/// [`Operands`] of bf16 values seen one at a time (while they are converted for the product).
+#[derive(Clone, Copy, Debug)]
+pub struct Bf16Scan {
+    /// The largest magnitude, and the smallest minus one (wrapping: zero counts as the largest).
+    hi: u16,
+    lo_m1: u16,
+}
+
+impl Default for Bf16Scan {
+    fn default() -> Self {
+        Bf16Scan {
+            hi: 0,
+            lo_m1: u16::MAX,
+        }
+    }
+}
+
+impl Bf16Scan {
+    /// One more value, as its bits.
+    #[inline(always)]
+    pub fn add(&mut self, h: u16) {
+        let a = h & 0x7fff;
+        self.hi = self.hi.max(a);
+        self.lo_m1 = self.lo_m1.min(a.wrapping_sub(1));
+    }
+
+    /// What the values seen allow.
+    pub fn operands(self) -> Operands {
+        if self.hi == 0 {
+            return Operands::NONE;
+        }
+        Operands::from_magnitudes(self.hi as u32, self.lo_m1.wrapping_add(1) as u32, true)
+    }
+}
+
 /// A weight tile of `k` rows and `n` columns, packed into zero-padded column panels.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct PackedWeights {
     k: usize,
     n: usize,
     /// Panel `p` holds `k` rows of `NR` values: columns `p*NR .. p*NR + NR`.
     panels: Vec<f32>,
-    ops: Option<Operands>,
+    /// What the weights allow.
+    ops: Operands,
+}
+
+impl Default for PackedWeights {
+    fn default() -> Self {
+        PackedWeights {
+            k: 0,
+            n: 0,
+            panels: Vec::new(),
+            ops: Operands::NONE,
+        }
+    }
 }
 
 impl PackedWeights {
@@ -104,7 +185,7 @@ impl PackedWeights {
             }
         }
         (self.k, self.n) = (k, n);
-        self.ops = Some(Operands::of(&w[..k * n]));
+        self.ops = Operands::of(&w[..k * n]);
     }
 
     /// Rows (K).
@@ -150,45 +231,6 @@ fn block<const R: usize, const FMA: bool>(
     *out = acc;
 }
 
-/// `R` rows x two panels (2 x [`NR`] columns): each LHS value is used twice per load.
-#[inline(always)]
-fn block2<const R: usize, const FMA: bool>(
-    a: &[f32],
-    lda: usize,
-    k: usize,
-    panels: [&[f32]; 2],
-    out: &mut [[[f32; NR]; 2]; R],
-) {
-    let mut acc0 = [[0.0f32; NR]; R];
-    let mut acc1 = [[0.0f32; NR]; R];
-    let (p0, p1) = (&panels[0][..k * NR], &panels[1][..k * NR]);
-    let rows: [&[f32]; R] = std::array::from_fn(|r| &a[r * lda..r * lda + k]);
-    for kk in 0..k {
-        let w0: &[f32; NR] = p0[kk * NR..kk * NR + NR].try_into().expect("panel row");
-        let w1: &[f32; NR] = p1[kk * NR..kk * NR + NR].try_into().expect("panel row");
-        for r in 0..R {
-            let av = rows[r][kk];
-            for j in 0..NR {
-                acc0[r][j] = if FMA {
-                    av.mul_add(w0[j], acc0[r][j])
-                } else {
-                    acc0[r][j] + av * w0[j]
-                };
-            }
-            for j in 0..NR {
-                acc1[r][j] = if FMA {
-                    av.mul_add(w1[j], acc1[r][j])
-                } else {
-                    acc1[r][j] + av * w1[j]
-                };
-            }
-        }
-    }
-    for r in 0..R {
-        out[r] = [acc0[r], acc1[r]];
-    }
-}
-
 /// Rows `[0, m)` of the product into `out` (row stride `n`), panel by panel, `MR` rows at a time.
 #[inline(always)]
 fn rows_product<const MR: usize, const FMA: bool>(
@@ -199,69 +241,27 @@ fn rows_product<const MR: usize, const FMA: bool>(
     out: &mut [f32],
 ) {
     let (k, n) = (w.k, w.n);
-    let np = n.div_ceil(NR);
-    let mut put = |i: usize, p: usize, vals: &[f32; NR]| {
-        let cols = (n - p * NR).min(NR);
-        out[i * n + p * NR..i * n + p * NR + cols].copy_from_slice(&vals[..cols]);
-    };
-    let mut p = 0;
-    // Two panels at a time.
-    while p + 2 <= np {
-        let panels = [w.panel(p), w.panel(p + 1)];
-        let mut i = 0;
-        while i + MR <= m {
-            let mut res = [[[0.0f32; NR]; 2]; MR];
-            block2::<MR, FMA>(&a[i * lda..], lda, k, panels, &mut res);
-            for (r, vals) in res.iter().enumerate() {
-                put(i + r, p, &vals[0]);
-                put(i + r, p + 1, &vals[1]);
-            }
-            i += MR;
-        }
-        while i < m {
-            let mut res = [[[0.0f32; NR]; 2]; 1];
-            block2::<1, FMA>(&a[i * lda..], lda, k, panels, &mut res);
-            put(i, p, &res[0][0]);
-            put(i, p + 1, &res[0][1]);
-            i += 1;
-        }
-        p += 2;
-    }
-    // The last panel alone.
-    if p < np {
+    for p in 0..n.div_ceil(NR) {
         let panel = w.panel(p);
+        let cols = (n - p * NR).min(NR);
+        let mut put = |i: usize, vals: &[f32; NR]| {
+            out[i * n + p * NR..i * n + p * NR + cols].copy_from_slice(&vals[..cols]);
+        };
         let mut i = 0;
         while i + MR <= m {
             let mut res = [[0.0f32; NR]; MR];
             block::<MR, FMA>(&a[i * lda..], lda, k, panel, &mut res);
             for (r, vals) in res.iter().enumerate() {
-                put(i + r, p, vals);
+                put(i + r, vals);
             }
             i += MR;
         }
         while i < m {
             let mut res = [[0.0f32; NR]; 1];
             block::<1, FMA>(&a[i * lda..], lda, k, panel, &mut res);
-            put(i, p, &res[0]);
+            put(i, &res[0]);
             i += 1;
         }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-fn rows_product_avx512(
-    a: &[f32],
-    lda: usize,
-    m: usize,
-    w: &PackedWeights,
-    out: &mut [f32],
-    fma: bool,
-) {
-    if fma {
-        rows_product::<4, true>(a, lda, m, w, out)
-    } else {
-        rows_product::<4, false>(a, lda, m, w, out)
     }
 }
 
@@ -282,6 +282,112 @@ fn rows_product_avx2(
     }
 }
 
+/// The AVX-512 kernel: `R` rows x `P` panels of 16 columns, one register per (row, panel),
+/// written with intrinsics so that the accumulators stay in registers; results are stored
+/// straight into the output (masked at a partial last panel).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{NR, PackedWeights};
+    use std::arch::x86_64::*;
+
+    /// Rows per block.
+    const R: usize = 8;
+    /// Panels per block.
+    const P: usize = 2;
+
+    /// Rows `i0 .. i0 + RR` x panels `p0 .. p0 + PP` of the product into `out`.
+    #[inline(always)]
+    fn block<const RR: usize, const PP: usize, const FMA: bool>(
+        a: &[f32],
+        lda: usize,
+        w: &PackedWeights,
+        (i0, p0): (usize, usize),
+        out: &mut [f32],
+    ) {
+        let (k, n) = (w.k, w.n);
+        assert!(a.len() >= (i0 + RR - 1) * lda + k && out.len() >= (i0 + RR) * n);
+        assert!(p0 + PP <= n.div_ceil(NR) && w.panels.len() >= (p0 + PP) * k * NR);
+        let masks: [__mmask16; PP] = std::array::from_fn(|q| {
+            let cols = (n - (p0 + q) * NR).min(NR);
+            ((1u32 << cols) - 1) as __mmask16
+        });
+        // SAFETY: the asserts above bound every access: LHS rows `i0 .. i0 + RR` up to `k`,
+        // panels `p0 .. p0 + PP` of `k` rows, output rows `i0 .. i0 + RR` of `n` values with
+        // the columns past `n` masked off. The CPU has AVX-512F (and FMA when `FMA`): the
+        // caller is compiled for and only runs on such CPUs.
+        unsafe {
+            let mut acc = [[_mm512_setzero_ps(); PP]; RR];
+            let ap = a.as_ptr().add(i0 * lda);
+            let wp: [*const f32; PP] =
+                std::array::from_fn(|q| w.panels.as_ptr().add((p0 + q) * k * NR));
+            for kk in 0..k {
+                let wv: [__m512; PP] = std::array::from_fn(|q| _mm512_loadu_ps(wp[q].add(kk * NR)));
+                for r in 0..RR {
+                    let av = _mm512_set1_ps(*ap.add(r * lda + kk));
+                    for q in 0..PP {
+                        acc[r][q] = if FMA {
+                            _mm512_fmadd_ps(av, wv[q], acc[r][q])
+                        } else {
+                            _mm512_add_ps(acc[r][q], _mm512_mul_ps(av, wv[q]))
+                        };
+                    }
+                }
+            }
+            let op = out.as_mut_ptr();
+            for r in 0..RR {
+                for q in 0..PP {
+                    let at = op.add((i0 + r) * n + (p0 + q) * NR);
+                    _mm512_mask_storeu_ps(at, masks[q], acc[r][q]);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn rows<const FMA: bool>(a: &[f32], lda: usize, m: usize, w: &PackedWeights, out: &mut [f32]) {
+        let np = w.n.div_ceil(NR);
+        let mut p0 = 0;
+        while p0 + P <= np {
+            let mut i = 0;
+            while i + R <= m {
+                block::<R, P, FMA>(a, lda, w, (i, p0), out);
+                i += R;
+            }
+            for i in i..m {
+                block::<1, P, FMA>(a, lda, w, (i, p0), out);
+            }
+            p0 += P;
+        }
+        for p in p0..np {
+            let mut i = 0;
+            while i + R <= m {
+                block::<R, 1, FMA>(a, lda, w, (i, p), out);
+                i += R;
+            }
+            for i in i..m {
+                block::<1, 1, FMA>(a, lda, w, (i, p), out);
+            }
+        }
+    }
+
+    /// Rows `[0, m)` of the product into `out`; `fma` when every product is exact.
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) fn rows_product(
+        a: &[f32],
+        lda: usize,
+        m: usize,
+        w: &PackedWeights,
+        out: &mut [f32],
+        fma: bool,
+    ) {
+        if fma {
+            rows::<true>(a, lda, m, w, out)
+        } else {
+            rows::<false>(a, lda, m, w, out)
+        }
+    }
+}
+
 /// The kernel for this host; `fma` when every product is exact.
 fn rows_product_best(
     a: &[f32],
@@ -297,7 +403,7 @@ fn rows_product_best(
             && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU supports both features the function was compiled for.
-            return unsafe { rows_product_avx512(a, lda, m, w, out, fma) };
+            return unsafe { avx512::rows_product(a, lda, m, w, out, fma) };
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
@@ -314,19 +420,48 @@ const PARALLEL_MACS: usize = 1 << 21;
 
 /// `out (m x n, row stride n) = a (m x k, row stride lda) * w`, summed in the defined order.
 pub fn tile_product(a: &[f32], lda: usize, m: usize, w: &PackedWeights, out: &mut [f32]) {
+    let a_ops = match m {
+        0 => Operands::NONE,
+        _ => Operands::of(&a[..((m - 1) * lda + w.k).min(a.len())]),
+    };
+    tile_product_with(a, lda, m, w, out, a_ops)
+}
+
+/// [`tile_product_with`] on the calling thread only (no split over threads).
+pub fn tile_rows(
+    a: &[f32],
+    lda: usize,
+    m: usize,
+    w: &PackedWeights,
+    out: &mut [f32],
+    a_ops: Operands,
+) {
     let (k, n) = (w.k, w.n);
     assert!(
         lda >= k && (m == 0 || a.len() >= (m - 1) * lda + k),
         "LHS too small"
     );
     assert!(out.len() >= m * n, "output too small");
-    let a_ops = if m == 0 {
-        Operands::of(&[])
-    } else {
-        Operands::of(&a[..(m - 1) * lda + k])
-    };
-    let w_ops = w.ops.unwrap_or_else(|| Operands::of(&w.panels));
-    let fma = a_ops.exact_products(w_ops);
+    rows_product_best(a, lda, m, w, &mut out[..m * n], a_ops.exact_products(w.ops));
+}
+
+/// [`tile_product`] when the caller knows what the LHS values allow: `a_ops` must describe
+/// every value of rows `[0, m)` (an [`Operands`] of more values is fine).
+pub fn tile_product_with(
+    a: &[f32],
+    lda: usize,
+    m: usize,
+    w: &PackedWeights,
+    out: &mut [f32],
+    a_ops: Operands,
+) {
+    let (k, n) = (w.k, w.n);
+    assert!(
+        lda >= k && (m == 0 || a.len() >= (m - 1) * lda + k),
+        "LHS too small"
+    );
+    assert!(out.len() >= m * n, "output too small");
+    let fma = a_ops.exact_products(w.ops);
     if m * k * n < PARALLEL_MACS || m < 16 {
         rows_product_best(a, lda, m, w, &mut out[..m * n], fma);
         return;
@@ -433,12 +568,36 @@ mod tests {
                 .collect();
             let packed = PackedWeights::pack(&w2, k, n);
             assert!(
-                !Operands::of(&a).exact_products(packed.ops.unwrap()),
+                !Operands::of(&a).exact_products(packed.ops),
                 "{what}: must not fuse"
             );
             let mut out = vec![0.0; m * n];
             tile_product(&a, k, m, &packed, &mut out);
             assert!(same_bits(&out, &reference(&a, k, m, &w2, k, n)), "{what}");
+        }
+    }
+
+    #[test]
+    fn bf16_scan_agrees_with_the_f32_scan() {
+        let mut x = 7u32;
+        let bits: Vec<u16> = (0..1000)
+            .map(|i| {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                match i % 7 {
+                    0 => 0,
+                    1 => 0x8000,
+                    _ => (x >> 16) as u16,
+                }
+            })
+            .collect();
+        for len in [0, 1, 15, 16, 17, 999, 1000] {
+            let part = &bits[..len];
+            let bytes: Vec<u8> = part.iter().flat_map(|h| h.to_le_bytes()).collect();
+            let vals: Vec<f32> = part
+                .iter()
+                .map(|h| f32::from_bits((*h as u32) << 16))
+                .collect();
+            assert_eq!(Operands::of_bf16(&bytes), Operands::of(&vals), "{len}");
         }
     }
 
@@ -453,6 +612,10 @@ mod tests {
         assert!(!ops(2f32.powi(63)).exact_products(ops(2f32.powi(63))));
         assert!(Operands::of(&[0.0, -0.0]).exact_products(ops(2f32.powi(120))));
         assert!(!ops(1.0 + f32::EPSILON).exact_products(ops(1.0)));
+        assert!(
+            !ops(1e-44).exact_products(ops(1.0)),
+            "a subnormal below bf16's bits"
+        );
         assert!(!ops(f32::INFINITY).exact_products(ops(1.0)));
         assert!(!ops(f32::NAN).exact_products(ops(1.0)));
     }

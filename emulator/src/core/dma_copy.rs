@@ -1,0 +1,147 @@
+//! Moving a DMA's bytes: run by run straight from the source memory to the destination when
+//! they are different memories, through a kept buffer when they are the same one (so that a
+//! copy onto overlapping bytes reads everything before it writes, as the model defines), and
+//! gathered into one message for a remote DMA.
+
+use tpuemu_isa::dma::DmaDescriptor;
+
+use super::dma::{Side, for_each_run};
+use super::timing::MemKey;
+use super::{ChipShared, Core};
+use crate::memory::LocalMem;
+
+/// Reads `out.len()` bytes at `at` of one memory.
+fn read(
+    vmem: &mut LocalMem,
+    smem: &LocalMem,
+    chip: &ChipShared,
+    mem: MemKey,
+    at: usize,
+    out: &mut [u8],
+) {
+    match mem {
+        MemKey::Vmem => out.copy_from_slice(&vmem.bytes()[at..at + out.len()]),
+        MemKey::Smem => smem.read(at, out),
+        MemKey::Hbm(id) => chip
+            .hbm
+            .buffer(id)
+            .expect("argument buffers are live")
+            .read(at as u64, out),
+    }
+}
+
+/// Writes `data` at `at` of one memory.
+fn write(
+    vmem: &mut LocalMem,
+    smem: &mut LocalMem,
+    chip: &mut ChipShared,
+    mem: MemKey,
+    at: usize,
+    data: &[u8],
+) {
+    match mem {
+        MemKey::Vmem => vmem.bytes()[at..at + data.len()].copy_from_slice(data),
+        MemKey::Smem => smem.write(at, data),
+        MemKey::Hbm(id) => chip
+            .hbm
+            .buffer_mut(id)
+            .expect("argument buffers are live")
+            .write(at as u64, data),
+    }
+}
+
+impl Core {
+    /// Copies a DMA's bytes from side `s` to side `d` of this chip.
+    pub(super) fn copy_local(
+        &mut self,
+        chip: &mut ChipShared,
+        s: &Side,
+        d: &Side,
+        desc: &DmaDescriptor,
+    ) {
+        let (vmem, smem) = (&mut self.vmem, &mut self.smem);
+        match (s.mem, d.mem) {
+            // Different memories: nothing read can have been written by this DMA.
+            (MemKey::Hbm(id), MemKey::Vmem) => {
+                let src = chip.hbm.buffer(id).expect("argument buffers are live");
+                let dst = vmem.bytes();
+                for_each_run(desc, |so, d_o, len| {
+                    let at = (d.base + d_o) as usize;
+                    src.read((s.base + so) as u64, &mut dst[at..at + len]);
+                });
+            }
+            (MemKey::Vmem, MemKey::Hbm(id)) => {
+                let dst = chip.hbm.buffer_mut(id).expect("argument buffers are live");
+                let src = vmem.bytes();
+                for_each_run(desc, |so, d_o, len| {
+                    let at = (s.base + so) as usize;
+                    dst.write((d.base + d_o) as u64, &src[at..at + len]);
+                });
+            }
+            (a, b) if a != b && !(matches!(a, MemKey::Hbm(_)) && matches!(b, MemKey::Hbm(_))) => {
+                // VMEM and SMEM, or HBM and SMEM: small copies, one run at a time.
+                let mut buf = std::mem::take(&mut self.dma_buf);
+                for_each_run(desc, |so, d_o, len| {
+                    buf.resize(len, 0);
+                    read(vmem, smem, chip, a, (s.base + so) as usize, &mut buf);
+                    write(vmem, smem, chip, b, (d.base + d_o) as usize, &buf);
+                });
+                self.dma_buf = buf;
+            }
+            _ => {
+                // The same memory (or two HBM buffers): everything is read first.
+                let mut buf = std::mem::take(&mut self.dma_buf);
+                buf.resize(desc.bytes() as usize, 0);
+                let mut at = 0usize;
+                for_each_run(desc, |so, _, len| {
+                    read(
+                        vmem,
+                        smem,
+                        chip,
+                        s.mem,
+                        (s.base + so) as usize,
+                        &mut buf[at..at + len],
+                    );
+                    at += len;
+                });
+                let mut at = 0usize;
+                for_each_run(desc, |_, d_o, len| {
+                    write(
+                        vmem,
+                        smem,
+                        chip,
+                        d.mem,
+                        (d.base + d_o) as usize,
+                        &buf[at..at + len],
+                    );
+                    at += len;
+                });
+                self.dma_buf = buf;
+            }
+        }
+    }
+
+    /// A DMA's source bytes in element order (for a remote DMA).
+    pub(super) fn gather(
+        &mut self,
+        chip: &ChipShared,
+        s: &Side,
+        desc: &DmaDescriptor,
+        bytes: usize,
+    ) -> Vec<u8> {
+        let mut buf = vec![0u8; bytes];
+        let mut at = 0usize;
+        for_each_run(desc, |so, _, len| {
+            read(
+                &mut self.vmem,
+                &self.smem,
+                chip,
+                s.mem,
+                (s.base + so) as usize,
+                &mut buf[at..at + len],
+            );
+            at += len;
+        });
+        buf
+    }
+}

@@ -1,0 +1,197 @@
+//! Matrix-unit products computed beside the interpreter, on the host's other cores.
+//!
+//! A `mxu.mm` copies its LHS block out of VMEM when it issues (as the functional model always
+//! did) and hands the product to a [`Product`]: its rows are cut into parts that the rayon pool
+//! starts on at once, while the interpreter runs on. The first `mxu.pop` that needs the rows
+//! computes whatever parts no thread has started yet, then waits for the others. Every part is
+//! the same sequential-over-K sum whichever thread computes it, and results are consumed in
+//! program order, so the bits never depend on the host's threads or their timing; the
+//! simulated timing never looks at the host at all.
+
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+
+use crate::numerics::matmul::{Operands, PackedWeights, tile_rows};
+
+/// Multiply-adds below which a product is computed at once on the interpreter's thread (handing
+/// it over would cost more than it saves).
+const ASYNC_MACS: usize = 1 << 18;
+/// Multiply-adds per part, about: enough parts for every core, few enough to keep them cheap.
+const PART_MACS: usize = 1 << 21;
+
+/// One product `lhs (m x k) * w`, in parts of `rows_per_part` rows.
+#[derive(Debug)]
+pub(crate) struct Product {
+    /// Read by the parts; taken back once they are all done.
+    lhs: RwLock<Vec<f32>>,
+    m: usize,
+    w: Arc<PackedWeights>,
+    ops: Operands,
+    rows_per_part: usize,
+    outs: Vec<Mutex<Vec<f32>>>,
+    /// Parts claimed so far (they are claimed in order) and parts finished.
+    state: Mutex<(usize, usize)>,
+    finished: Condvar,
+}
+
+impl Product {
+    fn parts(&self) -> usize {
+        self.outs.len()
+    }
+
+    /// Claims and computes parts until none is left; returns at once if none is.
+    fn work(&self) {
+        loop {
+            let i = {
+                let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+                if s.0 == self.parts() {
+                    return;
+                }
+                s.0 += 1;
+                s.0 - 1
+            };
+            let r0 = i * self.rows_per_part;
+            let rows = self.rows_per_part.min(self.m - r0);
+            let k = self.w.k();
+            {
+                let lhs = self.lhs.read().unwrap_or_else(PoisonError::into_inner);
+                let mut out = self.outs[i].lock().unwrap_or_else(PoisonError::into_inner);
+                tile_rows(&lhs[r0 * k..], k, rows, &self.w, &mut out, self.ops);
+            }
+            let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            s.1 += 1;
+            if s.1 == self.parts() {
+                self.finished.notify_all();
+            }
+        }
+    }
+
+    /// Helps with the parts no thread has started, then waits for the rest.
+    fn finish(&self) {
+        self.work();
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while s.1 < self.parts() {
+            s = self
+                .finished
+                .wait(s)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// The values of a queued result block: computed, or a product still being computed.
+#[derive(Debug)]
+pub(crate) enum Rows {
+    /// `rows x n` values, row-major (empty when timing only).
+    Ready(Vec<f32>),
+    /// Parts of `rows_per_part` rows each.
+    Parts {
+        outs: Vec<Vec<f32>>,
+        rows_per_part: usize,
+    },
+    /// Being computed.
+    Pending(Arc<Product>),
+}
+
+impl Default for Rows {
+    fn default() -> Self {
+        Rows::Ready(Vec::new())
+    }
+}
+
+impl Rows {
+    /// Starts `lhs (m x k) * w` (`w` packed with `k` rows), or computes it at once when it is
+    /// small; `buffers` gives result storage.
+    pub fn start(
+        lhs: Vec<f32>,
+        m: usize,
+        w: Arc<PackedWeights>,
+        ops: Operands,
+        buffers: &mut impl FnMut(usize) -> Vec<f32>,
+    ) -> (Rows, Option<Vec<f32>>) {
+        let (k, n) = (w.k(), w.n());
+        let macs = m * k * n;
+        if macs < ASYNC_MACS {
+            let mut out = buffers(m * n);
+            tile_rows(&lhs, k, m, &w, &mut out, ops);
+            return (Rows::Ready(out), Some(lhs));
+        }
+        let parts = macs.div_ceil(PART_MACS).clamp(2, 16);
+        let rows_per_part = m.div_ceil(parts).next_multiple_of(8);
+        let parts = m.div_ceil(rows_per_part);
+        let outs = (0..parts)
+            .map(|i| Mutex::new(buffers(rows_per_part.min(m - i * rows_per_part) * n)))
+            .collect();
+        let p = Arc::new(Product {
+            lhs: RwLock::new(lhs),
+            m,
+            w,
+            ops,
+            rows_per_part,
+            outs,
+            state: Mutex::new((0, 0)),
+            finished: Condvar::new(),
+        });
+        for _ in 0..rayon::current_num_threads().min(parts) {
+            let p = p.clone();
+            rayon::spawn(move || p.work());
+        }
+        (Rows::Pending(p), None)
+    }
+
+    /// Makes the values available (waiting for a product if needed); returns the LHS buffer
+    /// of a finished product for reuse.
+    pub fn settle(&mut self) -> Option<Vec<f32>> {
+        let Rows::Pending(p) = self else {
+            return None;
+        };
+        let p = p.clone();
+        p.finish();
+        // Every part is done: no thread touches the buffers any more (workers may still hold
+        // the product for a moment, empty).
+        let outs = p
+            .outs
+            .iter()
+            .map(|o| std::mem::take(&mut *o.lock().unwrap_or_else(PoisonError::into_inner)))
+            .collect();
+        let lhs = std::mem::take(&mut *p.lhs.write().unwrap_or_else(PoisonError::into_inner));
+        *self = Rows::Parts {
+            outs,
+            rows_per_part: p.rows_per_part,
+        };
+        Some(lhs)
+    }
+
+    /// Calls `f(first row, values)` for the contiguous runs of rows `r0 .. r0 + rows`
+    /// (settled).
+    pub fn for_runs(&self, r0: usize, rows: usize, n: usize, mut f: impl FnMut(usize, &[f32])) {
+        match self {
+            Rows::Ready(v) => f(r0, &v[r0 * n..(r0 + rows) * n]),
+            Rows::Parts {
+                outs,
+                rows_per_part,
+            } => {
+                let mut r = r0;
+                while r < r0 + rows {
+                    let (part, within) = (r / rows_per_part, r % rows_per_part);
+                    let take = (rows_per_part - within).min(r0 + rows - r);
+                    f(r, &outs[part][within * n..(within + take) * n]);
+                    r += take;
+                }
+            }
+            Rows::Pending(_) => unreachable!("rows are settled before they are read"),
+        }
+    }
+
+    /// The buffers, for reuse (after [`Rows::settle`]).
+    pub fn into_buffers(self) -> Vec<Vec<f32>> {
+        match self {
+            Rows::Ready(v) => vec![v],
+            Rows::Parts { outs, .. } => outs,
+            Rows::Pending(p) => {
+                // Never popped (the launch ended or faulted): let the workers finish with it.
+                drop(p);
+                Vec::new()
+            }
+        }
+    }
+}
