@@ -2,9 +2,12 @@
 //! CPU eager running the same step in float32 on the same machine, side by side.
 //!
 //! PyTorch runs `torch_step.py` (in this folder: the backend's workload written operator for
-//! operator in PyTorch) in a child process from the project's Python environment. Each round
-//! measures, for every mode, PyTorch's step and then the emulated step right after it, so both
-//! see the same load on a shared machine; the report gives each round's ratio and the medians.
+//! operator in PyTorch) in child processes from the project's Python environment, one per
+//! thread count asked for (`--torch-threads`, default 1 and 2). Each round measures, for every
+//! mode, PyTorch's step at every thread count and then the emulated step right after, so both
+//! see the same load on a shared machine. The reference of a round is PyTorch's fastest thread
+//! count in that round (on a loaded machine two OpenMP threads can be several times slower than
+//! one); the report gives each round's ratio and the medians.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -43,6 +46,9 @@ pub struct HostArgs {
     /// PyTorch computes the backward with autograd instead of the same backward operators.
     #[arg(long)]
     pub torch_autograd: bool,
+    /// PyTorch's intra-op thread counts to measure (the fastest is the reference).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1u32, 2])]
+    pub torch_threads: Vec<u32>,
     /// Print JSON for machines.
     #[arg(long)]
     pub json: bool,
@@ -73,14 +79,20 @@ struct Torch {
 }
 
 impl Torch {
-    fn start(workload: Workload, size: Size, autograd: bool) -> Result<Self, CliError> {
+    fn start(
+        workload: Workload,
+        size: Size,
+        autograd: bool,
+        threads: u32,
+    ) -> Result<Self, CliError> {
         let config = match (workload, size) {
             (Workload::Mlp, Size::Full) => json!(MlpConfig::bench()),
             (Workload::Mlp, Size::Small) => json!(MlpConfig::small()),
             (Workload::TransformerBlock, Size::Full) => json!(TransformerConfig::demo()),
             (Workload::TransformerBlock, Size::Small) => json!(TransformerConfig::small()),
         };
-        let req = json!({"workload": workload.name(), "config": config, "autograd": autograd});
+        let req = json!({"workload": workload.name(), "config": config, "autograd": autograd,
+                         "threads": threads});
         let py = python();
         let mut child = Command::new(&py)
             .args(["-c", TORCH_STEP, &req.to_string()])
@@ -164,7 +176,10 @@ fn median(v: &[f64]) -> f64 {
 /// One mode's measurements over the rounds.
 struct ModeRuns {
     mode: ModeArg,
+    /// PyTorch's fastest time of each round.
     torch: Vec<f64>,
+    /// PyTorch's time of each round at each thread count.
+    torch_by_threads: Vec<Vec<f64>>,
     ours: Vec<f64>,
     loss: f32,
 }
@@ -198,12 +213,22 @@ pub fn run(args: &HostArgs) -> Result<(), CliError> {
     } else {
         args.mode.clone()
     };
-    let mut torch = Torch::start(workload, size, args.torch_autograd)?;
+    if args.torch_threads.is_empty() || args.torch_threads.contains(&0) {
+        return Err(CliError::Other(
+            "--torch-threads: one or more thread counts of at least 1".into(),
+        ));
+    }
+    let mut torches = args
+        .torch_threads
+        .iter()
+        .map(|t| Torch::start(workload, size, args.torch_autograd, *t))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut runs: Vec<ModeRuns> = modes
         .iter()
         .map(|m| ModeRuns {
             mode: *m,
             torch: Vec::new(),
+            torch_by_threads: vec![Vec::new(); torches.len()],
             ours: Vec::new(),
             loss: f32::NAN,
         })
@@ -211,8 +236,13 @@ pub fn run(args: &HostArgs) -> Result<(), CliError> {
     let mut torch_loss = f64::NAN;
     for _ in 0..args.rounds {
         for r in &mut runs {
-            let (t, l) = torch.steps(args.steps)?;
-            torch_loss = l;
+            let mut t = f64::INFINITY;
+            for (i, torch) in torches.iter_mut().enumerate() {
+                let (ti, l) = torch.steps(args.steps)?;
+                torch_loss = l;
+                r.torch_by_threads[i].push(ti);
+                t = t.min(ti);
+            }
             let rep = measure(
                 &args.chip,
                 workload,
@@ -233,12 +263,14 @@ pub fn run(args: &HostArgs) -> Result<(), CliError> {
             "chip": chip,
             "rounds": args.rounds,
             "steps": args.steps,
-            "torch": {"version": torch.version, "threads": torch.threads,
+            "torch": {"version": torches[0].version,
+                      "threads": torches.iter().map(|t| t.threads).collect::<Vec<_>>(),
                       "autograd": args.torch_autograd, "loss": torch_loss},
             "modes": runs.iter().map(|r| json!({
                 "mode": RunMode::from(r.mode).name(),
                 "host_seconds": r.ours,
                 "torch_seconds": r.torch,
+                "torch_seconds_by_threads": r.torch_by_threads,
                 "ratios": r.ratios(),
                 "median_host_seconds": median(&r.ours),
                 "median_torch_seconds": median(&r.torch),
@@ -256,27 +288,35 @@ pub fn run(args: &HostArgs) -> Result<(), CliError> {
         args.rounds,
         args.steps
     );
+    let threads: Vec<String> = torches.iter().map(|t| t.threads.to_string()).collect();
     s += &format!(
-        "PyTorch {} CPU eager float32 ({} threads{}), loss {:.4}\n",
-        torch.version,
-        torch.threads,
+        "PyTorch {} CPU eager float32{}, loss {:.4}; reference: its fastest of {} thread(s)\n",
+        torches[0].version,
         if args.torch_autograd {
-            ", autograd"
+            " (autograd)"
         } else {
             ""
         },
-        torch_loss
+        torch_loss,
+        threads.join(" or ")
     );
-    s += "mode       tpuemu (bf16)   PyTorch   tpuemu/PyTorch   per round\n";
+    s += "mode       tpuemu (bf16)   PyTorch   tpuemu/PyTorch   per round   PyTorch by threads\n";
     for r in &runs {
         let per: Vec<String> = r.ratios().iter().map(|x| format!("{x:.2}")).collect();
+        let by: Vec<String> = r
+            .torch_by_threads
+            .iter()
+            .zip(&threads)
+            .map(|(v, t)| format!("{t}: {:.3} s", median(v)))
+            .collect();
         s += &format!(
-            "{:<9}  {:>10.3} s  {:>7.3} s  {:>12.2}x     {}\n",
+            "{:<9}  {:>10.3} s  {:>7.3} s  {:>12.2}x     {}   {}\n",
             RunMode::from(r.mode).name(),
             median(&r.ours),
             median(&r.torch),
             median(&r.ratios()),
-            per.join(" ")
+            per.join(" "),
+            by.join(", ")
         );
     }
     super::super::write_output(None, s.as_bytes())

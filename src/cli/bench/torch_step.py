@@ -9,7 +9,8 @@ decomposition). With --autograd the backward is PyTorch's autograd of the same f
 float32 is the host's fastest path for this math (PyTorch CPU runs bfloat16 far slower); the
 emulated step runs in bfloat16.
 
-Protocol: argv[1] is a JSON object {"workload": ..., "config": {...}, "autograd": bool}. The
+Protocol: argv[1] is a JSON object {"workload": ..., "config": {...}, "autograd": bool,
+"threads": n} (threads: PyTorch's intra-op threads; absent or 0 keeps PyTorch's default). The
 script builds the model, runs one warm-up step and prints one JSON line
 {"ready": true, "torch": version, "threads": n}. Then for every line "N" on stdin it runs N steps,
 each ending with `loss.item()` (the sync point of a training loop), and prints one JSON line
@@ -176,6 +177,8 @@ def mlp(c, autograd):
 
 def main():
     req = json.loads(sys.argv[1])
+    if req.get("threads"):
+        torch.set_num_threads(int(req["threads"]))
     build = {"transformer-block": transformer, "mlp": mlp}[req["workload"]]
     with torch.no_grad() if not req.get("autograd") else torch.enable_grad():
         step = build(req["config"], bool(req.get("autograd")))
