@@ -454,7 +454,9 @@ pub(crate) fn deliver(
         let pos = w.dst_base + d_o;
         let src = &w.data[at..at + len];
         match w.dst {
-            MemKey::Vmem => vmem.bytes()[pos as usize..pos as usize + len].copy_from_slice(src),
+            MemKey::Vmem => vmem.bytes_for(pos as usize, pos as usize + len)
+                [pos as usize..pos as usize + len]
+                .copy_from_slice(src),
             MemKey::Smem => smem.write(pos as usize, src),
             MemKey::Hbm(id) => chip
                 .hbm

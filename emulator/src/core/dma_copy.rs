@@ -20,7 +20,7 @@ fn read(
     out: &mut [u8],
 ) {
     match mem {
-        MemKey::Vmem => out.copy_from_slice(&vmem.bytes()[at..at + out.len()]),
+        MemKey::Vmem => out.copy_from_slice(&vmem.view()[at..at + out.len()]),
         MemKey::Smem => smem.read(at, out),
         MemKey::Hbm(id) => chip
             .hbm
@@ -40,7 +40,9 @@ fn write(
     data: &[u8],
 ) {
     match mem {
-        MemKey::Vmem => vmem.bytes()[at..at + data.len()].copy_from_slice(data),
+        MemKey::Vmem => {
+            vmem.bytes_for(at, at + data.len())[at..at + data.len()].copy_from_slice(data)
+        }
         MemKey::Smem => smem.write(at, data),
         MemKey::Hbm(id) => chip
             .hbm
@@ -64,15 +66,15 @@ impl Core {
             // Different memories: nothing read can have been written by this DMA.
             (MemKey::Hbm(id), MemKey::Vmem) => {
                 let src = chip.hbm.buffer(id).expect("argument buffers are live");
-                let dst = vmem.bytes();
                 for_each_run(desc, |so, d_o, len| {
                     let at = (d.base + d_o) as usize;
+                    let dst = vmem.bytes_for(at, at + len);
                     src.read((s.base + so) as u64, &mut dst[at..at + len]);
                 });
             }
             (MemKey::Vmem, MemKey::Hbm(id)) => {
                 let dst = chip.hbm.buffer_mut(id).expect("argument buffers are live");
-                let src = vmem.bytes();
+                let src = vmem.view();
                 for_each_run(desc, |so, d_o, len| {
                     let at = (s.base + so) as usize;
                     dst.write((d.base + d_o) as u64, &src[at..at + len]);

@@ -134,7 +134,7 @@ impl Core {
                 if env.functional {
                     let shape = (srows as usize, scols as usize, st as usize);
                     let _ = read_block(
-                        self.vmem.bytes(),
+                        self.vmem.view(),
                         base,
                         shape,
                         fmt,
@@ -217,10 +217,16 @@ impl Core {
                 self.stats.flops += flops;
                 self.t.front = issue + 1;
                 let data = if env.functional {
-                    let bytes = self.vmem.bytes();
                     let (bufs, unit) = (&mut self.mxu_bufs, &mut self.mxus[mi]);
                     let lhs = (base, mrows as usize, st as usize);
-                    product(bufs, &mut unit.weights, bytes, lhs, prec, transpose)
+                    product(
+                        bufs,
+                        &mut unit.weights,
+                        &mut self.vmem,
+                        lhs,
+                        prec,
+                        transpose,
+                    )
                 } else {
                     Rows::default()
                 };
@@ -293,17 +299,16 @@ impl Core {
     ) -> u64 {
         let mut ready = 0;
         let mut done = 0usize;
-        let mut vmem = functional.then(|| self.vmem.bytes());
         let queue = &mut self.mxus[mi].queue;
         while done < rows {
             let block = queue.front_mut().expect("row count checked by the caller");
             ready = ready.max(block.ready);
             let take = (rows - done).min((block.rows - block.taken) as usize);
-            if let Some(bytes) = vmem.as_deref_mut() {
-                if let Some(lhs) = block.data.settle() {
-                    self.mxu_bufs.recycle_lhs(lhs);
-                }
+            if functional && take > 0 {
+                block.data.settle();
                 let (from, n) = (block.taken as usize, block.n);
+                let lo = base + done * stride;
+                let bytes = self.vmem.bytes_for(lo, lo + (take - 1) * stride + n * 4);
                 block.data.for_runs(from, take, n, |r, vals| {
                     let at = base + (done + r - from) * stride;
                     write_rows(bytes, at, stride, vals, (vals.len() / n, n), acc);

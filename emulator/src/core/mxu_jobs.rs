@@ -8,7 +8,7 @@
 //! program order, so the bits never depend on the host's threads or their timing; the
 //! simulated timing never looks at the host at all.
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::numerics::matmul::{Operands, PackedWeights, tile_rows};
 
@@ -21,8 +21,8 @@ const PART_MACS: usize = 1 << 21;
 /// One product `lhs (m x k) * w`, in parts of `rows_per_part` rows.
 #[derive(Debug)]
 pub(crate) struct Product {
-    /// Read by the parts; taken back once they are all done.
-    lhs: RwLock<Vec<f32>>,
+    /// Shared with the matrix units' LHS cache.
+    lhs: Arc<Vec<f32>>,
     m: usize,
     w: Arc<PackedWeights>,
     ops: Operands,
@@ -53,9 +53,8 @@ impl Product {
             let rows = self.rows_per_part.min(self.m - r0);
             let k = self.w.k();
             {
-                let lhs = self.lhs.read().unwrap_or_else(PoisonError::into_inner);
                 let mut out = self.outs[i].lock().unwrap_or_else(PoisonError::into_inner);
-                tile_rows(&lhs[r0 * k..], k, rows, &self.w, &mut out, self.ops);
+                tile_rows(&self.lhs[r0 * k..], k, rows, &self.w, &mut out, self.ops);
             }
             let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             s.1 += 1;
@@ -102,18 +101,18 @@ impl Rows {
     /// Starts `lhs (m x k) * w` (`w` packed with `k` rows), or computes it at once when it is
     /// small; `buffers` gives result storage.
     pub fn start(
-        lhs: Vec<f32>,
+        lhs: Arc<Vec<f32>>,
         m: usize,
         w: Arc<PackedWeights>,
         ops: Operands,
         buffers: &mut impl FnMut(usize) -> Vec<f32>,
-    ) -> (Rows, Option<Vec<f32>>) {
+    ) -> Rows {
         let (k, n) = (w.k(), w.n());
         let macs = m * k * n;
         if macs < ASYNC_MACS {
             let mut out = buffers(m * n);
             tile_rows(&lhs, k, m, &w, &mut out, ops);
-            return (Rows::Ready(out), Some(lhs));
+            return Rows::Ready(out);
         }
         let parts = macs.div_ceil(PART_MACS).clamp(2, 16);
         let rows_per_part = m.div_ceil(parts).next_multiple_of(8);
@@ -122,7 +121,7 @@ impl Rows {
             .map(|i| Mutex::new(buffers(rows_per_part.min(m - i * rows_per_part) * n)))
             .collect();
         let p = Arc::new(Product {
-            lhs: RwLock::new(lhs),
+            lhs,
             m,
             w,
             ops,
@@ -135,14 +134,13 @@ impl Rows {
             let p = p.clone();
             rayon::spawn(move || p.work());
         }
-        (Rows::Pending(p), None)
+        Rows::Pending(p)
     }
 
-    /// Makes the values available (waiting for a product if needed); returns the LHS buffer
-    /// of a finished product for reuse.
-    pub fn settle(&mut self) -> Option<Vec<f32>> {
+    /// Makes the values available (waiting for a product if needed).
+    pub fn settle(&mut self) {
         let Rows::Pending(p) = self else {
-            return None;
+            return;
         };
         let p = p.clone();
         p.finish();
@@ -153,12 +151,10 @@ impl Rows {
             .iter()
             .map(|o| std::mem::take(&mut *o.lock().unwrap_or_else(PoisonError::into_inner)))
             .collect();
-        let lhs = std::mem::take(&mut *p.lhs.write().unwrap_or_else(PoisonError::into_inner));
         *self = Rows::Parts {
             outs,
             rows_per_part: p.rows_per_part,
         };
-        Some(lhs)
     }
 
     /// Calls `f(first row, values)` for the contiguous runs of rows `r0 .. r0 + rows`

@@ -13,6 +13,7 @@ use tpuemu_isa::ops::{MxuFmt, Precision};
 
 use super::fifo::Fifo;
 use super::mxu_jobs::Rows;
+use crate::memory::LocalMem;
 use crate::numerics::float::round_bf16;
 use crate::numerics::matmul::{Bf16Scan, Operands, PackedWeights, tile_product_with};
 
@@ -71,11 +72,7 @@ pub(crate) fn read_block(
         for r in 0..rows {
             let o = &mut out[r * cols..(r + 1) * cols];
             match fmt {
-                MxuFmt::Bf16 => {
-                    for (o, b) in o.iter_mut().zip(row(r).chunks_exact(2)) {
-                        *o = bf16(b, &mut scan);
-                    }
-                }
+                MxuFmt::Bf16 => widen_bf16_row(row(r), o, &mut scan),
                 MxuFmt::F32 => {
                     for (o, b) in o.iter_mut().zip(row(r).chunks_exact(4)) {
                         *o = f32_of(b);
@@ -107,6 +104,21 @@ pub(crate) fn read_block(
         MxuFmt::Bf16 => scan.operands(),
         MxuFmt::F32 => Operands::of(out),
     }
+}
+
+/// Widens a row of bf16 values into `out`, scanning them.
+#[inline]
+fn widen_bf16_row(src: &[u8], out: &mut [f32], scan: &mut Bf16Scan) {
+    // Plain locals and one loop, so that it vectorises.
+    let (mut hi, mut lo_m1) = (0u16, u16::MAX);
+    for (o, b) in out.iter_mut().zip(src.chunks_exact(2)) {
+        let h = u16::from_le_bytes([b[0], b[1]]);
+        let a = h & 0x7fff;
+        hi = hi.max(a);
+        lo_m1 = lo_m1.min(a.wrapping_sub(1));
+        *o = f32::from_bits((h as u32) << 16);
+    }
+    scan.merge(hi, lo_m1);
 }
 
 /// Weights held by a matrix unit.
@@ -193,6 +205,14 @@ impl MxuState {
     }
 }
 
+/// A bf16 LHS block kept for the next matmul that reads the same bytes.
+#[derive(Debug)]
+struct LhsCache {
+    key: (usize, (usize, usize, usize), bool),
+    lhs: Arc<Vec<f32>>,
+    ops: Operands,
+}
+
 /// Buffers for the matrix units' values.
 #[derive(Debug, Default)]
 pub(crate) struct MxuBuffers {
@@ -200,6 +220,9 @@ pub(crate) struct MxuBuffers {
     lhs: Vec<f32>,
     /// LHS buffers for products computed beside the interpreter.
     lhs_free: Vec<Vec<f32>>,
+    /// The last bf16 LHS block read, while VMEM watches its bytes: (base, shape, transpose),
+    /// the values, what they allow.
+    cache: Option<LhsCache>,
     /// Its bf16 parts, for f32 inputs.
     lhs_parts: [Vec<f32>; 3],
     /// A pass's product, before it is added to the others.
@@ -227,9 +250,51 @@ impl MxuBuffers {
     }
 
     /// Takes back an LHS buffer.
-    pub fn recycle_lhs(&mut self, v: Vec<f32>) {
+    fn recycle_lhs(&mut self, v: Vec<f32>) {
         if v.capacity() > 0 && self.lhs_free.len() < 16 {
             self.lhs_free.push(v);
+        }
+    }
+
+    /// The bf16 LHS block `shape` at `base`: the one read last if VMEM has not written its
+    /// bytes since, else read now (and watched).
+    fn bf16_lhs(
+        &mut self,
+        vmem: &mut LocalMem,
+        base: usize,
+        shape: (usize, usize, usize),
+        transpose: bool,
+    ) -> (Arc<Vec<f32>>, Operands) {
+        let (rows, cols, stride) = shape;
+        let key = (base, shape, transpose);
+        let range = (base, base + rows.saturating_sub(1) * stride + cols * 2);
+        if let Some(c) = &self.cache
+            && c.key == key
+            && vmem.unwritten(range.0, range.1)
+        {
+            return (c.lhs.clone(), c.ops);
+        }
+        let mut v = self.lhs_free.pop().unwrap_or_default();
+        let ops = read_block(vmem.view(), base, shape, MxuFmt::Bf16, transpose, &mut v);
+        let lhs = Arc::new(v);
+        if rows * cols > 0 {
+            vmem.watch(range.0, range.1);
+            let old = self.cache.replace(LhsCache {
+                key,
+                lhs: lhs.clone(),
+                ops,
+            });
+            if let Some(v) = old.and_then(|c| Arc::try_unwrap(c.lhs).ok()) {
+                self.recycle_lhs(v);
+            }
+        }
+        (lhs, ops)
+    }
+
+    /// Forgets the cached LHS block (a new launch).
+    pub fn forget_lhs(&mut self) {
+        if let Some(v) = self.cache.take().and_then(|c| Arc::try_unwrap(c.lhs).ok()) {
+            self.recycle_lhs(v);
         }
     }
 }
@@ -240,7 +305,7 @@ impl MxuBuffers {
 pub(crate) fn product(
     bufs: &mut MxuBuffers,
     w: &mut Weights,
-    bytes: &[u8],
+    vmem: &mut LocalMem,
     (base, m, stride): (usize, usize, usize),
     prec: Precision,
     transpose: bool,
@@ -255,15 +320,10 @@ pub(crate) fn product(
     let mut scratch: [Vec<f32>; 3] = Default::default();
     let parts = w.parts(&mut scratch);
     if fmt == MxuFmt::Bf16 {
-        let mut lhs = bufs.lhs_free.pop().unwrap_or_default();
-        let ops = read_block(bytes, base, shape, fmt, transpose, &mut lhs);
-        let (rows, back) = Rows::start(lhs, m, parts[0].clone(), ops, &mut |len| bufs.result(len));
-        if let Some(v) = back {
-            bufs.recycle_lhs(v);
-        }
-        return rows;
+        let (lhs, ops) = bufs.bf16_lhs(vmem, base, shape, transpose);
+        return Rows::start(lhs, m, parts[0].clone(), ops, &mut |len| bufs.result(len));
     }
-    read_block(bytes, base, shape, fmt, transpose, &mut bufs.lhs);
+    read_block(vmem.view(), base, shape, fmt, transpose, &mut bufs.lhs);
     split(&bufs.lhs, &mut bufs.lhs_parts);
     let mut result = bufs.result(m * n);
     for (i, &(a_part, w_part)) in passes(prec).iter().enumerate() {

@@ -146,6 +146,7 @@ impl Core {
         for x in &mut self.mxus {
             x.reset(&mut self.mxu_bufs);
         }
+        self.mxu_bufs.forget_lhs();
         for s in &mut self.sems {
             *s = Semaphore::default();
         }

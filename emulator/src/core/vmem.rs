@@ -261,7 +261,7 @@ impl Core {
                     let mut out = self.take_vtmp();
                     if extent.is_some() {
                         let m = mask.map(|m| &*self.mregs[m.index() as usize]);
-                        load_lanes(self.vmem.bytes(), &acc, fmt, m, &mut out);
+                        load_lanes(self.vmem.view(), &acc, fmt, m, &mut out);
                     } else {
                         out.fill(0);
                     }
@@ -290,7 +290,8 @@ impl Core {
                     if f {
                         let m = mask.map(|m| &*self.mregs[m.index() as usize]);
                         let v = &self.vregs[src.index() as usize];
-                        store_lanes(self.vmem.bytes(), &acc, fmt, m, v);
+                        let bytes = self.vmem.bytes_for(lo as usize, hi as usize);
+                        store_lanes(bytes, &acc, fmt, m, v);
                     }
                 }
                 let occ = if acc.dense {
@@ -330,7 +331,7 @@ impl Core {
                     ready = self.t.write_hazard(&r, ready.max(self.t.front));
                     self.t.check_race(&r, false, ready)?;
                     if f {
-                        let bytes = self.vmem.bytes();
+                        let bytes = self.vmem.view();
                         let idx = &self.vregs[index.index() as usize];
                         for (i, x) in idx.iter().enumerate() {
                             if mask.is_none_or(|m| self.mregs[m.index() as usize][i]) {

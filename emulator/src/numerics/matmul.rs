@@ -132,6 +132,13 @@ impl Bf16Scan {
         self.lo_m1 = self.lo_m1.min(a.wrapping_sub(1));
     }
 
+    /// Values seen elsewhere: their largest magnitude and smallest minus one (as in `add`).
+    #[inline]
+    pub fn merge(&mut self, hi: u16, lo_m1: u16) {
+        self.hi = self.hi.max(hi);
+        self.lo_m1 = self.lo_m1.min(lo_m1);
+    }
+
     /// What the values seen allow.
     pub fn operands(self) -> Operands {
         if self.hi == 0 {
