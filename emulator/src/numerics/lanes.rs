@@ -10,6 +10,7 @@
 use tpuemu_isa::ops::{Axis, CmpOp, CvtOp, RedOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::reg::{LANES, SUBLANES, VREG_ELEMS};
 
+use super::expf::expf;
 use super::float::{f32_to_bf16_bits, round_f16};
 use super::vmath;
 
@@ -121,7 +122,8 @@ pub fn un(op: VUnOp, ty: VType, a: &Lanes, out: &mut Lanes) {
             Neg => map(a, out, |x| (-f(x)).to_bits()),
             Abs => map(a, out, |x| f(x).abs().to_bits()),
             Rcp => map(a, out, |x| (1.0 / f(x)).to_bits()),
-            Exp => map(a, out, |x| libm::expf(f(x)).to_bits()),
+            Exp => map(a, out, |x| expf(f(x)).to_bits()),
+            Sigmoid => map(a, out, |x| (1.0 / (1.0 + expf(-f(x)))).to_bits()),
             _ => map(a, out, |x| vmath::f32_un(op, f(x)).to_bits()),
         },
         VType::I32 => match op {
