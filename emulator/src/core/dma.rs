@@ -44,7 +44,7 @@ pub(crate) struct RemoteWrite {
 
 /// The byte range `[lo, hi)` touched by one side of a descriptor, or `None` when it moves
 /// nothing.
-fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
+pub(super) fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
     if desc.dims.iter().any(|d| d.count == 0) {
         return None;
     }
@@ -99,25 +99,35 @@ pub(super) fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usi
         .iter()
         .fold(desc.elem_bytes as u64, |r, d| r * d.count as u64);
     let outer = &desc.dims[..desc.dims.len() - merged];
-    let mut idx = [0u32; MAX_DMA_DIMS];
     if outer.iter().any(|d| d.count == 0) {
         return;
     }
+    let Some((last, higher)) = outer.split_last() else {
+        f(0, 0, run as usize);
+        return;
+    };
+    // The innermost outer dimension in a tight loop; the ones above it as an odometer.
+    let (ss, ds) = (last.src_stride as i64, last.dst_stride as i64);
+    let mut idx = [0u32; MAX_DMA_DIMS];
     loop {
         let (mut so, mut d_o) = (0i64, 0i64);
-        for (i, d) in outer.iter().enumerate() {
+        for (i, d) in higher.iter().enumerate() {
             so += idx[i] as i64 * d.src_stride as i64;
             d_o += idx[i] as i64 * d.dst_stride as i64;
         }
-        f(so, d_o, run as usize);
-        let mut i = outer.len();
+        for _ in 0..last.count {
+            f(so, d_o, run as usize);
+            so += ss;
+            d_o += ds;
+        }
+        let mut i = higher.len();
         loop {
             if i == 0 {
                 return;
             }
             i -= 1;
             idx[i] += 1;
-            if idx[i] < outer[i].count {
+            if idx[i] < higher[i].count {
                 break;
             }
             idx[i] = 0;

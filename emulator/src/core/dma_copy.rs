@@ -5,10 +5,10 @@
 
 use tpuemu_isa::dma::DmaDescriptor;
 
-use super::dma::{Side, for_each_run};
+use super::dma::{Side, extent, for_each_run};
 use super::timing::MemKey;
 use super::{ChipShared, Core};
-use crate::memory::LocalMem;
+use crate::memory::{LocalMem, PageReader, PageWriter};
 
 /// Reads `out.len()` bytes at `at` of one memory.
 fn read(
@@ -65,15 +65,18 @@ impl Core {
         match (s.mem, d.mem) {
             // Different memories: nothing read can have been written by this DMA.
             (MemKey::Hbm(id), MemKey::Vmem) => {
-                let src = chip.hbm.buffer(id).expect("argument buffers are live");
+                let mut src =
+                    PageReader::new(chip.hbm.buffer(id).expect("argument buffers are live"));
+                let (lo, hi) = extent(d.base, desc, false).expect("a DMA that moves bytes");
+                let dst = vmem.bytes_for(lo as usize, hi as usize);
                 for_each_run(desc, |so, d_o, len| {
                     let at = (d.base + d_o) as usize;
-                    let dst = vmem.bytes_for(at, at + len);
                     src.read((s.base + so) as u64, &mut dst[at..at + len]);
                 });
             }
             (MemKey::Vmem, MemKey::Hbm(id)) => {
-                let dst = chip.hbm.buffer_mut(id).expect("argument buffers are live");
+                let mut dst =
+                    PageWriter::new(chip.hbm.buffer_mut(id).expect("argument buffers are live"));
                 let src = vmem.view();
                 for_each_run(desc, |so, d_o, len| {
                     let at = (s.base + so) as usize;

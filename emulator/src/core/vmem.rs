@@ -105,6 +105,7 @@ fn store_elem(bytes: &mut [u8], a: usize, fmt: MemFmt, v: u32) {
     }
 }
 
+crate::simd_variants! {
 /// Loads the active elements of `acc` into `out` (inactive lanes are zero).
 fn load_lanes(
     bytes: &[u8],
@@ -137,7 +138,9 @@ fn load_lanes(
         }
     }
 }
+}
 
+crate::simd_variants! {
 /// Stores the active elements of `v` at `acc`.
 fn store_lanes(bytes: &mut [u8], acc: &Access, fmt: MemFmt, mask: Option<&MaskData>, v: &VregData) {
     for s in 0..SUBLANES {
@@ -163,6 +166,7 @@ fn store_lanes(bytes: &mut [u8], acc: &Access, fmt: MemFmt, mask: Option<&MaskDa
             }
         }
     }
+}
 }
 
 impl Core {

@@ -71,7 +71,12 @@ pub fn expf(x: f32) -> f32 {
     // Argument reduction (|x| > 0.5 ln 2): k = round(x / ln 2), or +-1 up to 1.5 ln 2.
     let reduce = hx > 0x3eb1_7218;
     let half = if negative { -0.5 } else { 0.5 };
-    let k_far = (INV_LN2 * x + half) as i32;
+    // libm truncates `t` with `as i32`. Where `k_far` is used |t| < 152; elsewhere (Inf, NaN,
+    // huge inputs) its value is thrown away, so it is computed from `t` bounded to +-1000 (NaN
+    // becomes -1000), which converts without Rust's saturation checks and vectorises.
+    let t = (INV_LN2 * x + half).max(-1000.0).min(1000.0);
+    // SAFETY: `t` is finite and within +-1000, representable in i32.
+    let k_far: i32 = unsafe { t.to_int_unchecked() };
     let k_near = if negative { -1 } else { 1 };
     let k = if !reduce {
         0

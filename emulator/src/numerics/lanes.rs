@@ -39,6 +39,32 @@ impl Operand<'_> {
     }
 }
 
+/// Defines a function twice, for the baseline target and for AVX2, and calls the AVX2 one
+/// on hosts that have it (x86-64): the same IEEE operations on twice the lanes per instruction.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! simd_variants {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $body:block) => {
+        $(#[$m])*
+        $vis fn $name($($arg: $ty),*) {
+            #[inline(always)]
+            fn imp($($arg: $ty),*) $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                fn avx2($($arg: $ty),*) {
+                    imp($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU has AVX2, the one feature `avx2` is compiled for.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            imp($($arg),*)
+        }
+    };
+}
+
 #[inline(always)]
 fn f(x: u32) -> f32 {
     f32::from_bits(x)
@@ -82,6 +108,7 @@ fn fmax(a: f32, b: f32) -> f32 {
     if a.is_nan() | b.is_nan() { f32::NAN } else { m }
 }
 
+simd_variants! {
 /// A binary operation on every lane: `out[i] = a[i] op b[i]`.
 pub fn bin(op: VBinOp, ty: VType, a: &Lanes, b: Operand, out: &mut Lanes) {
     use VBinOp::*;
@@ -113,7 +140,9 @@ pub fn bin(op: VBinOp, ty: VType, a: &Lanes, b: Operand, out: &mut Lanes) {
         },
     }
 }
+}
 
+simd_variants! {
 /// A unary operation on every lane.
 pub fn un(op: VUnOp, ty: VType, a: &Lanes, out: &mut Lanes) {
     use VUnOp::*;
@@ -134,6 +163,7 @@ pub fn un(op: VUnOp, ty: VType, a: &Lanes, out: &mut Lanes) {
         },
     }
 }
+}
 
 /// `out[i] = op(a[i], b[i])` into a mask.
 #[inline(always)]
@@ -152,6 +182,7 @@ fn zip_mask(a: &Lanes, b: Operand, out: &mut MaskLanes, op: impl Fn(u32, u32) ->
     }
 }
 
+simd_variants! {
 /// A comparison on every lane, into a mask.
 pub fn cmp(op: CmpOp, ty: VType, a: &Lanes, b: Operand, out: &mut MaskLanes) {
     use CmpOp::*;
@@ -176,7 +207,9 @@ pub fn cmp(op: CmpOp, ty: VType, a: &Lanes, b: Operand, out: &mut MaskLanes) {
         },
     }
 }
+}
 
+simd_variants! {
 /// `out[i] = m[i] ? a[i] : b[i]`.
 pub fn select(m: &MaskLanes, a: &Lanes, b: Operand, out: &mut Lanes) {
     match b {
@@ -192,6 +225,7 @@ pub fn select(m: &MaskLanes, a: &Lanes, b: Operand, out: &mut Lanes) {
         }
     }
 }
+}
 
 /// Rounds an f32 to bf16 precision, as [`super::float::round_bf16`], without branches.
 #[inline(always)]
@@ -206,6 +240,7 @@ pub fn round_bf16_bits(b: u32) -> u32 {
     }
 }
 
+simd_variants! {
 /// A conversion on every lane.
 pub fn cvt(op: CvtOp, a: &Lanes, out: &mut Lanes) {
     match op {
@@ -215,7 +250,9 @@ pub fn cvt(op: CvtOp, a: &Lanes, out: &mut Lanes) {
         CvtOp::F16 => map(a, out, |x| round_f16(f(x)).to_bits()),
     }
 }
+}
 
+simd_variants! {
 /// A reduction along `axis` as a pairwise tree ([`vmath::tree_reduce`]'s order), its result in
 /// every lane of the row (lane axis) or column (sublane axis).
 pub fn reduce(op: RedOp, ty: VType, axis: Axis, a: &Lanes, out: &mut Lanes) {
@@ -231,6 +268,7 @@ pub fn reduce(op: RedOp, ty: VType, axis: Axis, a: &Lanes, out: &mut Lanes) {
             reduce_with(axis, a, out, |x, y| (x as i32).min(y as i32) as u32)
         }
     }
+}
 }
 
 #[inline(always)]
