@@ -24,7 +24,7 @@ pub(crate) mod timing;
 pub(crate) mod vector;
 pub(crate) mod vmem;
 
-use tpuemu_isa::{Instr, Program};
+use tpuemu_isa::{Instr, Program, Unit};
 
 use crate::fault::FaultKind;
 use crate::memory::Hbm;
@@ -145,6 +145,8 @@ impl Core {
             let Some(instr) = next else {
                 return self.finish(env, rec);
             };
+            // Every executed instruction passes here once (the single place to check a run
+            // budget of instructions or cycles before it executes).
             self.stats.instructions += 1;
             self.t.prune(self.t.front);
             let flow = match self.exec(instr, env, chip, out, rec) {
@@ -174,42 +176,31 @@ impl Core {
         out: &mut Vec<Outgoing>,
         rec: &mut Recorder,
     ) -> Result<Flow, FaultKind> {
-        use Instr::*;
-        match instr {
-            Nop
-            | Halt
-            | Br { .. }
-            | BrIf { .. }
-            | SMov { .. }
-            | SAlu { .. }
-            | SCmp { .. }
-            | SLoad { .. }
-            | SStore { .. }
-            | SSys { .. } => self.exec_scalar(instr, env, rec),
-            VLoad { .. } | VStore { .. } | VGather { .. } => self.exec_vmem(instr, env, rec),
-            VMov { .. }
-            | VBin { .. }
-            | VUn { .. }
-            | VCmp { .. }
-            | VSel { .. }
-            | VCvt { .. }
-            | VIota { .. }
-            | VMask { .. }
-            | VRed { .. }
-            | VRot { .. }
-            | VPerm { .. }
-            | VTrans { .. }
-            | MLogic { .. }
-            | MNot { .. }
-            | MSet { .. } => self.exec_vector(instr, env, rec),
-            MxuLoad { .. } | MxuMatmul { .. } | MxuPop { .. } => self.exec_mxu(instr, env, rec),
-            Dma { .. } => self.exec_dma(instr, env, chip, out, rec),
-            SemSignal { .. } | SemWait { .. } | Barrier => self.exec_sync(instr, env, out, rec),
-            MarkBegin { name } => {
-                self.markers.push((*name, self.t.front));
+        // One table says which unit runs what: the instruction set's `Instr::unit`.
+        match instr.unit() {
+            Unit::Scalar => self.exec_scalar(instr, env, rec),
+            Unit::VLoad | Unit::VStore => self.exec_vmem(instr, env, rec),
+            Unit::Valu | Unit::Eup | Unit::Xlu => self.exec_vector(instr, env, rec),
+            Unit::Mxu(_) => self.exec_mxu(instr, env, rec),
+            Unit::Dma => self.exec_dma(instr, env, chip, out, rec),
+            Unit::Sync => self.exec_sync(instr, env, out, rec),
+            Unit::Marker => self.exec_marker(instr, env, rec),
+        }
+    }
+
+    /// `mark.begin` and `mark.end`: open and close profiling regions (they cost nothing).
+    fn exec_marker(
+        &mut self,
+        instr: &Instr,
+        env: &Env,
+        rec: &mut Recorder,
+    ) -> Result<Flow, FaultKind> {
+        match *instr {
+            Instr::MarkBegin { name } => {
+                self.markers.push((name, self.t.front));
                 Ok(Flow::Next)
             }
-            MarkEnd => {
+            Instr::MarkEnd => {
                 if let Some((name, start)) = self.markers.pop() {
                     let label = env
                         .program
@@ -221,6 +212,7 @@ impl Core {
                 }
                 Ok(Flow::Next)
             }
+            _ => unreachable!("exec_marker called with a non-marker instruction"),
         }
     }
 

@@ -97,8 +97,7 @@ impl Core {
         let f = env.functional;
         let mut out = if f { Some(self.take_vtmp()) } else { None };
         let mut mout = None;
-        let valu = (SyncUnit::Valu, c.valu_occupancy, c.valu_latency);
-        let ((unit, occ, lat), ready, dst) = match *instr {
+        let (ready, dst) = match *instr {
             Instr::VMov { dst, src, .. } => {
                 let (b, bt) = self.operand(src);
                 if let Some(o) = out.as_deref_mut() {
@@ -107,25 +106,20 @@ impl Core {
                         Operand::Splat(v) => o.fill(v),
                     }
                 }
-                (valu, bt, Dst::V(dst))
+                (bt, Dst::V(dst))
             }
             Instr::VBin { op, ty, dst, a, b } => {
                 let (bv, bt) = self.operand(b);
                 if let Some(o) = out.as_deref_mut() {
                     lanes::bin(op, ty, self.reg(a), bv, o);
                 }
-                (valu, self.vready(a).max(bt), Dst::V(dst))
+                (self.vready(a).max(bt), Dst::V(dst))
             }
             Instr::VUn { op, ty, dst, a } => {
                 if let Some(o) = out.as_deref_mut() {
                     lanes::un(op, ty, self.reg(a), o);
                 }
-                let unit = if op.is_transcendental() {
-                    (SyncUnit::Eup, c.eup_occupancy, c.eup_latency)
-                } else {
-                    valu
-                };
-                (unit, self.vready(a), Dst::V(dst))
+                (self.vready(a), Dst::V(dst))
             }
             Instr::VCmp { op, ty, dst, a, b } => {
                 let bt = self.operand(b).1;
@@ -134,7 +128,7 @@ impl Core {
                     lanes::cmp(op, ty, self.reg(a), self.operand(b).0, &mut m);
                     mout = Some(m);
                 }
-                (valu, self.vready(a).max(bt), Dst::M(dst))
+                (self.vready(a).max(bt), Dst::M(dst))
             }
             Instr::VSel {
                 dst, mask, a, b, ..
@@ -144,13 +138,13 @@ impl Core {
                     lanes::select(self.mask(mask), self.reg(a), bv, o);
                 }
                 let ready = self.vready(a).max(bt).max(self.mready(mask));
-                (valu, ready, Dst::V(dst))
+                (ready, Dst::V(dst))
             }
             Instr::VCvt { op, dst, a } => {
                 if let Some(o) = out.as_deref_mut() {
                     lanes::cvt(op, self.reg(a), o);
                 }
-                (valu, self.vready(a), Dst::V(dst))
+                (self.vready(a), Dst::V(dst))
             }
             Instr::VIota { kind, dst } => {
                 if let Some(o) = out.as_deref_mut() {
@@ -162,7 +156,7 @@ impl Core {
                         };
                     }
                 }
-                (valu, 0, Dst::V(dst))
+                (0, Dst::V(dst))
             }
             Instr::VMask { dst, mask } => {
                 if let Some(o) = out.as_deref_mut() {
@@ -170,7 +164,7 @@ impl Core {
                         *x = *b as u32;
                     }
                 }
-                (valu, self.mready(mask), Dst::V(dst))
+                (self.mready(mask), Dst::V(dst))
             }
             Instr::VRed {
                 op,
@@ -182,8 +176,7 @@ impl Core {
                 if let Some(o) = out.as_deref_mut() {
                     lanes::reduce(op, ty, axis, self.reg(a), o);
                 }
-                let xlu = (SyncUnit::Xlu, c.xlu_reduce_occupancy, c.xlu_reduce_latency);
-                (xlu, self.vready(a), Dst::V(dst))
+                (self.vready(a), Dst::V(dst))
             }
             Instr::VRot {
                 axis,
@@ -195,12 +188,7 @@ impl Core {
                 if let Some(o) = out.as_deref_mut() {
                     lanes::rotate(axis, k as i32 as i64, self.reg(a), o);
                 }
-                let xlu = (
-                    SyncUnit::Xlu,
-                    c.xlu_permute_occupancy,
-                    c.xlu_permute_latency,
-                );
-                (xlu, self.vready(a).max(kt), Dst::V(dst))
+                (self.vready(a).max(kt), Dst::V(dst))
             }
             Instr::VPerm {
                 axis,
@@ -221,12 +209,7 @@ impl Core {
                     }
                 }
                 let ready = self.vready(a).max(self.vready(index));
-                let xlu = (
-                    SyncUnit::Xlu,
-                    c.xlu_permute_occupancy,
-                    c.xlu_permute_latency,
-                );
-                (xlu, ready, Dst::V(dst))
+                (ready, Dst::V(dst))
             }
             Instr::VTrans { dst, a } => {
                 if let Some(o) = out.as_deref_mut() {
@@ -239,12 +222,7 @@ impl Core {
                         }
                     }
                 }
-                let xlu = (
-                    SyncUnit::Xlu,
-                    c.xlu_permute_occupancy,
-                    c.xlu_permute_latency,
-                );
-                (xlu, self.vready(a), Dst::V(dst))
+                (self.vready(a), Dst::V(dst))
             }
             Instr::MLogic { op, dst, a, b } => {
                 if f {
@@ -261,7 +239,7 @@ impl Core {
                     mout = Some(m);
                 }
                 let ready = self.mready(a).max(self.mready(b));
-                (valu, ready, Dst::M(dst))
+                (ready, Dst::M(dst))
             }
             Instr::MNot { dst, a } => {
                 if f {
@@ -271,7 +249,7 @@ impl Core {
                     }
                     mout = Some(m);
                 }
-                (valu, self.mready(a), Dst::M(dst))
+                (self.mready(a), Dst::M(dst))
             }
             Instr::MSet { dst, value } => {
                 if f {
@@ -279,17 +257,28 @@ impl Core {
                     m.fill(value);
                     mout = Some(m);
                 }
-                (valu, 0, Dst::M(dst))
+                (0, Dst::M(dst))
+            }
+            Instr::VGather { .. } => {
+                if let Some(o) = out {
+                    self.vtmp = Some(o);
+                }
+                return self.exec_vmem(instr, env, rec);
             }
             _ => unreachable!("exec_vector called with a non-vector instruction"),
         };
-        let start = self.t.occupy(unit, ready, occ);
-        let unit_name = match unit {
-            SyncUnit::Eup => Unit::Eup,
-            SyncUnit::Xlu => Unit::Xlu,
-            _ => Unit::Valu,
+        // The unit is the instruction set's (`Instr::unit`); its costs are the preset's.
+        let unit = instr.unit();
+        let (occ, lat) = match unit {
+            Unit::Eup => (c.eup_occupancy, c.eup_latency),
+            Unit::Xlu if matches!(instr, Instr::VRed { .. }) => {
+                (c.xlu_reduce_occupancy, c.xlu_reduce_latency)
+            }
+            Unit::Xlu => (c.xlu_permute_occupancy, c.xlu_permute_latency),
+            _ => (c.valu_occupancy, c.valu_latency),
         };
-        rec.unit(unit_name, pc, start, start + occ as u64);
+        let start = self.t.occupy(SyncUnit::of(unit), ready, occ);
+        rec.unit(unit, pc, start, start + occ as u64);
         match dst {
             Dst::V(d) => {
                 if let Some(o) = out {

@@ -6,7 +6,7 @@
 
 use tpuemu_isa::ops::MemFmt;
 use tpuemu_isa::reg::{LANES, SUBLANES};
-use tpuemu_isa::{Addr, Instr, SReg, Unit};
+use tpuemu_isa::{Addr, Instr, SReg};
 
 use super::state::{MaskData, VregData};
 use super::timing::{MemKey, Range, SyncUnit};
@@ -258,7 +258,7 @@ impl Core {
                 } else {
                     c.vld_strided_occupancy
                 };
-                let start = self.t.occupy(SyncUnit::VLoad, ready, occ);
+                let start = self.t.occupy(SyncUnit::of(instr.unit()), ready, occ);
                 let at = start + c.vld_latency as u64;
                 // The data only when computing it (timing-only runs skip the 4 KiB register).
                 if f {
@@ -272,7 +272,7 @@ impl Core {
                     self.put_vreg(dst, out);
                 }
                 self.t.vreg[dst.index() as usize] = at;
-                rec.unit(Unit::VLoad, pc, start, start + occ as u64);
+                rec.unit(instr.unit(), pc, start, start + occ as u64);
             }
             Instr::VStore {
                 fmt,
@@ -303,8 +303,8 @@ impl Core {
                 } else {
                     c.vld_strided_occupancy
                 };
-                let start = self.t.occupy(SyncUnit::VStore, ready, occ);
-                rec.unit(Unit::VStore, pc, start, start + occ as u64);
+                let start = self.t.occupy(SyncUnit::of(instr.unit()), ready, occ);
+                rec.unit(instr.unit(), pc, start, start + occ as u64);
             }
             Instr::VGather {
                 fmt,
@@ -345,14 +345,21 @@ impl Core {
                         }
                     }
                 }
-                let start = self.t.occupy(SyncUnit::Xlu, ready, c.xlu_gather_occupancy);
+                let start =
+                    self.t
+                        .occupy(SyncUnit::of(instr.unit()), ready, c.xlu_gather_occupancy);
                 if f {
                     self.put_vreg(dst, out);
                 } else {
                     self.vtmp = Some(out);
                 }
                 self.t.vreg[dst.index() as usize] = start + c.xlu_permute_latency as u64;
-                rec.unit(Unit::Xlu, pc, start, start + c.xlu_gather_occupancy as u64);
+                rec.unit(
+                    instr.unit(),
+                    pc,
+                    start,
+                    start + c.xlu_gather_occupancy as u64,
+                );
             }
             _ => unreachable!("exec_vmem called with a non-memory vector instruction"),
         }
