@@ -8,6 +8,7 @@
 //! program order, so the bits never depend on the host's threads or their timing; the
 //! simulated timing never looks at the host at all.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use crate::numerics::matmul::{Operands, PackedWeights, tile_rows};
@@ -28,10 +29,19 @@ pub(crate) struct Product {
     ops: Operands,
     rows_per_part: usize,
     outs: Vec<Mutex<Vec<f32>>>,
-    /// Parts claimed so far (they are claimed in order) and parts finished.
-    state: Mutex<(usize, usize)>,
+    /// Parts claimed so far (they are claimed in order).
+    claimed: AtomicUsize,
+    /// Parts finished.
+    done: AtomicUsize,
+    /// Whether a thread sleeps on `finished` (then the last part wakes it).
+    sleeping: AtomicBool,
+    lock: Mutex<()>,
     finished: Condvar,
 }
+
+/// Spins of a thread waiting for parts other threads are computing, before it sleeps: a part
+/// takes tens of microseconds, less than going to sleep and being woken costs.
+const SPINS: u32 = 1 << 16;
 
 impl Product {
     fn parts(&self) -> usize {
@@ -41,14 +51,10 @@ impl Product {
     /// Claims and computes parts until none is left; returns at once if none is.
     fn work(&self) {
         loop {
-            let i = {
-                let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-                if s.0 == self.parts() {
-                    return;
-                }
-                s.0 += 1;
-                s.0 - 1
-            };
+            let i = self.claimed.fetch_add(1, Ordering::SeqCst);
+            if i >= self.parts() {
+                return;
+            }
             let r0 = i * self.rows_per_part;
             let rows = self.rows_per_part.min(self.m - r0);
             let k = self.w.k();
@@ -56,22 +62,41 @@ impl Product {
                 let mut out = self.outs[i].lock().unwrap_or_else(PoisonError::into_inner);
                 tile_rows(&self.lhs[r0 * k..], k, rows, &self.w, &mut out, self.ops);
             }
-            let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-            s.1 += 1;
-            if s.1 == self.parts() {
+            // Sequentially consistent with the sleeper's store of `sleeping` and load of `done`:
+            // one of the two sees the other's write, so no wake-up is lost.
+            if self.done.fetch_add(1, Ordering::SeqCst) + 1 == self.parts()
+                && self.sleeping.load(Ordering::SeqCst)
+            {
+                let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
                 self.finished.notify_all();
             }
         }
     }
 
-    /// Helps with the parts no thread has started, then waits for the rest.
+    fn all_done(&self) -> bool {
+        self.done.load(Ordering::SeqCst) == self.parts()
+    }
+
+    /// Helps with the parts no thread has started, then waits for the rest: spinning a
+    /// while, then asleep.
     fn finish(&self) {
         self.work();
-        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        while s.1 < self.parts() {
-            s = self
+        for i in 0..SPINS {
+            if self.all_done() {
+                return;
+            }
+            if i % 64 == 63 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let mut guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.sleeping.store(true, Ordering::SeqCst);
+        while !self.all_done() {
+            guard = self
                 .finished
-                .wait(s)
+                .wait(guard)
                 .unwrap_or_else(PoisonError::into_inner);
         }
     }
@@ -127,7 +152,10 @@ impl Rows {
             ops,
             rows_per_part,
             outs,
-            state: Mutex::new((0, 0)),
+            claimed: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            sleeping: AtomicBool::new(false),
+            lock: Mutex::new(()),
             finished: Condvar::new(),
         });
         for _ in 0..rayon::current_num_threads().min(parts) {

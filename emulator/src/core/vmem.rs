@@ -151,10 +151,9 @@ fn store_lanes(bytes: &mut [u8], acc: &Access, fmt: MemFmt, mask: Option<&MaskDa
             (Some(r), MemFmt::Bf16, None) => lanes::store_bf16_row(vals, &mut bytes[r]),
             (Some(r), MemFmt::W32, None) => lanes::store_w32_row(vals, &mut bytes[r]),
             (Some(r), MemFmt::Bf16, Some(m)) => {
-                for ((d, x), k) in bytes[r].chunks_exact_mut(2).zip(vals).zip(m) {
+                for ((d, x), k) in bytes[r].as_chunks_mut::<2>().0.iter_mut().zip(vals).zip(m) {
                     let new = lanes::bf16_bits(*x).to_le_bytes();
-                    let old = [d[0], d[1]];
-                    d.copy_from_slice(if *k { &new } else { &old });
+                    *d = if *k { new } else { *d };
                 }
             }
             _ => {

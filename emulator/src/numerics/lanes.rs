@@ -332,33 +332,32 @@ pub fn rotate(axis: Axis, k: i64, a: &Lanes, out: &mut Lanes) {
 /// Widens a row of little-endian bf16 values to f32 lanes.
 #[inline]
 pub fn load_bf16_row(src: &[u8], out: &mut [u32]) {
-    for (o, b) in out.iter_mut().zip(src.chunks_exact(2)) {
-        *o = (u16::from_le_bytes([b[0], b[1]]) as u32) << 16;
+    for (o, b) in out.iter_mut().zip(src.as_chunks::<2>().0) {
+        *o = (u16::from_le_bytes(*b) as u32) << 16;
     }
 }
 
 /// Rounds a row of f32 lanes to little-endian bf16.
 #[inline]
 pub fn store_bf16_row(vals: &[u32], dst: &mut [u8]) {
-    for (v, d) in vals.iter().zip(dst.chunks_exact_mut(2)) {
-        let h = (round_bf16_bits(*v) >> 16) as u16;
-        d.copy_from_slice(&h.to_le_bytes());
+    for (v, d) in vals.iter().zip(dst.as_chunks_mut::<2>().0) {
+        *d = ((round_bf16_bits(*v) >> 16) as u16).to_le_bytes();
     }
 }
 
 /// Copies a row of little-endian 32-bit words into lanes.
 #[inline]
 pub fn load_w32_row(src: &[u8], out: &mut [u32]) {
-    for (o, b) in out.iter_mut().zip(src.chunks_exact(4)) {
-        *o = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    for (o, b) in out.iter_mut().zip(src.as_chunks::<4>().0) {
+        *o = u32::from_le_bytes(*b);
     }
 }
 
 /// Copies lanes into a row of little-endian 32-bit words.
 #[inline]
 pub fn store_w32_row(vals: &[u32], dst: &mut [u8]) {
-    for (v, d) in vals.iter().zip(dst.chunks_exact_mut(4)) {
-        d.copy_from_slice(&v.to_le_bytes());
+    for (v, d) in vals.iter().zip(dst.as_chunks_mut::<4>().0) {
+        *d = v.to_le_bytes();
     }
 }
 

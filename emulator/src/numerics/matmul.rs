@@ -64,8 +64,8 @@ impl Operands {
     /// Scans little-endian bf16 values (`bytes` holds pairs).
     pub fn of_bf16(bytes: &[u8]) -> Self {
         let mut scan = Bf16Scan::default();
-        for b in bytes.chunks_exact(2) {
-            scan.add(u16::from_le_bytes([b[0], b[1]]));
+        for b in bytes.as_chunks::<2>().0 {
+            scan.add(u16::from_le_bytes(*b));
         }
         scan.operands()
     }
