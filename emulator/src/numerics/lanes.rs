@@ -39,8 +39,8 @@ impl Operand<'_> {
     }
 }
 
-/// Defines a function twice, for the baseline target and for AVX2, and calls the AVX2 one
-/// on hosts that have it (x86-64): the same IEEE operations on twice the lanes per instruction.
+/// Defines a function three times, for the baseline target, AVX2 and AVX-512, and calls the
+/// widest one the host has (x86-64): the same IEEE operations on more lanes per instruction.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! simd_variants {
@@ -51,9 +51,19 @@ macro_rules! simd_variants {
             fn imp($($arg: $ty),*) $body
             #[cfg(target_arch = "x86_64")]
             {
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+                fn avx512($($arg: $ty),*) {
+                    imp($($arg),*)
+                }
                 #[target_feature(enable = "avx2")]
                 fn avx2($($arg: $ty),*) {
                     imp($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                {
+                    // SAFETY: the CPU has the features `avx512` is compiled for.
+                    return unsafe { avx512($($arg),*) };
                 }
                 if std::arch::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU has AVX2, the one feature `avx2` is compiled for.
