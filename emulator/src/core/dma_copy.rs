@@ -83,6 +83,18 @@ impl Core {
                     dst.write((d.base + d_o) as u64, &src[at..at + len]);
                 });
             }
+            (MemKey::Hbm(a), MemKey::Hbm(b)) if a != b => {
+                let (src, dst) = chip.hbm.pair(a, b).expect("argument buffers are live");
+                let (mut src, mut dst) = (PageReader::new(src), PageWriter::new(dst));
+                let mut buf = std::mem::take(&mut self.dma_buf);
+                for_each_run(desc, |so, d_o, len| {
+                    buf.resize(len, 0);
+                    src.read((s.base + so) as u64, &mut buf);
+                    dst.write((d.base + d_o) as u64, &buf);
+                });
+                drop(dst);
+                self.dma_buf = buf;
+            }
             (a, b) if a != b && !(matches!(a, MemKey::Hbm(_)) && matches!(b, MemKey::Hbm(_))) => {
                 // VMEM and SMEM, or HBM and SMEM: small copies, one run at a time.
                 let mut buf = std::mem::take(&mut self.dma_buf);
@@ -94,7 +106,7 @@ impl Core {
                 self.dma_buf = buf;
             }
             _ => {
-                // The same memory (or two HBM buffers): everything is read first.
+                // The same memory: everything is read first (the bytes may overlap).
                 let mut buf = std::mem::take(&mut self.dma_buf);
                 buf.resize(desc.bytes() as usize, 0);
                 let mut at = 0usize;

@@ -232,6 +232,15 @@ impl Hbm {
     pub fn buffer_mut(&mut self, id: u64) -> Option<&mut HbmBuffer> {
         self.buffers.get_mut(&id)
     }
+
+    /// Two different buffers, the first to read and the second to write (`None` when they are
+    /// the same one or either is missing).
+    pub fn pair(&mut self, src: u64, dst: u64) -> Option<(&HbmBuffer, &mut HbmBuffer)> {
+        match self.buffers.get_disjoint_mut([&src, &dst]) {
+            [Some(a), Some(b)] => Some((a, b)),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
