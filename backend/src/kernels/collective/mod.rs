@@ -64,7 +64,7 @@ pub mod plan;
 mod ring;
 mod sum;
 
-use tpuemu_isa::{Instr, Program, Topology};
+use tpuemu_isa::{Program, Topology};
 
 pub use launch::{BufferSlice, ChipBuffers, CollectiveError, run};
 
@@ -232,7 +232,7 @@ impl Collective {
                 )));
             }
         }
-        e.push(Instr::Halt);
+        e.halt();
         let program = e.finish()?;
         Ok(Collective {
             spec: spec.clone(),
