@@ -12,10 +12,10 @@
 use std::sync::Arc;
 
 use tpuemu_backend::compile::compile;
-use tpuemu_backend::models::{Transformer, TransformerConfig};
 use tpuemu_backend::{Mode, Runtime, Tensor};
 use tpuemu_emulator::{Emulator, builtin};
 use tpuemu_isa::LaunchId;
+use tpuemu_workloads::{Transformer, TransformerConfig};
 
 /// FNV-1a, 64 bits: a fixed, dependency-free hash.
 struct Fnv(u64);

@@ -14,7 +14,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use clap::Args;
 use serde_json::{Value, json};
-use tpuemu_backend::models::{MlpConfig, RunMode, Size, TransformerConfig, Workload};
+use tpuemu_workloads::{MlpConfig, RunMode, Size, TransformerConfig, Workload};
 
 use super::super::CliError;
 use super::super::chip::ChipArgs;
