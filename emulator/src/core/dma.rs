@@ -452,7 +452,7 @@ impl Core {
 /// Writes a remote DMA's bytes into the destination core's memory.
 pub(crate) fn deliver(
     w: &RemoteWrite,
-    vmem: &mut LocalMem,
+    vmem: &mut super::deferred::Vmem,
     smem: &mut LocalMem,
     chip: &mut ChipShared,
 ) {

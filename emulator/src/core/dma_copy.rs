@@ -5,6 +5,7 @@
 
 use tpuemu_isa::dma::DmaDescriptor;
 
+use super::deferred::Vmem;
 use super::dma::{Side, extent, for_each_run};
 use super::timing::MemKey;
 use super::{ChipShared, Core};
@@ -12,7 +13,7 @@ use crate::memory::{LocalMem, PageReader, PageWriter};
 
 /// Reads `out.len()` bytes at `at` of one memory.
 fn read(
-    vmem: &mut LocalMem,
+    vmem: &mut Vmem,
     smem: &LocalMem,
     chip: &ChipShared,
     mem: MemKey,
@@ -20,7 +21,7 @@ fn read(
     out: &mut [u8],
 ) {
     match mem {
-        MemKey::Vmem => out.copy_from_slice(&vmem.view()[at..at + out.len()]),
+        MemKey::Vmem => out.copy_from_slice(&vmem.read(at, at + out.len())[at..at + out.len()]),
         MemKey::Smem => smem.read(at, out),
         MemKey::Hbm(id) => chip
             .hbm
@@ -32,7 +33,7 @@ fn read(
 
 /// Writes `data` at `at` of one memory.
 fn write(
-    vmem: &mut LocalMem,
+    vmem: &mut Vmem,
     smem: &mut LocalMem,
     chip: &mut ChipShared,
     mem: MemKey,
@@ -77,7 +78,8 @@ impl Core {
             (MemKey::Vmem, MemKey::Hbm(id)) => {
                 let mut dst =
                     PageWriter::new(chip.hbm.buffer_mut(id).expect("argument buffers are live"));
-                let src = vmem.view();
+                let (lo, hi) = extent(s.base, desc, true).expect("a DMA that moves bytes");
+                let src = vmem.read(lo as usize, hi as usize);
                 for_each_run(desc, |so, d_o, len| {
                     let at = (s.base + so) as usize;
                     dst.write((d.base + d_o) as u64, &src[at..at + len]);

@@ -9,6 +9,7 @@
 //!
 //! Submodules by instruction class: [`scalar`], [`vector`], [`mxu`], [`dma`], [`sync`].
 
+pub(crate) mod deferred;
 pub(crate) mod dma;
 pub(crate) mod dma_copy;
 pub(crate) mod fifo;

@@ -19,8 +19,9 @@
 
 use tpuemu_isa::{Addr, Instr, Unit};
 
+use super::deferred::{Piece, Pop};
 use super::mxu_jobs::Rows;
-use super::mxu_values::{ResultBlock, product, read_block, write_rows};
+use super::mxu_values::{ResultBlock, product, read_block};
 use super::timing::{MemKey, Range, Timing};
 use super::{Core, Env, Flow};
 use crate::fault::FaultKind;
@@ -133,8 +134,10 @@ impl Core {
                 let m = &mut self.mxus[mxu.index() as usize];
                 if env.functional {
                     let shape = (srows as usize, scols as usize, st as usize);
+                    let hi =
+                        base + (srows as usize - 1) * st as usize + shape.1 * fmt.bytes() as usize;
                     let _ = read_block(
-                        self.vmem.view(),
+                        self.vmem.read(base, hi),
                         base,
                         shape,
                         fmt,
@@ -269,7 +272,7 @@ impl Core {
                     issue,
                 );
                 let rows_ready =
-                    self.pop_rows(mi, r as usize, base, st as usize, acc, env.functional);
+                    self.pop_rows(mi, r as usize, (base, st as usize), acc, env.functional);
                 let m = &mut self.t.mxu[mi];
                 let mut start = issue.max(rows_ready).max(m.pop_free);
                 start = self.t.overwrite_hazard(&range, start);
@@ -286,33 +289,48 @@ impl Core {
         Ok(Flow::Next)
     }
 
-    /// Takes `rows` queued rows of matrix unit `mi`, writing them to VMEM when `functional`;
-    /// returns the cycle at which they are all out of the array.
+    /// Takes `rows` queued rows of matrix unit `mi`, queueing their write to VMEM when
+    /// `functional` (see [`super::deferred`]); returns the cycle at which they are all out of
+    /// the array.
     fn pop_rows(
         &mut self,
         mi: usize,
         rows: usize,
-        base: usize,
-        stride: usize,
+        (base, stride): (usize, usize),
         acc: bool,
         functional: bool,
     ) -> u64 {
         let mut ready = 0;
         let mut done = 0usize;
+        let mut pieces = Vec::new();
+        let mut n = 0;
         let queue = &mut self.mxus[mi].queue;
         while done < rows {
             let block = queue.front_mut().expect("row count checked by the caller");
             ready = ready.max(block.ready);
             let take = (rows - done).min((block.rows - block.taken) as usize);
+            let (from, last) = (
+                block.taken as usize,
+                block.taken + take as u64 == block.rows,
+            );
+            n = block.n;
             if functional && take > 0 {
-                block.data.settle();
-                let (from, n) = (block.taken as usize, block.n);
-                let lo = base + done * stride;
-                let bytes = self.vmem.bytes_for(lo, lo + (take - 1) * stride + n * 4);
-                block.data.for_runs(from, take, n, |r, vals| {
-                    let at = base + (done + r - from) * stride;
-                    write_rows(bytes, at, stride, vals, (vals.len() / n, n), acc);
-                });
+                let rows = if last {
+                    // The rest of the block: its values go with the pop.
+                    std::mem::take(&mut block.data)
+                } else {
+                    // Part of a block another pop takes more of: these rows, copied.
+                    block.data.settle();
+                    let mut v = self.mxu_bufs.result(take * n);
+                    let mut at = 0;
+                    block.data.for_runs(from, take, n, |_, vals| {
+                        v[at..at + vals.len()].copy_from_slice(vals);
+                        at += vals.len();
+                    });
+                    Rows::Ready(v)
+                };
+                let from = if last { from } else { 0 };
+                pieces.push(Piece { rows, from, take });
             }
             block.taken += take as u64;
             done += take;
@@ -322,6 +340,15 @@ impl Core {
                 }
                 queue.pop_front();
             }
+        }
+        if functional {
+            self.vmem.push_pop(Pop {
+                base,
+                stride,
+                n,
+                acc,
+                pieces,
+            });
         }
         ready
     }

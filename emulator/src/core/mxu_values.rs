@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use tpuemu_isa::ops::{MxuFmt, Precision};
 
+use super::deferred::Vmem;
 use super::fifo::Fifo;
 use super::mxu_jobs::Rows;
-use crate::memory::LocalMem;
 use crate::numerics::float::round_bf16;
 use crate::numerics::matmul::{Bf16Scan, Operands, PackedWeights, tile_product_with};
 
@@ -254,7 +254,7 @@ pub(crate) struct MxuBuffers {
 
 impl MxuBuffers {
     /// A buffer of `len` values (contents unspecified).
-    fn result(&mut self, len: usize) -> Vec<f32> {
+    pub fn result(&mut self, len: usize) -> Vec<f32> {
         let mut v = self.free.pop().unwrap_or_default();
         if v.len() < len {
             v.resize(len, 0.0);
@@ -281,7 +281,7 @@ impl MxuBuffers {
     /// bytes since, else read now (and watched).
     fn bf16_lhs(
         &mut self,
-        vmem: &mut LocalMem,
+        vmem: &mut Vmem,
         base: usize,
         shape: (usize, usize, usize),
         transpose: bool,
@@ -296,7 +296,8 @@ impl MxuBuffers {
             return (c.lhs.clone(), c.ops);
         }
         let mut v = self.lhs_free.pop().unwrap_or_default();
-        let ops = read_block(vmem.view(), base, shape, MxuFmt::Bf16, transpose, &mut v);
+        let bytes = vmem.read(range.0, range.1);
+        let ops = read_block(bytes, base, shape, MxuFmt::Bf16, transpose, &mut v);
         let lhs = Arc::new(v);
         if rows * cols > 0 {
             vmem.watch(range.0, range.1);
@@ -326,11 +327,14 @@ impl MxuBuffers {
 pub(crate) fn product(
     bufs: &mut MxuBuffers,
     w: &mut Weights,
-    vmem: &mut LocalMem,
+    vmem: &mut Vmem,
     (base, m, stride): (usize, usize, usize),
     prec: Precision,
     transpose: bool,
 ) -> Rows {
+    while let Some(v) = vmem.take_spare() {
+        bufs.recycle(v);
+    }
     let (k, n) = (w.k, w.n);
     let fmt = w.fmt.unwrap_or(MxuFmt::Bf16);
     let shape = if transpose {
@@ -344,7 +348,15 @@ pub(crate) fn product(
         let (lhs, ops) = bufs.bf16_lhs(vmem, base, shape, transpose);
         return Rows::start(lhs, m, parts[0].clone(), ops, &mut |len| bufs.result(len));
     }
-    read_block(vmem.view(), base, shape, fmt, transpose, &mut bufs.lhs);
+    let hi = base + shape.0.saturating_sub(1) * stride + shape.1 * 4;
+    read_block(
+        vmem.read(base, hi),
+        base,
+        shape,
+        fmt,
+        transpose,
+        &mut bufs.lhs,
+    );
     split(&bufs.lhs, &mut bufs.lhs_parts);
     let mut result = bufs.result(m * n);
     for (i, &(a_part, w_part)) in passes(prec).iter().enumerate() {

@@ -2,6 +2,7 @@
 
 use tpuemu_isa::reg::{NUM_MREGS, NUM_SEMS, NUM_SREGS, NUM_VREGS, VREG_ELEMS};
 
+use super::deferred::Vmem;
 use super::mxu_values::{MxuBuffers, MxuState};
 use super::timing::Timing;
 use crate::fault::FaultKind;
@@ -71,7 +72,7 @@ pub(crate) struct Core {
     /// a copy.
     pub vregs: Vec<Box<VregData>>,
     pub mregs: Vec<Box<MaskData>>,
-    pub vmem: LocalMem,
+    pub vmem: Vmem,
     pub smem: LocalMem,
     pub mxus: Vec<MxuState>,
     /// Buffers the matrix units' values pass through, kept from launch to launch.
@@ -109,7 +110,7 @@ impl Core {
             mregs: (0..NUM_MREGS)
                 .map(|_| Box::new([false; VREG_ELEMS]))
                 .collect(),
-            vmem: LocalMem::new("VMEM", preset.vmem_bytes),
+            vmem: Vmem::new(preset.vmem_bytes),
             smem: LocalMem::new("SMEM", preset.smem_bytes),
             mxus: (0..preset.mxus_per_core)
                 .map(|_| MxuState::default())

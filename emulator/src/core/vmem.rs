@@ -264,7 +264,9 @@ impl Core {
                     let mut out = self.take_vtmp();
                     if extent.is_some() {
                         let m = mask.map(|m| &*self.mregs[m.index() as usize]);
-                        load_lanes(self.vmem.view(), &acc, fmt, m, &mut out);
+                        let (lo, hi) = extent.expect("checked");
+                        let bytes = self.vmem.read(lo as usize, hi as usize);
+                        load_lanes(bytes, &acc, fmt, m, &mut out);
                     } else {
                         out.fill(0);
                     }
@@ -334,7 +336,7 @@ impl Core {
                     ready = self.t.write_hazard(&r, ready.max(self.t.front));
                     self.t.check_race(&r, false, ready)?;
                     if f {
-                        let bytes = self.vmem.view();
+                        let bytes = self.vmem.read(lo as usize, hi as usize);
                         let idx = &self.vregs[index.index() as usize];
                         for (i, x) in idx.iter().enumerate() {
                             if mask.is_none_or(|m| self.mregs[m.index() as usize][i]) {

@@ -8,6 +8,7 @@ pub mod collective;
 pub mod eager;
 pub mod gemm;
 pub mod host;
+pub mod numpy;
 
 /// The benchmarks.
 #[derive(Subcommand, Debug)]
