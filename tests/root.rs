@@ -18,3 +18,6 @@ mod cli_collective;
 
 #[path = "root/bit_identity.rs"]
 mod bit_identity;
+
+#[path = "root/golden_replay.rs"]
+mod golden_replay;

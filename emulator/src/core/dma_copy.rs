@@ -140,6 +140,18 @@ impl Core {
         }
     }
 
+    /// Writes zeros where a DMA writes side `d` in scalar memory (a timing-only DMA into
+    /// SMEM).
+    pub(super) fn zero_smem(&mut self, d: &Side, desc: &DmaDescriptor) {
+        let mut buf = std::mem::take(&mut self.dma_buf);
+        for_each_run(desc, |_, d_o, len| {
+            buf.clear();
+            buf.resize(len, 0);
+            self.smem.write((d.base + d_o) as usize, &buf);
+        });
+        self.dma_buf = buf;
+    }
+
     /// A DMA's source bytes in element order (for a remote DMA).
     pub(super) fn gather(
         &mut self,
