@@ -71,6 +71,8 @@ pub(crate) struct Core {
     /// Registers one by one, so that a result computed aside takes a register's place without
     /// a copy.
     pub vregs: Vec<Box<VregData>>,
+    /// Boxed for the same reason: a computed mask is swapped into place.
+    #[allow(clippy::vec_box)]
     pub mregs: Vec<Box<MaskData>>,
     pub vmem: Vmem,
     pub smem: LocalMem,

@@ -75,7 +75,8 @@ impl Access {
     fn row(&self, s: usize, len: usize) -> Option<std::ops::Range<usize>> {
         let start = self.base + s as i64 * self.sub;
         let end = start + LANES as i64 * self.size;
-        (self.dense && start >= 0 && end as u64 <= len as u64).then(|| start as usize..end as usize)
+        (self.dense && start >= 0 && end as u64 <= len as u64)
+            .then_some(start as usize..end as usize)
     }
 }
 
@@ -262,9 +263,8 @@ impl Core {
                 // The data only when computing it (timing-only runs skip the 4 KiB register).
                 if f {
                     let mut out = self.take_vtmp();
-                    if extent.is_some() {
+                    if let Some((lo, hi)) = extent {
                         let m = mask.map(|m| &*self.mregs[m.index() as usize]);
-                        let (lo, hi) = extent.expect("checked");
                         let bytes = self.vmem.read(lo as usize, hi as usize);
                         load_lanes(bytes, &acc, fmt, m, &mut out);
                     } else {

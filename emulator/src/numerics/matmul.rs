@@ -303,6 +303,8 @@ mod avx512 {
     const P: usize = 2;
 
     /// Rows `i0 .. i0 + RR` x panels `p0 .. p0 + PP` of the product into `out`.
+    // Indexed loops over the const-sized accumulators keep them in registers.
+    #[allow(clippy::needless_range_loop)]
     #[inline(always)]
     fn block<const RR: usize, const PP: usize, const FMA: bool>(
         a: &[f32],
