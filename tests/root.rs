@@ -16,6 +16,9 @@ mod emulator;
 #[path = "root/cli_collective.rs"]
 mod cli_collective;
 
+#[path = "root/bit_identity.rs"]
+mod bit_identity;
+
 #[path = "root/golden_replay.rs"]
 mod golden_replay;
 

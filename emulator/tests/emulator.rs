@@ -8,3 +8,6 @@ mod issue;
 
 #[path = "emulator/hostile.rs"]
 mod hostile;
+
+#[path = "emulator/mxu_reads.rs"]
+mod mxu_reads;

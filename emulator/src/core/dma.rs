@@ -44,7 +44,7 @@ pub(crate) struct RemoteWrite {
 
 /// The byte range `[lo, hi)` touched by one side of a descriptor, or `None` when it moves
 /// nothing.
-fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
+pub(super) fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
     if desc.dims.iter().any(|d| d.count == 0) {
         return None;
     }
@@ -130,7 +130,7 @@ fn effective_bytes(desc: &DmaDescriptor, src: bool, burst: u64) -> u64 {
 }
 
 /// Calls `f(src_offset, dst_offset, len)` for every run both sides see as contiguous.
-fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
+pub(super) fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
     // Both sides are contiguous over the inner dims merged on both.
     let merged = run_len(desc, true).1.min(run_len(desc, false).1);
     let inner = &desc.dims[desc.dims.len() - merged..];
@@ -138,25 +138,35 @@ fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
         .iter()
         .fold(desc.elem_bytes as u64, |r, d| r * d.count as u64);
     let outer = &desc.dims[..desc.dims.len() - merged];
-    let mut idx = [0u32; MAX_DMA_DIMS];
     if outer.iter().any(|d| d.count == 0) {
         return;
     }
+    let Some((last, higher)) = outer.split_last() else {
+        f(0, 0, run as usize);
+        return;
+    };
+    // The innermost outer dimension in a tight loop; the ones above it as an odometer.
+    let (ss, ds) = (last.src_stride as i64, last.dst_stride as i64);
+    let mut idx = [0u32; MAX_DMA_DIMS];
     loop {
         let (mut so, mut d_o) = (0i64, 0i64);
-        for (i, d) in outer.iter().enumerate() {
+        for (i, d) in higher.iter().enumerate() {
             so += idx[i] as i64 * d.src_stride as i64;
             d_o += idx[i] as i64 * d.dst_stride as i64;
         }
-        f(so, d_o, run as usize);
-        let mut i = outer.len();
+        for _ in 0..last.count {
+            f(so, d_o, run as usize);
+            so += ss;
+            d_o += ds;
+        }
+        let mut i = higher.len();
         loop {
             if i == 0 {
                 return;
             }
             i -= 1;
             idx[i] += 1;
-            if idx[i] < outer[i].count {
+            if idx[i] < higher[i].count {
                 break;
             }
             idx[i] = 0;
@@ -165,9 +175,9 @@ fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
 }
 
 /// A resolved side of a DMA.
-struct Side {
-    mem: MemKey,
-    base: i64,
+pub(super) struct Side {
+    pub(super) mem: MemKey,
+    pub(super) base: i64,
     size: u64,
     region: Region,
 }
@@ -425,31 +435,17 @@ impl Core {
         );
 
         // Data.
-        let data = if env.functional && bytes > 0 {
-            let mut buf = vec![0u8; bytes as usize];
-            let mut at = 0usize;
-            for_each_run(&desc, |so, _, len| {
-                self.read_side(chip, &s, s.base + so, &mut buf[at..at + len]);
-                at += len;
-            });
-            buf
-        } else if matches!(d.mem, MemKey::Smem) && bytes > 0 {
-            // Timing only: scalar memory still receives what a read gives here (zeros), so the
-            // scalar unit's loads of indices, counts and descriptors see defined values and the
-            // program takes the path it takes on zeros.
-            vec![0u8; bytes as usize]
-        } else {
-            Vec::new()
-        };
-
+        let functional = env.functional && bytes > 0;
+        // Timing only: scalar memory still receives what a read gives here (zeros), so the
+        // scalar unit's loads of indices, counts and descriptors see defined values and the
+        // program takes the path it takes on zeros.
+        let smem_zeros = !env.functional && bytes > 0 && matches!(d.mem, MemKey::Smem);
         match remote_to {
             None => {
-                if !data.is_empty() {
-                    let mut at = 0usize;
-                    for_each_run(&desc, |_, d_o, len| {
-                        self.write_side(chip, &d, d.base + d_o, &data[at..at + len]);
-                        at += len;
-                    });
+                if functional {
+                    self.copy_local(chip, &s, &d, &desc);
+                } else if smem_zeros {
+                    self.zero_smem(&d, &desc);
                 }
                 self.sems[sem.index() as usize].add_at(complete, bytes as i64);
                 self.t.async_end = self.t.async_end.max(complete);
@@ -474,6 +470,13 @@ impl Core {
                         complete: xfer_end,
                     });
                 }
+                let data = if functional {
+                    self.gather(chip, &s, &desc, bytes as usize)
+                } else if smem_zeros {
+                    vec![0u8; bytes as usize]
+                } else {
+                    Vec::new()
+                };
                 out.push(Outgoing::Write(Box::new(RemoteWrite {
                     pc: self.pc,
                     from_chip: env.place.chip,
@@ -493,40 +496,12 @@ impl Core {
         }
         Ok(Flow::Next)
     }
-
-    fn read_side(&mut self, chip: &ChipShared, side: &Side, at: i64, out: &mut [u8]) {
-        match side.mem {
-            MemKey::Vmem => {
-                out.copy_from_slice(&self.vmem.bytes()[at as usize..at as usize + out.len()])
-            }
-            MemKey::Smem => self.smem.read(at as usize, out),
-            MemKey::Hbm(id) => chip
-                .hbm
-                .buffer(id)
-                .expect("argument buffers are live")
-                .read(at as u64, out),
-        }
-    }
-
-    fn write_side(&mut self, chip: &mut ChipShared, side: &Side, at: i64, data: &[u8]) {
-        match side.mem {
-            MemKey::Vmem => {
-                self.vmem.bytes()[at as usize..at as usize + data.len()].copy_from_slice(data)
-            }
-            MemKey::Smem => self.smem.write(at as usize, data),
-            MemKey::Hbm(id) => chip
-                .hbm
-                .buffer_mut(id)
-                .expect("argument buffers are live")
-                .write(at as u64, data),
-        }
-    }
 }
 
 /// Writes a remote DMA's bytes into the destination core's memory.
 pub(crate) fn deliver(
     w: &RemoteWrite,
-    vmem: &mut LocalMem,
+    vmem: &mut super::deferred::Vmem,
     smem: &mut LocalMem,
     chip: &mut ChipShared,
 ) {
@@ -538,7 +513,9 @@ pub(crate) fn deliver(
         let pos = w.dst_base + d_o;
         let src = &w.data[at..at + len];
         match w.dst {
-            MemKey::Vmem => vmem.bytes()[pos as usize..pos as usize + len].copy_from_slice(src),
+            MemKey::Vmem => vmem.bytes_for(pos as usize, pos as usize + len)
+                [pos as usize..pos as usize + len]
+                .copy_from_slice(src),
             MemKey::Smem => smem.write(pos as usize, src),
             MemKey::Hbm(id) => chip
                 .hbm
