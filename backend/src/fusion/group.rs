@@ -4,7 +4,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use crate::ir::{Node, NodeKind, PRef, View};
+use super::views::{append_prog, same_view};
+use crate::dtype::DType;
+use crate::ir::{Node, NodeKind, POp, PRef, Prog, View};
 
 /// A node being grown by fusion, with the operators it holds.
 pub(super) struct Group {
@@ -19,11 +21,14 @@ pub(super) struct Group {
     /// Storages each merged node read (one entry per node and storage), to tell values only
     /// the group reads from values needed outside it.
     pub read_ids: Vec<u64>,
+    /// The rule that merged each operator after the first, in order.
+    pub joins: Vec<&'static str>,
 }
 
 impl Group {
     /// A group of one node.
-    pub fn new(node: Node) -> Self {
+    pub fn new(mut node: Node) -> Self {
+        read_each_operand_once(&mut node);
         let out_refs = match &node.kind {
             NodeKind::Tile { prog, .. } => prog.outputs.clone(),
             _ => Vec::new(),
@@ -33,6 +38,7 @@ impl Group {
             ops: vec![node.op.name.clone()],
             op_ids: vec![node.op.id],
             out_refs,
+            joins: Vec::new(),
             node,
         }
     }
@@ -100,6 +106,57 @@ impl Graph {
     pub fn private_to_one_reader(&self, v: &View) -> bool {
         !self.live(v) && self.readers(v.storage.id()) == 1
     }
+}
+
+/// Makes a tile node that names the same operand twice (`x * x`) read it once, as the rules
+/// do for the operands of the nodes they merge.
+fn read_each_operand_once(node: &mut Node) {
+    let NodeKind::Tile { prog, .. } = &mut node.kind else {
+        return;
+    };
+    // How the program reads each input: per row or in full, and as which dtype (a program
+    // that reads an input two ways is left as it is).
+    let mut reads: HashMap<u32, (bool, DType)> = HashMap::new();
+    for x in &prog.nodes {
+        if let POp::Input(i) = x.op
+            && *reads.entry(i).or_insert((x.per_row, x.dtype)) != (x.per_row, x.dtype)
+        {
+            return;
+        }
+    }
+    // For each input, an earlier one read the same way, if any.
+    let twins: Vec<Option<usize>> = (0..node.inputs.len())
+        .map(|i| {
+            let read = |k: usize| reads.get(&(k as u32));
+            (0..i).find(|&j| {
+                same_view(&node.inputs[j], &node.inputs[i])
+                    && read(j).is_some()
+                    && read(j) == read(i)
+            })
+        })
+        .collect();
+    if twins.iter().all(Option::is_none) {
+        return;
+    }
+    // The program again, over the distinct inputs.
+    let mut read_once = Prog::default();
+    let mut map: HashMap<u32, PRef> = HashMap::new();
+    let mut inputs = Vec::new();
+    for (i, v) in node.inputs.iter().enumerate() {
+        if let Some(j) = twins[i] {
+            map.insert(i as u32, map[&(j as u32)]);
+            continue;
+        }
+        let k = inputs.len() as u32;
+        inputs.push(v.clone());
+        // Inputs the program never reads stay operands without a node, as they were.
+        if let Some(x) = prog.nodes.iter().find(|x| x.op == POp::Input(i as u32)) {
+            map.insert(i as u32, read_once.push(POp::Input(k), x.dtype, x.per_row));
+        }
+    }
+    read_once.outputs = append_prog(&mut read_once, prog, &map, false);
+    *prog = read_once;
+    node.inputs = inputs;
 }
 
 /// The storages `n` reads, each once.

@@ -17,7 +17,7 @@ mod rules;
 mod testing;
 mod views;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::json;
 
@@ -34,6 +34,8 @@ pub(crate) struct FusedGroup {
     pub node: Node,
     pub ops: Vec<String>,
     pub op_ids: Vec<u64>,
+    /// The rule that merged each operator after the first (see [`rules`]).
+    pub joins: Vec<&'static str>,
 }
 
 /// Fuses a recorded graph into groups, in order. Values needed by a later node or by a live
@@ -43,10 +45,8 @@ pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
     let graph = Graph::new(&nodes);
     let mut groups: Vec<Group> = Vec::new();
     for n in &nodes {
-        let reads: std::collections::BTreeSet<u64> =
-            n.inputs.iter().map(|v| v.storage.id()).collect();
-        let writes: std::collections::BTreeSet<u64> =
-            n.outputs.iter().map(|v| v.storage.id()).collect();
+        let reads: BTreeSet<u64> = n.inputs.iter().map(|v| v.storage.id()).collect();
+        let writes: BTreeSet<u64> = n.outputs.iter().map(|v| v.storage.id()).collect();
         // `n` may move back to run with an earlier group only past groups it does not depend
         // on: none writes what `n` reads, none touches what `n` writes.
         let floor = groups
@@ -60,10 +60,14 @@ pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
             })
             .unwrap_or(0)
             .max(groups.len().saturating_sub(SEARCH_WINDOW));
-        let merged = groups[floor..]
-            .iter_mut()
-            .rev()
-            .any(|g| rules::join(g, n, &graph).is_some());
+        let mut merged = false;
+        for g in groups[floor..].iter_mut().rev() {
+            if let Some(rule) = rules::join(g, n, &graph) {
+                g.joins.push(rule);
+                merged = true;
+                break;
+            }
+        }
         if !merged {
             groups.push(Group::new(n.clone()));
         }
@@ -95,6 +99,7 @@ fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
         node: g.node,
         ops: g.ops,
         op_ids: g.op_ids,
+        joins: g.joins,
     }
 }
 
@@ -114,7 +119,16 @@ pub(crate) fn run_graph(
             plans.len()
         );
         for g in &plans {
-            eprintln!("[tpu]   group of {}: {}", g.ops.len(), g.ops.join(", "));
+            if g.joins.is_empty() {
+                eprintln!("[tpu]   group of 1: {}", g.ops[0]);
+            } else {
+                eprintln!(
+                    "[tpu]   group of {} ({}): {}",
+                    g.ops.len(),
+                    g.joins.join(", "),
+                    g.ops.join(", ")
+                );
+            }
         }
     }
     for g in plans {
@@ -122,6 +136,14 @@ pub(crate) fn run_graph(
         core.next_group += 1;
         core.q.metrics.fused_groups += 1;
         *core.q.metrics.group_sizes.entry(g.ops.len()).or_default() += 1;
+        for rule in &g.joins {
+            *core
+                .q
+                .metrics
+                .fusion_joins
+                .entry(rule.to_string())
+                .or_default() += 1;
+        }
         let t0 = core.q.host_ns;
         let op_ids = g.op_ids.clone();
         let mut node = g.node;
@@ -136,6 +158,7 @@ pub(crate) fn run_graph(
         let mut args = tpuemu_isa::trace::Args::new();
         args.insert("ops".into(), json!(g.ops));
         args.insert("op_ids".into(), json!(op_ids));
+        args.insert("joins".into(), json!(g.joins));
         let now = core.q.host_ns;
         core.prof
             .queue_span(format!("fused group {gid}"), t0, now, Some(gid), args);

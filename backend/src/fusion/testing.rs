@@ -1,11 +1,13 @@
 //! What the rules' tests share: a pattern run in Strict and in DeferAndFuse (one graph, no
-//! size limit) on an emulated v5e, with the kernels and HBM bytes of each.
+//! size limit) on an emulated v5e, with the kernels and HBM bytes of each and the joins each
+//! rule made.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tpuemu_emulator::{Emulator, builtin};
 
-use crate::runtime::{Mode, Runtime};
+use crate::runtime::{Metrics, Mode, Runtime};
 use crate::tensor::Tensor;
 
 /// Deterministic values in [-1, 1).
@@ -29,6 +31,15 @@ pub(super) struct Both {
     pub strict_kernels: u64,
     /// Bytes the Strict run's kernels moved through HBM.
     pub strict_hbm_bytes: u64,
+    /// Operators the fused run merged into a group, by rule.
+    pub joins: BTreeMap<String, u64>,
+}
+
+impl Both {
+    /// The joins as `(rule, count)` pairs, for comparing with a hand-derived list.
+    pub fn joins(&self) -> Vec<(&str, u64)> {
+        self.joins.iter().map(|(k, v)| (k.as_str(), *v)).collect()
+    }
 }
 
 /// A runtime on an emulated v5e.
@@ -37,7 +48,12 @@ pub(super) fn runtime() -> Runtime {
     Runtime::new(Arc::new(emu)).expect("runtime")
 }
 
-fn run(mode: Mode, setup: &dyn Fn(&Runtime) -> Vec<Tensor>, body: &dyn Fn(&[Tensor]) -> Vec<Tensor>) -> (Vec<Vec<f32>>, u64, u64) {
+/// The results of `body` in `mode`, and the metrics of running it.
+fn run(
+    mode: Mode,
+    setup: &dyn Fn(&Runtime) -> Vec<Tensor>,
+    body: &dyn Fn(&[Tensor]) -> Vec<Tensor>,
+) -> (Vec<Vec<f32>>, Metrics) {
     let rt = runtime();
     rt.set_max_pending_ops(100_000);
     let inputs = setup(&rt);
@@ -56,7 +72,7 @@ fn run(mode: Mode, setup: &dyn Fn(&Runtime) -> Vec<Tensor>, body: &dyn Fn(&[Tens
                 .expect("read back")
         })
         .collect();
-    (values, m.kernels_launched, m.hbm_bytes)
+    (values, m)
 }
 
 /// Runs `body` on the tensors `setup` uploads, in Strict and in DeferAndFuse.
@@ -64,14 +80,15 @@ pub(super) fn run_both(
     setup: impl Fn(&Runtime) -> Vec<Tensor>,
     body: impl Fn(&[Tensor]) -> Vec<Tensor>,
 ) -> Both {
-    let (strict, strict_kernels, strict_hbm_bytes) = run(Mode::Strict, &setup, &body);
-    let (fused, kernels, hbm_bytes) = run(Mode::DeferAndFuse, &setup, &body);
+    let (strict, s) = run(Mode::Strict, &setup, &body);
+    let (fused, f) = run(Mode::DeferAndFuse, &setup, &body);
     Both {
         strict,
         fused,
-        kernels,
-        hbm_bytes,
-        strict_kernels,
-        strict_hbm_bytes,
+        kernels: f.kernels_launched,
+        hbm_bytes: f.hbm_bytes,
+        strict_kernels: s.kernels_launched,
+        strict_hbm_bytes: s.hbm_bytes,
+        joins: f.fusion_joins,
     }
 }

@@ -25,12 +25,22 @@ mod tests {
             |t| {
                 let x = &t[0];
                 let m = x.mul(x).unwrap().mean(&[-1], false).unwrap();
-                vec![m.add_scalar(1e-5).unwrap().rsqrt().unwrap().mul_scalar(2.0).unwrap()]
+                vec![
+                    m.add_scalar(1e-5)
+                        .unwrap()
+                        .rsqrt()
+                        .unwrap()
+                        .mul_scalar(2.0)
+                        .unwrap(),
+                ]
             },
         );
         assert_eq!(r.strict, r.fused);
-        // Hand minimum: x read once, one f32 per row written.
+        // By hand: x*x (x read once) and its mean form one reducing group; + eps, rsqrt and
+        // * 2 are maps over [rows], the group's outer dims, so each joins as per-row work. One
+        // kernel that reads x once and writes one f32 per row.
         assert_eq!(r.kernels, 1);
+        assert_eq!(r.joins(), [("per-row", 3), ("reduction", 1)]);
         assert_eq!(r.hbm_bytes, 4 * (rows * d + rows) as u64);
     }
 }
