@@ -591,7 +591,11 @@ fn check_call(
         rtol: t.rtol,
         atol: t.atol,
     });
-    let how = if meta { CompareMode::Shape } else { call.compare };
+    let how = if meta {
+        CompareMode::Shape
+    } else {
+        call.compare
+    };
     let cmp = compare_outputs(expected, &actual, how, tol);
     result.max_abs = cmp.max_abs;
     result.max_rel = cmp.max_rel;
