@@ -186,11 +186,16 @@ fn rms_backward(dy: &Tensor, x: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)>
 }
 
 /// Rotary embedding of `[n, heads * hd]` by `cos`, `sin` (`[n, heads * hd]` tables, `sin`
-/// carrying rotate-half's sign): `x cos + x[perm] sin`, `perm` swapping each head's halves (a
-/// row gather). Its backward is the same work.
-fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    let perm = Tensor::empty(x.runtime(), &[x.shape()[1]], DType::I64);
-    let rot = x.index_select(1, &perm)?;
+/// carrying rotate-half's sign): `x cos + rotate_half(x) sin`, `rotate_half` swapping each
+/// head's halves as Hugging Face's Llama does (two slices joined by `cat`; the sign folded into
+/// `sin`). Its backward is the same work.
+fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, hd: usize) -> Result<Tensor> {
+    let [n, w] = [x.shape()[0], x.shape()[1]];
+    let half = (hd / 2) as i64;
+    let x3 = x.reshape(&[n as i64, (w / hd) as i64, hd as i64])?;
+    let lo = ops::layout_ops::slice(&x3, 2, Some(0), Some(half), 1)?;
+    let hi = ops::layout_ops::slice(&x3, 2, Some(half), None, 1)?;
+    let rot = ops::data::cat(&[hi, lo], 2)?.reshape(&[n as i64, w as i64])?;
     x.mul(cos)?.add(&rot.mul(sin)?)
 }
 
@@ -308,8 +313,8 @@ pub fn forward(
             .rms_norm(&[hd], Some(&w.kn), Some(EPS))?
             .reshape(&[z.n as i64, -1])?;
     }
-    let q = to_heads(&rope(&q, &t.cos_q, &t.sin_q)?, &z, z.h)?;
-    let k = to_heads(&rope(&k, &t.cos_k, &t.sin_k)?, &z, z.kv)?;
+    let q = to_heads(&rope(&q, &t.cos_q, &t.sin_q, z.hd)?, &z, z.h)?;
+    let k = to_heads(&rope(&k, &t.cos_k, &t.sin_k, z.hd)?, &z, z.kv)?;
     let v = to_heads(&v, &z, z.kv)?;
     let probs = attention(ctx, &z, &t.mask, spec.remat == Remat::None)?;
     ctx.label("attention output fwd")?;
@@ -455,8 +460,8 @@ pub fn backward(
     let dq = from_heads(&e(z.h), &z, z.h)?.contiguous()?;
     let dk = from_heads(&e(z.kv), &z, z.kv)?.contiguous()?;
     let dv = from_heads(&e(z.kv), &z, z.kv)?.contiguous()?;
-    let dq = rope(&dq, &t.cos_q, &t.sin_q)?;
-    let dk = rope(&dk, &t.cos_k, &t.sin_k)?;
+    let dq = rope(&dq, &t.cos_q, &t.sin_q, z.hd)?;
+    let dk = rope(&dk, &t.cos_k, &t.sin_k, z.hd)?;
     let dwq = dq.t()?.mm(&s.h1)?;
     let dwk = dk.t()?.mm(&s.h1)?;
     let dwv = dv.t()?.mm(&s.h1)?;
