@@ -43,9 +43,9 @@ pub struct PredictArgs {
     /// Tensor-parallel size (Megatron column/row splits)
     #[arg(long)]
     pub tp: Option<usize>,
-    /// What the backward recomputes: none, attention (the attention probabilities, as flash
-    /// attention), full (each layer's forward)
-    #[arg(long, default_value = "attention")]
+    /// What the backward recomputes: full (each layer's forward; the usual choice at long
+    /// sequences), attention (the attention probabilities, as flash attention), none
+    #[arg(long, default_value = "full")]
     pub remat: String,
     /// Tokens per chunk of the output head and loss
     #[arg(long, default_value_t = 1024)]

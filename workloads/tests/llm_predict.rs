@@ -207,3 +207,21 @@ fn overlap_hides_communication_but_not_more_than_there_is() {
     assert!(ovl.step_ns <= seq.step_ns);
     assert!(ovl.step_ns >= compute.max(ovl.comm_ns));
 }
+
+#[test]
+fn flat_buffers_split_into_buckets_that_cover_them_and_divide_over_the_group() {
+    use tpuemu_workloads::llm::step::{BUCKET_BYTES, buckets};
+    // Llama 3.1 70B's layer (855,654,400 parameters) over 256 chips, padded as FSDP pads it.
+    for (flat, k) in [
+        (855_654_400usize.next_multiple_of(256 * 128), 256),
+        (4096 * 128, 4),
+        (1, 1),
+    ] {
+        let b = buckets(flat, k);
+        assert_eq!(b.iter().sum::<usize>(), flat, "{flat} over {k}");
+        assert!(b.iter().all(|x| 2 * x <= BUCKET_BYTES && *x > 0), "{b:?}");
+        assert!(b[..b.len() - 1].iter().all(|x| x % (k * 128) == 0), "{b:?}");
+        // No more buckets than the size limit needs.
+        assert_eq!(b.len(), (2 * flat).div_ceil(BUCKET_BYTES).max(1), "{b:?}");
+    }
+}

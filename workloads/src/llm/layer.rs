@@ -212,10 +212,11 @@ fn from_heads(x: &Tensor, z: &Dims, heads: usize) -> Result<Tensor> {
         .reshape(&[z.n as i64, (heads * z.hd) as i64])
 }
 
-/// The probabilities of one chunk: `softmax(mask(q k^T * scale))`, `[G, S, S]`.
+/// The probabilities of one chunk: `softmax(mask((q * scale) k^T))`, `[G, S, S]` (the scale
+/// applied to the queries, `[G, S, hd]`, rather than to the scores, `[G, S, S]`).
 fn probs(q: &Tensor, k: &Tensor, mask: &Tensor, hd: usize) -> Result<Tensor> {
     let scale = 1.0 / (hd as f64).sqrt();
-    let s = q.matmul(&k.transpose(1, 2)?)?.mul_scalar(scale)?;
+    let s = q.mul_scalar(scale)?.matmul(&k.transpose(1, 2)?)?;
     s.masked_fill(mask, f64::NEG_INFINITY)?.softmax(-1)
 }
 
@@ -255,9 +256,14 @@ fn attention_backward(ctx: &mut Ctx, z: &Dims, mask: &Tensor, kept: Option<&Tens
         };
         let dv = p.transpose(1, 2)?.matmul(&dout)?.sum(&[0], true)?;
         let dp = dout.matmul(&v.transpose(1, 2)?)?;
-        let ds = ops::backward::softmax_backward_data(&dp, &p, -1, BF)?.mul_scalar(scale)?;
-        let dq = ds.matmul(&k)?;
-        let dk = ds.transpose(1, 2)?.matmul(&q)?.sum(&[0], true)?;
+        // The scale goes on the `[G, S, hd]` results, not on the `[G, S, S]` gradient.
+        let ds = ops::backward::softmax_backward_data(&dp, &p, -1, BF)?;
+        let dq = ds.matmul(&k)?.mul_scalar(scale)?;
+        let dk = ds
+            .transpose(1, 2)?
+            .matmul(&q)?
+            .sum(&[0], true)?
+            .mul_scalar(scale)?;
         drop((dv, dq, dk));
         Ok(())
     })
