@@ -184,7 +184,16 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
         !args.no_overlap,
         !args.no_repeat,
     )
-    .map_err(|e| CliError::Other(format!("predict: {e}")))?;
+    .map_err(|e| {
+        let text = e.to_string();
+        let hint = if text.contains("does not fit") || text.contains("address") {
+            " (one tensor of a chip's step is larger than one kernel addresses: split the model \
+             further with --tp, or shorten --seq or --loss-chunk)"
+        } else {
+            ""
+        };
+        CliError::Other(format!("predict: {text}{hint}"))
+    })?;
     let host_s = t0.elapsed().as_secs_f64();
     if let Some(path) = &args.trace {
         let json = tpuemu_isa::trace::chrome::to_chrome_json(&p.trace(&chip));

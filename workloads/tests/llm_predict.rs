@@ -225,3 +225,24 @@ fn flat_buffers_split_into_buckets_that_cover_them_and_divide_over_the_group() {
         assert_eq!(b.len(), (2 * flat).div_ceil(BUCKET_BYTES).max(1), "{b:?}");
     }
 }
+
+#[test]
+fn a_mixture_of_experts_runs_and_repeating_one_expert_matches_simulating_each() {
+    let moe = ModelConfig::from_toml(
+        "name='moe'\nlayers=2\nd_model=256\nheads=4\nkv_heads=2\nffn=256\nvocab=1024\nexperts=4\ntop_k=2\n",
+    )
+    .unwrap();
+    let s = spec(
+        moe,
+        Parallel {
+            dp: 1,
+            fsdp: 1,
+            tp: 1,
+        },
+    );
+    let total = |shortcut: bool| {
+        let (ev, _) = simulate_chip(&s, one_chip("v5e"), vec![], shortcut).unwrap();
+        schedule(&ev, &vec![0.0; ev.len()], false).step_ns
+    };
+    close(total(true), total(false), 0.02, "4 experts, top 2, on one chip");
+}

@@ -13,7 +13,7 @@
 
 use tpuemu_backend::dtype::DType;
 use tpuemu_backend::error::Result;
-use tpuemu_backend::ops::{self, Value};
+use tpuemu_backend::ops;
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_backend::tensor::Tensor;
 
@@ -389,23 +389,13 @@ fn mlp_forward(
     out.ok_or_else(|| tpuemu_backend::TpuError::BadArgs("no experts".into()))
 }
 
+/// `acc.index_add(0, idx, src)` (Hugging Face's Mixtral combines its experts' outputs with
+/// `index_add_`): the backend has no `aten::index_add`, so the rows are scatter-added into a
+/// zero table by `aten::embedding_dense_backward` (the same row index-add kernel) and added to
+/// `acc`.
 fn index_add(acc: &Tensor, idx: &Tensor, src: &Tensor) -> Result<Tensor> {
-    let r = ops::call(
-        acc.runtime(),
-        "aten::index_add",
-        vec![
-            Value::Tensor(acc.clone()),
-            Value::Int(0),
-            Value::Tensor(idx.clone()),
-            Value::Tensor(src.clone()),
-        ],
-    )?;
-    match r.into_iter().next() {
-        Some(Value::Tensor(t)) => Ok(t),
-        _ => Err(tpuemu_backend::TpuError::BadArgs(
-            "index_add: no tensor".into(),
-        )),
-    }
+    let rows = ops::backward::embedding_dense_backward(src, idx, acc.shape()[0] as i64, -1, false)?;
+    acc.add(&rows.to_dtype(acc.dtype())?)
 }
 
 /// The layer's backward: `dx` from `dy`, the weight gradients computed (and dropped: the step
