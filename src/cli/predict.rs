@@ -192,7 +192,7 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
         } else {
             ""
         };
-        CliError::Other(format!("predict: {text}{hint}"))
+        CliError::Other(format!("predict: {text}{hint}{}", state_verdict(&spec, &chip)))
     })?;
     let host_s = t0.elapsed().as_secs_f64();
     if let Some(path) = &args.trace {
@@ -213,6 +213,26 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// When a step cannot be simulated: whether the parameters and optimizer state (16 bytes per
+/// parameter over the chips that shard them) and the gathered layers (the one in use and the
+/// one prefetched, and a reduction's buffer) already exceed a chip's HBM.
+fn state_verdict(spec: &StepSpec, chip: &tpuemu_isa::ChipInfo) -> String {
+    let state = 16.0 * spec.model.params() as f64 / (spec.par.fsdp * spec.par.tp) as f64;
+    let flat = spec.layer_flat().max(spec.table_flat()) as f64;
+    let gathered = if spec.par.fsdp > 1 { 6.0 * flat } else { 2.0 * flat };
+    if state + gathered <= chip.hbm_bytes as f64 {
+        return String::new();
+    }
+    let gib = (1u64 << 30) as f64;
+    format!(
+        "; besides, its parameters and optimizer state ({:.1} GiB) and gathered layers ({:.1} \
+         GiB) alone exceed a chip's {:.1} GiB: OUT OF MEMORY (shard over more chips, or add --tp)",
+        state / gib,
+        gathered / gib,
+        chip.hbm_bytes as f64 / gib
+    )
 }
 
 fn report(p: &Prediction, slice: &str, host_s: f64) -> String {
