@@ -98,10 +98,14 @@ fn parse_parallel(args: &PredictArgs, chips: usize) -> Result<Parallel, CliError
     if let Some(text) = &args.parallel {
         for part in text.split(',').filter(|s| !s.trim().is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| {
-                CliError::Other(format!("--parallel `{part}`: expected NAME=SIZE (dp, fsdp, tp)"))
+                CliError::Other(format!(
+                    "--parallel `{part}`: expected NAME=SIZE (dp, fsdp, tp)"
+                ))
             })?;
             let v: usize = v.trim().parse().ok().filter(|v| *v > 0).ok_or_else(|| {
-                CliError::Other(format!("--parallel `{part}`: the size must be a positive integer"))
+                CliError::Other(format!(
+                    "--parallel `{part}`: the size must be a positive integer"
+                ))
             })?;
             match k.trim() {
                 "dp" => p.dp = v,
@@ -192,7 +196,10 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
         } else {
             ""
         };
-        CliError::Other(format!("predict: {text}{hint}{}", state_verdict(&spec, &chip)))
+        CliError::Other(format!(
+            "predict: {text}{hint}{}",
+            state_verdict(&spec, &chip)
+        ))
     })?;
     let host_s = t0.elapsed().as_secs_f64();
     if let Some(path) = &args.trace {
@@ -209,7 +216,10 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     } else {
         print!("{}", report(&p, &args.slice, host_s));
         if let Some(path) = &args.trace {
-            println!("trace             {} (open with `tpuemu viz` or ui.perfetto.dev)", path.display());
+            println!(
+                "trace             {} (open with `tpuemu viz` or ui.perfetto.dev)",
+                path.display()
+            );
         }
     }
     Ok(())
@@ -221,7 +231,11 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
 fn state_verdict(spec: &StepSpec, chip: &tpuemu_isa::ChipInfo) -> String {
     let state = 16.0 * spec.model.params() as f64 / (spec.par.fsdp * spec.par.tp) as f64;
     let flat = spec.layer_flat().max(spec.table_flat()) as f64;
-    let gathered = if spec.par.fsdp > 1 { 6.0 * flat } else { 2.0 * flat };
+    let gathered = if spec.par.fsdp > 1 {
+        6.0 * flat
+    } else {
+        2.0 * flat
+    };
     if state + gathered <= chip.hbm_bytes as f64 {
         return String::new();
     }
@@ -252,7 +266,11 @@ fn report(p: &Prediction, slice: &str, host_s: f64) -> String {
         p.chips,
         s.seq,
         s.batch_per_chip,
-        if par.is_empty() { "one chip".to_string() } else { par.join(" ") },
+        if par.is_empty() {
+            "one chip".to_string()
+        } else {
+            par.join(" ")
+        },
         s.remat
     );
     o += &format!("step time         {:.3} s\n", p.step_s);
@@ -278,7 +296,11 @@ fn report(p: &Prediction, slice: &str, host_s: f64) -> String {
     o += &format!(
         "collectives       {:.3} s in all, {} ({} distinct, each run on every chip of the slice)\n",
         p.comm_s,
-        if p.overlap { "overlapped where the schedule allows" } else { "in place" },
+        if p.overlap {
+            "overlapped where the schedule allows"
+        } else {
+            "in place"
+        },
         p.collectives_timed
     );
     let h = &p.hbm;

@@ -17,7 +17,8 @@ fn tpuemu(args: &[&str]) -> Output {
 
 /// A small Llama-shaped model: 2 layers, width 256, 4 heads of 64 (2 key/value heads), SwiGLU
 /// width 512, vocabulary 1024, untied head.
-const SMALL: &str = "name = 'small'\nlayers = 2\nd_model = 256\nheads = 4\nkv_heads = 2\nffn = 512\nvocab = 1024\n";
+const SMALL: &str =
+    "name = 'small'\nlayers = 2\nd_model = 256\nheads = 4\nkv_heads = 2\nffn = 512\nvocab = 1024\n";
 
 /// The small model's parameters, counted by hand: per layer q (256x256), k and v (128x256
 /// each), o (256x256), gate, up, down (512x256 each), two norms (256 each); embedding and
@@ -48,7 +49,8 @@ fn predict_json(args: &[&str]) -> serde_json::Value {
 }
 
 fn f(v: &serde_json::Value, k: &str) -> f64 {
-    v[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {v}"))
+    v[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 #[test]
@@ -109,7 +111,10 @@ fn a_small_model_on_a_v5e_slice_obeys_hand_derived_bounds() {
     // The matrix units did at least the model's dense work on this chip's tokens (6 N per
     // token of the weights the chip's tokens pass through).
     let mxu = f(&v, "mxu_flops_per_chip");
-    assert!(mxu >= 6.0 * (params - lookup) * seq * batch, "MXU FLOPs {mxu:e}");
+    assert!(
+        mxu >= 6.0 * (params - lookup) * seq * batch,
+        "MXU FLOPs {mxu:e}"
+    );
     // HBM: 16 bytes of state per parameter, sharded over 4 chips; small against 16 GiB.
     let hbm = &v["hbm"];
     let state = f(hbm, "state");
@@ -192,7 +197,10 @@ fn bad_input_is_a_clear_error() {
     let base = |model: &'static str, slice: &'static str| vec!["--model", model, "--slice", slice];
     fails(&base("llama9-1t", "v5e:2x2"), "unknown model `llama9-1t`");
     fails(&base("llama3.1-8b", "v5e-2x2"), "expected GENERATION:AxB");
-    fails(&base("llama3.1-8b", "v5e:2xq"), "is not a positive chip count");
+    fails(
+        &base("llama3.1-8b", "v5e:2xq"),
+        "is not a positive chip count",
+    );
     fails(&base("llama3.1-8b", "v99:2x2"), "v99");
     let mut p = base("llama3.1-8b", "v5e:2x2");
     p.extend(["--parallel", "fsdp=8"]);

@@ -244,5 +244,10 @@ fn a_mixture_of_experts_runs_and_repeating_one_expert_matches_simulating_each() 
         let (ev, _) = simulate_chip(&s, one_chip("v5e"), vec![], shortcut).unwrap();
         schedule(&ev, &vec![0.0; ev.len()], false).step_ns
     };
-    close(total(true), total(false), 0.02, "4 experts, top 2, on one chip");
+    close(
+        total(true),
+        total(false),
+        0.02,
+        "4 experts, top 2, on one chip",
+    );
 }

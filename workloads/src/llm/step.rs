@@ -65,12 +65,7 @@ pub fn buckets(flat: usize, k: usize) -> Vec<usize> {
 
 /// All-gathers a flat parameter buffer of `flat` elements under FSDP, bucket by bucket; `None`
 /// without FSDP (parameters are resident).
-fn gather(
-    ctx: &mut Ctx,
-    spec: &StepSpec,
-    flat: usize,
-    label: &str,
-) -> Result<Option<Vec<Tensor>>> {
+fn gather(ctx: &mut Ctx, spec: &StepSpec, flat: usize, label: &str) -> Result<Option<Vec<Tensor>>> {
     let Some(d) = spec.dim("fsdp") else {
         return Ok(None);
     };
