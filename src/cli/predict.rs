@@ -170,9 +170,10 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     spec.check().map_err(|e| CliError::Other(e.to_string()))?;
     let chip = slice.topology().chips[0].clone();
     // The chip that stands for all: the slice's chip with room for any footprint (the
-    // footprint is checked against the real capacity, not by failing an allocation).
+    // footprint is checked against the real capacity, not by failing an allocation). 4 TiB,
+    // the largest HBM a preset may declare, holds any one chip's share of the built-in models.
     let mut solo = preset;
-    solo.hbm_bytes = solo.hbm_bytes.max(1 << 44);
+    solo.hbm_bytes = solo.hbm_bytes.max(1 << 42);
     let solo = Emulator::new(solo).map_err(|e| CliError::Other(e.to_string()))?;
     solo.set_timing_only(true);
     let rt = Runtime::meta(Arc::new(solo), 0).map_err(|e| CliError::Other(e.to_string()))?;

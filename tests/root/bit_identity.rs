@@ -74,11 +74,13 @@ fn step_checksums(mode: &str) -> (u64, u64, u64, f32) {
     (out.0, cycles.0, launches, loss)
 }
 
-/// (mode, outputs checksum, cycles checksum, launches), computed before the speed work.
+/// (mode, outputs checksum, cycles checksum, launches), computed before the speed work. The
+/// defer cycles were re-pinned when fusion groups began reading an operand named twice by a
+/// group's first node (`x * x`) once: fewer HBM bytes, same outputs.
 const PINNED: [(&str, u64, u64, u64); 4] = [
     ("strict", 0xb6b7_5f18_1622_8551, 0xbe71_9538_a81e_814c, 111),
     ("debug", 0xb6b7_5f18_1622_8551, 0x58bf_f679_4740_05cf, 111),
-    ("defer", 0xb6b7_5f18_1622_8551, 0xc552_aaba_9b2b_2dff, 60),
+    ("defer", 0xb6b7_5f18_1622_8551, 0x5ad6_f54e_6dc1_14e2, 60),
     ("compile", 0xb6b7_5f18_1622_8551, 0x54b1_19b8_d21c_43e7, 6),
 ];
 
