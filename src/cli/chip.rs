@@ -74,7 +74,9 @@ impl ChipArgs {
 pub fn apply_sets(p: &mut ChipPreset, sets: &[String]) -> Result<(), CliError> {
     for s in sets {
         let (field, value) = s.split_once('=').ok_or_else(|| {
-            CliError::Other(format!("--set {s:?}: expected FIELD=VALUE, e.g. clock_hz=1.5e9"))
+            CliError::Other(format!(
+                "--set {s:?}: expected FIELD=VALUE, e.g. clock_hz=1.5e9"
+            ))
         })?;
         p.set(field.trim(), value.trim())
             .map_err(|e| CliError::Other(format!("--set {s:?}: {e}")))?;

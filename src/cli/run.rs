@@ -119,32 +119,35 @@ fn dtype_of(name: &str) -> Option<(safetensors::Dtype, usize)> {
 /// the chip's HBM) and the layout `--output` writes.
 fn parse_alloc(arg: &str, v: &str, hbm_bytes: u64) -> Result<OutSpec, CliError> {
     let err = |why: String| CliError::Other(format!("--alloc {arg:?}: {why}"));
-    let (dtype, esize, shape) = if v.trim().bytes().all(|b| b.is_ascii_digit()) && !v.trim().is_empty() {
-        let bytes: u64 = v.trim().parse().map_err(|_| {
-            err(format!("{v} bytes does not fit 64 bits; the chip has {hbm_bytes} bytes of HBM"))
-        })?;
-        (safetensors::Dtype::U8, 1u64, vec![bytes])
-    } else {
-        let (dt, shape) = v.split_once(':').ok_or_else(|| {
-            err("expected DTYPE:SHAPE like f32:256x256, or a byte count".into())
-        })?;
-        let (dtype, size) = dtype_of(dt.trim()).ok_or_else(|| {
-            err(format!(
-                "unknown dtype `{dt}`; expected f32, bf16, f16, i32, i64, u8 or bool"
-            ))
-        })?;
-        let dims = shape
-            .split('x')
-            .map(|d| {
-                d.trim().parse::<u64>().map_err(|_| {
-                    err(format!(
-                        "dimension `{d}` is not a whole number from 0 to 2^64 - 1"
-                    ))
+    let (dtype, esize, shape) =
+        if v.trim().bytes().all(|b| b.is_ascii_digit()) && !v.trim().is_empty() {
+            let bytes: u64 = v.trim().parse().map_err(|_| {
+                err(format!(
+                    "{v} bytes does not fit 64 bits; the chip has {hbm_bytes} bytes of HBM"
+                ))
+            })?;
+            (safetensors::Dtype::U8, 1u64, vec![bytes])
+        } else {
+            let (dt, shape) = v.split_once(':').ok_or_else(|| {
+                err("expected DTYPE:SHAPE like f32:256x256, or a byte count".into())
+            })?;
+            let (dtype, size) = dtype_of(dt.trim()).ok_or_else(|| {
+                err(format!(
+                    "unknown dtype `{dt}`; expected f32, bf16, f16, i32, i64, u8 or bool"
+                ))
+            })?;
+            let dims = shape
+                .split('x')
+                .map(|d| {
+                    d.trim().parse::<u64>().map_err(|_| {
+                        err(format!(
+                            "dimension `{d}` is not a whole number from 0 to 2^64 - 1"
+                        ))
+                    })
                 })
-            })
-            .collect::<Result<Vec<u64>, _>>()?;
-        (dtype, size as u64, dims)
-    };
+                .collect::<Result<Vec<u64>, _>>()?;
+            (dtype, size as u64, dims)
+        };
     let bytes = shape
         .iter()
         .try_fold(esize as u128, |acc, &d| acc.checked_mul(d as u128))
@@ -161,7 +164,9 @@ fn parse_alloc(arg: &str, v: &str, hbm_bytes: u64) -> Result<OutSpec, CliError> 
         })? as u64;
     let shape = shape
         .into_iter()
-        .map(|d| usize::try_from(d).map_err(|_| err(format!("dimension {d} does not fit this host"))))
+        .map(|d| {
+            usize::try_from(d).map_err(|_| err(format!("dimension {d} does not fit this host")))
+        })
         .collect::<Result<_, _>>()?;
     Ok(OutSpec {
         dtype,
@@ -206,7 +211,9 @@ fn read_input(arg: &str, v: &str, hbm_bytes: u64) -> Result<Vec<u8>, CliError> {
         "an input file (a safetensors header and at most the chip's HBM)",
     )?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| {
-        CliError::Other(format!("--input {arg:?}: {file} is not a safetensors file: {e}"))
+        CliError::Other(format!(
+            "--input {arg:?}: {file} is not a safetensors file: {e}"
+        ))
     })?;
     let names = st.names();
     let name = match tensor {
@@ -239,7 +246,10 @@ fn parse_scalar(arg: &str, v: &str) -> Result<u32, CliError> {
         Some(d) => (true, d),
         None => (false, t.strip_prefix('+').unwrap_or(t)),
     };
-    let int = if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+    let int = if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
         Some(i128::from_str_radix(hex, 16))
     } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
         Some(digits.parse::<i128>())
@@ -301,7 +311,8 @@ fn write_outputs(
         text.push(' ');
     }
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
-    f.write_all(&(text.len() as u64).to_le_bytes()).map_err(io)?;
+    f.write_all(&(text.len() as u64).to_le_bytes())
+        .map_err(io)?;
     f.write_all(text.as_bytes()).map_err(io)?;
     const PIECE: u64 = 1 << 20;
     let mut buf = vec![0u8; PIECE as usize];

@@ -34,8 +34,14 @@ fn fixtures() -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let w = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
-    w("spin.s", b".program spin\n smov s1, 0\ntop:\n sadd s1, s1, 1\n br top\n");
-    w("args.s", b".program args\n.arg x buffer\n.arg n scalar\n nop\n");
+    w(
+        "spin.s",
+        b".program spin\n smov s1, 0\ntop:\n sadd s1, s1, 1\n br top\n",
+    );
+    w(
+        "args.s",
+        b".program args\n.arg x buffer\n.arg n scalar\n nop\n",
+    );
     w(
         "dma32.s",
         b".program big\n.smem 64, 1, 1, 0xffffffff, 0, 0\n smov s1, 64\n smov s2, 0\n dma vmem[s2], vmem[s2], desc=s1, sem=sem0\n",
@@ -53,8 +59,14 @@ fn fixtures() -> PathBuf {
     w("latin1.s", b".program \xe9t\xe9\n");
     w("garbage.bin", b"TPUEMU\0\0\x01\0\0\0\xff\xff\xff\xff");
     w("bad_clock.toml", b"base = \"v5e\"\nclock_hz = inf\n");
-    w("bad_vmem.toml", b"base = \"v5e\"\nvmem_bytes = 1099511627776\n");
-    w("bad_latency.toml", b"base = \"v5e\"\nhbm_latency_ns = 1e300\n");
+    w(
+        "bad_vmem.toml",
+        b"base = \"v5e\"\nvmem_bytes = 1099511627776\n",
+    );
+    w(
+        "bad_latency.toml",
+        b"base = \"v5e\"\nhbm_latency_ns = 1e300\n",
+    );
     w("bad_syntax.toml", b"base = [[[\n");
     w("not_utf8.toml", b"base = \"\xff\"\n");
     w("garbage.safetensors", b"not a safetensors file at all");
@@ -86,7 +98,13 @@ fn fixtures() -> PathBuf {
 /// Every bad input, with the text its error must contain.
 fn battery(d: &Path) -> Vec<Case> {
     let p = |name: &str| d.join(name).display().to_string();
-    let (spin, args, dma32, mxuq, wait) = (p("spin.s"), p("args.s"), p("dma32.s"), p("mxuq.s"), p("wait.s"));
+    let (spin, args, dma32, mxuq, wait) = (
+        p("spin.s"),
+        p("args.s"),
+        p("dma32.s"),
+        p("mxuq.s"),
+        p("wait.s"),
+    );
     let mut v = Vec::new();
 
     // Programs that never halt, or ask for absurd work: the run limit or a located fault.
@@ -168,17 +186,49 @@ fn battery(d: &Path) -> Vec<Case> {
         });
     }
     for (extra, want) in [
-        (&["--alloc", "x=16", "--alloc", "x=16", "--scalar", "n=1"][..], "bound twice"),
-        (&["--alloc", "x=16", "--scalar", "n=1", "--scalar", "n=2"][..], "bound twice"),
+        (
+            &["--alloc", "x=16", "--alloc", "x=16", "--scalar", "n=1"][..],
+            "bound twice",
+        ),
+        (
+            &["--alloc", "x=16", "--scalar", "n=1", "--scalar", "n=2"][..],
+            "bound twice",
+        ),
         (&["--scalar", "x=1", "--scalar", "n=1"][..], "is a buffer"),
         (&["--alloc", "x=16", "--alloc", "n=16"][..], "is a scalar"),
         (&["--alloc", "x=16"][..], "n (scalar)"),
-        (&["--alloc", "x=16", "--scalar", "n=1", "--scalar", "zz=1"][..], "no argument `zz`"),
-        (&["--alloc", "x=16", "--scalar", "n=1", "--cores", "0"][..], "--cores"),
-        (&["--alloc", "x=16", "--scalar", "n=1", "--cores", "99"][..], "--cores"),
-        (&["--alloc", "x=16", "--scalar", "n=1", "--cores", "-1"][..], "--cores"),
-        (&["--alloc", "x=16", "--scalar", "n=1", "--timing-only", "--output", "o.safetensors"][..], "--timing-only"),
-        (&["--input", "x=/nonexistent.safetensors", "--scalar", "n=1"][..], "nonexistent"),
+        (
+            &["--alloc", "x=16", "--scalar", "n=1", "--scalar", "zz=1"][..],
+            "no argument `zz`",
+        ),
+        (
+            &["--alloc", "x=16", "--scalar", "n=1", "--cores", "0"][..],
+            "--cores",
+        ),
+        (
+            &["--alloc", "x=16", "--scalar", "n=1", "--cores", "99"][..],
+            "--cores",
+        ),
+        (
+            &["--alloc", "x=16", "--scalar", "n=1", "--cores", "-1"][..],
+            "--cores",
+        ),
+        (
+            &[
+                "--alloc",
+                "x=16",
+                "--scalar",
+                "n=1",
+                "--timing-only",
+                "--output",
+                "o.safetensors",
+            ][..],
+            "--timing-only",
+        ),
+        (
+            &["--input", "x=/nonexistent.safetensors", "--scalar", "n=1"][..],
+            "nonexistent",
+        ),
     ] {
         v.push(Case {
             args: run(extra),
@@ -186,7 +236,12 @@ fn battery(d: &Path) -> Vec<Case> {
             want,
         });
     }
-    for file in ["garbage.safetensors", "huge_shape.safetensors", "huge_header.safetensors", "spin.s"] {
+    for file in [
+        "garbage.safetensors",
+        "huge_shape.safetensors",
+        "huge_header.safetensors",
+        "spin.s",
+    ] {
         let input = format!("x={}", p(file));
         v.push(Case {
             args: run(&["--input", &input, "--scalar", "n=1"]),
@@ -219,31 +274,72 @@ fn battery(d: &Path) -> Vec<Case> {
     let chip_cases: Vec<(Vec<String>, &'static str)> = vec![
         (vec!["--chip".into(), p("bad_clock.toml")], "clock_hz"),
         (vec!["--chip".into(), p("bad_vmem.toml")], "vmem_bytes"),
-        (vec!["--chip".into(), p("bad_latency.toml")], "hbm_latency_ns"),
-        (vec!["--chip".into(), p("bad_syntax.toml")], "bad_syntax.toml"),
+        (
+            vec!["--chip".into(), p("bad_latency.toml")],
+            "hbm_latency_ns",
+        ),
+        (
+            vec!["--chip".into(), p("bad_syntax.toml")],
+            "bad_syntax.toml",
+        ),
         (vec!["--chip".into(), p("not_utf8.toml")], "not_utf8.toml"),
         (vec!["--chip".into(), p("missing.toml")], "missing.toml"),
         (vec!["--chip".into(), "v99".into()], "unknown chip `v99`"),
         (vec!["--set".into(), "clock_hz=inf".into()], "clock_hz"),
         (vec!["--set".into(), "clock_hz=nan".into()], "clock_hz"),
         (vec!["--set".into(), "clock_hz=0".into()], "clock_hz"),
-        (vec!["--set".into(), "hbm_latency_ns=1e300".into()], "hbm_latency_ns"),
-        (vec!["--set".into(), "hbm_latency_ns=-1".into()], "hbm_latency_ns"),
-        (vec!["--set".into(), "ici_link_bytes_per_s=1e-300".into()], "ici_link_bytes_per_s"),
-        (vec!["--set".into(), "hbm_bytes_per_s=1e-300".into()], "hbm_bytes_per_s"),
-        (vec!["--set".into(), "smem_bytes=1099511627776".into()], "smem_bytes"),
-        (vec!["--set".into(), "vmem_bytes=18446744073709551615".into()], "vmem_bytes"),
-        (vec!["--set".into(), "hbm_bytes=99999999999999999999".into()], "hbm_bytes"),
+        (
+            vec!["--set".into(), "hbm_latency_ns=1e300".into()],
+            "hbm_latency_ns",
+        ),
+        (
+            vec!["--set".into(), "hbm_latency_ns=-1".into()],
+            "hbm_latency_ns",
+        ),
+        (
+            vec!["--set".into(), "ici_link_bytes_per_s=1e-300".into()],
+            "ici_link_bytes_per_s",
+        ),
+        (
+            vec!["--set".into(), "hbm_bytes_per_s=1e-300".into()],
+            "hbm_bytes_per_s",
+        ),
+        (
+            vec!["--set".into(), "smem_bytes=1099511627776".into()],
+            "smem_bytes",
+        ),
+        (
+            vec!["--set".into(), "vmem_bytes=18446744073709551615".into()],
+            "vmem_bytes",
+        ),
+        (
+            vec!["--set".into(), "hbm_bytes=99999999999999999999".into()],
+            "hbm_bytes",
+        ),
         (vec!["--set".into(), "mxu_rows=3".into()], "mxu_rows"),
-        (vec!["--set".into(), "cores_per_chip=0".into()], "cores_per_chip"),
-        (vec!["--set".into(), "costs.valu_latency=-1".into()], "costs.valu_latency"),
-        (vec!["--set".into(), "clock_hz=1e9\nhbm_bytes=1".into()], "--set"),
+        (
+            vec!["--set".into(), "cores_per_chip=0".into()],
+            "cores_per_chip",
+        ),
+        (
+            vec!["--set".into(), "costs.valu_latency=-1".into()],
+            "costs.valu_latency",
+        ),
+        (
+            vec!["--set".into(), "clock_hz=1e9\nhbm_bytes=1".into()],
+            "--set",
+        ),
         (vec!["--set".into(), "nonsense=1".into()], "nonsense"),
         (vec!["--set".into(), "clock_hz".into()], "FIELD=VALUE"),
         (vec!["--set".into(), "=".into()], "--set"),
-        (vec!["--set".into(), "mxu_model=quantum".into()], "mxu_model"),
+        (
+            vec!["--set".into(), "mxu_model=quantum".into()],
+            "mxu_model",
+        ),
     ];
-    let small_gemm = ["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--repeat", "1"];
+    let small_gemm = [
+        "bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--repeat", "1",
+    ];
     for (extra, want) in &chip_cases {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let mut a = vec!["run", spin.as_str(), "--max-instructions", "1000"];
@@ -269,7 +365,17 @@ fn battery(d: &Path) -> Vec<Case> {
 
     // bench gemm sizes.
     for (extra, want) in [
-        (&["--m", "4294967295", "--n", "4294967295", "--k", "4294967295"][..], "HBM"),
+        (
+            &[
+                "--m",
+                "4294967295",
+                "--n",
+                "4294967295",
+                "--k",
+                "4294967295",
+            ][..],
+            "HBM",
+        ),
         (&["--m", "4294967295", "--n", "8", "--k", "8"][..], "HBM"),
         (&["--m", "4294967296"][..], "--m"),
         (&["--m", "0"][..], "--m"),
@@ -284,30 +390,71 @@ fn battery(d: &Path) -> Vec<Case> {
         v.push(case(&a, want));
     }
     // bench collective.
-    let coll = ["bench", "collective", "--op", "all-gather", "--slice", "v5e:2x2"];
+    let coll = [
+        "bench",
+        "collective",
+        "--op",
+        "all-gather",
+        "--slice",
+        "v5e:2x2",
+    ];
     for (extra, want) in [
-        (&["--bytes", "1048576", "--chunk-bytes", "0"][..], "--chunk-bytes 0"),
-        (&["--bytes", "1048576", "--chunk-bytes", "1000"][..], "--chunk-bytes 1000"),
-        (&["--bytes", "1048576", "--chunk-bytes", "-4096"][..], "--chunk-bytes"),
+        (
+            &["--bytes", "1048576", "--chunk-bytes", "0"][..],
+            "--chunk-bytes 0",
+        ),
+        (
+            &["--bytes", "1048576", "--chunk-bytes", "1000"][..],
+            "--chunk-bytes 1000",
+        ),
+        (
+            &["--bytes", "1048576", "--chunk-bytes", "-4096"][..],
+            "--chunk-bytes",
+        ),
         (&["--bytes", "-1"][..], "--bytes"),
         (&["--bytes", "18446744073709551616"][..], "--bytes"),
-        (&["--bytes", "1048576", "--max-instructions", "0"][..], "--max-instructions"),
+        (
+            &["--bytes", "1048576", "--max-instructions", "0"][..],
+            "--max-instructions",
+        ),
         (&["--bytes", "1048576", "--axes", "7"][..], "7"),
-        (&["--bytes", "1048576", "--set", "ici_link_bytes_per_s=1e-300"][..], "ici_link_bytes_per_s"),
+        (
+            &["--bytes", "1048576", "--set", "ici_link_bytes_per_s=1e-300"][..],
+            "ici_link_bytes_per_s",
+        ),
     ] {
         let mut a = coll.to_vec();
         a.extend(extra);
         v.push(case(&a, want));
     }
-    for slice in ["v5e:0x0", "v5e:axb", "v5e:99999x99999", "v99:2x2", "v5e:", "v5e:2x2x2x2"] {
+    for slice in [
+        "v5e:0x0",
+        "v5e:axb",
+        "v5e:99999x99999",
+        "v99:2x2",
+        "v5e:",
+        "v5e:2x2x2x2",
+    ] {
         v.push(case(
-            &["bench", "collective", "--op", "all-gather", "--bytes", "4096", "--slice", slice],
+            &[
+                "bench",
+                "collective",
+                "--op",
+                "all-gather",
+                "--bytes",
+                "4096",
+                "--slice",
+                slice,
+            ],
             "",
         ));
     }
     // bench eager: steps and the deferral limit.
     for steps in ["0", "-1", "1001", "many"] {
-        v.push(case(&["bench", "eager", "--small", "--steps", steps], "--steps"));
+        v.push(case(
+            &["bench", "eager", "--small", "--steps", steps],
+            "--steps",
+        ));
     }
     for value in ["0", "-1", "abc", "99999999999", "1.5", ""] {
         v.push(Case {
@@ -332,15 +479,25 @@ fn battery(d: &Path) -> Vec<Case> {
         let png = p("shot.png");
         v.push(case(&["viz", &p(file), "--screenshot", &png], want));
     }
-    for (flag, value) in [("--width", "-1"), ("--width", "many"), ("--height", "4294967296")] {
+    for (flag, value) in [
+        ("--width", "-1"),
+        ("--width", "many"),
+        ("--height", "4294967296"),
+    ] {
         let png = p("shot.png");
-        v.push(case(&["viz", &p("nan.json"), "--screenshot", &png, flag, value], flag));
+        v.push(case(
+            &["viz", &p("nan.json"), "--screenshot", &png, flag, value],
+            flag,
+        ));
     }
 
     // Golden runs: missing or unreadable directories.
     v.push(case(&["golden", "run", &p("missing_dir")], "missing_dir"));
     v.push(case(&["golden", "run", &p("golden_empty")], "golden_empty"));
-    v.push(case(&["golden", "run", &p("golden_bad"), "--mode", "fast"], "--mode"));
+    v.push(case(
+        &["golden", "run", &p("golden_bad"), "--mode", "fast"],
+        "--mode",
+    ));
     v
 }
 
@@ -372,7 +529,9 @@ fn run_case(c: &Case) -> Result<(), String> {
         return Err(format!("panicked: {err}"));
     }
     if !matches!(status.code(), Some(1 | 2)) {
-        return Err(format!("exit status {status}, expected 1 or 2; stderr: {err}"));
+        return Err(format!(
+            "exit status {status}, expected 1 or 2; stderr: {err}"
+        ));
     }
     if err.trim().is_empty() || !err.contains(c.want) {
         return Err(format!("stderr does not contain `{}`: {err}", c.want));
@@ -414,9 +573,16 @@ fn a_bad_chip_prints_no_progress_before_its_error() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(o.stdout.is_empty(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.starts_with("error:") && err.contains("clock_hz = inf"), "{err}");
+    assert!(
+        err.starts_with("error:") && err.contains("clock_hz = inf"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -199,7 +199,10 @@ impl Hbm {
 
     fn charge(bytes: u64) -> u64 {
         // Saturating: a request near 2^64 bytes must not wrap to a small charge.
-        bytes.div_ceil(ALLOC_GRANULE).max(1).saturating_mul(ALLOC_GRANULE)
+        bytes
+            .div_ceil(ALLOC_GRANULE)
+            .max(1)
+            .saturating_mul(ALLOC_GRANULE)
     }
 
     /// Allocates buffer `id` of `bytes`; `Err(free bytes)` when it does not fit.

@@ -70,7 +70,10 @@ fn the_default_limits_stop_a_runaway_loop() {
     // The defaults are finite and within the accepted range; they are what every command and
     // the backend use unless told otherwise.
     let d = RunLimits::default();
-    assert!(d.max_instructions <= 1 << 32 && d.max_cycles <= 1 << 44, "{d:?}");
+    assert!(
+        d.max_instructions <= 1 << 32 && d.max_cycles <= 1 << 44,
+        "{d:?}"
+    );
     assert_eq!(RunLimits::new(d.max_instructions, d.max_cycles), Ok(d));
 }
 
@@ -157,7 +160,10 @@ fn a_traced_loop_keeps_a_bounded_trace_with_a_note() {
     let dropped = note.args["dropped_spans"].as_u64().unwrap();
     let kept = events.len() as u64;
     // Every region is one span: kept + dropped covers all 1.2 million of them.
-    assert!(kept + dropped >= 1_200_000, "kept {kept}, dropped {dropped}");
+    assert!(
+        kept + dropped >= 1_200_000,
+        "kept {kept}, dropped {dropped}"
+    );
 }
 
 #[test]

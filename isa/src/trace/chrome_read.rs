@@ -87,7 +87,9 @@ fn time_ns(v: &Option<Value>, field: &str, i: usize, ph: &str) -> Result<f64, St
         _ => return Err(bad("expected a finite number of microseconds")),
     };
     if x.abs() > MAX_TRACE_US {
-        return Err(bad(&format!("expected at most {MAX_TRACE_US:e} microseconds")));
+        return Err(bad(&format!(
+            "expected at most {MAX_TRACE_US:e} microseconds"
+        )));
     }
     if field == "dur" && x < 0.0 {
         return Err(bad("a duration cannot be negative"));

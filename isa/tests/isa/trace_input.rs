@@ -17,20 +17,27 @@ fn err(text: &str) -> String {
 #[test]
 fn bad_times_are_errors_naming_the_event_and_field() {
     let e = err(r#"[{"ph":"X","name":"a","ts":0,"dur":-5,"pid":1,"tid":1}]"#);
-    assert!(e.contains("event 0") && e.contains("`dur`") && e.contains("negative"), "{e}");
+    assert!(
+        e.contains("event 0") && e.contains("`dur`") && e.contains("negative"),
+        "{e}"
+    );
     let e = err(r#"[{"ph":"X","name":"a","ts":"NaN","dur":1,"pid":1,"tid":1}]"#);
     assert!(e.contains("`ts`") && e.contains("finite"), "{e}");
     let e = err(r#"[{"ph":"X","name":"a","ts":"inf","dur":1,"pid":1,"tid":1}]"#);
     assert!(e.contains("`ts`"), "{e}");
-    let e = err(r#"[{"ph":"X","name":"a","ts":0,"dur":1},{"ph":"X","name":"b","ts":1e300,"dur":1}]"#);
+    let e =
+        err(r#"[{"ph":"X","name":"a","ts":0,"dur":1},{"ph":"X","name":"b","ts":1e300,"dur":1}]"#);
     assert!(e.contains("event 1") && e.contains("`ts`"), "{e}");
     // An end before its begin.
-    let e = err(
-        r#"[{"ph":"B","name":"a","ts":10,"pid":1,"tid":1},{"ph":"E","ts":5,"pid":1,"tid":1}]"#,
+    let e =
+        err(r#"[{"ph":"B","name":"a","ts":10,"pid":1,"tid":1},{"ph":"E","ts":5,"pid":1,"tid":1}]"#);
+    assert!(
+        e.contains("event 1") && e.contains("before it began"),
+        "{e}"
     );
-    assert!(e.contains("event 1") && e.contains("before it began"), "{e}");
     // Good times are read.
-    let t = from_chrome_json(r#"[{"ph":"X","name":"a","ts":1.5,"dur":2,"pid":1,"tid":1}]"#).unwrap();
+    let t =
+        from_chrome_json(r#"[{"ph":"X","name":"a","ts":1.5,"dur":2,"pid":1,"tid":1}]"#).unwrap();
     let spans: Vec<_> = t
         .events
         .iter()
@@ -43,11 +50,45 @@ fn bad_times_are_errors_naming_the_event_and_field() {
 }
 
 const EVENT_FRAGMENTS: &[&str] = &[
-    "[", "]", "{", "}", ",", ":", "\"ph\"", "\"X\"", "\"B\"", "\"E\"", "\"C\"", "\"s\"", "\"f\"",
-    "\"M\"", "\"ts\"", "\"dur\"", "\"pid\"", "\"tid\"", "\"name\"", "\"args\"", "\"id\"",
-    "\"track\"", "\"traceEvents\"", "\"otherData\"", "\"tpuemu\"", "0", "1", "-1", "1e300",
-    "-1e300", "\"nan\"", "\"inf\"", "\"-5\"", "1.5", "18446744073709551616", "null", "true",
-    "\"a\"", "\"é\"",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    ":",
+    "\"ph\"",
+    "\"X\"",
+    "\"B\"",
+    "\"E\"",
+    "\"C\"",
+    "\"s\"",
+    "\"f\"",
+    "\"M\"",
+    "\"ts\"",
+    "\"dur\"",
+    "\"pid\"",
+    "\"tid\"",
+    "\"name\"",
+    "\"args\"",
+    "\"id\"",
+    "\"track\"",
+    "\"traceEvents\"",
+    "\"otherData\"",
+    "\"tpuemu\"",
+    "0",
+    "1",
+    "-1",
+    "1e300",
+    "-1e300",
+    "\"nan\"",
+    "\"inf\"",
+    "\"-5\"",
+    "1.5",
+    "18446744073709551616",
+    "null",
+    "true",
+    "\"a\"",
+    "\"é\"",
 ];
 
 fn check(text: &str) -> Result<(), TestCaseError> {
