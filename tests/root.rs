@@ -24,3 +24,6 @@ mod golden_replay;
 
 #[path = "root/hostile.rs"]
 mod hostile;
+
+#[path = "root/cli_predict.rs"]
+mod cli_predict;
