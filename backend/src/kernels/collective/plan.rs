@@ -10,6 +10,8 @@
 //! axis that does not wrap one chain runs `n-1` steps the `+` way (the ring's closing edge goes
 //! back over the `-` links, which nothing else uses).
 
+use std::collections::HashMap;
+
 use tpuemu_isa::Topology;
 
 use super::{CollectiveOp, CollectiveSpec, RingChoice};
@@ -42,14 +44,18 @@ impl Region {
     }
 }
 
-/// One message of a chain: a chunk of a piece of a block, at a step.
+/// One message of a chain: a chunk of a piece of one row of a block, at a step. Rounds'
+/// *final* tasks (reduce-scatter: this chip's own block) are messages too, with `step` unused.
 #[derive(Clone, Debug)]
 pub(crate) struct Msg {
     pub step: u32,
     pub piece: usize,
+    pub row: u32,
     pub chunk: u32,
-    /// Byte offset of the chunk inside its block.
+    /// Byte offset of the chunk from its block's start.
     pub off: u64,
+    /// Byte offset of the same elements in the round's `own` region.
+    pub own: u64,
     pub elems: u64,
     pub bytes: u64,
     /// The block, relative to this chip's rank: `(rank + shift) mod n`.
@@ -72,14 +78,16 @@ pub(crate) struct Chain {
     /// Reduce-scatter: where its arrivals land in the scratch buffer.
     pub recv_base: u64,
     pub recv_sem: u8,
+    /// Semaphore counting what this chip sends straight from HBM.
+    pub sent_sem: u8,
+    /// Message index by (step, piece, row, chunk).
+    index: HashMap<(u32, usize, u32, u32), usize>,
 }
 
 impl Chain {
-    /// The message of `step` carrying chunk `chunk` of `piece`.
-    pub fn find(&self, step: u32, piece: usize, chunk: u32) -> Option<&Msg> {
-        self.msgs
-            .iter()
-            .find(|m| m.step == step && m.piece == piece && m.chunk == chunk)
+    /// Index of the message of `step` carrying chunk `chunk` of `piece` of row `row`.
+    pub fn find_index(&self, step: u32, piece: usize, row: u32, chunk: u32) -> Option<usize> {
+        self.index.get(&(step, piece, row, chunk)).copied()
     }
 
     /// The message after which everything up to `m` has arrived: `m`'s end in arrival order.
@@ -94,26 +102,34 @@ pub(crate) enum RingKind {
     AllGather,
 }
 
-/// A ring over one axis.
+/// A ring over one axis: one round of one part (see the module docs). A block is `rows` runs of
+/// `row_elems` elements; block `q` starts `q * bstride` bytes after the `src` region's base.
 #[derive(Clone, Debug)]
 pub(crate) struct RingStage {
     pub kind: RingKind,
+    pub part: usize,
     /// Index into the spec's axes (for the rank and neighbour arguments).
     pub pos: usize,
     pub n: u32,
-    pub block: u64,
-    /// (byte offset in the block, elements) of each piece.
-    pub pieces: [(u64, u64); 2],
+    pub bstride: u64,
+    /// Per row: byte offset from the block's start, and from the `own` region's base.
+    pub rows: Vec<(u64, u64)>,
+    pub row_elems: u64,
     /// Elements per pipelined chunk (a multiple of 1024).
     pub chunk_elems: u64,
     pub chains: Vec<Chain>,
-    /// Reduce-scatter: the `n` blocks read. All-gather: the region gathered into (always in
-    /// the output).
+    /// Reduce-scatter: this chip's own block, chunk by chunk, reduced into `own`.
+    pub finals: Vec<Msg>,
+    /// Base of block 0: reduce-scatter, the blocks read; all-gather, the region gathered into
+    /// (always in the output).
     pub src: Region,
     /// Reduce-scatter: where this chip's reduced block goes. All-gather: where this chip's own
-    /// block is read from at step 0 (the input, or the output when an earlier stage left it
-    /// there).
-    pub dst: Region,
+    /// block is read from at step 0.
+    pub own: Region,
+    /// All-gather: the own block is in the input (it is copied into the output first).
+    pub own_from_input: bool,
+    /// All-gather from the input: the semaphore of that copy.
+    pub copy_sem: u8,
 }
 
 /// All-to-all over the whole group at once.
@@ -128,7 +144,8 @@ pub(crate) struct A2aStage {
 
 #[derive(Clone, Debug)]
 pub(crate) enum Stage {
-    Ring(RingStage),
+    /// The rounds of every part, in each part's order (the generator interleaves the parts).
+    Rings(Vec<RingStage>),
     AllToAll(A2aStage),
     /// A group of one chip: the output is the input.
     Copy {
@@ -142,6 +159,17 @@ pub(crate) struct AxisInfo {
     pub axis: usize,
     pub n: u32,
     pub bidir: bool,
+    /// The axis joins slices over the data-centre network.
+    pub dcn: bool,
+}
+
+/// A part of the data (see the module docs): elements `[c0, c0 + s)` of every shard, reduced
+/// over the axes in `order` (positions in the spec's axes) and gathered in reverse.
+#[derive(Clone, Debug)]
+pub(crate) struct Part {
+    pub c0: u64,
+    pub s: u64,
+    pub order: Vec<usize>,
 }
 
 /// Everything the generators need.
@@ -150,6 +178,7 @@ pub(crate) struct Plan {
     pub esz: u64,
     pub group: u32,
     pub axes: Vec<AxisInfo>,
+    pub parts: Vec<Part>,
     pub stages: Vec<Stage>,
     pub in_bytes: u64,
     pub out_bytes: u64,
@@ -161,13 +190,21 @@ pub(crate) struct Plan {
 }
 
 /// VMEM staging slots of a reduce-scatter (each holds three chunk buffers).
-pub(crate) const SLOTS: u32 = 4;
+pub(crate) const SLOTS: u32 = 32;
 /// Largest chunk by default.
 const MAX_CHUNK: u64 = 512 << 10;
+/// Chunks per block by default (within the sizes below).
+const CHUNKS_PER_BLOCK: u64 = 4;
 /// Smallest chunk by default.
 const MIN_CHUNK: u64 = 32 << 10;
 /// Byte offsets and sizes must stay below this (32-bit scalar registers, signed immediates).
 pub(crate) const MAX_BYTES: u64 = (1 << 31) - 1;
+/// Most parts (one per ICI axis of a 3-D torus).
+pub(crate) const MAX_PARTS: usize = 3;
+/// Fewest elements of a part: smaller arrays run in fewer parts.
+const MIN_PART_ELEMS: u64 = 256;
+/// Receive semaphores available to ring chains (see [`super::emit`] for the others).
+pub(crate) const RECV_SEMS: usize = 47;
 
 fn unsupported(msg: String) -> KernelError {
     KernelError::Unsupported(msg)
@@ -193,13 +230,20 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         }
         let n = topo.mesh[a];
         let wrap = topo.wraparound.get(a).copied().unwrap_or(false);
+        let dcn = topo.dcn_axis == Some(a);
+        // The DCN's rings are one-way by default: both ways would share each chip's interface.
         let bidir = n > 2
             && match spec.ring {
-                RingChoice::Auto => wrap,
+                RingChoice::Auto => wrap && !dcn,
                 RingChoice::Unidirectional => false,
                 RingChoice::Bidirectional => true,
             };
-        axes.push(AxisInfo { axis: a, n, bidir });
+        axes.push(AxisInfo {
+            axis: a,
+            n,
+            bidir,
+            dcn,
+        });
     }
     let group: u64 = axes.iter().map(|a| a.n as u64).product();
     if spec.op == CollectiveOp::AllToAll || spec.axes.len() > 1 {
@@ -240,6 +284,7 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         esz,
         group: group as u32,
         axes,
+        parts: Vec::new(),
         stages: Vec::new(),
         in_bytes,
         out_bytes,
@@ -251,14 +296,10 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         p.stages.push(Stage::Copy { bytes: in_bytes });
         return Ok(p);
     }
-    match spec.op {
-        CollectiveOp::AllToAll => plan_a2a(&mut p, topo, total),
-        CollectiveOp::AllGather => plan_gather(&mut p, total, true),
-        CollectiveOp::ReduceScatter => plan_scatter(&mut p, total, false),
-        CollectiveOp::AllReduce => {
-            plan_scatter(&mut p, total, true);
-            plan_gather(&mut p, total, false);
-        }
+    if spec.op == CollectiveOp::AllToAll {
+        plan_a2a(&mut p, topo, total);
+    } else {
+        plan_rings(&mut p, spec.op, shard / esz);
     }
     Ok(p)
 }
@@ -301,14 +342,16 @@ impl Plan {
     /// Elements per chunk for blocks of `block` bytes: the spec's size, or an eighth of the
     /// block within 32-512 KiB (and what VMEM allows), in whole (8, 128) tiles of 1024 elements.
     fn chunk_elems(&self, block: u64) -> u64 {
-        let bytes = self
-            .chunk_bytes
-            .unwrap_or_else(|| (block / 8).clamp(MIN_CHUNK, MAX_CHUNK).min(self.chunk_cap));
+        let bytes = self.chunk_bytes.unwrap_or_else(|| {
+            (block / CHUNKS_PER_BLOCK)
+                .clamp(MIN_CHUNK, MAX_CHUNK)
+                .min(self.chunk_cap)
+        });
         (bytes / self.esz / 1024).max(1) * 1024
     }
 }
 
-/// Chain reach per piece: how many hops each chain carries each half of a block.
+/// Chain reach per piece: how many hops each chain carries each half of a row.
 fn reaches(n: u32, bidir: bool) -> Vec<(bool, [u32; 2])> {
     if !bidir {
         return vec![(true, [n - 1, 0])];
@@ -322,34 +365,130 @@ fn reaches(n: u32, bidir: bool) -> Vec<(bool, [u32; 2])> {
     }
 }
 
-fn pieces(block_elems: u64, bidir: bool, esz: u64) -> [(u64, u64); 2] {
-    if bidir {
-        let h0 = block_elems / 2;
-        [(0, h0), (h0 * esz, block_elems - h0)]
-    } else {
-        [(0, block_elems), (block_elems * esz, 0)]
+/// Where an array of the collective lives: a buffer, a base offset, the byte stride of each
+/// spec axis it is laid out along (`None`: not an axis of this array), and the byte offset of
+/// the part's first element in a row.
+#[derive(Clone, Debug)]
+struct Layout {
+    slot: Slot,
+    off: u64,
+    strides: Vec<Option<u64>>,
+    col0: u64,
+}
+
+impl Layout {
+    /// The whole array, `[n0, n1, .., shard]` with the first axis outermost.
+    fn full(slot: Slot, p: &Plan, shard_bytes: u64, col0: u64) -> Self {
+        let strides = (0..p.axes.len())
+            .map(|pos| {
+                let inner: u64 = p.axes[pos + 1..].iter().map(|a| a.n as u64).product();
+                Some(shard_bytes * inner)
+            })
+            .collect();
+        Layout {
+            slot,
+            off: 0,
+            strides,
+            col0,
+        }
+    }
+
+    /// One row: the part's elements of a shard.
+    fn row(slot: Slot, p: &Plan, col0: u64) -> Self {
+        Layout {
+            slot,
+            off: 0,
+            strides: vec![None; p.axes.len()],
+            col0,
+        }
+    }
+
+    /// An array over the `free` axes only (row-major, positions ascending) of `row` bytes rows.
+    fn compact(slot: Slot, off: u64, p: &Plan, free: &[usize], row: u64) -> Self {
+        let mut strides = vec![None; p.axes.len()];
+        let mut st = row;
+        let mut sorted = free.to_vec();
+        sorted.sort_unstable();
+        for &f in sorted.iter().rev() {
+            strides[f] = Some(st);
+            st *= p.axes[f].n as u64;
+        }
+        Layout {
+            slot,
+            off,
+            strides,
+            col0: 0,
+        }
+    }
+
+    fn stride(&self, pos: usize) -> u64 {
+        self.strides[pos].unwrap_or_else(|| bug("a ring over an axis the array lacks"))
+    }
+
+    /// The region where every axis of the array but the `free` ones and `block` is at this
+    /// chip's coordinate, and the byte offsets of its rows over the `free` axes (row-major,
+    /// positions ascending).
+    fn view(&self, p: &Plan, free: &[usize], block: Option<usize>) -> (Region, Vec<u64>) {
+        let mut r = Region::at(self.slot, self.off + self.col0);
+        for (pos, st) in self.strides.iter().enumerate() {
+            if let Some(st) = st
+                && !free.contains(&pos)
+                && Some(pos) != block
+            {
+                r.terms.push((pos, *st));
+            }
+        }
+        let mut sorted = free.to_vec();
+        sorted.sort_unstable();
+        let mut rows = vec![0u64];
+        for &f in &sorted {
+            let st = self.stride(f);
+            let n = p.axes[f].n as u64;
+            rows = rows
+                .iter()
+                .flat_map(|&base| (0..n).map(move |i| base + i * st))
+                .collect();
+        }
+        (r, rows)
     }
 }
 
-/// Builds the chains of a ring stage; returns the scratch bytes their arrivals need.
-#[allow(clippy::too_many_arguments)]
-fn ring(
-    p: &Plan,
+#[cold]
+fn bug(what: &str) -> ! {
+    panic!("collective plan is inconsistent: {what}")
+}
+
+/// What a ring round is built from.
+struct RoundSpec {
     kind: RingKind,
+    part: usize,
+    /// The round's index among its part's rounds.
+    index: usize,
     pos: usize,
-    len: u64,
+    bstride: u64,
     src: Region,
-    dst: Region,
-    recv_base: u64,
-    sem_base: u8,
-) -> (RingStage, u64) {
-    let ax = p.axes[pos];
+    own: Region,
+    /// Per row: offset from the block's start, from the own region's base.
+    rows: Vec<(u64, u64)>,
+    row_elems: u64,
+    own_from_input: bool,
+}
+
+/// Builds the chains and final tasks of a round, taking receive semaphores from `sem` and
+/// reduce-scatter arrival space from `recv`.
+fn ring(p: &Plan, r: RoundSpec, recv: &mut u64, sem: &mut u8) -> RingStage {
+    let ax = p.axes[r.pos];
     let n = ax.n;
-    let block = len / n as u64;
-    let pieces = pieces(block / p.esz, ax.bidir, p.esz);
-    let chunk = p.chunk_elems(block);
+    let esz = p.esz;
+    let s = r.row_elems;
+    let pieces = if ax.bidir {
+        [(0, s / 2), (s / 2, s - s / 2)]
+    } else {
+        [(0, s), (s, 0)]
+    };
+    let chunk = p.chunk_elems(r.rows.len() as u64 * s * esz);
+    let scatter = r.kind == RingKind::ReduceScatter;
     let mut chains = Vec::new();
-    let mut base = recv_base;
     for (ci, (plus, reach)) in reaches(n, ax.bidir).into_iter().enumerate() {
         let steps = reach[0].max(reach[1]);
         let mut msgs = Vec::new();
@@ -357,143 +496,232 @@ fn ring(
         for k in 0..steps {
             // All-gather: step k delivers blocks k+1 hops from their owner. Reduce-scatter: the
             // sender is d = steps - k hops from the block's owner.
-            let d = match kind {
-                RingKind::AllGather => k + 1,
-                RingKind::ReduceScatter => steps - k,
-            };
-            let rel = match kind {
-                RingKind::AllGather => -(k as i64),
-                RingKind::ReduceScatter => d as i64,
+            let (d, rel) = if scatter {
+                (steps - k, (steps - k) as i64)
+            } else {
+                (k + 1, -(k as i64))
             };
             let shift = if plus { rel } else { -rel };
-            for (h, &(off, elems)) in pieces.iter().enumerate() {
+            for (h, &(poff, elems)) in pieces.iter().enumerate() {
                 if elems == 0 || reach[h] < d {
                     continue;
                 }
-                let nchunks = elems.div_ceil(chunk);
-                for j in 0..nchunks {
-                    let e = chunk.min(elems - j * chunk);
-                    let bytes = e * p.esz;
-                    msgs.push(Msg {
-                        step: k,
-                        piece: h,
-                        chunk: j as u32,
-                        off: off + j * chunk * p.esz,
-                        elems: e,
-                        bytes,
-                        shift: shift.rem_euclid(n as i64),
-                        reduce: kind == RingKind::ReduceScatter && reach[h] > d,
-                        cum,
-                    });
-                    cum += bytes;
+                for (ri, &(roff, rown)) in r.rows.iter().enumerate() {
+                    for j in 0..elems.div_ceil(chunk) {
+                        let e = chunk.min(elems - j * chunk);
+                        let col = (poff + j * chunk) * esz;
+                        msgs.push(Msg {
+                            step: k,
+                            piece: h,
+                            row: ri as u32,
+                            chunk: j as u32,
+                            off: roff + col,
+                            own: rown + col,
+                            elems: e,
+                            bytes: e * esz,
+                            shift: shift.rem_euclid(n as i64),
+                            reduce: scatter && reach[h] > d,
+                            cum,
+                        });
+                        cum += e * esz;
+                    }
                 }
             }
         }
+        let index = msgs
+            .iter()
+            .enumerate()
+            .map(|(i, m)| ((m.step, m.piece, m.row, m.chunk), i))
+            .collect();
         chains.push(Chain {
             plus,
             msgs,
             bytes: cum,
-            recv_base: base,
-            recv_sem: sem_base + ci as u8,
+            recv_base: *recv,
+            recv_sem: *sem,
+            sent_sem: super::emit::sem_sent(r.part, r.index % 2, ci),
+            index,
         });
-        if kind == RingKind::ReduceScatter {
-            base += cum;
+        *sem += 1;
+        if scatter {
+            *recv += cum;
         }
     }
-    let stage = RingStage {
-        kind,
-        pos,
+    let mut finals = Vec::new();
+    if scatter {
+        for (h, &(poff, elems)) in pieces.iter().enumerate() {
+            for (ri, &(roff, rown)) in r.rows.iter().enumerate() {
+                for j in 0..elems.div_ceil(chunk) {
+                    let e = chunk.min(elems - j * chunk);
+                    let col = (poff + j * chunk) * esz;
+                    finals.push(Msg {
+                        step: 0,
+                        piece: h,
+                        row: ri as u32,
+                        chunk: j as u32,
+                        off: roff + col,
+                        own: rown + col,
+                        elems: e,
+                        bytes: e * esz,
+                        shift: 0,
+                        reduce: true,
+                        cum: 0,
+                    });
+                }
+            }
+        }
+    }
+    RingStage {
+        kind: r.kind,
+        part: r.part,
+        pos: r.pos,
         n,
-        block,
-        pieces,
+        bstride: r.bstride,
+        rows: r.rows,
+        row_elems: s,
         chunk_elems: chunk,
         chains,
-        src,
-        dst,
+        finals,
+        src: r.src,
+        own: r.own,
+        own_from_input: r.own_from_input,
+        copy_sem: super::emit::sem_copy(r.part),
+    }
+}
+
+/// Splits the shards into parts, one per ICI axis of the spec (at most [`MAX_PARTS`], fewer
+/// when the shards are small or the semaphores would not do), each part's share proportional to
+/// the bandwidth of the axis it starts on, and orders each part's axes: the ICI axes rotated
+/// so that every part starts on a different one, then the DCN axes.
+fn split(p: &Plan, op: CollectiveOp, shard: u64) -> Vec<Part> {
+    let live: Vec<usize> = (0..p.axes.len()).filter(|&i| p.axes[i].n > 1).collect();
+    let ici: Vec<usize> = live.iter().copied().filter(|&i| !p.axes[i].dcn).collect();
+    let dcn: Vec<usize> = live.iter().copied().filter(|&i| p.axes[i].dcn).collect();
+    let per_pass: usize = live
+        .iter()
+        .map(|&i| if p.axes[i].bidir { 2 } else { 1 })
+        .sum();
+    let sems = per_pass * if op == CollectiveOp::AllReduce { 2 } else { 1 };
+    let mut k = ici.len().clamp(1, MAX_PARTS);
+    while k > 1 && (shard / (k as u64) < MIN_PART_ELEMS || k * sems > RECV_SEMS) {
+        k -= 1;
+    }
+    let weight = |i: usize| match ici.get(i) {
+        Some(&a) if p.axes[a].bidir => 2,
+        _ => 1,
     };
-    (stage, base - recv_base)
+    let total: u64 = (0..k).map(weight).sum();
+    let mut c0 = 0;
+    (0..k)
+        .map(|i| {
+            let s = if i + 1 == k {
+                shard - c0
+            } else {
+                shard * weight(i) / total
+            };
+            let mut order: Vec<usize> = ici[i.min(ici.len())..].to_vec();
+            order.extend(&ici[..i.min(ici.len())]);
+            order.extend(&dcn);
+            let part = Part { c0, s, order };
+            c0 += s;
+            part
+        })
+        .collect()
 }
 
-/// The block of the output at which axes `0..upto` put this chip (first axis outermost).
-fn out_prefix(p: &Plan, total: u64, upto: usize) -> Region {
-    let mut r = Region::at(Slot::Out, 0);
-    let mut len = total;
-    for pos in 0..upto {
-        len /= p.axes[pos].n as u64;
-        r.terms.push((pos, len));
-    }
-    r
-}
-
-fn next_sems(p: &Plan) -> u8 {
-    2 * p.stages.len() as u8
-}
-
-/// Reduce-scatter stages, axis by axis in the order given. For an all-reduce each stage leaves
-/// its block where the all-gather will want it, in the output.
-fn plan_scatter(p: &mut Plan, total: u64, for_all_reduce: bool) {
-    let m = p.axes.len();
-    let mut len = total;
-    let mut src = Region::at(Slot::In, 0);
+/// Plans the ring rounds of every part: reduce-scatter over the part's axes in its order (each
+/// round on the previous one's result), then (all-reduce, all-gather) all-gather in reverse,
+/// in place in the output.
+fn plan_rings(p: &mut Plan, op: CollectiveOp, shard: u64) {
+    let esz = p.esz;
+    let sb = shard * esz;
+    p.parts = split(p, op, shard);
+    let mut rounds = Vec::new();
+    let mut sem = 0u8;
+    // Plain reduce-scatter: intermediate results first in scratch, then every chain's arrivals.
     let mut scratch = 0u64;
-    // Intermediate results of a plain reduce-scatter go after every stage's arrivals.
-    let mut staged = Vec::new();
-    for pos in 0..m {
-        let n = p.axes[pos].n as u64;
-        let out_len = len / n;
-        let dst = if for_all_reduce {
-            out_prefix(p, total, pos + 1)
-        } else if pos + 1 == m {
-            Region::at(Slot::Out, 0)
-        } else {
-            staged.push((p.stages.len(), out_len));
-            Region::at(Slot::Scratch, 0)
-        };
-        let sems = next_sems(p);
-        let (stage, used) = ring(
-            p,
-            RingKind::ReduceScatter,
-            pos,
-            len,
-            src,
-            dst.clone(),
-            scratch,
-            sems,
-        );
-        scratch += used;
-        p.stages.push(Stage::Ring(stage));
-        src = dst;
-        len = out_len;
-    }
-    // Place the intermediates.
-    for (stage, bytes) in &staged {
-        let off = scratch;
-        scratch += bytes;
-        if let Stage::Ring(s) = &mut p.stages[*stage] {
-            s.dst.off = off;
+    let mut inter: Vec<Vec<u64>> = Vec::new();
+    for part in &p.parts {
+        let m = part.order.len();
+        let mut at = Vec::new();
+        for t in 0..m.saturating_sub(1) {
+            at.push(scratch);
+            if op == CollectiveOp::ReduceScatter {
+                let rows: u64 = part.order[t + 1..]
+                    .iter()
+                    .map(|&a| p.axes[a].n as u64)
+                    .product();
+                scratch += rows * part.s * esz;
+            }
         }
-        if let Some(Stage::Ring(next)) = p.stages.get_mut(stage + 1) {
-            next.src.off = off;
+        inter.push(at);
+    }
+    let mut recv = scratch;
+    for (pi, part) in p.parts.clone().iter().enumerate() {
+        let o = &part.order;
+        let m = o.len();
+        let col0 = part.c0 * esz;
+        let full_out = Layout::full(Slot::Out, p, sb, col0);
+        if op.reduces() {
+            let mut src = Layout::full(Slot::In, p, sb, col0);
+            for t in 0..m {
+                let a = o[t];
+                let free = &o[t + 1..];
+                let dst = if op == CollectiveOp::AllReduce {
+                    full_out.clone()
+                } else if t + 1 == m {
+                    Layout::row(Slot::Out, p, col0)
+                } else {
+                    Layout::compact(Slot::Scratch, inter[pi][t], p, free, part.s * esz)
+                };
+                let (src_r, src_rows) = src.view(p, free, Some(a));
+                let (own_r, own_rows) = dst.view(p, free, None);
+                let spec = RoundSpec {
+                    kind: RingKind::ReduceScatter,
+                    part: pi,
+                    index: t,
+                    pos: a,
+                    bstride: src.stride(a),
+                    src: src_r,
+                    own: own_r,
+                    rows: src_rows.into_iter().zip(own_rows).collect(),
+                    row_elems: part.s,
+                    own_from_input: false,
+                };
+                rounds.push(ring(p, spec, &mut recv, &mut sem));
+                src = dst;
+            }
+        }
+        if op != CollectiveOp::ReduceScatter {
+            let rev: Vec<usize> = o.iter().rev().copied().collect();
+            for t in 0..m {
+                let a = rev[t];
+                let free = &rev[..t];
+                let (src_r, src_rows) = full_out.view(p, free, Some(a));
+                let from_input = t == 0 && op == CollectiveOp::AllGather;
+                let (own_r, own_rows) = if from_input {
+                    Layout::row(Slot::In, p, col0).view(p, &[], None)
+                } else {
+                    full_out.view(p, free, None)
+                };
+                let spec = RoundSpec {
+                    kind: RingKind::AllGather,
+                    part: pi,
+                    index: t + if op.reduces() { m } else { 0 },
+                    pos: a,
+                    bstride: full_out.stride(a),
+                    src: src_r,
+                    own: own_r,
+                    rows: src_rows.into_iter().zip(own_rows).collect(),
+                    row_elems: part.s,
+                    own_from_input: from_input,
+                };
+                rounds.push(ring(p, spec, &mut recv, &mut sem));
+            }
         }
     }
-    p.scratch_bytes = p.scratch_bytes.max(scratch);
-}
-
-/// All-gather stages, innermost axis first, each gathering into the output in place.
-fn plan_gather(p: &mut Plan, total: u64, from_input: bool) {
-    let m = p.axes.len();
-    for pos in (0..m).rev() {
-        let region = out_prefix(p, total, pos);
-        let len = total / p.axes[..pos].iter().map(|a| a.n as u64).product::<u64>();
-        let own = if from_input && pos + 1 == m {
-            Region::at(Slot::In, 0)
-        } else {
-            out_prefix(p, total, pos + 1)
-        };
-        let sems = next_sems(p);
-        let (stage, _) = ring(p, RingKind::AllGather, pos, len, region, own, 0, sems);
-        p.stages.push(Stage::Ring(stage));
-    }
+    p.scratch_bytes = recv;
+    p.stages.push(Stage::Rings(rounds));
 }
 
 fn plan_a2a(p: &mut Plan, topo: &Topology, total: u64) {
