@@ -5,6 +5,7 @@ use clap::Subcommand;
 use super::CliError;
 
 pub mod collective;
+pub mod collective_model;
 pub mod eager;
 pub mod gemm;
 
@@ -17,7 +18,7 @@ pub enum BenchCommand {
     /// Compile mode.
     Eager(eager::EagerArgs),
     /// A collective (all-gather, reduce-scatter, all-reduce, all-to-all) over a slice of chips,
-    /// against the scaling book's ICI model.
+    /// against the scaling book's ICI and DCN model.
     Collective(collective::CollectiveArgs),
 }
 

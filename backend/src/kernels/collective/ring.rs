@@ -52,9 +52,16 @@ impl Item {
     }
 }
 
-/// How many staged tasks ahead step (A) runs: a slot is taken over from the task
-/// `SLOTS - LOOKAHEAD` before the current one, whose result has had time to leave.
-const LOOKAHEAD: usize = 6;
+/// How far ahead step (A) runs: the tasks after the current one while their bytes add up to
+/// at most `LOOKAHEAD_BYTES` (at least one), and never more than [`LOOKAHEAD`], so that a slot
+/// is taken over from a task at least `SLOTS - LOOKAHEAD` before the current one, whose result
+/// has had time to leave. Small tasks look further ahead: their loads' latency is the same.
+const LOOKAHEAD: usize = 16;
+const LOOKAHEAD_BYTES: u64 = 2 << 20;
+
+/// When a task may wait for its partials ahead of its turn: a hop after they should have
+/// left, in bytes of link time.
+const HOP_BYTES: u64 = 128 << 10;
 
 /// Program-order key: (byte time, part, round, chain, index).
 type Key = (u64, usize, usize, usize, usize);
@@ -121,11 +128,12 @@ fn schedule(rounds: &[RingStage]) -> (Vec<(Key, Item)>, Vec<Vec<Vec<u64>>>) {
 /// Emits the rounds of every part.
 ///
 /// A staged task goes in three steps: (A) free its slot and load this chip's own chunk, (B)
-/// wait for the partial(s) it adds and load them, (C) add and send (or write). (A) runs up to
-/// [`LOOKAHEAD`] tasks ahead and (B) as far ahead as the partials waited for come before the
-/// current task in program order (so that no chip can wait on another chip's later work: a
-/// task only ever waits for messages its neighbours sent earlier in their program), each within
-/// its part's current round; so the HBM latency of the loads overlaps with the additions.
+/// wait for the partial(s) it adds and load them, (C) add and send (or write). (A) runs a few
+/// tasks ahead ([`LOOKAHEAD`]) and (B) too where the partials waited for come before the
+/// current task in program order and should be in by then (so that no chip can wait on
+/// another chip's later work: a task only ever waits for messages its neighbours sent earlier
+/// in their program), each within its part's current round; so the HBM latency of the loads
+/// overlaps with the additions.
 pub(crate) fn emit_rounds(
     e: &mut Emitter,
     args: &ArgMap,
@@ -145,27 +153,42 @@ pub(crate) fn emit_rounds(
             Item::Final { .. } => true,
         })
         .collect();
-    // The latest key among the partials each staged task waits for.
-    let deps: Vec<Key> = staged_items
+    // The latest key among the partials each staged task waits for, and the byte time by which
+    // they should have come in.
+    let deps: Vec<(Key, u64)> = staged_items
         .iter()
-        .map(|&i| match items[i].1 {
-            Item::Msg { r, c, m } => {
-                let msg = &rounds[r].chains[c].msgs[m];
-                if !msg.reduce {
-                    return (0, 0, 0, 0, 0);
+        .map(|&i| {
+            let arrivals: Vec<(usize, usize, usize)> = match items[i].1 {
+                Item::Msg { r, c, m } => {
+                    let msg = &rounds[r].chains[c].msgs[m];
+                    if !msg.reduce {
+                        return ((0, 0, 0, 0, 0), 0);
+                    }
+                    vec![(r, c, arrival_index(&rounds[r].chains[c], msg.step - 1, msg))]
                 }
-                key_of(r, c, arrival_index(&rounds[r].chains[c], msg.step - 1, msg))
-            }
-            Item::Final { r, f } => {
-                let msg = &rounds[r].finals[f];
-                (0..rounds[r].chains.len())
-                    .map(|c| {
-                        let chain = &rounds[r].chains[c];
-                        key_of(r, c, arrival_index(chain, last_step(chain), msg))
-                    })
-                    .max()
-                    .unwrap_or((0, 0, 0, 0, 0))
-            }
+                Item::Final { r, f } => {
+                    let msg = &rounds[r].finals[f];
+                    (0..rounds[r].chains.len())
+                        .map(|c| {
+                            (
+                                r,
+                                c,
+                                arrival_index(
+                                    &rounds[r].chains[c],
+                                    last_step(&rounds[r].chains[c]),
+                                    msg,
+                                ),
+                            )
+                        })
+                        .collect()
+                }
+            };
+            let key = arrivals.iter().map(|&(r, c, m)| key_of(r, c, m)).max();
+            let ready = arrivals
+                .iter()
+                .map(|&(r, c, m)| times[r][c][m] + rounds[r].chains[c].msgs[m].bytes + HOP_BYTES)
+                .max();
+            (key.unwrap_or((0, 0, 0, 0, 0)), ready.unwrap_or(0))
         })
         .collect();
     let cbytes = rounds
@@ -202,7 +225,15 @@ pub(crate) fn emit_rounds(
             g.gather_msg(r, c, m);
             continue;
         }
-        let end = (q + LOOKAHEAD + 1).min(staged_items.len());
+        let mut end = q + 1;
+        let mut ahead = 0;
+        while end < staged_items.len() && end <= q + LOOKAHEAD {
+            ahead += g.task(items[staged_items[end]].1).1.bytes;
+            if ahead > LOOKAHEAD_BYTES && end > q + 1 {
+                break;
+            }
+            end += 1;
+        }
         for j in q..end {
             let r = items[staged_items[j]].1.round();
             let current = g.current[rounds[r].part] == Some(r);
@@ -210,7 +241,9 @@ pub(crate) fn emit_rounds(
                 g.pre(items[staged_items[j]].1, slot(j));
                 a_done[j] = true;
             }
-            if a_done[j] && !b_done[j] && (j == q || (current && deps[j] < key)) {
+            // Waiting early for a partial that may not be in yet would hold up this task.
+            let early = current && deps[j].0 < key && deps[j].1 <= key.0;
+            if a_done[j] && !b_done[j] && (j == q || early) {
                 g.partials(items[staged_items[j]].1, slot(j));
                 b_done[j] = true;
             }
