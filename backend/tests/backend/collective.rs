@@ -1,7 +1,8 @@
 //! Collectives on emulated slices against a host reference that sums in the rings' order, so
 //! f32 and bf16 results match bit for bit: every op, 1-D and 2-D slices, wrapping and
 //! non-wrapping axes, odd and even rings, several axes, chunk tails, buffers at offsets, bad
-//! specs and buffer lists, and a mismatched launch that ends in a deadlock report.
+//! specs and buffer lists, a mismatched launch that ends in a deadlock report, and launches
+//! simulated on one chip for all against every chip.
 
 use tpuemu_backend::DType;
 use tpuemu_backend::kernels::KernelError;
@@ -575,4 +576,79 @@ fn a_rank_that_skips_the_collective_deadlocks_the_rest() {
         }
         other => panic!("expected a deadlock, got {other:?}"),
     }
+}
+
+/// Runs `spec` timing-only on every chip of `emu`, through `launch_symmetric` or not; returns
+/// the cycles and whether one chip stood for all.
+fn timed(emu: &Emulator, spec: &CollectiveSpec, symmetric: bool) -> (u64, bool) {
+    let topo = emu.topology().clone();
+    let c = Collective::new(spec, &topo).unwrap();
+    emu.set_timing_only(true);
+    let bufs: Vec<ChipBuffers> = (0..topo.num_chips() as u32)
+        .map(|chip| ChipBuffers {
+            chip,
+            input: BufferSlice::whole(emu.alloc(chip, c.input_bytes()).unwrap()),
+            output: BufferSlice::whole(emu.alloc(chip, c.output_bytes()).unwrap()),
+        })
+        .collect();
+    let pid = emu.load(c.program()).unwrap();
+    let submit = emu.synchronize().unwrap().end_ns;
+    let id = if symmetric {
+        c.launch_with(emu, pid, &bufs, submit, &|l| emu.launch_symmetric(l))
+    } else {
+        c.launch(emu, pid, &bufs, submit)
+    }
+    .unwrap();
+    emu.wait(id).unwrap();
+    let stats = emu.stats(id).unwrap();
+    (stats.cycles(), stats.represented_by.is_some())
+}
+
+#[test]
+fn a_symmetric_launch_folds_only_what_one_chip_can_stand_for() {
+    // Rings closing in one hop: one chip for all, the same cycles as every chip.
+    for (op, axes) in [(AllReduce, &[0, 1][..]), (ReduceScatter, &[1, 0][..])] {
+        let s = CollectiveSpec::new(op, DType::F32, 16 * 4096, axes);
+        let full = timed(&slice("v5e", &[4, 4], Some(4)), &s, false);
+        let one = timed(&slice("v5e", &[4, 4], Some(4)), &s, true);
+        assert_eq!((one.0, one.1, full.1), (full.0, true, false), "{op:?}");
+        let topo = slice("v5e", &[4, 4], Some(4)).topology().clone();
+        assert!(
+            Collective::new(&s, &topo)
+                .unwrap()
+                .translation_symmetric(&topo)
+        );
+    }
+    // An all-to-all sends over several hops: the emulator notices and simulates every chip.
+    let emu = slice("v5e", &[8], Some(8));
+    let s = CollectiveSpec::new(AllToAll, DType::F32, 8 * 4096, &[0]);
+    let c = Collective::new(&s, emu.topology()).unwrap();
+    assert!(!c.translation_symmetric(emu.topology()));
+    let full = timed(&slice("v5e", &[8], Some(8)), &s, false);
+    let tried = timed(&emu, &s, true);
+    assert_eq!(tried, (full.0, false));
+    // A line's rings close over several hops: not symmetric.
+    let line = slice("v5e", &[4, 4], None);
+    let s = CollectiveSpec::new(AllGather, DType::F32, 16 * 4096, &[0]);
+    assert!(
+        !Collective::new(&s, line.topology())
+            .unwrap()
+            .translation_symmetric(line.topology())
+    );
+}
+
+#[test]
+fn parts_start_on_different_axes() {
+    let emu = slice("v4", &[4, 4, 4], None);
+    let c = Collective::new(
+        &CollectiveSpec::new(AllReduce, DType::F32, 64 * 3 * 4096, &[0, 1, 2]),
+        emu.topology(),
+    )
+    .unwrap();
+    let firsts: Vec<usize> = c.parts().iter().map(|p| p.axes[0]).collect();
+    assert_eq!(firsts, vec![0, 1, 2]);
+    // Equal shares on equal axes; together the whole shard.
+    let total: u64 = c.parts().iter().map(|p| p.elements).sum();
+    assert_eq!(total, 3 * 4096);
+    assert!(c.parts().iter().all(|p| p.elements == 4096));
 }

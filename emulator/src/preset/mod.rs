@@ -303,12 +303,7 @@ impl ChipPreset {
                 .collect::<Vec<_>>()
                 .join("x")
         };
-        let refuse = |why: String| {
-            Err(PresetError::Invalid {
-                preset: self.name.clone(),
-                why,
-            })
-        };
+        let refuse = |why: String| Err(PresetError::SliceTooLarge(why));
         if chips > self.max_slice_chips {
             return refuse(format!(
                 "a {} slice has {chips} chips; the largest {} slice has {} chips{}",

@@ -32,6 +32,9 @@ pub enum PresetError {
     /// A field is unknown, missing, or of the wrong type.
     #[error("preset field error: {0}")]
     Field(String),
+    /// A slice larger than the generation's largest one.
+    #[error("{0}")]
+    SliceTooLarge(String),
     /// The figures are unusable.
     #[error("preset `{preset}` is invalid: {why}")]
     Invalid {

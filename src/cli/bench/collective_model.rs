@@ -8,10 +8,11 @@
 //!   does not); all-reduce is both, `2V / (W_1 + ... + W_k)`. The book's plain formula: the
 //!   exact ring factor `(N-1)/N` is left out, so the model is at most 1/N above the least a
 //!   ring can take.
-//! - **DCN, between slices.** A hierarchical collective moves `V / N_ici` bytes per chip (the
-//!   shard after the ICI reduce-scatter, or before the ICI all-gather) over each chip's
-//!   data-centre network interface: `V / N_ici / W_dcn` (all-reduce twice), added to the ICI
-//!   time.
+//! - **DCN, between slices.** A hierarchical collective moves the `V / N_ici` bytes of a chip
+//!   (the shard after the ICI reduce-scatter, or before the ICI all-gather) round a one-way
+//!   ring of the `S` slices over each chip's data-centre network interface:
+//!   `(S-1)/S x V / N_ici / W_dcn` (all-reduce twice), added to the ICI time. Here the ring
+//!   factor is kept: with a few slices it is far from 1.
 //! - **Latency floor.** Each term is at least its hops times the hop latency: `n/2` hops round a
 //!   wrapping axis (two chains, one each way), `n - 1` along a line or round the DCN's one-way
 //!   ring; the axes' hops add (every part walks every axis).
@@ -136,13 +137,14 @@ pub fn model(c: &Collective, topo: &Topology, preset: &ChipPreset, bytes: u64) -
         ));
     }
     if let Some((n, bi)) = dcn {
-        let v = bytes as f64 / n_ici as f64;
+        let v = bytes as f64 / n_ici as f64 * (n - 1) as f64 / n as f64;
         let bw = twice * v / preset.dcn_bytes_per_s;
         let h = if bi { (n / 2) as f64 } else { (n - 1) as f64 };
         let lat = twice * h * preset.dcn_latency_ns * 1e-9;
         seconds += bw.max(lat);
         formula.push(format!(
-            "{f} / {n_ici} / {} (DCN) = {}",
+            "{}/{n} x {f} / {n_ici} / {} (DCN) = {}",
+            n - 1,
             gbs(preset.dcn_bytes_per_s),
             super::super::report::seconds(bw.max(lat))
         ));
