@@ -76,9 +76,13 @@ fn download(t: &Tensor) -> Result<HostTensor, String> {
 
 fn to_backend(rt: &Runtime, v: &GValue) -> Result<BValue, String> {
     Ok(match v {
-        GValue::None | GValue::Layout(_) | GValue::Device(_) | GValue::MemoryFormat(_) => {
-            BValue::None
-        }
+        GValue::None => BValue::None,
+        GValue::Layout(s) => BValue::Layout(s.clone()),
+        // Generated cases ran on the CPU: the device they name is this one here.
+        GValue::Device(_) => BValue::Device("tpu".into()),
+        GValue::MemoryFormat(s) => BValue::MemoryFormat(
+            ops::MemoryFormat::from_name(s).ok_or_else(|| format!("unknown memory format {s}"))?,
+        ),
         GValue::Bool(b) => BValue::Bool(*b),
         GValue::Int(i) => BValue::Int(*i),
         GValue::Float(f) => BValue::Float(*f),
@@ -119,6 +123,10 @@ fn to_golden(v: &BValue) -> Result<GValue, String> {
         BValue::Bools(l) => GValue::BoolList(l.clone()),
         BValue::Dtype(d) => GValue::Dtype(gdtype(*d)),
         BValue::Str(s) => GValue::Str(s.clone()),
+        BValue::MemoryFormat(f) => GValue::MemoryFormat(f.name().to_string()),
+        BValue::Layout(s) => GValue::Layout(s.clone()),
+        BValue::Device(s) => GValue::Device(s.clone()),
+        BValue::Generator(_) => return Err("an operator returned a generator".into()),
     })
 }
 

@@ -19,6 +19,8 @@ fn kind(k: OpImpl) -> &'static str {
         OpImpl::Kernel => "kernel",
         OpImpl::Decomposition => "decomposition",
         OpImpl::View => "view",
+        OpImpl::InPlace => "in-place",
+        OpImpl::Out => "out",
     }
 }
 
@@ -28,18 +30,39 @@ pub fn run(args: &OpsArgs) -> Result<(), CliError> {
     if args.json {
         let v: Vec<_> = reg
             .values()
-            .map(|d| json!({"name": d.name, "schema": d.schema, "implementation": kind(d.implementation), "dtypes": d.dtypes.iter().map(|t| t.name()).collect::<Vec<_>>()}))
+            .map(|d| {
+                json!({
+                    "name": d.name,
+                    "schema": d.schema.to_string(),
+                    "implementation": kind(d.implementation),
+                    "derived_from": d.derived_from(),
+                    "sharding": d.sharding.family(),
+                    "dtypes": d.dtypes.iter().map(|t| t.name()).collect::<Vec<_>>(),
+                })
+            })
             .collect();
         let text = serde_json::to_string_pretty(&json!({ "ops": v })).expect("JSON") + "\n";
         return super::write_output(None, text.as_bytes());
     }
-    let mut out = format!("{:<40} {:<14} dtypes\n", "overload", "implementation");
+    let mut out = format!(
+        "{:<44} {:<34} {:<10} dtypes\n",
+        "overload", "implementation", "sharding"
+    );
     for d in reg.values() {
         let dts: Vec<&str> = d.dtypes.iter().map(|t| t.name()).collect();
+        let imp = match d.derived_from() {
+            Some(f) => format!(
+                "{} of {}",
+                kind(d.implementation),
+                f.trim_start_matches("aten::")
+            ),
+            None => kind(d.implementation).to_string(),
+        };
         out += &format!(
-            "{:<40} {:<14} {}\n",
+            "{:<44} {:<34} {:<10} {}\n",
             d.name,
-            kind(d.implementation),
+            imp,
+            d.sharding.family().unwrap_or("replicate"),
             dts.join(" ")
         );
     }

@@ -46,4 +46,4 @@ pub use compile::{DCompiledFn, compile};
 pub use mesh::DeviceMesh;
 pub use ops::{DValue, call, zeros};
 pub use placement::{Placement, Reduce};
-pub use propagate::{FALLBACK, sharding_rule};
+pub use propagate::sharding_rule;

@@ -55,7 +55,7 @@ impl DValue {
 /// of the DTensor arguments (and where creation operators put their result).
 pub fn call(mesh: &DeviceMesh, name: &str, args: Vec<DValue>) -> Result<Vec<DValue>> {
     let ctx = OpCtx::new(mesh, name, &args)?;
-    match propagate::rule(name) {
+    match propagate::rule(ctx.sharding) {
         Some(rule) => {
             if let Some(special) = rule.special
                 && let Some(out) = special(&ctx)?

@@ -26,6 +26,11 @@ impl Args {
         &self.op
     }
 
+    /// Every argument, in schema order.
+    pub fn values(&self) -> &[Value] {
+        &self.vals
+    }
+
     /// Number of arguments given.
     pub fn len(&self) -> usize {
         self.vals.len()
@@ -130,6 +135,30 @@ impl Args {
             Some(Value::Float(v)) => Ok(*v),
             Some(Value::Int(v)) => Ok(*v as f64),
             _ => Err(self.bad(i, "float")),
+        }
+    }
+
+    /// A required float (ints accepted).
+    pub fn float(&self, i: usize) -> Result<f64> {
+        match self.get(i) {
+            None => Err(self.bad(i, "float")),
+            _ => self.float_or(i, 0.0),
+        }
+    }
+
+    /// An optional float (`float?`).
+    pub fn opt_float(&self, i: usize) -> Result<Option<f64>> {
+        match self.get(i) {
+            None => Ok(None),
+            _ => self.float(i).map(Some),
+        }
+    }
+
+    /// A required bool.
+    pub fn bool(&self, i: usize) -> Result<bool> {
+        match self.get(i) {
+            None => Err(self.bad(i, "bool")),
+            _ => self.bool_or(i, false),
         }
     }
 

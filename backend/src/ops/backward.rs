@@ -20,6 +20,7 @@ use crate::dtype::{DType, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
 use crate::layout::{Layout, wrap_dim};
+use crate::ops::sharding::{Lin, Sharding, Special};
 use crate::tensor::Tensor;
 
 pub use layer_norm::native_layer_norm_backward;
@@ -325,75 +326,51 @@ pub(super) fn defs() -> Vec<OpDef> {
     let f = &[DType::F32, DType::BF16, DType::F16];
     let kern = OpImpl::Kernel;
     let mut v = vec![
-        OpDef {
-            name: "aten::threshold_backward",
-            schema: "threshold_backward(Tensor grad_output, Tensor self, Scalar threshold) -> Tensor",
-            implementation: kern,
-            dtypes: &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64],
-            run: |_, a| t1(threshold_backward(a.tensor(0)?, a.tensor(1)?, a.scalar(2)?)),
-        },
-        OpDef {
-            name: "aten::gelu_backward",
-            schema: "gelu_backward(Tensor grad_output, Tensor self, *, str approximate=\"none\") -> Tensor",
-            implementation: kern,
-            dtypes: f,
-            run: |_, a| {
-                t1(gelu_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.opt_str(2)?.unwrap_or("none"),
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::silu_backward",
-            schema: "silu_backward(Tensor grad_output, Tensor self) -> Tensor",
-            implementation: kern,
-            dtypes: f,
-            run: |_, a| t1(silu_backward(a.tensor(0)?, a.tensor(1)?)),
-        },
-        OpDef {
-            name: "aten::sigmoid_backward",
-            schema: "sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor",
-            implementation: kern,
-            dtypes: f,
-            run: |_, a| t1(sigmoid_backward(a.tensor(0)?, a.tensor(1)?)),
-        },
-        OpDef {
-            name: "aten::tanh_backward",
-            schema: "tanh_backward(Tensor grad_output, Tensor output) -> Tensor",
-            implementation: kern,
-            dtypes: f,
-            run: |_, a| t1(tanh_backward(a.tensor(0)?, a.tensor(1)?)),
-        },
-        OpDef {
-            name: "aten::_softmax_backward_data",
-            schema: "_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
-            implementation: kern,
-            dtypes: f,
-            run: |_, a| {
-                t1(softmax_backward_data(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.int(2)?,
-                    dtype_arg(a, 3)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::_log_softmax_backward_data",
-            schema: "_log_softmax_backward_data(Tensor grad_output, Tensor output, int dim, ScalarType input_dtype) -> Tensor",
-            implementation: kern,
-            dtypes: f,
-            run: |_, a| {
-                t1(log_softmax_backward_data(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.int(2)?,
-                    dtype_arg(a, 3)?,
-                ))
-            },
-        },
+        OpDef::new(
+            "aten::threshold_backward",
+            kern,
+            &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64],
+            |_, a| t1(threshold_backward(a.tensor(0)?, a.tensor(1)?, a.scalar(2)?)),
+        )
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::gelu_backward", kern, f, |_, a| {
+            t1(gelu_backward(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.opt_str(2)?.unwrap_or("none"),
+            ))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::silu_backward", kern, f, |_, a| {
+            t1(silu_backward(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::sigmoid_backward", kern, f, |_, a| {
+            t1(sigmoid_backward(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::tanh_backward", kern, f, |_, a| {
+            t1(tanh_backward(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::_softmax_backward_data", kern, f, |_, a| {
+            t1(softmax_backward_data(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.int(2)?,
+                dtype_arg(a, 3)?,
+            ))
+        })
+        .shard(Sharding::Special(Special::SoftmaxBackward)),
+        OpDef::new("aten::_log_softmax_backward_data", kern, f, |_, a| {
+            t1(log_softmax_backward_data(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.int(2)?,
+                dtype_arg(a, 3)?,
+            ))
+        })
+        .shard(Sharding::Special(Special::SoftmaxBackward)),
     ];
     v.extend(layer_norm::defs());
     v.extend(lookup::defs());

@@ -8,6 +8,7 @@ use super::registry::{OpDef, OpImpl};
 use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
+use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
 /// The promotion operand of a tensor (zero-dim tensors rank below dimensioned ones).
@@ -527,298 +528,174 @@ pub(super) fn defs() -> Vec<OpDef> {
         DType::I64,
         DType::Bool,
     ];
-    let cmp = |name: &'static str, schema: &'static str, kind: CmpKind, tensor: bool| OpDef {
-        name,
-        schema,
-        implementation: OpImpl::Kernel,
-        dtypes: all,
-        run: match (kind, tensor) {
-            (CmpKind::Eq, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Eq)),
-            (CmpKind::Ne, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Ne)),
-            (CmpKind::Lt, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Lt)),
-            (CmpKind::Le, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Le)),
-            (CmpKind::Gt, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Gt)),
-            (CmpKind::Ge, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Ge)),
-            (CmpKind::Eq, false) => |_, a| {
-                t1(compare(
-                    a.tensor(0)?,
-                    Rhs::Scalar(a.scalar(1)?),
-                    CmpKind::Eq,
-                ))
+    let cmp = |name: &'static str, kind: CmpKind, tensor: bool| {
+        OpDef::new(
+            name,
+            OpImpl::Kernel,
+            all,
+            match (kind, tensor) {
+                (CmpKind::Eq, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Eq)),
+                (CmpKind::Ne, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Ne)),
+                (CmpKind::Lt, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Lt)),
+                (CmpKind::Le, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Le)),
+                (CmpKind::Gt, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Gt)),
+                (CmpKind::Ge, true) => |_, a| t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Ge)),
+                (CmpKind::Eq, false) => |_, a| {
+                    t1(compare(
+                        a.tensor(0)?,
+                        Rhs::Scalar(a.scalar(1)?),
+                        CmpKind::Eq,
+                    ))
+                },
+                (CmpKind::Ne, false) => |_, a| {
+                    t1(compare(
+                        a.tensor(0)?,
+                        Rhs::Scalar(a.scalar(1)?),
+                        CmpKind::Ne,
+                    ))
+                },
+                (CmpKind::Lt, false) => |_, a| {
+                    t1(compare(
+                        a.tensor(0)?,
+                        Rhs::Scalar(a.scalar(1)?),
+                        CmpKind::Lt,
+                    ))
+                },
+                (CmpKind::Le, false) => |_, a| {
+                    t1(compare(
+                        a.tensor(0)?,
+                        Rhs::Scalar(a.scalar(1)?),
+                        CmpKind::Le,
+                    ))
+                },
+                (CmpKind::Gt, false) => |_, a| {
+                    t1(compare(
+                        a.tensor(0)?,
+                        Rhs::Scalar(a.scalar(1)?),
+                        CmpKind::Gt,
+                    ))
+                },
+                (CmpKind::Ge, false) => |_, a| {
+                    t1(compare(
+                        a.tensor(0)?,
+                        Rhs::Scalar(a.scalar(1)?),
+                        CmpKind::Ge,
+                    ))
+                },
             },
-            (CmpKind::Ne, false) => |_, a| {
-                t1(compare(
-                    a.tensor(0)?,
-                    Rhs::Scalar(a.scalar(1)?),
-                    CmpKind::Ne,
-                ))
-            },
-            (CmpKind::Lt, false) => |_, a| {
-                t1(compare(
-                    a.tensor(0)?,
-                    Rhs::Scalar(a.scalar(1)?),
-                    CmpKind::Lt,
-                ))
-            },
-            (CmpKind::Le, false) => |_, a| {
-                t1(compare(
-                    a.tensor(0)?,
-                    Rhs::Scalar(a.scalar(1)?),
-                    CmpKind::Le,
-                ))
-            },
-            (CmpKind::Gt, false) => |_, a| {
-                t1(compare(
-                    a.tensor(0)?,
-                    Rhs::Scalar(a.scalar(1)?),
-                    CmpKind::Gt,
-                ))
-            },
-            (CmpKind::Ge, false) => |_, a| {
-                t1(compare(
-                    a.tensor(0)?,
-                    Rhs::Scalar(a.scalar(1)?),
-                    CmpKind::Ge,
-                ))
-            },
-        },
+        )
     };
     let k = OpImpl::Kernel;
     vec![
-        OpDef {
-            name: "aten::add.Tensor",
-            schema: "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| {
-                t1(add_like(
-                    "aten::add.Tensor",
-                    a.tensor(0)?,
-                    rhs(a, 1)?,
-                    a.scalar_or(2, Scalar::Int(1))?,
-                    false,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::add.Scalar",
-            schema: "add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| {
-                t1(add_like(
-                    "aten::add.Scalar",
-                    a.tensor(0)?,
-                    Rhs::Scalar(a.scalar(1)?),
-                    a.scalar_or(2, Scalar::Int(1))?,
-                    false,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::sub.Tensor",
-            schema: "sub.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| {
-                t1(add_like(
-                    "aten::sub.Tensor",
-                    a.tensor(0)?,
-                    rhs(a, 1)?,
-                    a.scalar_or(2, Scalar::Int(1))?,
-                    true,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::mul.Tensor",
-            schema: "mul.Tensor(Tensor self, Tensor other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(mul(a.tensor(0)?, rhs(a, 1)?)),
-        },
-        OpDef {
-            name: "aten::mul.Scalar",
-            schema: "mul.Scalar(Tensor self, Scalar other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(mul(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?))),
-        },
-        OpDef {
-            name: "aten::div.Tensor",
-            schema: "div.Tensor(Tensor self, Tensor other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(div(a.tensor(0)?, rhs(a, 1)?, None)),
-        },
-        OpDef {
-            name: "aten::div.Tensor_mode",
-            schema: "div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(div(a.tensor(0)?, rhs(a, 1)?, a.opt_str(2)?)),
-        },
-        OpDef {
-            name: "aten::div.Scalar",
-            schema: "div.Scalar(Tensor self, Scalar other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(div(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?), None)),
-        },
-        OpDef {
-            name: "aten::pow.Tensor_Scalar",
-            schema: "pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| t1(pow(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?))),
-        },
-        OpDef {
-            name: "aten::pow.Tensor_Tensor",
-            schema: "pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| t1(pow(a.tensor(0)?, rhs(a, 1)?)),
-        },
-        OpDef {
-            name: "aten::maximum",
-            schema: "maximum(Tensor self, Tensor other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(max_min(a.tensor(0)?, a.tensor(1)?, true)),
-        },
-        OpDef {
-            name: "aten::minimum",
-            schema: "minimum(Tensor self, Tensor other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(max_min(a.tensor(0)?, a.tensor(1)?, false)),
-        },
-        OpDef {
-            name: "aten::where.self",
-            schema: "where.self(Tensor condition, Tensor self, Tensor other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(where_(a.tensor(0)?, a.tensor(1)?, a.tensor(2)?)),
-        },
-        cmp(
-            "aten::eq.Tensor",
-            "eq.Tensor(Tensor self, Tensor other) -> Tensor",
-            CmpKind::Eq,
-            true,
-        ),
-        cmp(
-            "aten::ne.Tensor",
-            "ne.Tensor(Tensor self, Tensor other) -> Tensor",
-            CmpKind::Ne,
-            true,
-        ),
-        cmp(
-            "aten::lt.Tensor",
-            "lt.Tensor(Tensor self, Tensor other) -> Tensor",
-            CmpKind::Lt,
-            true,
-        ),
-        cmp(
-            "aten::le.Tensor",
-            "le.Tensor(Tensor self, Tensor other) -> Tensor",
-            CmpKind::Le,
-            true,
-        ),
-        cmp(
-            "aten::gt.Tensor",
-            "gt.Tensor(Tensor self, Tensor other) -> Tensor",
-            CmpKind::Gt,
-            true,
-        ),
-        cmp(
-            "aten::ge.Tensor",
-            "ge.Tensor(Tensor self, Tensor other) -> Tensor",
-            CmpKind::Ge,
-            true,
-        ),
-        cmp(
-            "aten::eq.Scalar",
-            "eq.Scalar(Tensor self, Scalar other) -> Tensor",
-            CmpKind::Eq,
-            false,
-        ),
-        cmp(
-            "aten::ne.Scalar",
-            "ne.Scalar(Tensor self, Scalar other) -> Tensor",
-            CmpKind::Ne,
-            false,
-        ),
-        cmp(
-            "aten::lt.Scalar",
-            "lt.Scalar(Tensor self, Scalar other) -> Tensor",
-            CmpKind::Lt,
-            false,
-        ),
-        cmp(
-            "aten::le.Scalar",
-            "le.Scalar(Tensor self, Scalar other) -> Tensor",
-            CmpKind::Le,
-            false,
-        ),
-        cmp(
-            "aten::gt.Scalar",
-            "gt.Scalar(Tensor self, Scalar other) -> Tensor",
-            CmpKind::Gt,
-            false,
-        ),
-        cmp(
-            "aten::ge.Scalar",
-            "ge.Scalar(Tensor self, Scalar other) -> Tensor",
-            CmpKind::Ge,
-            false,
-        ),
-        OpDef {
-            name: "aten::logical_and",
-            schema: "logical_and(Tensor self, Tensor other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(logical(a.tensor(0)?, a.tensor(1)?, false)),
-        },
-        OpDef {
-            name: "aten::logical_or",
-            schema: "logical_or(Tensor self, Tensor other) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(logical(a.tensor(0)?, a.tensor(1)?, true)),
-        },
-        OpDef {
-            name: "aten::logical_not",
-            schema: "logical_not(Tensor self) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(logical_not(a.tensor(0)?)),
-        },
-        OpDef {
-            name: "aten::clamp",
-            schema: "clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| {
-                t1(clamp(
-                    a.tensor(0)?,
-                    a.get(1).map(|_| a.scalar(1)).transpose()?,
-                    a.get(2).map(|_| a.scalar(2)).transpose()?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::remainder.Tensor",
-            schema: "remainder.Tensor(Tensor self, Tensor other) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| t1(remainder(a.tensor(0)?, rhs(a, 1)?)),
-        },
-        OpDef {
-            name: "aten::remainder.Scalar",
-            schema: "remainder.Scalar(Tensor self, Scalar other) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| t1(remainder(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?))),
-        },
+        OpDef::new("aten::add.Tensor", k, all, |_, a| {
+            t1(add_like(
+                "aten::add.Tensor",
+                a.tensor(0)?,
+                rhs(a, 1)?,
+                a.scalar(2)?,
+                false,
+            ))
+        })
+        .shard(Sharding::pointwise(Lin::All)),
+        OpDef::new("aten::add.Scalar", k, all, |_, a| {
+            t1(add_like(
+                "aten::add.Scalar",
+                a.tensor(0)?,
+                Rhs::Scalar(a.scalar(1)?),
+                a.scalar(2)?,
+                false,
+            ))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::sub.Tensor", k, f, |_, a| {
+            t1(add_like(
+                "aten::sub.Tensor",
+                a.tensor(0)?,
+                rhs(a, 1)?,
+                a.scalar(2)?,
+                true,
+            ))
+        })
+        .shard(Sharding::pointwise(Lin::All)),
+        OpDef::new("aten::mul.Tensor", k, all, |_, a| {
+            t1(mul(a.tensor(0)?, rhs(a, 1)?))
+        })
+        .shard(Sharding::pointwise(Lin::Either)),
+        OpDef::new("aten::mul.Scalar", k, all, |_, a| {
+            t1(mul(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?)))
+        })
+        .shard(Sharding::pointwise(Lin::All)),
+        OpDef::new("aten::div.Tensor", k, all, |_, a| {
+            t1(div(a.tensor(0)?, rhs(a, 1)?, None))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::div.Tensor_mode", k, all, |_, a| {
+            t1(div(a.tensor(0)?, rhs(a, 1)?, a.opt_str(2)?))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::div.Scalar", k, all, |_, a| {
+            t1(div(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?), None))
+        })
+        .shard(Sharding::pointwise(Lin::All)),
+        OpDef::new("aten::pow.Tensor_Scalar", k, f, |_, a| {
+            t1(pow(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?)))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::pow.Tensor_Tensor", k, f, |_, a| {
+            t1(pow(a.tensor(0)?, rhs(a, 1)?))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::maximum", k, all, |_, a| {
+            t1(max_min(a.tensor(0)?, a.tensor(1)?, true))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::minimum", k, all, |_, a| {
+            t1(max_min(a.tensor(0)?, a.tensor(1)?, false))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::where.self", k, all, |_, a| {
+            t1(where_(a.tensor(0)?, a.tensor(1)?, a.tensor(2)?))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::eq.Tensor", CmpKind::Eq, true).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::ne.Tensor", CmpKind::Ne, true).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::lt.Tensor", CmpKind::Lt, true).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::le.Tensor", CmpKind::Le, true).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::gt.Tensor", CmpKind::Gt, true).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::ge.Tensor", CmpKind::Ge, true).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::eq.Scalar", CmpKind::Eq, false).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::ne.Scalar", CmpKind::Ne, false).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::lt.Scalar", CmpKind::Lt, false).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::le.Scalar", CmpKind::Le, false).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::gt.Scalar", CmpKind::Gt, false).shard(Sharding::pointwise(Lin::No)),
+        cmp("aten::ge.Scalar", CmpKind::Ge, false).shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::logical_and", k, all, |_, a| {
+            t1(logical(a.tensor(0)?, a.tensor(1)?, false))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::logical_or", k, all, |_, a| {
+            t1(logical(a.tensor(0)?, a.tensor(1)?, true))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::logical_not", k, all, |_, a| {
+            t1(logical_not(a.tensor(0)?))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::clamp", k, f, |_, a| {
+            t1(clamp(
+                a.tensor(0)?,
+                a.get(1).map(|_| a.scalar(1)).transpose()?,
+                a.get(2).map(|_| a.scalar(2)).transpose()?,
+            ))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::remainder.Tensor", k, f, |_, a| {
+            t1(remainder(a.tensor(0)?, rhs(a, 1)?))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::remainder.Scalar", k, f, |_, a| {
+            t1(remainder(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?)))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
     ]
 }

@@ -7,6 +7,7 @@ use super::registry::{OpDef, OpImpl};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::BinOp;
+use crate::ops::sharding::{Lin, Sharding};
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
@@ -146,128 +147,85 @@ pub(super) fn defs() -> Vec<OpDef> {
     ];
     let k = OpImpl::Kernel;
     vec![
-        OpDef {
-            name: "aten::zeros",
-            schema: "zeros(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |rt, a| {
-                t1(zeros(
-                    rt,
-                    &shape_of(&a.ints(0)?)?,
-                    a.opt_dtype(1)?.unwrap_or(DType::F32),
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::ones",
-            schema: "ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |rt, a| {
-                t1(ones(
-                    rt,
-                    &shape_of(&a.ints(0)?)?,
-                    a.opt_dtype(1)?.unwrap_or(DType::F32),
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::full",
-            schema: "full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |rt, a| {
-                let v = a.scalar(1)?;
-                t1(full(
-                    rt,
-                    &shape_of(&a.ints(0)?)?,
-                    v,
-                    a.opt_dtype(2)?.unwrap_or(full_dtype(v)),
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::empty.memory_format",
-            schema: "empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor",
-            implementation: OpImpl::View,
-            dtypes: all,
-            run: |rt, a| {
-                Ok(vec![Value::Tensor(empty(
-                    rt,
-                    &shape_of(&a.ints(0)?)?,
-                    a.opt_dtype(1)?.unwrap_or(DType::F32),
-                ))])
-            },
-        },
-        OpDef {
-            name: "aten::scalar_tensor",
-            schema: "scalar_tensor(Scalar s, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |rt, a| {
-                let v = a.scalar(0)?;
-                t1(scalar_tensor(rt, v, a.opt_dtype(1)?.unwrap_or(DType::F32)))
-            },
-        },
-        OpDef {
-            name: "aten::arange",
-            schema: "arange(Scalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |rt, a| {
-                t1(arange(
-                    rt,
-                    Scalar::Int(0),
-                    a.scalar(0)?,
-                    Scalar::Int(1),
-                    a.opt_dtype(1)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::arange.start_step",
-            schema: "arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |rt, a| {
-                t1(arange(
-                    rt,
-                    a.scalar(0)?,
-                    a.scalar(1)?,
-                    a.scalar_or(2, Scalar::Int(1))?,
-                    a.opt_dtype(3)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::clone",
-            schema: "clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(clone(a.tensor(0)?)),
-        },
-        OpDef {
-            name: "aten::_to_copy",
-            schema: "_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(to_copy(a.tensor(0)?, a.opt_dtype(1)?)),
-        },
-        OpDef {
-            name: "aten::copy_",
-            schema: "copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(copy_(a.tensor(0)?, a.tensor(1)?)),
-        },
-        OpDef {
-            name: "aten::fill_.Scalar",
-            schema: "fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(fill_(a.tensor(0)?, a.scalar(1)?)),
-        },
+        OpDef::new("aten::zeros", k, all, |rt, a| {
+            t1(zeros(
+                rt,
+                &shape_of(&a.ints(0)?)?,
+                a.opt_dtype(1)?.unwrap_or(DType::F32),
+            ))
+        })
+        .shard(Sharding::Creation),
+        OpDef::new("aten::ones", k, all, |rt, a| {
+            t1(ones(
+                rt,
+                &shape_of(&a.ints(0)?)?,
+                a.opt_dtype(1)?.unwrap_or(DType::F32),
+            ))
+        })
+        .shard(Sharding::Creation),
+        OpDef::new("aten::full", k, all, |rt, a| {
+            let v = a.scalar(1)?;
+            t1(full(
+                rt,
+                &shape_of(&a.ints(0)?)?,
+                v,
+                a.opt_dtype(2)?.unwrap_or(full_dtype(v)),
+            ))
+        })
+        .shard(Sharding::Creation),
+        OpDef::new("aten::empty.memory_format", OpImpl::View, all, |rt, a| {
+            Ok(vec![Value::Tensor(empty(
+                rt,
+                &shape_of(&a.ints(0)?)?,
+                a.opt_dtype(1)?.unwrap_or(DType::F32),
+            ))])
+        })
+        .shard(Sharding::Creation),
+        OpDef::new("aten::scalar_tensor", k, all, |rt, a| {
+            let v = a.scalar(0)?;
+            t1(scalar_tensor(rt, v, a.opt_dtype(1)?.unwrap_or(DType::F32)))
+        })
+        .shard(Sharding::Creation),
+        OpDef::new("aten::arange", k, all, |rt, a| {
+            t1(arange(
+                rt,
+                Scalar::Int(0),
+                a.scalar(0)?,
+                Scalar::Int(1),
+                a.opt_dtype(1)?,
+            ))
+        })
+        .shard(Sharding::Creation),
+        OpDef::new("aten::arange.start_step", k, all, |rt, a| {
+            t1(arange(
+                rt,
+                a.scalar(0)?,
+                a.scalar(1)?,
+                a.scalar(2)?,
+                a.opt_dtype(3)?,
+            ))
+        })
+        .shard(Sharding::Creation),
+        OpDef::new("aten::clone", k, all, |_, a| t1(clone(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::All)),
+        OpDef::new("aten::_to_copy", k, all, |_, a| {
+            t1(to_copy(a.tensor(0)?, a.opt_dtype(1)?))
+        })
+        .shard(Sharding::pointwise(Lin::All)),
+        OpDef::new("aten::copy_", k, all, |_, a| {
+            t1(copy_(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::Pointwise {
+            lin: Lin::All,
+            inplace: true,
+        }),
+        OpDef::new("aten::fill_.Scalar", k, all, |_, a| {
+            t1(fill_(a.tensor(0)?, a.scalar(1)?))
+        })
+        .shard(Sharding::Pointwise {
+            lin: Lin::No,
+            inplace: true,
+        }),
     ]
 }
 

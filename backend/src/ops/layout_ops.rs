@@ -9,6 +9,7 @@ use super::registry::{OpDef, OpImpl};
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::{Layout, infer_size};
+use crate::ops::sharding::{Lin, Sharding, ViewKind};
 use crate::tensor::Tensor;
 
 fn view_op(name: &str, x: &Tensor, f: impl FnOnce(&Layout) -> Result<Layout>) -> Result<Tensor> {
@@ -189,111 +190,68 @@ pub(super) fn defs() -> Vec<OpDef> {
     ];
     let v = OpImpl::View;
     vec![
-        OpDef {
-            name: "aten::view",
-            schema: "view(Tensor(a) self, SymInt[] size) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(view(a.tensor(0)?, &a.ints(1)?)),
-        },
-        OpDef {
-            name: "aten::_unsafe_view",
-            schema: "_unsafe_view(Tensor self, SymInt[] size) -> Tensor",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(reshape(a.tensor(0)?, &a.ints(1)?)),
-        },
-        OpDef {
-            name: "aten::reshape",
-            schema: "reshape(Tensor(a) self, SymInt[] shape) -> Tensor(a)",
-            implementation: OpImpl::Decomposition,
-            dtypes: all,
-            run: |_, a| t1(reshape(a.tensor(0)?, &a.ints(1)?)),
-        },
-        OpDef {
-            name: "aten::contiguous",
-            schema: "contiguous(Tensor(a) self, *, MemoryFormat memory_format=contiguous_format) -> Tensor(a)",
-            implementation: OpImpl::Decomposition,
-            dtypes: all,
-            run: |_, a| t1(contiguous(a.tensor(0)?)),
-        },
-        OpDef {
-            name: "aten::permute",
-            schema: "permute(Tensor(a) self, int[] dims) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(permute(a.tensor(0)?, &a.ints(1)?)),
-        },
-        OpDef {
-            name: "aten::transpose.int",
-            schema: "transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(transpose(a.tensor(0)?, a.int(1)?, a.int(2)?)),
-        },
-        OpDef {
-            name: "aten::t",
-            schema: "t(Tensor(a) self) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(t(a.tensor(0)?)),
-        },
-        OpDef {
-            name: "aten::expand",
-            schema: "expand(Tensor(a) self, SymInt[] size, *, bool implicit=False) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(expand(a.tensor(0)?, &a.ints(1)?)),
-        },
-        OpDef {
-            name: "aten::slice.Tensor",
-            schema: "slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| {
-                t1(slice(
-                    a.tensor(0)?,
-                    a.int_or(1, 0)?,
-                    opt(a, 2)?,
-                    opt(a, 3)?,
-                    a.int_or(4, 1)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::select.int",
-            schema: "select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(select(a.tensor(0)?, a.int(1)?, a.int(2)?)),
-        },
-        OpDef {
-            name: "aten::unsqueeze",
-            schema: "unsqueeze(Tensor(a) self, int dim) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(unsqueeze(a.tensor(0)?, a.int(1)?)),
-        },
-        OpDef {
-            name: "aten::squeeze.dim",
-            schema: "squeeze.dim(Tensor(a) self, int dim) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| t1(squeeze(a.tensor(0)?, a.int(1)?)),
-        },
-        OpDef {
-            name: "aten::as_strided",
-            schema: "as_strided(Tensor(a) self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None) -> Tensor(a)",
-            implementation: v,
-            dtypes: all,
-            run: |_, a| {
-                t1(as_strided(
-                    a.tensor(0)?,
-                    &a.ints(1)?,
-                    &a.ints(2)?,
-                    a.opt_int(3)?,
-                ))
-            },
-        },
+        OpDef::new("aten::view", v, all, |_, a| {
+            t1(view(a.tensor(0)?, &a.ints(1)?))
+        })
+        .shard(Sharding::View(ViewKind::Reshape)),
+        OpDef::new("aten::_unsafe_view", v, all, |_, a| {
+            t1(reshape(a.tensor(0)?, &a.ints(1)?))
+        })
+        .shard(Sharding::View(ViewKind::Reshape)),
+        OpDef::new("aten::reshape", OpImpl::Decomposition, all, |_, a| {
+            t1(reshape(a.tensor(0)?, &a.ints(1)?))
+        })
+        .shard(Sharding::View(ViewKind::Reshape)),
+        OpDef::new("aten::contiguous", OpImpl::Decomposition, all, |_, a| {
+            t1(contiguous(a.tensor(0)?))
+        })
+        .shard(Sharding::pointwise(Lin::All)),
+        OpDef::new("aten::permute", v, all, |_, a| {
+            t1(permute(a.tensor(0)?, &a.ints(1)?))
+        })
+        .shard(Sharding::View(ViewKind::Permute)),
+        OpDef::new("aten::transpose.int", v, all, |_, a| {
+            t1(transpose(a.tensor(0)?, a.int(1)?, a.int(2)?))
+        })
+        .shard(Sharding::View(ViewKind::Transpose)),
+        OpDef::new("aten::t", v, all, |_, a| t1(t(a.tensor(0)?)))
+            .shard(Sharding::View(ViewKind::T)),
+        OpDef::new("aten::expand", v, all, |_, a| {
+            t1(expand(a.tensor(0)?, &a.ints(1)?))
+        })
+        .shard(Sharding::View(ViewKind::Expand)),
+        OpDef::new("aten::slice.Tensor", v, all, |_, a| {
+            t1(slice(
+                a.tensor(0)?,
+                a.int(1)?,
+                opt(a, 2)?,
+                opt(a, 3)?,
+                a.int(4)?,
+            ))
+        })
+        .shard(Sharding::View(ViewKind::Slice)),
+        OpDef::new("aten::select.int", v, all, |_, a| {
+            t1(select(a.tensor(0)?, a.int(1)?, a.int(2)?))
+        })
+        .shard(Sharding::View(ViewKind::Select)),
+        OpDef::new("aten::unsqueeze", v, all, |_, a| {
+            t1(unsqueeze(a.tensor(0)?, a.int(1)?))
+        })
+        .shard(Sharding::View(ViewKind::Unsqueeze)),
+        OpDef::new("aten::squeeze.dim", v, all, |_, a| {
+            t1(squeeze(a.tensor(0)?, a.int(1)?))
+        })
+        .shard(Sharding::View(ViewKind::SqueezeDim)),
+        OpDef::new("aten::as_strided", v, all, |_, a| {
+            t1(as_strided(
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                a.opt_int(3)?,
+            ))
+        })
+        .shard(Sharding::Replicate(
+            "strides and offsets address the global storage, which no rank has",
+        )),
     ]
 }

@@ -25,6 +25,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, MatmulNode, NodeKind, PRef, ProgBuilder};
 use crate::layout::Layout;
+use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
 pub use attention::{flash_attention_for_cpu, scaled_dot_product_attention};
@@ -444,7 +445,7 @@ fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
 }
 
 fn one(a: &Args, i: usize) -> Result<Scalar> {
-    a.scalar_or(i, Scalar::Int(1))
+    a.scalar(i)
 }
 
 /// The registered overloads.
@@ -452,64 +453,38 @@ pub(super) fn defs() -> Vec<OpDef> {
     let f = &[DType::F32, DType::BF16, DType::F16];
     let k = OpImpl::Kernel;
     let mut v = vec![
-        OpDef {
-            name: "aten::mm",
-            schema: "mm(Tensor self, Tensor mat2) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| t1(mm(a.tensor(0)?, a.tensor(1)?)),
-        },
-        OpDef {
-            name: "aten::bmm",
-            schema: "bmm(Tensor self, Tensor mat2) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| t1(bmm(a.tensor(0)?, a.tensor(1)?)),
-        },
-        OpDef {
-            name: "aten::addmm",
-            schema: "addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| {
-                t1(addmm(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    one(a, 3)?,
-                    one(a, 4)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::baddbmm",
-            schema: "baddbmm(Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| {
-                t1(baddbmm(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    one(a, 3)?,
-                    one(a, 4)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::dot",
-            schema: "dot(Tensor self, Tensor tensor) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| t1(dot(a.tensor(0)?, a.tensor(1)?)),
-        },
-        OpDef {
-            name: "aten::mv",
-            schema: "mv(Tensor self, Tensor vec) -> Tensor",
-            implementation: k,
-            dtypes: f,
-            run: |_, a| t1(mv(a.tensor(0)?, a.tensor(1)?)),
-        },
+        OpDef::new("aten::mm", k, f, |_, a| t1(mm(a.tensor(0)?, a.tensor(1)?)))
+            .shard(Sharding::Special(Special::Mm)),
+        OpDef::new("aten::bmm", k, f, |_, a| {
+            t1(bmm(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::Special(Special::Bmm)),
+        OpDef::new("aten::addmm", k, f, |_, a| {
+            t1(addmm(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.tensor(2)?,
+                one(a, 3)?,
+                one(a, 4)?,
+            ))
+        })
+        .shard(Sharding::Special(Special::Addmm)),
+        OpDef::new("aten::baddbmm", k, f, |_, a| {
+            t1(baddbmm(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.tensor(2)?,
+                one(a, 3)?,
+                one(a, 4)?,
+            ))
+        })
+        .shard(Sharding::Special(Special::Baddbmm)),
+        OpDef::new("aten::dot", k, f, |_, a| {
+            t1(dot(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::Special(Special::Dot)),
+        OpDef::new("aten::mv", k, f, |_, a| t1(mv(a.tensor(0)?, a.tensor(1)?)))
+            .shard(Sharding::Special(Special::Mv)),
     ];
     v.extend(attention::defs());
     v

@@ -13,92 +13,58 @@ pub mod binary;
 pub mod creation;
 pub mod custom;
 pub mod data;
+mod derive;
 pub mod helpers;
 pub mod layout_ops;
 pub mod matrix;
 pub mod nn;
 pub mod reduce;
 mod registry;
+pub mod schema;
+pub mod sharding;
 pub mod unary;
+mod value;
 
-use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::runtime::Runtime;
-use crate::tensor::Tensor;
 
 pub use args::Args;
-pub use registry::{OpDef, OpImpl, registry};
+pub use registry::{OpDef, OpImpl, Run, RunFn, registry};
+pub use sharding::Sharding;
+pub use value::{MemoryFormat, Value};
 
-/// An argument or result of a dynamically called operator.
-#[derive(Clone, Debug)]
-pub enum Value {
-    /// A tensor.
-    Tensor(Tensor),
-    /// An optional tensor that is absent, or any `None`.
-    None,
-    /// A list of tensors (`Tensor[]`).
-    Tensors(Vec<Tensor>),
-    /// A list of optional tensors (`Tensor?[]`).
-    OptTensors(Vec<Option<Tensor>>),
-    /// An integer.
-    Int(i64),
-    /// A float.
-    Float(f64),
-    /// A bool.
-    Bool(bool),
-    /// A list of integers.
-    Ints(Vec<i64>),
-    /// A list of floats.
-    Floats(Vec<f64>),
-    /// A list of bools.
-    Bools(Vec<bool>),
-    /// A dtype (`ScalarType`).
-    Dtype(DType),
-    /// A string (`approximate="tanh"`, `rounding_mode="floor"`).
-    Str(String),
-}
-
-impl Value {
-    /// The value as a [`Scalar`], if it is a number.
-    pub fn as_scalar(&self) -> Option<Scalar> {
-        match self {
-            Value::Int(i) => Some(Scalar::Int(*i)),
-            Value::Float(f) => Some(Scalar::Float(*f)),
-            Value::Bool(b) => Some(Scalar::Bool(*b)),
-            _ => None,
-        }
-    }
-
-    /// A short description for error messages.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Value::Tensor(_) => "Tensor",
-            Value::None => "None",
-            Value::Tensors(_) => "Tensor[]",
-            Value::OptTensors(_) => "Tensor?[]",
-            Value::Int(_) => "int",
-            Value::Float(_) => "float",
-            Value::Bool(_) => "bool",
-            Value::Ints(_) => "int[]",
-            Value::Floats(_) => "float[]",
-            Value::Bools(_) => "bool[]",
-            Value::Dtype(_) => "ScalarType",
-            Value::Str(_) => "str",
-        }
-    }
-}
-
-/// Runs the operator registered as `name` (`aten::add.Tensor`) with `args` in schema order.
-/// Missing trailing arguments take their schema defaults where the operator has them.
+/// Runs the operator registered as `name` (`aten::add.Tensor`) with `args` in schema order
+/// (keyword-only arguments may be given positionally too, as a dispatcher stack holds them).
+/// Missing trailing arguments take their schema defaults.
 pub fn call(rt: &Runtime, name: &str, args: Vec<Value>) -> Result<Vec<Value>> {
+    call_kw(rt, name, args, Vec::new())
+}
+
+/// [`call`] with keyword arguments: `call_kw(rt, "aten::sum.dim_IntList", vec![x],
+/// vec![("dim".into(), Value::Ints(vec![1]))])`.
+pub fn call_kw(
+    rt: &Runtime,
+    name: &str,
+    args: Vec<Value>,
+    kwargs: Vec<(String, Value)>,
+) -> Result<Vec<Value>> {
     let Some(def) = registry().get(name) else {
-        if custom::lookup(name).is_some() {
+        if custom::lookup(name).is_some() && kwargs.is_empty() {
             return custom::call_value(name, &args);
         }
         return Err(TpuError::UnknownOp(name.to_string()));
     };
-    let args = Args::new(name, args);
-    (def.run)(rt, &args).map_err(|e| name_the_op(name, e))
+    let bound = def.schema.bind(args, kwargs)?;
+    run(rt, def, &Args::new(def.name, bound)).map_err(|e| name_the_op(name, e))
+}
+
+/// Runs a registered operator on arguments already bound to its schema.
+pub(crate) fn run(rt: &Runtime, def: &OpDef, args: &Args) -> Result<Vec<Value>> {
+    match def.run {
+        Run::Direct(f) => f(rt, args),
+        Run::InPlace(f) => derive::inplace(rt, def, &registry()[f], args),
+        Run::Out(f) => derive::out(rt, def, &registry()[f], args),
+    }
 }
 
 /// Puts the overload's name in front of an argument, shape, dtype, dim or index error that does

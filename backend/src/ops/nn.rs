@@ -23,6 +23,7 @@ use super::args::Args;
 use super::registry::{OpDef, OpImpl};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};
@@ -95,8 +96,8 @@ fn nll_args(a: &Args) -> Result<(&Tensor, &Tensor, Option<&Tensor>, Reduction, i
         a.tensor(0)?,
         a.tensor(1)?,
         a.opt_tensor(2)?,
-        Reduction::from_i64(a.int_or(3, 1)?)?,
-        a.int_or(4, -100)?,
+        Reduction::from_i64(a.int(3)?)?,
+        a.int(4)?,
     ))
 }
 
@@ -107,65 +108,39 @@ pub(super) fn defs() -> Vec<OpDef> {
     let loss = &[DType::F32, DType::BF16, DType::F16, DType::I64];
     let k = OpImpl::Kernel;
     vec![
-        OpDef {
-            name: "aten::_softmax",
-            schema: "_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
-            implementation: k,
-            dtypes: float,
-            run: |_, a| t1(softmax_(a.tensor(0)?, a.int(1)?, a.bool_or(2, false)?)),
-        },
-        OpDef {
-            name: "aten::_log_softmax",
-            schema: "_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor",
-            implementation: k,
-            dtypes: float,
-            run: |_, a| t1(log_softmax_(a.tensor(0)?, a.int(1)?, a.bool_or(2, false)?)),
-        },
-        OpDef {
-            name: "aten::native_layer_norm",
-            schema: "native_layer_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps) -> (Tensor, Tensor, Tensor)",
-            implementation: k,
-            dtypes: float,
-            run: |_, a| {
-                let (y, m, r) = native_layer_norm(
-                    a.tensor(0)?,
-                    &a.ints(1)?,
-                    a.opt_tensor(2)?,
-                    a.opt_tensor(3)?,
-                    a.float_or(4, 1e-5)?,
-                )?;
-                Ok(vec![Value::Tensor(y), Value::Tensor(m), Value::Tensor(r)])
-            },
-        },
-        OpDef {
-            name: "aten::rms_norm",
-            schema: "rms_norm(Tensor input, SymInt[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor",
-            implementation: k,
-            dtypes: float,
-            run: |_, a| {
-                let eps = a.get(3).map(|_| a.float_or(3, 0.0)).transpose()?;
-                t1(rms_norm(a.tensor(0)?, &a.ints(1)?, a.opt_tensor(2)?, eps))
-            },
-        },
-        OpDef {
-            name: "aten::nll_loss_forward",
-            schema: "nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)",
-            implementation: k,
-            dtypes: loss,
-            run: |_, a| {
-                let (x, t, w, r, ig) = nll_args(a)?;
-                t2(nll_loss_forward(x, t, w, r, ig))
-            },
-        },
-        OpDef {
-            name: "aten::nll_loss2d_forward",
-            schema: "nll_loss2d_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)",
-            implementation: k,
-            dtypes: loss,
-            run: |_, a| {
-                let (x, t, w, r, ig) = nll_args(a)?;
-                t2(nll_loss2d_forward(x, t, w, r, ig))
-            },
-        },
+        OpDef::new("aten::_softmax", k, float, |_, a| {
+            t1(softmax_(a.tensor(0)?, a.int(1)?, a.bool(2)?))
+        })
+        .shard(Sharding::Special(Special::Softmax)),
+        OpDef::new("aten::_log_softmax", k, float, |_, a| {
+            t1(log_softmax_(a.tensor(0)?, a.int(1)?, a.bool(2)?))
+        })
+        .shard(Sharding::Special(Special::Softmax)),
+        OpDef::new("aten::native_layer_norm", k, float, |_, a| {
+            let (y, m, r) = native_layer_norm(
+                a.tensor(0)?,
+                &a.ints(1)?,
+                a.opt_tensor(2)?,
+                a.opt_tensor(3)?,
+                a.float(4)?,
+            )?;
+            Ok(vec![Value::Tensor(y), Value::Tensor(m), Value::Tensor(r)])
+        })
+        .shard(Sharding::Special(Special::LayerNorm)),
+        OpDef::new("aten::rms_norm", k, float, |_, a| {
+            let eps = a.opt_float(3)?;
+            t1(rms_norm(a.tensor(0)?, &a.ints(1)?, a.opt_tensor(2)?, eps))
+        })
+        .shard(Sharding::Special(Special::RmsNorm)),
+        OpDef::new("aten::nll_loss_forward", k, loss, |_, a| {
+            let (x, t, w, r, ig) = nll_args(a)?;
+            t2(nll_loss_forward(x, t, w, r, ig))
+        })
+        .shard(Sharding::Special(Special::NllLoss)),
+        OpDef::new("aten::nll_loss2d_forward", k, loss, |_, a| {
+            let (x, t, w, r, ig) = nll_args(a)?;
+            t2(nll_loss2d_forward(x, t, w, r, ig))
+        })
+        .shard(Sharding::Special(Special::NllLoss)),
     ]
 }

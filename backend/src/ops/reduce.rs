@@ -26,6 +26,7 @@ use super::registry::{OpDef, OpImpl};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder};
+use crate::ops::sharding::{Dims, RedOp, Sharding};
 use crate::tensor::Tensor;
 use split::Split;
 
@@ -226,164 +227,100 @@ pub(super) fn defs() -> Vec<OpDef> {
     let float = &[DType::F32, DType::BF16, DType::F16];
     let k = OpImpl::Kernel;
     vec![
-        OpDef {
-            name: "aten::sum",
-            schema: "sum(Tensor self, *, ScalarType? dtype=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(sum_all(a.tensor(0)?, a.opt_dtype(1)?)),
-        },
-        OpDef {
-            name: "aten::sum.dim_IntList",
-            schema: "sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| {
-                t1(sum(
-                    a.tensor(0)?,
-                    &a.opt_ints(1)?.unwrap_or_default(),
-                    a.bool_or(2, false)?,
-                    a.opt_dtype(3)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::mean",
-            schema: "mean(Tensor self, *, ScalarType? dtype=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(mean_all(a.tensor(0)?, a.opt_dtype(1)?)),
-        },
-        OpDef {
-            name: "aten::mean.dim",
-            schema: "mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| {
-                t1(mean(
-                    a.tensor(0)?,
-                    &a.opt_ints(1)?.unwrap_or_default(),
-                    a.bool_or(2, false)?,
-                    a.opt_dtype(3)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::prod",
-            schema: "prod(Tensor self, *, ScalarType? dtype=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(prod(a.tensor(0)?, a.opt_dtype(1)?)),
-        },
-        OpDef {
-            name: "aten::prod.dim_int",
-            schema: "prod.dim_int(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| {
-                t1(prod_dim(
-                    a.tensor(0)?,
-                    a.int(1)?,
-                    a.bool_or(2, false)?,
-                    a.opt_dtype(3)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::amax",
-            schema: "amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| {
-                t1(amax(
-                    a.tensor(0)?,
-                    &a.ints_or(1, &[])?,
-                    a.bool_or(2, false)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::amin",
-            schema: "amin(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| {
-                t1(amin(
-                    a.tensor(0)?,
-                    &a.ints_or(1, &[])?,
-                    a.bool_or(2, false)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::max",
-            schema: "max(Tensor self) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(max_all(a.tensor(0)?)),
-        },
-        OpDef {
-            name: "aten::min",
-            schema: "min(Tensor self) -> Tensor",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t1(min_all(a.tensor(0)?)),
-        },
-        OpDef {
-            name: "aten::max.dim",
-            schema: "max.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t2(max_dim(a.tensor(0)?, a.int(1)?, a.bool_or(2, false)?)),
-        },
-        OpDef {
-            name: "aten::min.dim",
-            schema: "min.dim(Tensor self, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)",
-            implementation: k,
-            dtypes: all,
-            run: |_, a| t2(min_dim(a.tensor(0)?, a.int(1)?, a.bool_or(2, false)?)),
-        },
-        OpDef {
-            name: "aten::argmax",
-            schema: "argmax(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
-            implementation: k,
-            dtypes: num,
-            run: |_, a| t1(argmax(a.tensor(0)?, a.opt_int(1)?, a.bool_or(2, false)?)),
-        },
-        OpDef {
-            name: "aten::argmin",
-            schema: "argmin(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
-            implementation: k,
-            dtypes: num,
-            run: |_, a| t1(argmin(a.tensor(0)?, a.opt_int(1)?, a.bool_or(2, false)?)),
-        },
-        OpDef {
-            name: "aten::var.correction",
-            schema: "var.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
-            implementation: k,
-            dtypes: float,
-            run: |_, a| {
-                t1(var(
-                    a.tensor(0)?,
-                    a.opt_ints(1)?.as_deref(),
-                    opt_f64(a, 2)?,
-                    a.bool_or(3, false)?,
-                ))
-            },
-        },
-        OpDef {
-            name: "aten::std.correction",
-            schema: "std.correction(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False) -> Tensor",
-            implementation: k,
-            dtypes: float,
-            run: |_, a| {
-                t1(std(
-                    a.tensor(0)?,
-                    a.opt_ints(1)?.as_deref(),
-                    opt_f64(a, 2)?,
-                    a.bool_or(3, false)?,
-                ))
-            },
-        },
+        OpDef::new("aten::sum", k, all, |_, a| {
+            t1(sum_all(a.tensor(0)?, a.opt_dtype(1)?))
+        })
+        .shard(Sharding::reduction(RedOp::Sum, Dims::All, None)),
+        OpDef::new("aten::sum.dim_IntList", k, all, |_, a| {
+            t1(sum(
+                a.tensor(0)?,
+                &a.opt_ints(1)?.unwrap_or_default(),
+                a.bool(2)?,
+                a.opt_dtype(3)?,
+            ))
+        })
+        .shard(Sharding::reduction(RedOp::Sum, Dims::List(1), Some(2))),
+        OpDef::new("aten::mean", k, all, |_, a| {
+            t1(mean_all(a.tensor(0)?, a.opt_dtype(1)?))
+        })
+        .shard(Sharding::reduction(RedOp::Mean, Dims::All, None)),
+        OpDef::new("aten::mean.dim", k, all, |_, a| {
+            t1(mean(
+                a.tensor(0)?,
+                &a.opt_ints(1)?.unwrap_or_default(),
+                a.bool(2)?,
+                a.opt_dtype(3)?,
+            ))
+        })
+        .shard(Sharding::reduction(RedOp::Mean, Dims::List(1), Some(2))),
+        OpDef::new("aten::prod", k, all, |_, a| {
+            t1(prod(a.tensor(0)?, a.opt_dtype(1)?))
+        })
+        .shard(Sharding::reduction(RedOp::Other, Dims::All, None)),
+        OpDef::new("aten::prod.dim_int", k, all, |_, a| {
+            t1(prod_dim(
+                a.tensor(0)?,
+                a.int(1)?,
+                a.bool(2)?,
+                a.opt_dtype(3)?,
+            ))
+        })
+        .shard(Sharding::reduction(RedOp::Other, Dims::One(1), Some(2))),
+        OpDef::new("aten::amax", k, all, |_, a| {
+            t1(amax(a.tensor(0)?, &a.ints(1)?, a.bool(2)?))
+        })
+        .shard(Sharding::reduction(RedOp::Max, Dims::List(1), Some(2))),
+        OpDef::new("aten::amin", k, all, |_, a| {
+            t1(amin(a.tensor(0)?, &a.ints(1)?, a.bool(2)?))
+        })
+        .shard(Sharding::reduction(RedOp::Min, Dims::List(1), Some(2))),
+        OpDef::new("aten::max", k, all, |_, a| t1(max_all(a.tensor(0)?)))
+            .shard(Sharding::reduction(RedOp::Max, Dims::All, None)),
+        OpDef::new("aten::min", k, all, |_, a| t1(min_all(a.tensor(0)?)))
+            .shard(Sharding::reduction(RedOp::Min, Dims::All, None)),
+        OpDef::new("aten::max.dim", k, all, |_, a| {
+            t2(max_dim(a.tensor(0)?, a.int(1)?, a.bool(2)?))
+        })
+        .shard(Sharding::Reduction {
+            kind: RedOp::Other,
+            dims: Dims::One(1),
+            keepdim: Some(2),
+            outputs: 2,
+        }),
+        OpDef::new("aten::min.dim", k, all, |_, a| {
+            t2(min_dim(a.tensor(0)?, a.int(1)?, a.bool(2)?))
+        })
+        .shard(Sharding::Reduction {
+            kind: RedOp::Other,
+            dims: Dims::One(1),
+            keepdim: Some(2),
+            outputs: 2,
+        }),
+        OpDef::new("aten::argmax", k, num, |_, a| {
+            t1(argmax(a.tensor(0)?, a.opt_int(1)?, a.bool(2)?))
+        })
+        .shard(Sharding::reduction(RedOp::Other, Dims::OptOne(1), Some(2))),
+        OpDef::new("aten::argmin", k, num, |_, a| {
+            t1(argmin(a.tensor(0)?, a.opt_int(1)?, a.bool(2)?))
+        })
+        .shard(Sharding::reduction(RedOp::Other, Dims::OptOne(1), Some(2))),
+        OpDef::new("aten::var.correction", k, float, |_, a| {
+            t1(var(
+                a.tensor(0)?,
+                a.opt_ints(1)?.as_deref(),
+                opt_f64(a, 2)?,
+                a.bool(3)?,
+            ))
+        })
+        .shard(Sharding::reduction(RedOp::Other, Dims::List(1), Some(3))),
+        OpDef::new("aten::std.correction", k, float, |_, a| {
+            t1(std(
+                a.tensor(0)?,
+                a.opt_ints(1)?.as_deref(),
+                opt_f64(a, 2)?,
+                a.bool(3)?,
+            ))
+        })
+        .shard(Sharding::reduction(RedOp::Other, Dims::List(1), Some(3))),
     ]
 }

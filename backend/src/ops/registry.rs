@@ -1,8 +1,18 @@
-//! The operator registry: every overload, with its schema, dtypes and implementation kind.
+//! The operator registry: every overload with its schema, dtypes, implementation, sharding
+//! rule, and the in-place and `out=` forms derived from the functional ones.
+//!
+//! An operator family lists [`OpDef`]s built with [`OpDef::new`] (name, implementation kind,
+//! dtypes, the function that runs it) and [`OpDef::shard`] (its sharding rule). The schema is
+//! not typed by hand: it is PyTorch's, looked up by name in [`super::schema::aten`]. For every
+//! functional operator, the registry also registers the in-place form (`add_.Tensor`) and the
+//! `out=` forms (`add.out`) that PyTorch has, whose arguments are the functional's (plus the
+//! outputs): see [`super::derive`].
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+use super::schema::{self, Schema};
+use super::sharding::Sharding;
 use super::{Args, Value};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -10,6 +20,7 @@ use crate::runtime::Runtime;
 
 /// How an operator is implemented.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum OpImpl {
     /// Its own ISA kernel(s).
     Kernel,
@@ -17,6 +28,26 @@ pub enum OpImpl {
     Decomposition,
     /// A view: changes only the layout, no kernel.
     View,
+    /// The in-place form of a functional operator: computes it, then copies the result into
+    /// its first argument.
+    InPlace,
+    /// The `out=` form of a functional operator: computes it, then copies each result into its
+    /// `out` argument (resizing an empty one).
+    Out,
+}
+
+/// A function running an operator on bound arguments.
+pub type RunFn = fn(&Runtime, &Args) -> Result<Vec<Value>>;
+
+/// What running an operator does.
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// Its own implementation.
+    Direct(RunFn),
+    /// The functional operator of this name, then a copy into the first argument.
+    InPlace(&'static str),
+    /// The functional operator of this name, then a copy into the `out` arguments.
+    Out(&'static str),
 }
 
 /// A registered overload.
@@ -24,14 +55,56 @@ pub enum OpImpl {
 pub struct OpDef {
     /// `aten::add.Tensor`.
     pub name: &'static str,
-    /// The ATen schema.
-    pub schema: &'static str,
-    /// Kernel, decomposition or view.
+    /// PyTorch's schema.
+    pub schema: &'static Schema,
+    /// Kernel, decomposition, view, or a derived form.
     pub implementation: OpImpl,
     /// The input dtypes it supports.
     pub dtypes: &'static [DType],
     /// Runs it.
-    pub run: fn(&Runtime, &Args) -> Result<Vec<Value>>,
+    pub run: Run,
+    /// How it runs on sharded tensors.
+    pub sharding: Sharding,
+}
+
+impl OpDef {
+    /// The operator `name` (an ATen overload: its schema is PyTorch's), sharded replicated
+    /// until [`OpDef::shard`] says otherwise.
+    ///
+    /// # Panics
+    /// When PyTorch has no overload of that name: the registry is static code, and a test
+    /// builds it.
+    pub fn new(
+        name: &'static str,
+        implementation: OpImpl,
+        dtypes: &'static [DType],
+        run: RunFn,
+    ) -> Self {
+        let schema = schema::aten::get(name)
+            .unwrap_or_else(|| panic!("{name} is not an ATen overload of PyTorch 2.15.0"));
+        OpDef {
+            name,
+            schema,
+            implementation,
+            dtypes,
+            run: Run::Direct(run),
+            sharding: Sharding::Replicate("no rule declared"),
+        }
+    }
+
+    /// Declares the sharding rule.
+    pub fn shard(mut self, sharding: Sharding) -> Self {
+        self.sharding = sharding;
+        self
+    }
+
+    /// The functional operator a derived form runs, if this is one.
+    pub fn derived_from(&self) -> Option<&'static str> {
+        match self.run {
+            Run::Direct(_) => None,
+            Run::InPlace(f) | Run::Out(f) => Some(f),
+        }
+    }
 }
 
 /// Every registered overload, by name.
@@ -50,7 +123,13 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::matrix::defs())
             .chain(super::backward::defs())
         {
-            m.insert(d.name, d);
+            let name = d.name;
+            if m.insert(name, d).is_some() {
+                panic!("{name} is registered twice");
+            }
+        }
+        for d in super::derive::forms(&m) {
+            m.entry(d.name).or_insert(d);
         }
         m
     })

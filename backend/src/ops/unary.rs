@@ -20,6 +20,7 @@ use super::registry::{OpDef, OpImpl};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
+use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
 /// PyTorch's C++ name of a dtype, as it appears in "not implemented for 'Bool'" errors.
@@ -381,19 +382,8 @@ fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
 }
 
 /// A one-argument overload `name(Tensor self) -> Tensor`.
-fn simple(
-    name: &'static str,
-    schema: &'static str,
-    dtypes: &'static [DType],
-    run: fn(&crate::runtime::Runtime, &super::Args) -> Result<Vec<Value>>,
-) -> OpDef {
-    OpDef {
-        name,
-        schema,
-        implementation: OpImpl::Kernel,
-        dtypes,
-        run,
-    }
+fn simple(name: &'static str, dtypes: &'static [DType], run: super::RunFn) -> OpDef {
+    OpDef::new(name, OpImpl::Kernel, dtypes, run)
 }
 
 /// The registered overloads.
@@ -409,86 +399,39 @@ pub(super) fn defs() -> Vec<OpDef> {
     const NUM: &[DType] = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
     const FLOAT: &[DType] = &[DType::F32, DType::BF16, DType::F16];
     vec![
-        simple("aten::neg", "neg(Tensor self) -> Tensor", NUM, |_, a| {
-            t1(neg(a.tensor(0)?))
-        }),
-        simple("aten::abs", "abs(Tensor self) -> Tensor", NUM, |_, a| {
-            t1(abs(a.tensor(0)?))
-        }),
-        simple("aten::sign", "sign(Tensor self) -> Tensor", ALL, |_, a| {
-            t1(sign(a.tensor(0)?))
-        }),
-        simple(
-            "aten::floor",
-            "floor(Tensor self) -> Tensor",
-            NUM,
-            |_, a| t1(floor(a.tensor(0)?)),
-        ),
-        simple("aten::ceil", "ceil(Tensor self) -> Tensor", NUM, |_, a| {
-            t1(ceil(a.tensor(0)?))
-        }),
-        simple("aten::relu", "relu(Tensor self) -> Tensor", NUM, |_, a| {
-            t1(relu(a.tensor(0)?))
-        }),
-        simple("aten::exp", "exp(Tensor self) -> Tensor", ALL, |_, a| {
-            t1(exp(a.tensor(0)?))
-        }),
-        simple("aten::log", "log(Tensor self) -> Tensor", ALL, |_, a| {
-            t1(log(a.tensor(0)?))
-        }),
-        simple(
-            "aten::log1p",
-            "log1p(Tensor self) -> Tensor",
-            ALL,
-            |_, a| t1(log1p(a.tensor(0)?)),
-        ),
-        simple("aten::sqrt", "sqrt(Tensor self) -> Tensor", ALL, |_, a| {
-            t1(sqrt(a.tensor(0)?))
-        }),
-        simple(
-            "aten::rsqrt",
-            "rsqrt(Tensor self) -> Tensor",
-            ALL,
-            |_, a| t1(rsqrt(a.tensor(0)?)),
-        ),
-        simple(
-            "aten::reciprocal",
-            "reciprocal(Tensor self) -> Tensor",
-            ALL,
-            |_, a| t1(reciprocal(a.tensor(0)?)),
-        ),
-        simple("aten::sin", "sin(Tensor self) -> Tensor", ALL, |_, a| {
-            t1(sin(a.tensor(0)?))
-        }),
-        simple("aten::cos", "cos(Tensor self) -> Tensor", ALL, |_, a| {
-            t1(cos(a.tensor(0)?))
-        }),
-        simple("aten::tanh", "tanh(Tensor self) -> Tensor", ALL, |_, a| {
-            t1(tanh(a.tensor(0)?))
-        }),
-        simple("aten::erf", "erf(Tensor self) -> Tensor", ALL, |_, a| {
-            t1(erf(a.tensor(0)?))
-        }),
-        simple(
-            "aten::sigmoid",
-            "sigmoid(Tensor self) -> Tensor",
-            ALL,
-            |_, a| t1(sigmoid(a.tensor(0)?)),
-        ),
-        simple(
-            "aten::silu",
-            "silu(Tensor self) -> Tensor",
-            FLOAT,
-            |_, a| t1(silu(a.tensor(0)?)),
-        ),
-        simple(
-            "aten::gelu",
-            "gelu(Tensor self, *, str approximate=\"none\") -> Tensor",
-            FLOAT,
-            |_, a| {
-                let approx = GeluApprox::parse(a.opt_str(1)?.unwrap_or("none"))?;
-                t1(gelu(a.tensor(0)?, approx))
-            },
-        ),
+        simple("aten::neg", NUM, |_, a| t1(neg(a.tensor(0)?))).shard(Sharding::pointwise(Lin::All)),
+        simple("aten::abs", NUM, |_, a| t1(abs(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
+        simple("aten::sign", ALL, |_, a| t1(sign(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::floor", NUM, |_, a| t1(floor(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::ceil", NUM, |_, a| t1(ceil(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::relu", NUM, |_, a| t1(relu(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::exp", ALL, |_, a| t1(exp(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
+        simple("aten::log", ALL, |_, a| t1(log(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
+        simple("aten::log1p", ALL, |_, a| t1(log1p(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::sqrt", ALL, |_, a| t1(sqrt(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::rsqrt", ALL, |_, a| t1(rsqrt(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::reciprocal", ALL, |_, a| t1(reciprocal(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::sin", ALL, |_, a| t1(sin(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
+        simple("aten::cos", ALL, |_, a| t1(cos(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
+        simple("aten::tanh", ALL, |_, a| t1(tanh(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::erf", ALL, |_, a| t1(erf(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
+        simple("aten::sigmoid", ALL, |_, a| t1(sigmoid(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::silu", FLOAT, |_, a| t1(silu(a.tensor(0)?)))
+            .shard(Sharding::pointwise(Lin::No)),
+        simple("aten::gelu", FLOAT, |_, a| {
+            let approx = GeluApprox::parse(a.opt_str(1)?.unwrap_or("none"))?;
+            t1(gelu(a.tensor(0)?, approx))
+        })
+        .shard(Sharding::pointwise(Lin::No)),
     ]
 }

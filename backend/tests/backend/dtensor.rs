@@ -895,26 +895,34 @@ fn an_operator_without_a_rule_runs_replicated_and_is_counted() {
 }
 
 #[test]
-fn every_registered_operator_has_a_rule_or_is_a_documented_fallback() {
-    let mut missing = Vec::new();
-    for name in ops::registry().keys() {
-        let rule = dtensor::sharding_rule(name);
-        let fallback = dtensor::FALLBACK.contains(name);
-        assert!(
-            !(rule.is_some() && fallback),
-            "{name} has a rule and is listed as a fallback"
-        );
-        if rule.is_none() && !fallback {
-            missing.push(*name);
+fn every_registered_operator_declares_a_rule_or_a_reason_to_run_replicated() {
+    let mut undeclared = Vec::new();
+    for (name, def) in ops::registry() {
+        match def.sharding {
+            ops::Sharding::Replicate(reason) => {
+                assert!(
+                    !reason.is_empty(),
+                    "{name} runs replicated without a reason"
+                );
+                assert!(dtensor::sharding_rule(name).is_none());
+                if reason == "no rule declared" {
+                    undeclared.push(*name);
+                }
+            }
+            _ => assert!(dtensor::sharding_rule(name).is_some(), "{name}"),
         }
     }
     assert!(
-        missing.is_empty(),
-        "operators without a sharding rule: {missing:?}"
+        undeclared.is_empty(),
+        "operators that declare no sharding rule: {undeclared:?}"
     );
-    for f in dtensor::FALLBACK {
-        assert!(ops::registry().contains_key(f), "{f} is not registered");
-    }
+    // A rule that the fallback test above exercises.
+    assert_eq!(dtensor::sharding_rule("aten::as_strided"), None);
+    assert_eq!(dtensor::sharding_rule("aten::mm"), Some("matrix"));
+    assert_eq!(
+        dtensor::sharding_rule("aten::add_.Tensor"),
+        Some("pointwise")
+    );
 }
 
 #[test]

@@ -78,7 +78,32 @@ fn dynamic_calls_by_overload_name() {
     assert_eq!(g.to_vec::<bool>().unwrap(), vec![true, false, true]);
     assert!(ops::call(&rt, "aten::nope", vec![]).is_err());
     let e = ops::call(&rt, "aten::add.Tensor", vec![Value::Tensor(a.clone())]).unwrap_err();
-    assert!(e.to_string().contains("argument 1"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("aten::add.Tensor(): missing required argument 'other'"),
+        "{e}"
+    );
+    // Keyword arguments and defaults come from PyTorch's schema.
+    let out = ops::call_kw(
+        &rt,
+        "aten::sub.Tensor",
+        vec![Value::Tensor(a.clone()), Value::Tensor(a.clone())],
+        vec![("alpha".into(), Value::Int(2))],
+    )
+    .unwrap();
+    let Value::Tensor(t) = &out[0] else { panic!() };
+    assert_eq!(t.to_vec::<f32>().unwrap(), vec![-1.0, 2.0, -3.0]);
+    let e = ops::call_kw(
+        &rt,
+        "aten::neg",
+        vec![Value::Tensor(a)],
+        vec![("beta".into(), Value::Int(1))],
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("unexpected keyword argument 'beta'"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -18,19 +18,20 @@ use super::{Chosen, OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
 use crate::layout::wrap_dim;
 use crate::ops::Value;
+use crate::ops::sharding::Special;
 
-pub(crate) fn rule(name: &str) -> Option<Rule> {
-    let c: super::Candidates = match name {
-        "aten::cat" => cat,
-        "aten::stack" => stack,
-        "aten::split.Tensor" => split,
-        "aten::index_select" => index_select,
-        "aten::gather" => gather,
-        "aten::embedding" => return Some(Rule::new("data", embedding).local(embedding_local)),
-        "aten::embedding_dense_backward" => embedding_backward,
-        "aten::tril" | "aten::triu" => tril,
-        "aten::flip" => flip,
-        "aten::constant_pad_nd" => pad,
+pub(crate) fn rule(special: Special) -> Option<Rule> {
+    let c: super::Candidates = match special {
+        Special::Cat => cat,
+        Special::Stack => stack,
+        Special::Split => split,
+        Special::IndexSelect => index_select,
+        Special::Gather => gather,
+        Special::Embedding => return Some(Rule::new("data", embedding).local(embedding_local)),
+        Special::EmbeddingBackward => embedding_backward,
+        Special::Tril => tril,
+        Special::Flip => flip,
+        Special::Pad => pad,
         _ => return None,
     };
     Some(Rule::new("data", c))

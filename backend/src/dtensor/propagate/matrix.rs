@@ -12,17 +12,17 @@ use super::super::placement::Placement;
 use super::pointwise::broadcast_input;
 use super::{OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
+use crate::ops::sharding::{Sharding, Special};
 
-pub(crate) fn rule(name: &str) -> Option<Rule> {
-    let c: super::Candidates = match name {
-        "aten::mm" => mm,
-        "aten::addmm" => addmm,
-        "aten::bmm" => bmm,
-        "aten::baddbmm" => baddbmm,
-        "aten::mv" => mv,
-        "aten::dot" => dot,
-        "aten::scaled_dot_product_attention"
-        | "aten::_scaled_dot_product_flash_attention_for_cpu" => attention,
+pub(crate) fn rule(special: Special) -> Option<Rule> {
+    let c: super::Candidates = match special {
+        Special::Mm => mm,
+        Special::Addmm => addmm,
+        Special::Bmm => bmm,
+        Special::Baddbmm => baddbmm,
+        Special::Mv => mv,
+        Special::Dot => dot,
+        Special::Attention | Special::FlashAttention => attention,
         _ => return None,
     };
     Some(Rule::new("matrix", c))
@@ -109,7 +109,7 @@ fn dot(ctx: &OpCtx) -> Result<Vec<Strategy>> {
 }
 
 fn attention(ctx: &OpCtx) -> Result<Vec<Strategy>> {
-    let flash = ctx.name == "aten::_scaled_dot_product_flash_attention_for_cpu";
+    let flash = ctx.sharding == Sharding::Special(Special::FlashAttention);
     let causal = ctx.plain.bool_or(if flash { 4 } else { 5 }, false)?;
     let outs = if flash { 2 } else { 1 };
     let (q, k, v) = (ctx.shape(0), ctx.shape(1), ctx.shape(2));

@@ -14,9 +14,9 @@
 //! [`reduce`], [`matrix`] (column-, row- and batch-parallel products, attention), [`nn`]
 //! (softmaxes and norms along unsharded dimensions, losses), [`data`] (cat, gathers,
 //! embedding), [`views`] (shard dimensions mapped through every view) and creation operators
-//! (replicated). [`FALLBACK`] lists the operators deliberately left without a rule; they, and
-//! any operator not known here (a custom operator, one registered later), run on replicated
-//! inputs and count in `metrics().sharding_fallbacks`.
+//! (replicated). Each operator declares its rule in the registry ([`crate::ops::Sharding`]);
+//! those declared `Replicate` (with their reason), and any operator the registry does not know
+//! (a custom operator), run on replicated inputs and count in `metrics().sharding_fallbacks`.
 
 pub(crate) mod data;
 pub(crate) mod matrix;
@@ -32,12 +32,7 @@ use super::placement::{self, Placement};
 use super::redistribute::cost;
 use super::trace::local_call;
 use crate::error::{Result, TpuError};
-use crate::ops::{Args, Value};
-
-/// Operators without a sharding rule, on purpose: they run replicated.
-///
-/// - `aten::as_strided`: strides and offsets address the global storage, which no rank has.
-pub const FALLBACK: &[&str] = &["aten::as_strided"];
+use crate::ops::{Args, Sharding, Value};
 
 pub(crate) const R: Placement = Placement::Replicate;
 pub(crate) const P: Placement = Placement::PARTIAL;
@@ -72,6 +67,8 @@ pub(crate) struct OpCtx<'a> {
     pub inputs: Vec<DTensor>,
     /// The arguments with every tensor as `None`, to read the rest.
     pub plain: Args,
+    /// The operator's declared sharding rule.
+    pub sharding: Sharding,
 }
 
 impl<'a> OpCtx<'a> {
@@ -118,6 +115,7 @@ impl<'a> OpCtx<'a> {
             args,
             inputs,
             plain: Args::new(name, plain),
+            sharding: declared(name),
         })
     }
 
@@ -165,8 +163,6 @@ pub(crate) type Special = fn(&OpCtx) -> Result<Option<Vec<DValue>>>;
 /// A sharding rule.
 #[derive(Clone, Copy)]
 pub(crate) struct Rule {
-    /// The family, for listings.
-    pub family: &'static str,
     pub candidates: Candidates,
     pub local: Option<LocalRun>,
     pub special: Option<Special>,
@@ -180,9 +176,10 @@ pub(crate) struct Rule {
 pub(crate) type OutShape = fn(&OpCtx) -> Result<Vec<usize>>;
 
 impl Rule {
-    pub const fn new(family: &'static str, candidates: Candidates) -> Self {
+    /// A rule (the family name is for reading the rule tables; listings take the family from
+    /// the operator's declaration).
+    pub const fn new(_family: &'static str, candidates: Candidates) -> Self {
         Rule {
-            family,
             candidates,
             local: None,
             special: None,
@@ -236,34 +233,33 @@ impl Chosen<'_> {
     }
 }
 
-/// The rule for `name`, if it has one.
-pub(crate) fn rule(name: &str) -> Option<Rule> {
-    pointwise::rule(name)
-        .or_else(|| reduce::rule(name))
-        .or_else(|| matrix::rule(name))
-        .or_else(|| nn::rule(name))
-        .or_else(|| data::rule(name))
-        .or_else(|| views::rule(name))
-        .or_else(|| creation_rule(name))
+/// The sharding rule `name` declares (a replicated fallback for an operator the registry does
+/// not know, such as a custom one).
+pub(crate) fn declared(name: &str) -> Sharding {
+    crate::ops::registry()
+        .get(name)
+        .map_or(Sharding::Replicate("not a registered operator"), |d| {
+            d.sharding
+        })
+}
+
+/// The rule implementing a declaration, if it is not a replicated fallback.
+pub(crate) fn rule(sharding: Sharding) -> Option<Rule> {
+    match sharding {
+        Sharding::Pointwise { inplace, .. } => Some(pointwise::rule(inplace)),
+        Sharding::Reduction { .. } => Some(reduce::rule()),
+        Sharding::View(kind) => Some(views::rule(kind)),
+        Sharding::Special(s) => matrix::rule(s)
+            .or_else(|| nn::rule(s))
+            .or_else(|| data::rule(s)),
+        Sharding::Creation => Some(Rule::new("creation", |_| Ok(vec![st(&[], &[R])]))),
+        Sharding::Replicate(_) => None,
+    }
 }
 
 /// The family of `name`'s sharding rule (`pointwise`, `matrix`, ...), `None` for a fallback.
 pub fn sharding_rule(name: &str) -> Option<&'static str> {
-    rule(name).map(|r| r.family)
-}
-
-fn creation_rule(name: &str) -> Option<Rule> {
-    matches!(
-        name,
-        "aten::zeros"
-            | "aten::ones"
-            | "aten::full"
-            | "aten::empty.memory_format"
-            | "aten::scalar_tensor"
-            | "aten::arange"
-            | "aten::arange.start_step"
-    )
-    .then_some(Rule::new("creation", |_| Ok(vec![st(&[], &[R])])))
+    declared(name).family()
 }
 
 /// Local bytes of a DTensor under its current placements.

@@ -19,19 +19,16 @@ use super::{OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
 use crate::layout::wrap_dim;
 use crate::ops::Value;
+use crate::ops::sharding::{Sharding, Special};
 
-pub(crate) fn rule(name: &str) -> Option<Rule> {
-    Some(match name {
-        "aten::_softmax" | "aten::_log_softmax" => Rule::new("nn", softmax),
-        "aten::_softmax_backward_data" | "aten::_log_softmax_backward_data" => {
-            Rule::new("nn", softmax_backward)
-        }
-        "aten::native_layer_norm" | "aten::rms_norm" => Rule::new("nn", norm),
-        "aten::native_layer_norm_backward" => Rule::new("nn", norm_backward),
-        "aten::nll_loss_forward" | "aten::nll_loss2d_forward" => {
-            Rule::new("nn", nll).special(nll_mean)
-        }
-        "aten::nll_loss_backward" => Rule::new("nn", nll_backward),
+pub(crate) fn rule(special: Special) -> Option<Rule> {
+    Some(match special {
+        Special::Softmax => Rule::new("nn", softmax),
+        Special::SoftmaxBackward => Rule::new("nn", softmax_backward),
+        Special::LayerNorm | Special::RmsNorm => Rule::new("nn", norm),
+        Special::LayerNormBackward => Rule::new("nn", norm_backward),
+        Special::NllLoss => Rule::new("nn", nll).special(nll_mean),
+        Special::NllLossBackward => Rule::new("nn", nll_backward),
         _ => return None,
     })
 }
@@ -60,7 +57,7 @@ fn softmax_backward(ctx: &OpCtx) -> Result<Vec<Strategy>> {
 /// Leading (not normalised) dimensions of a norm's input.
 fn leading(ctx: &OpCtx, input: usize) -> Result<Vec<usize>> {
     // normalized_shape: argument 2 of the backward, 1 of the forwards.
-    let at = if ctx.name == "aten::native_layer_norm_backward" {
+    let at = if ctx.sharding == Sharding::Special(Special::LayerNormBackward) {
         2
     } else {
         1
@@ -73,7 +70,11 @@ fn leading(ctx: &OpCtx, input: usize) -> Result<Vec<usize>> {
 }
 
 fn norm(ctx: &OpCtx) -> Result<Vec<Strategy>> {
-    let outs = if ctx.name == "aten::rms_norm" { 1 } else { 3 };
+    let outs = if ctx.sharding == Sharding::Special(Special::RmsNorm) {
+        1
+    } else {
+        3
+    };
     let mut c: Vec<Strategy> = leading(ctx, 0)?
         .into_iter()
         .map(|d| ctx.first_only(s(d), &vec![s(d); outs]))

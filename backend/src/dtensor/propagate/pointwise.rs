@@ -12,92 +12,13 @@
 use super::{OpCtx, R, Rule, Strategy, st};
 use crate::error::Result;
 use crate::layout::broadcast_shapes;
+use crate::ops::sharding::{Lin, Sharding};
 
 use super::super::placement::Placement;
 
-/// How an elementwise operator treats partial inputs.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Lin {
-    /// Not linear: partial inputs are reduced first.
-    No,
-    /// Linear in all inputs together.
-    All,
-    /// Linear in the first input, the others replicated.
-    First,
-    /// Linear in either of two inputs, the other replicated.
-    Either,
-}
-
-fn lin(name: &str) -> Option<Lin> {
-    Some(match name {
-        "aten::neg" | "aten::clone" | "aten::_to_copy" | "aten::contiguous"
-        | "aten::add.Tensor" | "aten::sub.Tensor" | "aten::mul.Scalar" | "aten::div.Scalar"
-        | "aten::copy_" => Lin::All,
-        "aten::mul.Tensor" => Lin::Either,
-        "aten::div.Tensor"
-        | "aten::threshold_backward"
-        | "aten::gelu_backward"
-        | "aten::silu_backward"
-        | "aten::sigmoid_backward"
-        | "aten::tanh_backward" => Lin::First,
-        "aten::abs"
-        | "aten::ceil"
-        | "aten::cos"
-        | "aten::erf"
-        | "aten::exp"
-        | "aten::floor"
-        | "aten::gelu"
-        | "aten::log"
-        | "aten::log1p"
-        | "aten::logical_not"
-        | "aten::reciprocal"
-        | "aten::relu"
-        | "aten::rsqrt"
-        | "aten::sigmoid"
-        | "aten::sign"
-        | "aten::silu"
-        | "aten::sin"
-        | "aten::sqrt"
-        | "aten::tanh"
-        | "aten::add.Scalar"
-        | "aten::pow.Tensor_Scalar"
-        | "aten::clamp"
-        | "aten::remainder.Scalar"
-        | "aten::eq.Scalar"
-        | "aten::ne.Scalar"
-        | "aten::lt.Scalar"
-        | "aten::le.Scalar"
-        | "aten::gt.Scalar"
-        | "aten::ge.Scalar"
-        | "aten::div.Tensor_mode"
-        | "aten::pow.Tensor_Tensor"
-        | "aten::maximum"
-        | "aten::minimum"
-        | "aten::eq.Tensor"
-        | "aten::ne.Tensor"
-        | "aten::lt.Tensor"
-        | "aten::le.Tensor"
-        | "aten::gt.Tensor"
-        | "aten::ge.Tensor"
-        | "aten::logical_and"
-        | "aten::logical_or"
-        | "aten::remainder.Tensor"
-        | "aten::where.self"
-        | "aten::masked_fill.Scalar"
-        | "aten::masked_fill.Tensor"
-        | "aten::fill_.Scalar" => Lin::No,
-        _ => return None,
-    })
-}
-
-pub(crate) fn rule(name: &str) -> Option<Rule> {
-    lin(name)?;
+pub(crate) fn rule(inplace: bool) -> Rule {
     let r = Rule::new("pointwise", candidates);
-    Some(if matches!(name, "aten::copy_" | "aten::fill_.Scalar") {
-        r.inplace()
-    } else {
-        r
-    })
+    if inplace { r.inplace() } else { r }
 }
 
 /// The placement an input of `shape` needs for an output of `out` sharded along `d`.
@@ -116,8 +37,8 @@ pub(crate) fn out_shape(ctx: &OpCtx) -> Result<Vec<usize>> {
     for t in &ctx.inputs {
         out = broadcast_shapes(&out, &t.shape)?;
     }
-    // copy_ writes its first input: the output has its shape.
-    if ctx.name == "aten::copy_" {
+    // An in-place operator writes its first input: the output has its shape.
+    if matches!(ctx.sharding, Sharding::Pointwise { inplace: true, .. }) {
         out = ctx.inputs[0].shape.clone();
     }
     Ok(out)
@@ -143,7 +64,10 @@ fn candidates(ctx: &OpCtx) -> Result<Vec<Strategy>> {
     let mut c = shard_strategies(ctx, &out);
     let n = ctx.inputs.len();
     let p = Placement::PARTIAL;
-    let mut l = lin(ctx.name).unwrap_or(Lin::No);
+    let mut l = match ctx.sharding {
+        Sharding::Pointwise { lin, .. } => lin,
+        _ => Lin::No,
+    };
     // A cast to an integer type is not linear (it truncates each term).
     if ctx.name == "aten::_to_copy" && ctx.plain.opt_dtype(1)?.is_some_and(|d| !d.is_float()) {
         l = Lin::No;

@@ -9,18 +9,10 @@ use super::super::placement::{Placement, Reduce};
 use super::{Chosen, OpCtx, R, Rule, Strategy, st};
 use crate::error::Result;
 use crate::ops::Value;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Sum,
-    Mean,
-    Max,
-    Min,
-    Other,
-}
+use crate::ops::sharding::{Dims, RedOp, Sharding};
 
 /// What a call reduces: its kind, the reduced dimensions (sorted), keepdim, outputs.
-type Reduction = (Kind, Vec<usize>, bool, usize);
+type Reduction = (RedOp, Vec<usize>, bool, usize);
 
 /// What the call reduces (`None`: not a reduction this module shards).
 fn parse(ctx: &OpCtx) -> Result<Option<Reduction>> {
@@ -36,56 +28,39 @@ fn parse(ctx: &OpCtx) -> Result<Option<Reduction>> {
     };
     let one =
         |i: usize| -> Result<Vec<usize>> { Ok(vec![crate::layout::wrap_dim(a.int(i)?, nd)?]) };
-    let (kind, mut d, keep, outs) = match ctx.name {
-        "aten::sum" => (Kind::Sum, all.clone(), false, 1),
-        "aten::mean" => (Kind::Mean, all.clone(), false, 1),
-        "aten::sum.dim_IntList" => (Kind::Sum, dims(a.opt_ints(1)?)?, a.bool_or(2, false)?, 1),
-        "aten::mean.dim" => (Kind::Mean, dims(a.opt_ints(1)?)?, a.bool_or(2, false)?, 1),
-        "aten::prod" => (Kind::Other, all.clone(), false, 1),
-        "aten::prod.dim_int" => (Kind::Other, one(1)?, a.bool_or(2, false)?, 1),
-        "aten::amax" => (Kind::Max, dims(a.opt_ints(1)?)?, a.bool_or(2, false)?, 1),
-        "aten::amin" => (Kind::Min, dims(a.opt_ints(1)?)?, a.bool_or(2, false)?, 1),
-        "aten::max" => (Kind::Max, all.clone(), false, 1),
-        "aten::min" => (Kind::Min, all.clone(), false, 1),
-        "aten::max.dim" | "aten::min.dim" => (Kind::Other, one(1)?, a.bool_or(2, false)?, 2),
-        "aten::argmax" | "aten::argmin" => match a.opt_int(1)? {
-            // Without a dimension: the index into the flattened tensor.
-            None => (Kind::Other, all.clone(), false, 1),
-            Some(_) => (Kind::Other, one(1)?, a.bool_or(2, false)?, 1),
+    let Sharding::Reduction {
+        kind,
+        dims: which,
+        keepdim,
+        outputs,
+    } = ctx.sharding
+    else {
+        return Ok(None);
+    };
+    let mut keep = match keepdim {
+        Some(i) => a.bool_or(i, false)?,
+        None => false,
+    };
+    let mut d = match which {
+        Dims::All => all.clone(),
+        Dims::List(i) => dims(a.opt_ints(i)?)?,
+        Dims::One(i) => one(i)?,
+        // Without a dimension: the index into the flattened tensor.
+        Dims::OptOne(i) => match a.opt_int(i)? {
+            None => {
+                keep = false;
+                all.clone()
+            }
+            Some(_) => one(i)?,
         },
-        "aten::var.correction" | "aten::std.correction" => {
-            (Kind::Other, dims(a.opt_ints(1)?)?, a.bool_or(3, false)?, 1)
-        }
-        _ => return Ok(None),
     };
     d.sort_unstable();
     d.dedup();
-    Ok(Some((kind, d, keep, outs)))
+    Ok(Some((kind, d, keep, outputs)))
 }
 
-const NAMES: &[&str] = &[
-    "aten::sum",
-    "aten::sum.dim_IntList",
-    "aten::mean",
-    "aten::mean.dim",
-    "aten::prod",
-    "aten::prod.dim_int",
-    "aten::amax",
-    "aten::amin",
-    "aten::max",
-    "aten::min",
-    "aten::max.dim",
-    "aten::min.dim",
-    "aten::argmax",
-    "aten::argmin",
-    "aten::var.correction",
-    "aten::std.correction",
-];
-
-pub(crate) fn rule(name: &str) -> Option<Rule> {
-    NAMES
-        .contains(&name)
-        .then_some(Rule::new("reduction", candidates).local(local))
+pub(crate) fn rule() -> Rule {
+    Rule::new("reduction", candidates).local(local)
 }
 
 fn candidates(ctx: &OpCtx) -> Result<Vec<Strategy>> {
@@ -110,19 +85,19 @@ fn candidates(ctx: &OpCtx) -> Result<Vec<Strategy>> {
             ));
         } else {
             let p = match kind {
-                Kind::Sum | Kind::Mean => Placement::Partial(Reduce::Sum),
-                Kind::Max => Placement::Partial(Reduce::Max),
-                Kind::Min => Placement::Partial(Reduce::Min),
-                Kind::Other => continue,
+                RedOp::Sum | RedOp::Mean => Placement::Partial(Reduce::Sum),
+                RedOp::Max => Placement::Partial(Reduce::Max),
+                RedOp::Min => Placement::Partial(Reduce::Min),
+                RedOp::Other => continue,
             };
             c.push(st(&[Placement::Shard(d)], &[p]));
         }
     }
     let keeps = match kind {
-        Kind::Sum | Kind::Mean => Some(Reduce::Sum),
-        Kind::Max => Some(Reduce::Max),
-        Kind::Min => Some(Reduce::Min),
-        Kind::Other => None,
+        RedOp::Sum | RedOp::Mean => Some(Reduce::Sum),
+        RedOp::Max => Some(Reduce::Max),
+        RedOp::Min => Some(Reduce::Min),
+        RedOp::Other => None,
     };
     if let Some(r) = keeps {
         c.push(st(&[Placement::Partial(r)], &[Placement::Partial(r)]));
@@ -135,7 +110,13 @@ fn candidates(ctx: &OpCtx) -> Result<Vec<Strategy>> {
 /// shards, so that the partial terms sum to the mean.
 fn local(ch: &Chosen, rank: usize, args: Vec<Value>) -> Result<Vec<Value>> {
     let out = ch.call(rank, args)?;
-    let is_mean = matches!(ch.ctx.name, "aten::mean" | "aten::mean.dim");
+    let is_mean = matches!(
+        ch.ctx.sharding,
+        Sharding::Reduction {
+            kind: RedOp::Mean,
+            ..
+        }
+    );
     let shards: usize = ch
         .per_dim
         .iter()

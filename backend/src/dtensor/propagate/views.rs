@@ -12,22 +12,22 @@ use super::{Chosen, OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
 use crate::layout::{infer_size, wrap_dim};
 use crate::ops::Value;
+use crate::ops::sharding::{Sharding, ViewKind};
 
-pub(crate) fn rule(name: &str) -> Option<Rule> {
+pub(crate) fn rule(kind: ViewKind) -> Rule {
     let r = Rule::new("view", candidates).out_shape(out_shape);
-    Some(match name {
-        "aten::view" | "aten::_unsafe_view" | "aten::reshape" | "aten::expand" => {
-            r.local(local_sizes)
-        }
-        "aten::slice.Tensor" => r.local(local_slice),
-        "aten::permute"
-        | "aten::transpose.int"
-        | "aten::t"
-        | "aten::select.int"
-        | "aten::unsqueeze"
-        | "aten::squeeze.dim" => r,
-        _ => return None,
-    })
+    match kind {
+        ViewKind::Reshape | ViewKind::Expand => r.local(local_sizes),
+        ViewKind::Slice => r.local(local_slice),
+        _ => r,
+    }
+}
+
+fn kind(ctx: &OpCtx) -> Option<ViewKind> {
+    match ctx.sharding {
+        Sharding::View(k) => Some(k),
+        _ => None,
+    }
 }
 
 /// Pairs of (input dimension, output dimension) that a view maps one to one.
@@ -35,12 +35,12 @@ fn mapping(ctx: &OpCtx) -> Result<Vec<(usize, usize)>> {
     let shape = ctx.shape(0);
     let nd = shape.len();
     let a = &ctx.plain;
-    Ok(match ctx.name {
-        "aten::view" | "aten::_unsafe_view" | "aten::reshape" => {
+    Ok(match kind(ctx) {
+        Some(ViewKind::Reshape) => {
             let out = infer_size(&a.ints(1)?, shape.iter().product())?;
             reshape_map(shape, &out)
         }
-        "aten::permute" => {
+        Some(ViewKind::Permute) => {
             let perm: Vec<usize> = a
                 .ints(1)?
                 .iter()
@@ -48,8 +48,8 @@ fn mapping(ctx: &OpCtx) -> Result<Vec<(usize, usize)>> {
                 .collect::<Result<_>>()?;
             perm.iter().enumerate().map(|(j, d)| (*d, j)).collect()
         }
-        "aten::transpose.int" | "aten::t" => {
-            let (x, y) = if ctx.name == "aten::t" {
+        Some(ViewKind::Transpose | ViewKind::T) => {
+            let (x, y) = if kind(ctx) == Some(ViewKind::T) {
                 (0, nd.min(2).saturating_sub(1))
             } else {
                 (wrap_dim(a.int(1)?, nd)?, wrap_dim(a.int(2)?, nd)?)
@@ -62,7 +62,7 @@ fn mapping(ctx: &OpCtx) -> Result<Vec<(usize, usize)>> {
                 })
                 .collect()
         }
-        "aten::expand" => {
+        Some(ViewKind::Expand) => {
             let size = a.ints(1)?;
             let new = size.len().saturating_sub(nd);
             (0..nd)
@@ -70,7 +70,7 @@ fn mapping(ctx: &OpCtx) -> Result<Vec<(usize, usize)>> {
                 .map(|d| (d, d + new))
                 .collect()
         }
-        "aten::slice.Tensor" => {
+        Some(ViewKind::Slice) => {
             let dim = wrap_dim(a.int_or(1, 0)?, nd)?;
             let n = shape[dim] as i64;
             let start = a.opt_int(2)?.unwrap_or(0);
@@ -81,20 +81,20 @@ fn mapping(ctx: &OpCtx) -> Result<Vec<(usize, usize)>> {
                 .map(|d| (d, d))
                 .collect()
         }
-        "aten::select.int" => {
+        Some(ViewKind::Select) => {
             let dim = wrap_dim(a.int(1)?, nd)?;
             (0..nd)
                 .filter(|d| *d != dim)
                 .map(|d| (d, if d > dim { d - 1 } else { d }))
                 .collect()
         }
-        "aten::unsqueeze" => {
+        Some(ViewKind::Unsqueeze) => {
             let dim = wrap_dim(a.int(1)?, nd + 1)?;
             (0..nd)
                 .map(|d| (d, if d >= dim { d + 1 } else { d }))
                 .collect()
         }
-        "aten::squeeze.dim" => {
+        Some(ViewKind::SqueezeDim) => {
             let dim = wrap_dim(a.int(1)?, nd)?;
             let gone = nd > 0 && shape[dim] == 1;
             (0..nd)
@@ -145,11 +145,9 @@ fn out_shape(ctx: &OpCtx) -> Result<Vec<usize>> {
     let x = ctx.shape(0);
     let nd = x.len();
     let a = &ctx.plain;
-    Ok(match ctx.name {
-        "aten::view" | "aten::_unsafe_view" | "aten::reshape" => {
-            infer_size(&a.ints(1)?, x.iter().product())?
-        }
-        "aten::expand" => {
+    Ok(match kind(ctx) {
+        Some(ViewKind::Reshape) => infer_size(&a.ints(1)?, x.iter().product())?,
+        Some(ViewKind::Expand) => {
             let size = a.ints(1)?;
             let new = size.len().saturating_sub(nd);
             size.iter()
@@ -195,7 +193,7 @@ fn local_sizes(ch: &Chosen, rank: usize, mut args: Vec<Value>) -> Result<Vec<Val
     let x = &ctx.inputs[0];
     let out_p = ch.output(0);
     let size = ctx.plain.ints(1)?;
-    let global: Vec<i64> = if ctx.name == "aten::expand" {
+    let global: Vec<i64> = if kind(ctx) == Some(ViewKind::Expand) {
         let new = size.len().saturating_sub(x.shape.len());
         size.iter()
             .enumerate()

@@ -10,6 +10,7 @@ use crate::ops::Value;
 use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::ops::matrix::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
 /// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
@@ -240,23 +241,25 @@ fn opt(t: Option<Tensor>) -> Value {
 }
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    vec![OpDef {
-        name: "aten::native_layer_norm_backward",
-        schema: "native_layer_norm_backward(Tensor grad_out, Tensor input, SymInt[] normalized_shape, Tensor mean, Tensor rstd, Tensor? weight, Tensor? bias, bool[3] output_mask) -> (Tensor, Tensor, Tensor)",
-        implementation: OpImpl::Kernel,
-        dtypes: &[DType::F32, DType::BF16, DType::F16],
-        run: |_, a| {
-            let (dx, dw, db) = native_layer_norm_backward(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                &a.ints(2)?,
-                a.tensor(3)?,
-                a.tensor(4)?,
-                a.opt_tensor(5)?,
-                a.opt_tensor(6)?,
-                bools3(a, 7)?,
-            )?;
-            Ok(vec![opt(dx), opt(dw), opt(db)])
-        },
-    }]
+    vec![
+        OpDef::new(
+            "aten::native_layer_norm_backward",
+            OpImpl::Kernel,
+            &[DType::F32, DType::BF16, DType::F16],
+            |_, a| {
+                let (dx, dw, db) = native_layer_norm_backward(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    &a.ints(2)?,
+                    a.tensor(3)?,
+                    a.tensor(4)?,
+                    a.opt_tensor(5)?,
+                    a.opt_tensor(6)?,
+                    bools3(a, 7)?,
+                )?;
+                Ok(vec![opt(dx), opt(dw), opt(db)])
+            },
+        )
+        .shard(Sharding::Special(Special::LayerNormBackward)),
+    ]
 }

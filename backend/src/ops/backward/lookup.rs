@@ -11,6 +11,7 @@ use crate::ops::helpers::{OpScope, map_shape, write_into};
 use crate::ops::layout_ops;
 use crate::ops::matrix::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
 /// `nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index,
@@ -260,37 +261,32 @@ pub fn embedding_dense_backward(
 pub(super) fn defs() -> Vec<OpDef> {
     let fi = &[DType::F32, DType::BF16, DType::F16, DType::I64, DType::I32];
     vec![
-        OpDef {
-            name: "aten::nll_loss_backward",
-            schema: "nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor",
-            implementation: OpImpl::Kernel,
-            dtypes: fi,
-            run: |_, a| {
-                Ok(vec![Value::Tensor(nll_loss_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    a.opt_tensor(3)?,
-                    a.int(4)?,
-                    a.int(5)?,
-                    a.tensor(6)?,
-                )?)])
-            },
-        },
-        OpDef {
-            name: "aten::embedding_dense_backward",
-            schema: "embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor",
-            implementation: OpImpl::Kernel,
-            dtypes: fi,
-            run: |_, a| {
+        OpDef::new("aten::nll_loss_backward", OpImpl::Kernel, fi, |_, a| {
+            Ok(vec![Value::Tensor(nll_loss_backward(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.tensor(2)?,
+                a.opt_tensor(3)?,
+                a.int(4)?,
+                a.int(5)?,
+                a.tensor(6)?,
+            )?)])
+        })
+        .shard(Sharding::Special(Special::NllLossBackward)),
+        OpDef::new(
+            "aten::embedding_dense_backward",
+            OpImpl::Kernel,
+            fi,
+            |_, a| {
                 Ok(vec![Value::Tensor(embedding_dense_backward(
                     a.tensor(0)?,
                     a.tensor(1)?,
                     a.int(2)?,
                     a.int(3)?,
-                    a.bool_or(4, false)?,
+                    a.bool(4)?,
                 )?)])
             },
-        },
+        )
+        .shard(Sharding::Special(Special::EmbeddingBackward)),
     ]
 }

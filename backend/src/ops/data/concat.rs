@@ -7,6 +7,7 @@ use super::ALL;
 use crate::dtype::{DType, promote_types};
 use crate::error::{Result, TpuError};
 use crate::layout::wrap_dim;
+use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
 /// PyTorch's legacy rule: a 1-D tensor with no elements takes no part in `cat`'s shape checks
@@ -162,32 +163,21 @@ impl Tensor {
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
     vec![
-        OpDef {
-            name: "aten::cat",
-            schema: "cat(Tensor[] tensors, int dim=0) -> Tensor",
-            implementation: OpImpl::Kernel,
-            dtypes: ALL,
-            run: |_, a| Ok(vec![Value::Tensor(cat(&a.tensors(0)?, a.int_or(1, 0)?)?)]),
-        },
-        OpDef {
-            name: "aten::stack",
-            schema: "stack(Tensor[] tensors, int dim=0) -> Tensor",
-            implementation: OpImpl::Kernel,
-            dtypes: ALL,
-            run: |_, a| Ok(vec![Value::Tensor(stack(&a.tensors(0)?, a.int_or(1, 0)?)?)]),
-        },
-        OpDef {
-            name: "aten::split.Tensor",
-            schema: "split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]",
-            implementation: OpImpl::View,
-            dtypes: ALL,
-            run: |_, a| {
-                Ok(vec![Value::Tensors(split(
-                    a.tensor(0)?,
-                    a.int(1)?,
-                    a.int_or(2, 0)?,
-                )?)])
-            },
-        },
+        OpDef::new("aten::cat", OpImpl::Kernel, ALL, |_, a| {
+            Ok(vec![Value::Tensor(cat(&a.tensors(0)?, a.int(1)?)?)])
+        })
+        .shard(Sharding::Special(Special::Cat)),
+        OpDef::new("aten::stack", OpImpl::Kernel, ALL, |_, a| {
+            Ok(vec![Value::Tensor(stack(&a.tensors(0)?, a.int(1)?)?)])
+        })
+        .shard(Sharding::Special(Special::Stack)),
+        OpDef::new("aten::split.Tensor", OpImpl::View, ALL, |_, a| {
+            Ok(vec![Value::Tensors(split(
+                a.tensor(0)?,
+                a.int(1)?,
+                a.int(2)?,
+            )?)])
+        })
+        .shard(Sharding::Special(Special::Split)),
     ]
 }

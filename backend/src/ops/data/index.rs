@@ -21,6 +21,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, GatherNode, NodeKind, PRef, ProgBuilder};
 use crate::layout::{Layout, contiguous_strides, wrap_dim};
+use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
 fn is_index_dtype(d: DType) -> bool {
@@ -291,44 +292,29 @@ impl Tensor {
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
     vec![
-        OpDef {
-            name: "aten::index_select",
-            schema: "index_select(Tensor self, int dim, Tensor index) -> Tensor",
-            implementation: OpImpl::Kernel,
-            dtypes: ALL,
-            run: |_, a| {
-                Ok(vec![Value::Tensor(index_select(
-                    a.tensor(0)?,
-                    a.int(1)?,
-                    a.tensor(2)?,
-                )?)])
-            },
-        },
-        OpDef {
-            name: "aten::gather",
-            schema: "gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor",
-            implementation: OpImpl::Kernel,
-            dtypes: ALL,
-            run: |_, a| {
-                Ok(vec![Value::Tensor(gather(
-                    a.tensor(0)?,
-                    a.int(1)?,
-                    a.tensor(2)?,
-                )?)])
-            },
-        },
-        OpDef {
-            name: "aten::embedding",
-            schema: "embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor",
-            implementation: OpImpl::Kernel,
-            dtypes: ALL,
-            run: |_, a| {
-                // Validate the backward-only arguments' kinds.
-                a.int_or(2, -1)?;
-                a.bool_or(3, false)?;
-                a.bool_or(4, false)?;
-                Ok(vec![Value::Tensor(embedding(a.tensor(0)?, a.tensor(1)?)?)])
-            },
-        },
+        OpDef::new("aten::index_select", OpImpl::Kernel, ALL, |_, a| {
+            Ok(vec![Value::Tensor(index_select(
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+            )?)])
+        })
+        .shard(Sharding::Special(Special::IndexSelect)),
+        OpDef::new("aten::gather", OpImpl::Kernel, ALL, |_, a| {
+            Ok(vec![Value::Tensor(gather(
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+            )?)])
+        })
+        .shard(Sharding::Special(Special::Gather)),
+        OpDef::new("aten::embedding", OpImpl::Kernel, ALL, |_, a| {
+            // Validate the backward-only arguments' kinds.
+            a.int(2)?;
+            a.bool(3)?;
+            a.bool(4)?;
+            Ok(vec![Value::Tensor(embedding(a.tensor(0)?, a.tensor(1)?)?)])
+        })
+        .shard(Sharding::Special(Special::Embedding)),
     ]
 }

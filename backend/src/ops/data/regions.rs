@@ -8,6 +8,7 @@ use super::ALL;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind};
+use crate::ops::sharding::{Lin, Sharding, Special};
 use crate::tensor::Tensor;
 
 fn check_mask(mask: &Tensor) -> Result<()> {
@@ -202,65 +203,41 @@ impl Tensor {
 pub(super) fn defs() -> Vec<OpDef> {
     let k = OpImpl::Kernel;
     vec![
-        OpDef {
-            name: "aten::masked_fill.Scalar",
-            schema: "masked_fill.Scalar(Tensor self, Tensor mask, Scalar value) -> Tensor",
-            implementation: k,
-            dtypes: ALL,
-            run: |_, a| {
-                Ok(vec![Value::Tensor(masked_fill(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.scalar(2)?,
-                )?)])
-            },
-        },
-        OpDef {
-            name: "aten::masked_fill.Tensor",
-            schema: "masked_fill.Tensor(Tensor self, Tensor mask, Tensor value) -> Tensor",
-            implementation: k,
-            dtypes: ALL,
-            run: |_, a| {
-                Ok(vec![Value::Tensor(masked_fill_tensor(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                )?)])
-            },
-        },
-        OpDef {
-            name: "aten::tril",
-            schema: "tril(Tensor self, SymInt diagonal=0) -> Tensor",
-            implementation: k,
-            dtypes: ALL,
-            run: |_, a| Ok(vec![Value::Tensor(tril(a.tensor(0)?, a.int_or(1, 0)?)?)]),
-        },
-        OpDef {
-            name: "aten::triu",
-            schema: "triu(Tensor self, SymInt diagonal=0) -> Tensor",
-            implementation: k,
-            dtypes: ALL,
-            run: |_, a| Ok(vec![Value::Tensor(triu(a.tensor(0)?, a.int_or(1, 0)?)?)]),
-        },
-        OpDef {
-            name: "aten::constant_pad_nd",
-            schema: "constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor",
-            implementation: k,
-            dtypes: ALL,
-            run: |_, a| {
-                Ok(vec![Value::Tensor(constant_pad_nd(
-                    a.tensor(0)?,
-                    &a.ints(1)?,
-                    a.scalar_or(2, Scalar::Int(0))?,
-                )?)])
-            },
-        },
-        OpDef {
-            name: "aten::flip",
-            schema: "flip(Tensor self, int[] dims) -> Tensor",
-            implementation: k,
-            dtypes: ALL,
-            run: |_, a| Ok(vec![Value::Tensor(flip(a.tensor(0)?, &a.ints(1)?)?)]),
-        },
+        OpDef::new("aten::masked_fill.Scalar", k, ALL, |_, a| {
+            Ok(vec![Value::Tensor(masked_fill(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.scalar(2)?,
+            )?)])
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::masked_fill.Tensor", k, ALL, |_, a| {
+            Ok(vec![Value::Tensor(masked_fill_tensor(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.tensor(2)?,
+            )?)])
+        })
+        .shard(Sharding::pointwise(Lin::No)),
+        OpDef::new("aten::tril", k, ALL, |_, a| {
+            Ok(vec![Value::Tensor(tril(a.tensor(0)?, a.int(1)?)?)])
+        })
+        .shard(Sharding::Special(Special::Tril)),
+        OpDef::new("aten::triu", k, ALL, |_, a| {
+            Ok(vec![Value::Tensor(triu(a.tensor(0)?, a.int(1)?)?)])
+        })
+        .shard(Sharding::Special(Special::Tril)),
+        OpDef::new("aten::constant_pad_nd", k, ALL, |_, a| {
+            Ok(vec![Value::Tensor(constant_pad_nd(
+                a.tensor(0)?,
+                &a.ints(1)?,
+                a.scalar(2)?,
+            )?)])
+        })
+        .shard(Sharding::Special(Special::Pad)),
+        OpDef::new("aten::flip", k, ALL, |_, a| {
+            Ok(vec![Value::Tensor(flip(a.tensor(0)?, &a.ints(1)?)?)])
+        })
+        .shard(Sharding::Special(Special::Flip)),
     ]
 }

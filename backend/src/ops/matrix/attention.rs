@@ -16,6 +16,7 @@ use crate::ops::Value;
 use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::ops::layout_ops;
 use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
 /// `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p,
@@ -311,49 +312,43 @@ fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
 pub(super) fn defs() -> Vec<OpDef> {
     let f = &[DType::F32, DType::BF16, DType::F16, DType::Bool];
     vec![
-        OpDef {
-            name: "aten::scaled_dot_product_attention",
-            schema: "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0., bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor",
-            implementation: OpImpl::Decomposition,
-            dtypes: f,
-            run: |_, a| {
-                let scale = match a.get(6) {
-                    None => None,
-                    Some(_) => Some(a.float_or(6, 0.0)?),
-                };
+        OpDef::new(
+            "aten::scaled_dot_product_attention",
+            OpImpl::Decomposition,
+            f,
+            |_, a| {
+                let scale = a.opt_float(6)?;
                 t1(scaled_dot_product_attention(
                     a.tensor(0)?,
                     a.tensor(1)?,
                     a.tensor(2)?,
                     a.opt_tensor(3)?,
-                    a.float_or(4, 0.0)?,
-                    a.bool_or(5, false)?,
+                    a.float(4)?,
+                    a.bool(5)?,
                     scale,
-                    a.bool_or(7, false)?,
+                    a.bool(7)?,
                 ))
             },
-        },
-        OpDef {
-            name: "aten::_scaled_dot_product_flash_attention_for_cpu",
-            schema: "_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)",
-            implementation: OpImpl::Decomposition,
-            dtypes: f,
-            run: |_, a| {
-                let scale = match a.get(6) {
-                    None => None,
-                    Some(_) => Some(a.float_or(6, 0.0)?),
-                };
+        )
+        .shard(Sharding::Special(Special::Attention)),
+        OpDef::new(
+            "aten::_scaled_dot_product_flash_attention_for_cpu",
+            OpImpl::Decomposition,
+            f,
+            |_, a| {
+                let scale = a.opt_float(6)?;
                 let (o, l) = flash_attention_for_cpu(
                     a.tensor(0)?,
                     a.tensor(1)?,
                     a.tensor(2)?,
-                    a.float_or(3, 0.0)?,
-                    a.bool_or(4, false)?,
+                    a.float(3)?,
+                    a.bool(4)?,
                     a.opt_tensor(5)?,
                     scale,
                 )?;
                 Ok(vec![Value::Tensor(o), Value::Tensor(l)])
             },
-        },
+        )
+        .shard(Sharding::Special(Special::FlashAttention)),
     ]
 }
