@@ -227,7 +227,7 @@ impl Emulator {
     /// (its coordinates, its neighbours' indices, buffers of equal sizes), sending to the chips
     /// at the same offsets from itself. A timing-only launch over every chip is then simulated
     /// on chip 0 alone and the other chips get its timeline (exact while every message goes one
-    /// hop, which is checked; see [`crate::launch`]); otherwise — functional mode, chips left
+    /// hop, which is checked; see [`crate::fold`]); otherwise — functional mode, chips left
     /// out, a longer route — the launch is simulated in full, as [`Device::launch`] does.
     /// [`LaunchStats::represented_by`] says which happened.
     pub fn launch_symmetric(&self, l: &Launch) -> Result<LaunchId, DeviceError> {
@@ -322,7 +322,7 @@ impl Emulator {
             .unwrap_or(0)
             .max(self.preset.ns_to_cycles(l.submit_ns));
         let folded = if symmetric && Self::foldable(s, &targets) {
-            launch::run_folded(
+            crate::fold::run_folded(
                 &mut s.chips,
                 &mut s.ici,
                 &self.preset,

@@ -7,19 +7,9 @@
 //! all, which guarantees no other core can still signal it earlier (every cross-core effect
 //! takes at least one cycle). When every unfinished core is blocked with nothing scheduled to
 //! wake it, the launch deadlocks and the report says where each core stands.
+
 //!
-//! **Folded launches** ([`run_folded`]). When every chip runs the same program on the same
-//! cores and the caller vouches that each chip's run is a translation of chip 0's (arguments
-//! that differ only by the chip's position, sends to the chips at the same offsets), and the
-//! launch is timing-only, only chip 0's cores are simulated: a message chip 0 sends to the
-//! chip at offset `d` is also the message chip `-d` sends to chip 0, so it books chip 0's
-//! links and arrives at chip 0's own receive semaphore. This is exact when no two chips share
-//! a link, which holds when every message goes one hop (checked: a longer route stops the
-//! folded run, and the launch is simulated in full); each link then carries only its owner's
-//! messages, in its owner's program order, so every chip's timeline is chip 0's translated.
-//! Two things are not folded: incoming remote writes are not checked for races on the
-//! receiver (the bytes a neighbour writes are addressed in its frame), and the trace shows
-//! chip 0 only.
+//! A launch can also be *folded* onto one chip ([`crate::fold`]).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -79,7 +69,7 @@ enum Phase {
 }
 
 /// Every chip's arguments (its first target's), for remote DMA.
-fn peers_of(targets: &[Target], chips: usize) -> Vec<Option<Vec<ArgVal>>> {
+pub(crate) fn peers_of(targets: &[Target], chips: usize) -> Vec<Option<Vec<ArgVal>>> {
     let mut peers: Vec<Option<Vec<ArgVal>>> = vec![None; chips];
     for t in targets {
         peers[t.chip as usize].get_or_insert_with(|| t.args.clone());
@@ -113,94 +103,20 @@ pub(crate) fn run(
     simulate(chips, ici, &io, targets, start)
 }
 
-/// Runs a timing-only launch of every chip on chip `rep`'s cores alone (see the module docs);
-/// `None` when a message went more than one hop (nothing is changed then: simulate it in
-/// full). Every chip must be targeted on the same cores.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run_folded(
-    chips: &mut [ChipState],
-    ici: &mut Ici,
-    preset: &ChipPreset,
-    mesh: &[u32],
-    program: &Program,
-    targets: &[Target],
-    start: u64,
-    profiling: bool,
-    rep: u32,
-) -> Option<Outcome> {
-    let peers = peers_of(targets, chips.len());
-    let mine: Vec<Target> = targets
-        .iter()
-        .filter(|t| t.chip == rep)
-        .map(|t| Target {
-            chip: t.chip,
-            core: t.core,
-            args: t.args.clone(),
-        })
-        .collect();
-    let saved_links = ici.clone();
-    let saved_hbm = chips[rep as usize].shared.hbm_free;
-    let io = Io {
-        program,
-        preset,
-        mesh,
-        peers: &peers,
-        functional: false,
-        profiling,
-        fold: Some(rep),
-    };
-    let mut out = simulate(chips, ici, &io, &mine, start);
-    if matches!(out.ending, Ending::Unfoldable) {
-        *ici = saved_links;
-        chips[rep as usize].shared.hbm_free = saved_hbm;
-        return None;
-    }
-    // Every chip did what `rep` did.
-    let hbm_free = chips[rep as usize].shared.hbm_free;
-    for c in chips.iter_mut() {
-        c.shared.hbm_free = hbm_free;
-    }
-    ici.retire_before(out.end_cycle);
-    ici.copy_links_from(rep);
-    let per_core = std::mem::take(&mut out.stats.cores);
-    out.stats.cores = targets
-        .iter()
-        .map(|t| {
-            let mut c = per_core
-                .iter()
-                .find(|c| c.core == t.core)
-                .expect("every chip is targeted on the same cores")
-                .clone();
-            c.chip = t.chip;
-            c
-        })
-        .collect();
-    out.stats.represented_by = Some(rep);
-    if let Ending::Fault { target, pc, kind } = out.ending {
-        let core = mine[target].core;
-        let target = targets
-            .iter()
-            .position(|t| t.chip == rep && t.core == core)
-            .expect("the representative is a target");
-        out.ending = Ending::Fault { target, pc, kind };
-    }
-    Some(out)
-}
-
 /// What a simulation reads.
-struct Io<'a> {
-    program: &'a Program,
-    preset: &'a ChipPreset,
-    mesh: &'a [u32],
-    peers: &'a [Option<Vec<ArgVal>>],
-    functional: bool,
-    profiling: bool,
-    /// Folded onto this chip (see the module docs).
-    fold: Option<u32>,
+pub(crate) struct Io<'a> {
+    pub program: &'a Program,
+    pub preset: &'a ChipPreset,
+    pub mesh: &'a [u32],
+    pub peers: &'a [Option<Vec<ArgVal>>],
+    pub functional: bool,
+    pub profiling: bool,
+    /// Folded onto this chip (see [`crate::fold`]).
+    pub fold: Option<u32>,
 }
 
 /// The event loop over `targets`.
-fn simulate(
+pub(crate) fn simulate(
     chips: &mut [ChipState],
     ici: &mut Ici,
     io: &Io,
@@ -261,8 +177,7 @@ fn simulate(
             dirty_list.clear();
             dirty_list.extend(0..n);
         }
-        for k in 0..dirty_list.len() {
-            let i = dirty_list[k];
+        for &i in &dirty_list {
             dirty[i] = false;
             let core = &chips[targets[i].chip as usize].cores[targets[i].core as usize];
             let t = match phase[i] {

@@ -22,6 +22,7 @@
 mod core;
 mod device;
 pub mod fault;
+mod fold;
 pub mod ici;
 mod launch;
 pub mod memory;

@@ -274,7 +274,7 @@ impl ChipPreset {
                 self.dma_engines
             ));
         }
-        if !(self.dcn_bytes_per_s > 0.0) || self.dcn_latency_ns < 0.0 {
+        if !(self.dcn_bytes_per_s > 0.0 && self.dcn_latency_ns >= 0.0) {
             return bad("DCN bandwidth must be positive and its latency non-negative".into());
         }
         if self.max_slice_chips == 0 || self.max_slice_shape.contains(&0) {

@@ -62,6 +62,7 @@ mod emit;
 mod launch;
 pub mod plan;
 mod ring;
+mod rounds;
 mod sum;
 
 use tpuemu_isa::{Instr, Program, Topology};

@@ -72,12 +72,15 @@ type Key = (u64, usize, usize, usize, usize);
 /// of 64 and 256 MiB). Only the speed depends on it.
 const LATENCY_BYTES: u64 = 512 << 10;
 
+/// Per round, chain and message: its byte time.
+type Times = Vec<Vec<Vec<u64>>>;
+
 /// Every round's messages and final tasks in program order (see the module docs), with their
 /// keys, and every message's byte time.
-fn schedule(rounds: &[RingStage]) -> (Vec<(Key, Item)>, Vec<Vec<Vec<u64>>>) {
+fn schedule(rounds: &[RingStage]) -> (Vec<(Key, Item)>, Times) {
     let mut keyed = Vec::new();
     let mut part_end: Vec<u64> = Vec::new();
-    let mut times: Vec<Vec<Vec<u64>>> = Vec::new();
+    let mut times: Times = Vec::new();
     for (r, st) in rounds.iter().enumerate() {
         if part_end.len() <= st.part {
             part_end.resize(st.part + 1, 0);
