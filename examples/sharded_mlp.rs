@@ -17,11 +17,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tpuemu::backend::dtensor::mlp::{self, MlpData, Parallel};
 use tpuemu::backend::dtensor::{self, DTensor, DeviceMesh};
-use tpuemu::backend::models::MlpConfig;
 use tpuemu::backend::{DType, Mode, Runtime};
 use tpuemu::emulator::{Emulator, builtin};
+use tpuemu::workloads::MlpConfig;
+use tpuemu::workloads::sharded_mlp::{self as mlp, MlpData, Parallel};
 
 type Error = Box<dyn std::error::Error>;
 

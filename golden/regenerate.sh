@@ -4,27 +4,18 @@
 #   golden/regenerate.sh           regenerate into golden/cases/
 #   golden/regenerate.sh --check   regenerate, then fail if golden/cases/ differs from git (CI)
 #
-# PyTorch is pinned and lives in a virtual environment OUTSIDE the repository:
-# ${TPUEMU_GOLDEN_VENV:-$HOME/.cache/tpuemu/golden-venv} (created on first use: about 2 minutes
-# and 5 GB; the CUDA build of torch runs on the CPU).
+# PyTorch is pinned and lives in the project's one Python environment, OUTSIDE the repository:
+# ${TPUEMU_VENV:-$HOME/.cache/tpuemu/venv} (scripts/python-env.sh creates it on first use with
+# the exact pins of python/requirements.txt: about 4 minutes and 5 GB; the CUDA build of torch
+# runs on the CPU). TPUEMU_GOLDEN_VENV is still honoured.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-venv="${TPUEMU_GOLDEN_VENV:-$HOME/.cache/tpuemu/golden-venv}"
-python="${PYTHON:-python3}"
-# Exact pins: a different PyTorch gives different samples and different bits.
-pins=(torch==2.15.0 expecttest==0.3.0 numpy==2.4.6)
+# Exact pins (python/requirements.txt): a different PyTorch gives different samples and bits.
+venv="$("$here/../scripts/python-env.sh")"
 
 check=0
 if [[ "${1:-}" == "--check" ]]; then check=1; shift; fi
-
-if [[ ! -x "$venv/bin/python" ]]; then
-  echo "creating $venv" >&2
-  "$python" -m venv "$venv"
-fi
-if ! "$venv/bin/python" -c 'import torch, expecttest, numpy; assert torch.__version__.startswith("2.15.0")' 2>/dev/null; then
-  "$venv/bin/pip" install --quiet "${pins[@]}"
-fi
 
 rm -rf "$here/cases"
 start=$(date +%s)

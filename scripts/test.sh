@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace. On a fresh machine it only needs the Rust toolchain
-# (cargo); nothing else is installed or downloaded at run time (crates come from crates.io on
-# the first build).
+# Runs every test of the workspace: the Rust tests, then the PyTorch bridge's Python tests.
+# On a fresh machine it needs the Rust toolchain (cargo), Python 3.9+ with venv, and g++ (the
+# bridge's C++ shim); the Python environment is created outside the repository on first use
+# (scripts/python-env.sh: torch 2.15.0 from PyPI, about 5 GB). Nothing is downloaded at run time
+# (crates come from crates.io on the first build).
 #
 #   scripts/test.sh            all tests
 #   scripts/test.sh FILTER     only tests whose name contains FILTER
@@ -15,3 +17,11 @@ fi
 # stack is present.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 cargo test --workspace --release --locked -- "$@"
+
+# The Python tests (python/tests), against the package built from this tree.
+pytest_args=(-q -p no:cacheprovider python/tests)
+if [[ $# -gt 0 ]]; then pytest_args+=(-k "$1"); fi
+rc=0
+scripts/python.sh -m pytest "${pytest_args[@]}" || rc=$?
+# 5: no Python test matched the filter.
+if [[ $rc -ne 0 && ! ($rc -eq 5 && $# -gt 0) ]]; then exit $rc; fi

@@ -7,6 +7,7 @@ pub use tpuemu_backend as backend;
 pub use tpuemu_emulator as emulator;
 pub use tpuemu_golden as golden;
 pub use tpuemu_isa as isa;
+pub use tpuemu_workloads as workloads;
 
 pub mod cli;
 pub mod golden_bridge;

@@ -22,7 +22,7 @@ use serde_json::json;
 use crate::error::Result;
 use crate::ir::{MatmulNode, Node, NodeKind, OpTag, POp, PRef, Prog, View};
 use crate::kernels::tile::spec::aligned_strides;
-use crate::runtime::{Runtime, State};
+use crate::runtime::{Core, Runtime};
 
 /// How many of the newest groups a node may join (bounds planning time on huge graphs).
 const SEARCH_WINDOW: usize = 16;
@@ -483,14 +483,14 @@ pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
 /// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order.
 pub(crate) fn run_graph(
     rt: &Runtime,
-    st: &mut State,
+    core: &mut Core,
     nodes: Vec<Node>,
     ops: usize,
     reason: &str,
 ) -> Result<()> {
-    let start_ns = st.host_ns;
+    let start_ns = core.q.host_ns;
     let plans = plan_groups(nodes);
-    if st.debug_print {
+    if core.debug_print {
         eprintln!(
             "[tpu] flush ({reason}): {ops} ops -> {} kernels",
             plans.len()
@@ -500,11 +500,11 @@ pub(crate) fn run_graph(
         }
     }
     for g in plans {
-        let gid = st.next_group;
-        st.next_group += 1;
-        st.metrics.fused_groups += 1;
-        *st.metrics.group_sizes.entry(g.ops.len()).or_default() += 1;
-        let t0 = st.host_ns;
+        let gid = core.next_group;
+        core.next_group += 1;
+        core.q.metrics.fused_groups += 1;
+        *core.q.metrics.group_sizes.entry(g.ops.len()).or_default() += 1;
+        let t0 = core.q.host_ns;
         let op_ids = g.op_ids.clone();
         let mut node = g.node;
         if g.ops.len() > 1 {
@@ -514,22 +514,19 @@ pub(crate) fn run_graph(
                 shapes: node.op.shapes.clone(),
             };
         }
-        rt.execute(st, &node, Some(gid))?;
+        rt.execute(core, &node, Some(gid))?;
         let mut args = tpuemu_isa::trace::Args::new();
         args.insert("ops".into(), json!(g.ops));
         args.insert("op_ids".into(), json!(op_ids));
-        crate::runtime::trace::queue_span(
-            st,
-            format!("fused group {gid}"),
-            t0,
-            st.host_ns,
-            Some(gid),
-            args,
-        );
+        let now = core.q.host_ns;
+        core.prof
+            .queue_span(format!("fused group {gid}"), t0, now, Some(gid), args);
     }
     let mut args = tpuemu_isa::trace::Args::new();
     args.insert("reason".into(), json!(reason));
     args.insert("ops".into(), json!(ops));
-    crate::runtime::trace::queue_span(st, "flush".into(), start_ns, st.host_ns, None, args);
+    let now = core.q.host_ns;
+    core.prof
+        .queue_span("flush".into(), start_ns, now, None, args);
     Ok(())
 }

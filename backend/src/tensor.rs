@@ -337,10 +337,11 @@ impl Runtime {
     pub(crate) fn upload(&self, s: &StorageRef, bytes: &[u8]) -> Result<()> {
         let buf = self.ensure_buffer(s)?;
         let mut st = self.lock();
-        let done = self.inner.device.write(buf, 0, bytes, st.host_ns)?;
-        st.host_ns = st.host_ns.max(done.end_ns);
-        st.metrics.h2d_transfers += 1;
-        st.metrics.h2d_bytes += bytes.len() as u64;
+        let q = &mut st.core.q;
+        let done = self.inner.device.write(buf, 0, bytes, q.host_ns)?;
+        q.host_ns = q.host_ns.max(done.end_ns);
+        q.metrics.h2d_transfers += 1;
+        q.metrics.h2d_bytes += bytes.len() as u64;
         Ok(())
     }
 
@@ -348,7 +349,7 @@ impl Runtime {
     /// for every kernel (faults are reported here, at the operator that caused them).
     pub(crate) fn download(&self, s: &StorageRef, offset: usize, len: usize) -> Result<Vec<u8>> {
         let mut st = self.lock();
-        self.flush_locked(&mut st, "read to host")?;
+        st.flush(self, "read to host")?;
         self.wait_all(&mut st)?;
         let mut out = vec![0u8; len];
         if len == 0 {
@@ -358,18 +359,19 @@ impl Runtime {
             Some(b) => b,
             None => {
                 drop(st);
-                self.ensure_buffer(s)?;
+                let b = self.ensure_buffer(s)?;
                 st = self.lock();
-                s.buffer().expect("just allocated")
+                b
             }
         };
+        let q = &mut st.core.q;
         let done = self
             .inner
             .device
-            .read(buf, offset as u64, &mut out, st.host_ns)?;
-        st.host_ns = st.host_ns.max(done.end_ns);
-        st.metrics.d2h_transfers += 1;
-        st.metrics.d2h_bytes += len as u64;
+            .read(buf, offset as u64, &mut out, q.host_ns)?;
+        q.host_ns = q.host_ns.max(done.end_ns);
+        q.metrics.d2h_transfers += 1;
+        q.metrics.d2h_bytes += len as u64;
         Ok(out)
     }
 }

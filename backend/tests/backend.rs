@@ -24,9 +24,6 @@ mod custom;
 #[path = "backend/compile.rs"]
 mod compile;
 
-#[path = "backend/models.rs"]
-mod models;
-
 #[path = "backend/fusion.rs"]
 mod fusion;
 

@@ -1,20 +1,19 @@
 //! `ProgramBuilder`: generating programs from Rust.
 //!
 //! Compilers (the backend's kernel generators, user kernels) build programs instruction by
-//! instruction, with forward labels, argument slots, SMEM data and profiling regions:
+//! instruction — one method per instruction, named after its mnemonic (`sadd`, `vld`, `mxu_lw`,
+//! `sem_wait`, ...) — with forward labels, argument slots, SMEM data and profiling regions:
 //!
 //! ```
-//! use tpuemu_isa::{Instr, ProgramBuilder, SReg, SSrc, ops::SAluOp};
+//! use tpuemu_isa::{ProgramBuilder, SReg, ops::CmpOp};
 //! let mut b = ProgramBuilder::new("count_to_ten");
-//! let (i, n) = (SReg::n(1), SReg::n(2));
+//! let (i, n, t) = (SReg::n(1), SReg::n(2), SReg::n(3));
 //! b.smov(n, 10);
 //! let top = b.here();
-//! b.push(Instr::SAlu { op: SAluOp::Add, dst: i, a: i, b: SSrc::Imm(1) });
-//! let t = SReg::n(3);
-//! b.push(Instr::SCmp { op: tpuemu_isa::ops::CmpOp::Lt, dst: t, a: i, b: SSrc::Reg(n) });
-//! b.brnz(t, top);
+//! b.sadd(i, i, 1).scmp(CmpOp::Lt, t, i, n).brnz(t, top);
 //! let program = b.finish().unwrap();
 //! assert_eq!(program.instrs.len(), 4);
+//! assert_eq!(program.instrs[2].to_string(), "scmp.lt s3, s1, s2");
 //! ```
 //!
 //! SMEM layout: words 0..64 (bytes 0..256) hold the arguments at launch; data reserved with
@@ -24,9 +23,13 @@
 use std::collections::HashMap;
 
 use crate::instr::{Instr, SSrc};
-use crate::ops::{BrCond, SAluOp};
+use crate::ops::BrCond;
 use crate::program::{ArgDecl, ArgKind, Program, SmemInit};
 use crate::reg::{ArgSlot, MAX_ARGS, SReg};
+
+mod instrs;
+
+pub use instrs::VAccess;
 
 /// First SMEM byte available to program data (after the 64 argument words).
 pub const SMEM_DATA_BASE: u32 = 4 * MAX_ARGS as u32;
@@ -206,31 +209,6 @@ impl ProgramBuilder {
         )
     }
 
-    /// `smov dst, imm`.
-    pub fn smov(&mut self, dst: SReg, imm: i32) -> &mut Self {
-        self.push(Instr::SMov { dst, imm })
-    }
-
-    /// `sadd dst, a, b`.
-    pub fn sadd(&mut self, dst: SReg, a: SReg, b: impl Into<SSrc>) -> &mut Self {
-        self.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst,
-            a,
-            b: b.into(),
-        })
-    }
-
-    /// `smul dst, a, b`.
-    pub fn smul(&mut self, dst: SReg, a: SReg, b: impl Into<SSrc>) -> &mut Self {
-        self.push(Instr::SAlu {
-            op: SAluOp::Mul,
-            dst,
-            a,
-            b: b.into(),
-        })
-    }
-
     /// Opens a named profiling region.
     pub fn mark_begin(&mut self, name: &str) -> &mut Self {
         let id = match self.marker_ids.get(name) {
@@ -291,7 +269,7 @@ mod tests {
         b.brz(SReg::n(1), end);
         b.br(top);
         b.bind(end);
-        b.push(Instr::Halt);
+        b.halt();
         let p = b.finish().unwrap();
         assert_eq!(p.instrs[0].branch_target(), Some(2));
         assert_eq!(p.instrs[1].branch_target(), Some(0));

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tpuemu_backend::Mode;
-use tpuemu_backend::models::{BenchReport, RunMode, Size, Workload};
+use tpuemu_workloads::{BenchReport, RunMode, Size, Workload};
 
 use super::CliError;
 use super::bench::eager::measure;

@@ -29,7 +29,7 @@ pub fn run_window(viewer: Viewer, title: &str) -> Result<(), VizError> {
     let options = eframe::NativeOptions {
         viewport: egui::ViewportBuilder::default()
             .with_title(title)
-            .with_inner_size([1400.0, 900.0]),
+            .with_inner_size([1600.0, 900.0]),
         renderer: eframe::Renderer::Wgpu,
         ..Default::default()
     };

@@ -1,22 +1,17 @@
-//! The details panel: everything about the selected span (name, lane, times in ns and cycles,
-//! operator, fusion group and every arg), what it is linked to, and the statistics of the
-//! selected range (or the whole trace): busy share per lane, FLOP/s and MFU, HBM and ICI
-//! bandwidth.
+//! The selection and statistics tabs: everything about the selected span (name, lane, times
+//! in ns and cycles, operator, fusion group and every arg), what it is linked to, and the
+//! statistics of the selected range (or the whole trace): busy share per lane, FLOP/s and
+//! MFU, HBM and ICI bandwidth, the HBM peak, and the traffic of every ICI link.
 
 use eframe::egui::{self, RichText, Ui};
 
 use crate::axis::{format_duration, format_instant};
+use crate::counters::format_bytes;
 use crate::stats::RangeStats;
 use crate::view::Viewer;
 
-/// Draws the panel.
-pub fn details_ui(ui: &mut Ui, viewer: &mut Viewer) {
-    selection_ui(ui, viewer);
-    ui.separator();
-    stats_ui(ui, viewer);
-}
-
-fn selection_ui(ui: &mut Ui, viewer: &mut Viewer) {
+/// Draws the selected span's details.
+pub fn selection_ui(ui: &mut Ui, viewer: &mut Viewer) {
     ui.heading("Selection");
     let Some(sel) = viewer.selection else {
         ui.weak("Click a span to see its details.");
@@ -110,7 +105,8 @@ fn selection_ui(ui: &mut Ui, viewer: &mut Viewer) {
     }
 }
 
-fn stats_ui(ui: &mut Ui, viewer: &mut Viewer) {
+/// Draws the statistics of the selected range (or the whole traces).
+pub fn stats_ui(ui: &mut Ui, viewer: &mut Viewer) {
     let ranged = viewer.range.is_some();
     ui.heading(if ranged {
         "Selected range"
@@ -121,10 +117,35 @@ fn stats_ui(ui: &mut Ui, viewer: &mut Viewer) {
         ui.weak("Shift+drag (or drag on the ruler) to select a range.");
     }
     let labels: Vec<String> = viewer.traces.iter().map(|t| t.label.clone()).collect();
+    let peaks: Vec<Vec<String>> = viewer
+        .traces
+        .iter()
+        .map(|t| {
+            t.series
+                .iter()
+                .map(|s| {
+                    let v = if s.is_bytes() {
+                        format_bytes(s.peak.1)
+                    } else {
+                        format!("{}", s.peak.1)
+                    };
+                    let chip = s.chip.map_or(String::new(), |c| format!("chip {c} "));
+                    format!(
+                        "{chip}{} peak {v} at {}",
+                        s.label(),
+                        format_instant(s.peak.0 - t.time_range.0)
+                    )
+                })
+                .collect()
+        })
+        .collect();
     let stats = viewer.stats().to_vec();
-    for (label, st) in labels.iter().zip(&stats) {
+    for ((label, st), peaks) in labels.iter().zip(&stats).zip(&peaks) {
         ui.separator();
         ui.label(RichText::new(label).strong());
+        for p in peaks {
+            ui.label(p);
+        }
         stats_block(ui, label, st);
     }
 }
@@ -168,9 +189,10 @@ fn stats_block(ui: &mut Ui, id: &str, st: &RangeStats) {
             row("ICI", si(st.link_bytes_per_s, "B/s"));
         });
     egui::Grid::new(("tpuemu_viz_busy", id))
-        .num_columns(3)
+        .num_columns(4)
         .striped(true)
         .show(ui, |ui| {
+            let secs = (st.t1 - st.t0).max(f64::MIN_POSITIVE) * 1e-9;
             for l in &st.lanes {
                 ui.weak(crate::lanes::group_label(l.group, ""));
                 ui.label(&l.label);
@@ -179,6 +201,16 @@ fn stats_block(ui: &mut Ui, id: &str, st: &RangeStats) {
                         .desired_width(90.0)
                         .text(format!("{:.1} %", l.share * 100.0)),
                 );
+                // Per-link (and per-engine) traffic: bytes and the average rate.
+                if l.bytes > 0.0 {
+                    ui.weak(format!(
+                        "{} · {}",
+                        format_bytes(l.bytes),
+                        si(l.bytes / secs, "B/s")
+                    ));
+                } else {
+                    ui.label("");
+                }
                 ui.end_row();
             }
         });

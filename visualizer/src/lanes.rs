@@ -1,10 +1,15 @@
 //! Which lane a track becomes, which group (host or a chip) it belongs to, and in what order
 //! lanes are listed.
 //!
-//! Order: the host group first (`aten`, `queue`, `dispatch`, then any other host lane by
-//! name, which is where foreign Chrome traces land), then one group per chip in chip order,
-//! inside it kernels, regions, units (scalar, valu, vld, vst, xlu, eup, mxu0.., dma, sync),
-//! DMA engines and ICI links.
+//! Order: the host group first (`python`, `aten`, `queue`, `dispatch`, then any other host
+//! lane by name, which is where foreign Chrome traces land, then host counters), then one
+//! group per chip in chip order, inside it kernels, counters (HBM in use), regions, units
+//! (scalar, valu, vld, vst, xlu, eup, mxu0.., dma, sync), DMA engines and ICI links.
+//!
+//! How many rows a lane may take is bounded here too ([`LaneKind::max_rows`]): lanes whose
+//! spans nest (host calls, regions) keep a few nesting rows; unit, DMA, link and kernel lanes,
+//! whose spans overlap without nesting (pipelined instructions), are drawn as one row of
+//! occupancy.
 
 use serde::{Deserialize, Serialize};
 use tpuemu_isa::trace::Track;
@@ -28,6 +33,8 @@ impl Group {
 /// What kind of lane a track is, for ordering, colours and statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LaneKind {
+    /// Python-level calls (`python`), above the operators they call.
+    HostPython,
     /// Host operator calls (`aten`).
     HostOps,
     /// Host queue: flushes and fused groups.
@@ -38,6 +45,8 @@ pub enum LaneKind {
     HostOther,
     /// Kernels on a core.
     Kernel,
+    /// A sampled value (HBM bytes in use), drawn as a step graph.
+    Counter,
     /// Profiling regions on a core (nest).
     Region,
     /// One unit of a core.
@@ -53,6 +62,7 @@ impl LaneKind {
     pub fn of(track: &Track) -> LaneKind {
         match track {
             Track::Host { lane } => match lane.as_str() {
+                "python" => LaneKind::HostPython,
                 "aten" => LaneKind::HostOps,
                 "queue" => LaneKind::HostQueue,
                 "dispatch" => LaneKind::HostDispatch,
@@ -66,14 +76,36 @@ impl LaneKind {
         }
     }
 
-    /// Whether spans on such a lane may nest (and so need more than one row).
+    /// Whether spans on such a lane nest (calls inside calls, regions inside regions), so
+    /// that rows by nesting depth mean something. Other lanes' overlapping spans are
+    /// concurrent work (pipelined instructions, DMAs in flight) and share one row.
     pub fn may_nest(self) -> bool {
-        matches!(self, LaneKind::Region | LaneKind::HostOther)
+        matches!(
+            self,
+            LaneKind::HostPython
+                | LaneKind::HostOps
+                | LaneKind::HostQueue
+                | LaneKind::HostDispatch
+                | LaneKind::HostOther
+                | LaneKind::Region
+        )
+    }
+
+    /// The most rows a lane of this kind takes: spans deeper than that are drawn in the last
+    /// row (and counted in [`crate::model::Lane::folded`]), so a screenful shows every lane.
+    pub fn max_rows(self) -> usize {
+        if self.may_nest() { MAX_NEST_ROWS } else { 1 }
     }
 }
 
-/// The sort key of a track: lanes are listed in increasing key order.
-pub fn lane_order(track: &Track) -> impl Ord + use<> {
+/// Nesting rows kept for host and region lanes.
+pub const MAX_NEST_ROWS: usize = 4;
+
+/// The sort key of a lane: lanes are listed in increasing key order.
+pub type LaneKey = (Group, LaneKind, u32, u32, String);
+
+/// The sort key of a track.
+pub fn lane_order(track: &Track) -> LaneKey {
     let kind = LaneKind::of(track);
     let (core, sub, name) = match track {
         Track::Host { lane } => (0, 0, lane.clone()),
@@ -83,6 +115,19 @@ pub fn lane_order(track: &Track) -> impl Ord + use<> {
         Track::Link { link, .. } => (0, 0, link.clone()),
     };
     (Group::of(track), kind, core, sub, name)
+}
+
+/// The sort key of a counter lane (`chip` `None`: a host counter, after the host lanes).
+pub fn counter_order(chip: Option<u32>, name: &str) -> LaneKey {
+    let group = chip.map_or(Group::Host, Group::Chip);
+    let kind = if chip.is_some() {
+        LaneKind::Counter
+    } else {
+        LaneKind::HostOther
+    };
+    // Host counters sort after every host lane name.
+    let sub = u32::from(chip.is_none());
+    (group, kind, u32::MAX, sub, name.to_string())
 }
 
 fn unit_rank(unit: tpuemu_isa::instr::Unit) -> u32 {
@@ -182,5 +227,8 @@ mod tests {
         assert_eq!(group_label(Group::Chip(3), "v5e"), "chip 3 (v5e)");
         assert_eq!(group_label(Group::Chip(3), ""), "chip 3");
         assert!(LaneKind::Region.may_nest() && !LaneKind::Unit.may_nest());
+        assert_eq!(LaneKind::Unit.max_rows(), 1);
+        assert_eq!(LaneKind::HostOps.max_rows(), MAX_NEST_ROWS);
+        assert_eq!(LaneKind::of(&host("python")), LaneKind::HostPython);
     }
 }

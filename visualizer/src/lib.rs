@@ -1,37 +1,52 @@
 //! `tpuemu-visualizer`: a timeline viewer for tpuemu traces (Chrome trace JSON written by
 //! [`tpuemu_isa::trace::chrome::to_chrome_json`], or any Chrome trace).
 //!
-//! Lanes per chip (host operators, queue and dispatch above; per chip kernels, nested regions,
-//! units, DMA engines, ICI links), grouped and collapsible; zoom, pan, hover, selection with
-//! details; fusion groups as brackets linked to the operators they fused; flows from host
-//! operators to kernels; utilisation, FLOP/s, MFU and HBM bandwidth over a selected range;
-//! two traces stacked on one time axis. See `visualizer/README.md` for the controls.
+//! Lanes per chip (Python calls, host operators, queue and dispatch above; per chip kernels,
+//! the HBM-in-use counter with its peak, nested regions, units, DMA engines, ICI links drawn
+//! as traffic), grouped and collapsible, each of bounded depth; zoom, pan and Perfetto's keys;
+//! search; selection with details; fusion groups as brackets linked to the operators they
+//! fused; flows from host operators to kernels; an op profile (operators, kernels, fusion
+//! groups, regions) and, for two traces stacked on one time axis, a diff table; utilisation,
+//! FLOP/s, MFU and HBM bandwidth over a selected range. See `visualizer/README.md`.
 //!
 //! Entry points for the CLI: [`run_viewer`] opens a window (eframe, wgpu renderer);
 //! [`screenshot`] renders the same view to a PNG with no window and no GPU.
 //!
-//! Module map: [`axis`] (time <-> pixel), [`lanes`] (lane kinds and order), [`model`] (a trace
-//! indexed per lane and row), [`index`] (culling and merging), [`layout`] (y positions),
-//! [`stats`] (range statistics), [`options`] (view options), [`view`] (state and input),
-//! [`paint`] and [`details`] (drawing), [`app`] (the window), [`screenshot`] and [`raster`]
-//! (headless rendering), [`synthetic`] (big test traces).
+//! Module map: [`axis`] (time <-> pixel), [`lanes`] (lane kinds, order, depth bounds),
+//! [`model`] (a trace indexed per lane and row), [`groups`] (fusion groups), [`counters`]
+//! (counter series), [`index`] (culling and merging), [`layout`] (y positions), [`stats`]
+//! (range statistics), [`profile`] and [`diff`] (op profile, comparison), [`marks`] (search and
+//! marked spans), [`options`] (view options), [`view`] (state), [`input`] and [`keys`] (mouse
+//! and keys), [`paint`], [`paint_counter`], [`panel`], [`table`] and [`details`] (drawing),
+//! [`app`] (the window), [`screenshot`] and [`raster`] (headless rendering), [`synthetic`]
+//! (test traces).
 
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod app;
 pub mod axis;
+pub mod counters;
 pub mod details;
+pub mod diff;
 pub mod error;
+pub mod groups;
 pub mod index;
+pub mod input;
+pub mod keys;
 pub mod lanes;
 pub mod layout;
+pub mod marks;
 pub mod model;
 pub mod options;
 pub mod paint;
+pub mod paint_counter;
+pub mod panel;
+pub mod profile;
 pub mod raster;
 pub mod screenshot;
 pub mod stats;
 pub mod synthetic;
+pub mod table;
 pub mod view;
 
 use std::path::{Path, PathBuf};
@@ -40,7 +55,7 @@ pub use error::VizError;
 pub use model::{TraceModel, load_trace, open_trace};
 pub use options::ViewOptions;
 pub use screenshot::ScreenshotInfo;
-pub use synthetic::synthetic_trace;
+pub use synthetic::{mode_pair, synthetic_trace};
 pub use view::Viewer;
 
 /// Default screenshot width, px.

@@ -1,5 +1,6 @@
 //! A loaded trace, indexed for drawing: spans grouped into lanes, lanes split into flat rows by
-//! nesting depth, each row a [`RowIndex`]; flows sorted for culling; fusion groups with their
+//! nesting depth (bounded: [`LaneKind::max_rows`]), each row a [`RowIndex`]; counters as
+//! step series with lanes of their own; flows sorted for culling; fusion groups with their
 //! extents per kernel lane and the host operators they came from.
 //!
 //! Building it is the "open" cost of the viewer (after JSON parsing): one sort of all spans by
@@ -11,18 +12,21 @@ use std::path::Path;
 
 use tpuemu_isa::trace::{Counter, Flow, Span, Trace, TraceEvent, TraceMeta, Track, chrome};
 
+use crate::counters::Series;
 use crate::error::VizError;
 use crate::index::RowIndex;
-use crate::lanes::{Group, LaneKind, lane_order};
+use crate::lanes::{Group, LaneKey, LaneKind, counter_order, lane_order};
 
 /// Spans overlapping by less than this (plus a relative 1e-12) are taken to touch, not nest.
 const TOUCH_NS: f64 = 1e-3;
 
-/// One lane: all spans of one track.
+/// One lane: all spans of one track, or one counter.
 #[derive(Clone, Debug)]
 pub struct Lane {
-    /// The track.
-    pub track: Track,
+    /// The track (`None` for a counter lane).
+    pub track: Option<Track>,
+    /// The counter series drawn (index into [`TraceModel::series`]), for a counter lane.
+    pub series: Option<usize>,
     /// Its kind.
     pub kind: LaneKind,
     /// Its group (host or a chip).
@@ -33,6 +37,8 @@ pub struct Lane {
     pub rows: Vec<RowIndex>,
     /// The lane's spans in [`TraceModel::spans`].
     pub spans: Range<usize>,
+    /// Spans nested deeper than the lane's rows allow, drawn in its last row.
+    pub folded: usize,
 }
 
 /// The kernels of one fusion group on one kernel lane.
@@ -80,6 +86,11 @@ pub struct TraceModel {
     flow_max_end: Vec<f64>,
     /// Counter samples.
     pub counters: Vec<Counter>,
+    /// The counters as step series, one lane each.
+    pub series: Vec<Series>,
+    /// Highest transfer rate of any ICI link span, bytes per ns (0 without links): link lanes
+    /// draw each span's height as its rate over this.
+    pub link_peak_rate: f64,
     /// Fusion groups per kernel lane.
     pub groups: Vec<LaneGroups>,
     /// Group id -> the host operator ids it fused (from the queue's `op_ids` and kernels).
@@ -140,17 +151,30 @@ impl TraceModel {
             }
         }
 
-        // Lanes: every track that has a span or a flow end, in display order.
+        // Lanes: every track that has a span or a flow end, and every counter, in display
+        // order.
         let mut tracks: Vec<Track> = spans.iter().map(|s| s.track.clone()).collect();
         tracks.extend(flows.iter().flat_map(|f| [f.from.clone(), f.to.clone()]));
         tracks.sort();
         tracks.dedup();
-        tracks.sort_by_cached_key(lane_order);
-        let lane_of: HashMap<Track, usize> = tracks
+        let series = Series::from_counters(&counters);
+        let mut sources: Vec<(LaneKey, Result<Track, usize>)> = tracks
+            .into_iter()
+            .map(|t| (lane_order(&t), Ok(t)))
+            .chain(
+                series
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (counter_order(s.chip, &s.name), Err(i))),
+            )
+            .collect();
+        sources.sort_by(|a, b| a.0.cmp(&b.0));
+        let lane_of: HashMap<Track, usize> = sources
             .iter()
             .enumerate()
-            .map(|(i, t)| (t.clone(), i))
+            .filter_map(|(i, (_, t))| t.as_ref().ok().map(|t| (t.clone(), i)))
             .collect();
+        let lane_kinds: Vec<LaneKind> = sources.iter().map(|(k, _)| k.1).collect();
 
         // Sort spans by lane, start, longest first (so parents precede children).
         let mut keys: Vec<(u32, f64, f64, u32)> = spans
@@ -165,27 +189,8 @@ impl TraceModel {
                 .then(a.3.cmp(&b.3))
         });
 
-        // Nesting depth per span, then order each lane by (depth, start).
-        let mut depth = vec![0u32; keys.len()];
-        let mut open: Vec<f64> = Vec::new();
-        let mut lane_bounds = vec![0usize; tracks.len() + 1];
-        for (k, key) in keys.iter().enumerate() {
-            if k == 0 || keys[k - 1].0 != key.0 {
-                open.clear();
-            }
-            // Chrome JSON stores µs, so a span that starts where the previous one ends may
-            // read back a hair earlier: that is not nesting.
-            let tolerance = TOUCH_NS + key.1.abs() * 1e-12;
-            while open.last().is_some_and(|&end| end <= key.1 + tolerance) {
-                open.pop();
-            }
-            depth[k] = open.len() as u32;
-            open.push(key.2);
-            lane_bounds[key.0 as usize + 1] = k + 1;
-        }
-        for i in 1..lane_bounds.len() {
-            lane_bounds[i] = lane_bounds[i].max(lane_bounds[i - 1]);
-        }
+        // Row (bounded nesting depth) per span, then order each lane by (row, start).
+        let (depth, lane_bounds, folded) = assign_rows(&keys, &lane_kinds);
         let mut order: Vec<(u32, u32, u32)> = keys
             .iter()
             .zip(&depth)
@@ -201,30 +206,30 @@ impl TraceModel {
             .collect();
         drop(slots);
 
-        let mut lanes: Vec<Lane> = tracks
+        let mut lanes: Vec<Lane> = sources
             .into_iter()
             .enumerate()
-            .map(|(i, track)| Lane {
-                kind: LaneKind::of(&track),
-                group: Group::of(&track),
-                label: track.label(),
-                rows: Vec::new(),
-                spans: lane_bounds[i]..lane_bounds[i + 1],
-                track,
+            .map(|(i, ((group, kind, ..), source))| {
+                let (track, series_index, label, kind) = match source {
+                    Ok(t) => {
+                        let label = t.label();
+                        (Some(t), None, label, kind)
+                    }
+                    Err(si) => (None, Some(si), series[si].label(), LaneKind::Counter),
+                };
+                Lane {
+                    kind,
+                    group,
+                    label,
+                    rows: Vec::new(),
+                    spans: lane_bounds[i]..lane_bounds[i + 1],
+                    folded: folded[i],
+                    track,
+                    series: series_index,
+                }
             })
             .collect();
-        for lane in &mut lanes {
-            let mut at = lane.spans.start;
-            while at < lane.spans.end {
-                let d = order[at].1;
-                let end = at + order[at..lane.spans.end].partition_point(|o| o.1 == d);
-                lane.rows.push(RowIndex::new(
-                    at,
-                    spans[at..end].iter().map(|s| (s.start_ns, s.end_ns)),
-                ));
-                at = end;
-            }
-        }
+        let link_peak_rate = build_rows(&mut lanes, &spans, &order);
 
         flows.sort_by(|a, b| {
             a.from_ns
@@ -245,11 +250,11 @@ impl TraceModel {
             .map(|f| (lane_of[&f.from], lane_of[&f.to]))
             .collect();
 
-        let (groups, group_ops, host_ops) = link_groups(&spans, &lanes);
+        let (groups, group_ops, host_ops) = crate::groups::link_groups(&spans, &lanes);
         let time_range = time_range(&spans, &flows, &counters);
         let chips_seen = lanes
             .iter()
-            .filter_map(|l| l.track.chip())
+            .filter_map(|l| l.track.as_ref().and_then(Track::chip))
             .collect::<BTreeSet<_>>()
             .len() as u32;
         let label = if meta.label.is_empty() {
@@ -266,6 +271,8 @@ impl TraceModel {
             flow_lanes,
             flow_max_end,
             counters,
+            series,
+            link_peak_rate,
             groups,
             group_ops,
             host_ops,
@@ -280,6 +287,37 @@ impl TraceModel {
         let lo = self.flow_max_end.partition_point(|&e| e < t0);
         let hi = self.flows.partition_point(|f| f.from_ns.min(f.to_ns) <= t1);
         lo..hi.max(lo)
+    }
+
+    /// Operators called inside host span `span` (a Python-level call, or any host call
+    /// without an operator id of its own): the `op_id`s of spans on the other host call lanes
+    /// (`aten`, ...) that lie within it in time. Empty for device spans.
+    pub fn ops_within(&self, span: usize) -> BTreeSet<u64> {
+        let mut out = BTreeSet::new();
+        if self.host_ops.is_empty() {
+            return out; // no operator ids at all (a foreign trace)
+        }
+        let (Some(s), Some(own)) = (self.spans.get(span), self.lane_of_span(span)) else {
+            return out;
+        };
+        if self.lanes[own].group != Group::Host {
+            return out;
+        }
+        let slack = TOUCH_NS + s.end_ns.abs() * 1e-12;
+        for (li, lane) in self.lanes.iter().enumerate() {
+            if li == own || !matches!(lane.kind, LaneKind::HostOps | LaneKind::HostOther) {
+                continue;
+            }
+            for row in &lane.rows {
+                for i in row.visible(s.start_ns, s.end_ns) {
+                    let c = &self.spans[row.first + i];
+                    if c.start_ns >= s.start_ns - slack && c.end_ns <= s.end_ns + slack {
+                        out.extend(c.op_id);
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The lane holding span `span`.
@@ -303,6 +341,82 @@ impl TraceModel {
     }
 }
 
+/// Assigns each span (`keys`: lane, start, end, index; sorted by lane, start, longest first) a
+/// row: its nesting depth, at most the lane kind's last row, on lanes that nest; row 0
+/// elsewhere. Returns the rows, each lane's span range bounds and how many spans each lane
+/// folded into its last row.
+fn assign_rows(
+    keys: &[(u32, f64, f64, u32)],
+    lane_kinds: &[LaneKind],
+) -> (Vec<u32>, Vec<usize>, Vec<usize>) {
+    let mut depth = vec![0u32; keys.len()];
+    let mut open: Vec<f64> = Vec::new();
+    let mut lane_bounds = vec![0usize; lane_kinds.len() + 1];
+    let mut folded = vec![0usize; lane_kinds.len()];
+    for (k, key) in keys.iter().enumerate() {
+        if k == 0 || keys[k - 1].0 != key.0 {
+            open.clear();
+        }
+        let kind = lane_kinds[key.0 as usize];
+        lane_bounds[key.0 as usize + 1] = k + 1;
+        if !kind.may_nest() {
+            continue; // one row of occupancy
+        }
+        // Chrome JSON stores µs, so a span that starts where the previous one ends may
+        // read back a hair earlier: that is not nesting.
+        let tolerance = TOUCH_NS + key.1.abs() * 1e-12;
+        while open.last().is_some_and(|&end| end <= key.1 + tolerance) {
+            open.pop();
+        }
+        let d = open.len();
+        if d >= kind.max_rows() {
+            folded[key.0 as usize] += 1;
+        }
+        depth[k] = d.min(kind.max_rows() - 1) as u32;
+        open.push(key.2);
+    }
+    for i in 1..lane_bounds.len() {
+        lane_bounds[i] = lane_bounds[i].max(lane_bounds[i - 1]);
+    }
+    (depth, lane_bounds, folded)
+}
+
+/// Builds each lane's rows from the spans in (lane, row, start) order (`order[i].1` is span
+/// `i`'s row); link rows get their spans' bytes as weights. Returns the highest link rate,
+/// bytes per ns.
+fn build_rows(lanes: &mut [Lane], spans: &[Span], order: &[(u32, u32, u32)]) -> f64 {
+    let mut link_peak_rate: f64 = 0.0;
+    for lane in lanes {
+        let mut at = lane.spans.start;
+        while at < lane.spans.end {
+            let d = order[at].1;
+            let end = at + order[at..lane.spans.end].partition_point(|o| o.1 == d);
+            let mut row = RowIndex::new(at, spans[at..end].iter().map(|s| (s.start_ns, s.end_ns)));
+            if lane.kind == LaneKind::Link {
+                let bytes = |s: &Span| arg_number(s, "bytes");
+                row.set_weights(spans[at..end].iter().map(bytes));
+                for s in &spans[at..end] {
+                    if s.end_ns > s.start_ns {
+                        link_peak_rate = link_peak_rate.max(bytes(s) / (s.end_ns - s.start_ns));
+                    }
+                }
+            }
+            lane.rows.push(row);
+            at = end;
+        }
+    }
+    link_peak_rate
+}
+
+/// A numeric arg of a span (0 when absent, not a number or not finite).
+pub fn arg_number(s: &Span, key: &str) -> f64 {
+    s.args
+        .get(key)
+        .and_then(serde_json::Value::as_f64)
+        .filter(|v| v.is_finite())
+        .unwrap_or(0.0)
+}
+
 fn finite(t: f64) -> f64 {
     if t.is_finite() { t } else { 0.0 }
 }
@@ -310,84 +424,6 @@ fn finite(t: f64) -> f64 {
 fn sanitize(start: &mut f64, end: &mut f64) {
     *start = finite(*start);
     *end = finite(*end).max(*start);
-}
-
-type Links = (
-    Vec<LaneGroups>,
-    HashMap<u64, BTreeSet<u64>>,
-    HashMap<u64, Vec<usize>>,
-);
-
-/// Fusion group extents per kernel lane, group -> operator ids, operator -> host spans.
-fn link_groups(spans: &[Span], lanes: &[Lane]) -> Links {
-    let mut groups = Vec::new();
-    let mut group_ops: HashMap<u64, BTreeSet<u64>> = HashMap::new();
-    let mut host_ops: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (li, lane) in lanes.iter().enumerate() {
-        match lane.kind {
-            LaneKind::Kernel => {
-                let mut by_id: HashMap<u64, FusionGroup> = HashMap::new();
-                for s in &spans[lane.spans.clone()] {
-                    let Some(g) = s.group_id else { continue };
-                    if let Some(op) = s.op_id {
-                        group_ops.entry(g).or_default().insert(op);
-                    }
-                    let e = by_id.entry(g).or_insert(FusionGroup {
-                        group_id: g,
-                        lane: li,
-                        start_ns: s.start_ns,
-                        end_ns: s.end_ns,
-                        kernels: 0,
-                    });
-                    e.start_ns = e.start_ns.min(s.start_ns);
-                    e.end_ns = e.end_ns.max(s.end_ns);
-                    e.kernels += 1;
-                }
-                if by_id.is_empty() {
-                    continue;
-                }
-                let mut list: Vec<FusionGroup> = by_id.into_values().collect();
-                list.sort_by(|a, b| {
-                    a.start_ns
-                        .total_cmp(&b.start_ns)
-                        .then(a.group_id.cmp(&b.group_id))
-                });
-                let index = RowIndex::new(0, list.iter().map(|g| (g.start_ns, g.end_ns)));
-                groups.push(LaneGroups {
-                    lane: li,
-                    groups: list,
-                    index,
-                });
-            }
-            LaneKind::HostQueue => {
-                for s in &spans[lane.spans.clone()] {
-                    let Some(g) = s.group_id.or_else(|| group_number(&s.name)) else {
-                        continue;
-                    };
-                    if let Some(ids) = s.args.get("op_ids").and_then(|v| v.as_array()) {
-                        group_ops
-                            .entry(g)
-                            .or_default()
-                            .extend(ids.iter().filter_map(serde_json::Value::as_u64));
-                    }
-                }
-            }
-            _ => {}
-        }
-        if lane.group == Group::Host {
-            for i in lane.spans.clone() {
-                if let Some(op) = spans[i].op_id {
-                    host_ops.entry(op).or_default().push(i);
-                }
-            }
-        }
-    }
-    (groups, group_ops, host_ops)
-}
-
-/// `fused group 12` -> 12.
-fn group_number(name: &str) -> Option<u64> {
-    name.strip_prefix("fused group ")?.trim().parse().ok()
 }
 
 fn time_range(spans: &[Span], flows: &[Flow], counters: &[Counter]) -> (f64, f64) {

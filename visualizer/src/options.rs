@@ -6,8 +6,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ViewOptions {
-    /// Height of one lane row, px.
+    /// Height of one lane row, px (the most, when rows are fitted to the height).
     pub row_height: f32,
+    /// Shrink rows (down to `min_row_height`) so that every lane fits the window's height.
+    pub fit_rows: bool,
+    /// The least row height when fitting, px.
+    pub min_row_height: f32,
     /// Height of trace and group headers, px.
     pub header_height: f32,
     /// Height of the fusion bracket strip above kernel lanes, px.
@@ -42,6 +46,8 @@ impl Default for ViewOptions {
     fn default() -> Self {
         ViewOptions {
             row_height: 18.0,
+            fit_rows: true,
+            min_row_height: 10.0,
             header_height: 20.0,
             bracket_height: 7.0,
             lane_gap: 2.0,

@@ -1,10 +1,14 @@
 //! Painting the timeline: the time ruler, trace and group headers, lanes with their culled
-//! spans, fusion-group brackets, flow arrows, the lines from a selected group to its host
-//! operators, the selected range and the hover tooltip.
+//! spans (link lanes as traffic: each span as tall as its rate), marked spans (search, table
+//! row), fusion-group brackets, flow arrows, the lines from a selected group to its host
+//! operators, the selected range and the hover tooltip. Counter lanes are painted by
+//! [`crate::paint_counter`].
 //!
 //! Nothing here decides where things go: x comes from [`TimeAxis::x`], y from the
 //! [`Layout`], visible spans from [`RowIndex::cull`](crate::index::RowIndex::cull). All span
 //! rectangles of a frame go into one mesh.
+
+use std::borrow::Cow;
 
 use eframe::egui::{
     Align2, Color32, FontId, Mesh, Painter, Pos2, Rect, Shape, Stroke, StrokeKind, Vec2, pos2, vec2,
@@ -15,7 +19,8 @@ use crate::axis::{TimeAxis, format_duration, format_instant};
 use crate::index::DrawItem;
 use crate::lanes::{Group, LaneKind, group_label};
 use crate::layout::{Item, Layout, Placed};
-use crate::model::TraceModel;
+use crate::marks::Marks;
+use crate::model::{TraceModel, arg_number};
 use crate::options::ViewOptions;
 use crate::view::{Highlight, Selection};
 
@@ -30,6 +35,8 @@ const LINKED: Color32 = Color32::from_rgb(255, 210, 60);
 const FLOW: Color32 = Color32::from_rgba_premultiplied(110, 125, 160, 160);
 const RANGE_FILL: Color32 = Color32::from_rgba_premultiplied(14, 22, 40, 40);
 const RANGE_EDGE: Color32 = Color32::from_rgb(120, 160, 255);
+/// Outline of marked spans (search matches, the selected table row's spans).
+pub const MARK: Color32 = Color32::from_rgb(60, 230, 255);
 
 /// Everything one frame of the timeline needs.
 pub struct Scene<'a> {
@@ -53,6 +60,8 @@ pub struct Scene<'a> {
     pub top: f32,
     /// What the selection lights up.
     pub highlight: Option<&'a Highlight>,
+    /// Marked spans.
+    pub marks: Option<&'a Marks>,
     /// Selected range on the shared axis.
     pub range: Option<(f64, f64)>,
 }
@@ -110,7 +119,7 @@ impl<'a> Scene<'a> {
         let plot_painter = self.painter.with_clip_rect(plot);
         let mut mesh = Mesh::default();
         let mut outlines: Vec<(Rect, Color32)> = Vec::new();
-        let mut labels: Vec<(Rect, &'a str)> = Vec::new();
+        let mut labels: Vec<(Rect, Cow<'a, str>)> = Vec::new();
         let visible = self
             .layout
             .visible(self.area.min.y - self.top, self.area.max.y - self.top);
@@ -130,14 +139,26 @@ impl<'a> Scene<'a> {
                         self.collapsed_summary(trace, group, y, placed.h, &mut mesh);
                     }
                 }
-                Item::Lane { trace, lane, .. } => {
-                    self.lane(placed, trace, lane, &mut mesh, &mut outlines, &mut labels);
+                Item::Lane {
+                    trace, lane, row, ..
+                } => {
                     let model = &self.traces[trace];
+                    let l = &model.lanes[lane];
+                    if l.series.is_some() {
+                        self.counter_lane(&lanes_painter, placed, trace, lane, &mut mesh);
+                    } else {
+                        self.lane(placed, trace, lane, &mut mesh, &mut outlines, &mut labels);
+                    }
+                    let size = (row - 4.0).clamp(8.5, 11.0);
+                    let mut label = l.label.clone();
+                    if l.folded > 0 {
+                        label.push_str(" …");
+                    }
                     lanes_painter.text(
-                        pos2(self.area.min.x + 14.0, y + 2.0),
+                        pos2(self.area.min.x + 14.0, y + (row - size) / 2.0 - 1.0),
                         Align2::LEFT_TOP,
-                        &model.lanes[lane].label,
-                        FontId::proportional(11.0),
+                        label,
+                        FontId::proportional(size),
                         TEXT,
                     );
                 }
@@ -165,7 +186,7 @@ impl<'a> Scene<'a> {
                     pos2(r.min.x.max(plot.min.x) + 3.0, r.center().y),
                     Align2::LEFT_CENTER,
                     text,
-                    FontId::proportional(11.0),
+                    FontId::proportional((r.height() - 1.0).clamp(8.0, 11.0)),
                     Color32::from_gray(20),
                 );
             }
@@ -285,7 +306,7 @@ impl<'a> Scene<'a> {
         lane: usize,
         mesh: &mut Mesh,
         outlines: &mut Vec<(Rect, Color32)>,
-        labels: &mut Vec<(Rect, &'a str)>,
+        labels: &mut Vec<(Rect, Cow<'a, str>)>,
     ) {
         let Item::Lane {
             bracket,
@@ -301,6 +322,19 @@ impl<'a> Scene<'a> {
         let axis = self.axis.shifted(self.offsets[trace]);
         let y0 = self.top + placed.y + bracket;
         let hl = self.highlight.filter(|h| h.trace == trace);
+        let marks = self
+            .marks
+            .filter(|m| m.spans.get(trace).is_some_and(|s| !s.is_empty()));
+        // Link lanes show traffic: a span's height is its rate over the trace's peak rate.
+        let traffic = (l.kind == LaneKind::Link && model.link_peak_rate > 0.0)
+            .then_some(model.link_peak_rate);
+        let tall = |yr: &std::ops::RangeInclusive<f32>, rate: f64| match traffic {
+            Some(peak) => {
+                let f = (rate / peak).clamp(0.15, 1.0) as f32;
+                (yr.end() - (yr.end() - yr.start()) * f)..=*yr.end()
+            }
+            None => yr.clone(),
+        };
         let mut items = Vec::new();
         for (d, row) in l.rows.iter().enumerate() {
             items.clear();
@@ -312,10 +346,16 @@ impl<'a> Scene<'a> {
                     DrawItem::Span { index, x0, x1 } => {
                         let i = row.first + index;
                         let s = &model.spans[i];
-                        let r = Rect::from_x_y_ranges(x0..=x1, yr.clone());
+                        let rate = arg_number(s, "bytes") / s.duration_ns().max(f64::MIN_POSITIVE);
+                        let r = Rect::from_x_y_ranges(x0..=x1, tall(&yr, rate));
                         mesh.add_colored_rect(r, name_color(&s.name));
-                        if x1 - x0 > 24.0 {
-                            labels.push((r, s.name.as_str()));
+                        if x1 - x0 > 24.0 && r.height() >= 9.0 {
+                            let text = match traffic {
+                                // Link spans say their rate.
+                                Some(_) => Cow::Owned(rate_label(rate * 1e9)),
+                                None => Cow::Borrowed(s.name.as_str()),
+                            };
+                            labels.push((r, text));
                         }
                         if let Some(h) = hl {
                             if h.span == Some(i) {
@@ -324,12 +364,29 @@ impl<'a> Scene<'a> {
                                 outlines.push((r, LINKED));
                             }
                         }
+                        if marks.is_some_and(|m| m.contains(trace, i)) {
+                            outlines.push((r.expand(1.0), MARK));
+                        }
                     }
                     DrawItem::Merged {
-                        x0, x1, density, ..
+                        first,
+                        count,
+                        x0,
+                        x1,
+                        density,
                     } => {
-                        let r = Rect::from_x_y_ranges(x0..=x1, yr.clone());
+                        let ns = f64::from(x1 - x0) * axis.ns_per_px;
+                        let rate = row.weight(first..first + count) / ns.max(f64::MIN_POSITIVE);
+                        let r = Rect::from_x_y_ranges(x0..=x1, tall(&yr, rate));
                         mesh.add_colored_rect(r, merged_color(density));
+                        let (a, b) = (row.first + first, row.first + first + count);
+                        if marks.is_some_and(|m| m.any_in(trace, a..b)) {
+                            let strip = Rect::from_x_y_ranges(
+                                x0 - 1.0..=x1.max(x0 + 2.0) + 1.0,
+                                top..=top + 3.0,
+                            );
+                            mesh.add_colored_rect(strip, MARK);
+                        }
                     }
                 }
             }
@@ -530,11 +587,32 @@ impl<'a> Scene<'a> {
         if let Some(g) = s.group_id {
             lines.push(format!("group {g}"));
         }
-        for key in ["flops", "bytes", "shapes"] {
+        for key in ["flops", "hbm_bytes", "bytes", "shapes", "ops"] {
             if let Some(v) = s.args.get(key) {
-                lines.push(format!("{key}: {v}"));
+                let mut text = v.to_string();
+                if text.len() > 120 {
+                    let cut = (0..=120)
+                        .rev()
+                        .find(|&i| text.is_char_boundary(i))
+                        .unwrap_or(0);
+                    text.truncate(cut);
+                    text.push('…');
+                }
+                lines.push(format!("{key}: {text}"));
             }
         }
+        let bytes = arg_number(s, "bytes");
+        if bytes > 0.0 && s.duration_ns() > 0.0 {
+            lines.push(format!(
+                "rate: {}",
+                crate::details::si(bytes / s.duration_ns() * 1e9, "B/s")
+            ));
+        }
+        self.tooltip_box(at, lines);
+    }
+
+    /// A tooltip box with `lines` near `at`.
+    pub fn tooltip_box(&self, at: Pos2, lines: Vec<String>) {
         let galley =
             self.painter
                 .layout_no_wrap(lines.join("\n"), FontId::proportional(12.0), TEXT);
@@ -556,12 +634,28 @@ impl<'a> Scene<'a> {
     }
 }
 
-/// Whether a span relates to the highlight: the same operator, the highlighted group's
-/// kernels, or a host operator that group fused.
+/// Whether a span relates to the highlight: the same operator, an operator called inside the
+/// selected Python-level call (and its kernels), the highlighted group's kernels, or a host
+/// operator that group fused.
 fn linked(h: &Highlight, group: Group, op: Option<u64>, gid: Option<u64>) -> bool {
     (h.op.is_some() && op == h.op)
+        || op.is_some_and(|o| h.calls.contains(&o))
         || (group != Group::Host && h.group.is_some() && gid == h.group)
         || (group == Group::Host && op.is_some_and(|o| h.group_ops.contains(&o)))
+}
+
+/// A transfer rate in bytes per second, short (`45GB/s`), for link span labels.
+pub fn rate_label(bytes_per_s: f64) -> String {
+    let (div, p) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(d, _)| bytes_per_s >= *d)
+        .unwrap_or((1.0, ""));
+    let v = bytes_per_s / div;
+    if v >= 10.0 {
+        format!("{v:.0}{p}B/s")
+    } else {
+        format!("{v:.1}{p}B/s")
+    }
 }
 
 fn arrow(p: &Painter, a: Pos2, b: Pos2, stroke: Stroke) {

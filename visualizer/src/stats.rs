@@ -25,6 +25,8 @@ pub struct LaneBusy {
     pub busy_ns: f64,
     /// `busy_ns` over the range length (0..=1).
     pub share: f64,
+    /// Bytes moved in the range (DMA engines and ICI links; prorated), else 0.
+    pub bytes: f64,
 }
 
 /// Statistics of one trace over `[t0, t1]`.
@@ -76,6 +78,7 @@ pub fn range_stats(model: &TraceModel, t0: f64, t1: f64) -> RangeStats {
         link_bytes_per_s: 0.0,
     };
     for (li, lane) in model.lanes.iter().enumerate() {
+        let mut lane_bytes = 0.0;
         match lane.kind {
             LaneKind::Kernel => {
                 for_each_overlap(lane, t0, t1, |i, frac| {
@@ -85,13 +88,15 @@ pub fn range_stats(model: &TraceModel, t0: f64, t1: f64) -> RangeStats {
             }
             LaneKind::Dma => {
                 for_each_overlap(lane, t0, t1, |i, frac| {
-                    out.dma_bytes += frac * arg_f64(model, i, "bytes");
+                    lane_bytes += frac * arg_f64(model, i, "bytes");
                 });
+                out.dma_bytes += lane_bytes;
             }
             LaneKind::Link => {
                 for_each_overlap(lane, t0, t1, |i, frac| {
-                    out.link_bytes += frac * arg_f64(model, i, "bytes");
+                    lane_bytes += frac * arg_f64(model, i, "bytes");
                 });
+                out.link_bytes += lane_bytes;
             }
             _ => {}
         }
@@ -106,6 +111,7 @@ pub fn range_stats(model: &TraceModel, t0: f64, t1: f64) -> RangeStats {
                 label: lane.label.clone(),
                 busy_ns,
                 share: (busy_ns / len).clamp(0.0, 1.0),
+                bytes: lane_bytes,
             });
         }
     }
@@ -124,12 +130,7 @@ pub fn range_stats(model: &TraceModel, t0: f64, t1: f64) -> RangeStats {
 
 /// A numeric arg of span `i` (0 when absent or not a number).
 fn arg_f64(model: &TraceModel, i: usize, key: &str) -> f64 {
-    model.spans[i]
-        .args
-        .get(key)
-        .and_then(serde_json::Value::as_f64)
-        .filter(|v| v.is_finite())
-        .unwrap_or(0.0)
+    crate::model::arg_number(&model.spans[i], key)
 }
 
 /// Calls `f(span, fraction inside [t0, t1])` for every span of the lane overlapping the range.
@@ -238,6 +239,8 @@ mod tests {
         assert_eq!(share(&s, "core0 valu", Group::Chip(0)), 0.5);
         assert_eq!(share(&s, "core0 kernels", Group::Chip(0)), 1.0);
         assert_eq!(share(&s, "dma0", Group::Chip(0)), 0.5);
+        let dma = s.lanes.iter().find(|l| l.label == "dma0").unwrap();
+        assert_eq!(dma.bytes, 400.0);
     }
 
     #[test]

@@ -1,9 +1,15 @@
-//! The emitter: a program builder with a constant-register cache and interned DMA descriptors.
+//! The emitter: a program builder with a constant-register cache and interned DMA descriptors,
+//! and the small scalar and mask idioms kernels repeat.
+//!
+//! An [`Emitter`] dereferences to its [`ProgramBuilder`], so every instruction method of the
+//! builder (`e.sadd(..)`, `e.vld(..)`, `e.dma(..)`) is an emitter method too.
 
 use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 
 use tpuemu_isa::dma::DmaDescriptor;
-use tpuemu_isa::{BuildError, Instr, Program, ProgramBuilder, SReg};
+use tpuemu_isa::ops::{CmpOp, IotaKind, VType};
+use tpuemu_isa::{BuildError, Instr, MReg, Program, ProgramBuilder, SReg, VReg};
 
 /// Scalar registers the constant cache may use (`s16`..`s31`); kernels use `s1`..`s15` for
 /// their own values.
@@ -44,6 +50,13 @@ impl RegPool {
     pub fn give(&mut self, r: SReg) {
         debug_assert!(!self.free.contains(&r.index()));
         self.free.push(r.index());
+    }
+
+    /// Returns a register to the pool, if there is one.
+    pub fn give_opt(&mut self, r: Option<SReg>) {
+        if let Some(r) = r {
+            self.give(r);
+        }
     }
 }
 
@@ -118,8 +131,42 @@ impl Emitter {
         a
     }
 
+    /// Binds `label` to the next instruction and forgets the cached constants (other paths jump
+    /// there with whatever the cache registers held on their way).
+    pub fn bind_join(&mut self, label: tpuemu_isa::Label) {
+        self.b.bind(label);
+        self.forget_constants();
+    }
+
+    /// `dst += x * k`, through `scratch` (which may be `x`).
+    pub fn add_scaled(&mut self, dst: SReg, x: SReg, k: i32, scratch: SReg) {
+        self.b.smul(scratch, x, k);
+        self.b.sadd(dst, dst, scratch);
+    }
+
+    /// `dst` = the mask of the elements whose `kind` index (lane, sublane or flat) is below
+    /// `n`; `tmp` is overwritten.
+    pub fn mask_below(&mut self, dst: MReg, tmp: VReg, kind: IotaKind, n: u32) {
+        self.b.viota(kind, tmp);
+        self.b.vcmp(CmpOp::Lt, VType::I32, dst, tmp, n);
+    }
+
     /// The finished program.
     pub fn finish(self) -> Result<Program, BuildError> {
         self.b.finish()
+    }
+}
+
+impl Deref for Emitter {
+    type Target = ProgramBuilder;
+
+    fn deref(&self) -> &ProgramBuilder {
+        &self.b
+    }
+}
+
+impl DerefMut for Emitter {
+    fn deref_mut(&mut self) -> &mut ProgramBuilder {
+        &mut self.b
     }
 }

@@ -1,10 +1,21 @@
-//! Code generation helpers shared by every kernel generator.
+//! Code generation helpers shared by every kernel generator: the vocabulary kernels are written
+//! in.
 //!
-//! [`Emitter`] wraps the ISA's [`ProgramBuilder`](tpuemu_isa::ProgramBuilder) with what
-//! generated code needs again and again: a cache of scalar registers holding constants (so an
-//! unrolled schedule does not reload the same value), DMA descriptors interned into SMEM, and
-//! scratch register allocation.
+//! - [`Emitter`] wraps the ISA's [`ProgramBuilder`](tpuemu_isa::ProgramBuilder) (one method per
+//!   instruction, reachable through the emitter) with what generated code needs again and
+//!   again: a cache of scalar registers holding constants (so an unrolled schedule does not
+//!   reload the same value), DMA descriptors interned into SMEM, and small idioms
+//!   ([`Emitter::add_scaled`], [`Emitter::mask_below`]); [`RegPool`] hands out scalar registers.
+//! - [`loops`]: counted loops ([`Emitter::begin_loop`], [`Emitter::end_loop`]).
+//! - [`args`]: the argument prologue — buffers, their offset scalars, byte offsets.
+//! - [`dma`]: waiting for DMAs by bytes, and [`PingPong`] for double buffering.
 
+pub mod args;
+pub mod dma;
 mod emitter;
+pub mod loops;
 
+pub use args::BufferArgs;
+pub use dma::{PingPong, hbm_vmem_desc};
 pub use emitter::{Emitter, RegPool};
+pub use loops::CountedLoop;

@@ -8,7 +8,7 @@
 //! their DMAs waited for and their semaphores at zero, so sections run back to back on one core
 //! with no host in between.
 
-use tpuemu_isa::{ArgDecl, ArgKind, ArgSlot, Instr, MemRef, Program, SReg};
+use tpuemu_isa::{Addr, ArgSlot, Instr, MemRef, Program, ProgramBuilder, SReg};
 
 use crate::kernels::KernelError;
 
@@ -52,100 +52,140 @@ pub(crate) fn link(
             buffers.len()
         )));
     }
-    let mut out = Program::new(name);
-    out.args = buffers
+    let mut b = ProgramBuilder::new(name);
+    for n in buffers {
+        b.buffer(n.clone());
+    }
+    for sec in sections {
+        b.mark_begin(&sec.program.name);
+        launch_state(&mut b, sec);
+        relocate(&mut b, sec)?;
+        b.mark_end();
+    }
+    b.halt();
+    Ok(b.finish()?)
+}
+
+/// What a launch of the section's kernel would find: scalar registers zero, its argument words
+/// and SMEM preloads in SMEM.
+fn launch_state(b: &mut ProgramBuilder, sec: &Section) {
+    let s1 = SReg::n(1);
+    for r in 1..32u8 {
+        b.smov(SReg::n(r), 0);
+    }
+    let mut words: Vec<(u32, u32)> = sec
+        .words
         .iter()
-        .map(|n| ArgDecl {
-            name: n.clone(),
-            kind: ArgKind::Buffer,
-        })
+        .enumerate()
+        .map(|(i, w)| (4 * i as u32, *w))
         .collect();
-    let marker = |out: &mut Program, name: &str| -> u16 {
-        match out.markers.iter().position(|m| m == name) {
-            Some(i) => i as u16,
-            None => {
-                out.markers.push(name.to_string());
-                out.markers.len() as u16 - 1
+    for init in &sec.program.smem_init {
+        words.extend(
+            init.words
+                .iter()
+                .enumerate()
+                .map(|(k, w)| (init.addr + 4 * k as u32, *w)),
+        );
+    }
+    for (addr, w) in words {
+        b.smov(s1, w as i32).sst(s1, Addr::abs(addr as i32));
+    }
+    b.smov(s1, 0);
+}
+
+/// The kernel's instructions, relocated: branch targets move by the section's base, `halt` and
+/// branches past the end go to the section's end, HBM slots and marker names map to the whole
+/// program's.
+fn relocate(b: &mut ProgramBuilder, sec: &Section) -> Result<(), KernelError> {
+    let p = &sec.program;
+    let base = b.pc();
+    let len = p.instrs.len() as u32;
+    let end = b.label();
+    for i in &p.instrs {
+        match *i {
+            Instr::Halt => {
+                b.br(end);
+            }
+            Instr::Br { target } | Instr::BrIf { target, .. } if target >= len => {
+                b.push(i.with_branch_target(base + len));
+            }
+            Instr::Br { target } | Instr::BrIf { target, .. } => {
+                b.push(i.with_branch_target(base + target));
+            }
+            Instr::Dma {
+                dst,
+                src,
+                shape,
+                sem,
+                remote,
+            } => {
+                let (dst, src) = (
+                    relocate_ref(dst, &sec.slots)?,
+                    relocate_ref(src, &sec.slots)?,
+                );
+                match remote {
+                    Some(r) => b.dma_remote(dst, src, shape, sem, r),
+                    None => b.dma(dst, src, shape, sem),
+                };
+            }
+            Instr::MarkBegin { name } => {
+                b.mark_begin(p.markers.get(name as usize).map_or("", |m| m.as_str()));
+            }
+            other => {
+                b.push(other);
             }
         }
-    };
-    for sec in sections {
-        let p = &sec.program;
-        let id = marker(&mut out, &p.name);
-        out.instrs.push(Instr::MarkBegin { name: id });
-        // Launch state: registers zero, argument words and preloads in SMEM.
-        for r in 1..32u8 {
-            out.instrs.push(Instr::SMov {
-                dst: SReg::n(r),
-                imm: 0,
-            });
-        }
-        let mut words: Vec<(u32, u32)> = sec
-            .words
+    }
+    b.bind(end);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Section, link};
+    use crate::kernels::checksums::{cases, fnv1a};
+
+    /// A whole-graph program linked from generated kernels and a hand-written one that halts
+    /// and branches past its end: every section's launch state, relocated branches, slots and
+    /// markers. Pinned from the linker before the emission vocabulary replaced its instruction
+    /// literals (see [`crate::kernels::checksums`]); re-pinned when the collective it links
+    /// changed.
+    #[test]
+    fn linked_program_is_unchanged() {
+        let mut all = cases();
+        let tail = tpuemu_isa::assemble(
+            ".program tail\n.arg x buffer\n.marker \"t\"\n mark.begin \"t\"\n brz s1, out\n halt\n mark.end\nout:\n",
+        )
+        .unwrap();
+        all.push(("tail".into(), tail));
+        let names = [
+            "tile_dense_mixed",
+            "tile_rows_softmax",
+            "tail",
+            "gemm_v5e",
+            "coll_all-reduce_4x4_axis0",
+            "index_add_checked",
+            "matmul_epilogue_auto",
+        ];
+        let sections: Vec<Section> = names
             .iter()
             .enumerate()
-            .map(|(i, w)| (4 * i as u32, *w))
-            .collect();
-        for init in &p.smem_init {
-            words.extend(
-                init.words
-                    .iter()
-                    .enumerate()
-                    .map(|(k, w)| (init.addr + 4 * k as u32, *w)),
-            );
-        }
-        for (addr, w) in words {
-            out.instrs.push(Instr::SMov {
-                dst: SReg::n(1),
-                imm: w as i32,
-            });
-            out.instrs.push(Instr::SStore {
-                src: SReg::n(1),
-                addr: tpuemu_isa::Addr::abs(addr as i32),
-            });
-        }
-        out.instrs.push(Instr::SMov {
-            dst: SReg::n(1),
-            imm: 0,
-        });
-        let base = out.instrs.len() as u32;
-        let end = base + p.instrs.len() as u32;
-        for i in &p.instrs {
-            let r = match *i {
-                Instr::Halt => Instr::Br { target: end },
-                Instr::Br { target } => Instr::Br {
-                    target: (base + target).min(end),
-                },
-                Instr::BrIf { cond, reg, target } => Instr::BrIf {
-                    cond,
-                    reg,
-                    target: (base + target).min(end),
-                },
-                Instr::Dma {
-                    dst,
-                    src,
-                    shape,
-                    sem,
-                    remote,
-                } => Instr::Dma {
-                    dst: relocate_ref(dst, &sec.slots)?,
-                    src: relocate_ref(src, &sec.slots)?,
-                    shape,
-                    sem,
-                    remote,
-                },
-                Instr::MarkBegin { name } => {
-                    let n = p.markers.get(name as usize).cloned().unwrap_or_default();
-                    Instr::MarkBegin {
-                        name: marker(&mut out, &n),
-                    }
+            .map(|(i, name)| {
+                let p = all.iter().find(|(n, _)| n == name).unwrap().1.clone();
+                let nargs = p.args.len();
+                Section {
+                    program: Arc::new(p),
+                    slots: (0..nargs).map(|a| ((a + i) % 7) as u8).collect(),
+                    words: (0..nargs).map(|a| (1000 * i + a) as u32).collect(),
                 }
-                other => other,
-            };
-            out.instrs.push(r);
-        }
-        out.instrs.push(Instr::MarkEnd);
+            })
+            .collect();
+        let buffers: Vec<String> = (0..7).map(|i| format!("b{i}")).collect();
+        let p = link("graph", &buffers, &sections).unwrap();
+        let h = fnv1a(tpuemu_isa::disassemble(&p).as_bytes());
+        println!("linked graph: {} instructions, 0x{h:016x}", p.instrs.len());
+        assert_eq!((p.instrs.len(), h), (2390, 0xa2dd_3601_4914_7a04));
     }
-    out.instrs.push(Instr::Halt);
-    Ok(out)
 }

@@ -170,6 +170,8 @@ impl CompiledFn {
                 *self
                     .rt
                     .lock()
+                    .core
+                    .q
                     .metrics
                     .graph_compiles
                     .entry(reason)
@@ -297,7 +299,7 @@ impl CompiledFn {
             };
         for g in &groups {
             let mut st = self.rt.lock();
-            let prepared = self.rt.prepare(&mut st, &g.node)?;
+            let prepared = self.rt.prepare(&mut st.core, &g.node)?;
             drop(st);
             let Some((compiled, args)) = prepared else {
                 continue;
@@ -351,8 +353,10 @@ impl CompiledFn {
         flush_sections(&mut sections, &mut steps, &self.rt)?;
         {
             let mut st = self.rt.lock();
-            st.host_ns += st.costs.compile_ns;
-            st.metrics.compile_ns += st.costs.compile_ns;
+            let q = &mut st.core.q;
+            let ns = q.costs.compile_ns;
+            q.charge(ns);
+            q.metrics.compile_ns += ns;
         }
         let arena = if arena_slot.is_some() {
             let mut st = self.rt.lock();
@@ -436,21 +440,13 @@ impl CompiledFn {
                     },
                     args,
                 }],
-                submit_ns: st.host_ns,
+                submit_ns: 0.0,
                 op_id: Some(tag.id),
                 group_id: None,
             };
-            st.host_ns += st.costs.launch_ns;
-            st.metrics.kernels_launched += 1;
-            let id = self
-                .rt
-                .inner
-                .device
-                .launch(&launch)
-                .map_err(|e| crate::runtime::fault_at(&tag, e))?;
-            st.outstanding.push((id, tag.clone()));
+            st.core.q.launch(self.rt.device().as_ref(), launch, &tag)?;
         }
-        st.metrics.fused_groups += exe.kernels as u64;
+        st.core.q.metrics.fused_groups += exe.kernels as u64;
         drop(st);
         Ok(exe
             .results

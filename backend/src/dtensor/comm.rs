@@ -28,7 +28,6 @@ use super::mesh::DeviceMesh;
 use super::placement::Reduce;
 use super::trace::{local1, record_coll};
 use crate::error::{Result, TpuError};
-use crate::ir::OpTag;
 use crate::kernels::collective::{
     BufferSlice, ChipBuffers, Collective, CollectiveError, CollectiveOp, CollectiveSpec,
 };
@@ -205,23 +204,14 @@ pub(crate) fn run(
             CollectiveError::Buffers(m) => TpuError::Device(format!("{}: {m}", coll.name())),
         })?;
     for (r, rt) in mesh.runtimes().iter().enumerate() {
-        let mut st = rt.lock();
-        let tag = OpTag {
-            name: format!("c10d::{}", coll.name()),
-            id: st.next_id,
-            shapes: format!(
+        rt.adopt_launch(
+            id,
+            format!("c10d::{}", coll.name()),
+            format!(
                 "[{:?}] over mesh dimensions {mesh_dims:?} (rank {r})",
                 ins[r].shape()
             ),
-        };
-        st.next_id += 1;
-        st.host_ns += st.costs.launch_ns;
-        st.metrics.kernels_launched += 1;
-        *st.metrics.ops_by_name.entry(tag.name.clone()).or_default() += 1;
-        st.outstanding.push((id, tag));
-        if st.mode == crate::runtime::Mode::Debug {
-            rt.wait_all(&mut st)?;
-        }
+        )?;
     }
     Ok(outs)
 }

@@ -34,7 +34,6 @@ pub mod api;
 pub(crate) mod comm;
 pub mod compile;
 pub mod mesh;
-pub mod mlp;
 pub mod ops;
 pub mod placement;
 pub mod propagate;

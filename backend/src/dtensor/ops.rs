@@ -101,11 +101,11 @@ fn fallback(ctx: &OpCtx, args: &[DValue]) -> Result<Vec<DValue>> {
         .map(|t| t.redistribute(&rep))
         .collect::<Result<Vec<_>>>()?;
     for rt in mesh.runtimes() {
-        *rt.lock()
-            .metrics
-            .sharding_fallbacks
-            .entry(ctx.name.to_string())
-            .or_default() += 1;
+        rt.count(|m| {
+            *m.sharding_fallbacks
+                .entry(ctx.name.to_string())
+                .or_default() += 1
+        });
     }
     let per_rank = (0..mesh.num_ranks())
         .map(|r| local_call(mesh, r, ctx.name, local_args(args, &inputs, r)))
@@ -196,7 +196,7 @@ fn first(out: Vec<DValue>, op: &str) -> Result<DTensor> {
 }
 
 /// A DTensor operator returning one tensor.
-pub(crate) fn call1(mesh: &DeviceMesh, name: &str, args: Vec<DValue>) -> Result<DTensor> {
+pub fn call1(mesh: &DeviceMesh, name: &str, args: Vec<DValue>) -> Result<DTensor> {
     first(call(mesh, name, args)?, name)
 }
 

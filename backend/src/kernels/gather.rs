@@ -6,12 +6,12 @@
 //! row DMA fault with the table's bounds. Index-add is [`super::index_add`].
 
 use tpuemu_isa::ops::{CmpOp, SAluOp};
-use tpuemu_isa::{Addr, ChipInfo, DmaShape, Instr, MemRef, Program, SReg, SSrc, Sem};
+use tpuemu_isa::{Addr, ArgSlot, ChipInfo, DmaShape, MemRef, Program, SReg, Sem};
 
 use super::KernelError;
 use crate::codegen::Emitter;
 use crate::dtype::DType;
-use crate::ir::{GatherNode, Node};
+use crate::ir::{GatherNode, Node, View};
 
 /// Indices per SMEM chunk.
 const CHUNK: u32 = 4096;
@@ -49,7 +49,7 @@ impl GatherSpec {
     }
 }
 
-fn contiguous_rows(v: &crate::ir::View, what: &str) -> Result<u32, KernelError> {
+fn contiguous_rows(v: &View, what: &str) -> Result<u32, KernelError> {
     let l = &v.layout;
     if l.ndim() != 2 || (l.shape[1] > 1 && l.strides[1] != 1) {
         return Err(KernelError::Unsupported(format!(
@@ -64,22 +64,7 @@ fn contiguous_rows(v: &crate::ir::View, what: &str) -> Result<u32, KernelError> 
 /// out.
 pub fn gather_spec(node: &Node, g: &GatherNode) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     let (table, index, out) = (&node.inputs[0], &node.inputs[1], &node.outputs[0]);
-    index_ok(index)?;
-    let spec = GatherSpec {
-        add: false,
-        dtype: table.dtype,
-        index: index.dtype,
-        row_len: g.row_len as u32,
-        table_row_stride: contiguous_rows(table, "table")?,
-        rows_stride: contiguous_rows(out, "output")?,
-        count: g.count as u32,
-        table_rows: g.rows as u32,
-        check_rows: g.check_bounds.then_some(g.rows as u32),
-    };
-    Ok((
-        spec,
-        vec![table.layout.offset, index.layout.offset, out.layout.offset],
-    ))
+    rows_spec(false, g, (table, "table"), index, (out, "output"))
 }
 
 /// The spec of an index-add node: inputs `[index, src]`, output `[dst]` (updated in place);
@@ -89,25 +74,35 @@ pub fn index_add_spec(
     g: &GatherNode,
 ) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     let (index, src, dst) = (&node.inputs[0], &node.inputs[1], &node.outputs[0]);
+    rows_spec(true, g, (dst, "destination"), index, (src, "source"))
+}
+
+/// The spec over a table, its indices and the rows moved (each view with its name for
+/// errors), and the three views' offsets.
+fn rows_spec(
+    add: bool,
+    g: &GatherNode,
+    (table, table_name): (&View, &str),
+    index: &View,
+    (rows, rows_name): (&View, &str),
+) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     index_ok(index)?;
     let spec = GatherSpec {
-        add: true,
-        dtype: dst.dtype,
+        add,
+        dtype: table.dtype,
         index: index.dtype,
         row_len: g.row_len as u32,
-        table_row_stride: contiguous_rows(dst, "destination")?,
-        rows_stride: contiguous_rows(src, "source")?,
+        table_row_stride: contiguous_rows(table, table_name)?,
+        rows_stride: contiguous_rows(rows, rows_name)?,
         count: g.count as u32,
         table_rows: g.rows as u32,
         check_rows: g.check_bounds.then_some(g.rows as u32),
     };
-    Ok((
-        spec,
-        vec![dst.layout.offset, index.layout.offset, src.layout.offset],
-    ))
+    let offsets = [table, index, rows].map(|v| v.layout.offset).to_vec();
+    Ok((spec, offsets))
 }
 
-fn index_ok(index: &crate::ir::View) -> Result<(), KernelError> {
+fn index_ok(index: &View) -> Result<(), KernelError> {
     if !matches!(index.dtype, DType::I32 | DType::I64) {
         return Err(KernelError::Unsupported(format!(
             "indices must be int32 or int64, not {}",
@@ -129,209 +124,143 @@ pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, 
         return super::index_add::build(spec, chip, name);
     }
     let mut e = Emitter::new(name);
-    let (table, index, rows) = (e.b.buffer("table"), e.b.buffer("index"), e.b.buffer("rows"));
-    for i in 0..3 {
-        e.b.scalar(format!("off{i}"));
-    }
-    let esz = spec.dtype.size() as u32;
+    let args = e.buffers_with_offsets(["table", "index", "rows"]);
     let isz = spec.index.size() as u32;
-    let row_bytes = spec.row_len * esz;
-    let idx_smem = e.b.smem_alloc((CHUNK * isz / 4) as usize);
+    let idx_smem = e.smem_alloc((CHUNK * isz / 4) as usize);
     if idx_smem as u64 + (CHUNK * isz) as u64 > chip.core.smem_bytes {
         return Err(KernelError::TooLarge(
             "index chunk does not fit SMEM".into(),
         ));
     }
-    // Registers.
-    let s = |i: u8| SReg::n(i);
-    let (t_base, i_base, r_base) = (s(1), s(2), s(3));
-    let (i, j, idx, t, src, dst, len, chunk_len, cnt) =
-        (s(4), s(5), s(6), s(7), s(8), s(9), s(10), s(11), s(12));
-    for (k, (r, sz)) in [(t_base, esz), (i_base, isz), (r_base, esz)]
+    let g = Regs::new(spec, idx_smem);
+    let esz = spec.dtype.size() as u32;
+    for (k, (r, sz)) in [(g.t_base, esz), (g.i_base, isz), (g.r_base, esz)]
         .into_iter()
         .enumerate()
     {
-        e.push(Instr::SLoad {
-            dst: r,
-            addr: Addr::abs(12 + 4 * k as i32),
-        });
-        e.push(Instr::SAlu {
-            op: SAluOp::Mul,
-            dst: r,
-            a: r,
-            b: SSrc::Imm(sz as i32),
-        });
+        e.byte_offset(r, &args, k, sz);
     }
-    e.b.smov(len, row_bytes as i32);
-    e.b.smov(i, 0);
-    e.b.smov(cnt, 0);
-    let done = e.b.label();
-    let top = e.b.here();
-    e.push(Instr::SCmp {
-        op: CmpOp::Lt,
-        dst: t,
-        a: i,
-        b: SSrc::Imm(spec.count as i32),
-    });
-    e.b.brz(t, done);
-    // A new chunk of indices every CHUNK.
-    e.push(Instr::SAlu {
-        op: SAluOp::RemU,
-        dst: t,
-        a: i,
-        b: SSrc::Imm(CHUNK as i32),
-    });
-    let no_chunk = e.b.label();
-    e.b.brnz(t, no_chunk);
-    e.push(Instr::SAlu {
-        op: SAluOp::Sub,
-        dst: chunk_len,
-        a: SReg::ZERO,
-        b: SSrc::Reg(i),
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Add,
-        dst: chunk_len,
-        a: chunk_len,
-        b: SSrc::Imm(spec.count as i32),
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Min,
-        dst: chunk_len,
-        a: chunk_len,
-        b: SSrc::Imm(CHUNK as i32),
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Mul,
-        dst: chunk_len,
-        a: chunk_len,
-        b: SSrc::Imm(isz as i32),
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Mul,
-        dst: src,
-        a: i,
-        b: SSrc::Imm(isz as i32),
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Add,
-        dst: src,
-        a: src,
-        b: SSrc::Reg(i_base),
-    });
-    e.b.smov(dst, idx_smem as i32);
-    e.push(Instr::Dma {
-        dst: MemRef::smem(dst),
-        src: MemRef::hbm(index, src),
-        shape: DmaShape::Len(chunk_len),
-        sem: Sem::n(0),
-        remote: None,
-    });
-    e.push(Instr::SemWait {
-        sem: Sem::n(0),
-        amount: SSrc::Reg(chunk_len),
-    });
-    e.b.bind(no_chunk);
-    // idx = indices[i % CHUNK] (the low word of an int64).
-    e.push(Instr::SAlu {
-        op: SAluOp::RemU,
-        dst: j,
-        a: i,
-        b: SSrc::Imm(CHUNK as i32),
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Mul,
-        dst: j,
-        a: j,
-        b: SSrc::Imm(isz as i32),
-    });
-    e.push(Instr::SLoad {
-        dst: idx,
-        addr: Addr::new(j, idx_smem as i32),
-    });
-    // Table row idx, rows row i.
-    e.push(Instr::SAlu {
-        op: SAluOp::Mul,
-        dst: src,
-        a: idx,
-        b: SSrc::Imm((spec.table_row_stride * esz) as i32),
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Add,
-        dst: src,
-        a: src,
-        b: SSrc::Reg(t_base),
-    });
-    if let Some(rows) = spec.check_rows {
-        // An index outside [0, rows) (unsigned compare: negatives are huge) reads from the
-        // last byte address instead, so the row DMA faults rather than reading other data.
-        let ok = e.b.label();
-        e.push(Instr::SCmp {
-            op: CmpOp::LtU,
-            dst: t,
-            a: idx,
-            b: SSrc::Imm(rows as i32),
-        });
-        e.b.brnz(t, ok);
-        e.b.smov(src, -1);
-        e.b.bind(ok);
-    }
-    e.push(Instr::SAlu {
-        op: SAluOp::Mul,
-        dst,
-        a: i,
-        b: SSrc::Imm((spec.rows_stride * esz) as i32),
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Add,
-        dst,
-        a: dst,
-        b: SSrc::Reg(r_base),
-    });
-    e.push(Instr::Dma {
-        dst: MemRef::hbm(rows, dst),
-        src: MemRef::hbm(table, src),
-        shape: DmaShape::Len(len),
-        sem: Sem::n(1),
-        remote: None,
-    });
-    e.push(Instr::SAlu {
-        op: SAluOp::Add,
-        dst: cnt,
-        a: cnt,
-        b: SSrc::Imm(1),
-    });
-    let no_wait = e.b.label();
-    e.push(Instr::SCmp {
-        op: CmpOp::Lt,
-        dst: t,
-        a: cnt,
-        b: SSrc::Imm(IN_FLIGHT as i32),
-    });
-    e.b.brnz(t, no_wait);
-    e.push(Instr::SemWait {
-        sem: Sem::n(1),
-        amount: SSrc::Imm((IN_FLIGHT * row_bytes) as i32),
-    });
-    e.b.smov(cnt, 0);
-    e.b.bind(no_wait);
-    e.push(Instr::SAlu {
-        op: SAluOp::Add,
-        dst: i,
-        a: i,
-        b: SSrc::Imm(1),
-    });
-    e.b.br(top);
-    e.b.bind(done);
-    e.push(Instr::SAlu {
-        op: SAluOp::Mul,
-        dst: cnt,
-        a: cnt,
-        b: SSrc::Imm(row_bytes as i32),
-    });
-    e.push(Instr::SemWait {
-        sem: Sem::n(1),
-        amount: SSrc::Reg(cnt),
-    });
+    e.smov(g.len, g.row_bytes as i32);
+    e.smov(g.i, 0);
+    e.smov(g.cnt, 0);
+    let done = e.label();
+    let top = e.here();
+    e.scmp(CmpOp::Lt, g.t, g.i, spec.count as i32);
+    e.brz(g.t, done);
+    g.fetch_indices(&mut e, spec, args.slots[1]);
+    g.copy_row(&mut e, spec, args.slots[0], args.slots[2]);
+    e.sadd(g.i, g.i, 1);
+    e.br(top);
+    e.bind(done);
+    e.smul(g.cnt, g.cnt, g.row_bytes as i32);
+    e.sem_wait(Sem::n(1), g.cnt);
     Ok(e.finish()?)
+}
+
+/// The gather's registers and sizes.
+struct Regs {
+    t_base: SReg,
+    i_base: SReg,
+    r_base: SReg,
+    /// Index number.
+    i: SReg,
+    /// Position of its index in SMEM.
+    j: SReg,
+    /// The index.
+    idx: SReg,
+    t: SReg,
+    src: SReg,
+    dst: SReg,
+    /// Row bytes, the length of every row DMA.
+    len: SReg,
+    chunk_len: SReg,
+    /// Row DMAs issued since the last wait.
+    cnt: SReg,
+    isz: u32,
+    row_bytes: u32,
+    idx_smem: u32,
+}
+
+impl Regs {
+    fn new(spec: &GatherSpec, idx_smem: u32) -> Self {
+        let s = SReg::n;
+        Regs {
+            t_base: s(1),
+            i_base: s(2),
+            r_base: s(3),
+            i: s(4),
+            j: s(5),
+            idx: s(6),
+            t: s(7),
+            src: s(8),
+            dst: s(9),
+            len: s(10),
+            chunk_len: s(11),
+            cnt: s(12),
+            isz: spec.index.size() as u32,
+            row_bytes: spec.row_len * spec.dtype.size() as u32,
+            idx_smem,
+        }
+    }
+
+    /// Every [`CHUNK`] indices, the next chunk of indices into SMEM (waited for at once).
+    fn fetch_indices(&self, e: &mut Emitter, spec: &GatherSpec, index: ArgSlot) {
+        let (i, t, cl, isz) = (self.i, self.t, self.chunk_len, self.isz as i32);
+        e.salu(SAluOp::RemU, t, i, CHUNK as i32);
+        let no_chunk = e.label();
+        e.brnz(t, no_chunk);
+        // chunk_len = min(count - i, CHUNK) * isz
+        e.ssub(cl, SReg::ZERO, i);
+        e.sadd(cl, cl, spec.count as i32);
+        e.salu(SAluOp::Min, cl, cl, CHUNK as i32);
+        e.smul(cl, cl, isz);
+        e.smul(self.src, i, isz);
+        e.sadd(self.src, self.src, self.i_base);
+        e.smov(self.dst, self.idx_smem as i32);
+        e.dma(
+            MemRef::smem(self.dst),
+            MemRef::hbm(index, self.src),
+            DmaShape::Len(cl),
+            Sem::n(0),
+        );
+        e.sem_wait(Sem::n(0), cl);
+        e.bind(no_chunk);
+    }
+
+    /// Row `idx` of the table to row `i` of the rows, waiting after every [`IN_FLIGHT`].
+    fn copy_row(&self, e: &mut Emitter, spec: &GatherSpec, table: ArgSlot, rows: ArgSlot) {
+        let esz = spec.dtype.size() as u32;
+        let (i, j, idx, t, src, dst) = (self.i, self.j, self.idx, self.t, self.src, self.dst);
+        // idx = indices[i % CHUNK] (the low word of an int64).
+        e.salu(SAluOp::RemU, j, i, CHUNK as i32);
+        e.smul(j, j, self.isz as i32);
+        e.sld(idx, Addr::new(j, self.idx_smem as i32));
+        // Table row idx, rows row i.
+        e.smul(src, idx, (spec.table_row_stride * esz) as i32);
+        e.sadd(src, src, self.t_base);
+        if let Some(rows) = spec.check_rows {
+            // An index outside [0, rows) (unsigned compare: negatives are huge) reads from the
+            // last byte address instead, so the row DMA faults rather than reading other data.
+            let ok = e.label();
+            e.scmp(CmpOp::LtU, t, idx, rows as i32);
+            e.brnz(t, ok);
+            e.smov(src, -1);
+            e.bind(ok);
+        }
+        e.smul(dst, i, (spec.rows_stride * esz) as i32);
+        e.sadd(dst, dst, self.r_base);
+        e.dma(
+            MemRef::hbm(rows, dst),
+            MemRef::hbm(table, src),
+            DmaShape::Len(self.len),
+            Sem::n(1),
+        );
+        e.sadd(self.cnt, self.cnt, 1);
+        let no_wait = e.label();
+        e.scmp(CmpOp::Lt, t, self.cnt, IN_FLIGHT as i32);
+        e.brnz(t, no_wait);
+        e.sem_wait(Sem::n(1), (IN_FLIGHT * self.row_bytes) as i32);
+        e.smov(self.cnt, 0);
+        e.bind(no_wait);
+    }
 }

@@ -1,5 +1,7 @@
 //! Kernel generators: ISA programs for each family of operations.
 
+#[cfg(test)]
+pub(crate) mod checksums;
 pub mod collective;
 pub mod gather;
 pub mod gemm;
@@ -19,4 +21,16 @@ pub enum KernelError {
     /// The generated program is malformed (a bug in the generator).
     #[error("kernel generation failed: {0}")]
     Build(#[from] tpuemu_isa::BuildError),
+}
+
+/// A scalar register from `pool`, or an error when the kernel needs more than it has.
+pub(crate) fn sreg(pool: &mut crate::codegen::RegPool) -> Result<tpuemu_isa::SReg, KernelError> {
+    pool.take()
+        .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
+}
+
+/// A byte offset into an HBM buffer as an immediate; `what` names the operand in the error
+/// when it does not fit 31 bits.
+pub(crate) fn hbm_offset(off: i64, what: &str) -> Result<i32, KernelError> {
+    i32::try_from(off).map_err(|_| KernelError::TooLarge(format!("{what} above 2 GiB")))
 }

@@ -2,7 +2,7 @@
 
 use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, Program};
 
-use super::{Compiled, Runtime, State, fault_at};
+use super::{Compiled, Core, Runtime};
 use crate::error::{Result, TpuError};
 use crate::ir::{Node, NodeKind, View};
 use crate::kernels::{self, KernelError};
@@ -133,31 +133,32 @@ impl Runtime {
     /// The kernel for a lowered node: from the cache, or built, loaded and cached.
     pub(crate) fn kernel(
         &self,
-        st: &mut State,
+        core: &mut Core,
         node: &Node,
         key: String,
         build: Box<dyn FnOnce() -> Result<Program, KernelError>>,
         group: Option<u64>,
     ) -> Result<Compiled> {
-        if let Some(c) = st.cache.get(&key) {
-            st.metrics.cache_hits += 1;
+        if let Some(c) = core.cache.get(&key) {
+            core.q.metrics.cache_hits += 1;
             return Ok(c.clone());
         }
-        st.metrics.cache_misses += 1;
+        core.q.metrics.cache_misses += 1;
         let mut program = build().map_err(|e| in_op(node, e))?;
         program.source_op = Some(node.op.name.clone());
         program.fusion_group = group;
-        if let Some(dir) = &st.dump_dir {
-            dump_kernel(dir, st.metrics.cache_misses, &program);
+        if let Some(dir) = &core.dump_dir {
+            dump_kernel(dir, core.q.metrics.cache_misses, &program);
         }
         let pid = self.inner.device.load(&program)?;
-        st.host_ns += st.costs.compile_ns;
-        st.metrics.compile_ns += st.costs.compile_ns;
+        let ns = core.q.costs.compile_ns;
+        core.q.charge(ns);
+        core.q.metrics.compile_ns += ns;
         let c = Compiled {
             program: pid,
             prog: std::sync::Arc::new(program),
         };
-        st.cache.insert(key, c.clone());
+        core.cache.insert(key, c.clone());
         Ok(c)
     }
 
@@ -165,25 +166,25 @@ impl Runtime {
     /// compilation). `None` when the node has nothing to do.
     pub(crate) fn prepare(
         &self,
-        st: &mut State,
+        core: &mut Core,
         node: &Node,
     ) -> Result<Option<(Compiled, Vec<ArgSpec>)>> {
         let Some(low) = self.lower(node)? else {
             return Ok(None);
         };
-        let c = self.kernel(st, node, low.key, low.build, None)?;
+        let c = self.kernel(core, node, low.key, low.build, None)?;
         Ok(Some((c, low.args)))
     }
 
     /// Runs one node now: allocates its outputs, finds or builds its kernel, launches it.
-    pub(crate) fn execute(&self, st: &mut State, node: &Node, group: Option<u64>) -> Result<()> {
+    pub(crate) fn execute(&self, core: &mut Core, node: &Node, group: Option<u64>) -> Result<()> {
         for v in node.outputs.iter().chain(&node.inputs) {
             self.ensure_buffer(&v.storage)?;
         }
         let Some(low) = self.lower(node)? else {
             return Ok(());
         };
-        let compiled = self.kernel(st, node, low.key, low.build, group)?;
+        let compiled = self.kernel(core, node, low.key, low.build, group)?;
         let launch = Launch {
             program: compiled.program,
             targets: vec![LaunchTarget {
@@ -193,37 +194,11 @@ impl Runtime {
                 },
                 args: resolve(&low.args)?,
             }],
-            submit_ns: st.host_ns,
+            submit_ns: 0.0,
             op_id: Some(node.op.id),
             group_id: group,
         };
-        st.host_ns += st.costs.launch_ns;
-        st.metrics.kernels_launched += 1;
-        let id = self
-            .inner
-            .device
-            .launch(&launch)
-            .map_err(|e| fault_at(&node.op, e))?;
-        st.outstanding.push((id, node.op.clone()));
-        Ok(())
-    }
-
-    /// Runs the recorded graph (DeferAndFuse), fused.
-    pub(crate) fn flush_locked(&self, st: &mut State, reason: &str) -> Result<()> {
-        if st.capturing {
-            return Err(TpuError::Unsupported(format!(
-                "{reason} inside a compiled function: compiled graphs cannot read tensor values or synchronise; return the tensor instead"
-            )));
-        }
-        if st.pending.is_empty() {
-            st.pending_ops = 0;
-            return Ok(());
-        }
-        let nodes = std::mem::take(&mut st.pending);
-        let ops = std::mem::take(&mut st.pending_ops);
-        *st.metrics.flushes.entry(reason.to_string()).or_default() += 1;
-        st.host_ns += st.costs.flush_ns;
-        crate::fusion::run_graph(self, st, nodes, ops, reason)
+        core.q.launch(self.inner.device.as_ref(), launch, &node.op)
     }
 }
 

@@ -7,7 +7,9 @@
 
 pub mod config;
 pub(crate) mod exec;
+pub(crate) mod executor;
 pub mod metrics;
+pub(crate) mod queue;
 pub mod storage;
 pub(crate) mod trace;
 
@@ -15,6 +17,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tpuemu_isa::{ChipId, ChipInfo, Device, LaunchId, ProgramId};
+
+use executor::{Capture, Executor};
+use queue::LaunchQueue;
+use trace::Profiler;
 
 pub use config::{HostCosts, MatmulPrecision, Mode};
 pub use metrics::Metrics;
@@ -40,35 +46,60 @@ pub(crate) struct Compiled {
     pub prog: Arc<tpuemu_isa::Program>,
 }
 
-/// Mutable state of a runtime.
-pub(crate) struct State {
-    pub mode: Mode,
-    pub precision: MatmulPrecision,
-    pub debug_print: bool,
-    pub host_ns: f64,
-    pub next_id: u64,
+/// What executors work with: the launch queue, the kernel cache, the profiler and the
+/// settings operators read.
+pub(crate) struct Core {
+    /// Host clock, metrics, launches in flight.
+    pub q: LaunchQueue,
+    /// Kernels by pattern key.
     pub cache: HashMap<String, Compiled>,
-    /// Launches not yet known to have completed, with the operator that issued them.
-    pub outstanding: Vec<(LaunchId, OpTag)>,
-    /// DeferAndFuse: recorded nodes waiting for a flush.
-    pub pending: Vec<Node>,
-    /// Operators recorded since the last flush.
-    pub pending_ops: usize,
-    pub metrics: Metrics,
-    pub profiling: bool,
-    pub events: Vec<tpuemu_isa::trace::TraceEvent>,
-    /// Depth of nested operator calls (decompositions call other operators).
-    pub op_depth: usize,
-    pub costs: HostCosts,
-    /// Flush DeferAndFuse graphs when they reach this many operators.
-    pub max_pending_ops: usize,
-    pub next_group: u64,
-    /// Operator spans opened and not yet closed (profiling): (op id, start ns).
-    pub open_ops: Vec<(u64, f64)>,
-    /// Recording a graph for whole-graph compilation.
-    pub capturing: bool,
+    /// Host trace events.
+    pub prof: Profiler,
+    /// Matrix-unit precision of f32 matmuls called now.
+    pub precision: MatmulPrecision,
+    /// Print every flush (`TORCH_TPU_DEBUG=1`).
+    pub debug_print: bool,
     /// Where to write each generated kernel's assembly (`TORCH_TPU_DUMP_KERNELS`).
     pub dump_dir: Option<std::path::PathBuf>,
+    /// The next fused group's id.
+    pub next_group: u64,
+    /// An error of work run where it could not be reported (a flush at DeferAndFuse's size
+    /// limit, at the end of an operator call): reported at the next synchronisation.
+    pub deferred_error: Option<TpuError>,
+}
+
+/// Mutable state of a runtime.
+pub(crate) struct State {
+    /// The current executor.
+    pub exec: Box<dyn Executor>,
+    /// The executor a graph capture set aside, restored when the capture ends.
+    pub suspended: Option<Box<dyn Executor>>,
+    /// What executors work with.
+    pub core: Core,
+    /// Depth of nested operator calls (decompositions call other operators).
+    pub op_depth: usize,
+    /// DeferAndFuse runs its graph at this many operators.
+    pub max_pending_ops: usize,
+}
+
+impl State {
+    /// The eager mode (while a graph is captured: the mode it will return to).
+    pub fn mode(&self) -> Mode {
+        self.exec
+            .mode()
+            .or_else(|| self.suspended.as_ref().and_then(|e| e.mode()))
+            .unwrap_or(Mode::Strict)
+    }
+
+    /// Runs what the current executor holds back, for `reason`.
+    pub fn flush(&mut self, rt: &Runtime, reason: &str) -> Result<()> {
+        let State { exec, core, .. } = self;
+        let r = exec.flush(rt, core, reason);
+        match core.deferred_error.take() {
+            Some(e) => Err(e),
+            None => r,
+        }
+    }
 }
 
 pub(crate) struct Inner {
@@ -113,30 +144,29 @@ impl Runtime {
             .ok_or_else(|| TpuError::DeviceMismatch(format!("device has no chip {chip}")))?;
         let debug_print = std::env::var("TORCH_TPU_DEBUG").is_ok_and(|v| v == "1")
             || std::env::var("TPU_DEBUG").is_ok_and(|v| v == "1");
+        let max_pending_ops = std::env::var("TORCH_TPU_DEFER_MAX_OPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_MAX_PENDING_OPS)
+            .max(1);
+        let mode = Mode::from_env();
+        let mut q = LaunchQueue::new(HostCosts::default());
+        q.blocking = mode == Mode::Debug;
         let state = State {
-            mode: Mode::from_env(),
-            precision: MatmulPrecision::Default,
-            debug_print,
-            host_ns: 0.0,
-            next_id: 1,
-            cache: HashMap::new(),
-            outstanding: Vec::new(),
-            pending: Vec::new(),
-            pending_ops: 0,
-            metrics: Metrics::default(),
-            profiling: false,
-            events: Vec::new(),
+            exec: executor::for_mode(mode, max_pending_ops),
+            suspended: None,
+            core: Core {
+                q,
+                cache: HashMap::new(),
+                prof: Profiler::default(),
+                precision: MatmulPrecision::Default,
+                debug_print,
+                dump_dir: std::env::var_os("TORCH_TPU_DUMP_KERNELS").map(std::path::PathBuf::from),
+                next_group: 1,
+                deferred_error: None,
+            },
             op_depth: 0,
-            costs: HostCosts::default(),
-            max_pending_ops: std::env::var("TORCH_TPU_DEFER_MAX_OPS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(DEFAULT_MAX_PENDING_OPS)
-                .max(1),
-            next_group: 1,
-            open_ops: Vec::new(),
-            capturing: false,
-            dump_dir: std::env::var_os("TORCH_TPU_DUMP_KERNELS").map(std::path::PathBuf::from),
+            max_pending_ops,
         };
         Ok(Runtime {
             inner: Arc::new(Inner {
@@ -175,16 +205,24 @@ impl Runtime {
 
     /// The current mode.
     pub fn mode(&self) -> Mode {
-        self.lock().mode
+        self.lock().mode()
     }
 
-    /// Switches mode; leaving DeferAndFuse flushes the graph ("mode switch").
+    /// Switches mode; leaving DeferAndFuse runs the recorded graph ("mode switch"). Refused
+    /// while a compiled function is being traced.
     pub fn set_mode(&self, mode: Mode) -> Result<()> {
         let mut st = self.lock();
-        if st.mode == Mode::DeferAndFuse && mode != Mode::DeferAndFuse {
-            self.flush_locked(&mut st, "mode switch")?;
+        if st.suspended.is_some() {
+            return Err(TpuError::Unsupported(
+                "changing the execution mode inside a compiled function".into(),
+            ));
         }
-        st.mode = mode;
+        if st.exec.mode() == Some(mode) {
+            return Ok(());
+        }
+        st.flush(self, "mode switch")?;
+        st.exec = executor::for_mode(mode, st.max_pending_ops);
+        st.core.q.blocking = mode == Mode::Debug;
         Ok(())
     }
 
@@ -201,61 +239,71 @@ impl Runtime {
 
     /// Matmul precision for f32 inputs (`torch.tpu`'s precision setting).
     pub fn set_precision(&self, p: MatmulPrecision) {
-        self.lock().precision = p;
+        self.lock().core.precision = p;
     }
 
     /// The matmul precision.
     pub fn precision(&self) -> MatmulPrecision {
-        self.lock().precision
+        self.lock().core.precision
     }
 
     /// Prints each flush with its reason and fused groups (`TORCH_TPU_DEBUG=1`).
     pub fn set_debug(&self, on: bool) {
-        self.lock().debug_print = on;
+        self.lock().core.debug_print = on;
     }
 
     /// The host costs of the timing model.
     pub fn costs(&self) -> HostCosts {
-        self.lock().costs.clone()
+        self.lock().core.q.costs.clone()
     }
 
     /// Replaces the host costs.
     pub fn set_costs(&self, c: HostCosts) {
-        self.lock().costs = c;
+        self.lock().core.q.costs = c;
     }
 
     /// Flushes DeferAndFuse graphs at this many operators (default [`DEFAULT_MAX_PENDING_OPS`]).
     pub fn set_max_pending_ops(&self, n: usize) {
-        self.lock().max_pending_ops = n.max(1);
+        let mut st = self.lock();
+        st.max_pending_ops = n.max(1);
+        let n = st.max_pending_ops;
+        st.exec.set_limit(n);
+        if let Some(e) = st.suspended.as_mut() {
+            e.set_limit(n);
+        }
     }
 
     /// The simulated host clock, ns.
     pub fn host_time_ns(&self) -> f64 {
-        self.lock().host_ns
+        self.lock().core.q.host_ns
     }
 
     /// A copy of the metrics.
     pub fn metrics(&self) -> Metrics {
-        self.lock().metrics.clone()
+        self.lock().core.q.metrics.clone()
+    }
+
+    /// Updates a counter.
+    pub(crate) fn count(&self, f: impl FnOnce(&mut Metrics)) {
+        f(&mut self.lock().core.q.metrics)
     }
 
     /// Clears the metrics.
     pub fn reset_metrics(&self) {
-        self.lock().metrics = Metrics::default();
+        self.lock().core.q.metrics = Metrics::default();
     }
 
     /// Runs everything recorded and waits for every kernel; the host clock moves to when the
     /// device finished. Reports the first fault, naming its operator.
     pub fn sync(&self) -> Result<()> {
         let mut st = self.lock();
-        self.flush_locked(&mut st, "explicit sync")?;
-        self.wait_all(&mut st)
+        st.flush(self, "explicit sync")?;
+        st.core.q.wait_all(self.inner.device.as_ref())
     }
 
     /// Runs what DeferAndFuse recorded, giving `reason`.
     pub(crate) fn flush_for(&self, reason: &str) -> Result<()> {
-        let mut st = self.lock();
-        self.flush_locked(&mut st, reason)
+        self.lock().flush(self, reason)
     }
 
     /// Starts recording a graph for compilation (after running what was pending); returns the
@@ -263,23 +311,28 @@ impl Runtime {
     pub(crate) fn begin_capture(&self) -> u64 {
         let mut st = self.lock();
         // A failing flush surfaces at the next synchronisation.
-        let _ = self.flush_locked(&mut st, "compile");
-        st.capturing = true;
-        st.next_id
+        if let Err(e) = st.flush(self, "compile") {
+            st.core.deferred_error.get_or_insert(e);
+        }
+        let charged_as = st.exec.mode();
+        let previous = std::mem::replace(&mut st.exec, Box::new(Capture::new(charged_as)));
+        st.suspended = Some(previous);
+        st.core.q.peek_id()
     }
 
     /// Stops recording and returns the graph.
     pub(crate) fn end_capture(&self) -> Vec<Node> {
         let mut st = self.lock();
-        st.capturing = false;
-        st.pending_ops = 0;
-        std::mem::take(&mut st.pending)
+        let nodes = st.exec.take_nodes();
+        if let Some(previous) = st.suspended.take() {
+            st.exec = previous;
+        }
+        nodes
     }
 
     /// A new storage of `bytes` (device memory allocated when first written).
     pub(crate) fn new_storage(&self, st: &mut State, bytes: u64) -> StorageRef {
-        let id = st.next_id;
-        st.next_id += 1;
+        let id = st.core.q.next_id();
         Arc::new(Storage::new(id, bytes, self.inner.frees.clone()))
     }
 
@@ -306,50 +359,45 @@ impl Runtime {
 
     /// Waits for every outstanding launch; the first fault is reported with its operator.
     pub(crate) fn wait_all(&self, st: &mut State) -> Result<()> {
-        let mut first: Option<TpuError> = None;
-        for (id, tag) in std::mem::take(&mut st.outstanding) {
-            match self.inner.device.wait(id) {
-                Ok(c) => {
-                    st.host_ns = st.host_ns.max(c.end_ns);
-                    st.metrics.device_busy_ns += c.end_ns - c.start_ns;
-                    st.metrics.hbm_bytes += c.counters.hbm_bytes;
-                    st.metrics.mxu_flops += c.counters.mxu_flops;
-                    st.metrics.ici_bytes += c.counters.ici_bytes;
-                }
-                Err(e) => {
-                    if first.is_none() {
-                        first = Some(fault_at(&tag, e));
-                    }
-                }
-            }
-        }
-        match first {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        st.core.q.wait_all(self.inner.device.as_ref())
+    }
+
+    /// Takes over the bookkeeping of a launch made for several runtimes at once (a
+    /// collective): see [`LaunchQueue::adopt`].
+    pub(crate) fn adopt_launch(&self, id: LaunchId, name: String, shapes: String) -> Result<()> {
+        let mut st = self.lock();
+        let q = &mut st.core.q;
+        let tag = OpTag {
+            id: q.next_id(),
+            name,
+            shapes,
+        };
+        *q.metrics.ops_by_name.entry(tag.name.clone()).or_default() += 1;
+        q.adopt(self.inner.device.as_ref(), id, tag)
     }
 
     /// Starts an operator call: charges dispatch (or recording) time and opens its trace span.
     pub(crate) fn begin_op(&self, name: &str, shapes: String) -> OpTag {
         let mut st = self.lock();
-        let id = st.next_id;
-        st.next_id += 1;
-        st.metrics.ops += 1;
-        *st.metrics.ops_by_name.entry(name.to_string()).or_default() += 1;
         st.op_depth += 1;
-        let start = st.host_ns;
-        st.host_ns += match st.mode {
-            Mode::DeferAndFuse => st.costs.record_ns,
-            _ => st.costs.op_dispatch_ns,
-        };
+        let cost = st.exec.dispatch_cost(&st.core.q.costs);
+        let core = &mut st.core;
+        let id = core.q.next_id();
+        core.q.metrics.ops += 1;
+        *core
+            .q
+            .metrics
+            .ops_by_name
+            .entry(name.to_string())
+            .or_default() += 1;
+        let start = core.q.host_ns;
+        core.q.charge(cost);
         let tag = OpTag {
             name: name.to_string(),
             id,
             shapes,
         };
-        if st.profiling {
-            trace::op_begin(&mut st, &tag, start);
-        }
+        core.prof.op_begin(&tag, start);
         tag
     }
 
@@ -357,40 +405,23 @@ impl Runtime {
     pub(crate) fn end_op(&self, tag: &OpTag) {
         let mut st = self.lock();
         st.op_depth = st.op_depth.saturating_sub(1);
-        if st.profiling {
-            let now = st.host_ns;
-            trace::op_end(&mut st, tag, now);
-        }
-        let limit = st.max_pending_ops;
-        if st.mode == Mode::DeferAndFuse && st.op_depth == 0 && !st.capturing {
-            st.pending_ops += 1;
-            if st.pending_ops >= limit {
-                // A failed flush surfaces at the next synchronisation.
-                let _ = self.flush_locked(&mut st, "size limit");
+        let mode = st.mode();
+        let now = st.core.q.host_ns;
+        st.core.prof.op_end(tag, now, mode);
+        if st.op_depth == 0 {
+            let State { exec, core, .. } = &mut *st;
+            // A failed flush surfaces at the next synchronisation.
+            if let Err(e) = exec.op_done(self, core) {
+                core.deferred_error.get_or_insert(e);
             }
         }
     }
 
-    /// Runs `node` now (Strict/Debug) or records it (DeferAndFuse).
+    /// Hands `node` to the current executor (run now, or recorded).
     pub(crate) fn submit(&self, node: Node) -> Result<()> {
         let mut st = self.lock();
-        if st.capturing {
-            st.pending.push(node);
-            return Ok(());
-        }
-        match st.mode {
-            Mode::DeferAndFuse => {
-                st.pending.push(node);
-                Ok(())
-            }
-            mode => {
-                self.execute(&mut st, &node, None)?;
-                if mode == Mode::Debug {
-                    self.wait_all(&mut st)?;
-                }
-                Ok(())
-            }
-        }
+        let State { exec, core, .. } = &mut *st;
+        exec.submit(self, core, node)
     }
 }
 

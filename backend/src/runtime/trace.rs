@@ -9,68 +9,86 @@ use std::collections::HashMap;
 use serde_json::json;
 use tpuemu_isa::trace::{Flow, Span, Trace, TraceEvent, TraceMeta, Track};
 
-use super::{Runtime, State};
+use super::Runtime;
+use super::config::Mode;
 use crate::ir::OpTag;
 
-pub(super) fn op_begin(st: &mut State, tag: &OpTag, start: f64) {
-    st.open_ops.push((tag.id, start));
+/// Host trace events of a runtime, recorded while profiling is on.
+#[derive(Default)]
+pub(crate) struct Profiler {
+    /// Recording.
+    pub on: bool,
+    /// Host events so far.
+    pub events: Vec<TraceEvent>,
+    /// Operator spans opened and not yet closed: (op id, start ns).
+    open_ops: Vec<(u64, f64)>,
 }
 
-pub(super) fn op_end(st: &mut State, tag: &OpTag, now: f64) {
-    let start = match st.open_ops.iter().rposition(|(id, _)| *id == tag.id) {
-        Some(i) => st.open_ops.remove(i).1,
-        None => return,
-    };
-    let mut s = Span::new(
-        Track::Host {
-            lane: "aten".into(),
-        },
-        tag.name.clone(),
-        start,
-        now,
-    );
-    s.op_id = Some(tag.id);
-    s.args.insert("shapes".into(), json!(tag.shapes));
-    s.args.insert("mode".into(), json!(st.mode.name()));
-    st.events.push(TraceEvent::Span(s));
-}
-
-/// Records a host span on the `queue` lane (flushes, fused groups).
-pub(crate) fn queue_span(
-    st: &mut State,
-    name: String,
-    start: f64,
-    end: f64,
-    group: Option<u64>,
-    args: tpuemu_isa::trace::Args,
-) {
-    if !st.profiling {
-        return;
+impl Profiler {
+    /// An operator call starts at `start`.
+    pub fn op_begin(&mut self, tag: &OpTag, start: f64) {
+        if self.on {
+            self.open_ops.push((tag.id, start));
+        }
     }
-    let mut s = Span::new(
-        Track::Host {
-            lane: "queue".into(),
-        },
-        name,
-        start,
-        end,
-    );
-    s.group_id = group;
-    s.args = args;
-    st.events.push(TraceEvent::Span(s));
+
+    /// An operator call ends at `now`.
+    pub fn op_end(&mut self, tag: &OpTag, now: f64, mode: Mode) {
+        let start = match self.open_ops.iter().rposition(|(id, _)| *id == tag.id) {
+            Some(i) => self.open_ops.remove(i).1,
+            None => return,
+        };
+        let mut s = Span::new(
+            Track::Host {
+                lane: "aten".into(),
+            },
+            tag.name.clone(),
+            start,
+            now,
+        );
+        s.op_id = Some(tag.id);
+        s.args.insert("shapes".into(), json!(tag.shapes));
+        s.args.insert("mode".into(), json!(mode.name()));
+        self.events.push(TraceEvent::Span(s));
+    }
+
+    /// Records a host span on the `queue` lane (flushes, fused groups).
+    pub fn queue_span(
+        &mut self,
+        name: String,
+        start: f64,
+        end: f64,
+        group: Option<u64>,
+        args: tpuemu_isa::trace::Args,
+    ) {
+        if !self.on {
+            return;
+        }
+        let mut s = Span::new(
+            Track::Host {
+                lane: "queue".into(),
+            },
+            name,
+            start,
+            end,
+        );
+        s.group_id = group;
+        s.args = args;
+        self.events.push(TraceEvent::Span(s));
+    }
 }
 
 impl Runtime {
     /// Records host and device events from now on (or stops).
     pub fn set_profiling(&self, on: bool) {
-        self.lock().profiling = on;
+        self.lock().core.prof.on = on;
         self.inner.device.set_profiling(on);
     }
 
     /// The events recorded so far, host and device, with flows from operators to their
     /// kernels; takes them (the next call starts empty).
     pub fn take_trace(&self, label: &str) -> Trace {
-        let host: Vec<TraceEvent> = std::mem::take(&mut self.lock().events);
+        let host: Vec<TraceEvent> = std::mem::take(&mut self.lock().core.prof.events);
         let device = self.inner.device.drain_events();
         let mut op_end: HashMap<u64, (f64, f64)> = HashMap::new();
         for e in &host {

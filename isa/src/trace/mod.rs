@@ -14,6 +14,7 @@
 //!
 //! | track | name | args |
 //! |---|---|---|
+//! | `Host { lane: "python" }` | a Python-level call, `torch.nn.Linear.forward` | none needed: the operators inside it in time are its calls |
 //! | `Host { lane: "aten" }` | the overload, `aten::mm` | `shapes` (array of shape arrays), `dtypes`, `mode` |
 //! | `Host { lane: "queue" }` | `flush` or `fused group N` | flush: `reason`, `ops`; group: `ops` (names), `op_ids`, `kernels` |
 //! | `Host { lane: "dispatch" }` | `launch <program>` | `program` |
@@ -23,8 +24,12 @@
 //! | `Link` | `rdma` | `bytes`, `to_chip` |
 //!
 //! `op_id` ties device spans to the host operator that caused them; `group_id` to the fused
-//! group. Flows go from a host span's end to the kernel span's start. Counters: `hbm_bytes_in_use`
-//! per chip.
+//! group, whose member operators are the `op_ids` (and `ops`, their names) of the queue's
+//! `fused group N` span. Flows go from a host span's end to the kernel span's start. Counters:
+//! `hbm_bytes_in_use` per chip, written by the device at every allocation and free. Link spans'
+//! `bytes` over their duration is the link's traffic. Viewers draw any host lane (`python`
+//! above `aten`) and any counter, so producers may add lanes and counters without a schema
+//! change.
 
 pub mod chrome;
 mod chrome_read;

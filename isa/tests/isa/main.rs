@@ -4,8 +4,10 @@
 //!   programs;
 //! - `roundtrip`: text and binary round trips of generated instructions and programs;
 //! - `hostile`: decoding arbitrary and mutated bytes, assembling arbitrary text (never a panic);
-//! - `handwritten`: one program per instruction class, the examples, and error messages.
+//! - `handwritten`: one program per instruction class, the examples, and error messages;
+//! - `builder`: every `ProgramBuilder` instruction method against the assembler.
 
+mod builder;
 mod handwritten;
 mod hostile;
 mod roundtrip;

@@ -1,6 +1,6 @@
 //! `tpuemu bench eager`: a model's training step in one execution mode on an emulated chip.
 //!
-//! The figures are those of [`tpuemu_backend::models::run_workload`]: simulated seconds per
+//! The figures are those of [`tpuemu_workloads::run_workload`]: simulated seconds per
 //! step on the host clock (operator dispatch, kernel launches, waiting for the device), the
 //! kernels it launched, the HBM bytes they moved, matrix-unit utilisation, and this machine's
 //! wall time.
@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use tpuemu_backend::Mode;
-use tpuemu_backend::models::{BenchReport, RunMode, Size, Workload, run_workload};
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_emulator::Emulator;
+use tpuemu_workloads::{BenchReport, RunMode, Size, Workload, run_workload};
 
 use super::super::CliError;
 use super::super::chip::ChipArgs;

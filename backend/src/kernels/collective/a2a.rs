@@ -7,7 +7,7 @@
 //! offset from a table in SMEM (chips are numbered x-fastest).
 
 use tpuemu_isa::ops::SAluOp;
-use tpuemu_isa::{Addr, Instr, MemRef, SSrc};
+use tpuemu_isa::{Addr, MemRef};
 
 use super::emit::{
     ArgMap, DST, IN_OFF, NEXT, OUT_OFF, RANK, SEM_COPY, SEM_SENT, T1, T2, T3, block_addr, dma,
@@ -46,46 +46,13 @@ pub(crate) fn emit_all_to_all(e: &mut Emitter, args: &ArgMap, st: &A2aStage) {
     );
     for d in offsets(st.n) {
         // T3 = peer rank, T1 = its block of the input, T2 = its chip.
-        e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: T3,
-            a: RANK,
-            b: SSrc::Imm(d as i32),
-        });
-        e.push(Instr::SAlu {
-            op: SAluOp::RemU,
-            dst: T3,
-            a: T3,
-            b: SSrc::Imm(st.n as i32),
-        });
-        e.push(Instr::SAlu {
-            op: SAluOp::Mul,
-            dst: T1,
-            a: T3,
-            b: SSrc::Imm(st.block as i32),
-        });
-        e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: T1,
-            a: T1,
-            b: SSrc::Reg(IN_OFF),
-        });
-        e.push(Instr::SAlu {
-            op: SAluOp::Shl,
-            dst: T2,
-            a: T3,
-            b: SSrc::Imm(2),
-        });
-        e.push(Instr::SLoad {
-            dst: T2,
-            addr: Addr::new(T2, table as i32),
-        });
-        e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: T2,
-            a: T2,
-            b: SSrc::Reg(NEXT),
-        });
+        e.sadd(T3, RANK, d as i32);
+        e.salu(SAluOp::RemU, T3, T3, st.n as i32);
+        e.smul(T1, T3, st.block as i32);
+        e.sadd(T1, T1, IN_OFF);
+        e.salu(SAluOp::Shl, T2, T3, 2);
+        e.sld(T2, Addr::new(T2, table as i32));
+        e.sadd(T2, T2, NEXT);
         dma(
             e,
             MemRef::hbm(args.output, DST),

@@ -8,7 +8,7 @@
 //! the chip index of the group's rank 0).
 
 use tpuemu_isa::ops::SAluOp;
-use tpuemu_isa::{Addr, ArgSlot, DmaShape, Instr, MemRef, Remote, SReg, SSrc, Sem};
+use tpuemu_isa::{Addr, ArgSlot, DmaShape, MemRef, Remote, SReg, SSrc, Sem};
 
 use super::plan::{Plan, Region, Slot};
 use crate::codegen::Emitter;
@@ -64,9 +64,6 @@ pub(crate) fn sem_sent(p: usize, parity: usize, c: usize) -> u8 {
 pub(crate) fn base(p: usize, which: usize) -> SReg {
     SReg::n(4 + 2 * p as u8 + which as u8)
 }
-
-/// Largest amount one `sem.wait` asks for.
-const MAX_WAIT: u64 = 1 << 30;
 
 /// The program's argument slots and the SMEM words of its scalars.
 #[derive(Clone, Debug)]
@@ -131,24 +128,16 @@ impl ArgMap {
 
 /// `dst = SMEM word`.
 pub(crate) fn load_word(e: &mut Emitter, dst: SReg, word: u32) {
-    e.push(Instr::SLoad {
-        dst,
-        addr: Addr::abs(4 * word as i32),
-    });
+    e.sld(dst, Addr::abs(4 * word as i32));
 }
 
 /// `dst = a + imm`.
 pub(crate) fn add_imm(e: &mut Emitter, dst: SReg, a: SReg, imm: u64) {
-    e.push(Instr::SAlu {
-        op: SAluOp::Add,
-        dst,
-        a,
-        b: SSrc::Imm(imm as i32),
-    });
+    e.sadd(dst, a, imm as i32);
 }
 
 fn alu(e: &mut Emitter, op: SAluOp, dst: SReg, a: SReg, b: SSrc) {
-    e.push(Instr::SAlu { op, dst, a, b });
+    e.salu(op, dst, a, b);
 }
 
 /// `dst` = the region's base byte offset in its buffer.
@@ -187,29 +176,20 @@ pub(crate) fn dma(
     sem: u8,
     remote: Option<(SReg, u8)>,
 ) {
-    let len = e.konst(bytes as i32);
-    e.push(Instr::Dma {
-        dst,
-        src,
-        shape: DmaShape::Len(len),
-        sem: Sem::n(sem),
-        remote: remote.map(|(chip, rs)| Remote {
-            chip,
-            recv_sem: Sem::n(rs),
-        }),
+    let (len, sem) = (DmaShape::Len(e.konst(bytes as i32)), Sem::n(sem));
+    let remote = remote.map(|(chip, rs)| Remote {
+        chip,
+        recv_sem: Sem::n(rs),
     });
+    match remote {
+        Some(r) => e.dma_remote(dst, src, len, sem, r),
+        None => e.dma(dst, src, len, sem),
+    };
 }
 
 /// Waits until `sem` has counted `amount` more bytes (split into waits the ISA can express).
-pub(crate) fn wait(e: &mut Emitter, sem: u8, mut amount: u64) {
-    while amount > 0 {
-        let a = amount.min(MAX_WAIT);
-        e.push(Instr::SemWait {
-            sem: Sem::n(sem),
-            amount: SSrc::Imm(a as i32),
-        });
-        amount -= a;
-    }
+pub(crate) fn wait(e: &mut Emitter, sem: u8, amount: u64) {
+    e.wait_bytes(Sem::n(sem), amount);
 }
 
 /// Loads the offsets every stage uses.

@@ -65,7 +65,7 @@ mod ring;
 mod rounds;
 mod sum;
 
-use tpuemu_isa::{Instr, Program, Topology};
+use tpuemu_isa::{Program, Topology};
 
 pub use launch::{BufferSlice, ChipBuffers, CollectiveError, run};
 
@@ -235,7 +235,7 @@ impl Collective {
                 )));
             }
         }
-        e.push(Instr::Halt);
+        e.halt();
         let program = e.finish()?;
         Ok(Collective {
             spec: spec.clone(),

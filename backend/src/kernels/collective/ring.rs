@@ -24,7 +24,7 @@
 //! and sends, and a slot is reused only once its previous result has left.
 
 use tpuemu_isa::ops::SAluOp;
-use tpuemu_isa::{Instr, MemRef, SReg, SSrc};
+use tpuemu_isa::{MemRef, SReg, SSrc};
 
 use super::emit::{
     ArgMap, SCR_OFF, SEM_FINAL, SEM_LOAD, T1, T2, T3, add_imm, base, dma, load_word, region_base,
@@ -358,8 +358,8 @@ impl Gen<'_, '_> {
     fn block_addr(&mut self, r: usize, dst: SReg, shift: i64, off: u64) {
         let st = &self.rounds[r];
         load_word(self.e, dst, self.args.axis[st.pos]);
-        let alu = |e: &mut Emitter, op, b| {
-            e.push(Instr::SAlu { op, dst, a: dst, b });
+        let alu = |e: &mut Emitter, op, b: SSrc| {
+            e.salu(op, dst, dst, b);
         };
         if shift != 0 {
             alu(self.e, SAluOp::Add, SSrc::Imm(shift as i32));

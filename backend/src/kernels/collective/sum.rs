@@ -6,8 +6,9 @@
 //! stores, so that each waits for nothing but the previous group — and a masked last register
 //! handles a chunk that is not a whole number of (8, 128) tiles.
 
+use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{CmpOp, IotaKind, VBinOp};
-use tpuemu_isa::{Addr, Instr, MReg, SSrc, VReg, VSrc};
+use tpuemu_isa::{Addr, MReg, VReg};
 
 use super::emit::{LOOP_CMP, LOOP_I};
 use crate::codegen::Emitter;
@@ -30,19 +31,9 @@ pub(crate) fn emit_sum(e: &mut Emitter, dtype: DType, dst: u32, srcs: &[u32], el
         e.forget_constants();
         let top = e.b.here();
         body(e, dtype, dst, srcs, UNROLL, 0, None);
-        e.push(Instr::SAlu {
-            op: tpuemu_isa::ops::SAluOp::Add,
-            dst: LOOP_I,
-            a: LOOP_I,
-            b: SSrc::Imm((UNROLL * vb) as i32),
-        });
+        e.sadd(LOOP_I, LOOP_I, (UNROLL * vb) as i32);
         if iters > 1 {
-            e.push(Instr::SCmp {
-                op: CmpOp::Lt,
-                dst: LOOP_CMP,
-                a: LOOP_I,
-                b: SSrc::Imm((iters * UNROLL * vb) as i32),
-            });
+            e.scmp(CmpOp::Lt, LOOP_CMP, LOOP_I, (iters * UNROLL * vb) as i32);
             e.b.brnz(LOOP_CMP, top);
         }
     }
@@ -51,17 +42,7 @@ pub(crate) fn emit_sum(e: &mut Emitter, dtype: DType, dst: u32, srcs: &[u32], el
     }
     if tail > 0 {
         let mask = MReg::n(1);
-        e.push(Instr::VIota {
-            kind: IotaKind::Flat,
-            dst: VReg::n(0),
-        });
-        e.push(Instr::VCmp {
-            op: CmpOp::Lt,
-            ty: tpuemu_isa::ops::VType::I32,
-            dst: mask,
-            a: VReg::n(0),
-            b: VSrc::Imm(tail as u32),
-        });
+        e.mask_below(mask, VReg::n(0), IotaKind::Flat, tail as u32);
         body(e, dtype, dst, srcs, 1, (rem * vb) as i32, Some(mask));
     }
 }
@@ -84,35 +65,15 @@ fn body(
     let at = |base: u32, u: u64| Addr::new(LOOP_I, base as i32 + extra + u as i32 * vb);
     for u in 0..count {
         for (s, &src) in srcs.iter().enumerate() {
-            e.push(Instr::VLoad {
-                fmt,
-                dst: reg(u, s as u64),
-                addr: at(src, u),
-                sub_stride: None,
-                lane_stride: None,
-                mask,
-            });
+            e.vld(fmt, reg(u, s as u64), at(src, u), VAccess::masked(mask));
         }
     }
     for s in 1..k {
         for u in 0..count {
-            e.push(Instr::VBin {
-                op: VBinOp::Add,
-                ty,
-                dst: reg(u, 0),
-                a: reg(u, 0),
-                b: VSrc::V(reg(u, s)),
-            });
+            e.vbin(VBinOp::Add, ty, reg(u, 0), reg(u, 0), reg(u, s));
         }
     }
     for u in 0..count {
-        e.push(Instr::VStore {
-            fmt,
-            src: reg(u, 0),
-            addr: at(dst, u),
-            sub_stride: None,
-            lane_stride: None,
-            mask,
-        });
+        e.vst(fmt, reg(u, 0), at(dst, u), VAccess::masked(mask));
     }
 }

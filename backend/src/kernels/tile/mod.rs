@@ -1,10 +1,13 @@
 //! The tile kernel: elementwise work, broadcasts, copies and row reductions, fused.
 //!
 //! [`spec::lower`] turns a tile node into a [`TileSpec`] (the cache key) and the operands'
-//! storage offsets; [`gen::build`] generates the program; [`body`] is the vector code that runs
-//! on each tile in VMEM.
+//! storage offsets; [`program::build`] generates the program — the tiling (`plan`), the loop
+//! state in SMEM (`cursor`), the double-buffered tile loop — and [`body`] is the vector code
+//! that runs on each tile in VMEM (`vexpr`: one node as vector instructions).
 
 pub mod body;
+mod cursor;
+mod plan;
 pub mod program;
 pub mod spec;
 mod vexpr;

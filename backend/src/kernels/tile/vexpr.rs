@@ -2,7 +2,7 @@
 //! instructions, with PyTorch's conversion rules, on registers handed out by a small allocator.
 
 use tpuemu_isa::ops::{CmpOp, CvtOp, VBinOp, VType, VUnOp};
-use tpuemu_isa::{Instr, MReg, VReg, VSrc};
+use tpuemu_isa::{MReg, VReg, VSrc};
 
 use crate::codegen::Emitter;
 use crate::dtype::{DType, Scalar};
@@ -137,33 +137,22 @@ fn vcmp(op: CmpKind) -> CmpOp {
 
 /// `dst = a op b` on lanes of type `ty`.
 pub(crate) fn emit_bin(e: &mut Emitter, op: BinOp, ty: DType, dst: VReg, a: VReg, b: VSrc) {
-    let vt = lane(ty);
     // Bitwise ops on floats never occur (the builder computes them on ints).
-    e.push(Instr::VBin {
-        op: vbin(op),
-        ty: vt,
-        dst,
-        a,
-        b,
-    });
+    e.vbin(vbin(op), lane(ty), dst, a, b);
 }
 
 /// `dst = op a`.
 pub(crate) fn emit_un(e: &mut Emitter, op: UnOp, ty: DType, dst: VReg, a: VReg) {
     let vt = lane(ty);
-    let op = match (op, vt) {
+    match (op, vt) {
         // Rounding ops are the identity on integers.
         (UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc, VType::I32) => {
-            e.push(Instr::VMov {
-                ty: vt,
-                dst,
-                src: VSrc::V(a),
-            });
-            return;
+            e.vmov(vt, dst, a);
         }
-        (o, _) => vun(o),
-    };
-    e.push(Instr::VUn { op, ty: vt, dst, a });
+        (o, _) => {
+            e.vun(vun(o), vt, dst, a);
+        }
+    }
 }
 
 /// `dst = (a cmp b) ? 1 : 0` (bool lanes).
@@ -177,14 +166,7 @@ pub(crate) fn emit_cmp(
     b: VSrc,
 ) -> Result<(), KernelError> {
     let m = va.take_mask()?;
-    e.push(Instr::VCmp {
-        op: vcmp(op),
-        ty: lane(ty),
-        dst: m,
-        a,
-        b,
-    });
-    e.push(Instr::VMask { dst, mask: m });
+    e.vcmp(vcmp(op), lane(ty), m, a, b).vmask(dst, m);
     va.remember_mask(dst, m);
     Ok(())
 }
@@ -200,30 +182,12 @@ pub(crate) fn emit_select(
     b: VReg,
 ) -> Result<(), KernelError> {
     if let Some(m) = va.mask_of(c) {
-        e.push(Instr::VSel {
-            ty: lane(ty),
-            dst,
-            mask: m,
-            a,
-            b: VSrc::V(b),
-        });
+        e.vsel(lane(ty), dst, m, a, b);
         return Ok(());
     }
     let m = va.take_mask()?;
-    e.push(Instr::VCmp {
-        op: CmpOp::Ne,
-        ty: VType::I32,
-        dst: m,
-        a: c,
-        b: VSrc::Imm(0),
-    });
-    e.push(Instr::VSel {
-        ty: lane(ty),
-        dst,
-        mask: m,
-        a,
-        b: VSrc::V(b),
-    });
+    e.vcmp(CmpOp::Ne, VType::I32, m, c, 0u32);
+    e.vsel(lane(ty), dst, m, a, b);
     va.give_mask(m);
     Ok(())
 }
@@ -246,72 +210,33 @@ pub(crate) fn emit_cast(
     dst: VReg,
     a: VReg,
 ) -> Result<(), KernelError> {
-    let mov = |e: &mut Emitter| {
-        e.push(Instr::VMov {
-            ty: VType::I32,
-            dst,
-            src: VSrc::V(a),
-        })
-    };
     match (from.is_float(), to) {
         (_, DType::Bool) => {
             let m = va.take_mask()?;
-            e.push(Instr::VCmp {
-                op: CmpOp::Ne,
-                ty: lane(from),
-                dst: m,
-                a,
-                b: VSrc::Imm(0),
-            });
-            e.push(Instr::VMask { dst, mask: m });
+            e.vcmp(CmpOp::Ne, lane(from), m, a, 0u32).vmask(dst, m);
             va.remember_mask(dst, m);
         }
-        (true, DType::F32) => mov(e),
-        (true, DType::BF16) => e.push(Instr::VCvt {
-            op: CvtOp::Bf16,
-            dst,
-            a,
-        }),
-        (true, DType::F16) => e.push(Instr::VCvt {
-            op: CvtOp::F16,
-            dst,
-            a,
-        }),
-        (true, DType::I32 | DType::I64) => e.push(Instr::VCvt {
-            op: CvtOp::F2I,
-            dst,
-            a,
-        }),
-        (false, DType::F32) => e.push(Instr::VCvt {
-            op: CvtOp::I2F,
-            dst,
-            a,
-        }),
+        (true, DType::F32) | (false, DType::I32 | DType::I64) => {
+            e.vmov(VType::I32, dst, a);
+        }
+        (true, DType::BF16) => {
+            e.vcvt(CvtOp::Bf16, dst, a);
+        }
+        (true, DType::F16) => {
+            e.vcvt(CvtOp::F16, dst, a);
+        }
+        (true, DType::I32 | DType::I64) => {
+            e.vcvt(CvtOp::F2I, dst, a);
+        }
+        (false, DType::F32) => {
+            e.vcvt(CvtOp::I2F, dst, a);
+        }
         (false, DType::BF16) => {
-            e.push(Instr::VCvt {
-                op: CvtOp::I2F,
-                dst,
-                a,
-            });
-            e.push(Instr::VCvt {
-                op: CvtOp::Bf16,
-                dst,
-                a: dst,
-            });
+            e.vcvt(CvtOp::I2F, dst, a).vcvt(CvtOp::Bf16, dst, dst);
         }
         (false, DType::F16) => {
-            e.push(Instr::VCvt {
-                op: CvtOp::I2F,
-                dst,
-                a,
-            });
-            e.push(Instr::VCvt {
-                op: CvtOp::F16,
-                dst,
-                a: dst,
-            });
+            e.vcvt(CvtOp::I2F, dst, a).vcvt(CvtOp::F16, dst, dst);
         }
-        (false, DType::I32 | DType::I64) => mov(e),
     }
     Ok(())
 }
@@ -328,9 +253,5 @@ pub(crate) fn const_bits(v: Scalar, dtype: DType) -> u32 {
 
 /// `dst = constant` broadcast.
 pub(crate) fn emit_const(e: &mut Emitter, v: Scalar, dtype: DType, dst: VReg) {
-    e.push(Instr::VMov {
-        ty: lane(dtype),
-        dst,
-        src: VSrc::Imm(const_bits(v, dtype)),
-    });
+    e.vmov(lane(dtype), dst, const_bits(v, dtype));
 }

@@ -50,79 +50,39 @@ pub(crate) fn dense(
         ));
     }
     let last = last_uses(prog);
-    let mut cx = Ctx {
-        e,
-        va: VAlloc::new(2, vregs),
-        prog,
-        ops,
-        inputs,
-        regs: HashMap::new(),
-        refs: HashMap::new(),
-        pinned: Vec::new(),
-        orig_shape: &[],
-        row_start: 0,
-        row_base: None,
-    };
+    let mut cx = Ctx::new(e, prog, ops, inputs, vregs);
     // Constants live in registers for the whole loop.
-    for (i, n) in prog.nodes.iter().enumerate() {
-        if let POp::Const(_) = n.op {
-            let v = cx.emit_elementwise(i as PRef)?;
-            cx.bind(i as PRef, v);
-            cx.pinned.push(i as PRef);
-        }
-    }
+    cx.pin_constants()?;
     let free = vregs.saturating_sub(2 + cx.pinned.len() as u32);
     let unroll = (free / peak_live(prog, &last)).clamp(1, MAX_UNROLL);
-    let take = |pool: &mut RegPool| {
-        pool.take()
-            .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
-    };
     let mut sizes: Vec<u32> = ops.iter().map(|o| o.dtype.size() as u32).collect();
     sizes.sort_unstable();
     sizes.dedup();
     let mut offs = Offsets { regs: Vec::new() };
     for s in &sizes {
-        let r = take(pool)?;
-        cx.e.b.smov(r, 0);
+        let r = sreg(pool)?;
+        cx.e.smov(r, 0);
         offs.regs.push((*s, r));
     }
     let flat = if index.is_some() {
-        Some(take(pool)?)
+        Some(sreg(pool)?)
     } else {
         None
     };
     if let (Some(f), Some(ix)) = (flat, &index) {
-        cx.e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: f,
-            a: ix.flat_base,
-            b: SSrc::Imm(0),
-        });
+        cx.e.sadd(f, ix.flat_base, 0);
     }
     let consts = cx.regs.clone();
     let iterations = n_vregs / unroll;
     if iterations > 0 {
-        let counter = take(pool)?;
-        let test = take(pool)?;
-        cx.e.b.smov(counter, 0);
-        let top = cx.e.b.here();
+        let counter = sreg(pool)?;
+        let test = sreg(pool)?;
+        let l =
+            cx.e.begin_loop(counter, test, iterations, 1)
+                .straight_if_once();
         pass(&mut cx, &consts, &last, unroll, &offs, flat, index.as_ref())?;
         advance(&mut cx, &offs, flat, unroll);
-        if iterations > 1 {
-            cx.e.push(Instr::SAlu {
-                op: SAluOp::Add,
-                dst: counter,
-                a: counter,
-                b: SSrc::Imm(1),
-            });
-            cx.e.push(Instr::SCmp {
-                op: CmpOp::Lt,
-                dst: test,
-                a: counter,
-                b: SSrc::Imm(iterations as i32),
-            });
-            cx.e.b.brnz(test, top);
-        }
+        cx.e.end_loop(l);
         pool.give(counter);
         pool.give(test);
     }
@@ -146,20 +106,10 @@ pub(crate) fn dense(
 /// Moves the operand offsets (and the flat index) past `copies` registers.
 fn advance(cx: &mut Ctx, offs: &Offsets, flat: Option<SReg>, copies: u32) {
     for (s, r) in &offs.regs {
-        cx.e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: *r,
-            a: *r,
-            b: SSrc::Imm((1024 * copies * *s) as i32),
-        });
+        cx.e.sadd(*r, *r, (1024 * copies * *s) as i32);
     }
     if let Some(f) = flat {
-        cx.e.push(Instr::SAlu {
-            op: SAluOp::Add,
-            dst: f,
-            a: f,
-            b: SSrc::Imm((1024 * copies) as i32),
-        });
+        cx.e.sadd(f, f, (1024 * copies) as i32);
     }
 }
 
@@ -189,17 +139,7 @@ fn pass(
                 POp::Input(k) => {
                     let o = ops[k as usize];
                     let v = cx.va.take()?;
-                    cx.e.push(Instr::VLoad {
-                        fmt: o.dtype.mem(),
-                        dst: v,
-                        addr: Addr::new(
-                            offs.get(o.dtype.size() as u32),
-                            o.base + (u * 1024 * o.dtype.size() as u32) as i32,
-                        ),
-                        sub_stride: None,
-                        lane_stride: None,
-                        mask: None,
-                    });
+                    cx.e.vld(o.dtype.mem(), v, offs.at(o, u), VAccess::DENSE);
                     v
                 }
                 POp::Index(d) => {
@@ -207,45 +147,16 @@ fn pass(
                         KernelError::Unsupported("Index without an index context".into())
                     })?;
                     let v = cx.va.take()?;
-                    cx.e.push(Instr::VIota {
-                        kind: IotaKind::Flat,
-                        dst: v,
-                    });
-                    cx.e.push(Instr::VBin {
-                        op: VBinOp::Add,
-                        ty: VType::I32,
-                        dst: v,
-                        a: v,
-                        b: VSrc::S(flat.expect("set with index")),
-                    });
+                    let flat = flat.expect("set with index");
+                    cx.e.viota(IotaKind::Flat, v);
+                    cx.e.vbin(VBinOp::Add, VType::I32, v, v, flat);
                     if u > 0 {
-                        cx.e.push(Instr::VBin {
-                            op: VBinOp::Add,
-                            ty: VType::I32,
-                            dst: v,
-                            a: v,
-                            b: VSrc::Imm(u * 1024),
-                        });
+                        cx.e.vbin(VBinOp::Add, VType::I32, v, v, u * 1024);
                     }
-                    let inner: usize = ix.shape[d as usize + 1..].iter().product();
-                    if inner > 1 {
-                        cx.e.push(Instr::VBin {
-                            op: VBinOp::Div,
-                            ty: VType::I32,
-                            dst: v,
-                            a: v,
-                            b: VSrc::Imm(inner as u32),
-                        });
-                    }
-                    if d > 0 {
-                        cx.e.push(Instr::VBin {
-                            op: VBinOp::Rem,
-                            ty: VType::I32,
-                            dst: v,
-                            a: v,
-                            b: VSrc::Imm(ix.shape[d as usize] as u32),
-                        });
-                    }
+                    // The coordinate of dim d of the flat index.
+                    let d = d as usize;
+                    let inner: usize = ix.shape[d + 1..].iter().product();
+                    coordinate(cx.e, v, inner, (d > 0).then_some(ix.shape[d]));
                     v
                 }
                 _ => cx.emit_elementwise(r)?,
@@ -264,30 +175,7 @@ fn pass(
         let u = u as u32;
         for (k, o) in prog.outputs.iter().enumerate() {
             let op = ops[cx.inputs + k];
-            let mut v = cx.reg(*o);
-            let from = prog.node(*o).dtype;
-            let tmp = if from != op.dtype {
-                let t = cx.va.take()?;
-                vexpr::emit_cast(cx.e, &mut cx.va, from, op.dtype, t, v)?;
-                v = t;
-                Some(t)
-            } else {
-                None
-            };
-            cx.e.push(Instr::VStore {
-                fmt: op.dtype.mem(),
-                src: v,
-                addr: Addr::new(
-                    offs.get(op.dtype.size() as u32),
-                    op.base + (u * 1024 * op.dtype.size() as u32) as i32,
-                ),
-                sub_stride: None,
-                lane_stride: None,
-                mask: None,
-            });
-            if let Some(t) = tmp {
-                cx.va.give(t);
-            }
+            store(cx, *o, op, offs.at(op, u), VAccess::DENSE)?;
         }
         let outs: Vec<PRef> = prog.outputs.clone();
         for o in outs {

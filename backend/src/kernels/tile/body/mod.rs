@@ -13,14 +13,15 @@
 
 use std::collections::HashMap;
 
-use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MaskOp, RedOp, SAluOp, VBinOp, VType};
-use tpuemu_isa::{Addr, Instr, MReg, SReg, SSrc, VReg, VSrc};
+use tpuemu_isa::builder::VAccess;
+use tpuemu_isa::ops::{IotaKind, VBinOp, VType};
+use tpuemu_isa::{Addr, SReg, VReg, VSrc};
 
 use super::vexpr::{self, VAlloc};
 use crate::codegen::{Emitter, RegPool};
-use crate::dtype::{DType, Scalar};
-use crate::ir::{POp, PRef, Prog, RedKind};
-use crate::kernels::KernelError;
+use crate::dtype::DType;
+use crate::ir::{POp, PRef, Prog};
+use crate::kernels::{KernelError, sreg};
 
 /// Where an operand's tile sits in VMEM.
 #[derive(Clone, Copy, Debug)]
@@ -85,7 +86,43 @@ pub(crate) fn args(op: &POp) -> Vec<PRef> {
     }
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// A context for `prog` over `ops` (the first `inputs` are its inputs), vector registers
+    /// `v2..vregs` free; the rows layout sets its fields after.
+    fn new(
+        e: &'a mut Emitter,
+        prog: &'a Prog,
+        ops: &'a [VOperand],
+        inputs: usize,
+        vregs: u32,
+    ) -> Self {
+        Ctx {
+            e,
+            va: VAlloc::new(2, vregs),
+            prog,
+            ops,
+            inputs,
+            regs: HashMap::new(),
+            refs: HashMap::new(),
+            pinned: Vec::new(),
+            orig_shape: &[],
+            row_start: 0,
+            row_base: None,
+        }
+    }
+
+    /// Loads every constant of the program into a register of its own, pinned.
+    fn pin_constants(&mut self) -> Result<(), KernelError> {
+        for (i, n) in self.prog.nodes.iter().enumerate() {
+            if let POp::Const(_) = n.op {
+                let v = self.emit_elementwise(i as PRef)?;
+                self.bind(i as PRef, v);
+                self.pinned.push(i as PRef);
+            }
+        }
+        Ok(())
+    }
+
     fn reg(&self, r: PRef) -> VReg {
         self.regs[&r]
     }
@@ -175,6 +212,48 @@ impl Offsets {
             .map(|(_, r)| *r)
             .expect("offset register for every element size")
     }
+
+    /// Address of copy `u` (of 1024 elements) of operand `o` at the current offsets.
+    fn at(&self, o: VOperand, u: u32) -> Addr {
+        let esz = o.dtype.size() as u32;
+        Addr::new(self.get(esz), o.base + (u * 1024 * esz) as i32)
+    }
+}
+
+/// `v = (v / inner) % size`: a coordinate from a flat index (no division when `inner` is 1, no
+/// remainder without a `size`).
+fn coordinate(e: &mut Emitter, v: VReg, inner: usize, size: Option<usize>) {
+    if inner > 1 {
+        e.vbin(VBinOp::Div, VType::I32, v, v, inner as u32);
+    }
+    if let Some(n) = size {
+        e.vbin(VBinOp::Rem, VType::I32, v, v, n as u32);
+    }
+}
+
+/// Stores value `r` to operand `op` at `addr`, converting to the operand's dtype.
+fn store(
+    cx: &mut Ctx,
+    r: PRef,
+    op: VOperand,
+    addr: Addr,
+    access: VAccess,
+) -> Result<(), KernelError> {
+    let mut v = cx.reg(r);
+    let from = cx.prog.node(r).dtype;
+    let tmp = if from != op.dtype {
+        let t = cx.va.take()?;
+        vexpr::emit_cast(cx.e, &mut cx.va, from, op.dtype, t, v)?;
+        v = t;
+        Some(t)
+    } else {
+        None
+    };
+    cx.e.vst(op.dtype.mem(), v, addr, access);
+    if let Some(t) = tmp {
+        cx.va.give(t);
+    }
+    Ok(())
 }
 
 mod dense;

@@ -1,0 +1,372 @@
+//! What a foreign framework's bridge needs from the backend (the PyTorch bridge, `python/`).
+//!
+//! A framework such as PyTorch owns its tensors' metadata (shape, strides, offset, dtype) and
+//! keeps only a handle to device memory; it asks the backend for storages by byte size, builds
+//! backend tensors over them to run operators, and moves bytes between the host and any strided
+//! view. The host↔device path moves raw little-endian bytes, so it is exact for every element
+//! type — also for types the backend cannot compute with (float64, int8, ...), whose storages
+//! simply hold the framework's bytes.
+
+use crate::dtype::DType;
+use crate::error::{Result, TpuError};
+use crate::layout::Layout;
+use crate::runtime::Runtime;
+use crate::runtime::storage::{Storage, StorageRef};
+use crate::tensor::Tensor;
+
+/// The elements of a strided view: `shape`, `strides` and `offset` in elements of
+/// `elem_size` bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawView {
+    /// Sizes.
+    pub shape: Vec<usize>,
+    /// Strides in elements (non-negative, as PyTorch's).
+    pub strides: Vec<usize>,
+    /// Offset in elements.
+    pub offset: usize,
+    /// Bytes per element.
+    pub elem_size: usize,
+}
+
+impl RawView {
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The element range `[lo, hi)` the view touches (empty views touch nothing).
+    fn span(&self) -> (usize, usize) {
+        if self.numel() == 0 {
+            return (self.offset, self.offset);
+        }
+        let hi = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .map(|(n, s)| (n - 1) * s)
+            .sum::<usize>();
+        (self.offset, self.offset + hi + 1)
+    }
+
+    /// Whether the view is one dense row-major run.
+    fn is_dense(&self) -> bool {
+        let mut expect = 1;
+        for (n, s) in self.shape.iter().zip(&self.strides).rev() {
+            if *n != 1 && *s != expect {
+                return false;
+            }
+            expect *= n;
+        }
+        true
+    }
+
+    /// Calls `f(element index relative to the span start, position in row-major order)`.
+    fn for_each(&self, base: usize, mut f: impl FnMut(usize, usize)) {
+        let n = self.numel();
+        if n == 0 {
+            return;
+        }
+        let nd = self.shape.len();
+        let mut idx = vec![0usize; nd];
+        let mut at = self.offset - base;
+        for i in 0..n {
+            f(at, i);
+            for d in (0..nd).rev() {
+                idx[d] += 1;
+                at += self.strides[d];
+                if idx[d] < self.shape[d] {
+                    break;
+                }
+                at -= self.strides[d] * self.shape[d];
+                idx[d] = 0;
+            }
+        }
+    }
+
+    fn check(&self, storage: &Storage) -> Result<()> {
+        if self.shape.len() != self.strides.len() || self.elem_size == 0 {
+            return Err(TpuError::BadArgs(format!(
+                "view {:?} / {:?} of {}-byte elements is malformed",
+                self.shape, self.strides, self.elem_size
+            )));
+        }
+        let (_, hi) = self.span();
+        if (hi * self.elem_size) as u64 > storage.bytes() {
+            return Err(TpuError::BadArgs(format!(
+                "view {:?} / {:?} + {} of {}-byte elements reaches past a storage of {} bytes",
+                self.shape,
+                self.strides,
+                self.offset,
+                self.elem_size,
+                storage.bytes()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Tensor {
+    /// A tensor over `storage` (which the caller allocated with [`Runtime::alloc_storage`]),
+    /// seen through `shape`, `strides` and `offset` (elements).
+    pub fn from_storage(
+        rt: &Runtime,
+        storage: StorageRef,
+        shape: &[usize],
+        strides: &[isize],
+        offset: usize,
+        dtype: DType,
+    ) -> Result<Tensor> {
+        let layout = Layout {
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset,
+        };
+        if shape.len() != strides.len() || strides.iter().any(|s| *s < 0) {
+            return Err(TpuError::BadArgs(format!(
+                "layout {shape:?} / {strides:?} is not a strided view"
+            )));
+        }
+        let (_, hi) = layout.storage_span();
+        if layout.numel() > 0 && (hi * dtype.size()) as u64 > storage.bytes() {
+            return Err(TpuError::BadArgs(format!(
+                "view {shape:?} / {strides:?} + {offset} of {dtype} reaches past a storage of {} bytes",
+                storage.bytes()
+            )));
+        }
+        Ok(Tensor::from_parts(rt.clone(), storage, layout, dtype))
+    }
+
+    /// The storage the tensor views (its identity is [`Storage::id`]).
+    pub fn storage(&self) -> &StorageRef {
+        &self.storage
+    }
+}
+
+impl Runtime {
+    /// A new storage of `bytes` bytes; device memory is allocated when it is first written.
+    pub fn alloc_storage(&self, bytes: u64) -> StorageRef {
+        let mut st = self.lock();
+        self.new_storage(&mut st, bytes)
+    }
+
+    /// Copies `data` (the view's elements, row-major) into a strided view of `storage`. The
+    /// write comes after every operator called before it: a DeferAndFuse graph that uses the
+    /// storage runs first ("host to device copy").
+    pub fn write_view(&self, storage: &StorageRef, view: &RawView, data: &[u8]) -> Result<()> {
+        view.check(storage)?;
+        if data.len() != view.numel() * view.elem_size {
+            return Err(TpuError::BadArgs(format!(
+                "{} bytes do not hold {:?} elements of {} bytes",
+                data.len(),
+                view.shape,
+                view.elem_size
+            )));
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let (lo, hi) = view.span();
+        let es = view.elem_size;
+        let bytes = if view.is_dense() {
+            std::borrow::Cow::Borrowed(data)
+        } else {
+            // Read the span, scatter the elements into it, write it back.
+            let mut span = self.read_bytes(storage, (lo * es) as u64, (hi - lo) * es)?;
+            view.for_each(lo, |at, i| {
+                span[at * es..(at + 1) * es].copy_from_slice(&data[i * es..(i + 1) * es]);
+            });
+            std::borrow::Cow::Owned(span)
+        };
+        self.write_bytes(storage, (lo * es) as u64, &bytes)
+    }
+
+    /// The elements of a strided view of `storage`, row-major, as raw bytes (a synchronisation
+    /// point: everything recorded runs and every kernel is waited for).
+    pub fn read_view(&self, storage: &StorageRef, view: &RawView) -> Result<Vec<u8>> {
+        view.check(storage)?;
+        let es = view.elem_size;
+        let (lo, hi) = view.span();
+        let span = self.read_bytes(storage, (lo * es) as u64, (hi - lo) * es)?;
+        if view.is_dense() {
+            return Ok(span);
+        }
+        let mut out = vec![0u8; view.numel() * es];
+        view.for_each(lo, |at, i| {
+            out[i * es..(i + 1) * es].copy_from_slice(&span[at * es..(at + 1) * es]);
+        });
+        Ok(out)
+    }
+
+    /// Copies the first `bytes` bytes of `src` into `dst` (growing a storage: PyTorch's
+    /// `resize_`), through the host.
+    pub fn copy_storage_bytes(&self, src: &StorageRef, dst: &StorageRef, bytes: u64) -> Result<()> {
+        let n = bytes.min(src.bytes()).min(dst.bytes());
+        if n == 0 {
+            return Ok(());
+        }
+        let data = self.read_bytes(src, 0, n as usize)?;
+        self.write_bytes(dst, 0, &data)
+    }
+
+    /// Bytes of HBM in use on the runtime's chip.
+    pub fn hbm_in_use(&self) -> u64 {
+        self.collect_frees();
+        self.inner.device.hbm_in_use(self.inner.chip)
+    }
+
+    /// Records a span of host work done outside the backend (a PyTorch operator run on the
+    /// CPU, a Python-level call) on the host lane `lane` of the trace, from `start_ns` to
+    /// `end_ns` of the simulated host clock (when profiling).
+    pub fn record_host_span(&self, lane: &str, name: &str, start_ns: f64, end_ns: f64) {
+        let mut st = self.lock();
+        if st.core.prof.on {
+            let s = tpuemu_isa::trace::Span::new(
+                tpuemu_isa::trace::Track::Host {
+                    lane: lane.to_string(),
+                },
+                name.to_string(),
+                start_ns,
+                end_ns.max(start_ns),
+            );
+            st.core
+                .prof
+                .events
+                .push(tpuemu_isa::trace::TraceEvent::Span(s));
+        }
+    }
+
+    /// Advances the simulated host clock by `ns` (host work the backend does not see).
+    pub fn charge_host_ns(&self, ns: f64) {
+        self.lock().core.q.charge(ns.max(0.0));
+    }
+
+    fn read_bytes(&self, storage: &StorageRef, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.download(storage, offset as usize, len)
+    }
+
+    fn write_bytes(&self, storage: &StorageRef, offset: u64, data: &[u8]) -> Result<()> {
+        let buf = self.ensure_buffer(storage)?;
+        let mut st = self.lock();
+        let held = st.exec.holds(storage.id());
+        if held && st.exec.mode().is_none() {
+            return Err(TpuError::Unsupported(
+                "a host-to-device copy into a tensor the graph being compiled uses".into(),
+            ));
+        }
+        if held {
+            st.flush(self, "host to device copy")?;
+        }
+        let q = &mut st.core.q;
+        let done = self.inner.device.write(buf, offset, data, q.host_ns)?;
+        q.host_ns = q.host_ns.max(done.end_ns);
+        q.metrics.h2d_transfers += 1;
+        q.metrics.h2d_bytes += data.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use tpuemu_emulator::{Emulator, builtin};
+
+    fn rt() -> Runtime {
+        Runtime::new(Arc::new(Emulator::new(builtin("v5e").unwrap()).unwrap())).unwrap()
+    }
+
+    fn view(shape: &[usize], strides: &[usize], offset: usize, elem_size: usize) -> RawView {
+        RawView {
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset,
+            elem_size,
+        }
+    }
+
+    #[test]
+    fn int64_bytes_round_trip_exactly() {
+        let rt = rt();
+        let vals = [i64::MAX, i64::MIN, 1 << 40, -3];
+        let data: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let s = rt.alloc_storage(32);
+        rt.write_view(&s, &view(&[4], &[1], 0, 8), &data).unwrap();
+        assert_eq!(rt.read_view(&s, &view(&[4], &[1], 0, 8)).unwrap(), data);
+    }
+
+    #[test]
+    fn strided_writes_touch_only_their_elements() {
+        let rt = rt();
+        let s = rt.alloc_storage(6 * 4);
+        let zeros = vec![0u8; 24];
+        rt.write_view(&s, &view(&[6], &[1], 0, 4), &zeros).unwrap();
+        // Column 1 of a [2, 3] row-major matrix: elements 1 and 4.
+        let col: Vec<u8> = [7.0f32, 9.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        rt.write_view(&s, &view(&[2], &[3], 1, 4), &col).unwrap();
+        let all = rt.read_view(&s, &view(&[6], &[1], 0, 4)).unwrap();
+        let f: Vec<f32> = all
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(f, vec![0.0, 7.0, 0.0, 0.0, 9.0, 0.0]);
+        // The transpose read back gathers the right elements.
+        let t = rt.read_view(&s, &view(&[3, 2], &[1, 3], 0, 4)).unwrap();
+        let f: Vec<f32> = t
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(f, vec![0.0, 0.0, 7.0, 9.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn views_past_the_storage_are_errors() {
+        let rt = rt();
+        let s = rt.alloc_storage(16);
+        assert!(rt.read_view(&s, &view(&[5], &[1], 0, 4)).is_err());
+        assert!(Tensor::from_storage(&rt, s.clone(), &[2, 2], &[2, 1], 1, DType::F32).is_err());
+        let t = Tensor::from_storage(&rt, s, &[2, 2], &[1, 2], 0, DType::F32).unwrap();
+        assert_eq!(t.strides(), &[1, 2]);
+    }
+
+    #[test]
+    fn operators_run_on_foreign_storages() {
+        let rt = rt();
+        let s = rt.alloc_storage(16);
+        let data: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        rt.write_view(&s, &view(&[4], &[1], 0, 4), &data).unwrap();
+        let t = Tensor::from_storage(&rt, s, &[2, 2], &[1, 2], 0, DType::F32).unwrap();
+        // t is the transpose of [[1, 2], [3, 4]].
+        let y = crate::ops::call(
+            &rt,
+            "aten::add.Tensor",
+            vec![
+                crate::ops::Value::Tensor(t.clone()),
+                crate::ops::Value::Tensor(t),
+                crate::ops::Value::Int(1),
+            ],
+        )
+        .unwrap();
+        let crate::ops::Value::Tensor(y) = &y[0] else {
+            panic!("a tensor")
+        };
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![2.0, 6.0, 4.0, 8.0]);
+    }
+
+    #[test]
+    fn deferred_readers_run_before_a_write() {
+        let rt = rt();
+        rt.set_mode(crate::Mode::DeferAndFuse).unwrap();
+        let s = rt.alloc_storage(8);
+        let one: Vec<u8> = [1.0f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        rt.write_view(&s, &view(&[2], &[1], 0, 4), &one).unwrap();
+        let t = Tensor::from_storage(&rt, s.clone(), &[2], &[1], 0, DType::F32).unwrap();
+        let y = t.mul_scalar(3.0).unwrap(); // recorded, reads s
+        let two: Vec<u8> = [2.0f32, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        rt.write_view(&s, &view(&[2], &[1], 0, 4), &two).unwrap();
+        assert_eq!(y.to_vec::<f32>().unwrap(), vec![3.0, 3.0]);
+        assert_eq!(t.to_vec::<f32>().unwrap(), vec![2.0, 2.0]);
+    }
+}

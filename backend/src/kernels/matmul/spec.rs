@@ -1,0 +1,190 @@
+//! What a matrix-unit kernel computes: the operands' dtypes and strides, the epilogue, and
+//! how each operand moves into the matrix units; built from a matmul node by [`spec_of`].
+
+use tpuemu_isa::ops::{MxuFmt, Precision};
+
+use crate::dtype::DType;
+use crate::ir::{POp, Prog};
+use crate::kernels::KernelError;
+
+/// How an operand moves from HBM into a matrix unit.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Access {
+    /// Rows are contiguous: loaded as is.
+    Normal,
+    /// Columns are contiguous: loaded as the transpose, fed transposed.
+    Transposed,
+    /// Neither: gathered element by element into the normal layout.
+    Gather,
+}
+
+/// An operand's dtype and element strides over `[batch, rows, cols]`.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct MatOperand {
+    /// Element type.
+    pub dtype: DType,
+    /// Element strides over `[batch, rows, cols]` (0 broadcasts).
+    pub strides: [isize; 3],
+}
+
+impl MatOperand {
+    /// Contiguous `[batch, rows, cols]`.
+    pub fn contiguous(dtype: DType, rows: u32, cols: u32) -> Self {
+        MatOperand {
+            dtype,
+            strides: [(rows * cols) as isize, cols as isize, 1],
+        }
+    }
+
+    pub(super) fn access(&self, rows: u32, cols: u32) -> Access {
+        if self.strides[2] == 1 || cols == 1 {
+            Access::Normal
+        } else if self.strides[1] == 1 || rows == 1 {
+            Access::Transposed
+        } else {
+            Access::Gather
+        }
+    }
+}
+
+/// A matrix-unit kernel.
+#[derive(Clone, PartialEq, Debug)]
+pub struct MatSpec {
+    /// Batch count.
+    pub batch: u32,
+    /// Rows of A and the output.
+    pub m: u32,
+    /// Columns of W and the output.
+    pub n: u32,
+    /// Inner dimension.
+    pub k: u32,
+    /// Format the matrix units take (bf16, or f32 with passes).
+    pub fmt: MxuFmt,
+    /// Passes for f32.
+    pub prec: Precision,
+    /// `A [batch, m, k]`.
+    pub a: MatOperand,
+    /// `W [batch, k, n]`.
+    pub w: MatOperand,
+    /// Extra epilogue inputs over `[batch, m, n]`.
+    pub extras: Vec<MatOperand>,
+    /// The output over `[batch, m, n]`.
+    pub out: MatOperand,
+    /// `Input(0)` is the f32 product, `Input(1 + i)` extra `i`; one output. `None` stores the
+    /// product as it is (the output must then be f32).
+    pub epilogue: Option<Prog>,
+}
+
+impl MatSpec {
+    /// A canonical string for kernel caching.
+    pub fn key(&self) -> String {
+        format!("{:?}", self)
+    }
+
+    pub(super) fn esz(&self) -> u32 {
+        self.fmt.bytes()
+    }
+}
+
+/// Whether `prog` only converts `Input(0)` to its output dtype (the default epilogue).
+pub fn is_plain_epilogue(prog: &Prog) -> bool {
+    prog.outputs.len() == 1
+        && prog
+            .nodes
+            .iter()
+            .all(|n| matches!(n.op, POp::Input(0) | POp::Cast(_)))
+}
+
+/// Element strides of `layout` over `[batch, m, n]` (trailing alignment; size-1 and missing
+/// dims broadcast).
+fn strides3(layout: &crate::layout::Layout, dims: [usize; 3]) -> Result<[isize; 3], KernelError> {
+    if layout.ndim() > 3 {
+        return Err(KernelError::Unsupported(format!(
+            "matmul operand of shape {:?}",
+            layout.shape
+        )));
+    }
+    let lead = 3 - layout.ndim();
+    let mut st = [0isize; 3];
+    for (i, (&s, &x)) in layout.shape.iter().zip(&layout.strides).enumerate() {
+        let d = lead + i;
+        if s == dims[d] {
+            st[d] = if s == 1 { 0 } else { x };
+        } else if s != 1 {
+            return Err(KernelError::Unsupported(format!(
+                "operand of shape {:?} does not broadcast to {:?}",
+                layout.shape, dims
+            )));
+        }
+    }
+    Ok(st)
+}
+
+/// The kernel spec of a matmul node, and each operand's storage offset (elements): `a`, `w`,
+/// the extras, the output.
+pub fn spec_of(
+    node: &crate::ir::Node,
+    mm: &crate::ir::MatmulNode,
+    prec: Precision,
+) -> Result<(MatSpec, Vec<usize>), KernelError> {
+    let (b, m, n, k) = (mm.batch, mm.m, mm.n, mm.k);
+    let to32 = |x: usize| {
+        u32::try_from(x).map_err(|_| KernelError::TooLarge("matmul dimension above 4G".into()))
+    };
+    let (a, w) = (&node.inputs[0], &node.inputs[1]);
+    let out = node
+        .outputs
+        .first()
+        .ok_or_else(|| KernelError::Unsupported("matmul without an output".into()))?;
+    let fmt = match (a.dtype, w.dtype) {
+        (DType::BF16, DType::BF16) => MxuFmt::Bf16,
+        (DType::F32, DType::F32) => MxuFmt::F32,
+        (x, y) => {
+            return Err(KernelError::Unsupported(format!(
+                "matrix units take bf16 or f32 operands of one dtype, not {x} and {y}"
+            )));
+        }
+    };
+    let prec = if fmt == MxuFmt::Bf16 {
+        Precision::P1
+    } else {
+        prec
+    };
+    let op = |v: &crate::ir::View, dims: [usize; 3]| -> Result<MatOperand, KernelError> {
+        Ok(MatOperand {
+            dtype: v.dtype,
+            strides: strides3(&v.layout, dims)?,
+        })
+    };
+    let extras = node.inputs[2..]
+        .iter()
+        .map(|v| op(v, [b, m, n]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let out_op = op(out, [b, m, n])?;
+    let epilogue =
+        if is_plain_epilogue(&mm.epilogue) && out.dtype == DType::F32 && extras.is_empty() {
+            None
+        } else {
+            Some(mm.epilogue.clone())
+        };
+    let spec = MatSpec {
+        batch: to32(b)?,
+        m: to32(m)?,
+        n: to32(n)?,
+        k: to32(k)?,
+        fmt,
+        prec,
+        a: op(a, [b, m, k])?,
+        w: op(w, [b, k, n])?,
+        extras,
+        out: out_op,
+        epilogue,
+    };
+    let offsets = node
+        .inputs
+        .iter()
+        .chain(node.outputs.iter())
+        .map(|v| v.layout.offset)
+        .collect();
+    Ok((spec, offsets))
+}

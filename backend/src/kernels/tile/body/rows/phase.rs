@@ -1,0 +1,138 @@
+//! One phase of a group: the loop over the row's column chunks that accumulates the phase's
+//! reductions and stores its full outputs, then the reductions' finish and the next phase's
+//! per-row values.
+//!
+//! Chunks per loop iteration: as many copies of the chunk body as the free vector registers
+//! hold (each copy needs its values and a column index), at most [`MAX_UNROLL`]; leftover
+//! chunks follow straight, and a row whose length is not a multiple of 128 ends with one masked
+//! chunk.
+
+use tpuemu_isa::SReg;
+use tpuemu_isa::ops::{IotaKind, VBinOp, VType};
+
+use super::super::Ctx;
+use super::{Phase, Rows, TAIL_MASK, chunk, reduce};
+use crate::codegen::RegPool;
+use crate::ir::{POp, PRef};
+use crate::kernels::{KernelError, sreg};
+
+/// Most chunks per loop iteration.
+const MAX_UNROLL: u32 = 4;
+
+impl Rows {
+    /// Emits phase `p` (`test` is the scalar register loop tests may use).
+    pub(super) fn phase(
+        &self,
+        cx: &mut Ctx,
+        pool: &mut RegPool,
+        test: SReg,
+        p: u32,
+    ) -> Result<(), KernelError> {
+        let prog = cx.prog;
+        let reds: Vec<PRef> = prog
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| matches!(n.op, POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_)))
+            .filter(|(i, _)| self.ph[*i] == p + 1)
+            .map(|(i, _)| i as PRef)
+            .collect();
+        let full_outs: Vec<(usize, PRef)> = prog
+            .outputs
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| !prog.node(**o).per_row && self.ph[**o as usize] == p)
+            .map(|(k, o)| (k, *o))
+            .collect();
+        if reds.is_empty() && full_outs.is_empty() {
+            if p > 0 {
+                self.per_row_step(cx, p)?;
+            }
+            return Ok(());
+        }
+        let mut accs = reduce::init(cx, &reds)?;
+        let uses_index = prog.nodes.iter().any(|n| matches!(n.op, POp::Index(_)));
+        let colidx = if uses_index || accs.iter().any(|a| a.idx.is_some()) {
+            let v = cx.va.take()?;
+            cx.e.viota(IotaKind::Lane, v);
+            Some(v)
+        } else {
+            None
+        };
+        // Chunk address registers start at the group's offset.
+        for sr in &self.sizes {
+            cx.e.sadd(sr.chunk, sr.full, 0);
+        }
+        // Sums, maxima and minima keep one accumulator per copy (independent chains the
+        // in-order core can overlap), combined in copy order after the loop.
+        let n_multi = reds.iter().filter(|r| reduce::splits(prog, **r)).count() as u32;
+        let held = cx.va.free_count();
+        let unroll =
+            (held / (chunk::peak(prog, &reds, &full_outs) + 1 + n_multi)).clamp(1, MAX_UNROLL);
+        reduce::add_copies(cx, &mut accs, unroll)?;
+        let ph = Phase {
+            p,
+            reds,
+            full_outs,
+            accs,
+            colidx,
+        };
+        self.chunk_loop(cx, pool, test, &ph, unroll)?;
+        reduce::finish(cx, ph.accs)?;
+        if let Some(ci) = colidx {
+            cx.va.give(ci);
+        }
+        self.per_row_step(cx, p + 1)
+    }
+
+    /// Every chunk of the row: `unroll` per loop iteration, the leftover ones, the masked one.
+    fn chunk_loop(
+        &self,
+        cx: &mut Ctx,
+        pool: &mut RegPool,
+        test: SReg,
+        ph: &Phase,
+        unroll: u32,
+    ) -> Result<(), KernelError> {
+        let full_chunks = if self.tail < 128 {
+            self.nchunks - 1
+        } else {
+            self.nchunks
+        };
+        let iterations = full_chunks / unroll;
+        if iterations > 0 {
+            let ccount = sreg(pool)?;
+            let l =
+                cx.e.begin_loop(ccount, test, iterations, 1)
+                    .straight_if_once();
+            self.chunks(cx, ph, unroll, false)?;
+            cx.e.end_loop(l);
+            pool.give(ccount);
+        }
+        if full_chunks % unroll > 0 {
+            self.chunks(cx, ph, full_chunks % unroll, false)?;
+        }
+        if self.tail < 128 {
+            self.chunks(cx, ph, 1, true)?;
+        }
+        Ok(())
+    }
+
+    /// `copies` chunks, then the chunk addresses (and the column index) past them.
+    fn chunks(
+        &self,
+        cx: &mut Ctx,
+        ph: &Phase,
+        copies: u32,
+        masked: bool,
+    ) -> Result<(), KernelError> {
+        chunk::body(cx, self, ph, masked.then_some(TAIL_MASK), copies)?;
+        for sr in &self.sizes {
+            cx.e.sadd(sr.chunk, sr.chunk, (128 * copies * sr.esz) as i32);
+        }
+        if let Some(ci) = ph.colidx {
+            cx.e.vbin(VBinOp::Add, VType::I32, ci, ci, 128 * copies);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,213 @@
+//! The tiling of a tile kernel: which dims a tile covers, the loop levels over the rest, and
+//! the DMA descriptor that moves one operand tile.
+//!
+//! A tile covers the trailing dims of the iteration space from some dim `f` on, plus a block of
+//! `B` indices of dim `f - 1` (the last block may be shorter: the tail). The dims before
+//! `f - 1` and the blocks of dim `f - 1` are the loop levels. Tiles aim at about 256 KiB per
+//! operand buffer, within half of VMEM for all buffers, and at most four DMA dimensions.
+
+use tpuemu_isa::dma::{DmaDescriptor, MAX_DMA_DIMS};
+
+use super::spec::TileSpec;
+use crate::codegen::hbm_vmem_desc;
+use crate::kernels::KernelError;
+
+/// A loop level: a dim, how many steps, and how many indices per step.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Level {
+    /// The dim it walks.
+    pub dim: usize,
+    /// Steps.
+    pub count: u32,
+    /// Indices of the dim per step.
+    pub step: u32,
+}
+
+/// The tiling of a spec.
+#[derive(Clone, Debug)]
+pub(super) struct Plan {
+    /// First fully covered dim.
+    pub f: usize,
+    /// Block of dim `f - 1` per tile (1 when `f == 0`).
+    pub block: u32,
+    /// Size of the last block (== block when it divides).
+    pub tail: u32,
+    /// Loop levels, outermost first.
+    pub levels: Vec<Level>,
+    /// Rows layout (with reductions) or dense.
+    pub rows: bool,
+    /// Row length and padded row length (rows layout).
+    pub len: u32,
+    pub pitch: u32,
+}
+
+impl Plan {
+    /// Tiles in all.
+    pub(super) fn tiles(&self) -> u64 {
+        self.levels.iter().map(|l| l.count as u64).product()
+    }
+}
+
+/// Elements of a full (per_row: per-row) operand tile with `block` indices of the blocked dim,
+/// as laid out in VMEM.
+pub(super) fn vmem_elems(spec: &TileSpec, p: &Plan, block: u32, per_row: bool) -> u64 {
+    let n = spec.shape.len();
+    let outer_end = if p.rows { n - spec.row_dims } else { n };
+    let inner: u64 = spec.shape[p.f.min(outer_end)..outer_end]
+        .iter()
+        .map(|d| *d as u64)
+        .product();
+    let rows = if p.f > 0 { block as u64 * inner } else { inner };
+    if !p.rows {
+        return rows;
+    }
+    let rows8 = rows.div_ceil(8) * 8;
+    if per_row {
+        rows8
+    } else {
+        rows8 * p.pitch as u64
+    }
+}
+
+pub(super) fn choose_plan(spec: &TileSpec, budget: u64) -> Result<Plan, KernelError> {
+    let n = spec.shape.len();
+    let rows = spec.row_dims > 0;
+    let len: u64 = if rows { spec.row_len() as u64 } else { 1 };
+    let pitch = if rows { len.div_ceil(128) * 128 } else { 1 };
+    // Bytes of VMEM per unit of the tile, both buffers, summed over operands.
+    let bytes_per = |elems: &dyn Fn(bool) -> u64| -> u64 {
+        spec.operands
+            .iter()
+            .map(|o| 2 * elems(o.per_row) * o.dtype.size() as u64)
+            .sum()
+    };
+    let outer_end = if rows { n - spec.row_dims } else { n };
+    // Greedy: include trailing outer dims while the tile stays under the target.
+    let target_elems: u64 = if rows { 8 } else { 1 };
+    let per_row_unit = bytes_per(&|pr| if rows { if pr { 1 } else { pitch } } else { 1 });
+    let max_units = (budget / per_row_unit.max(1)).max(1);
+    // Aim for ~256 KiB per operand buffer, capped by the budget.
+    let max_elem = spec
+        .operands
+        .iter()
+        .map(|o| o.dtype.size() as u64)
+        .max()
+        .unwrap_or(4);
+    let aim_units = ((256 * 1024 / max_elem) / if rows { pitch } else { 1 }).max(target_elems);
+    let units_cap = max_units.min(aim_units.max(target_elems));
+    if rows && max_units < 8 {
+        return Err(KernelError::TooLarge(format!(
+            "rows of {len} elements do not fit VMEM ({} bytes per 8 rows, budget {budget})",
+            per_row_unit * 8
+        )));
+    }
+    let row_desc_dims = if rows { spec.row_dims } else { 0 };
+    let mut f = outer_end;
+    let mut units: u64 = 1;
+    let mut block: u64 = 1;
+    loop {
+        if f == 0 {
+            break;
+        }
+        let d = spec.shape[f - 1] as u64;
+        let dims_used = row_desc_dims + (outer_end - f) + 1;
+        if units * d <= units_cap && dims_used < MAX_DMA_DIMS {
+            units *= d;
+            f -= 1;
+            continue;
+        }
+        block = (units_cap / units).clamp(1, d);
+        break;
+    }
+    let (f, block) = if f == 0 { (0, 1) } else { (f, block) };
+    if f > 0 && row_desc_dims + (outer_end - f) + 1 > MAX_DMA_DIMS {
+        return Err(KernelError::Unsupported(
+            "tile needs more than 4 DMA dimensions".into(),
+        ));
+    }
+    let mut levels: Vec<Level> = (0..f.saturating_sub(1))
+        .map(|d| Level {
+            dim: d,
+            count: spec.shape[d] as u32,
+            step: 1,
+        })
+        .collect();
+    let mut tail = block as u32;
+    if f > 0 {
+        let d = spec.shape[f - 1] as u64;
+        let count = d.div_ceil(block);
+        tail = (d - (count - 1) * block) as u32;
+        levels.push(Level {
+            dim: f - 1,
+            count: count as u32,
+            step: block as u32,
+        });
+    }
+    if levels.is_empty() {
+        levels.push(Level {
+            dim: 0,
+            count: 1,
+            step: 0,
+        });
+    }
+    Ok(Plan {
+        f,
+        block: block as u32,
+        tail,
+        levels,
+        rows,
+        len: len as u32,
+        pitch: pitch as u32,
+    })
+}
+
+/// DMA descriptor moving one tile of operand `k` (`block` indices of the blocked dim), HBM to
+/// VMEM (`to_vmem`) or back.
+pub(super) fn descriptor(
+    spec: &TileSpec,
+    p: &Plan,
+    k: usize,
+    block: u32,
+    to_vmem: bool,
+) -> DmaDescriptor {
+    let o = &spec.operands[k];
+    let esz = o.dtype.size() as i64;
+    let n = spec.shape.len();
+    let outer_end = if p.rows { n - spec.row_dims } else { n };
+    // Tile dims, outermost first, with their VMEM strides (elements).
+    let mut dims: Vec<(u32, i64, i64)> = Vec::new(); // (count, hbm stride, vmem stride)
+    let first = p.f.saturating_sub(1);
+    let tile_dims: Vec<usize> = (first..n)
+        .filter(|d| !(o.per_row && *d >= outer_end))
+        .collect();
+    let mut vstride = vec![0i64; n];
+    let mut acc: i64 = 1;
+    for &d in tile_dims.iter().rev() {
+        // The innermost outer dim steps over padded rows.
+        if p.rows && d < outer_end && !o.per_row && (d + 1 == outer_end) {
+            acc = p.pitch as i64;
+        }
+        vstride[d] = acc;
+        let count = if d == first && p.f > 0 {
+            block
+        } else {
+            spec.shape[d] as u32
+        };
+        acc *= count as i64;
+    }
+    for &d in &tile_dims {
+        let count = if d == first && p.f > 0 {
+            block
+        } else {
+            spec.shape[d] as u32
+        };
+        if count == 1 {
+            continue;
+        }
+        dims.push((count, o.strides[d] as i64 * esz, vstride[d] * esz));
+    }
+    if dims.is_empty() {
+        dims.push((1, 0, 0));
+    }
+    hbm_vmem_desc(esz as u32, &dims, to_vmem)
+}

@@ -1,0 +1,328 @@
+//! The C ABI the C++ shim calls (declared again in `tpuemu/csrc/abi.h`; keep the two in step).
+//!
+//! The shim registers PyTorch's PrivateUse1 device. Its allocator asks [`alloc`] for storages;
+//! a PyTorch storage's `DataPtr` holds a [`Handle`] (an owned reference to a backend storage) as
+//! its context and a unique made-up address as its data pointer — the data never lives in host
+//! memory, the address only gives every storage a distinct, non-overlapping range as PyTorch
+//! expects. Operators arrive in [`crate::call`]. Every entry point catches panics and reports
+//! errors through [`last_error`]; nothing unwinds into C++.
+
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tpuemu_backend::TpuError;
+use tpuemu_backend::foreign::RawView;
+use tpuemu_backend::runtime::storage::StorageRef;
+
+use crate::device::runtime;
+
+/// Success.
+pub const OK: i32 = 0;
+/// An error: the message is in [`last_error`]; the shim raises it as a Python exception.
+pub const ERROR: i32 = 1;
+/// The backend cannot run this call (operator, dtype or argument it lacks): the shim runs the
+/// operator on the CPU (or raises, with `TORCH_TPU_CPU_FALLBACK=0`). The reason is in
+/// [`last_error`].
+pub const UNSUPPORTED: i32 = 2;
+/// An index error (raised as `IndexError`).
+pub const INDEX_ERROR: i32 = 3;
+/// An out= tensor has the wrong shape: the shim resizes it (shapes in the results) and calls
+/// again.
+pub const RESIZE: i32 = 4;
+
+/// A backend storage held by a PyTorch storage.
+pub struct Handle {
+    /// The storage.
+    pub storage: StorageRef,
+}
+
+/// Made-up addresses start at 16 TiB and never repeat, 256-byte aligned with a gap between
+/// storages.
+static NEXT_ADDR: AtomicU64 = AtomicU64::new(1 << 44);
+
+/// A new handle for `storage` and its address.
+pub fn new_handle(storage: StorageRef) -> (*mut c_void, u64) {
+    let span = storage.bytes().div_ceil(256) * 256 + 256;
+    let addr = NEXT_ADDR.fetch_add(span, Ordering::Relaxed);
+    let h = Box::into_raw(Box::new(Handle { storage }));
+    (h as *mut c_void, addr)
+}
+
+/// The storage a handle holds.
+///
+/// # Safety
+/// `h` is null or a live handle from [`new_handle`].
+pub unsafe fn storage_of(h: *const c_void) -> Option<StorageRef> {
+    if h.is_null() {
+        return None;
+    }
+    // SAFETY: the caller passes a live handle.
+    Some(unsafe { &*(h as *const Handle) }.storage.clone())
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Records `message` as this thread's last error.
+pub fn set_error(message: &str) {
+    LAST_ERROR.with(|e| {
+        let mut e = e.borrow_mut();
+        e.clear();
+        e.extend_from_slice(message.as_bytes());
+    });
+}
+
+/// The status code and message for a backend error.
+pub fn status_of(e: &TpuError) -> i32 {
+    set_error(&e.to_string());
+    match e {
+        TpuError::UnknownOp(_) | TpuError::Unsupported(_) => UNSUPPORTED,
+        TpuError::BadDim(_) | TpuError::IndexOutOfRange(_) => INDEX_ERROR,
+        _ => ERROR,
+    }
+}
+
+/// Runs `f`, turning a panic into [`ERROR`].
+pub fn guard(what: &str, f: impl FnOnce() -> i32) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(rc) => rc,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            set_error(&format!("tpuemu internal error in {what}: {msg}"));
+            ERROR
+        }
+    }
+}
+
+/// The last error's bytes (valid until the thread's next call).
+extern "C" fn last_error(len: *mut usize) -> *const u8 {
+    LAST_ERROR.with(|e| {
+        let e = e.borrow();
+        // SAFETY: the shim passes a valid pointer.
+        unsafe { *len = e.len() };
+        e.as_ptr()
+    })
+}
+
+/// A new storage of `nbytes`: its handle and address.
+extern "C" fn alloc(nbytes: u64, handle: *mut *mut c_void, addr: *mut u64) -> i32 {
+    guard("alloc", || match runtime() {
+        Ok(rt) => {
+            let (h, a) = new_handle(rt.alloc_storage(nbytes));
+            // SAFETY: the shim passes valid out pointers.
+            unsafe {
+                *handle = h;
+                *addr = a;
+            }
+            OK
+        }
+        Err(e) => status_of(&e),
+    })
+}
+
+/// Drops a handle (the `DataPtr` deleter).
+extern "C" fn release(handle: *mut c_void) {
+    if !handle.is_null() {
+        // SAFETY: PyTorch calls the deleter once with the context it was given.
+        let _ = catch_unwind(|| drop(unsafe { Box::from_raw(handle as *mut Handle) }));
+    }
+}
+
+/// # Safety
+/// `shape`/`strides` point to `ndim` values each.
+unsafe fn raw_view(
+    shape: *const i64,
+    strides: *const i64,
+    ndim: usize,
+    offset: i64,
+    elem_size: usize,
+) -> Result<RawView, TpuError> {
+    let sl = |p: *const i64| -> &[i64] {
+        if ndim == 0 {
+            &[]
+        } else {
+            // SAFETY: per the function's contract.
+            unsafe { std::slice::from_raw_parts(p, ndim) }
+        }
+    };
+    let conv = |v: &[i64]| -> Result<Vec<usize>, TpuError> {
+        v.iter()
+            .map(|x| {
+                usize::try_from(*x)
+                    .map_err(|_| TpuError::BadArgs(format!("negative size or stride {x}")))
+            })
+            .collect()
+    };
+    Ok(RawView {
+        shape: conv(sl(shape))?,
+        strides: conv(sl(strides))?,
+        offset: usize::try_from(offset)
+            .map_err(|_| TpuError::BadArgs(format!("negative storage offset {offset}")))?,
+        elem_size,
+    })
+}
+
+/// Writes `len` bytes (a view's elements, row-major) into a strided view of a storage.
+extern "C" fn write_view(
+    handle: *const c_void,
+    shape: *const i64,
+    strides: *const i64,
+    ndim: usize,
+    offset: i64,
+    elem_size: usize,
+    data: *const u8,
+    len: usize,
+) -> i32 {
+    guard("write_view", || {
+        let run = || -> Result<(), TpuError> {
+            // SAFETY: the shim passes a live handle, ndim-long arrays and len bytes.
+            let Some(s) = (unsafe { storage_of(handle) }) else {
+                return if len == 0 {
+                    Ok(())
+                } else {
+                    Err(TpuError::BadArgs(
+                        "write to a tensor without storage".into(),
+                    ))
+                };
+            };
+            let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
+            let bytes = if len == 0 {
+                &[][..]
+            } else {
+                unsafe { std::slice::from_raw_parts(data, len) }
+            };
+            if elem_size == 8 {
+                crate::wide::note_write(&s, bytes);
+            }
+            runtime()?.write_view(&s, &v, bytes)
+        };
+        run().map_or_else(|e| status_of(&e), |_| OK)
+    })
+}
+
+/// Reads a strided view's elements (row-major) into `len` bytes at `out`.
+extern "C" fn read_view(
+    handle: *const c_void,
+    shape: *const i64,
+    strides: *const i64,
+    ndim: usize,
+    offset: i64,
+    elem_size: usize,
+    out: *mut u8,
+    len: usize,
+) -> i32 {
+    guard("read_view", || {
+        let run = || -> Result<(), TpuError> {
+            if len == 0 {
+                return Ok(());
+            }
+            // SAFETY: as in write_view.
+            let s = unsafe { storage_of(handle) }
+                .ok_or_else(|| TpuError::BadArgs("read from a tensor without storage".into()))?;
+            let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
+            let bytes = runtime()?.read_view(&s, &v)?;
+            if bytes.len() != len {
+                return Err(TpuError::BadArgs(format!(
+                    "read {} bytes into a buffer of {len}",
+                    bytes.len()
+                )));
+            }
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, len) };
+            Ok(())
+        };
+        run().map_or_else(|e| status_of(&e), |_| OK)
+    })
+}
+
+/// Copies the first `nbytes` of one storage into another (growing a storage).
+extern "C" fn copy_storage(src: *const c_void, dst: *const c_void, nbytes: u64) -> i32 {
+    guard("copy_storage", || {
+        // SAFETY: the shim passes live handles (or null for empty storages).
+        let (Some(s), Some(d)) = (unsafe { storage_of(src) }, unsafe { storage_of(dst) }) else {
+            return OK;
+        };
+        runtime()
+            .and_then(|rt| rt.copy_storage_bytes(&s, &d, nbytes))
+            .map_or_else(|e| status_of(&e), |_| OK)
+    })
+}
+
+/// Counts an operator run on the CPU and puts it in the trace.
+extern "C" fn note_fallback(name: *const u8, len: usize, ns: f64) {
+    let _ = catch_unwind(|| {
+        // SAFETY: the shim passes a valid string.
+        let n = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(name, len) });
+        crate::device::note_fallback(&n, ns);
+    });
+}
+
+/// Runs everything recorded and waits for the device.
+extern "C" fn synchronize() -> i32 {
+    guard("synchronize", || {
+        runtime()
+            .and_then(|rt| rt.sync())
+            .map_or_else(|e| status_of(&e), |_| OK)
+    })
+}
+
+/// The functions the shim calls, in this order (`tpuemu/csrc/abi.h`).
+#[repr(C)]
+pub struct VTable {
+    /// ABI version: the shim refuses a table it does not know.
+    pub version: u64,
+    last_error: extern "C" fn(*mut usize) -> *const u8,
+    alloc: extern "C" fn(u64, *mut *mut c_void, *mut u64) -> i32,
+    release: extern "C" fn(*mut c_void),
+    write_view: extern "C" fn(
+        *const c_void,
+        *const i64,
+        *const i64,
+        usize,
+        i64,
+        usize,
+        *const u8,
+        usize,
+    ) -> i32,
+    read_view: extern "C" fn(
+        *const c_void,
+        *const i64,
+        *const i64,
+        usize,
+        i64,
+        usize,
+        *mut u8,
+        usize,
+    ) -> i32,
+    copy_storage: extern "C" fn(*const c_void, *const c_void, u64) -> i32,
+    note_fallback: extern "C" fn(*const u8, usize, f64),
+    synchronize: extern "C" fn() -> i32,
+    resolve: extern "C" fn(*const u8, usize) -> i64,
+    call: crate::call::CallFn,
+    call_graph: crate::call::CallFn,
+}
+
+/// The ABI version; bump it with any change to [`VTable`] or the argument structs.
+pub const ABI_VERSION: u64 = 1;
+
+/// The table.
+pub static VTABLE: VTable = VTable {
+    version: ABI_VERSION,
+    last_error,
+    alloc,
+    release,
+    write_view,
+    read_view,
+    copy_storage,
+    note_fallback,
+    synchronize,
+    resolve: crate::call::resolve,
+    call: crate::call::call,
+    call_graph: crate::graph::call_graph,
+};

@@ -1,0 +1,263 @@
+//! `tpuemu._rust`: the native half of the PyTorch bridge (the Python package is `python/tpuemu`).
+//!
+//! It owns the emulated chip behind device "tpu" ([`device`]), exports the C ABI the C++ shim
+//! calls per operator ([`abi`], [`call`]), compiles ATen graphs ([`graph`]), and gives Python the
+//! runtime's controls: chip, mode, matmul precision, synchronisation, metrics and traces.
+
+mod abi;
+mod call;
+mod device;
+mod graph;
+mod results;
+mod wide;
+
+use std::sync::atomic::Ordering;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use tpuemu_backend::{MatmulPrecision, Mode, Runtime, TpuError};
+
+fn err(e: TpuError) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
+}
+
+fn rt() -> PyResult<Runtime> {
+    device::runtime().map_err(err)
+}
+
+/// The address of the C ABI table the shim calls, and its version.
+#[pyfunction]
+fn vtable() -> (usize, u64) {
+    (
+        &abi::VTABLE as *const abi::VTable as usize,
+        abi::ABI_VERSION,
+    )
+}
+
+/// Chooses the chip (a preset name or a preset TOML file) before the device is first used.
+#[pyfunction]
+fn set_chip(name: &str) -> PyResult<()> {
+    device::set_chip(name).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The chip in use (or that will be used).
+#[pyfunction]
+fn chip() -> String {
+    device::chip_name()
+}
+
+/// Whether the device has been created.
+#[pyfunction]
+fn started() -> bool {
+    device::started()
+}
+
+/// The chip's generation and headline figures, as JSON.
+#[pyfunction]
+fn chip_info() -> PyResult<String> {
+    let rt = rt()?;
+    let info = rt.chip_info();
+    Ok(serde_json::json!({
+        "chip": device::chip_name(),
+        "generation": rt.device().topology().generation,
+        "clock_hz": info.core.clock_hz,
+        "peak_bf16_flops": info.peak_bf16_flops,
+        "hbm_bytes_per_s": info.hbm_bytes_per_s,
+    })
+    .to_string())
+}
+
+/// Runs everything recorded and waits for the device (`torch.tpu.synchronize()`).
+#[pyfunction]
+fn sync(py: Python<'_>) -> PyResult<()> {
+    let rt = rt()?;
+    py.detach(|| rt.sync()).map_err(err)
+}
+
+/// The execution mode: "strict", "debug" or "defer".
+#[pyfunction]
+fn mode() -> PyResult<String> {
+    Ok(rt()?.mode().name().to_string())
+}
+
+/// Sets the execution mode ("strict", "debug", "defer"); leaving "defer" runs what was recorded.
+#[pyfunction]
+fn set_mode(py: Python<'_>, mode: &str) -> PyResult<()> {
+    let m = match mode {
+        "strict" => Mode::Strict,
+        "debug" => Mode::Debug,
+        "defer" | "defer_and_fuse" => Mode::DeferAndFuse,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown mode {other:?}: expected \"strict\", \"debug\" or \"defer\""
+            )));
+        }
+    };
+    let rt = rt()?;
+    py.detach(|| rt.set_mode(m)).map_err(err)
+}
+
+/// Prints every DeferAndFuse flush (`TORCH_TPU_DEBUG=1`).
+#[pyfunction]
+fn set_debug(on: bool) -> PyResult<()> {
+    rt()?.set_debug(on);
+    Ok(())
+}
+
+/// The matrix units' precision for float32 products: "default" (one bf16 pass), "high",
+/// "highest".
+#[pyfunction]
+fn set_matmul_precision(p: &str) -> PyResult<()> {
+    let p = match p {
+        "default" => MatmulPrecision::Default,
+        "high" => MatmulPrecision::High,
+        "highest" => MatmulPrecision::Highest,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown precision {other:?}: expected \"default\", \"high\" or \"highest\""
+            )));
+        }
+    };
+    rt()?.set_precision(p);
+    Ok(())
+}
+
+/// The float32 matmul precision.
+#[pyfunction]
+fn matmul_precision() -> PyResult<String> {
+    Ok(match rt()?.precision() {
+        MatmulPrecision::Default => "default",
+        MatmulPrecision::High => "high",
+        MatmulPrecision::Highest => "highest",
+    }
+    .into())
+}
+
+/// The runtime's metrics, the CPU fallbacks and the device's memory, as JSON.
+#[pyfunction]
+fn metrics_json() -> PyResult<String> {
+    let rt = rt()?;
+    let m = rt.metrics();
+    let mut v = serde_json::to_value(&m).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let fb = device::fallbacks();
+    v["cpu_fallbacks"] = serde_json::json!(
+        fb.iter()
+            .map(|(k, (n, _))| (k.clone(), *n))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    );
+    v["cpu_fallback_calls"] = serde_json::json!(fb.values().map(|(n, _)| n).sum::<u64>());
+    v["hbm_bytes_in_use"] = serde_json::json!(rt.hbm_in_use());
+    v["simulated_time_ns"] = serde_json::json!(rt.host_time_ns());
+    v["chip"] = serde_json::json!(device::chip_name());
+    v["mode"] = serde_json::json!(rt.mode().name());
+    Ok(v.to_string())
+}
+
+/// The runtime's metrics report (PyTorch/XLA style) with the CPU fallbacks.
+#[pyfunction]
+fn metrics_report() -> PyResult<String> {
+    let rt = rt()?;
+    let mut s = rt.metrics().report();
+    let fb = device::fallbacks();
+    s.push_str(&format!(
+        "Metric: CpuFallbacks\n  TotalSamples: {}\n",
+        fb.values().map(|(n, _)| n).sum::<u64>()
+    ));
+    for (k, (n, ns)) in fb {
+        s.push_str(&format!("  {k}: {n} ({:.3} ms on the host)\n", ns / 1e6));
+    }
+    Ok(s)
+}
+
+/// Clears the metrics and the fallback counters.
+#[pyfunction]
+fn reset_metrics() -> PyResult<()> {
+    rt()?.reset_metrics();
+    device::reset_fallbacks();
+    Ok(())
+}
+
+/// Starts (or stops) recording trace events.
+#[pyfunction]
+fn set_profiling(on: bool) -> PyResult<()> {
+    rt()?.set_profiling(on);
+    Ok(())
+}
+
+/// The events recorded so far as Chrome trace JSON (what `tpuemu viz` opens); takes them.
+#[pyfunction]
+fn take_trace(py: Python<'_>, label: &str) -> PyResult<String> {
+    let rt = rt()?;
+    Ok(py.detach(|| {
+        let t = rt.take_trace(label);
+        tpuemu_isa::trace::chrome::to_chrome_json(&t)
+    }))
+}
+
+/// The simulated host clock, ns.
+#[pyfunction]
+fn host_time_ns() -> PyResult<f64> {
+    Ok(rt()?.host_time_ns())
+}
+
+/// Records a span on a host lane of the trace (Python-level calls).
+#[pyfunction]
+fn record_span(lane: &str, name: &str, start_ns: f64, end_ns: f64) -> PyResult<()> {
+    rt()?.record_host_span(lane, name, start_ns, end_ns);
+    Ok(())
+}
+
+/// Every registered operator: (overload, implementation kind).
+#[pyfunction]
+fn registry() -> Vec<(String, String)> {
+    tpuemu_backend::ops::registry()
+        .values()
+        .map(|d| {
+            let k = match d.implementation {
+                tpuemu_backend::ops::OpImpl::Kernel => "kernel",
+                tpuemu_backend::ops::OpImpl::Decomposition => "decomposition",
+                tpuemu_backend::ops::OpImpl::View => "view",
+                tpuemu_backend::ops::OpImpl::InPlace => "inplace",
+                tpuemu_backend::ops::OpImpl::Out => "out",
+            };
+            (d.name.to_string(), k.to_string())
+        })
+        .collect()
+}
+
+/// Registers a serialised ATen graph for whole-graph compilation; its id.
+#[pyfunction]
+fn compile_graph(spec: &str) -> PyResult<i64> {
+    graph::add_graph(spec).map_err(err)
+}
+
+/// (operator calls, ns inside the backend's operators, ns inside the emulator) since the last
+/// reset: the bridge's own per-operator cost is the rest.
+#[pyfunction]
+fn timing() -> (u64, u64, u64) {
+    (
+        call::BACKEND_CALLS.load(Ordering::Relaxed),
+        call::BACKEND_NS.load(Ordering::Relaxed),
+        device::DEVICE_NS.load(Ordering::Relaxed),
+    )
+}
+
+/// Resets [`timing`].
+#[pyfunction]
+fn reset_timing() {
+    call::BACKEND_CALLS.store(0, Ordering::Relaxed);
+    call::BACKEND_NS.store(0, Ordering::Relaxed);
+    device::DEVICE_NS.store(0, Ordering::Relaxed);
+}
+
+/// The native half of tpuemu's PyTorch bridge.
+#[pymodule(name = "_rust")]
+mod rust_module {
+    #[pymodule_export]
+    use super::{
+        chip, chip_info, compile_graph, host_time_ns, matmul_precision, metrics_json,
+        metrics_report, mode, record_span, registry, reset_metrics, reset_timing, set_chip,
+        set_debug, set_matmul_precision, set_mode, set_profiling, started, sync, take_trace,
+        timing, vtable,
+    };
+}

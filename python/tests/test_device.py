@@ -1,0 +1,187 @@
+"""Tensors on "tpu" are ordinary torch.Tensors: creation, copies, dtypes, printing, views."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+import tpuemu
+from conftest import assert_same
+
+
+def test_device_and_module():
+    x = torch.ones(2, device="tpu")
+    assert x.device == torch.device("tpu", 0)
+    assert x.is_tpu and not x.is_cpu
+    assert torch.tpu.is_available()
+    assert torch.tpu.device_count() == 1
+    assert torch.tpu.current_device() == 0
+    torch.tpu.synchronize()
+    assert str(x.device) == "tpu:0"
+    assert torch.ones(1).tpu().device.type == "tpu"
+
+
+def test_host_round_trip_is_exact_for_every_dtype():
+    for dtype in [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64,
+                  torch.bool, torch.float64, torch.int8, torch.uint8, torch.int16]:
+        if dtype == torch.bool:
+            h = torch.tensor([True, False, True])
+        elif dtype.is_floating_point:
+            h = torch.randn(5, 3).to(dtype)
+        else:
+            info = torch.iinfo(dtype)
+            h = torch.tensor([info.min, info.max, 0, -1 if info.min < 0 else 1], dtype=dtype)
+        d = h.to("tpu")
+        assert d.dtype == dtype
+        assert torch.equal(d.cpu(), h), dtype
+
+
+def test_int64_values_beyond_32_bits_survive_copies():
+    vals = [2**40 + 1, -(2**62), 2**63 - 1]
+    x = torch.tensor(vals, device="tpu")
+    assert x.tolist() == vals
+    assert x[1].item() == vals[1]
+    y = torch.empty(3, dtype=torch.int64, device="tpu")
+    y.copy_(x)  # a device-to-device copy
+    assert y.cpu().tolist() == vals
+
+
+def test_item_tolist_numpy_print():
+    x = torch.arange(6.0).reshape(2, 3).to("tpu")
+    assert x.sum().item() == 15.0
+    assert isinstance(x[0, 1].item(), float)
+    assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert np.array_equal(x.cpu().numpy(), np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    s = str(x)
+    assert "device='tpu:0'" in s and "[3., 4., 5.]" in s
+    assert "dtype=torch.int64" not in repr(x.long()) and "device='tpu:0'" in repr(x.long())
+    assert "dtype=torch.float16" in repr(x.half())
+
+
+def test_factories(mode):
+    torch.manual_seed(0)
+    assert_same(torch.empty(2, 3, device="tpu").shape, torch.Size([2, 3]))
+    assert_same(torch.zeros(2, 3, device="tpu"), torch.zeros(2, 3), exact=True)
+    assert_same(torch.ones(4, dtype=torch.int32, device="tpu"), torch.ones(4, dtype=torch.int32), exact=True)
+    assert_same(torch.full((2, 2), 7.5, device="tpu"), torch.full((2, 2), 7.5), exact=True)
+    assert_same(torch.arange(5, device="tpu"), torch.arange(5), exact=True)
+    assert_same(torch.arange(1.0, 3.0, 0.5, device="tpu"), torch.arange(1.0, 3.0, 0.5), exact=True)
+    assert_same(torch.tensor([[1, 2], [3, 4]], device="tpu"), torch.tensor([[1, 2], [3, 4]]), exact=True)
+    x = torch.randn(3, 4)
+    t = x.to("tpu")
+    for f in [torch.zeros_like, torch.ones_like, torch.empty_like]:
+        r = f(t)
+        assert r.device.type == "tpu" and r.shape == x.shape and r.dtype == x.dtype
+    assert_same(torch.full_like(t, 3.0), torch.full_like(x, 3.0), exact=True)
+
+
+def test_random_factories_follow_the_tpu_generator(mode):
+    torch.tpu.manual_seed(123)
+    a = torch.randn(4, 5, device="tpu")
+    b = torch.rand(7, device="tpu")
+    c = torch.randint(0, 10, (6,), device="tpu")
+    d = torch.randn_like(a)
+    # The tpu generator draws as PyTorch's CPU generator does from the same seed.
+    g = torch.Generator().manual_seed(123)
+    assert_same(a, torch.randn(4, 5, generator=g), exact=True)
+    assert_same(b, torch.rand(7, generator=g), exact=True)
+    assert_same(c, torch.randint(0, 10, (6,), generator=g), exact=True)
+    assert_same(d, torch.randn(4, 5, generator=g), exact=True)
+    assert torch.tpu.initial_seed() == 123
+    state = torch.tpu.get_rng_state()
+    e1 = torch.rand(3, device="tpu").cpu()
+    torch.tpu.set_rng_state(state)
+    assert torch.equal(torch.rand(3, device="tpu").cpu(), e1)
+    torch.manual_seed(5)  # seeds every device, the tpu too
+    assert torch.tpu.initial_seed() == 5
+
+
+def test_dtype_conversions_match_the_cpu(mode):
+    x = torch.tensor([-2.7, -0.5, 0.0, 0.4999, 1.5, 3.25, 1e4])
+    t = x.to("tpu")
+    for dtype in [torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.bool, torch.float64]:
+        assert_same(t.to(dtype), x.to(dtype), exact=True)
+    assert_same(t.half().float(), x.half().float(), exact=True)
+    assert_same(t.long().float(), x.long().float(), exact=True)
+
+
+def test_views_alias_their_base(mode):
+    v = torch.zeros(6, device="tpu")
+    v.view(2, 3)[1, 2] = 5
+    assert v.cpu()[5].item() == 5
+    v[1:3].add_(1)
+    v.view(2, 3).t()[0].fill_(-1)  # a strided view: elements 0 and 3
+    assert v.cpu().tolist() == [-1.0, 1.0, 1.0, -1.0, 0.0, 5.0]
+    m = torch.arange(9.0).reshape(3, 3).to("tpu")
+    m.diagonal().mul_(10)
+    m[:, 0] = torch.tensor([7.0, 8.0, 9.0], device="tpu")
+    want = torch.arange(9.0).reshape(3, 3)
+    want.diagonal().mul_(10)
+    want[:, 0] = torch.tensor([7.0, 8.0, 9.0])
+    assert_same(m, want, exact=True)
+    base = torch.arange(8.0, device="tpu")
+    w = base[::2]
+    assert w._base is base
+    assert w.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    w.zero_()
+    assert base.cpu().tolist() == [0.0, 1.0, 0.0, 3.0, 0.0, 5.0, 0.0, 7.0]
+    d = base.detach()
+    d[1] = 100
+    assert base[1].item() == 100
+
+
+def test_distinct_storages_have_distinct_addresses():
+    a, b = torch.empty(4, device="tpu"), torch.empty(4, device="tpu")
+    pa, pb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+    assert pa != pb and (pa >= pb + 16 or pb >= pa + 16)
+    assert a[2:].data_ptr() == pa + 8
+
+
+def test_resize_and_set(mode):
+    x = torch.arange(4.0, device="tpu")
+    x.resize_(6)
+    assert x[:4].cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+    y = torch.empty(0, device="tpu")
+    y.set_(x.untyped_storage(), 1, (2,), (2,))
+    assert y.cpu().tolist() == [1.0, 3.0]
+    out = torch.empty(0, device="tpu")
+    torch.add(torch.ones(3, device="tpu"), 1, out=out)  # an out= tensor of the wrong shape
+    assert out.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_storage_round_trips_through_save_and_load():
+    x = torch.randn(3, 4).to("tpu")
+    buf = io.BytesIO()
+    torch.save({"x": x, "v": x[1]}, buf)
+    buf.seek(0)
+    back = torch.load(buf, map_location="tpu")
+    assert back["x"].device.type == "tpu"
+    assert torch.equal(back["x"].cpu(), x.cpu())
+    back["v"].fill_(0)  # views saved together stay views
+    assert back["x"][1].abs().sum().item() == 0
+    buf.seek(0)
+    assert torch.equal(torch.load(buf, map_location="cpu")["x"], x.cpu())
+
+
+def test_mixed_devices_are_an_error_but_cpu_scalars_are_fine():
+    x = torch.ones(2, 3, device="tpu")
+    with pytest.raises(RuntimeError, match="same device"):
+        x + torch.ones(2, 3)
+    assert_same(x * torch.tensor(2.0), torch.ones(2, 3) * 2, exact=True)
+    assert_same(x * 2, torch.ones(2, 3) * 2, exact=True)
+    assert_same(x.half() * 0.5, torch.ones(2, 3).half() * 0.5, exact=True)
+    assert_same(x.long() * 3, torch.ones(2, 3).long() * 3, exact=True)
+    assert_same(x.long() * 0.5, torch.ones(2, 3).long() * 0.5, exact=True)
+
+
+def test_int64_beyond_32_bits_computes_exactly_on_the_cpu(mode):
+    # The device computes int64 in 32-bit lanes; such values run through the CPU instead.
+    a = torch.tensor([2**40, -(2**35), 7])
+    t = a.to("tpu")
+    assert_same(t + 1, a + 1, exact=True)
+    assert_same(t.abs(), a.abs(), exact=True)
+    assert_same((t * 2)[0:2], (a * 2)[0:2], exact=True)
+    c = torch.empty(3, dtype=torch.int64, device="tpu")
+    c.copy_(t)  # the copy keeps the values, and so does what is computed from it
+    assert_same(c - 3, a - 3, exact=True)

@@ -1,0 +1,116 @@
+"""Operators reach the Rust backend by overload name and compute what the CPU computes."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tpuemu
+from conftest import assert_same, tpu
+
+CASES = {
+    "add": lambda a, b: a + b,
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=0.5),
+    "sub_mul_div": lambda a, b: (a - b) * b / (b.abs() + 1),
+    "pow": lambda a, b: a.abs().pow(1.5) + a.pow(2),
+    "unary": lambda a, b: a.exp() + a.tanh() + a.sigmoid() + a.sin() + a.cos() + a.neg() + a.relu(),
+    "log_sqrt_rsqrt": lambda a, b: (a.abs() + 1).log() + (a.abs() + 1).sqrt() + (a.abs() + 1).rsqrt(),
+    "compare_where": lambda a, b: torch.where(a > b, a, b) + (a == a).float() + (a <= 0).float(),
+    "reductions": lambda a, b: (a.sum(), a.mean(1), a.amax(0), a.sum(1, keepdim=True), a.var(1), a.std()),
+    "max_min_dim": lambda a, b: (a.max(1), a.min(0), a.argmax(1), a.argmin(0)),
+    "matmul": lambda a, b: (a @ b.t(), torch.addmm(a[:, 0], a, b.t()), a.t().mm(b)),
+    "bmm": lambda a, b: torch.bmm(a.reshape(4, 2, 6), b.reshape(4, 6, 2)),
+    "softmax": lambda a, b: (a.softmax(-1), a.log_softmax(0)),
+    "layer_norm": lambda a, b: F.layer_norm(a, (12,), b[0], b[1]),
+    "gelu_silu": lambda a, b: (F.gelu(a), F.gelu(a, approximate="tanh"), F.silu(a)),
+    "cat_stack": lambda a, b: (torch.cat([a, b], 0), torch.stack([a, b], 1)),
+    "layout": lambda a, b: (a.t().contiguous(), a.reshape(3, 4, 4).permute(2, 0, 1).contiguous(), a.flip(0)),
+    "tril_triu": lambda a, b: (a.tril(), a.triu(1)),
+    "clamp": lambda a, b: a.clamp(-0.5, 0.5),
+    "embedding": lambda a, b: F.embedding(torch.tensor([[0, 3], [2, 2]], device=a.device), a),
+    "gather_index_select": lambda a, b: (a.gather(1, torch.tensor([[0, 1]] * 4, device=a.device)),
+                                         a.index_select(0, torch.tensor([3, 0], device=a.device))),
+    "cross_entropy": lambda a, b: F.cross_entropy(a, torch.tensor([1, 0, 11, 5], device=a.device)),
+    "masked_fill": lambda a, b: a.masked_fill(a > 0, -1.0),
+    "split": lambda a, b: [t.contiguous() for t in a.split(5, 1)],
+    "pad": lambda a, b: F.pad(a, (1, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_operator_matches_cpu(name, mode):
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 12), torch.randn(4, 12)
+    f = CASES[name]
+    assert_same(f(*tpu((a, b))), f(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_in_place_and_out_forms(mode):
+    a, b = torch.randn(3, 5), torch.randn(3, 5)
+    ta, tb = tpu((a, b))
+    for x, y in [(a, b), (ta, tb)]:
+        x.mul_(y).add_(y, alpha=2).div_(3).exp_()
+        x.sub_(0.5).clamp_(max=1.5)
+    assert_same(ta, a, rtol=1e-5)
+    out = torch.empty(3, 5, device="tpu")
+    torch.mul(ta, tb, out=out)
+    assert_same(out, a * b, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.ones(2, dtype=torch.int64, device="tpu").add_(torch.ones(2, device="tpu") * 0.5)
+
+
+def test_bf16_and_f16_compute_as_the_cpu(mode):
+    a, b = torch.randn(8, 16), torch.randn(8, 16)
+    for dt in [torch.bfloat16, torch.float16]:
+        x, y = a.to(dt), b.to(dt)
+        f = lambda p, q: ((p * q + p).exp() - q).softmax(-1)  # noqa: E731
+        assert_same(f(*tpu((x, y))), f(x, y), exact=True)
+
+
+def test_integer_and_bool_ops(mode):
+    a = torch.tensor([[5, -3, 7], [0, 2, -8]])
+    t = tpu(a)
+    assert_same(t + t * 3, a + a * 3, exact=True)
+    assert_same(t // 2, a // 2, exact=True)
+    assert_same(t % 3, a % 3, exact=True)
+    assert_same((t > 0) & (t < 6), (a > 0) & (a < 6), exact=True)
+    assert_same(t.sum(1), a.sum(1), exact=True)
+
+
+def test_operators_arrive_by_overload_name():
+    tpuemu.reset_metrics()
+    a = torch.randn(4, 4, device="tpu")
+    b = torch.addmm(a[0], a, a)
+    (b + a).relu_()
+    by = tpuemu.metrics()["ops_by_name"]
+    assert by.get("aten::addmm", 0) >= 1
+    assert by.get("aten::add.Tensor", 0) >= 1
+    assert by.get("aten::relu", 0) >= 1  # relu_ runs as relu plus a copy into its input
+
+
+def test_matmul_default_precision_is_one_bf16_pass():
+    a = torch.randn(64, 64)
+    b = torch.randn(64, 64)
+    ta, tb = tpu((a, b))
+    tpuemu.set_matmul_precision("default")
+    try:
+        got = (ta @ tb).cpu()
+    finally:
+        tpuemu.set_matmul_precision("highest")
+    want = a.bfloat16().float() @ b.bfloat16().float()  # bf16 inputs, f32 accumulation
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert (got - a @ b).abs().max() > 1e-3  # and not full float32
+    torch.testing.assert_close((ta @ tb).cpu(), a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_errors_name_the_operator_and_the_device_keeps_working(mode):
+    a = torch.ones(2, 3, device="tpu")
+    with pytest.raises(RuntimeError, match="mm"):
+        torch.mm(a, a)
+    with pytest.raises(IndexError):
+        a.sum(dim=5)
+    assert a.sum().item() == 6.0
+    table = torch.ones(3, 2, device="tpu")
+    with pytest.raises(RuntimeError):
+        # An index past the table faults on the device; reported at the latest at the sync.
+        F.embedding(torch.tensor([7], device="tpu"), table).cpu()
+    assert (table * 2).sum().item() == 12.0

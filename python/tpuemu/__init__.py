@@ -1,0 +1,168 @@
+"""tpuemu: PyTorch device "tpu" backed by an emulated TPU chip.
+
+    import torch, tpuemu
+    model = MyModel().to("tpu")
+
+Importing the package registers PrivateUse1 renamed "tpu": tensors on it are ordinary
+``torch.Tensor``s whose storage lives in the emulated chip's HBM, and every aten operator goes to
+the Rust backend by its overload name (operators it lacks run on the CPU, with a one-time
+warning; ``TORCH_TPU_CPU_FALLBACK=0`` makes that an error). Modes come from the environment as in
+TorchTPU: Strict by default, ``TORCH_TPU_LAUNCH_BLOCKING=1`` Debug, ``TORCH_TPU_DEFER_AND_FUSE=1``
+DeferAndFuse; ``torch.compile(model, backend="tpu")`` compiles whole graphs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+
+import torch
+
+from . import _build, _device, _registry, _rust
+
+__all__ = [
+    "set_chip",
+    "chip",
+    "chip_info",
+    "sync",
+    "mode",
+    "set_mode",
+    "mode_guard",
+    "set_matmul_precision",
+    "matmul_precision",
+    "metrics",
+    "metrics_report",
+    "reset_metrics",
+    "trace",
+    "timing",
+    "reset_timing",
+    "cpu_fallback_enabled",
+]
+
+_C = _build.load()
+_C.init(*_rust.vtable())
+_device._C = _C
+
+if torch._C._get_privateuse1_backend_name() != "tpu":
+    torch.utils.rename_privateuse1_backend("tpu")
+torch._register_device_module("tpu", _device)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+_KERNELS, _VARIANTS = _registry.plan(dict(_rust.registry()))
+for _v in _VARIANTS:
+    _C.set_variant(*_v)
+_C.register_kernels(_KERNELS)
+
+
+def cpu_fallback_enabled() -> bool:
+    """Whether operators the backend lacks run on the CPU (``TORCH_TPU_CPU_FALLBACK``, default 1)."""
+    return os.environ.get("TORCH_TPU_CPU_FALLBACK", "1") != "0"
+
+
+_C.set_cpu_fallback(cpu_fallback_enabled())
+
+
+def set_chip(name: str) -> None:
+    """Chooses the emulated chip (``"v4"``, ``"v5e"``, ``"v5p"``, ``"v6e"``, ``"v7x"`` or a preset
+    TOML file) before the first tpu tensor exists. ``TPUEMU_CHIP`` does the same."""
+    _rust.set_chip(str(name))
+
+
+def chip() -> str:
+    """The chip in use."""
+    return _rust.chip()
+
+
+def chip_info() -> dict:
+    """The chip's generation, clock, peak bf16 FLOP/s and HBM bandwidth."""
+    return json.loads(_rust.chip_info())
+
+
+def sync() -> None:
+    """A synchronisation point: runs what DeferAndFuse recorded and waits for the device."""
+    _rust.sync()
+
+
+def mode() -> str:
+    """``"strict"``, ``"debug"`` or ``"defer"``."""
+    return _rust.mode()
+
+
+def set_mode(m: str) -> None:
+    """Switches the eager mode (``"strict"``, ``"debug"``, ``"defer"``)."""
+    _rust.set_mode(m)
+
+
+@contextlib.contextmanager
+def mode_guard(m: str):
+    """``with tpuemu.mode_guard("defer"):`` runs the block in that mode."""
+    previous = mode()
+    set_mode(m)
+    try:
+        yield
+    finally:
+        set_mode(previous)
+
+
+def set_matmul_precision(p: str) -> None:
+    """Float32 matmul precision on the matrix units: ``"default"`` (one bf16 pass, as a TPU),
+    ``"high"`` (3 passes) or ``"highest"`` (6 passes)."""
+    _rust.set_matmul_precision(p)
+
+
+def matmul_precision() -> str:
+    return _rust.matmul_precision()
+
+
+def metrics() -> dict:
+    """Counters since the start (or ``reset_metrics()``): operator calls (``ops``,
+    ``ops_by_name``), ``kernels_launched``, ``cpu_fallbacks`` by overload, ``flushes`` by reason,
+    ``hbm_bytes`` moved and ``hbm_bytes_in_use``, transfers, ``device_busy_ns`` and
+    ``simulated_time_ns`` (the simulated host clock), fused groups, compiles."""
+    return json.loads(_rust.metrics_json())
+
+
+def metrics_report() -> str:
+    """The metrics as text, PyTorch/XLA style."""
+    return _rust.metrics_report()
+
+
+def reset_metrics() -> None:
+    _rust.reset_metrics()
+
+
+def timing() -> dict:
+    """Host time inside the backend's operators and inside the emulator since the last
+    ``reset_timing()`` (for benchmarks of the bridge's own cost)."""
+    calls, backend_ns, device_ns = _rust.timing()
+    return {"backend_calls": calls, "backend_ns": backend_ns, "emulator_ns": device_ns}
+
+
+def reset_timing() -> None:
+    _rust.reset_timing()
+
+
+def _patch_printing() -> None:
+    # Printing runs formatting operators (in float64, which the device does not compute with) on
+    # the tensor: do them on one host copy, as PyTorch does for XLA tensors.
+    import torch._tensor_str as ts
+
+    original = ts._tensor_str
+
+    def _tensor_str(self, indent):
+        if self.device.type == "tpu":
+            self = self.to("cpu")
+        return original(self, indent)
+
+    ts._tensor_str = _tensor_str
+
+
+_patch_printing()
+
+from ._trace import trace  # noqa: E402
+from . import _module  # noqa: E402,F401  (keeps tied weights tied in Module.to("tpu"))
+# torch.compile(backend="tpu") finds tpuemu._compile.tpu_backend through the
+# "torch_dynamo_backends" entry point (python/pyproject.toml), imported only when used.

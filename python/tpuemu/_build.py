@@ -1,0 +1,82 @@
+"""Builds the C++ shim (``tpuemu._C``) against the installed torch.
+
+The shim is compiled with ``torch.utils.cpp_extension`` (g++ and ninja) into ``_cpp_build/``
+next to this file; ``scripts/python.sh`` builds it ahead of time, and ``import tpuemu`` builds it
+if it is missing or older than its sources (about a minute, once).
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCES = sorted((HERE / "csrc").glob("*.cpp"))
+HEADERS = sorted((HERE / "csrc").glob("*.h"))
+NAME = "tpuemu_C"
+
+
+def build_dir() -> Path:
+    d = Path(os.environ.get("TPUEMU_CPP_BUILD", HERE / "_cpp_build"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _built(d: Path) -> Path | None:
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES + [".so"]:
+        p = d / (NAME + suffix)
+        if p.exists():
+            return p
+    return None
+
+
+def _stale(so: Path) -> bool:
+    t = so.stat().st_mtime
+    return any(s.stat().st_mtime > t for s in SOURCES + HEADERS)
+
+
+def load(verbose: bool = False):
+    """The shim module, built first if needed."""
+    d = build_dir()
+    so = _built(d)
+    if so is None or _stale(so):
+        return _compile(d, verbose)
+    spec = importlib.util.spec_from_file_location(NAME, so)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _compile(d: Path, verbose: bool):
+    from torch.utils import cpp_extension
+
+    # ninja comes with the environment: make it findable when the environment is not activated.
+    bindir = str(Path(sys.executable).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+
+    if not verbose:
+        print("tpuemu: compiling the C++ shim (once, about a minute)...", file=sys.stderr)
+    return cpp_extension.load(
+        name=NAME,
+        sources=[str(s) for s in SOURCES],
+        extra_cflags=["-O2"],
+        build_directory=str(d),
+        verbose=verbose,
+    )
+
+
+def needs_build() -> bool:
+    so = _built(build_dir())
+    return so is None or _stale(so)
+
+
+if __name__ == "__main__":
+    # `python tpuemu/_build.py`: builds the shim if it is missing or stale (torch is imported
+    # only then).
+    if needs_build():
+        _compile(build_dir(), verbose="-v" in sys.argv)
+        print(f"tpuemu: C++ shim built in {build_dir()}", file=sys.stderr)

@@ -1,0 +1,167 @@
+"""Which aten overloads go to the Rust backend, and how.
+
+For every overload the backend registers (``tpuemu._rust.registry()``), the device registers a
+PrivateUse1 kernel for it, and for its in-place and ``out=`` forms, which run as the functional
+overload followed by a copy into the written arguments. Overloads PyTorch itself implements by
+decomposition on every device (CompositeImplicitAutograd), views (PyTorch's own view kernels
+keep aliasing), factories and conversions between devices are left to PyTorch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+# Left to PyTorch: conversions that may cross devices, and factories (PyTorch builds them as
+# empty + fill_, which the backend runs).
+EXCLUDED = {
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::empty.memory_format",
+    "aten::zeros",
+    "aten::ones",
+    "aten::full",
+    "aten::scalar_tensor",
+    "aten::arange",
+    "aten::arange.start_step",
+}
+
+
+def full_name(s) -> str:
+    return s.name + ("." + s.overload_name if s.overload_name else "")
+
+
+def short_name(full: str) -> str:
+    return full.split("::", 1)[1]
+
+
+def _writes(s) -> list[int]:
+    return [i for i, a in enumerate(s.arguments) if a.alias_info is not None and a.alias_info.is_write]
+
+
+def _is_view(s) -> bool:
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in s.returns)
+
+
+def _has(name: str, key: str) -> bool:
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+    except RuntimeError:  # a TorchScript builtin, not a dispatcher operator
+        return False
+
+
+def _implicit(name: str) -> bool:
+    return _has(name, "CompositeImplicitAutograd")
+
+
+def _same_args(a, b) -> bool:
+    if len(a.arguments) != len(b.arguments):
+        return False
+    return all(x.name == y.name and str(x.type) == str(y.type) for x, y in zip(a.arguments, b.arguments))
+
+
+def _out_mapping(out, functional) -> list[int] | None:
+    """Indices into ``out``'s arguments forming ``functional``'s (-1: left to its default; -2:
+    the dtype of the first out= tensor)."""
+    writes = set(_writes(out))
+    by_name = {a.name: i for i, a in enumerate(out.arguments) if i not in writes}
+    used = set()
+    fargs = []
+    for a in functional.arguments:
+        i = by_name.get(a.name)
+        if i is not None and str(out.arguments[i].type) == str(a.type):
+            fargs.append(i)
+            used.add(i)
+        elif a.name == "dtype":
+            fargs.append(-2)  # the out= tensor's dtype (arange.out computes in it)
+        elif a.default_value is not None or a.kwarg_only or str(a.type).endswith("?"):
+            fargs.append(-1)
+        else:
+            return None
+    if used != set(by_name.values()):
+        return None
+    return fargs
+
+
+def _structured_functionals(by_name, by_base) -> list[str]:
+    """Functional and in-place overloads PyTorch runs on other devices through their ``out=``
+    kernel (structured operators): registered so that they arrive as themselves (the CPU
+    fallback then names the overload the program called, and runs it once)."""
+    names = []
+    for name, s in by_name.items():
+        if _writes(s) and not name.split("::")[1].split(".")[0].endswith("_"):
+            continue
+        if _is_view(s) or not _has(name, "CompositeExplicitAutogradNonFunctional"):
+            continue
+        if _implicit(name):
+            continue
+        base = s.name.rstrip("_") if _writes(s) else s.name
+        functional = s if not _writes(s) else by_name.get(base + ("." + s.overload_name if s.overload_name else ""))
+        if functional is None:
+            continue
+        for o in by_base[base]:
+            w = _writes(o)
+            oname = full_name(o)
+            if (w and all(o.arguments[i].kwarg_only for i in w) and _out_mapping(o, functional) is not None
+                    and _has(oname, "CPU") and not _has(oname, "CompositeExplicitAutograd")):
+                names.append(name)
+                break
+    return names
+
+
+def plan(rust_ops: dict[str, str]):
+    """(kernels to register, variants as (name, functional, fargs, writes))."""
+    by_name = {}
+    by_base = defaultdict(list)
+    for s in torch._C._jit_get_all_schemas():
+        if not s.name.startswith("aten::"):
+            continue
+        by_name[full_name(s)] = s
+        by_base[s.name].append(s)
+    kernels: list[str] = []
+    variants: list[tuple[str, str, list[int], list[int]]] = []
+    seen = set()
+
+    def add_kernel(name: str):
+        if name not in seen and not _implicit(name):
+            seen.add(name)
+            kernels.append(short_name(name))
+
+    for name, impl in sorted(rust_ops.items()):
+        s = by_name.get(name)
+        # The backend's derived in-place and out= forms are registered below from their
+        # functional operator, through the shim (which resizes PyTorch's out= tensors itself).
+        if s is None or impl in ("view", "inplace", "out") or _is_view(s):
+            continue
+        n_tensor_returns = len(s.returns)
+        if _writes(s):
+            # The backend's own in-place overloads (fill_.Scalar) run as they are.
+            if name not in EXCLUDED:
+                add_kernel(name)
+            continue
+        if name not in EXCLUDED:
+            add_kernel(name)
+        base, ov = s.name, s.overload_name
+        inplace = by_name.get(base + "_" + ("." + ov if ov else ""))
+        if inplace is not None and _writes(inplace) == [0] and _same_args(inplace, s) and n_tensor_returns == 1:
+            iname = full_name(inplace)
+            variants.append((iname, name, list(range(len(s.arguments))), [0]))
+            add_kernel(iname)
+        for o in by_base[base]:
+            w = _writes(o)
+            if not w or o is s or rust_ops.get(full_name(o)) not in (None, "out") or len(w) != n_tensor_returns:
+                continue
+            if not all(o.arguments[i].kwarg_only for i in w):
+                continue
+            fargs = _out_mapping(o, s)
+            if fargs is None:
+                continue
+            oname = full_name(o)
+            if any(v[0] == oname for v in variants):
+                continue
+            variants.append((oname, name, fargs, w))
+            add_kernel(oname)
+    for name in _structured_functionals(by_name, by_base):
+        add_kernel(name)
+    return kernels, variants

@@ -1,0 +1,185 @@
+// The "tpu" device itself: the Rust table, errors, the allocator, the device guard, the
+// PrivateUse1 hooks and the generator.
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include "tpuemu.h"
+
+namespace tpuemu {
+
+namespace {
+const VTable* g_vt = nullptr;
+
+c10::Device tpu0() { return c10::Device(c10::DeviceType::PrivateUse1, 0); }
+}  // namespace
+
+void set_vtable(const VTable* t) {
+  TORCH_CHECK(t != nullptr && t->version == TPU_ABI_VERSION,
+              "tpuemu: the native extension's ABI (version ", t ? t->version : 0,
+              ") does not match the C++ shim's (", TPU_ABI_VERSION,
+              "); rebuild with scripts/python.sh");
+  g_vt = t;
+}
+
+bool ready() { return g_vt != nullptr; }
+
+const VTable& vt() {
+  TORCH_CHECK(g_vt != nullptr, "tpuemu: the tpu device is not initialised (import tpuemu)");
+  return *g_vt;
+}
+
+std::string last_error() {
+  size_t len = 0;
+  const uint8_t* p = vt().last_error(&len);
+  std::string s(reinterpret_cast<const char*>(p), len);
+  for (const char* prefix : {"IndexError: ", "NotImplementedError: ", "RuntimeError: "}) {
+    if (s.rfind(prefix, 0) == 0) s = s.substr(std::string(prefix).size());
+  }
+  return s;
+}
+
+void raise(int32_t rc, const std::string& where) {
+  std::string msg = last_error();
+  if (!where.empty() && msg.find(where) == std::string::npos) msg = where + ": " + msg;
+  switch (rc) {
+    case TPU_INDEX_ERROR:
+      TORCH_CHECK_INDEX(false, msg);
+    case TPU_UNSUPPORTED:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    default:
+      TORCH_CHECK(false, msg);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allocator: a storage's DataPtr holds the Rust handle as its context and a made-up address
+// that never repeats as its data pointer (nothing lives in host memory).
+
+c10::DataPtr data_ptr_for(void* handle, uint64_t addr) {
+  return c10::DataPtr(reinterpret_cast<void*>(addr), handle, vt().release, tpu0());
+}
+
+namespace {
+struct TpuAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* handle = nullptr;
+    uint64_t addr = 0;
+    int32_t rc = vt().alloc(nbytes, &handle, &addr);
+    if (rc != TPU_OK) raise(rc, "tpu allocation");
+    return data_ptr_for(handle, addr);
+  }
+  void copy_data(void* /*dest*/, const void* /*src*/, std::size_t /*count*/) const override {
+    TORCH_CHECK(false, "tpuemu: tpu storages are not host memory; copy tensors instead");
+  }
+};
+TpuAllocator g_allocator;
+}  // namespace
+
+c10::Allocator* allocator() { return &g_allocator; }
+
+const void* handle_of(const at::Tensor& t) {
+  if (!t.has_storage()) return nullptr;
+  return t.storage().data_ptr().get_context();
+}
+
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
+  TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
+  auto* impl = storage.unsafeGetStorageImpl();
+  const size_t old = impl->nbytes();
+  if (old == nbytes) return;
+  c10::DataPtr fresh = g_allocator.allocate(nbytes);
+  const size_t keep = std::min(old, nbytes);
+  if (keep > 0) {
+    int32_t rc = vt().copy_storage(impl->data_ptr().get_context(), fresh.get_context(), keep);
+    if (rc != TPU_OK) raise(rc, "resize");
+  }
+  impl->set_data_ptr_noswap(std::move(fresh));
+  impl->set_nbytes(nbytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device guard: one device, one in-order stream.
+
+namespace {
+struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
+  static constexpr c10::DeviceType static_type = c10::DeviceType::PrivateUse1;
+  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device) const override { return tpu0(); }
+  c10::Device getDevice() const override { return tpu0(); }
+  void setDevice(c10::Device d) const override {
+    TORCH_CHECK(d.index() <= 0, "tpuemu has one tpu device (tpu:0), not ", d);
+  }
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getDefaultStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  // Work on the device runs in issue order: events need nothing.
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag)
+      const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override { synchronize_all(); }
+  void synchronizeEvent(void*) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override { synchronize_all(); }
+  static void synchronize_all() {
+    if (!ready()) return;
+    int32_t rc = vt().synchronize();
+    if (rc != TPU_OK) raise(rc, "synchronize");
+  }
+};
+}  // namespace
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+// ---------------------------------------------------------------------------------------------
+// Generator and hooks.
+
+at::Generator& generator() {
+  // PyTorch's CPU default seed, so that an unseeded tpu generator draws what an unseeded CPU
+  // one does.
+  static at::Generator g = at::make_generator<at::CPUGeneratorImpl>(67280421310721ULL);
+  return g;
+}
+
+namespace {
+struct TpuHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override { return 1; }
+  c10::DeviceIndex getCurrentDevice() const override { return 0; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return generator();
+  }
+  at::Device getDeviceFromPtr(void*) const override { return tpu0(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    resize_storage_bytes(storage, newsize);
+  }
+};
+}  // namespace
+
+void register_device() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_allocator);
+  at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+}
+
+}  // namespace tpuemu

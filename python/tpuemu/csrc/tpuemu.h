@@ -1,0 +1,58 @@
+// tpuemu's C++ shim: PyTorch's PrivateUse1 device, renamed "tpu", backed by the emulated chip
+// that the Rust extension (tpuemu._rust) owns. Storages hold a handle to a backend storage;
+// operators go to Rust through the C ABI in abi.h.
+#pragma once
+
+#include <string>
+
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/core/Allocator.h>
+
+#include "abi.h"
+
+namespace tpuemu {
+
+// The Rust side's table (set by init; null before).
+const VTable& vt();
+bool ready();
+
+// Throws the Rust side's last error as the matching Python exception (RuntimeError,
+// IndexError, NotImplementedError), prefixed with `where`.
+[[noreturn]] void raise(int32_t rc, const std::string& where);
+// The Rust side's last error message.
+std::string last_error();
+
+// The allocator of "tpu" storages.
+c10::Allocator* allocator();
+// A DataPtr for a handle the Rust side created.
+c10::DataPtr data_ptr_for(void* handle, uint64_t addr);
+// The backend storage handle of a tensor (null for storages of zero bytes).
+const void* handle_of(const at::Tensor& t);
+// Grows or shrinks a storage to nbytes, keeping its first bytes (on the device).
+void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
+
+// Registers the native kernels (empty, copies, resize, set_, views) and the fallback.
+void register_native_kernels();
+// Registers the boxed kernel that sends an operator to Rust, for these overloads
+// ("add.Tensor").
+void register_rust_kernels(const std::vector<std::string>& names);
+// How an in-place or out= overload runs as its functional overload: the functional's name,
+// which arguments form its argument list (-1: absent), which arguments receive its results.
+void set_variant(const std::string& name, const std::string& functional,
+                 const std::vector<int64_t>& fargs, const std::vector<int64_t>& writes);
+// CPU fallback on or off (TORCH_TPU_CPU_FALLBACK).
+void set_cpu_fallback(bool on);
+
+// Runs compiled graph `id` on tpu tensors.
+std::vector<at::Tensor> run_graph(int64_t id, const std::vector<at::Tensor>& inputs);
+
+// The generator random operators use on the tpu (a CPU generator of its own: random operators
+// run on the host and their results are copied to the device).
+at::Generator& generator();
+
+// tpu -> tpu copy through the backend (dtype conversion and broadcasting included).
+void device_copy(const at::Tensor& dst, const at::Tensor& src);
+
+}  // namespace tpuemu
