@@ -89,7 +89,11 @@ const PINNED: &[(&str, usize, u64)] = &[
     ("coll_reduce_scatter_ring16_chunks", 755, 0x998fba7e9038ddce),
     ("coll_all_gather_i32_bidir", 63, 0xf94353cd9ec4c0ba),
     ("coll_all_reduce_unidir_16", 627, 0x7e4563c7be3076fa),
-    ("coll_reduce_scatter_long_chunks_tail", 629, 0xc44713b28c025be8),
+    (
+        "coll_reduce_scatter_long_chunks_tail",
+        629,
+        0xc44713b28c025be8,
+    ),
     ("coll_copy_group_of_one", 9, 0xd9369eee92499fa6),
 ];
 
