@@ -82,6 +82,25 @@ fn collectives_over_several_axes_use_every_axis_at_once() {
 }
 
 #[test]
+fn axes_of_different_bandwidths_share_the_data_by_it() {
+    // v5e 8x16: a line of 8 (no wraparound: one way round, 45 GB/s) and a ring of 16 (both
+    // ways, 90 GB/s); the book's V / (W_0 + W_1). An even split of the data between the two
+    // parts leaves the line the bottleneck (a hand count of its bytes: 1.40x the book's
+    // figure); a split by the first axis's bandwidth took 1.11-1.16x at 256 MiB.
+    let v = (64u64 << 20) as f64;
+    let w = V5E_LINK + 2.0 * V5E_LINK;
+    for (op, f) in [
+        ("all-gather", 1.0),
+        ("reduce-scatter", 1.0),
+        ("all-reduce", 2.0),
+    ] {
+        let r = bench(op, "v5e:8x16", "0,1", 64 << 20, &["--timing-only"]);
+        let least = f * 127.0 / 128.0 * v / w;
+        between(seconds(&r), least, 1.15 * f * v / w, op);
+    }
+}
+
+#[test]
 fn one_axis_rings_reach_the_link_bandwidth() {
     // A 16-chip ring that wraps: each chip has two links on the axis.
     let v = (64u64 << 20) as f64;
