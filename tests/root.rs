@@ -18,3 +18,6 @@ mod cli_collective;
 
 #[path = "root/golden_replay.rs"]
 mod golden_replay;
+
+#[path = "root/hostile.rs"]
+mod hostile;

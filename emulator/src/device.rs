@@ -44,7 +44,8 @@ struct State {
     host_link_free: Vec<u64>,
     profiling: bool,
     functional: bool,
-    events: Vec<TraceEvent>,
+    limits: crate::RunLimits,
+    events: crate::recorder::EventLog,
 }
 
 /// An emulated TPU: one chip or a slice of chips.
@@ -185,7 +186,8 @@ impl Emulator {
             host_link_free: vec![0; n as usize],
             profiling: false,
             functional: true,
-            events: Vec::new(),
+            limits: crate::RunLimits::default(),
+            events: Default::default(),
         };
         Ok(Emulator {
             preset,
@@ -203,6 +205,11 @@ impl Emulator {
     /// neither stored nor read; reads give zeros).
     pub fn set_timing_only(&self, on: bool) {
         self.lock().functional = !on;
+    }
+
+    /// The run limits of later launches (see [`crate::limits`]).
+    pub fn set_run_limits(&self, limits: crate::RunLimits) {
+        self.lock().limits = limits;
     }
 
     /// What a launch did.
@@ -331,6 +338,7 @@ impl Emulator {
                 &targets,
                 start,
                 s.profiling,
+                &s.limits,
                 0,
             )
         } else {
@@ -348,6 +356,7 @@ impl Emulator {
                 start,
                 s.functional,
                 s.profiling,
+                &s.limits,
             ),
         };
         for (t, cs) in targets.iter().zip(&out.stats.cores) {
@@ -635,6 +644,6 @@ impl Device for Emulator {
     }
 
     fn drain_events(&self) -> Vec<TraceEvent> {
-        std::mem::take(&mut self.lock().events)
+        self.lock().events.drain()
     }
 }

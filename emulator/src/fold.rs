@@ -14,6 +14,7 @@
 
 use crate::ici::Ici;
 use crate::launch::{ChipState, Ending, Io, Outcome, Target, peers_of, simulate};
+use crate::limits::RunLimits;
 use crate::preset::ChipPreset;
 use tpuemu_isa::Program;
 
@@ -30,6 +31,7 @@ pub(crate) fn run_folded(
     targets: &[Target],
     start: u64,
     profiling: bool,
+    limits: &RunLimits,
     rep: u32,
 ) -> Option<Outcome> {
     let peers = peers_of(targets, chips.len());
@@ -51,6 +53,7 @@ pub(crate) fn run_folded(
         peers: &peers,
         functional: false,
         profiling,
+        limits,
         fold: Some(rep),
     };
     let mut out = simulate(chips, ici, &io, &mine, start);

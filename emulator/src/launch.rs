@@ -22,6 +22,7 @@ use crate::core::timing::{Inflight, SYNC_UNITS};
 use crate::core::{ArgVal, ChipShared, Core, Env, Outgoing, Placement, Status};
 use crate::fault::FaultKind;
 use crate::ici::Ici;
+use crate::limits::{Budget, RunLimits};
 use crate::preset::ChipPreset;
 use crate::recorder::Recorder;
 use crate::stats::{CoreStats, LaunchStats};
@@ -89,6 +90,7 @@ pub(crate) fn run(
     start: u64,
     functional: bool,
     profiling: bool,
+    limits: &RunLimits,
 ) -> Outcome {
     let peers = peers_of(targets, chips.len());
     let io = Io {
@@ -98,6 +100,7 @@ pub(crate) fn run(
         peers: &peers,
         functional,
         profiling,
+        limits,
         fold: None,
     };
     simulate(chips, ici, &io, targets, start)
@@ -111,6 +114,8 @@ pub(crate) struct Io<'a> {
     pub peers: &'a [Option<Vec<ArgVal>>],
     pub functional: bool,
     pub profiling: bool,
+    /// The run limits (see [`crate::limits`]).
+    pub limits: &'a RunLimits,
     /// Folded onto this chip (see [`crate::fold`]).
     pub fold: Option<u32>,
 }
@@ -130,9 +135,11 @@ pub(crate) fn simulate(
         peers,
         functional,
         profiling,
+        limits,
         fold,
     } = *io;
     let n = targets.len();
+    let budget = limits.budget(start);
     let mut recs: Vec<Recorder> = targets
         .iter()
         .map(|t| Recorder::new(profiling, t.chip, t.core, program))
@@ -197,6 +204,7 @@ pub(crate) fn simulate(
                             peers,
                             functional,
                             0,
+                            budget,
                         );
                         core.wait_ready(&env).unwrap_or(u64::MAX)
                     }
@@ -242,7 +250,9 @@ pub(crate) fn simulate(
                 }
             }
         }
-        let mut env = env_for(program, t, preset, &places[i], peers, functional, horizon);
+        let mut env = env_for(
+            program, t, preset, &places[i], peers, functional, horizon, budget,
+        );
         env.run_ahead = run_ahead;
         let status = {
             let chip = &mut chips[t.chip as usize];
@@ -344,6 +354,7 @@ fn env_for<'a>(
     peers: &'a [Option<Vec<ArgVal>>],
     functional: bool,
     horizon: u64,
+    budget: Budget,
 ) -> Env<'a> {
     Env {
         program,
@@ -354,6 +365,7 @@ fn env_for<'a>(
         functional,
         horizon,
         run_ahead: false,
+        budget,
     }
 }
 
@@ -645,7 +657,7 @@ fn deadlock_report(
                             let coming: i64 = s.pending.iter().map(|(_, a)| a).sum();
                             format!(
                                 "{at}: waits at pc {} (`{text}`) for {sem} to reach {}; it holds {} and {} more is scheduled to arrive",
-                                c.pc, need as i32, s.value, coming
+                                c.pc, need, s.value, coming
                             )
                         }
                         _ => format!("{at}: waits at barrier #{} (pc {}, `{text}`)", c.barriers + 1, c.pc),

@@ -5,3 +5,6 @@ mod faults;
 
 #[path = "emulator/issue.rs"]
 mod issue;
+
+#[path = "emulator/hostile.rs"]
+mod hostile;

@@ -144,7 +144,9 @@ fn bad_input_is_refused_clearly() {
         err.contains("unknown chip `v99`") && !err.contains("panicked"),
         "{err}"
     );
+    // Out of range: a usage error naming the argument and its range, never silently replaced.
     let o = tpuemu(&["bench", "eager", "--steps", "0", "--small"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("steps"));
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--steps") && err.contains("1..=1000"), "{err}");
 }

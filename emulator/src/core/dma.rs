@@ -65,21 +65,36 @@ fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
 /// that holds no values) is unknown, so a side whose extent falls outside its region is moved
 /// inside it, keeping its length, strides and alignment within the region's size: the transfer is
 /// timed as the same access at an address that exists. With values, the bounds are checked and a
-/// stray address faults. Returns the extent after the move.
-fn fit_unknown_address(side: &mut Side, ext: Option<(i64, i64)>) -> Option<(i64, i64)> {
-    let (lo, hi) = ext?;
-    let size = side.size as i64;
-    if lo >= 0 && hi <= size {
-        return ext;
-    }
+/// stray address faults. Computed in 128 bits (registers may hold anything); a side longer than
+/// its region is left where it is, for the bounds check to report.
+fn fit_unknown_address(side: &mut Side, desc: &DmaDescriptor, src: bool) {
+    let Some((lo, hi)) = crate::bounds::extent(side.base, desc, src) else {
+        return;
+    };
+    let size = side.size as i128;
     let span = hi - lo;
-    if span > size {
-        return ext; // cannot fit anywhere: the bounds check reports it
+    if (lo >= 0 && hi <= size) || span > size {
+        return;
     }
     let room = size - span + 1;
-    let new_lo = lo.rem_euclid(room) & !(ALIGN_KEEP - 1);
-    side.base += new_lo - lo;
-    Some((new_lo, new_lo + span))
+    let new_lo = lo.rem_euclid(room) & !(ALIGN_KEEP as i128 - 1);
+    // |new_lo - lo| <= size + span, within i64 since span <= size.
+    side.base += (new_lo - lo) as i64;
+}
+
+/// Places one side of a DMA (moving an unknown address in timing-only mode), checks it against
+/// its region ([`crate::bounds::dma_side`]) and returns its extent.
+fn place_side(
+    side: &mut Side,
+    desc: &DmaDescriptor,
+    src: bool,
+    functional: bool,
+) -> Result<Option<(i64, i64)>, FaultKind> {
+    if !functional {
+        fit_unknown_address(side, desc, src);
+    }
+    crate::bounds::dma_side(desc, side.base, side.size, src, || side.region.name())?;
+    Ok(extent(side.base, desc, src))
 }
 
 /// The alignment a moved timing-only address keeps (a VMEM row and every DMA alignment divide it).
@@ -291,10 +306,7 @@ impl Core {
         let desc = self.descriptor(shape)?;
         let bytes = desc.bytes();
         let mut s = self.side(&src, env.args)?;
-        let mut src_ext = extent(s.base, &desc, true);
-        if !env.functional {
-            src_ext = fit_unknown_address(&mut s, src_ext);
-        }
+        let src_ext = place_side(&mut s, &desc, true, env.functional)?;
         let src_range = check(&s, src_ext, "read", &desc, true)?;
 
         // The destination: here, or on another chip for remote DMA.
@@ -330,10 +342,7 @@ impl Core {
             }
         };
         let mut d = d;
-        let mut dst_ext = extent(d.base, &desc, false);
-        if !env.functional {
-            dst_ext = fit_unknown_address(&mut d, dst_ext);
-        }
+        let dst_ext = place_side(&mut d, &desc, false, env.functional)?;
         let dst_range = check(&d, dst_ext, "write", &desc, false)?;
 
         // Hazards with pending matrix-unit writes, then races with DMAs in flight.

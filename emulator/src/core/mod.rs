@@ -65,6 +65,8 @@ pub(crate) struct Env<'a> {
     /// A semaphore wait may only complete at or before this cycle (other cores could still
     /// signal earlier); `u64::MAX` when no other core can signal.
     pub horizon: u64,
+    /// The launch's run limits.
+    pub budget: crate::limits::Budget,
 }
 
 /// Chip-wide state shared by the chip's cores.
@@ -143,6 +145,13 @@ impl Core {
             };
             self.stats.instructions += 1;
             self.t.prune(self.t.front);
+            let open = self.markers.len();
+            if let Some(kind) =
+                env.budget
+                    .exceeded(instr, self.stats.instructions, self.t.front, open)
+            {
+                return Status::Fault { pc, kind };
+            }
             let flow = match self.exec(instr, env, chip, out, rec) {
                 Ok(f) => f,
                 Err(kind) => return Status::Fault { pc, kind },

@@ -253,6 +253,8 @@ impl Core {
                     )));
                 }
                 let (mrows, st) = (self.s(rows) as u64, self.s(stride) as i32 as i64);
+                let queued = self.mxus[mi].queued_rows();
+                crate::bounds::mxu_queue(mxu, queued, mrows, wn, p.vmem_bytes)?;
                 // A transposed LHS block is stored as K rows of M elements.
                 let (srows, scols) = if transpose { (wk, mrows) } else { (mrows, wk) };
                 let (base, range) =

@@ -105,7 +105,11 @@ impl Hbm {
     }
 
     fn charge(bytes: u64) -> u64 {
-        bytes.div_ceil(ALLOC_GRANULE).max(1) * ALLOC_GRANULE
+        // Saturating: a request near 2^64 bytes must not wrap to a small charge.
+        bytes
+            .div_ceil(ALLOC_GRANULE)
+            .max(1)
+            .saturating_mul(ALLOC_GRANULE)
     }
 
     /// Allocates buffer `id` of `bytes`; `Err(free bytes)` when it does not fit.
@@ -168,5 +172,13 @@ mod tests {
         assert!(hbm.free(1));
         hbm.alloc(2, 2000).unwrap();
         assert!(!hbm.free(7));
+    }
+
+    #[test]
+    fn sizes_near_2_pow_64_do_not_wrap_to_a_small_charge() {
+        let mut hbm = Hbm::new(4096);
+        for bytes in [u64::MAX, u64::MAX - 511, 1 << 63] {
+            assert_eq!(hbm.alloc(1, bytes), Err(4096), "{bytes}");
+        }
     }
 }

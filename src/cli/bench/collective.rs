@@ -78,7 +78,7 @@ pub struct CollectiveArgs {
     pub axes: String,
     /// Bytes of the whole array: gathered (all-gather), before scattering (reduce-scatter),
     /// reduced (all-reduce), or held by each chip (all-to-all).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub bytes: u64,
     /// Element type.
     #[arg(long, value_enum, default_value = "f32")]
@@ -86,8 +86,9 @@ pub struct CollectiveArgs {
     /// Ring choice.
     #[arg(long, value_enum, default_value = "auto")]
     pub ring: Ring,
-    /// Bytes per pipelined chunk (default: an eighth of a ring stage's block, within 32-512 KiB).
-    #[arg(long)]
+    /// Bytes per pipelined chunk, a positive multiple of 1024 elements (default: an eighth of a
+    /// ring stage's block, within 32-512 KiB).
+    #[arg(long, allow_negative_numbers = true)]
     pub chunk_bytes: Option<u32>,
     /// Override a preset field, e.g. `--set ici_wrap_multiple=1024` (no wraparound).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
@@ -104,6 +105,8 @@ pub struct CollectiveArgs {
     /// Print JSON for machines.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub limits: super::super::chip::LimitArgs,
 }
 
 /// A parsed `--slice`.
@@ -238,6 +241,15 @@ fn spec_of(args: &CollectiveArgs, axes: &[usize]) -> Result<CollectiveSpec, CliE
         Ring::Uni => RingChoice::Unidirectional,
         Ring::Bi => RingChoice::Bidirectional,
     };
+    if let Some(c) = args.chunk_bytes
+        && (c == 0 || !(c as u64).is_multiple_of(1024 * esz))
+    {
+        return Err(CliError::Other(format!(
+            "--chunk-bytes {c}: expected a positive multiple of {} bytes (1024 {} elements)",
+            1024 * esz,
+            dtype.name()
+        )));
+    }
     spec.chunk_bytes = args.chunk_bytes;
     Ok(spec)
 }
@@ -255,6 +267,7 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
     let spec = spec_of(args, &axes)?;
     emu.set_timing_only(args.timing_only);
     emu.set_profiling(args.trace.is_some());
+    emu.set_run_limits(args.limits.limits()?);
     let c = Collective::new(&spec, &topo).map_err(|e| other(e.to_string()))?;
     let dev = |e: tpuemu_isa::DeviceError| CliError::Other(e.to_string());
     let pid = emu.load(c.program()).map_err(dev)?;

@@ -10,7 +10,7 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tpuemu_backend::kernels::gemm::{self, GemmSpec};
-use tpuemu_emulator::{Emulator, MxuModel};
+use tpuemu_emulator::MxuModel;
 use tpuemu_isa::ops::{MxuFmt, Precision};
 use tpuemu_isa::{BufferId, CoreRef, Device, KernelArg, Launch, LaunchTarget};
 
@@ -45,14 +45,29 @@ pub enum Prec {
 /// Arguments of `tpuemu bench gemm`.
 #[derive(Args, Debug)]
 pub struct GemmArgs {
-    /// Rows of A and C.
-    #[arg(long, default_value_t = 1024)]
+    /// Rows of A and C. (1 to 2^32 - 1; the operands must fit the chip's HBM).
+    #[arg(
+        long,
+        default_value_t = 1024,
+        value_parser = clap::value_parser!(u32).range(1..),
+        allow_negative_numbers = true
+    )]
     pub m: u32,
-    /// Columns of B and C.
-    #[arg(long, default_value_t = 1024)]
+    /// Columns of B and C. (1 to 2^32 - 1; the operands must fit the chip's HBM).
+    #[arg(
+        long,
+        default_value_t = 1024,
+        value_parser = clap::value_parser!(u32).range(1..),
+        allow_negative_numbers = true
+    )]
     pub n: u32,
-    /// Columns of A, rows of B.
-    #[arg(long, default_value_t = 1024)]
+    /// Columns of A, rows of B. (1 to 2^32 - 1; the operands must fit the chip's HBM).
+    #[arg(
+        long,
+        default_value_t = 1024,
+        value_parser = clap::value_parser!(u32).range(1..),
+        allow_negative_numbers = true
+    )]
     pub k: u32,
     #[command(flatten)]
     pub chip: ChipArgs,
@@ -70,8 +85,12 @@ pub struct GemmArgs {
     pub numpy: bool,
     /// Run the launch this many times and report the median host time. Default: as many
     /// launches as fit in a quarter second of emulation (at most 1000; one with `--trace`), so
-    /// short runs report a steady figure rather than a cold first launch.
-    #[arg(long)]
+    /// short runs report a steady figure rather than a cold first launch. 1 to 1000000.
+    #[arg(
+        long,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000),
+        allow_negative_numbers = true
+    )]
     pub repeat: Option<u32>,
     /// Write a Chrome trace of the run.
     #[arg(long)]
@@ -118,14 +137,23 @@ fn numpy_seconds(m: u32, n: u32, k: u32) -> Result<f64, CliError> {
 
 /// Runs `tpuemu bench gemm`.
 pub fn run(args: &GemmArgs) -> Result<(), CliError> {
-    let preset = args.chip.preset()?;
+    let (preset, emu) = args.chip.emulator()?;
     let (fmt, prec) = match (args.dtype, args.precision) {
         (Dtype::Bf16, _) => (MxuFmt::Bf16, Precision::P1),
         (Dtype::F32, Prec::Default) => (MxuFmt::F32, Precision::P1),
         (Dtype::F32, Prec::High) => (MxuFmt::F32, Precision::P3),
         (Dtype::F32, Prec::Highest) => (MxuFmt::F32, Precision::P6),
     };
-    let emu = Emulator::new(preset.clone()).map_err(|e| CliError::Other(e.to_string()))?;
+    // A (m x k), B (k x n) and the f32 result (m x n) must fit HBM: checked before anything is
+    // planned or allocated, in 128 bits.
+    let (m, n, k) = (args.m as u128, args.n as u128, args.k as u128);
+    let need = (m * k + k * n) * fmt.bytes() as u128 + m * n * 4;
+    if need > preset.hbm_bytes as u128 {
+        return Err(CliError::Other(format!(
+            "--m {} --n {} --k {}: the operands and result need {need} bytes of HBM; the {} has {}",
+            args.m, args.n, args.k, preset.name, preset.hbm_bytes
+        )));
+    }
     emu.set_timing_only(args.timing_only);
     emu.set_profiling(args.trace.is_some());
     let info = emu.topology().chips[0].clone();
@@ -191,7 +219,7 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
     let mut times = Vec::new();
     let mut stats = None;
     let (max_launches, budget) = match (args.repeat, &args.trace) {
-        (Some(n), _) => (n.max(1), f64::INFINITY),
+        (Some(n), _) => (n, f64::INFINITY),
         (None, Some(_)) => (1, f64::INFINITY),
         (None, None) => (AUTO_MAX_LAUNCHES, AUTO_BUDGET_SECONDS),
     };
