@@ -300,7 +300,9 @@ mod tests {
     /// The presets derive their clock from the peak, so the clock checks below are what ties
     /// the architecture fields to the published peak: a wrong MXU count or size moves the
     /// derived clock away from the published one.
-    const PUBLISHED: [(&str, u32, u32, u32, f64, f64, Option<f64>); 5] = [
+    /// Generation, cores, MXUs per core, MXU size, peak FLOP/s, HBM bytes/s, clock (Hz).
+    type Published = (&'static str, u32, u32, u32, f64, f64, Option<f64>);
+    const PUBLISHED: [Published; 5] = [
         ("v4", 2, 4, 128, 275e12, 1.2e12, Some(1.05e9)),
         ("v5e", 1, 4, 128, 197e12, 8.2e11, Some(1.5e9)),
         ("v5p", 2, 4, 128, 459e12, 2.765e12, Some(1.75e9)),
