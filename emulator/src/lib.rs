@@ -24,6 +24,7 @@ mod bounds;
 mod core;
 mod device;
 pub mod fault;
+mod fold;
 pub mod ici;
 mod launch;
 pub mod limits;

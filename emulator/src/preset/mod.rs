@@ -36,6 +36,22 @@ pub enum MxuModel {
     ScaleSim,
 }
 
+/// Most chips an emulated device may have (host memory).
+pub const MAX_DEVICE_CHIPS: u64 = 16384;
+
+fn default_max_slice_chips() -> u64 {
+    MAX_DEVICE_CHIPS
+}
+
+/// [SB] about 6.25 GB/s per chip (for files written before the field existed).
+fn default_dcn_bytes_per_s() -> f64 {
+    6.25e9
+}
+
+fn default_dcn_latency_ns() -> f64 {
+    10_000.0
+}
+
 /// Bundle slots by default (see [`Costs::scalar_slots`]).
 fn two() -> u32 {
     2
@@ -151,6 +167,20 @@ pub struct ChipPreset {
     pub ici_wrap_multiple: u32,
     /// Host link (PCIe) bandwidth per chip, bytes per second.
     pub host_link_bytes_per_s: f64,
+    /// The largest slice of the generation, axes in any order (`[16, 16]`); empty: only
+    /// [`ChipPreset::max_slice_chips`] limits a slice.
+    #[serde(default)]
+    pub max_slice_shape: Vec<u32>,
+    /// Most chips in one slice (the pod, or the largest slice that can be scheduled).
+    #[serde(default = "default_max_slice_chips")]
+    pub max_slice_chips: u64,
+    /// Data-centre network (DCN) bandwidth per chip and direction, bytes per second: what joins
+    /// the slices of a multi-slice device.
+    #[serde(default = "default_dcn_bytes_per_s")]
+    pub dcn_bytes_per_s: f64,
+    /// Latency of one message over the data-centre network, ns.
+    #[serde(default = "default_dcn_latency_ns")]
+    pub dcn_latency_ns: f64,
     /// Per-instruction costs.
     pub costs: Costs,
     /// Where each figure comes from, by field name (`costs.valu_latency` for costs).
@@ -198,6 +228,50 @@ impl ChipPreset {
     /// names the first field out of range, its value and the range.
     pub fn validate(&self) -> Result<(), PresetError> {
         ranges::check_table(&toml_io::to_table(self))
+    }
+
+    /// Checks that a slice of mesh `dims` fits the generation's largest slice; the error names
+    /// the limit.
+    pub fn check_slice(&self, dims: &[u32]) -> Result<(), PresetError> {
+        let chips: u64 = dims.iter().map(|d| *d as u64).product();
+        let shape = |d: &[u32]| {
+            d.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join("x")
+        };
+        let refuse = |why: String| Err(PresetError::SliceTooLarge(why));
+        if chips > self.max_slice_chips {
+            return refuse(format!(
+                "a {} slice has {chips} chips; the largest {} slice has {} chips{}",
+                shape(dims),
+                self.name,
+                self.max_slice_chips,
+                if self.max_slice_shape.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", shape(&self.max_slice_shape))
+                }
+            ));
+        }
+        if !self.max_slice_shape.is_empty() {
+            // Axes in any order: the sorted axes must fit the sorted largest shape.
+            let mut have: Vec<u32> = dims.iter().copied().filter(|d| *d > 1).collect();
+            let mut max = self.max_slice_shape.clone();
+            have.sort_unstable_by(|a, b| b.cmp(a));
+            max.sort_unstable_by(|a, b| b.cmp(a));
+            let fits = have.len() <= max.len() && have.iter().zip(&max).all(|(h, m)| h <= m);
+            if !fits {
+                return refuse(format!(
+                    "a {} slice does not fit the largest {} slice, {} ({} chips)",
+                    shape(dims),
+                    self.name,
+                    shape(&self.max_slice_shape),
+                    self.max_slice_chips
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// What a compiler needs to know about one core.
@@ -286,5 +360,23 @@ mod tests {
                 assert!(p.source(&field).is_some(), "{name}: no source for {field}");
             }
         }
+    }
+
+    #[test]
+    fn slices_larger_than_the_largest_pod_slice_are_refused() {
+        let v5e = builtin("v5e").unwrap();
+        v5e.check_slice(&[16, 16]).unwrap();
+        v5e.check_slice(&[4, 8]).unwrap();
+        let e = v5e.check_slice(&[32, 32]).unwrap_err().to_string();
+        assert!(e.contains("256 chips") && e.contains("16x16"), "{e}");
+        let e = v5e.check_slice(&[8, 32]).unwrap_err().to_string();
+        assert!(e.contains("does not fit") && e.contains("16x16"), "{e}");
+        let v5p = builtin("v5p").unwrap();
+        v5p.check_slice(&[24, 16, 16]).unwrap();
+        let e = v5p.check_slice(&[16, 16, 32]).unwrap_err().to_string();
+        assert!(e.contains("6144"), "{e}");
+        let v4 = builtin("v4").unwrap();
+        v4.check_slice(&[16, 16, 16]).unwrap();
+        assert!(v4.check_slice(&[16, 16, 20]).is_err());
     }
 }

@@ -17,6 +17,8 @@ enum Kind {
     Int(u64, u64),
     /// A finite number from `lo` to `hi`.
     Real(f64, f64),
+    /// A list of at most `len` whole numbers from `lo` to `hi`.
+    Ints(u64, u64, usize),
 }
 
 const KIB: u64 = 1 << 10;
@@ -56,6 +58,18 @@ const FIELDS: &[(&str, Kind, &str)] = &[
     ),
     ("ici_hop_latency_ns", Kind::Real(0.0, 1e6), "ns"),
     ("ici_wrap_multiple", Kind::Int(1, 65536), "chips"),
+    (
+        "dcn_bytes_per_s",
+        Kind::Real(1e9, 1e15),
+        "bytes per second per chip",
+    ),
+    ("dcn_latency_ns", Kind::Real(0.0, 1e7), "ns"),
+    ("max_slice_chips", Kind::Int(1, 1 << 20), "chips"),
+    (
+        "max_slice_shape",
+        Kind::Ints(1, 65536, 3),
+        "chips per axis; empty: any shape of at most max_slice_chips",
+    ),
     (
         "host_link_bytes_per_s",
         Kind::Real(1e9, 1e15),
@@ -113,6 +127,9 @@ fn expected(kind: Kind, unit: &str) -> String {
     match kind {
         Kind::Int(lo, hi) => format!("a whole number from {lo} to {hi} ({unit})"),
         Kind::Real(lo, hi) => format!("a finite number from {lo:e} to {hi:e} ({unit})"),
+        Kind::Ints(lo, hi, len) => {
+            format!("a list of at most {len} whole numbers from {lo} to {hi} ({unit})")
+        }
     }
 }
 
@@ -150,6 +167,14 @@ pub(super) fn check_value(preset: &str, field: &str, v: &Value) -> Result<(), Pr
         }
         (Kind::Real(lo, hi), Value::Float(x)) => x.is_finite() && (lo..=hi).contains(x),
         (Kind::Real(lo, hi), Value::Integer(i)) => (lo..=hi).contains(&(*i as f64)),
+        (Kind::Ints(lo, hi, len), Value::Array(xs)) => {
+            xs.len() <= len
+                && xs.iter().all(|x| {
+                    x.as_integer()
+                        .and_then(|i| u64::try_from(i).ok())
+                        .is_some_and(|i| (lo..=hi).contains(&i))
+                })
+        }
         _ => false,
     };
     if ok {
@@ -233,6 +258,12 @@ mod tests {
             ("costs.valu_latency", Value::Integer(-3)),
             ("costs.valu_occupancy", Value::Integer(0)),
             ("name", Value::String("a\nb".into())),
+            ("dcn_bytes_per_s", Value::Float(0.0)),
+            ("dcn_latency_ns", Value::Float(-1.0)),
+            ("max_slice_chips", Value::Integer(0)),
+            ("max_slice_shape", Value::Array(vec![Value::Integer(0)])),
+            ("max_slice_shape", Value::Array(vec![Value::Integer(4); 4])),
+            ("max_slice_shape", Value::Integer(16)),
         ] {
             assert!(check_value("x", f, &v).is_err(), "{f} = {v} accepted");
         }

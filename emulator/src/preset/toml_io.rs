@@ -32,6 +32,9 @@ pub enum PresetError {
     /// A field is unknown, missing, or of the wrong type.
     #[error("preset field error: {0}")]
     Field(String),
+    /// A slice larger than the generation's largest one.
+    #[error("{0}")]
+    SliceTooLarge(String),
     /// A figure is outside its documented range (or not a number of the right kind).
     #[error("preset `{preset}`: {field} = {value}; expected {expected}")]
     Range {

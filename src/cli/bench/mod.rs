@@ -5,6 +5,7 @@ use clap::Subcommand;
 use super::CliError;
 
 pub mod collective;
+pub mod collective_model;
 pub mod eager;
 pub mod gemm;
 pub mod host;
@@ -19,7 +20,7 @@ pub enum BenchCommand {
     /// Compile mode.
     Eager(eager::EagerArgs),
     /// A collective (all-gather, reduce-scatter, all-reduce, all-to-all) over a slice of chips,
-    /// against the scaling book's ICI model.
+    /// against the scaling book's ICI and DCN model.
     Collective(collective::CollectiveArgs),
     /// This machine's time for a model's training step, against PyTorch CPU eager (float32)
     /// running the same step side by side.
