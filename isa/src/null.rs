@@ -60,6 +60,7 @@ impl NullDevice {
             generation: "null".into(),
             mesh: vec![chips],
             wraparound: vec![false],
+            dcn_axis: None,
             chips: (0..chips)
                 .map(|id| ChipInfo {
                     id,
