@@ -67,7 +67,12 @@ fn step_checksums(mode: &str) -> (u64, u64, u64, f32) {
     let mut cycles = Fnv::new();
     let mut launches = 0;
     while let Some(s) = emu.stats(LaunchId(launches)) {
-        cycles.bytes(serde_json::to_string(&s).unwrap().as_bytes());
+        // `represented_by` (added after the pins, always null for one chip) is left out, so
+        // the pins still cover exactly the statistics they were computed from.
+        assert_eq!(s.represented_by, None);
+        let json = serde_json::to_string(&s).unwrap();
+        let json = json.replace(",\"represented_by\":null", "");
+        cycles.bytes(json.as_bytes());
         launches += 1;
     }
     cycles.bytes(&rt.host_time_ns().to_bits().to_le_bytes());
