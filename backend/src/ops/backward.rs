@@ -11,11 +11,11 @@
 mod layer_norm;
 mod lookup;
 
-use super::Value;
 use super::binary::operand;
 use super::helpers::{OpScope, map, map_shape, rows};
 use super::layout_ops;
 use super::registry::{OpDef, OpImpl};
+use super::t1;
 use crate::dtype::{DType, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
@@ -310,10 +310,6 @@ pub fn log_softmax_backward_data(
             sub(p, g, es)
         },
     )
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }
 
 fn dtype_arg(a: &super::Args, i: usize) -> Result<DType> {

@@ -5,6 +5,7 @@ use super::Value;
 use super::args::Args;
 use super::helpers::{OpScope, map};
 use super::registry::{OpDef, OpImpl};
+use super::t1;
 use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
@@ -511,10 +512,6 @@ fn rhs<'a>(a: &'a Args, i: usize) -> Result<Rhs<'a>> {
         Some(Value::Tensor(t)) => Ok(Rhs::Tensor(t)),
         _ => Ok(Rhs::Scalar(a.scalar(i)?)),
     }
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }
 
 /// The registered overloads.

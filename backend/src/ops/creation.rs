@@ -4,6 +4,7 @@
 use super::Value;
 use super::helpers::{OpScope, map, map_shape, write_into};
 use super::registry::{OpDef, OpImpl};
+use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::BinOp;
@@ -138,10 +139,6 @@ pub fn fill_(x: &Tensor, value: Scalar) -> Result<Tensor> {
     let d = x.dtype();
     write_into(&op, x, &[], |p, _| p.constant(value, d))?;
     Ok(x.clone())
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }
 
 fn full_dtype(v: Scalar) -> DType {

@@ -1,11 +1,11 @@
 //! View operators (no kernel: they change only the layout) and `contiguous`/`reshape`, which
 //! copy when a view is impossible.
 
-use super::Value;
 use super::args::Args;
 use super::creation;
 use super::helpers::OpScope;
 use super::registry::{OpDef, OpImpl};
+use super::t1;
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::{Layout, infer_size};
@@ -168,10 +168,6 @@ impl Tensor {
         }
         creation::to_copy(self, Some(dtype))
     }
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }
 
 fn opt(a: &Args, i: usize) -> Result<Option<i64>> {

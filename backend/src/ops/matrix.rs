@@ -17,10 +17,10 @@
 pub mod attention;
 mod matmul;
 
-use super::Value;
 use super::args::Args;
 use super::helpers::{OpScope, map_shape};
 use super::registry::{OpDef, OpImpl};
+use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, MatmulNode, NodeKind, PRef, ProgBuilder};
@@ -438,10 +438,6 @@ impl Tensor {
     pub fn mv(&self, vec: &Tensor) -> Result<Tensor> {
         mv(self, vec)
     }
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }
 
 fn one(a: &Args, i: usize) -> Result<Scalar> {

@@ -58,6 +58,17 @@ pub fn call_kw(
     run(rt, def, &Args::new(def.name, bound)).map_err(|e| name_the_op(name, e))
 }
 
+/// One tensor result in the calling convention's form: an implementation's `Ok(t)` becomes
+/// `[Value::Tensor(t)]`.
+pub(crate) fn t1(r: Result<crate::tensor::Tensor>) -> Result<Vec<Value>> {
+    r.map(|t| vec![Value::Tensor(t)])
+}
+
+/// Two tensor results (`values, indices`; `mean, rstd`) in the calling convention's form.
+pub(crate) fn t2(r: Result<(crate::tensor::Tensor, crate::tensor::Tensor)>) -> Result<Vec<Value>> {
+    r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
+}
+
 /// Runs a registered operator on arguments already bound to its schema.
 pub(crate) fn run(rt: &Runtime, def: &OpDef, args: &Args) -> Result<Vec<Value>> {
     match def.run {

@@ -21,6 +21,7 @@ mod softmax;
 use super::Value;
 use super::args::Args;
 use super::registry::{OpDef, OpImpl};
+use super::{t1, t2};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::sharding::{Sharding, Special};
@@ -81,14 +82,6 @@ impl Tensor {
         };
         Ok(r?.0)
     }
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
-}
-
-fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
-    r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
 }
 
 fn nll_args(a: &Args) -> Result<(&Tensor, &Tensor, Option<&Tensor>, Reduction, i64)> {

@@ -18,11 +18,11 @@ mod moments;
 mod split;
 mod sum;
 
-use super::Value;
 use super::args::Args;
 use super::creation;
 use super::helpers::{OpScope, rows};
 use super::registry::{OpDef, OpImpl};
+use super::{t1, t2};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder};
@@ -196,14 +196,6 @@ impl Tensor {
     pub fn std(&self, dims: &[i64], correction: f64, keepdim: bool) -> Result<Tensor> {
         std(self, Some(dims), Some(correction), keepdim)
     }
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
-}
-
-fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
-    r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
 }
 
 /// An optional `Scalar` argument as f64.

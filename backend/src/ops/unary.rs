@@ -14,9 +14,9 @@
 //! NaN: `relu(NaN)` is NaN (it is `clamp_min(x, 0)`), and `sign(NaN)` is 0, as ATen computes it
 //! (`(0 < x) - (x < 0)`; pytorch/pytorch#41245 is still open).
 
-use super::Value;
 use super::helpers::{OpScope, map};
 use super::registry::{OpDef, OpImpl};
+use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
@@ -375,10 +375,6 @@ impl Tensor {
     pub fn gelu(&self, approximate: &str) -> Result<Tensor> {
         gelu(self, GeluApprox::parse(approximate)?)
     }
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }
 
 /// A one-argument overload `name(Tensor self) -> Tensor`.

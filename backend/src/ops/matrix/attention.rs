@@ -17,6 +17,7 @@ use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::ops::layout_ops;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Sharding, Special};
+use crate::ops::t1;
 use crate::tensor::Tensor;
 
 /// `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p,
@@ -302,10 +303,6 @@ fn weights(
     )?;
     let lse = if want_lse { r.pop() } else { None };
     Ok((r.remove(0), lse))
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }
 
 /// The registered overloads.
