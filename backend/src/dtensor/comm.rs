@@ -24,6 +24,7 @@
 
 use std::sync::Arc;
 
+use super::events::Coll;
 use super::mesh::DeviceMesh;
 use super::placement::Reduce;
 use super::trace::{local1, record_coll};
@@ -33,57 +34,6 @@ use crate::kernels::collective::{
 };
 use crate::ops::Value;
 use crate::tensor::Tensor;
-
-/// A collective primitive (see the module docs).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Coll {
-    AllGather,
-    AllReduce(Reduce),
-    ReduceScatter(Reduce),
-    AllToAll,
-}
-
-impl Coll {
-    /// The shape each rank gets for an input of `shape` over a group of `k`.
-    pub fn out_shape(self, shape: &[usize], k: usize) -> Result<Vec<usize>> {
-        let mut s = shape.to_vec();
-        match self {
-            Coll::AllGather => {
-                if s.is_empty() {
-                    return Err(TpuError::BadArgs("all-gather of a 0-dim tensor".into()));
-                }
-                s[0] *= k;
-            }
-            Coll::ReduceScatter(_) => {
-                if s.is_empty() || !s[0].is_multiple_of(k) {
-                    return Err(TpuError::ShapeMismatch(format!(
-                        "reduce-scatter of {shape:?} over {k} ranks: the first dimension must divide"
-                    )));
-                }
-                s[0] /= k;
-            }
-            Coll::AllToAll => {
-                if s.first() != Some(&k) {
-                    return Err(TpuError::ShapeMismatch(format!(
-                        "all-to-all of {shape:?} over {k} ranks: expected {k} blocks"
-                    )));
-                }
-            }
-            Coll::AllReduce(_) => {}
-        }
-        Ok(s)
-    }
-
-    /// A name for traces and errors.
-    pub fn name(self) -> &'static str {
-        match self {
-            Coll::AllGather => "all_gather",
-            Coll::AllReduce(_) => "all_reduce",
-            Coll::ReduceScatter(_) => "reduce_scatter",
-            Coll::AllToAll => "all_to_all",
-        }
-    }
-}
 
 /// The ranks of a group over `mesh_dims`.
 fn group_size(mesh: &DeviceMesh, mesh_dims: &[usize]) -> usize {

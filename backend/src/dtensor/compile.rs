@@ -16,10 +16,11 @@
 use std::collections::{HashMap, HashSet};
 
 use super::api::DTensor;
-use super::comm::{self, Coll};
+use super::comm;
+use super::events::Coll;
+use super::events::{ArgT, Event, OutT, TRef, Trace};
 use super::mesh::DeviceMesh;
 use super::placement::Placement;
-use super::trace::{ArgT, Event, OutT, TRef, Trace};
 use crate::compile::CompiledFn;
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};

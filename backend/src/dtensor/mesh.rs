@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use tpuemu_isa::{ChipId, Device};
 
-use super::trace::Trace;
+use super::events::Trace;
 use crate::error::{Result, TpuError};
 use crate::runtime::{HostCosts, MatmulPrecision, Metrics, Mode, Runtime};
 

@@ -33,12 +33,14 @@
 pub mod api;
 pub(crate) mod comm;
 pub mod compile;
+pub(crate) mod events;
 pub mod mesh;
 pub mod ops;
 pub mod placement;
 pub mod propagate;
 pub mod redistribute;
 pub(crate) mod trace;
+pub mod value;
 
 pub use api::{DTensor, distribute_f64s, distribute_slice, distribute_tensor};
 pub use compile::{DCompiledFn, compile};

@@ -12,49 +12,15 @@ use super::mesh::DeviceMesh;
 use super::placement::Placement;
 use super::propagate::{self, Chosen, OpCtx};
 use super::trace::local_call;
+pub use super::value::DValue;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ops::Value;
 
-/// An argument or result of a DTensor operator.
-#[derive(Clone, Debug)]
-pub enum DValue {
-    /// A DTensor.
-    Tensor(DTensor),
-    /// A list of DTensors (`Tensor[]`).
-    Tensors(Vec<DTensor>),
-    /// A list of optional DTensors (`Tensor?[]`).
-    OptTensors(Vec<Option<DTensor>>),
-    /// Anything else (numbers, lists, dtypes, `None`); not a plain tensor.
-    Value(Value),
-}
-
-impl From<DTensor> for DValue {
-    fn from(t: DTensor) -> Self {
-        DValue::Tensor(t)
-    }
-}
-
-impl From<Value> for DValue {
-    fn from(v: Value) -> Self {
-        DValue::Value(v)
-    }
-}
-
-impl DValue {
-    /// The DTensor, if this is one.
-    pub fn tensor(&self) -> Option<&DTensor> {
-        match self {
-            DValue::Tensor(t) => Some(t),
-            _ => None,
-        }
-    }
-}
-
 /// Runs the operator registered as `name` on DTensors (see the module docs). `mesh` is the mesh
 /// of the DTensor arguments (and where creation operators put their result).
 pub fn call(mesh: &DeviceMesh, name: &str, args: Vec<DValue>) -> Result<Vec<DValue>> {
-    let ctx = OpCtx::new(mesh, name, &args)?;
+    let ctx = OpCtx::new(mesh, name, &args, call)?;
     match propagate::rule(ctx.sharding) {
         Some(rule) => {
             if let Some(special) = rule.special

@@ -88,3 +88,133 @@ fn the_check_sees_an_upward_import() {
     assert!(names_module("/// see [`crate::runtime`]", "runtime").is_none());
     assert!(names_module("use crate::runtime_x::A;", "runtime").is_none());
 }
+
+/// The top-level module of `crate::dtensor` that a path in `file` (relative to `dtensor/`)
+/// names, for `super::X`, `super::super::X` and `crate::dtensor::X`.
+fn dtensor_targets(file: &Path, text: &str) -> Vec<String> {
+    let depth = file.components().count() - 1; // 0 for dtensor/x.rs, 1 for dtensor/p/y.rs
+    let own = file
+        .components()
+        .next()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .unwrap_or_default();
+    let prefixes = [
+        ("super::".repeat(depth + 1), true),
+        ("crate::dtensor::".to_string(), true),
+    ];
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+        for (p, _) in &prefixes {
+            for (i, _) in line.match_indices(p.as_str()) {
+                let before = line[..i].chars().last();
+                if before.is_some_and(|c| c == ':' || c.is_alphanumeric() || c == '_') {
+                    continue; // `super::super::x` seen through its second `super::`
+                }
+                let rest = &line[i + p.len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != "super" && name != own {
+                    out.push(name);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A cycle in the directed graph, if any (depth-first search).
+fn find_cycle(edges: &std::collections::BTreeMap<String, Vec<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        edges: &std::collections::BTreeMap<String, Vec<String>>,
+        state: &mut std::collections::BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(n) {
+            Some(2) => return None,
+            Some(1) => {
+                let at = path.iter().position(|p| p == n).unwrap();
+                let mut c = path[at..].to_vec();
+                c.push(n.to_string());
+                return Some(c);
+            }
+            _ => {}
+        }
+        state.insert(n.to_string(), 1);
+        path.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, edges, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = std::collections::BTreeMap::new();
+    for n in edges.keys() {
+        if let Some(c) = visit(n, edges, &mut state, &mut Vec::new()) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn dtensor_modules_import_one_another_without_a_cycle() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/dtensor");
+    let mut fs = Vec::new();
+    files(&root, &mut fs);
+    let mut edges: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for f in fs {
+        let rel = f.strip_prefix(&root).unwrap().to_path_buf();
+        let module = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_string();
+        if module == "mod" {
+            continue; // the parent declares and re-exports its children
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        let e = edges.entry(module).or_default();
+        for t in dtensor_targets(&rel, &text) {
+            if !e.contains(&t) {
+                e.push(t);
+            }
+        }
+    }
+    assert!(
+        edges.len() >= 8,
+        "dtensor modules found: {:?}",
+        edges.keys()
+    );
+    assert_eq!(find_cycle(&edges), None, "import graph: {edges:?}");
+}
+
+#[test]
+fn the_cycle_check_sees_a_cycle() {
+    let a = Path::new("a.rs");
+    assert_eq!(dtensor_targets(a, "use super::b::X;"), vec!["b"]);
+    assert_eq!(
+        dtensor_targets(Path::new("p/q.rs"), "use super::super::c::{Y, Z};"),
+        vec!["c"]
+    );
+    assert!(dtensor_targets(a, "/// [`super::b`]").is_empty());
+    let mut g = std::collections::BTreeMap::new();
+    g.insert("a".to_string(), vec!["b".to_string()]);
+    g.insert("b".to_string(), vec!["c".to_string()]);
+    assert_eq!(find_cycle(&g), None);
+    g.insert("c".to_string(), vec!["a".to_string()]);
+    assert!(find_cycle(&g).is_some());
+}

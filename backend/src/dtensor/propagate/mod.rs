@@ -27,10 +27,10 @@ pub(crate) mod views;
 
 use super::api::DTensor;
 use super::mesh::DeviceMesh;
-use super::ops::DValue;
 use super::placement::{self, Placement};
 use super::redistribute::cost;
 use super::trace::local_call;
+use super::value::DValue;
 use crate::error::{Result, TpuError};
 use crate::ops::{Args, Sharding, Value};
 
@@ -69,10 +69,21 @@ pub(crate) struct OpCtx<'a> {
     pub plain: Args,
     /// The operator's declared sharding rule.
     pub sharding: Sharding,
+    /// Runs another DTensor operator ([`super::ops::call`], passed in by it): special rules
+    /// that rewrite a call into others use it.
+    pub call: CallFn,
 }
 
+/// The DTensor operator entry point's signature.
+pub(crate) type CallFn = fn(&DeviceMesh, &str, Vec<DValue>) -> Result<Vec<DValue>>;
+
 impl<'a> OpCtx<'a> {
-    pub fn new(mesh: &'a DeviceMesh, name: &'a str, args: &'a [DValue]) -> Result<Self> {
+    pub fn new(
+        mesh: &'a DeviceMesh,
+        name: &'a str,
+        args: &'a [DValue],
+        call: CallFn,
+    ) -> Result<Self> {
         let mut inputs = Vec::new();
         let mut plain = Vec::new();
         for a in args {
@@ -116,6 +127,7 @@ impl<'a> OpCtx<'a> {
             inputs,
             plain: Args::new(name, plain),
             sharding: declared(name),
+            call,
         })
     }
 

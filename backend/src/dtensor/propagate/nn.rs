@@ -13,8 +13,8 @@
 //!   `nll_loss_backward` follows the same shards and is linear in the incoming gradient.
 
 use super::super::api::DTensor;
-use super::super::ops::{DValue, call};
 use super::super::placement::Placement;
+use super::super::value::DValue;
 use super::{OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
 use crate::layout::wrap_dim;
@@ -144,10 +144,10 @@ fn nll_mean(ctx: &OpCtx) -> Result<Option<Vec<DValue>>> {
     }
     let mut args: Vec<DValue> = ctx.args.to_vec();
     args[3] = DValue::Value(Value::Int(2));
-    let out = call(ctx.mesh, ctx.name, args)?;
+    let out = (ctx.call)(ctx.mesh, ctx.name, args)?;
     let (sum, total) = (tensor(&out[0])?, tensor(&out[1])?);
     let total = total.redistribute(&vec![Placement::Replicate; ctx.mesh.ndim()])?;
-    let loss = call(
+    let loss = (ctx.call)(
         ctx.mesh,
         "aten::div.Tensor",
         vec![DValue::Tensor(sum), DValue::Tensor(total.clone())],
