@@ -157,6 +157,21 @@ impl Layout {
         true
     }
 
+    /// Every element at its own storage offset and the offsets a dense block, in some order
+    /// of the dimensions (PyTorch's `is_non_overlapping_and_dense`).
+    pub fn is_non_overlapping_and_dense(&self) -> bool {
+        let mut dims: Vec<usize> = (0..self.ndim()).filter(|&d| self.shape[d] > 1).collect();
+        dims.sort_by_key(|&d| self.strides[d]);
+        let mut expected = 1isize;
+        for d in dims {
+            if self.strides[d] != expected {
+                return false;
+            }
+            expected *= self.shape[d] as isize;
+        }
+        true
+    }
+
     /// Storage elements `[lo, hi)` the layout can touch (empty for zero-size tensors).
     pub fn storage_span(&self) -> (usize, usize) {
         if self.numel() == 0 {
@@ -415,6 +430,94 @@ impl Layout {
     }
 }
 
+/// The layout PyTorch's `TensorIterator` gives the output of an elementwise operation over
+/// `inputs` (each broadcast to `shape`), so that `x.t() + 1` is as transposed as `x.t()`:
+///
+/// - every input has `shape` and is contiguous: contiguous;
+/// - every input has `shape` and the same strides, dense and non-overlapping: those strides;
+/// - otherwise the dimensions are ordered as the inputs' strides order them (the first input
+///   that tells two dimensions apart decides; broadcast dimensions tell nothing; equal strides
+///   put the larger dimension outside), and the output is dense in that order.
+pub fn elementwise_layout(shape: &[usize], inputs: &[&Layout]) -> Layout {
+    let n = shape.len();
+    let same_shape = inputs.iter().all(|l| l.shape == shape);
+    if same_shape {
+        if inputs.iter().all(|l| l.is_contiguous()) {
+            return Layout::contiguous(shape);
+        }
+        let first = &inputs[0].strides;
+        if inputs.iter().all(|l| &l.strides == first) && inputs[0].is_non_overlapping_and_dense() {
+            return Layout {
+                shape: shape.to_vec(),
+                strides: first.clone(),
+                offset: 0,
+            };
+        }
+    }
+    // Each input's strides over `shape`: 0 where it is broadcast or absent.
+    let strides: Vec<Vec<isize>> = inputs
+        .iter()
+        .map(|l| {
+            let off = n - l.ndim().min(n);
+            (0..n)
+                .map(|d| {
+                    if d < off {
+                        return 0;
+                    }
+                    let i = d - off;
+                    if l.shape[i] == 1 && shape[d] != 1 {
+                        0
+                    } else {
+                        l.strides[i]
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    // 1: `d0` goes outside `d1`; -1: inside; 0: no input says.
+    let should_swap = |d0: usize, d1: usize| -> i32 {
+        for s in &strides {
+            let (s0, s1) = (s[d0], s[d1]);
+            if s0 == 0 || s1 == 0 {
+                continue;
+            }
+            if s0 != s1 {
+                return if s0 < s1 { -1 } else { 1 };
+            }
+            if shape[d0] > shape[d1] {
+                return 1;
+            }
+        }
+        0
+    };
+    // `perm[0]` is the innermost dimension; insertion sort as TensorIterator does.
+    let mut perm: Vec<usize> = (0..n).rev().collect();
+    for i in 1..n {
+        let mut d1 = i;
+        for d0 in (0..i).rev() {
+            match should_swap(perm[d0], perm[d1]) {
+                c if c > 0 => {
+                    perm.swap(d0, d1);
+                    d1 = d0;
+                }
+                c if c < 0 => break,
+                _ => {}
+            }
+        }
+    }
+    let mut out = vec![0isize; n];
+    let mut next = 1isize;
+    for &d in &perm {
+        out[d] = next;
+        next *= shape[d] as isize;
+    }
+    Layout {
+        shape: shape.to_vec(),
+        strides: out,
+        offset: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,5 +589,37 @@ mod tests {
                 prop_assert_eq!(offsets(&v), offsets(&p));
             }
         }
+    }
+
+    /// Strides PyTorch 2.15 gives (`(a + 1).stride()` etc., printed by torch on CPU).
+    #[test]
+    fn elementwise_output_strides_follow_pytorch() {
+        let l = |shape: &[i64], strides: &[i64]| Layout::as_strided(shape, strides, 0).unwrap();
+        let out = |shape: &[usize], ins: &[&Layout]| elementwise_layout(shape, ins).strides;
+        // torch.randn(3, 4).t() + 1 -> (1, 4)
+        let t = l(&[4, 3], &[1, 4]);
+        assert_eq!(out(&[4, 3], &[&t]), vec![1, 4]);
+        // torch.randn(2, 3, 4).permute(2, 0, 1) * 2 -> (1, 12, 4)
+        let p = l(&[4, 2, 3], &[1, 12, 4]);
+        assert_eq!(out(&[4, 2, 3], &[&p]), vec![1, 12, 4]);
+        // t + torch.randn(4, 1) and the other order -> (1, 4)
+        let c = l(&[4, 1], &[1, 1]);
+        assert_eq!(out(&[4, 3], &[&t, &c]), vec![1, 4]);
+        assert_eq!(out(&[4, 3], &[&c, &t]), vec![1, 4]);
+        // torch.randn(5, 4)[::2] + 1 -> (4, 1): a strided but ordered input gives contiguous
+        let e = l(&[3, 4], &[8, 1]);
+        assert_eq!(out(&[3, 4], &[&e]), vec![4, 1]);
+        // channels-last (2, 3, 4, 5) + 1 and + torch.randn(5) -> (60, 1, 15, 3)
+        let f = l(&[2, 3, 4, 5], &[60, 1, 15, 3]);
+        let v = l(&[5], &[1]);
+        assert_eq!(out(&[2, 3, 4, 5], &[&f]), vec![60, 1, 15, 3]);
+        assert_eq!(out(&[2, 3, 4, 5], &[&f, &v]), vec![60, 1, 15, 3]);
+        // transposed + contiguous: the first input decides -> (1, 4); the other order (3, 1)
+        let h = Layout::contiguous(&[4, 3]);
+        assert_eq!(out(&[4, 3], &[&t, &h]), vec![1, 4]);
+        assert_eq!(out(&[4, 3], &[&h, &t]), vec![3, 1]);
+        // torch.randn(6, 4)[:, :3].t() + 1 -> (1, 3): not dense, ordered, made dense
+        let k = l(&[3, 6], &[1, 4]);
+        assert_eq!(out(&[3, 6], &[&k]), vec![1, 3]);
     }
 }

@@ -113,6 +113,24 @@ impl Tensor {
         }
     }
 
+    /// An uninitialised tensor with `layout` (offset 0, dense in some order of its
+    /// dimensions, as [`crate::layout::elementwise_layout`] makes).
+    pub(crate) fn empty_dense(rt: &Runtime, layout: Layout, dtype: DType) -> Tensor {
+        let storage = {
+            let mut st = rt.lock();
+            rt.new_storage(
+                &mut st,
+                crate::layout::storage_bytes(&layout.shape, dtype.size()),
+            )
+        };
+        Tensor {
+            rt: rt.clone(),
+            storage,
+            layout,
+            dtype,
+        }
+    }
+
     /// A new tensor of `shape` with fresh, uninitialised storage (`torch.empty`).
     ///
     /// A shape whose byte count overflows gets a storage of `u64::MAX` bytes, which no device

@@ -2,7 +2,7 @@
 //! `_to_copy`, `copy_`, `fill_`.
 
 use super::Value;
-use super::helpers::{OpScope, map, map_shape, write_into};
+use super::helpers::{OpScope, map, map_contiguous, map_shape, write_into};
 use super::registry::{OpDef, OpImpl};
 use super::t1;
 use crate::dtype::{DType, Scalar};
@@ -106,14 +106,14 @@ pub fn arange(
 /// `x.clone()`: a contiguous copy.
 pub fn clone(x: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::clone", &[x])?;
-    Ok(map(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0))
+    Ok(map_contiguous(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0))
 }
 
 /// `x.to(dtype)`: a contiguous copy converted to `dtype`.
 pub fn to_copy(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     let op = OpScope::new("aten::_to_copy", &[x])?;
     let d = dtype.unwrap_or(x.dtype());
-    Ok(map(&op, &[x], &[d], |_, r| vec![r[0]])?.remove(0))
+    Ok(map_contiguous(&op, &[x], &[d], |_, r| vec![r[0]])?.remove(0))
 }
 
 /// `dst.copy_(src)`: converts and broadcasts `src` into `dst`'s storage.

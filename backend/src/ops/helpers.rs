@@ -100,8 +100,10 @@ pub fn same_runtime(op: &str, inputs: &[&Tensor]) -> Result<Runtime> {
 }
 
 /// Elementwise work over the broadcast of `inputs`: `f` gets each input's program node (in the
-/// input's dtype) and returns one node per output; outputs are new contiguous tensors of
-/// `out_dtypes` (values are converted to them).
+/// input's dtype) and returns one node per output; outputs are new tensors of `out_dtypes`
+/// (values are converted to them), laid out as PyTorch lays out the outputs of elementwise
+/// operators ([`crate::layout::elementwise_layout`]: contiguous for contiguous inputs, as
+/// transposed as a transposed input).
 pub fn map(
     op: &OpScope,
     inputs: &[&Tensor],
@@ -123,6 +125,36 @@ pub fn map_shape(
     out_dtypes: &[DType],
     f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
+    let layouts: Vec<&Layout> = inputs.iter().map(|t| t.layout()).collect();
+    let out = crate::layout::elementwise_layout(shape, &layouts);
+    map_into_layout(op, out, inputs, out_dtypes, f)
+}
+
+/// Like [`map`] with contiguous outputs whatever the inputs' layouts (`contiguous()`,
+/// `clone(memory_format=torch.contiguous_format)`).
+pub fn map_contiguous(
+    op: &OpScope,
+    inputs: &[&Tensor],
+    out_dtypes: &[DType],
+    f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
+) -> Result<Vec<Tensor>> {
+    let mut shape: Vec<usize> = Vec::new();
+    for t in inputs {
+        shape = broadcast_shapes(&shape, t.shape())?;
+    }
+    map_into_layout(op, Layout::contiguous(&shape), inputs, out_dtypes, f)
+}
+
+/// The body of [`map_shape`]: outputs of `out_layout` (dense, offset 0).
+fn map_into_layout(
+    op: &OpScope,
+    out_layout: Layout,
+    inputs: &[&Tensor],
+    out_dtypes: &[DType],
+    f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
+) -> Result<Vec<Tensor>> {
+    let shape = out_layout.shape.clone();
+    let shape = &shape[..];
     let mut b = ProgBuilder::new();
     let refs: Vec<PRef> = inputs
         .iter()
@@ -146,7 +178,7 @@ pub fn map_shape(
     }
     let out: Vec<Tensor> = out_dtypes
         .iter()
-        .map(|d| Tensor::empty(op.rt(), shape, *d))
+        .map(|d| Tensor::empty_dense(op.rt(), out_layout.clone(), *d))
         .collect();
     let out_views = out.iter().map(Tensor::view).collect();
     op.submit(

@@ -14,7 +14,7 @@
 //! never reads a neighbouring row.
 
 use super::super::Value;
-use super::super::helpers::{OpScope, map, map_shape};
+use super::super::helpers::{OpScope, map_contiguous, map_shape};
 use super::super::registry::{OpDef, OpImpl};
 use super::ALL;
 use crate::dtype::{DType, Scalar};
@@ -33,7 +33,7 @@ fn contiguous_in(op: &OpScope, t: &Tensor) -> Result<Tensor> {
     if t.is_contiguous() {
         return Ok(t.clone());
     }
-    Ok(map(op, &[t], &[t.dtype()], |_, r| vec![r[0]])?.remove(0))
+    Ok(map_contiguous(op, &[t], &[t.dtype()], |_, r| vec![r[0]])?.remove(0))
 }
 
 /// The `[rows, row_len]` view of `t` (contiguous or copied), with unit steps along the rows
@@ -223,7 +223,7 @@ pub fn gather(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
         contiguous_strides(x.shape())
     };
     let ndim = index.dim();
-    let flat = map(&op, &[index], &[DType::I32], |p, r| {
+    let flat = map_contiguous(&op, &[index], &[DType::I32], |p, r| {
         let i = DType::I32;
         let v = p.cast(r[0], i);
         let mut f = v;
