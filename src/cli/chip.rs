@@ -5,6 +5,8 @@ use clap::Args;
 use tpuemu_emulator::limits::{DEFAULT_MAX_CYCLES, DEFAULT_MAX_INSTRUCTIONS, MAX_LIMIT};
 use tpuemu_emulator::{ChipPreset, Emulator, RunLimits, builtin, builtin_names};
 
+use tpuemu_backend::HostCosts;
+
 use super::CliError;
 
 /// `--chip NAME|FILE.toml`, `--set FIELD=VALUE` and the run limits.
@@ -14,7 +16,9 @@ pub struct ChipArgs {
     #[arg(long, default_value = "v5e")]
     pub chip: String,
     /// Override a preset field, e.g. `--set hbm_bytes_per_s=1.6e12 --set costs.eup_latency=12`
-    /// (`tpuemu chips --ranges` lists what each field accepts).
+    /// (`tpuemu chips --ranges` lists what each field accepts), or a host cost of the runtime's
+    /// timing model, e.g. `--set host.record_ns=6000` (`host.op_dispatch_ns`, `host.launch_ns`,
+    /// `host.record_ns`, `host.flush_ns`, `host.compile_ns`; nanoseconds).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
     pub set: Vec<String>,
     #[command(flatten)]
@@ -54,21 +58,106 @@ impl LimitArgs {
 }
 
 impl ChipArgs {
-    /// The preset with overrides applied.
+    /// The preset with overrides applied (`host.*` overrides are the runtime's: see
+    /// [`ChipArgs::host_costs`]).
     pub fn preset(&self) -> Result<ChipPreset, CliError> {
+        if let Some(h) = self
+            .set
+            .iter()
+            .find(|s| s.trim_start().starts_with(HOST_PREFIX))
+        {
+            return Err(CliError::Other(format!(
+                "--set {h:?}: host costs apply to commands that run the backend's runtime \
+                 (bench eager, demo), not to this one"
+            )));
+        }
+        self.chip_preset()
+    }
+
+    /// [`ChipArgs::preset`] ignoring `host.*` overrides (commands that also read
+    /// [`ChipArgs::host_costs`]).
+    fn chip_preset(&self) -> Result<ChipPreset, CliError> {
         let mut p = load_preset(&self.chip)?;
-        apply_sets(&mut p, &self.set)?;
+        let chip_sets: Vec<String> = self
+            .set
+            .iter()
+            .filter(|s| !s.trim_start().starts_with(HOST_PREFIX))
+            .cloned()
+            .collect();
+        apply_sets(&mut p, &chip_sets)?;
         Ok(p)
+    }
+
+    /// The runtime's host costs: the defaults, then a `[host]` table of a chip TOML file, then
+    /// `--set host.FIELD=NS` in order.
+    pub fn host_costs(&self) -> Result<HostCosts, CliError> {
+        let mut c = HostCosts::default();
+        if builtin(&self.chip).is_none() {
+            let bytes = super::run::read_bounded(
+                std::path::Path::new(&self.chip),
+                MAX_PRESET_BYTES,
+                "a preset file",
+            )?;
+            let text = String::from_utf8_lossy(&bytes);
+            let table: toml::Table = text
+                .parse()
+                .map_err(|e| CliError::Other(format!("{}: {e}", self.chip)))?;
+            if let Some(host) = table.get("host") {
+                let host = host.as_table().ok_or_else(|| {
+                    CliError::Other(format!("{}: `host` must be a table", self.chip))
+                })?;
+                for (k, v) in host {
+                    let ns = v
+                        .as_float()
+                        .or(v.as_integer().map(|i| i as f64))
+                        .ok_or_else(|| {
+                            CliError::Other(format!("{}: host.{k} must be a number", self.chip))
+                        })?;
+                    c.set(k, ns)
+                        .map_err(|e| CliError::Other(format!("{}: {e}", self.chip)))?;
+                }
+            }
+        }
+        for s in &self.set {
+            let Some(rest) = s.trim_start().strip_prefix(HOST_PREFIX) else {
+                continue;
+            };
+            let (field, value) = rest.split_once('=').ok_or_else(|| {
+                CliError::Other(format!(
+                    "--set {s:?}: expected host.FIELD=NANOSECONDS, e.g. host.record_ns=6000"
+                ))
+            })?;
+            let ns: f64 = value.trim().parse().map_err(|_| {
+                CliError::Other(format!("--set {s:?}: `{}` is not a number", value.trim()))
+            })?;
+            c.set(field.trim(), ns)
+                .map_err(|e| CliError::Other(format!("--set {s:?}: {e}")))?;
+        }
+        Ok(c)
     }
 
     /// One chip of the preset, with the run limits set.
     pub fn emulator(&self) -> Result<(ChipPreset, Emulator), CliError> {
         let preset = self.preset()?;
+        self.emulator_of(preset)
+    }
+
+    /// [`ChipArgs::emulator`] for a command that runs the backend's runtime: the chip, and the
+    /// host costs of its timing model ([`ChipArgs::host_costs`]).
+    pub fn runtime_parts(&self) -> Result<(ChipPreset, Emulator, HostCosts), CliError> {
+        let (p, e) = self.emulator_of(self.chip_preset()?)?;
+        Ok((p, e, self.host_costs()?))
+    }
+
+    fn emulator_of(&self, preset: ChipPreset) -> Result<(ChipPreset, Emulator), CliError> {
         let emu = Emulator::new(preset.clone()).map_err(|e| CliError::Other(e.to_string()))?;
         emu.set_run_limits(self.limits.limits()?);
         Ok((preset, emu))
     }
 }
+
+/// The prefix of `--set` overrides that name a host cost rather than a chip field.
+const HOST_PREFIX: &str = "host.";
 
 /// Applies `--set FIELD=VALUE` overrides in order.
 pub fn apply_sets(p: &mut ChipPreset, sets: &[String]) -> Result<(), CliError> {

@@ -32,7 +32,7 @@ pub struct DemoArgs {
 /// Runs `tpuemu demo`.
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
     // Everything the user gave is checked before the first line of progress.
-    args.chip.emulator()?;
+    args.chip.runtime_parts()?;
     std::fs::create_dir_all(&args.out).map_err(|source| CliError::Io {
         path: args.out.clone(),
         source,
@@ -99,6 +99,12 @@ fn table(reports: &[(BenchReport, PathBuf)], small: bool) -> String {
     s += &row("device busy (ms)", &|r| {
         format!("{:.3}", r.device_busy_seconds * 1e3)
     });
+    s += &row("host work (ms)", &|r| {
+        format!("{:.3}", r.host_busy_seconds * 1e3)
+    });
+    s += &row("device idle (ms)", &|r| {
+        format!("{:.3}", r.exposed_host_seconds * 1e3)
+    });
     s += &row("host operator calls", &|r| r.ops.to_string());
     s += &row("kernels launched", &|r| r.kernels_launched.to_string());
     s += &row("HBM bytes moved (MiB)", &|r| {
@@ -125,6 +131,16 @@ Compile runs the step as {} program with the same fusion and planned memory.\n",
             },
         );
     }
+    let c = &r0.host_costs;
+    s += &format!(
+        "\nHost model (simulated, `--set host.FIELD=NS` to change): dispatching an operator {} µs, recording one \
+for DeferAndFuse {} µs, launching a kernel {} µs, a flush {} µs, generating a kernel {} µs.\n",
+        c.op_dispatch_ns / 1e3,
+        c.record_ns / 1e3,
+        c.launch_ns / 1e3,
+        c.flush_ns / 1e3,
+        c.compile_ns / 1e3
+    );
     s += "\nTraces (one per mode):\n";
     for (r, p) in reports {
         s += &format!("  {:<8} {}\n", r.mode, p.display());

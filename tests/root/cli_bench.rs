@@ -178,3 +178,87 @@ fn bad_input_is_refused_clearly() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--steps") && err.contains("1..=1000"), "{err}");
 }
+
+fn bench_with(mode: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "bench",
+        "eager",
+        "--workload",
+        "mlp",
+        "--mode",
+        mode,
+        "--small",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = tpuemu(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("JSON report")
+}
+
+#[test]
+fn host_costs_are_reported_and_overridable() {
+    let base = bench_with("defer", &[]);
+    let c = &base["host_costs"];
+    // Recording a deferred operator goes through Python and the dispatcher as dispatching one
+    // does: by default it costs no less (issue 15's rule for the host model).
+    assert!(
+        c["record_ns"].as_f64().unwrap() >= c["op_dispatch_ns"].as_f64().unwrap(),
+        "{c}"
+    );
+    for field in [
+        "host_busy_seconds",
+        "exposed_host_seconds",
+        "device_busy_seconds",
+    ] {
+        assert!(base[field].as_f64().unwrap() >= 0.0, "{field} in {base}");
+    }
+    // Every operator of a DeferAndFuse step is recorded once: lowering the record cost by
+    // 5,000 ns lowers the host's work by 5,000 ns per operator call, and changes nothing the
+    // device does.
+    let cheap = bench_with("defer", &["--set", "host.record_ns=1000"]);
+    assert_eq!(cheap["host_costs"]["record_ns"].as_f64(), Some(1000.0));
+    let ops = base["ops"].as_f64().unwrap();
+    let saved =
+        base["host_busy_seconds"].as_f64().unwrap() - cheap["host_busy_seconds"].as_f64().unwrap();
+    let want = ops * (c["record_ns"].as_f64().unwrap() - 1000.0) / 1e9;
+    assert!(
+        (saved - want).abs() <= 1e-9 * want.max(1e-9) + 1e-12,
+        "saved {saved} s, want {ops} ops x the difference = {want} s"
+    );
+    for field in ["hbm_bytes", "kernels_launched", "device_busy_seconds"] {
+        assert_eq!(base[field], cheap[field], "{field}");
+    }
+    // A chip TOML file's [host] table, then --set, in that order.
+    let dir = scratch("host_costs");
+    let file = dir.join("chip.toml");
+    std::fs::write(
+        &file,
+        "base = \"v5e\"\n[host]\nrecord_ns = 2000\nlaunch_ns = 500\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let r = bench_with("defer", &["--chip", f, "--set", "host.launch_ns=700"]);
+    assert_eq!(r["host_costs"]["record_ns"].as_f64(), Some(2000.0));
+    assert_eq!(r["host_costs"]["launch_ns"].as_f64(), Some(700.0));
+    // Bad names and values are clear errors, and a command without a runtime refuses them.
+    for (set, says) in [
+        ("host.bogus_ns=1", "host.record_ns"),
+        ("host.record_ns=-5", "nanoseconds from 0"),
+        ("host.record_ns=fast", "not a number"),
+    ] {
+        let o = tpuemu(&["bench", "eager", "--small", "--set", set]);
+        assert_eq!(o.status.code(), Some(1), "{set}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "{set}: {err}"
+        );
+    }
+    let o = tpuemu(&["bench", "gemm", "--set", "host.record_ns=1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("host costs apply"),
+        "{err}"
+    );
+}

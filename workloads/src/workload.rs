@@ -15,7 +15,7 @@ use tpuemu_isa::trace::Trace;
 use super::{Mlp, MlpConfig, Transformer, TransformerConfig};
 use tpuemu_backend::compile::compile;
 use tpuemu_backend::error::{Result, TpuError};
-use tpuemu_backend::runtime::{Metrics, Mode, Runtime};
+use tpuemu_backend::runtime::{HostCosts, Metrics, Mode, Runtime};
 use tpuemu_backend::tensor::Tensor;
 
 /// The models a benchmark can run.
@@ -87,6 +87,14 @@ pub struct BenchReport {
     pub seconds_simulated: f64,
     /// Of which the device was running kernels.
     pub device_busy_seconds: f64,
+    /// Simulated host work per step: dispatching or recording operators, launching kernels,
+    /// flushing, generating kernels (at `host_costs`).
+    pub host_busy_seconds: f64,
+    /// Of `seconds_simulated`, the time the device sat idle (waiting for the host):
+    /// `seconds_simulated - device_busy_seconds`.
+    pub exposed_host_seconds: f64,
+    /// The host costs the run charged ([`HostCosts`]; `--set host.FIELD=NS` overrides them).
+    pub host_costs: HostCosts,
     /// Simulated seconds of the warm-up step (kernel generation, graph compilation).
     pub warmup_seconds_simulated: f64,
     /// Operator calls.
@@ -221,6 +229,9 @@ pub fn run_workload(
         steps,
         seconds_simulated: seconds,
         device_busy_seconds: m.device_busy_ns / 1e9 / steps as f64,
+        host_busy_seconds: m.host_busy_ns / 1e9 / steps as f64,
+        exposed_host_seconds: (seconds - m.device_busy_ns / 1e9 / steps as f64).max(0.0),
+        host_costs: rt.costs(),
         warmup_seconds_simulated: warmup,
         ops: per(m.ops),
         kernels_launched: per(m.kernels_launched),

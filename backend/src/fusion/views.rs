@@ -117,3 +117,19 @@ pub(super) fn epilogue_shape(mm: &MatmulNode, shape: &[usize]) -> bool {
     let numel: usize = shape.iter().product();
     numel == mm.batch * mm.m * mm.n && shape.last() == Some(&mm.n)
 }
+
+/// `v`, an operand of an elementwise node over `nshape` (a shape of the product's elements),
+/// as an operand over the product's `[batch, m, n]`: broadcast to `nshape`, then viewed as
+/// `[batch, m, n]` (PyTorch's `view` rule; `None` where no strides can express it).
+pub(super) fn in_product_space(v: &View, nshape: &[usize], mm: &MatmulNode) -> Option<View> {
+    let layout = v
+        .layout
+        .broadcast_to(nshape)
+        .ok()?
+        .view_as(&[mm.batch, mm.m, mm.n])?;
+    Some(View {
+        storage: v.storage.clone(),
+        layout,
+        dtype: v.dtype,
+    })
+}

@@ -35,6 +35,11 @@ pub struct Metrics {
     pub cache_misses: u64,
     /// Host time spent generating kernels, ns (simulated).
     pub compile_ns: f64,
+    /// Simulated host work, ns: dispatching or recording operators, launching kernels,
+    /// flushing, generating kernels ([`super::HostCosts`]); not the time spent waiting for the
+    /// device.
+    #[serde(default)]
+    pub host_busy_ns: f64,
     /// Flushes of the deferred graph, by reason.
     pub flushes: BTreeMap<String, u64>,
     /// Host-to-device transfers.

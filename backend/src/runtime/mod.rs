@@ -24,7 +24,7 @@ use executor::{Capture, Executor};
 use queue::LaunchQueue;
 use trace::Profiler;
 
-pub use config::{HostCosts, MatmulPrecision, Mode};
+pub use config::{HOST_COST_FIELDS, HostCosts, MAX_HOST_COST_NS, MatmulPrecision, Mode};
 pub use metrics::Metrics;
 use storage::{FreeList, Storage, StorageRef};
 

@@ -54,6 +54,7 @@ impl LaunchQueue {
     /// Charges the host `ns` of work.
     pub fn charge(&mut self, ns: f64) {
         self.host_ns += ns;
+        self.metrics.host_busy_ns += ns;
     }
 
     /// Starts `launch` on `device` for operator `tag`, submitted at the host's current time.
@@ -69,7 +70,7 @@ impl LaunchQueue {
     /// every runtime of a mesh): the host pays the launch, it counts, and it is waited for
     /// like this runtime's own.
     pub fn adopt(&mut self, device: &dyn Device, id: LaunchId, tag: OpTag) -> Result<()> {
-        self.host_ns += self.costs.launch_ns;
+        self.charge(self.costs.launch_ns);
         self.metrics.kernels_launched += 1;
         self.outstanding.push((id, tag));
         if self.blocking {

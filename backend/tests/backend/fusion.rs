@@ -222,3 +222,29 @@ fn a_fill_over_a_reductions_space_stays_a_full_value() {
     assert_eq!(strict, fused);
     assert_eq!(fused[1..], [0.0; 3]);
 }
+
+#[test]
+fn a_residual_add_through_a_view_joins_the_matmul_epilogue() {
+    // addmm's product [256, 64] viewed as [8, 32, 64] plus a residual of that shape: the add
+    // joins the matmul as its epilogue, its operand re-expressed over the product's
+    // [1, 256, 64] (the Python bridge found this: the kernel generator used to reject it).
+    let (strict, fused, kernels, _) = both(|rt| {
+        let a = Tensor::from_slice(rt, &data(256 * 64, 15), &[256, 64]).unwrap();
+        let w = Tensor::from_slice(rt, &data(64 * 64, 16), &[64, 64]).unwrap();
+        let b = Tensor::from_slice(rt, &data(64, 17), &[64]).unwrap();
+        let r = Tensor::from_slice(rt, &data(8 * 32 * 64, 18), &[8, 32, 64]).unwrap();
+        let one = Scalar::Int(1);
+        let h = addmm(&b, &a, &w, one, one).unwrap();
+        h.view_shape(&[8, 32, 64])
+            .unwrap()
+            .add(&r)
+            .unwrap()
+            .sum(&[-1], false)
+            .unwrap()
+    });
+    assert_eq!(strict, fused);
+    assert_eq!(
+        kernels, 2,
+        "the matmul with bias and residual, then the sum"
+    );
+}

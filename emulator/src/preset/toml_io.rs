@@ -124,10 +124,13 @@ impl ChipPreset {
     }
 
     /// Reads a preset from TOML text: a complete preset, or `base = "<built-in>"` plus changes.
+    /// A `[host]` table is the runtime's host costs, not the chip's: it is left to the
+    /// runtime's reader (`tpuemu bench eager` reads it) and ignored here.
     pub fn from_toml(text: &str) -> Result<ChipPreset, PresetError> {
         let mut table: Table = text
             .parse()
             .map_err(|e: toml::de::Error| PresetError::Toml(e.to_string()))?;
+        table.remove("host");
         let Some(base) = table.remove("base") else {
             return from_table(table);
         };

@@ -101,8 +101,9 @@ pub fn measure(
     steps: usize,
     trace: Option<&Path>,
 ) -> Result<BenchReport, CliError> {
-    let (_, emu) = chip.emulator()?;
+    let (_, emu, costs) = chip.runtime_parts()?;
     let rt = Runtime::new(Arc::new(emu)).map_err(|e| CliError::Other(e.to_string()))?;
+    rt.set_costs(costs);
     let (report, tr) = run_workload(&rt, workload, size, mode, steps, trace.is_some())
         .map_err(|e| CliError::Other(format!("{} in {}: {e}", workload.name(), mode.name())))?;
     if let (Some(path), Some(tr)) = (trace, tr) {
@@ -136,6 +137,16 @@ pub fn run(args: &EagerArgs) -> Result<(), CliError> {
         "  simulated time    {:>10.3} ms (device busy {:.3} ms)\n",
         r.seconds_simulated * 1e3,
         r.device_busy_seconds * 1e3
+    );
+    s += &format!(
+        "  host work         {:>10.3} ms (device idle, waiting for the host: {:.3} ms)\n",
+        r.host_busy_seconds * 1e3,
+        r.exposed_host_seconds * 1e3
+    );
+    let c = &r.host_costs;
+    s += &format!(
+        "  host costs        dispatch {} ns, record {} ns, launch {} ns, flush {} ns, compile {} ns (--set host.FIELD=NS)\n",
+        c.op_dispatch_ns, c.record_ns, c.launch_ns, c.flush_ns, c.compile_ns
     );
     s += &format!("  operator calls    {:>10}\n", r.ops);
     s += &format!("  kernels launched  {:>10}\n", r.kernels_launched);

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use super::super::group::{Graph, Group};
-use super::super::views::{append_prog, epilogue_shape, same_elements};
+use super::super::views::{append_prog, epilogue_shape, in_product_space, same_elements};
 use crate::ir::{Node, NodeKind, POp, PRef};
 use crate::layout::Layout;
 
@@ -51,10 +51,15 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
         } else if g.written(v.storage.id()).is_some() {
             return false;
         } else {
+            // The operand over the product's [batch, m, n]: `n` may see the product through a
+            // view (`addmm(..).view(8, 32, 64) + r`).
+            let Some(v) = in_product_space(v, nshape, mm) else {
+                return false;
+            };
             let idx = (n_in - 1 + new_inputs.len()) as u32;
             let r = merged.push(POp::Input(idx), v.dtype, false);
             map.insert(i as u32, r);
-            new_inputs.push(v.clone());
+            new_inputs.push(v);
         }
     }
     let written = &n.outputs[0];
