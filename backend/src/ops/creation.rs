@@ -2,7 +2,7 @@
 //! `_to_copy`, `copy_`, `fill_`.
 
 use super::Value;
-use super::helpers::{OpScope, map, map_contiguous, map_shape, write_into};
+use super::helpers::{OpScope, map_contiguous, map_shape, write_into};
 use super::registry::{OpDef, OpImpl};
 use super::t1;
 use crate::dtype::{DType, Scalar};
