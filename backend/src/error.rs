@@ -43,6 +43,16 @@ pub enum TpuError {
         /// The message.
         message: String,
     },
+    /// The kernel generator has no kernel for an operator's (or a fused group's) node: it
+    /// needs more registers or on-chip memory than the core has, or a case the generator does
+    /// not handle. Raised before anything is launched.
+    #[error("{op}: {message}")]
+    NoKernel {
+        /// The overload, or `fused[..]` for a group.
+        op: String,
+        /// The generator's message.
+        message: String,
+    },
     /// A device fault, reported at the operator that caused it (Debug mode) or at the next
     /// synchronisation (Strict mode).
     #[error("RuntimeError: TPU kernel fault in {op} (inputs {shapes}): {fault}")]

@@ -23,11 +23,14 @@ pub(super) struct Group {
     pub read_ids: Vec<u64>,
     /// The rule that merged each operator after the first, in order.
     pub joins: Vec<&'static str>,
+    /// The nodes as recorded, in order: what runs instead when the fused node has no kernel.
+    pub members: Vec<Node>,
 }
 
 impl Group {
     /// A group of one node.
     pub fn new(mut node: Node) -> Self {
+        let members = vec![node.clone()];
         read_each_operand_once(&mut node);
         let out_refs = match &node.kind {
             NodeKind::Tile { prog, .. } => prog.outputs.clone(),
@@ -39,6 +42,7 @@ impl Group {
             op_ids: vec![node.op.id],
             out_refs,
             joins: Vec::new(),
+            members,
             node,
         }
     }
@@ -48,6 +52,7 @@ impl Group {
         self.ops.push(n.op.name.clone());
         self.op_ids.push(n.op.id);
         self.read_ids.extend(distinct_reads(n));
+        self.members.push(n.clone());
     }
 
     /// Which of the group's outputs writes storage `id`.

@@ -21,7 +21,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::json;
 
-use crate::error::Result;
+use crate::error::{Result, TpuError};
 use crate::ir::{Node, NodeKind, OpTag};
 use crate::runtime::{Core, Runtime};
 use group::{Graph, Group, storages};
@@ -36,6 +36,9 @@ pub(crate) struct FusedGroup {
     pub op_ids: Vec<u64>,
     /// The rule that merged each operator after the first (see [`rules`]).
     pub joins: Vec<&'static str>,
+    /// The nodes as recorded: they run one by one when the kernel generator cannot build the
+    /// fused node (too many live values for the vector registers, say).
+    pub members: Vec<Node>,
 }
 
 /// Fuses a recorded graph into groups, in order. Values needed by a later node or by a live
@@ -100,6 +103,7 @@ fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
         ops: g.ops,
         op_ids: g.op_ids,
         joins: g.joins,
+        members: g.members,
     }
 }
 
@@ -154,7 +158,25 @@ pub(crate) fn run_graph(
                 shapes: node.op.shapes.clone(),
             };
         }
-        rt.execute(core, &node, Some(gid))?;
+        match rt.execute(core, &node, Some(gid)) {
+            // No kernel for the fused node (checked before anything launches): its operators
+            // run as recorded, one kernel each, rather than failing the program.
+            Err(TpuError::NoKernel { message: why, .. }) if g.members.len() > 1 => {
+                if core.debug_print {
+                    eprintln!("[tpu]   group {gid} unfused ({why}): its operators run one by one");
+                }
+                *core
+                    .q
+                    .metrics
+                    .fusion_joins
+                    .entry("unfused: no kernel for the group".to_string())
+                    .or_default() += 1;
+                for m in &g.members {
+                    rt.execute(core, m, Some(gid))?;
+                }
+            }
+            r => r?,
+        }
         let mut args = tpuemu_isa::trace::Args::new();
         args.insert("ops".into(), json!(g.ops));
         args.insert("op_ids".into(), json!(op_ids));

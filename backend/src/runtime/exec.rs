@@ -243,7 +243,7 @@ fn kernel_name(node: &Node) -> String {
 }
 
 fn in_op(node: &Node, e: KernelError) -> TpuError {
-    TpuError::InOp {
+    TpuError::NoKernel {
         op: node.op.name.clone(),
         message: e.to_string(),
     }

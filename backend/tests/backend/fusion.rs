@@ -248,3 +248,36 @@ fn a_residual_add_through_a_view_joins_the_matmul_epilogue() {
         "the matmul with bias and residual, then the sum"
     );
 }
+
+#[test]
+fn a_group_without_a_kernel_runs_its_operators_one_by_one() {
+    // Forty products of one tensor, all kept alive, join one elementwise group with forty
+    // outputs: more live values than the vector registers hold, so the generator refuses the
+    // fused kernel. The Python bridge found this (`[x * 2 for _ in range(40)]` in DeferAndFuse
+    // failed the flush); the group's operators now run as recorded, with Strict's results.
+    let x0 = data(16 * 8, 21);
+    let run = |mode: Mode| {
+        let r = rt(Mode::Strict);
+        r.set_max_pending_ops(10_000);
+        r.set_mode(mode).unwrap();
+        let x = Tensor::from_slice(&r, &x0, &[16, 8]).unwrap();
+        let ys: Vec<Tensor> = (0..40)
+            .map(|i| x.mul_scalar(i as f64 + 0.5).unwrap())
+            .collect();
+        let vals: Vec<Vec<f32>> = ys.iter().map(|y| y.to_vec::<f32>().unwrap()).collect();
+        (vals, r.metrics())
+    };
+    let (strict, _) = run(Mode::Strict);
+    let (fused, m) = run(Mode::DeferAndFuse);
+    assert_eq!(strict, fused);
+    for (i, v) in fused.iter().enumerate() {
+        assert_eq!(v[3], x0[3] * (i as f32 + 0.5), "product {i}");
+    }
+    assert!(
+        m.fusion_joins
+            .get("unfused: no kernel for the group")
+            .is_some_and(|n| *n >= 1),
+        "{:?}",
+        m.fusion_joins
+    );
+}
