@@ -14,9 +14,13 @@
 //! `[0, C)` (and not `ignore_index`) makes its loss NaN, since a kernel cannot raise; in Debug
 //! mode the targets are also checked on the host first and raise PyTorch's `IndexError`.
 
+mod conv;
 mod loss;
 mod norm;
+mod pool;
+mod shuffle;
 mod softmax;
+mod window;
 
 use super::Value;
 use super::args::Args;
@@ -26,9 +30,12 @@ use crate::error::Result;
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
+pub use conv::{ConvParams, convolution, convolution_backward};
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};
-pub use norm::{native_layer_norm, rms_norm};
-pub use softmax::{log_softmax_, softmax_};
+pub use norm::{native_group_norm, native_layer_norm, rms_norm};
+pub use pool::{adaptive_avg_pool, adaptive_max_pool, avg_pool, max_pool_with_indices, max_unpool};
+pub use shuffle::{channel_shuffle, pixel_shuffle, pixel_unshuffle};
+pub use softmax::{log_softmax_, safe_softmax, softmax_};
 
 /// The type the operators compute in.
 const F: DType = DType::F32;
@@ -101,13 +108,343 @@ fn nll_args(a: &Args) -> Result<(&Tensor, &Tensor, Option<&Tensor>, Reduction, i
     ))
 }
 
+fn conv_params(a: &Args, first: usize) -> Result<ConvParams> {
+    Ok(ConvParams {
+        stride: a.ints(first)?,
+        padding: a.ints(first + 1)?,
+        dilation: a.ints(first + 2)?,
+        transposed: a.bool(first + 3)?,
+        output_padding: a.ints(first + 4)?,
+        groups: a.int(first + 5)?,
+    })
+}
+
+fn opt(t: Option<Tensor>) -> Value {
+    t.map_or(Value::None, Value::Tensor)
+}
+
+/// `native_dropout_backward(grad, mask, scale)`: `grad · mask · scale` in f32, rounded once.
+pub fn native_dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
+    use crate::ir::BinOp;
+    let op = super::helpers::OpScope::new("aten::native_dropout_backward", &[grad, mask])?;
+    let d = grad.dtype();
+    Ok(super::helpers::map(&op, &[grad, mask], &[d], |p, r| {
+        let g = p.cast(r[0], F);
+        let m = p.cast(r[1], F);
+        let s = p.constant(crate::dtype::Scalar::Float(scale), F);
+        let gm = p.bin(BinOp::Mul, g, m, F);
+        vec![p.bin(BinOp::Mul, gm, s, F)]
+    })?
+    .remove(0))
+}
+
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
     let float = &[DType::F32, DType::BF16, DType::F16];
     // Float inputs with int64 targets.
     let loss = &[DType::F32, DType::BF16, DType::F16, DType::I64];
     let k = OpImpl::Kernel;
+    let all = &[
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+    let num = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    let windows = "spatial windows cross shard boundaries";
     vec![
+        OpDef::new("aten::convolution", k, float, |_, a| {
+            t1(convolution(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.opt_tensor(2)?,
+                &conv_params(a, 3)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_convolution", k, float, |_, a| {
+            t1(convolution(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.opt_tensor(2)?,
+                &conv_params(a, 3)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::convolution_backward", k, float, |_, a| {
+            let m = match a.get(10) {
+                Some(Value::Bools(b)) if b.len() == 3 => [b[0], b[1], b[2]],
+                _ => [true, true, true],
+            };
+            let (gi, gw, gb) = convolution_backward(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.tensor(2)?,
+                &conv_params(a, 4)?,
+                m,
+            )?;
+            Ok(vec![opt(gi), opt(gw), opt(gb)])
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::native_group_norm", k, float, |_, a| {
+            let (y, m, r) = native_group_norm(
+                a.tensor(0)?,
+                a.opt_tensor(1)?,
+                a.opt_tensor(2)?,
+                a.int(3)?,
+                a.int(4)?,
+                a.int(5)?,
+                a.int(6)?,
+                a.float(7)?,
+            )?;
+            Ok(vec![Value::Tensor(y), Value::Tensor(m), Value::Tensor(r)])
+        })
+        .shard(Sharding::Replicate(
+            "group statistics span channels and positions",
+        )),
+        OpDef::new("aten::max_pool1d_with_indices", k, num, |_, a| {
+            t2(max_pool_with_indices(
+                "aten::max_pool1d_with_indices",
+                1,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                a.bool(5)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::max_pool1d", k, num, |_, a| {
+            t1(max_pool_with_indices(
+                "aten::max_pool1d",
+                1,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                a.bool(5)?,
+            )
+            .map(|r| r.0))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::adaptive_max_pool1d", k, num, |_, a| {
+            t2(adaptive_max_pool(
+                "aten::adaptive_max_pool1d",
+                1,
+                a.tensor(0)?,
+                &a.ints(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::avg_pool1d", k, float, |_, a| {
+            t1(avg_pool(
+                "aten::avg_pool1d",
+                1,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                a.bool(4)?,
+                a.bool(5)?,
+                None,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::max_pool2d_with_indices", k, num, |_, a| {
+            t2(max_pool_with_indices(
+                "aten::max_pool2d_with_indices",
+                2,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                a.bool(5)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::max_pool2d", k, num, |_, a| {
+            t1(max_pool_with_indices(
+                "aten::max_pool2d",
+                2,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                a.bool(5)?,
+            )
+            .map(|r| r.0))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::adaptive_max_pool2d", k, num, |_, a| {
+            t2(adaptive_max_pool(
+                "aten::adaptive_max_pool2d",
+                2,
+                a.tensor(0)?,
+                &a.ints(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::avg_pool2d", k, float, |_, a| {
+            t1(avg_pool(
+                "aten::avg_pool2d",
+                2,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                a.bool(4)?,
+                a.bool(5)?,
+                a.opt_int(6)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::max_pool3d_with_indices", k, num, |_, a| {
+            t2(max_pool_with_indices(
+                "aten::max_pool3d_with_indices",
+                3,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                a.bool(5)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::max_pool3d", k, num, |_, a| {
+            t1(max_pool_with_indices(
+                "aten::max_pool3d",
+                3,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                a.bool(5)?,
+            )
+            .map(|r| r.0))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::adaptive_max_pool3d", k, num, |_, a| {
+            t2(adaptive_max_pool(
+                "aten::adaptive_max_pool3d",
+                3,
+                a.tensor(0)?,
+                &a.ints(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::avg_pool3d", k, float, |_, a| {
+            t1(avg_pool(
+                "aten::avg_pool3d",
+                3,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                a.bool(4)?,
+                a.bool(5)?,
+                a.opt_int(6)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_adaptive_avg_pool2d", k, float, |_, a| {
+            t1(adaptive_avg_pool(
+                "aten::_adaptive_avg_pool2d",
+                2,
+                a.tensor(0)?,
+                &a.ints(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_adaptive_avg_pool3d", k, float, |_, a| {
+            t1(adaptive_avg_pool(
+                "aten::_adaptive_avg_pool3d",
+                3,
+                a.tensor(0)?,
+                &a.ints(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::adaptive_avg_pool1d", k, float, |_, a| {
+            t1(adaptive_avg_pool(
+                "aten::adaptive_avg_pool1d",
+                1,
+                a.tensor(0)?,
+                &a.ints(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::adaptive_avg_pool2d", k, float, |_, a| {
+            t1(adaptive_avg_pool(
+                "aten::adaptive_avg_pool2d",
+                2,
+                a.tensor(0)?,
+                &a.ints(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::adaptive_avg_pool3d", k, float, |_, a| {
+            t1(adaptive_avg_pool(
+                "aten::adaptive_avg_pool3d",
+                3,
+                a.tensor(0)?,
+                &a.ints(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::max_unpool2d", k, num, |_, a| {
+            t1(max_unpool(
+                "aten::max_unpool2d",
+                2,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                &a.ints(2)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::max_unpool3d", k, num, |_, a| {
+            t1(max_unpool(
+                "aten::max_unpool3d",
+                3,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                &a.ints(2)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_safe_softmax", k, float, |_, a| {
+            t1(safe_softmax(a.tensor(0)?, a.int(1)?, a.opt_dtype(2)?))
+        })
+        .shard(Sharding::Special(Special::Softmax)),
+        OpDef::new("aten::native_dropout_backward", k, float, |_, a| {
+            t1(native_dropout_backward(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.float(2)?,
+            ))
+        })
+        .shard(Sharding::Replicate(
+            "pointwise with a mask; no rule declared for the mask yet",
+        )),
+        OpDef::new("aten::pixel_shuffle", k, all, |_, a| {
+            t1(pixel_shuffle(a.tensor(0)?, a.int(1)?))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::pixel_unshuffle", k, all, |_, a| {
+            t1(pixel_unshuffle(a.tensor(0)?, a.int(1)?))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::channel_shuffle", k, all, |_, a| {
+            t1(channel_shuffle(a.tensor(0)?, a.int(1)?))
+        })
+        .shard(Sharding::Replicate("channel groups cross shard boundaries")),
         OpDef::new("aten::_softmax", k, float, |_, a| {
             t1(softmax_(a.tensor(0)?, a.int(1)?, a.bool(2)?))
         })

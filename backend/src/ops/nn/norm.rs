@@ -183,3 +183,126 @@ pub fn rms_norm(
     )?
     .remove(0))
 }
+
+/// `torch.native_group_norm(x, weight, bias, N, C, HxW, group, eps)`: `(output, mean, rstd)`,
+/// `mean` and `rstd` of shape `[N, group]` in the input's dtype. One rows kernel over `x` seen
+/// as `[N, group, C/group, HxW]` (the row is one group's channels and positions); the
+/// per-channel weight and bias are broadcast along it.
+#[allow(clippy::too_many_arguments)]
+pub fn native_group_norm(
+    x: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    n: i64,
+    c: i64,
+    hxw: i64,
+    group: i64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut inputs: Vec<&Tensor> = vec![x];
+    inputs.extend(weight);
+    inputs.extend(bias);
+    let op = OpScope::new("aten::native_group_norm", &inputs)?;
+    if !x.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"GroupNormKernelImpl\" not implemented for '{}'",
+            scalar_type_name(x.dtype())
+        )));
+    }
+    let (n, c, hw, g) = (n as usize, c as usize, hxw as usize, group as usize);
+    if g == 0 || !c.is_multiple_of(g) || n * c * hw != x.numel() {
+        return Err(TpuError::ShapeMismatch(format!(
+            "Expected number of channels in input to be divisible by num_groups, but got input of shape {:?} and num_groups={g}",
+            x.shape()
+        )));
+    }
+    for (what, p) in [("weight", weight), ("bias", bias)] {
+        if let Some(p) = p
+            && (p.dim() != 1 || p.shape()[0] != c)
+        {
+            return Err(TpuError::ShapeMismatch(format!(
+                "Expected {what} to be a vector of size equal to the number of channels in input, but got {what} of shape {:?} and input of shape {:?}",
+                p.shape(),
+                x.shape()
+            )));
+        }
+    }
+    let dt = x.dtype();
+    let cg = c / g;
+    let shape4 = [n, g, cg, hw];
+    let xv = match x.layout().view_as(&shape4) {
+        Some(l) => x.with_layout(l),
+        None => {
+            let cx =
+                crate::ops::helpers::map_shape(&op, x.shape(), &[x], &[dt], |_, r| vec![r[0]])?
+                    .remove(0);
+            cx.with_layout(crate::layout::Layout::contiguous(&shape4))
+        }
+    };
+    if cg * hw == 0 || n * g == 0 {
+        let nan = Scalar::Float(f64::NAN);
+        return Ok((
+            creation::full(op.rt(), x.shape(), Scalar::Int(0), dt)?,
+            creation::full(op.rt(), &[n, g], nan, dt)?,
+            creation::full(op.rt(), &[n, g], nan, dt)?,
+        ));
+    }
+    let per_channel = |t: &Tensor| {
+        let s = t.strides()[0];
+        t.with_layout(crate::layout::Layout {
+            shape: vec![1, g, cg, 1],
+            strides: vec![0, cg as isize * s, s, 0],
+            offset: t.storage_offset(),
+        })
+    };
+    let wv = weight.map(per_channel);
+    let bv = bias.map(per_channel);
+    let mut ins: Vec<&Tensor> = vec![&xv];
+    ins.extend(wv.as_ref());
+    ins.extend(bv.as_ref());
+    let (has_w, has_b) = (weight.is_some(), bias.is_some());
+    let k = (cg * hw) as f64;
+    let mut out = rows(
+        &op,
+        &shape4,
+        &[2, 3],
+        false,
+        &ins,
+        &[false, false, false],
+        &[(dt, false), (dt, true), (dt, true)],
+        |p, r| {
+            let v = p.cast(r[0], F);
+            let kc = p.constant(Scalar::Float(k), F);
+            let s = p.reduce(RedKind::Sum, v, F);
+            let mean = p.bin(BinOp::Div, s, kc, F);
+            let d = p.bin(BinOp::Sub, v, mean, F);
+            let d2 = p.bin(BinOp::Mul, d, d, F);
+            let ss = p.reduce(RedKind::Sum, d2, F);
+            let var = p.bin(BinOp::Div, ss, kc, F);
+            let e = p.constant(Scalar::Float(eps), F);
+            let ve = p.bin(BinOp::Add, var, e, F);
+            let rstd = p.un(UnOp::Rsqrt, ve, F);
+            let mut y = p.bin(BinOp::Mul, d, rstd, F);
+            let mut i = 1;
+            if has_w {
+                let w = p.cast(r[i], F);
+                y = p.bin(BinOp::Mul, y, w, F);
+                i += 1;
+            }
+            if has_b {
+                let b = p.cast(r[i], F);
+                y = p.bin(BinOp::Add, y, b, F);
+            }
+            vec![y, mean, rstd]
+        },
+    )?;
+    let rstd = out.remove(2);
+    let mean = out.remove(1);
+    let y = out.remove(0);
+    let y = y.with_layout(
+        y.layout()
+            .view_as(x.shape())
+            .ok_or_else(|| op.err("internal: group norm output view"))?,
+    );
+    Ok((y, mean, rstd))
+}
