@@ -17,9 +17,11 @@
 mod conv;
 mod loss;
 mod norm;
+mod pad;
 mod pool;
 mod shuffle;
 mod softmax;
+mod upsample;
 mod window;
 
 use super::Value;
@@ -33,9 +35,11 @@ use crate::tensor::Tensor;
 pub use conv::{ConvParams, convolution, convolution_backward};
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};
 pub use norm::{native_group_norm, native_layer_norm, rms_norm};
+pub use pad::pad_nd;
 pub use pool::{adaptive_avg_pool, adaptive_max_pool, avg_pool, max_pool_with_indices, max_unpool};
 pub use shuffle::{channel_shuffle, pixel_shuffle, pixel_unshuffle};
 pub use softmax::{log_softmax_, safe_softmax, softmax_};
+pub use upsample::{Interp, sizes_of, upsample};
 
 /// The type the operators compute in.
 const F: DType = DType::F32;
@@ -136,6 +140,46 @@ pub fn native_dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Resu
         vec![p.bin(BinOp::Mul, gm, s, F)]
     })?
     .remove(0))
+}
+
+/// A `float[]?` argument.
+fn opt_floats(a: &Args, i: usize) -> Result<Option<Vec<f64>>> {
+    match a.get(i) {
+        None => Ok(None),
+        Some(Value::Floats(v)) => Ok(Some(v.clone())),
+        Some(Value::Ints(v)) => Ok(Some(v.iter().map(|&x| x as f64).collect())),
+        Some(_) => Err(crate::error::TpuError::BadArgs(format!(
+            "{}(): argument {i} must be float[]",
+            a.op()
+        ))),
+    }
+}
+
+/// Runs an `upsample_*` overload: `align` says whether it has `align_corners` (argument 2);
+/// the `.vec` form takes `output_size?` and `scale_factors?`, the plain one `output_size` and
+/// one optional scale per dim.
+fn run_upsample(
+    a: &Args,
+    name: &str,
+    nd: usize,
+    mode: Interp,
+    has_align: bool,
+    vec_form: bool,
+) -> Result<Vec<Value>> {
+    let x = a.tensor(0)?;
+    let align = has_align && a.bool(2)?;
+    let first_scale = if has_align { 3 } else { 2 };
+    let (size, scales) = if vec_form {
+        let o = a.opt_ints(1)?;
+        let s = opt_floats(a, first_scale)?;
+        sizes_of(name, x, nd, o.as_deref(), s.as_deref())?
+    } else {
+        let s: Vec<Option<f64>> = (0..nd)
+            .map(|i| a.opt_float(first_scale + i))
+            .collect::<Result<_>>()?;
+        (a.ints(1)?, s)
+    };
+    t1(upsample(name, nd, x, &size, align, &scales, mode))
 }
 
 /// The registered overloads.
@@ -417,6 +461,272 @@ pub(super) fn defs() -> Vec<OpDef> {
                 a.tensor(1)?,
                 &a.ints(2)?,
             ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::replication_pad1d", k, all, |_, a| {
+            t1(pad_nd(
+                "aten::replication_pad1d",
+                1,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                false,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::reflection_pad1d", k, all, |_, a| {
+            t1(pad_nd(
+                "aten::reflection_pad1d",
+                1,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                true,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::replication_pad2d", k, all, |_, a| {
+            t1(pad_nd(
+                "aten::replication_pad2d",
+                2,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                false,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::reflection_pad2d", k, all, |_, a| {
+            t1(pad_nd(
+                "aten::reflection_pad2d",
+                2,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                true,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::replication_pad3d", k, all, |_, a| {
+            t1(pad_nd(
+                "aten::replication_pad3d",
+                3,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                false,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::reflection_pad3d", k, all, |_, a| {
+            t1(pad_nd(
+                "aten::reflection_pad3d",
+                3,
+                a.tensor(0)?,
+                &a.ints(1)?,
+                true,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest1d", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_nearest1d",
+                1,
+                Interp::Nearest,
+                false,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest1d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_nearest1d.vec",
+                1,
+                Interp::Nearest,
+                false,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest2d", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_nearest2d",
+                2,
+                Interp::Nearest,
+                false,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest2d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_nearest2d.vec",
+                2,
+                Interp::Nearest,
+                false,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest3d", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_nearest3d",
+                3,
+                Interp::Nearest,
+                false,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest3d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_nearest3d.vec",
+                3,
+                Interp::Nearest,
+                false,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_upsample_nearest_exact1d", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::_upsample_nearest_exact1d",
+                1,
+                Interp::NearestExact,
+                false,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_upsample_nearest_exact1d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::_upsample_nearest_exact1d.vec",
+                1,
+                Interp::NearestExact,
+                false,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_upsample_nearest_exact2d", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::_upsample_nearest_exact2d",
+                2,
+                Interp::NearestExact,
+                false,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_upsample_nearest_exact2d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::_upsample_nearest_exact2d.vec",
+                2,
+                Interp::NearestExact,
+                false,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_upsample_nearest_exact3d", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::_upsample_nearest_exact3d",
+                3,
+                Interp::NearestExact,
+                false,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_upsample_nearest_exact3d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::_upsample_nearest_exact3d.vec",
+                3,
+                Interp::NearestExact,
+                false,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_linear1d", k, float, |_, a| {
+            run_upsample(a, "aten::upsample_linear1d", 1, Interp::Linear, true, false)
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_linear1d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_linear1d.vec",
+                1,
+                Interp::Linear,
+                true,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_bilinear2d", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_bilinear2d",
+                2,
+                Interp::Linear,
+                true,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_bilinear2d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_bilinear2d.vec",
+                2,
+                Interp::Linear,
+                true,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_trilinear3d", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_trilinear3d",
+                3,
+                Interp::Linear,
+                true,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_trilinear3d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_trilinear3d.vec",
+                3,
+                Interp::Linear,
+                true,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_bicubic2d", k, float, |_, a| {
+            run_upsample(a, "aten::upsample_bicubic2d", 2, Interp::Cubic, true, false)
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_bicubic2d.vec", k, float, |_, a| {
+            run_upsample(
+                a,
+                "aten::upsample_bicubic2d.vec",
+                2,
+                Interp::Cubic,
+                true,
+                true,
+            )
         })
         .shard(Sharding::Replicate(windows)),
         OpDef::new("aten::_safe_softmax", k, float, |_, a| {
