@@ -34,7 +34,7 @@ use crate::tensor::Tensor;
 
 pub use conv::{ConvParams, convolution, convolution_backward};
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};
-pub use norm::{native_group_norm, native_layer_norm, rms_norm};
+pub use norm::{native_batch_norm, native_group_norm, native_layer_norm, rms_norm};
 pub use pad::pad_nd;
 pub use pool::{adaptive_avg_pool, adaptive_max_pool, avg_pool, max_pool_with_indices, max_unpool};
 pub use shuffle::{channel_shuffle, pixel_shuffle, pixel_unshuffle};
@@ -100,6 +100,10 @@ fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
 
 fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
     r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
+}
+
+fn t3(r: Result<(Tensor, Tensor, Tensor)>) -> Result<Vec<Value>> {
+    r.map(|(a, b, c)| vec![Value::Tensor(a), Value::Tensor(b), Value::Tensor(c)])
 }
 
 fn nll_args(a: &Args) -> Result<(&Tensor, &Tensor, Option<&Tensor>, Reduction, i64)> {
@@ -197,6 +201,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         DType::Bool,
     ];
     let num = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    let stats = "batch statistics span every dim but the channels";
     let windows = "spatial windows cross shard boundaries";
     vec![
         OpDef::new("aten::convolution", k, float, |_, a| {
@@ -729,6 +734,72 @@ pub(super) fn defs() -> Vec<OpDef> {
             )
         })
         .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::native_batch_norm", k, float, |_, a| {
+            t3(native_batch_norm(
+                "aten::native_batch_norm",
+                a.tensor(0)?,
+                a.opt_tensor(1)?,
+                a.opt_tensor(2)?,
+                a.opt_tensor(3)?,
+                a.opt_tensor(4)?,
+                a.bool(5)?,
+                a.float(6)?,
+                a.float(7)?,
+            ))
+        })
+        .shard(Sharding::Replicate(stats)),
+        OpDef::new("aten::_native_batch_norm_legit", k, float, |_, a| {
+            t3(native_batch_norm(
+                "aten::_native_batch_norm_legit",
+                a.tensor(0)?,
+                a.opt_tensor(1)?,
+                a.opt_tensor(2)?,
+                Some(a.tensor(3)?),
+                Some(a.tensor(4)?),
+                a.bool(5)?,
+                a.float(6)?,
+                a.float(7)?,
+            ))
+        })
+        .shard(Sharding::Replicate(stats)),
+        OpDef::new(
+            "aten::_native_batch_norm_legit.no_stats",
+            k,
+            float,
+            |_, a| {
+                t3(native_batch_norm(
+                    "aten::_native_batch_norm_legit.no_stats",
+                    a.tensor(0)?,
+                    a.opt_tensor(1)?,
+                    a.opt_tensor(2)?,
+                    None,
+                    None,
+                    a.bool(3)?,
+                    a.float(4)?,
+                    a.float(5)?,
+                ))
+            },
+        )
+        .shard(Sharding::Replicate(stats)),
+        OpDef::new(
+            "aten::_native_batch_norm_legit_no_training",
+            k,
+            float,
+            |_, a| {
+                t3(native_batch_norm(
+                    "aten::_native_batch_norm_legit_no_training",
+                    a.tensor(0)?,
+                    a.opt_tensor(1)?,
+                    a.opt_tensor(2)?,
+                    Some(a.tensor(3)?),
+                    Some(a.tensor(4)?),
+                    false,
+                    a.float(5)?,
+                    a.float(6)?,
+                ))
+            },
+        )
+        .shard(Sharding::Replicate(stats)),
         OpDef::new("aten::_safe_softmax", k, float, |_, a| {
             t1(safe_softmax(a.tensor(0)?, a.int(1)?, a.opt_dtype(2)?))
         })

@@ -306,3 +306,185 @@ pub fn native_group_norm(
     );
     Ok((y, mean, rstd))
 }
+
+/// `torch.native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum,
+/// eps)`: `(output, save_mean, save_invstd)`. Training normalises with the batch statistics of
+/// each channel (dim 1; one rows kernel whose row is every other dim) and, given running
+/// statistics, updates them in place (`(1 - momentum)·running + momentum·batch`, the variance
+/// unbiased); `save_mean`/`save_invstd` are the batch mean and `1/sqrt(var + eps)`. Evaluation
+/// normalises with the running statistics and returns empty `save_*` tensors.
+#[allow(clippy::too_many_arguments)]
+pub fn native_batch_norm(
+    name: &str,
+    x: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    running_mean: Option<&Tensor>,
+    running_var: Option<&Tensor>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut inputs: Vec<&Tensor> = vec![x];
+    inputs.extend(weight);
+    inputs.extend(bias);
+    inputs.extend(running_mean);
+    inputs.extend(running_var);
+    let op = OpScope::new(name, &inputs)?;
+    if !x.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"batch_norm\" not implemented for '{}'",
+            scalar_type_name(x.dtype())
+        )));
+    }
+    if x.dim() < 2 {
+        return Err(TpuError::BadArgs(format!(
+            "{name}: Expected input to have at least 2 dimensions, but got {:?}",
+            x.shape()
+        )));
+    }
+    let c = x.shape()[1];
+    for (what, p) in [
+        ("weight", weight),
+        ("bias", bias),
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+    ] {
+        if let Some(p) = p
+            && p.numel() != c
+        {
+            return Err(TpuError::ShapeMismatch(format!(
+                "{name}: {what} should contain {c} elements not {}",
+                p.numel()
+            )));
+        }
+    }
+    let dt = x.dtype();
+    let dims: Vec<usize> = (0..x.dim()).filter(|&d| d != 1).collect();
+    let count: usize = dims.iter().map(|&d| x.shape()[d]).product();
+    let flat = |t: &Tensor| {
+        t.with_layout(
+            t.layout()
+                .view_as(&[c])
+                .unwrap_or_else(|| t.layout().clone()),
+        )
+    };
+    let (w, b) = (weight.map(flat), bias.map(flat));
+    let (has_w, has_b) = (w.is_some(), b.is_some());
+    let empty = || Tensor::empty(op.rt(), &[0], dt);
+    if !training {
+        let (Some(rm), Some(rv)) = (running_mean, running_var) else {
+            return Err(TpuError::BadArgs(format!(
+                "{name}: running_mean and running_var must be defined in evaluation mode"
+            )));
+        };
+        let (rm, rv) = (flat(rm), flat(rv));
+        let mut ins: Vec<&Tensor> = vec![x, &rm, &rv];
+        ins.extend(w.as_ref());
+        ins.extend(b.as_ref());
+        let y = rows(
+            &op,
+            x.shape(),
+            &dims,
+            true,
+            &ins,
+            &[false, true, true, true, true],
+            &[(dt, false)],
+            |p, r| {
+                let v = p.cast(r[0], F);
+                let m = p.cast(r[1], F);
+                let var = p.cast(r[2], F);
+                let e = p.constant(Scalar::Float(eps), F);
+                let ve = p.bin(BinOp::Add, var, e, F);
+                let is = p.un(UnOp::Rsqrt, ve, F);
+                let d = p.bin(BinOp::Sub, v, m, F);
+                let mut y = p.bin(BinOp::Mul, d, is, F);
+                let mut i = 3;
+                if has_w {
+                    let wv = p.cast(r[i], F);
+                    y = p.bin(BinOp::Mul, y, wv, F);
+                    i += 1;
+                }
+                if has_b {
+                    let bv = p.cast(r[i], F);
+                    y = p.bin(BinOp::Add, y, bv, F);
+                }
+                vec![y]
+            },
+        )?
+        .remove(0);
+        return Ok((y, empty(), empty()));
+    }
+    if count == 0 || c == 0 {
+        let nan = Scalar::Float(f64::NAN);
+        return Ok((
+            creation::full(op.rt(), x.shape(), Scalar::Int(0), dt)?,
+            creation::full(op.rt(), &[c], nan, dt)?,
+            creation::full(op.rt(), &[c], nan, dt)?,
+        ));
+    }
+    let mut ins: Vec<&Tensor> = vec![x];
+    ins.extend(w.as_ref());
+    ins.extend(b.as_ref());
+    let k = count as f64;
+    let mut out = rows(
+        &op,
+        x.shape(),
+        &dims,
+        false,
+        &ins,
+        &[false, true, true],
+        &[(dt, false), (dt, true), (dt, true), (F, true)],
+        |p, r| {
+            let v = p.cast(r[0], F);
+            let kc = p.constant(Scalar::Float(k), F);
+            let s = p.reduce(RedKind::Sum, v, F);
+            let mean = p.bin(BinOp::Div, s, kc, F);
+            let d = p.bin(BinOp::Sub, v, mean, F);
+            let d2 = p.bin(BinOp::Mul, d, d, F);
+            let ss = p.reduce(RedKind::Sum, d2, F);
+            let var = p.bin(BinOp::Div, ss, kc, F);
+            let e = p.constant(Scalar::Float(eps), F);
+            let ve = p.bin(BinOp::Add, var, e, F);
+            let is = p.un(UnOp::Rsqrt, ve, F);
+            let mut y = p.bin(BinOp::Mul, d, is, F);
+            let mut i = 1;
+            if has_w {
+                let wv = p.cast(r[i], F);
+                y = p.bin(BinOp::Mul, y, wv, F);
+                i += 1;
+            }
+            if has_b {
+                let bv = p.cast(r[i], F);
+                y = p.bin(BinOp::Add, y, bv, F);
+            }
+            vec![y, mean, is, var]
+        },
+    )?;
+    let var = out.remove(3);
+    let invstd = out.remove(2);
+    let mean = out.remove(1);
+    let y = out.remove(0);
+    let unbias = if count > 1 {
+        k / (k - 1.0)
+    } else {
+        f64::INFINITY
+    };
+    for (run, stat, factor) in [(running_mean, &mean, 1.0), (running_var, &var, unbias)] {
+        if let Some(run) = run {
+            let rv = flat(run);
+            crate::ops::helpers::write_into(&op, &rv, &[&rv, stat], |p, r| {
+                let old = p.cast(r[0], F);
+                let new = p.cast(r[1], F);
+                let keep = p.constant(Scalar::Float(1.0 - momentum), F);
+                let m = p.constant(Scalar::Float(momentum), F);
+                let fct = p.constant(Scalar::Float(factor), F);
+                let a = p.bin(BinOp::Mul, old, keep, F);
+                let nf = p.bin(BinOp::Mul, new, fct, F);
+                let b = p.bin(BinOp::Mul, nf, m, F);
+                p.bin(BinOp::Add, a, b, F)
+            })?;
+        }
+    }
+    Ok((y, mean, invstd))
+}
