@@ -32,11 +32,14 @@ use crate::error::Result;
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
-pub use conv::{ConvParams, convolution, convolution_backward};
+pub use conv::{ConvParams, col2im_op, convolution, convolution_backward, im2col_op};
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};
 pub use norm::{native_batch_norm, native_group_norm, native_layer_norm, rms_norm};
 pub use pad::pad_nd;
-pub use pool::{adaptive_avg_pool, adaptive_max_pool, avg_pool, max_pool_with_indices, max_unpool};
+pub use pool::{
+    adaptive_avg_pool, adaptive_avg_pool_backward, adaptive_max_pool, avg_pool, avg_pool_backward,
+    max_pool_backward, max_pool_with_indices, max_unpool,
+};
 pub use shuffle::{channel_shuffle, pixel_shuffle, pixel_unshuffle};
 pub use softmax::{log_softmax_, safe_softmax, softmax_};
 pub use upsample::{Interp, sizes_of, upsample};
@@ -800,6 +803,105 @@ pub(super) fn defs() -> Vec<OpDef> {
             },
         )
         .shard(Sharding::Replicate(stats)),
+        OpDef::new("aten::im2col", k, float, |_, a| {
+            t1(im2col_op(
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::col2im", k, float, |_, a| {
+            t1(col2im_op(
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                &a.ints(5)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new(
+            "aten::max_pool2d_with_indices_backward",
+            k,
+            float,
+            |_, a| {
+                t1(max_pool_backward(
+                    "aten::max_pool2d_with_indices_backward",
+                    2,
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.tensor(7)?,
+                ))
+            },
+        )
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::avg_pool2d_backward", k, float, |_, a| {
+            t1(avg_pool_backward(
+                "aten::avg_pool2d_backward",
+                2,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                a.bool(5)?,
+                a.bool(6)?,
+                a.opt_int(7)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_adaptive_avg_pool2d_backward", k, float, |_, a| {
+            t1(adaptive_avg_pool_backward(
+                "aten::_adaptive_avg_pool2d_backward",
+                2,
+                a.tensor(0)?,
+                a.tensor(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new(
+            "aten::max_pool3d_with_indices_backward",
+            k,
+            float,
+            |_, a| {
+                t1(max_pool_backward(
+                    "aten::max_pool3d_with_indices_backward",
+                    3,
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.tensor(7)?,
+                ))
+            },
+        )
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::avg_pool3d_backward", k, float, |_, a| {
+            t1(avg_pool_backward(
+                "aten::avg_pool3d_backward",
+                3,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                a.bool(5)?,
+                a.bool(6)?,
+                a.opt_int(7)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::_adaptive_avg_pool3d_backward", k, float, |_, a| {
+            t1(adaptive_avg_pool_backward(
+                "aten::_adaptive_avg_pool3d_backward",
+                3,
+                a.tensor(0)?,
+                a.tensor(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
         OpDef::new("aten::_safe_softmax", k, float, |_, a| {
             t1(safe_softmax(a.tensor(0)?, a.int(1)?, a.opt_dtype(2)?))
         })

@@ -238,39 +238,130 @@ pub fn avg_pool(
         |p, r| {
             let val = p.cast(r[0], F);
             let s = p.reduce(RedKind::Sum, val, F);
-            let div = match divisor_override {
-                Some(d) => p.constant(Scalar::Float(d as f64), F),
-                None => {
-                    let mut count = ic(p, 1);
-                    for i in 0..nd {
-                        let o = p.index((2 + i) as u32);
-                        let st = ic(p, w2.stride[i] as i64);
-                        let os = p.bin(BinOp::Mul, o, st, I);
-                        let pd = ic(p, w2.pad[i] as i64);
-                        let start = p.bin(BinOp::Sub, os, pd, I);
-                        let kk = ic(p, w2.k[i] as i64);
-                        let end0 = p.bin(BinOp::Add, start, kk, I);
-                        let lim = ic(p, (w2.input[i] + w2.pad[i]) as i64);
-                        let end = p.bin(BinOp::Min, end0, lim, I);
-                        let n = if count_include_pad {
-                            p.bin(BinOp::Sub, end, start, I)
-                        } else {
-                            let zero = ic(p, 0);
-                            let s0 = p.bin(BinOp::Max, start, zero, I);
-                            let inp = ic(p, w2.input[i] as i64);
-                            let e0 = p.bin(BinOp::Min, end, inp, I);
-                            p.bin(BinOp::Sub, e0, s0, I)
-                        };
-                        count = p.bin(BinOp::Mul, count, n, I);
-                    }
-                    p.cast(count, F)
-                }
-            };
+            let div = divisor(p, &w2, count_include_pad, divisor_override);
             vec![p.bin(BinOp::Div, s, div, F)]
         },
     )?
     .remove(0);
     unbatched(y, was)
+}
+
+/// Average pooling's divisor at the output position given by the iteration coordinates
+/// `2..2+nd`: the window clipped to the padded input (or to the input without
+/// `count_include_pad`), or `divisor_override`.
+fn divisor(
+    p: &mut ProgBuilder,
+    w: &Window,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> PRef {
+    let nd = w.dims();
+    match divisor_override {
+        Some(d) => p.constant(Scalar::Float(d as f64), F),
+        None => {
+            let mut count = ic(p, 1);
+            for i in 0..nd {
+                let o = p.index((2 + i) as u32);
+                let st = ic(p, w.stride[i] as i64);
+                let os = p.bin(BinOp::Mul, o, st, I);
+                let pd = ic(p, w.pad[i] as i64);
+                let start = p.bin(BinOp::Sub, os, pd, I);
+                let kk = ic(p, w.k[i] as i64);
+                let end0 = p.bin(BinOp::Add, start, kk, I);
+                let lim = ic(p, (w.input[i] + w.pad[i]) as i64);
+                let end = p.bin(BinOp::Min, end0, lim, I);
+                let n = if count_include_pad {
+                    p.bin(BinOp::Sub, end, start, I)
+                } else {
+                    let zero = ic(p, 0);
+                    let s0 = p.bin(BinOp::Max, start, zero, I);
+                    let inp = ic(p, w.input[i] as i64);
+                    let e0 = p.bin(BinOp::Min, end, inp, I);
+                    p.bin(BinOp::Sub, e0, s0, I)
+                };
+                count = p.bin(BinOp::Mul, count, n, I);
+            }
+            p.cast(count, F)
+        }
+    }
+}
+
+/// `avg_pool{nd}d_backward(grad, x, kernel, stride, padding, ceil_mode, count_include_pad,
+/// divisor_override)`: each output's gradient divided by its divisor, spread over its window
+/// (a stride-0 view as columns) and summed back by [`col2im`].
+#[allow(clippy::too_many_arguments)]
+pub fn avg_pool_backward(
+    name: &str,
+    nd: usize,
+    grad: &Tensor,
+    x: &Tensor,
+    kernel: &[i64],
+    stride: &[i64],
+    padding: &[i64],
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[grad, x])?;
+    let (xb, was) = batched(name, x, nd)?;
+    let (gb, _) = batched(name, grad, nd)?;
+    let w = pool_window(name, &xb, nd, kernel, stride, padding, &[], ceil_mode)?;
+    let mut out_shape = xb.shape()[..2].to_vec();
+    out_shape.extend_from_slice(&w.out);
+    if gb.shape() != out_shape.as_slice() {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: grad_output of shape {:?} does not match the pooled shape {out_shape:?}",
+            gb.shape()
+        )));
+    }
+    let dt = x.dtype();
+    if xb.numel() == 0 || gb.numel() == 0 {
+        let z = map_shape(&op, xb.shape(), &[], &[dt], |p, _| {
+            vec![p.constant(Scalar::Int(0), dt)]
+        })?
+        .remove(0);
+        return unbatched(z, was);
+    }
+    let w2 = w.clone();
+    let gd = map_shape(&op, &out_shape, &[&gb], &[F], |p, r| {
+        let g = p.cast(r[0], F);
+        let d = divisor(p, &w2, count_include_pad, divisor_override);
+        vec![p.bin(BinOp::Div, g, d, F)]
+    })?
+    .remove(0);
+    // Columns [N, C, k..., out...]: the same value for every kernel offset.
+    let l = gd.layout();
+    let mut shape = l.shape[..2].to_vec();
+    let mut strides = l.strides[..2].to_vec();
+    shape.extend_from_slice(&w.k);
+    strides.extend(std::iter::repeat_n(0, nd));
+    shape.extend_from_slice(&w.out);
+    strides.extend_from_slice(&l.strides[2..]);
+    let cols = gd.with_layout(Layout {
+        shape,
+        strides,
+        offset: l.offset,
+    });
+    let acc = super::window::col2im(&op, &cols, &w)?;
+    let r = map_shape(&op, xb.shape(), &[&acc], &[dt], |_, r| vec![r[0]])?.remove(0);
+    unbatched(r, was)
+}
+
+/// `max_pool{nd}d_with_indices_backward(grad, x, ..., indices)`: each gradient added at its
+/// maximum's index in the input plane (index-add kernel).
+pub fn max_pool_backward(
+    name: &str,
+    nd: usize,
+    grad: &Tensor,
+    x: &Tensor,
+    indices: &Tensor,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[grad, x, indices])?;
+    let spatial: Vec<i64> = x.shape()[x.dim() - nd..]
+        .iter()
+        .map(|&s| s as i64)
+        .collect();
+    scatter_planes(&op, name, nd, grad, indices, &spatial)
 }
 
 /// `[⌊o·in/out⌋, ⌈(o+1)·in/out⌉)`: whether input coordinate `i` is in output `o`'s window.
@@ -512,6 +603,21 @@ pub fn max_unpool(
             x.dim()
         )));
     }
+    scatter_planes(&op, name, nd, x, indices, output_size)
+}
+
+/// Scatters `x`'s values (planes `[lead..., spatial...]`) to their flat `indices` in zeroed
+/// planes of `output_size`, adding duplicates.
+fn scatter_planes(
+    op: &OpScope,
+    name: &str,
+    nd: usize,
+    x: &Tensor,
+    indices: &Tensor,
+    output_size: &[i64],
+) -> Result<Tensor> {
+    let op = op;
+    let _ = name;
     let lead = x.dim() - nd;
     let planes: usize = x.shape()[..lead].iter().product();
     let per_in: usize = x.shape()[lead..].iter().product();
@@ -519,7 +625,7 @@ pub fn max_unpool(
     let mut out_shape = x.shape()[..lead].to_vec();
     out_shape.extend(output_size.iter().map(|&o| o.max(0) as usize));
     let dt = x.dtype();
-    let out = map_shape(&op, &[planes * per_out, 1], &[], &[dt], |p, _| {
+    let out = map_shape(op, &[planes * per_out, 1], &[], &[dt], |p, _| {
         vec![p.constant(Scalar::Int(0), dt)]
     })?
     .remove(0);
@@ -537,13 +643,13 @@ pub fn max_unpool(
         {
             iv
         } else {
-            let c = map_shape(&op, indices.shape(), &[indices], &[DType::I64], |_, r| {
+            let c = map_shape(op, indices.shape(), &[indices], &[DType::I64], |_, r| {
                 vec![r[0]]
             })?
             .remove(0);
             c.with_layout(Layout::contiguous(&[planes, per_in]))
         };
-        let gidx = map_shape(&op, &[planes, per_in], &[&iv], &[DType::I64], |p, r| {
+        let gidx = map_shape(op, &[planes, per_in], &[&iv], &[DType::I64], |p, r| {
             let pl = p.index(0);
             let pl = p.cast(pl, DType::I64);
             let po = p.constant(Scalar::Int(per_out as i64), DType::I64);
@@ -552,7 +658,7 @@ pub fn max_unpool(
         })?
         .remove(0);
         let gidx = gidx.with_layout(Layout::contiguous(&[count]));
-        let src = map_shape(&op, x.shape(), &[x], &[dt], |_, r| vec![r[0]])?.remove(0);
+        let src = map_shape(op, x.shape(), &[x], &[dt], |_, r| vec![r[0]])?.remove(0);
         let src = src.with_layout(Layout::contiguous(&[count, 1]));
         op.submit(
             NodeKind::IndexAdd(GatherNode {
@@ -566,4 +672,81 @@ pub fn max_unpool(
         )?;
     }
     Ok(out.with_layout(Layout::contiguous(&out_shape)))
+}
+
+/// `_adaptive_avg_pool{nd}d_backward(grad, x)`: per spatial dim (first dim first), each input
+/// position sums `grad[o] / |window(o)|` over the windows `o` that hold it — a rows kernel whose
+/// row is the output dim.
+pub fn adaptive_avg_pool_backward(
+    name: &str,
+    nd: usize,
+    grad: &Tensor,
+    x: &Tensor,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[grad, x])?;
+    if grad.dim() != x.dim() || x.dim() < nd + 1 {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: grad_output of shape {:?} for an input of shape {:?}",
+            grad.shape(),
+            x.shape()
+        )));
+    }
+    let dt = x.dtype();
+    let lead = x.dim() - nd;
+    if x.numel() == 0 || grad.numel() == 0 {
+        return Ok(map_shape(&op, x.shape(), &[], &[dt], |p, _| {
+            vec![p.constant(Scalar::Int(0), dt)]
+        })?
+        .remove(0));
+    }
+    let mut cur = grad.clone();
+    for i in 0..nd {
+        let d = lead + i;
+        let (input, out) = (x.shape()[d], grad.shape()[d]);
+        let n = cur.dim();
+        let mut shape = cur.shape().to_vec();
+        shape[d] = input;
+        shape.push(out);
+        let l = cur.layout();
+        let mut strides = l.strides.clone();
+        strides[d] = 0;
+        strides.push(l.strides[d]);
+        let gv = cur.with_layout(Layout {
+            shape: shape.clone(),
+            strides,
+            offset: l.offset,
+        });
+        cur = rows(
+            &op,
+            &shape,
+            &[n],
+            false,
+            &[&gv],
+            &[false],
+            &[(F, true)],
+            |p, r| {
+                let iv = p.index(d as u32);
+                let o = p.index(n as u32);
+                let inside = in_adaptive(p, o, iv, input, out);
+                // The window's size from its bounds.
+                let inn = ic(p, input as i64);
+                let on = ic(p, out as i64);
+                let oi = p.bin(BinOp::Mul, o, inn, I);
+                let start = p.bin(BinOp::Div, oi, on, I);
+                let o1 = p.bin(BinOp::Add, oi, inn, I);
+                let om = ic(p, out as i64 - 1);
+                let o1 = p.bin(BinOp::Add, o1, om, I);
+                let end = p.bin(BinOp::Div, o1, on, I);
+                let size = p.bin(BinOp::Sub, end, start, I);
+                let size = p.cast(size, F);
+                let g = p.cast(r[0], F);
+                let q = p.bin(BinOp::Div, g, size, F);
+                let zero = p.constant(Scalar::Float(0.0), F);
+                let v = p.select(inside, q, zero, F);
+                vec![p.reduce(RedKind::Sum, v, F)]
+            },
+        )?
+        .remove(0);
+    }
+    Ok(map_shape(&op, x.shape(), &[&cur], &[dt], |_, r| vec![r[0]])?.remove(0))
 }
