@@ -15,6 +15,7 @@
 //! mode the targets are also checked on the host first and raise PyTorch's `IndexError`.
 
 mod conv;
+mod grid;
 mod loss;
 mod norm;
 mod pad;
@@ -33,6 +34,7 @@ use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
 pub use conv::{ConvParams, col2im_op, convolution, convolution_backward, im2col_op};
+pub use grid::grid_sampler_2d;
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};
 pub use norm::{native_batch_norm, native_group_norm, native_layer_norm, rms_norm};
 pub use pad::pad_nd;
@@ -899,6 +901,16 @@ pub(super) fn defs() -> Vec<OpDef> {
                 3,
                 a.tensor(0)?,
                 a.tensor(1)?,
+            ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::grid_sampler_2d", k, float, |_, a| {
+            t1(grid_sampler_2d(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.int(2)?,
+                a.int(3)?,
+                a.bool(4)?,
             ))
         })
         .shard(Sharding::Replicate(windows)),

@@ -182,6 +182,9 @@ pub fn max_pool_with_indices(
                 let scaled = p.bin(BinOp::Mul, flat, size, I);
                 flat = p.bin(BinOp::Add, scaled, pos, I);
             }
+            // The position is constant along the row, but built from coordinates the program
+            // does not know to be: a max over the row makes it a per-row value.
+            let flat = p.reduce(RedKind::Max, flat, I);
             vec![m, flat]
         },
     )?;
@@ -239,6 +242,8 @@ pub fn avg_pool(
             let val = p.cast(r[0], F);
             let s = p.reduce(RedKind::Sum, val, F);
             let div = divisor(p, &w2, count_include_pad, divisor_override);
+            // Constant along the row (see `max_pool_with_indices`).
+            let div = p.reduce(RedKind::Max, div, F);
             vec![p.bin(BinOp::Div, s, div, F)]
         },
     )?

@@ -74,6 +74,7 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::pixel_shuffle", shuffles),
     ("aten::pixel_unshuffle", shuffles),
     ("aten::channel_shuffle", shuffles),
+    ("aten::grid_sampler_2d", grid_sampler),
     ("aten::_safe_softmax", safe_softmax),
     ("aten::native_dropout_backward", dropout_backward),
 ];
@@ -1118,4 +1119,71 @@ fn dropout_backward() {
             )],
         );
     }
+}
+
+/// `grid_sampler_2d` reference for bilinear and nearest sampling with zeros or border padding.
+fn grid_ref(x: &HostTensor, grid: &HostTensor, mode: i64, padding: i64, align: bool) -> HostTensor {
+    let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+    let (ho, wo) = (grid.shape[1], grid.shape[2]);
+    let unnorm = |v: f64, size: usize| {
+        if align {
+            (v + 1.0) / 2.0 * (size as f64 - 1.0)
+        } else {
+            ((v + 1.0) * size as f64 - 1.0) / 2.0
+        }
+    };
+    HostTensor::from_fn(&[n, c, ho, wo], x.dtype, |i| {
+        let mut ix = unnorm(grid.at(&[i[0], i[2], i[3], 0]), w);
+        let mut iy = unnorm(grid.at(&[i[0], i[2], i[3], 1]), h);
+        if padding == 1 {
+            ix = ix.clamp(0.0, w as f64 - 1.0);
+            iy = iy.clamp(0.0, h as f64 - 1.0);
+        }
+        let at = |yy: f64, xx: f64| {
+            if yy >= 0.0 && yy <= h as f64 - 1.0 && xx >= 0.0 && xx <= w as f64 - 1.0 {
+                x.at(&[i[0], i[1], yy as usize, xx as usize])
+            } else {
+                0.0
+            }
+        };
+        if mode == 1 {
+            return at(iy.round_ties_even(), ix.round_ties_even());
+        }
+        let (x0, y0) = (ix.floor(), iy.floor());
+        let (fx, fy) = (ix - x0, iy - y0);
+        at(y0, x0) * (1.0 - fx) * (1.0 - fy)
+            + at(y0, x0 + 1.0) * fx * (1.0 - fy)
+            + at(y0 + 1.0, x0) * (1.0 - fx) * fy
+            + at(y0 + 1.0, x0 + 1.0) * fx * fy
+    })
+}
+
+#[test]
+fn grid_sampler() {
+    let x = vals(&[2, 3, 4, 5], DType::F32, 81);
+    // Coordinates in [-1.2, 1.2]: some samples fall outside the input.
+    let mut grid = vals(&[2, 3, 4, 2], DType::F32, 82);
+    for v in &mut grid.data {
+        *v *= 0.6;
+    }
+    let mut samples = Vec::new();
+    for mode in [0i64, 1] {
+        for padding in [0i64, 1] {
+            for align in [false, true] {
+                let want = grid_ref(&x, &grid, mode, padding, align);
+                let extra = vec![32.0 * U * 4.0; want.numel()];
+                samples.push(Sample::new(
+                    vec![
+                        tp(x.clone()),
+                        tp(grid.clone()),
+                        v(Value::Int(mode)),
+                        v(Value::Int(padding)),
+                        v(Value::Bool(align)),
+                    ],
+                    vec![Out::Close(want, Tol::of(DType::F32).with_extra(extra))],
+                ));
+            }
+        }
+    }
+    check_samples("aten::grid_sampler_2d", samples);
 }
