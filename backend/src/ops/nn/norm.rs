@@ -447,17 +447,26 @@ pub fn native_batch_norm(
             let e = p.constant(Scalar::Float(eps), F);
             let ve = p.bin(BinOp::Add, var, e, F);
             let is = p.un(UnOp::Rsqrt, ve, F);
-            let mut y = p.bin(BinOp::Mul, d, is, F);
+            // PyTorch keeps the statistics in the input's dtype and applies them as
+            // `x·alpha + beta`, `alpha = invstd·w`, `beta = b - mean·alpha` (in f32).
+            let mean_r = p.round(mean, dt);
+            let mean_r = p.cast(mean_r, F);
+            let is_r = p.round(is, dt);
+            let is_r = p.cast(is_r, F);
+            let mut alpha = is_r;
             let mut i = 1;
             if has_w {
                 let wv = p.cast(r[i], F);
-                y = p.bin(BinOp::Mul, y, wv, F);
+                alpha = p.bin(BinOp::Mul, alpha, wv, F);
                 i += 1;
             }
-            if has_b {
-                let bv = p.cast(r[i], F);
-                y = p.bin(BinOp::Add, y, bv, F);
-            }
+            let ma = p.bin(BinOp::Mul, mean_r, alpha, F);
+            let zero = p.constant(Scalar::Float(0.0), F);
+            let bv = if has_b { p.cast(r[i], F) } else { zero };
+            let beta = p.bin(BinOp::Sub, bv, ma, F);
+            let xa = p.bin(BinOp::Mul, v, alpha, F);
+            let y = p.bin(BinOp::Add, xa, beta, F);
+            let _ = d;
             vec![y, mean, is, var]
         },
     )?;

@@ -366,7 +366,7 @@ pub fn max_pool_backward(
         .iter()
         .map(|&s| s as i64)
         .collect();
-    scatter_planes(&op, name, nd, grad, indices, &spatial)
+    scatter_planes(&op, name, nd, grad, indices, &spatial, false)
 }
 
 /// `[⌊o·in/out⌋, ⌈(o+1)·in/out⌉)`: whether input coordinate `i` is in output `o`'s window.
@@ -539,6 +539,17 @@ fn adaptive(
         let i = max.then(|| Tensor::empty(op.rt(), &out_shape, DType::I64));
         return Ok((v, i));
     }
+    let spatial = &x.shape()[lead..];
+    if !max
+        && nd == 3
+        && dt != DType::F32
+        && spatial
+            .iter()
+            .zip(&outs)
+            .all(|(&i, &o)| o > 0 && i % o == 0)
+    {
+        return Ok((sequential_avg(&op, x, &out_shape, nd)?, None));
+    }
     let mut cur = x.clone();
     let mut idx: Option<Tensor> = None;
     let mut flat = 1usize;
@@ -608,7 +619,7 @@ pub fn max_unpool(
             x.dim()
         )));
     }
-    scatter_planes(&op, name, nd, x, indices, output_size)
+    scatter_planes(&op, name, nd, x, indices, output_size, true)
 }
 
 /// Scatters `x`'s values (planes `[lead..., spatial...]`) to their flat `indices` in zeroed
@@ -620,6 +631,7 @@ fn scatter_planes(
     x: &Tensor,
     indices: &Tensor,
     output_size: &[i64],
+    average: bool,
 ) -> Result<Tensor> {
     let op = op;
     let _ = name;
@@ -630,29 +642,26 @@ fn scatter_planes(
     let mut out_shape = x.shape()[..lead].to_vec();
     out_shape.extend(output_size.iter().map(|&o| o.max(0) as usize));
     let dt = x.dtype();
-    let out = map_shape(op, &[planes * per_out, 1], &[], &[dt], |p, _| {
-        vec![p.constant(Scalar::Int(0), dt)]
-    })?
-    .remove(0);
+    let zeros = |op: &OpScope| {
+        map_shape(op, &[planes * per_out, 1], &[], &[F], |p, _| {
+            vec![p.constant(Scalar::Int(0), F)]
+        })
+        .map(|mut v| v.remove(0))
+    };
+    let sums = zeros(op)?;
+    let counts = zeros(op)?;
     let count = planes * per_in;
     if count > 0 && per_out > 0 {
         // Global row indices: plane · per_out + index.
-        let iv = indices.with_layout(
-            indices
-                .layout()
-                .view_as(&[planes, per_in])
-                .unwrap_or_else(|| Layout::contiguous(&[planes, per_in])),
-        );
-        let iv = if iv.layout().numel() == indices.numel()
-            && indices.layout().view_as(&[planes, per_in]).is_some()
-        {
-            iv
-        } else {
-            let c = map_shape(op, indices.shape(), &[indices], &[DType::I64], |_, r| {
-                vec![r[0]]
-            })?
-            .remove(0);
-            c.with_layout(Layout::contiguous(&[planes, per_in]))
+        let iv = match indices.layout().view_as(&[planes, per_in]) {
+            Some(l) => indices.with_layout(l),
+            None => {
+                let c = map_shape(op, indices.shape(), &[indices], &[DType::I64], |_, r| {
+                    vec![r[0]]
+                })?
+                .remove(0);
+                c.with_layout(Layout::contiguous(&[planes, per_in]))
+            }
         };
         let gidx = map_shape(op, &[planes, per_in], &[&iv], &[DType::I64], |p, r| {
             let pl = p.index(0);
@@ -663,19 +672,52 @@ fn scatter_planes(
         })?
         .remove(0);
         let gidx = gidx.with_layout(Layout::contiguous(&[count]));
-        let src = map_shape(op, x.shape(), &[x], &[dt], |_, r| vec![r[0]])?.remove(0);
+        let src = map_shape(op, x.shape(), &[x], &[F], |_, r| vec![r[0]])?.remove(0);
         let src = src.with_layout(Layout::contiguous(&[count, 1]));
-        op.submit(
-            NodeKind::IndexAdd(GatherNode {
-                rows: planes * per_out,
-                row_len: 1,
-                count,
-                check_bounds: true,
-            }),
-            vec![gidx.view(), src.view()],
-            vec![out.view()],
-        )?;
+        let ones = map_shape(op, &[count, 1], &[], &[F], |p, _| {
+            vec![p.constant(Scalar::Float(1.0), F)]
+        })?
+        .remove(0);
+        let pairs: &[(&Tensor, &Tensor)] = if average {
+            &[(&src, &sums), (&ones, &counts)]
+        } else {
+            &[(&src, &sums)]
+        };
+        for &(s, dst) in pairs {
+            op.submit(
+                NodeKind::IndexAdd(GatherNode {
+                    rows: planes * per_out,
+                    row_len: 1,
+                    count,
+                    check_bounds: true,
+                }),
+                vec![gidx.view(), s.view()],
+                vec![dst.view()],
+            )?;
+        }
     }
+    let out = if average {
+        // An index written more than once keeps one value (PyTorch keeps the last; max
+        // pooling's indices repeat one value): the mean of what arrived.
+        map_shape(
+            op,
+            &[planes * per_out, 1],
+            &[&sums, &counts],
+            &[dt],
+            |p, r| {
+                let zero = p.constant(Scalar::Float(0.0), F);
+                let some = p.cmp(CmpKind::Gt, r[1], zero, F);
+                let q = p.bin(BinOp::Div, r[0], r[1], F);
+                vec![p.select(some, q, zero, F)]
+            },
+        )?
+        .remove(0)
+    } else {
+        map_shape(op, &[planes * per_out, 1], &[&sums], &[dt], |_, r| {
+            vec![r[0]]
+        })?
+        .remove(0)
+    };
     Ok(out.with_layout(Layout::contiguous(&out_shape)))
 }
 
@@ -754,4 +796,47 @@ pub fn adaptive_avg_pool_backward(
         .remove(0);
     }
     Ok(map_shape(&op, x.shape(), &[&cur], &[dt], |_, r| vec![r[0]])?.remove(0))
+}
+
+/// Adaptive average pooling of a half-precision input whose sizes divide evenly (windows of
+/// `in/out` at stride `in/out`), summed as PyTorch's CPU 3-D kernel does: one element at a
+/// time in the input's dtype, in row-major window order, then divided. One tile kernel over the
+/// output reading one strided view per window offset.
+fn sequential_avg(op: &OpScope, x: &Tensor, out_shape: &[usize], nd: usize) -> Result<Tensor> {
+    let lead = x.dim() - nd;
+    let k: Vec<usize> = (0..nd)
+        .map(|i| x.shape()[lead + i] / out_shape[lead + i])
+        .collect();
+    let l = x.layout();
+    let views: Vec<Tensor> = super::window::positions(&k)
+        .into_iter()
+        .map(|off| {
+            let mut strides = l.strides[..lead].to_vec();
+            let mut o = l.offset as isize;
+            for i in 0..nd {
+                strides.push(l.strides[lead + i] * k[i] as isize);
+                o += l.strides[lead + i] * off[i] as isize;
+            }
+            x.with_layout(Layout {
+                shape: out_shape.to_vec(),
+                strides,
+                offset: o as usize,
+            })
+        })
+        .collect();
+    let refs: Vec<&Tensor> = views.iter().collect();
+    let dt = x.dtype();
+    let n = views.len();
+    Ok(map_shape(op, out_shape, &refs, &[dt], |p, r| {
+        let mut acc = p.constant(Scalar::Float(0.0), F);
+        for v in r {
+            let vf = p.cast(*v, F);
+            let s = p.bin(BinOp::Add, acc, vf, F);
+            let s = p.round(s, dt);
+            acc = p.cast(s, F);
+        }
+        let c = p.constant(Scalar::Float(n as f64), F);
+        vec![p.bin(BinOp::Div, acc, c, F)]
+    })?
+    .remove(0))
 }
