@@ -75,6 +75,14 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::pixel_unshuffle", shuffles),
     ("aten::channel_shuffle", shuffles),
     ("aten::grid_sampler_2d", grid_sampler),
+    ("aten::im2col", im2col_col2im),
+    ("aten::col2im", im2col_col2im),
+    ("aten::max_pool2d_with_indices_backward", pool_backwards),
+    ("aten::max_pool3d_with_indices_backward", pool_backwards),
+    ("aten::avg_pool2d_backward", pool_backwards),
+    ("aten::avg_pool3d_backward", pool_backwards),
+    ("aten::_adaptive_avg_pool2d_backward", pool_backwards),
+    ("aten::_adaptive_avg_pool3d_backward", pool_backwards),
     ("aten::_safe_softmax", safe_softmax),
     ("aten::native_dropout_backward", dropout_backward),
 ];
@@ -1186,4 +1194,197 @@ fn grid_sampler() {
         }
     }
     check_samples("aten::grid_sampler_2d", samples);
+}
+
+#[test]
+fn im2col_col2im() {
+    let (n, c, h, w) = (2usize, 3usize, 5usize, 4usize);
+    let (k, d, p, st) = (
+        [2usize, 3usize],
+        [1usize, 2usize],
+        [1usize, 1usize],
+        [2usize, 1usize],
+    );
+    let x = vals(&[n, c, h, w], DType::F32, 91);
+    let oh = out_size(h, k[0], st[0], p[0], d[0]);
+    let ow = out_size(w, k[1], st[1], p[1], d[1]);
+    let kk = k[0] * k[1];
+    // cols[n, c·K + (i·kw + j), oy·ow + ox] = x[n, c, oy·s - p + i·d, ox·s - p + j·d] (0 outside).
+    let pos = |o: usize, kx: usize, dim: usize| (o * st[dim] + kx * d[dim]) as i64 - p[dim] as i64;
+    let cols = HostTensor::from_fn(&[n, c * kk, oh * ow], DType::F32, |i| {
+        let (ch, kidx) = (i[1] / kk, i[1] % kk);
+        let (y, xx) = (
+            pos(i[2] / ow, kidx / k[1], 0),
+            pos(i[2] % ow, kidx % k[1], 1),
+        );
+        if y < 0 || y >= h as i64 || xx < 0 || xx >= w as i64 {
+            0.0
+        } else {
+            x.at(&[i[0], ch, y as usize, xx as usize])
+        }
+    });
+    let iv = |a: [usize; 2]| ints(&[a[0] as i64, a[1] as i64]);
+    check_samples(
+        "aten::im2col",
+        vec![Sample::new(
+            vec![tp(x), v(iv(k)), v(iv(d)), v(iv(p)), v(iv(st))],
+            vec![Out::exact(cols.clone())],
+        )],
+    );
+    // col2im sums every column element back to its position.
+    let mut want = vec![0.0; n * c * h * w];
+    for i in indices(&cols.shape) {
+        let (ch, kidx) = (i[1] / kk, i[1] % kk);
+        let (y, xx) = (
+            pos(i[2] / ow, kidx / k[1], 0),
+            pos(i[2] % ow, kidx % k[1], 1),
+        );
+        if y >= 0 && y < h as i64 && xx >= 0 && xx < w as i64 {
+            want[ravel(&[i[0], ch, y as usize, xx as usize], &[n, c, h, w])] += cols.at(&i);
+        }
+    }
+    let extra = vec![8.0 * U * 4.0; want.len()];
+    check_samples(
+        "aten::col2im",
+        vec![Sample::new(
+            vec![
+                tp(cols),
+                v(ints(&[h as i64, w as i64])),
+                v(iv(k)),
+                v(iv(d)),
+                v(iv(p)),
+                v(iv(st)),
+            ],
+            vec![Out::Close(
+                HostTensor::new(&[n, c, h, w], DType::F32, want),
+                Tol::of(DType::F32).with_extra(extra),
+            )],
+        )],
+    );
+}
+
+#[test]
+fn pool_backwards() {
+    for nd in 2..=3usize {
+        let shape: Vec<usize> = [2, 2, 5, 6, 4][..2 + nd].to_vec();
+        let x = vals(&shape, DType::F32, 100 + nd as u64);
+        let (k, s, p) = (vec![3usize; nd], vec![2usize; nd], vec![1usize; nd]);
+        let (y, idx) = max_pool_ref(&x, nd, &k, &s, &p, &vec![1; nd]);
+        let g = vals(&y.shape, DType::F32, 110 + nd as u64);
+        // Max: each gradient lands on its maximum (overlapping windows add).
+        let per: usize = numel(&shape[2..]);
+        let mut gi = vec![0.0; x.numel()];
+        for (f, i) in indices(&y.shape).enumerate() {
+            let plane = i[0] * shape[1] + i[1];
+            gi[plane * per + idx.data[f] as usize] += g.data[f];
+        }
+        let i64s = |a: &[usize]| ints(&a.iter().map(|&q| q as i64).collect::<Vec<_>>());
+        let name: &'static str = if nd == 2 {
+            "aten::max_pool2d_with_indices_backward"
+        } else {
+            "aten::max_pool3d_with_indices_backward"
+        };
+        check_samples(
+            name,
+            vec![Sample::new(
+                vec![
+                    tp(g.clone()),
+                    tp(x.clone()),
+                    v(i64s(&k)),
+                    v(i64s(&s)),
+                    v(i64s(&p)),
+                    v(i64s(&vec![1; nd])),
+                    v(Value::Bool(false)),
+                    tp(idx),
+                ],
+                vec![Out::Close(
+                    HostTensor::new(&shape, DType::F32, gi),
+                    Tol::of(DType::F32).with_extra(vec![4.0 * U * 4.0; x.numel()]),
+                )],
+            )],
+        );
+        // Average (count_include_pad): each gradient / |window ∩ padded input| to every tap.
+        let mut ga = vec![0.0; x.numel()];
+        for (f, i) in indices(&y.shape).enumerate() {
+            let mut cnt = 1usize;
+            for dd in 0..nd {
+                let st = (i[2 + dd] * s[dd]) as i64 - p[dd] as i64;
+                let en = (st + k[dd] as i64).min((shape[2 + dd] + p[dd]) as i64);
+                cnt *= (en - st) as usize;
+            }
+            for kk in indices(&k) {
+                let mut pos = vec![i[0], i[1]];
+                let mut ok = true;
+                for dd in 0..nd {
+                    let q = (i[2 + dd] * s[dd] + kk[dd]) as i64 - p[dd] as i64;
+                    ok &= q >= 0 && q < shape[2 + dd] as i64;
+                    pos.push(q.max(0) as usize);
+                }
+                if ok {
+                    ga[ravel(&pos, &shape)] += g.data[f] / cnt as f64;
+                }
+            }
+        }
+        let name: &'static str = if nd == 2 {
+            "aten::avg_pool2d_backward"
+        } else {
+            "aten::avg_pool3d_backward"
+        };
+        check_samples(
+            name,
+            vec![Sample::new(
+                vec![
+                    tp(g),
+                    tp(x.clone()),
+                    v(i64s(&k)),
+                    v(i64s(&s)),
+                    v(i64s(&p)),
+                    v(Value::Bool(false)),
+                    v(Value::Bool(true)),
+                    v(Value::None),
+                ],
+                vec![Out::Close(
+                    HostTensor::new(&shape, DType::F32, ga),
+                    Tol::of(DType::F32).with_extra(vec![16.0 * U * 4.0; x.numel()]),
+                )],
+            )],
+        );
+        // Adaptive average: each gradient / window size to every element of its window.
+        let outs: Vec<usize> = [3, 4, 3][..nd].to_vec();
+        let mut ys = shape[..2].to_vec();
+        ys.extend(&outs);
+        let ga2 = vals(&ys, DType::F32, 120 + nd as u64);
+        let mut gi2 = vec![0.0; x.numel()];
+        for (f, i) in indices(&ys).enumerate() {
+            let ranges: Vec<(usize, usize)> = (0..nd)
+                .map(|dd| {
+                    (
+                        i[2 + dd] * shape[2 + dd] / outs[dd],
+                        ((i[2 + dd] + 1) * shape[2 + dd]).div_ceil(outs[dd]),
+                    )
+                })
+                .collect();
+            let sizes: Vec<usize> = ranges.iter().map(|(a, b)| b - a).collect();
+            for kk in indices(&sizes) {
+                let mut pos = vec![i[0], i[1]];
+                pos.extend((0..nd).map(|dd| ranges[dd].0 + kk[dd]));
+                gi2[ravel(&pos, &shape)] += ga2.data[f] / numel(&sizes) as f64;
+            }
+        }
+        let name: &'static str = if nd == 2 {
+            "aten::_adaptive_avg_pool2d_backward"
+        } else {
+            "aten::_adaptive_avg_pool3d_backward"
+        };
+        check_samples(
+            name,
+            vec![Sample::new(
+                vec![tp(ga2), tp(x)],
+                vec![Out::Close(
+                    HostTensor::new(&shape, DType::F32, gi2),
+                    Tol::of(DType::F32).with_extra(vec![16.0 * U * 4.0; numel(&shape)]),
+                )],
+            )],
+        );
+    }
 }
