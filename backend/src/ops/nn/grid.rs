@@ -1,16 +1,16 @@
 //! `grid_sampler_2d`: every output position samples the input at the grid's (x, y), with
 //! bilinear, nearest or bicubic interpolation and zeros, border or reflection padding.
 //!
-//! One rows kernel over `[N, C, Ho, Wo, H·W]`: the row is the whole input plane, the grid's two
-//! coordinates are per-row inputs, and the program computes the sample's taps (their positions
-//! after PyTorch's unnormalisation, padding and reflection rules, and their weights) and sums
-//! `weight·x` over the plane elements a tap lands on. The work grows with `H·W` per output (a
-//! gather on the host side of a TPU would not); it is exact, not fast.
+//! Four kernels: the input copied channels-last (a table of `[N·H·W, C]` rows); a tile kernel
+//! over `[N, Ho, Wo, taps]` computing each tap's row (after PyTorch's unnormalisation, padding
+//! and reflection rules; taps outside the input get weight 0) and weight (1 tap for nearest, 4
+//! bilinear, 16 bicubic); the row-gather kernel; and a rows kernel summing `weight·row` over the
+//! taps.
 
 use super::F;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
-use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
+use crate::ir::{BinOp, CmpKind, GatherNode, NodeKind, PRef, ProgBuilder, RedKind, UnOp};
 use crate::layout::Layout;
 use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::tensor::Tensor;
@@ -89,40 +89,6 @@ fn pad_coord(p: &mut ProgBuilder, c: PRef, size: usize, padding: i64, align: boo
     }
 }
 
-/// The weight `w` where the tap `(ty, tx)` (f32 coordinates holding integers) lands on the row
-/// element `(h, w)` and is inside the input, else 0.
-#[allow(clippy::too_many_arguments)]
-fn tap(
-    p: &mut ProgBuilder,
-    ty: PRef,
-    tx: PRef,
-    h: PRef,
-    w: PRef,
-    wt: PRef,
-    hs: usize,
-    ws: usize,
-) -> PRef {
-    let yi = p.cast(ty, I);
-    let xi = p.cast(tx, I);
-    let zero = f(p, 0.0);
-    // Inside: 0 <= t <= size - 1 (checked on the float coordinate, as PyTorch's `within_bounds_2d`).
-    let hmax = f(p, hs as f64 - 1.0);
-    let wmax = f(p, ws as f64 - 1.0);
-    let c1 = p.cmp(CmpKind::Ge, ty, zero, F);
-    let c2 = p.cmp(CmpKind::Le, ty, hmax, F);
-    let c3 = p.cmp(CmpKind::Ge, tx, zero, F);
-    let c4 = p.cmp(CmpKind::Le, tx, wmax, F);
-    let e1 = p.cmp(CmpKind::Eq, yi, h, I);
-    let e2 = p.cmp(CmpKind::Eq, xi, w, I);
-    let mut all = p.cast(c1, I);
-    for c in [c2, c3, c4, e1, e2] {
-        let ci = p.cast(c, I);
-        all = p.bin(BinOp::And, all, ci, I);
-    }
-    let hit = p.cast(all, DType::Bool);
-    p.select(hit, wt, zero, F)
-}
-
 fn cubic(p: &mut ProgBuilder, t: PRef) -> [PRef; 4] {
     let a = -0.75;
     let one = f(p, 1.0);
@@ -194,106 +160,186 @@ pub fn grid_sampler_2d(
         })?
         .remove(0));
     }
-    let shape = vec![n, c, ho, wo, hs, ws];
+    // 1. The input channels-last, as a table of `[N·H·W, C]` rows.
     let xl = x.layout();
-    let xv = x.with_layout(Layout {
-        shape: shape.clone(),
-        strides: vec![
-            xl.strides[0],
-            xl.strides[1],
-            0,
-            0,
-            xl.strides[2],
-            xl.strides[3],
-        ],
-        offset: xl.offset,
-    });
+    let xp = x.with_layout(xl.permute(&[0, 2, 3, 1])?);
+    let table = map_shape(&op, xp.shape(), &[&xp], &[dt], |_, r| vec![r[0]])?.remove(0);
+    // 2. Per output position and tap: the row to read (0 where the tap is outside, with weight
+    //    0) and the weight.
+    let taps: usize = match interpolation {
+        0 => 4,
+        1 => 1,
+        _ => 16,
+    };
+    let side = if taps == 16 { 4 } else { 2 };
     let gl = grid.layout();
     let coord = |k: usize| {
         grid.with_layout(Layout {
-            shape: vec![n, c, ho, wo],
-            strides: vec![gl.strides[0], 0, gl.strides[1], gl.strides[2]],
+            shape: vec![n, ho, wo, taps],
+            strides: vec![gl.strides[0], gl.strides[1], gl.strides[2], 0],
             offset: (gl.offset as isize + k as isize * gl.strides[3]) as usize,
         })
     };
     let (gx, gy) = (coord(0), coord(1));
-    let y = rows(
+    let mut tw = map_shape(
         &op,
-        &shape,
-        &[4, 5],
-        false,
-        &[&xv, &gx, &gy],
-        &[false, true, true],
-        &[(dt, true)],
+        &[n, ho, wo, taps],
+        &[&gx, &gy],
+        &[DType::I32, F],
         |p, r| {
-            let h = p.index(4);
-            let w = p.index(5);
-            let gxf = p.cast(r[1], F);
-            let gyf = p.cast(r[2], F);
+            let t = p.index(3);
+            let nn = p.index(0);
+            let gxf = p.cast(r[0], F);
+            let gyf = p.cast(r[1], F);
             let ix = unnormalize(p, gxf, ws, align);
             let iy = unnormalize(p, gyf, hs, align);
-            let v = p.cast(r[0], F);
-            let weight = match interpolation {
-                0 | 1 => {
+            let sd = p.constant(Scalar::Int(side as i64), I);
+            let dy = p.bin(BinOp::Div, t, sd, I);
+            let dx = p.bin(BinOp::Rem, t, sd, I);
+            let dyf = p.cast(dy, F);
+            let dxf = p.cast(dx, F);
+            let (ty, tx, weight) = match interpolation {
+                1 => {
                     let ix = pad_coord(p, ix, ws, padding, align);
                     let iy = pad_coord(p, iy, hs, padding, align);
-                    if interpolation == 1 {
-                        let rx = p.un(UnOp::Round, ix, F);
-                        let ry = p.un(UnOp::Round, iy, F);
-                        let one = f(p, 1.0);
-                        tap(p, ry, rx, h, w, one, hs, ws)
-                    } else {
-                        let x0 = p.un(UnOp::Floor, ix, F);
-                        let y0 = p.un(UnOp::Floor, iy, F);
-                        let one = f(p, 1.0);
-                        let x1 = bin(p, BinOp::Add, x0, one);
-                        let y1 = bin(p, BinOp::Add, y0, one);
-                        let fx1 = bin(p, BinOp::Sub, x1, ix);
-                        let fx0 = bin(p, BinOp::Sub, ix, x0);
-                        let fy1 = bin(p, BinOp::Sub, y1, iy);
-                        let fy0 = bin(p, BinOp::Sub, iy, y0);
-                        let nw = bin(p, BinOp::Mul, fx1, fy1);
-                        let ne = bin(p, BinOp::Mul, fx0, fy1);
-                        let sw = bin(p, BinOp::Mul, fx1, fy0);
-                        let se = bin(p, BinOp::Mul, fx0, fy0);
-                        let a = tap(p, y0, x0, h, w, nw, hs, ws);
-                        let b = tap(p, y0, x1, h, w, ne, hs, ws);
-                        let c_ = tap(p, y1, x0, h, w, sw, hs, ws);
-                        let d = tap(p, y1, x1, h, w, se, hs, ws);
-                        let ab = bin(p, BinOp::Add, a, b);
-                        let cd = bin(p, BinOp::Add, c_, d);
-                        bin(p, BinOp::Add, ab, cd)
-                    }
+                    let rx = p.un(UnOp::Round, ix, F);
+                    let ry = p.un(UnOp::Round, iy, F);
+                    (ry, rx, f(p, 1.0))
                 }
-                _ => {
-                    // Bicubic: the unpadded coordinate's 4x4 neighbourhood, each tap padded.
+                0 => {
+                    let ix = pad_coord(p, ix, ws, padding, align);
+                    let iy = pad_coord(p, iy, hs, padding, align);
                     let x0 = p.un(UnOp::Floor, ix, F);
                     let y0 = p.un(UnOp::Floor, iy, F);
-                    let tx = bin(p, BinOp::Sub, ix, x0);
-                    let ty = bin(p, BinOp::Sub, iy, y0);
-                    let cx = cubic(p, tx);
-                    let cy = cubic(p, ty);
-                    let mut acc = f(p, 0.0);
-                    for (a, wy) in cy.iter().enumerate() {
-                        let oy = f(p, a as f64 - 1.0);
-                        let yy = bin(p, BinOp::Add, y0, oy);
-                        let yy = pad_coord(p, yy, hs, padding, align);
-                        for (b, wx) in cx.iter().enumerate() {
-                            let ox = f(p, b as f64 - 1.0);
-                            let xx = bin(p, BinOp::Add, x0, ox);
-                            let xx = pad_coord(p, xx, ws, padding, align);
-                            let wt = bin(p, BinOp::Mul, *wy, *wx);
-                            let t = tap(p, yy, xx, h, w, wt, hs, ws);
-                            acc = bin(p, BinOp::Add, acc, t);
+                    let one = f(p, 1.0);
+                    let x1 = bin(p, BinOp::Add, x0, one);
+                    let y1 = bin(p, BinOp::Add, y0, one);
+                    // Tap (dy, dx): weight (dx ? ix - x0 : x1 - ix)·(dy ? iy - y0 : y1 - iy).
+                    let fx1 = bin(p, BinOp::Sub, x1, ix);
+                    let fx0 = bin(p, BinOp::Sub, ix, x0);
+                    let fy1 = bin(p, BinOp::Sub, y1, iy);
+                    let fy0 = bin(p, BinOp::Sub, iy, y0);
+                    let zero = f(p, 0.0);
+                    let dxb = p.cmp(CmpKind::Gt, dxf, zero, F);
+                    let dyb = p.cmp(CmpKind::Gt, dyf, zero, F);
+                    let wx = p.select(dxb, fx0, fx1, F);
+                    let wy = p.select(dyb, fy0, fy1, F);
+                    let wt = bin(p, BinOp::Mul, wx, wy);
+                    let ty = bin(p, BinOp::Add, y0, dyf);
+                    let tx = bin(p, BinOp::Add, x0, dxf);
+                    (ty, tx, wt)
+                }
+                _ => {
+                    let x0 = p.un(UnOp::Floor, ix, F);
+                    let y0 = p.un(UnOp::Floor, iy, F);
+                    let txf = bin(p, BinOp::Sub, ix, x0);
+                    let tyf = bin(p, BinOp::Sub, iy, y0);
+                    let cx = cubic(p, txf);
+                    let cy = cubic(p, tyf);
+                    let pick = |p: &mut ProgBuilder, c: [PRef; 4], d: PRef| {
+                        let mut v = c[3];
+                        for k in (0..3).rev() {
+                            let kk = p.constant(Scalar::Int(k as i64), I);
+                            let is = p.cmp(CmpKind::Eq, d, kk, I);
+                            v = p.select(is, c[k], v, F);
                         }
-                    }
-                    acc
+                        v
+                    };
+                    let wx = pick(p, cx, dx);
+                    let wy = pick(p, cy, dy);
+                    let wt = bin(p, BinOp::Mul, wx, wy);
+                    let one = f(p, 1.0);
+                    let yy = bin(p, BinOp::Add, y0, dyf);
+                    let yy = bin(p, BinOp::Sub, yy, one);
+                    let xx = bin(p, BinOp::Add, x0, dxf);
+                    let xx = bin(p, BinOp::Sub, xx, one);
+                    let yy = pad_coord(p, yy, hs, padding, align);
+                    let xx = pad_coord(p, xx, ws, padding, align);
+                    (yy, xx, wt)
                 }
             };
-            let prod = bin(p, BinOp::Mul, weight, v);
-            vec![p.reduce(RedKind::Sum, prod, F)]
+            // Inside: 0 <= t <= size - 1 (PyTorch's `within_bounds_2d`).
+            let zero = f(p, 0.0);
+            let hmax = f(p, hs as f64 - 1.0);
+            let wmax = f(p, ws as f64 - 1.0);
+            let c1 = p.cmp(CmpKind::Ge, ty, zero, F);
+            let c2 = p.cmp(CmpKind::Le, ty, hmax, F);
+            let c3 = p.cmp(CmpKind::Ge, tx, zero, F);
+            let c4 = p.cmp(CmpKind::Le, tx, wmax, F);
+            let mut all = p.cast(c1, I);
+            for c in [c2, c3, c4] {
+                let ci = p.cast(c, I);
+                all = p.bin(BinOp::And, all, ci, I);
+            }
+            let inside = p.cast(all, DType::Bool);
+            let yi = p.cast(ty, I);
+            let xi = p.cast(tx, I);
+            let wsc = p.constant(Scalar::Int(ws as i64), I);
+            let hw = p.constant(Scalar::Int((hs * ws) as i64), I);
+            let row = p.bin(BinOp::Mul, yi, wsc, I);
+            let row = p.bin(BinOp::Add, row, xi, I);
+            let base = p.bin(BinOp::Mul, nn, hw, I);
+            let row = p.bin(BinOp::Add, base, row, I);
+            let zi = p.constant(Scalar::Int(0), I);
+            let row = p.select(inside, row, zi, I);
+            let wt = p.select(inside, weight, zero, F);
+            vec![row, wt]
+        },
+    )?;
+    let weights = tw.remove(1);
+    let rows_idx = tw.remove(0);
+    // 3. The taps' rows, gathered: `[N·Ho·Wo·T, C]`.
+    let count = n * ho * wo * taps;
+    let gathered = Tensor::empty(op.rt(), &[count, c], dt);
+    op.submit(
+        NodeKind::Gather(GatherNode {
+            rows: n * hs * ws,
+            row_len: c,
+            count,
+            check_bounds: true,
+        }),
+        vec![
+            table
+                .with_layout(Layout::contiguous(&[n * hs * ws, c]))
+                .view(),
+            rows_idx.with_layout(Layout::contiguous(&[count])).view(),
+        ],
+        vec![gathered.view()],
+    )?;
+    // 4. The weighted sum over the taps, `[N, C, Ho, Wo]`.
+    let shape = [n, c, ho, wo, taps];
+    let t = taps as isize;
+    let cc = c as isize;
+    let gv = gathered.with_layout(Layout {
+        shape: shape.to_vec(),
+        strides: vec![
+            (ho * wo) as isize * t * cc,
+            1,
+            wo as isize * t * cc,
+            t * cc,
+            cc,
+        ],
+        offset: 0,
+    });
+    let wv = weights.with_layout(Layout {
+        shape: shape.to_vec(),
+        strides: vec![(ho * wo) as isize * t, 0, wo as isize * t, t, 1],
+        offset: 0,
+    });
+    Ok(rows(
+        &op,
+        &shape,
+        &[4],
+        false,
+        &[&gv, &wv],
+        &[false, false],
+        &[(dt, true)],
+        |p, r| {
+            let g = p.cast(r[0], F);
+            let w = p.cast(r[1], F);
+            let m = bin(p, BinOp::Mul, g, w);
+            vec![p.reduce(RedKind::Sum, m, F)]
         },
     )?
-    .remove(0);
-    Ok(y)
+    .remove(0))
 }
