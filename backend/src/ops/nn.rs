@@ -904,7 +904,7 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::grid_sampler_2d", k, float, |_, a| {
+        OpDef::new("aten::grid_sampler_2d", k, &[DType::F32], |_, a| {
             t1(grid_sampler_2d(
                 a.tensor(0)?,
                 a.tensor(1)?,

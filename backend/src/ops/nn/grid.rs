@@ -6,6 +6,10 @@
 //! and reflection rules; taps outside the input get weight 0) and weight (1 tap for nearest, 4
 //! bilinear, 16 bicubic); the row-gather kernel; and a rows kernel summing `weight·row` over the
 //! taps.
+//!
+//! Registered for float32 only: PyTorch's CPU kernel computes bfloat16 and float16 grids in
+//! their own precision step by step (the golden cases show it), which this kernel does not
+//! follow; half-precision calls fall back to the CPU.
 
 use super::F;
 use crate::dtype::{DType, Scalar};
@@ -89,36 +93,34 @@ fn pad_coord(p: &mut ProgBuilder, c: PRef, size: usize, padding: i64, align: boo
     }
 }
 
-fn cubic(p: &mut ProgBuilder, t: PRef) -> [PRef; 4] {
+/// The cubic convolution weight (`A = -0.75`) of the tap `d` (0..4) for the fraction `t`: at
+/// distance `s = |t - (d - 1)|`, `((A+2)s - (A+3))s² + 1` within 1, else
+/// `((A·s - 5A)·s + 8A)·s - 4A`.
+fn cubic_at(p: &mut ProgBuilder, t: PRef, d: PRef) -> PRef {
     let a = -0.75;
     let one = f(p, 1.0);
-    let two = f(p, 2.0);
-    let far = |p: &mut ProgBuilder, x: PRef| {
-        let ac = f(p, a);
-        let r = bin(p, BinOp::Mul, ac, x);
-        let c5 = f(p, 5.0 * a);
-        let r = bin(p, BinOp::Sub, r, c5);
-        let r = bin(p, BinOp::Mul, r, x);
-        let c8 = f(p, 8.0 * a);
-        let r = bin(p, BinOp::Add, r, c8);
-        let r = bin(p, BinOp::Mul, r, x);
-        let c4 = f(p, 4.0 * a);
-        bin(p, BinOp::Sub, r, c4)
-    };
-    let near = |p: &mut ProgBuilder, x: PRef| {
-        let a2 = f(p, a + 2.0);
-        let r = bin(p, BinOp::Mul, a2, x);
-        let a3 = f(p, a + 3.0);
-        let r = bin(p, BinOp::Sub, r, a3);
-        let r = bin(p, BinOp::Mul, r, x);
-        let r = bin(p, BinOp::Mul, r, x);
-        let one = f(p, 1.0);
-        bin(p, BinOp::Add, r, one)
-    };
-    let t1 = bin(p, BinOp::Add, t, one);
-    let u = bin(p, BinOp::Sub, one, t);
-    let u2 = bin(p, BinOp::Sub, two, t);
-    [far(p, t1), near(p, t), near(p, u), far(p, u2)]
+    let dm = bin(p, BinOp::Sub, d, one);
+    let s = bin(p, BinOp::Sub, t, dm);
+    let s = p.un(UnOp::Abs, s, F);
+    let a2 = f(p, a + 2.0);
+    let r = bin(p, BinOp::Mul, a2, s);
+    let a3 = f(p, a + 3.0);
+    let r = bin(p, BinOp::Sub, r, a3);
+    let r = bin(p, BinOp::Mul, r, s);
+    let r = bin(p, BinOp::Mul, r, s);
+    let near = bin(p, BinOp::Add, r, one);
+    let ac = f(p, a);
+    let q = bin(p, BinOp::Mul, ac, s);
+    let c5 = f(p, 5.0 * a);
+    let q = bin(p, BinOp::Sub, q, c5);
+    let q = bin(p, BinOp::Mul, q, s);
+    let c8 = f(p, 8.0 * a);
+    let q = bin(p, BinOp::Add, q, c8);
+    let q = bin(p, BinOp::Mul, q, s);
+    let c4 = f(p, 4.0 * a);
+    let far = bin(p, BinOp::Sub, q, c4);
+    let inner = p.cmp(CmpKind::Le, s, one, F);
+    p.select(inner, near, far, F)
 }
 
 /// `torch.grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners)`.
@@ -234,19 +236,9 @@ pub fn grid_sampler_2d(
                     let y0 = p.un(UnOp::Floor, iy, F);
                     let txf = bin(p, BinOp::Sub, ix, x0);
                     let tyf = bin(p, BinOp::Sub, iy, y0);
-                    let cx = cubic(p, txf);
-                    let cy = cubic(p, tyf);
-                    let pick = |p: &mut ProgBuilder, c: [PRef; 4], d: PRef| {
-                        let mut v = c[3];
-                        for k in (0..3).rev() {
-                            let kk = p.constant(Scalar::Int(k as i64), I);
-                            let is = p.cmp(CmpKind::Eq, d, kk, I);
-                            v = p.select(is, c[k], v, F);
-                        }
-                        v
-                    };
-                    let wx = pick(p, cx, dx);
-                    let wy = pick(p, cy, dy);
+                    // Tap d (0..4) sits at distance |t - (d - 1)| from the sample.
+                    let wx = cubic_at(p, txf, dxf);
+                    let wy = cubic_at(p, tyf, dyf);
                     let wt = bin(p, BinOp::Mul, wx, wy);
                     let one = f(p, 1.0);
                     let yy = bin(p, BinOp::Add, y0, dyf);
