@@ -169,14 +169,14 @@ pub fn max_pool_with_indices(
                 rem = p.bin(BinOp::Div, rem, kk, I);
             }
             let mut flat = ic(p, 0);
-            for i in 0..nd {
+            for (i, &ki) in ks.iter().enumerate() {
                 let o = p.index((2 + i) as u32);
                 let s = ic(p, w2.stride[i] as i64);
                 let os = p.bin(BinOp::Mul, o, s, I);
                 let pd = ic(p, w2.pad[i] as i64);
                 let base = p.bin(BinOp::Sub, os, pd, I);
                 let d = ic(p, w2.dil[i] as i64);
-                let kd = p.bin(BinOp::Mul, ks[i], d, I);
+                let kd = p.bin(BinOp::Mul, ki, d, I);
                 let pos = p.bin(BinOp::Add, base, kd, I);
                 let size = ic(p, w2.input[i] as i64);
                 let scaled = p.bin(BinOp::Mul, flat, size, I);
@@ -633,7 +633,6 @@ fn scatter_planes(
     output_size: &[i64],
     average: bool,
 ) -> Result<Tensor> {
-    let op = op;
     let _ = name;
     let lead = x.dim() - nd;
     let planes: usize = x.shape()[..lead].iter().product();

@@ -213,10 +213,10 @@ pub(crate) fn col2im(op: &OpScope, cols: &Tensor, w: &Window) -> Result<Tensor> 
             let mut dshape = bl.shape[..lead].to_vec();
             let mut dstr = bl.strides[..lead].to_vec();
             let mut off = bl.offset as isize;
-            for i in 0..n {
+            for (i, &ki) in kidx.iter().enumerate() {
                 dshape.push(w.out[i]);
                 dstr.push(bl.strides[lead + i] * w.stride[i] as isize);
-                off += bl.strides[lead + i] * (kidx[i] * w.dil[i]) as isize;
+                off += bl.strides[lead + i] * (ki * w.dil[i]) as isize;
             }
             let dst = acc.with_layout(Layout {
                 shape: dshape,
@@ -224,9 +224,8 @@ pub(crate) fn col2im(op: &OpScope, cols: &Tensor, w: &Window) -> Result<Tensor> 
                 offset: off as usize,
             });
             let mut src = cols.layout().clone();
-            for (i, &ki) in kidx.iter().enumerate() {
+            for &ki in &kidx {
                 // Selecting removes the dim: the next kernel dim moves to `lead`.
-                let _ = i;
                 src = src.select(lead as i64, ki as i64)?;
             }
             let src = cols.with_layout(src);
