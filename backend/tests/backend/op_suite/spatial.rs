@@ -1170,10 +1170,12 @@ fn grid_ref(x: &HostTensor, grid: &HostTensor, mode: i64, padding: i64, align: b
 fn grid_sampler() {
     let x = vals(&[2, 3, 4, 5], DType::F32, 81);
     // Coordinates in [-1.2, 1.2]: some samples fall outside the input.
-    let mut grid = vals(&[2, 3, 4, 2], DType::F32, 82);
-    for v in &mut grid.data {
-        *v *= 0.6;
-    }
+    let raw = vals(&[2, 3, 4, 2], DType::F32, 82);
+    let grid = HostTensor::new(
+        &raw.shape,
+        DType::F32,
+        raw.data.iter().map(|v| v * 0.6).collect(),
+    );
     let mut samples = Vec::new();
     for mode in [0i64, 1] {
         for padding in [0i64, 1] {
