@@ -44,7 +44,7 @@ pub use pool::{
 };
 pub use shuffle::{channel_shuffle, pixel_shuffle, pixel_unshuffle};
 pub use softmax::{log_softmax_, safe_softmax, softmax_};
-pub use upsample::{Interp, sizes_of, upsample};
+pub use upsample::{Interp, sizes_of, upsample, upsample_backward};
 
 /// The type the operators compute in.
 const F: DType = DType::F32;
@@ -189,6 +189,32 @@ fn run_upsample(
         (a.ints(1)?, s)
     };
     t1(upsample(name, nd, x, &size, align, &scales, mode))
+}
+
+/// Runs an `upsample_*_backward` overload (`grad, output_size, input_size, [align_corners,]
+/// scales...`).
+fn run_upsample_backward(
+    a: &Args,
+    name: &str,
+    nd: usize,
+    mode: Interp,
+    has_align: bool,
+) -> Result<Vec<Value>> {
+    let align = has_align && a.bool(3)?;
+    let first = if has_align { 4 } else { 3 };
+    let s: Vec<Option<f64>> = (0..nd)
+        .map(|i| a.opt_float(first + i))
+        .collect::<Result<_>>()?;
+    t1(upsample_backward(
+        name,
+        nd,
+        a.tensor(0)?,
+        &a.ints(1)?,
+        &a.ints(2)?,
+        align,
+        &s,
+        mode,
+    ))
 }
 
 /// The registered overloads.
@@ -912,6 +938,121 @@ pub(super) fn defs() -> Vec<OpDef> {
                 a.int(3)?,
                 a.bool(4)?,
             ))
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest1d_backward", k, float, |_, a| {
+            run_upsample_backward(
+                a,
+                "aten::upsample_nearest1d_backward",
+                1,
+                Interp::Nearest,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest2d_backward", k, float, |_, a| {
+            run_upsample_backward(
+                a,
+                "aten::upsample_nearest2d_backward",
+                2,
+                Interp::Nearest,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_nearest3d_backward", k, float, |_, a| {
+            run_upsample_backward(
+                a,
+                "aten::upsample_nearest3d_backward",
+                3,
+                Interp::Nearest,
+                false,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new(
+            "aten::_upsample_nearest_exact1d_backward",
+            k,
+            float,
+            |_, a| {
+                run_upsample_backward(
+                    a,
+                    "aten::_upsample_nearest_exact1d_backward",
+                    1,
+                    Interp::NearestExact,
+                    false,
+                )
+            },
+        )
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new(
+            "aten::_upsample_nearest_exact2d_backward",
+            k,
+            float,
+            |_, a| {
+                run_upsample_backward(
+                    a,
+                    "aten::_upsample_nearest_exact2d_backward",
+                    2,
+                    Interp::NearestExact,
+                    false,
+                )
+            },
+        )
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new(
+            "aten::_upsample_nearest_exact3d_backward",
+            k,
+            float,
+            |_, a| {
+                run_upsample_backward(
+                    a,
+                    "aten::_upsample_nearest_exact3d_backward",
+                    3,
+                    Interp::NearestExact,
+                    false,
+                )
+            },
+        )
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_linear1d_backward", k, float, |_, a| {
+            run_upsample_backward(
+                a,
+                "aten::upsample_linear1d_backward",
+                1,
+                Interp::Linear,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_bilinear2d_backward", k, float, |_, a| {
+            run_upsample_backward(
+                a,
+                "aten::upsample_bilinear2d_backward",
+                2,
+                Interp::Linear,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_trilinear3d_backward", k, float, |_, a| {
+            run_upsample_backward(
+                a,
+                "aten::upsample_trilinear3d_backward",
+                3,
+                Interp::Linear,
+                true,
+            )
+        })
+        .shard(Sharding::Replicate(windows)),
+        OpDef::new("aten::upsample_bicubic2d_backward", k, float, |_, a| {
+            run_upsample_backward(
+                a,
+                "aten::upsample_bicubic2d_backward",
+                2,
+                Interp::Cubic,
+                true,
+            )
         })
         .shard(Sharding::Replicate(windows)),
         OpDef::new("aten::_safe_softmax", k, float, |_, a| {

@@ -286,3 +286,95 @@ pub fn upsample(
     }
     Ok(map_shape(&op, &shape, &[&cur], &[dt], |_, r| vec![r[0]])?.remove(0))
 }
+
+/// One backward pass along `dim`: `gx[..i..] = Σ_o weight(o, i)·g[..o..]` (the adjoint of
+/// [`pass`]), a rows kernel whose row is the output dim.
+fn back_pass(
+    op: &OpScope,
+    g: &Tensor,
+    dim: usize,
+    input: usize,
+    sc: f64,
+    align: bool,
+    mode: Interp,
+) -> Result<Tensor> {
+    let n = g.dim();
+    let out = g.shape()[dim];
+    let mut shape = g.shape().to_vec();
+    shape[dim] = input;
+    shape.push(out);
+    let l = g.layout();
+    let mut strides = l.strides.clone();
+    strides[dim] = 0;
+    strides.push(l.strides[dim]);
+    let gv = g.with_layout(Layout {
+        shape: shape.clone(),
+        strides,
+        offset: l.offset,
+    });
+    Ok(rows(
+        op,
+        &shape,
+        &[n],
+        false,
+        &[&gv],
+        &[false],
+        &[(F, true)],
+        |p, r| {
+            let i = p.index(dim as u32);
+            let o = p.index(n as u32);
+            let w = weight(p, o, i, input, sc, align, mode);
+            let v = p.cast(r[0], F);
+            let prod = p.bin(BinOp::Mul, w, v, F);
+            vec![p.reduce(RedKind::Sum, prod, F)]
+        },
+    )?
+    .remove(0))
+}
+
+/// `upsample_*_backward(grad_output, output_size, input_size, [align_corners,] scales...)`:
+/// the gradient of [`upsample`], one adjoint pass per spatial dim (f32 between passes).
+#[allow(clippy::too_many_arguments)]
+pub fn upsample_backward(
+    name: &str,
+    nd: usize,
+    grad: &Tensor,
+    output_size: &[i64],
+    input_size: &[i64],
+    align: bool,
+    scales: &[Option<f64>],
+    mode: Interp,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[grad])?;
+    if input_size.len() != nd + 2 || output_size.len() != nd || input_size.iter().any(|&s| s < 0) {
+        return Err(TpuError::BadArgs(format!(
+            "{name}: expected output_size of {nd} and input_size of {} values, got {output_size:?} and {input_size:?}",
+            nd + 2
+        )));
+    }
+    let mut want = input_size[..2].to_vec();
+    want.extend_from_slice(output_size);
+    let gs: Vec<i64> = grad.shape().iter().map(|&s| s as i64).collect();
+    if gs != want {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: Expected grad_output to have the shape {want:?}, but got {:?}",
+            grad.shape()
+        )));
+    }
+    let dt = grad.dtype();
+    let shape: Vec<usize> = input_size.iter().map(|&s| s as usize).collect();
+    if grad.numel() == 0 || shape.iter().product::<usize>() == 0 {
+        return Ok(map_shape(&op, &shape, &[], &[dt], |p, _| {
+            vec![p.constant(Scalar::Int(0), dt)]
+        })?
+        .remove(0));
+    }
+    let mut cur = grad.clone();
+    for i in 0..nd {
+        let d = 2 + i;
+        let (input, out) = (shape[d], output_size[i] as usize);
+        let sc = scale_of(input, out, align, scales.get(i).copied().flatten(), mode);
+        cur = back_pass(&op, &cur, d, input, sc, align, mode)?;
+    }
+    Ok(map_shape(&op, &shape, &[&cur], &[dt], |_, r| vec![r[0]])?.remove(0))
+}

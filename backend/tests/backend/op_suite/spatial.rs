@@ -66,6 +66,25 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::upsample_trilinear3d.vec", upsamples),
     ("aten::upsample_bicubic2d", upsamples),
     ("aten::upsample_bicubic2d.vec", upsamples),
+    ("aten::upsample_nearest1d_backward", upsample_backwards),
+    ("aten::upsample_nearest2d_backward", upsample_backwards),
+    ("aten::upsample_nearest3d_backward", upsample_backwards),
+    (
+        "aten::_upsample_nearest_exact1d_backward",
+        upsample_backwards,
+    ),
+    (
+        "aten::_upsample_nearest_exact2d_backward",
+        upsample_backwards,
+    ),
+    (
+        "aten::_upsample_nearest_exact3d_backward",
+        upsample_backwards,
+    ),
+    ("aten::upsample_linear1d_backward", upsample_backwards),
+    ("aten::upsample_bilinear2d_backward", upsample_backwards),
+    ("aten::upsample_trilinear3d_backward", upsample_backwards),
+    ("aten::upsample_bicubic2d_backward", upsample_backwards),
     ("aten::native_batch_norm", batch_norms),
     ("aten::_native_batch_norm_legit", batch_norms),
     ("aten::_native_batch_norm_legit.no_stats", batch_norms),
@@ -1388,5 +1407,70 @@ fn pool_backwards() {
                 )],
             )],
         );
+    }
+}
+
+#[test]
+fn upsample_backwards() {
+    let cases: &[(&str, &str, usize, bool)] = &[
+        ("upsample_nearest1d", "nearest", 1, false),
+        ("upsample_nearest2d", "nearest", 2, false),
+        ("upsample_nearest3d", "nearest", 3, false),
+        ("_upsample_nearest_exact1d", "exact", 1, false),
+        ("_upsample_nearest_exact2d", "exact", 2, false),
+        ("_upsample_nearest_exact3d", "exact", 3, false),
+        ("upsample_linear1d", "linear", 1, true),
+        ("upsample_bilinear2d", "linear", 2, true),
+        ("upsample_trilinear3d", "linear", 3, true),
+        ("upsample_bicubic2d", "cubic", 2, true),
+    ];
+    for &(base, mode, nd, has_align) in cases {
+        let shape: Vec<usize> = [2, 2, 5, 3, 4][..2 + nd].to_vec();
+        let outs: Vec<usize> = [8, 2, 3][..nd].to_vec();
+        let mut ys = shape[..2].to_vec();
+        ys.extend(&outs);
+        let g = vals(&ys, DType::F32, nd as u64 + 40);
+        let mut samples = Vec::new();
+        for align in if has_align {
+            vec![false, true]
+        } else {
+            vec![false]
+        } {
+            // The adjoint: every output's gradient goes to its taps with their weights.
+            let mut gx = vec![0.0; numel(&shape)];
+            let mut mag = vec![0.0; numel(&shape)];
+            for (f, yi) in indices(&ys).enumerate() {
+                let per: Vec<Vec<(usize, f64)>> = (0..nd)
+                    .map(|i| interp_weights(mode, shape[2 + i], outs[i], yi[2 + i], align))
+                    .collect();
+                let sizes: Vec<usize> = per.iter().map(|p| p.len()).collect();
+                for kk in indices(&sizes) {
+                    let mut pos = yi[..2].to_vec();
+                    let mut w = 1.0;
+                    for i in 0..nd {
+                        let (p, wi) = per[i][kk[i]];
+                        pos.push(p);
+                        w *= wi;
+                    }
+                    gx[ravel(&pos, &shape)] += w * g.data[f];
+                    mag[ravel(&pos, &shape)] += (w * g.data[f]).abs();
+                }
+            }
+            let extra: Vec<f64> = mag.iter().map(|m| m * 64.0 * U + 1e-6).collect();
+            let i64s = |a: &[usize]| ints(&a.iter().map(|&q| q as i64).collect::<Vec<_>>());
+            let mut args = vec![tp(g.clone()), v(i64s(&outs)), v(i64s(&shape))];
+            if has_align {
+                args.push(v(Value::Bool(align)));
+            }
+            samples.push(Sample::new(
+                args,
+                vec![Out::Close(
+                    HostTensor::new(&shape, DType::F32, gx),
+                    Tol::of(DType::F32).with_extra(extra),
+                )],
+            ));
+        }
+        let name: &'static str = Box::leak(format!("aten::{base}_backward").into_boxed_str());
+        check_samples(name, samples);
     }
 }
