@@ -370,9 +370,9 @@ pub fn upsample_backward(
         .remove(0));
     }
     let mut cur = grad.clone();
-    for i in 0..nd {
+    for (i, &o) in output_size.iter().enumerate() {
         let d = 2 + i;
-        let (input, out) = (shape[d], output_size[i] as usize);
+        let (input, out) = (shape[d], o as usize);
         let sc = scale_of(input, out, align, scales.get(i).copied().flatten(), mode);
         cur = back_pass(&op, &cur, d, input, sc, align, mode)?;
     }
