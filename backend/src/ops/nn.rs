@@ -1,5 +1,10 @@
-//! Neural-network forward operators: `_softmax`, `_log_softmax`, `native_layer_norm`,
-//! `rms_norm`, `nll_loss_forward` and `nll_loss2d_forward`.
+//! Neural-network operators: `_softmax`, `_log_softmax`, `_safe_softmax`, `native_layer_norm`,
+//! `rms_norm`, `native_batch_norm` (and `_native_batch_norm_legit*`), `native_group_norm`,
+//! `nll_loss_forward` and `nll_loss2d_forward` here; convolution and its backward, `im2col` and
+//! `col2im` in `conv.rs` (im2col + the matrix units); pooling and its backward in `pool.rs`;
+//! replication and reflection padding in `pad.rs`; resampling and its backward in
+//! `upsample.rs`; `grid_sampler_2d` in `grid.rs`; pixel and channel shuffles in `shuffle.rs`;
+//! the sliding-window views they share in `window.rs`.
 //!
 //! Softmax, log-softmax and the norms are each one tile kernel: one [`rows`] call whose program
 //! computes the row statistics (max and sum of exponentials, mean and variance, mean square) and
