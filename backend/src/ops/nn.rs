@@ -237,6 +237,9 @@ pub(super) fn defs() -> Vec<OpDef> {
         DType::Bool,
     ];
     let num = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    // bf16 is left to the CPU: PyTorch's bf16 kernel rounds its statistics in a way the golden
+    // instance-norm case shows and this kernel does not yet follow (off by up to 5 ulps).
+    let bn = &[DType::F32, DType::F16];
     let stats = "batch statistics span every dim but the channels";
     let windows = "spatial windows cross shard boundaries";
     vec![
@@ -770,7 +773,7 @@ pub(super) fn defs() -> Vec<OpDef> {
             )
         })
         .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::native_batch_norm", k, float, |_, a| {
+        OpDef::new("aten::native_batch_norm", k, bn, |_, a| {
             t3(native_batch_norm(
                 "aten::native_batch_norm",
                 a.tensor(0)?,
@@ -784,7 +787,7 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(Sharding::Replicate(stats)),
-        OpDef::new("aten::_native_batch_norm_legit", k, float, |_, a| {
+        OpDef::new("aten::_native_batch_norm_legit", k, bn, |_, a| {
             t3(native_batch_norm(
                 "aten::_native_batch_norm_legit",
                 a.tensor(0)?,
@@ -798,29 +801,24 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(Sharding::Replicate(stats)),
-        OpDef::new(
-            "aten::_native_batch_norm_legit.no_stats",
-            k,
-            float,
-            |_, a| {
-                t3(native_batch_norm(
-                    "aten::_native_batch_norm_legit.no_stats",
-                    a.tensor(0)?,
-                    a.opt_tensor(1)?,
-                    a.opt_tensor(2)?,
-                    None,
-                    None,
-                    a.bool(3)?,
-                    a.float(4)?,
-                    a.float(5)?,
-                ))
-            },
-        )
+        OpDef::new("aten::_native_batch_norm_legit.no_stats", k, bn, |_, a| {
+            t3(native_batch_norm(
+                "aten::_native_batch_norm_legit.no_stats",
+                a.tensor(0)?,
+                a.opt_tensor(1)?,
+                a.opt_tensor(2)?,
+                None,
+                None,
+                a.bool(3)?,
+                a.float(4)?,
+                a.float(5)?,
+            ))
+        })
         .shard(Sharding::Replicate(stats)),
         OpDef::new(
             "aten::_native_batch_norm_legit_no_training",
             k,
-            float,
+            bn,
             |_, a| {
                 t3(native_batch_norm(
                     "aten::_native_batch_norm_legit_no_training",
