@@ -170,6 +170,76 @@ pub fn gelu_backward(grad: &Tensor, x: &Tensor, approximate: &str) -> Result<Ten
     })
 }
 
+/// `hardswish_backward(grad_output, self)`: 0 below -3, `dy·(x/3 + 1/2)` up to 3, `dy` above.
+pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
+    binary_backward("aten::hardswish_backward", grad, x, |p, dy, x| {
+        let (m3, p3) = (k(p, -3.0), k(p, 3.0));
+        let (half, zero) = (k(p, 0.5), k(p, 0.0));
+        // The slope from x clamped to [-3, 3], so that infinities give no NaN; NaN takes
+        // the `dy` branch (it is neither < -3 nor <= 3), as in PyTorch.
+        let xc = p.bin(BinOp::Min, x, p3, F);
+        let xc = p.bin(BinOp::Max, xc, m3, F);
+        let third = p.bin(BinOp::Div, xc, p3, F);
+        let slope = add(p, third, half);
+        let mid = mul(p, dy, slope);
+        let low = p.cmp(CmpKind::Lt, x, m3, F);
+        let inner = p.cmp(CmpKind::Le, x, p3, F);
+        let upper = p.select(inner, mid, dy, F);
+        p.select(low, zero, upper, F)
+    })
+}
+
+/// `mish_backward(grad_output, self)`: `dy·(t + x·σ(x)·(1 - t²))` with `t = tanh(softplus(x))`.
+pub fn mish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
+    binary_backward("aten::mish_backward", grad, x, |p, dy, x| {
+        let one = k(p, 1.0);
+        let e = p.un(UnOp::Exp, x, F);
+        let sp = add(p, one, e);
+        let sp = p.un(UnOp::Log, sp, F);
+        let t = p.un(UnOp::Tanh, sp, F);
+        let s = p.un(UnOp::Sigmoid, x, F);
+        let t2 = mul(p, t, t);
+        let d = sub(p, one, t2);
+        let xs = mul(p, x, s);
+        let xsd = mul(p, xs, d);
+        let r = add(p, t, xsd);
+        mul(p, dy, r)
+    })
+}
+
+/// `elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)`: for
+/// `x > 0`, `dy·scale`; else `dy·input_scale·alpha·scale·exp(x·input_scale)` (or, from the
+/// result `y`, `dy·input_scale·(y + alpha·scale)`).
+pub fn elu_backward(
+    grad: &Tensor,
+    alpha: f64,
+    scale: f64,
+    input_scale: f64,
+    is_result: bool,
+    x: &Tensor,
+) -> Result<Tensor> {
+    binary_backward("aten::elu_backward", grad, x, move |p, dy, x| {
+        let neg = k(p, alpha * scale);
+        let pos = k(p, scale);
+        let ipt = k(p, input_scale);
+        let zero = k(p, 0.0);
+        let nonpos = p.cmp(CmpKind::Le, x, zero, F);
+        let below = if is_result {
+            let y = add(p, x, neg);
+            let d = mul(p, ipt, y);
+            mul(p, dy, d)
+        } else {
+            let xi = mul(p, x, ipt);
+            let e = p.un(UnOp::Exp, xi, F);
+            let c = mul(p, ipt, neg);
+            let d = mul(p, c, e);
+            mul(p, dy, d)
+        };
+        let above = mul(p, dy, pos);
+        p.select(nonpos, below, above, F)
+    })
+}
+
 /// `silu_backward(grad_output, self)`: `dy * s * (1 + x * (1 - s))` with `s = sigmoid(x)`.
 pub fn silu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     binary_backward("aten::silu_backward", grad, x, |p, dy, x| {
@@ -334,6 +404,25 @@ pub(super) fn defs() -> Vec<OpDef> {
                 a.tensor(0)?,
                 a.tensor(1)?,
                 a.opt_str(2)?.unwrap_or("none"),
+            ))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::hardswish_backward", kern, f, |_, a| {
+            t1(hardswish_backward(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::mish_backward", kern, f, |_, a| {
+            t1(mish_backward(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::elu_backward", kern, f, |_, a| {
+            t1(elu_backward(
+                a.tensor(0)?,
+                a.scalar(1)?.to_f64(),
+                a.scalar(2)?.to_f64(),
+                a.scalar(3)?.to_f64(),
+                a.bool(4)?,
+                a.tensor(5)?,
             ))
         })
         .shard(Sharding::pointwise(Lin::First)),

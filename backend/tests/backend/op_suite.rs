@@ -49,6 +49,9 @@ mod reduce;
 #[path = "op_suite/nn.rs"]
 mod nn;
 
+#[path = "op_suite/spatial.rs"]
+mod spatial;
+
 #[path = "op_suite/matrix.rs"]
 mod matrix;
 

@@ -183,3 +183,317 @@ pub fn rms_norm(
     )?
     .remove(0))
 }
+
+/// `torch.native_group_norm(x, weight, bias, N, C, HxW, group, eps)`: `(output, mean, rstd)`,
+/// `mean` and `rstd` of shape `[N, group]` in the input's dtype. One rows kernel over `x` seen
+/// as `[N, group, C/group, HxW]` (the row is one group's channels and positions); the
+/// per-channel weight and bias are broadcast along it.
+#[allow(clippy::too_many_arguments)]
+pub fn native_group_norm(
+    x: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    n: i64,
+    c: i64,
+    hxw: i64,
+    group: i64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut inputs: Vec<&Tensor> = vec![x];
+    inputs.extend(weight);
+    inputs.extend(bias);
+    let op = OpScope::new("aten::native_group_norm", &inputs)?;
+    if !x.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"GroupNormKernelImpl\" not implemented for '{}'",
+            scalar_type_name(x.dtype())
+        )));
+    }
+    let (n, c, hw, g) = (n as usize, c as usize, hxw as usize, group as usize);
+    if g == 0 || !c.is_multiple_of(g) || n * c * hw != x.numel() {
+        return Err(TpuError::ShapeMismatch(format!(
+            "Expected number of channels in input to be divisible by num_groups, but got input of shape {:?} and num_groups={g}",
+            x.shape()
+        )));
+    }
+    for (what, p) in [("weight", weight), ("bias", bias)] {
+        if let Some(p) = p
+            && (p.dim() != 1 || p.shape()[0] != c)
+        {
+            return Err(TpuError::ShapeMismatch(format!(
+                "Expected {what} to be a vector of size equal to the number of channels in input, but got {what} of shape {:?} and input of shape {:?}",
+                p.shape(),
+                x.shape()
+            )));
+        }
+    }
+    let dt = x.dtype();
+    let cg = c / g;
+    let shape4 = [n, g, cg, hw];
+    let xv = match x.layout().view_as(&shape4) {
+        Some(l) => x.with_layout(l),
+        None => {
+            let cx =
+                crate::ops::helpers::map_shape(&op, x.shape(), &[x], &[dt], |_, r| vec![r[0]])?
+                    .remove(0);
+            cx.with_layout(crate::layout::Layout::contiguous(&shape4))
+        }
+    };
+    if cg * hw == 0 || n * g == 0 {
+        let nan = Scalar::Float(f64::NAN);
+        return Ok((
+            creation::full(op.rt(), x.shape(), Scalar::Int(0), dt)?,
+            creation::full(op.rt(), &[n, g], nan, dt)?,
+            creation::full(op.rt(), &[n, g], nan, dt)?,
+        ));
+    }
+    let per_channel = |t: &Tensor| {
+        let s = t.strides()[0];
+        t.with_layout(crate::layout::Layout {
+            shape: vec![1, g, cg, 1],
+            strides: vec![0, cg as isize * s, s, 0],
+            offset: t.storage_offset(),
+        })
+    };
+    let wv = weight.map(per_channel);
+    let bv = bias.map(per_channel);
+    let mut ins: Vec<&Tensor> = vec![&xv];
+    ins.extend(wv.as_ref());
+    ins.extend(bv.as_ref());
+    let (has_w, has_b) = (weight.is_some(), bias.is_some());
+    let k = (cg * hw) as f64;
+    let mut out = rows(
+        &op,
+        &shape4,
+        &[2, 3],
+        false,
+        &ins,
+        &[false, false, false],
+        &[(dt, false), (dt, true), (dt, true)],
+        |p, r| {
+            let v = p.cast(r[0], F);
+            let kc = p.constant(Scalar::Float(k), F);
+            let s = p.reduce(RedKind::Sum, v, F);
+            let mean = p.bin(BinOp::Div, s, kc, F);
+            let d = p.bin(BinOp::Sub, v, mean, F);
+            let d2 = p.bin(BinOp::Mul, d, d, F);
+            let ss = p.reduce(RedKind::Sum, d2, F);
+            let var = p.bin(BinOp::Div, ss, kc, F);
+            let e = p.constant(Scalar::Float(eps), F);
+            let ve = p.bin(BinOp::Add, var, e, F);
+            let rstd = p.un(UnOp::Rsqrt, ve, F);
+            let mut y = p.bin(BinOp::Mul, d, rstd, F);
+            let mut i = 1;
+            if has_w {
+                let w = p.cast(r[i], F);
+                y = p.bin(BinOp::Mul, y, w, F);
+                i += 1;
+            }
+            if has_b {
+                let b = p.cast(r[i], F);
+                y = p.bin(BinOp::Add, y, b, F);
+            }
+            vec![y, mean, rstd]
+        },
+    )?;
+    let rstd = out.remove(2);
+    let mean = out.remove(1);
+    let y = out.remove(0);
+    let y = y.with_layout(
+        y.layout()
+            .view_as(x.shape())
+            .ok_or_else(|| op.err("internal: group norm output view"))?,
+    );
+    Ok((y, mean, rstd))
+}
+
+/// `torch.native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum,
+/// eps)`: `(output, save_mean, save_invstd)`. Training normalises with the batch statistics of
+/// each channel (dim 1; one rows kernel whose row is every other dim) and, given running
+/// statistics, updates them in place (`(1 - momentum)·running + momentum·batch`, the variance
+/// unbiased); `save_mean`/`save_invstd` are the batch mean and `1/sqrt(var + eps)`. Evaluation
+/// normalises with the running statistics and returns empty `save_*` tensors.
+#[allow(clippy::too_many_arguments)]
+pub fn native_batch_norm(
+    name: &str,
+    x: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    running_mean: Option<&Tensor>,
+    running_var: Option<&Tensor>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut inputs: Vec<&Tensor> = vec![x];
+    inputs.extend(weight);
+    inputs.extend(bias);
+    inputs.extend(running_mean);
+    inputs.extend(running_var);
+    let op = OpScope::new(name, &inputs)?;
+    if !x.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"batch_norm\" not implemented for '{}'",
+            scalar_type_name(x.dtype())
+        )));
+    }
+    if x.dim() < 2 {
+        return Err(TpuError::BadArgs(format!(
+            "{name}: Expected input to have at least 2 dimensions, but got {:?}",
+            x.shape()
+        )));
+    }
+    let c = x.shape()[1];
+    for (what, p) in [
+        ("weight", weight),
+        ("bias", bias),
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+    ] {
+        if let Some(p) = p
+            && p.numel() != c
+        {
+            return Err(TpuError::ShapeMismatch(format!(
+                "{name}: {what} should contain {c} elements not {}",
+                p.numel()
+            )));
+        }
+    }
+    let dt = x.dtype();
+    let dims: Vec<usize> = (0..x.dim()).filter(|&d| d != 1).collect();
+    let count: usize = dims.iter().map(|&d| x.shape()[d]).product();
+    let flat = |t: &Tensor| {
+        t.with_layout(
+            t.layout()
+                .view_as(&[c])
+                .unwrap_or_else(|| t.layout().clone()),
+        )
+    };
+    let (w, b) = (weight.map(flat), bias.map(flat));
+    let (has_w, has_b) = (w.is_some(), b.is_some());
+    let empty = || Tensor::empty(op.rt(), &[0], dt);
+    if !training {
+        let (Some(rm), Some(rv)) = (running_mean, running_var) else {
+            return Err(TpuError::BadArgs(format!(
+                "{name}: running_mean and running_var must be defined in evaluation mode"
+            )));
+        };
+        let (rm, rv) = (flat(rm), flat(rv));
+        let mut ins: Vec<&Tensor> = vec![x, &rm, &rv];
+        ins.extend(w.as_ref());
+        ins.extend(b.as_ref());
+        let y = rows(
+            &op,
+            x.shape(),
+            &dims,
+            true,
+            &ins,
+            &[false, true, true, true, true],
+            &[(dt, false)],
+            |p, r| {
+                let v = p.cast(r[0], F);
+                let m = p.cast(r[1], F);
+                let var = p.cast(r[2], F);
+                let e = p.constant(Scalar::Float(eps), F);
+                let ve = p.bin(BinOp::Add, var, e, F);
+                let is = p.un(UnOp::Rsqrt, ve, F);
+                let d = p.bin(BinOp::Sub, v, m, F);
+                let mut y = p.bin(BinOp::Mul, d, is, F);
+                let mut i = 3;
+                if has_w {
+                    let wv = p.cast(r[i], F);
+                    y = p.bin(BinOp::Mul, y, wv, F);
+                    i += 1;
+                }
+                if has_b {
+                    let bv = p.cast(r[i], F);
+                    y = p.bin(BinOp::Add, y, bv, F);
+                }
+                vec![y]
+            },
+        )?
+        .remove(0);
+        return Ok((y, empty(), empty()));
+    }
+    if count == 0 || c == 0 {
+        let nan = Scalar::Float(f64::NAN);
+        return Ok((
+            creation::full(op.rt(), x.shape(), Scalar::Int(0), dt)?,
+            creation::full(op.rt(), &[c], nan, dt)?,
+            creation::full(op.rt(), &[c], nan, dt)?,
+        ));
+    }
+    let mut ins: Vec<&Tensor> = vec![x];
+    ins.extend(w.as_ref());
+    ins.extend(b.as_ref());
+    let k = count as f64;
+    let mut out = rows(
+        &op,
+        x.shape(),
+        &dims,
+        false,
+        &ins,
+        &[false, true, true],
+        &[(dt, false), (dt, true), (dt, true), (F, true)],
+        |p, r| {
+            let v = p.cast(r[0], F);
+            let kc = p.constant(Scalar::Float(k), F);
+            let s = p.reduce(RedKind::Sum, v, F);
+            let mean = p.bin(BinOp::Div, s, kc, F);
+            let d = p.bin(BinOp::Sub, v, mean, F);
+            let d2 = p.bin(BinOp::Mul, d, d, F);
+            let ss = p.reduce(RedKind::Sum, d2, F);
+            let var = p.bin(BinOp::Div, ss, kc, F);
+            let e = p.constant(Scalar::Float(eps), F);
+            let ve = p.bin(BinOp::Add, var, e, F);
+            let is = p.un(UnOp::Rsqrt, ve, F);
+            // PyTorch keeps the statistics in the input's dtype and applies them as
+            // `x·alpha + beta`, `alpha = invstd·w`, `beta = b - mean·alpha` (in f32).
+            let mean_r = p.round(mean, dt);
+            let mean_r = p.cast(mean_r, F);
+            let is_r = p.round(is, dt);
+            let is_r = p.cast(is_r, F);
+            let mut alpha = is_r;
+            let mut i = 1;
+            if has_w {
+                let wv = p.cast(r[i], F);
+                alpha = p.bin(BinOp::Mul, alpha, wv, F);
+                i += 1;
+            }
+            let ma = p.bin(BinOp::Mul, mean_r, alpha, F);
+            let zero = p.constant(Scalar::Float(0.0), F);
+            let bv = if has_b { p.cast(r[i], F) } else { zero };
+            let beta = p.bin(BinOp::Sub, bv, ma, F);
+            let xa = p.bin(BinOp::Mul, v, alpha, F);
+            let y = p.bin(BinOp::Add, xa, beta, F);
+            let _ = d;
+            vec![y, mean, is, var]
+        },
+    )?;
+    let var = out.remove(3);
+    let invstd = out.remove(2);
+    let mean = out.remove(1);
+    let y = out.remove(0);
+    let unbias = if count > 1 {
+        k / (k - 1.0)
+    } else {
+        f64::INFINITY
+    };
+    for (run, stat, factor) in [(running_mean, &mean, 1.0), (running_var, &var, unbias)] {
+        if let Some(run) = run {
+            let rv = flat(run);
+            crate::ops::helpers::write_into(&op, &rv, &[&rv, stat], |p, r| {
+                let old = p.cast(r[0], F);
+                let new = p.cast(r[1], F);
+                let keep = p.constant(Scalar::Float(1.0 - momentum), F);
+                let m = p.constant(Scalar::Float(momentum), F);
+                let fct = p.constant(Scalar::Float(factor), F);
+                let a = p.bin(BinOp::Mul, old, keep, F);
+                let nf = p.bin(BinOp::Mul, new, fct, F);
+                let b = p.bin(BinOp::Mul, nf, m, F);
+                p.bin(BinOp::Add, a, b, F)
+            })?;
+        }
+    }
+    Ok((y, mean, invstd))
+}

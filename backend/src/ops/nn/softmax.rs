@@ -109,3 +109,48 @@ pub fn softmax_(x: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
 pub fn log_softmax_(x: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
     softmax_impl("aten::_log_softmax", x, dim, half_to_float, true)
 }
+
+/// `torch._safe_softmax(x, dim, dtype)`: softmax (of `x` converted to `dtype`), with zeros for
+/// rows whose every element is `-inf` (where softmax gives NaN): attention over fully masked
+/// rows. One rows kernel.
+pub fn safe_softmax(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
+    let op = OpScope::new("aten::_safe_softmax", &[x])?;
+    let d = wrap_dim(dim, x.dim())?;
+    let out = dtype.unwrap_or(x.dtype());
+    if !out.is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "\"softmax_lastdim_kernel_impl\" not implemented for '{}'",
+            scalar_type_name(out)
+        )));
+    }
+    let xl = lift_scalar(x)?;
+    let y = rows(
+        &op,
+        xl.shape(),
+        &[d],
+        false,
+        &[&xl],
+        &[false],
+        &[(out, false)],
+        |p, r| {
+            // The input is converted to `dtype` first, as `softmax(x, dim, dtype)` does.
+            let v = p.cast(r[0], out);
+            let v = p.cast(v, F);
+            let m = p.reduce(RedKind::Max, v, F);
+            let z = p.bin(BinOp::Sub, v, m, F);
+            let e = p.un(UnOp::Exp, z, F);
+            let s = p.reduce(RedKind::Sum, e, F);
+            let y = p.bin(BinOp::Div, e, s, F);
+            let ninf = p.constant(crate::dtype::Scalar::Float(f64::NEG_INFINITY), F);
+            let masked = p.cmp(crate::ir::CmpKind::Eq, m, ninf, F);
+            let zero = p.constant(crate::dtype::Scalar::Float(0.0), F);
+            vec![p.select(masked, zero, y, F)]
+        },
+    )?
+    .remove(0);
+    if x.dim() == 0 {
+        reshaped(&op, y, &[])
+    } else {
+        Ok(y)
+    }
+}

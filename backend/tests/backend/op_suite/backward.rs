@@ -36,6 +36,9 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::threshold_backward", threshold_backward),
     ("aten::gelu_backward", activation_backwards),
     ("aten::silu_backward", activation_backwards),
+    ("aten::hardswish_backward", activation_backwards),
+    ("aten::mish_backward", activation_backwards),
+    ("aten::elu_backward", elu_backward),
     ("aten::sigmoid_backward", activation_backwards),
     ("aten::tanh_backward", activation_backwards),
     ("aten::_softmax_backward_data", softmax_backwards),
@@ -107,7 +110,20 @@ fn gelu_tanh_grad(x: f64) -> f64 {
 /// The activation backwards: `(name, extra argument, f(grad, x))`.
 type Backward = (&'static str, Option<&'static str>, fn(f64, f64) -> f64);
 
-const ACTIVATIONS: [Backward; 5] = [
+const ACTIVATIONS: [Backward; 7] = [
+    ("aten::hardswish_backward", None, |g, x| {
+        if x < -3.0 {
+            0.0
+        } else if x <= 3.0 {
+            g * (x / 3.0 + 0.5)
+        } else {
+            g
+        }
+    }),
+    ("aten::mish_backward", None, |g, x| {
+        let t = (x.exp().ln_1p()).tanh();
+        g * (t + x * sigmoid(x) * (1.0 - t * t))
+    }),
     ("aten::gelu_backward", None, |g, x| g * gelu_grad(x)),
     ("aten::gelu_backward", Some("tanh"), |g, x| {
         g * gelu_tanh_grad(x)
@@ -135,6 +151,46 @@ fn activation_backwards() {
                 Sample::new(args, vec![Out::close(want)])
             }),
         );
+    }
+}
+
+#[test]
+fn elu_backward() {
+    // (alpha, scale, input_scale): ELU, SELU's constants, CELU(alpha = 2) as PyTorch calls it.
+    for (alpha, scale, ipt) in [
+        (1.0, 1.0, 1.0),
+        (1.673_263_242_354_377_3, 1.050_700_987_355_480_5, 1.0),
+        (2.0, 1.0, 0.5),
+    ] {
+        for is_result in [false, true] {
+            check(
+                "aten::elu_backward",
+                pair(float_dtype(), Values::Special(4.0)).prop_map(move |(g, x)| {
+                    let c = result_type(&[operand(&g.host), operand(&x.host)]);
+                    let want = zip_map(&[&g.host, &x.host], c, |e| {
+                        let (g, x) = (round(e[0], c), round(e[1], c));
+                        // NaN is not `<= 0`: it takes the positive branch, as in PyTorch.
+                        if x > 0.0 || x.is_nan() {
+                            g * scale
+                        } else if is_result {
+                            g * ipt * (x + alpha * scale)
+                        } else {
+                            g * ipt * alpha * scale * (x * ipt).exp()
+                        }
+                    });
+                    let s = |a: f64| v(Value::Float(a));
+                    let args = vec![
+                        t(g),
+                        s(alpha),
+                        s(scale),
+                        s(ipt),
+                        v(Value::Bool(is_result)),
+                        t(x),
+                    ];
+                    Sample::new(args, vec![Out::close(want)])
+                }),
+            );
+        }
     }
 }
 

@@ -21,6 +21,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::data::OPS,
         super::reduce::OPS,
         super::nn::OPS,
+        super::spatial::OPS,
         super::matrix::OPS,
         super::backward::OPS,
     ];
