@@ -29,7 +29,7 @@ pub(super) fn defs() -> Vec<OpDef> {
 }
 
 /// Every dtype (data movement is defined for all of them).
-const ALL: &[crate::dtype::DType] = &[
+pub(crate) const ALL: &[crate::dtype::DType] = &[
     crate::dtype::DType::F32,
     crate::dtype::DType::BF16,
     crate::dtype::DType::F16,
