@@ -16,6 +16,7 @@ mod regions;
 
 pub use concat::{cat, split, stack};
 pub use index::{embedding, gather, index_select};
+pub(crate) use index::{gather_rows, table_view};
 pub use regions::{constant_pad_nd, flip, masked_fill, masked_fill_tensor, tril, triu};
 
 use super::registry::OpDef;
