@@ -10,7 +10,9 @@ pub(crate) mod exec;
 pub(crate) mod executor;
 pub mod metrics;
 pub(crate) mod queue;
-pub mod storage;
+/// Storages live in their own module (the IR and kernels name them without the runtime); the
+/// old path stays valid.
+pub use crate::storage;
 pub(crate) mod trace;
 
 use std::collections::HashMap;
@@ -105,9 +107,22 @@ impl State {
 pub(crate) struct Inner {
     pub device: Arc<dyn Device>,
     pub chip: ChipId,
+    /// Values, timing only, or shapes only.
+    pub kind: Kind,
     pub info: ChipInfo,
     pub frees: FreeList,
     pub state: Mutex<State>,
+}
+
+/// What a runtime computes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    /// Values and timing.
+    Values,
+    /// Timing only ([`Runtime::meta`]).
+    Meta,
+    /// Shapes only ([`Runtime::shapes`]).
+    Shapes,
 }
 
 /// The backend's device handle. Cheap to clone; all clones share the device and state.
@@ -134,8 +149,45 @@ impl Runtime {
         Self::on_chip(device, 0)
     }
 
+    /// A **meta** runtime on chip `chip` of `device`: tensors have shapes, dtypes, layouts and
+    /// device memory, but no values. Every operator still lowers, plans and launches its
+    /// kernels, which the device runs for their timing only ([`Device::set_timing_only`]), so
+    /// simulated time, kernels and HBM traffic are what the same program with values gives —
+    /// for models too large to hold. Reading a value back is an error; [`Tensor::sync_read`]
+    /// times a read without returning one.
+    ///
+    /// [`Tensor::sync_read`]: crate::Tensor::sync_read
+    pub fn meta(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
+        device.set_timing_only(true)?;
+        Self::build(device, chip, Kind::Meta)
+    }
+
+    /// A **shapes-only** runtime on chip `chip` of `device` (PyTorch's meta device): operators
+    /// compute their outputs' shapes, dtypes and strides from their inputs' metadata and run
+    /// nothing — no kernel is generated, launched or timed, and no device memory is used by
+    /// results. What `ops::meta` answers with. Reading a value back is an error; an operator
+    /// whose output shape depends on values (`nonzero`, `masked_select`) says it needs values.
+    /// The mode cannot be changed.
+    pub fn shapes(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
+        Self::build(device, chip, Kind::Shapes)
+    }
+
+    /// Whether this is a [`Runtime::shapes`] runtime (nothing runs).
+    pub fn shapes_only(&self) -> bool {
+        self.inner.kind == Kind::Shapes
+    }
+
+    /// Whether tensors of this runtime hold values (not a [`Runtime::meta`] runtime).
+    pub fn has_values(&self) -> bool {
+        self.inner.kind == Kind::Values
+    }
+
     /// A runtime on chip `chip` of `device`.
     pub fn on_chip(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
+        Self::build(device, chip, Kind::Values)
+    }
+
+    fn build(device: Arc<dyn Device>, chip: ChipId, kind: Kind) -> Result<Self> {
         let info = device
             .topology()
             .chips
@@ -153,7 +205,10 @@ impl Runtime {
         let mut q = LaunchQueue::new(HostCosts::default());
         q.blocking = mode == Mode::Debug;
         let state = State {
-            exec: executor::for_mode(mode, max_pending_ops),
+            exec: match kind {
+                Kind::Shapes => Box::new(executor::Shapes),
+                _ => executor::for_mode(mode, max_pending_ops),
+            },
             suspended: None,
             core: Core {
                 q,
@@ -172,6 +227,7 @@ impl Runtime {
             inner: Arc::new(Inner {
                 device,
                 chip,
+                kind,
                 info,
                 frees: Arc::new(Mutex::new(Vec::new())),
                 state: Mutex::new(state),
@@ -217,7 +273,7 @@ impl Runtime {
                 "changing the execution mode inside a compiled function".into(),
             ));
         }
-        if st.exec.mode() == Some(mode) {
+        if st.exec.mode() == Some(mode) || self.shapes_only() {
             return Ok(());
         }
         st.flush(self, "mode switch")?;
