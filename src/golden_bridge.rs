@@ -20,7 +20,12 @@ pub struct BackendExecutor {
 impl BackendExecutor {
     /// An executor on a fresh emulated chip of `preset`, in `mode`.
     pub fn new(preset: ChipPreset, mode: tpuemu_golden::Mode) -> Result<Self, String> {
-        let emu = Arc::new(Emulator::new(preset).map_err(|e| e.to_string())?);
+        Self::on(Emulator::new(preset).map_err(|e| e.to_string())?, mode)
+    }
+
+    /// An executor on `emu` (a fresh emulator, with its run limits set), in `mode`.
+    pub fn on(emu: Emulator, mode: tpuemu_golden::Mode) -> Result<Self, String> {
+        let emu = Arc::new(emu);
         let rt = if mode == tpuemu_golden::Mode::Meta {
             Runtime::shapes(emu, 0)
         } else {

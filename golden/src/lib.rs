@@ -24,6 +24,7 @@ pub mod compare;
 pub mod error;
 pub mod executor;
 pub mod format;
+pub mod quiet;
 pub mod report;
 pub mod runner;
 pub mod spec;

@@ -9,11 +9,12 @@
 //! it as one graph; every call's outputs are still compared with PyTorch's, and a case passes
 //! when all of its calls pass. Nothing
 //! in a file stops the run: an unreadable manifest, a broken case or a missing tensor becomes a
-//! failed case with the reason, and an executor that panics fails the call it panicked in.
+//! failed case with the reason, and an executor that panics fails the call it panicked in
+//! (the report gives the panic's message and where it happened; nothing, not even a backtrace,
+//! is printed while the runner catches it: see [`crate::quiet`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -402,7 +403,7 @@ fn run_case(
         if is_model && case.calls.len() > 1 && supported.iter().all(Result::is_ok) {
             // A sequence: the executor runs it as one program where it can.
             let links: Vec<Vec<Link>> = case.calls.iter().map(links_of).collect();
-            let outcome = catch_unwind(AssertUnwindSafe(|| exec.call_chain(&op_calls, &links)));
+            let outcome = crate::quiet::catch(|| exec.call_chain(&op_calls, &links));
             let outcomes: Vec<Result<Vec<Value>, String>> = match outcome {
                 Ok(o) if o.len() == case.calls.len() => o,
                 Ok(o) => vec![
@@ -413,9 +414,7 @@ fn run_case(
                     ));
                     case.calls.len()
                 ],
-                Err(p) => {
-                    vec![Err(format!("executor panicked: {}", panic_message(&p))); case.calls.len()]
-                }
+                Err(p) => vec![Err(format!("executor panicked: {p}")); case.calls.len()],
             };
             case.calls
                 .iter()
@@ -433,10 +432,8 @@ fn run_case(
                 .map(|(((call, oc), res), sup)| match sup {
                     Err(why) => check_call(call, oc, &res.expected, Err(why), meta),
                     Ok(()) => {
-                        let out =
-                            catch_unwind(AssertUnwindSafe(|| exec.call(oc))).unwrap_or_else(|p| {
-                                Err(format!("executor panicked: {}", panic_message(&p)))
-                            });
+                        let out = crate::quiet::catch(|| exec.call(oc))
+                            .unwrap_or_else(|p| Err(format!("executor panicked: {p}")));
                         check_call(call, oc, &res.expected, Ok(out), meta)
                     }
                 })
@@ -535,14 +532,6 @@ fn links_of(call: &Call) -> Vec<Link> {
     out
 }
 
-/// A panic's message (without a backtrace: the report shows the message only).
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic".into())
-}
-
 /// The result of one call: skipped (`Err(why)` from `supports`), or its outputs (or its
 /// error) compared with the expected values (`meta`: dtypes and shapes only).
 fn check_call(
@@ -591,7 +580,11 @@ fn check_call(
         rtol: t.rtol,
         atol: t.atol,
     });
-    let how = if meta { CompareMode::Shape } else { call.compare };
+    let how = if meta {
+        CompareMode::Shape
+    } else {
+        call.compare
+    };
     let cmp = compare_outputs(expected, &actual, how, tol);
     result.max_abs = cmp.max_abs;
     result.max_rel = cmp.max_rel;

@@ -142,6 +142,26 @@ impl std::fmt::Debug for Runtime {
     }
 }
 
+/// Most operators a deferred graph may hold (`TORCH_TPU_DEFER_MAX_OPS`).
+pub const MAX_PENDING_OPS_LIMIT: usize = 1_000_000;
+
+/// `TORCH_TPU_DEFER_MAX_OPS`: unset is the default; anything but a whole number from 1 to
+/// [`MAX_PENDING_OPS_LIMIT`] is an error naming the variable and its value (never replaced).
+fn max_pending_ops_from_env() -> Result<usize> {
+    match std::env::var("TORCH_TPU_DEFER_MAX_OPS") {
+        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_MAX_PENDING_OPS),
+        Err(std::env::VarError::NotUnicode(v)) => Err(TpuError::BadArgs(format!(
+            "TORCH_TPU_DEFER_MAX_OPS={v:?}: expected a whole number from 1 to {MAX_PENDING_OPS_LIMIT}"
+        ))),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_PENDING_OPS_LIMIT).contains(&n) => Ok(n),
+            _ => Err(TpuError::BadArgs(format!(
+                "TORCH_TPU_DEFER_MAX_OPS={v:?}: expected a whole number from 1 to {MAX_PENDING_OPS_LIMIT}"
+            ))),
+        },
+    }
+}
+
 impl Runtime {
     /// A runtime on chip 0 of `device`, in the mode the environment asks for
     /// ([`Mode::from_env`]); `TORCH_TPU_DEBUG=1` prints every flush.
@@ -196,11 +216,7 @@ impl Runtime {
             .ok_or_else(|| TpuError::DeviceMismatch(format!("device has no chip {chip}")))?;
         let debug_print = std::env::var("TORCH_TPU_DEBUG").is_ok_and(|v| v == "1")
             || std::env::var("TPU_DEBUG").is_ok_and(|v| v == "1");
-        let max_pending_ops = std::env::var("TORCH_TPU_DEFER_MAX_OPS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_MAX_PENDING_OPS)
-            .max(1);
+        let max_pending_ops = max_pending_ops_from_env()?;
         let mode = Mode::from_env();
         let mut q = LaunchQueue::new(HostCosts::default());
         q.blocking = mode == Mode::Debug;
