@@ -77,7 +77,13 @@ pub fn index_add_spec(
     combine: Combine,
 ) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     let (index, src, dst) = (&node.inputs[0], &node.inputs[1], &node.outputs[0]);
-    rows_spec(Some(combine), g, (dst, "destination"), index, (src, "source"))
+    rows_spec(
+        Some(combine),
+        g,
+        (dst, "destination"),
+        index,
+        (src, "source"),
+    )
 }
 
 /// The spec over a table, its indices and the rows moved (each view with its name for

@@ -141,17 +141,24 @@ fn nan_counts(op: &OpScope, xl: &Tensor) -> Result<Tensor> {
     let shape = xl.shape().to_vec();
     let nd = shape.len();
     let float = xl.dtype().is_float();
-    Ok(tile(op, &shape, 1, &[(xl, false)], &[(DType::I32, true)], |p, r| {
-        let c = if float {
-            let x = p.cast(r[0], DType::F32);
-            let n = isnan(p, x);
-            p.cast(n, DType::I32)
-        } else {
-            p.constant(Scalar::Int(0), DType::I32)
-        };
-        let _ = nd;
-        vec![p.reduce(RedKind::Sum, c, DType::I32)]
-    })?
+    Ok(tile(
+        op,
+        &shape,
+        1,
+        &[(xl, false)],
+        &[(DType::I32, true)],
+        |p, r| {
+            let c = if float {
+                let x = p.cast(r[0], DType::F32);
+                let n = isnan(p, x);
+                p.cast(n, DType::I32)
+            } else {
+                p.constant(Scalar::Int(0), DType::I32)
+            };
+            let _ = nd;
+            vec![p.reduce(RedKind::Sum, c, DType::I32)]
+        },
+    )?
     .remove(0))
 }
 
@@ -246,14 +253,25 @@ pub fn mode(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
         )));
     }
     let dt = x.dtype();
-    let lane = if dt.is_float() { DType::F32 } else { DType::I32 };
+    let lane = if dt.is_float() {
+        DType::F32
+    } else {
+        DType::I32
+    };
     // How often each element's value occurs in its row.
     let (xj, _, shape) = pairwise(&op, &xl)?;
-    let counts = tile(&op, &shape, 1, &[(&xj, false), (&xl, true)], &[(DType::I32, true)], |p, r| {
-        let s = same(p, r[0], r[1], dt);
-        let c = p.cast(s, DType::I32);
-        vec![p.reduce(RedKind::Sum, c, DType::I32)]
-    })?
+    let counts = tile(
+        &op,
+        &shape,
+        1,
+        &[(&xj, false), (&xl, true)],
+        &[(DType::I32, true)],
+        |p, r| {
+            let s = same(p, r[0], r[1], dt);
+            let c = p.cast(s, DType::I32);
+            vec![p.reduce(RedKind::Sum, c, DType::I32)]
+        },
+    )?
     .remove(0);
     let rshape = xl.shape().to_vec();
     let last = rshape.len() as u32 - 1;
@@ -342,7 +360,10 @@ pub(super) fn defs() -> Vec<OpDef> {
         })
         .shard(rows),
         OpDef::new("aten::median", k, all, |_, a| t1(median(a.tensor(0)?))).shard(rows),
-        OpDef::new("aten::nanmedian", k, all, |_, a| t1(nanmedian(a.tensor(0)?))).shard(rows),
+        OpDef::new("aten::nanmedian", k, all, |_, a| {
+            t1(nanmedian(a.tensor(0)?))
+        })
+        .shard(rows),
         OpDef::new("aten::median.dim", k, all, |_, a| {
             t2(median_dim(a.tensor(0)?, a.int(1)?, a.bool(2)?))
         })

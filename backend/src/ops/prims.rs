@@ -71,7 +71,10 @@ pub fn tile(
 
 /// A new tensor of `shape` filled with `value`.
 pub fn fill(op: &OpScope, shape: &[usize], value: Scalar, dtype: DType) -> Result<Tensor> {
-    Ok(map_shape(op, shape, &[], &[dtype], |p, _| vec![p.constant(value, dtype)])?.remove(0))
+    Ok(map_shape(op, shape, &[], &[dtype], |p, _| {
+        vec![p.constant(value, dtype)]
+    })?
+    .remove(0))
 }
 
 /// `0, 1, ..., n-1` as int32.
@@ -99,7 +102,11 @@ pub fn reshaped(t: &Tensor, shape: &[usize]) -> Tensor {
 /// `x` with dim `d` moved last (a view).
 pub fn dim_last(x: &Tensor, d: usize) -> Result<Tensor> {
     let n = x.dim();
-    let perm: Vec<i64> = (0..n).filter(|k| *k != d).chain([d]).map(|k| k as i64).collect();
+    let perm: Vec<i64> = (0..n)
+        .filter(|k| *k != d)
+        .chain([d])
+        .map(|k| k as i64)
+        .collect();
     Ok(x.with_layout(x.layout().permute(&perm)?))
 }
 
@@ -165,7 +172,10 @@ pub fn identity(kind: RedKind, dtype: DType) -> Scalar {
 /// The running reduction along the last dim of `x` (any layout), inclusive (`strict`: exclusive),
 /// computed in `acc`: a new contiguous tensor of `x`'s shape and dtype `acc`.
 pub fn scan(op: &OpScope, x: &Tensor, kind: RedKind, acc: DType, strict: bool) -> Result<Tensor> {
-    let n = *x.shape().last().ok_or_else(|| op.err("internal: scan of a scalar"))?;
+    let n = *x
+        .shape()
+        .last()
+        .ok_or_else(|| op.err("internal: scan of a scalar"))?;
     if x.numel() == 0 {
         return Ok(Tensor::empty(op.rt(), x.shape(), acc));
     }
@@ -217,20 +227,38 @@ pub fn combine(p: &mut ProgBuilder, kind: RedKind, a: PRef, b: PRef, dtype: DTyp
 }
 
 /// The quadratic scan: one rows kernel over `[outer..., i, j]`.
-fn scan_direct(op: &OpScope, x: &Tensor, kind: RedKind, acc: DType, strict: bool) -> Result<Tensor> {
+fn scan_direct(
+    op: &OpScope,
+    x: &Tensor,
+    kind: RedKind,
+    acc: DType,
+    strict: bool,
+) -> Result<Tensor> {
     let nd = x.dim();
     let n = x.shape()[nd - 1];
     let (xj, ii, shape) = pairwise(op, x)?;
     let id = identity(kind, acc);
     let jd = nd as u32;
-    Ok(tile(op, &shape, 1, &[(&xj, false), (&ii, true)], &[(acc, true)], |p, r| {
-        let j = p.index(jd);
-        let keep = p.cmp(if strict { CmpKind::Lt } else { CmpKind::Le }, j, r[1], DType::I32);
-        let v = p.cast(r[0], acc);
-        let e = p.constant(id, acc);
-        let v = p.select(keep, v, e, acc);
-        vec![p.reduce(kind, v, acc)]
-    })?
+    Ok(tile(
+        op,
+        &shape,
+        1,
+        &[(&xj, false), (&ii, true)],
+        &[(acc, true)],
+        |p, r| {
+            let j = p.index(jd);
+            let keep = p.cmp(
+                if strict { CmpKind::Lt } else { CmpKind::Le },
+                j,
+                r[1],
+                DType::I32,
+            );
+            let v = p.cast(r[0], acc);
+            let e = p.constant(id, acc);
+            let v = p.select(keep, v, e, acc);
+            vec![p.reduce(kind, v, acc)]
+        },
+    )?
     .remove(0))
     .map(|t| {
         debug_assert_eq!(t.shape().last(), Some(&n));
@@ -274,7 +302,11 @@ pub fn order(
     dtype: DType,
     descending: bool,
 ) -> (PRef, PRef) {
-    let ct = if dtype.is_float() { DType::F32 } else { DType::I32 };
+    let ct = if dtype.is_float() {
+        DType::F32
+    } else {
+        DType::I32
+    };
     let (a, b) = (p.cast(a, dtype), p.cast(b, dtype));
     let (a, b) = (p.cast(a, ct), p.cast(b, ct));
     let cmp = if descending { CmpKind::Gt } else { CmpKind::Lt };

@@ -45,7 +45,11 @@ impl Plan {
 
 /// One index tensor per dim of `x` (`None`: the whole dim), boolean masks replaced by their
 /// nonzero coordinates.
-fn expand_masks(op: &OpScope, x: &Tensor, indices: &[Option<Tensor>]) -> Result<Vec<Option<Tensor>>> {
+fn expand_masks(
+    op: &OpScope,
+    x: &Tensor,
+    indices: &[Option<Tensor>],
+) -> Result<Vec<Option<Tensor>>> {
     let mut out = Vec::new();
     for (k, t) in indices.iter().enumerate() {
         match t {
@@ -98,7 +102,10 @@ fn plan(op: &OpScope, x: &Tensor, idx: &[Option<Tensor>], bound: Bound) -> Resul
             TpuError::IndexOutOfRange(format!(
                 "shape mismatch: indexing tensors could not be broadcast together with shapes {:?}",
                 dims.iter()
-                    .map(|d| idx[*d].as_ref().map(|t| t.shape().to_vec()).unwrap_or_default())
+                    .map(|d| idx[*d]
+                        .as_ref()
+                        .map(|t| t.shape().to_vec())
+                        .unwrap_or_default())
                     .collect::<Vec<_>>()
             ))
         })?;
@@ -224,14 +231,16 @@ fn index_put_in(
                 x.shape()
             ))
         })?;
-        return Ok(map(op, &[&out, &values.with_layout(v)], &[x.dtype()], |p, r| {
-            vec![if accumulate {
-                p.bin(BinOp::Add, r[0], r[1], x.dtype())
-            } else {
-                r[1]
-            }]
-        })?
-        .remove(0));
+        return Ok(
+            map(op, &[&out, &values.with_layout(v)], &[x.dtype()], |p, r| {
+                vec![if accumulate {
+                    p.bin(BinOp::Add, r[0], r[1], x.dtype())
+                } else {
+                    r[1]
+                }]
+            })?
+            .remove(0),
+        );
     }
     let pl = plan(op, x, &idx, bound)?;
     let res_shape = pl.out_shape();
@@ -246,13 +255,21 @@ fn index_put_in(
     if n * pl.row_len == 0 {
         return Ok(out);
     }
-    let src = map_shape(op, &res_shape, &[&values.with_layout(vl)], &[x.dtype()], |_, r| {
-        vec![r[0]]
-    })?
+    let src = map_shape(
+        op,
+        &res_shape,
+        &[&values.with_layout(vl)],
+        &[x.dtype()],
+        |_, r| vec![r[0]],
+    )?
     .remove(0);
     let src = reshaped(&src, &[n, pl.row_len]);
     let table = reshaped(&out, &[pl.rows, pl.row_len]);
-    let combine = if accumulate { Combine::Add } else { Combine::Copy };
+    let combine = if accumulate {
+        Combine::Add
+    } else {
+        Combine::Copy
+    };
     put_rows(op, &table, &pl.flat, &src, combine, true)?;
     Ok(out)
 }
@@ -299,7 +316,10 @@ fn unsafe_masked_index(
                 b = broadcast_shapes(&b, idx[*d].as_ref().expect("indexed").shape())?;
             }
             let last = *dims.last().expect("an index");
-            let sliced: Vec<usize> = (0..=last).filter(|d| !dims.contains(d)).map(|d| x.shape()[d]).collect();
+            let sliced: Vec<usize> = (0..=last)
+                .filter(|d| !dims.contains(d))
+                .map(|d| x.shape()[d])
+                .collect();
             let adjacent = dims.len() == last - dims[0] + 1;
             let mut s: Vec<usize> = if adjacent {
                 sliced.iter().chain(&b).copied().collect()
@@ -390,14 +410,19 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(rep),
-        OpDef::new("aten::_unsafe_masked_index_put_accumulate", k, all, |_, a| {
-            t1(unsafe_masked_index_put_accumulate(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                &opt_tensors(a, 2)?,
-                a.tensor(3)?,
-            ))
-        })
+        OpDef::new(
+            "aten::_unsafe_masked_index_put_accumulate",
+            k,
+            all,
+            |_, a| {
+                t1(unsafe_masked_index_put_accumulate(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    &opt_tensors(a, 2)?,
+                    a.tensor(3)?,
+                ))
+            },
+        )
         .shard(rep),
     ]
 }

@@ -70,7 +70,8 @@ fn put_along(
         if !want.is_empty() {
             want[d] = count;
         }
-        let ok = s.shape() == want.as_slice() || (s.numel() == count * outer * inner && s.dim() <= 1 && x.dim() <= 1);
+        let ok = s.shape() == want.as_slice()
+            || (s.numel() == count * outer * inner && s.dim() <= 1 && x.dim() <= 1);
         if !ok {
             return Err(TpuError::ShapeMismatch(format!(
                 "{name}(): Number of indices ({count}) should be equal to source.size(dim) and the other dims of source {:?} should match self {:?}",
@@ -82,7 +83,11 @@ fn put_along(
     let out = map(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
     let table = reshaped(&out, &[outer * size, inner]);
     if count == 0 || x.numel() == 0 {
-        return Ok((out, Tensor::empty(op.rt(), &[0], DType::I32), (outer, count, inner)));
+        return Ok((
+            out,
+            Tensor::empty(op.rt(), &[0], DType::I32),
+            (outer, count, inner),
+        ));
     }
     prims::fits_i32(outer * size.max(count))?;
     let idx = reshaped(&prims::dense(op, index)?, &[1, count]);
@@ -123,14 +128,36 @@ fn put_along(
         Fill::Tensor(v) => map_shape(op, &shape3, &[v], &[dt], |_, r| vec![r[0]])?.remove(0),
         Fill::Value(v) => fill(op, &shape3, v, dt)?,
     };
-    put_rows(op, &table, &flat, &reshaped(&src, &[outer * count, inner]), combine, true)?;
+    put_rows(
+        op,
+        &table,
+        &flat,
+        &reshaped(&src, &[outer * count, inner]),
+        combine,
+        true,
+    )?;
     Ok((out, flat, (outer, count, inner)))
 }
 
-fn index_add(x: &Tensor, dim: i64, index: &Tensor, source: &Tensor, alpha: Scalar) -> Result<Tensor> {
+fn index_add(
+    x: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    source: &Tensor,
+    alpha: Scalar,
+) -> Result<Tensor> {
     let op = OpScope::new("aten::index_add", &[x, index, source])?;
     check_index("index_add", index)?;
-    Ok(put_along(&op, x, dim, index, Fill::Source(source, Some(alpha)), Combine::Add, None)?.0)
+    Ok(put_along(
+        &op,
+        x,
+        dim,
+        index,
+        Fill::Source(source, Some(alpha)),
+        Combine::Add,
+        None,
+    )?
+    .0)
 }
 
 fn index_copy(x: &Tensor, dim: i64, index: &Tensor, source: &Tensor) -> Result<Tensor> {
@@ -141,7 +168,16 @@ fn index_copy(x: &Tensor, dim: i64, index: &Tensor, source: &Tensor) -> Result<T
                 + scalar_type_name(index.dtype()),
         ));
     }
-    Ok(put_along(&op, x, dim, index, Fill::Source(source, None), Combine::Copy, None)?.0)
+    Ok(put_along(
+        &op,
+        x,
+        dim,
+        index,
+        Fill::Source(source, None),
+        Combine::Copy,
+        None,
+    )?
+    .0)
 }
 
 fn index_fill(name: &str, x: &Tensor, dim: i64, index: &Tensor, value: Fill<'_>) -> Result<Tensor> {
@@ -183,15 +219,27 @@ fn index_reduce(
     };
     let dt = x.dtype();
     let reset = (!include_self).then(|| prims::identity(kind, dt));
-    let (out, flat, (outer, count, inner)) =
-        put_along(&op, x, dim, index, Fill::Source(source, None), combine, reset)?;
+    let (out, flat, (outer, count, inner)) = put_along(
+        &op,
+        x,
+        dim,
+        index,
+        Fill::Source(source, None),
+        combine,
+        reset,
+    )?;
     if reduce != "mean" || count == 0 || x.numel() == 0 {
         return Ok(out);
     }
     let f = DType::F32;
     let d = wrap_dim(dim, x.dim())?;
     let (_, size, _) = split3(x.shape(), d);
-    let cnt = fill(&op, &[outer * size, inner], Scalar::Int(include_self as i64), f)?;
+    let cnt = fill(
+        &op,
+        &[outer * size, inner],
+        Scalar::Int(include_self as i64),
+        f,
+    )?;
     if !include_self {
         let z = fill(&op, &[outer * count, inner], Scalar::Int(0), f)?;
         put_rows(&op, &cnt, &flat, &z, Combine::Copy, true)?;
@@ -204,7 +252,11 @@ fn index_reduce(
         let some = p.cmp(CmpKind::Gt, r[1], zero, f);
         let s = p.cast(r[0], f);
         let q = p.bin(BinOp::Div, s, r[1], f);
-        let q = if dt.is_float() { q } else { p.un(UnOp::Floor, q, f) };
+        let q = if dt.is_float() {
+            q
+        } else {
+            p.un(UnOp::Floor, q, f)
+        };
         let q = p.cast(q, dt);
         vec![p.select(some, q, r[0], dt)]
     })?
@@ -218,7 +270,16 @@ fn index_select_backward(grad: &Tensor, sizes: &[i64], dim: i64, index: &Tensor)
     check_index("index_select_backward", index)?;
     let shape: Vec<usize> = sizes.iter().map(|s| (*s).max(0) as usize).collect();
     let z = fill(&op, &shape, Scalar::Int(0), grad.dtype())?;
-    Ok(put_along(&op, &z, dim, index, Fill::Source(grad, None), Combine::Add, None)?.0)
+    Ok(put_along(
+        &op,
+        &z,
+        dim,
+        index,
+        Fill::Source(grad, None),
+        Combine::Add,
+        None,
+    )?
+    .0)
 }
 
 /// The registered overloads.

@@ -38,7 +38,13 @@ fn counts(op: &OpScope, x: &Tensor) -> Result<(Tensor, Tensor)> {
 }
 
 /// Row `pos - 1` for a selected element (`m == 1`), else `spare`.
-fn positions(op: &OpScope, m: &Tensor, incl: &Tensor, limit: usize, spare: usize) -> Result<Tensor> {
+fn positions(
+    op: &OpScope,
+    m: &Tensor,
+    incl: &Tensor,
+    limit: usize,
+    spare: usize,
+) -> Result<Tensor> {
     let i = DType::I32;
     Ok(map(op, &[m, incl], &[i], |p, r| {
         let one = p.constant(Scalar::Int(1), i);
@@ -144,7 +150,14 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let xb = x.with_layout(x.layout().broadcast_to(&shape)?);
     let src = map_shape(&op, &shape, &[&xb], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
     let dst = Tensor::empty(op.rt(), &[count + 1, 1], x.dtype());
-    put_rows(&op, &dst, &pos, &reshaped(&src, &[n, 1]), Combine::Copy, false)?;
+    put_rows(
+        &op,
+        &dst,
+        &pos,
+        &reshaped(&src, &[n, 1]),
+        Combine::Copy,
+        false,
+    )?;
     Ok(dst.with_layout(Layout::contiguous(&[count])))
 }
 
@@ -208,7 +221,12 @@ pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tens
 
 /// `torch.where(cond, a, b)` for numbers: `a`/`b` as tensors (0-dim where a number), with
 /// PyTorch's promotion of numbers.
-fn where_scalar(cond: &Tensor, a: Result<&Tensor, Scalar>, b: Result<&Tensor, Scalar>, name: &str) -> Result<Tensor> {
+fn where_scalar(
+    cond: &Tensor,
+    a: Result<&Tensor, Scalar>,
+    b: Result<&Tensor, Scalar>,
+    name: &str,
+) -> Result<Tensor> {
     let mut ins = vec![cond];
     let operand = |v: &Result<&Tensor, Scalar>| match v {
         Ok(t) if t.dim() == 0 => Operand::ZeroDim(t.dtype()),
@@ -285,17 +303,34 @@ pub(super) fn defs() -> Vec<OpDef> {
         OpDef::new("aten::masked_scatter", k, all, |_, a| {
             t1(masked_scatter(a.tensor(0)?, a.tensor(1)?, a.tensor(2)?))
         })
-        .shard(Sharding::Replicate("the source is consumed in the global order")),
+        .shard(Sharding::Replicate(
+            "the source is consumed in the global order",
+        )),
         OpDef::new("aten::where.Scalar", k, all, |_, a| {
-            t1(where_scalar(a.tensor(0)?, Err(a.scalar(1)?), Err(a.scalar(2)?), "aten::where.Scalar"))
+            t1(where_scalar(
+                a.tensor(0)?,
+                Err(a.scalar(1)?),
+                Err(a.scalar(2)?),
+                "aten::where.Scalar",
+            ))
         })
         .shard(Sharding::pointwise(Lin::No)),
         OpDef::new("aten::where.ScalarOther", k, all, |_, a| {
-            t1(where_scalar(a.tensor(0)?, Ok(a.tensor(1)?), Err(a.scalar(2)?), "aten::where.ScalarOther"))
+            t1(where_scalar(
+                a.tensor(0)?,
+                Ok(a.tensor(1)?),
+                Err(a.scalar(2)?),
+                "aten::where.ScalarOther",
+            ))
         })
         .shard(Sharding::pointwise(Lin::No)),
         OpDef::new("aten::where.ScalarSelf", k, all, |_, a| {
-            t1(where_scalar(a.tensor(0)?, Err(a.scalar(1)?), Ok(a.tensor(2)?), "aten::where.ScalarSelf"))
+            t1(where_scalar(
+                a.tensor(0)?,
+                Err(a.scalar(1)?),
+                Ok(a.tensor(2)?),
+                "aten::where.ScalarSelf",
+            ))
         })
         .shard(Sharding::pointwise(Lin::No)),
     ]

@@ -30,7 +30,13 @@ enum Src<'a> {
 
 /// Flat offsets into contiguous `x` of every element of `index` along `dim`, with PyTorch's
 /// checks (`int64` index of `x`'s rank, no larger than `x` off `dim` and than `src`).
-fn targets(op: &OpScope, x: &Tensor, dim: usize, index: &Tensor, src: Option<&Tensor>) -> Result<Tensor> {
+fn targets(
+    op: &OpScope,
+    x: &Tensor,
+    dim: usize,
+    index: &Tensor,
+    src: Option<&Tensor>,
+) -> Result<Tensor> {
     let name = op.tag().name.trim_start_matches("aten::").to_string();
     if index.dtype() != DType::I64 {
         return Err(TpuError::DtypeMismatch(format!(
@@ -45,7 +51,9 @@ fn targets(op: &OpScope, x: &Tensor, dim: usize, index: &Tensor, src: Option<&Te
     }
     let size = |t: &Tensor, d: usize| if t.dim() == 0 { 1 } else { t.shape()[d] };
     for d in 0..rank(x) {
-        if (d != dim && size(index, d) > size(x, d)) || src.is_some_and(|s| size(index, d) > size(s, d)) {
+        if (d != dim && size(index, d) > size(x, d))
+            || src.is_some_and(|s| size(index, d) > size(s, d))
+        {
             return Err(TpuError::ShapeMismatch(format!(
                 "Expected index {:?} to be no larger than self {:?} apart from dimension {dim} and to be no larger size than src {:?}",
                 index.shape(),
@@ -55,7 +63,11 @@ fn targets(op: &OpScope, x: &Tensor, dim: usize, index: &Tensor, src: Option<&Te
         }
     }
     prims::fits_i32(x.numel())?;
-    let xs = if x.dim() == 0 { vec![1] } else { contiguous_strides(x.shape()) };
+    let xs = if x.dim() == 0 {
+        vec![1]
+    } else {
+        contiguous_strides(x.shape())
+    };
     let n = size(x, dim);
     let nd = index.dim();
     let f = map(op, &[index], &[DType::I32], |p, r| {
@@ -229,8 +241,10 @@ fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
     }
     prims::fits_i32(x.numel())?;
     let n = x.numel();
-    let flat = map(&op, &[index], &[DType::I32], |p, r| vec![bounded(p, r[0], n, Bound::Check)])?
-        .remove(0);
+    let flat = map(&op, &[index], &[DType::I32], |p, r| {
+        vec![bounded(p, r[0], n, Bound::Check)]
+    })?
+    .remove(0);
     let flat = reshaped(&flat, &[index.numel()]);
     let src = prims::dense(&op, x)?;
     let g = gather_rows(&op, &reshaped(&src, &[n, 1]), &flat)?;
@@ -267,12 +281,25 @@ fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<
     }
     let n = x.numel();
     prims::fits_i32(n)?;
-    let flat = map(&op, &[index], &[DType::I32], |p, r| vec![bounded(p, r[0], n, Bound::Check)])?
-        .remove(0);
+    let flat = map(&op, &[index], &[DType::I32], |p, r| {
+        vec![bounded(p, r[0], n, Bound::Check)]
+    })?
+    .remove(0);
     let flat = reshaped(&flat, &[index.numel()]);
     let src = prims::dense(&op, source)?;
-    let combine = if accumulate { Combine::Add } else { Combine::Copy };
-    put_rows(&op, &table, &flat, &reshaped(&src, &[index.numel(), 1]), combine, true)?;
+    let combine = if accumulate {
+        Combine::Add
+    } else {
+        Combine::Copy
+    };
+    put_rows(
+        &op,
+        &table,
+        &flat,
+        &reshaped(&src, &[index.numel(), 1]),
+        combine,
+        true,
+    )?;
     Ok(out)
 }
 
@@ -319,30 +346,74 @@ pub(super) fn defs() -> Vec<OpDef> {
     let rep = Sharding::Replicate("indices address the global tensor");
     vec![
         OpDef::new("aten::scatter.src", k, all, |_, a| {
-            let op = OpScope::new("aten::scatter.src", &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?])?;
-            t1(scatter_in(&op, a.tensor(0)?, a.int(1)?, a.tensor(2)?, Src::Tensor(a.tensor(3)?), Combine::Copy))
+            let op = OpScope::new(
+                "aten::scatter.src",
+                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
+            )?;
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Tensor(a.tensor(3)?),
+                Combine::Copy,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::scatter.value", k, all, |_, a| {
             let op = OpScope::new("aten::scatter.value", &[a.tensor(0)?, a.tensor(2)?])?;
-            t1(scatter_in(&op, a.tensor(0)?, a.int(1)?, a.tensor(2)?, Src::Value(a.scalar(3)?), Combine::Copy))
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Value(a.scalar(3)?),
+                Combine::Copy,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::scatter.reduce", k, all, |_, a| {
-            let op = OpScope::new("aten::scatter.reduce", &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?])?;
+            let op = OpScope::new(
+                "aten::scatter.reduce",
+                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
+            )?;
             let c = reduce_of("scatter", a.opt_str(4)?.unwrap_or(""))?;
-            t1(scatter_in(&op, a.tensor(0)?, a.int(1)?, a.tensor(2)?, Src::Tensor(a.tensor(3)?), c))
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Tensor(a.tensor(3)?),
+                c,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::scatter.value_reduce", k, all, |_, a| {
             let op = OpScope::new("aten::scatter.value_reduce", &[a.tensor(0)?, a.tensor(2)?])?;
             let c = reduce_of("scatter", a.opt_str(4)?.unwrap_or(""))?;
-            t1(scatter_in(&op, a.tensor(0)?, a.int(1)?, a.tensor(2)?, Src::Value(a.scalar(3)?), c))
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Value(a.scalar(3)?),
+                c,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::scatter_add", k, all, |_, a| {
-            let op = OpScope::new("aten::scatter_add", &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?])?;
-            t1(scatter_in(&op, a.tensor(0)?, a.int(1)?, a.tensor(2)?, Src::Tensor(a.tensor(3)?), Combine::Add))
+            let op = OpScope::new(
+                "aten::scatter_add",
+                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
+            )?;
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Tensor(a.tensor(3)?),
+                Combine::Add,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::scatter_reduce.two", k, all, |_, a| {
@@ -356,14 +427,20 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(rep),
-        OpDef::new("aten::take", k, all, |_, a| t1(take(a.tensor(0)?, a.tensor(1)?))).shard(rep),
+        OpDef::new("aten::take", k, all, |_, a| {
+            t1(take(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(rep),
         OpDef::new("aten::put", k, all, |_, a| {
             t1(put(a.tensor(0)?, a.tensor(1)?, a.tensor(2)?, a.bool(3)?))
         })
         .shard(rep),
-        OpDef::new("aten::take_along_dim", OpImpl::Decomposition, all, |_, a| {
-            t1(take_along_dim(a.tensor(0)?, a.tensor(1)?, a.opt_int(2)?))
-        })
+        OpDef::new(
+            "aten::take_along_dim",
+            OpImpl::Decomposition,
+            all,
+            |_, a| t1(take_along_dim(a.tensor(0)?, a.tensor(1)?, a.opt_int(2)?)),
+        )
         .shard(rep),
     ]
 }

@@ -25,7 +25,13 @@ use crate::tensor::Tensor;
 
 /// Insertion points of `values` (any shape, or `[lead..., k]` against `[lead..., m]`) among
 /// the boundaries `seq` (`[m]`, or `[lead..., m]`).
-fn search_in(op: &OpScope, seq: &Tensor, values: &Tensor, right: bool, out: DType) -> Result<Tensor> {
+fn search_in(
+    op: &OpScope,
+    seq: &Tensor,
+    values: &Tensor,
+    right: bool,
+    out: DType,
+) -> Result<Tensor> {
     let dt = promote_types(seq.dtype(), values.dtype());
     let m = *seq.shape().last().unwrap_or(&1);
     let vshape = values.shape().to_vec();
@@ -36,9 +42,15 @@ fn search_in(op: &OpScope, seq: &Tensor, values: &Tensor, right: bool, out: DTyp
         let st = if seq.dim() == 1 { l.strides[0] } else { 0 };
         let mut strides = vec![0isize; shape.len()];
         *strides.last_mut().expect("a dim") = st;
-        seq.with_layout(Layout { shape: shape.clone(), strides, offset: l.offset })
+        seq.with_layout(Layout {
+            shape: shape.clone(),
+            strides,
+            offset: l.offset,
+        })
     } else {
-        if seq.dim() != values.dim().max(1) || seq.shape()[..seq.dim() - 1] != vshape[..vshape.len().saturating_sub(1)] {
+        if seq.dim() != values.dim().max(1)
+            || seq.shape()[..seq.dim() - 1] != vshape[..vshape.len().saturating_sub(1)]
+        {
             return Err(TpuError::ShapeMismatch(format!(
                 "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor and input value tensor must match, but we got boundaries tensor {:?} and input value tensor {:?}",
                 seq.shape(),
@@ -48,7 +60,11 @@ fn search_in(op: &OpScope, seq: &Tensor, values: &Tensor, right: bool, out: DTyp
         let l = seq.layout();
         let mut strides = l.strides.clone();
         strides.insert(strides.len() - 1, 0);
-        seq.with_layout(Layout { shape: shape.clone(), strides, offset: l.offset })
+        seq.with_layout(Layout {
+            shape: shape.clone(),
+            strides,
+            offset: l.offset,
+        })
     };
     if values.numel() == 0 {
         return Ok(Tensor::empty(op.rt(), &vshape, out));
@@ -56,14 +72,21 @@ fn search_in(op: &OpScope, seq: &Tensor, values: &Tensor, right: bool, out: DTyp
     if m == 0 {
         return fill(op, &vshape, Scalar::Int(0), out);
     }
-    Ok(tile(op, &shape, 1, &[(&sv, false), (values, true)], &[(out, true)], |p, r| {
-        let (b, v) = (p.cast(r[0], dt), p.cast(r[1], dt));
-        let past = p.cmp(if right { CmpKind::Gt } else { CmpKind::Ge }, b, v, dt);
-        let one = p.constant(Scalar::Bool(true), DType::Bool);
-        let before = p.bin(BinOp::Xor, past, one, DType::Bool);
-        let c = p.cast(before, DType::I32);
-        vec![p.reduce(RedKind::Sum, c, DType::I32)]
-    })?
+    Ok(tile(
+        op,
+        &shape,
+        1,
+        &[(&sv, false), (values, true)],
+        &[(out, true)],
+        |p, r| {
+            let (b, v) = (p.cast(r[0], dt), p.cast(r[1], dt));
+            let past = p.cmp(if right { CmpKind::Gt } else { CmpKind::Ge }, b, v, dt);
+            let one = p.constant(Scalar::Bool(true), DType::Bool);
+            let before = p.bin(BinOp::Xor, past, one, DType::Bool);
+            let c = p.cast(before, DType::I32);
+            vec![p.reduce(RedKind::Sum, c, DType::I32)]
+        },
+    )?
     .remove(0))
 }
 
@@ -107,7 +130,13 @@ fn searchsorted(a: &Args, values: Result<&Tensor, Scalar>, name: &str) -> Result
 }
 
 /// `bucketize(values, boundaries, out_int32, right)`.
-fn bucketize(values: Result<&Tensor, Scalar>, b: &Tensor, out_int32: bool, right: bool, name: &str) -> Result<Tensor> {
+fn bucketize(
+    values: Result<&Tensor, Scalar>,
+    b: &Tensor,
+    out_int32: bool,
+    right: bool,
+    name: &str,
+) -> Result<Tensor> {
     let mut ins = vec![b];
     ins.extend(values.as_ref().ok().copied());
     let op = OpScope::new(name, &ins)?;
@@ -139,21 +168,32 @@ fn isin(e: &Tensor, test: &Tensor, invert: bool, name: &str, extra: &[&Tensor]) 
     shape.push(nt);
     let mut strides = vec![0isize; shape.len()];
     *strides.last_mut().expect("a dim") = 1;
-    let tv = t.with_layout(Layout { shape: shape.clone(), strides, offset: t.layout().offset });
+    let tv = t.with_layout(Layout {
+        shape: shape.clone(),
+        strides,
+        offset: t.layout().offset,
+    });
     if e.numel() == 0 {
         return Ok(Tensor::empty(op.rt(), e.shape(), DType::Bool));
     }
-    Ok(tile(&op, &shape, 1, &[(&tv, false), (e, true)], &[(DType::Bool, true)], |p, r| {
-        let eq = p.cmp(CmpKind::Eq, r[0], r[1], dt);
-        let c = p.cast(eq, DType::I32);
-        let any = p.reduce(RedKind::Max, c, DType::I32);
-        vec![if invert {
-            let one = p.constant(Scalar::Int(1), DType::I32);
-            p.bin(BinOp::Xor, any, one, DType::I32)
-        } else {
-            any
-        }]
-    })?
+    Ok(tile(
+        &op,
+        &shape,
+        1,
+        &[(&tv, false), (e, true)],
+        &[(DType::Bool, true)],
+        |p, r| {
+            let eq = p.cmp(CmpKind::Eq, r[0], r[1], dt);
+            let c = p.cast(eq, DType::I32);
+            let any = p.reduce(RedKind::Max, c, DType::I32);
+            vec![if invert {
+                let one = p.constant(Scalar::Int(1), DType::I32);
+                p.bin(BinOp::Xor, any, one, DType::I32)
+            } else {
+                any
+            }]
+        },
+    )?
     .remove(0))
 }
 
@@ -207,7 +247,11 @@ fn bincount(x: &Tensor, weights: Option<&Tensor>, minlength: i64) -> Result<Tens
         ));
     }
     let len = ((hi + 1).max(minlength)) as usize;
-    let acc = if out == DType::I64 { DType::I32 } else { DType::F32 };
+    let acc = if out == DType::I64 {
+        DType::I32
+    } else {
+        DType::F32
+    };
     let table = fill(&op, &[len, 1], Scalar::Int(0), acc)?;
     if n > 0 {
         let idx = prims::dense(&op, x)?;
@@ -215,9 +259,21 @@ fn bincount(x: &Tensor, weights: Option<&Tensor>, minlength: i64) -> Result<Tens
             Some(w) => map(&op, &[w], &[acc], |_, r| vec![r[0]])?.remove(0),
             None => fill(&op, &[n], Scalar::Int(1), acc)?,
         };
-        put_rows(&op, &table, &idx, &reshaped(&src, &[n, 1]), Combine::Add, true)?;
+        put_rows(
+            &op,
+            &table,
+            &idx,
+            &reshaped(&src, &[n, 1]),
+            Combine::Add,
+            true,
+        )?;
     }
-    Ok(map_shape(&op, &[len], &[&reshaped(&table, &[len])], &[out], |_, r| vec![r[0]])?.remove(0))
+    Ok(
+        map_shape(&op, &[len], &[&reshaped(&table, &[len])], &[out], |_, r| {
+            vec![r[0]]
+        })?
+        .remove(0),
+    )
 }
 
 /// The bin of `x` among `bins` equal bins over `[lo, hi]` (PyTorch's formula, corrected
@@ -294,18 +350,36 @@ fn range_of(x: &Tensor, lo: f64, hi: f64) -> Result<(f64, f64)> {
 }
 
 /// Histogram counts of `x` (weighted) in `bins` equal bins over `[lo, hi]`, in `out`.
-fn hist_counts(op: &OpScope, x: &Tensor, w: Option<&Tensor>, bins: usize, lo: f64, hi: f64, out: DType) -> Result<Tensor> {
+fn hist_counts(
+    op: &OpScope,
+    x: &Tensor,
+    w: Option<&Tensor>,
+    bins: usize,
+    lo: f64,
+    hi: f64,
+    out: DType,
+) -> Result<Tensor> {
     let f = DType::F32;
     let table = fill(op, &[bins + 1, 1], Scalar::Int(0), f)?;
     let n = x.numel();
     if n > 0 {
-        let pos = map(op, &[x], &[DType::I32], |p, r| vec![bin_of(p, r[0], lo, hi, bins)])?.remove(0);
+        let pos = map(op, &[x], &[DType::I32], |p, r| {
+            vec![bin_of(p, r[0], lo, hi, bins)]
+        })?
+        .remove(0);
         let pos = reshaped(&pos, &[n]);
         let src = match w {
             Some(w) => map(op, &[w], &[f], |_, r| vec![r[0]])?.remove(0),
             None => fill(op, &[n], Scalar::Int(1), f)?,
         };
-        put_rows(op, &table, &pos, &reshaped(&src, &[n, 1]), Combine::Add, false)?;
+        put_rows(
+            op,
+            &table,
+            &pos,
+            &reshaped(&src, &[n, 1]),
+            Combine::Add,
+            false,
+        )?;
     }
     let head = table.with_layout(Layout::contiguous(&[bins]));
     Ok(map_shape(op, &[bins], &[&head], &[out], |_, r| vec![r[0]])?.remove(0))
@@ -324,19 +398,29 @@ fn histc(x: &Tensor, bins: i64, min: f64, max: f64) -> Result<Tensor> {
         return Err(TpuError::BadArgs("torch.histc(): bins must be > 0".into()));
     }
     if min > max {
-        return Err(TpuError::BadArgs("torch.histc: max must be larger than min".into()));
+        return Err(TpuError::BadArgs(
+            "torch.histc: max must be larger than min".into(),
+        ));
     }
     let (lo, hi) = range_of(x, min, max)?;
     hist_counts(&op, x, None, bins as usize, lo, hi, x.dtype())
 }
 
 /// `torch.histogram(x, bins, range, weight, density)`: `(hist, bin_edges)`.
-fn histogram_bin_ct(x: &Tensor, bins: i64, range: Option<Vec<f64>>, w: Option<&Tensor>, density: bool) -> Result<(Tensor, Tensor)> {
+fn histogram_bin_ct(
+    x: &Tensor,
+    bins: i64,
+    range: Option<Vec<f64>>,
+    w: Option<&Tensor>,
+    density: bool,
+) -> Result<(Tensor, Tensor)> {
     let mut ins = vec![x];
     ins.extend(w);
     let op = OpScope::new("aten::histogram.bin_ct", &ins)?;
     if bins <= 0 {
-        return Err(TpuError::BadArgs("torch.histogram(): bins must be > 0".into()));
+        return Err(TpuError::BadArgs(
+            "torch.histogram(): bins must be > 0".into(),
+        ));
     }
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
@@ -346,7 +430,11 @@ fn histogram_bin_ct(x: &Tensor, bins: i64, range: Option<Vec<f64>>, w: Option<&T
     }
     let (lo, hi) = match range {
         Some(r) if r.len() == 2 => range_of(x, r[0], r[1])?,
-        Some(_) => return Err(TpuError::BadArgs("torch.histogram(): range should have 2 elements".into())),
+        Some(_) => {
+            return Err(TpuError::BadArgs(
+                "torch.histogram(): range should have 2 elements".into(),
+            ));
+        }
         None => range_of(x, 0.0, 0.0)?,
     };
     let b = bins as usize;
@@ -400,23 +488,49 @@ pub(super) fn defs() -> Vec<OpDef> {
     let rep = Sharding::Replicate("each value is searched among all boundaries");
     vec![
         OpDef::new("aten::bucketize.Tensor", k, num, |_, a| {
-            t1(bucketize(Ok(a.tensor(0)?), a.tensor(1)?, a.bool(2)?, a.bool(3)?, "aten::bucketize.Tensor"))
+            t1(bucketize(
+                Ok(a.tensor(0)?),
+                a.tensor(1)?,
+                a.bool(2)?,
+                a.bool(3)?,
+                "aten::bucketize.Tensor",
+            ))
         })
         .shard(rep),
         OpDef::new("aten::bucketize.Scalar", k, num, |_, a| {
-            t1(bucketize(Err(a.scalar(0)?), a.tensor(1)?, a.bool(2)?, a.bool(3)?, "aten::bucketize.Scalar"))
+            t1(bucketize(
+                Err(a.scalar(0)?),
+                a.tensor(1)?,
+                a.bool(2)?,
+                a.bool(3)?,
+                "aten::bucketize.Scalar",
+            ))
         })
         .shard(rep),
         OpDef::new("aten::searchsorted.Tensor", k, num, |_, a| {
-            t1(searchsorted(a, Ok(a.tensor(1)?), "aten::searchsorted.Tensor"))
+            t1(searchsorted(
+                a,
+                Ok(a.tensor(1)?),
+                "aten::searchsorted.Tensor",
+            ))
         })
         .shard(rep),
         OpDef::new("aten::searchsorted.Scalar", k, num, |_, a| {
-            t1(searchsorted(a, Err(a.scalar(1)?), "aten::searchsorted.Scalar"))
+            t1(searchsorted(
+                a,
+                Err(a.scalar(1)?),
+                "aten::searchsorted.Scalar",
+            ))
         })
         .shard(rep),
         OpDef::new("aten::isin.Tensor_Tensor", k, all, |_, a| {
-            t1(isin(a.tensor(0)?, a.tensor(1)?, a.bool(3)?, "aten::isin.Tensor_Tensor", &[]))
+            t1(isin(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.bool(3)?,
+                "aten::isin.Tensor_Tensor",
+                &[],
+            ))
         })
         .shard(Sharding::pointwise(Lin::No)),
         OpDef::new("aten::isin.Tensor_Scalar", k, all, |_, a| {
@@ -433,12 +547,20 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(isin(&e, t, a.bool(3)?, "aten::isin", &[]))
         })
         .shard(rep),
-        OpDef::new("aten::bincount", k, &[DType::I32, DType::I64, DType::Bool, DType::F32], |_, a| {
-            t1(bincount(a.tensor(0)?, a.opt_tensor(1)?, a.int_or(2, 0)?))
-        })
+        OpDef::new(
+            "aten::bincount",
+            k,
+            &[DType::I32, DType::I64, DType::Bool, DType::F32],
+            |_, a| t1(bincount(a.tensor(0)?, a.opt_tensor(1)?, a.int_or(2, 0)?)),
+        )
         .shard(rep),
         OpDef::new("aten::histc", k, float, |_, a| {
-            t1(histc(a.tensor(0)?, a.int(1)?, a.scalar(2)?.to_f64(), a.scalar(3)?.to_f64()))
+            t1(histc(
+                a.tensor(0)?,
+                a.int(1)?,
+                a.scalar(2)?.to_f64(),
+                a.scalar(3)?.to_f64(),
+            ))
         })
         .shard(rep),
         OpDef::new("aten::histogram.bin_ct", k, float, |_, a| {
@@ -446,9 +568,19 @@ pub(super) fn defs() -> Vec<OpDef> {
                 None => None,
                 Some(Value::Floats(f)) => Some(f.clone()),
                 Some(Value::Ints(i)) => Some(i.iter().map(|v| *v as f64).collect()),
-                Some(_) => return Err(TpuError::BadArgs("histogram(): range must be a list of floats".into())),
+                Some(_) => {
+                    return Err(TpuError::BadArgs(
+                        "histogram(): range must be a list of floats".into(),
+                    ));
+                }
             };
-            t2(histogram_bin_ct(a.tensor(0)?, a.int(1)?, range, a.opt_tensor(3)?, a.bool(4)?))
+            t2(histogram_bin_ct(
+                a.tensor(0)?,
+                a.int(1)?,
+                range,
+                a.opt_tensor(3)?,
+                a.bool(4)?,
+            ))
         })
         .shard(rep),
     ]

@@ -30,11 +30,18 @@ fn runs(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, usize)> {
         let src = rows.with_layout(rows.layout().slice(0, Some(0), Some(n as i64 - 1), 1)?);
         write_into(op, &dst, &[&src], |_, v| v[0])?;
     }
-    let starts = tile(op, &[n, r], 1, &[(rows, false), (&prev, false)], &[(DType::I32, true)], |p, v| {
-        let ne = p.cmp(CmpKind::Ne, v[0], v[1], dt);
-        let c = p.cast(ne, DType::I32);
-        vec![p.reduce(RedKind::Max, c, DType::I32)]
-    })?
+    let starts = tile(
+        op,
+        &[n, r],
+        1,
+        &[(rows, false), (&prev, false)],
+        &[(DType::I32, true)],
+        |p, v| {
+            let ne = p.cmp(CmpKind::Ne, v[0], v[1], dt);
+            let c = p.cast(ne, DType::I32);
+            vec![p.reduce(RedKind::Max, c, DType::I32)]
+        },
+    )?
     .remove(0);
     // Row 0 always starts a run.
     let starts = map_shape(op, &[n], &[&starts], &[DType::I32], |p, v| {
@@ -74,7 +81,14 @@ fn unique_rows(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, Tensor)> 
     let counts = fill(op, &[count, 1], Scalar::Int(0), DType::I32)?;
     let ones = fill(op, &[n, 1], Scalar::Int(1), DType::I32)?;
     put_rows(op, &counts, &id, &ones, Combine::Add, false)?;
-    let counts = map_shape(op, &[count], &[&reshaped(&counts, &[count])], &[DType::I64], |_, v| vec![v[0]])?.remove(0);
+    let counts = map_shape(
+        op,
+        &[count],
+        &[&reshaped(&counts, &[count])],
+        &[DType::I64],
+        |_, v| vec![v[0]],
+    )?
+    .remove(0);
     let inverse = map(op, &[&id], &[DType::I64], |_, v| vec![v[0]])?.remove(0);
     Ok((values, inverse, counts))
 }
@@ -84,13 +98,22 @@ fn empty_i64(op: &OpScope) -> Tensor {
 }
 
 /// `torch.unique_consecutive(x, return_inverse, return_counts, dim)`.
-fn unique_consecutive(x: &Tensor, inverse: bool, counts: bool, dim: Option<i64>) -> Result<Vec<Value>> {
+fn unique_consecutive(
+    x: &Tensor,
+    inverse: bool,
+    counts: bool,
+    dim: Option<i64>,
+) -> Result<Vec<Value>> {
     let op = OpScope::new("aten::unique_consecutive", &[x])?;
     let (rows, d) = match dim {
         None => (reshaped(&prims::dense(&op, x)?, &[x.numel(), 1]), None),
         Some(dim) => {
             let d = wrap_dim(dim, x.dim())?;
-            let moved = if x.dim() == 0 { x.clone() } else { dim_last(x, d)? };
+            let moved = if x.dim() == 0 {
+                x.clone()
+            } else {
+                dim_last(x, d)?
+            };
             // The dim first, the rest flattened.
             let nd = moved.dim();
             let mut perm: Vec<i64> = vec![nd as i64 - 1];
@@ -103,9 +126,25 @@ fn unique_consecutive(x: &Tensor, inverse: bool, counts: bool, dim: Option<i64>)
     };
     let n = rows.shape()[0];
     if n == 0 || rows.shape()[1] == 0 && d.is_none() {
-        let v = Tensor::empty(op.rt(), if d.is_some() { x.shape() } else { &[0] }, x.dtype());
-        let inv = Tensor::empty(op.rt(), if inverse { if d.is_some() { &[0][..] } else { x.shape() } } else { &[0] }, DType::I64);
-        return Ok(vec![Value::Tensor(v), Value::Tensor(inv), Value::Tensor(empty_i64(&op))]);
+        let v = Tensor::empty(
+            op.rt(),
+            if d.is_some() { x.shape() } else { &[0] },
+            x.dtype(),
+        );
+        let inv = Tensor::empty(
+            op.rt(),
+            if inverse {
+                if d.is_some() { &[0][..] } else { x.shape() }
+            } else {
+                &[0]
+            },
+            DType::I64,
+        );
+        return Ok(vec![
+            Value::Tensor(v),
+            Value::Tensor(inv),
+            Value::Tensor(empty_i64(&op)),
+        ]);
     }
     let (values, inv, cnt) = unique_rows(&op, &rows)?;
     let values = match d {
@@ -130,7 +169,11 @@ fn unique_consecutive(x: &Tensor, inverse: bool, counts: bool, dim: Option<i64>)
         inv
     };
     let cnt = if counts { cnt } else { empty_i64(&op) };
-    Ok(vec![Value::Tensor(values), Value::Tensor(inv), Value::Tensor(cnt)])
+    Ok(vec![
+        Value::Tensor(values),
+        Value::Tensor(inv),
+        Value::Tensor(cnt),
+    ])
 }
 
 /// `_unique2(x, sorted, return_inverse, return_counts)`: the sorted unique elements.
@@ -143,13 +186,21 @@ fn unique2(x: &Tensor, inverse: bool, counts: bool) -> Result<(Tensor, Tensor, T
     }
     let flat = reshaped(&prims::dense(&op, x)?, &[n]);
     let (sorted, order) = crate::ops::order::sort(&flat, 0, false)?;
-    let (values, inv_sorted, cnt) = unique_rows(&op, &reshaped(&prims::dense(&op, &sorted)?, &[n, 1]))?;
+    let (values, inv_sorted, cnt) =
+        unique_rows(&op, &reshaped(&prims::dense(&op, &sorted)?, &[n, 1]))?;
     let values = reshaped(&values, &[values.shape()[0]]);
     let inv = if inverse {
         // inverse[order[k]] = inv_sorted[k].
         let dst = Tensor::empty(op.rt(), &[n, 1], DType::I64);
         let order = prims::dense(&op, &order)?;
-        put_rows(&op, &dst, &order, &reshaped(&inv_sorted, &[n, 1]), Combine::Copy, false)?;
+        put_rows(
+            &op,
+            &dst,
+            &order,
+            &reshaped(&inv_sorted, &[n, 1]),
+            Combine::Copy,
+            false,
+        )?;
         dst.with_layout(Layout::contiguous(x.shape()))
     } else {
         empty_i64(&op)

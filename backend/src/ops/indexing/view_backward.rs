@@ -92,7 +92,14 @@ fn unfold_backward(grad: &Tensor, input_sizes: &[i64], dim: i64, step: i64) -> R
         .remove(0);
         let src = map(&op, &[grad], &[acc], |_, r| vec![r[0]])?.remove(0);
         let table = reshaped(&out, &[out.numel(), 1]);
-        put_rows(&op, &table, &reshaped(&flat, &[n]), &reshaped(&src, &[n, 1]), Combine::Add, true)?;
+        put_rows(
+            &op,
+            &table,
+            &reshaped(&flat, &[n]),
+            &reshaped(&src, &[n, 1]),
+            Combine::Add,
+            true,
+        )?;
     }
     Ok(map(&op, &[&out], &[dt], |_, r| vec![r[0]])?.remove(0))
 }

@@ -23,7 +23,11 @@ fn copied(name: &str, x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Layout>) -> 
 }
 
 /// Copies of the views `f(x)`.
-fn copied_all(name: &str, x: &Tensor, f: impl FnOnce(&Tensor) -> Result<Vec<Tensor>>) -> Result<Vec<Tensor>> {
+fn copied_all(
+    name: &str,
+    x: &Tensor,
+    f: impl FnOnce(&Tensor) -> Result<Vec<Tensor>>,
+) -> Result<Vec<Tensor>> {
     let op = OpScope::new(name, &[x])?;
     f(x)?.iter().map(|v| copy(&op, v)).collect()
 }
@@ -40,7 +44,9 @@ fn squeeze_dims(l: &Layout, dims: Option<Vec<i64>>) -> Result<Layout> {
             } else {
                 crate::ops::helpers::dims_of(&ds, l.ndim(), false)?
             };
-            (0..l.ndim()).filter(|d| !(ds.contains(d) && l.shape[*d] == 1)).collect()
+            (0..l.ndim())
+                .filter(|d| !(ds.contains(d) && l.shape[*d] == 1))
+                .collect()
         }
     };
     Ok(Layout {
@@ -73,65 +79,93 @@ pub(super) fn defs() -> Vec<OpDef> {
     let pw = Sharding::pointwise(Lin::All);
     vec![
         OpDef::new("aten::alias_copy", k, all, |_, a| {
-            t1(copied("aten::alias_copy", a.tensor(0)?, |x| Ok(x.layout().clone())))
+            t1(copied("aten::alias_copy", a.tensor(0)?, |x| {
+                Ok(x.layout().clone())
+            }))
         })
         .shard(pw),
         OpDef::new("aten::as_strided_copy", k, all, |_, a| {
-            t1(copied("aten::as_strided_copy", a.tensor(0)?, |x| strided(x, a)))
+            t1(copied("aten::as_strided_copy", a.tensor(0)?, |x| {
+                strided(x, a)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::diagonal_copy", k, all, |_, a| {
             let (o, d1, d2) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(copied("aten::diagonal_copy", a.tensor(0)?, |x| diagonal_layout(x.layout(), o, d1, d2)))
+            t1(copied("aten::diagonal_copy", a.tensor(0)?, |x| {
+                diagonal_layout(x.layout(), o, d1, d2)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::expand_copy", k, all, |_, a| {
             let s = a.ints(1)?;
-            t1(copied("aten::expand_copy", a.tensor(0)?, |x| x.layout().expand(&s)))
+            t1(copied("aten::expand_copy", a.tensor(0)?, |x| {
+                x.layout().expand(&s)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::narrow_copy", k, all, |_, a| {
             let (d, s, n) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(copied("aten::narrow_copy", a.tensor(0)?, |x| narrow_layout(x.layout(), d, s, n)))
+            t1(copied("aten::narrow_copy", a.tensor(0)?, |x| {
+                narrow_layout(x.layout(), d, s, n)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::permute_copy", k, all, |_, a| {
             let p = a.ints(1)?;
-            t1(copied("aten::permute_copy", a.tensor(0)?, |x| x.layout().permute(&p)))
+            t1(copied("aten::permute_copy", a.tensor(0)?, |x| {
+                x.layout().permute(&p)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::select_copy.int", k, all, |_, a| {
             let (d, i) = (a.int(1)?, a.int(2)?);
-            t1(copied("aten::select_copy.int", a.tensor(0)?, |x| x.layout().select(d, i)))
+            t1(copied("aten::select_copy.int", a.tensor(0)?, |x| {
+                x.layout().select(d, i)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::slice_copy.Tensor", k, all, |_, a| {
             let (d, s, e, st) = (a.int(1)?, a.opt_int(2)?, a.opt_int(3)?, a.int(4)?);
-            t1(copied("aten::slice_copy.Tensor", a.tensor(0)?, |x| x.layout().slice(d, s, e, st)))
+            t1(copied("aten::slice_copy.Tensor", a.tensor(0)?, |x| {
+                x.layout().slice(d, s, e, st)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::split_copy.Tensor", k, all, |_, a| {
             let (s, d) = (a.int(1)?, a.int(2)?);
-            ts(copied_all("aten::split_copy.Tensor", a.tensor(0)?, |x| crate::ops::data::split(x, s, d)))
+            ts(copied_all("aten::split_copy.Tensor", a.tensor(0)?, |x| {
+                crate::ops::data::split(x, s, d)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::split_with_sizes_copy", k, all, |_, a| {
             let (s, d) = (a.ints(1)?, a.int(2)?);
-            ts(copied_all("aten::split_with_sizes_copy", a.tensor(0)?, |x| split_sizes(x, &s, d)))
+            ts(copied_all(
+                "aten::split_with_sizes_copy",
+                a.tensor(0)?,
+                |x| split_sizes(x, &s, d),
+            ))
         })
         .shard(rep),
         OpDef::new("aten::squeeze_copy", k, all, |_, a| {
-            t1(copied("aten::squeeze_copy", a.tensor(0)?, |x| squeeze_dims(x.layout(), None)))
+            t1(copied("aten::squeeze_copy", a.tensor(0)?, |x| {
+                squeeze_dims(x.layout(), None)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::squeeze_copy.dim", k, all, |_, a| {
             let d = a.int(1)?;
-            t1(copied("aten::squeeze_copy.dim", a.tensor(0)?, |x| x.layout().squeeze(d)))
+            t1(copied("aten::squeeze_copy.dim", a.tensor(0)?, |x| {
+                x.layout().squeeze(d)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::squeeze_copy.dims", k, all, |_, a| {
             let d = a.ints(1)?;
-            t1(copied("aten::squeeze_copy.dims", a.tensor(0)?, |x| squeeze_dims(x.layout(), Some(d))))
+            t1(copied("aten::squeeze_copy.dims", a.tensor(0)?, |x| {
+                squeeze_dims(x.layout(), Some(d))
+            }))
         })
         .shard(rep),
         OpDef::new("aten::t_copy", k, all, |_, a| {
@@ -142,33 +176,47 @@ pub(super) fn defs() -> Vec<OpDef> {
                         x.dim()
                     )));
                 }
-                if x.dim() == 2 { x.layout().transpose(0, 1) } else { Ok(x.layout().clone()) }
+                if x.dim() == 2 {
+                    x.layout().transpose(0, 1)
+                } else {
+                    Ok(x.layout().clone())
+                }
             }))
         })
         .shard(rep),
         OpDef::new("aten::transpose_copy.int", k, all, |_, a| {
             let (d0, d1) = (a.int(1)?, a.int(2)?);
-            t1(copied("aten::transpose_copy.int", a.tensor(0)?, |x| x.layout().transpose(d0, d1)))
+            t1(copied("aten::transpose_copy.int", a.tensor(0)?, |x| {
+                x.layout().transpose(d0, d1)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::unbind_copy.int", k, all, |_, a| {
             let d = a.int(1)?;
-            ts(copied_all("aten::unbind_copy.int", a.tensor(0)?, |x| unbind_views(x, d)))
+            ts(copied_all("aten::unbind_copy.int", a.tensor(0)?, |x| {
+                unbind_views(x, d)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::unfold_copy", k, all, |_, a| {
             let (d, s, st) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(copied("aten::unfold_copy", a.tensor(0)?, |x| unfold_layout(x.layout(), d, s, st)))
+            t1(copied("aten::unfold_copy", a.tensor(0)?, |x| {
+                unfold_layout(x.layout(), d, s, st)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::unsqueeze_copy", k, all, |_, a| {
             let d = a.int(1)?;
-            t1(copied("aten::unsqueeze_copy", a.tensor(0)?, |x| x.layout().unsqueeze(d)))
+            t1(copied("aten::unsqueeze_copy", a.tensor(0)?, |x| {
+                x.layout().unsqueeze(d)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::view_copy", k, all, |_, a| {
             let s = a.ints(1)?;
-            t1(copied("aten::view_copy", a.tensor(0)?, |x| x.layout().view(&s)))
+            t1(copied("aten::view_copy", a.tensor(0)?, |x| {
+                x.layout().view(&s)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::_reshape_copy", k, all, |_, a| {

@@ -43,12 +43,14 @@ fn eye(rt: &Runtime, n: i64, m: i64, dtype: Option<DType>) -> Result<Tensor> {
     }
     let op = OpScope::on(rt, "aten::eye", format!("[{n}, {m}]"));
     let d = dtype.unwrap_or(DType::F32);
-    Ok(map_shape(&op, &[n as usize, m as usize], &[], &[d], |p, _| {
-        let (i, j) = (p.index(0), p.index(1));
-        let eq = p.cmp(CmpKind::Eq, i, j, DType::I32);
-        vec![p.cast(eq, d)]
-    })?
-    .remove(0))
+    Ok(
+        map_shape(&op, &[n as usize, m as usize], &[], &[d], |p, _| {
+            let (i, j) = (p.index(0), p.index(1));
+            let eq = p.cmp(CmpKind::Eq, i, j, DType::I32);
+            vec![p.cast(eq, d)]
+        })?
+        .remove(0),
+    )
 }
 
 /// An end of a range: a number, or a zero-dimensional tensor read on the device.
@@ -78,7 +80,15 @@ fn lin(p: &mut ProgBuilder, s: PRef, e: PRef, steps: usize) -> PRef {
 }
 
 /// `linspace`/`logspace` (`base` given).
-fn space(rt: &Runtime, name: &str, start: End<'_>, end: End<'_>, steps: i64, base: Option<f64>, dtype: Option<DType>) -> Result<Tensor> {
+fn space(
+    rt: &Runtime,
+    name: &str,
+    start: End<'_>,
+    end: End<'_>,
+    steps: i64,
+    base: Option<f64>,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
     let ins: Vec<&Tensor> = [&start, &end]
         .iter()
         .filter_map(|e| match e {
@@ -86,15 +96,24 @@ fn space(rt: &Runtime, name: &str, start: End<'_>, end: End<'_>, steps: i64, bas
             End::Number(_) => None,
         })
         .collect();
-    let op = if ins.is_empty() { OpScope::on(rt, name, format!("[{steps}]")) } else { OpScope::new(name, &ins)? };
+    let op = if ins.is_empty() {
+        OpScope::on(rt, name, format!("[{steps}]"))
+    } else {
+        OpScope::new(name, &ins)?
+    };
     if steps < 0 {
-        return Err(TpuError::BadArgs("number of steps must be non-negative".into()));
+        return Err(TpuError::BadArgs(
+            "number of steps must be non-negative".into(),
+        ));
     }
     for t in &ins {
         if t.dim() != 0 {
             return Err(TpuError::BadArgs(format!(
                 "{}() expects its start and end tensors to be 0-dimensional, got {}-D",
-                name.trim_start_matches("aten::").split('.').next().unwrap_or(""),
+                name.trim_start_matches("aten::")
+                    .split('.')
+                    .next()
+                    .unwrap_or(""),
                 t.dim()
             )));
         }
@@ -122,22 +141,43 @@ fn space(rt: &Runtime, name: &str, start: End<'_>, end: End<'_>, steps: i64, bas
             }
             None => v,
         };
-        vec![if int_out { p.un(crate::ir::UnOp::Trunc, v, f) } else { v }]
+        vec![if int_out {
+            p.un(crate::ir::UnOp::Trunc, v, f)
+        } else {
+            v
+        }]
     })?
     .remove(0))
 }
 
 /// `tril_indices`/`triu_indices(row, col, offset)`: `[2, N]` coordinates in row-major order.
-fn tri_indices(rt: &Runtime, lower: bool, row: i64, col: i64, offset: i64, dtype: Option<DType>) -> Result<Tensor> {
-    let name = if lower { "aten::tril_indices" } else { "aten::triu_indices" };
+fn tri_indices(
+    rt: &Runtime,
+    lower: bool,
+    row: i64,
+    col: i64,
+    offset: i64,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    let name = if lower {
+        "aten::tril_indices"
+    } else {
+        "aten::triu_indices"
+    };
     let op = OpScope::on(rt, name, format!("[{row}, {col}, {offset}]"));
     if row < 0 || col < 0 {
-        return Err(TpuError::BadArgs(format!("row must be non-negative, got {row}")));
+        return Err(TpuError::BadArgs(format!(
+            "row must be non-negative, got {row}"
+        )));
     }
     let d = dtype.unwrap_or(DType::I64);
     // Elements in row i, and where they start.
     let count = |i: i64| -> i64 {
-        if lower { (i + offset + 1).clamp(0, col) } else { (col - (i + offset).max(0)).clamp(0, col) }
+        if lower {
+            (i + offset + 1).clamp(0, col)
+        } else {
+            (col - (i + offset).max(0)).clamp(0, col)
+        }
     };
     let total: i64 = (0..row).map(count).sum();
     let n = total as usize;
@@ -168,22 +208,33 @@ fn tri_indices(rt: &Runtime, lower: bool, row: i64, col: i64, offset: i64, dtype
     .remove(0);
     let before = prims::scan(&op, &counts, RedKind::Sum, DType::I32, true)?;
     // For element k: its row is the last i with before[i] <= k (rows after it start later).
-    let bv = before.with_layout(Layout { shape: vec![n, r], strides: vec![0, 1], offset: 0 });
+    let bv = before.with_layout(Layout {
+        shape: vec![n, r],
+        strides: vec![0, 1],
+        offset: 0,
+    });
     let ks = prims::iota(&op, n)?;
-    let mut outs = tile(&op, &[n, r], 1, &[(&bv, false), (&ks, true)], &[(DType::I32, true), (DType::I32, true)], |p, v| {
-        let i32t = DType::I32;
-        let j = p.index(1);
-        let zero = p.constant(Scalar::Int(0), i32t);
-        let pos = p.cmp(CmpKind::Gt, j, zero, i32t);
-        let le = p.cmp(CmpKind::Le, v[0], v[1], i32t);
-        let hit = p.bin(BinOp::And, pos, le, DType::Bool);
-        let c = p.cast(hit, i32t);
-        let rowi = p.reduce(RedKind::Sum, c, i32t);
-        let z = p.constant(Scalar::Int(0), i32t);
-        let b = p.select(le, v[0], z, i32t);
-        let start = p.reduce(RedKind::Max, b, i32t);
-        vec![rowi, start]
-    })?;
+    let mut outs = tile(
+        &op,
+        &[n, r],
+        1,
+        &[(&bv, false), (&ks, true)],
+        &[(DType::I32, true), (DType::I32, true)],
+        |p, v| {
+            let i32t = DType::I32;
+            let j = p.index(1);
+            let zero = p.constant(Scalar::Int(0), i32t);
+            let pos = p.cmp(CmpKind::Gt, j, zero, i32t);
+            let le = p.cmp(CmpKind::Le, v[0], v[1], i32t);
+            let hit = p.bin(BinOp::And, pos, le, DType::Bool);
+            let c = p.cast(hit, i32t);
+            let rowi = p.reduce(RedKind::Sum, c, i32t);
+            let z = p.constant(Scalar::Int(0), i32t);
+            let b = p.select(le, v[0], z, i32t);
+            let start = p.reduce(RedKind::Max, b, i32t);
+            vec![rowi, start]
+        },
+    )?;
     let start = outs.remove(1);
     let rows = outs.remove(0);
     let rs = reshaped(&rows, &[1, n]);
@@ -210,7 +261,12 @@ fn tri_indices(rt: &Runtime, lower: bool, row: i64, col: i64, offset: i64, dtype
 }
 
 /// A tensor of `size` with `strides` over a new storage (values unspecified).
-fn empty_strided(rt: &Runtime, size: &[i64], stride: &[i64], dtype: Option<DType>) -> Result<Tensor> {
+fn empty_strided(
+    rt: &Runtime,
+    size: &[i64],
+    stride: &[i64],
+    dtype: Option<DType>,
+) -> Result<Tensor> {
     let _op = OpScope::on(rt, "aten::empty_strided", format!("[{size:?}]"));
     let l = Layout::as_strided(size, stride, 0)?;
     let (_, hi) = l.storage_span();
@@ -223,7 +279,11 @@ fn empty_strided(rt: &Runtime, size: &[i64], stride: &[i64], dtype: Option<DType
 fn permuted_strides(size: &[i64], physical: &[i64]) -> Result<Vec<i64>> {
     let n = size.len();
     let mut seen = vec![false; n];
-    if physical.len() != n || physical.iter().any(|d| *d < 0 || *d as usize >= n || std::mem::replace(&mut seen[*d as usize], true)) {
+    if physical.len() != n
+        || physical
+            .iter()
+            .any(|d| *d < 0 || *d as usize >= n || std::mem::replace(&mut seen[*d as usize], true))
+    {
         return Err(TpuError::BadArgs(format!(
             "empty_permuted: physical_layout {physical:?} is not a permutation of the {n} dims"
         )));
@@ -246,7 +306,10 @@ fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
     let cap = (x.storage.bytes() / x.dtype().size() as u64) as usize;
     let off = x.storage_offset();
     if off + n <= cap {
-        return Ok(x.with_layout(Layout { offset: off, ..Layout::contiguous(&shape) }));
+        return Ok(x.with_layout(Layout {
+            offset: off,
+            ..Layout::contiguous(&shape)
+        }));
     }
     let t = Tensor::empty(op.rt(), &[n], x.dtype());
     let keep = x.numel().min(n);
@@ -262,8 +325,18 @@ fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
 /// `arange.start_out(start, end, step, out)`.
 fn arange_out(rt: &Runtime, a: &Args) -> Result<Tensor> {
     let out = a.tensor(3)?;
-    let r = crate::ops::creation::arange(rt, a.scalar(0)?, a.scalar(1)?, a.scalar_or(2, Scalar::Int(1))?, Some(out.dtype()))?;
-    let dst = if out.shape() == r.shape() { out.clone() } else { Tensor::empty(rt, r.shape(), out.dtype()) };
+    let r = crate::ops::creation::arange(
+        rt,
+        a.scalar(0)?,
+        a.scalar(1)?,
+        a.scalar_or(2, Scalar::Int(1))?,
+        Some(out.dtype()),
+    )?;
+    let dst = if out.shape() == r.shape() {
+        out.clone()
+    } else {
+        Tensor::empty(rt, r.shape(), out.dtype())
+    };
     crate::ops::creation::copy_(&dst, &r)?;
     Ok(dst)
 }
@@ -281,17 +354,40 @@ pub(super) fn defs() -> Vec<OpDef> {
     let k = OpImpl::Kernel;
     let c = Sharding::Creation;
     let mut v = vec![
-        OpDef::new("aten::eye", k, all, |rt, a| t1(eye(rt, a.int(0)?, a.int(0)?, a.opt_dtype(1)?))).shard(c),
-        OpDef::new("aten::eye.m", k, all, |rt, a| t1(eye(rt, a.int(0)?, a.int(1)?, a.opt_dtype(2)?))).shard(c),
+        OpDef::new("aten::eye", k, all, |rt, a| {
+            t1(eye(rt, a.int(0)?, a.int(0)?, a.opt_dtype(1)?))
+        })
+        .shard(c),
+        OpDef::new("aten::eye.m", k, all, |rt, a| {
+            t1(eye(rt, a.int(0)?, a.int(1)?, a.opt_dtype(2)?))
+        })
+        .shard(c),
         OpDef::new("aten::tril_indices", k, all, |rt, a| {
-            t1(tri_indices(rt, true, a.int(0)?, a.int(1)?, a.int(2)?, a.opt_dtype(3)?))
+            t1(tri_indices(
+                rt,
+                true,
+                a.int(0)?,
+                a.int(1)?,
+                a.int(2)?,
+                a.opt_dtype(3)?,
+            ))
         })
         .shard(c),
         OpDef::new("aten::triu_indices", k, all, |rt, a| {
-            t1(tri_indices(rt, false, a.int(0)?, a.int(1)?, a.int(2)?, a.opt_dtype(3)?))
+            t1(tri_indices(
+                rt,
+                false,
+                a.int(0)?,
+                a.int(1)?,
+                a.int(2)?,
+                a.opt_dtype(3)?,
+            ))
         })
         .shard(c),
-        OpDef::new("aten::arange.start_out", k, all, |rt, a| t1(arange_out(rt, a))).shard(Sharding::Replicate("writes its out tensor")),
+        OpDef::new("aten::arange.start_out", k, all, |rt, a| {
+            t1(arange_out(rt, a))
+        })
+        .shard(Sharding::Replicate("writes its out tensor")),
         OpDef::new("aten::empty_strided", k, all, |rt, a| {
             t1(empty_strided(rt, &a.ints(0)?, &a.ints(1)?, a.opt_dtype(2)?))
         })
@@ -302,8 +398,10 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(empty_strided(rt, &size, &strides, a.opt_dtype(2)?))
         })
         .shard(c),
-        OpDef::new("aten::resize_", k, all, |_, a| t1(resize(a.tensor(0)?, &a.ints(1)?)))
-            .shard(Sharding::Replicate("resizes the global tensor")),
+        OpDef::new("aten::resize_", k, all, |_, a| {
+            t1(resize(a.tensor(0)?, &a.ints(1)?))
+        })
+        .shard(Sharding::Replicate("resizes the global tensor")),
         OpDef::new("aten::resize_as_", k, all, |_, a| {
             let t = a.tensor(1)?;
             let size: Vec<i64> = t.shape().iter().map(|s| *s as i64).collect();
@@ -324,12 +422,28 @@ pub(super) fn defs() -> Vec<OpDef> {
         let f: crate::ops::RunFn = if base.is_none() {
             |rt, a| {
                 let name: &str = a.op();
-                t1(space(rt, name, end(a, 0)?, end(a, 1)?, a.int(2)?, None, a.opt_dtype(3)?))
+                t1(space(
+                    rt,
+                    name,
+                    end(a, 0)?,
+                    end(a, 1)?,
+                    a.int(2)?,
+                    None,
+                    a.opt_dtype(3)?,
+                ))
             }
         } else {
             |rt, a| {
                 let name: &str = a.op();
-                t1(space(rt, name, end(a, 0)?, end(a, 1)?, a.int(2)?, Some(a.float(3)?), a.opt_dtype(4)?))
+                t1(space(
+                    rt,
+                    name,
+                    end(a, 0)?,
+                    end(a, 1)?,
+                    a.int(2)?,
+                    Some(a.float(3)?),
+                    a.opt_dtype(4)?,
+                ))
             }
         };
         v.push(OpDef::new(name, k, all, f).shard(c));

@@ -46,7 +46,10 @@ fn roll(x: &Tensor, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
         cur = roll_dim(&op, &cur, *s, d)?;
     }
     if cur.shares_storage(x) {
-        cur = prims::dense(&op, &map(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0))?;
+        cur = prims::dense(
+            &op,
+            &map(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0),
+        )?;
     }
     Ok(cur)
 }
@@ -134,7 +137,11 @@ fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
     let l = x.layout();
     let (mut shape, mut strides, mut out) = (Vec::new(), Vec::new(), Vec::new());
     for (i, r) in repeats.iter().enumerate() {
-        let (s, st) = if i < lead { (1, 0) } else { (l.shape[i - lead], l.strides[i - lead]) };
+        let (s, st) = if i < lead {
+            (1, 0)
+        } else {
+            (l.shape[i - lead], l.strides[i - lead])
+        };
         shape.extend([*r as usize, s]);
         strides.extend([0, st]);
         out.push(*r as usize * s);
@@ -142,7 +149,16 @@ fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
     if out.iter().product::<usize>() == 0 {
         return Ok(Tensor::empty(op.rt(), &out, x.dtype()));
     }
-    copy_as(&op, x, Layout { shape, strides, offset: l.offset }, &out)
+    copy_as(
+        &op,
+        x,
+        Layout {
+            shape,
+            strides,
+            offset: l.offset,
+        },
+        &out,
+    )
 }
 
 /// `repeat_interleave(x, repeats: int, dim)`.
@@ -169,7 +185,16 @@ fn repeat_interleave_int(x: &Tensor, repeats: i64, dim: Option<i64>) -> Result<T
     if out.iter().product::<usize>() == 0 {
         return Ok(Tensor::empty(op.rt(), &out, x.dtype()));
     }
-    copy_as(&op, &x, Layout { shape, strides, offset: l.offset }, &out)
+    copy_as(
+        &op,
+        &x,
+        Layout {
+            shape,
+            strides,
+            offset: l.offset,
+        },
+        &out,
+    )
 }
 
 /// `repeat_interleave(repeats)`: `i` repeated `repeats[i]` times, int64 (the total is read to
@@ -186,19 +211,32 @@ fn repeat_index(op: &OpScope, repeats: &Tensor, output_size: Option<i64>) -> Res
     let total = match output_size {
         Some(s) => s as usize,
         None if n == 0 => 0,
-        None => prims::host_int(&incl.with_layout(incl.layout().select(0, n as i64 - 1)?))? as usize,
+        None => {
+            prims::host_int(&incl.with_layout(incl.layout().select(0, n as i64 - 1)?))? as usize
+        }
     };
     if total == 0 || n == 0 {
         return Ok(Tensor::empty(op.rt(), &[total], DType::I64));
     }
     // out[k] = #{i : incl[i] <= k}.
-    let cv = incl.with_layout(Layout { shape: vec![total, n], strides: vec![0, 1], offset: 0 });
+    let cv = incl.with_layout(Layout {
+        shape: vec![total, n],
+        strides: vec![0, 1],
+        offset: 0,
+    });
     let ks = prims::iota(op, total)?;
-    Ok(tile(op, &[total, n], 1, &[(&cv, false), (&ks, true)], &[(DType::I64, true)], |p, v| {
-        let le = p.cmp(CmpKind::Le, v[0], v[1], DType::I32);
-        let c = p.cast(le, DType::I32);
-        vec![p.reduce(RedKind::Sum, c, DType::I32)]
-    })?
+    Ok(tile(
+        op,
+        &[total, n],
+        1,
+        &[(&cv, false), (&ks, true)],
+        &[(DType::I64, true)],
+        |p, v| {
+            let le = p.cmp(CmpKind::Le, v[0], v[1], DType::I32);
+            let c = p.cast(le, DType::I32);
+            vec![p.reduce(RedKind::Sum, c, DType::I32)]
+        },
+    )?
     .remove(0))
 }
 
@@ -208,7 +246,11 @@ fn block_diag(ts: &[Tensor]) -> Result<Tensor> {
     let rt = ts.first().map(|t| t.runtime().clone());
     let op = match rt {
         Some(_) => OpScope::new("aten::block_diag", &refs)?,
-        None => return Err(TpuError::BadArgs("block_diag: expected a non-empty list of tensors".into())),
+        None => {
+            return Err(TpuError::BadArgs(
+                "block_diag: expected a non-empty list of tensors".into(),
+            ));
+        }
     };
     let mut dt = ts[0].dtype();
     let mut blocks = Vec::new();
@@ -236,7 +278,11 @@ fn block_diag(ts: &[Tensor]) -> Result<Tensor> {
                 .slice(1, Some(c0), Some(c0 + c as i64), 1)?,
         );
         if r * c > 0 {
-            let src = t.with_layout(t.layout().view_as(&[r, c]).unwrap_or_else(|| Layout::contiguous(&[r, c])));
+            let src = t.with_layout(
+                t.layout()
+                    .view_as(&[r, c])
+                    .unwrap_or_else(|| Layout::contiguous(&[r, c])),
+            );
             let src = if t.layout().view_as(&[r, c]).is_some() {
                 src
             } else {
@@ -275,7 +321,11 @@ fn diag_embed(x: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
 
 /// `pixel_shuffle` (`up`) / `pixel_unshuffle`.
 fn pixel(x: &Tensor, r: i64, up: bool) -> Result<Tensor> {
-    let name = if up { "aten::pixel_shuffle" } else { "aten::pixel_unshuffle" };
+    let name = if up {
+        "aten::pixel_shuffle"
+    } else {
+        "aten::pixel_unshuffle"
+    };
     let op = OpScope::new(name, &[x])?;
     let nd = x.dim();
     if nd < 3 || r <= 0 {
@@ -297,14 +347,22 @@ fn pixel(x: &Tensor, r: i64, up: bool) -> Result<Tensor> {
             )));
         }
         let oc = c / (r * r);
-        (vec![oc, r, r, h, w], vec![0, 3, 1, 4, 2], vec![oc, h * r, w * r])
+        (
+            vec![oc, r, r, h, w],
+            vec![0, 3, 1, 4, 2],
+            vec![oc, h * r, w * r],
+        )
     } else {
         if h % r != 0 || w % r != 0 {
             return Err(TpuError::BadArgs(format!(
                 "pixel_unshuffle expects height and width to be divisible by downscale_factor, got {h}x{w} and {r}"
             )));
         }
-        (vec![c, h / r, r, w / r, r], vec![0, 2, 4, 1, 3], vec![c * r * r, h / r, w / r])
+        (
+            vec![c, h / r, r, w / r, r],
+            vec![0, 2, 4, 1, 3],
+            vec![c * r * r, h / r, w / r],
+        )
     };
     let xs = reshaped(&prims::dense(&op, x)?, &[lead.clone(), split].concat());
     let full_perm: Vec<i64> = (0..m).chain(perm.iter().map(|p| p + m)).collect();
@@ -352,10 +410,18 @@ fn im2col(x: &Tensor, k: &[i64], d: &[i64], p: &[i64], s: &[i64]) -> Result<Tens
             x.shape()
         )));
     }
-    let xb = if batched { x.clone() } else { x.with_layout(x.layout().unsqueeze(0)?) };
+    let xb = if batched {
+        x.clone()
+    } else {
+        x.with_layout(x.layout().unsqueeze(0)?)
+    };
     let (n, c, h, w) = (xb.shape()[0], xb.shape()[1], xb.shape()[2], xb.shape()[3]);
-    let (oh, ow) = (out_size(h, k[0], d[0], p[0], s[0]), out_size(w, k[1], d[1], p[1], s[1]));
-    if oh <= 0 || ow <= 0 || k.iter().chain(d).chain(s).any(|v| *v <= 0) || p.iter().any(|v| *v < 0) {
+    let (oh, ow) = (
+        out_size(h, k[0], d[0], p[0], s[0]),
+        out_size(w, k[1], d[1], p[1], s[1]),
+    );
+    if oh <= 0 || ow <= 0 || k.iter().chain(d).chain(s).any(|v| *v <= 0) || p.iter().any(|v| *v < 0)
+    {
         return Err(TpuError::BadArgs(format!(
             "im2col: the parameters give an empty output ({oh}x{ow}) for input {:?}",
             x.shape()
@@ -377,7 +443,11 @@ fn im2col(x: &Tensor, k: &[i64], d: &[i64], p: &[i64], s: &[i64]) -> Result<Tens
     };
     let cols = vec![n, c * (k[0] * k[1]) as usize, (oh * ow) as usize];
     let out = copy_as(&op, &padded, l, &cols)?;
-    Ok(if batched { out } else { reshaped(&out, &cols[1..]) })
+    Ok(if batched {
+        out
+    } else {
+        reshaped(&out, &cols[1..])
+    })
 }
 
 /// `col2im(x, output_size, kernel_size, dilation, padding, stride)`: the patches summed into
@@ -391,7 +461,11 @@ fn col2im(x: &Tensor, size: &[i64], k: &[i64], d: &[i64], p: &[i64], s: &[i64]) 
             x.shape()
         )));
     }
-    let xb = if batched { x.clone() } else { x.with_layout(x.layout().unsqueeze(0)?) };
+    let xb = if batched {
+        x.clone()
+    } else {
+        x.with_layout(x.layout().unsqueeze(0)?)
+    };
     let (n, ckk, l) = (xb.shape()[0], xb.shape()[1], xb.shape()[2]);
     let kk = (k[0] * k[1]) as usize;
     if kk == 0 || ckk % kk != 0 {
@@ -401,7 +475,10 @@ fn col2im(x: &Tensor, size: &[i64], k: &[i64], d: &[i64], p: &[i64], s: &[i64]) 
     }
     let c = ckk / kk;
     let (h, w) = (size[0] as usize, size[1] as usize);
-    let (oh, ow) = (out_size(h, k[0], d[0], p[0], s[0]), out_size(w, k[1], d[1], p[1], s[1]));
+    let (oh, ow) = (
+        out_size(h, k[0], d[0], p[0], s[0]),
+        out_size(w, k[1], d[1], p[1], s[1]),
+    );
     if oh * ow != l as i64 {
         return Err(TpuError::BadArgs(format!(
             "Given output_size={size:?}, kernel_size={k:?}, dilation={d:?}, padding={p:?}, stride={s:?}, expected size of input's dimension 2 to match the calculated number of sliding blocks {oh} * {ow} = {}, but got input.size(2)={l}.",
@@ -436,8 +513,21 @@ fn col2im(x: &Tensor, size: &[i64], k: &[i64], d: &[i64], p: &[i64], s: &[i64]) 
             vec![pb.bin(BinOp::Add, f, col, i)]
         })?
         .remove(0);
-        let src = map(&op, &[&reshaped(&prims::dense(&op, &xb)?, &shape6)], &[acc], |_, r| vec![r[0]])?.remove(0);
-        put_rows(&op, &reshaped(&img, &[img.numel(), 1]), &reshaped(&flat, &[total]), &reshaped(&src, &[total, 1]), Combine::Add, true)?;
+        let src = map(
+            &op,
+            &[&reshaped(&prims::dense(&op, &xb)?, &shape6)],
+            &[acc],
+            |_, r| vec![r[0]],
+        )?
+        .remove(0);
+        put_rows(
+            &op,
+            &reshaped(&img, &[img.numel(), 1]),
+            &reshaped(&flat, &[total]),
+            &reshaped(&src, &[total, 1]),
+            Combine::Add,
+            true,
+        )?;
     }
     let crop = img.with_layout(
         img.layout()
@@ -445,7 +535,11 @@ fn col2im(x: &Tensor, size: &[i64], k: &[i64], d: &[i64], p: &[i64], s: &[i64]) 
             .slice(3, Some(p[1]), Some(p[1] + w as i64), 1)?,
     );
     let out = map(&op, &[&crop], &[dt], |_, r| vec![r[0]])?.remove(0);
-    Ok(if batched { out } else { reshaped(&out, &[c, h, w]) })
+    Ok(if batched {
+        out
+    } else {
+        reshaped(&out, &[c, h, w])
+    })
 }
 
 /// `_chunk_cat(tensors, dim, num_chunks)`: each tensor split into `num_chunks` equal chunks
@@ -453,13 +547,19 @@ fn col2im(x: &Tensor, size: &[i64], k: &[i64], d: &[i64], p: &[i64], s: &[i64]) 
 fn chunk_cat(ts: &[Tensor], dim: i64, chunks: i64) -> Result<Tensor> {
     let refs: Vec<&Tensor> = ts.iter().collect();
     if ts.is_empty() || chunks < 1 {
-        return Err(TpuError::BadArgs("_chunk_cat expects a non-empty input tensor list and a positive num_chunks".into()));
+        return Err(TpuError::BadArgs(
+            "_chunk_cat expects a non-empty input tensor list and a positive num_chunks".into(),
+        ));
     }
     let op = OpScope::new("aten::_chunk_cat", &refs)?;
     let d = wrap_dim(dim, ts[0].dim())?;
     let pre: Vec<usize> = ts[0].shape()[..d].to_vec();
     let k = chunks as usize;
-    let dt = ts.iter().map(Tensor::dtype).reduce(promote_types).unwrap_or(DType::F32);
+    let dt = ts
+        .iter()
+        .map(Tensor::dtype)
+        .reduce(promote_types)
+        .unwrap_or(DType::F32);
     let mut widths = Vec::new();
     for t in ts {
         if t.dim() <= d || t.shape()[..d] != pre[..] {
@@ -482,9 +582,22 @@ fn chunk_cat(ts: &[Tensor], dim: i64, chunks: i64) -> Result<Tensor> {
         let w = (cs * post) as i64;
         if size * post > 0 {
             // The region [pre..., k, cs, post] of this tensor's columns.
-            let region = out.layout().slice(np as i64 + 1, Some(at), Some(at + w), 1)?;
-            let tv = t.with_layout(t.layout().view_as(&[pre.clone(), vec![size, post]].concat()).unwrap_or_else(|| t.layout().clone()));
-            let tv = if tv.dim() == np + 2 { tv } else { reshaped(&prims::dense(&op, t)?, &[pre.clone(), vec![size, post]].concat()) };
+            let region = out
+                .layout()
+                .slice(np as i64 + 1, Some(at), Some(at + w), 1)?;
+            let tv = t.with_layout(
+                t.layout()
+                    .view_as(&[pre.clone(), vec![size, post]].concat())
+                    .unwrap_or_else(|| t.layout().clone()),
+            );
+            let tv = if tv.dim() == np + 2 {
+                tv
+            } else {
+                reshaped(
+                    &prims::dense(&op, t)?,
+                    &[pre.clone(), vec![size, post]].concat(),
+                )
+            };
             for c in 0..k {
                 let lo = (c * cs).min(size);
                 let hi = ((c + 1) * cs).min(size);
@@ -493,14 +606,28 @@ fn chunk_cat(ts: &[Tensor], dim: i64, chunks: i64) -> Result<Tensor> {
                 }
                 let rows = hi - lo;
                 let dst = out.with_layout(region.select(np as i64, c as i64)?);
-                let dst = dst.with_layout(dst.layout().slice(np as i64, Some(0), Some((rows * post) as i64), 1)?);
+                let dst = dst.with_layout(dst.layout().slice(
+                    np as i64,
+                    Some(0),
+                    Some((rows * post) as i64),
+                    1,
+                )?);
                 let dl = dst.layout();
                 let mut dshape = dl.shape[..np].to_vec();
                 dshape.extend([rows, post]);
                 let mut dstr = dl.strides[..np].to_vec();
                 dstr.extend([post as isize, 1]);
-                let dst = dst.with_layout(Layout { shape: dshape, strides: dstr, offset: dl.offset });
-                let src = tv.with_layout(tv.layout().slice(np as i64, Some(lo as i64), Some(hi as i64), 1)?);
+                let dst = dst.with_layout(Layout {
+                    shape: dshape,
+                    strides: dstr,
+                    offset: dl.offset,
+                });
+                let src = tv.with_layout(tv.layout().slice(
+                    np as i64,
+                    Some(lo as i64),
+                    Some(hi as i64),
+                    1,
+                )?);
                 write_into(&op, &dst, &[&src], |_, v| v[0])?;
             }
         }
@@ -515,58 +642,119 @@ pub(super) fn defs() -> Vec<OpDef> {
     let k = OpImpl::Kernel;
     let rep = Sharding::Replicate("a rearrangement without a sharding rule");
     vec![
-        OpDef::new("aten::roll", k, all, |_, a| t1(roll(a.tensor(0)?, &a.ints(1)?, &a.ints(2)?))).shard(rep),
-        OpDef::new("aten::rot90", k, all, |_, a| t1(rot90(a.tensor(0)?, a.int(1)?, &a.ints(2)?))).shard(rep),
-        OpDef::new("aten::repeat", k, all, |_, a| t1(repeat(a.tensor(0)?, &a.ints(1)?))).shard(rep),
+        OpDef::new("aten::roll", k, all, |_, a| {
+            t1(roll(a.tensor(0)?, &a.ints(1)?, &a.ints(2)?))
+        })
+        .shard(rep),
+        OpDef::new("aten::rot90", k, all, |_, a| {
+            t1(rot90(a.tensor(0)?, a.int(1)?, &a.ints(2)?))
+        })
+        .shard(rep),
+        OpDef::new("aten::repeat", k, all, |_, a| {
+            t1(repeat(a.tensor(0)?, &a.ints(1)?))
+        })
+        .shard(rep),
         OpDef::new("aten::repeat_interleave.self_int", k, all, |_, a| {
-            t1(repeat_interleave_int(a.tensor(0)?, a.int(1)?, a.opt_int(2)?))
+            t1(repeat_interleave_int(
+                a.tensor(0)?,
+                a.int(1)?,
+                a.opt_int(2)?,
+            ))
         })
         .shard(rep),
-        OpDef::new("aten::repeat_interleave.Tensor", k, &[DType::I32, DType::I64], |_, a| {
-            let r = a.tensor(0)?;
-            let op = OpScope::new("aten::repeat_interleave.Tensor", &[r])?;
-            t1(repeat_index(&op, r, a.opt_int(1)?))
+        OpDef::new(
+            "aten::repeat_interleave.Tensor",
+            k,
+            &[DType::I32, DType::I64],
+            |_, a| {
+                let r = a.tensor(0)?;
+                let op = OpScope::new("aten::repeat_interleave.Tensor", &[r])?;
+                t1(repeat_index(&op, r, a.opt_int(1)?))
+            },
+        )
+        .shard(rep),
+        OpDef::new(
+            "aten::repeat_interleave.self_Tensor",
+            OpImpl::Decomposition,
+            all,
+            |_, a| {
+                let (x, r) = (a.tensor(0)?, a.tensor(1)?);
+                let op = OpScope::new("aten::repeat_interleave.self_Tensor", &[x, r])?;
+                let (x, d) = match a.opt_int(2)? {
+                    None => (reshaped(&prims::dense(&op, x)?, &[x.numel()]), 0),
+                    Some(d) => (x.clone(), d),
+                };
+                let n = if x.dim() == 0 {
+                    1
+                } else {
+                    x.shape()[wrap_dim(d, x.dim())?]
+                };
+                let r = if r.numel() == 1 && n != 1 {
+                    let rv = r.with_layout(Layout {
+                        shape: vec![n],
+                        strides: vec![0],
+                        offset: r.layout().offset,
+                    });
+                    map(&op, &[&rv], &[r.dtype()], |_, v| vec![v[0]])?.remove(0)
+                } else {
+                    r.clone()
+                };
+                let idx = repeat_index(&op, &r, a.opt_int(3)?)?;
+                t1(crate::ops::data::index_select(&x, d, &idx))
+            },
+        )
+        .shard(rep),
+        OpDef::new("aten::block_diag", k, all, |_, a| {
+            t1(block_diag(&a.tensors(0)?))
         })
         .shard(rep),
-        OpDef::new("aten::repeat_interleave.self_Tensor", OpImpl::Decomposition, all, |_, a| {
-            let (x, r) = (a.tensor(0)?, a.tensor(1)?);
-            let op = OpScope::new("aten::repeat_interleave.self_Tensor", &[x, r])?;
-            let (x, d) = match a.opt_int(2)? {
-                None => (reshaped(&prims::dense(&op, x)?, &[x.numel()]), 0),
-                Some(d) => (x.clone(), d),
-            };
-            let n = if x.dim() == 0 { 1 } else { x.shape()[wrap_dim(d, x.dim())?] };
-            let r = if r.numel() == 1 && n != 1 {
-                let rv = r.with_layout(Layout { shape: vec![n], strides: vec![0], offset: r.layout().offset });
-                map(&op, &[&rv], &[r.dtype()], |_, v| vec![v[0]])?.remove(0)
-            } else {
-                r.clone()
-            };
-            let idx = repeat_index(&op, &r, a.opt_int(3)?)?;
-            t1(crate::ops::data::index_select(&x, d, &idx))
-        })
-        .shard(rep),
-        OpDef::new("aten::block_diag", k, all, |_, a| t1(block_diag(&a.tensors(0)?))).shard(rep),
         OpDef::new("aten::diag_embed", k, all, |_, a| {
             t1(diag_embed(a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?))
         })
         .shard(rep),
-        OpDef::new("aten::pixel_shuffle", k, all, |_, a| t1(pixel(a.tensor(0)?, a.int(1)?, true))).shard(rep),
-        OpDef::new("aten::pixel_unshuffle", k, all, |_, a| t1(pixel(a.tensor(0)?, a.int(1)?, false))).shard(rep),
+        OpDef::new("aten::pixel_shuffle", k, all, |_, a| {
+            t1(pixel(a.tensor(0)?, a.int(1)?, true))
+        })
+        .shard(rep),
+        OpDef::new("aten::pixel_unshuffle", k, all, |_, a| {
+            t1(pixel(a.tensor(0)?, a.int(1)?, false))
+        })
+        .shard(rep),
         OpDef::new("aten::channel_shuffle", k, all, |_, a| {
-            t1(channel_shuffle("aten::channel_shuffle", a.tensor(0)?, a.int(1)?))
+            t1(channel_shuffle(
+                "aten::channel_shuffle",
+                a.tensor(0)?,
+                a.int(1)?,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::native_channel_shuffle", k, all, |_, a| {
-            t1(channel_shuffle("aten::native_channel_shuffle", a.tensor(0)?, a.int(1)?))
+            t1(channel_shuffle(
+                "aten::native_channel_shuffle",
+                a.tensor(0)?,
+                a.int(1)?,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::im2col", k, all, |_, a| {
-            t1(im2col(a.tensor(0)?, &a.ints(1)?, &a.ints(2)?, &a.ints(3)?, &a.ints(4)?))
+            t1(im2col(
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::col2im", k, all, |_, a| {
-            t1(col2im(a.tensor(0)?, &a.ints(1)?, &a.ints(2)?, &a.ints(3)?, &a.ints(4)?, &a.ints(5)?))
+            t1(col2im(
+                a.tensor(0)?,
+                &a.ints(1)?,
+                &a.ints(2)?,
+                &a.ints(3)?,
+                &a.ints(4)?,
+                &a.ints(5)?,
+            ))
         })
         .shard(rep),
         OpDef::new("aten::_chunk_cat", k, all, |_, a| {

@@ -90,9 +90,7 @@ pub(super) fn unfold_layout(l: &Layout, dim: i64, size: i64, step: i64) -> Resul
         )));
     }
     if step <= 0 {
-        return Err(TpuError::BadArgs(format!(
-            "step is {step} but must be > 0"
-        )));
+        return Err(TpuError::BadArgs(format!("step is {step} but must be > 0")));
     }
     let mut out = l.clone();
     if n == 0 {
@@ -118,7 +116,9 @@ pub(super) fn narrow_layout(l: &Layout, dim: i64, start: i64, length: i64) -> Re
     let d = wrap_dim(dim, l.ndim())?;
     let size = l.shape[d] as i64;
     if length < 0 {
-        return Err(TpuError::BadArgs("narrow(): length must be non-negative.".into()));
+        return Err(TpuError::BadArgs(
+            "narrow(): length must be non-negative.".into(),
+        ));
     }
     if start < -size || start > size {
         return Err(TpuError::IndexOutOfRange(format!(
@@ -180,16 +180,22 @@ pub(super) fn defs() -> Vec<OpDef> {
     let rep = Sharding::Replicate("a view without a sharding rule of its own");
     vec![
         OpDef::new("aten::squeeze", v, all, |_, a| {
-            t1(view("aten::squeeze", a.tensor(0)?, |l| squeeze_layout(l, None)))
+            t1(view("aten::squeeze", a.tensor(0)?, |l| {
+                squeeze_layout(l, None)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::squeeze.dims", v, all, |_, a| {
             let ds = a.ints(1)?;
-            t1(view("aten::squeeze.dims", a.tensor(0)?, |l| squeeze_layout(l, Some(&ds))))
+            t1(view("aten::squeeze.dims", a.tensor(0)?, |l| {
+                squeeze_layout(l, Some(&ds))
+            }))
         })
         .shard(rep),
         OpDef::new("aten::squeeze_", v, all, |_, a| {
-            t1(view("aten::squeeze_", a.tensor(0)?, |l| squeeze_layout(l, None)))
+            t1(view("aten::squeeze_", a.tensor(0)?, |l| {
+                squeeze_layout(l, None)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::squeeze_.dim", v, all, |_, a| {
@@ -199,7 +205,9 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(Sharding::View(ViewKind::SqueezeDim)),
         OpDef::new("aten::squeeze_.dims", v, all, |_, a| {
             let ds = a.ints(1)?;
-            t1(view("aten::squeeze_.dims", a.tensor(0)?, |l| squeeze_layout(l, Some(&ds))))
+            t1(view("aten::squeeze_.dims", a.tensor(0)?, |l| {
+                squeeze_layout(l, Some(&ds))
+            }))
         })
         .shard(rep),
         OpDef::new("aten::unsqueeze_", v, all, |_, a| {
@@ -209,7 +217,9 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(Sharding::View(ViewKind::Unsqueeze)),
         OpDef::new("aten::transpose_", v, all, |_, a| {
             let (d0, d1) = (a.int(1)?, a.int(2)?);
-            t1(view("aten::transpose_", a.tensor(0)?, |l| l.transpose(d0, d1)))
+            t1(view("aten::transpose_", a.tensor(0)?, |l| {
+                l.transpose(d0, d1)
+            }))
         })
         .shard(Sharding::View(ViewKind::Transpose)),
         OpDef::new("aten::t_", v, all, |_, a| {
@@ -220,7 +230,13 @@ pub(super) fn defs() -> Vec<OpDef> {
                     x.dim()
                 )));
             }
-            t1(view("aten::t_", x, |l| if l.ndim() == 2 { l.transpose(0, 1) } else { Ok(l.clone()) }))
+            t1(view("aten::t_", x, |l| {
+                if l.ndim() == 2 {
+                    l.transpose(0, 1)
+                } else {
+                    Ok(l.clone())
+                }
+            }))
         })
         .shard(Sharding::View(ViewKind::T)),
         OpDef::new("aten::split_with_sizes", v, all, |_, a| {
@@ -247,17 +263,23 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(rep),
         OpDef::new("aten::narrow", v, all, |_, a| {
             let (d, s, n) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(view("aten::narrow", a.tensor(0)?, |l| narrow_layout(l, d, s, n)))
+            t1(view("aten::narrow", a.tensor(0)?, |l| {
+                narrow_layout(l, d, s, n)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::diagonal", v, all, |_, a| {
             let (o, d1, d2) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(view("aten::diagonal", a.tensor(0)?, |l| diagonal_layout(l, o, d1, d2)))
+            t1(view("aten::diagonal", a.tensor(0)?, |l| {
+                diagonal_layout(l, o, d1, d2)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::unfold", v, all, |_, a| {
             let (d, s, st) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(view("aten::unfold", a.tensor(0)?, |l| unfold_layout(l, d, s, st)))
+            t1(view("aten::unfold", a.tensor(0)?, |l| {
+                unfold_layout(l, d, s, st)
+            }))
         })
         .shard(rep),
         OpDef::new("aten::alias", v, all, |_, a| {

@@ -23,6 +23,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::nn::OPS,
         super::matrix::OPS,
         super::backward::OPS,
+        super::from_torch::OPS,
     ];
     tables
         .iter()
