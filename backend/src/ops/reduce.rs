@@ -1,6 +1,6 @@
 //! Reductions: `sum`, `mean`, `prod`, `amax`/`amin`, `max`/`min` (whole tensor, or along a dim
 //! with indices), `argmax`/`argmin`, `var`/`std`, `any`/`all`, `aminmax`, `var_mean`/`std_mean`,
-//! `linalg_vector_norm` (and the `norm` overloads), `logsumexp`.
+//! `count_nonzero`, `linalg_vector_norm` (and the `norm` overloads), `logsumexp`.
 //!
 //! Each is one tile kernel built by [`rows`]: the reduced dims form the row and the program
 //! reduces along it. Float inputs (bf16 and f16 included) accumulate in f32 and are rounded once
@@ -35,7 +35,7 @@ use crate::tensor::Tensor;
 use split::Split;
 
 pub use extremes::{amax, amin, argmax, argmin, max_all, max_dim, min_all, min_dim};
-pub use logical::any_all;
+pub use logical::{any_all, count_nonzero};
 pub use moments::{std, var};
 pub use norms::{logsumexp, vector_norm};
 pub use pairs::{aminmax, var_mean};
@@ -415,6 +415,24 @@ fn more_defs() -> Vec<OpDef> {
             ))
         })
         .shard(red(Dims::List(1), Some(2))),
+        OpDef::new("aten::count_nonzero", k, all, |_, a| {
+            let d = a.opt_int(1)?.map(|d| vec![d]);
+            t1(count_nonzero(
+                "aten::count_nonzero",
+                a.tensor(0)?,
+                d.as_deref(),
+            ))
+        })
+        .shard(red(Dims::OptOne(1), None)),
+        OpDef::new("aten::count_nonzero.dim_IntList", k, all, |_, a| {
+            let d = a.ints(1)?;
+            t1(count_nonzero(
+                "aten::count_nonzero.dim_IntList",
+                a.tensor(0)?,
+                Some(&d),
+            ))
+        })
+        .shard(red(Dims::List(1), None)),
         OpDef::new("aten::aminmax", k, all, |_, a| {
             t2(aminmax(a.tensor(0)?, a.opt_int(1)?, a.bool(2)?))
         })

@@ -329,17 +329,17 @@ fn bin_of(p: &mut ProgBuilder, x: PRef, lo: f64, hi: f64, bins: usize) -> PRef {
     p.select(inside, pos, spare, i)
 }
 
-/// `[lo, hi]` of a histogram: the given range, else the data's (widened by 1 each way when
-/// empty or equal, as PyTorch does).
-fn range_of(x: &Tensor, lo: f64, hi: f64) -> Result<(f64, f64)> {
+/// `[lo, hi]` of a histogram: the given range, else the data's (widened by `widen` each way
+/// when empty or equal, as PyTorch does: 1 for `histc`, 0.5 for `histogram`).
+fn range_of(x: &Tensor, lo: f64, hi: f64, widen: f64) -> Result<(f64, f64)> {
     let (mut lo, mut hi) = (lo, hi);
     if lo == hi && x.numel() > 0 {
         lo = crate::ops::reduce::amin(x, &[], false)?.item()?.to_f64();
         hi = crate::ops::reduce::amax(x, &[], false)?.item()?.to_f64();
     }
     if lo == hi {
-        lo -= 1.0;
-        hi += 1.0;
+        lo -= widen;
+        hi += widen;
     }
     if !(lo.is_finite() && hi.is_finite()) {
         return Err(TpuError::BadArgs(format!(
@@ -402,7 +402,7 @@ fn histc(x: &Tensor, bins: i64, min: f64, max: f64) -> Result<Tensor> {
             "torch.histc: max must be larger than min".into(),
         ));
     }
-    let (lo, hi) = range_of(x, min, max)?;
+    let (lo, hi) = range_of(x, min, max, 1.0)?;
     hist_counts(&op, x, None, bins as usize, lo, hi, x.dtype())
 }
 
@@ -429,13 +429,13 @@ fn histogram_bin_ct(
         )));
     }
     let (lo, hi) = match range {
-        Some(r) if r.len() == 2 => range_of(x, r[0], r[1])?,
+        Some(r) if r.len() == 2 => range_of(x, r[0], r[1], 0.5)?,
         Some(_) => {
             return Err(TpuError::BadArgs(
                 "torch.histogram(): range should have 2 elements".into(),
             ));
         }
-        None => range_of(x, 0.0, 0.0)?,
+        None => range_of(x, 0.0, 0.0, 0.5)?,
     };
     let b = bins as usize;
     let dt = x.dtype();

@@ -161,14 +161,19 @@ fn unique_consecutive(
             v.with_layout(v.layout().permute(&perm)?)
         }
     };
-    let inv = if !inverse {
+    // Along a dim, PyTorch returns the inverse and the counts whether asked or not.
+    let inv = if !inverse && d.is_none() {
         empty_i64(&op)
     } else if d.is_none() {
         inv.with_layout(Layout::contiguous(x.shape()))
     } else {
         inv
     };
-    let cnt = if counts { cnt } else { empty_i64(&op) };
+    let cnt = if counts || d.is_some() {
+        cnt
+    } else {
+        empty_i64(&op)
+    };
     Ok(vec![
         Value::Tensor(values),
         Value::Tensor(inv),

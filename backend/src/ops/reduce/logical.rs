@@ -38,3 +38,26 @@ pub fn any_all(
     )?
     .remove(0))
 }
+
+/// `torch.count_nonzero(x, dims)`: how many elements are non-zero (NaN counts), as int64;
+/// `None` or an empty list counts over every dim.
+pub fn count_nonzero(name: &str, x: &Tensor, dims: Option<&[i64]>) -> Result<Tensor> {
+    let op = OpScope::new(name, &[x])?;
+    let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;
+    let dt = x.dtype();
+    Ok(reduce(
+        &op,
+        x,
+        &dims,
+        false,
+        &[(DType::I64, Scalar::Int(0))],
+        None,
+        |p, v, _| {
+            let zero = p.constant(Scalar::Int(0), dt);
+            let nz = p.cmp(CmpKind::Ne, v, zero, dt);
+            let nz = p.cast(nz, DType::I32);
+            vec![p.reduce(RedKind::Sum, nz, DType::I64)]
+        },
+    )?
+    .remove(0))
+}

@@ -39,7 +39,12 @@ pub fn vector_norm(
         None => x.dtype(),
     };
     let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;
-    let reduced: usize = dims.iter().map(|d| x.shape()[*d]).product();
+    // A zero-dimensional tensor is one element whatever `dims` says.
+    let reduced: usize = if x.dim() == 0 {
+        1
+    } else {
+        dims.iter().map(|d| x.shape()[*d]).product()
+    };
     if reduced == 0 && (ord < 0.0 || ord == f64::INFINITY) {
         return Err(TpuError::BadArgs(format!(
             "linalg.vector_norm cannot compute the {} norm on an empty tensor because the operation does not have an identity",

@@ -200,6 +200,8 @@ sample("bincount", idx(8, 4), q(8), 6)
 sample("histc", q(20, lo=-4, hi=4), 8, -4, 4)
 sample("histc", q(20, lo=-4, hi=4), 5)
 sample("histogram.bin_ct", q(20, lo=-4, hi=4), 4)
+sample("histogram.bin_ct", torch.tensor(-1.25), 1)
+sample("histc", torch.tensor([2.0, 2.0]), 3)
 sample("histogram.bin_ct", q(20, lo=-4, hi=4), 4, range=[-2.0, 2.0], weight=q(20), density=True)
 
 # --- unique -----------------------------------------------------------------------------
@@ -210,6 +212,7 @@ sample("_unique2", u, True, True, True)
 sample("_unique2", q(3, 4, lo=-1, hi=2), True, False, True)
 sample("unique_consecutive", torch.tensor([1, 1, 2, 2, 3, 1, 1, 2]), True, True)
 sample("unique_consecutive", torch.tensor([[1, 1], [1, 1], [2, 3], [2, 3]]), True, True, 0)
+sample("unique_consecutive", torch.tensor([1.0, 1.0, 2.0, 2.0, 3.0]), False, False, -1)
 
 # --- compaction -------------------------------------------------------------------------
 for dt in (F, I64, B):
@@ -376,6 +379,13 @@ for dt in (F, BF, I32, B):
     sample("aminmax", t(x), dim=0, keepdim=True)
     sample("aminmax", x, dim=-1)
 sample("all", torch.tensor([[1.0, float("nan")], [0.5, 2.0]]))
+for dt in (F, BF, I64, B):
+    x = q(3, 4, dtype=dt, lo=-1, hi=2)
+    sample("count_nonzero", x)
+    sample("count_nonzero", t(x), 1)
+    sample("count_nonzero.dim_IntList", x, [0, 1])
+    sample("count_nonzero.dim_IntList", x, [-2])
+sample("count_nonzero", torch.tensor([[0.0, float("nan")], [0.0, 2.0]]), 0)
 sample("aminmax", torch.tensor([[1.0, float("nan")], [0.5, 2.0]]), dim=1)
 for dt in (F, BF):
     x = q(3, 5, dtype=dt)
@@ -403,6 +413,8 @@ for dt in (F, BF):
 sample("logsumexp", q(3, 4, dtype=I64), [0])
 sample("logsumexp", torch.tensor([[float("-inf"), float("-inf")], [float("inf"), 1.0]]), [1])
 sample("logsumexp", q(2, 0), [1])
+sample("linalg_vector_norm", torch.tensor(-1.5), 2, [0])
+sample("linalg_vector_norm", torch.tensor(-1.5), 2, [])
 
 # --- factories --------------------------------------------------------------------------
 sample("eye", 3)

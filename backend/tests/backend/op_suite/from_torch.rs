@@ -49,6 +49,8 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::bucketize.Tensor", from_torch),
     ("aten::channel_shuffle", from_torch),
     ("aten::col2im", from_torch),
+    ("aten::count_nonzero", from_torch),
+    ("aten::count_nonzero.dim_IntList", from_torch),
     ("aten::cummax", from_torch),
     ("aten::cummin", from_torch),
     ("aten::cumprod", from_torch),
