@@ -260,10 +260,7 @@ fn scan_direct(
         },
     )?
     .remove(0))
-    .map(|t| {
-        debug_assert_eq!(t.shape().last(), Some(&n));
-        t
-    })
+    .inspect(|t| debug_assert_eq!(t.shape().last(), Some(&n)))
 }
 
 /// For a row-wise pairwise kernel over `x [outer..., n]`: `x` seen as `[outer..., i, j]` (the

@@ -45,9 +45,9 @@ fn targets(
     }
     let rank = |t: &Tensor| t.dim().max(1);
     if rank(index) != rank(x) || src.is_some_and(|s| rank(s) != rank(index)) {
-        return Err(TpuError::BadArgs(format!(
-            "Index tensor must have the same number of dimensions as self tensor"
-        )));
+        return Err(TpuError::BadArgs(
+            "Index tensor must have the same number of dimensions as self tensor".into(),
+        ));
     }
     let size = |t: &Tensor, d: usize| if t.dim() == 0 { 1 } else { t.shape()[d] };
     for d in 0..rank(x) {

@@ -120,7 +120,7 @@ fn unique_consecutive(
             perm.extend(0..nd as i64 - 1);
             let first = moved.with_layout(moved.layout().permute(&perm)?);
             let n = x.shape().get(d).copied().unwrap_or(1);
-            let r = if n == 0 { 0 } else { x.numel() / n };
+            let r = x.numel().checked_div(n).unwrap_or(0);
             (reshaped(&prims::dense(&op, &first)?, &[n, r]), Some(d))
         }
     };

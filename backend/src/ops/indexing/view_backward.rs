@@ -73,7 +73,7 @@ fn unfold_backward(grad: &Tensor, input_sizes: &[i64], dim: i64, step: i64) -> R
         let flat = map_shape(&op, &gshape, &[], &[DType::I32], |p, _| {
             let i = DType::I32;
             let mut f = p.constant(Scalar::Int(0), i);
-            for k in 0..nd {
+            for (k, &stride) in strides.iter().enumerate().take(nd) {
                 let c = p.index(k as u32);
                 let c = if k == d {
                     let st = p.constant(Scalar::Int(step), i);
@@ -83,7 +83,7 @@ fn unfold_backward(grad: &Tensor, input_sizes: &[i64], dim: i64, step: i64) -> R
                 } else {
                     c
                 };
-                let s = p.constant(Scalar::Int(strides[k] as i64), i);
+                let s = p.constant(Scalar::Int(stride as i64), i);
                 let t = p.bin(BinOp::Mul, c, s, i);
                 f = p.bin(BinOp::Add, f, t, i);
             }

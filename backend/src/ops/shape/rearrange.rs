@@ -377,7 +377,7 @@ fn pixel(x: &Tensor, r: i64, up: bool) -> Result<Tensor> {
 /// `channel_shuffle(x, groups)`.
 fn channel_shuffle(name: &str, x: &Tensor, g: i64) -> Result<Tensor> {
     let op = OpScope::new(name, &[x])?;
-    if x.dim() < 3 || g <= 0 || x.shape()[1] % g as usize != 0 {
+    if x.dim() < 3 || g <= 0 || !x.shape()[1].is_multiple_of(g as usize) {
         return Err(TpuError::BadArgs(format!(
             "channel_shuffle expects groups to divide the number of channels, got input {:?} and groups {g}",
             x.shape()
