@@ -386,6 +386,12 @@ impl BackendExecutor {
         let outs: Vec<Result<Vec<BValue>, String>> = if self.compile {
             match run_compiled(&self.rt, &ops, &args) {
                 Ok(o) => o.into_iter().map(Ok).collect(),
+                // An operator whose output shape depends on the values (`nonzero`,
+                // `masked_select`, `unique`, ...) cannot be part of a graph: torch.compile
+                // breaks the graph there and runs it eagerly, and so does this.
+                Err(e) if e.contains("read to host inside a compiled function") => {
+                    run_sequence(&self.rt, &ops, &args, |v| Ok(v.clone()))
+                }
                 Err(e) => vec![Err(e); calls.len()],
             }
         } else {

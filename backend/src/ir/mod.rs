@@ -62,6 +62,22 @@ pub struct GatherNode {
     pub check_bounds: bool,
 }
 
+/// How an index-put node combines a source row with the table row it lands on.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub enum Combine {
+    /// `table += src` (bool: or).
+    #[default]
+    Add,
+    /// `table = src`: the last row put at an index wins.
+    Copy,
+    /// `table *= src` (bool: and).
+    Mul,
+    /// `table = max(table, src)`, NaN wins.
+    Max,
+    /// `table = min(table, src)`, NaN wins.
+    Min,
+}
+
 /// A user kernel (see [`crate::ops::custom`]): its program, and the scalars passed after the
 /// buffers.
 #[derive(Clone, Debug)]
@@ -95,6 +111,9 @@ pub enum NodeKind {
     /// Inputs: `dst [rows, row_len]` (also the output, updated in place), index `[count]`,
     /// source `[count, row_len]`: `dst[index[i], :] += src[i, :]` in index order.
     IndexAdd(GatherNode),
+    /// Like `IndexAdd`, combining each source row with its table row as [`Combine`] says
+    /// (`scatter`, `index_put`, `scatter_reduce`, and compaction by computed positions).
+    IndexPut(GatherNode, Combine),
     /// A user kernel: inputs then outputs as its buffer arguments (contiguous), then scalars.
     Custom(CustomNode),
 }

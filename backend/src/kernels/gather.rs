@@ -11,7 +11,7 @@ use tpuemu_isa::{Addr, ArgSlot, ChipInfo, DmaShape, MemRef, Program, SReg, Sem};
 use super::KernelError;
 use crate::codegen::Emitter;
 use crate::dtype::DType;
-use crate::ir::{GatherNode, Node, View};
+use crate::ir::{Combine, GatherNode, Node, View};
 
 /// Indices per SMEM chunk.
 const CHUNK: u32 = 4096;
@@ -21,8 +21,10 @@ const IN_FLIGHT: u32 = 32;
 /// What a gather or index-add kernel needs to know (the cache key).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct GatherSpec {
-    /// Add rows instead of copying them.
+    /// Put rows into the table (combining them as `combine` says) instead of gathering.
     pub add: bool,
+    /// How a put row combines with its table row.
+    pub combine: Combine,
     /// Element type of the table and rows.
     pub dtype: DType,
     /// Element type of the indices (i32 or i64).
@@ -64,7 +66,7 @@ fn contiguous_rows(v: &View, what: &str) -> Result<u32, KernelError> {
 /// out.
 pub fn gather_spec(node: &Node, g: &GatherNode) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     let (table, index, out) = (&node.inputs[0], &node.inputs[1], &node.outputs[0]);
-    rows_spec(false, g, (table, "table"), index, (out, "output"))
+    rows_spec(None, g, (table, "table"), index, (out, "output"))
 }
 
 /// The spec of an index-add node: inputs `[index, src]`, output `[dst]` (updated in place);
@@ -72,15 +74,22 @@ pub fn gather_spec(node: &Node, g: &GatherNode) -> Result<(GatherSpec, Vec<usize
 pub fn index_add_spec(
     node: &Node,
     g: &GatherNode,
+    combine: Combine,
 ) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     let (index, src, dst) = (&node.inputs[0], &node.inputs[1], &node.outputs[0]);
-    rows_spec(true, g, (dst, "destination"), index, (src, "source"))
+    rows_spec(
+        Some(combine),
+        g,
+        (dst, "destination"),
+        index,
+        (src, "source"),
+    )
 }
 
 /// The spec over a table, its indices and the rows moved (each view with its name for
 /// errors), and the three views' offsets.
 fn rows_spec(
-    add: bool,
+    put: Option<Combine>,
     g: &GatherNode,
     (table, table_name): (&View, &str),
     index: &View,
@@ -88,7 +97,8 @@ fn rows_spec(
 ) -> Result<(GatherSpec, Vec<usize>), KernelError> {
     index_ok(index)?;
     let spec = GatherSpec {
-        add,
+        add: put.is_some(),
+        combine: put.unwrap_or_default(),
         dtype: table.dtype,
         index: index.dtype,
         row_len: g.row_len as u32,

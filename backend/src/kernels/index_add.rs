@@ -1,5 +1,6 @@
 //! Index-add (`table[index[i], :] += rows[i, :]`, the backward of `embedding` and
-//! `index_select`) with the table in VMEM.
+//! `index_select`) with the table in VMEM, and index-put, which combines each row with its
+//! table row by another operation ([`Combine`]: copy, multiply, maximum, minimum).
 //!
 //! The table is processed in blocks of rows that fit half of VMEM (one block when it fits, as
 //! an embedding table usually does). For each block: the block is loaded into VMEM; the
@@ -19,6 +20,7 @@ use super::KernelError;
 use super::gather::GatherSpec;
 use crate::codegen::{BufferArgs, Emitter, PingPong, hbm_vmem_desc};
 use crate::dtype::DType;
+use crate::ir::Combine;
 
 /// Most source rows per chunk.
 const MAX_CHUNK: u32 = 512;
@@ -290,23 +292,32 @@ impl<'a> Kernel<'a> {
         e.end_loop(l);
     }
 
-    /// `table[TA] += src[SA]`, one vector register at a time.
+    /// `table[TA] = combine(table[TA], src[SA])`, one vector register at a time.
     fn add_row(&self, e: &mut Emitter, src: u32) {
         let fmt = self.spec.dtype.mem();
         let ty = self.spec.dtype.lane();
-        let add = if self.spec.dtype == DType::Bool {
-            VBinOp::Or
-        } else {
-            VBinOp::Add
+        let bool_ = self.spec.dtype == DType::Bool;
+        let op = match self.spec.combine {
+            Combine::Add if bool_ => Some(VBinOp::Or),
+            Combine::Add => Some(VBinOp::Add),
+            Combine::Mul if bool_ => Some(VBinOp::And),
+            Combine::Mul => Some(VBinOp::Mul),
+            Combine::Max => Some(VBinOp::Max),
+            Combine::Min => Some(VBinOp::Min),
+            Combine::Copy => None,
         };
         for q in 0..self.nv {
             let mask = (q + 1 == self.nv && self.tail < 1024).then_some(TAIL_MASK);
             let access = VAccess::masked(mask);
             let off = (q * 1024 * self.esz) as i32;
             let at = Addr::new(TA, self.t_vmem as i32 + off);
-            e.vld(fmt, VA, at, access);
-            e.vld(fmt, VB, Addr::new(SA, src as i32 + off), access);
-            e.vbin(add, ty, VA, VA, VB);
+            if let Some(op) = op {
+                e.vld(fmt, VA, at, access);
+                e.vld(fmt, VB, Addr::new(SA, src as i32 + off), access);
+                e.vbin(op, ty, VA, VA, VB);
+            } else {
+                e.vld(fmt, VA, Addr::new(SA, src as i32 + off), access);
+            }
             e.vst(fmt, VA, at, access);
         }
     }

@@ -16,6 +16,7 @@ mod regions;
 
 pub use concat::{cat, split, stack};
 pub use index::{embedding, gather, index_select};
+pub(crate) use index::{gather_rows, table_view};
 pub use regions::{constant_pad_nd, flip, masked_fill, masked_fill_tensor, tril, triu};
 
 use super::registry::OpDef;
@@ -29,7 +30,7 @@ pub(super) fn defs() -> Vec<OpDef> {
 }
 
 /// Every dtype (data movement is defined for all of them).
-const ALL: &[crate::dtype::DType] = &[
+pub(crate) const ALL: &[crate::dtype::DType] = &[
     crate::dtype::DType::F32,
     crate::dtype::DType::BF16,
     crate::dtype::DType::F16,

@@ -1,5 +1,6 @@
 //! Reductions: `sum`, `mean`, `prod`, `amax`/`amin`, `max`/`min` (whole tensor, or along a dim
-//! with indices), `argmax`/`argmin`, `var`/`std`.
+//! with indices), `argmax`/`argmin`, `var`/`std`, `any`/`all`, `aminmax`, `var_mean`/`std_mean`,
+//! `count_nonzero`, `linalg_vector_norm` (and the `norm` overloads), `logsumexp`.
 //!
 //! Each is one tile kernel built by [`rows`]: the reduced dims form the row and the program
 //! reduces along it. Float inputs (bf16 and f16 included) accumulate in f32 and are rounded once
@@ -14,7 +15,10 @@
 //! the reductions that have no such value (`amax`, `max`, `argmax`, ...) raise PyTorch's error.
 
 mod extremes;
+mod logical;
 mod moments;
+mod norms;
+mod pairs;
 mod split;
 mod sum;
 
@@ -31,7 +35,10 @@ use crate::tensor::Tensor;
 use split::Split;
 
 pub use extremes::{amax, amin, argmax, argmin, max_all, max_dim, min_all, min_dim};
+pub use logical::{any_all, count_nonzero};
 pub use moments::{std, var};
+pub use norms::{logsumexp, vector_norm};
+pub use pairs::{aminmax, var_mean};
 pub use sum::{mean, mean_all, prod, prod_dim, sum, sum_all};
 
 /// PyTorch's `ScalarType` name of a dtype (`Float`, `BFloat16`, `Long`, ...), for messages.
@@ -314,5 +321,253 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(Sharding::reduction(RedOp::Other, Dims::List(1), Some(3))),
+    ]
+    .into_iter()
+    .chain(more_defs())
+    .collect()
+}
+
+/// An `unbiased` argument as a correction.
+fn unbiased(a: &Args, i: usize) -> Result<Option<f64>> {
+    Ok(Some(if a.bool_or(i, true)? { 1.0 } else { 0.0 }))
+}
+
+fn two_out(dims: Dims, keepdim: Option<usize>) -> Sharding {
+    Sharding::Reduction {
+        kind: RedOp::Other,
+        dims,
+        keepdim,
+        outputs: 2,
+    }
+}
+
+/// `any`/`all`, `aminmax`, `var_mean`/`std_mean`, the vector norms and `logsumexp`.
+fn more_defs() -> Vec<OpDef> {
+    let all = &[
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+    let float = &[DType::F32, DType::BF16, DType::F16];
+    let (k, dec) = (OpImpl::Kernel, OpImpl::Decomposition);
+    let red = |dims, keep| Sharding::reduction(RedOp::Other, dims, keep);
+    vec![
+        OpDef::new("aten::any", k, all, |_, a| {
+            t1(any_all("aten::any", a.tensor(0)?, None, false, true))
+        })
+        .shard(red(Dims::All, None)),
+        OpDef::new("aten::any.dim", k, all, |_, a| {
+            let d = [a.int(1)?];
+            t1(any_all(
+                "aten::any.dim",
+                a.tensor(0)?,
+                Some(&d),
+                a.bool(2)?,
+                true,
+            ))
+        })
+        .shard(red(Dims::One(1), Some(2))),
+        OpDef::new("aten::any.dims", k, all, |_, a| {
+            let d = a.opt_ints(1)?;
+            t1(any_all(
+                "aten::any.dims",
+                a.tensor(0)?,
+                d.as_deref(),
+                a.bool(2)?,
+                true,
+            ))
+        })
+        .shard(red(Dims::List(1), Some(2))),
+        OpDef::new("aten::all", k, all, |_, a| {
+            t1(any_all("aten::all", a.tensor(0)?, None, false, false))
+        })
+        .shard(red(Dims::All, None)),
+        OpDef::new("aten::all.dim", k, all, |_, a| {
+            let d = [a.int(1)?];
+            t1(any_all(
+                "aten::all.dim",
+                a.tensor(0)?,
+                Some(&d),
+                a.bool(2)?,
+                false,
+            ))
+        })
+        .shard(red(Dims::One(1), Some(2))),
+        OpDef::new("aten::all.dims", k, all, |_, a| {
+            let d = a.opt_ints(1)?;
+            t1(any_all(
+                "aten::all.dims",
+                a.tensor(0)?,
+                d.as_deref(),
+                a.bool(2)?,
+                false,
+            ))
+        })
+        .shard(red(Dims::List(1), Some(2))),
+        OpDef::new("aten::count_nonzero", k, all, |_, a| {
+            let d = a.opt_int(1)?.map(|d| vec![d]);
+            t1(count_nonzero(
+                "aten::count_nonzero",
+                a.tensor(0)?,
+                d.as_deref(),
+            ))
+        })
+        .shard(red(Dims::OptOne(1), None)),
+        OpDef::new("aten::count_nonzero.dim_IntList", k, all, |_, a| {
+            let d = a.ints(1)?;
+            t1(count_nonzero(
+                "aten::count_nonzero.dim_IntList",
+                a.tensor(0)?,
+                Some(&d),
+            ))
+        })
+        .shard(red(Dims::List(1), None)),
+        OpDef::new("aten::aminmax", k, all, |_, a| {
+            t2(aminmax(a.tensor(0)?, a.opt_int(1)?, a.bool(2)?))
+        })
+        .shard(two_out(Dims::OptOne(1), Some(2))),
+        OpDef::new("aten::var_mean.correction", k, float, |_, a| {
+            let d = a.opt_ints(1)?;
+            t2(var_mean(
+                "aten::var_mean.correction",
+                a.tensor(0)?,
+                d.as_deref(),
+                opt_f64(a, 2)?,
+                a.bool(3)?,
+                false,
+            ))
+        })
+        .shard(two_out(Dims::List(1), Some(3))),
+        OpDef::new("aten::std_mean.correction", k, float, |_, a| {
+            let d = a.opt_ints(1)?;
+            t2(var_mean(
+                "aten::std_mean.correction",
+                a.tensor(0)?,
+                d.as_deref(),
+                opt_f64(a, 2)?,
+                a.bool(3)?,
+                true,
+            ))
+        })
+        .shard(two_out(Dims::List(1), Some(3))),
+        OpDef::new("aten::var_mean", k, float, |_, a| {
+            let c = unbiased(a, 1)?;
+            t2(var_mean(
+                "aten::var_mean",
+                a.tensor(0)?,
+                None,
+                c,
+                false,
+                false,
+            ))
+        })
+        .shard(two_out(Dims::All, None)),
+        OpDef::new("aten::std_mean", k, float, |_, a| {
+            let c = unbiased(a, 1)?;
+            t2(var_mean(
+                "aten::std_mean",
+                a.tensor(0)?,
+                None,
+                c,
+                false,
+                true,
+            ))
+        })
+        .shard(two_out(Dims::All, None)),
+        OpDef::new("aten::var_mean.dim", k, float, |_, a| {
+            let d = a.opt_ints(1)?;
+            let c = unbiased(a, 2)?;
+            t2(var_mean(
+                "aten::var_mean.dim",
+                a.tensor(0)?,
+                d.as_deref(),
+                c,
+                a.bool(3)?,
+                false,
+            ))
+        })
+        .shard(two_out(Dims::List(1), Some(3))),
+        OpDef::new("aten::std_mean.dim", k, float, |_, a| {
+            let d = a.opt_ints(1)?;
+            let c = unbiased(a, 2)?;
+            t2(var_mean(
+                "aten::std_mean.dim",
+                a.tensor(0)?,
+                d.as_deref(),
+                c,
+                a.bool(3)?,
+                true,
+            ))
+        })
+        .shard(two_out(Dims::List(1), Some(3))),
+        OpDef::new("aten::linalg_vector_norm", k, float, |_, a| {
+            let d = a.opt_ints(2)?;
+            t1(vector_norm(
+                "aten::linalg_vector_norm",
+                a.tensor(0)?,
+                a.scalar_or(1, Scalar::Int(2))?.to_f64(),
+                d.as_deref(),
+                a.bool(3)?,
+                a.opt_dtype(4)?,
+            ))
+        })
+        .shard(red(Dims::List(2), Some(3))),
+        OpDef::new("aten::norm.Scalar", dec, float, |_, a| {
+            let p = a.scalar_or(1, Scalar::Int(2))?.to_f64();
+            t1(vector_norm(
+                "aten::norm.Scalar",
+                a.tensor(0)?,
+                p,
+                None,
+                false,
+                None,
+            ))
+        })
+        .shard(red(Dims::All, None)),
+        OpDef::new("aten::norm.ScalarOpt_dim", dec, float, |_, a| {
+            let p = opt_f64(a, 1)?.unwrap_or(2.0);
+            let d = a.ints(2)?;
+            t1(vector_norm(
+                "aten::norm.ScalarOpt_dim",
+                a.tensor(0)?,
+                p,
+                Some(&d),
+                a.bool(3)?,
+                None,
+            ))
+        })
+        .shard(red(Dims::List(2), Some(3))),
+        OpDef::new("aten::norm.ScalarOpt_dim_dtype", dec, float, |_, a| {
+            let p = opt_f64(a, 1)?.unwrap_or(2.0);
+            let d = a.ints(2)?;
+            t1(vector_norm(
+                "aten::norm.ScalarOpt_dim_dtype",
+                a.tensor(0)?,
+                p,
+                Some(&d),
+                a.bool(3)?,
+                a.opt_dtype(4)?,
+            ))
+        })
+        .shard(red(Dims::List(2), Some(3))),
+        OpDef::new("aten::norm.ScalarOpt_dtype", dec, float, |_, a| {
+            let p = opt_f64(a, 1)?.unwrap_or(2.0);
+            t1(vector_norm(
+                "aten::norm.ScalarOpt_dtype",
+                a.tensor(0)?,
+                p,
+                None,
+                false,
+                a.opt_dtype(2)?,
+            ))
+        })
+        .shard(red(Dims::All, None)),
+        OpDef::new("aten::logsumexp", k, all, |_, a| {
+            t1(logsumexp(a.tensor(0)?, &a.ints(1)?, a.bool(2)?))
+        })
+        .shard(red(Dims::List(1), Some(2))),
     ]
 }

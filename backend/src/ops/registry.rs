@@ -122,6 +122,10 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::nn::defs())
             .chain(super::matrix::defs())
             .chain(super::backward::defs())
+            .chain(super::scan::defs())
+            .chain(super::order::defs())
+            .chain(super::indexing::defs())
+            .chain(super::shape::defs())
         {
             let name = d.name;
             if m.insert(name, d).is_some() {

@@ -102,13 +102,18 @@ impl Runtime {
                     args,
                 }))
             }
-            NodeKind::Gather(g) | NodeKind::IndexAdd(g) => {
+            NodeKind::Gather(g) | NodeKind::IndexAdd(g) | NodeKind::IndexPut(g, _) => {
                 if g.count == 0 || g.row_len == 0 {
                     return Ok(None);
                 }
-                let add = matches!(node.kind, NodeKind::IndexAdd(_));
-                let (spec, offsets) = if add {
-                    kernels::gather::index_add_spec(node, g)
+                let combine = match &node.kind {
+                    NodeKind::IndexAdd(_) => Some(crate::ir::Combine::Add),
+                    NodeKind::IndexPut(_, c) => Some(*c),
+                    _ => None,
+                };
+                let add = combine.is_some();
+                let (spec, offsets) = if let Some(c) = combine {
+                    kernels::gather::index_add_spec(node, g, c)
                 } else {
                     kernels::gather::gather_spec(node, g)
                 }

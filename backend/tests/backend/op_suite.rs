@@ -58,6 +58,9 @@ mod matrix;
 #[path = "op_suite/backward.rs"]
 mod backward;
 
+#[path = "op_suite/from_torch.rs"]
+mod from_torch;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

@@ -71,6 +71,7 @@ fn odd_access_spec() -> MatSpec {
 fn gather_spec(add: bool, dtype: DType, index: DType, row_len: u32, count: u32) -> GatherSpec {
     GatherSpec {
         add,
+        combine: crate::ir::Combine::Add,
         dtype,
         index,
         row_len,

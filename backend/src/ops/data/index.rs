@@ -38,7 +38,7 @@ fn contiguous_in(op: &OpScope, t: &Tensor) -> Result<Tensor> {
 
 /// The `[rows, row_len]` view of `t` (contiguous or copied), with unit steps along the rows
 /// and non-negative row strides, as the gather kernel reads tables.
-fn table_view(op: &OpScope, t: &Tensor, rows: usize, row_len: usize) -> Result<Tensor> {
+pub(crate) fn table_view(op: &OpScope, t: &Tensor, rows: usize, row_len: usize) -> Result<Tensor> {
     let usable = |l: &Layout| {
         let mut l = l.clone();
         if row_len <= 1 {
@@ -64,7 +64,7 @@ fn table_view(op: &OpScope, t: &Tensor, rows: usize, row_len: usize) -> Result<T
 
 /// `out[i, :] = table[index[i], :]` for a 1-D int `index`; an index outside `[0, rows)`
 /// faults on the device.
-fn gather_rows(op: &OpScope, table: &Tensor, index: &Tensor) -> Result<Tensor> {
+pub(crate) fn gather_rows(op: &OpScope, table: &Tensor, index: &Tensor) -> Result<Tensor> {
     let (rows, row_len) = (table.shape()[0], table.shape()[1]);
     let count = index.numel();
     if rows == 0 && count > 0 {

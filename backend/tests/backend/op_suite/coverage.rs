@@ -24,6 +24,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::spatial::OPS,
         super::matrix::OPS,
         super::backward::OPS,
+        super::from_torch::OPS,
     ];
     tables
         .iter()

@@ -139,6 +139,8 @@ pub enum Arg {
     T(Input),
     /// `Tensor[]`.
     Ts(Vec<Input>),
+    /// `Tensor?[]`.
+    OptTs(Vec<Option<Input>>),
     /// Anything else (never a tensor).
     V(Value),
 }
@@ -312,6 +314,7 @@ pub fn materialize(rt: &Runtime, x: &Input) -> Result<Tensor, TpuError> {
 enum Slot {
     T(usize),
     Ts(Vec<usize>),
+    OptTs(Vec<Option<usize>>),
     V(Value),
 }
 
@@ -332,6 +335,16 @@ fn slots(args: &[Arg]) -> (Vec<Slot>, Vec<&Input>) {
                     })
                     .collect(),
             ),
+            Arg::OptTs(xs) => Slot::OptTs(
+                xs.iter()
+                    .map(|x| {
+                        x.as_ref().map(|x| {
+                            inputs.push(x);
+                            inputs.len() - 1
+                        })
+                    })
+                    .collect(),
+            ),
             Arg::V(v) => Slot::V(v.clone()),
         });
     }
@@ -344,6 +357,9 @@ fn bind(slots: &[Slot], xs: &[Tensor]) -> Vec<Value> {
         .map(|s| match s {
             Slot::T(i) => Value::Tensor(xs[*i].clone()),
             Slot::Ts(is) => Value::Tensors(is.iter().map(|i| xs[*i].clone()).collect()),
+            Slot::OptTs(is) => {
+                Value::OptTensors(is.iter().map(|i| i.map(|i| xs[i].clone())).collect())
+            }
             Slot::V(v) => v.clone(),
         })
         .collect()
@@ -645,6 +661,7 @@ fn trace(op: &str, s: &Sample) {
         .map(|a| match a {
             Arg::T(x) => format!("{:?}:{}", x.host.shape, x.host.dtype.name()),
             Arg::Ts(xs) => format!("{} tensors", xs.len()),
+            Arg::OptTs(xs) => format!("{} optional tensors", xs.len()),
             Arg::V(v) => format!("{v:?}"),
         })
         .collect();

@@ -1,0 +1,124 @@
+//! Indexing operators: advanced indexing (`index.Tensor`, `index_put`, their `_unsafe_` and
+//! masked forms), compaction by a mask (`nonzero`, `masked_select`, `masked_scatter`, `where`),
+//! element scatters (`scatter*`, `take`, `put`), puts along a dim (`index_add`, `index_copy`,
+//! `index_fill`, `index_reduce`), searches (`bucketize`, `searchsorted`, `isin`, `bincount`,
+//! `histc`, `histogram`), `unique*`, the backward of view operators and the `*_scatter` forms,
+//! and the embedding-bag family.
+//!
+//! Every operator moves data with the row kernels: [`Gather`](crate::ir::NodeKind::Gather)
+//! reads table rows at computed offsets, [`IndexPut`](crate::ir::NodeKind::IndexPut) writes
+//! (copies, adds, multiplies, maxes) rows at computed offsets in index order. The offsets come
+//! from small tile kernels over the index tensors, which replace an index outside its dimension
+//! by -1 so that the row kernel faults (an error at the operator, at once in Debug mode, at the
+//! next synchronisation otherwise) rather than touch other memory. Operators whose output shape
+//! depends on values (`nonzero`, `masked_select`, `unique*`, `bincount`) read one count back to
+//! the host, as every TPU runtime must.
+
+mod advanced;
+mod along;
+mod compact;
+mod scatter;
+mod search;
+mod unique;
+mod view_backward;
+
+pub use advanced::{index, index_put};
+pub use compact::{masked_scatter, masked_select, nonzero};
+
+use super::Value;
+use super::args::Args;
+use super::registry::OpDef;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder};
+use crate::tensor::Tensor;
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let mut d = advanced::defs();
+    d.extend(compact::defs());
+    d.extend(scatter::defs());
+    d.extend(along::defs());
+    d.extend(search::defs());
+    d.extend(unique::defs());
+    d.extend(view_backward::defs());
+    d
+}
+
+/// A `Tensor?[]` argument.
+pub(crate) fn opt_tensors(a: &Args, i: usize) -> Result<Vec<Option<Tensor>>> {
+    match a.get(i) {
+        None => Ok(Vec::new()),
+        Some(Value::OptTensors(t)) => Ok(t.clone()),
+        Some(Value::Tensors(t)) => Ok(t.iter().cloned().map(Some).collect()),
+        Some(v) => Err(TpuError::BadArgs(format!(
+            "{}(): argument {i} must be a list of optional Tensors, not {}",
+            a.op(),
+            v.kind()
+        ))),
+    }
+}
+
+/// Checks an index tensor's dtype (int32 or int64).
+pub(crate) fn check_index(what: &str, t: &Tensor) -> Result<()> {
+    if !matches!(t.dtype(), DType::I32 | DType::I64) {
+        return Err(TpuError::DtypeMismatch(format!(
+            "{what}(): Expected dtype int32/int64 for index, got {}",
+            super::reduce::scalar_type_name(t.dtype())
+        )));
+    }
+    Ok(())
+}
+
+/// How an index maps into `[0, size)`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Bound {
+    /// Negative indices count from the end; anything else outside gives -1 (the row kernel
+    /// faults on it).
+    Check,
+    /// Negative indices count from the end, then clamped to `[0, size)`.
+    ClampWrap,
+    /// Clamped to `[0, size)` as given (negative become 0).
+    Clamp,
+}
+
+/// `idx` (i32 lanes) mapped into `[0, size)` as `bound` says.
+pub(crate) fn bounded(p: &mut ProgBuilder, idx: PRef, size: usize, bound: Bound) -> PRef {
+    let i = DType::I32;
+    let idx = p.cast(idx, i);
+    let zero = p.constant(Scalar::Int(0), i);
+    let n = p.constant(Scalar::Int(size as i64), i);
+    let v = if bound == Bound::Clamp {
+        idx
+    } else {
+        let neg = p.cmp(CmpKind::Lt, idx, zero, i);
+        let up = p.bin(BinOp::Add, idx, n, i);
+        p.select(neg, up, idx, i)
+    };
+    match bound {
+        Bound::Check => {
+            let ge = p.cmp(CmpKind::Ge, v, zero, i);
+            let lt = p.cmp(CmpKind::Lt, v, n, i);
+            let ok = p.bin(BinOp::And, ge, lt, DType::Bool);
+            let bad = p.constant(Scalar::Int(-1), i);
+            p.select(ok, v, bad, i)
+        }
+        Bound::Clamp | Bound::ClampWrap => {
+            let top = p.constant(Scalar::Int(size as i64 - 1), i);
+            let v = p.bin(BinOp::Min, v, top, i);
+            p.bin(BinOp::Max, v, zero, i)
+        }
+    }
+}
+
+/// `flat` when `idx` was valid (not -1), else -1.
+pub(crate) fn keep_invalid(p: &mut ProgBuilder, idx: PRef, flat: PRef) -> PRef {
+    let i = DType::I32;
+    let bad = p.constant(Scalar::Int(-1), i);
+    let ok = p.cmp(CmpKind::Ne, idx, bad, i);
+    p.select(ok, flat, bad, i)
+}
+
+fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
+    r.map(|t| vec![Value::Tensor(t)])
+}

@@ -1,0 +1,446 @@
+//! Element scatters: `scatter` (`.src`, `.value`, `.reduce`, `.value_reduce`), `scatter_add`,
+//! `scatter_reduce.two`, `put`; and element gathers: `take`, `take_along_dim`.
+//!
+//! A scatter is one tile kernel computing the flat destination offset of every element of
+//! `index` (`-1` for an index outside its dim) and one index-put kernel writing (or adding,
+//! multiplying, maxing) the source elements there in index order, on a copy of `self`:
+//! repeated indices accumulate in order, or the last one wins, as PyTorch's CPU loops do.
+//! `scatter_reduce` with `include_self=False` first puts the reduction's identity at every
+//! target; `mean` divides by the count of elements that landed (integers: floor division).
+
+use super::{Bound, bounded, t1};
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, CmpKind, Combine, RedKind};
+use crate::layout::{Layout, contiguous_strides, wrap_dim};
+use crate::ops::data::{gather, gather_rows};
+use crate::ops::helpers::{OpScope, map, map_shape};
+use crate::ops::prims::{self, fill, put_rows, reshaped};
+use crate::ops::reduce::scalar_type_name;
+use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::Sharding;
+use crate::tensor::Tensor;
+
+/// What a scatter writes: a tensor's elements or a number.
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    Tensor(&'a Tensor),
+    Value(Scalar),
+}
+
+/// Flat offsets into contiguous `x` of every element of `index` along `dim`, with PyTorch's
+/// checks (`int64` index of `x`'s rank, no larger than `x` off `dim` and than `src`).
+fn targets(
+    op: &OpScope,
+    x: &Tensor,
+    dim: usize,
+    index: &Tensor,
+    src: Option<&Tensor>,
+) -> Result<Tensor> {
+    let name = op.tag().name.trim_start_matches("aten::").to_string();
+    if index.dtype() != DType::I64 {
+        return Err(TpuError::DtypeMismatch(format!(
+            "{name}(): Expected dtype int64 for index"
+        )));
+    }
+    let rank = |t: &Tensor| t.dim().max(1);
+    if rank(index) != rank(x) || src.is_some_and(|s| rank(s) != rank(index)) {
+        return Err(TpuError::BadArgs(
+            "Index tensor must have the same number of dimensions as self tensor".into(),
+        ));
+    }
+    let size = |t: &Tensor, d: usize| if t.dim() == 0 { 1 } else { t.shape()[d] };
+    for d in 0..rank(x) {
+        if (d != dim && size(index, d) > size(x, d))
+            || src.is_some_and(|s| size(index, d) > size(s, d))
+        {
+            return Err(TpuError::ShapeMismatch(format!(
+                "Expected index {:?} to be no larger than self {:?} apart from dimension {dim} and to be no larger size than src {:?}",
+                index.shape(),
+                x.shape(),
+                src.map(|s| s.shape().to_vec()).unwrap_or_default()
+            )));
+        }
+    }
+    prims::fits_i32(x.numel())?;
+    let xs = if x.dim() == 0 {
+        vec![1]
+    } else {
+        contiguous_strides(x.shape())
+    };
+    let n = size(x, dim);
+    let nd = index.dim();
+    let f = map(op, &[index], &[DType::I32], |p, r| {
+        let i = DType::I32;
+        let v = bounded(p, r[0], n, Bound::Check);
+        let st = p.constant(Scalar::Int(xs[dim] as i64), i);
+        let mut f = p.bin(BinOp::Mul, v, st, i);
+        for (k, s) in xs.iter().enumerate().filter(|(k, _)| *k != dim && *k < nd) {
+            let c = p.index(k as u32);
+            let s = p.constant(Scalar::Int(*s as i64), i);
+            let t = p.bin(BinOp::Mul, c, s, i);
+            f = p.bin(BinOp::Add, f, t, i);
+        }
+        vec![super::keep_invalid(p, v, f)]
+    })?
+    .remove(0);
+    Ok(reshaped(&f, &[index.numel()]))
+}
+
+/// The source elements that `index` covers (`src[:i0, :i1, ...]`), as `[count, 1]` of `dtype`.
+fn sources(op: &OpScope, index: &Tensor, src: Src<'_>, dtype: DType) -> Result<Tensor> {
+    let n = index.numel();
+    let v = match src {
+        Src::Tensor(s) => {
+            let l = s.layout();
+            let part = s.with_layout(Layout {
+                shape: index.shape().to_vec(),
+                strides: l.strides.clone(),
+                offset: l.offset,
+            });
+            map_shape(op, index.shape(), &[&part], &[dtype], |_, r| vec![r[0]])?.remove(0)
+        }
+        Src::Value(v) => fill(op, index.shape(), v, dtype)?,
+    };
+    Ok(reshaped(&v, &[n, 1]))
+}
+
+/// A copy of `x` (contiguous) and its `[numel, 1]` table view.
+fn copy_table(op: &OpScope, x: &Tensor) -> Result<(Tensor, Tensor)> {
+    let out = map(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
+    let table = reshaped(&out, &[x.numel(), 1]);
+    Ok((out, table))
+}
+
+/// `scatter`-like operators: `combine` of `src` into a copy of `x` at `index` along `dim`.
+fn scatter_in(
+    op: &OpScope,
+    x: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: Src<'_>,
+    combine: Combine,
+) -> Result<Tensor> {
+    let d = wrap_dim(dim, x.dim())?;
+    if let Src::Tensor(s) = src
+        && s.dtype() != x.dtype()
+    {
+        return Err(TpuError::DtypeMismatch(format!(
+            "{}(): Expected self.dtype to be equal to src.dtype",
+            op.tag().name.trim_start_matches("aten::")
+        )));
+    }
+    let s = match src {
+        Src::Tensor(s) => Some(s),
+        Src::Value(_) => None,
+    };
+    let (out, table) = copy_table(op, x)?;
+    if index.numel() == 0 {
+        return Ok(out);
+    }
+    let flat = targets(op, x, d, index, s)?;
+    let vals = sources(op, index, src, x.dtype())?;
+    put_rows(op, &table, &flat, &vals, combine, true)?;
+    Ok(out)
+}
+
+fn reduce_of(name: &str, reduce: &str) -> Result<Combine> {
+    match reduce {
+        "add" => Ok(Combine::Add),
+        "multiply" => Ok(Combine::Mul),
+        other => Err(TpuError::BadArgs(format!(
+            "{name}(): reduce argument must be either add or multiply, got {other}"
+        ))),
+    }
+}
+
+/// `scatter_reduce.two(x, dim, index, src, reduce, include_self)`.
+fn scatter_reduce(
+    x: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: &Tensor,
+    reduce: &str,
+    include_self: bool,
+) -> Result<Tensor> {
+    let op = OpScope::new("aten::scatter_reduce.two", &[x, index, src])?;
+    let (combine, kind) = match reduce {
+        "sum" | "mean" => (Combine::Add, RedKind::Sum),
+        "prod" => (Combine::Mul, RedKind::Prod),
+        "amax" => (Combine::Max, RedKind::Max),
+        "amin" => (Combine::Min, RedKind::Min),
+        other => {
+            return Err(TpuError::BadArgs(format!(
+                "reduce argument must be either sum, prod, mean, amax or amin, got {other}"
+            )));
+        }
+    };
+    let d = wrap_dim(dim, x.dim())?;
+    if src.dtype() != x.dtype() {
+        return Err(TpuError::DtypeMismatch(
+            "scatter_reduce(): Expected self.dtype to be equal to src.dtype".into(),
+        ));
+    }
+    let (out, table) = copy_table(&op, x)?;
+    if index.numel() == 0 {
+        return Ok(out);
+    }
+    let dt = x.dtype();
+    let flat = targets(&op, x, d, index, Some(src))?;
+    if !include_self {
+        let id = sources(&op, index, Src::Value(prims::identity(kind, dt)), dt)?;
+        put_rows(&op, &table, &flat, &id, Combine::Copy, true)?;
+    }
+    let vals = sources(&op, index, Src::Tensor(src), dt)?;
+    put_rows(&op, &table, &flat, &vals, combine, true)?;
+    if reduce != "mean" {
+        return Ok(out);
+    }
+    let f = DType::F32;
+    let cnt = fill(&op, x.shape(), Scalar::Int(include_self as i64), f)?;
+    let cnt_table = reshaped(&cnt, &[x.numel(), 1]);
+    if !include_self {
+        let zeros = sources(&op, index, Src::Value(Scalar::Int(0)), f)?;
+        put_rows(&op, &cnt_table, &flat, &zeros, Combine::Copy, true)?;
+    }
+    let ones = sources(&op, index, Src::Value(Scalar::Int(1)), f)?;
+    put_rows(&op, &cnt_table, &flat, &ones, Combine::Add, true)?;
+    Ok(map(&op, &[&out, &cnt], &[dt], |p, r| {
+        let zero = p.constant(Scalar::Int(0), f);
+        let some = p.cmp(CmpKind::Gt, r[1], zero, f);
+        let q = if dt.is_float() {
+            let s = p.cast(r[0], f);
+            p.bin(BinOp::Div, s, r[1], f)
+        } else {
+            let s = p.cast(r[0], f);
+            let q = p.bin(BinOp::Div, s, r[1], f);
+            p.un(crate::ir::UnOp::Floor, q, f)
+        };
+        let q = p.cast(q, dt);
+        vec![p.select(some, q, r[0], dt)]
+    })?
+    .remove(0))
+}
+
+/// `torch.take(x, index)`: elements of flattened `x` (negative indices from the end).
+fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
+    let op = OpScope::new("aten::take", &[x, index])?;
+    if index.dtype() != DType::I64 {
+        return Err(TpuError::DtypeMismatch(format!(
+            "take(): Expected a long tensor for index, but got {}",
+            scalar_type_name(index.dtype())
+        )));
+    }
+    if index.numel() == 0 {
+        return Ok(Tensor::empty(op.rt(), index.shape(), x.dtype()));
+    }
+    if x.numel() == 0 {
+        return Err(TpuError::IndexOutOfRange(
+            "take(): tried to take from an empty tensor".into(),
+        ));
+    }
+    prims::fits_i32(x.numel())?;
+    let n = x.numel();
+    let flat = map(&op, &[index], &[DType::I32], |p, r| {
+        vec![bounded(p, r[0], n, Bound::Check)]
+    })?
+    .remove(0);
+    let flat = reshaped(&flat, &[index.numel()]);
+    let src = prims::dense(&op, x)?;
+    let g = gather_rows(&op, &reshaped(&src, &[n, 1]), &flat)?;
+    Ok(g.with_layout(Layout::contiguous(index.shape())))
+}
+
+/// `torch.put(x, index, source, accumulate)`: a copy of `x` with its flat elements at `index`
+/// set to (or increased by) `source`'s.
+fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<Tensor> {
+    let op = OpScope::new("aten::put", &[x, index, source])?;
+    if index.dtype() != DType::I64 {
+        return Err(TpuError::DtypeMismatch(format!(
+            "put_(): Expected a long tensor for index, but got {}",
+            scalar_type_name(index.dtype())
+        )));
+    }
+    if source.dtype() != x.dtype() {
+        return Err(TpuError::DtypeMismatch(format!(
+            "put_(): self and source expected to have the same dtype, but got self.dtype = {} and source.dtype = {}",
+            scalar_type_name(x.dtype()),
+            scalar_type_name(source.dtype())
+        )));
+    }
+    if source.numel() != index.numel() {
+        return Err(TpuError::ShapeMismatch(format!(
+            "put_(): Expected source and index to have the same number of elements, but got source.numel() = {}, index.numel() = {}",
+            source.numel(),
+            index.numel()
+        )));
+    }
+    let (out, table) = copy_table(&op, x)?;
+    if index.numel() == 0 {
+        return Ok(out);
+    }
+    let n = x.numel();
+    prims::fits_i32(n)?;
+    let flat = map(&op, &[index], &[DType::I32], |p, r| {
+        vec![bounded(p, r[0], n, Bound::Check)]
+    })?
+    .remove(0);
+    let flat = reshaped(&flat, &[index.numel()]);
+    let src = prims::dense(&op, source)?;
+    let combine = if accumulate {
+        Combine::Add
+    } else {
+        Combine::Copy
+    };
+    put_rows(
+        &op,
+        &table,
+        &flat,
+        &reshaped(&src, &[index.numel(), 1]),
+        combine,
+        true,
+    )?;
+    Ok(out)
+}
+
+/// `torch.take_along_dim(x, indices, dim)`: `gather` along `dim` after broadcasting the other
+/// dims (`dim` None: of the flattened tensor).
+fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<i64>) -> Result<Tensor> {
+    let op = OpScope::new("aten::take_along_dim", &[x, indices])?;
+    let Some(dim) = dim else {
+        let xf = prims::dense(&op, x)?;
+        let xf = reshaped(&xf, &[x.numel()]);
+        let i = prims::dense(&op, indices)?;
+        let i = reshaped(&i, &[indices.numel()]);
+        return gather(&xf, 0, &i);
+    };
+    if x.dim() != indices.dim() {
+        return Err(TpuError::BadArgs(format!(
+            "torch.take_along_dim(): input and indices should have the same number of dimensions, but got {} dimensions for input, and {} dimensions for indices",
+            x.dim(),
+            indices.dim()
+        )));
+    }
+    let d = wrap_dim(dim, x.dim())?;
+    let mut xs = x.shape().to_vec();
+    let mut is = indices.shape().to_vec();
+    if x.dim() > 0 {
+        xs[d] = 1;
+        is[d] = 1;
+    }
+    let b = crate::layout::broadcast_shapes(&xs, &is)?;
+    let (mut bx, mut bi) = (b.clone(), b);
+    if x.dim() > 0 {
+        bx[d] = x.shape()[d];
+        bi[d] = indices.shape()[d];
+    }
+    let xv = x.with_layout(x.layout().broadcast_to(&bx)?);
+    let iv = indices.with_layout(indices.layout().broadcast_to(&bi)?);
+    gather(&xv, d as i64, &iv)
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let all = crate::ops::data::ALL;
+    let k = OpImpl::Kernel;
+    let rep = Sharding::Replicate("indices address the global tensor");
+    vec![
+        OpDef::new("aten::scatter.src", k, all, |_, a| {
+            let op = OpScope::new(
+                "aten::scatter.src",
+                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
+            )?;
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Tensor(a.tensor(3)?),
+                Combine::Copy,
+            ))
+        })
+        .shard(rep),
+        OpDef::new("aten::scatter.value", k, all, |_, a| {
+            let op = OpScope::new("aten::scatter.value", &[a.tensor(0)?, a.tensor(2)?])?;
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Value(a.scalar(3)?),
+                Combine::Copy,
+            ))
+        })
+        .shard(rep),
+        OpDef::new("aten::scatter.reduce", k, all, |_, a| {
+            let op = OpScope::new(
+                "aten::scatter.reduce",
+                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
+            )?;
+            let c = reduce_of("scatter", a.opt_str(4)?.unwrap_or(""))?;
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Tensor(a.tensor(3)?),
+                c,
+            ))
+        })
+        .shard(rep),
+        OpDef::new("aten::scatter.value_reduce", k, all, |_, a| {
+            let op = OpScope::new("aten::scatter.value_reduce", &[a.tensor(0)?, a.tensor(2)?])?;
+            let c = reduce_of("scatter", a.opt_str(4)?.unwrap_or(""))?;
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Value(a.scalar(3)?),
+                c,
+            ))
+        })
+        .shard(rep),
+        OpDef::new("aten::scatter_add", k, all, |_, a| {
+            let op = OpScope::new(
+                "aten::scatter_add",
+                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
+            )?;
+            t1(scatter_in(
+                &op,
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                Src::Tensor(a.tensor(3)?),
+                Combine::Add,
+            ))
+        })
+        .shard(rep),
+        OpDef::new("aten::scatter_reduce.two", k, all, |_, a| {
+            t1(scatter_reduce(
+                a.tensor(0)?,
+                a.int(1)?,
+                a.tensor(2)?,
+                a.tensor(3)?,
+                a.opt_str(4)?.unwrap_or(""),
+                a.bool(5)?,
+            ))
+        })
+        .shard(rep),
+        OpDef::new("aten::take", k, all, |_, a| {
+            t1(take(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(rep),
+        OpDef::new("aten::put", k, all, |_, a| {
+            t1(put(a.tensor(0)?, a.tensor(1)?, a.tensor(2)?, a.bool(3)?))
+        })
+        .shard(rep),
+        OpDef::new(
+            "aten::take_along_dim",
+            OpImpl::Decomposition,
+            all,
+            |_, a| t1(take_along_dim(a.tensor(0)?, a.tensor(1)?, a.opt_int(2)?)),
+        )
+        .shard(rep),
+    ]
+}

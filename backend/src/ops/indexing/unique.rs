@@ -1,0 +1,238 @@
+//! `unique_consecutive`, `_unique2`, `_unique`: runs of equal elements.
+//!
+//! A run starts where an element differs from the one before it (NaN differs from everything);
+//! the running count of run starts (a scan) numbers the runs: that is the inverse; the first
+//! element of each run is put at its run's number, and ones are added there for the counts. The
+//! number of runs is read to the host (the output's shape). `_unique2` sorts first
+//! ([`order::sort`](crate::ops::order::sort)) and maps the inverse back through the sort's
+//! indices. `unique_consecutive` with a `dim` compares whole slices.
+
+use crate::dtype::{DType, Scalar};
+use crate::error::Result;
+use crate::ir::{BinOp, CmpKind, Combine, RedKind};
+use crate::layout::{Layout, wrap_dim};
+use crate::ops::Value;
+use crate::ops::helpers::{OpScope, map, map_shape, write_into};
+use crate::ops::prims::{self, dim_last, fill, host_int, put_rows, reshaped, tile};
+use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::Sharding;
+use crate::tensor::Tensor;
+
+/// Runs of `rows [n, r]` (contiguous): the run number of each row (int32 `[n]`) and the count
+/// of runs.
+fn runs(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, usize)> {
+    let (n, r) = (rows.shape()[0], rows.shape()[1]);
+    let dt = rows.dtype();
+    // The previous row (row 0 compared with itself).
+    let prev = map_shape(op, &[n, r], &[rows], &[dt], |_, v| vec![v[0]])?.remove(0);
+    if n > 1 {
+        let dst = prev.with_layout(prev.layout().slice(0, Some(1), None, 1)?);
+        let src = rows.with_layout(rows.layout().slice(0, Some(0), Some(n as i64 - 1), 1)?);
+        write_into(op, &dst, &[&src], |_, v| v[0])?;
+    }
+    let starts = tile(
+        op,
+        &[n, r],
+        1,
+        &[(rows, false), (&prev, false)],
+        &[(DType::I32, true)],
+        |p, v| {
+            let ne = p.cmp(CmpKind::Ne, v[0], v[1], dt);
+            let c = p.cast(ne, DType::I32);
+            vec![p.reduce(RedKind::Max, c, DType::I32)]
+        },
+    )?
+    .remove(0);
+    // Row 0 always starts a run.
+    let starts = map_shape(op, &[n], &[&starts], &[DType::I32], |p, v| {
+        let i = p.index(0);
+        let z = p.constant(Scalar::Int(0), DType::I32);
+        let first = p.cmp(CmpKind::Eq, i, z, DType::I32);
+        let one = p.constant(Scalar::Int(1), DType::I32);
+        vec![p.select(first, one, v[0], DType::I32)]
+    })?
+    .remove(0);
+    let incl = prims::scan(op, &starts, RedKind::Sum, DType::I32, false)?;
+    let total = incl.with_layout(incl.layout().select(0, n as i64 - 1)?);
+    let count = host_int(&total)? as usize;
+    let id = map(op, &[&incl], &[DType::I32], |p, v| {
+        let one = p.constant(Scalar::Int(1), DType::I32);
+        vec![p.bin(BinOp::Sub, v[0], one, DType::I32)]
+    })?
+    .remove(0);
+    Ok((starts, id, count))
+}
+
+/// Unique consecutive rows of `rows [n, r]`: the first row of each run `[count, r]`, the run
+/// number of each row (int64 `[n]`), and the run lengths (int64 `[count]`).
+fn unique_rows(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+    let (n, r) = (rows.shape()[0], rows.shape()[1]);
+    let (starts, id, count) = runs(op, rows)?;
+    let pos = map(op, &[&starts, &id], &[DType::I32], |p, v| {
+        let one = p.constant(Scalar::Int(1), DType::I32);
+        let s = p.cmp(CmpKind::Eq, v[0], one, DType::I32);
+        let spare = p.constant(Scalar::Int(count as i64), DType::I32);
+        vec![p.select(s, v[1], spare, DType::I32)]
+    })?
+    .remove(0);
+    let values = Tensor::empty(op.rt(), &[count + 1, r], rows.dtype());
+    put_rows(op, &values, &pos, rows, Combine::Copy, false)?;
+    let values = values.with_layout(values.layout().slice(0, Some(0), Some(count as i64), 1)?);
+    let counts = fill(op, &[count, 1], Scalar::Int(0), DType::I32)?;
+    let ones = fill(op, &[n, 1], Scalar::Int(1), DType::I32)?;
+    put_rows(op, &counts, &id, &ones, Combine::Add, false)?;
+    let counts = map_shape(
+        op,
+        &[count],
+        &[&reshaped(&counts, &[count])],
+        &[DType::I64],
+        |_, v| vec![v[0]],
+    )?
+    .remove(0);
+    let inverse = map(op, &[&id], &[DType::I64], |_, v| vec![v[0]])?.remove(0);
+    Ok((values, inverse, counts))
+}
+
+fn empty_i64(op: &OpScope) -> Tensor {
+    Tensor::empty(op.rt(), &[0], DType::I64)
+}
+
+/// `torch.unique_consecutive(x, return_inverse, return_counts, dim)`.
+fn unique_consecutive(
+    x: &Tensor,
+    inverse: bool,
+    counts: bool,
+    dim: Option<i64>,
+) -> Result<Vec<Value>> {
+    let op = OpScope::new("aten::unique_consecutive", &[x])?;
+    let (rows, d) = match dim {
+        None => (reshaped(&prims::dense(&op, x)?, &[x.numel(), 1]), None),
+        Some(dim) => {
+            let d = wrap_dim(dim, x.dim())?;
+            let moved = if x.dim() == 0 {
+                x.clone()
+            } else {
+                dim_last(x, d)?
+            };
+            // The dim first, the rest flattened.
+            let nd = moved.dim();
+            let mut perm: Vec<i64> = vec![nd as i64 - 1];
+            perm.extend(0..nd as i64 - 1);
+            let first = moved.with_layout(moved.layout().permute(&perm)?);
+            let n = x.shape().get(d).copied().unwrap_or(1);
+            let r = x.numel().checked_div(n).unwrap_or(0);
+            (reshaped(&prims::dense(&op, &first)?, &[n, r]), Some(d))
+        }
+    };
+    let n = rows.shape()[0];
+    if n == 0 || rows.shape()[1] == 0 && d.is_none() {
+        let v = Tensor::empty(
+            op.rt(),
+            if d.is_some() { x.shape() } else { &[0] },
+            x.dtype(),
+        );
+        let inv = Tensor::empty(
+            op.rt(),
+            if inverse {
+                if d.is_some() { &[0][..] } else { x.shape() }
+            } else {
+                &[0]
+            },
+            DType::I64,
+        );
+        return Ok(vec![
+            Value::Tensor(v),
+            Value::Tensor(inv),
+            Value::Tensor(empty_i64(&op)),
+        ]);
+    }
+    let (values, inv, cnt) = unique_rows(&op, &rows)?;
+    let values = match d {
+        None => reshaped(&values, &[values.shape()[0]]),
+        Some(d) => {
+            let mut shape: Vec<usize> = x.shape().to_vec();
+            shape.remove(d);
+            let mut full = vec![values.shape()[0]];
+            full.extend(shape);
+            let v = values.with_layout(Layout::contiguous(&full));
+            let nd = v.dim();
+            let mut perm: Vec<i64> = (1..nd as i64).collect();
+            perm.insert(d, 0);
+            v.with_layout(v.layout().permute(&perm)?)
+        }
+    };
+    // Along a dim, PyTorch returns the inverse and the counts whether asked or not.
+    let inv = if !inverse && d.is_none() {
+        empty_i64(&op)
+    } else if d.is_none() {
+        inv.with_layout(Layout::contiguous(x.shape()))
+    } else {
+        inv
+    };
+    let cnt = if counts || d.is_some() {
+        cnt
+    } else {
+        empty_i64(&op)
+    };
+    Ok(vec![
+        Value::Tensor(values),
+        Value::Tensor(inv),
+        Value::Tensor(cnt),
+    ])
+}
+
+/// `_unique2(x, sorted, return_inverse, return_counts)`: the sorted unique elements.
+fn unique2(x: &Tensor, inverse: bool, counts: bool) -> Result<(Tensor, Tensor, Tensor)> {
+    let op = OpScope::new("aten::_unique2", &[x])?;
+    let n = x.numel();
+    if n == 0 {
+        let inv = Tensor::empty(op.rt(), if inverse { x.shape() } else { &[0] }, DType::I64);
+        return Ok((Tensor::empty(op.rt(), &[0], x.dtype()), inv, empty_i64(&op)));
+    }
+    let flat = reshaped(&prims::dense(&op, x)?, &[n]);
+    let (sorted, order) = crate::ops::order::sort(&flat, 0, false)?;
+    let (values, inv_sorted, cnt) =
+        unique_rows(&op, &reshaped(&prims::dense(&op, &sorted)?, &[n, 1]))?;
+    let values = reshaped(&values, &[values.shape()[0]]);
+    let inv = if inverse {
+        // inverse[order[k]] = inv_sorted[k].
+        let dst = Tensor::empty(op.rt(), &[n, 1], DType::I64);
+        let order = prims::dense(&op, &order)?;
+        put_rows(
+            &op,
+            &dst,
+            &order,
+            &reshaped(&inv_sorted, &[n, 1]),
+            Combine::Copy,
+            false,
+        )?;
+        dst.with_layout(Layout::contiguous(x.shape()))
+    } else {
+        empty_i64(&op)
+    };
+    let cnt = if counts { cnt } else { empty_i64(&op) };
+    Ok((values, inv, cnt))
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let all = crate::ops::data::ALL;
+    let k = OpImpl::Kernel;
+    let rep = Sharding::Replicate("the output's shape depends on every shard's values");
+    vec![
+        OpDef::new("aten::unique_consecutive", k, all, |_, a| {
+            unique_consecutive(a.tensor(0)?, a.bool(1)?, a.bool(2)?, a.opt_int(3)?)
+        })
+        .shard(rep),
+        OpDef::new("aten::_unique2", k, all, |_, a| {
+            let (v, i, c) = unique2(a.tensor(0)?, a.bool(2)?, a.bool(3)?)?;
+            Ok(vec![Value::Tensor(v), Value::Tensor(i), Value::Tensor(c)])
+        })
+        .shard(rep),
+        OpDef::new("aten::_unique", k, all, |_, a| {
+            let (v, i, _) = unique2(a.tensor(0)?, a.bool(2)?, false)?;
+            Ok(vec![Value::Tensor(v), Value::Tensor(i)])
+        })
+        .shard(rep),
+    ]
+}

@@ -1,0 +1,452 @@
+//! Factories: `eye` (+ `.m`), `linspace` and `logspace` (numbers or zero-dimensional tensors as
+//! ends), `tril_indices`, `triu_indices`, `arange.start_out`, `empty_strided`,
+//! `empty_permuted`, and the resizes `resize_`, `resize_as_`.
+//!
+//! Values are computed on the device by tile kernels: `linspace` as PyTorch's kernel does (from
+//! `start` for the first half, from `end` for the second, in f32 lanes), `tril_indices` from the
+//! running count of each row's elements. The `layout`, `device` and `pin_memory` arguments are
+//! accepted as PyTorch accepts them.
+
+use super::t1;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
+use crate::layout::Layout;
+use crate::ops::Value;
+use crate::ops::args::Args;
+use crate::ops::helpers::{OpScope, map_shape};
+use crate::ops::prims::{self, reshaped, tile};
+use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::Sharding;
+use crate::runtime::Runtime;
+use crate::tensor::Tensor;
+
+fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
+    size.iter()
+        .map(|d| {
+            usize::try_from(*d).map_err(|_| {
+                TpuError::BadArgs(format!(
+                    "Trying to create tensor with negative dimension {d}: {size:?}"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// `torch.eye(n, m)`.
+fn eye(rt: &Runtime, n: i64, m: i64, dtype: Option<DType>) -> Result<Tensor> {
+    if n < 0 || m < 0 {
+        return Err(TpuError::BadArgs(format!(
+            "n must be greater or equal to 0, got {}",
+            n.min(m)
+        )));
+    }
+    let op = OpScope::on(rt, "aten::eye", format!("[{n}, {m}]"));
+    let d = dtype.unwrap_or(DType::F32);
+    Ok(
+        map_shape(&op, &[n as usize, m as usize], &[], &[d], |p, _| {
+            let (i, j) = (p.index(0), p.index(1));
+            let eq = p.cmp(CmpKind::Eq, i, j, DType::I32);
+            vec![p.cast(eq, d)]
+        })?
+        .remove(0),
+    )
+}
+
+/// An end of a range: a number, or a zero-dimensional tensor read on the device.
+enum End<'a> {
+    Number(Scalar),
+    Tensor(&'a Tensor),
+}
+
+/// `start + (end - start) * i / (steps - 1)` as PyTorch's `linspace` kernel computes it.
+fn lin(p: &mut ProgBuilder, s: PRef, e: PRef, steps: usize) -> PRef {
+    let (f, i32t) = (DType::F32, DType::I32);
+    let i = p.index(0);
+    let fi = p.cast(i, f);
+    let span = p.bin(BinOp::Sub, e, s, f);
+    let den = p.constant(Scalar::Float((steps.max(2) - 1) as f64), f);
+    let step = p.bin(BinOp::Div, span, den, f);
+    let a = p.bin(BinOp::Mul, fi, step, f);
+    let from_s = p.bin(BinOp::Add, s, a, f);
+    let back = p.constant(Scalar::Int(steps as i64 - 1), i32t);
+    let r = p.bin(BinOp::Sub, back, i, i32t);
+    let rf = p.cast(r, f);
+    let b = p.bin(BinOp::Mul, rf, step, f);
+    let from_e = p.bin(BinOp::Sub, e, b, f);
+    let half = p.constant(Scalar::Int((steps / 2) as i64), i32t);
+    let low = p.cmp(CmpKind::Lt, i, half, i32t);
+    p.select(low, from_s, from_e, f)
+}
+
+/// `linspace`/`logspace` (`base` given).
+fn space(
+    rt: &Runtime,
+    name: &str,
+    start: End<'_>,
+    end: End<'_>,
+    steps: i64,
+    base: Option<f64>,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    let ins: Vec<&Tensor> = [&start, &end]
+        .iter()
+        .filter_map(|e| match e {
+            End::Tensor(t) => Some(*t),
+            End::Number(_) => None,
+        })
+        .collect();
+    let op = if ins.is_empty() {
+        OpScope::on(rt, name, format!("[{steps}]"))
+    } else {
+        OpScope::new(name, &ins)?
+    };
+    if steps < 0 {
+        return Err(TpuError::BadArgs(
+            "number of steps must be non-negative".into(),
+        ));
+    }
+    for t in &ins {
+        if t.dim() != 0 {
+            return Err(TpuError::BadArgs(format!(
+                "{}() expects its start and end tensors to be 0-dimensional, got {}-D",
+                name.trim_start_matches("aten::")
+                    .split('.')
+                    .next()
+                    .unwrap_or(""),
+                t.dim()
+            )));
+        }
+    }
+    let d = dtype.unwrap_or(DType::F32);
+    let n = steps as usize;
+    let f = DType::F32;
+    let int_out = !d.is_float();
+    Ok(map_shape(&op, &[n], &ins, &[d], |p, r| {
+        let mut k = 0;
+        let mut val = |p: &mut ProgBuilder, e: &End<'_>| match e {
+            End::Number(s) => p.constant(*s, f),
+            End::Tensor(_) => {
+                k += 1;
+                p.cast(r[k - 1], f)
+            }
+        };
+        let s = val(p, &start);
+        let e = val(p, &end);
+        let v = if n == 1 { s } else { lin(p, s, e, n) };
+        let v = match base {
+            Some(b) => {
+                let bb = p.constant(Scalar::Float(b), f);
+                p.bin(BinOp::Pow, bb, v, f)
+            }
+            None => v,
+        };
+        vec![if int_out {
+            p.un(crate::ir::UnOp::Trunc, v, f)
+        } else {
+            v
+        }]
+    })?
+    .remove(0))
+}
+
+/// `tril_indices`/`triu_indices(row, col, offset)`: `[2, N]` coordinates in row-major order.
+fn tri_indices(
+    rt: &Runtime,
+    lower: bool,
+    row: i64,
+    col: i64,
+    offset: i64,
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    let name = if lower {
+        "aten::tril_indices"
+    } else {
+        "aten::triu_indices"
+    };
+    let op = OpScope::on(rt, name, format!("[{row}, {col}, {offset}]"));
+    if row < 0 || col < 0 {
+        return Err(TpuError::BadArgs(format!(
+            "row must be non-negative, got {row}"
+        )));
+    }
+    let d = dtype.unwrap_or(DType::I64);
+    // Elements in row i, and where they start.
+    let count = |i: i64| -> i64 {
+        if lower {
+            (i + offset + 1).clamp(0, col)
+        } else {
+            (col - (i + offset).max(0)).clamp(0, col)
+        }
+    };
+    let total: i64 = (0..row).map(count).sum();
+    let n = total as usize;
+    if n == 0 || row == 0 {
+        return Ok(Tensor::empty(op.rt(), &[2, n], d));
+    }
+    prims::fits_i32(n + row as usize)?;
+    let r = row as usize;
+    let counts = map_shape(&op, &[r], &[], &[DType::I32], |p, _| {
+        let i32t = DType::I32;
+        let i = p.index(0);
+        let v = if lower {
+            let k = p.constant(Scalar::Int(offset + 1), i32t);
+            p.bin(BinOp::Add, i, k, i32t)
+        } else {
+            let k = p.constant(Scalar::Int(offset), i32t);
+            let s = p.bin(BinOp::Add, i, k, i32t);
+            let z = p.constant(Scalar::Int(0), i32t);
+            let s = p.bin(BinOp::Max, s, z, i32t);
+            let c = p.constant(Scalar::Int(col), i32t);
+            p.bin(BinOp::Sub, c, s, i32t)
+        };
+        let z = p.constant(Scalar::Int(0), i32t);
+        let c = p.constant(Scalar::Int(col), i32t);
+        let v = p.bin(BinOp::Max, v, z, i32t);
+        vec![p.bin(BinOp::Min, v, c, i32t)]
+    })?
+    .remove(0);
+    let before = prims::scan(&op, &counts, RedKind::Sum, DType::I32, true)?;
+    // For element k: its row is the last i with before[i] <= k (rows after it start later).
+    let bv = before.with_layout(Layout {
+        shape: vec![n, r],
+        strides: vec![0, 1],
+        offset: 0,
+    });
+    let ks = prims::iota(&op, n)?;
+    let mut outs = tile(
+        &op,
+        &[n, r],
+        1,
+        &[(&bv, false), (&ks, true)],
+        &[(DType::I32, true), (DType::I32, true)],
+        |p, v| {
+            let i32t = DType::I32;
+            let j = p.index(1);
+            let zero = p.constant(Scalar::Int(0), i32t);
+            let pos = p.cmp(CmpKind::Gt, j, zero, i32t);
+            let le = p.cmp(CmpKind::Le, v[0], v[1], i32t);
+            let hit = p.bin(BinOp::And, pos, le, DType::Bool);
+            let c = p.cast(hit, i32t);
+            let rowi = p.reduce(RedKind::Sum, c, i32t);
+            let z = p.constant(Scalar::Int(0), i32t);
+            let b = p.select(le, v[0], z, i32t);
+            let start = p.reduce(RedKind::Max, b, i32t);
+            vec![rowi, start]
+        },
+    )?;
+    let start = outs.remove(1);
+    let rows = outs.remove(0);
+    let rs = reshaped(&rows, &[1, n]);
+    let ss = reshaped(&start, &[1, n]);
+    Ok(map_shape(&op, &[2, n], &[&rs, &ss], &[d], |p, v| {
+        let i32t = DType::I32;
+        let which = p.index(0);
+        let k = p.index(1);
+        let within = p.bin(BinOp::Sub, k, v[1], i32t);
+        let colv = if lower {
+            within
+        } else {
+            let o = p.constant(Scalar::Int(offset), i32t);
+            let s = p.bin(BinOp::Add, v[0], o, i32t);
+            let z = p.constant(Scalar::Int(0), i32t);
+            let s = p.bin(BinOp::Max, s, z, i32t);
+            p.bin(BinOp::Add, within, s, i32t)
+        };
+        let z = p.constant(Scalar::Int(0), i32t);
+        let is_row = p.cmp(CmpKind::Eq, which, z, i32t);
+        vec![p.select(is_row, v[0], colv, i32t)]
+    })?
+    .remove(0))
+}
+
+/// A tensor of `size` with `strides` over a new storage (values unspecified).
+fn empty_strided(
+    rt: &Runtime,
+    size: &[i64],
+    stride: &[i64],
+    dtype: Option<DType>,
+) -> Result<Tensor> {
+    let _op = OpScope::on(rt, "aten::empty_strided", format!("[{size:?}]"));
+    let l = Layout::as_strided(size, stride, 0)?;
+    let (_, hi) = l.storage_span();
+    let len = if l.numel() == 0 { 0 } else { hi };
+    let t = Tensor::empty(rt, &[len], dtype.unwrap_or(DType::F32));
+    Ok(t.with_layout(l))
+}
+
+/// Strides of `size` laid out in the dim order `physical` (outermost first).
+fn permuted_strides(size: &[i64], physical: &[i64]) -> Result<Vec<i64>> {
+    let n = size.len();
+    let mut seen = vec![false; n];
+    if physical.len() != n
+        || physical
+            .iter()
+            .any(|d| *d < 0 || *d as usize >= n || std::mem::replace(&mut seen[*d as usize], true))
+    {
+        return Err(TpuError::BadArgs(format!(
+            "empty_permuted: physical_layout {physical:?} is not a permutation of the {n} dims"
+        )));
+    }
+    let mut strides = vec![0i64; n];
+    let mut acc = 1i64;
+    for d in physical.iter().rev() {
+        strides[*d as usize] = acc;
+        acc *= size[*d as usize].max(1);
+    }
+    Ok(strides)
+}
+
+/// `self.resize_(size)`: the same storage seen contiguously when it holds enough elements, else
+/// a new storage holding the old elements first.
+fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
+    let op = OpScope::new("aten::resize_", &[x])?;
+    let shape = shape_of(size)?;
+    let n: usize = shape.iter().product();
+    let cap = (x.storage.bytes() / x.dtype().size() as u64) as usize;
+    let off = x.storage_offset();
+    if off + n <= cap {
+        return Ok(x.with_layout(Layout {
+            offset: off,
+            ..Layout::contiguous(&shape)
+        }));
+    }
+    let t = Tensor::empty(op.rt(), &[n], x.dtype());
+    let keep = x.numel().min(n);
+    if keep > 0 {
+        let src = reshaped(&prims::dense(&op, x)?, &[x.numel()]);
+        let src = src.with_layout(src.layout().slice(0, Some(0), Some(keep as i64), 1)?);
+        let dst = t.with_layout(t.layout().slice(0, Some(0), Some(keep as i64), 1)?);
+        crate::ops::helpers::write_into(&op, &dst, &[&src], |_, r| r[0])?;
+    }
+    Ok(reshaped(&t, &shape))
+}
+
+/// `arange.start_out(start, end, step, out)`.
+fn arange_out(rt: &Runtime, a: &Args) -> Result<Tensor> {
+    let out = a.tensor(3)?;
+    let r = crate::ops::creation::arange(
+        rt,
+        a.scalar(0)?,
+        a.scalar(1)?,
+        a.scalar_or(2, Scalar::Int(1))?,
+        Some(out.dtype()),
+    )?;
+    let dst = if out.shape() == r.shape() {
+        out.clone()
+    } else {
+        Tensor::empty(rt, r.shape(), out.dtype())
+    };
+    crate::ops::creation::copy_(&dst, &r)?;
+    Ok(dst)
+}
+
+fn end<'a>(a: &'a Args, i: usize) -> Result<End<'a>> {
+    match a.get(i) {
+        Some(Value::Tensor(t)) => Ok(End::Tensor(t)),
+        _ => Ok(End::Number(a.scalar(i)?)),
+    }
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let all = crate::ops::data::ALL;
+    let k = OpImpl::Kernel;
+    let c = Sharding::Creation;
+    let mut v = vec![
+        OpDef::new("aten::eye", k, all, |rt, a| {
+            t1(eye(rt, a.int(0)?, a.int(0)?, a.opt_dtype(1)?))
+        })
+        .shard(c),
+        OpDef::new("aten::eye.m", k, all, |rt, a| {
+            t1(eye(rt, a.int(0)?, a.int(1)?, a.opt_dtype(2)?))
+        })
+        .shard(c),
+        OpDef::new("aten::tril_indices", k, all, |rt, a| {
+            t1(tri_indices(
+                rt,
+                true,
+                a.int(0)?,
+                a.int(1)?,
+                a.int(2)?,
+                a.opt_dtype(3)?,
+            ))
+        })
+        .shard(c),
+        OpDef::new("aten::triu_indices", k, all, |rt, a| {
+            t1(tri_indices(
+                rt,
+                false,
+                a.int(0)?,
+                a.int(1)?,
+                a.int(2)?,
+                a.opt_dtype(3)?,
+            ))
+        })
+        .shard(c),
+        OpDef::new("aten::arange.start_out", k, all, |rt, a| {
+            t1(arange_out(rt, a))
+        })
+        .shard(Sharding::Replicate("writes its out tensor")),
+        OpDef::new("aten::empty_strided", k, all, |rt, a| {
+            t1(empty_strided(rt, &a.ints(0)?, &a.ints(1)?, a.opt_dtype(2)?))
+        })
+        .shard(c),
+        OpDef::new("aten::empty_permuted", k, all, |rt, a| {
+            let size = a.ints(0)?;
+            let strides = permuted_strides(&size, &a.ints(1)?)?;
+            t1(empty_strided(rt, &size, &strides, a.opt_dtype(2)?))
+        })
+        .shard(c),
+        OpDef::new("aten::resize_", k, all, |_, a| {
+            t1(resize(a.tensor(0)?, &a.ints(1)?))
+        })
+        .shard(Sharding::Replicate("resizes the global tensor")),
+        OpDef::new("aten::resize_as_", k, all, |_, a| {
+            let t = a.tensor(1)?;
+            let size: Vec<i64> = t.shape().iter().map(|s| *s as i64).collect();
+            t1(resize(a.tensor(0)?, &size))
+        })
+        .shard(Sharding::Replicate("resizes the global tensor")),
+    ];
+    for (name, base) in [
+        ("aten::linspace", None),
+        ("aten::linspace.Tensor_Tensor", None),
+        ("aten::linspace.Tensor_Scalar", None),
+        ("aten::linspace.Scalar_Tensor", None),
+        ("aten::logspace", Some(())),
+        ("aten::logspace.Tensor_Tensor", Some(())),
+        ("aten::logspace.Tensor_Scalar", Some(())),
+        ("aten::logspace.Scalar_Tensor", Some(())),
+    ] {
+        let f: crate::ops::RunFn = if base.is_none() {
+            |rt, a| {
+                let name: &str = a.op();
+                t1(space(
+                    rt,
+                    name,
+                    end(a, 0)?,
+                    end(a, 1)?,
+                    a.int(2)?,
+                    None,
+                    a.opt_dtype(3)?,
+                ))
+            }
+        } else {
+            |rt, a| {
+                let name: &str = a.op();
+                t1(space(
+                    rt,
+                    name,
+                    end(a, 0)?,
+                    end(a, 1)?,
+                    a.int(2)?,
+                    Some(a.float(3)?),
+                    a.opt_dtype(4)?,
+                ))
+            }
+        };
+        v.push(OpDef::new(name, k, all, f).shard(c));
+    }
+    v
+}

@@ -1,0 +1,447 @@
+"""Writes from_torch.json: fixed samples of the indexing, ordering, scan and shape operators
+with the outputs PyTorch 2.15.0 computes for them, for the op suite's `from_torch` tests.
+
+Run with the project's Python (torch 2.15.0):
+    ~/.cache/tpuemu/venv/bin/python backend/tests/backend/op_suite/from_torch.py
+Every sample calls `torch.ops.aten.<name>.<overload>` on CPU tensors; the Rust side uploads the
+same values (some through a non-contiguous placement: "t" = dims stored in reverse order, "s" =
+every other element of the storage after an offset) and compares in every mode. Values are
+multiples of 1/4 so that sums and scans are exact in every dtype.
+"""
+import json
+import math
+import os
+
+import torch
+
+aten = torch.ops.aten
+torch.manual_seed(0)
+F, BF, H, I32, I64, B = (torch.float32, torch.bfloat16, torch.float16, torch.int32,
+                         torch.int64, torch.bool)
+DT = {F: "float32", BF: "bfloat16", H: "float16", I32: "int32", I64: "int64", B: "bool"}
+SAMPLES = []
+
+
+class Placed:
+    """A tensor argument uploaded through a non-contiguous placement."""
+
+    def __init__(self, t, place):
+        self.t, self.place = t, place
+
+
+def num(x):
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return int(x) if x == int(x) and abs(x) < 2**53 else x
+
+
+def tensor(t, place="c"):
+    t = t.detach()
+    data = t.to(torch.float64 if t.dtype != torch.int64 else torch.int64).reshape(-1).tolist()
+    return {"shape": list(t.shape), "dtype": DT[t.dtype], "data": [num(v) for v in data],
+            "place": place}
+
+
+def arg(a):
+    if isinstance(a, Placed):
+        return {"t": tensor(a.t, a.place)}
+    if isinstance(a, torch.Tensor):
+        return {"t": tensor(a)}
+    if isinstance(a, torch.dtype):
+        return {"dtype": DT[a]}
+    if a is None:
+        return {"none": True}
+    if isinstance(a, bool):
+        return {"bool": a}
+    if isinstance(a, int):
+        return {"int": a}
+    if isinstance(a, float):
+        return {"float": num(a)}
+    if isinstance(a, str):
+        return {"str": a}
+    if isinstance(a, (list, tuple)):
+        if any(isinstance(x, (torch.Tensor, Placed)) for x in a):
+            if any(x is None for x in a):
+                return {"ots": [None if x is None else arg(x)["t"] for x in a]}
+            return {"ts": [arg(x)["t"] for x in a]}
+        if all(isinstance(x, bool) for x in a) and a:
+            return {"bools": list(a)}
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in a):
+            return {"ints": list(a)}
+        return {"floats": [num(x) for x in a]}
+    raise TypeError(a)
+
+
+def plain(a):
+    if isinstance(a, Placed):
+        return a.t.clone()
+    if isinstance(a, torch.Tensor):
+        return a.clone()
+    if isinstance(a, (list, tuple)) and any(isinstance(x, (torch.Tensor, Placed)) for x in a):
+        return [plain(x) if x is not None else None for x in a]
+    return a
+
+
+def flat(r):
+    if isinstance(r, torch.Tensor):
+        return [r]
+    out = []
+    for x in r:
+        out.extend(flat(x))
+    return out
+
+
+def sample(op, *args, meta=False, **kwargs):
+    """One call of `aten::op` with positional `args` (and keyword-only `kwargs`)."""
+    base, _, overload = op.partition(".")
+    fn = getattr(getattr(aten, base), overload or "default")
+    r = fn(*[plain(a) for a in args], **{k: plain(v) for k, v in kwargs.items()})
+    outs = []
+    for t in flat(r):
+        o = tensor(t)
+        o.pop("place")
+        if meta:
+            o.pop("data")
+        outs.append(o)
+    SAMPLES.append({"op": "aten::" + op, "args": [arg(a) for a in args],
+                    "kwargs": {k: arg(v) for k, v in kwargs.items()}, "outs": outs})
+
+
+def q(*shape, dtype=F, lo=-8, hi=8):
+    """Multiples of 1/4 in [lo, hi) (integers for integer dtypes)."""
+    if dtype == B:
+        return torch.randint(0, 2, shape).bool()
+    if dtype in (I32, I64):
+        return torch.randint(lo, hi, shape, dtype=dtype)
+    return (torch.randint(lo * 4, hi * 4, shape).float() / 4).to(dtype)
+
+
+def distinct(*shape, dtype=F):
+    """Distinct values (a permutation of multiples of 1/4), so that orders have no ties."""
+    n = math.prod(shape)
+    if dtype in (I32, I64):
+        return (torch.randperm(n) - n // 2).reshape(shape).to(dtype)
+    v = torch.randperm(n).float() / 4 - n / 8
+    return v.reshape(shape).to(dtype)
+
+
+def t(x):
+    return Placed(x, "t")
+
+
+def s(x):
+    return Placed(x, "s")
+
+
+def idx(n, hi, dtype=I64, lo=0):
+    return torch.randint(lo, hi, (n,) if isinstance(n, int) else n, dtype=dtype)
+
+
+# --- ordering ---------------------------------------------------------------------------
+for dt in (F, BF, I32):
+    x = distinct(3, 5, dtype=dt)
+    sample("sort", x)
+    sample("sort", t(x), 0, True)
+    sample("argsort", x, 0)
+    sample("argsort", s(x), -1, True)
+    sample("msort", x)
+    sample("topk", x, 2)
+    sample("topk", t(x), 2, 0, False)
+    sample("kthvalue", x, 3)
+    sample("kthvalue", x, 2, 0, True)
+    sample("median", x)
+    sample("median.dim", x, 1)
+    sample("nanmedian", x)
+    sample("nanmedian.dim", t(x), 0, True)
+ties = torch.tensor([[3, 1, 3, 2, 1, 3], [0, 0, 5, 5, 5, 0]], dtype=F)
+sample("sort.stable", ties, stable=True)
+sample("sort.stable", ties, stable=True, dim=0, descending=True)
+sample("argsort.stable", ties, stable=True)
+sample("argsort.stable", ties, stable=True, descending=True)
+sample("mode", torch.tensor([[1, 2, 2, 3, 7], [4, 4, 1, 1, 4]], dtype=F))
+sample("mode", torch.tensor([[1, 2, 2, 3, 7], [4, 4, 1, 1, 4]], dtype=I32), 0, True)
+nan = torch.tensor([[1.5, float("nan"), -2.0, 0.5], [float("nan"), float("nan"), 3.0, 1.0]])
+sample("nanmedian", nan)
+sample("nanmedian.dim", nan, 1)
+sample("median.dim", nan, 1)
+
+# --- scans ------------------------------------------------------------------------------
+for dt in (F, BF, I32, I64):
+    x = q(3, 6, dtype=dt, lo=-3, hi=4)
+    sample("cumsum", x, 1)
+    sample("cumsum", t(x), 0)
+    sample("cumprod", x, 1)
+    sample("cummax", s(x), 1)
+    sample("cummin", x, 0)
+sample("cumsum", q(4, 5, dtype=I32), 1, dtype=F)
+sample("cumsum", q(700, dtype=F, lo=-2, hi=2), 0)
+sample("cumsum", q(4, 5, dtype=B), -1)
+sample("cummax", torch.tensor([1.0, float("nan"), 3.0, 0.0]), 0)
+sample("logcumsumexp", q(3, 6), 1)
+sample("logcumsumexp", t(q(3, 6, dtype=BF)), 0)
+
+# --- searches ---------------------------------------------------------------------------
+bounds = torch.tensor([-2.0, -0.5, 0.0, 1.0, 3.5])
+sample("bucketize.Tensor", q(3, 4, lo=-3, hi=4), bounds)
+sample("bucketize.Tensor", q(3, 4, lo=-3, hi=4), bounds, out_int32=True, right=True)
+sample("bucketize.Scalar", 0.0, bounds)
+sample("searchsorted.Tensor", torch.sort(q(2, 5, lo=-3, hi=4), -1)[0], q(2, 3, lo=-3, hi=4))
+sample("searchsorted.Tensor", bounds, q(6, lo=-3, hi=4), right=True)
+sample("searchsorted.Scalar", bounds, 1.0, side="left")
+sample("isin.Tensor_Tensor", q(3, 4, dtype=I64), q(5, dtype=I64))
+sample("isin.Tensor_Tensor", q(3, 4), q(5), invert=True)
+sample("isin.Tensor_Scalar", q(3, 4, dtype=I32), 2)
+sample("isin.Scalar_Tensor", 2, q(5, dtype=I64))
+sample("bincount", idx(10, 6))
+sample("bincount", idx(8, 4), q(8), 6)
+sample("histc", q(20, lo=-4, hi=4), 8, -4, 4)
+sample("histc", q(20, lo=-4, hi=4), 5)
+sample("histogram.bin_ct", q(20, lo=-4, hi=4), 4)
+sample("histogram.bin_ct", torch.tensor(-1.25), 1)
+sample("histc", torch.tensor([2.0, 2.0]), 3)
+sample("histogram.bin_ct", q(20, lo=-4, hi=4), 4, range=[-2.0, 2.0], weight=q(20), density=True)
+
+# --- unique -----------------------------------------------------------------------------
+u = q(12, dtype=I64, lo=0, hi=5)
+sample("_unique", u)
+sample("_unique", u, True, True)
+sample("_unique2", u, True, True, True)
+sample("_unique2", q(3, 4, lo=-1, hi=2), True, False, True)
+sample("unique_consecutive", torch.tensor([1, 1, 2, 2, 3, 1, 1, 2]), True, True)
+sample("unique_consecutive", torch.tensor([[1, 1], [1, 1], [2, 3], [2, 3]]), True, True, 0)
+sample("unique_consecutive", torch.tensor([1.0, 1.0, 2.0, 2.0, 3.0]), False, False, -1)
+
+# --- compaction -------------------------------------------------------------------------
+for dt in (F, I64, B):
+    x = q(3, 4, dtype=dt, lo=-1, hi=2)
+    sample("nonzero", x)
+    sample("argwhere", t(x))
+    sample("nonzero_numpy", x)
+    sample("where", x)
+sample("nonzero_static", q(3, 4, lo=-1, hi=2), size=4)
+sample("nonzero_static", q(3, 4, lo=-1, hi=2), size=20, fill_value=-5)
+m = q(3, 4, dtype=B)
+sample("masked_select", q(3, 4), m)
+sample("masked_select", t(q(3, 4, dtype=BF)), q(4, dtype=B))
+sample("masked_scatter", q(3, 4), m, q(12))
+sample("masked_scatter", q(3, 4, dtype=I32), q(4, dtype=B), q(5, 4, dtype=I32))
+sample("where.Scalar", m, 1.5, -2)
+sample("where.ScalarOther", m, q(3, 4, dtype=BF), 2.0)
+sample("where.ScalarSelf", m, 3, q(3, 4, dtype=I32))
+
+# --- advanced indexing ------------------------------------------------------------------
+x = q(4, 5, 3)
+sample("index.Tensor", x, [idx(3, 4)])
+sample("index.Tensor", t(x), [None, idx((2, 2), 5, I32)])
+sample("index.Tensor", x, [idx(3, 4), None, idx(3, 3)])
+sample("index.Tensor", x, [q(4, 5, dtype=B)])
+sample("index.Tensor", x, [idx(2, 4, lo=-4)])
+sample("_unsafe_index.Tensor", x, [idx(3, 4), idx(3, 5)])
+sample("index_put", x, [idx(3, 4), idx(3, 5)], q(3))
+sample("index_put", x, [torch.tensor([0, 2, 0]), None, idx(3, 3)], q(3, 5), True)
+sample("index_put", q(4, 5, dtype=I32), [q(4, 5, dtype=B)], torch.tensor(7, dtype=I32))
+sample("_unsafe_index_put", x, [idx(3, 4)], q(5, 3), True)
+sample("_unsafe_masked_index", x, q(3, 5, 3, dtype=B),
+       [idx((3, 1, 1), 4), idx((1, 5, 1), 5), idx((1, 1, 3), 3)], -1.5)
+sample("_unsafe_masked_index_put_accumulate", q(4, 5), q(3, 2, dtype=B),
+       [idx((3, 2), 4), idx((3, 2), 5)], q(3, 2))
+
+# --- element scatters -------------------------------------------------------------------
+for dt in (F, BF, I64):
+    base = q(3, 5, dtype=dt)
+    src = q(3, 5, dtype=dt)
+    ind = idx((2, 4), 3)
+    sample("scatter.src", base, 0, ind, src)
+    sample("scatter.value", t(base), 1, idx((3, 2), 5), 2.5 if dt != I64 else 2)
+    sample("scatter_add", base, 0, ind, s(src))
+    sample("scatter.reduce", base, 0, ind, src, reduce="multiply")
+    sample("scatter.value_reduce", base, 1, idx((3, 3), 5), 2, reduce="add")
+    for red in ("sum", "prod", "mean", "amax", "amin"):
+        sample("scatter_reduce.two", base, 0, ind, src, red)
+        sample("scatter_reduce.two", base, 1, idx((3, 4), 5), src, red, include_self=False)
+    sample("take", base, idx((2, 3), 15, lo=-15))
+    sample("take_along_dim", base, idx((3, 2), 5), 1)
+    sample("take_along_dim", base, idx(4, 15))
+    sample("put", base, idx(4, 15, lo=-15), q(4, dtype=dt))
+    sample("put", base, torch.tensor([1, 1, 7]), q(3, dtype=dt), True)
+
+# --- puts along a dim -------------------------------------------------------------------
+for dt in (F, BF, I32):
+    base = q(5, 3, dtype=dt)
+    src = q(4, 3, dtype=dt)
+    ind = torch.tensor([4, 0, 4, 2])
+    sample("index_add", base, 0, ind, src)
+    sample("index_add", t(base), 1, torch.tensor([2, 0]), q(5, 2, dtype=dt), alpha=2)
+    sample("index_copy", base, 0, torch.tensor([3, 0, 1, 2]), src)
+    sample("index_fill.int_Scalar", base, 1, torch.tensor([0, 2]), -1)
+    sample("index_fill.int_Tensor", base, 0, torch.tensor([1, -1]), torch.tensor(3, dtype=dt))
+    for red in ("prod", "mean", "amax", "amin"):
+        sample("index_reduce", base, 0, ind, src, red)
+        sample("index_reduce", base, 0, ind, src, red, include_self=False)
+sample("index_select_backward", q(2, 3), [4, 3], 0, torch.tensor([3, 3]))
+
+# --- view backward and scatter forms ----------------------------------------------------
+sample("select_backward", q(4), [3, 4], 0, 1)
+sample("select_scatter", q(3, 4), t(q(3)), 1, -1)
+sample("slice_backward", q(2, 4), [5, 4], 0, 1, 5, 2)
+sample("slice_scatter", q(5, 4, dtype=BF), q(5, 2, dtype=BF), 1, 1, None, 2)
+sample("diagonal_backward", q(3), [3, 4], 1, 0, 1)
+sample("diagonal_scatter", q(4, 3, dtype=I32), q(2, dtype=I32), -2)
+sample("as_strided_scatter", q(4, 4), q(2, 2), [2, 2], [4, 1], 5)
+# as_strided reads the storage: its input is contiguous (a placement would change the result).
+sample("as_strided_copy", q(4, 4), [3, 2], [1, 4], 1)
+sample("unfold_backward", q(2, 3, 2), [2, 6], 1, 2, 2)
+sample("unfold_backward", q(3, 2), [4], 0, 2, 1)
+
+# --- views and copies -------------------------------------------------------------------
+x = q(2, 1, 3, 1)
+sample("squeeze", x)
+sample("squeeze.dims", x, [1, -1])
+sample("squeeze_", x)
+sample("squeeze_.dim", x, 1)
+sample("squeeze_.dims", x, [1, 3])
+sample("squeeze_copy", t(x))
+sample("squeeze_copy.dim", x, 3)
+sample("squeeze_copy.dims", x, [0, 1])
+sample("unsqueeze_", q(2, 3), 1)
+sample("unsqueeze_copy", t(q(2, 3)), -1)
+sample("t_", q(2, 3))
+sample("t_copy", t(q(2, 3)))
+sample("transpose_", q(2, 3, 4), 0, 2)
+sample("transpose_copy.int", q(2, 3, 4), 0, -1)
+sample("permute_copy", s(q(2, 3, 4)), [2, 0, 1])
+sample("alias", q(2, 3))
+sample("alias_copy", t(q(2, 3)))
+sample("view_copy", q(2, 6), [3, 4])
+sample("_reshape_copy", t(q(2, 6)), [4, -1])
+sample("expand_copy", q(3, 1), [2, 3, 4])
+sample("narrow", q(5, 3), 0, 1, 3)
+sample("narrow_copy", t(q(5, 3)), 1, 1, 2)
+sample("select_copy.int", q(3, 4), 1, -1)
+sample("slice_copy.Tensor", q(6, 2), 0, 1, 6, 2)
+sample("diagonal", q(3, 4), 1)
+sample("diagonal_copy", t(q(3, 4, 2)), -1, 0, 1)
+sample("unfold", q(2, 7), 1, 3, 2)
+sample("unfold_copy", t(q(5, 2)), 0, 2, 1)
+sample("unbind.int", q(3, 2))
+sample("unbind_copy.int", t(q(3, 2)), 1)
+x = q(7, 2, dtype=BF)
+sample("split_with_sizes", x, [2, 5])
+sample("split_with_sizes", t(x), [1, 1], 1)
+sample("split_with_sizes_copy", x, [3, 0, 4])
+sample("split_copy.Tensor", x, 3)
+sample("unsafe_split.Tensor", x, 3)
+sample("unsafe_split.Tensor", t(x), 1, 1)
+sample("unsafe_split_with_sizes", x, [6, 1])
+
+# --- rearrangements ---------------------------------------------------------------------
+for dt in (F, I64, B):
+    x = q(3, 4, dtype=dt)
+    sample("roll", x, [1], [0])
+    sample("roll", t(x), [-5, 2], [1, 0])
+    sample("roll", x, [3])
+    sample("rot90", x)
+    sample("rot90", t(x), 2)
+    sample("rot90", x, -1, [1, 0])
+    sample("repeat", x, [2, 1, 3])
+    sample("repeat", s(x), [1, 2])
+    sample("diag_embed", x)
+    sample("diag_embed", x, -1, 0, 2)
+    sample("block_diag", [x, q(2, dtype=dt), q(1, 3, dtype=dt)])
+sample("repeat_interleave.Tensor", torch.tensor([2, 0, 3, 1]))
+sample("repeat_interleave.self_Tensor", q(4, 2), torch.tensor([2, 0, 3, 1]), 0)
+sample("repeat_interleave.self_Tensor", q(2, 3), torch.tensor([2]))
+sample("repeat_interleave.self_int", q(2, 3, dtype=I32), 2, 1)
+sample("repeat_interleave.self_int", q(2, 3), 3)
+sample("_chunk_cat", [q(3, 4), q(3, 5)], 1, 2)
+sample("_chunk_cat", [q(4, 2, dtype=BF), q(2, 3, dtype=BF)], 0, 3)
+sample("pixel_shuffle", q(1, 8, 2, 3), 2)
+sample("pixel_unshuffle", q(2, 4, 6), 2)
+sample("channel_shuffle", q(1, 6, 2, 2), 3)
+sample("native_channel_shuffle", q(2, 4, 3), 2)
+sample("im2col", q(1, 2, 4, 5), [2, 3], [1, 1], [1, 0], [2, 1])
+sample("col2im", q(1, 4 * 1, 6), [3, 4], [2, 2], [1, 1], [0, 0], [1, 1])
+
+# --- reductions -------------------------------------------------------------------------
+for dt in (F, BF, I32, B):
+    x = q(3, 4, dtype=dt, lo=-1, hi=2)
+    for op in ("any", "all"):
+        sample(op, x)
+        sample(op + ".dim", t(x), 1)
+        sample(op + ".dim", x, 0, True)
+        sample(op + ".dims", x, [0, 1])
+        sample(op + ".dims", x, None, True)
+        sample(op + ".dims", q(2, 0, 3, dtype=dt), [1])
+    sample("aminmax", x)
+    sample("aminmax", t(x), dim=0, keepdim=True)
+    sample("aminmax", x, dim=-1)
+sample("all", torch.tensor([[1.0, float("nan")], [0.5, 2.0]]))
+for dt in (F, BF, I64, B):
+    x = q(3, 4, dtype=dt, lo=-1, hi=2)
+    sample("count_nonzero", x)
+    sample("count_nonzero", t(x), 1)
+    sample("count_nonzero.dim_IntList", x, [0, 1])
+    sample("count_nonzero.dim_IntList", x, [-2])
+sample("count_nonzero", torch.tensor([[0.0, float("nan")], [0.0, 2.0]]), 0)
+sample("aminmax", torch.tensor([[1.0, float("nan")], [0.5, 2.0]]), dim=1)
+for dt in (F, BF):
+    x = q(3, 5, dtype=dt)
+    for op in ("var_mean", "std_mean"):
+        sample(op + ".correction", x)
+        sample(op + ".correction", t(x), [1], correction=0, keepdim=True)
+        sample(op + ".correction", x, [0], correction=2)
+        sample(op, x)
+        sample(op, x, False)
+        sample(op + ".dim", x, [1])
+        sample(op + ".dim", s(x), [0], False, True)
+    for o in (2, 1, 0, 3, 0.5, float("inf"), float("-inf")):
+        sample("linalg_vector_norm", x, o)
+        sample("linalg_vector_norm", t(x), o, [1], True)
+    sample("linalg_vector_norm", x, 2, [0], dtype=F)
+    sample("linalg_vector_norm", q(2, 0), 2, [1])
+    sample("norm.Scalar", x)
+    sample("norm.Scalar", x, 1)
+    sample("norm.ScalarOpt_dim", x, None, [1])
+    sample("norm.ScalarOpt_dim", t(x), 3, [0], True)
+    sample("norm.ScalarOpt_dim_dtype", x, 2, [1], False, dtype=F)
+    sample("norm.ScalarOpt_dtype", x, float("inf"), dtype=F)
+    sample("logsumexp", x, [1])
+    sample("logsumexp", t(x), [0, 1], True)
+sample("logsumexp", q(3, 4, dtype=I64), [0])
+sample("logsumexp", torch.tensor([[float("-inf"), float("-inf")], [float("inf"), 1.0]]), [1])
+sample("logsumexp", q(2, 0), [1])
+sample("linalg_vector_norm", torch.tensor(-1.5), 2, [0])
+sample("linalg_vector_norm", torch.tensor(-1.5), 2, [])
+
+# --- factories --------------------------------------------------------------------------
+sample("eye", 3)
+sample("eye.m", 2, 4, dtype=I64)
+sample("linspace", -1.0, 2.0, 7)
+sample("linspace", 0, 10, 4, dtype=I64)
+sample("linspace.Tensor_Scalar", torch.tensor(1.0), 3.0, 5)
+sample("linspace.Scalar_Tensor", 1.0, torch.tensor(3.0), 5)
+sample("linspace.Tensor_Tensor", torch.tensor(-1.0), torch.tensor(3.0), 9, dtype=BF)
+sample("logspace", -1.0, 2.0, 4)
+sample("logspace", 0.0, 3.0, 4, 2.0)
+sample("logspace.Tensor_Scalar", torch.tensor(0.0), 2.0, 3)
+sample("logspace.Scalar_Tensor", 0.0, torch.tensor(2.0), 3)
+sample("logspace.Tensor_Tensor", torch.tensor(1.0), torch.tensor(2.0), 3, 2.0)
+sample("tril_indices", 3, 4)
+sample("tril_indices", 4, 3, -1)
+sample("triu_indices", 3, 4, 1)
+sample("triu_indices", 3, 3, 0, dtype=I32)
+sample("arange.start_out", 1, 9, 3, out=torch.empty(0, dtype=I64))
+sample("arange.start_out", 0.0, 1.0, 0.25, out=torch.empty(0))
+sample("empty_strided", [2, 3], [1, 2], meta=True)
+sample("empty_permuted", [2, 3, 4], [2, 0, 1], dtype=I32, meta=True)
+sample("resize_", q(2, 3), [3, 2], meta=True)
+sample("resize_as_", q(2, 3), q(6), meta=True)
+
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
+    json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
+               "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))
+    f.write("\n")
+print(len(SAMPLES), "samples of", len({x["op"] for x in SAMPLES}), "overloads")
