@@ -122,6 +122,8 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::nn::defs())
             .chain(super::matrix::defs())
             .chain(super::backward::defs())
+            .chain(super::pointwise::defs())
+            .chain(super::like::defs())
         {
             let name = d.name;
             if m.insert(name, d).is_some() {
