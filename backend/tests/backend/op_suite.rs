@@ -55,6 +55,15 @@ mod matrix;
 #[path = "op_suite/backward.rs"]
 mod backward;
 
+#[path = "op_suite/division.rs"]
+mod division;
+
+#[path = "op_suite/pointwise.rs"]
+mod pointwise;
+
+#[path = "op_suite/like.rs"]
+mod like;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

@@ -23,6 +23,9 @@ fn covered() -> BTreeSet<&'static str> {
         super::nn::OPS,
         super::matrix::OPS,
         super::backward::OPS,
+        super::division::OPS,
+        super::pointwise::OPS,
+        super::like::OPS,
     ];
     tables
         .iter()
