@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates golden/cases/ from PyTorch (see golden/README.md).
+# Regenerates golden/cases/ and the backend's ATen schema table
+# (backend/src/ops/schema/aten-2.15.0.txt) from PyTorch (see golden/README.md).
 #
 #   golden/regenerate.sh           regenerate into golden/cases/
 #   golden/regenerate.sh --check   regenerate, then fail if golden/cases/ differs from git (CI)
@@ -20,13 +21,16 @@ if [[ "${1:-}" == "--check" ]]; then check=1; shift; fi
 rm -rf "$here/cases"
 start=$(date +%s)
 "$venv/bin/python" "$here/generate.py" --out "$here/cases" --quiet "$@"
+# The backend's table of PyTorch's operator schemas comes from the same PyTorch.
+schemas="$here/../backend/src/ops/schema/aten-2.15.0.txt"
+"$venv/bin/python" "$here/../backend/src/ops/schema/generate.py" "$schemas"
 echo "generated in $(( $(date +%s) - start )) s" >&2
 
 if (( check )); then
   cd "$here/.."
-  changes="$(git status --porcelain -- golden/cases)"  # modified, deleted and new files
+  changes="$(git status --porcelain -- golden/cases backend/src/ops/schema/aten-2.15.0.txt)"  # modified, deleted and new files
   if [[ -n "$changes" ]]; then
-    echo "golden/cases/ differs from the committed files after regeneration:" >&2
+    echo "golden/cases/ (or the schema table) differs from the committed files after regeneration:" >&2
     echo "$changes" | head -50 >&2
     git diff --stat -- golden/cases | tail -5 >&2
     exit 1

@@ -8,7 +8,7 @@ use tpuemu_backend::{DType, Mode, Runtime, Tensor};
 use tpuemu_emulator::{ChipPreset, Emulator};
 use tpuemu_golden::tensor::{DType as GDType, HostTensor};
 use tpuemu_golden::value::Value as GValue;
-use tpuemu_golden::{Executor, OpCall};
+use tpuemu_golden::{Executor, Link, OpCall};
 
 /// Runs golden calls on the backend.
 pub struct BackendExecutor {
@@ -150,17 +150,17 @@ impl Executor for BackendExecutor {
     }
 
     fn call(&mut self, call: &OpCall<'_>) -> Result<Vec<GValue>, String> {
-        let args = call
-            .args
-            .iter()
-            .map(|v| to_backend(&self.rt, v))
-            .collect::<Result<Vec<_>, _>>()?;
-        let out = if self.compile {
-            compiled_call(&self.rt, call.op, args)?
-        } else {
-            ops::call(&self.rt, call.op, args).map_err(|e| e.to_string())?
-        };
-        out.iter().map(to_golden).collect()
+        self.sequence(std::slice::from_ref(call), &[Vec::new()])
+            .pop()
+            .unwrap_or_else(|| Err("no result".into()))
+    }
+
+    fn call_chain(
+        &mut self,
+        calls: &[OpCall<'_>],
+        links: &[Vec<Link>],
+    ) -> Vec<Result<Vec<GValue>, String>> {
+        self.sequence(calls, links)
     }
 
     fn registered_overloads(&self) -> Vec<String> {
@@ -168,84 +168,210 @@ impl Executor for BackendExecutor {
     }
 }
 
-/// Runs `op` on `args` as a compiled one-operator graph: the tensor arguments are the graph's
-/// inputs, everything else is baked in; outputs come back in the operator's structure
-/// (non-tensor outputs are the values the capture computed).
-fn compiled_call(rt: &Runtime, op: &str, args: Vec<BValue>) -> Result<Vec<BValue>, String> {
-    use std::sync::Mutex;
-    // The tensors, in argument order, and the arguments with their tensors taken out.
-    let mut inputs: Vec<Tensor> = Vec::new();
-    for a in &args {
-        match a {
-            BValue::Tensor(t) => inputs.push(t.clone()),
-            BValue::Tensors(ts) => inputs.extend(ts.iter().cloned()),
-            BValue::OptTensors(ts) => inputs.extend(ts.iter().flatten().cloned()),
-            _ => {}
+/// An argument of a call in a sequence: a value, or an earlier call's output.
+#[derive(Clone)]
+enum Arg {
+    Value(BValue),
+    /// Output `output` (element `item`) of call `call`, for list element `elem` of the argument.
+    Linked(Vec<(Option<usize>, Link)>, BValue),
+}
+
+/// Runs a sequence of calls on the device, passing outputs on where the case links them;
+/// nothing is read back until the end, so DeferAndFuse records the whole sequence. `Err` for
+/// the first call that fails (and every call after it).
+fn run_sequence(
+    rt: &Runtime,
+    ops: &[String],
+    args: &[Vec<Arg>],
+    mut input: impl FnMut(&BValue) -> Result<BValue, String>,
+) -> Vec<Result<Vec<BValue>, String>> {
+    let mut outs: Vec<Result<Vec<BValue>, String>> = Vec::with_capacity(ops.len());
+    for (i, (op, call_args)) in ops.iter().zip(args).enumerate() {
+        let r = (|| {
+            let mut vals = Vec::with_capacity(call_args.len());
+            for a in call_args {
+                vals.push(match a {
+                    Arg::Value(v) => input(v)?,
+                    Arg::Linked(links, template) => linked(&outs, links, template)?,
+                });
+            }
+            ops::call(rt, op, vals).map_err(|e| e.to_string())
+        })();
+        let failed = r.is_err();
+        outs.push(r);
+        if failed {
+            while outs.len() < ops.len() {
+                outs.push(Err(format!("not run: call {i} ({op}) failed")));
+            }
+            break;
         }
     }
-    let template = Arc::new(args);
-    let shape: Arc<Mutex<Option<Vec<BValue>>>> = Arc::new(Mutex::new(None));
-    let (t2, s2, name, rt2) = (template.clone(), shape.clone(), op.to_string(), rt.clone());
-    let mut f = tpuemu_backend::compile::compile(rt, op, move |xs: &[Tensor]| {
-        let mut next = xs.iter().cloned();
-        let mut take = || {
-            next.next().ok_or_else(|| {
-                tpuemu_backend::TpuError::BadArgs("compiled call: missing input".into())
-            })
+    outs
+}
+
+/// An argument built from earlier outputs: the tensor (or list elements) they name, which must
+/// have the shape PyTorch's had.
+fn linked(
+    outs: &[Result<Vec<BValue>, String>],
+    links: &[(Option<usize>, Link)],
+    template: &BValue,
+) -> Result<BValue, String> {
+    let get = |l: &Link| -> Result<Tensor, String> {
+        let out = match outs.get(l.call) {
+            Some(Ok(o)) => o,
+            _ => return Err(format!("call {} has no output to pass on", l.call)),
         };
-        let mut args = Vec::with_capacity(t2.len());
-        for a in t2.iter() {
-            args.push(match a {
-                BValue::Tensor(_) => BValue::Tensor(take()?),
-                BValue::Tensors(ts) => {
-                    BValue::Tensors(ts.iter().map(|_| take()).collect::<Result<_, _>>()?)
-                }
-                BValue::OptTensors(ts) => BValue::OptTensors(
-                    ts.iter()
-                        .map(|t| t.as_ref().map(|_| take()).transpose())
-                        .collect::<Result<_, _>>()?,
-                ),
-                other => other.clone(),
-            });
+        let t = match (out.get(l.output), l.output_item) {
+            (Some(BValue::Tensor(t)), None) => Some(t),
+            (Some(BValue::Tensors(ts)), Some(i)) => ts.get(i),
+            (Some(BValue::OptTensors(ts)), Some(i)) => ts.get(i).and_then(|t| t.as_ref()),
+            _ => None,
+        };
+        t.cloned()
+            .ok_or_else(|| format!("output {} of call {} is not a tensor", l.output, l.call))
+    };
+    let check = |t: Tensor, want: &Tensor| -> Result<Tensor, String> {
+        if t.shape() == want.shape() {
+            Ok(t)
+        } else {
+            Err(format!(
+                "an earlier call's output has shape {:?} where PyTorch's had {:?}",
+                t.shape(),
+                want.shape()
+            ))
         }
-        let out = ops::call(&rt2, &name, args)?;
-        let mut flat = Vec::new();
-        for v in &out {
-            match v {
-                BValue::Tensor(t) => flat.push(t.clone()),
-                BValue::Tensors(ts) => flat.extend(ts.iter().cloned()),
-                BValue::OptTensors(ts) => flat.extend(ts.iter().flatten().cloned()),
-                _ => {}
+    };
+    Ok(match template {
+        BValue::Tensor(want) => BValue::Tensor(check(get(&links[0].1)?, want)?),
+        BValue::Tensors(ws) => {
+            let mut ts = ws.clone();
+            for (item, l) in links {
+                let i = item.ok_or("a list argument linked without an element")?;
+                ts[i] = check(get(l)?, &ws[i])?;
             }
+            BValue::Tensors(ts)
         }
-        *s2.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
+        BValue::OptTensors(ws) => {
+            let mut ts = ws.clone();
+            for (item, l) in links {
+                let i = item.ok_or("a list argument linked without an element")?;
+                let want = ws[i].as_ref().ok_or("a link to an absent list element")?;
+                ts[i] = Some(check(get(l)?, want)?);
+            }
+            BValue::OptTensors(ts)
+        }
+        _ => return Err("a link on an argument that is not a tensor".into()),
+    })
+}
+
+/// The tensors of a value, in order.
+fn tensors_of(v: &BValue) -> Vec<Tensor> {
+    match v {
+        BValue::Tensor(t) => vec![t.clone()],
+        BValue::Tensors(ts) => ts.clone(),
+        BValue::OptTensors(ts) => ts.iter().flatten().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `v` with its tensors taken in order from `next`.
+fn refill(v: &BValue, next: &mut impl Iterator<Item = Tensor>) -> Result<BValue, String> {
+    let mut take = || next.next().ok_or_else(|| "missing tensor".to_string());
+    Ok(match v {
+        BValue::Tensor(_) => BValue::Tensor(take()?),
+        BValue::Tensors(ts) => {
+            BValue::Tensors(ts.iter().map(|_| take()).collect::<Result<_, _>>()?)
+        }
+        BValue::OptTensors(ts) => BValue::OptTensors(
+            ts.iter()
+                .map(|t| t.as_ref().map(|_| take()).transpose())
+                .collect::<Result<_, _>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// Runs a sequence as one compiled graph: the unlinked tensor arguments are the graph's inputs,
+/// every call's tensor outputs its outputs; other values are baked in.
+fn run_compiled(
+    rt: &Runtime,
+    ops: &[String],
+    args: &[Vec<Arg>],
+) -> Result<Vec<Vec<BValue>>, String> {
+    use std::sync::Mutex;
+    let mut inputs: Vec<Tensor> = Vec::new();
+    for a in args.iter().flatten() {
+        if let Arg::Value(v) = a {
+            inputs.extend(tensors_of(v));
+        }
+    }
+    let structure: Arc<Mutex<Option<Vec<Vec<BValue>>>>> = Arc::new(Mutex::new(None));
+    let (s2, rt2) = (structure.clone(), rt.clone());
+    let (ops2, args2) = (ops.to_vec(), args.to_vec());
+    let name = ops.first().cloned().unwrap_or_default();
+    let mut f = tpuemu_backend::compile::compile(rt, &name, move |xs: &[Tensor]| {
+        let mut next = xs.iter().cloned();
+        let outs = run_sequence(&rt2, &ops2, &args2, |v| refill(v, &mut next));
+        let outs: Vec<Vec<BValue>> = outs
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(tpuemu_backend::TpuError::BadArgs)?;
+        let flat: Vec<Tensor> = outs.iter().flatten().flat_map(tensors_of).collect();
+        *s2.lock().unwrap_or_else(|e| e.into_inner()) = Some(outs);
         Ok(flat)
     });
     let flat = f.call(&inputs).map_err(|e| e.to_string())?;
-    let structure = shape
+    let structure = structure
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .take()
         .ok_or("compiled call: the graph was not captured")?;
     let mut next = flat.into_iter();
-    let mut take = || {
-        next.next()
-            .ok_or("compiled call: missing output".to_string())
-    };
-    let mut out = Vec::with_capacity(structure.len());
-    for v in structure {
-        out.push(match v {
-            BValue::Tensor(_) => BValue::Tensor(take()?),
-            BValue::Tensors(ts) => {
-                BValue::Tensors(ts.iter().map(|_| take()).collect::<Result<_, _>>()?)
+    structure
+        .iter()
+        .map(|call| call.iter().map(|v| refill(v, &mut next)).collect())
+        .collect()
+}
+
+impl BackendExecutor {
+    /// Runs `calls` (linked by `links`) in this executor's mode and reads every output back.
+    fn sequence(
+        &mut self,
+        calls: &[OpCall<'_>],
+        links: &[Vec<Link>],
+    ) -> Vec<Result<Vec<GValue>, String>> {
+        let ops: Vec<String> = calls.iter().map(|c| c.op.to_string()).collect();
+        let mut args: Vec<Vec<Arg>> = Vec::with_capacity(calls.len());
+        for (c, ls) in calls.iter().zip(links) {
+            let mut a = Vec::with_capacity(c.args.len());
+            for (j, v) in c.args.iter().enumerate() {
+                let mine: Vec<(Option<usize>, Link)> = ls
+                    .iter()
+                    .filter(|l| l.arg == j)
+                    .map(|l| (l.item, *l))
+                    .collect();
+                let v = match to_backend(&self.rt, v) {
+                    Ok(v) => v,
+                    Err(e) => return vec![Err(e); calls.len()],
+                };
+                a.push(if mine.is_empty() {
+                    Arg::Value(v)
+                } else {
+                    Arg::Linked(mine, v)
+                });
             }
-            BValue::OptTensors(ts) => BValue::OptTensors(
-                ts.iter()
-                    .map(|t| t.as_ref().map(|_| take()).transpose())
-                    .collect::<Result<_, _>>()?,
-            ),
-            other => other,
-        });
+            args.push(a);
+        }
+        let outs: Vec<Result<Vec<BValue>, String>> = if self.compile {
+            match run_compiled(&self.rt, &ops, &args) {
+                Ok(o) => o.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e); calls.len()],
+            }
+        } else {
+            run_sequence(&self.rt, &ops, &args, |v| Ok(v.clone()))
+        };
+        outs.into_iter()
+            .map(|o| o.and_then(|vs| vs.iter().map(to_golden).collect()))
+            .collect()
     }
-    Ok(out)
 }

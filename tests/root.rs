@@ -15,3 +15,6 @@ mod emulator;
 
 #[path = "root/cli_collective.rs"]
 mod cli_collective;
+
+#[path = "root/golden_replay.rs"]
+mod golden_replay;

@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::Layout;
 use crate::runtime::Runtime;
-use crate::runtime::storage::{Storage, StorageRef};
+use crate::storage::{Storage, StorageRef};
 use crate::tensor::Tensor;
 
 /// The elements of a strided view: `shape`, `strides` and `offset` in elements of

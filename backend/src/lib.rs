@@ -17,6 +17,7 @@ pub mod kernels;
 pub mod layout;
 pub mod ops;
 pub mod runtime;
+pub mod storage;
 pub mod tensor;
 
 pub use dtype::{DType, Scalar};

@@ -13,7 +13,7 @@ use crate::error::{Result, TpuError};
 use crate::ir::View;
 use crate::layout::Layout;
 use crate::runtime::Runtime;
-use crate::runtime::storage::StorageRef;
+use crate::storage::StorageRef;
 
 /// A host element type a tensor can be built from or read into.
 pub trait Element: Copy + Send + Sync + 'static {
@@ -301,8 +301,25 @@ impl Tensor {
         Ok(self.to_f64_vec()?.into_iter().map(T::from_f64).collect())
     }
 
-    /// The raw bytes of the elements, row-major (a synchronisation point).
+    /// The raw bytes of the elements, row-major (a synchronisation point). A tensor of a meta
+    /// runtime has no values: an error.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        if !self.rt.has_values() {
+            return Err(TpuError::Unsupported(format!(
+                "{self:?} is a meta tensor: it has a shape and timing but no values (use sync_read to time a read)"
+            )));
+        }
+        self.read_back()
+    }
+
+    /// Does everything reading the tensor back does — runs what is recorded, waits for the
+    /// kernels, transfers the bytes — and discards them: the timing of `.item()` or `.cpu()`,
+    /// on any runtime, a meta one included.
+    pub fn sync_read(&self) -> Result<()> {
+        self.read_back().map(|_| ())
+    }
+
+    fn read_back(&self) -> Result<Vec<u8>> {
         let t = if self.is_contiguous() {
             self.clone()
         } else {

@@ -32,3 +32,6 @@ mod collective;
 
 #[path = "backend/dtensor.rs"]
 mod dtensor;
+
+#[path = "backend/layering.rs"]
+mod layering;

@@ -538,6 +538,11 @@ impl Device for Emulator {
         self.lock().profiling = on;
     }
 
+    fn set_timing_only(&self, on: bool) -> Result<(), DeviceError> {
+        Emulator::set_timing_only(self, on);
+        Ok(())
+    }
+
     fn drain_events(&self) -> Vec<TraceEvent> {
         std::mem::take(&mut self.lock().events)
     }

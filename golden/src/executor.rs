@@ -69,6 +69,23 @@ impl<'a> OpCall<'a> {
     }
 }
 
+/// A tensor argument that is an earlier call's output (`"from"` in the manifest): argument
+/// `arg` (element `item` of a list argument) of a call is output `output` (element
+/// `output_item` of a list output) of call `call` of the same case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// The argument.
+    pub arg: usize,
+    /// Its element, for a list argument.
+    pub item: Option<usize>,
+    /// The earlier call.
+    pub call: usize,
+    /// Its output.
+    pub output: usize,
+    /// The output's element, for a list output.
+    pub output_item: Option<usize>,
+}
+
 /// Something that can run ATen calls: the backend, under one mode on one chip.
 pub trait Executor {
     /// `Ok(())` when the overload is registered and its argument dtypes are supported; otherwise
@@ -82,8 +99,22 @@ pub trait Executor {
     /// tensor as the schema's return. `Err(reason)` fails the call.
     fn call(&mut self, call: &OpCall<'_>) -> Result<Vec<Value>, String>;
 
-    /// Every overload the backend registers. The report lists those with no golden case as
-    /// failures ("every registered operator must have golden cases"). Empty by default.
+    /// Runs the calls of one case in order, where `links[i]` says which tensor arguments of call
+    /// `i` are earlier calls' outputs: an executor that keeps tensors on its device can pass its
+    /// own outputs on and read nothing back until the end, so that a deferred or compiled mode
+    /// sees the whole sequence as one graph. Returns each call's outputs. The default runs the
+    /// calls one at a time on their recorded inputs.
+    fn call_chain(
+        &mut self,
+        calls: &[OpCall<'_>],
+        links: &[Vec<Link>],
+    ) -> Vec<Result<Vec<Value>, String>> {
+        let _ = links;
+        calls.iter().map(|c| self.call(c)).collect()
+    }
+
+    /// Every overload the backend registers. The report says how many no case of the run
+    /// calls (a directory may cover only some operators). Empty by default.
     fn registered_overloads(&self) -> Vec<String> {
         Vec::new()
     }

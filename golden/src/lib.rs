@@ -34,7 +34,7 @@ pub mod value;
 
 pub use compare::{Comparison, Tolerance};
 pub use error::{FormatError, GoldenError, TensorError};
-pub use executor::{Executor, OpCall};
+pub use executor::{Executor, Link, OpCall};
 pub use format::{CompareMode, FORMAT, OpSchema};
 pub use report::Report;
 pub use runner::{CallResult, CaseResult, Mode, RunOptions, Status, run_dir};

@@ -56,6 +56,8 @@ pub struct Report {
     pub cases: Vec<CaseResult>,
     /// The OpInfo entries the generator visited.
     pub index: Vec<IndexEntry>,
+    /// Overloads the executor registers that no case of the run calls.
+    pub uncovered: Vec<String>,
 }
 
 impl Report {
@@ -73,6 +75,7 @@ impl Report {
             chip,
             cases,
             index,
+            uncovered: Vec::new(),
         }
     }
 
@@ -245,6 +248,13 @@ impl Report {
             }
         }
         writeln!(w, "\n{}", self.coverage_line())?;
+        if !self.uncovered.is_empty() {
+            writeln!(
+                w,
+                "{} registered overloads have no case in this directory",
+                self.uncovered.len()
+            )?;
+        }
         writeln!(w, "{}", self.summary_line())
     }
 
@@ -289,6 +299,7 @@ impl Report {
                          "opinfo_passing": cov.passing, "overloads": cov.overloads,
                          "overloads_passing": cov.overloads_passing, "line": self.coverage_line()},
             "operators": ops,
+            "uncovered": self.uncovered,
             "cases": cases,
         })
     }

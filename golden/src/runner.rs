@@ -1,8 +1,13 @@
 //! Running a directory of golden cases through an [`Executor`].
 //!
-//! Every `*.json` under the directory (recursively, in sorted order) is a manifest. Each case is
-//! replayed call by call with the inputs PyTorch recorded for that call, so one wrong operator
-//! does not cascade into the calls after it; a case passes when all of its calls pass. Nothing
+//! Every `*.json` under the directory (recursively, in sorted order) is a manifest. A case of one
+//! call, or an OpInfo sample's several calls (a composite operator as PyTorch decomposed it),
+//! is replayed call by call with the inputs PyTorch recorded, so one wrong operator does not
+//! cascade into the calls after it. A model-level case (a model's forward and backward) goes to
+//! the executor as one sequence ([`Executor::call_chain`]) with the links
+//! saying which arguments are earlier calls' outputs, so that a deferred or compiled mode runs
+//! it as one graph; every call's outputs are still compared with PyTorch's, and a case passes
+//! when all of its calls pass. Nothing
 //! in a file stops the run: an unreadable manifest, a broken case or a missing tensor becomes a
 //! failed case with the reason, and an executor that panics fails the call it panicked in.
 
@@ -14,9 +19,10 @@ use std::str::FromStr;
 
 use crate::compare::{Comparison, Tolerance, compare_outputs};
 use crate::error::GoldenError;
-use crate::executor::{Executor, OpCall};
+use crate::executor::{Executor, Link, OpCall};
 use crate::format::{Call, Case, CaseEntry, CaseFile, IndexEntry, Manifest, load_manifest};
 use crate::report::Report;
+use crate::spec::ValueSpec;
 use crate::store::TensorStore;
 use crate::value::Value;
 
@@ -226,26 +232,23 @@ pub fn run_dir(
             }
         }
     }
-    if opts.filter.is_none() {
-        for op in exec.registered_overloads() {
-            if !covered.contains(&op) {
-                let mut r = CaseResult::failed(
-                    format!("registered/{op}"),
-                    String::new(),
-                    "registered in the backend but no golden case calls it".into(),
-                );
-                r.ops = vec![op];
-                cases.push(r);
-            }
-        }
-    }
-    Ok(Report::new(
+    let uncovered: Vec<String> = if opts.filter.is_none() {
+        exec.registered_overloads()
+            .into_iter()
+            .filter(|op| !covered.contains(op))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut report = Report::new(
         dir.to_path_buf(),
         opts.mode,
         opts.chip.clone(),
         cases,
         index,
-    ))
+    );
+    report.uncovered = uncovered;
+    Ok(report)
 }
 
 fn matches_filter(filter: &Option<String>, rel: &str, id: &str, case: Option<&Case>) -> bool {
@@ -369,16 +372,64 @@ fn run_case(
             );
         }
     };
-    let mut calls = Vec::with_capacity(case.calls.len());
-    for (call, res) in case.calls.iter().zip(&resolved) {
-        let schema = &file.ops[&call.op];
-        let op_call = OpCall {
+    let op_calls: Vec<OpCall<'_>> = case
+        .calls
+        .iter()
+        .zip(&resolved)
+        .map(|(call, res)| OpCall {
             op: &call.op,
-            schema,
+            schema: &file.ops[&call.op],
             args: &res.args,
+        })
+        .collect();
+    let supported: Vec<Result<(), String>> = op_calls.iter().map(|c| exec.supports(c)).collect();
+    // Model-level cases run as one sequence; an OpInfo sample's several calls (a composite
+    // operator's decomposition) are checked each on PyTorch's inputs.
+    let is_model = case.source.as_ref().is_some_and(|s| s.kind == "model");
+    let calls: Vec<CallResult> =
+        if is_model && case.calls.len() > 1 && supported.iter().all(Result::is_ok) {
+            // A sequence: the executor runs it as one program where it can.
+            let links: Vec<Vec<Link>> = case.calls.iter().map(links_of).collect();
+            let outcome = catch_unwind(AssertUnwindSafe(|| exec.call_chain(&op_calls, &links)));
+            let outcomes: Vec<Result<Vec<Value>, String>> = match outcome {
+                Ok(o) if o.len() == case.calls.len() => o,
+                Ok(o) => vec![
+                    Err(format!(
+                        "the executor returned {} results for {} calls",
+                        o.len(),
+                        case.calls.len()
+                    ));
+                    case.calls.len()
+                ],
+                Err(p) => {
+                    vec![Err(format!("executor panicked: {}", panic_message(&p))); case.calls.len()]
+                }
+            };
+            case.calls
+                .iter()
+                .zip(&op_calls)
+                .zip(&resolved)
+                .zip(outcomes)
+                .map(|(((call, oc), res), out)| check_call(call, oc, &res.expected, Ok(out)))
+                .collect()
+        } else {
+            case.calls
+                .iter()
+                .zip(&op_calls)
+                .zip(&resolved)
+                .zip(supported)
+                .map(|(((call, oc), res), sup)| match sup {
+                    Err(why) => check_call(call, oc, &res.expected, Err(why)),
+                    Ok(()) => {
+                        let out =
+                            catch_unwind(AssertUnwindSafe(|| exec.call(oc))).unwrap_or_else(|p| {
+                                Err(format!("executor panicked: {}", panic_message(&p)))
+                            });
+                        check_call(call, oc, &res.expected, Ok(out))
+                    }
+                })
+                .collect()
         };
-        calls.push(run_call(call, &op_call, &res.expected, exec));
-    }
     let mut dtypes: Vec<String> = calls
         .iter()
         .flat_map(|c| c.dtypes.iter().cloned())
@@ -434,11 +485,59 @@ fn run_case(
     }
 }
 
-fn run_call(
+/// The arguments of `call` that name an earlier call's output.
+fn links_of(call: &Call) -> Vec<Link> {
+    let link = |arg: usize, item: Option<usize>, r: &crate::spec::TensorRef| {
+        r.from.as_ref().and_then(|f| match f.as_slice() {
+            [c, o] => Some(Link {
+                arg,
+                item,
+                call: *c,
+                output: *o,
+                output_item: None,
+            }),
+            [c, o, i] => Some(Link {
+                arg,
+                item,
+                call: *c,
+                output: *o,
+                output_item: Some(*i),
+            }),
+            _ => None,
+        })
+    };
+    let mut out = Vec::new();
+    for (arg, v) in call.args.iter().enumerate() {
+        match v {
+            ValueSpec::Tensor(r) => out.extend(link(arg, None, r)),
+            ValueSpec::Tensors(rs) => {
+                for (i, r) in rs.iter().enumerate() {
+                    if let Some(r) = r {
+                        out.extend(link(arg, Some(i), r));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A panic's message (without a backtrace: the report shows the message only).
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".into())
+}
+
+/// The result of one call: skipped (`Err(why)` from `supports`), or its outputs (or its
+/// error) compared with the expected values.
+fn check_call(
     call: &Call,
     op_call: &OpCall<'_>,
     expected: &[Value],
-    exec: &mut dyn Executor,
+    outcome: Result<Result<Vec<Value>, String>, String>,
 ) -> CallResult {
     let inputs = op_call.input_tensors();
     let mut result = CallResult {
@@ -453,29 +552,22 @@ fn run_call(
             .collect(),
         shapes: inputs.iter().map(|t| t.shape().to_vec()).collect(),
     };
-    if let Err(why) = exec.supports(op_call) {
-        result.status = Status::Skipped;
-        result.reason = Some(why);
-        return result;
-    }
-    let outcome = catch_unwind(AssertUnwindSafe(|| exec.call(op_call)));
     let actual = match outcome {
-        Ok(Ok(values)) => values,
+        Err(why) => {
+            result.status = Status::Skipped;
+            result.reason = Some(why);
+            return result;
+        }
         Ok(Err(e)) => {
             result.status = Status::Failed;
-            result.reason = Some(format!("executor error: {e}"));
+            result.reason = Some(if e.starts_with("executor panicked") {
+                e
+            } else {
+                format!("executor error: {e}")
+            });
             return result;
         }
-        Err(panic) => {
-            let msg = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic".into());
-            result.status = Status::Failed;
-            result.reason = Some(format!("executor panicked: {msg}"));
-            return result;
-        }
+        Ok(Ok(values)) => values,
     };
     let tol = call.tolerance.as_ref().map(|t| Tolerance {
         rtol: t.rtol,

@@ -36,10 +36,6 @@ fn host_executor_passes_pytorch_cases() {
         .filter(|c| c.status == Status::Failed)
         .map(|c| format!("{}: {}", c.id, c.reason.clone().unwrap_or_default()))
         .collect();
-    let failures: Vec<String> = failures
-        .into_iter()
-        .filter(|f| !f.starts_with("registered/"))
-        .collect();
     assert!(failures.is_empty(), "{failures:#?}");
     assert!(
         report.count(Status::Passed) >= 20,
@@ -48,13 +44,11 @@ fn host_executor_passes_pytorch_cases() {
     );
     let per_op = report.per_op();
     assert!(per_op["aten::neg"].passed > 0 && per_op["aten::mm"].passed > 0);
-    // Registered ops with no case among these files are failures ("must have golden cases").
-    assert!(
-        report
-            .cases
-            .iter()
-            .any(|c| c.id == "registered/aten::exp" && c.status == Status::Failed)
-    );
+    // Registered ops with no case among these files are listed once, not failed: a
+    // directory may cover only some operators.
+    assert!(report.uncovered.iter().any(|op| op == "aten::exp"));
+    assert!(!report.cases.iter().any(|c| c.id.starts_with("registered/")));
+    assert!(report.success());
 }
 
 #[test]

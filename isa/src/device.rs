@@ -311,4 +311,17 @@ pub trait Device: Send + Sync {
 
     /// Takes the trace events recorded so far.
     fn drain_events(&self) -> Vec<TraceEvent>;
+
+    /// Runs programs for their timing only, without computing values (`true`), or with values
+    /// (`false`, the default): the base of a backend's meta mode, which times models too large
+    /// to hold. A device that always computes values (real hardware) refuses.
+    fn set_timing_only(&self, on: bool) -> Result<(), DeviceError> {
+        if on {
+            Err(DeviceError::InvalidRequest(
+                "this device always computes values; it has no timing-only mode".into(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tpuemu_backend::TpuError;
 use tpuemu_backend::foreign::RawView;
-use tpuemu_backend::runtime::storage::StorageRef;
+use tpuemu_backend::storage::StorageRef;
 
 use crate::device::runtime;
 

@@ -14,7 +14,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use tpuemu_backend::ops::{self, Value};
-use tpuemu_backend::runtime::storage::StorageRef;
+use tpuemu_backend::storage::StorageRef;
 use tpuemu_backend::{DType, Runtime, Tensor, TpuError};
 
 use crate::abi::{self, ERROR, OK, RESIZE, UNSUPPORTED, guard, set_error, status_of};

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 
 use tpuemu_backend::Tensor;
 use tpuemu_backend::ops::Value;
-use tpuemu_backend::runtime::storage::StorageRef;
+use tpuemu_backend::storage::StorageRef;
 
 use crate::abi::{self, ERROR, OK, set_error};
 use crate::call::{Out, code_of_dtype, tag};

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tpuemu_backend::runtime::storage::Storage;
+use tpuemu_backend::storage::Storage;
 
 static ANY: AtomicBool = AtomicBool::new(false);
 static WIDE: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());

@@ -46,8 +46,16 @@ pub fn run(cmd: &GoldenCommand) -> Result<(), CliError> {
         chip: Some(name),
         filter: args.filter.clone(),
     };
-    let report =
-        run_dir(&args.dir, &mut exec, &opts).map_err(|e| CliError::Other(e.to_string()))?;
+    let report = {
+        // A panic inside a case is a failed case with its message in the report; the
+        // default hook would also print it with a backtrace in the middle of the output.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let r = run_dir(&args.dir, &mut exec, &opts);
+        std::panic::set_hook(hook);
+        r
+    }
+    .map_err(|e| CliError::Other(e.to_string()))?;
     let mut out = Vec::new();
     report
         .print_table(&mut out)

@@ -82,3 +82,46 @@ fn mlp_step_runs() {
     assert!(l.is_finite() && l > 0.0);
     assert_eq!(r.grads[0].shape(), &[64, 32]);
 }
+
+/// A meta runtime (shapes and timing, no values) gives the transformer block the same simulated
+/// time, kernels and HBM bytes as the same step with values, in every mode.
+#[test]
+fn the_meta_runtime_times_a_step_exactly_as_with_values() {
+    use std::sync::Arc;
+    use tpuemu_emulator::{Emulator, builtin};
+    use tpuemu_workloads::{RunMode, Size, Workload, run_workload};
+    let modes = [
+        RunMode::Eager(Mode::Strict),
+        RunMode::Eager(Mode::Debug),
+        RunMode::Eager(Mode::DeferAndFuse),
+        RunMode::Compile,
+    ];
+    for mode in modes {
+        let with = Runtime::new(Arc::new(Emulator::new(builtin("v5e").unwrap()).unwrap())).unwrap();
+        let meta =
+            Runtime::meta(Arc::new(Emulator::new(builtin("v5e").unwrap()).unwrap()), 0).unwrap();
+        assert!(with.has_values() && !meta.has_values());
+        let w = Workload::TransformerBlock;
+        let (a, _) = run_workload(&with, w, Size::Small, mode, 1, false).unwrap();
+        let (b, _) = run_workload(&meta, w, Size::Small, mode, 1, false).unwrap();
+        assert!(a.loss.is_finite() && a.loss > 0.0, "{}", a.loss);
+        assert_eq!(a.seconds_simulated, b.seconds_simulated, "{}", a.mode);
+        assert_eq!(a.device_busy_seconds, b.device_busy_seconds, "{}", a.mode);
+        assert_eq!(a.kernels_launched, b.kernels_launched, "{}", a.mode);
+        assert_eq!(a.hbm_bytes, b.hbm_bytes, "{}", a.mode);
+        assert_eq!(a.mxu_flops, b.mxu_flops, "{}", a.mode);
+    }
+}
+
+#[test]
+fn a_meta_tensor_has_no_values_to_read() {
+    use std::sync::Arc;
+    use tpuemu_emulator::{Emulator, builtin};
+    let meta = Runtime::meta(Arc::new(Emulator::new(builtin("v5e").unwrap()).unwrap()), 0).unwrap();
+    let x = Tensor::empty(&meta, &[4, 8], DType::F32);
+    let y = x.exp().unwrap();
+    let e = y.to_vec::<f32>().unwrap_err().to_string();
+    assert!(e.contains("meta tensor"), "{e}");
+    y.sync_read().unwrap();
+    assert!(meta.metrics().kernels_launched >= 1);
+}

@@ -24,7 +24,7 @@ use crate::layout::Layout;
 use crate::ops::helpers::OpScope;
 use crate::runtime::Runtime;
 use crate::runtime::exec::ArgSpec;
-use crate::runtime::storage::StorageRef;
+use crate::storage::StorageRef;
 use crate::tensor::Tensor;
 use link::Section;
 

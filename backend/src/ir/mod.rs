@@ -14,7 +14,7 @@ pub mod prog;
 
 use crate::dtype::DType;
 use crate::layout::Layout;
-use crate::runtime::storage::StorageRef;
+use crate::storage::StorageRef;
 
 pub use prog::{BinOp, CmpKind, POp, PRef, Prog, ProgBuilder, RedKind, UnOp};
 
@@ -42,7 +42,7 @@ pub struct MatmulNode {
     pub k: usize,
     /// Matrix-unit precision for f32 operands, as set when the operator was called (a
     /// deferred or compiled product keeps the precision of its call).
-    pub precision: crate::runtime::config::MatmulPrecision,
+    pub precision: MatmulPrecision,
     /// Applied to each output element: `Input(0)` is the f32 product, `Input(1 + i)` the extra
     /// input `2 + i` of the node (broadcast to `[batch, m, n]`); one output, converted to the
     /// output dtype.
@@ -121,4 +121,26 @@ pub struct OpTag {
     pub id: u64,
     /// Input shapes, for error messages.
     pub shapes: String,
+}
+
+/// Matrix-unit precision for f32 matmuls, as `torch.tpu`/JAX name it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
+pub enum MatmulPrecision {
+    /// One bf16 pass.
+    Default,
+    /// Three bf16 passes.
+    High,
+    /// Six bf16 passes.
+    Highest,
+}
+
+impl MatmulPrecision {
+    /// The ISA precision.
+    pub fn isa(self) -> tpuemu_isa::ops::Precision {
+        match self {
+            MatmulPrecision::Default => tpuemu_isa::ops::Precision::P1,
+            MatmulPrecision::High => tpuemu_isa::ops::Precision::P3,
+            MatmulPrecision::Highest => tpuemu_isa::ops::Precision::P6,
+        }
+    }
 }

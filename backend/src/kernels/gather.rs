@@ -117,12 +117,9 @@ fn index_ok(index: &View) -> Result<(), KernelError> {
     Ok(())
 }
 
-/// Builds the kernel. Arguments: table (or destination), index, rows (output, or source), then
-/// their element offsets.
+/// Builds the gather kernel (a spec with `add` is built by [`super::index_add`]; [`super::rows`]
+/// picks). Arguments: table, index, rows (output), then their element offsets.
 pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, KernelError> {
-    if spec.add {
-        return super::index_add::build(spec, chip, name);
-    }
     let mut e = Emitter::new(name);
     let args = e.buffers_with_offsets(["table", "index", "rows"]);
     let isz = spec.index.size() as u32;

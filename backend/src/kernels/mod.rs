@@ -34,3 +34,18 @@ pub(crate) fn sreg(pool: &mut crate::codegen::RegPool) -> Result<tpuemu_isa::SRe
 pub(crate) fn hbm_offset(off: i64, what: &str) -> Result<i32, KernelError> {
     i32::try_from(off).map_err(|_| KernelError::TooLarge(format!("{what} above 2 GiB")))
 }
+
+/// The data-dependent row kernel a [`gather::GatherSpec`] asks for: an index-add when `add` is
+/// set, else a gather. Arguments: table (or destination), index, rows (output, or source), then
+/// their element offsets.
+pub fn rows(
+    spec: &gather::GatherSpec,
+    chip: &tpuemu_isa::ChipInfo,
+    name: &str,
+) -> Result<tpuemu_isa::Program, KernelError> {
+    if spec.add {
+        index_add::build(spec, chip, name)
+    } else {
+        gather::build(spec, chip, name)
+    }
+}

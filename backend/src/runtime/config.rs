@@ -81,24 +81,4 @@ impl Mode {
     }
 }
 
-/// Matrix-unit precision for f32 matmuls, as `torch.tpu`/JAX name it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
-pub enum MatmulPrecision {
-    /// One bf16 pass.
-    Default,
-    /// Three bf16 passes.
-    High,
-    /// Six bf16 passes.
-    Highest,
-}
-
-impl MatmulPrecision {
-    /// The ISA precision.
-    pub fn isa(self) -> tpuemu_isa::ops::Precision {
-        match self {
-            MatmulPrecision::Default => tpuemu_isa::ops::Precision::P1,
-            MatmulPrecision::High => tpuemu_isa::ops::Precision::P3,
-            MatmulPrecision::Highest => tpuemu_isa::ops::Precision::P6,
-        }
-    }
-}
+pub use crate::ir::MatmulPrecision;

@@ -123,7 +123,7 @@ impl Runtime {
                 let name = kernel_name(node);
                 Ok(Some(Lowered {
                     key,
-                    build: Box::new(move || kernels::gather::build(&spec, &info, &name)),
+                    build: Box::new(move || kernels::rows(&spec, &info, &name)),
                     args,
                 }))
             }

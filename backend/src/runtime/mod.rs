@@ -10,7 +10,9 @@ pub(crate) mod exec;
 pub(crate) mod executor;
 pub mod metrics;
 pub(crate) mod queue;
-pub mod storage;
+/// Storages live in their own module (the IR and kernels name them without the runtime); the
+/// old path stays valid.
+pub use crate::storage;
 pub(crate) mod trace;
 
 use std::collections::HashMap;
@@ -105,6 +107,8 @@ impl State {
 pub(crate) struct Inner {
     pub device: Arc<dyn Device>,
     pub chip: ChipId,
+    /// Whether tensors hold values (false: a meta runtime, shapes and timing only).
+    pub values: bool,
     pub info: ChipInfo,
     pub frees: FreeList,
     pub state: Mutex<State>,
@@ -134,8 +138,30 @@ impl Runtime {
         Self::on_chip(device, 0)
     }
 
+    /// A **meta** runtime on chip `chip` of `device`: tensors have shapes, dtypes, layouts and
+    /// device memory, but no values. Every operator still lowers, plans and launches its
+    /// kernels, which the device runs for their timing only ([`Device::set_timing_only`]), so
+    /// simulated time, kernels and HBM traffic are what the same program with values gives —
+    /// for models too large to hold. Reading a value back is an error; [`Tensor::sync_read`]
+    /// times a read without returning one.
+    ///
+    /// [`Tensor::sync_read`]: crate::Tensor::sync_read
+    pub fn meta(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
+        device.set_timing_only(true)?;
+        Self::build(device, chip, false)
+    }
+
+    /// Whether tensors of this runtime hold values (not a [`Runtime::meta`] runtime).
+    pub fn has_values(&self) -> bool {
+        self.inner.values
+    }
+
     /// A runtime on chip `chip` of `device`.
     pub fn on_chip(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
+        Self::build(device, chip, true)
+    }
+
+    fn build(device: Arc<dyn Device>, chip: ChipId, values: bool) -> Result<Self> {
         let info = device
             .topology()
             .chips
@@ -172,6 +198,7 @@ impl Runtime {
             inner: Arc::new(Inner {
                 device,
                 chip,
+                values,
                 info,
                 frees: Arc::new(Mutex::new(Vec::new())),
                 state: Mutex::new(state),

@@ -61,6 +61,30 @@ fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
     Some((lo, hi + desc.elem_bytes as i64))
 }
 
+/// Timing only (no values): an address computed from data (a gather's index, read from memory
+/// that holds no values) is unknown, so a side whose extent falls outside its region is moved
+/// inside it, keeping its length, strides and alignment within the region's size: the transfer is
+/// timed as the same access at an address that exists. With values, the bounds are checked and a
+/// stray address faults. Returns the extent after the move.
+fn fit_unknown_address(side: &mut Side, ext: Option<(i64, i64)>) -> Option<(i64, i64)> {
+    let (lo, hi) = ext?;
+    let size = side.size as i64;
+    if lo >= 0 && hi <= size {
+        return ext;
+    }
+    let span = hi - lo;
+    if span > size {
+        return ext; // cannot fit anywhere: the bounds check reports it
+    }
+    let room = size - span + 1;
+    let new_lo = lo.rem_euclid(room) & !(ALIGN_KEEP - 1);
+    side.base += new_lo - lo;
+    Some((new_lo, new_lo + span))
+}
+
+/// The alignment a moved timing-only address keeps (a VMEM row and every DMA alignment divide it).
+const ALIGN_KEEP: i64 = 512;
+
 /// Length of the contiguous run of one side: the element, extended by inner dimensions whose
 /// stride continues it. Returns (run bytes, number of inner dims merged).
 fn run_len(desc: &DmaDescriptor, src: bool) -> (u64, usize) {
@@ -266,8 +290,11 @@ impl Core {
         let issue = Timing::queue_slot(&mut self.t.dma_queue, c.dma_queue_depth, issue);
         let desc = self.descriptor(shape)?;
         let bytes = desc.bytes();
-        let s = self.side(&src, env.args)?;
-        let src_ext = extent(s.base, &desc, true);
+        let mut s = self.side(&src, env.args)?;
+        let mut src_ext = extent(s.base, &desc, true);
+        if !env.functional {
+            src_ext = fit_unknown_address(&mut s, src_ext);
+        }
         let src_range = check(&s, src_ext, "read", &desc, true)?;
 
         // The destination: here, or on another chip for remote DMA.
@@ -302,7 +329,12 @@ impl Core {
                 (side, Some((to, r.recv_sem)))
             }
         };
-        let dst_range = check(&d, extent(d.base, &desc, false), "write", &desc, false)?;
+        let mut d = d;
+        let mut dst_ext = extent(d.base, &desc, false);
+        if !env.functional {
+            dst_ext = fit_unknown_address(&mut d, dst_ext);
+        }
+        let dst_range = check(&d, dst_ext, "write", &desc, false)?;
 
         // Hazards with pending matrix-unit writes, then races with DMAs in flight.
         let mut start_min = issue + c.dma_issue as u64;
@@ -392,6 +424,11 @@ impl Core {
                 at += len;
             });
             buf
+        } else if matches!(d.mem, MemKey::Smem) && bytes > 0 {
+            // Timing only: scalar memory still receives what a read gives here (zeros), so the
+            // scalar unit's loads of indices, counts and descriptors see defined values and the
+            // program takes the path it takes on zeros.
+            vec![0u8; bytes as usize]
         } else {
             Vec::new()
         };

@@ -7,7 +7,7 @@ use super::slice;
 use crate::dtype::DType;
 use crate::ir::{BinOp, ProgBuilder, UnOp};
 use crate::kernels::collective::{self, CollectiveOp, CollectiveSpec, RingChoice};
-use crate::kernels::gather::{self, GatherSpec};
+use crate::kernels::gather::GatherSpec;
 use crate::kernels::gemm::{self, GemmSpec};
 use crate::kernels::matmul::{self, MatOperand, MatPlan, MatSpec};
 
@@ -168,7 +168,7 @@ pub(super) fn gather_cases(v5e: &ChipInfo, out: &mut Vec<(String, Program)>) {
         ("index_add_bool", &add_bool, v5e),
         ("index_add_blocks", &add_blocks, &small_vmem),
     ] {
-        out.push((name.into(), gather::build(spec, chip, name).unwrap()));
+        out.push((name.into(), crate::kernels::rows(spec, chip, name).unwrap()));
     }
 }
 

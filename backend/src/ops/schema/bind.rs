@@ -2,7 +2,8 @@
 //! argument, in schema order, with defaults filled in and each value checked against (and,
 //! where PyTorch converts, converted to) its argument's type.
 //!
-//! Conversions, as PyTorch's argument parser makes them: an int where a float is expected, a
+//! Conversions, as PyTorch's argument parser makes them: a number where a tensor is expected
+//! (kept as a number: a "wrapped number"), an int where a float is expected, a
 //! single int for an `int[N]` (repeated `N` times), a name for a `ScalarType`,
 //! `MemoryFormat`, `Layout` or `Device` (what a foreign bridge passes), a bool for an int.
 
@@ -97,6 +98,9 @@ pub(crate) fn coerce(ty: &Type, v: Value) -> Option<Value> {
         (Type::Optional(t), v) => return coerce(t, v),
         (Type::Other(..), v) => v,
         (Type::Tensor(_), v @ Value::Tensor(_)) => v,
+        // A Python number where a tensor is expected: PyTorch wraps it into a 0-dim "wrapped
+        // number" tensor, which promotes like a number; operators take it as one.
+        (Type::Tensor(_), v @ (Value::Int(_) | Value::Float(_) | Value::Bool(_))) => v,
         (Type::Int | Type::SymInt, v @ Value::Int(_)) => v,
         (Type::Int | Type::SymInt, Value::Bool(b)) => Value::Int(b as i64),
         (Type::Float, v @ Value::Float(_)) => v,
@@ -296,8 +300,8 @@ mod tests {
         let sch = s("aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor");
         let e = |p: Vec<Value>, k: Vec<(String, Value)>| sch.bind(p, k).unwrap_err().to_string();
         assert!(
-            e(vec![Value::Int(1)], vec![]).contains(
-                "aten::add.Tensor(): argument 'self' (position 1) must be Tensor, not int"
+            e(vec![Value::Str("x".into())], vec![]).contains(
+                "aten::add.Tensor(): argument 'self' (position 1) must be Tensor, not str"
             )
         );
         let m = e(vec![], vec![("beta".into(), Value::Int(1))]);
