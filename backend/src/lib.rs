@@ -15,6 +15,7 @@ mod fusion;
 pub mod ir;
 pub mod kernels;
 pub mod layout;
+pub mod rng;
 pub mod ops;
 pub mod runtime;
 pub mod storage;

@@ -20,6 +20,7 @@ pub mod like;
 pub mod matrix;
 pub mod nn;
 pub mod pointwise;
+pub mod random;
 pub mod reduce;
 mod registry;
 pub mod schema;

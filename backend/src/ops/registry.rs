@@ -124,6 +124,7 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::backward::defs())
             .chain(super::pointwise::defs())
             .chain(super::like::defs())
+            .chain(super::random::defs())
         {
             let name = d.name;
             if m.insert(name, d).is_some() {

@@ -64,6 +64,9 @@ mod pointwise;
 #[path = "op_suite/like.rs"]
 mod like;
 
+#[path = "op_suite/random.rs"]
+mod random;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

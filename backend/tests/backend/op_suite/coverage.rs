@@ -26,6 +26,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::division::OPS,
         super::pointwise::OPS,
         super::like::OPS,
+        super::random::OPS,
     ];
     tables
         .iter()
