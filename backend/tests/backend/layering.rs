@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 const RULES: &[(&str, &[&str])] = &[
     (
         "ir",
-        &["runtime", "tensor", "fusion", "compile", "dtensor", "foreign"],
+        &[
+            "runtime", "tensor", "fusion", "compile", "dtensor", "foreign",
+        ],
     ),
     (
         "kernels",
@@ -68,7 +70,11 @@ fn lower_layers_never_name_the_layers_above() {
             let text = std::fs::read_to_string(&f).unwrap();
             for m in *above {
                 if let Some(line) = names_module(&text, m) {
-                    broken.push(format!("{}: names crate::{m}: {}", f.display(), line.trim()));
+                    broken.push(format!(
+                        "{}: names crate::{m}: {}",
+                        f.display(),
+                        line.trim()
+                    ));
                 }
             }
         }

@@ -24,55 +24,131 @@ fn distributions() -> Vec<OpDef> {
     vec![
         kernel("aten::uniform", FLOAT, |_, a| {
             let x = Dest::Like(a.tensor(0)?);
-            t1(uniform("aten::uniform", x, a.float(1)?, a.float(2)?, generator(a, 3)))
+            t1(uniform(
+                "aten::uniform",
+                x,
+                a.float(1)?,
+                a.float(2)?,
+                generator(a, 3),
+            ))
         }),
         kernel("aten::uniform_", FLOAT, |_, a| {
             let x = Dest::Into(a.tensor(0)?);
-            t1(uniform("aten::uniform_", x, a.float(1)?, a.float(2)?, generator(a, 3)))
+            t1(uniform(
+                "aten::uniform_",
+                x,
+                a.float(1)?,
+                a.float(2)?,
+                generator(a, 3),
+            ))
         }),
         kernel("aten::normal_functional", FLOAT, |rt, a| {
             let x = a.tensor(0)?;
             let (m, s) = (Ok(a.float(1)?), Ok(a.float(2)?));
             let g = generator(a, 3);
-            t1(normal("aten::normal_functional", rt, x.shape(), x.dtype(), m, s, None, g))
+            t1(normal(
+                "aten::normal_functional",
+                rt,
+                x.shape(),
+                x.dtype(),
+                m,
+                s,
+                None,
+                g,
+            ))
         }),
         kernel("aten::normal_", FLOAT, |rt, a| {
             let x = a.tensor(0)?;
             let (m, s) = (Ok(a.float(1)?), Ok(a.float(2)?));
             let g = generator(a, 3);
-            t1(normal("aten::normal_", rt, x.shape(), x.dtype(), m, s, Some(x), g))
+            t1(normal(
+                "aten::normal_",
+                rt,
+                x.shape(),
+                x.dtype(),
+                m,
+                s,
+                Some(x),
+                g,
+            ))
         }),
         kernel("aten::normal.Tensor_float", FLOAT, |rt, a| {
             let m = a.tensor(0)?;
             let s = Ok(a.float(1)?);
             let name = "aten::normal.Tensor_float";
-            t1(normal(name, rt, m.shape(), m.dtype(), Err(m), s, None, generator(a, 2)))
+            t1(normal(
+                name,
+                rt,
+                m.shape(),
+                m.dtype(),
+                Err(m),
+                s,
+                None,
+                generator(a, 2),
+            ))
         }),
         kernel("aten::normal.float_Tensor", FLOAT, |rt, a| {
             let s = a.tensor(1)?;
             let m = Ok(a.float(0)?);
             let name = "aten::normal.float_Tensor";
-            t1(normal(name, rt, s.shape(), s.dtype(), m, Err(s), None, generator(a, 2)))
+            t1(normal(
+                name,
+                rt,
+                s.shape(),
+                s.dtype(),
+                m,
+                Err(s),
+                None,
+                generator(a, 2),
+            ))
         }),
         kernel("aten::normal.Tensor_Tensor", FLOAT, |rt, a| {
             let (m, s) = (a.tensor(0)?, a.tensor(1)?);
             let shape = broadcast_shapes(m.shape(), s.shape())?;
             let name = "aten::normal.Tensor_Tensor";
-            t1(normal(name, rt, &shape, m.dtype(), Err(m), Err(s), None, generator(a, 2)))
+            t1(normal(
+                name,
+                rt,
+                &shape,
+                m.dtype(),
+                Err(m),
+                Err(s),
+                None,
+                generator(a, 2),
+            ))
         }),
         kernel("aten::normal.float_float", FLOAT, |rt, a| {
             let (m, s) = (Ok(a.float(0)?), Ok(a.float(1)?));
             let d = dtype_or(a, 4, DType::F32)?;
             let name = "aten::normal.float_float";
-            t1(normal(name, rt, &size(a, 2)?, d, m, s, None, generator(a, 3)))
+            t1(normal(
+                name,
+                rt,
+                &size(a, 2)?,
+                d,
+                m,
+                s,
+                None,
+                generator(a, 3),
+            ))
         }),
         kernel("aten::bernoulli", FLOAT, |_, a| {
             let x = a.tensor(0)?;
-            t1(bernoulli("aten::bernoulli", Dest::Like(x), Err(x), generator(a, 1)))
+            t1(bernoulli(
+                "aten::bernoulli",
+                Dest::Like(x),
+                Err(x),
+                generator(a, 1),
+            ))
         }),
         kernel("aten::bernoulli.p", ALL, |_, a| {
             let x = Dest::Like(a.tensor(0)?);
-            t1(bernoulli("aten::bernoulli.p", x, Ok(a.float(1)?), generator(a, 2)))
+            t1(bernoulli(
+                "aten::bernoulli.p",
+                x,
+                Ok(a.float(1)?),
+                generator(a, 2),
+            ))
         }),
         kernel("aten::bernoulli.Tensor", ALL, |_, a| {
             let x = Dest::Like(a.tensor(0)?);
@@ -81,7 +157,12 @@ fn distributions() -> Vec<OpDef> {
         }),
         kernel("aten::bernoulli_.float", ALL, |_, a| {
             let x = Dest::Into(a.tensor(0)?);
-            t1(bernoulli("aten::bernoulli_.float", x, Ok(a.float(1)?), generator(a, 2)))
+            t1(bernoulli(
+                "aten::bernoulli_.float",
+                x,
+                Ok(a.float(1)?),
+                generator(a, 2),
+            ))
         }),
         kernel("aten::bernoulli_.Tensor", ALL, |_, a| {
             let x = Dest::Into(a.tensor(0)?);
@@ -94,16 +175,32 @@ fn distributions() -> Vec<OpDef> {
 fn transforms() -> Vec<OpDef> {
     vec![
         kernel("aten::exponential", FLOAT, |_, a| {
-            t1(exponential(Dest::Like(a.tensor(0)?), a.float(1)?, generator(a, 2)))
+            t1(exponential(
+                Dest::Like(a.tensor(0)?),
+                a.float(1)?,
+                generator(a, 2),
+            ))
         }),
         kernel("aten::exponential_", FLOAT, |_, a| {
-            t1(exponential(Dest::Into(a.tensor(0)?), a.float(1)?, generator(a, 2)))
+            t1(exponential(
+                Dest::Into(a.tensor(0)?),
+                a.float(1)?,
+                generator(a, 2),
+            ))
         }),
         kernel("aten::geometric", FLOAT, |_, a| {
-            t1(geometric(Dest::Like(a.tensor(0)?), a.float(1)?, generator(a, 2)))
+            t1(geometric(
+                Dest::Like(a.tensor(0)?),
+                a.float(1)?,
+                generator(a, 2),
+            ))
         }),
         kernel("aten::geometric_", FLOAT, |_, a| {
-            t1(geometric(Dest::Into(a.tensor(0)?), a.float(1)?, generator(a, 2)))
+            t1(geometric(
+                Dest::Into(a.tensor(0)?),
+                a.float(1)?,
+                generator(a, 2),
+            ))
         }),
         kernel("aten::log_normal", FLOAT, |_, a| {
             let x = Dest::Like(a.tensor(0)?);
@@ -146,11 +243,23 @@ fn integers() -> Vec<OpDef> {
         }),
         kernel("aten::random.to", ALL, |_, a| {
             let x = Dest::Like(a.tensor(0)?);
-            t1(random_range("aten::random.to", x, 0, a.int(1)?, generator(a, 2)))
+            t1(random_range(
+                "aten::random.to",
+                x,
+                0,
+                a.int(1)?,
+                generator(a, 2),
+            ))
         }),
         kernel("aten::random_.to", ALL, |_, a| {
             let x = Dest::Into(a.tensor(0)?);
-            t1(random_range("aten::random_.to", x, 0, a.int(1)?, generator(a, 2)))
+            t1(random_range(
+                "aten::random_.to",
+                x,
+                0,
+                a.int(1)?,
+                generator(a, 2),
+            ))
         }),
     ]
 }
@@ -181,12 +290,30 @@ fn factories() -> Vec<OpDef> {
         }),
         kernel("aten::randn", FLOAT, |rt, a| {
             let d = dtype_or(a, 1, DType::F32)?;
-            t1(normal("aten::randn", rt, &size(a, 0)?, d, Ok(0.0), Ok(1.0), None, None))
+            t1(normal(
+                "aten::randn",
+                rt,
+                &size(a, 0)?,
+                d,
+                Ok(0.0),
+                Ok(1.0),
+                None,
+                None,
+            ))
         }),
         kernel("aten::randn.generator", FLOAT, |rt, a| {
             let d = dtype_or(a, 2, DType::F32)?;
             let (s, g) = (size(a, 0)?, generator(a, 1));
-            t1(normal("aten::randn.generator", rt, &s, d, Ok(0.0), Ok(1.0), None, g))
+            t1(normal(
+                "aten::randn.generator",
+                rt,
+                &s,
+                d,
+                Ok(0.0),
+                Ok(1.0),
+                None,
+                g,
+            ))
         }),
         kernel("aten::randint", ALL, |rt, a| {
             let high = a.int(0)?;
@@ -221,7 +348,16 @@ fn factories() -> Vec<OpDef> {
         kernel("aten::randn_like", FLOAT, |rt, a| {
             let x = a.tensor(0)?;
             let d = dtype_or(a, 1, x.dtype())?;
-            t1(normal("aten::randn_like", rt, x.shape(), d, Ok(0.0), Ok(1.0), None, None))
+            t1(normal(
+                "aten::randn_like",
+                rt,
+                x.shape(),
+                d,
+                Ok(0.0),
+                Ok(1.0),
+                None,
+                None,
+            ))
         }),
         kernel("aten::randint_like", ALL, |rt, a| {
             let (x, high) = (a.tensor(0)?, a.int(1)?);
@@ -245,9 +381,18 @@ fn dropout() -> Vec<OpDef> {
             let (o, m) = native_dropout(a.tensor(0)?, a.float(1)?, train)?;
             Ok(vec![Value::Tensor(o), Value::Tensor(m)])
         }),
-        OpDef::new("aten::native_dropout_backward", OpImpl::Kernel, FLOAT, |_, a| {
-            t1(native_dropout_backward(a.tensor(0)?, a.tensor(1)?, a.float(2)?))
-        })
+        OpDef::new(
+            "aten::native_dropout_backward",
+            OpImpl::Kernel,
+            FLOAT,
+            |_, a| {
+                t1(native_dropout_backward(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.float(2)?,
+                ))
+            },
+        )
         .shard(Sharding::pointwise(super::super::sharding::Lin::No)),
         OpDef::new("aten::dropout", OpImpl::Decomposition, FLOAT, |_, a| {
             let (o, _) = native_dropout(a.tensor(0)?, a.float(1)?, a.bool(2)?)?;

@@ -355,7 +355,10 @@ fn cauchy(x: Dest, median: f64, sigma: f64, g: Option<u64>) -> Result<Tensor> {
         let u = fbin(p, BinOp::Add, u, h);
         let pi = f32c(p, std::f64::consts::PI);
         let a = fbin(p, BinOp::Mul, u, pi);
-        let (s, c) = (p.un(UnOp::Sin, a, DType::F32), p.un(UnOp::Cos, a, DType::F32));
+        let (s, c) = (
+            p.un(UnOp::Sin, a, DType::F32),
+            p.un(UnOp::Cos, a, DType::F32),
+        );
         let tan = fbin(p, BinOp::Div, s, c);
         let k = f32c(p, sigma);
         let m = f32c(p, median);

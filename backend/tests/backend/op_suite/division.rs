@@ -179,7 +179,6 @@ fn div_floor_edges() {
     );
 }
 
-
 /// A divisor number: no zeros for integer common dtypes.
 fn nonzero_number(n: Scalar, c: DType) -> Scalar {
     if !c.is_float() && round(n.to_f64(), c) == 0.0 {

@@ -89,7 +89,10 @@ fn like() {
             (base(), opt_dtype()).prop_map(move |(x, d)| {
                 let dt = d.unwrap_or(x.host.dtype);
                 let want = HostTensor::new(&x.host.shape, dt, vec![value; x.host.numel()]);
-                Sample::new(vec![t(x), v(d.map_or(Value::None, Value::Dtype))], vec![Out::exact(want)])
+                Sample::new(
+                    vec![t(x), v(d.map_or(Value::None, Value::Dtype))],
+                    vec![Out::exact(want)],
+                )
             }),
         );
     }
@@ -107,7 +110,10 @@ fn like() {
         (base(), opt_dtype()).prop_map(|(x, d)| {
             let dt = d.unwrap_or(x.host.dtype);
             let s = x.host.shape.clone();
-            Sample::new(vec![t(x), v(d.map_or(Value::None, Value::Dtype))], vec![Out::Meta(s, dt)])
+            Sample::new(
+                vec![t(x), v(d.map_or(Value::None, Value::Dtype))],
+                vec![Out::Meta(s, dt)],
+            )
         }),
     );
     check(
@@ -132,7 +138,10 @@ fn fill_tensor() {
         "aten::fill.Tensor",
         (shape(), any_dtype(), any_dtype())
             .prop_flat_map(|(s, d, dv)| {
-                (input(s, d, Values::Range(3.0)), input(vec![], dv, Values::Special(5.0)))
+                (
+                    input(s, d, Values::Range(3.0)),
+                    input(vec![], dv, Values::Special(5.0)),
+                )
             })
             .prop_map(|(x, val)| {
                 let f = val.host.data[0];
@@ -145,7 +154,11 @@ fn fill_tensor() {
 #[test]
 fn new_factories() {
     let base = || (shape(), any_dtype()).prop_flat_map(|(s, d)| input(s, d, Values::Range(3.0)));
-    for (op, value) in [("aten::new_zeros", Some(0.0)), ("aten::new_ones", Some(1.0)), ("aten::new_empty", None)] {
+    for (op, value) in [
+        ("aten::new_zeros", Some(0.0)),
+        ("aten::new_ones", Some(1.0)),
+        ("aten::new_empty", None),
+    ] {
         check(
             op,
             (base(), shape(), opt_dtype()).prop_map(move |(x, s, d)| {
@@ -165,7 +178,10 @@ fn new_factories() {
             let dt = d.unwrap_or(x.host.dtype);
             let want = HostTensor::new(&s, dt, vec![f.to_f64(); numel(&s)]);
             let dv = d.map_or(Value::None, Value::Dtype);
-            Sample::new(vec![t(x), v(ints(&s)), v(value_of(f)), v(dv)], vec![Out::exact(want)])
+            Sample::new(
+                vec![t(x), v(ints(&s)), v(value_of(f)), v(dv)],
+                vec![Out::exact(want)],
+            )
         }),
     );
 }
@@ -186,7 +202,12 @@ fn strided() {
     let layout = || {
         shape().prop_flat_map(|s| {
             let n = s.len();
-            (Just(s), Just((0..n).collect::<Vec<_>>()).prop_shuffle(), 1usize..3, opt_dtype())
+            (
+                Just(s),
+                Just((0..n).collect::<Vec<_>>()).prop_shuffle(),
+                1usize..3,
+                opt_dtype(),
+            )
         })
     };
     check(
@@ -202,25 +223,27 @@ fn strided() {
     );
     check(
         "aten::new_empty_strided",
-        (layout(), any_dtype()).prop_flat_map(|(l, dx)| {
-            (Just(l), input(vec![2], dx, Values::Range(1.0)))
-        })
-        .prop_map(|((s, perm, step, d), x)| {
-            let st = strides_for(&s, &perm, step);
-            let dt = d.unwrap_or(x.host.dtype);
-            let dv = d.map_or(Value::None, Value::Dtype);
-            Sample::new(
-                vec![t(x), v(ints(&s)), v(Value::Ints(st)), v(dv)],
-                vec![Out::Meta(s, dt)],
-            )
-        }),
+        (layout(), any_dtype())
+            .prop_flat_map(|(l, dx)| (Just(l), input(vec![2], dx, Values::Range(1.0))))
+            .prop_map(|((s, perm, step, d), x)| {
+                let st = strides_for(&s, &perm, step);
+                let dt = d.unwrap_or(x.host.dtype);
+                let dv = d.map_or(Value::None, Value::Dtype);
+                Sample::new(
+                    vec![t(x), v(ints(&s)), v(Value::Ints(st)), v(dv)],
+                    vec![Out::Meta(s, dt)],
+                )
+            }),
     );
     check(
         "aten::empty_permuted",
         layout().prop_map(|(s, perm, _, d)| {
             let p = Value::Ints(perm.iter().map(|x| *x as i64).collect());
             let dv = d.map_or(Value::None, Value::Dtype);
-            Sample::new(vec![v(ints(&s)), v(p), v(dv)], vec![Out::Meta(s, d.unwrap_or(DType::F32))])
+            Sample::new(
+                vec![v(ints(&s)), v(p), v(dv)],
+                vec![Out::Meta(s, d.unwrap_or(DType::F32))],
+            )
         }),
     );
 }
@@ -240,8 +263,8 @@ fn local_scalar_dense() {
         let rt = runtime(mode);
         for (d, x, want) in &cases {
             let t = Tensor::from_f64s(&rt, std::iter::once(*x), 1, &[1, 1], *d).expect("upload");
-            let out = ops::call(&rt, "aten::_local_scalar_dense", vec![Value::Tensor(t)])
-                .expect("item");
+            let out =
+                ops::call(&rt, "aten::_local_scalar_dense", vec![Value::Tensor(t)]).expect("item");
             let ok = match (&out[0], want) {
                 (Value::Float(a), Value::Float(b)) => a == b,
                 (Value::Int(a), Value::Int(b)) => a == b,

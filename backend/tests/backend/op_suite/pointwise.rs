@@ -17,9 +17,7 @@ use tpuemu_backend::{DType, Scalar};
 
 use super::binary::{number, value_of};
 use super::harness::{Input, Out, Sample, check, t, v};
-use super::reference::{
-    HostTensor, Operand, operand, result_type, round, zip_map,
-};
+use super::reference::{HostTensor, Operand, operand, result_type, round, zip_map};
 use super::strategies::{
     Values, any_dtype, broadcast_pair, broadcast_triple, float_dtype, input, num_dtype, shape,
 };
@@ -74,7 +72,13 @@ fn triple(
     vals: Values,
 ) -> impl Strategy<Value = (Input, Input, Input)> {
     (broadcast_triple(), dtypes.clone(), dtypes.clone(), dtypes).prop_flat_map(
-        move |((sa, sb, sc), da, db, dc)| (input(sa, da, vals), input(sb, db, vals), input(sc, dc, vals)),
+        move |((sa, sb, sc), da, db, dc)| {
+            (
+                input(sa, da, vals),
+                input(sb, db, vals),
+                input(sc, dc, vals),
+            )
+        },
     )
 }
 
@@ -88,8 +92,12 @@ fn addcmul_addcdiv() {
         let dtypes = if div { float_dtype() } else { num_dtype() };
         check(
             op,
-            (triple(dtypes, Values::Special(4.0)), -2.0f64..2.0, any::<bool>()).prop_map(
-                move |((a, b, c), value, given)| {
+            (
+                triple(dtypes, Values::Special(4.0)),
+                -2.0f64..2.0,
+                any::<bool>(),
+            )
+                .prop_map(move |((a, b, c), value, given)| {
                     let cd = common3(&a, &b, &c);
                     let value = if given { value } else { 1.0 };
                     let k = if cd.is_float() {
@@ -111,8 +119,7 @@ fn addcmul_addcdiv() {
                         args.push(v(value));
                     }
                     Sample::new(args, vec![Out::close(want)])
-                },
-            ),
+                }),
         );
     }
 }
@@ -130,30 +137,38 @@ fn lerp_ref(s: f64, e: f64, w: f64) -> f64 {
 fn lerp() {
     check(
         "aten::lerp.Scalar",
-        (broadcast_pair(), float_dtype(), -1.5f64..1.5).prop_flat_map(|((sa, sb), d, w)| {
-            (input(sa, d, Values::Special(4.0)), input(sb, d, Values::Range(4.0)), Just(w))
-        })
-        .prop_map(|(a, b, w)| {
-            let d = a.host.dtype;
-            let wf = w as f32 as f64;
-            let want = zip_map(&[&a.host, &b.host], d, |x| lerp_ref(x[0], x[1], wf));
-            Sample::new(vec![t(a), t(b), v(Value::Float(w))], vec![Out::close(want)])
-        }),
+        (broadcast_pair(), float_dtype(), -1.5f64..1.5)
+            .prop_flat_map(|((sa, sb), d, w)| {
+                (
+                    input(sa, d, Values::Special(4.0)),
+                    input(sb, d, Values::Range(4.0)),
+                    Just(w),
+                )
+            })
+            .prop_map(|(a, b, w)| {
+                let d = a.host.dtype;
+                let wf = w as f32 as f64;
+                let want = zip_map(&[&a.host, &b.host], d, |x| lerp_ref(x[0], x[1], wf));
+                Sample::new(vec![t(a), t(b), v(Value::Float(w))], vec![Out::close(want)])
+            }),
     );
     check(
         "aten::lerp.Tensor",
-        (broadcast_triple(), float_dtype()).prop_flat_map(|((sa, sb, sc), d)| {
-            (
-                input(sa, d, Values::Range(4.0)),
-                input(sb, d, Values::Range(4.0)),
-                input(sc, d, Values::Between(-1.5, 1.5)),
-            )
-        })
-        .prop_map(|(a, b, w)| {
-            let d = a.host.dtype;
-            let want = zip_map(&[&a.host, &b.host, &w.host], d, |x| lerp_ref(x[0], x[1], x[2]));
-            Sample::new(vec![t(a), t(b), t(w)], vec![Out::close(want)])
-        }),
+        (broadcast_triple(), float_dtype())
+            .prop_flat_map(|((sa, sb, sc), d)| {
+                (
+                    input(sa, d, Values::Range(4.0)),
+                    input(sb, d, Values::Range(4.0)),
+                    input(sc, d, Values::Between(-1.5, 1.5)),
+                )
+            })
+            .prop_map(|(a, b, w)| {
+                let d = a.host.dtype;
+                let want = zip_map(&[&a.host, &b.host, &w.host], d, |x| {
+                    lerp_ref(x[0], x[1], x[2])
+                });
+                Sample::new(vec![t(a), t(b), t(w)], vec![Out::close(want)])
+            }),
     );
 }
 
@@ -219,24 +234,38 @@ fn clamp_one_sided() {
                     let b = round(n.to_f64(), c);
                     let want = zip_map(&[&x.host], c, |v| {
                         let r = round(v[0], c);
-                        if lo { clamp_ref(r, Some(b), None) } else { clamp_ref(r, None, Some(b)) }
+                        if lo {
+                            clamp_ref(r, Some(b), None)
+                        } else {
+                            clamp_ref(r, None, Some(b))
+                        }
                     });
                     Sample::new(vec![t(x), v(value_of(n))], vec![Out::exact(want)])
                 }),
         );
     }
-    for (op, lo) in [("aten::clamp_min.Tensor", true), ("aten::clamp_max.Tensor", false)] {
+    for (op, lo) in [
+        ("aten::clamp_min.Tensor", true),
+        ("aten::clamp_max.Tensor", false),
+    ] {
         check(
             op,
             (broadcast_pair(), num_dtype(), num_dtype())
                 .prop_flat_map(|((sa, sb), da, db)| {
-                    (input(sa, da, Values::Special(4.0)), input(sb, db, Values::Special(4.0)))
+                    (
+                        input(sa, da, Values::Special(4.0)),
+                        input(sb, db, Values::Special(4.0)),
+                    )
                 })
                 .prop_map(move |(x, b)| {
                     let c = result_type(&[operand(&x.host), operand(&b.host)]);
                     let want = zip_map(&[&x.host, &b.host], c, |v| {
                         let (r, b) = (round(v[0], c), round(v[1], c));
-                        if lo { clamp_ref(r, Some(b), None) } else { clamp_ref(r, None, Some(b)) }
+                        if lo {
+                            clamp_ref(r, Some(b), None)
+                        } else {
+                            clamp_ref(r, None, Some(b))
+                        }
                     });
                     Sample::new(vec![t(x), t(b)], vec![Out::exact(want)])
                 }),
@@ -259,35 +288,42 @@ fn where_numbers() {
     for op in ["aten::where.ScalarOther", "aten::where.ScalarSelf"] {
         check(
             op,
-            any_dtype().prop_flat_map(cond_and).prop_map(move |(c, x, n, _)| {
-                let cd = result_type(&[operand(&x.host), Operand::Number(n)]);
-                let nv = round(n.to_f64(), cd);
-                let other_first = op.ends_with("ScalarSelf");
-                let want = zip_map(&[&c.host, &x.host], cd, |e| {
-                    let xv = round(e[1], cd);
-                    match (e[0] != 0.0, other_first) {
-                        (true, false) | (false, true) => xv,
-                        _ => nv,
-                    }
-                });
-                let args = if other_first {
-                    vec![t(c), v(value_of(n)), t(x)]
-                } else {
-                    vec![t(c), t(x), v(value_of(n))]
-                };
-                Sample::new(args, vec![Out::exact(want)])
-            }),
+            any_dtype()
+                .prop_flat_map(cond_and)
+                .prop_map(move |(c, x, n, _)| {
+                    let cd = result_type(&[operand(&x.host), Operand::Number(n)]);
+                    let nv = round(n.to_f64(), cd);
+                    let other_first = op.ends_with("ScalarSelf");
+                    let want = zip_map(&[&c.host, &x.host], cd, |e| {
+                        let xv = round(e[1], cd);
+                        match (e[0] != 0.0, other_first) {
+                            (true, false) | (false, true) => xv,
+                            _ => nv,
+                        }
+                    });
+                    let args = if other_first {
+                        vec![t(c), v(value_of(n)), t(x)]
+                    } else {
+                        vec![t(c), t(x), v(value_of(n))]
+                    };
+                    Sample::new(args, vec![Out::exact(want)])
+                }),
         );
     }
     check(
         "aten::where.Scalar",
-        any_dtype().prop_flat_map(cond_and).prop_map(|(c, _, a, b)| {
-            let cd = result_type(&[Operand::Number(a), Operand::Number(b)]);
-            let want = zip_map(&[&c.host], cd, |e| {
-                round(if e[0] != 0.0 { a.to_f64() } else { b.to_f64() }, cd)
-            });
-            Sample::new(vec![t(c), v(value_of(a)), v(value_of(b))], vec![Out::exact(want)])
-        }),
+        any_dtype()
+            .prop_flat_map(cond_and)
+            .prop_map(|(c, _, a, b)| {
+                let cd = result_type(&[Operand::Number(a), Operand::Number(b)]);
+                let want = zip_map(&[&c.host], cd, |e| {
+                    round(if e[0] != 0.0 { a.to_f64() } else { b.to_f64() }, cd)
+                });
+                Sample::new(
+                    vec![t(c), v(value_of(a)), v(value_of(b))],
+                    vec![Out::exact(want)],
+                )
+            }),
     );
 }
 
@@ -295,16 +331,28 @@ fn where_numbers() {
 fn rsub_sub() {
     check(
         "aten::rsub.Tensor",
-        (broadcast_pair(), num_dtype(), num_dtype(), prop_oneof![Just(1i64), Just(2), Just(-3)])
+        (
+            broadcast_pair(),
+            num_dtype(),
+            num_dtype(),
+            prop_oneof![Just(1i64), Just(2), Just(-3)],
+        )
             .prop_flat_map(|((sa, sb), da, db, al)| {
-                (input(sa, da, Values::Special(4.0)), input(sb, db, Values::Special(4.0)), Just(al))
+                (
+                    input(sa, da, Values::Special(4.0)),
+                    input(sb, db, Values::Special(4.0)),
+                    Just(al),
+                )
             })
             .prop_map(|(a, b, alpha)| {
                 let c = result_type(&[operand(&a.host), operand(&b.host)]);
                 let want = zip_map(&[&a.host, &b.host], c, |x| {
                     round(x[1], c) - alpha as f64 * round(x[0], c)
                 });
-                Sample::new(vec![t(a), t(b), v(Value::Int(alpha))], vec![Out::close(want)])
+                Sample::new(
+                    vec![t(a), t(b), v(Value::Int(alpha))],
+                    vec![Out::close(want)],
+                )
             }),
     );
     for (op, reverse) in [("aten::rsub.Scalar", true), ("aten::sub.Scalar", false)] {
@@ -337,12 +385,16 @@ const PREDICATES: [Pred; 7] = [
     ("aten::isnan", |x, _| x.is_nan() as u8 as f64),
     ("aten::isinf", |x, _| x.is_infinite() as u8 as f64),
     ("aten::isposinf", |x, _| (x == f64::INFINITY) as u8 as f64),
-    ("aten::isneginf", |x, _| (x == f64::NEG_INFINITY) as u8 as f64),
+    ("aten::isneginf", |x, _| {
+        (x == f64::NEG_INFINITY) as u8 as f64
+    }),
     ("aten::isfinite", |x, _| x.is_finite() as u8 as f64),
     ("aten::signbit", |x, d| {
         (if d.is_float() { sign_bit(x) } else { x < 0.0 }) as u8 as f64
     }),
-    ("aten::sgn", |x, _| ((0.0 < x) as i8 - (x < 0.0) as i8) as f64),
+    ("aten::sgn", |x, _| {
+        ((0.0 < x) as i8 - (x < 0.0) as i8) as f64
+    }),
 ];
 
 #[test]
@@ -389,7 +441,10 @@ fn nan_to_num() {
                     }
                 });
                 let f = |o: Option<f64>| o.map_or(Value::None, Value::Float);
-                Sample::new(vec![t(x), v(f(nan)), v(f(pos)), v(f(neg))], vec![Out::exact(want)])
+                Sample::new(
+                    vec![t(x), v(f(nan)), v(f(pos)), v(f(neg))],
+                    vec![Out::exact(want)],
+                )
             }),
     );
 }
@@ -400,7 +455,10 @@ fn logical_xor() {
         "aten::logical_xor",
         (broadcast_pair(), any_dtype(), any_dtype())
             .prop_flat_map(|((sa, sb), da, db)| {
-                (input(sa, da, Values::Special(2.0)), input(sb, db, Values::Special(2.0)))
+                (
+                    input(sa, da, Values::Special(2.0)),
+                    input(sb, db, Values::Special(2.0)),
+                )
             })
             .prop_map(|(a, b)| {
                 let want = zip_map(&[&a.host, &b.host], DType::Bool, |x| {
@@ -441,7 +499,10 @@ fn int_binary(
     numbers: [(i64, i64); 2],
     f: fn(f64, f64, DType) -> f64,
 ) {
-    for (k, fm) in [Form::Tensors, Form::Number, Form::NumberFirst].into_iter().enumerate() {
+    for (k, fm) in [Form::Tensors, Form::Number, Form::NumberFirst]
+        .into_iter()
+        .enumerate()
+    {
         let op: &'static str = Box::leak(format!("{base}.{}", suffixes[k]).into_boxed_str());
         check(
             op,
@@ -505,7 +566,11 @@ fn bitwise_not() {
             .prop_map(|x| {
                 let d = x.host.dtype;
                 let want = zip_map(&[&x.host], d, |e| {
-                    if d == DType::Bool { 1.0 - e[0] } else { !(e[0] as i64) as f64 }
+                    if d == DType::Bool {
+                        1.0 - e[0]
+                    } else {
+                        !(e[0] as i64) as f64
+                    }
                 });
                 Sample::new(vec![t(x)], vec![Out::exact(want)])
             }),
@@ -530,7 +595,11 @@ fn lshift(a: f64, b: f64, d: DType) -> f64 {
 /// ATen's `rshift`: the sign fill outside `[0, width - 1)`.
 fn rshift(a: f64, b: f64, d: DType) -> f64 {
     let (a, b) = (a as i64, b as i64);
-    let b = if b < 0 || b >= width(d) - 1 { width(d) - 1 } else { b };
+    let b = if b < 0 || b >= width(d) - 1 {
+        width(d) - 1
+    } else {
+        b
+    };
     (a >> b.min(63)) as f64
 }
 
@@ -540,6 +609,20 @@ fn shifts() {
     let forms = ["Tensor", "Tensor_Scalar", "Scalar_Tensor"];
     // Left shifts of int64 stay within 32 bits here (values up to 300, amounts up to 20).
     let (l, r) = (Values::Between(-3.0, 20.0), Values::Between(-3.0, 70.0));
-    int_binary("aten::bitwise_left_shift", forms, ints.clone(), l, [(-3, 20), (-300, 300)], lshift);
-    int_binary("aten::bitwise_right_shift", forms, ints, r, [(-3, 70), (-300, 300)], rshift);
+    int_binary(
+        "aten::bitwise_left_shift",
+        forms,
+        ints.clone(),
+        l,
+        [(-3, 20), (-300, 300)],
+        lshift,
+    );
+    int_binary(
+        "aten::bitwise_right_shift",
+        forms,
+        ints,
+        r,
+        [(-3, 70), (-300, 300)],
+        rshift,
+    );
 }

@@ -91,7 +91,10 @@ fn zeros(rt: &Runtime, n: usize, d: DType) -> Tensor {
 fn mean_var(x: &[f64]) -> (f64, f64) {
     let n = x.len() as f64;
     let m = x.iter().sum::<f64>() / n;
-    (m, x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0))
+    (
+        m,
+        x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0),
+    )
 }
 
 /// Checks mean and variance against the law's (`var` of the law; the variance's standard
@@ -174,7 +177,10 @@ fn join(w: [u32; 2]) -> u64 {
 fn words(rt: &Runtime, n: usize, seed: u64, offset: u64) -> Vec<[u32; 2]> {
     let [a, b] = ops::random::threefry_words(rt, n, seed, offset).expect("threefry");
     let (a, b) = (a.to_vec::<i32>().expect("a"), b.to_vec::<i32>().expect("b"));
-    a.iter().zip(&b).map(|(x, y)| [*x as u32, *y as u32]).collect()
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| [*x as u32, *y as u32])
+        .collect()
 }
 
 #[test]
@@ -188,7 +194,10 @@ fn threefry_known_answers() {
         }
         // The all-zero counter reached by a 64-bit carry: offset 2^64 - 1, element 1.
         let got = words(&rt, 2, 0, u64::MAX);
-        assert_eq!(got[1], KAT[0].2, "{mode:?}: carry into the high counter word");
+        assert_eq!(
+            got[1], KAT[0].2,
+            "{mode:?}: carry into the high counter word"
+        );
     }
 }
 
@@ -205,25 +214,47 @@ fn uniform_law() {
     let r = call(
         &rt,
         "aten::uniform_",
-        vec![Value::Tensor(t.clone()), Value::Float(-2.0), Value::Float(3.0)],
+        vec![
+            Value::Tensor(t.clone()),
+            Value::Float(-2.0),
+            Value::Float(3.0),
+        ],
     );
     assert!(r[0].shares_storage(&t));
     let y = t.to_f64_vec().expect("values");
     assert!(y.iter().all(|v| (-2.0..3.0).contains(v)));
     ks("uniform_(-2, 3)", &y, |v| ((v + 2.0) / 5.0).clamp(0.0, 1.0));
     // bf16 draws 8 bits: multiples of 2^-8 in [0, 1), each of the 256 about equally often.
-    let b = one(&rt, "aten::uniform", vec![Value::Tensor(zeros(&rt, N, DType::BF16))]);
+    let b = one(
+        &rt,
+        "aten::uniform",
+        vec![Value::Tensor(zeros(&rt, N, DType::BF16))],
+    );
     let mut counts = [0usize; 256];
     for v in &b {
         let k = v * 256.0;
-        assert!(k.fract() == 0.0 && (0.0..256.0).contains(&k), "bf16 value {v}");
+        assert!(
+            k.fract() == 0.0 && (0.0..256.0).contains(&k),
+            "bf16 value {v}"
+        );
         counts[k as usize] += 1;
     }
     let e = N as f64 / 256.0;
-    assert!(counts.iter().all(|c| (*c as f64 - e).abs() < 5.0 * e.sqrt()));
+    assert!(
+        counts
+            .iter()
+            .all(|c| (*c as f64 - e).abs() < 5.0 * e.sqrt())
+    );
     // rand_like keeps shape and dtype.
-    let like = call(&rt, "aten::rand_like", vec![Value::Tensor(zeros(&rt, 8, DType::F16))]);
-    assert_eq!((like[0].shape(), like[0].dtype()), (&[8usize][..], DType::F16));
+    let like = call(
+        &rt,
+        "aten::rand_like",
+        vec![Value::Tensor(zeros(&rt, 8, DType::F16))],
+    );
+    assert_eq!(
+        (like[0].shape(), like[0].dtype()),
+        (&[8usize][..], DType::F16)
+    );
 }
 
 #[test]
@@ -237,7 +268,11 @@ fn normal_law() {
     call(
         &rt,
         "aten::normal_",
-        vec![Value::Tensor(t.clone()), Value::Float(3.0), Value::Float(0.5)],
+        vec![
+            Value::Tensor(t.clone()),
+            Value::Float(3.0),
+            Value::Float(0.5),
+        ],
     );
     let y = t.to_f64_vec().expect("values");
     ks("normal_(3, 0.5)", &y, |v| phi((v - 3.0) / 0.5));
@@ -251,7 +286,11 @@ fn normal_law() {
         ],
     );
     moments("normal_functional bf16", &f, -1.0, 4.0, 1.0);
-    let like = one(&rt, "aten::randn_like", vec![Value::Tensor(zeros(&rt, N, DType::F32))]);
+    let like = one(
+        &rt,
+        "aten::randn_like",
+        vec![Value::Tensor(zeros(&rt, N, DType::F32))],
+    );
     ks("randn_like", &like, phi);
 }
 
@@ -290,7 +329,10 @@ fn normal_overloads() {
         "aten::normal.float_float",
         vec![Value::Float(5.0), Value::Float(0.25), ints(&[128, 128])],
     );
-    assert_eq!((ff[0].shape(), ff[0].dtype()), (&[128usize, 128][..], DType::F32));
+    assert_eq!(
+        (ff[0].shape(), ff[0].dtype()),
+        (&[128usize, 128][..], DType::F32)
+    );
     let v = ff[0].to_f64_vec().expect("values");
     ks("normal.float_float", &v, |x| phi((x - 5.0) / 0.25));
 }
@@ -307,7 +349,10 @@ fn bernoulli_law() {
     );
     assert!(b.iter().all(|v| *v == 0.0 || *v == 1.0));
     let k = b.iter().sum::<f64>();
-    assert!((k - 0.3 * n).abs() < 4.0 * (n * 0.3 * 0.7).sqrt(), "{k} ones");
+    assert!(
+        (k - 0.3 * n).abs() < 4.0 * (n * 0.3 * 0.7).sqrt(),
+        "{k} ones"
+    );
     // p from a tensor: 0 and 1 give exactly 0 and 1, 0.5 about half.
     let ps: Vec<f64> = (0..N).map(|i| [0.0, 1.0, 0.5][i % 3]).collect();
     let p = Tensor::from_f64s(&rt, ps.iter().copied(), N, &[N], DType::F32).expect("p");
@@ -330,7 +375,10 @@ fn bernoulli_law() {
         }
         let h = half.len() as f64;
         let k = half.iter().sum::<f64>();
-        assert!((k - 0.5 * h).abs() < 4.0 * (h * 0.25).sqrt(), "{op}: {k} of {h}");
+        assert!(
+            (k - 0.5 * h).abs() < 4.0 * (h * 0.25).sqrt(),
+            "{op}: {k} of {h}"
+        );
     }
     // In-place forms write their argument (int32 here: any dtype holds 0/1).
     let t = zeros(&rt, N, DType::I32);
@@ -368,7 +416,11 @@ fn transforms_law() {
     let rt = strict();
     rt.manual_seed(5);
     let x = |d| Value::Tensor(zeros(&rt, N, d));
-    let e = one(&rt, "aten::exponential", vec![x(DType::F32), Value::Float(2.0)]);
+    let e = one(
+        &rt,
+        "aten::exponential",
+        vec![x(DType::F32), Value::Float(2.0)],
+    );
     moments("exponential(2)", &e, 0.5, 0.25, 2.0);
     ks("exponential(2)", &e, |v| 1.0 - (-2.0 * v.max(0.0)).exp());
     let t = zeros(&rt, N, DType::F32);
@@ -384,13 +436,23 @@ fn transforms_law() {
         moments(op, &g, 4.0, 12.0, 2.5);
     }
     for op in ["aten::log_normal", "aten::log_normal_"] {
-        let l = one(&rt, op, vec![x(DType::F32), Value::Float(1.0), Value::Float(0.5)]);
+        let l = one(
+            &rt,
+            op,
+            vec![x(DType::F32), Value::Float(1.0), Value::Float(0.5)],
+        );
         let logs: Vec<f64> = l.iter().map(|v| v.ln()).collect();
         ks(op, &logs, |v| phi((v - 1.0) / 0.5));
     }
     for op in ["aten::cauchy", "aten::cauchy_"] {
-        let c = one(&rt, op, vec![x(DType::F32), Value::Float(2.0), Value::Float(3.0)]);
-        ks(op, &c, |v| 0.5 + ((v - 2.0) / 3.0).atan() / std::f64::consts::PI);
+        let c = one(
+            &rt,
+            op,
+            vec![x(DType::F32), Value::Float(2.0), Value::Float(3.0)],
+        );
+        ks(op, &c, |v| {
+            0.5 + ((v - 2.0) / 3.0).atan() / std::f64::consts::PI
+        });
     }
     let t = zeros(&rt, 4, DType::F32);
     call(
@@ -406,7 +468,10 @@ fn uniform_ints(what: &str, x: &[f64], lo: i64, hi: i64) {
     let k = (hi - lo) as usize;
     let mut counts = vec![0usize; k];
     for v in x {
-        assert!(v.fract() == 0.0 && *v >= lo as f64 && *v < hi as f64, "{what}: {v}");
+        assert!(
+            v.fract() == 0.0 && *v >= lo as f64 && *v < hi as f64,
+            "{what}: {v}"
+        );
         counts[(*v as i64 - lo) as usize] += 1;
     }
     let e = x.len() as f64 / k as f64;
@@ -421,13 +486,25 @@ fn uniform_ints(what: &str, x: &[f64], lo: i64, hi: i64) {
 fn integers_law() {
     let rt = strict();
     rt.manual_seed(6);
-    let r = call(&rt, "aten::randint.low", vec![Value::Int(-3), Value::Int(5), ints(&[N as i64])]);
+    let r = call(
+        &rt,
+        "aten::randint.low",
+        vec![Value::Int(-3), Value::Int(5), ints(&[N as i64])],
+    );
     assert_eq!(r[0].dtype(), DType::I64);
     uniform_ints("randint.low", &r[0].to_f64_vec().expect("v"), -3, 5);
-    let r = one(&rt, "aten::randint", vec![Value::Int(10), ints(&[N as i64])]);
+    let r = one(
+        &rt,
+        "aten::randint",
+        vec![Value::Int(10), ints(&[N as i64])],
+    );
     uniform_ints("randint", &r, 0, 10);
     let like = |d| Value::Tensor(zeros(&rt, N, d));
-    let r = one(&rt, "aten::randint_like", vec![like(DType::I32), Value::Int(3)]);
+    let r = one(
+        &rt,
+        "aten::randint_like",
+        vec![like(DType::I32), Value::Int(3)],
+    );
     uniform_ints("randint_like", &r, 0, 3);
     let r = one(
         &rt,
@@ -436,8 +513,18 @@ fn integers_law() {
     );
     uniform_ints("randint_like.low_dtype", &r, -2, 2);
     for (op, args, lo, hi) in [
-        ("aten::random.from", vec![Value::Int(7), Value::Int(13)], 7, 13),
-        ("aten::random_.from", vec![Value::Int(-4), Value::Int(0)], -4, 0),
+        (
+            "aten::random.from",
+            vec![Value::Int(7), Value::Int(13)],
+            7,
+            13,
+        ),
+        (
+            "aten::random_.from",
+            vec![Value::Int(-4), Value::Int(0)],
+            -4,
+            0,
+        ),
         ("aten::random.to", vec![Value::Int(6)], 0, 6),
         ("aten::random_.to", vec![Value::Int(2)], 0, 2),
     ] {
@@ -446,14 +533,29 @@ fn integers_law() {
         uniform_ints(op, &one(&rt, op, a), lo, hi);
     }
     // Without a bound: bool draws {0, 1}, bf16 [0, 2^8], float32 integers up to 2^24.
-    uniform_ints("random(bool)", &one(&rt, "aten::random", vec![like(DType::Bool)]), 0, 2);
+    uniform_ints(
+        "random(bool)",
+        &one(&rt, "aten::random", vec![like(DType::Bool)]),
+        0,
+        2,
+    );
     let b = one(&rt, "aten::random_", vec![like(DType::BF16)]);
-    assert!(b.iter().all(|v| v.fract() == 0.0 && (0.0..=256.0).contains(v)));
+    assert!(
+        b.iter()
+            .all(|v| v.fract() == 0.0 && (0.0..=256.0).contains(v))
+    );
     let f = one(&rt, "aten::random", vec![like(DType::F32)]);
     let top = (1u64 << 24) as f64;
-    assert!(f.iter().all(|v| v.fract() == 0.0 && (0.0..=top).contains(v)));
+    assert!(
+        f.iter()
+            .all(|v| v.fract() == 0.0 && (0.0..=top).contains(v))
+    );
     moments("random(f32)", &f, top / 2.0, top * top / 12.0, 1.0);
-    let f = one(&rt, "aten::random.from", vec![like(DType::I32), Value::Int(5), Value::None]);
+    let f = one(
+        &rt,
+        "aten::random.from",
+        vec![like(DType::I32), Value::Int(5), Value::None],
+    );
     assert!(f.iter().all(|v| *v >= 5.0 && *v <= i32::MAX as f64));
 }
 
@@ -463,14 +565,34 @@ fn errors() {
     let x = || Value::Tensor(zeros(&rt, 4, DType::F32));
     let i = || Value::Tensor(zeros(&rt, 4, DType::I64));
     for (op, args, part) in [
-        ("aten::uniform", vec![x(), Value::Float(2.0), Value::Float(1.0)], "from=2 > to=1"),
-        ("aten::normal_", vec![x(), Value::Float(0.0), Value::Float(-1.0)], "std >= 0.0"),
+        (
+            "aten::uniform",
+            vec![x(), Value::Float(2.0), Value::Float(1.0)],
+            "from=2 > to=1",
+        ),
+        (
+            "aten::normal_",
+            vec![x(), Value::Float(0.0), Value::Float(-1.0)],
+            "std >= 0.0",
+        ),
         ("aten::bernoulli.p", vec![x(), Value::Float(1.5)], "[0, 1]"),
         ("aten::random", vec![i()], "int64"),
-        ("aten::random.to", vec![x(), Value::Int(0)], "less than 'to'"),
+        (
+            "aten::random.to",
+            vec![x(), Value::Int(0)],
+            "less than 'to'",
+        ),
         ("aten::normal_functional", vec![i()], "floating point"),
-        ("aten::randint", vec![Value::Int(1 << 40), ints(&[2])], "32-bit"),
-        ("aten::native_dropout", vec![x(), Value::Float(1.5), Value::Bool(true)], "between 0 and 1"),
+        (
+            "aten::randint",
+            vec![Value::Int(1 << 40), ints(&[2])],
+            "32-bit",
+        ),
+        (
+            "aten::native_dropout",
+            vec![x(), Value::Float(1.5), Value::Bool(true)],
+            "between 0 and 1",
+        ),
     ] {
         let e = ops::call(&rt, op, args).expect_err(op).to_string();
         assert!(e.contains(part), "{op}: {e}");
@@ -486,13 +608,20 @@ fn dropout() {
     let r = call(
         &rt,
         "aten::native_dropout",
-        vec![Value::Tensor(x.clone()), Value::Float(0.25), Value::Bool(true)],
+        vec![
+            Value::Tensor(x.clone()),
+            Value::Float(0.25),
+            Value::Bool(true),
+        ],
     );
     assert_eq!(r[1].dtype(), DType::Bool);
     let (out, mask) = (r[0].to_f64_vec().expect("o"), r[1].to_f64_vec().expect("m"));
     let n = N as f64;
     let kept = mask.iter().sum::<f64>();
-    assert!((kept - 0.75 * n).abs() < 4.0 * (n * 0.1875).sqrt(), "{kept} kept");
+    assert!(
+        (kept - 0.75 * n).abs() < 4.0 * (n * 0.1875).sqrt(),
+        "{kept} kept"
+    );
     let scale = (1.0f64 / 0.75) as f32;
     for i in 0..N {
         // PyTorch: `input.mul(mask).mul_(scale)` in f32.
@@ -503,7 +632,11 @@ fn dropout() {
     let r = call(
         &rt,
         "aten::native_dropout",
-        vec![Value::Tensor(x.clone()), Value::Float(0.25), Value::Bool(false)],
+        vec![
+            Value::Tensor(x.clone()),
+            Value::Float(0.25),
+            Value::Bool(false),
+        ],
     );
     assert_eq!(r[0].to_f64_vec().expect("o"), xs);
     assert!(r[1].to_f64_vec().expect("m").iter().all(|v| *v == 1.0));
@@ -511,7 +644,11 @@ fn dropout() {
     let g = call(
         &rt,
         "aten::native_dropout_backward",
-        vec![Value::Tensor(x.clone()), Value::Tensor(r[1].clone()), Value::Float(0.5)],
+        vec![
+            Value::Tensor(x.clone()),
+            Value::Tensor(r[1].clone()),
+            Value::Float(0.5),
+        ],
     );
     let gv = g[0].to_f64_vec().expect("g");
     assert!((0..N).all(|i| gv[i] == xs[i] * 0.5));
@@ -521,7 +658,10 @@ fn dropout() {
         vec![Value::Tensor(x), Value::Float(0.5), Value::Bool(true)],
     );
     let zeros = d.iter().filter(|v| **v == 0.0).count() as f64;
-    assert!((zeros - 0.5 * n).abs() < 4.0 * (n * 0.25).sqrt(), "{zeros} dropped");
+    assert!(
+        (zeros - 0.5 * n).abs() < 4.0 * (n * 0.25).sqrt(),
+        "{zeros} dropped"
+    );
     assert!((0..N).all(|i| d[i] == 0.0 || d[i] == xs[i] * 2.0));
 }
 
@@ -538,7 +678,11 @@ fn determinism() {
     rt.manual_seed(42);
     let want = draw(&rt);
     assert_eq!(rt.rng_offset(), 64 * 33 + 100);
-    assert_ne!(draw(&rt).0, want.0, "a second call must continue the stream");
+    assert_ne!(
+        draw(&rt).0,
+        want.0,
+        "a second call must continue the stream"
+    );
     rt.manual_seed(42);
     assert_eq!(draw(&rt), want, "manual_seed restarts the stream");
     for mode in MODES {
@@ -562,7 +706,11 @@ fn determinism() {
     let rt = runtime(SuiteMode::DeferAndFuse);
     rt.manual_seed(42);
     let a = call(&rt, "aten::rand", vec![ints(&[64, 33])]);
-    let s = one(&rt, "aten::add.Scalar", vec![Value::Tensor(a[0].clone()), Value::Int(1)]);
+    let s = one(
+        &rt,
+        "aten::add.Scalar",
+        vec![Value::Tensor(a[0].clone()), Value::Int(1)],
+    );
     let plus: Vec<f64> = want.0.iter().map(|v| (*v as f32 + 1.0) as f64).collect();
     assert_eq!(s, plus);
 }
@@ -573,9 +721,21 @@ fn generators() {
     let rt = strict();
     let gen_draw = |rt: &Runtime| {
         let g = Value::Generator(9);
-        let a = one(rt, "aten::rand.generator", vec![ints(&[N as i64]), g.clone()]);
-        let b = one(rt, "aten::randn.generator", vec![ints(&[N as i64]), g.clone()]);
-        let c = one(rt, "aten::randint.generator", vec![Value::Int(4), ints(&[N as i64]), g.clone()]);
+        let a = one(
+            rt,
+            "aten::rand.generator",
+            vec![ints(&[N as i64]), g.clone()],
+        );
+        let b = one(
+            rt,
+            "aten::randn.generator",
+            vec![ints(&[N as i64]), g.clone()],
+        );
+        let c = one(
+            rt,
+            "aten::randint.generator",
+            vec![Value::Int(4), ints(&[N as i64]), g.clone()],
+        );
         let d = one(
             rt,
             "aten::randint.low_generator",
@@ -590,7 +750,11 @@ fn generators() {
     uniform_ints("randint.generator", &c, 0, 4);
     uniform_ints("randint.low_generator", &d, 2, 6);
     let other = strict();
-    assert_eq!(gen_draw(&other).0, a, "the same generator seed, the same stream");
+    assert_eq!(
+        gen_draw(&other).0,
+        a,
+        "the same generator seed, the same stream"
+    );
     // As in PyTorch, `torch.manual_seed(9)` and `torch.Generator().manual_seed(9)` start the
     // same sequence.
     other.manual_seed(9);
