@@ -29,11 +29,23 @@ echo "generated in $(( $(date +%s) - start )) s" >&2
 if (( check )); then
   cd "$here/.."
   changes="$(git status --porcelain -- golden/cases backend/src/ops/schema/aten-2.15.0.txt)"  # modified, deleted and new files
+  # Floating-point values of a few kernels depend on the host CPU in their last bits (see
+  # compare_cases.py): modified case tensors within rounding of the committed ones pass.
+  rounding="$(grep -E '^ M golden/cases/.*\.safetensors$' <<<"$changes" | cut -c4- || true)"
+  if [[ -n "$rounding" ]] && "$venv/bin/python" golden/compare_cases.py $rounding; then
+    echo "golden/cases/: $(wc -l <<<"$rounding") case files differ from the committed ones only by floating-point rounding (host-CPU-dependent kernels); the committed files are kept" >&2
+    git checkout -- $rounding
+    changes="$(git status --porcelain -- golden/cases backend/src/ops/schema/aten-2.15.0.txt)"
+  fi
   if [[ -n "$changes" ]]; then
     echo "golden/cases/ (or the schema table) differs from the committed files after regeneration:" >&2
     echo "$changes" | head -50 >&2
     git diff --stat -- golden/cases | tail -5 >&2
     exit 1
   fi
-  echo "golden/cases/ is reproducible: regeneration gave the committed files byte for byte" >&2
+  if [[ -n "$rounding" ]]; then
+    echo "golden/cases/ is reproducible: every other byte of the regeneration matches the committed files" >&2
+  else
+    echo "golden/cases/ is reproducible: regeneration gave the committed files byte for byte" >&2
+  fi
 fi

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use tpuemu_backend::ops::{self, OpImpl, Value as BValue, registry};
-use tpuemu_backend::{DType, Mode, Runtime, Tensor};
+use tpuemu_backend::{DType, Mode, Runtime, Tensor, TpuError};
 use tpuemu_emulator::{ChipPreset, Emulator};
 use tpuemu_golden::tensor::{DType as GDType, HostTensor};
 use tpuemu_golden::value::Value as GValue;
-use tpuemu_golden::{Executor, Link, OpCall};
+use tpuemu_golden::{Executor, Link, NEEDS_VALUES, OpCall};
 
 /// Runs golden calls on the backend.
 pub struct BackendExecutor {
@@ -20,10 +20,22 @@ pub struct BackendExecutor {
 impl BackendExecutor {
     /// An executor on a fresh emulated chip of `preset`, in `mode`.
     pub fn new(preset: ChipPreset, mode: tpuemu_golden::Mode) -> Result<Self, String> {
-        let emu = Emulator::new(preset).map_err(|e| e.to_string())?;
-        let rt = Runtime::new(Arc::new(emu)).map_err(|e| e.to_string())?;
+        Self::on(Emulator::new(preset).map_err(|e| e.to_string())?, mode)
+    }
+
+    /// An executor on `emu` (a fresh emulator, with its run limits set), in `mode`.
+    pub fn on(emu: Emulator, mode: tpuemu_golden::Mode) -> Result<Self, String> {
+        let emu = Arc::new(emu);
+        let rt = if mode == tpuemu_golden::Mode::Meta {
+            Runtime::shapes(emu, 0)
+        } else {
+            Runtime::new(emu)
+        }
+        .map_err(|e| e.to_string())?;
         let m = match mode {
-            tpuemu_golden::Mode::Strict | tpuemu_golden::Mode::Compile => Mode::Strict,
+            tpuemu_golden::Mode::Strict
+            | tpuemu_golden::Mode::Compile
+            | tpuemu_golden::Mode::Meta => Mode::Strict,
             tpuemu_golden::Mode::Debug => Mode::Debug,
             tpuemu_golden::Mode::Defer => Mode::DeferAndFuse,
         };
@@ -69,8 +81,14 @@ fn upload(rt: &Runtime, t: &HostTensor) -> Result<Tensor, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A tensor's values; on a shapes-only runtime, zeros of its dtype and shape (the runner
+/// compares dtypes and shapes only).
 fn download(t: &Tensor) -> Result<HostTensor, String> {
-    let bytes = t.to_bytes().map_err(|e| e.to_string())?;
+    let bytes = if t.runtime().shapes_only() {
+        vec![0u8; t.numel() * t.dtype().size()]
+    } else {
+        t.to_bytes().map_err(|e| e.to_string())?
+    };
     HostTensor::new(gdtype(t.dtype()), t.shape().to_vec(), bytes).map_err(|e| e.to_string())
 }
 
@@ -195,7 +213,10 @@ fn run_sequence(
                     Arg::Linked(links, template) => linked(&outs, links, template)?,
                 });
             }
-            ops::call(rt, op, vals).map_err(|e| e.to_string())
+            ops::call(rt, op, vals).map_err(|e| match e {
+                TpuError::NeedsValues(_) => format!("{NEEDS_VALUES}{e}"),
+                e => e.to_string(),
+            })
         })();
         let failed = r.is_err();
         outs.push(r);

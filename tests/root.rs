@@ -16,5 +16,14 @@ mod emulator;
 #[path = "root/cli_collective.rs"]
 mod cli_collective;
 
+#[path = "root/bit_identity.rs"]
+mod bit_identity;
+
 #[path = "root/golden_replay.rs"]
 mod golden_replay;
+
+#[path = "root/hostile.rs"]
+mod hostile;
+
+#[path = "root/cli_predict.rs"]
+mod cli_predict;

@@ -31,6 +31,10 @@ pub enum TpuError {
     /// Registered, but not for these inputs.
     #[error("NotImplementedError: {0}")]
     Unsupported(String),
+    /// A value was needed (read back, or an output shape depends on values) on a runtime whose
+    /// tensors have none ([`crate::Runtime::meta`], [`crate::Runtime::shapes`]).
+    #[error("NotImplementedError: {0}")]
+    NeedsValues(String),
     /// An operator's error, tagged with the operator and its input shapes.
     #[error("{op}: {message}")]
     InOp {

@@ -22,9 +22,21 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
     let mut acc = 1isize;
     for d in (0..shape.len()).rev() {
         strides[d] = acc;
-        acc *= shape[d].max(1) as isize;
+        // Saturating: a shape too large for any device must not wrap to small strides (its
+        // storage, [`storage_bytes`], cannot be allocated, which is the error the user sees).
+        acc = acc.saturating_mul(isize::try_from(shape[d].max(1)).unwrap_or(isize::MAX));
     }
     strides
+}
+
+/// Bytes of a contiguous tensor of `shape` with `elem_bytes` bytes per element, or `u64::MAX`
+/// when the count overflows 64 bits: no device holds that much, so allocating it fails with an
+/// out-of-memory error instead of wrapping to a small (or zero-byte) storage.
+pub fn storage_bytes(shape: &[usize], elem_bytes: usize) -> u64 {
+    shape
+        .iter()
+        .try_fold(elem_bytes as u64, |acc, &d| acc.checked_mul(d as u64))
+        .unwrap_or(u64::MAX)
 }
 
 /// Normalises a possibly negative dimension index for a tensor of `ndim` dimensions
@@ -127,7 +139,8 @@ impl Layout {
 
     /// Number of elements.
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        // Saturating, as [`storage_bytes`]: such a tensor never gets storage.
+        self.shape.iter().fold(1usize, |a, &d| a.saturating_mul(d))
     }
 
     /// Row-major contiguous (size-1 dimensions may have any stride).

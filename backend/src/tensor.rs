@@ -114,11 +114,13 @@ impl Tensor {
     }
 
     /// A new tensor of `shape` with fresh, uninitialised storage (`torch.empty`).
+    ///
+    /// A shape whose byte count overflows gets a storage of `u64::MAX` bytes, which no device
+    /// can allocate: the first use of the tensor fails with an out-of-memory error.
     pub fn empty(rt: &Runtime, shape: &[usize], dtype: DType) -> Tensor {
-        let numel: usize = shape.iter().product();
         let storage = {
             let mut st = rt.lock();
-            rt.new_storage(&mut st, (numel * dtype.size()) as u64)
+            rt.new_storage(&mut st, crate::layout::storage_bytes(shape, dtype.size()))
         };
         Tensor {
             rt: rt.clone(),
@@ -147,8 +149,8 @@ impl Tensor {
         shape: &[usize],
         dtype: DType,
     ) -> Result<Tensor> {
-        let numel: usize = shape.iter().product();
-        if numel != len {
+        let numel = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if numel != Some(len) {
             return Err(TpuError::ShapeMismatch(format!(
                 "shape {shape:?} is invalid for input of size {len}"
             )));
@@ -159,8 +161,7 @@ impl Tensor {
 
     /// A tensor from raw little-endian bytes of `dtype`.
     pub fn from_bytes(rt: &Runtime, bytes: &[u8], shape: &[usize], dtype: DType) -> Result<Tensor> {
-        let numel: usize = shape.iter().product();
-        if bytes.len() != numel * dtype.size() {
+        if bytes.len() as u64 != crate::layout::storage_bytes(shape, dtype.size()) {
             return Err(TpuError::ShapeMismatch(format!(
                 "{} bytes do not hold {shape:?} elements of {dtype}",
                 bytes.len()
@@ -305,7 +306,7 @@ impl Tensor {
     /// runtime has no values: an error.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         if !self.rt.has_values() {
-            return Err(TpuError::Unsupported(format!(
+            return Err(TpuError::NeedsValues(format!(
                 "{self:?} is a meta tensor: it has a shape and timing but no values (use sync_read to time a read)"
             )));
         }

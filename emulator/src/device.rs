@@ -20,7 +20,7 @@ use crate::core::{ArgVal, ChipShared, Core};
 use crate::ici::Ici;
 use crate::launch::{self, ChipState, Ending, Target};
 use crate::memory::Hbm;
-use crate::preset::{ChipPreset, PresetError};
+use crate::preset::{ChipPreset, MAX_DEVICE_CHIPS, PresetError};
 use crate::stats::LaunchStats;
 
 struct LaunchRecord {
@@ -44,7 +44,8 @@ struct State {
     host_link_free: Vec<u64>,
     profiling: bool,
     functional: bool,
-    events: Vec<TraceEvent>,
+    limits: crate::RunLimits,
+    events: crate::recorder::EventLog,
 }
 
 /// An emulated TPU: one chip or a slice of chips.
@@ -70,8 +71,27 @@ impl Emulator {
         Self::slice(preset, &[1])
     }
 
-    /// A slice of chips of `preset` with mesh `dims` (`[4, 4]`, `[2, 2, 2]`).
+    /// A slice of chips of `preset` with mesh `dims` (`[4, 4]`, `[2, 2, 2]`), at most the
+    /// generation's largest slice ([`ChipPreset::check_slice`]).
     pub fn slice(preset: ChipPreset, dims: &[u32]) -> Result<Self, PresetError> {
+        Self::build(preset, dims, 1)
+    }
+
+    /// `slices` slices of mesh `dims` joined by the data-centre network: the mesh gets one more
+    /// axis, last, whose coordinate is the slice ([`Topology::dcn_axis`]); a chip reaches the
+    /// chip at the same place in another slice in one hop of `preset.dcn_bytes_per_s` and
+    /// `preset.dcn_latency_ns` (see [`crate::ici`]).
+    pub fn multi_slice(preset: ChipPreset, slices: u32, dims: &[u32]) -> Result<Self, PresetError> {
+        if slices == 0 {
+            return Err(PresetError::Invalid {
+                preset: preset.name.clone(),
+                why: "a device needs at least one slice".into(),
+            });
+        }
+        Self::build(preset, dims, slices)
+    }
+
+    fn build(preset: ChipPreset, dims: &[u32], slices: u32) -> Result<Self, PresetError> {
         preset.validate()?;
         let invalid = |why: String| PresetError::Invalid {
             preset: preset.name.clone(),
@@ -82,10 +102,6 @@ impl Emulator {
                 "slice {dims:?}: expected 1 to 3 non-zero axes"
             )));
         }
-        let n: u64 = dims.iter().map(|d| *d as u64).product();
-        if n > 16384 {
-            return Err(invalid(format!("slice of {n} chips; at most 16384")));
-        }
         if dims.len() as u32 > preset.ici_dims
             && dims.iter().skip(preset.ici_dims as usize).any(|d| *d > 1)
         {
@@ -94,13 +110,41 @@ impl Emulator {
                 preset.name, preset.ici_dims
             )));
         }
-        let wrap = wraparound(&preset, dims);
-        let ici = Ici::new(
-            dims.to_vec(),
-            wrap.clone(),
-            preset.ici_link_bytes_per_s / preset.clock_hz,
-            preset.ns_to_cycles(preset.ici_hop_latency_ns),
-        );
+        preset.check_slice(dims)?;
+        let n: u64 = dims.iter().map(|d| *d as u64).product::<u64>() * slices as u64;
+        if n > MAX_DEVICE_CHIPS {
+            return Err(invalid(format!(
+                "{n} chips; the emulator holds at most {MAX_DEVICE_CHIPS}"
+            )));
+        }
+        let mut wrap = wraparound(&preset, dims);
+        let mut mesh = dims.to_vec();
+        let ici_cycles = preset.ns_to_cycles(preset.ici_hop_latency_ns);
+        let ici = if slices > 1 {
+            mesh.push(slices);
+            wrap.push(slices > 2);
+            let mut ici = Ici::new(
+                mesh.clone(),
+                wrap.clone(),
+                preset.ici_link_bytes_per_s / preset.clock_hz,
+                ici_cycles,
+            );
+            ici.set_dcn_axis(
+                dims.len(),
+                preset.dcn_bytes_per_s / preset.clock_hz,
+                preset.ns_to_cycles(preset.dcn_latency_ns),
+            );
+            ici
+        } else {
+            Ici::new(
+                mesh.clone(),
+                wrap.clone(),
+                preset.ici_link_bytes_per_s / preset.clock_hz,
+                ici_cycles,
+            )
+        };
+        let dims = &mesh[..];
+        let dcn_axis = ici.dcn_axis();
         let chips_info = (0..n as u32)
             .map(|id| ChipInfo {
                 id,
@@ -117,6 +161,7 @@ impl Emulator {
             generation: preset.name.clone(),
             mesh: dims.to_vec(),
             wraparound: wrap,
+            dcn_axis,
             chips: chips_info,
         };
         let chips = (0..n)
@@ -141,7 +186,8 @@ impl Emulator {
             host_link_free: vec![0; n as usize],
             profiling: false,
             functional: true,
-            events: Vec::new(),
+            limits: crate::RunLimits::default(),
+            events: Default::default(),
         };
         Ok(Emulator {
             preset,
@@ -161,6 +207,11 @@ impl Emulator {
         self.lock().functional = !on;
     }
 
+    /// The run limits of later launches (see [`crate::limits`]).
+    pub fn set_run_limits(&self, limits: crate::RunLimits) {
+        self.lock().limits = limits;
+    }
+
     /// What a launch did.
     pub fn stats(&self, id: LaunchId) -> Option<LaunchStats> {
         self.lock()
@@ -176,6 +227,195 @@ impl Emulator {
             .iter()
             .map(|c| c.shared.hbm.resident_bytes())
             .sum()
+    }
+
+    /// Launches `l`, which the caller vouches is *translation-symmetric*: every chip runs the
+    /// same program on the same cores with arguments that differ only by the chip's position
+    /// (its coordinates, its neighbours' indices, buffers of equal sizes), sending to the chips
+    /// at the same offsets from itself. A timing-only launch over every chip is then simulated
+    /// on chip 0 alone and the other chips get its timeline (exact while every message goes one
+    /// hop, which is checked; see [`crate::fold`]); otherwise — functional mode, chips left
+    /// out, a longer route — the launch is simulated in full, as [`Device::launch`] does.
+    /// [`LaunchStats::represented_by`] says which happened.
+    pub fn launch_symmetric(&self, l: &Launch) -> Result<LaunchId, DeviceError> {
+        self.launch_impl(l, true)
+    }
+
+    /// Whether a launch may be folded onto chip 0: timing-only, every chip targeted, on the
+    /// same cores.
+    fn foldable(s: &State, targets: &[Target]) -> bool {
+        if s.functional {
+            return false;
+        }
+        let mut cores: Vec<Vec<u32>> = vec![Vec::new(); s.chips.len()];
+        for t in targets {
+            cores[t.chip as usize].push(t.core);
+        }
+        for c in &mut cores {
+            c.sort_unstable();
+        }
+        !cores[0].is_empty() && cores.iter().all(|c| *c == cores[0])
+    }
+
+    fn launch_impl(&self, l: &Launch, symmetric: bool) -> Result<LaunchId, DeviceError> {
+        let mut guard = self.lock();
+        let s = &mut *guard;
+        let program = s
+            .programs
+            .get(l.program.0 as usize)
+            .ok_or_else(|| {
+                DeviceError::InvalidRequest(format!("program {} was never loaded", l.program.0))
+            })?
+            .clone();
+        if l.targets.is_empty() {
+            return Err(DeviceError::InvalidRequest(
+                "a launch needs at least one target core".into(),
+            ));
+        }
+        let mut targets = Vec::with_capacity(l.targets.len());
+        for t in &l.targets {
+            let (chip, core) = (t.core.chip, t.core.core);
+            if chip as usize >= s.chips.len() || core >= self.preset.cores_per_chip {
+                return Err(DeviceError::InvalidRequest(format!(
+                    "chip {chip} core {core} does not exist"
+                )));
+            }
+            if targets
+                .iter()
+                .any(|x: &Target| x.chip == chip && x.core == core)
+            {
+                return Err(DeviceError::InvalidRequest(format!(
+                    "chip {chip} core {core} is targeted twice"
+                )));
+            }
+            if t.args.len() != program.args.len() {
+                return Err(DeviceError::InvalidRequest(format!(
+                    "program `{}` takes {} arguments, the launch gives {}",
+                    program.name,
+                    program.args.len(),
+                    t.args.len()
+                )));
+            }
+            let mut args = Vec::with_capacity(t.args.len());
+            for (i, (a, decl)) in t.args.iter().zip(&program.args).enumerate() {
+                args.push(match (a, decl.kind) {
+                    (KernelArg::Buffer(b), tpuemu_isa::ArgKind::Buffer) => {
+                        let bc = Self::buffer_chip(s, *b)?;
+                        if bc != chip {
+                            return Err(DeviceError::InvalidRequest(format!(
+                                "argument {i} (`{}`) is buffer {} on chip {bc}, but the kernel runs on chip {chip}",
+                                decl.name, b.0
+                            )));
+                        }
+                        let size = s.chips[chip as usize].shared.hbm.buffer(b.0).map_or(0, |x| x.size());
+                        ArgVal::Buffer { id: b.0, size }
+                    }
+                    (KernelArg::Scalar(v), tpuemu_isa::ArgKind::Scalar) => ArgVal::Scalar(*v),
+                    _ => {
+                        return Err(DeviceError::InvalidRequest(format!(
+                            "argument {i} (`{}`) must be a {}",
+                            decl.name,
+                            decl.kind.name()
+                        )));
+                    }
+                });
+            }
+            targets.push(Target { chip, core, args });
+        }
+        let start = targets
+            .iter()
+            .map(|t| s.core_free[t.chip as usize][t.core as usize])
+            .max()
+            .unwrap_or(0)
+            .max(self.preset.ns_to_cycles(l.submit_ns));
+        let folded = if symmetric && Self::foldable(s, &targets) {
+            crate::fold::run_folded(
+                &mut s.chips,
+                &mut s.ici,
+                &self.preset,
+                &self.topology.mesh,
+                &program,
+                &targets,
+                start,
+                s.profiling,
+                &s.limits,
+                0,
+            )
+        } else {
+            None
+        };
+        let out = match folded {
+            Some(out) => out,
+            None => launch::run(
+                &mut s.chips,
+                &mut s.ici,
+                &self.preset,
+                &self.topology.mesh,
+                &program,
+                &targets,
+                start,
+                s.functional,
+                s.profiling,
+                &s.limits,
+            ),
+        };
+        for (t, cs) in targets.iter().zip(&out.stats.cores) {
+            s.core_free[t.chip as usize][t.core as usize] = cs.end_cycle.max(start);
+        }
+        let error = match out.ending {
+            Ending::Ok => None,
+            Ending::Fault { target, pc, kind } => Some(DeviceError::Fault(Box::new(Fault {
+                program: program.name.clone(),
+                chip: targets[target].chip,
+                core: targets[target].core,
+                pc,
+                instr: program.instr_text(pc as usize),
+                reason: kind.to_string(),
+            }))),
+            Ending::Deadlock(report) => Some(DeviceError::Deadlock(Box::new(report))),
+            Ending::Unfoldable => unreachable!("an unfoldable launch is simulated in full"),
+        };
+        let end_ns = self.preset.cycles_to_ns(out.end_cycle);
+        if s.profiling {
+            for mut span in out.spans {
+                span.op_id = l.op_id;
+                span.group_id = l.group_id;
+                s.events.push(TraceEvent::Span(span));
+            }
+            for (t, cs) in targets.iter().zip(&out.stats.cores) {
+                let mut k = Span::new(
+                    Track::Kernel {
+                        chip: t.chip,
+                        core: t.core,
+                    },
+                    program.name.clone(),
+                    self.preset.cycles_to_ns(start),
+                    self.preset.cycles_to_ns(cs.end_cycle.max(start)),
+                );
+                k.cycles = Some((start, cs.end_cycle.max(start)));
+                k.op_id = l.op_id;
+                k.group_id = l.group_id;
+                k.args.insert("program".into(), json!(program.name));
+                k.args.insert("flops".into(), json!(cs.flops));
+                k.args.insert("hbm_bytes".into(), json!(cs.hbm_bytes));
+                k.args.insert("instructions".into(), json!(cs.instructions));
+                if let Some(op) = &program.source_op {
+                    k.args.insert("source_op".into(), json!(op));
+                }
+                if let Some(e) = &error {
+                    k.args.insert("error".into(), json!(e.to_string()));
+                }
+                s.events.push(TraceEvent::Span(k));
+            }
+        }
+        s.launches.push(LaunchRecord {
+            start_ns: self.preset.cycles_to_ns(start),
+            end_ns,
+            error,
+            reported: false,
+            stats: out.stats,
+        });
+        Ok(LaunchId(s.launches.len() as u64 - 1))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -352,147 +592,7 @@ impl Device for Emulator {
     }
 
     fn launch(&self, l: &Launch) -> Result<LaunchId, DeviceError> {
-        let mut guard = self.lock();
-        let s = &mut *guard;
-        let program = s
-            .programs
-            .get(l.program.0 as usize)
-            .ok_or_else(|| {
-                DeviceError::InvalidRequest(format!("program {} was never loaded", l.program.0))
-            })?
-            .clone();
-        if l.targets.is_empty() {
-            return Err(DeviceError::InvalidRequest(
-                "a launch needs at least one target core".into(),
-            ));
-        }
-        let mut targets = Vec::with_capacity(l.targets.len());
-        for t in &l.targets {
-            let (chip, core) = (t.core.chip, t.core.core);
-            if chip as usize >= s.chips.len() || core >= self.preset.cores_per_chip {
-                return Err(DeviceError::InvalidRequest(format!(
-                    "chip {chip} core {core} does not exist"
-                )));
-            }
-            if targets
-                .iter()
-                .any(|x: &Target| x.chip == chip && x.core == core)
-            {
-                return Err(DeviceError::InvalidRequest(format!(
-                    "chip {chip} core {core} is targeted twice"
-                )));
-            }
-            if t.args.len() != program.args.len() {
-                return Err(DeviceError::InvalidRequest(format!(
-                    "program `{}` takes {} arguments, the launch gives {}",
-                    program.name,
-                    program.args.len(),
-                    t.args.len()
-                )));
-            }
-            let mut args = Vec::with_capacity(t.args.len());
-            for (i, (a, decl)) in t.args.iter().zip(&program.args).enumerate() {
-                args.push(match (a, decl.kind) {
-                    (KernelArg::Buffer(b), tpuemu_isa::ArgKind::Buffer) => {
-                        let bc = Self::buffer_chip(s, *b)?;
-                        if bc != chip {
-                            return Err(DeviceError::InvalidRequest(format!(
-                                "argument {i} (`{}`) is buffer {} on chip {bc}, but the kernel runs on chip {chip}",
-                                decl.name, b.0
-                            )));
-                        }
-                        let size = s.chips[chip as usize].shared.hbm.buffer(b.0).map_or(0, |x| x.size());
-                        ArgVal::Buffer { id: b.0, size }
-                    }
-                    (KernelArg::Scalar(v), tpuemu_isa::ArgKind::Scalar) => ArgVal::Scalar(*v),
-                    _ => {
-                        return Err(DeviceError::InvalidRequest(format!(
-                            "argument {i} (`{}`) must be a {}",
-                            decl.name,
-                            decl.kind.name()
-                        )));
-                    }
-                });
-            }
-            targets.push(Target { chip, core, args });
-        }
-        let start = targets
-            .iter()
-            .map(|t| s.core_free[t.chip as usize][t.core as usize])
-            .max()
-            .unwrap_or(0)
-            .max(self.preset.ns_to_cycles(l.submit_ns));
-        let out = launch::run(
-            &mut s.chips,
-            &mut s.ici,
-            &self.preset,
-            &self.topology.mesh,
-            &program,
-            &targets,
-            start,
-            s.functional,
-            s.profiling,
-        );
-        for t in &targets {
-            let core_end = s.chips[t.chip as usize].cores[t.core as usize]
-                .t
-                .end_time()
-                .max(start);
-            s.core_free[t.chip as usize][t.core as usize] = core_end;
-        }
-        let error = match out.ending {
-            Ending::Ok => None,
-            Ending::Fault { target, pc, kind } => Some(DeviceError::Fault(Box::new(Fault {
-                program: program.name.clone(),
-                chip: targets[target].chip,
-                core: targets[target].core,
-                pc,
-                instr: program.instr_text(pc as usize),
-                reason: kind.to_string(),
-            }))),
-            Ending::Deadlock(report) => Some(DeviceError::Deadlock(Box::new(report))),
-        };
-        let end_ns = self.preset.cycles_to_ns(out.end_cycle);
-        if s.profiling {
-            for mut span in out.spans {
-                span.op_id = l.op_id;
-                span.group_id = l.group_id;
-                s.events.push(TraceEvent::Span(span));
-            }
-            for (t, cs) in targets.iter().zip(&out.stats.cores) {
-                let mut k = Span::new(
-                    Track::Kernel {
-                        chip: t.chip,
-                        core: t.core,
-                    },
-                    program.name.clone(),
-                    self.preset.cycles_to_ns(start),
-                    self.preset.cycles_to_ns(cs.end_cycle.max(start)),
-                );
-                k.cycles = Some((start, cs.end_cycle.max(start)));
-                k.op_id = l.op_id;
-                k.group_id = l.group_id;
-                k.args.insert("program".into(), json!(program.name));
-                k.args.insert("flops".into(), json!(cs.flops));
-                k.args.insert("hbm_bytes".into(), json!(cs.hbm_bytes));
-                k.args.insert("instructions".into(), json!(cs.instructions));
-                if let Some(op) = &program.source_op {
-                    k.args.insert("source_op".into(), json!(op));
-                }
-                if let Some(e) = &error {
-                    k.args.insert("error".into(), json!(e.to_string()));
-                }
-                s.events.push(TraceEvent::Span(k));
-            }
-        }
-        s.launches.push(LaunchRecord {
-            start_ns: self.preset.cycles_to_ns(start),
-            end_ns,
-            error,
-            reported: false,
-            stats: out.stats,
-        });
-        Ok(LaunchId(s.launches.len() as u64 - 1))
+        self.launch_impl(l, false)
     }
 
     fn wait(&self, id: LaunchId) -> Result<Completion, DeviceError> {
@@ -544,6 +644,6 @@ impl Device for Emulator {
     }
 
     fn drain_events(&self) -> Vec<TraceEvent> {
-        std::mem::take(&mut self.lock().events)
+        self.lock().events.drain()
     }
 }

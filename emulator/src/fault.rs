@@ -61,6 +61,18 @@ pub enum FaultKind {
         /// The two parties.
         what: String,
     },
+    /// The launch ran past a run limit (see [`crate::limits`]): the program may never halt.
+    #[error(
+        "run limit reached: more than {limit} {what} in this launch (raise it with {flag} if the program is meant to run this long)"
+    )]
+    RunLimit {
+        /// `instructions` or `cycles`.
+        what: &'static str,
+        /// The limit.
+        limit: u64,
+        /// The command-line flag that sets it.
+        flag: &'static str,
+    },
     /// A semaphore still holds a count when the program ends.
     #[error(
         "{sem} holds {value} at exit{pending} (every DMA must be waited for, every signal consumed)"

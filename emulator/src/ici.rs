@@ -14,6 +14,13 @@
 //! ran 3x slower than its busiest link allows). Zero-byte messages (remote semaphore signals)
 //! stay behind everything already booked on a link, so a signal never overtakes data.
 //!
+//! A device of several slices has one more axis, the data-centre network (DCN,
+//! [`Ici::set_dcn_axis`]): a chip reaches the chip at the same place in any other slice in one
+//! hop over its own network interface, a link like the others but with the DCN's bandwidth and
+//! latency, shared by everything the chip sends to other slices (the network itself is taken as
+//! non-blocking, and a chip's incoming traffic is not modelled separately: in the ring
+//! collectives every chip receives what it sends).
+//!
 //! The launcher tells the links how far every core has got ([`Ici::retire_before`]): booked
 //! time before then is forgotten, so the books stay short.
 
@@ -31,7 +38,7 @@ pub struct LinkId {
 }
 
 impl LinkId {
-    /// `x+`, `y-`, ...
+    /// `x+`, `y-`, ... (see [`Ici::link_name`] for the DCN).
     pub fn name(&self) -> String {
         format!(
             "{}{}",
@@ -68,8 +75,11 @@ pub struct Delivery {
 pub struct Ici {
     dims: Vec<u32>,
     wrap: Vec<bool>,
-    bytes_per_cycle: f64,
-    hop_cycles: u64,
+    /// Per axis: link bandwidth and hop latency.
+    bytes_per_cycle: Vec<f64>,
+    hop_cycles: Vec<u64>,
+    /// The DCN axis: one hop to any other slice.
+    dcn: Option<usize>,
     links: HashMap<LinkId, LinkBook>,
 }
 
@@ -145,18 +155,43 @@ impl Ici {
     /// A mesh of `dims` chips (row-major chip numbering, axis 0 fastest... see [`Ici::coords`]),
     /// wrapping where `wrap` says.
     pub fn new(dims: Vec<u32>, wrap: Vec<bool>, bytes_per_cycle: f64, hop_cycles: u64) -> Self {
+        let n = dims.len();
         Ici {
             dims,
             wrap,
-            bytes_per_cycle,
-            hop_cycles: hop_cycles.max(1),
+            bytes_per_cycle: vec![bytes_per_cycle; n],
+            hop_cycles: vec![hop_cycles.max(1); n],
+            dcn: None,
             links: HashMap::new(),
         }
     }
 
-    /// Cycles per hop.
+    /// Makes `axis` the data-centre network joining slices: one hop from a chip to the chip at
+    /// the same place in any other slice, over the sender's interface of `bytes_per_cycle`,
+    /// taking `hop_cycles`.
+    pub fn set_dcn_axis(&mut self, axis: usize, bytes_per_cycle: f64, hop_cycles: u64) {
+        self.dcn = Some(axis);
+        self.bytes_per_cycle[axis] = bytes_per_cycle;
+        self.hop_cycles[axis] = hop_cycles.max(1);
+    }
+
+    /// The DCN axis, if the device has several slices.
+    pub fn dcn_axis(&self) -> Option<usize> {
+        self.dcn
+    }
+
+    /// Cycles of the shortest hop (what any cross-chip effect takes at least).
     pub fn hop_cycles(&self) -> u64 {
-        self.hop_cycles
+        self.hop_cycles.iter().copied().min().unwrap_or(1)
+    }
+
+    /// `x+`, `y-`, ..., or `dcn` for a chip's data-centre network interface.
+    pub fn link_name(&self, link: &LinkId) -> String {
+        if Some(link.axis as usize) == self.dcn {
+            "dcn".into()
+        } else {
+            link.name()
+        }
     }
 
     /// Coordinates of a chip: chip `c` has `c = x + dimx * (y + dimy * z)`.
@@ -191,6 +226,15 @@ impl Ici {
             let n = self.dims[axis] as i64;
             let (a, b) = (at[axis] as i64, target[axis] as i64);
             if a == b {
+                continue;
+            }
+            if Some(axis) == self.dcn {
+                path.push(LinkId {
+                    chip: self.chip(&at),
+                    axis: axis as u8,
+                    plus: true,
+                });
+                at[axis] = b as u32;
                 continue;
             }
             let fwd = (b - a).rem_euclid(n);
@@ -228,10 +272,27 @@ impl Ici {
         }
     }
 
+    /// Gives the links of every other chip the bookings of chip `rep`'s links: after a launch
+    /// simulated on `rep` alone for chips that all did the same (translated), the others'
+    /// links are as busy as `rep`'s.
+    pub fn copy_links_from(&mut self, rep: u32) {
+        let mine: Vec<(LinkId, LinkBook)> = self
+            .links
+            .iter()
+            .filter(|(l, _)| l.chip == rep)
+            .map(|(l, b)| (*l, b.clone()))
+            .collect();
+        let chips: u32 = self.dims.iter().product();
+        for chip in (0..chips).filter(|c| *c != rep) {
+            for (l, b) in &mine {
+                self.links.insert(LinkId { chip, ..*l }, b.clone());
+            }
+        }
+    }
+
     /// Sends `bytes` from `from` to `to`, starting at cycle `start`.
     pub fn send(&mut self, from: u32, to: u32, start: u64, bytes: u64) -> Delivery {
         let path = self.route(from, to);
-        let ser = (bytes as f64 / self.bytes_per_cycle).ceil() as u64;
         if path.is_empty() {
             return Delivery {
                 sent: start,
@@ -241,8 +302,12 @@ impl Ici {
         }
         let mut head = start;
         let mut tail_end = 0;
+        let mut last_hop = 0;
         let mut hops = Vec::with_capacity(path.len());
         for link in path {
+            let axis = link.axis as usize;
+            let ser = (bytes as f64 / self.bytes_per_cycle[axis]).ceil() as u64;
+            let hop = self.hop_cycles[axis];
             let book = self.links.entry(link).or_default();
             let (s, e) = if ser == 0 {
                 let s = head.max(book.last_end());
@@ -257,13 +322,14 @@ impl Ici {
                 start: s,
                 end,
             });
-            head = s + self.hop_cycles;
-            tail_end = end + self.hop_cycles;
+            head = s + hop;
+            tail_end = end + hop;
+            last_hop = hop;
         }
         let last = hops.last().expect("non-empty path");
         Delivery {
             sent: hops[0].end,
-            arrived: last.end + self.hop_cycles,
+            arrived: last.end + last_hop,
             hops,
         }
     }
@@ -330,5 +396,27 @@ mod tests {
         // Link 1+ is idle from 10, but the last byte only comes at 55 + 10.
         assert_eq!((m.hops[1].start, m.hops[1].end), (10, 65));
         assert_eq!(m.arrived, 75);
+    }
+
+    #[test]
+    fn the_dcn_axis_is_one_hop_over_the_senders_interface() {
+        // Two 4-chip rings, 4 slices; DCN at 10 bytes per cycle and 50 cycles per hop.
+        let mut ici = Ici::new(vec![4, 4], vec![true, true], 100.0, 10);
+        ici.set_dcn_axis(1, 10.0, 50);
+        // Slice 0 -> slice 2 (two steps round a ring) is one hop.
+        let r = ici.route(1, ici.chip(&[1, 2]));
+        assert_eq!(r.len(), 1);
+        assert_eq!(ici.link_name(&r[0]), "dcn");
+        // ICI first (axis 0), then the DCN hop from the chip reached.
+        let r = ici.route(0, ici.chip(&[2, 3]));
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[2].chip, 2);
+        // 1000 bytes take 100 cycles on the DCN, plus its latency.
+        let d = ici.send(0, ici.chip(&[0, 1]), 0, 1000);
+        assert_eq!((d.sent, d.arrived), (100, 150));
+        // Both directions share the sender's interface.
+        let e = ici.send(0, ici.chip(&[0, 3]), 0, 1000);
+        assert_eq!(e.hops[0].start, 100);
+        assert_eq!(ici.hop_cycles(), 10);
     }
 }

@@ -8,6 +8,9 @@
 //! takes at least one cycle). When every unfinished core is blocked with nothing scheduled to
 //! wake it, the launch deadlocks and the report says where each core stands.
 
+//!
+//! A launch can also be *folded* onto one chip ([`crate::fold`]).
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -19,6 +22,7 @@ use crate::core::timing::{Inflight, SYNC_UNITS};
 use crate::core::{ArgVal, ChipShared, Core, Env, Outgoing, Placement, Status};
 use crate::fault::FaultKind;
 use crate::ici::Ici;
+use crate::limits::{Budget, RunLimits};
 use crate::preset::ChipPreset;
 use crate::recorder::Recorder;
 use crate::stats::{CoreStats, LaunchStats};
@@ -45,6 +49,8 @@ pub(crate) enum Ending {
         kind: FaultKind,
     },
     Deadlock(DeadlockReport),
+    /// A folded launch sent a message over more than one hop.
+    Unfoldable,
 }
 
 /// Everything a launch produced.
@@ -63,6 +69,15 @@ enum Phase {
     Done,
 }
 
+/// Every chip's arguments (its first target's), for remote DMA.
+pub(crate) fn peers_of(targets: &[Target], chips: usize) -> Vec<Option<Vec<ArgVal>>> {
+    let mut peers: Vec<Option<Vec<ArgVal>>> = vec![None; chips];
+    for t in targets {
+        peers[t.chip as usize].get_or_insert_with(|| t.args.clone());
+    }
+    peers
+}
+
 /// Runs `program` on `targets` starting at cycle `start`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run(
@@ -75,12 +90,56 @@ pub(crate) fn run(
     start: u64,
     functional: bool,
     profiling: bool,
+    limits: &RunLimits,
 ) -> Outcome {
+    let peers = peers_of(targets, chips.len());
+    let io = Io {
+        program,
+        preset,
+        mesh,
+        peers: &peers,
+        functional,
+        profiling,
+        limits,
+        fold: None,
+    };
+    simulate(chips, ici, &io, targets, start)
+}
+
+/// What a simulation reads.
+pub(crate) struct Io<'a> {
+    pub program: &'a Program,
+    pub preset: &'a ChipPreset,
+    pub mesh: &'a [u32],
+    pub peers: &'a [Option<Vec<ArgVal>>],
+    pub functional: bool,
+    pub profiling: bool,
+    /// The run limits (see [`crate::limits`]).
+    pub limits: &'a RunLimits,
+    /// Folded onto this chip (see [`crate::fold`]).
+    pub fold: Option<u32>,
+}
+
+/// The event loop over `targets`.
+pub(crate) fn simulate(
+    chips: &mut [ChipState],
+    ici: &mut Ici,
+    io: &Io,
+    targets: &[Target],
+    start: u64,
+) -> Outcome {
+    let Io {
+        program,
+        preset,
+        mesh,
+        peers,
+        functional,
+        profiling,
+        limits,
+        fold,
+    } = *io;
     let n = targets.len();
-    let mut peers: Vec<Option<Vec<ArgVal>>> = vec![None; chips.len()];
-    for t in targets {
-        peers[t.chip as usize].get_or_insert_with(|| t.args.clone());
-    }
+    let budget = limits.budget(start);
     let mut recs: Vec<Recorder> = targets
         .iter()
         .map(|t| Recorder::new(profiling, t.chip, t.core, program))
@@ -110,7 +169,10 @@ pub(crate) fn run(
     // recomputed each turn; without, only the cores whose state changed.
     let barriers = program.instrs.iter().any(|i| matches!(i, Instr::Barrier));
     let mut next = vec![u64::MAX; n];
+    // The cores whose next event must be recomputed (a list, so a turn costs what changed).
     let mut dirty = vec![true; n];
+    let mut dirty_list: Vec<usize> = (0..n).collect();
+    let lookup = Lookup::new(targets, chips.len(), preset.cores_per_chip);
     let mut unfinished = n;
     let mut queue = Queue::new(n);
     let mut ran: Option<usize> = None;
@@ -118,10 +180,11 @@ pub(crate) fn run(
 
     loop {
         // Next event of every unfinished core whose state changed.
-        for i in 0..n {
-            if !(dirty[i] || barriers) {
-                continue;
-            }
+        if barriers {
+            dirty_list.clear();
+            dirty_list.extend(0..n);
+        }
+        for &i in &dirty_list {
             dirty[i] = false;
             let core = &chips[targets[i].chip as usize].cores[targets[i].core as usize];
             let t = match phase[i] {
@@ -138,9 +201,10 @@ pub(crate) fn run(
                             &targets[i],
                             preset,
                             &places[i],
-                            &peers,
+                            peers,
                             functional,
                             0,
+                            budget,
                         );
                         core.wait_ready(&env).unwrap_or(u64::MAX)
                     }
@@ -151,6 +215,7 @@ pub(crate) fn run(
                 queue.set(i, t, phase[i] == Phase::Done);
             }
         }
+        dirty_list.clear();
         if unfinished == 0 {
             break;
         }
@@ -185,14 +250,19 @@ pub(crate) fn run(
                 }
             }
         }
-        let mut env = env_for(program, t, preset, &places[i], &peers, functional, horizon);
+        let mut env = env_for(
+            program, t, preset, &places[i], peers, functional, horizon, budget,
+        );
         env.run_ahead = run_ahead;
         let status = {
             let chip = &mut chips[t.chip as usize];
             let (cores, shared) = (&mut chip.cores, &mut chip.shared);
             cores[t.core as usize].run(&env, shared, &mut out, &mut recs[i], until)
         };
-        dirty[i] = true;
+        if !dirty[i] {
+            dirty[i] = true;
+            dirty_list.push(i);
+        }
         phase[i] = match status {
             Status::Running => Phase::Running,
             Status::Blocked => Phase::Blocked,
@@ -209,17 +279,37 @@ pub(crate) fn run(
                 break;
             }
         };
-        let delivered = deliver_all(&mut out, chips, targets, ici, preset, i, &mut effects);
+        let delivered = deliver_all(
+            &mut out,
+            chips,
+            targets,
+            &lookup,
+            ici,
+            preset,
+            i,
+            fold,
+            &mut effects,
+        );
         for j in effects.touched.drain(..) {
-            dirty[j] = true;
+            if !dirty[j] {
+                dirty[j] = true;
+                dirty_list.push(j);
+            }
         }
-        if let Err((pc, kind)) = delivered {
-            ending = Ending::Fault {
-                target: i,
-                pc,
-                kind,
-            };
-            break;
+        match delivered {
+            Ok(()) => {}
+            Err(Stop::Fault(pc, kind)) => {
+                ending = Ending::Fault {
+                    target: i,
+                    pc,
+                    kind,
+                };
+                break;
+            }
+            Err(Stop::Unfoldable) => {
+                ending = Ending::Unfoldable;
+                break;
+            }
         }
     }
 
@@ -264,6 +354,7 @@ fn env_for<'a>(
     peers: &'a [Option<Vec<ArgVal>>],
     functional: bool,
     horizon: u64,
+    budget: Budget,
 ) -> Env<'a> {
     Env {
         program,
@@ -274,6 +365,7 @@ fn env_for<'a>(
         functional,
         horizon,
         run_ahead: false,
+        budget,
     }
 }
 
@@ -395,10 +487,29 @@ fn barrier_release(
     Some(latest + preset.costs.barrier_latency as u64)
 }
 
-fn find(targets: &[Target], chip: u32, core: u32) -> Option<usize> {
-    targets
-        .iter()
-        .position(|t| t.chip == chip && t.core == core)
+/// The target running on each (chip, core).
+struct Lookup {
+    cores: usize,
+    index: Vec<u32>,
+}
+
+impl Lookup {
+    fn new(targets: &[Target], chips: usize, cores: u32) -> Self {
+        let cores = cores as usize;
+        let mut index = vec![u32::MAX; chips * cores];
+        for (i, t) in targets.iter().enumerate() {
+            index[t.chip as usize * cores + t.core as usize] = i as u32;
+        }
+        Lookup { cores, index }
+    }
+
+    fn find(&self, chip: u32, core: u32) -> Option<usize> {
+        let k = (chip as usize).checked_mul(self.cores)? + core as usize;
+        match self.index.get(k) {
+            Some(&i) if i != u32::MAX && (core as usize) < self.cores => Some(i as usize),
+            _ => None,
+        }
+    }
 }
 
 /// One remote DMA's occupancy of one link (cycles).
@@ -418,16 +529,40 @@ struct Effects {
     touched: Vec<usize>,
 }
 
-/// Delivers the effects core `from` produced on other cores.
+/// Why delivering stopped a launch.
+enum Stop {
+    Fault(u32, FaultKind),
+    /// A folded launch sent a message over more than one hop.
+    Unfoldable,
+}
+
+/// Delivers the effects core `from` produced on other cores; `fold`: the launch is folded onto
+/// that chip, whose cores receive what is sent to the same cores of any chip.
+#[allow(clippy::too_many_arguments)]
 fn deliver_all(
     out: &mut Vec<Outgoing>,
     chips: &mut [ChipState],
     targets: &[Target],
+    lookup: &Lookup,
     ici: &mut Ici,
     preset: &ChipPreset,
     from: usize,
+    fold: Option<u32>,
     effects: &mut Effects,
-) -> Result<(), (u32, FaultKind)> {
+) -> Result<(), Stop> {
+    let src_chip = targets[from].chip;
+    // The receiving target of a message to `chip`; a folded launch checks the route first.
+    let receiver = |ici: &Ici, chip: u32, core: u32| -> Result<Option<usize>, Stop> {
+        match fold {
+            None => Ok(lookup.find(chip, core)),
+            Some(rep) => {
+                if chip != src_chip && ici.route(src_chip, chip).len() != 1 {
+                    return Err(Stop::Unfoldable);
+                }
+                Ok(lookup.find(rep, core))
+            }
+        }
+    };
     for o in out.drain(..) {
         match o {
             Outgoing::Signal {
@@ -437,10 +572,9 @@ fn deliver_all(
                 amount,
                 at,
             } => {
-                let Some(j) = find(targets, chip, core) else {
+                let Some(j) = receiver(ici, chip, core)? else {
                     continue;
                 };
-                let src_chip = targets[from].chip;
                 let arrive = if chip == src_chip {
                     at + preset.costs.sem_latency as u64
                 } else {
@@ -452,8 +586,8 @@ fn deliver_all(
                 effects.touched.push(j);
             }
             Outgoing::Write(w) => {
-                let Some(j) = find(targets, w.to_chip, w.core) else {
-                    return Err((
+                let Some(j) = receiver(ici, w.to_chip, w.core)? else {
+                    return Err(Stop::Fault(
                         w.pc,
                         FaultKind::Invalid(format!(
                             "remote DMA to chip {} core {}, which is not part of this launch",
@@ -466,7 +600,7 @@ fn deliver_all(
                     for h in &d.hops {
                         spans.push(LinkSpan {
                             chip: h.link.chip,
-                            link: h.link.name(),
+                            link: ici.link_name(&h.link),
                             start: h.start,
                             end: h.end,
                             bytes: w.bytes,
@@ -483,14 +617,16 @@ fn deliver_all(
                 let t = &targets[j];
                 let chip = &mut chips[t.chip as usize];
                 let core = &mut chip.cores[t.core as usize];
-                deliver(&w, &mut core.vmem, &mut core.smem, &mut chip.shared);
                 core.sems[w.recv_sem as usize].add_at(d.arrived, w.bytes as i64);
-                core.t.add_inflight(Inflight {
-                    pc: w.pc,
-                    src: w.dst_range,
-                    dst: w.dst_range,
-                    complete: d.arrived,
-                });
+                if fold.is_none() {
+                    deliver(&w, &mut core.vmem, &mut core.smem, &mut chip.shared);
+                    core.t.add_inflight(Inflight {
+                        pc: w.pc,
+                        src: w.dst_range,
+                        dst: w.dst_range,
+                        complete: d.arrived,
+                    });
+                }
             }
         }
     }
@@ -521,7 +657,7 @@ fn deadlock_report(
                             let coming: i64 = s.pending.iter().map(|(_, a)| a).sum();
                             format!(
                                 "{at}: waits at pc {} (`{text}`) for {sem} to reach {}; it holds {} and {} more is scheduled to arrive",
-                                c.pc, need as i32, s.value, coming
+                                c.pc, need, s.value, coming
                             )
                         }
                         _ => format!("{at}: waits at barrier #{} (pc {}, `{text}`)", c.barriers + 1, c.pc),
@@ -563,5 +699,6 @@ fn collect_stats(chips: &[ChipState], targets: &[Target], start: u64, end: u64) 
         start_cycle: start,
         end_cycle: end,
         cores,
+        represented_by: None,
     }
 }

@@ -11,7 +11,8 @@
 //!   engines over a shared-bandwidth HBM, systolic matrix units (pipelined or SCALE-Sim), and
 //!   ICI links between chips ([`ici`]); every unit's busy spans are recorded as trace events.
 //! - Faults are values: out-of-bounds accesses, HBM exhaustion, invalid instructions,
-//!   semaphore deadlocks and racing DMAs come back as [`tpuemu_isa::DeviceError`]s.
+//!   semaphore deadlocks, racing DMAs and runs past the [`limits`] come back as
+//!   [`tpuemu_isa::DeviceError`]s.
 //! - Deterministic: the same program and inputs give the same bits and the same cycles on any
 //!   machine and any thread count.
 //!
@@ -19,11 +20,14 @@
 
 #![deny(rustdoc::broken_intra_doc_links)]
 
+mod bounds;
 mod core;
 mod device;
 pub mod fault;
+mod fold;
 pub mod ici;
 mod launch;
+pub mod limits;
 pub mod memory;
 pub mod numerics;
 pub mod preset;
@@ -34,6 +38,7 @@ mod validate;
 
 pub use device::Emulator;
 pub use fault::FaultKind;
+pub use limits::RunLimits;
 pub use preset::{ChipPreset, MxuModel, PresetError, builtin, builtin_names};
 pub use run::{ArgInit, RunResult};
 pub use stats::{CoreStats, LaunchStats};

@@ -42,6 +42,48 @@ impl Emulator {
         cores: &[u32],
         read_back: bool,
     ) -> Result<RunResult, DeviceError> {
+        let (stats, buffers) = self.run_program_then(program, args, cores, |dev, ids| {
+            let mut buffers = Vec::new();
+            for (b, a) in ids.iter().zip(args) {
+                let size = match a {
+                    ArgInit::Bytes(b) => b.len(),
+                    ArgInit::Zeroed(n) => usize::try_from(*n).unwrap_or(usize::MAX),
+                    ArgInit::Scalar(_) => 0,
+                };
+                let mut out = Vec::new();
+                if let Some(id) = b
+                    && read_back
+                {
+                    out.try_reserve_exact(size).map_err(|_| {
+                        DeviceError::InvalidRequest(format!(
+                            "cannot hold a {size}-byte buffer in host memory to read it back"
+                        ))
+                    })?;
+                    out.resize(size, 0);
+                    dev.read(*id, 0, &mut out, 0.0)?;
+                }
+                buffers.push(out);
+            }
+            Ok(buffers)
+        })?;
+        let seconds = stats.cycles() as f64 / self.preset().clock_hz;
+        Ok(RunResult {
+            buffers: buffers?,
+            stats,
+            seconds,
+        })
+    }
+
+    /// Runs `program` as [`Emulator::run_program`] does, then calls `then` with the device and
+    /// the buffer of every argument slot (`None` for scalars) while they still exist, so that a
+    /// caller can read large results piece by piece; the buffers are freed afterwards.
+    pub fn run_program_then<T>(
+        &self,
+        program: &Program,
+        args: &[ArgInit],
+        cores: &[u32],
+        then: impl FnOnce(&Emulator, &[Option<BufferId>]) -> T,
+    ) -> Result<(LaunchStats, T), DeviceError> {
         if args.len() != program.args.len() {
             return Err(DeviceError::InvalidRequest(format!(
                 "program `{}` takes {} arguments, {} given",
@@ -51,53 +93,41 @@ impl Emulator {
             )));
         }
         let mut bufs: Vec<Option<BufferId>> = Vec::new();
-        let mut kargs = Vec::new();
-        let cleanup = |dev: &Emulator, bufs: &[Option<BufferId>]| {
-            for b in bufs.iter().flatten() {
-                let _ = dev.free(*b);
-            }
-        };
-        for (a, decl) in args.iter().zip(&program.args) {
-            match (a, decl.kind) {
-                (ArgInit::Scalar(v), ArgKind::Scalar) => {
-                    bufs.push(None);
-                    kargs.push(KernelArg::Scalar(*v));
-                }
-                (ArgInit::Bytes(_) | ArgInit::Zeroed(_), ArgKind::Buffer) => {
-                    let size = match a {
-                        ArgInit::Bytes(b) => b.len() as u64,
-                        ArgInit::Zeroed(n) => *n,
-                        ArgInit::Scalar(_) => 0,
-                    };
-                    let id = match self.alloc(0, size) {
-                        Ok(id) => id,
-                        Err(e) => {
-                            cleanup(self, &bufs);
-                            return Err(e);
-                        }
-                    };
-                    if let ArgInit::Bytes(b) = a {
-                        self.write(id, 0, b, 0.0)?;
-                    }
-                    bufs.push(Some(id));
-                    kargs.push(KernelArg::Buffer(id));
-                }
-                _ => {
-                    cleanup(self, &bufs);
-                    return Err(DeviceError::InvalidRequest(format!(
-                        "argument `{}` is a {}; give it a {}",
-                        decl.name,
-                        decl.kind.name(),
-                        if decl.kind == ArgKind::Buffer {
-                            "buffer"
-                        } else {
-                            "scalar value"
-                        }
-                    )));
-                }
-            }
-        }
         let result = (|| {
+            let mut kargs = Vec::new();
+            for (a, decl) in args.iter().zip(&program.args) {
+                match (a, decl.kind) {
+                    (ArgInit::Scalar(v), ArgKind::Scalar) => {
+                        bufs.push(None);
+                        kargs.push(KernelArg::Scalar(*v));
+                    }
+                    (ArgInit::Bytes(_) | ArgInit::Zeroed(_), ArgKind::Buffer) => {
+                        let size = match a {
+                            ArgInit::Bytes(b) => b.len() as u64,
+                            ArgInit::Zeroed(n) => *n,
+                            ArgInit::Scalar(_) => 0,
+                        };
+                        let id = self.alloc(0, size)?;
+                        bufs.push(Some(id));
+                        if let ArgInit::Bytes(b) = a {
+                            self.write(id, 0, b, 0.0)?;
+                        }
+                        kargs.push(KernelArg::Buffer(id));
+                    }
+                    _ => {
+                        return Err(DeviceError::InvalidRequest(format!(
+                            "argument `{}` is a {}; give it a {}",
+                            decl.name,
+                            decl.kind.name(),
+                            if decl.kind == ArgKind::Buffer {
+                                "buffer"
+                            } else {
+                                "scalar value"
+                            }
+                        )));
+                    }
+                }
+            }
             let pid = self.load(program)?;
             let submit = self.synchronize()?.end_ns;
             let targets = cores
@@ -116,29 +146,11 @@ impl Emulator {
             })?;
             self.wait(id)?;
             let stats = self.stats(id).expect("launch exists");
-            let seconds = stats.cycles() as f64 / self.preset().clock_hz;
-            let mut buffers = Vec::new();
-            for (b, a) in bufs.iter().zip(args) {
-                let size = match a {
-                    ArgInit::Bytes(b) => b.len(),
-                    ArgInit::Zeroed(n) => *n as usize,
-                    ArgInit::Scalar(_) => 0,
-                };
-                let mut out = vec![0u8; if read_back { size } else { 0 }];
-                if let Some(id) = b
-                    && read_back
-                {
-                    self.read(*id, 0, &mut out, 0.0)?;
-                }
-                buffers.push(out);
-            }
-            Ok(RunResult {
-                buffers,
-                stats,
-                seconds,
-            })
+            Ok((stats, then(self, &bufs)))
         })();
-        cleanup(self, &bufs);
+        for b in bufs.iter().flatten() {
+            let _ = self.free(*b);
+        }
         result
     }
 }

@@ -45,6 +45,9 @@ pub struct LaunchStats {
     pub end_cycle: u64,
     /// Per core.
     pub cores: Vec<CoreStats>,
+    /// The chip the launch was simulated on alone, when every chip ran a translation of its
+    /// run ([`crate::Emulator::launch_symmetric`]): the other chips' statistics are its own.
+    pub represented_by: Option<u32>,
 }
 
 impl LaunchStats {

@@ -5,3 +5,9 @@ mod faults;
 
 #[path = "emulator/issue.rs"]
 mod issue;
+
+#[path = "emulator/hostile.rs"]
+mod hostile;
+
+#[path = "emulator/mxu_reads.rs"]
+mod mxu_reads;

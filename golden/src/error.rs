@@ -46,6 +46,16 @@ pub enum TensorError {
         /// Strides.
         strides: Vec<usize>,
     },
+    /// The shape holds more elements than a case may (see [`crate::tensor::MAX_ELEMENTS`]).
+    #[error("shape {shape:?} holds {} elements; a case tensor holds at most {max}", numel.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()))]
+    TooLarge {
+        /// Shape.
+        shape: Vec<usize>,
+        /// Its element count, `None` past 2^64.
+        numel: Option<u128>,
+        /// The limit.
+        max: usize,
+    },
     /// A view reaches past the end of its storage.
     #[error("view reaches storage element {last}, but the storage has {storage_len}")]
     ViewOutOfBounds {

@@ -9,18 +9,21 @@
 //! it as one graph; every call's outputs are still compared with PyTorch's, and a case passes
 //! when all of its calls pass. Nothing
 //! in a file stops the run: an unreadable manifest, a broken case or a missing tensor becomes a
-//! failed case with the reason, and an executor that panics fails the call it panicked in.
+//! failed case with the reason, and an executor that panics fails the call it panicked in
+//! (the report gives the panic's message and where it happened; nothing, not even a backtrace,
+//! is printed while the runner catches it: see [`crate::quiet`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::compare::{Comparison, Tolerance, compare_outputs};
 use crate::error::GoldenError;
 use crate::executor::{Executor, Link, OpCall};
-use crate::format::{Call, Case, CaseEntry, CaseFile, IndexEntry, Manifest, load_manifest};
+use crate::format::{
+    Call, Case, CaseEntry, CaseFile, CompareMode, IndexEntry, Manifest, load_manifest,
+};
 use crate::report::Report;
 use crate::spec::ValueSpec;
 use crate::store::TensorStore;
@@ -39,7 +42,14 @@ pub enum Mode {
     Defer,
     /// Whole graph compiled to one program.
     Compile,
+    /// Shapes only (PyTorch's meta device): every output's dtype and shape is checked against
+    /// PyTorch's, values are not computed; a call whose output depends on values is skipped
+    /// (the executor's error starts with [`NEEDS_VALUES`]).
+    Meta,
 }
+
+/// How an executor's error starts when a call cannot run without values (in [`Mode::Meta`]).
+pub const NEEDS_VALUES: &str = "needs values: ";
 
 impl Mode {
     /// The name used on the command line.
@@ -49,6 +59,7 @@ impl Mode {
             Mode::Debug => "debug",
             Mode::Defer => "defer",
             Mode::Compile => "compile",
+            Mode::Meta => "meta",
         }
     }
 }
@@ -67,8 +78,9 @@ impl FromStr for Mode {
             "debug" => Ok(Mode::Debug),
             "defer" | "defer-and-fuse" => Ok(Mode::Defer),
             "compile" => Ok(Mode::Compile),
+            "meta" => Ok(Mode::Meta),
             other => Err(format!(
-                "unknown mode {other:?} (strict, debug, defer, compile)"
+                "unknown mode {other:?} (strict, debug, defer, compile, meta)"
             )),
         }
     }
@@ -285,7 +297,7 @@ fn run_file(
                     continue;
                 }
                 let result = match &store {
-                    Ok(store) => run_case(case, file, store, rel, exec),
+                    Ok(store) => run_case(case, file, store, rel, exec, opts.mode == Mode::Meta),
                     Err(e) => CaseResult::failed(
                         case.id.clone(),
                         rel.to_string(),
@@ -355,6 +367,7 @@ fn run_case(
     store: &TensorStore,
     rel: &str,
     exec: &mut dyn Executor,
+    meta: bool,
 ) -> CaseResult {
     let resolved = case
         .calls
@@ -390,7 +403,7 @@ fn run_case(
         if is_model && case.calls.len() > 1 && supported.iter().all(Result::is_ok) {
             // A sequence: the executor runs it as one program where it can.
             let links: Vec<Vec<Link>> = case.calls.iter().map(links_of).collect();
-            let outcome = catch_unwind(AssertUnwindSafe(|| exec.call_chain(&op_calls, &links)));
+            let outcome = crate::quiet::catch(|| exec.call_chain(&op_calls, &links));
             let outcomes: Vec<Result<Vec<Value>, String>> = match outcome {
                 Ok(o) if o.len() == case.calls.len() => o,
                 Ok(o) => vec![
@@ -401,16 +414,14 @@ fn run_case(
                     ));
                     case.calls.len()
                 ],
-                Err(p) => {
-                    vec![Err(format!("executor panicked: {}", panic_message(&p))); case.calls.len()]
-                }
+                Err(p) => vec![Err(format!("executor panicked: {p}")); case.calls.len()],
             };
             case.calls
                 .iter()
                 .zip(&op_calls)
                 .zip(&resolved)
                 .zip(outcomes)
-                .map(|(((call, oc), res), out)| check_call(call, oc, &res.expected, Ok(out)))
+                .map(|(((call, oc), res), out)| check_call(call, oc, &res.expected, Ok(out), meta))
                 .collect()
         } else {
             case.calls
@@ -419,13 +430,11 @@ fn run_case(
                 .zip(&resolved)
                 .zip(supported)
                 .map(|(((call, oc), res), sup)| match sup {
-                    Err(why) => check_call(call, oc, &res.expected, Err(why)),
+                    Err(why) => check_call(call, oc, &res.expected, Err(why), meta),
                     Ok(()) => {
-                        let out =
-                            catch_unwind(AssertUnwindSafe(|| exec.call(oc))).unwrap_or_else(|p| {
-                                Err(format!("executor panicked: {}", panic_message(&p)))
-                            });
-                        check_call(call, oc, &res.expected, Ok(out))
+                        let out = crate::quiet::catch(|| exec.call(oc))
+                            .unwrap_or_else(|p| Err(format!("executor panicked: {p}")));
+                        check_call(call, oc, &res.expected, Ok(out), meta)
                     }
                 })
                 .collect()
@@ -523,21 +532,14 @@ fn links_of(call: &Call) -> Vec<Link> {
     out
 }
 
-/// A panic's message (without a backtrace: the report shows the message only).
-fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic".into())
-}
-
 /// The result of one call: skipped (`Err(why)` from `supports`), or its outputs (or its
-/// error) compared with the expected values.
+/// error) compared with the expected values (`meta`: dtypes and shapes only).
 fn check_call(
     call: &Call,
     op_call: &OpCall<'_>,
     expected: &[Value],
     outcome: Result<Result<Vec<Value>, String>, String>,
+    meta: bool,
 ) -> CallResult {
     let inputs = op_call.input_tensors();
     let mut result = CallResult {
@@ -558,6 +560,11 @@ fn check_call(
             result.reason = Some(why);
             return result;
         }
+        Ok(Err(e)) if meta && e.starts_with(NEEDS_VALUES) => {
+            result.status = Status::Skipped;
+            result.reason = Some(e);
+            return result;
+        }
         Ok(Err(e)) => {
             result.status = Status::Failed;
             result.reason = Some(if e.starts_with("executor panicked") {
@@ -573,7 +580,12 @@ fn check_call(
         rtol: t.rtol,
         atol: t.atol,
     });
-    let cmp = compare_outputs(expected, &actual, call.compare, tol);
+    let how = if meta {
+        CompareMode::Shape
+    } else {
+        call.compare
+    };
+    let cmp = compare_outputs(expected, &actual, how, tol);
     result.max_abs = cmp.max_abs;
     result.max_rel = cmp.max_rel;
     if !cmp.passed {

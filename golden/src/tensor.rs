@@ -14,6 +14,25 @@ use half::{bf16, f16};
 
 use crate::error::TensorError;
 
+/// Most elements one case tensor may hold (2^30: 4 GiB of float32), so that a manifest's sizes
+/// can never make the runner allocate or walk without bound.
+pub const MAX_ELEMENTS: usize = 1 << 30;
+
+/// The element count of `shape`, checked against [`MAX_ELEMENTS`].
+pub fn checked_numel(shape: &[usize]) -> Result<usize, TensorError> {
+    let numel = shape
+        .iter()
+        .try_fold(1u128, |acc, &d| acc.checked_mul(d as u128));
+    match numel {
+        Some(n) if n <= MAX_ELEMENTS as u128 => Ok(n as usize),
+        _ => Err(TensorError::TooLarge {
+            shape: shape.to_vec(),
+            numel,
+            max: MAX_ELEMENTS,
+        }),
+    }
+}
+
 /// Element types a case can hold. Names are PyTorch's (`float32`, `bfloat16`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
@@ -138,7 +157,7 @@ pub struct HostTensor {
 impl HostTensor {
     /// A contiguous tensor from raw little-endian bytes; the length must match the shape.
     pub fn new(dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Result<Self, TensorError> {
-        let numel: usize = shape.iter().product();
+        let numel = checked_numel(&shape)?;
         if numel * dtype.size() != data.len() {
             return Err(TensorError::DataLength {
                 expected: numel * dtype.size(),
@@ -178,15 +197,20 @@ impl HostTensor {
             });
         }
         let storage_len = storage.len() / dtype.size();
+        checked_numel(&shape)?;
         if shape.iter().all(|&d| d > 0) {
-            let last = offset
+            // In 128 bits: sizes and strides from a manifest must not wrap into range.
+            let last = offset as u128
                 + shape
                     .iter()
                     .zip(&strides)
-                    .map(|(d, s)| (d - 1) * s)
-                    .sum::<usize>();
-            if last >= storage_len {
-                return Err(TensorError::ViewOutOfBounds { last, storage_len });
+                    .map(|(&d, &s)| (d as u128 - 1) * s as u128)
+                    .sum::<u128>();
+            if last >= storage_len as u128 {
+                return Err(TensorError::ViewOutOfBounds {
+                    last: usize::try_from(last).unwrap_or(usize::MAX),
+                    storage_len,
+                });
             }
         }
         Ok(HostTensor {

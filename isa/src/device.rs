@@ -99,6 +99,10 @@ pub struct Topology {
     pub mesh: Vec<u32>,
     /// Whether each axis wraps around (a torus ring).
     pub wraparound: Vec<bool>,
+    /// The axis that joins slices over the data-centre network (DCN), on a device of several
+    /// slices (the last axis: slice `s` holds the chips whose coordinate on it is `s`).
+    #[serde(default)]
+    pub dcn_axis: Option<usize>,
     /// The chips, indexed by [`ChipId`].
     pub chips: Vec<ChipInfo>,
 }

@@ -72,11 +72,12 @@ impl DmaDescriptor {
         }
     }
 
-    /// Total bytes moved.
+    /// Total bytes moved, saturating at `u64::MAX` (five 32-bit factors can pass 2^64; no
+    /// memory holds that much, so the emulator's bounds check refuses such a descriptor).
     pub fn bytes(&self) -> u64 {
-        self.dims
-            .iter()
-            .fold(self.elem_bytes as u64, |acc, d| acc * d.count as u64)
+        self.dims.iter().fold(self.elem_bytes as u64, |acc, d| {
+            acc.saturating_mul(d.count as u64)
+        })
     }
 
     /// The SMEM words of this descriptor.

@@ -552,7 +552,8 @@ impl Instr {
         }
     }
 
-    /// The unit that executes the instruction.
+    /// The unit that executes the instruction: the one instruction-to-unit table (the
+    /// emulator sends each instruction to its unit's executor and records it under this unit).
     pub fn unit(&self) -> Unit {
         use Instr::*;
         match self {

@@ -7,7 +7,8 @@
 //! - [`Program`]: instructions plus metadata, and [`ProgramBuilder`] to generate them;
 //! - assembly text ([`text`]) and the binary encoding ([`encoding`]);
 //! - the validity rules both of them enforce ([`verify`]);
-//! - the [`Device`] trait every device implements, and its errors;
+//! - the [`Device`] trait every device implements, and its errors; [`null::NullDevice`], one
+//!   that runs nothing, for tests that need no emulator;
 //! - the trace schema ([`trace`]) that devices and the backend record and the visualizer reads.
 //!
 //! The instruction set is documented, with a table of every instruction, in `isa/README.md`.
@@ -20,6 +21,7 @@ pub mod device;
 pub mod dma;
 pub mod encoding;
 pub mod instr;
+pub mod null;
 pub mod ops;
 pub mod program;
 pub mod reg;

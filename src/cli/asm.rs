@@ -17,10 +17,7 @@ pub struct AsmArgs {
 
 /// Reads a source file and assembles it, with errors that point into the file.
 pub fn assemble_file(path: &Path) -> Result<tpuemu_isa::Program, CliError> {
-    let bytes = std::fs::read(path).map_err(|source| CliError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = super::run::read_bounded(path, super::run::MAX_PROGRAM_BYTES, "a program")?;
     let src = String::from_utf8(bytes)
         .map_err(|_| CliError::Other(format!("{}: the file is not UTF-8 text", path.display())))?;
     tpuemu_isa::assemble(&src).map_err(|error| CliError::Asm {

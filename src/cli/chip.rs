@@ -1,35 +1,91 @@
-//! Choosing a chip on the command line: a built-in preset or a TOML file, plus overrides.
+//! Choosing a chip on the command line: a built-in preset or a TOML file, plus overrides, and
+//! the run limits every command that runs programs takes.
 
 use clap::Args;
-use tpuemu_emulator::{ChipPreset, builtin, builtin_names};
+use tpuemu_emulator::limits::{DEFAULT_MAX_CYCLES, DEFAULT_MAX_INSTRUCTIONS, MAX_LIMIT};
+use tpuemu_emulator::{ChipPreset, Emulator, RunLimits, builtin, builtin_names};
 
 use super::CliError;
 
-/// `--chip NAME|FILE.toml` and `--set FIELD=VALUE`.
+/// `--chip NAME|FILE.toml`, `--set FIELD=VALUE` and the run limits.
 #[derive(Args, Debug, Clone)]
 pub struct ChipArgs {
     /// Chip preset: a built-in name (v4, v5e, v5p, v6e, v7x, scalesim-ws-128) or a TOML file.
     #[arg(long, default_value = "v5e")]
     pub chip: String,
-    /// Override a preset field, e.g. `--set hbm_bytes_per_s=1.6e12 --set costs.eup_latency=12`.
+    /// Override a preset field, e.g. `--set hbm_bytes_per_s=1.6e12 --set costs.eup_latency=12`
+    /// (`tpuemu chips --ranges` lists what each field accepts).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
     pub set: Vec<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// `--max-instructions N` and `--max-cycles N`: how far one launch may run before it is stopped
+/// with a fault naming the pc and the instruction (see `tpuemu_emulator::limits`).
+#[derive(Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Stop a launch when a core has executed more than this many instructions (1 to 2^62).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_MAX_INSTRUCTIONS,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT),
+        allow_negative_numbers = true
+    )]
+    pub max_instructions: u64,
+    /// Stop a launch when a core is more than this many cycles past its start (1 to 2^62).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_MAX_CYCLES,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_LIMIT),
+        allow_negative_numbers = true
+    )]
+    pub max_cycles: u64,
+}
+
+impl LimitArgs {
+    /// The limits (clap has checked their range).
+    pub fn limits(&self) -> Result<RunLimits, CliError> {
+        RunLimits::new(self.max_instructions, self.max_cycles)
+            .map_err(|e| CliError::Other(format!("--{}", e.to_string().replace('_', "-"))))
+    }
 }
 
 impl ChipArgs {
     /// The preset with overrides applied.
     pub fn preset(&self) -> Result<ChipPreset, CliError> {
         let mut p = load_preset(&self.chip)?;
-        for s in &self.set {
-            let (field, value) = s
-                .split_once('=')
-                .ok_or_else(|| CliError::Other(format!("--set `{s}`: expected FIELD=VALUE")))?;
-            p.set(field.trim(), value.trim())
-                .map_err(|e| CliError::Other(e.to_string()))?;
-        }
+        apply_sets(&mut p, &self.set)?;
         Ok(p)
     }
+
+    /// One chip of the preset, with the run limits set.
+    pub fn emulator(&self) -> Result<(ChipPreset, Emulator), CliError> {
+        let preset = self.preset()?;
+        let emu = Emulator::new(preset.clone()).map_err(|e| CliError::Other(e.to_string()))?;
+        emu.set_run_limits(self.limits.limits()?);
+        Ok((preset, emu))
+    }
 }
+
+/// Applies `--set FIELD=VALUE` overrides in order.
+pub fn apply_sets(p: &mut ChipPreset, sets: &[String]) -> Result<(), CliError> {
+    for s in sets {
+        let (field, value) = s.split_once('=').ok_or_else(|| {
+            CliError::Other(format!(
+                "--set {s:?}: expected FIELD=VALUE, e.g. clock_hz=1.5e9"
+            ))
+        })?;
+        p.set(field.trim(), value.trim())
+            .map_err(|e| CliError::Other(format!("--set {s:?}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The largest preset file read: 1 MiB (a full preset with sources is about 10 KiB).
+pub const MAX_PRESET_BYTES: u64 = 1 << 20;
 
 /// A built-in preset by name, or a preset read from a TOML file.
 pub fn load_preset(name: &str) -> Result<ChipPreset, CliError> {
@@ -37,10 +93,13 @@ pub fn load_preset(name: &str) -> Result<ChipPreset, CliError> {
         return Ok(p);
     }
     if name.ends_with(".toml") || std::path::Path::new(name).exists() {
-        let text = std::fs::read_to_string(name).map_err(|source| CliError::Io {
-            path: name.into(),
-            source,
-        })?;
+        let bytes = super::run::read_bounded(
+            std::path::Path::new(name),
+            MAX_PRESET_BYTES,
+            "a preset file",
+        )?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| CliError::Other(format!("{name}: a preset file is UTF-8 TOML text")))?;
         return ChipPreset::from_toml(&text).map_err(|e| CliError::Other(format!("{name}: {e}")));
     }
     Err(CliError::Other(format!(

@@ -16,6 +16,10 @@ pub struct ChipsArgs {
     /// edit it and pass the file to `--chip`.
     #[arg(long, value_name = "CHIP")]
     pub toml: Option<String>,
+    /// Print the range every preset figure must lie in (TOML files and `--set` are checked
+    /// against them).
+    #[arg(long)]
+    pub ranges: bool,
 }
 
 fn row(p: &ChipPreset) -> serde_json::Value {
@@ -49,6 +53,10 @@ fn gib(b: u64) -> String {
 
 /// Runs `tpuemu chips`.
 pub fn run(args: &ChipsArgs) -> Result<(), CliError> {
+    if args.ranges {
+        let text = tpuemu_emulator::preset::describe_ranges().join("\n") + "\n";
+        return super::write_output(None, text.as_bytes());
+    }
     if let Some(name) = &args.toml {
         let p = load_preset(name)?;
         super::write_output(None, p.to_toml().as_bytes())?;

@@ -31,6 +31,8 @@ pub struct DemoArgs {
 
 /// Runs `tpuemu demo`.
 pub fn run(args: &DemoArgs) -> Result<(), CliError> {
+    // Everything the user gave is checked before the first line of progress.
+    args.chip.emulator()?;
     std::fs::create_dir_all(&args.out).map_err(|source| CliError::Io {
         path: args.out.clone(),
         source,

@@ -17,10 +17,7 @@ pub struct DisasmArgs {
 
 /// Runs `tpuemu disasm`.
 pub fn run(args: &DisasmArgs) -> Result<(), CliError> {
-    let bytes = std::fs::read(&args.input).map_err(|source| CliError::Io {
-        path: args.input.clone(),
-        source,
-    })?;
+    let bytes = super::run::read_bounded(&args.input, super::run::MAX_PROGRAM_BYTES, "a program")?;
     let program = tpuemu_isa::decode_program(&bytes).map_err(|source| CliError::Decode {
         path: args.input.clone(),
         source,

@@ -21,7 +21,8 @@ pub enum GoldenCommand {
 pub struct RunArgs {
     /// Directory of cases (e.g. golden/cases).
     pub dir: PathBuf,
-    /// Execution mode: strict, debug, defer or compile.
+    /// Execution mode: strict, debug, defer, compile, or meta (dtypes and shapes only, nothing
+    /// computed: PyTorch's meta device).
     #[arg(long, default_value = "strict")]
     pub mode: String,
     #[command(flatten)]
@@ -37,25 +38,22 @@ pub struct RunArgs {
 /// Runs `tpuemu golden`.
 pub fn run(cmd: &GoldenCommand) -> Result<(), CliError> {
     let GoldenCommand::Run(args) = cmd;
-    let mode: Mode = args.mode.parse().map_err(CliError::Other)?;
-    let preset = args.chip.preset()?;
+    let mode: Mode = args
+        .mode
+        .parse()
+        .map_err(|e| CliError::Other(format!("--mode: {e}")))?;
+    let (preset, emu) = args.chip.emulator()?;
     let name = preset.name.clone();
-    let mut exec = BackendExecutor::new(preset, mode).map_err(CliError::Other)?;
+    let mut exec = BackendExecutor::on(emu, mode).map_err(CliError::Other)?;
     let opts = RunOptions {
         mode,
         chip: Some(name),
         filter: args.filter.clone(),
     };
-    let report = {
-        // A panic inside a case is a failed case with its message in the report; the
-        // default hook would also print it with a backtrace in the middle of the output.
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let r = run_dir(&args.dir, &mut exec, &opts);
-        std::panic::set_hook(hook);
-        r
-    }
-    .map_err(|e| CliError::Other(e.to_string()))?;
+    // A panic inside a case is a failed case with its message in the report; the runner catches
+    // it with nothing printed (no backtrace in the middle of the output: `tpuemu_golden::quiet`).
+    let report =
+        run_dir(&args.dir, &mut exec, &opts).map_err(|e| CliError::Other(e.to_string()))?;
     let mut out = Vec::new();
     report
         .print_table(&mut out)

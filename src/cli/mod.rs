@@ -17,6 +17,7 @@ pub mod demo;
 pub mod disasm;
 pub mod golden;
 pub mod ops;
+pub mod predict;
 pub mod report;
 pub mod run;
 pub mod viz;
@@ -54,6 +55,10 @@ pub enum Command {
     Golden(golden::GoldenCommand),
     /// Open a trace in the timeline viewer (or render it to a PNG).
     Viz(viz::VizArgs),
+    /// Predict a large model's training step on a slice: step time, tokens/s/chip, MFU, the
+    /// breakdown, per-chip HBM and whether it fits (the backend's kernels and collectives in
+    /// timing-only mode).
+    Predict(predict::PredictArgs),
 }
 
 /// Why a command failed.
@@ -131,6 +136,7 @@ pub fn run(cli: Cli) -> Result<(), CliError> {
         Command::Ops(args) => ops::run(&args),
         Command::Golden(cmd) => golden::run(&cmd),
         Command::Viz(args) => viz::run(&args),
+        Command::Predict(args) => predict::run(&args),
     }
 }
 

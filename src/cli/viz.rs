@@ -16,10 +16,10 @@ pub struct VizArgs {
     #[arg(long, value_name = "OUT.png")]
     pub screenshot: Option<PathBuf>,
     /// Screenshot width in pixels.
-    #[arg(long, default_value_t = tpuemu_visualizer::DEFAULT_WIDTH)]
+    #[arg(long, default_value_t = tpuemu_visualizer::DEFAULT_WIDTH, allow_negative_numbers = true)]
     pub width: u32,
     /// Screenshot height in pixels.
-    #[arg(long, default_value_t = tpuemu_visualizer::DEFAULT_HEIGHT)]
+    #[arg(long, default_value_t = tpuemu_visualizer::DEFAULT_HEIGHT, allow_negative_numbers = true)]
     pub height: u32,
 }
 

@@ -55,6 +55,32 @@ fn every_mode_reports_the_same_loss_and_fusion_saves_kernels() {
                 "{workload}: loss differs by mode"
             );
         }
+        // Device-side facts, independent of the host cost constants: the fused kernels keep
+        // intermediates on chip, so they move fewer HBM bytes and keep the device busy for less
+        // time than Strict's one kernel per operator; Compile fuses the whole step at least as
+        // far. The device is busy for part of the step, never longer than the step itself.
+        let f = |i: usize, field: &str| reports[i][field].as_f64().unwrap();
+        for i in 0..4 {
+            let busy = f(i, "device_busy_seconds");
+            assert!(
+                busy > 0.0 && busy <= f(i, "seconds_simulated"),
+                "{workload}: busy {busy} s in a {} s step",
+                f(i, "seconds_simulated")
+            );
+        }
+        assert!(
+            f(2, "hbm_bytes") < f(0, "hbm_bytes") && f(3, "hbm_bytes") <= f(2, "hbm_bytes"),
+            "{workload}: HBM bytes strict {} defer {} compile {}",
+            f(0, "hbm_bytes"),
+            f(2, "hbm_bytes"),
+            f(3, "hbm_bytes")
+        );
+        assert!(
+            f(2, "device_busy_seconds") < f(0, "device_busy_seconds"),
+            "{workload}: device busy strict {} defer {}",
+            f(0, "device_busy_seconds"),
+            f(2, "device_busy_seconds")
+        );
         let k = |i: usize| reports[i]["kernels_launched"].as_u64().unwrap();
         assert_eq!(k(0), k(1), "{workload}: Debug launches what Strict does");
         assert!(
@@ -64,7 +90,9 @@ fn every_mode_reports_the_same_loss_and_fusion_saves_kernels() {
             k(0)
         );
         assert_eq!(k(3), 1, "{workload}: Compile runs one program");
-        let t = |i: usize| reports[i]["seconds_simulated"].as_f64().unwrap();
+        // Debug runs Strict's kernels, one at a time: the same device work, never faster.
+        assert_eq!(f(1, "hbm_bytes"), f(0, "hbm_bytes"), "{workload}");
+        let t = |i: usize| f(i, "seconds_simulated");
         assert!(
             t(1) >= t(0),
             "{workload}: launch-blocking is no faster than Strict"
@@ -144,7 +172,9 @@ fn bad_input_is_refused_clearly() {
         err.contains("unknown chip `v99`") && !err.contains("panicked"),
         "{err}"
     );
+    // Out of range: a usage error naming the argument and its range, never silently replaced.
     let o = tpuemu(&["bench", "eager", "--steps", "0", "--small"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("steps"));
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--steps") && err.contains("1..=1000"), "{err}");
 }

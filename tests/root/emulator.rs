@@ -60,7 +60,15 @@ fn vadd_example_adds() {
     for i in 0..n {
         assert_eq!(out[i].to_bits(), (x[i] + y[i]).to_bits(), "element {i}");
     }
-    assert!(r.stats.cycles() > 0);
+    // The kernel reads x and y from HBM and writes the sum back: 3 x 4n bytes cannot take less
+    // than their time at v5e's published 819 GB/s.
+    let floor = 3.0 * 4.0 * n as f64 / 8.2e11;
+    assert!(
+        r.seconds >= floor,
+        "{} s for {} bytes: faster than HBM ({floor} s)",
+        r.seconds,
+        12 * n
+    );
 }
 
 #[test]
@@ -163,9 +171,9 @@ fn gemm_kernel_matches_the_defined_order_bit_for_bit() {
 }
 
 /// SCALE-Sim 3.0.0 weight-stationary compute cycles: folds x (2R + C + M - 2) - 1.
-fn scalesim_cycles(m: u64, n: u64, k: u64) -> (u64, u64) {
+fn scalesim_cycles(m: u64, n: u64, k: u64) -> u64 {
     let folds = k.div_ceil(128) * n.div_ceil(128);
-    (folds * (2 * 128 + 128 + m - 2) - 1, folds)
+    folds * (2 * 128 + 128 + m - 2) - 1
 }
 
 #[test]
@@ -181,14 +189,18 @@ fn scalesim_parity() {
         (1000, 129, 127, None),
         (7, 1, 1, None),
     ] {
-        let (want, folds) = scalesim_cycles(m, n, k);
+        let want = scalesim_cycles(m, n, k);
         if let Some(r) = reported {
             assert_eq!(want, r, "formula vs reported for {m}x{n}x{k}");
         }
         let (a, b, c, r) = run_gemm("scalesim-ws-128", m as u32, n as u32, k as u32, true);
+        // The emulator counts the span from the first weight load's start to the last
+        // result's readiness; SCALE-Sim reports the index of the last compute cycle, counted
+        // from 0: one less, exactly, whatever the number of folds.
         let got = r.stats.mxu_cycles();
-        assert!(
-            got.abs_diff(want) <= 2 * folds,
+        assert_eq!(
+            got,
+            want + 1,
             "{m}x{n}x{k}: emulator {got}, SCALE-Sim {want}"
         );
         if m * n * k <= 1 << 24 {
@@ -232,10 +244,15 @@ fn timing_only_gemm(chip_name: &str, s: u32) -> (f64, f64) {
 
 #[test]
 fn large_gemm_reaches_ninety_percent_of_peak() {
-    let (util, _) = timing_only_gemm("v5e", 4096);
-    assert!(util >= 0.9, "v5e 4096^3 utilization {util:.3}");
-    let (util, _) = timing_only_gemm("v6e", 4096);
-    assert!(util >= 0.9, "v6e 4096^3 utilization {util:.3}");
+    // At least 90% of the peak, and never above it: the peak (MXUs x rows x cols x 2 x clock)
+    // is a physical bound no schedule can beat.
+    for chip in ["v5e", "v6e"] {
+        let (util, _) = timing_only_gemm(chip, 4096);
+        assert!(
+            (0.9..=1.0).contains(&util),
+            "{chip} 4096^3 utilization {util:.3}"
+        );
+    }
 }
 
 #[test]

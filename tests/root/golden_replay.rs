@@ -55,3 +55,10 @@ fn golden_cases_pass_in_defer() {
 fn golden_cases_pass_in_compile() {
     check(Mode::Compile);
 }
+
+/// Shapes only: every operator's output dtypes and shapes come from its inputs' metadata alone
+/// (a shapes-only runtime runs nothing) and must equal PyTorch's.
+#[test]
+fn golden_cases_pass_in_meta() {
+    check(Mode::Meta);
+}

@@ -109,9 +109,11 @@ mod tests {
             events: all,
             ..RawInput::default()
         };
-        let _ = ctx.run_ui(input, |ui| {
+        let mut frame = ctx.run_ui(input, |ui| {
             out = ui.input(|i| read_keys(i, 0.8, 0.15));
         });
+        // No painter applies the font atlas here: drop it deliberately (epaint checks in debug).
+        frame.textures_delta.clear();
         out
     }
 

@@ -103,12 +103,28 @@ pub struct TraceModel {
     pub chips_seen: u32,
 }
 
+/// The largest trace file the viewer reads: 4 GiB (the demo's traces are about 50 MB).
+pub const MAX_TRACE_BYTES: u64 = 4 << 30;
+
 /// Reads a trace file (Chrome trace JSON).
 pub fn load_trace(path: &Path) -> Result<Trace, VizError> {
-    let bytes = std::fs::read(path).map_err(|source| VizError::Read {
+    use std::io::Read;
+    let read = |source| VizError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(read)?
+        .take(MAX_TRACE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read)?;
+    if bytes.len() as u64 > MAX_TRACE_BYTES {
+        return Err(VizError::NotATrace {
+            path: path.to_path_buf(),
+            reason: format!("longer than {MAX_TRACE_BYTES} bytes, the most the viewer reads"),
+        });
+    }
     let text = String::from_utf8(bytes).map_err(|e| VizError::NotATrace {
         path: path.to_path_buf(),
         reason: format!("not UTF-8 text ({e})"),

@@ -6,6 +6,7 @@
 //! tensor- and fully-sharded-parallel ([`sharded_mlp`]). They are benchmarks and examples, not
 //! part of the backend library.
 
+pub mod llm;
 pub mod mlp;
 pub mod sharded_mlp;
 pub mod transformer;

@@ -1,5 +1,5 @@
-//! Collectives over one mesh dimension: all-gather, all-reduce, reduce-scatter and all-to-all
-//! of the ranks' local tensors.
+//! Collectives over one mesh dimension, or several at once: all-gather, all-reduce,
+//! reduce-scatter and all-to-all of the ranks' local tensors.
 //!
 //! The primitives ([`raw`]) work on one contiguous tensor per rank, all of one shape, along the
 //! *front* dimension, in group order (the coordinate along the mesh dimension):
@@ -15,6 +15,12 @@
 //! dimension concerned to the front (a layout change and a copy, skipped when the dimensions
 //! before it are all of size 1) and back. Before a collective runs, every rank's deferred
 //! graph runs (flush reason `collective`).
+//!
+//! Over several mesh dimensions (`mesh_dims`, first outermost) the group is every rank that
+//! differs only in those dimensions, its members in row-major order of their coordinates
+//! there — the order of nested `Shard`s of one tensor dimension — and the collective is one
+//! launch over all their topology axes, which runs the axes at once
+//! ([`crate::kernels::collective`]).
 
 use std::sync::Arc;
 
@@ -79,15 +85,20 @@ impl Coll {
     }
 }
 
-/// Runs a primitive over mesh dimension `mesh_dim` on contiguous local tensors (one per rank,
-/// one shape). While a compiled function is traced, records it and returns placeholders.
+/// The ranks of a group over `mesh_dims`.
+fn group_size(mesh: &DeviceMesh, mesh_dims: &[usize]) -> usize {
+    mesh_dims.iter().map(|&m| mesh.shape()[m]).product()
+}
+
+/// Runs a primitive over mesh dimensions `mesh_dims` on contiguous local tensors (one per
+/// rank, one shape). While a compiled function is traced, records it and returns placeholders.
 pub(crate) fn raw(
     mesh: &DeviceMesh,
-    mesh_dim: usize,
+    mesh_dims: &[usize],
     coll: Coll,
     ins: &[Tensor],
 ) -> Result<Vec<Tensor>> {
-    let k = mesh.shape()[mesh_dim];
+    let k = group_size(mesh, mesh_dims);
     let shape = ins[0].shape().to_vec();
     let out_shape = coll.out_shape(&shape, k)?;
     if mesh.tracing() {
@@ -95,10 +106,10 @@ pub(crate) fn raw(
             .iter()
             .map(|t| Tensor::empty(t.runtime(), &out_shape, t.dtype()))
             .collect();
-        record_coll(mesh, coll, mesh_dim, ins, &outs);
+        record_coll(mesh, coll, mesh_dims, ins, &outs);
         return Ok(outs);
     }
-    run(mesh, mesh_dim, coll, ins, &out_shape)
+    run(mesh, mesh_dims, coll, ins, &out_shape)
 }
 
 /// Runs a primitive now: one launch of the ISA collective over every chip of the mesh
@@ -106,7 +117,7 @@ pub(crate) fn raw(
 /// rank waits for it like for its own kernels.
 pub(crate) fn run(
     mesh: &DeviceMesh,
-    mesh_dim: usize,
+    mesh_dims: &[usize],
     coll: Coll,
     ins: &[Tensor],
     out_shape: &[usize],
@@ -148,8 +159,11 @@ pub(crate) fn run(
         rt.flush_for("collective")?;
     }
     // The kernel ranks a group with its first listed axis outermost; a mesh coordinate
-    // unravels over its axes first axis fastest: list them last first.
-    let axes: Vec<usize> = mesh.topology_axes(mesh_dim).iter().rev().copied().collect();
+    // unravels over its axes first axis fastest: list them last first, dimension by dimension.
+    let axes: Vec<usize> = mesh_dims
+        .iter()
+        .flat_map(|&m| mesh.topology_axes(m).iter().rev().copied())
+        .collect();
     let spec = CollectiveSpec::new(op, dtype, elements, &axes);
     let (c, program) = {
         let mut cache = mesh
@@ -194,7 +208,7 @@ pub(crate) fn run(
             id,
             format!("c10d::{}", coll.name()),
             format!(
-                "[{:?}] over mesh dimension {mesh_dim} (rank {r})",
+                "[{:?}] over mesh dimensions {mesh_dims:?} (rank {r})",
                 ins[r].shape()
             ),
         )?;
@@ -271,12 +285,12 @@ fn unfronted(mesh: &DeviceMesh, locals: Vec<Tensor>, d: usize) -> Result<Vec<Ten
 /// Concatenates the group's tensors along dimension `d` (Shard(d) -> Replicate).
 pub(crate) fn all_gather(
     mesh: &DeviceMesh,
-    mesh_dim: usize,
+    mesh_dims: &[usize],
     locals: &[Tensor],
     d: usize,
 ) -> Result<Vec<Tensor>> {
     let f = fronted(mesh, locals, d)?;
-    let g = raw(mesh, mesh_dim, Coll::AllGather, &f)?;
+    let g = raw(mesh, mesh_dims, Coll::AllGather, &f)?;
     unfronted(mesh, g, d)
 }
 
@@ -284,11 +298,11 @@ pub(crate) fn all_gather(
 /// the group size in elements: other sizes are padded with zeros around it.
 pub(crate) fn all_reduce(
     mesh: &DeviceMesh,
-    mesh_dim: usize,
+    mesh_dims: &[usize],
     locals: &[Tensor],
     op: Reduce,
 ) -> Result<Vec<Tensor>> {
-    let k = mesh.shape()[mesh_dim];
+    let k = group_size(mesh, mesh_dims);
     let numel = locals[0].numel();
     let pad = (k - numel % k) % k;
     let c: Vec<Tensor> = locals
@@ -317,7 +331,7 @@ pub(crate) fn all_reduce(
             )
         })
         .collect::<Result<_>>()?;
-    let out = raw(mesh, mesh_dim, Coll::AllReduce(op), &c)?;
+    let out = raw(mesh, mesh_dims, Coll::AllReduce(op), &c)?;
     if pad == 0 {
         return Ok(out);
     }
@@ -350,13 +364,13 @@ pub(crate) fn all_reduce(
 /// Reduces the group's tensors and leaves each rank its block along `d` (Partial -> Shard(d)).
 pub(crate) fn reduce_scatter(
     mesh: &DeviceMesh,
-    mesh_dim: usize,
+    mesh_dims: &[usize],
     locals: &[Tensor],
     d: usize,
     op: Reduce,
 ) -> Result<Vec<Tensor>> {
     let f = fronted(mesh, locals, d)?;
-    let s = raw(mesh, mesh_dim, Coll::ReduceScatter(op), &f)?;
+    let s = raw(mesh, mesh_dims, Coll::ReduceScatter(op), &f)?;
     unfronted(mesh, s, d)
 }
 
@@ -387,7 +401,7 @@ pub(crate) fn all_to_all(
         let p = permute(mesh, r, &v, to_front(to, s.len()))?;
         blocks.push(contiguous(mesh, r, &p)?);
     }
-    let got = raw(mesh, mesh_dim, Coll::AllToAll, &blocks)?;
+    let got = raw(mesh, &[mesh_dim], Coll::AllToAll, &blocks)?;
     let mut out = Vec::new();
     for (r, t) in got.into_iter().enumerate() {
         // [k, ...local with `to` divided...]: block q is piece q along `from`.

@@ -48,7 +48,7 @@ enum Step {
     Local { ranks: Vec<Option<RankSegment>> },
     Coll {
         coll: Coll,
-        mesh_dim: usize,
+        mesh_dims: Vec<usize>,
         ins: Vec<TRef>,
         outs: Vec<u64>,
     },
@@ -191,7 +191,7 @@ impl DCompiledFn {
         // Segments: per rank, the local operators between collectives.
         enum Raw {
             Seg(Vec<Vec<LocalOp>>),
-            Coll(Coll, usize, Vec<TRef>, Vec<u64>),
+            Coll(Coll, Vec<usize>, Vec<TRef>, Vec<u64>),
         }
         let mut raw = Vec::new();
         let mut cur: Vec<Vec<LocalOp>> = vec![Vec::new(); n];
@@ -205,12 +205,12 @@ impl DCompiledFn {
                 } => cur[rank].push(LocalOp { op, args, outs }),
                 Event::Coll {
                     coll,
-                    mesh_dim,
+                    mesh_dims,
                     ins,
                     outs,
                 } => {
                     raw.push(Raw::Seg(std::mem::replace(&mut cur, vec![Vec::new(); n])));
-                    raw.push(Raw::Coll(coll, mesh_dim, ins, outs));
+                    raw.push(Raw::Coll(coll, mesh_dims, ins, outs));
                 }
             }
         }
@@ -258,9 +258,9 @@ impl DCompiledFn {
         let mut steps = Vec::new();
         for (k, (step, io)) in raw.into_iter().zip(io).enumerate() {
             match (step, io) {
-                (Raw::Coll(coll, mesh_dim, ins, outs), _) => steps.push(Step::Coll {
+                (Raw::Coll(coll, mesh_dims, ins, outs), _) => steps.push(Step::Coll {
                     coll,
-                    mesh_dim,
+                    mesh_dims,
                     ins,
                     outs,
                 }),
@@ -428,7 +428,7 @@ fn run(mesh: &DeviceMesh, plan: &mut Plan, inputs: &[DTensor]) -> Result<Vec<DTe
             }
             Step::Coll {
                 coll,
-                mesh_dim,
+                mesh_dims,
                 ins,
                 outs,
             } => {
@@ -437,7 +437,7 @@ fn run(mesh: &DeviceMesh, plan: &mut Plan, inputs: &[DTensor]) -> Result<Vec<DTe
                     .enumerate()
                     .map(|(r, t)| resolve(t, &env[r]))
                     .collect::<Result<Vec<_>>>()?;
-                let ys = comm::raw(mesh, *mesh_dim, *coll, &xs)?;
+                let ys = comm::raw(mesh, mesh_dims, *coll, &xs)?;
                 for (r, (i, y)) in outs.iter().zip(ys).enumerate() {
                     env[r].insert(*i, y);
                 }

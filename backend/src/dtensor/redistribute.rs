@@ -19,6 +19,12 @@
 //! go through `Replicate`: those mesh dimensions (and any that shard the same tensor dimensions)
 //! are gathered from the last to the first, then sliced from the first to the last, which keeps
 //! the nesting order right.
+//!
+//! Except when the only change is several mesh dimensions that each gather one tensor
+//! dimension (`Shard(d)` → `Replicate` on all of them: a `Shard` on the flattened mesh),
+//! reduce-scatter into it (`Partial(sum)` → `Shard(d)`) or all-reduce, and no other mesh
+//! dimension shards that tensor dimension: then one collective over all of them does it, which
+//! runs their topology axes at once.
 
 use super::api::DTensor;
 use super::comm;
@@ -95,14 +101,14 @@ impl Moving {
     }
 
     fn gather(&mut self, m: usize, d: usize) -> Result<()> {
-        self.locals = comm::all_gather(&self.mesh, m, &self.locals, d)?;
+        self.locals = comm::all_gather(&self.mesh, &[m], &self.locals, d)?;
         self.cur[m] = Placement::Replicate;
         Ok(())
     }
 
     fn resolve(&mut self, m: usize, op: Reduce) -> Result<()> {
         self.locals = match op {
-            Reduce::Sum => comm::all_reduce(&self.mesh, m, &self.locals, Reduce::Sum)?,
+            Reduce::Sum => comm::all_reduce(&self.mesh, &[m], &self.locals, Reduce::Sum)?,
             Reduce::Max | Reduce::Min => {
                 let mut stacked = Vec::new();
                 for (r, t) in self.locals.iter().enumerate() {
@@ -113,7 +119,7 @@ impl Moving {
                         vec![Value::Tensor(t.clone()), Value::Int(0)],
                     )?);
                 }
-                let all = comm::all_gather(&self.mesh, m, &stacked, 0)?;
+                let all = comm::all_gather(&self.mesh, &[m], &stacked, 0)?;
                 let name = if op == Reduce::Max {
                     "aten::amax"
                 } else {
@@ -161,7 +167,7 @@ impl Moving {
                 Ok(())
             }
             (Placement::Partial(Reduce::Sum), Placement::Shard(d)) => {
-                self.locals = comm::reduce_scatter(&self.mesh, m, &self.locals, d, Reduce::Sum)?;
+                self.locals = comm::reduce_scatter(&self.mesh, &[m], &self.locals, d, Reduce::Sum)?;
                 self.cur[m] = to;
                 Ok(())
             }
@@ -171,6 +177,41 @@ impl Moving {
             }
         }
     }
+}
+
+/// What one collective over several mesh dimensions can do.
+#[derive(Clone, Copy)]
+enum Fused {
+    Gather(usize),
+    Scatter(usize),
+    Reduce,
+}
+
+/// The mesh dimensions that change and the collective that changes them all at once, where
+/// one does (see the module docs).
+fn fused(cur: &[Placement], target: &[Placement]) -> Option<(Vec<usize>, Fused)> {
+    let dims: Vec<usize> = (0..cur.len()).filter(|&m| cur[m] != target[m]).collect();
+    if dims.len() < 2 {
+        return None;
+    }
+    let sum = Placement::Partial(Reduce::Sum);
+    let how = match (cur[dims[0]], target[dims[0]]) {
+        (Placement::Shard(d), Placement::Replicate) => Fused::Gather(d),
+        (p, Placement::Shard(d)) if p == sum => Fused::Scatter(d),
+        (p, Placement::Replicate) if p == sum => Fused::Reduce,
+        _ => return None,
+    };
+    let all = dims
+        .iter()
+        .all(|&m| (cur[m], target[m]) == (cur[dims[0]], target[dims[0]]));
+    // Nested shards of the tensor dimension elsewhere would interleave with the group's.
+    let alone = match how {
+        Fused::Gather(d) | Fused::Scatter(d) => (0..cur.len())
+            .filter(|m| !dims.contains(m))
+            .all(|m| !involved(cur[m], target[m]).contains(&d)),
+        Fused::Reduce => true,
+    };
+    (all && alone).then_some((dims, how))
 }
 
 /// `x` with placements `target` (see the module docs).
@@ -185,6 +226,17 @@ pub(crate) fn redistribute(x: &DTensor, target: &[Placement]) -> Result<DTensor>
         cur: x.placements.clone(),
         locals: x.locals.clone(),
     };
+    if let Some((dims, how)) = fused(&mv.cur, target) {
+        let (mesh, l) = (&mv.mesh, &mv.locals);
+        mv.locals = match how {
+            Fused::Gather(d) => comm::all_gather(mesh, &dims, l, d)?,
+            Fused::Scatter(d) => comm::reduce_scatter(mesh, &dims, l, d, Reduce::Sum)?,
+            Fused::Reduce => comm::all_reduce(mesh, &dims, l, Reduce::Sum)?,
+        };
+        for &m in &dims {
+            mv.cur[m] = target[m];
+        }
+    }
     for m in 0..n {
         if mv.cur[m] != target[m] && mv.isolated(m, target) {
             mv.direct(m, target[m])?;

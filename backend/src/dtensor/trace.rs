@@ -51,10 +51,11 @@ pub(crate) enum Event {
         args: Vec<ArgT>,
         outs: Vec<OutT>,
     },
-    /// A collective over mesh dimension `mesh_dim`: rank `r` reads `ins[r]`, writes `outs[r]`.
+    /// A collective over mesh dimensions `mesh_dims` (one group over all of them): rank `r`
+    /// reads `ins[r]`, writes `outs[r]`.
     Coll {
         coll: Coll,
-        mesh_dim: usize,
+        mesh_dims: Vec<usize>,
         ins: Vec<TRef>,
         outs: Vec<u64>,
     },
@@ -166,7 +167,7 @@ pub(crate) fn local_call(
 pub(crate) fn record_coll(
     mesh: &DeviceMesh,
     coll: Coll,
-    mesh_dim: usize,
+    mesh_dims: &[usize],
     ins: &[Tensor],
     outs: &[Tensor],
 ) {
@@ -180,7 +181,7 @@ pub(crate) fn record_coll(
             .collect();
         tr.events.push(Event::Coll {
             coll,
-            mesh_dim,
+            mesh_dims: mesh_dims.to_vec(),
             ins: i,
             outs: o,
         });

@@ -61,6 +61,11 @@ pub fn arange(
         .all(|s| matches!(s, Scalar::Int(_) | Scalar::Bool(_)));
     let dtype = dtype.unwrap_or(if all_int { DType::I64 } else { DType::F32 });
     let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
+    if !(s.is_finite() && e.is_finite() && st.is_finite()) {
+        return Err(TpuError::BadArgs(format!(
+            "arange: start {s}, end {e} and step {st} must be finite"
+        )));
+    }
     if st == 0.0 {
         return Err(TpuError::BadArgs("step must be nonzero".into()));
     }
@@ -69,7 +74,15 @@ pub fn arange(
             "upper bound and larger bound inconsistent with step sign".into(),
         ));
     }
-    let n = ((e - s) / st).ceil().max(0.0) as usize;
+    let n = ((e - s) / st).ceil().max(0.0);
+    // The device counts elements in 32-bit lanes.
+    if n > i32::MAX as f64 {
+        return Err(TpuError::BadArgs(format!(
+            "arange: from {s} to {e} by {st} is {n} elements; at most {}",
+            i32::MAX
+        )));
+    }
+    let n = n as usize;
     let op = OpScope::on(rt, "aten::arange.start_step", format!("[{s}, {e}, {st}]"));
     Ok(map_shape(&op, &[n], &[], &[dtype], |p, _| {
         let i = p.index(0);

@@ -74,6 +74,23 @@ impl Executor for Strict {
     }
 }
 
+/// Shapes only ([`Runtime::shapes`]): an operator's nodes are dropped, so an operator computes
+/// its outputs' shapes, dtypes and strides from its inputs' metadata — PyTorch's meta device —
+/// and nothing is lowered, launched or timed.
+///
+/// [`Runtime::shapes`]: super::Runtime::shapes
+pub(crate) struct Shapes;
+
+impl Executor for Shapes {
+    fn mode(&self) -> Option<Mode> {
+        Some(Mode::Strict)
+    }
+
+    fn submit(&mut self, _rt: &Runtime, _core: &mut Core, _node: Node) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// Each operator waits for its kernels: the runtime's queue is blocking while this executor
 /// is current.
 pub(crate) struct Debug;

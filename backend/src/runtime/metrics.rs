@@ -25,6 +25,10 @@ pub struct Metrics {
     pub fused_groups: u64,
     /// Histogram of fused group sizes (operators per group).
     pub group_sizes: BTreeMap<usize, u64>,
+    /// Operators DeferAndFuse merged into a group, by the fusion rule that merged them
+    /// (`fusion::rules`).
+    #[serde(default)]
+    pub fusion_joins: BTreeMap<String, u64>,
     /// Kernel cache hits.
     pub cache_hits: u64,
     /// Kernel cache misses (kernels generated).
@@ -86,6 +90,14 @@ impl Metrics {
                 .map(|(k, v)| format!("{k} ops: {v}"))
                 .collect();
             let _ = writeln!(s, "  Sizes: {}", sizes.join(", "));
+            if !self.fusion_joins.is_empty() {
+                let joins: Vec<String> = self
+                    .fusion_joins
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect();
+                let _ = writeln!(s, "  JoinsByRule: {}", joins.join(", "));
+            }
         }
         if !self.flushes.is_empty() {
             let _ = writeln!(s, "Metric: Flushes");

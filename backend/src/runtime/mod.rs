@@ -107,13 +107,24 @@ impl State {
 pub(crate) struct Inner {
     pub device: Arc<dyn Device>,
     pub chip: ChipId,
-    /// Whether tensors hold values (false: a meta runtime, shapes and timing only).
-    pub values: bool,
+    /// Values, timing only, or shapes only.
+    pub kind: Kind,
     pub info: ChipInfo,
     pub frees: FreeList,
     pub state: Mutex<State>,
     /// The random generator's streams (see [`crate::rng`]).
     pub rng: Mutex<crate::rng::RngState>,
+}
+
+/// What a runtime computes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Kind {
+    /// Values and timing.
+    Values,
+    /// Timing only ([`Runtime::meta`]).
+    Meta,
+    /// Shapes only ([`Runtime::shapes`]).
+    Shapes,
 }
 
 /// The backend's device handle. Cheap to clone; all clones share the device and state.
@@ -130,6 +141,26 @@ impl std::fmt::Debug for Runtime {
             self.inner.chip,
             self.inner.device.topology().generation
         )
+    }
+}
+
+/// Most operators a deferred graph may hold (`TORCH_TPU_DEFER_MAX_OPS`).
+pub const MAX_PENDING_OPS_LIMIT: usize = 1_000_000;
+
+/// `TORCH_TPU_DEFER_MAX_OPS`: unset is the default; anything but a whole number from 1 to
+/// [`MAX_PENDING_OPS_LIMIT`] is an error naming the variable and its value (never replaced).
+fn max_pending_ops_from_env() -> Result<usize> {
+    match std::env::var("TORCH_TPU_DEFER_MAX_OPS") {
+        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_MAX_PENDING_OPS),
+        Err(std::env::VarError::NotUnicode(v)) => Err(TpuError::BadArgs(format!(
+            "TORCH_TPU_DEFER_MAX_OPS={v:?}: expected a whole number from 1 to {MAX_PENDING_OPS_LIMIT}"
+        ))),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_PENDING_OPS_LIMIT).contains(&n) => Ok(n),
+            _ => Err(TpuError::BadArgs(format!(
+                "TORCH_TPU_DEFER_MAX_OPS={v:?}: expected a whole number from 1 to {MAX_PENDING_OPS_LIMIT}"
+            ))),
+        },
     }
 }
 
@@ -150,20 +181,35 @@ impl Runtime {
     /// [`Tensor::sync_read`]: crate::Tensor::sync_read
     pub fn meta(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
         device.set_timing_only(true)?;
-        Self::build(device, chip, false)
+        Self::build(device, chip, Kind::Meta)
+    }
+
+    /// A **shapes-only** runtime on chip `chip` of `device` (PyTorch's meta device): operators
+    /// compute their outputs' shapes, dtypes and strides from their inputs' metadata and run
+    /// nothing — no kernel is generated, launched or timed, and no device memory is used by
+    /// results. What `ops::meta` answers with. Reading a value back is an error; an operator
+    /// whose output shape depends on values (`nonzero`, `masked_select`) says it needs values.
+    /// The mode cannot be changed.
+    pub fn shapes(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
+        Self::build(device, chip, Kind::Shapes)
+    }
+
+    /// Whether this is a [`Runtime::shapes`] runtime (nothing runs).
+    pub fn shapes_only(&self) -> bool {
+        self.inner.kind == Kind::Shapes
     }
 
     /// Whether tensors of this runtime hold values (not a [`Runtime::meta`] runtime).
     pub fn has_values(&self) -> bool {
-        self.inner.values
+        self.inner.kind == Kind::Values
     }
 
     /// A runtime on chip `chip` of `device`.
     pub fn on_chip(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
-        Self::build(device, chip, true)
+        Self::build(device, chip, Kind::Values)
     }
 
-    fn build(device: Arc<dyn Device>, chip: ChipId, values: bool) -> Result<Self> {
+    fn build(device: Arc<dyn Device>, chip: ChipId, kind: Kind) -> Result<Self> {
         let info = device
             .topology()
             .chips
@@ -172,16 +218,15 @@ impl Runtime {
             .ok_or_else(|| TpuError::DeviceMismatch(format!("device has no chip {chip}")))?;
         let debug_print = std::env::var("TORCH_TPU_DEBUG").is_ok_and(|v| v == "1")
             || std::env::var("TPU_DEBUG").is_ok_and(|v| v == "1");
-        let max_pending_ops = std::env::var("TORCH_TPU_DEFER_MAX_OPS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(DEFAULT_MAX_PENDING_OPS)
-            .max(1);
+        let max_pending_ops = max_pending_ops_from_env()?;
         let mode = Mode::from_env();
         let mut q = LaunchQueue::new(HostCosts::default());
         q.blocking = mode == Mode::Debug;
         let state = State {
-            exec: executor::for_mode(mode, max_pending_ops),
+            exec: match kind {
+                Kind::Shapes => Box::new(executor::Shapes),
+                _ => executor::for_mode(mode, max_pending_ops),
+            },
             suspended: None,
             core: Core {
                 q,
@@ -200,7 +245,7 @@ impl Runtime {
             inner: Arc::new(Inner {
                 device,
                 chip,
-                values,
+                kind,
                 info,
                 frees: Arc::new(Mutex::new(Vec::new())),
                 state: Mutex::new(state),
@@ -247,7 +292,7 @@ impl Runtime {
                 "changing the execution mode inside a compiled function".into(),
             ));
         }
-        if st.exec.mode() == Some(mode) {
+        if st.exec.mode() == Some(mode) || self.shapes_only() {
             return Ok(());
         }
         st.flush(self, "mode switch")?;

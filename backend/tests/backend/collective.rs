@@ -1,13 +1,14 @@
 //! Collectives on emulated slices against a host reference that sums in the rings' order, so
 //! f32 and bf16 results match bit for bit: every op, 1-D and 2-D slices, wrapping and
 //! non-wrapping axes, odd and even rings, several axes, chunk tails, buffers at offsets, bad
-//! specs and buffer lists, and a mismatched launch that ends in a deadlock report.
+//! specs and buffer lists, a mismatched launch that ends in a deadlock report, and launches
+//! simulated on one chip for all against every chip.
 
 use tpuemu_backend::DType;
 use tpuemu_backend::kernels::KernelError;
 use tpuemu_backend::kernels::collective::{
     self, BufferSlice, ChipBuffers, Collective, CollectiveError, CollectiveOp, CollectiveSpec,
-    RingChoice,
+    PartInfo, RingChoice,
 };
 use tpuemu_emulator::{ChipPreset, Emulator, builtin};
 use tpuemu_isa::{Device, DeviceError};
@@ -117,62 +118,109 @@ fn groups(mesh: &[u32], axes: &[usize]) -> Vec<Vec<u32>> {
         .collect()
 }
 
-/// `(start, end)` element ranges of a block's pieces, and per chain its direction (`true`: the
-/// `+` way) and how many hops it carries each piece.
-type Pieces = (Vec<(usize, usize)>, Vec<(bool, [usize; 2])>);
+/// Per chain: its direction (`true`: the `+` way) and how many hops it carries each piece.
+type Reach = Vec<(bool, [usize; 2])>;
 
 /// One ring's reduce-scatter on the host, in the device's order: returns each rank's block.
-fn ring_rs(x: &[Vec<f32>], bidir: bool, dtype: DType) -> Vec<Vec<f32>> {
+/// A block is rows of `row` elements; on a bidirectional ring each row's first half is piece 0,
+/// its second half piece 1.
+fn ring_rs(x: &[Vec<f32>], bidir: bool, dtype: DType, row: usize) -> Vec<Vec<f32>> {
     let n = x.len();
     let be = x[0].len() / n;
-    let (pieces, reach): Pieces = if !bidir {
-        (vec![(0, be), (be, be)], vec![(true, [n - 1, 0])])
+    let reach: Reach = if !bidir {
+        vec![(true, [n - 1, 0])]
     } else if n % 2 == 1 {
         let r = (n - 1) / 2;
-        (
-            vec![(0, be / 2), (be / 2, be)],
-            vec![(true, [r, r]), (false, [r, r])],
-        )
+        vec![(true, [r, r]), (false, [r, r])]
     } else {
         let h = n / 2;
-        (
-            vec![(0, be / 2), (be / 2, be)],
-            vec![(true, [h, h - 1]), (false, [h - 1, h])],
-        )
+        vec![(true, [h, h - 1]), (false, [h - 1, h])]
     };
     (0..n)
         .map(|q| {
             let mut out = vec![0f32; be];
-            for (h, &(lo, hi)) in pieces.iter().enumerate() {
-                for (i, o) in out.iter_mut().enumerate().take(hi).skip(lo) {
-                    let at = q * be + i;
-                    // Partial arriving from each chain (message of the chip one hop away).
-                    let partial = |plus: bool, r: usize| -> Option<f32> {
-                        if r == 0 {
-                            return None;
-                        }
-                        let chip = |d: usize| if plus { (q + n - d) % n } else { (q + d) % n };
-                        let mut p = x[chip(r)][at];
-                        for d in (1..r).rev() {
-                            p = add(p, x[chip(d)][at], dtype, true);
-                        }
-                        Some(p)
-                    };
-                    let p: Vec<Option<f32>> =
-                        reach.iter().map(|(pl, r)| partial(*pl, r[h])).collect();
-                    let mut s = match p[0] {
-                        Some(a) => add(a, x[q][at], dtype, false),
-                        None => x[q][at],
-                    };
-                    if let Some(Some(m)) = p.get(1) {
-                        s = add(s, *m, dtype, false);
+            for (i, o) in out.iter_mut().enumerate() {
+                let h = usize::from(bidir && i % row >= row / 2);
+                let at = q * be + i;
+                // Partial arriving from each chain (message of the chip one hop away).
+                let partial = |plus: bool, r: usize| -> Option<f32> {
+                    if r == 0 {
+                        return None;
                     }
-                    *o = round(s, dtype);
+                    let chip = |d: usize| if plus { (q + n - d) % n } else { (q + d) % n };
+                    let mut p = x[chip(r)][at];
+                    for d in (1..r).rev() {
+                        p = add(p, x[chip(d)][at], dtype, true);
+                    }
+                    Some(p)
+                };
+                let p: Vec<Option<f32>> = reach.iter().map(|(pl, r)| partial(*pl, r[h])).collect();
+                let mut s = match p[0] {
+                    Some(a) => add(a, x[q][at], dtype, false),
+                    None => x[q][at],
+                };
+                if let Some(Some(m)) = p.get(1) {
+                    s = add(s, *m, dtype, false);
                 }
+                *o = round(s, dtype);
             }
             out
         })
         .collect()
+}
+
+/// Reduce-scatter of one part on the host: each chip's tensor over `axes` (spec positions,
+/// ascending, row-major) of rows of `s` elements is reduced over the part's axes in its order.
+fn part_rs(
+    mesh: &[u32],
+    axes: &[usize],
+    bidir: &[bool],
+    order: &[usize],
+    mut cur: Vec<Vec<f32>>,
+    s: usize,
+    dtype: DType,
+) -> Vec<Vec<f32>> {
+    let mut rem: Vec<usize> = (0..axes.len()).collect();
+    for &a in order {
+        let pos = rem.iter().position(|&x| x == a).unwrap();
+        let n = mesh[axes[a]] as usize;
+        // Rows of the remaining axes before and after `a` (row-major).
+        let outer: usize = rem[..pos].iter().map(|&x| mesh[axes[x]] as usize).product();
+        let inner: usize = rem[pos + 1..]
+            .iter()
+            .map(|&x| mesh[axes[x]] as usize)
+            .product::<usize>()
+            * s;
+        let mut next = vec![Vec::new(); cur.len()];
+        for g in groups(mesh, &[axes[a]]) {
+            // Each member's data as n blocks, block q = index q along `a`.
+            let x: Vec<Vec<f32>> = g
+                .iter()
+                .map(|c| {
+                    let t = &cur[*c as usize];
+                    (0..n)
+                        .flat_map(|q| {
+                            (0..outer).flat_map(move |o| {
+                                let at = (o * n + q) * inner;
+                                t[at..at + inner].to_vec()
+                            })
+                        })
+                        .collect()
+                })
+                .collect();
+            let blocks = if n == 1 {
+                x
+            } else {
+                ring_rs(&x, bidir[a], dtype, s)
+            };
+            for (c, b) in g.iter().zip(blocks) {
+                next[*c as usize] = b;
+            }
+        }
+        cur = next;
+        rem.remove(pos);
+    }
+    cur
 }
 
 /// The expected outputs of `op` for per-chip inputs `ins`.
@@ -181,6 +229,7 @@ fn reference(
     mesh: &[u32],
     axes: &[usize],
     bidir: &[bool],
+    parts: &[PartInfo],
     ins: &[Vec<f32>],
     dtype: DType,
 ) -> Vec<Vec<f32>> {
@@ -206,27 +255,41 @@ fn reference(
             }
         }
         ReduceScatter | AllReduce => {
-            // Axis by axis, each on the previous stage's blocks.
-            let mut cur = ins.to_vec();
-            for (i, &a) in axes.iter().enumerate() {
-                let mut next = vec![Vec::new(); ins.len()];
-                for g in groups(mesh, &[a]) {
-                    let x: Vec<Vec<f32>> = g.iter().map(|c| cur[*c as usize].clone()).collect();
-                    let blocks = if mesh[a] == 1 {
-                        x
-                    } else {
-                        ring_rs(&x, bidir[i], dtype)
-                    };
-                    for (c, b) in g.iter().zip(blocks) {
-                        next[*c as usize] = b;
-                    }
+            // Part by part (its elements of every shard), axis by axis in the part's order.
+            let group: usize = axes.iter().map(|&a| mesh[a] as usize).product();
+            let shard = ins[0].len() / group;
+            let mut cur = vec![vec![0f32; shard]; ins.len()];
+            // A group of one chip copies: one part, no axes.
+            let whole = [PartInfo {
+                first: 0,
+                elements: shard as u64,
+                axes: Vec::new(),
+            }];
+            let parts = if parts.is_empty() { &whole[..] } else { parts };
+            for part in parts {
+                let (c0, s) = (part.first as usize, part.elements as usize);
+                let mine: Vec<Vec<f32>> = ins
+                    .iter()
+                    .map(|x| {
+                        (0..group)
+                            .flat_map(|r| x[r * shard + c0..r * shard + c0 + s].to_vec())
+                            .collect()
+                    })
+                    .collect();
+                let order: Vec<usize> = part
+                    .axes
+                    .iter()
+                    .map(|t| axes.iter().position(|a| a == t).unwrap())
+                    .collect();
+                let done = part_rs(mesh, axes, bidir, &order, mine, s, dtype);
+                for (c, d) in done.into_iter().enumerate() {
+                    cur[c][c0..c0 + s].copy_from_slice(&d);
                 }
-                cur = next;
             }
             if op == ReduceScatter {
                 return cur;
             }
-            return reference(AllGather, mesh, axes, bidir, &cur, dtype);
+            return reference(AllGather, mesh, axes, bidir, parts, &cur, dtype);
         }
     }
     outs
@@ -270,6 +333,7 @@ fn check_at(emu: &Emulator, spec: &CollectiveSpec, in_off: u64, out_off: u64) {
         &topo.mesh,
         &spec.axes,
         &c.bidirectional(),
+        &c.parts(),
         &ins,
         spec.dtype,
     );
@@ -512,4 +576,79 @@ fn a_rank_that_skips_the_collective_deadlocks_the_rest() {
         }
         other => panic!("expected a deadlock, got {other:?}"),
     }
+}
+
+/// Runs `spec` timing-only on every chip of `emu`, through `launch_symmetric` or not; returns
+/// the cycles and whether one chip stood for all.
+fn timed(emu: &Emulator, spec: &CollectiveSpec, symmetric: bool) -> (u64, bool) {
+    let topo = emu.topology().clone();
+    let c = Collective::new(spec, &topo).unwrap();
+    emu.set_timing_only(true);
+    let bufs: Vec<ChipBuffers> = (0..topo.num_chips() as u32)
+        .map(|chip| ChipBuffers {
+            chip,
+            input: BufferSlice::whole(emu.alloc(chip, c.input_bytes()).unwrap()),
+            output: BufferSlice::whole(emu.alloc(chip, c.output_bytes()).unwrap()),
+        })
+        .collect();
+    let pid = emu.load(c.program()).unwrap();
+    let submit = emu.synchronize().unwrap().end_ns;
+    let id = if symmetric {
+        c.launch_with(emu, pid, &bufs, submit, &|l| emu.launch_symmetric(l))
+    } else {
+        c.launch(emu, pid, &bufs, submit)
+    }
+    .unwrap();
+    emu.wait(id).unwrap();
+    let stats = emu.stats(id).unwrap();
+    (stats.cycles(), stats.represented_by.is_some())
+}
+
+#[test]
+fn a_symmetric_launch_folds_only_what_one_chip_can_stand_for() {
+    // Rings closing in one hop: one chip for all, the same cycles as every chip.
+    for (op, axes) in [(AllReduce, &[0, 1][..]), (ReduceScatter, &[1, 0][..])] {
+        let s = CollectiveSpec::new(op, DType::F32, 16 * 4096, axes);
+        let full = timed(&slice("v5e", &[4, 4], Some(4)), &s, false);
+        let one = timed(&slice("v5e", &[4, 4], Some(4)), &s, true);
+        assert_eq!((one.0, one.1, full.1), (full.0, true, false), "{op:?}");
+        let topo = slice("v5e", &[4, 4], Some(4)).topology().clone();
+        assert!(
+            Collective::new(&s, &topo)
+                .unwrap()
+                .translation_symmetric(&topo)
+        );
+    }
+    // An all-to-all sends over several hops: the emulator notices and simulates every chip.
+    let emu = slice("v5e", &[8], Some(8));
+    let s = CollectiveSpec::new(AllToAll, DType::F32, 8 * 4096, &[0]);
+    let c = Collective::new(&s, emu.topology()).unwrap();
+    assert!(!c.translation_symmetric(emu.topology()));
+    let full = timed(&slice("v5e", &[8], Some(8)), &s, false);
+    let tried = timed(&emu, &s, true);
+    assert_eq!(tried, (full.0, false));
+    // A line's rings close over several hops: not symmetric.
+    let line = slice("v5e", &[4, 4], None);
+    let s = CollectiveSpec::new(AllGather, DType::F32, 16 * 4096, &[0]);
+    assert!(
+        !Collective::new(&s, line.topology())
+            .unwrap()
+            .translation_symmetric(line.topology())
+    );
+}
+
+#[test]
+fn parts_start_on_different_axes() {
+    let emu = slice("v4", &[4, 4, 4], None);
+    let c = Collective::new(
+        &CollectiveSpec::new(AllReduce, DType::F32, 64 * 3 * 4096, &[0, 1, 2]),
+        emu.topology(),
+    )
+    .unwrap();
+    let firsts: Vec<usize> = c.parts().iter().map(|p| p.axes[0]).collect();
+    assert_eq!(firsts, vec![0, 1, 2]);
+    // Equal shares on equal axes; together the whole shard.
+    let total: u64 = c.parts().iter().map(|p| p.elements).sum();
+    assert_eq!(total, 3 * 4096);
+    assert!(c.parts().iter().all(|p| p.elements == 4096));
 }

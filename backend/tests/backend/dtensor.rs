@@ -215,6 +215,34 @@ fn redistribute_on_a_2d_mesh() {
     }
 }
 
+#[test]
+fn a_shard_over_both_mesh_dimensions_moves_in_one_collective() {
+    // Shard(0) on dp and on tp (a Shard on the flattened mesh): gathering or reduce-scattering
+    // it is one collective over both dimensions, on both topology axes at once.
+    let m = mesh24();
+    let x = vals(8 * 8, 5);
+    let want: Vec<f64> = x.iter().map(|v| *v as f64).collect();
+    let count = |m: &DeviceMesh, name: &str| -> u64 {
+        m.metrics()
+            .iter()
+            .map(|mt| mt.ops_by_name.get(name).copied().unwrap_or(0))
+            .sum()
+    };
+    for (from, to, coll) in [
+        ([S(0), S(0)], [R, R], "c10d::all_gather"),
+        ([P, P], [S(0), S(0)], "c10d::reduce_scatter"),
+        ([P, P], [R, R], "c10d::all_reduce"),
+    ] {
+        let d = distribute_slice(&m, &x, &[8, 8], &from).unwrap();
+        m.reset_metrics();
+        let r = d.redistribute(&to).unwrap();
+        assert_eq!(r.placements(), &to);
+        assert_close(&r.to_f64_vec().unwrap(), &want, 1e-6, coll);
+        // One launch per rank (each rank counts the collectives it joins).
+        assert_eq!(count(&m, coll), m.num_ranks() as u64, "{from:?} -> {to:?}");
+    }
+}
+
 /// Runs `name` on DTensors and on the same tensors on one chip; returns the DTensor results.
 fn check_op(
     m: &DeviceMesh,

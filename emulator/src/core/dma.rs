@@ -44,7 +44,7 @@ pub(crate) struct RemoteWrite {
 
 /// The byte range `[lo, hi)` touched by one side of a descriptor, or `None` when it moves
 /// nothing.
-fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
+pub(super) fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
     if desc.dims.iter().any(|d| d.count == 0) {
         return None;
     }
@@ -65,21 +65,36 @@ fn extent(base: i64, desc: &DmaDescriptor, src: bool) -> Option<(i64, i64)> {
 /// that holds no values) is unknown, so a side whose extent falls outside its region is moved
 /// inside it, keeping its length, strides and alignment within the region's size: the transfer is
 /// timed as the same access at an address that exists. With values, the bounds are checked and a
-/// stray address faults. Returns the extent after the move.
-fn fit_unknown_address(side: &mut Side, ext: Option<(i64, i64)>) -> Option<(i64, i64)> {
-    let (lo, hi) = ext?;
-    let size = side.size as i64;
-    if lo >= 0 && hi <= size {
-        return ext;
-    }
+/// stray address faults. Computed in 128 bits (registers may hold anything); a side longer than
+/// its region is left where it is, for the bounds check to report.
+fn fit_unknown_address(side: &mut Side, desc: &DmaDescriptor, src: bool) {
+    let Some((lo, hi)) = crate::bounds::extent(side.base, desc, src) else {
+        return;
+    };
+    let size = side.size as i128;
     let span = hi - lo;
-    if span > size {
-        return ext; // cannot fit anywhere: the bounds check reports it
+    if (lo >= 0 && hi <= size) || span > size {
+        return;
     }
     let room = size - span + 1;
-    let new_lo = lo.rem_euclid(room) & !(ALIGN_KEEP - 1);
-    side.base += new_lo - lo;
-    Some((new_lo, new_lo + span))
+    let new_lo = lo.rem_euclid(room) & !(ALIGN_KEEP as i128 - 1);
+    // |new_lo - lo| <= size + span, within i64 since span <= size.
+    side.base += (new_lo - lo) as i64;
+}
+
+/// Places one side of a DMA (moving an unknown address in timing-only mode), checks it against
+/// its region ([`crate::bounds::dma_side`]) and returns its extent.
+fn place_side(
+    side: &mut Side,
+    desc: &DmaDescriptor,
+    src: bool,
+    functional: bool,
+) -> Result<Option<(i64, i64)>, FaultKind> {
+    if !functional {
+        fit_unknown_address(side, desc, src);
+    }
+    crate::bounds::dma_side(desc, side.base, side.size, src, || side.region.name())?;
+    Ok(extent(side.base, desc, src))
 }
 
 /// The alignment a moved timing-only address keeps (a VMEM row and every DMA alignment divide it).
@@ -115,7 +130,7 @@ fn effective_bytes(desc: &DmaDescriptor, src: bool, burst: u64) -> u64 {
 }
 
 /// Calls `f(src_offset, dst_offset, len)` for every run both sides see as contiguous.
-fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
+pub(super) fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
     // Both sides are contiguous over the inner dims merged on both.
     let merged = run_len(desc, true).1.min(run_len(desc, false).1);
     let inner = &desc.dims[desc.dims.len() - merged..];
@@ -123,25 +138,35 @@ fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
         .iter()
         .fold(desc.elem_bytes as u64, |r, d| r * d.count as u64);
     let outer = &desc.dims[..desc.dims.len() - merged];
-    let mut idx = [0u32; MAX_DMA_DIMS];
     if outer.iter().any(|d| d.count == 0) {
         return;
     }
+    let Some((last, higher)) = outer.split_last() else {
+        f(0, 0, run as usize);
+        return;
+    };
+    // The innermost outer dimension in a tight loop; the ones above it as an odometer.
+    let (ss, ds) = (last.src_stride as i64, last.dst_stride as i64);
+    let mut idx = [0u32; MAX_DMA_DIMS];
     loop {
         let (mut so, mut d_o) = (0i64, 0i64);
-        for (i, d) in outer.iter().enumerate() {
+        for (i, d) in higher.iter().enumerate() {
             so += idx[i] as i64 * d.src_stride as i64;
             d_o += idx[i] as i64 * d.dst_stride as i64;
         }
-        f(so, d_o, run as usize);
-        let mut i = outer.len();
+        for _ in 0..last.count {
+            f(so, d_o, run as usize);
+            so += ss;
+            d_o += ds;
+        }
+        let mut i = higher.len();
         loop {
             if i == 0 {
                 return;
             }
             i -= 1;
             idx[i] += 1;
-            if idx[i] < outer[i].count {
+            if idx[i] < higher[i].count {
                 break;
             }
             idx[i] = 0;
@@ -150,9 +175,9 @@ fn for_each_run(desc: &DmaDescriptor, mut f: impl FnMut(i64, i64, usize)) {
 }
 
 /// A resolved side of a DMA.
-struct Side {
-    mem: MemKey,
-    base: i64,
+pub(super) struct Side {
+    pub(super) mem: MemKey,
+    pub(super) base: i64,
     size: u64,
     region: Region,
 }
@@ -291,10 +316,7 @@ impl Core {
         let desc = self.descriptor(shape)?;
         let bytes = desc.bytes();
         let mut s = self.side(&src, env.args)?;
-        let mut src_ext = extent(s.base, &desc, true);
-        if !env.functional {
-            src_ext = fit_unknown_address(&mut s, src_ext);
-        }
+        let src_ext = place_side(&mut s, &desc, true, env.functional)?;
         let src_range = check(&s, src_ext, "read", &desc, true)?;
 
         // The destination: here, or on another chip for remote DMA.
@@ -330,10 +352,7 @@ impl Core {
             }
         };
         let mut d = d;
-        let mut dst_ext = extent(d.base, &desc, false);
-        if !env.functional {
-            dst_ext = fit_unknown_address(&mut d, dst_ext);
-        }
+        let dst_ext = place_side(&mut d, &desc, false, env.functional)?;
         let dst_range = check(&d, dst_ext, "write", &desc, false)?;
 
         // Hazards with pending matrix-unit writes, then races with DMAs in flight.
@@ -416,31 +435,17 @@ impl Core {
         );
 
         // Data.
-        let data = if env.functional && bytes > 0 {
-            let mut buf = vec![0u8; bytes as usize];
-            let mut at = 0usize;
-            for_each_run(&desc, |so, _, len| {
-                self.read_side(chip, &s, s.base + so, &mut buf[at..at + len]);
-                at += len;
-            });
-            buf
-        } else if matches!(d.mem, MemKey::Smem) && bytes > 0 {
-            // Timing only: scalar memory still receives what a read gives here (zeros), so the
-            // scalar unit's loads of indices, counts and descriptors see defined values and the
-            // program takes the path it takes on zeros.
-            vec![0u8; bytes as usize]
-        } else {
-            Vec::new()
-        };
-
+        let functional = env.functional && bytes > 0;
+        // Timing only: scalar memory still receives what a read gives here (zeros), so the
+        // scalar unit's loads of indices, counts and descriptors see defined values and the
+        // program takes the path it takes on zeros.
+        let smem_zeros = !env.functional && bytes > 0 && matches!(d.mem, MemKey::Smem);
         match remote_to {
             None => {
-                if !data.is_empty() {
-                    let mut at = 0usize;
-                    for_each_run(&desc, |_, d_o, len| {
-                        self.write_side(chip, &d, d.base + d_o, &data[at..at + len]);
-                        at += len;
-                    });
+                if functional {
+                    self.copy_local(chip, &s, &d, &desc);
+                } else if smem_zeros {
+                    self.zero_smem(&d, &desc);
                 }
                 self.sems[sem.index() as usize].add_at(complete, bytes as i64);
                 self.t.async_end = self.t.async_end.max(complete);
@@ -465,6 +470,13 @@ impl Core {
                         complete: xfer_end,
                     });
                 }
+                let data = if functional {
+                    self.gather(chip, &s, &desc, bytes as usize)
+                } else if smem_zeros {
+                    vec![0u8; bytes as usize]
+                } else {
+                    Vec::new()
+                };
                 out.push(Outgoing::Write(Box::new(RemoteWrite {
                     pc: self.pc,
                     from_chip: env.place.chip,
@@ -484,40 +496,12 @@ impl Core {
         }
         Ok(Flow::Next)
     }
-
-    fn read_side(&mut self, chip: &ChipShared, side: &Side, at: i64, out: &mut [u8]) {
-        match side.mem {
-            MemKey::Vmem => {
-                out.copy_from_slice(&self.vmem.bytes()[at as usize..at as usize + out.len()])
-            }
-            MemKey::Smem => self.smem.read(at as usize, out),
-            MemKey::Hbm(id) => chip
-                .hbm
-                .buffer(id)
-                .expect("argument buffers are live")
-                .read(at as u64, out),
-        }
-    }
-
-    fn write_side(&mut self, chip: &mut ChipShared, side: &Side, at: i64, data: &[u8]) {
-        match side.mem {
-            MemKey::Vmem => {
-                self.vmem.bytes()[at as usize..at as usize + data.len()].copy_from_slice(data)
-            }
-            MemKey::Smem => self.smem.write(at as usize, data),
-            MemKey::Hbm(id) => chip
-                .hbm
-                .buffer_mut(id)
-                .expect("argument buffers are live")
-                .write(at as u64, data),
-        }
-    }
 }
 
 /// Writes a remote DMA's bytes into the destination core's memory.
 pub(crate) fn deliver(
     w: &RemoteWrite,
-    vmem: &mut LocalMem,
+    vmem: &mut super::deferred::Vmem,
     smem: &mut LocalMem,
     chip: &mut ChipShared,
 ) {
@@ -529,7 +513,9 @@ pub(crate) fn deliver(
         let pos = w.dst_base + d_o;
         let src = &w.data[at..at + len];
         match w.dst {
-            MemKey::Vmem => vmem.bytes()[pos as usize..pos as usize + len].copy_from_slice(src),
+            MemKey::Vmem => vmem.bytes_for(pos as usize, pos as usize + len)
+                [pos as usize..pos as usize + len]
+                .copy_from_slice(src),
             MemKey::Smem => smem.write(pos as usize, src),
             MemKey::Hbm(id) => chip
                 .hbm

@@ -9,9 +9,13 @@
 //!
 //! Submodules by instruction class: [`scalar`], [`vector`], [`mxu`], [`dma`], [`sync`].
 
+pub(crate) mod deferred;
 pub(crate) mod dma;
+pub(crate) mod dma_copy;
 pub(crate) mod fifo;
 pub(crate) mod mxu;
+pub(crate) mod mxu_jobs;
+pub(crate) mod mxu_values;
 pub(crate) mod pending;
 pub(crate) mod range;
 pub(crate) mod scalar;
@@ -19,8 +23,9 @@ pub(crate) mod state;
 pub(crate) mod sync;
 pub(crate) mod timing;
 pub(crate) mod vector;
+pub(crate) mod vmem;
 
-use tpuemu_isa::{Instr, Program};
+use tpuemu_isa::{Instr, Program, Unit};
 
 use crate::fault::FaultKind;
 use crate::memory::Hbm;
@@ -65,6 +70,8 @@ pub(crate) struct Env<'a> {
     /// A semaphore wait may only complete at or before this cycle (other cores could still
     /// signal earlier); `u64::MAX` when no other core can signal.
     pub horizon: u64,
+    /// The launch's run limits.
+    pub budget: crate::limits::Budget,
 }
 
 /// Chip-wide state shared by the chip's cores.
@@ -141,8 +148,17 @@ impl Core {
             let Some(instr) = next else {
                 return self.finish(env, rec);
             };
+            // Every executed instruction passes here once (the single place to check a run
+            // budget of instructions or cycles before it executes).
             self.stats.instructions += 1;
             self.t.prune(self.t.front);
+            let open = self.markers.len();
+            if let Some(kind) =
+                env.budget
+                    .exceeded(instr, self.stats.instructions, self.t.front, open)
+            {
+                return Status::Fault { pc, kind };
+            }
             let flow = match self.exec(instr, env, chip, out, rec) {
                 Ok(f) => f,
                 Err(kind) => return Status::Fault { pc, kind },
@@ -170,44 +186,31 @@ impl Core {
         out: &mut Vec<Outgoing>,
         rec: &mut Recorder,
     ) -> Result<Flow, FaultKind> {
-        use Instr::*;
-        match instr {
-            Nop
-            | Halt
-            | Br { .. }
-            | BrIf { .. }
-            | SMov { .. }
-            | SAlu { .. }
-            | SCmp { .. }
-            | SLoad { .. }
-            | SStore { .. }
-            | SSys { .. } => self.exec_scalar(instr, env, rec),
-            VLoad { .. }
-            | VStore { .. }
-            | VGather { .. }
-            | VMov { .. }
-            | VBin { .. }
-            | VUn { .. }
-            | VCmp { .. }
-            | VSel { .. }
-            | VCvt { .. }
-            | VIota { .. }
-            | VMask { .. }
-            | VRed { .. }
-            | VRot { .. }
-            | VPerm { .. }
-            | VTrans { .. }
-            | MLogic { .. }
-            | MNot { .. }
-            | MSet { .. } => self.exec_vector(instr, env, rec),
-            MxuLoad { .. } | MxuMatmul { .. } | MxuPop { .. } => self.exec_mxu(instr, env, rec),
-            Dma { .. } => self.exec_dma(instr, env, chip, out, rec),
-            SemSignal { .. } | SemWait { .. } | Barrier => self.exec_sync(instr, env, out, rec),
-            MarkBegin { name } => {
-                self.markers.push((*name, self.t.front));
+        // One table says which unit runs what: the instruction set's `Instr::unit`.
+        match instr.unit() {
+            Unit::Scalar => self.exec_scalar(instr, env, rec),
+            Unit::VLoad | Unit::VStore => self.exec_vmem(instr, env, rec),
+            Unit::Valu | Unit::Eup | Unit::Xlu => self.exec_vector(instr, env, rec),
+            Unit::Mxu(_) => self.exec_mxu(instr, env, rec),
+            Unit::Dma => self.exec_dma(instr, env, chip, out, rec),
+            Unit::Sync => self.exec_sync(instr, env, out, rec),
+            Unit::Marker => self.exec_marker(instr, env, rec),
+        }
+    }
+
+    /// `mark.begin` and `mark.end`: open and close profiling regions (they cost nothing).
+    fn exec_marker(
+        &mut self,
+        instr: &Instr,
+        env: &Env,
+        rec: &mut Recorder,
+    ) -> Result<Flow, FaultKind> {
+        match *instr {
+            Instr::MarkBegin { name } => {
+                self.markers.push((name, self.t.front));
                 Ok(Flow::Next)
             }
-            MarkEnd => {
+            Instr::MarkEnd => {
                 if let Some((name, start)) = self.markers.pop() {
                     let label = env
                         .program
@@ -219,6 +222,7 @@ impl Core {
                 }
                 Ok(Flow::Next)
             }
+            _ => unreachable!("exec_marker called with a non-marker instruction"),
         }
     }
 

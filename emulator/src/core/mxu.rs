@@ -17,80 +17,16 @@
 //! The front end does not wait for the matrix units; `mxu.pop` writes land asynchronously and
 //! later VMEM accesses to those bytes wait for them.
 
-use tpuemu_isa::ops::{MxuFmt, Precision};
 use tpuemu_isa::{Addr, Instr, Unit};
 
-use super::state::{ResultBlock, Weights};
+use super::deferred::{Piece, Pop};
+use super::mxu_jobs::Rows;
+use super::mxu_values::{ResultBlock, product, read_block};
 use super::timing::{MemKey, Range, Timing};
 use super::{Core, Env, Flow};
 use crate::fault::FaultKind;
-use crate::numerics::float::{bf16_bits_to_f32, round_bf16};
-use crate::numerics::matmul::{PackedWeights, tile_product};
 use crate::preset::MxuModel;
 use crate::recorder::Recorder;
-
-/// The passes of a precision, in the order they are summed: (LHS part, weight part), parts
-/// indexed 0 = hi, 1 = mid, 2 = lo.
-pub fn passes(prec: Precision) -> &'static [(usize, usize)] {
-    match prec {
-        Precision::P1 => &[(0, 0)],
-        Precision::P3 => &[(1, 0), (0, 1), (0, 0)],
-        Precision::P6 => &[(1, 1), (2, 0), (0, 2), (1, 0), (0, 1), (0, 0)],
-    }
-}
-
-/// Splits f32 values into three bf16 parts: `x = hi + mid + lo` (as far as bf16 allows).
-fn split(values: &[f32]) -> [Vec<f32>; 3] {
-    let hi: Vec<f32> = values.iter().map(|x| round_bf16(*x)).collect();
-    let mid: Vec<f32> = values
-        .iter()
-        .zip(&hi)
-        .map(|(x, h)| round_bf16(x - h))
-        .collect();
-    let lo: Vec<f32> = values
-        .iter()
-        .zip(&hi)
-        .zip(&mid)
-        .map(|((x, h), m)| round_bf16(x - h - m))
-        .collect();
-    [hi, mid, lo]
-}
-
-/// The transpose of a row-major `rows x cols` matrix.
-fn transposed(v: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; v.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = v[r * cols + c];
-        }
-    }
-    out
-}
-
-fn read_matrix(
-    bytes: &[u8],
-    base: usize,
-    rows: usize,
-    cols: usize,
-    stride: usize,
-    fmt: MxuFmt,
-) -> Vec<f32> {
-    let mut out = Vec::with_capacity(rows * cols);
-    for r in 0..rows {
-        let row = &bytes[base + r * stride..base + r * stride + cols * fmt.bytes() as usize];
-        match fmt {
-            MxuFmt::Bf16 => out.extend(
-                row.chunks_exact(2)
-                    .map(|b| bf16_bits_to_f32(u16::from_le_bytes([b[0], b[1]]))),
-            ),
-            MxuFmt::F32 => out.extend(
-                row.chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-            ),
-        }
-    }
-    out
-}
 
 impl Core {
     /// Checks a `rows x row_bytes` block at `addr` with `stride`; returns its base and range.
@@ -195,39 +131,22 @@ impl Core {
                 self.t.async_end = self.t.async_end.max(end);
                 self.stats.mxu_first = Some(self.stats.mxu_first.map_or(start, |f| f.min(start)));
                 self.t.front = issue + 1;
-                let weights = if env.functional {
-                    let w = read_matrix(
-                        self.vmem.bytes(),
-                        base,
-                        srows as usize,
-                        scols as usize,
-                        st as usize,
-                        fmt,
-                    );
-                    if transpose {
-                        transposed(&w, srows as usize, scols as usize)
-                    } else {
-                        w
-                    }
-                } else {
-                    Vec::new()
-                };
-                // In place: a new `Weights` would copy a few hundred bytes per load (and a
-                // timing-only run moves no values at all).
-                let w = self.mxus[mxu.index() as usize]
-                    .weights
-                    .get_or_insert_with(|| Weights {
-                        fmt,
-                        k: 0,
-                        n: 0,
-                        raw: Vec::new(),
-                        parts: [None, None, None],
-                    });
-                (w.fmt, w.k, w.n) = (fmt, k as usize, n as usize);
+                let m = &mut self.mxus[mxu.index() as usize];
                 if env.functional {
-                    w.raw = weights;
-                    w.parts = [None, None, None];
+                    let shape = (srows as usize, scols as usize, st as usize);
+                    let hi =
+                        base + (srows as usize - 1) * st as usize + shape.1 * fmt.bytes() as usize;
+                    let _ = read_block(
+                        self.vmem.read(base, hi),
+                        base,
+                        shape,
+                        fmt,
+                        transpose,
+                        &mut m.weights.raw,
+                    );
                 }
+                m.weights.loaded(fmt, k as usize, n as usize);
+                m.loaded = true;
             }
             Instr::MxuMatmul {
                 mxu,
@@ -239,20 +158,21 @@ impl Core {
                 stride,
             } => {
                 let mi = mxu.index() as usize;
-                let (wk, wn, wfmt) = match &self.mxus[mi].weights {
-                    Some(w) => (w.k as u64, w.n as u64, w.fmt),
-                    None => {
-                        return Err(FaultKind::Invalid(format!(
-                            "{mxu} has no weights loaded (mxu.lw first)"
-                        )));
-                    }
-                };
+                let w = &self.mxus[mi].weights;
+                let (wk, wn, wfmt) = (w.k as u64, w.n as u64, w.fmt.unwrap_or(fmt));
+                if !self.mxus[mi].loaded {
+                    return Err(FaultKind::Invalid(format!(
+                        "{mxu} has no weights loaded (mxu.lw first)"
+                    )));
+                }
                 if wfmt != fmt {
                     return Err(FaultKind::Invalid(format!(
                         "{mxu} holds {wfmt} weights but the LHS is {fmt}"
                     )));
                 }
                 let (mrows, st) = (self.s(rows) as u64, self.s(stride) as i32 as i64);
+                let queued = self.mxus[mi].queued_rows();
+                crate::bounds::mxu_queue(mxu, queued, mrows, wn, p.vmem_bytes)?;
                 // A transposed LHS block is stored as K rows of M elements.
                 let (srows, scols) = if transpose { (wk, mrows) } else { (mrows, wk) };
                 let (base, range) =
@@ -302,9 +222,18 @@ impl Core {
                 self.stats.flops += flops;
                 self.t.front = issue + 1;
                 let data = if env.functional {
-                    self.matmul(mi, base, mrows as usize, st as usize, prec, transpose)
+                    let (bufs, unit) = (&mut self.mxu_bufs, &mut self.mxus[mi]);
+                    let lhs = (base, mrows as usize, st as usize);
+                    product(
+                        bufs,
+                        &mut unit.weights,
+                        &mut self.vmem,
+                        lhs,
+                        prec,
+                        transpose,
+                    )
                 } else {
-                    Vec::new()
+                    Rows::default()
                 };
                 self.mxus[mi].queue.push_back(ResultBlock {
                     rows: mrows,
@@ -345,7 +274,7 @@ impl Core {
                     issue,
                 );
                 let rows_ready =
-                    self.pop_rows(mi, r as usize, base, st as usize, acc, env.functional);
+                    self.pop_rows(mi, r as usize, (base, st as usize), acc, env.functional);
                 let m = &mut self.t.mxu[mi];
                 let mut start = issue.max(rows_ready).max(m.pop_free);
                 start = self.t.overwrite_hazard(&range, start);
@@ -362,113 +291,66 @@ impl Core {
         Ok(Flow::Next)
     }
 
-    /// Streams `m` LHS rows through matrix unit `mi`; returns the `m x n` results.
-    fn matmul(
-        &mut self,
-        mi: usize,
-        base: usize,
-        m: usize,
-        stride: usize,
-        prec: Precision,
-        transpose: bool,
-    ) -> Vec<f32> {
-        let (k, n, fmt) = {
-            let w = self.mxus[mi]
-                .weights
-                .as_ref()
-                .expect("checked by the caller");
-            (w.k, w.n, w.fmt)
-        };
-        let lhs = if transpose {
-            transposed(
-                &read_matrix(self.vmem.bytes(), base, k, m, stride, fmt),
-                k,
-                m,
-            )
-        } else {
-            read_matrix(self.vmem.bytes(), base, m, k, stride, fmt)
-        };
-        let lhs_parts: [Vec<f32>; 3] = match (fmt, prec) {
-            (MxuFmt::Bf16, _) => [lhs, Vec::new(), Vec::new()],
-            (MxuFmt::F32, _) => split(&lhs),
-        };
-        let w = self.mxus[mi]
-            .weights
-            .as_mut()
-            .expect("checked by the caller");
-        if w.parts.iter().all(Option::is_none) {
-            let parts = match fmt {
-                MxuFmt::Bf16 => [w.raw.clone(), Vec::new(), Vec::new()],
-                MxuFmt::F32 => split(&w.raw),
-            };
-            for (slot, part) in w.parts.iter_mut().zip(parts) {
-                if !part.is_empty() {
-                    *slot = Some(PackedWeights::pack(&part, k, n));
-                }
-            }
-        }
-        let mut result = vec![0.0f32; m * n];
-        let mut tmp = Vec::new();
-        for (i, &(a_part, w_part)) in passes(prec).iter().enumerate() {
-            let packed = w.parts[w_part].as_ref().expect("part packed above");
-            if i == 0 {
-                tile_product(&lhs_parts[a_part], k, m, packed, &mut result);
-            } else {
-                tmp.resize(m * n, 0.0);
-                tile_product(&lhs_parts[a_part], k, m, packed, &mut tmp);
-                for (r, t) in result.iter_mut().zip(&tmp) {
-                    *r += *t;
-                }
-            }
-        }
-        result
-    }
-
-    /// Takes `rows` queued rows of matrix unit `mi`, writing them to VMEM when `functional`;
-    /// returns the cycle at which they are all out of the array.
+    /// Takes `rows` queued rows of matrix unit `mi`, queueing their write to VMEM when
+    /// `functional` (see [`super::deferred`]); returns the cycle at which they are all out of
+    /// the array.
     fn pop_rows(
         &mut self,
         mi: usize,
         rows: usize,
-        base: usize,
-        stride: usize,
+        (base, stride): (usize, usize),
         acc: bool,
         functional: bool,
     ) -> u64 {
         let mut ready = 0;
         let mut done = 0usize;
-        let vmem = if functional {
-            Some(self.vmem.bytes())
-        } else {
-            None
-        };
+        let mut pieces = Vec::new();
+        let mut n = 0;
         let queue = &mut self.mxus[mi].queue;
-        let mut vmem = vmem;
         while done < rows {
             let block = queue.front_mut().expect("row count checked by the caller");
             ready = ready.max(block.ready);
             let take = (rows - done).min((block.rows - block.taken) as usize);
-            if let Some(bytes) = vmem.as_deref_mut() {
-                for r in 0..take {
-                    let src = &block.data[(block.taken as usize + r) * block.n
-                        ..(block.taken as usize + r + 1) * block.n];
-                    let dst = &mut bytes
-                        [base + (done + r) * stride..base + (done + r) * stride + block.n * 4];
-                    for (d, v) in dst.chunks_exact_mut(4).zip(src) {
-                        let out = if acc {
-                            f32::from_le_bytes([d[0], d[1], d[2], d[3]]) + v
-                        } else {
-                            *v
-                        };
-                        d.copy_from_slice(&out.to_le_bytes());
-                    }
-                }
+            let (from, last) = (
+                block.taken as usize,
+                block.taken + take as u64 == block.rows,
+            );
+            n = block.n;
+            if functional && take > 0 {
+                let rows = if last {
+                    // The rest of the block: its values go with the pop.
+                    std::mem::take(&mut block.data)
+                } else {
+                    // Part of a block another pop takes more of: these rows, copied.
+                    block.data.settle();
+                    let mut v = self.mxu_bufs.result(take * n);
+                    let mut at = 0;
+                    block.data.for_runs(from, take, n, |_, vals| {
+                        v[at..at + vals.len()].copy_from_slice(vals);
+                        at += vals.len();
+                    });
+                    Rows::Ready(v)
+                };
+                let from = if last { from } else { 0 };
+                pieces.push(Piece { rows, from, take });
             }
             block.taken += take as u64;
             done += take;
             if block.taken == block.rows {
+                for v in std::mem::take(&mut block.data).into_buffers() {
+                    self.mxu_bufs.recycle(v);
+                }
                 queue.pop_front();
             }
+        }
+        if functional {
+            self.vmem.push_pop(Pop {
+                base,
+                stride,
+                n,
+                acc,
+                pieces,
+            });
         }
         ready
     }

@@ -1,14 +1,12 @@
 //! Architectural state of a TensorCore: registers, local memories, matrix units, semaphores.
 
-use super::fifo::Fifo;
-
-use tpuemu_isa::ops::MxuFmt;
 use tpuemu_isa::reg::{NUM_MREGS, NUM_SEMS, NUM_SREGS, NUM_VREGS, VREG_ELEMS};
 
+use super::deferred::Vmem;
+use super::mxu_values::{MxuBuffers, MxuState};
 use super::timing::Timing;
 use crate::fault::FaultKind;
 use crate::memory::LocalMem;
-use crate::numerics::matmul::PackedWeights;
 use crate::preset::ChipPreset;
 
 /// A vector register's 1024 lanes (sublane-major).
@@ -56,44 +54,6 @@ impl Semaphore {
     }
 }
 
-/// Weights held by a matrix unit.
-#[derive(Debug, Clone)]
-pub(crate) struct Weights {
-    pub fmt: MxuFmt,
-    pub k: usize,
-    pub n: usize,
-    /// Row-major values (bf16 values are exact in f32).
-    pub raw: Vec<f32>,
-    /// Packed bf16 parts: hi, mid, lo (packed on first use).
-    pub parts: [Option<PackedWeights>; 3],
-}
-
-/// A block of result rows queued in a matrix unit.
-#[derive(Debug, Clone)]
-pub(crate) struct ResultBlock {
-    pub rows: u64,
-    pub n: usize,
-    /// `rows x n` f32 values (empty when timing only).
-    pub data: Vec<f32>,
-    /// Rows already popped.
-    pub taken: u64,
-    /// Cycle at which the rows are out of the array.
-    pub ready: u64,
-}
-
-/// Functional state of a matrix unit.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct MxuState {
-    pub weights: Option<Weights>,
-    pub queue: Fifo<ResultBlock>,
-}
-
-impl MxuState {
-    pub fn queued_rows(&self) -> u64 {
-        self.queue.iter().map(|b| b.rows - b.taken).sum()
-    }
-}
-
 /// Counters kept for every launch.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct CoreStats {
@@ -108,11 +68,17 @@ pub(crate) struct CoreStats {
 /// A TensorCore.
 pub(crate) struct Core {
     pub sregs: [u32; NUM_SREGS as usize],
-    pub vregs: Box<[VregData]>,
-    pub mregs: Box<[MaskData]>,
-    pub vmem: LocalMem,
+    /// Registers one by one, so that a result computed aside takes a register's place without
+    /// a copy.
+    pub vregs: Vec<Box<VregData>>,
+    /// Boxed for the same reason: a computed mask is swapped into place.
+    #[allow(clippy::vec_box)]
+    pub mregs: Vec<Box<MaskData>>,
+    pub vmem: Vmem,
     pub smem: LocalMem,
     pub mxus: Vec<MxuState>,
+    /// Buffers the matrix units' values pass through, kept from launch to launch.
+    pub mxu_bufs: MxuBuffers,
     pub sems: Vec<Semaphore>,
     pub pc: u32,
     /// Open profiling regions: (marker index, start cycle).
@@ -127,9 +93,12 @@ pub(crate) struct Core {
     pub stats: CoreStats,
     /// Vector or mask registers were written since the last reset.
     pub vector_dirty: bool,
-    /// A register-sized buffer for results, kept between instructions so that timing-only runs
-    /// never clear one.
+    /// The spare register results are computed into before they take the destination's place.
     pub vtmp: Option<Box<VregData>>,
+    /// The spare mask register.
+    pub mtmp: Option<Box<MaskData>>,
+    /// A buffer for DMAs that copy within one memory.
+    pub dma_buf: Vec<u8>,
 }
 
 impl Core {
@@ -137,11 +106,18 @@ impl Core {
     pub fn new(preset: &ChipPreset) -> Self {
         Core {
             sregs: [0; NUM_SREGS as usize],
-            vregs: vec![[0u32; VREG_ELEMS]; NUM_VREGS as usize].into_boxed_slice(),
-            mregs: vec![[false; VREG_ELEMS]; NUM_MREGS as usize].into_boxed_slice(),
-            vmem: LocalMem::new("VMEM", preset.vmem_bytes),
+            vregs: (0..NUM_VREGS)
+                .map(|_| Box::new([0u32; VREG_ELEMS]))
+                .collect(),
+            mregs: (0..NUM_MREGS)
+                .map(|_| Box::new([false; VREG_ELEMS]))
+                .collect(),
+            vmem: Vmem::new(preset.vmem_bytes),
             smem: LocalMem::new("SMEM", preset.smem_bytes),
-            mxus: vec![MxuState::default(); preset.mxus_per_core as usize],
+            mxus: (0..preset.mxus_per_core)
+                .map(|_| MxuState::default())
+                .collect(),
+            mxu_bufs: MxuBuffers::default(),
             sems: vec![Semaphore::default(); NUM_SEMS as usize],
             pc: 0,
             markers: Vec::new(),
@@ -152,6 +128,8 @@ impl Core {
             stats: CoreStats::default(),
             vector_dirty: false,
             vtmp: None,
+            mtmp: None,
+            dma_buf: Vec::new(),
         }
     }
 
@@ -160,14 +138,18 @@ impl Core {
     pub fn reset_for_launch(&mut self, preset: &ChipPreset, start: u64) {
         self.sregs = [0; NUM_SREGS as usize];
         if self.vector_dirty {
-            // Fresh zeroed allocations are lazily mapped: cheaper than clearing.
-            self.vregs = vec![[0u32; VREG_ELEMS]; NUM_VREGS as usize].into_boxed_slice();
-            self.mregs = vec![[false; VREG_ELEMS]; NUM_MREGS as usize].into_boxed_slice();
+            for v in &mut self.vregs {
+                v.fill(0);
+            }
+            for m in &mut self.mregs {
+                m.fill(false);
+            }
             self.vector_dirty = false;
         }
         for x in &mut self.mxus {
-            *x = MxuState::default();
+            x.reset(&mut self.mxu_bufs);
         }
+        self.mxu_bufs.forget_lhs();
         for s in &mut self.sems {
             *s = Semaphore::default();
         }

@@ -37,12 +37,12 @@ impl Core {
                 let start = self.t.occupy(SyncUnit::Scalar, ready, 1);
                 match chip {
                     None => self.sems[sem.index() as usize]
-                        .add_at(start + c.sem_latency as u64, v as i32 as i64),
+                        .add_at(start + c.sem_latency as u64, v as i64),
                     Some(r) => out.push(Outgoing::Signal {
                         chip: self.s(r),
                         core: env.place.core,
                         sem: sem.index(),
-                        amount: v as i32 as i64,
+                        amount: v as i64,
                         at: start,
                     }),
                 }
@@ -50,7 +50,7 @@ impl Core {
             }
             Instr::SemWait { sem, amount } => {
                 let (v, vt) = self.ssrc(amount);
-                let need = v as i32 as i64;
+                let need = v as i64;
                 let issue = self.t.front.max(vt);
                 let s = &mut self.sems[sem.index() as usize];
                 match s.ready_at(issue, need) {
@@ -88,7 +88,7 @@ impl Core {
         match env.program.instrs.get(self.pc as usize)? {
             Instr::SemWait { sem, amount } => {
                 let (v, vt) = self.ssrc(*amount);
-                self.sems[sem.index() as usize].ready_at(self.t.front.max(vt), v as i32 as i64)
+                self.sems[sem.index() as usize].ready_at(self.t.front.max(vt), v as i64)
             }
             _ => None,
         }

@@ -3,6 +3,7 @@
 //!
 //! All times are absolute cycles of the chip's clock.
 
+use tpuemu_isa::Unit;
 use tpuemu_isa::reg::{NUM_MREGS, NUM_SREGS, NUM_VREGS};
 
 use super::fifo::Fifo;
@@ -23,6 +24,23 @@ pub(crate) enum SyncUnit {
 }
 
 pub(crate) const SYNC_UNITS: usize = 6;
+
+impl SyncUnit {
+    /// The synchronous unit that issues an instruction of `unit` (the instruction set's table,
+    /// [`tpuemu_isa::Instr::unit`]): matrix-unit, DMA and synchronisation instructions issue
+    /// from the scalar slot.
+    #[inline]
+    pub fn of(unit: Unit) -> SyncUnit {
+        match unit {
+            Unit::Valu => SyncUnit::Valu,
+            Unit::VLoad => SyncUnit::VLoad,
+            Unit::VStore => SyncUnit::VStore,
+            Unit::Xlu => SyncUnit::Xlu,
+            Unit::Eup => SyncUnit::Eup,
+            Unit::Scalar | Unit::Mxu(_) | Unit::Dma | Unit::Sync | Unit::Marker => SyncUnit::Scalar,
+        }
+    }
+}
 
 /// DMAs in flight up to which their bounds are recomputed whenever one finishes.
 const HULL_EXACT: usize = 16;

@@ -71,6 +71,99 @@ impl HbmBuffer {
     }
 }
 
+/// Reads many small pieces of one buffer, looking a page up only when the piece is on
+/// another page than the last one.
+pub struct PageReader<'a> {
+    buf: &'a HbmBuffer,
+    page: u64,
+    data: Option<&'a [u8]>,
+}
+
+impl<'a> PageReader<'a> {
+    /// A reader of `buf`.
+    pub fn new(buf: &'a HbmBuffer) -> Self {
+        PageReader {
+            buf,
+            page: u64::MAX,
+            data: None,
+        }
+    }
+
+    /// Copies `out.len()` bytes from `offset` (checked by the caller), as [`HbmBuffer::read`].
+    #[inline]
+    pub fn read(&mut self, offset: u64, out: &mut [u8]) {
+        let (page, within) = (offset / PAGE_BYTES, (offset % PAGE_BYTES) as usize);
+        if within + out.len() > PAGE_BYTES as usize {
+            return self.buf.read(offset, out);
+        }
+        if page != self.page {
+            self.page = page;
+            self.data = self.buf.pages.get(&page).map(|p| &p[..]);
+        }
+        match self.data {
+            Some(p) => out.copy_from_slice(&p[within..within + out.len()]),
+            None => out.fill(0),
+        }
+    }
+}
+
+/// Writes many small pieces into one buffer, keeping the page it last wrote out of the map
+/// until it moves to another one (put back when dropped).
+pub struct PageWriter<'a> {
+    buf: &'a mut HbmBuffer,
+    page: u64,
+    data: Option<Box<[u8]>>,
+}
+
+impl<'a> PageWriter<'a> {
+    /// A writer into `buf`.
+    pub fn new(buf: &'a mut HbmBuffer) -> Self {
+        PageWriter {
+            buf,
+            page: u64::MAX,
+            data: None,
+        }
+    }
+
+    fn put_back(&mut self) {
+        if let Some(p) = self.data.take() {
+            self.buf.pages.insert(self.page, p);
+        }
+        self.page = u64::MAX;
+    }
+
+    /// Copies `data` to `offset` (checked by the caller), as [`HbmBuffer::write`].
+    #[inline]
+    pub fn write(&mut self, offset: u64, data: &[u8]) {
+        let (page, within) = (offset / PAGE_BYTES, (offset % PAGE_BYTES) as usize);
+        if within + data.len() > PAGE_BYTES as usize {
+            self.put_back();
+            return self.buf.write(offset, data);
+        }
+        if page != self.page {
+            self.put_back();
+            self.page = page;
+            self.data = self.buf.pages.remove(&page);
+        }
+        match &mut self.data {
+            Some(p) => p[within..within + data.len()].copy_from_slice(data),
+            // Zeros on a page never written cost nothing.
+            None if data.iter().all(|b| *b == 0) => {}
+            None => {
+                let mut p = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
+                p[within..within + data.len()].copy_from_slice(data);
+                self.data = Some(p);
+            }
+        }
+    }
+}
+
+impl Drop for PageWriter<'_> {
+    fn drop(&mut self) {
+        self.put_back();
+    }
+}
+
 /// A chip's HBM: capacity, and the live buffers by id.
 #[derive(Debug)]
 pub struct Hbm {
@@ -105,7 +198,11 @@ impl Hbm {
     }
 
     fn charge(bytes: u64) -> u64 {
-        bytes.div_ceil(ALLOC_GRANULE).max(1) * ALLOC_GRANULE
+        // Saturating: a request near 2^64 bytes must not wrap to a small charge.
+        bytes
+            .div_ceil(ALLOC_GRANULE)
+            .max(1)
+            .saturating_mul(ALLOC_GRANULE)
     }
 
     /// Allocates buffer `id` of `bytes`; `Err(free bytes)` when it does not fit.
@@ -139,6 +236,15 @@ impl Hbm {
     pub fn buffer_mut(&mut self, id: u64) -> Option<&mut HbmBuffer> {
         self.buffers.get_mut(&id)
     }
+
+    /// Two different buffers, the first to read and the second to write (`None` when they are
+    /// the same one or either is missing).
+    pub fn pair(&mut self, src: u64, dst: u64) -> Option<(&HbmBuffer, &mut HbmBuffer)> {
+        match self.buffers.get_disjoint_mut([&src, &dst]) {
+            [Some(a), Some(b)] => Some((a, b)),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -161,6 +267,35 @@ mod tests {
     }
 
     #[test]
+    fn page_readers_and_writers_agree_with_read_and_write() {
+        let mut a = HbmBuffer::new(4 * PAGE_BYTES);
+        let mut b = HbmBuffer::new(4 * PAGE_BYTES);
+        let pieces: Vec<(u64, Vec<u8>)> = (0..300u64)
+            .map(|i| {
+                let at = (i * 7919 * 13) % (4 * PAGE_BYTES - 600);
+                let len = (i % 37 + 1) as usize * if i % 5 == 0 { 16 } else { 1 };
+                let v = if i % 3 == 0 { 0 } else { i as u8 };
+                (at, vec![v; len])
+            })
+            .collect();
+        {
+            let mut w = PageWriter::new(&mut b);
+            for (at, d) in &pieces {
+                a.write(*at, d);
+                w.write(*at, d);
+            }
+        }
+        assert_eq!(a.resident_bytes(), b.resident_bytes());
+        let mut r = PageReader::new(&b);
+        for (at, d) in &pieces {
+            let (mut x, mut y) = (vec![1u8; d.len() + 40], vec![2u8; d.len() + 40]);
+            a.read(*at, &mut x);
+            r.read(*at, &mut y);
+            assert_eq!(x, y);
+        }
+    }
+
+    #[test]
     fn capacity_is_enforced() {
         let mut hbm = Hbm::new(4096);
         hbm.alloc(1, 3000).unwrap();
@@ -168,5 +303,13 @@ mod tests {
         assert!(hbm.free(1));
         hbm.alloc(2, 2000).unwrap();
         assert!(!hbm.free(7));
+    }
+
+    #[test]
+    fn sizes_near_2_pow_64_do_not_wrap_to_a_small_charge() {
+        let mut hbm = Hbm::new(4096);
+        for bytes in [u64::MAX, u64::MAX - 511, 1 << 63] {
+            assert_eq!(hbm.alloc(1, bytes), Err(4096), "{bytes}");
+        }
     }
 }

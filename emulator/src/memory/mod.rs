@@ -7,5 +7,5 @@
 mod hbm;
 mod local;
 
-pub use hbm::{Hbm, HbmBuffer, PAGE_BYTES};
+pub use hbm::{Hbm, HbmBuffer, PAGE_BYTES, PageReader, PageWriter};
 pub use local::LocalMem;

@@ -5,6 +5,8 @@
 //! thread count. Transcendentals come from the `libm` crate (a pure-Rust port of musl's libm),
 //! not the platform's, and sums follow fixed orders documented per function.
 
+pub mod expf;
 pub mod float;
+pub mod lanes;
 pub mod matmul;
 pub mod vmath;

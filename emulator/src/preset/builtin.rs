@@ -138,6 +138,10 @@ fn common_sources() -> BTreeMap<String, String> {
         s("ici_hop_latency_ns", "[SB] about 1 us per hop (the collective latency floor)"),
         s("dma_engines", "assumed: 4 DMA engines per TensorCore (no public figure)"),
         s("host_link_bytes_per_s", "[SB] PCIe about 16 GB/s per chip"),
+        s(
+            "dcn_latency_ns",
+            "assumed: 10 us one way through the data-centre network (no TPU figure is published; RDMA over a switched fabric takes microseconds to tens of microseconds)",
+        ),
     ]
     .into_iter()
     .collect()
@@ -180,6 +184,10 @@ fn v4() -> ChipPreset {
         ici_hop_latency_ns: 1000.0,
         ici_wrap_multiple: 4,
         host_link_bytes_per_s: 16e9,
+        max_slice_shape: vec![],
+        max_slice_chips: 4096,
+        dcn_bytes_per_s: 6.25e9,
+        dcn_latency_ns: 10_000.0,
         costs: costs(),
         sources: BTreeMap::new(),
     };
@@ -206,6 +214,15 @@ fn v4() -> ChipPreset {
             (
                 "ici_wrap_multiple",
                 "[GC] wraparound on full 4x4x4 cubes joined by optical switches",
+            ),
+            (
+                "max_slice_shape",
+                "no largest shape published: only the chip count limits a slice",
+            ),
+            ("max_slice_chips", "[GC] TPU v4 Pod size: 4096 chips"),
+            (
+                "dcn_bytes_per_s",
+                "[SB] data-centre network about 6.25 GB/s per chip (no per-generation figure)",
             ),
         ],
     )
@@ -235,6 +252,10 @@ fn v5e() -> ChipPreset {
         ici_hop_latency_ns: 1000.0,
         ici_wrap_multiple: 16,
         host_link_bytes_per_s: 16e9,
+        max_slice_shape: vec![16, 16],
+        max_slice_chips: 256,
+        dcn_bytes_per_s: 3.125e9,
+        dcn_latency_ns: 10_000.0,
         costs: costs(),
         sources: BTreeMap::new(),
     };
@@ -265,6 +286,15 @@ fn v5e() -> ChipPreset {
                 "ici_wrap_multiple",
                 "[GC] wraparound only on full 16-chip axes of the 16x16 pod",
             ),
+            (
+                "max_slice_shape",
+                "[GC] TPU Pod size 256 chips, 2D torus: 16x16",
+            ),
+            ("max_slice_chips", "[GC] TPU Pod size: 256 chips"),
+            (
+                "dcn_bytes_per_s",
+                "[GC] 6.4 Tbps data-centre network per 256-chip pod (2 x 100 Gbps NICs per 8-chip host): 25 Gbps = 3.125 GB/s per chip ([SB] gives about 6.25 GB/s per chip)",
+            ),
         ],
     )
 }
@@ -293,6 +323,10 @@ fn v5p() -> ChipPreset {
         ici_hop_latency_ns: 1000.0,
         ici_wrap_multiple: 4,
         host_link_bytes_per_s: 16e9,
+        max_slice_shape: vec![16, 16, 24],
+        max_slice_chips: 6144,
+        dcn_bytes_per_s: 6.25e9,
+        dcn_latency_ns: 10_000.0,
         costs: costs(),
         sources: BTreeMap::new(),
     };
@@ -317,6 +351,18 @@ fn v5p() -> ChipPreset {
             ("ici_dims", "[GC] 3D torus"),
             ("ici_link_bytes_per_s", "[SB] 90 GB/s one-way per link"),
             ("ici_wrap_multiple", "[GC] wraparound on full 4x4x4 cubes"),
+            (
+                "max_slice_shape",
+                "[GC] the maximum v5p shape is 16x16x24 (96 cubes)",
+            ),
+            (
+                "max_slice_chips",
+                "[GC] the largest job that can be scheduled is 96 cubes, 6144 chips (the pod has 8960)",
+            ),
+            (
+                "dcn_bytes_per_s",
+                "[GC] data-centre network bandwidth per chip 50 Gbps = 6.25 GB/s ([SB] the same)",
+            ),
         ],
     )
 }
@@ -344,6 +390,10 @@ fn v6e() -> ChipPreset {
         ici_hop_latency_ns: 1000.0,
         ici_wrap_multiple: 16,
         host_link_bytes_per_s: 32e9,
+        max_slice_shape: vec![16, 16],
+        max_slice_chips: 256,
+        dcn_bytes_per_s: 6.25e9,
+        dcn_latency_ns: 10_000.0,
         costs: costs(),
         sources: BTreeMap::new(),
     };
@@ -378,6 +428,12 @@ fn v6e() -> ChipPreset {
                 "host_link_bytes_per_s",
                 "[SB] PCIe about 32 GB/s per chip on v6e",
             ),
+            ("max_slice_shape", "[GC] 256 chips per pod, 2D torus: 16x16"),
+            ("max_slice_chips", "[GC] 256 chips per pod"),
+            (
+                "dcn_bytes_per_s",
+                "[SB] data-centre network about 6.25 GB/s per chip (no per-generation figure)",
+            ),
         ],
     )
 }
@@ -406,6 +462,10 @@ fn v7x() -> ChipPreset {
         ici_hop_latency_ns: 1000.0,
         ici_wrap_multiple: 4,
         host_link_bytes_per_s: 16e9,
+        max_slice_shape: vec![],
+        max_slice_chips: 9216,
+        dcn_bytes_per_s: 6.25e9,
+        dcn_latency_ns: 10_000.0,
         costs: costs(),
         sources: BTreeMap::new(),
     };
@@ -439,6 +499,15 @@ fn v7x() -> ChipPreset {
                 "ici_wrap_multiple",
                 "assumed: wraparound on full 4x4x4 cubes as on v4/v5p",
             ),
+            (
+                "max_slice_shape",
+                "no largest shape published: only the chip count limits a slice",
+            ),
+            ("max_slice_chips", "[GC] 9,216-chip footprint per pod"),
+            (
+                "dcn_bytes_per_s",
+                "[SB] data-centre network about 6.25 GB/s per chip (no per-generation figure)",
+            ),
         ],
     )
 }
@@ -471,6 +540,10 @@ fn scalesim_ws_128() -> ChipPreset {
         ici_hop_latency_ns: 1000.0,
         ici_wrap_multiple: 16,
         host_link_bytes_per_s: 16e9,
+        max_slice_shape: vec![],
+        max_slice_chips: 1,
+        dcn_bytes_per_s: 6.25e9,
+        dcn_latency_ns: 10_000.0,
         costs,
         sources: BTreeMap::new(),
     };
@@ -506,6 +579,10 @@ fn scalesim_ws_128() -> ChipPreset {
             ("ici_dims", "unused (single chip)"),
             ("ici_link_bytes_per_s", "unused (single chip)"),
             ("ici_wrap_multiple", "unused (single chip)"),
+            ("max_slice_shape", "unused (single chip)"),
+            ("max_slice_chips", "SCALE-Sim parity: a single chip"),
+            ("dcn_bytes_per_s", "unused (single chip)"),
+            ("dcn_latency_ns", "unused (single chip)"),
         ],
     );
     p.sources.insert(

@@ -32,6 +32,21 @@ pub enum PresetError {
     /// A field is unknown, missing, or of the wrong type.
     #[error("preset field error: {0}")]
     Field(String),
+    /// A slice larger than the generation's largest one.
+    #[error("{0}")]
+    SliceTooLarge(String),
+    /// A figure is outside its documented range (or not a number of the right kind).
+    #[error("preset `{preset}`: {field} = {value}; expected {expected}")]
+    Range {
+        /// Preset name.
+        preset: String,
+        /// Dotted field name (`costs.valu_latency`).
+        field: String,
+        /// The value as written.
+        value: String,
+        /// What the field accepts.
+        expected: String,
+    },
     /// The figures are unusable.
     #[error("preset `{preset}` is invalid: {why}")]
     Invalid {
@@ -42,7 +57,7 @@ pub enum PresetError {
     },
 }
 
-fn to_table(p: &ChipPreset) -> Table {
+pub(super) fn to_table(p: &ChipPreset) -> Table {
     match Value::try_from(p) {
         Ok(Value::Table(t)) => t,
         _ => unreachable!("a preset serializes to a TOML table"),
@@ -50,6 +65,8 @@ fn to_table(p: &ChipPreset) -> Table {
 }
 
 fn from_table(t: Table) -> Result<ChipPreset, PresetError> {
+    // Kinds and ranges first, so that a figure is never misread by the conversion below.
+    super::ranges::check_table(&t)?;
     let p: ChipPreset = Value::Table(t)
         .try_into()
         .map_err(|e: toml::de::Error| PresetError::Field(e.to_string()))?;
@@ -145,8 +162,18 @@ impl ChipPreset {
                 "sources are not set with overrides".into(),
             ));
         }
+        if let Some(c) = value.chars().find(|c| c.is_control()) {
+            return Err(PresetError::Field(format!(
+                "`{field}` = {value:?}: the value holds the control character {c:?}; give one value on one line"
+            )));
+        }
         let parsed: Value = match format!("v = {value}").parse::<Table>() {
-            Ok(mut t) => t.remove("v").expect("key present"),
+            Ok(mut t) if t.len() == 1 => t.remove("v").expect("the only key"),
+            Ok(_) => {
+                return Err(PresetError::Field(format!(
+                    "`{field}` = {value}: expected one value"
+                )));
+            }
             Err(_) => Value::String(value.to_string()),
         };
         let mut table = to_table(self);

@@ -73,6 +73,30 @@ fn as_f64(v: &Option<Value>) -> Option<f64> {
     }
 }
 
+/// Largest time (µs) or duration a trace may hold: about 31 years.
+pub const MAX_TRACE_US: f64 = 1e15;
+
+/// A time field (`ts`, `dur`) of event `i` in ns: 0 when absent; an error naming the event,
+/// the field and the value when it is not a finite number within ±[`MAX_TRACE_US`] µs, or when a
+/// duration is negative.
+fn time_ns(v: &Option<Value>, field: &str, i: usize, ph: &str) -> Result<f64, String> {
+    let Some(raw) = v else { return Ok(0.0) };
+    let bad = |why: &str| format!("event {i} (ph `{ph}`): `{field}` is {raw}; {why}");
+    let x = match as_f64(v) {
+        Some(x) if x.is_finite() => x,
+        _ => return Err(bad("expected a finite number of microseconds")),
+    };
+    if x.abs() > MAX_TRACE_US {
+        return Err(bad(&format!(
+            "expected at most {MAX_TRACE_US:e} microseconds"
+        )));
+    }
+    if field == "dur" && x < 0.0 {
+        return Err(bad("a duration cannot be negative"));
+    }
+    Ok(x * 1000.0)
+}
+
 fn flow_id(v: &Option<Value>) -> Option<u64> {
     match v.as_ref()? {
         Value::Number(n) => n.as_u64(),
@@ -123,14 +147,26 @@ impl Reader {
             return false;
         };
         let thread = (as_u64(&e.pid), as_u64(&e.tid));
-        let ts = as_f64(&e.ts).unwrap_or(0.0) * 1000.0;
+        let ts = match time_ns(&e.ts, "ts", i, ph) {
+            Ok(t) => t,
+            Err(why) => {
+                self.error = Some(why);
+                return false;
+            }
+        };
         let name = match e.name {
             Some(Value::String(s)) => s,
             _ => String::new(),
         };
         match ph {
             "X" => {
-                let dur = as_f64(&e.dur).unwrap_or(0.0) * 1000.0;
+                let dur = match time_ns(&e.dur, "dur", i, ph) {
+                    Ok(d) => d,
+                    Err(why) => {
+                        self.error = Some(why);
+                        return false;
+                    }
+                };
                 let args = into_object(e.args);
                 let known = args.get("track").and_then(|t| Track::deserialize(t).ok());
                 let lane = match known {
@@ -146,9 +182,17 @@ impl Reader {
             }
             "E" => {
                 if let Some((name, start, args)) = self.open.get_mut(&thread).and_then(Vec::pop) {
+                    if ts < start {
+                        self.error = Some(format!(
+                            "event {i} (ph `E`) ends `{name}` at {} µs, before it began at {} µs",
+                            ts / 1000.0,
+                            start / 1000.0
+                        ));
+                        return false;
+                    }
                     let lane = Lane::Thread(thread);
                     self.lanes.entry(thread).or_insert_with(|| lane.clone());
-                    let mut s = Span::new(placeholder(), name, start, ts.max(start));
+                    let mut s = Span::new(placeholder(), name, start, ts);
                     s.args = args;
                     self.on_threads.push((self.out.len(), thread));
                     self.out.push(TraceEvent::Span(s));

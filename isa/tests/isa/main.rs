@@ -12,3 +12,4 @@ mod handwritten;
 mod hostile;
 mod roundtrip;
 mod strategies;
+mod trace_input;

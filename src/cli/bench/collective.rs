@@ -1,19 +1,17 @@
-//! `tpuemu bench collective`: one collective over a slice of chips, its simulated time against
-//! the scaling book's ICI model, and what the emulation cost on the host.
+//! `tpuemu bench collective`: one collective over a slice (or several slices joined by the
+//! data-centre network), its simulated time against the scaling book's model
+//! ([`super::collective_model`]), and what the emulation cost on the host.
 //!
 //! `--bytes N` is the size of the whole array: gathered (all-gather), before scattering
 //! (reduce-scatter), reduced (all-reduce), or held by each chip (all-to-all). `algbw` is
 //! `N / seconds`; `busbw` scales it by what every link must carry (NCCL's convention:
 //! `(n-1)/n` for all-gather, reduce-scatter and all-to-all, `2(n-1)/n` for all-reduce).
-//! The model (the scaling book's, "How to Scale Your Model", part 3, with its exact ring factor):
-//! `(n-1)/n * V / W` per ring stage (all-gather, reduce-scatter; all-reduce is both), `W` the
-//! axis's bandwidth (both directions of a link where the axis wraps, one otherwise, so no
-//! wraparound takes twice as long), at least the hop latency times the hops a chain walks (`n/2`
-//! on a ring, `n-1` on a line); all-to-all is the busiest link's bytes over its bandwidth, routed
-//! as the emulator routes. For large arrays over 16 chips `(n-1)/n` is 0.94: the book's plain
-//! `V / W` is 7% above the exact figure.
+//!
+//! A timing-only run of a collective whose every chip does the same thing translated (rings
+//! that close in one hop) is simulated on one chip for all
+//! ([`tpuemu_emulator::Emulator::launch_symmetric`]); `--full` simulates every chip (the same
+//! cycles, tested).
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
@@ -22,12 +20,12 @@ use tpuemu_backend::DType;
 use tpuemu_backend::kernels::collective::{
     BufferSlice, ChipBuffers, Collective, CollectiveOp, CollectiveSpec, RingChoice,
 };
-use tpuemu_emulator::ici::{Ici, LinkId};
 use tpuemu_emulator::{ChipPreset, Emulator};
-use tpuemu_isa::{Device, Topology};
+use tpuemu_isa::Device;
 
 use super::super::chip::load_preset;
 use super::super::{CliError, report};
+use super::collective_model;
 
 /// The collective.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -70,7 +68,9 @@ pub struct CollectiveArgs {
     /// The collective.
     #[arg(long, value_enum)]
     pub op: Op,
-    /// The slice: GENERATION:AxBxC (`v5e:16x16`, `v5p:4x4x4`, `v4:4x4x8`) or FILE.toml:AxB.
+    /// The slice: GENERATION:AxBxC (`v5e:16x16`, `v5p:4x4x4`, `v4:4x4x8`) or FILE.toml:AxB, at
+    /// most the generation's largest slice; `SxGENERATION:AxB` for S slices joined by the
+    /// data-centre network (`4xv5e:16x16`), whose axis is the last.
     #[arg(long, default_value = "v5e:4x4")]
     pub slice: String,
     /// Mesh axes the collective runs over, comma-separated (`0`, `1`, `0,1`), first outermost.
@@ -78,7 +78,7 @@ pub struct CollectiveArgs {
     pub axes: String,
     /// Bytes of the whole array: gathered (all-gather), before scattering (reduce-scatter),
     /// reduced (all-reduce), or held by each chip (all-to-all).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub bytes: u64,
     /// Element type.
     #[arg(long, value_enum, default_value = "f32")]
@@ -86,8 +86,9 @@ pub struct CollectiveArgs {
     /// Ring choice.
     #[arg(long, value_enum, default_value = "auto")]
     pub ring: Ring,
-    /// Bytes per pipelined chunk (default: an eighth of a ring stage's block, within 32-512 KiB).
-    #[arg(long)]
+    /// Bytes per pipelined chunk, a positive multiple of 1024 elements (default: an eighth of a
+    /// ring stage's block, within 32-512 KiB).
+    #[arg(long, allow_negative_numbers = true)]
     pub chunk_bytes: Option<u32>,
     /// Override a preset field, e.g. `--set ici_wrap_multiple=1024` (no wraparound).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
@@ -95,20 +96,60 @@ pub struct CollectiveArgs {
     /// Time only: no data is written, moved or added.
     #[arg(long)]
     pub timing_only: bool,
+    /// Simulate every chip, even where one chip would do for all.
+    #[arg(long)]
+    pub full: bool,
     /// Write a Chrome trace of the run.
     #[arg(long)]
     pub trace: Option<std::path::PathBuf>,
     /// Print JSON for machines.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub limits: super::super::chip::LimitArgs,
 }
 
-/// Parses `GEN:AxBxC` into a preset (with `--set` overrides) and the mesh.
-pub fn parse_slice(text: &str, set: &[String]) -> Result<(ChipPreset, Vec<u32>), CliError> {
+/// A parsed `--slice`.
+pub struct SliceSpec {
+    /// The chips' preset (with `--set` overrides).
+    pub preset: ChipPreset,
+    /// Mesh of one slice.
+    pub dims: Vec<u32>,
+    /// Slices joined by the data-centre network.
+    pub slices: u32,
+}
+
+impl SliceSpec {
+    /// The emulated device.
+    pub fn device(&self) -> Result<Emulator, tpuemu_emulator::PresetError> {
+        if self.slices > 1 {
+            Emulator::multi_slice(self.preset.clone(), self.slices, &self.dims)
+        } else {
+            Emulator::slice(self.preset.clone(), &self.dims)
+        }
+    }
+}
+
+/// Parses `[Sx]GEN:AxBxC` into a preset (with `--set` overrides), the mesh of a slice and the
+/// number of slices.
+pub fn parse_slice(text: &str, set: &[String]) -> Result<SliceSpec, CliError> {
     let err = |m: String| CliError::Other(format!("--slice `{text}`: {m}"));
     let (gen_name, dims) = text
         .rsplit_once(':')
         .ok_or_else(|| err("expected GENERATION:AxBxC, e.g. v5e:16x16".into()))?;
+    let (slices, gen_name) = match gen_name.split_once('x') {
+        Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+            match n.parse::<u32>() {
+                Ok(v) if v > 0 => (v, rest),
+                _ => {
+                    return Err(err(format!(
+                        "`{n}` is not a number of slices; expected e.g. 4xv5e:16x16"
+                    )));
+                }
+            }
+        }
+        _ => (1, gen_name),
+    };
     let mut preset = load_preset(gen_name).map_err(|e| err(e.to_string()))?;
     for s in set {
         let (field, value) = s
@@ -141,7 +182,12 @@ pub fn parse_slice(text: &str, set: &[String]) -> Result<(ChipPreset, Vec<u32>),
             dims.len()
         )));
     }
-    Ok((preset, dims))
+    preset.check_slice(&dims).map_err(|e| err(e.to_string()))?;
+    Ok(SliceSpec {
+        preset,
+        dims,
+        slices,
+    })
 }
 
 fn parse_axes(text: &str, mesh: &[u32]) -> Result<Vec<usize>, CliError> {
@@ -157,62 +203,6 @@ fn parse_axes(text: &str, mesh: &[u32]) -> Result<Vec<usize>, CliError> {
         .collect()
 }
 
-/// The busiest link's bytes when every chip of chip 0's group pushes `block` bytes to every
-/// other, routed as the emulator routes (dimension by dimension, the short way round, ties `+`).
-fn a2a_busiest_link(topo: &Topology, axes: &[usize], block: u64) -> u64 {
-    let ici = Ici::new(topo.mesh.clone(), topo.wraparound.clone(), 1.0, 1);
-    let members: Vec<u32> = (0..topo.num_chips() as u32)
-        .filter(|&c| {
-            ici.coords(c)
-                .iter()
-                .enumerate()
-                .all(|(k, x)| axes.contains(&k) || *x == 0)
-        })
-        .collect();
-    let mut load: HashMap<LinkId, u64> = HashMap::new();
-    for &s in &members {
-        for &d in &members {
-            for link in ici.route(s, d) {
-                *load.entry(link).or_default() += block;
-            }
-        }
-    }
-    load.values().copied().max().unwrap_or(0)
-}
-
-/// The scaling book's estimate of the collective's time.
-fn model_seconds(c: &Collective, topo: &Topology, preset: &ChipPreset, bytes: u64) -> f64 {
-    let link = preset.ici_link_bytes_per_s;
-    let hop = preset.ici_hop_latency_ns * 1e-9;
-    let spec = c.spec();
-    if spec.op == CollectiveOp::AllToAll {
-        let block = bytes / c.group_size() as u64;
-        return a2a_busiest_link(topo, &spec.axes, block) as f64 / link;
-    }
-    let mut len = bytes as f64;
-    let mut total = 0.0;
-    for (&a, &bi) in spec.axes.iter().zip(&c.bidirectional()) {
-        let n = topo.mesh[a] as f64;
-        if n < 2.0 {
-            continue;
-        }
-        let (w, hops) = if bi {
-            (2.0 * link, (n / 2.0).floor())
-        } else {
-            (link, n - 1.0)
-        };
-        // All-gather and reduce-scatter move the array of this stage once; each stage of a
-        // reduce-scatter works on the previous one's block (and an all-gather's in reverse).
-        total += ((n - 1.0) / n * len / w).max(hops * hop);
-        len /= n;
-    }
-    if spec.op == CollectiveOp::AllReduce {
-        2.0 * total
-    } else {
-        total
-    }
-}
-
 fn fill(n: usize, seed: u32) -> Vec<u8> {
     let mut x = seed;
     (0..n)
@@ -223,10 +213,8 @@ fn fill(n: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
-/// Runs `tpuemu bench collective`.
-pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
-    let (preset, mesh) = parse_slice(&args.slice, &args.set)?;
-    let axes = parse_axes(&args.axes, &mesh)?;
+/// The collective `args` ask for, on `topo`.
+fn spec_of(args: &CollectiveArgs, axes: &[usize]) -> Result<CollectiveSpec, CliError> {
     let dtype = match args.dtype {
         Dtype::F32 => DType::F32,
         Dtype::Bf16 => DType::BF16,
@@ -247,18 +235,39 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
             dtype.name()
         )));
     }
-    let other = |e: String| CliError::Other(e);
-    let emu = Emulator::slice(preset.clone(), &mesh).map_err(|e| other(e.to_string()))?;
-    emu.set_timing_only(args.timing_only);
-    emu.set_profiling(args.trace.is_some());
-    let topo = emu.topology().clone();
-    let mut spec = CollectiveSpec::new(op, dtype, args.bytes / esz, &axes);
+    let mut spec = CollectiveSpec::new(op, dtype, args.bytes / esz, axes);
     spec.ring = match args.ring {
         Ring::Auto => RingChoice::Auto,
         Ring::Uni => RingChoice::Unidirectional,
         Ring::Bi => RingChoice::Bidirectional,
     };
+    if let Some(c) = args.chunk_bytes
+        && (c == 0 || !(c as u64).is_multiple_of(1024 * esz))
+    {
+        return Err(CliError::Other(format!(
+            "--chunk-bytes {c}: expected a positive multiple of {} bytes (1024 {} elements)",
+            1024 * esz,
+            dtype.name()
+        )));
+    }
     spec.chunk_bytes = args.chunk_bytes;
+    Ok(spec)
+}
+
+/// Runs `tpuemu bench collective`.
+pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
+    let slice = parse_slice(&args.slice, &args.set)?;
+    let other = |e: String| CliError::Other(e);
+    let emu = slice
+        .device()
+        .map_err(|e| other(format!("--slice `{}`: {e}", args.slice)))?;
+    let preset = slice.preset;
+    let topo = emu.topology().clone();
+    let axes = parse_axes(&args.axes, &topo.mesh)?;
+    let spec = spec_of(args, &axes)?;
+    emu.set_timing_only(args.timing_only);
+    emu.set_profiling(args.trace.is_some());
+    emu.set_run_limits(args.limits.limits()?);
     let c = Collective::new(&spec, &topo).map_err(|e| other(e.to_string()))?;
     let dev = |e: tpuemu_isa::DeviceError| CliError::Other(e.to_string());
     let pid = emu.load(c.program()).map_err(dev)?;
@@ -277,44 +286,59 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
         });
     }
     let submit = emu.synchronize().map_err(dev)?.end_ns;
+    let symmetric = !args.full && c.translation_symmetric(&topo);
     let t0 = Instant::now();
-    let id = c
-        .launch(&emu, pid, &bufs, submit)
-        .map_err(|e| other(e.to_string()))?;
+    let id = if symmetric {
+        c.launch_with(&emu, pid, &bufs, submit, &|l| emu.launch_symmetric(l))
+    } else {
+        c.launch(&emu, pid, &bufs, submit)
+    }
+    .map_err(|e| other(e.to_string()))?;
     let done = emu.wait(id).map_err(dev)?;
     let host_seconds = t0.elapsed().as_secs_f64();
     let stats = emu.stats(id).expect("the launch exists");
     let secs = stats.cycles() as f64 / preset.clock_hz;
     let n = c.group_size() as f64;
-    let bus = match op {
+    let bus = match spec.op {
         CollectiveOp::AllReduce => 2.0 * (n - 1.0) / n,
         _ => (n - 1.0) / n,
     };
-    let model = model_seconds(&c, &topo, &preset, args.bytes);
+    let model = collective_model::model(&c, &topo, &preset, args.bytes);
+    let simulated_chips = if stats.represented_by.is_some() {
+        1
+    } else {
+        topo.num_chips()
+    };
     let mut v = report::launch_summary(&stats, &preset, host_seconds);
     let extra = json!({
-        "op": op.name(),
+        "op": spec.op.name(),
         "slice": args.slice,
         "generation": preset.name,
         "mesh": topo.mesh,
         "wraparound": topo.wraparound,
+        "dcn_axis": topo.dcn_axis,
         "axes": axes,
         "group_size": c.group_size(),
         "bidirectional": c.bidirectional(),
-        "dtype": dtype.name(),
+        "parts": c.parts(),
+        "dtype": spec.dtype.name(),
         "bytes": args.bytes,
         "input_bytes_per_chip": c.input_bytes(),
         "output_bytes_per_chip": c.output_bytes(),
         "scratch_bytes_per_chip": c.scratch_bytes(),
         "chunk_bytes": c.chunk_bytes(),
         "functional": !args.timing_only,
+        "simulated_chips": simulated_chips,
         "algbw_bytes_per_s": args.bytes as f64 / secs,
         "busbw_bytes_per_s": args.bytes as f64 / secs * bus,
-        "model_seconds": model,
+        "model_seconds": model.seconds,
+        "model_formula": model.formula,
         // A group of one chip moves nothing over ICI: no model to compare with.
-        "seconds_over_model": (model > 0.0).then(|| secs / model),
+        "seconds_over_model": (model.seconds > 0.0).then(|| secs / model.seconds),
         "ici_link_bytes_per_s": preset.ici_link_bytes_per_s,
         "ici_hop_latency_ns": preset.ici_hop_latency_ns,
+        "dcn_bytes_per_s": preset.dcn_bytes_per_s,
+        "dcn_latency_ns": preset.dcn_latency_ns,
         "ici_bytes": done.counters.ici_bytes,
         "program_instructions": c.program().instrs.len(),
         "peak_rss_bytes": super::peak_rss_bytes(),
@@ -323,7 +347,12 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
         v[k] = x.clone();
     }
     if let Some(path) = &args.trace {
-        let label = format!("{} {} bytes over axes {:?}", op.name(), args.bytes, axes);
+        let label = format!(
+            "{} {} bytes over axes {:?}",
+            spec.op.name(),
+            args.bytes,
+            axes
+        );
         report::write_trace(path, &emu, &preset, topo.num_chips() as u32, label)?;
     }
     if args.json {
@@ -332,45 +361,63 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
             (serde_json::to_string_pretty(&v).expect("JSON") + "\n").as_bytes(),
         );
     }
-    let ring = |bi: &bool| {
-        if *bi {
-            "bidirectional"
-        } else {
-            "unidirectional"
-        }
-    };
-    let text = format!(
-        "{} of {} bytes ({}) over axes {:?} of {} {:?} (wraparound {:?}): groups of {} chips, {} rings\n\
+    super::super::write_output(None, text(&v).as_bytes())
+}
+
+/// The report for people.
+fn text(v: &serde_json::Value) -> String {
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    let rings: Vec<&str> = v["bidirectional"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|b| {
+                    if b.as_bool() == Some(true) {
+                        "bidirectional"
+                    } else {
+                        "unidirectional"
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let parts: Vec<String> = v["parts"]
+        .as_array()
+        .map(|a| a.iter().map(|p| format!("{}", p["axes"])).collect())
+        .unwrap_or_default();
+    let secs = f("seconds_simulated");
+    let ratio = v["seconds_over_model"]
+        .as_f64()
+        .map_or("nothing crosses a link".to_string(), |r| format!("{r:.2}x"));
+    format!(
+        "{} of {} bytes ({}) over axes {} of {} {} (wraparound {}): groups of {} chips, {} rings, {} parts walking axes {}\n\
          simulated time   {}\n\
          algbw            {:.2} GB/s (busbw {:.2} GB/s)\n\
-         model            {} ((n-1)/n V/W per ring stage, W = {} GB/s per link direction): {}\n\
-         host time        {:.3} s, peak RSS {} MiB, {} instructions per chip program\n",
-        op.name(),
-        args.bytes,
-        dtype.name(),
-        axes,
-        preset.name,
-        topo.mesh,
-        topo.wraparound,
-        c.group_size(),
-        c.bidirectional()
-            .iter()
-            .map(ring)
-            .collect::<Vec<_>>()
-            .join("/"),
+         model            {}: {}\n\
+         host time        {:.3} s ({} of {} chips simulated), peak RSS {} MiB, {} instructions per chip program\n",
+        v["op"].as_str().unwrap_or(""),
+        v["bytes"],
+        v["dtype"].as_str().unwrap_or(""),
+        v["axes"],
+        v["generation"].as_str().unwrap_or(""),
+        v["mesh"],
+        v["wraparound"],
+        v["group_size"],
+        rings.join("/"),
+        parts.len().max(1),
+        parts.join(" "),
         report::seconds(secs),
-        args.bytes as f64 / secs / 1e9,
-        args.bytes as f64 / secs * bus / 1e9,
-        report::seconds(model),
-        preset.ici_link_bytes_per_s / 1e9,
-        if model > 0.0 {
-            format!("{:.2}x", secs / model)
-        } else {
-            "nothing crosses a link".to_string()
-        },
-        host_seconds,
-        super::peak_rss_bytes().unwrap_or(0) >> 20,
-        c.program().instrs.len(),
-    );
-    super::super::write_output(None, text.as_bytes())
+        f("algbw_bytes_per_s") / 1e9,
+        f("busbw_bytes_per_s") / 1e9,
+        v["model_formula"].as_str().unwrap_or(""),
+        ratio,
+        f("host_seconds"),
+        v["simulated_chips"],
+        v["mesh"].as_array().map_or(0, |m| m
+            .iter()
+            .map(|x| x.as_u64().unwrap_or(1))
+            .product::<u64>()),
+        v["peak_rss_bytes"].as_u64().unwrap_or(0) >> 20,
+        v["program_instructions"],
+    )
 }

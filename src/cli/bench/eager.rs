@@ -11,7 +11,6 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 use tpuemu_backend::Mode;
 use tpuemu_backend::runtime::Runtime;
-use tpuemu_emulator::Emulator;
 use tpuemu_workloads::{BenchReport, RunMode, Size, Workload, run_workload};
 
 use super::super::CliError;
@@ -74,8 +73,16 @@ pub struct EagerArgs {
     /// A small configuration of the model, for quick checks.
     #[arg(long)]
     pub small: bool,
-    /// Measured steps after the warm-up step (figures are per step).
-    #[arg(long, default_value_t = 1)]
+    /// Measured steps after the warm-up step (figures are per step): 1 to 1000.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = clap::builder::TypedValueParser::map(
+            clap::value_parser!(u16).range(1..=1000),
+            usize::from
+        ),
+        allow_negative_numbers = true
+    )]
     pub steps: usize,
     /// Write a Chrome trace (Perfetto, chrome://tracing, `tpuemu viz`) of the measured steps.
     #[arg(long)]
@@ -94,8 +101,7 @@ pub fn measure(
     steps: usize,
     trace: Option<&Path>,
 ) -> Result<BenchReport, CliError> {
-    let preset = chip.preset()?;
-    let emu = Emulator::new(preset).map_err(|e| CliError::Other(e.to_string()))?;
+    let (_, emu) = chip.emulator()?;
     let rt = Runtime::new(Arc::new(emu)).map_err(|e| CliError::Other(e.to_string()))?;
     let (report, tr) = run_workload(&rt, workload, size, mode, steps, trace.is_some())
         .map_err(|e| CliError::Other(format!("{} in {}: {e}", workload.name(), mode.name())))?;

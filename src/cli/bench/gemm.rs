@@ -10,17 +10,27 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tpuemu_backend::kernels::gemm::{self, GemmSpec};
-use tpuemu_emulator::{Emulator, MxuModel};
+use tpuemu_emulator::MxuModel;
 use tpuemu_isa::ops::{MxuFmt, Precision};
 use tpuemu_isa::{BufferId, CoreRef, Device, KernelArg, Launch, LaunchTarget};
 
 use super::super::chip::ChipArgs;
 use super::super::{CliError, report};
+use super::numpy::Numpy;
 
 /// Without `--repeat`: launches until this much host time was spent emulating...
 const AUTO_BUDGET_SECONDS: f64 = 0.25;
 /// ...or this many launches ran.
 const AUTO_MAX_LAUNCHES: u32 = 1000;
+/// Without `--repeat`, `--numpy` runs at least this many launches (each after a numpy product).
+const NUMPY_MIN_LAUNCHES: u32 = 5;
+
+/// The median (the upper one of an even count).
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s.get(s.len() / 2).copied().unwrap_or(f64::NAN)
+}
 
 /// Input dtype.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -45,14 +55,29 @@ pub enum Prec {
 /// Arguments of `tpuemu bench gemm`.
 #[derive(Args, Debug)]
 pub struct GemmArgs {
-    /// Rows of A and C.
-    #[arg(long, default_value_t = 1024)]
+    /// Rows of A and C. (1 to 2^32 - 1; the operands must fit the chip's HBM).
+    #[arg(
+        long,
+        default_value_t = 1024,
+        value_parser = clap::value_parser!(u32).range(1..),
+        allow_negative_numbers = true
+    )]
     pub m: u32,
-    /// Columns of B and C.
-    #[arg(long, default_value_t = 1024)]
+    /// Columns of B and C. (1 to 2^32 - 1; the operands must fit the chip's HBM).
+    #[arg(
+        long,
+        default_value_t = 1024,
+        value_parser = clap::value_parser!(u32).range(1..),
+        allow_negative_numbers = true
+    )]
     pub n: u32,
-    /// Columns of A, rows of B.
-    #[arg(long, default_value_t = 1024)]
+    /// Columns of A, rows of B. (1 to 2^32 - 1; the operands must fit the chip's HBM).
+    #[arg(
+        long,
+        default_value_t = 1024,
+        value_parser = clap::value_parser!(u32).range(1..),
+        allow_negative_numbers = true
+    )]
     pub k: u32,
     #[command(flatten)]
     pub chip: ChipArgs,
@@ -65,13 +90,19 @@ pub struct GemmArgs {
     /// Time only: no data is generated or computed.
     #[arg(long)]
     pub timing_only: bool,
-    /// Also time numpy's f32 matmul of the same size (needs python3 with numpy).
+    /// Also time numpy's f32 matmul of the same size (the project's Python environment, or
+    /// `TPUEMU_PYTHON`), one product before each launch, side by side; the ratio is the median
+    /// of the launches' ratios (at least 5 launches).
     #[arg(long)]
     pub numpy: bool,
     /// Run the launch this many times and report the median host time. Default: as many
     /// launches as fit in a quarter second of emulation (at most 1000; one with `--trace`), so
-    /// short runs report a steady figure rather than a cold first launch.
-    #[arg(long)]
+    /// short runs report a steady figure rather than a cold first launch. 1 to 1000000.
+    #[arg(
+        long,
+        value_parser = clap::value_parser!(u32).range(1..=1_000_000),
+        allow_negative_numbers = true
+    )]
     pub repeat: Option<u32>,
     /// Write a Chrome trace of the run.
     #[arg(long)]
@@ -95,37 +126,25 @@ fn fill(n: usize, fmt: MxuFmt, seed: u32) -> Vec<u8> {
     }
 }
 
-fn numpy_seconds(m: u32, n: u32, k: u32) -> Result<f64, CliError> {
-    let script = format!(
-        "import numpy as np, time\na=np.random.rand({m},{k}).astype(np.float32)\nb=np.random.rand({k},{n}).astype(np.float32)\na@b\nbest=1e9\nfor _ in range(3):\n    t=time.perf_counter(); a@b; best=min(best,time.perf_counter()-t)\nprint(best)\n"
-    );
-    let python = std::env::var("TPUEMU_PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = std::process::Command::new(&python)
-        .args(["-c", &script])
-        .output()
-        .map_err(|e| CliError::Other(format!("--numpy: cannot run {python}: {e}")))?;
-    if !out.status.success() {
-        return Err(CliError::Other(format!(
-            "--numpy: {python} failed (is numpy installed? set TPUEMU_PYTHON): {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .map_err(|_| CliError::Other("--numpy: unexpected output".into()))
-}
-
 /// Runs `tpuemu bench gemm`.
 pub fn run(args: &GemmArgs) -> Result<(), CliError> {
-    let preset = args.chip.preset()?;
+    let (preset, emu) = args.chip.emulator()?;
     let (fmt, prec) = match (args.dtype, args.precision) {
         (Dtype::Bf16, _) => (MxuFmt::Bf16, Precision::P1),
         (Dtype::F32, Prec::Default) => (MxuFmt::F32, Precision::P1),
         (Dtype::F32, Prec::High) => (MxuFmt::F32, Precision::P3),
         (Dtype::F32, Prec::Highest) => (MxuFmt::F32, Precision::P6),
     };
-    let emu = Emulator::new(preset.clone()).map_err(|e| CliError::Other(e.to_string()))?;
+    // A (m x k), B (k x n) and the f32 result (m x n) must fit HBM: checked before anything is
+    // planned or allocated, in 128 bits.
+    let (m, n, k) = (args.m as u128, args.n as u128, args.k as u128);
+    let need = (m * k + k * n) * fmt.bytes() as u128 + m * n * 4;
+    if need > preset.hbm_bytes as u128 {
+        return Err(CliError::Other(format!(
+            "--m {} --n {} --k {}: the operands and result need {need} bytes of HBM; the {} has {}",
+            args.m, args.n, args.k, preset.name, preset.hbm_bytes
+        )));
+    }
     emu.set_timing_only(args.timing_only);
     emu.set_profiling(args.trace.is_some());
     let info = emu.topology().chips[0].clone();
@@ -191,12 +210,26 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
     let mut times = Vec::new();
     let mut stats = None;
     let (max_launches, budget) = match (args.repeat, &args.trace) {
-        (Some(n), _) => (n.max(1), f64::INFINITY),
+        (Some(n), _) => (n, f64::INFINITY),
         (None, Some(_)) => (1, f64::INFINITY),
         (None, None) => (AUTO_MAX_LAUNCHES, AUTO_BUDGET_SECONDS),
     };
+    let min_launches = match (args.numpy, args.repeat) {
+        (true, None) => NUMPY_MIN_LAUNCHES.min(max_launches),
+        _ => 1,
+    };
+    let mut numpy = match args.numpy {
+        true => Some(Numpy::start(args.m, args.n, args.k)?),
+        false => None,
+    };
+    let mut numpy_times = Vec::new();
     let mut spent = 0.0;
-    while times.len() < max_launches as usize && spent < budget {
+    while times.len() < max_launches as usize
+        && (spent < budget || times.len() < min_launches as usize)
+    {
+        if let Some(np) = &mut numpy {
+            numpy_times.push(np.seconds()?);
+        }
         let submit = emu.synchronize().map_err(dev)?.end_ns;
         let t0 = Instant::now();
         let id = emu
@@ -215,8 +248,8 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
         stats = emu.stats(id);
     }
     let launches = times.len();
-    times.sort_by(f64::total_cmp);
-    let host_seconds = times[times.len() / 2];
+    let ratios: Vec<f64> = times.iter().zip(&numpy_times).map(|(t, n)| t / n).collect();
+    let host_seconds = median(&times);
     let stats = stats.expect("the launch exists");
 
     let cycles = stats.cycles();
@@ -243,10 +276,13 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
     for (k, x) in extra.as_object().expect("object") {
         v[k] = x.clone();
     }
-    if args.numpy {
-        let np = numpy_seconds(args.m, args.n, args.k)?;
-        v["numpy_seconds"] = json!(np);
-        v["host_over_numpy"] = json!(host_seconds / np);
+    if let Some(np) = &numpy {
+        v["numpy_version"] = json!(np.version);
+        v["numpy_seconds"] = json!(median(&numpy_times));
+        v["numpy_seconds_each"] = json!(numpy_times);
+        v["host_seconds_each"] = json!(times);
+        v["host_over_numpy"] = json!(median(&ratios));
+        v["host_over_numpy_each"] = json!(ratios);
     }
     if let Some(path) = &args.trace {
         let label = format!("gemm {}x{}x{}", args.m, args.n, args.k);
@@ -287,11 +323,15 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
     );
     text += &report::launch_table(&stats, &preset, host_seconds);
     text += &format!("host time is the median of {launches} launch(es)\n");
-    if let Some(np) = v.get("numpy_seconds").and_then(|x| x.as_f64()) {
+    if let Some(np) = &numpy {
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
         text += &format!(
-            "numpy f32 matmul {:.3} s (emulation takes {:.2}x)\n",
-            np,
-            host_seconds / np
+            "numpy {} f32 matmul {:.3} s, median of {} run before each launch; emulation takes {:.2}x (median of the launches' ratios: {})\n",
+            np.version,
+            median(&numpy_times),
+            numpy_times.len(),
+            median(&ratios),
+            each.join(" ")
         );
     }
     super::super::write_output(None, text.as_bytes())

@@ -5,8 +5,11 @@ use clap::Subcommand;
 use super::CliError;
 
 pub mod collective;
+pub mod collective_model;
 pub mod eager;
 pub mod gemm;
+pub mod host;
+pub mod numpy;
 
 /// The benchmarks.
 #[derive(Subcommand, Debug)]
@@ -17,8 +20,11 @@ pub enum BenchCommand {
     /// Compile mode.
     Eager(eager::EagerArgs),
     /// A collective (all-gather, reduce-scatter, all-reduce, all-to-all) over a slice of chips,
-    /// against the scaling book's ICI model.
+    /// against the scaling book's ICI and DCN model.
     Collective(collective::CollectiveArgs),
+    /// This machine's time for a model's training step, against PyTorch CPU eager (float32)
+    /// running the same step side by side.
+    Host(host::HostArgs),
 }
 
 /// Runs a benchmark.
@@ -27,6 +33,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), CliError> {
         BenchCommand::Gemm(a) => gemm::run(a),
         BenchCommand::Eager(a) => eager::run(a),
         BenchCommand::Collective(a) => collective::run(a),
+        BenchCommand::Host(a) => host::run(a),
     }
 }
 

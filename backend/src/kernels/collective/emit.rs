@@ -19,18 +19,13 @@ pub(crate) const IN_OFF: SReg = SReg::n(1);
 pub(crate) const OUT_OFF: SReg = SReg::n(2);
 /// Byte offset of the scratch region.
 pub(crate) const SCR_OFF: SReg = SReg::n(3);
-/// The stage's rank (coordinate on its axis, or rank in the group).
+/// All-to-all: the rank in the group. (Ring rounds use `s4`..`s9` for the parts' region
+/// bases, see [`base`].)
 pub(crate) const RANK: SReg = SReg::n(4);
-/// Chip index of the next chip (all-to-all: the group's rank-0 chip).
+/// All-to-all: the chip index of the group's rank-0 chip.
 pub(crate) const NEXT: SReg = SReg::n(5);
-/// Chip index of the previous chip.
-pub(crate) const PREV: SReg = SReg::n(6);
-/// Base of the stage's source region.
-pub(crate) const SRC: SReg = SReg::n(7);
-/// Base of the stage's destination region.
+/// All-to-all: the address of the block being sent.
 pub(crate) const DST: SReg = SReg::n(8);
-/// Block address of the current step, per chain.
-pub(crate) const BLK: [SReg; 2] = [SReg::n(9), SReg::n(10)];
 /// Temporaries.
 pub(crate) const T1: SReg = SReg::n(11);
 pub(crate) const T2: SReg = SReg::n(12);
@@ -39,14 +34,36 @@ pub(crate) const T3: SReg = SReg::n(15);
 pub(crate) const LOOP_I: SReg = SReg::n(13);
 pub(crate) const LOOP_CMP: SReg = SReg::n(14);
 
-/// Semaphore of the local copy of an all-gather's own shard or an all-to-all's own block.
-pub(crate) const SEM_COPY: u8 = 20;
-/// Semaphores counting bytes sent straight from HBM, per chain.
-pub(crate) const SEM_SENT: [u8; 2] = [21, 22];
+/// Semaphores: ring chains' receive semaphores from 0 (at most [`super::plan::RECV_SEMS`]);
+/// the local copies of each part's own shard (all-gather) from `SEM_COPY`; per part, per round
+/// parity and per chain, the bytes a chain has sent, from `SEM_SENT[0]`; the staging slots'
+/// loads `SEM_LOAD` and the final results written `SEM_FINAL`. A chain's sends leave in the
+/// order they were issued, and HBM transfers complete in that order, so a count of bytes on one
+/// semaphore says which of them are done.
+///
+/// The local copy of an all-gather's own shard or an all-to-all's own block (part 0).
+pub(crate) const SEM_COPY: u8 = 47;
+/// Bytes sent by part 0's chains (all-to-all: the one chain).
+pub(crate) const SEM_SENT: [u8; 2] = [50, 51];
 /// Staging slots: loads into VMEM.
-pub(crate) const SEM_LOAD: u8 = 24;
-/// Staging slots: the slot's result sent (or written to HBM).
-pub(crate) const SEM_OUT: u8 = 32;
+pub(crate) const SEM_LOAD: u8 = 62;
+/// Reduce-scatter results written from the staging slots to HBM.
+pub(crate) const SEM_FINAL: u8 = 63;
+
+/// The copy semaphore of part `p`.
+pub(crate) fn sem_copy(p: usize) -> u8 {
+    SEM_COPY + p as u8
+}
+
+/// The semaphore counting what chain `c` of part `p` sends in rounds of `parity`.
+pub(crate) fn sem_sent(p: usize, parity: usize, c: usize) -> u8 {
+    SEM_SENT[0] + 4 * p as u8 + 2 * parity as u8 + c as u8
+}
+
+/// Region bases of part `p`'s current round: its blocks (`0`) and its own region (`1`).
+pub(crate) fn base(p: usize, which: usize) -> SReg {
+    SReg::n(4 + 2 * p as u8 + which as u8)
+}
 
 /// The program's argument slots and the SMEM words of its scalars.
 #[derive(Clone, Debug)]
@@ -180,12 +197,4 @@ pub(crate) fn prologue(e: &mut Emitter, args: &ArgMap) {
     load_word(e, IN_OFF, args.in_off);
     load_word(e, OUT_OFF, args.out_off);
     load_word(e, SCR_OFF, args.scr_off);
-}
-
-/// Loads a ring stage's rank and neighbours.
-pub(crate) fn load_axis(e: &mut Emitter, args: &ArgMap, pos: usize) {
-    let w = args.axis[pos];
-    load_word(e, RANK, w);
-    load_word(e, NEXT, w + 1);
-    load_word(e, PREV, w + 2);
 }

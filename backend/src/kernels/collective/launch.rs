@@ -253,6 +253,20 @@ impl Collective {
         bufs: &[ChipBuffers],
         submit_ns: f64,
     ) -> Result<LaunchId, CollectiveError> {
+        self.launch_with(dev, program, bufs, submit_ns, &|l| dev.launch(l))
+    }
+
+    /// [`Collective::launch`] through `launch` instead of [`Device::launch`] (say an
+    /// emulator's launch of a translation-symmetric program, see
+    /// [`Collective::translation_symmetric`]).
+    pub fn launch_with(
+        &self,
+        dev: &dyn Device,
+        program: ProgramId,
+        bufs: &[ChipBuffers],
+        submit_ns: f64,
+        launch: &dyn Fn(&tpuemu_isa::Launch) -> Result<LaunchId, DeviceError>,
+    ) -> Result<LaunchId, CollectiveError> {
         let topo = dev.topology();
         let mut scratch = Vec::new();
         let free = |s: &[BufferSlice]| {
@@ -272,7 +286,7 @@ impl Collective {
             }
         }
         let result = self.targets(topo, bufs, &scratch).and_then(|targets| {
-            Ok(dev.launch(&tpuemu_isa::Launch {
+            Ok(launch(&tpuemu_isa::Launch {
                 program,
                 targets,
                 submit_ns,
@@ -282,6 +296,21 @@ impl Collective {
         });
         free(&scratch);
         result
+    }
+
+    /// Whether every chip's run is a translation of any other's when every chip of `topo`
+    /// runs the collective with buffers at the same offsets: a ring collective (not an
+    /// all-to-all) whose rings all close in one hop (every axis of more than two chips wraps,
+    /// or is the data-centre network, and the ring choice does not force two chains onto a
+    /// line). An emulator may then simulate one chip for all
+    /// (`tpuemu_emulator::Emulator::launch_symmetric`).
+    pub fn translation_symmetric(&self, topo: &Topology) -> bool {
+        self.spec.op != CollectiveOp::AllToAll
+            && self.spec.axes.iter().all(|&a| {
+                topo.mesh[a] <= 2
+                    || topo.dcn_axis == Some(a)
+                    || topo.wraparound.get(a).copied().unwrap_or(false)
+            })
     }
 }
 

@@ -62,6 +62,7 @@ mod emit;
 mod launch;
 pub mod plan;
 mod ring;
+mod rounds;
 mod sum;
 
 use tpuemu_isa::{Program, Topology};
@@ -72,7 +73,18 @@ use super::KernelError;
 use crate::codegen::Emitter;
 use crate::dtype::DType;
 use emit::ArgMap;
-use plan::{Plan, RingKind, Stage};
+use plan::{Plan, Stage};
+
+/// One part of a collective's data (see [`Collective::parts`]).
+#[derive(Clone, PartialEq, Eq, Debug, serde::Serialize)]
+pub struct PartInfo {
+    /// First element of the part in every shard.
+    pub first: u64,
+    /// Elements of the part in every shard.
+    pub elements: u64,
+    /// Mesh axes it reduces over, in order (all-gather: in reverse).
+    pub axes: Vec<usize>,
+}
 
 /// Which collective.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
@@ -202,18 +214,9 @@ impl Collective {
         emit::prologue(&mut e, &args);
         for st in &plan.stages {
             match st {
-                Stage::Ring(r) => {
-                    let axis = plan.axes[r.pos].axis;
-                    match r.kind {
-                        RingKind::AllGather => {
-                            e.b.mark_begin(&format!("all-gather axis {axis}"));
-                            ring::emit_gather(&mut e, &args, r);
-                        }
-                        RingKind::ReduceScatter => {
-                            e.b.mark_begin(&format!("reduce-scatter axis {axis}"));
-                            ring::emit_scatter(&mut e, &args, &plan, r, spec.dtype);
-                        }
-                    }
+                Stage::Rings(rounds) => {
+                    e.b.mark_begin(&format!("{} in {} parts", spec.op.name(), plan.parts.len()));
+                    ring::emit_rounds(&mut e, &args, &plan, rounds, spec.dtype);
                 }
                 Stage::AllToAll(a) => {
                     e.b.mark_begin("all-to-all");
@@ -272,16 +275,40 @@ impl Collective {
         self.plan.scratch_bytes
     }
 
-    /// Bytes per pipelined chunk of each ring stage, in the order they run.
+    /// Bytes per pipelined chunk of each ring round, part by part, each part's rounds in the
+    /// order they run.
     pub fn chunk_bytes(&self) -> Vec<u64> {
+        self.rounds()
+            .iter()
+            .map(|r| r.chunk_elems * self.plan.esz)
+            .collect()
+    }
+
+    /// How the data is split: per part, its elements of every shard and the mesh axes it
+    /// reduces over in order (and gathers over in reverse). One part per ICI axis of the spec
+    /// (at most three), each starting on a different axis, so that every axis's links are busy
+    /// at once.
+    pub fn parts(&self) -> Vec<PartInfo> {
+        self.plan
+            .parts
+            .iter()
+            .map(|p| PartInfo {
+                first: p.c0,
+                elements: p.s,
+                axes: p.order.iter().map(|&i| self.plan.axes[i].axis).collect(),
+            })
+            .collect()
+    }
+
+    fn rounds(&self) -> &[plan::RingStage] {
         self.plan
             .stages
             .iter()
-            .filter_map(|s| match s {
-                Stage::Ring(r) => Some(r.chunk_elems * self.plan.esz),
+            .find_map(|s| match s {
+                Stage::Rings(r) => Some(r.as_slice()),
                 _ => None,
             })
-            .collect()
+            .unwrap_or(&[])
     }
 
     /// Whether the ring over each of the spec's axes is bidirectional.

@@ -2,13 +2,16 @@
 //! and where received data lands. Pure arithmetic on the spec and the topology; the code
 //! generators ([`super::ring`], [`super::a2a`]) only walk the plan.
 //!
-//! A ring stage runs over one mesh axis of `n` chips. Its data is `n` blocks. On an axis that
-//! wraps, two *chains* run at once, one each way round; each block is split into two halves
-//! (pieces) and each chain carries a piece at most `reach` hops: `(n-1)/2` both ways when `n` is
-//! odd; when `n` is even the block opposite (`n/2` hops away) goes half one way, half the other.
+//! A ring round runs over one mesh axis of `n` chips (see [`super::rounds`] for the parts and
+//! rounds). Its data is `n` blocks. On an axis that wraps, two *chains* run at once, one each
+//! way round; each row of a block is split into two halves (pieces) and each chain carries a
+//! piece at most `reach` hops: `(n-1)/2` both ways when `n` is odd; when `n` is even the block
+//! opposite (`n/2` hops away) goes half one way, half the other.
 //! Every link then carries half the data, and no message travels more than `n/2` steps. On an
 //! axis that does not wrap one chain runs `n-1` steps the `+` way (the ring's closing edge goes
 //! back over the `-` links, which nothing else uses).
+
+use std::collections::HashMap;
 
 use tpuemu_isa::Topology;
 
@@ -33,7 +36,7 @@ pub(crate) struct Region {
 }
 
 impl Region {
-    fn at(slot: Slot, off: u64) -> Self {
+    pub(crate) fn at(slot: Slot, off: u64) -> Self {
         Region {
             slot,
             off,
@@ -42,14 +45,18 @@ impl Region {
     }
 }
 
-/// One message of a chain: a chunk of a piece of a block, at a step.
+/// One message of a chain: a chunk of a piece of one row of a block, at a step. Rounds'
+/// *final* tasks (reduce-scatter: this chip's own block) are messages too, with `step` unused.
 #[derive(Clone, Debug)]
 pub(crate) struct Msg {
     pub step: u32,
     pub piece: usize,
+    pub row: u32,
     pub chunk: u32,
-    /// Byte offset of the chunk inside its block.
+    /// Byte offset of the chunk from its block's start.
     pub off: u64,
+    /// Byte offset of the same elements in the round's `own` region.
+    pub own: u64,
     pub elems: u64,
     pub bytes: u64,
     /// The block, relative to this chip's rank: `(rank + shift) mod n`.
@@ -72,14 +79,16 @@ pub(crate) struct Chain {
     /// Reduce-scatter: where its arrivals land in the scratch buffer.
     pub recv_base: u64,
     pub recv_sem: u8,
+    /// Semaphore counting what this chip sends straight from HBM.
+    pub sent_sem: u8,
+    /// Message index by (step, piece, row, chunk).
+    pub index: HashMap<(u32, usize, u32, u32), usize>,
 }
 
 impl Chain {
-    /// The message of `step` carrying chunk `chunk` of `piece`.
-    pub fn find(&self, step: u32, piece: usize, chunk: u32) -> Option<&Msg> {
-        self.msgs
-            .iter()
-            .find(|m| m.step == step && m.piece == piece && m.chunk == chunk)
+    /// Index of the message of `step` carrying chunk `chunk` of `piece` of row `row`.
+    pub fn find_index(&self, step: u32, piece: usize, row: u32, chunk: u32) -> Option<usize> {
+        self.index.get(&(step, piece, row, chunk)).copied()
     }
 
     /// The message after which everything up to `m` has arrived: `m`'s end in arrival order.
@@ -94,26 +103,34 @@ pub(crate) enum RingKind {
     AllGather,
 }
 
-/// A ring over one axis.
+/// A ring over one axis: one round of one part (see the module docs). A block is `rows` runs of
+/// `row_elems` elements; block `q` starts `q * bstride` bytes after the `src` region's base.
 #[derive(Clone, Debug)]
 pub(crate) struct RingStage {
     pub kind: RingKind,
+    pub part: usize,
     /// Index into the spec's axes (for the rank and neighbour arguments).
     pub pos: usize,
     pub n: u32,
-    pub block: u64,
-    /// (byte offset in the block, elements) of each piece.
-    pub pieces: [(u64, u64); 2],
+    pub bstride: u64,
+    /// Per row: byte offset from the block's start, and from the `own` region's base.
+    pub rows: Vec<(u64, u64)>,
+    pub row_elems: u64,
     /// Elements per pipelined chunk (a multiple of 1024).
     pub chunk_elems: u64,
     pub chains: Vec<Chain>,
-    /// Reduce-scatter: the `n` blocks read. All-gather: the region gathered into (always in
-    /// the output).
+    /// Reduce-scatter: this chip's own block, chunk by chunk, reduced into `own`.
+    pub finals: Vec<Msg>,
+    /// Base of block 0: reduce-scatter, the blocks read; all-gather, the region gathered into
+    /// (always in the output).
     pub src: Region,
     /// Reduce-scatter: where this chip's reduced block goes. All-gather: where this chip's own
-    /// block is read from at step 0 (the input, or the output when an earlier stage left it
-    /// there).
-    pub dst: Region,
+    /// block is read from at step 0.
+    pub own: Region,
+    /// All-gather: the own block is in the input (it is copied into the output first).
+    pub own_from_input: bool,
+    /// All-gather from the input: the semaphore of that copy.
+    pub copy_sem: u8,
 }
 
 /// All-to-all over the whole group at once.
@@ -128,7 +145,8 @@ pub(crate) struct A2aStage {
 
 #[derive(Clone, Debug)]
 pub(crate) enum Stage {
-    Ring(RingStage),
+    /// The rounds of every part, in each part's order (the generator interleaves the parts).
+    Rings(Vec<RingStage>),
     AllToAll(A2aStage),
     /// A group of one chip: the output is the input.
     Copy {
@@ -142,6 +160,17 @@ pub(crate) struct AxisInfo {
     pub axis: usize,
     pub n: u32,
     pub bidir: bool,
+    /// The axis joins slices over the data-centre network.
+    pub dcn: bool,
+}
+
+/// A part of the data (see the module docs): elements `[c0, c0 + s)` of every shard, reduced
+/// over the axes in `order` (positions in the spec's axes) and gathered in reverse.
+#[derive(Clone, Debug)]
+pub(crate) struct Part {
+    pub c0: u64,
+    pub s: u64,
+    pub order: Vec<usize>,
 }
 
 /// Everything the generators need.
@@ -150,6 +179,7 @@ pub(crate) struct Plan {
     pub esz: u64,
     pub group: u32,
     pub axes: Vec<AxisInfo>,
+    pub parts: Vec<Part>,
     pub stages: Vec<Stage>,
     pub in_bytes: u64,
     pub out_bytes: u64,
@@ -161,13 +191,21 @@ pub(crate) struct Plan {
 }
 
 /// VMEM staging slots of a reduce-scatter (each holds three chunk buffers).
-pub(crate) const SLOTS: u32 = 4;
+pub(crate) const SLOTS: u32 = 32;
 /// Largest chunk by default.
 const MAX_CHUNK: u64 = 512 << 10;
+/// Chunks per block by default (within the sizes below).
+const CHUNKS_PER_BLOCK: u64 = 4;
 /// Smallest chunk by default.
 const MIN_CHUNK: u64 = 32 << 10;
 /// Byte offsets and sizes must stay below this (32-bit scalar registers, signed immediates).
 pub(crate) const MAX_BYTES: u64 = (1 << 31) - 1;
+/// Most parts (one per ICI axis of a 3-D torus).
+pub(crate) const MAX_PARTS: usize = 3;
+/// Fewest elements of a part: smaller arrays run in fewer parts.
+pub(crate) const MIN_PART_ELEMS: u64 = 256;
+/// Receive semaphores available to ring chains (see [`super::emit`] for the others).
+pub(crate) const RECV_SEMS: usize = 47;
 
 fn unsupported(msg: String) -> KernelError {
     KernelError::Unsupported(msg)
@@ -193,13 +231,20 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         }
         let n = topo.mesh[a];
         let wrap = topo.wraparound.get(a).copied().unwrap_or(false);
+        let dcn = topo.dcn_axis == Some(a);
+        // The DCN's rings are one-way by default: both ways would share each chip's interface.
         let bidir = n > 2
             && match spec.ring {
-                RingChoice::Auto => wrap,
+                RingChoice::Auto => wrap && !dcn,
                 RingChoice::Unidirectional => false,
                 RingChoice::Bidirectional => true,
             };
-        axes.push(AxisInfo { axis: a, n, bidir });
+        axes.push(AxisInfo {
+            axis: a,
+            n,
+            bidir,
+            dcn,
+        });
     }
     let group: u64 = axes.iter().map(|a| a.n as u64).product();
     if spec.op == CollectiveOp::AllToAll || spec.axes.len() > 1 {
@@ -240,6 +285,7 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         esz,
         group: group as u32,
         axes,
+        parts: Vec::new(),
         stages: Vec::new(),
         in_bytes,
         out_bytes,
@@ -251,14 +297,10 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         p.stages.push(Stage::Copy { bytes: in_bytes });
         return Ok(p);
     }
-    match spec.op {
-        CollectiveOp::AllToAll => plan_a2a(&mut p, topo, total),
-        CollectiveOp::AllGather => plan_gather(&mut p, total, true),
-        CollectiveOp::ReduceScatter => plan_scatter(&mut p, total, false),
-        CollectiveOp::AllReduce => {
-            plan_scatter(&mut p, total, true);
-            plan_gather(&mut p, total, false);
-        }
+    if spec.op == CollectiveOp::AllToAll {
+        plan_a2a(&mut p, topo, total);
+    } else {
+        super::rounds::plan_rings(&mut p, spec.op, shard / esz);
     }
     Ok(p)
 }
@@ -300,199 +342,13 @@ fn chunk_cap(spec: &CollectiveSpec, topo: &Topology, esz: u64) -> Result<u64, Ke
 impl Plan {
     /// Elements per chunk for blocks of `block` bytes: the spec's size, or an eighth of the
     /// block within 32-512 KiB (and what VMEM allows), in whole (8, 128) tiles of 1024 elements.
-    fn chunk_elems(&self, block: u64) -> u64 {
-        let bytes = self
-            .chunk_bytes
-            .unwrap_or_else(|| (block / 8).clamp(MIN_CHUNK, MAX_CHUNK).min(self.chunk_cap));
-        (bytes / self.esz / 1024).max(1) * 1024
-    }
-}
-
-/// Chain reach per piece: how many hops each chain carries each half of a block.
-fn reaches(n: u32, bidir: bool) -> Vec<(bool, [u32; 2])> {
-    if !bidir {
-        return vec![(true, [n - 1, 0])];
-    }
-    if n % 2 == 1 {
-        let r = (n - 1) / 2;
-        vec![(true, [r, r]), (false, [r, r])]
-    } else {
-        let h = n / 2;
-        vec![(true, [h, h - 1]), (false, [h - 1, h])]
-    }
-}
-
-fn pieces(block_elems: u64, bidir: bool, esz: u64) -> [(u64, u64); 2] {
-    if bidir {
-        let h0 = block_elems / 2;
-        [(0, h0), (h0 * esz, block_elems - h0)]
-    } else {
-        [(0, block_elems), (block_elems * esz, 0)]
-    }
-}
-
-/// Builds the chains of a ring stage; returns the scratch bytes their arrivals need.
-#[allow(clippy::too_many_arguments)]
-fn ring(
-    p: &Plan,
-    kind: RingKind,
-    pos: usize,
-    len: u64,
-    src: Region,
-    dst: Region,
-    recv_base: u64,
-    sem_base: u8,
-) -> (RingStage, u64) {
-    let ax = p.axes[pos];
-    let n = ax.n;
-    let block = len / n as u64;
-    let pieces = pieces(block / p.esz, ax.bidir, p.esz);
-    let chunk = p.chunk_elems(block);
-    let mut chains = Vec::new();
-    let mut base = recv_base;
-    for (ci, (plus, reach)) in reaches(n, ax.bidir).into_iter().enumerate() {
-        let steps = reach[0].max(reach[1]);
-        let mut msgs = Vec::new();
-        let mut cum = 0;
-        for k in 0..steps {
-            // All-gather: step k delivers blocks k+1 hops from their owner. Reduce-scatter: the
-            // sender is d = steps - k hops from the block's owner.
-            let d = match kind {
-                RingKind::AllGather => k + 1,
-                RingKind::ReduceScatter => steps - k,
-            };
-            let rel = match kind {
-                RingKind::AllGather => -(k as i64),
-                RingKind::ReduceScatter => d as i64,
-            };
-            let shift = if plus { rel } else { -rel };
-            for (h, &(off, elems)) in pieces.iter().enumerate() {
-                if elems == 0 || reach[h] < d {
-                    continue;
-                }
-                let nchunks = elems.div_ceil(chunk);
-                for j in 0..nchunks {
-                    let e = chunk.min(elems - j * chunk);
-                    let bytes = e * p.esz;
-                    msgs.push(Msg {
-                        step: k,
-                        piece: h,
-                        chunk: j as u32,
-                        off: off + j * chunk * p.esz,
-                        elems: e,
-                        bytes,
-                        shift: shift.rem_euclid(n as i64),
-                        reduce: kind == RingKind::ReduceScatter && reach[h] > d,
-                        cum,
-                    });
-                    cum += bytes;
-                }
-            }
-        }
-        chains.push(Chain {
-            plus,
-            msgs,
-            bytes: cum,
-            recv_base: base,
-            recv_sem: sem_base + ci as u8,
+    pub(crate) fn chunk_elems(&self, block: u64) -> u64 {
+        let bytes = self.chunk_bytes.unwrap_or_else(|| {
+            (block / CHUNKS_PER_BLOCK)
+                .clamp(MIN_CHUNK, MAX_CHUNK)
+                .min(self.chunk_cap)
         });
-        if kind == RingKind::ReduceScatter {
-            base += cum;
-        }
-    }
-    let stage = RingStage {
-        kind,
-        pos,
-        n,
-        block,
-        pieces,
-        chunk_elems: chunk,
-        chains,
-        src,
-        dst,
-    };
-    (stage, base - recv_base)
-}
-
-/// The block of the output at which axes `0..upto` put this chip (first axis outermost).
-fn out_prefix(p: &Plan, total: u64, upto: usize) -> Region {
-    let mut r = Region::at(Slot::Out, 0);
-    let mut len = total;
-    for pos in 0..upto {
-        len /= p.axes[pos].n as u64;
-        r.terms.push((pos, len));
-    }
-    r
-}
-
-fn next_sems(p: &Plan) -> u8 {
-    2 * p.stages.len() as u8
-}
-
-/// Reduce-scatter stages, axis by axis in the order given. For an all-reduce each stage leaves
-/// its block where the all-gather will want it, in the output.
-fn plan_scatter(p: &mut Plan, total: u64, for_all_reduce: bool) {
-    let m = p.axes.len();
-    let mut len = total;
-    let mut src = Region::at(Slot::In, 0);
-    let mut scratch = 0u64;
-    // Intermediate results of a plain reduce-scatter go after every stage's arrivals.
-    let mut staged = Vec::new();
-    for pos in 0..m {
-        let n = p.axes[pos].n as u64;
-        let out_len = len / n;
-        let dst = if for_all_reduce {
-            out_prefix(p, total, pos + 1)
-        } else if pos + 1 == m {
-            Region::at(Slot::Out, 0)
-        } else {
-            staged.push((p.stages.len(), out_len));
-            Region::at(Slot::Scratch, 0)
-        };
-        let sems = next_sems(p);
-        let (stage, used) = ring(
-            p,
-            RingKind::ReduceScatter,
-            pos,
-            len,
-            src,
-            dst.clone(),
-            scratch,
-            sems,
-        );
-        scratch += used;
-        p.stages.push(Stage::Ring(stage));
-        src = dst;
-        len = out_len;
-    }
-    // Place the intermediates.
-    for (stage, bytes) in &staged {
-        let off = scratch;
-        scratch += bytes;
-        if let Stage::Ring(s) = &mut p.stages[*stage] {
-            s.dst.off = off;
-        }
-        if let Some(Stage::Ring(next)) = p.stages.get_mut(stage + 1) {
-            next.src.off = off;
-        }
-    }
-    p.scratch_bytes = p.scratch_bytes.max(scratch);
-}
-
-/// All-gather stages, innermost axis first, each gathering into the output in place.
-fn plan_gather(p: &mut Plan, total: u64, from_input: bool) {
-    let m = p.axes.len();
-    for pos in (0..m).rev() {
-        let region = out_prefix(p, total, pos);
-        let len = total / p.axes[..pos].iter().map(|a| a.n as u64).product::<u64>();
-        let own = if from_input && pos + 1 == m {
-            Region::at(Slot::In, 0)
-        } else {
-            out_prefix(p, total, pos + 1)
-        };
-        let sems = next_sems(p);
-        let (stage, _) = ring(p, RingKind::AllGather, pos, len, region, own, 0, sems);
-        p.stages.push(Stage::Ring(stage));
+        (bytes / self.esz / 1024).max(1) * 1024
     }
 }
 

@@ -128,13 +128,14 @@ pub fn estimate_seconds(spec: &MatSpec, plan: &MatPlan, chip: &ChipInfo) -> f64 
 /// Sizes worth trying for a tile side: the whole (rounded) extent, and powers of two from
 /// `unit` up to `max` below it.
 fn candidates(extent: u32, unit: u32, max: u32) -> Vec<u32> {
-    let whole = round_up(extent, unit);
+    // In 64 bits: an extent near 2^32 rounded up to the unit must not wrap to a zero tile.
+    let whole = (extent as u64).div_ceil(unit as u64) * unit as u64;
     let mut v = Vec::new();
-    if whole <= max {
-        v.push(whole);
+    if whole <= max as u64 {
+        v.push(whole as u32);
     }
     let mut t = unit.next_power_of_two().max(unit);
-    while t < whole && t <= max {
+    while (t as u64) < whole && t <= max {
         v.push(round_up(t, unit));
         t *= 2;
     }
@@ -209,4 +210,24 @@ pub fn plan(spec: &MatSpec, chip: &ChipInfo, resident: bool) -> Result<MatPlan, 
     best.map(|b| b.3).ok_or_else(|| {
         KernelError::TooLarge("even the smallest matmul tiles do not fit VMEM".into())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tile_candidates_never_wrap_to_zero() {
+        for extent in [u32::MAX, u32::MAX - 7, (1 << 31) + 1, 1] {
+            for unit in [8, 128, 256] {
+                let c = candidates(extent, unit, 2048);
+                assert!(!c.is_empty(), "{extent} {unit}");
+                assert!(
+                    c.iter().all(|&t| t > 0 && t <= 2048 && t % unit == 0),
+                    "{extent} {unit}: {c:?}"
+                );
+            }
+        }
+        assert_eq!(candidates(100, 8, 2048), vec![8, 16, 32, 64, 104]);
+    }
 }

@@ -1,0 +1,175 @@
+//! A group being grown by the fusion rules, and what the planner knows about the whole graph
+//! (who reads each storage, which storages live tensors still hold).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use super::views::{append_prog, same_view};
+use crate::dtype::DType;
+use crate::ir::{Node, NodeKind, POp, PRef, Prog, View};
+
+/// A node being grown by fusion, with the operators it holds.
+pub(super) struct Group {
+    /// The fused node so far.
+    pub node: Node,
+    /// The operators merged into it, in order.
+    pub ops: Vec<String>,
+    /// Their operator-call ids.
+    pub op_ids: Vec<u64>,
+    /// For tile groups: the prog node computing each output.
+    pub out_refs: Vec<PRef>,
+    /// Storages each merged node read (one entry per node and storage), to tell values only
+    /// the group reads from values needed outside it.
+    pub read_ids: Vec<u64>,
+    /// The rule that merged each operator after the first, in order.
+    pub joins: Vec<&'static str>,
+}
+
+impl Group {
+    /// A group of one node.
+    pub fn new(mut node: Node) -> Self {
+        read_each_operand_once(&mut node);
+        let out_refs = match &node.kind {
+            NodeKind::Tile { prog, .. } => prog.outputs.clone(),
+            _ => Vec::new(),
+        };
+        Group {
+            read_ids: distinct_reads(&node),
+            ops: vec![node.op.name.clone()],
+            op_ids: vec![node.op.id],
+            out_refs,
+            joins: Vec::new(),
+            node,
+        }
+    }
+
+    /// Records that `n` joined the group.
+    pub fn absorb(&mut self, n: &Node) {
+        self.ops.push(n.op.name.clone());
+        self.op_ids.push(n.op.id);
+        self.read_ids.extend(distinct_reads(n));
+    }
+
+    /// Which of the group's outputs writes storage `id`.
+    pub fn written(&self, id: u64) -> Option<usize> {
+        self.node.outputs.iter().position(|v| v.storage.id() == id)
+    }
+}
+
+/// What the planner knows about the recorded graph as a whole.
+pub(super) struct Graph {
+    /// How many nodes read each storage.
+    readers: HashMap<u64, usize>,
+    /// Storages some tensor outside the graph still holds.
+    live: BTreeSet<u64>,
+}
+
+impl Graph {
+    /// The facts of `nodes`.
+    pub fn new(nodes: &[Node]) -> Self {
+        // How many references the graph itself holds to each storage.
+        let mut refs: HashMap<u64, usize> = HashMap::new();
+        for n in nodes {
+            for v in n.inputs.iter().chain(&n.outputs) {
+                *refs.entry(v.storage.id()).or_default() += 1;
+            }
+        }
+        let mut live = BTreeSet::new();
+        for n in nodes {
+            for v in n.inputs.iter().chain(&n.outputs) {
+                let id = v.storage.id();
+                if Arc::strong_count(&v.storage) > refs.get(&id).copied().unwrap_or(0) {
+                    live.insert(id);
+                }
+            }
+        }
+        let mut readers: HashMap<u64, usize> = HashMap::new();
+        for n in nodes {
+            for id in distinct_reads(n) {
+                *readers.entry(id).or_default() += 1;
+            }
+        }
+        Graph { readers, live }
+    }
+
+    /// Whether a tensor outside the graph holds `v`'s storage.
+    pub fn live(&self, v: &View) -> bool {
+        self.live.contains(&v.storage.id())
+    }
+
+    /// How many nodes read storage `id`.
+    pub fn readers(&self, id: u64) -> usize {
+        self.readers.get(&id).copied().unwrap_or(0)
+    }
+
+    /// Whether `v` is needed only by one reader of the graph (so that a rule may replace it).
+    pub fn private_to_one_reader(&self, v: &View) -> bool {
+        !self.live(v) && self.readers(v.storage.id()) == 1
+    }
+}
+
+/// Makes a tile node that names the same operand twice (`x * x`) read it once, as the rules
+/// do for the operands of the nodes they merge.
+fn read_each_operand_once(node: &mut Node) {
+    let NodeKind::Tile { prog, .. } = &mut node.kind else {
+        return;
+    };
+    // How the program reads each input: per row or in full, and as which dtype (a program
+    // that reads an input two ways is left as it is).
+    let mut reads: HashMap<u32, (bool, DType)> = HashMap::new();
+    for x in &prog.nodes {
+        if let POp::Input(i) = x.op
+            && *reads.entry(i).or_insert((x.per_row, x.dtype)) != (x.per_row, x.dtype)
+        {
+            return;
+        }
+    }
+    // For each input, an earlier one read the same way, if any.
+    let twins: Vec<Option<usize>> = (0..node.inputs.len())
+        .map(|i| {
+            let read = |k: usize| reads.get(&(k as u32));
+            (0..i).find(|&j| {
+                same_view(&node.inputs[j], &node.inputs[i])
+                    && read(j).is_some()
+                    && read(j) == read(i)
+            })
+        })
+        .collect();
+    if twins.iter().all(Option::is_none) {
+        return;
+    }
+    // The program again, over the distinct inputs.
+    let mut read_once = Prog::default();
+    let mut map: HashMap<u32, PRef> = HashMap::new();
+    let mut inputs = Vec::new();
+    for (i, v) in node.inputs.iter().enumerate() {
+        if let Some(j) = twins[i] {
+            map.insert(i as u32, map[&(j as u32)]);
+            continue;
+        }
+        let k = inputs.len() as u32;
+        inputs.push(v.clone());
+        // Inputs the program never reads stay operands without a node, as they were.
+        if let Some(x) = prog.nodes.iter().find(|x| x.op == POp::Input(i as u32)) {
+            map.insert(i as u32, read_once.push(POp::Input(k), x.dtype, x.per_row));
+        }
+    }
+    read_once.outputs = append_prog(&mut read_once, prog, &map, false);
+    *prog = read_once;
+    node.inputs = inputs;
+}
+
+/// The storages `n` reads, each once.
+pub(super) fn distinct_reads(n: &Node) -> Vec<u64> {
+    let ids: BTreeSet<u64> = n.inputs.iter().map(|v| v.storage.id()).collect();
+    ids.into_iter().collect()
+}
+
+/// Every storage `n` reads or writes.
+pub(super) fn storages(n: &Node) -> BTreeSet<u64> {
+    n.inputs
+        .iter()
+        .chain(&n.outputs)
+        .map(|v| v.storage.id())
+        .collect()
+}

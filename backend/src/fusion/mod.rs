@@ -1,0 +1,173 @@
+//! DeferAndFuse's planner: running a recorded graph as few kernels as possible, moving as
+//! few bytes through HBM as possible. Compile uses the same planner for its whole graph.
+//!
+//! The planner walks the recorded nodes in order and offers each to the newest groups it does
+//! not depend on (no read-after-write, write-after-read or write-after-write between them),
+//! newest first; the fusion rules ([`rules`], one file per pattern) decide whether it joins.
+//! A node no rule accepts starts a group of its own.
+//!
+//! Values written inside a group and needed by no later node and no live tensor are dropped
+//! from the group's outputs: they never get device memory and never touch HBM. Fused kernels
+//! are cached by pattern (operators, shapes, dtypes; storages are arguments), so a training
+//! loop generates each kernel once.
+
+mod group;
+mod rules;
+#[cfg(test)]
+mod testing;
+mod views;
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::json;
+
+use crate::error::Result;
+use crate::ir::{Node, NodeKind, OpTag};
+use crate::runtime::{Core, Runtime};
+use group::{Graph, Group, storages};
+
+/// How many of the newest groups a node may join (bounds planning time on huge graphs).
+const SEARCH_WINDOW: usize = 16;
+
+/// A fused group ready to run: one node and the operators it holds.
+pub(crate) struct FusedGroup {
+    pub node: Node,
+    pub ops: Vec<String>,
+    pub op_ids: Vec<u64>,
+    /// The rule that merged each operator after the first (see [`rules`]).
+    pub joins: Vec<&'static str>,
+}
+
+/// Fuses a recorded graph into groups, in order. Values needed by a later node or by a live
+/// tensor (one that holds the storage outside the graph) stay outputs of their group; the rest
+/// are dropped.
+pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
+    let graph = Graph::new(&nodes);
+    let mut groups: Vec<Group> = Vec::new();
+    for n in &nodes {
+        let reads: BTreeSet<u64> = n.inputs.iter().map(|v| v.storage.id()).collect();
+        let writes: BTreeSet<u64> = n.outputs.iter().map(|v| v.storage.id()).collect();
+        // `n` may move back to run with an earlier group only past groups it does not depend
+        // on: none writes what `n` reads, none touches what `n` writes.
+        let floor = groups
+            .iter()
+            .rposition(|g| {
+                g.node
+                    .outputs
+                    .iter()
+                    .any(|v| reads.contains(&v.storage.id()))
+                    || storages(&g.node).iter().any(|id| writes.contains(id))
+            })
+            .unwrap_or(0)
+            .max(groups.len().saturating_sub(SEARCH_WINDOW));
+        let mut merged = false;
+        for g in groups[floor..].iter_mut().rev() {
+            if let Some(rule) = rules::join(g, n, &graph) {
+                g.joins.push(rule);
+                merged = true;
+                break;
+            }
+        }
+        if !merged {
+            groups.push(Group::new(n.clone()));
+        }
+    }
+    groups.into_iter().map(|g| finish(g, &graph)).collect()
+}
+
+/// Drops the outputs of a group that no node outside it reads and no live tensor holds.
+fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
+    if let NodeKind::Tile { prog, .. } = &mut g.node.kind {
+        let mut own_reads: HashMap<u64, usize> = HashMap::new();
+        for id in &g.read_ids {
+            *own_reads.entry(*id).or_default() += 1;
+        }
+        let mut keep_v = Vec::new();
+        let mut keep_o = Vec::new();
+        for (k, v) in g.node.outputs.iter().enumerate() {
+            let id = v.storage.id();
+            let outside = graph.readers(id) > own_reads.get(&id).copied().unwrap_or(0);
+            if graph.live(v) || outside || (k + 1 == g.node.outputs.len() && keep_v.is_empty()) {
+                keep_v.push(v.clone());
+                keep_o.push(prog.outputs[k]);
+            }
+        }
+        g.node.outputs = keep_v;
+        prog.outputs = keep_o;
+    }
+    FusedGroup {
+        node: g.node,
+        ops: g.ops,
+        op_ids: g.op_ids,
+        joins: g.joins,
+    }
+}
+
+/// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order.
+pub(crate) fn run_graph(
+    rt: &Runtime,
+    core: &mut Core,
+    nodes: Vec<Node>,
+    ops: usize,
+    reason: &str,
+) -> Result<()> {
+    let start_ns = core.q.host_ns;
+    let plans = plan_groups(nodes);
+    if core.debug_print {
+        eprintln!(
+            "[tpu] flush ({reason}): {ops} ops -> {} kernels",
+            plans.len()
+        );
+        for g in &plans {
+            if g.joins.is_empty() {
+                eprintln!("[tpu]   group of 1: {}", g.ops[0]);
+            } else {
+                eprintln!(
+                    "[tpu]   group of {} ({}): {}",
+                    g.ops.len(),
+                    g.joins.join(", "),
+                    g.ops.join(", ")
+                );
+            }
+        }
+    }
+    for g in plans {
+        let gid = core.next_group;
+        core.next_group += 1;
+        core.q.metrics.fused_groups += 1;
+        *core.q.metrics.group_sizes.entry(g.ops.len()).or_default() += 1;
+        for rule in &g.joins {
+            *core
+                .q
+                .metrics
+                .fusion_joins
+                .entry(rule.to_string())
+                .or_default() += 1;
+        }
+        let t0 = core.q.host_ns;
+        let op_ids = g.op_ids.clone();
+        let mut node = g.node;
+        if g.ops.len() > 1 {
+            node.op = OpTag {
+                name: format!("fused[{}]", g.ops.join("+")),
+                id: node.op.id,
+                shapes: node.op.shapes.clone(),
+            };
+        }
+        rt.execute(core, &node, Some(gid))?;
+        let mut args = tpuemu_isa::trace::Args::new();
+        args.insert("ops".into(), json!(g.ops));
+        args.insert("op_ids".into(), json!(op_ids));
+        args.insert("joins".into(), json!(g.joins));
+        let now = core.q.host_ns;
+        core.prof
+            .queue_span(format!("fused group {gid}"), t0, now, Some(gid), args);
+    }
+    let mut args = tpuemu_isa::trace::Args::new();
+    args.insert("reason".into(), json!(reason));
+    args.insert("ops".into(), json!(ops));
+    let now = core.q.host_ns;
+    core.prof
+        .queue_span("flush".into(), start_ns, now, None, args);
+    Ok(())
+}

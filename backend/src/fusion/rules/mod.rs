@@ -1,0 +1,46 @@
+//! The fusion rules, one per pattern, each in its own file with its own test of the kernels
+//! and HBM bytes it leaves against a hand-computed minimum.
+//!
+//! A *join* rule decides whether a recorded node joins a group already formed (the planner
+//! offers each node to the newest groups it does not depend on, newest first); the first rule
+//! that accepts it merges it. The rules, in the order they are tried:
+//!
+//! | rule | joins |
+//! |---|---|
+//! | [`elementwise`] | an elementwise node to an elementwise group over the same space |
+//! | [`reduction`] | a node to a group over the same space when either reduces along the row (prologues, epilogues, softmax and norms) |
+//! | [`per_row`] | a map over a reduction's outer dims, as per-row work of the reduction |
+//! | [`matmul_epilogue`] | an elementwise node reading a matmul's product, as its epilogue |
+
+mod elementwise;
+mod matmul_epilogue;
+mod per_row;
+mod reduction;
+mod tile;
+
+use super::group::{Graph, Group, storages};
+use crate::ir::Node;
+
+/// A join rule: merges the node into the group and returns true, or leaves both unchanged.
+type Join = fn(&mut Group, &Node, &Graph) -> bool;
+
+/// The join rules, in the order they are tried.
+const JOINS: &[(&str, Join)] = &[
+    ("elementwise", elementwise::join),
+    ("reduction", reduction::join),
+    ("per-row", per_row::join),
+    ("matmul epilogue", matmul_epilogue::join),
+];
+
+/// Tries every join rule; returns the name of the rule that merged `n` into `g`.
+pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> Option<&'static str> {
+    // `n` must not write anything the group touches (no in-place updates inside a kernel).
+    let touched = storages(&g.node);
+    if n.outputs.iter().any(|v| touched.contains(&v.storage.id())) {
+        return None;
+    }
+    JOINS
+        .iter()
+        .find(|(_, rule)| rule(g, n, graph))
+        .map(|(name, _)| *name)
+}

@@ -1,0 +1,46 @@
+//! Per-row maps: a node over a reduction group's outer dims (`rsqrt(mean(x^2) + eps)` on
+//! `[N, 1]`) joins the group as per-row work, computed once per row after the reduction
+//! instead of in a kernel of its own.
+
+use super::super::group::{Graph, Group};
+use super::tile::{self, Fit};
+use crate::ir::Node;
+
+/// Joins `n` to `g` as per-row work over `g`'s outer dims.
+pub(super) fn join(g: &mut Group, n: &Node, _graph: &Graph) -> bool {
+    tile::fit(g, n) == Some(Fit::PerRow) && tile::merge(g, n, Fit::PerRow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::testing::{data, run_both};
+    use crate::Tensor;
+
+    #[test]
+    fn a_map_of_row_statistics_runs_in_the_reduction() {
+        let (rows, d) = (128, 256);
+        let x0 = data(rows * d, 4);
+        let r = run_both(
+            |rt| vec![Tensor::from_slice(rt, &x0, &[rows, d]).unwrap()],
+            |t| {
+                let x = &t[0];
+                let m = x.mul(x).unwrap().mean(&[-1], false).unwrap();
+                vec![
+                    m.add_scalar(1e-5)
+                        .unwrap()
+                        .rsqrt()
+                        .unwrap()
+                        .mul_scalar(2.0)
+                        .unwrap(),
+                ]
+            },
+        );
+        assert_eq!(r.strict, r.fused);
+        // By hand: x*x (x read once) and its mean form one reducing group; + eps, rsqrt and
+        // * 2 are maps over [rows], the group's outer dims, so each joins as per-row work. One
+        // kernel that reads x once and writes one f32 per row.
+        assert_eq!(r.kernels, 1);
+        assert_eq!(r.joins(), [("per-row", 3), ("reduction", 1)]);
+        assert_eq!(r.hbm_bytes, 4 * (rows * d + rows) as u64);
+    }
+}

@@ -1,0 +1,326 @@
+//! `tpuemu predict`: a large model's training step on a slice — step time, tokens/s/chip, MFU,
+//! where the time goes, per-chip HBM and whether it fits — from the backend's own kernels and
+//! collectives run in timing-only mode (`tpuemu_workloads::llm::predict`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use tpuemu_backend::dtensor::DeviceMesh;
+use tpuemu_backend::runtime::Runtime;
+use tpuemu_emulator::{ChipPreset, Emulator};
+use tpuemu_isa::Device;
+use tpuemu_workloads::llm::comm::CommTimer;
+use tpuemu_workloads::llm::predict::{Prediction, predict};
+use tpuemu_workloads::llm::{ModelConfig, Parallel, Remat, StepSpec};
+
+use super::CliError;
+use super::chip::load_preset;
+
+/// Arguments of `tpuemu predict`.
+#[derive(Args, Debug)]
+pub struct PredictArgs {
+    /// A built-in model (llama2-7b, llama2-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b,
+    /// qwen3-8b, mixtral-8x7b) or a TOML file with layers, d_model, heads, kv_heads, ffn, vocab
+    /// [, head_dim, experts, top_k, tied_embeddings, qk_norm]
+    #[arg(long)]
+    pub model: String,
+    /// The slice: GENERATION:AxB[xC], e.g. v6e:16x16, v5p:4x4x4
+    #[arg(long)]
+    pub slice: String,
+    /// Tokens per sequence
+    #[arg(long, default_value_t = 8192)]
+    pub seq: usize,
+    /// Sequences per chip (the global batch is this times the chips)
+    #[arg(long, default_value_t = 1)]
+    pub batch_per_chip: usize,
+    /// The split: comma-separated dp=N, fsdp=N, tp=N whose product is the number of chips
+    /// (default: fsdp over every chip not used by --tp). The mesh is (dp, fsdp, tp) over the
+    /// slice's axes in order: each must cover whole axes
+    #[arg(long)]
+    pub parallel: Option<String>,
+    /// Tensor-parallel size (Megatron column/row splits)
+    #[arg(long)]
+    pub tp: Option<usize>,
+    /// What the backward recomputes: full (each layer's forward; the usual choice at long
+    /// sequences), attention (the attention probabilities, as flash attention), none
+    #[arg(long, default_value = "full")]
+    pub remat: String,
+    /// Tokens per chunk of the output head and loss
+    #[arg(long, default_value_t = 1024)]
+    pub loss_chunk: usize,
+    /// Run collectives in place instead of overlapping them with compute
+    #[arg(long)]
+    pub no_overlap: bool,
+    /// Simulate every layer, attention chunk, loss chunk and expert instead of one of each
+    /// (slow; for checking the repetition shortcut)
+    #[arg(long)]
+    pub no_repeat: bool,
+    /// Override a preset field, e.g. `--set ici_link_bytes_per_s=1e11`
+    #[arg(long = "set", value_name = "FIELD=VALUE")]
+    pub set: Vec<String>,
+    /// Write a Chrome trace of one chip's step
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Print JSON for machines
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_slice(text: &str, set: &[String]) -> Result<(ChipPreset, Vec<u32>), CliError> {
+    let err = |m: String| CliError::Other(format!("--slice `{text}`: {m}"));
+    let (name, dims) = text
+        .rsplit_once(':')
+        .ok_or_else(|| err("expected GENERATION:AxB[xC], e.g. v6e:16x16".into()))?;
+    let mut preset = load_preset(name)?;
+    for s in set {
+        let (f, v) = s
+            .split_once('=')
+            .ok_or_else(|| CliError::Other(format!("--set `{s}`: expected FIELD=VALUE")))?;
+        preset
+            .set(f.trim(), v.trim())
+            .map_err(|e| CliError::Other(e.to_string()))?;
+    }
+    let dims = dims
+        .split('x')
+        .map(|d| match d.trim().parse::<u32>() {
+            Ok(v) if v > 0 => Ok(v),
+            _ => Err(err(format!("`{d}` is not a positive chip count"))),
+        })
+        .collect::<Result<Vec<u32>, _>>()?;
+    Ok((preset, dims))
+}
+
+fn parse_parallel(args: &PredictArgs, chips: usize) -> Result<Parallel, CliError> {
+    let tp = args.tp.unwrap_or(1);
+    let mut p = Parallel { dp: 1, fsdp: 0, tp };
+    if let Some(text) = &args.parallel {
+        for part in text.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| {
+                CliError::Other(format!(
+                    "--parallel `{part}`: expected NAME=SIZE (dp, fsdp, tp)"
+                ))
+            })?;
+            let v: usize = v.trim().parse().ok().filter(|v| *v > 0).ok_or_else(|| {
+                CliError::Other(format!(
+                    "--parallel `{part}`: the size must be a positive integer"
+                ))
+            })?;
+            match k.trim() {
+                "dp" => p.dp = v,
+                "fsdp" => p.fsdp = v,
+                "tp" => {
+                    if args.tp.is_some_and(|t| t != v) {
+                        return Err(CliError::Other(format!(
+                            "--tp {} and --parallel tp={v} disagree",
+                            args.tp.unwrap_or(1)
+                        )));
+                    }
+                    p.tp = v
+                }
+                other => {
+                    return Err(CliError::Other(format!(
+                        "--parallel: unknown dimension `{other}` (dp, fsdp or tp)"
+                    )));
+                }
+            }
+        }
+    }
+    if p.fsdp == 0 {
+        p.fsdp = chips / (p.dp * p.tp).max(1);
+    }
+    if p.dp * p.fsdp * p.tp != chips {
+        return Err(CliError::Other(format!(
+            "--parallel: dp={} x fsdp={} x tp={} = {} chips, but the slice has {chips}",
+            p.dp,
+            p.fsdp,
+            p.tp,
+            p.dp * p.fsdp * p.tp
+        )));
+    }
+    Ok(p)
+}
+
+/// Runs `tpuemu predict`.
+pub fn run(args: &PredictArgs) -> Result<(), CliError> {
+    let t0 = Instant::now();
+    let model = ModelConfig::load(&args.model).map_err(|e| CliError::Other(e.to_string()))?;
+    let (preset, dims) = parse_slice(&args.slice, &args.set)?;
+    let remat = Remat::parse(&args.remat).ok_or_else(|| {
+        CliError::Other(format!(
+            "--remat `{}`: expected none, attention or full",
+            args.remat
+        ))
+    })?;
+    let generation = preset.name.clone();
+    let slice = Emulator::slice(preset.clone(), &dims)
+        .map_err(|e| CliError::Other(format!("--slice {}: {e}", args.slice)))?;
+    slice.set_timing_only(true);
+    let chips = slice.topology().num_chips();
+    let par = parse_parallel(args, chips)?;
+    let spec = StepSpec {
+        model,
+        seq: args.seq,
+        batch_per_chip: args.batch_per_chip,
+        par,
+        remat,
+        loss_chunk: args.loss_chunk,
+    };
+    spec.check().map_err(|e| CliError::Other(e.to_string()))?;
+    let chip = slice.topology().chips[0].clone();
+    // The chip that stands for all: the slice's chip with room for any footprint (the
+    // footprint is checked against the real capacity, not by failing an allocation). 4 TiB,
+    // the largest HBM a preset may declare, holds any one chip's share of the built-in models.
+    let mut solo = preset;
+    solo.hbm_bytes = solo.hbm_bytes.max(1 << 42);
+    let solo = Emulator::new(solo).map_err(|e| CliError::Other(e.to_string()))?;
+    solo.set_timing_only(true);
+    let rt = Runtime::meta(Arc::new(solo), 0).map_err(|e| CliError::Other(e.to_string()))?;
+    let mesh = DeviceMesh::new(Arc::new(slice), &spec.mesh_dims())
+        .map_err(|e| CliError::Other(format!("--parallel over {}: {e}", args.slice)))?;
+    let mut timer = CommTimer::new(mesh);
+    let p = predict(
+        &spec,
+        rt,
+        &mut timer,
+        &chip,
+        &generation,
+        !args.no_overlap,
+        !args.no_repeat,
+    )
+    .map_err(|e| {
+        let text = e.to_string();
+        let hint = if text.contains("does not fit") || text.contains("address") {
+            " (one tensor of a chip's step is larger than one kernel addresses: split the model \
+             further with --tp, or shorten --seq or --loss-chunk)"
+        } else {
+            ""
+        };
+        CliError::Other(format!(
+            "predict: {text}{hint}{}",
+            state_verdict(&spec, &chip)
+        ))
+    })?;
+    let host_s = t0.elapsed().as_secs_f64();
+    if let Some(path) = &args.trace {
+        let json = tpuemu_isa::trace::chrome::to_chrome_json(&p.trace(&chip));
+        std::fs::write(path, json).map_err(|source| CliError::Io {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    if args.json {
+        let mut v = serde_json::to_value(&p).map_err(|e| CliError::Other(e.to_string()))?;
+        v["host_seconds"] = serde_json::json!(host_s);
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print!("{}", report(&p, &args.slice, host_s));
+        if let Some(path) = &args.trace {
+            println!(
+                "trace             {} (open with `tpuemu viz` or ui.perfetto.dev)",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// When a step cannot be simulated: whether the parameters and optimizer state (16 bytes per
+/// parameter over the chips that shard them) and the gathered layers (the one in use and the
+/// one prefetched, and a reduction's buffer) already exceed a chip's HBM.
+fn state_verdict(spec: &StepSpec, chip: &tpuemu_isa::ChipInfo) -> String {
+    let state = 16.0 * spec.model.params() as f64 / (spec.par.fsdp * spec.par.tp) as f64;
+    let flat = spec.layer_flat().max(spec.table_flat()) as f64;
+    let gathered = if spec.par.fsdp > 1 {
+        6.0 * flat
+    } else {
+        2.0 * flat
+    };
+    if state + gathered <= chip.hbm_bytes as f64 {
+        return String::new();
+    }
+    let gib = (1u64 << 30) as f64;
+    format!(
+        "; besides, its parameters and optimizer state ({:.1} GiB) and gathered layers ({:.1} \
+         GiB) alone exceed a chip's {:.1} GiB: OUT OF MEMORY (shard over more chips, or add --tp)",
+        state / gib,
+        gathered / gib,
+        chip.hbm_bytes as f64 / gib
+    )
+}
+
+fn report(p: &Prediction, slice: &str, host_s: f64) -> String {
+    let s = &p.spec;
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let pct = |x: f64| 100.0 * x / p.step_s;
+    let par: Vec<String> = s
+        .mesh_dims()
+        .iter()
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect();
+    let mut o = String::new();
+    o += &format!(
+        "{} ({:.2}B parameters) on {slice} ({} chips), seq {}, {} sequences per chip, {}, remat {:?}\n",
+        s.model.name,
+        s.model.params() as f64 / 1e9,
+        p.chips,
+        s.seq,
+        s.batch_per_chip,
+        if par.is_empty() {
+            "one chip".to_string()
+        } else {
+            par.join(" ")
+        },
+        s.remat
+    );
+    o += &format!("step time         {:.3} s\n", p.step_s);
+    o += &format!("tokens/s/chip     {:.0}\n", p.tokens_per_s_per_chip);
+    o += &format!(
+        "MFU               {:.1}% ({:.3e} model FLOPs per step over {} chips' peak; the matrix units did {:.3e} per chip)\n",
+        100.0 * p.mfu,
+        p.model_flops,
+        p.chips,
+        p.mxu_flops_per_chip
+    );
+    o += &format!(
+        "breakdown         MXU busy {:.3} s ({:.1}%), HBM-bound and vector {:.3} s ({:.1}%), exposed communication {:.3} s ({:.1}%), idle {:.3} s ({:.1}%)\n",
+        p.mxu_busy_s,
+        pct(p.mxu_busy_s),
+        p.hbm_vector_s,
+        pct(p.hbm_vector_s),
+        p.exposed_comm_s,
+        pct(p.exposed_comm_s),
+        p.idle_s,
+        pct(p.idle_s)
+    );
+    o += &format!(
+        "collectives       {:.3} s in all, {} ({} distinct, each run on every chip of the slice)\n",
+        p.comm_s,
+        if p.overlap {
+            "overlapped where the schedule allows"
+        } else {
+            "in place"
+        },
+        p.collectives_timed
+    );
+    let h = &p.hbm;
+    o += &format!(
+        "HBM per chip      {:.1} GiB = state {:.1} + gathered weights {:.1} + activations {:.1} + transient {:.1}, of {:.1} GiB: {}\n",
+        gib(h.total),
+        gib(h.state),
+        gib(h.gathered),
+        gib(h.activations),
+        gib(h.transient),
+        gib(h.capacity),
+        if p.fits { "fits" } else { "OUT OF MEMORY" }
+    );
+    if let Some(sug) = &p.suggestion {
+        o += &format!("                  {sug}\n");
+    }
+    for sc in &p.shortcuts {
+        o += &format!("shortcut          {sc}\n");
+    }
+    o += &format!("host time         {host_s:.1} s\n");
+    o
+}

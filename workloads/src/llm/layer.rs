@@ -1,0 +1,472 @@
+//! One decoder layer on one chip's shard of the work, forward and backward, written with the
+//! backend's operators as PyTorch's autograd would call them: RMSNorm, q/k/v projections
+//! (grouped-query heads, optional q/k RMSNorm), rotary embedding, causal attention, output
+//! projection, residual, RMSNorm, SwiGLU MLP (dense, or top-k of several experts), residual.
+//!
+//! Shapes are a chip's: `n` tokens (its tensor-parallel group's sequences), `heads / tp` query
+//! heads, `kv_heads / tp` key/value heads, `ffn / tp` MLP columns. Attention runs in chunks of
+//! one sequence and one key/value head with its query heads (`[G, S, hd]`), as a flash-attention
+//! kernel's grid does; a chunk reads and writes its slice of the layer's tensors in place (a
+//! fresh tensor of the slice's shape stands for the slice: same bytes, same kernels). Mixture of
+//! experts assumes balanced routing: each expert gets `n * top_k / experts` tokens, gathered
+//! and scattered back by row index.
+
+use tpuemu_backend::dtype::DType;
+use tpuemu_backend::error::Result;
+use tpuemu_backend::ops;
+use tpuemu_backend::runtime::Runtime;
+use tpuemu_backend::tensor::Tensor;
+
+use super::ctx::{Coll, CollKind, Ctx, When};
+use super::spec::{Remat, StepSpec};
+
+const BF: DType = DType::BF16;
+const EPS: f64 = 1e-5;
+
+/// Local sizes of a layer.
+#[derive(Clone, Copy, Debug)]
+pub struct Dims {
+    /// Tokens.
+    pub n: usize,
+    /// Sequences.
+    pub b: usize,
+    /// Sequence length.
+    pub s: usize,
+    /// Width.
+    pub d: usize,
+    /// Query heads.
+    pub h: usize,
+    /// Key/value heads.
+    pub kv: usize,
+    /// Head width.
+    pub hd: usize,
+    /// MLP columns (per expert).
+    pub f: usize,
+    /// Experts.
+    pub e: usize,
+    /// Tokens per expert.
+    pub ne: usize,
+}
+
+impl Dims {
+    /// A chip's sizes for `spec`.
+    pub fn of(spec: &StepSpec) -> Self {
+        let m = &spec.model;
+        let tp = spec.par.tp;
+        let n = spec.local_tokens();
+        Dims {
+            n,
+            b: spec.local_batch(),
+            s: spec.seq,
+            d: m.d_model,
+            h: m.heads / tp,
+            kv: m.kv_heads / tp,
+            hd: m.head_dim(),
+            f: m.ffn / tp,
+            e: m.experts,
+            ne: if m.experts > 1 {
+                (n * m.top_k).div_ceil(m.experts)
+            } else {
+                n
+            },
+        }
+    }
+}
+
+/// The weights of one layer on a chip (gathered, or resident without FSDP).
+pub struct Weights {
+    g1: Tensor,
+    g2: Tensor,
+    wq: Tensor,
+    wk: Tensor,
+    wv: Tensor,
+    wo: Tensor,
+    qn: Tensor,
+    kn: Tensor,
+    router: Tensor,
+    wg: Tensor,
+    wu: Tensor,
+    wd: Tensor,
+}
+
+impl Weights {
+    /// Tensors of a layer's weights (the slices of a gathered flat buffer they are).
+    pub fn new(rt: &Runtime, z: &Dims) -> Self {
+        let e = |s: &[usize]| Tensor::empty(rt, s, BF);
+        Weights {
+            g1: e(&[z.d]),
+            g2: e(&[z.d]),
+            wq: e(&[z.h * z.hd, z.d]),
+            wk: e(&[z.kv * z.hd, z.d]),
+            wv: e(&[z.kv * z.hd, z.d]),
+            wo: e(&[z.d, z.h * z.hd]),
+            qn: e(&[z.hd]),
+            kn: e(&[z.hd]),
+            router: e(&[z.e, z.d]),
+            wg: e(&[z.f, z.d]),
+            wu: e(&[z.f, z.d]),
+            wd: e(&[z.d, z.f]),
+        }
+    }
+}
+
+/// What the forward keeps for the backward.
+pub struct Saved {
+    x: Tensor,
+    h1: Tensor,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    attn: Tensor,
+    x1: Tensor,
+    h2: Tensor,
+    gate: Tensor,
+    up: Tensor,
+    act: Tensor,
+    /// Attention probabilities of a chunk (kept with `Remat::None`).
+    probs: Option<Tensor>,
+}
+
+impl Saved {
+    /// The layer's input alone (full rematerialisation keeps only it).
+    pub fn into_input(self) -> Tensor {
+        self.x
+    }
+
+    /// Bytes kept for the layer's backward (attention probabilities of every chunk counted).
+    pub fn bytes(&self, z: &Dims) -> u64 {
+        let b = |t: &Tensor| (t.numel() * t.dtype().size()) as u64;
+        let dense = [
+            &self.x, &self.h1, &self.q, &self.k, &self.v, &self.attn, &self.x1, &self.h2,
+        ];
+        let mut s = dense.iter().map(|t| b(t)).sum::<u64>();
+        // One expert's MLP activations are held; every expert keeps its own.
+        s += [&self.gate, &self.up, &self.act]
+            .iter()
+            .map(|t| b(t))
+            .sum::<u64>()
+            * z.e as u64;
+        if let Some(p) = &self.probs {
+            s += b(p) * (z.b * z.kv) as u64;
+        }
+        s
+    }
+}
+
+fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
+    x.mm(&w.t()?)
+}
+
+/// A tensor-parallel all-reduce of activations (nothing without tensor parallelism).
+fn tp_reduce(ctx: &mut Ctx, spec: &StepSpec, x: Tensor, what: &str) -> Result<Tensor> {
+    match spec.dim("tp") {
+        Some(d) => ctx.collective(
+            Coll {
+                kind: CollKind::AllReduce,
+                dims: vec![d],
+                when: When::Now,
+                label: what.into(),
+            },
+            &x,
+        ),
+        None => Ok(x),
+    }
+}
+
+/// RMSNorm's backward through PyTorch's decomposition: `(dx, dweight)`.
+fn rms_backward(dy: &Tensor, x: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)> {
+    let ms = x.mul(x)?.mean(&[-1], true)?;
+    let rstd = ms.add_scalar(EPS)?.rsqrt()?;
+    let xhat = x.mul(&rstd)?;
+    let dg = dy.mul(&xhat)?.sum(&[0], false)?;
+    let dxhat = dy.mul(g)?;
+    let proj = dxhat.mul(&xhat)?.mean(&[-1], true)?;
+    let dx = rstd.mul(&dxhat.sub(&xhat.mul(&proj)?)?)?;
+    Ok((dx, dg))
+}
+
+/// Rotary embedding of `[n, heads * hd]` by `cos`, `sin` (`[n, heads * hd]` tables, `sin`
+/// carrying rotate-half's sign): `x cos + rotate_half(x) sin`, `rotate_half` swapping each
+/// head's halves as Hugging Face's Llama does (two slices joined by `cat`; the sign folded into
+/// `sin`). Its backward is the same work.
+fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, hd: usize) -> Result<Tensor> {
+    let [n, w] = [x.shape()[0], x.shape()[1]];
+    let half = (hd / 2) as i64;
+    let x3 = x.reshape(&[n as i64, (w / hd) as i64, hd as i64])?;
+    let lo = ops::layout_ops::slice(&x3, 2, Some(0), Some(half), 1)?;
+    let hi = ops::layout_ops::slice(&x3, 2, Some(half), None, 1)?;
+    let rot = ops::data::cat(&[hi, lo], 2)?.reshape(&[n as i64, w as i64])?;
+    x.mul(cos)?.add(&rot.mul(sin)?)
+}
+
+/// `[n, heads * hd]` -> `[b, heads, s, hd]` contiguous.
+fn to_heads(x: &Tensor, z: &Dims, heads: usize) -> Result<Tensor> {
+    x.reshape(&[z.b as i64, z.s as i64, heads as i64, z.hd as i64])?
+        .permute(&[0, 2, 1, 3])?
+        .contiguous()
+}
+
+/// `[b, heads, s, hd]` -> `[n, heads * hd]`.
+fn from_heads(x: &Tensor, z: &Dims, heads: usize) -> Result<Tensor> {
+    x.permute(&[0, 2, 1, 3])?
+        .reshape(&[z.n as i64, (heads * z.hd) as i64])
+}
+
+/// The probabilities of one chunk: `softmax(mask((q * scale) k^T))`, `[G, S, S]` (the scale
+/// applied to the queries, `[G, S, hd]`, rather than to the scores, `[G, S, S]`).
+fn probs(q: &Tensor, k: &Tensor, mask: &Tensor, hd: usize) -> Result<Tensor> {
+    let scale = 1.0 / (hd as f64).sqrt();
+    let s = q.mul_scalar(scale)?.matmul(&k.transpose(1, 2)?)?;
+    s.masked_fill(mask, f64::NEG_INFINITY)?.softmax(-1)
+}
+
+/// Causal attention, chunk by chunk: `[b, h, s, hd]` queries, `[b, kv, s, hd]` keys and values.
+fn attention(ctx: &mut Ctx, z: &Dims, mask: &Tensor, keep: bool) -> Result<Option<Tensor>> {
+    let g = z.h / z.kv;
+    let rt = ctx.rt.clone();
+    ctx.label("attention fwd")?;
+    ctx.repeat(z.b * z.kv, None, |_, _, _| {
+        let q = Tensor::empty(&rt, &[g, z.s, z.hd], BF);
+        let k = Tensor::empty(&rt, &[1, z.s, z.hd], BF);
+        let v = Tensor::empty(&rt, &[1, z.s, z.hd], BF);
+        let p = probs(&q, &k, mask, z.hd)?;
+        let o = p.matmul(&v)?;
+        drop(o);
+        Ok(keep.then_some(p))
+    })
+}
+
+/// The backward of the attention chunks (probabilities recomputed unless `kept`).
+fn attention_backward(ctx: &mut Ctx, z: &Dims, mask: &Tensor, kept: Option<&Tensor>) -> Result<()> {
+    let g = z.h / z.kv;
+    let rt = ctx.rt.clone();
+    let scale = 1.0 / (z.hd as f64).sqrt();
+    ctx.label("attention bwd")?;
+    ctx.repeat(z.b * z.kv, (), |_, _, _| {
+        let e = |s: &[usize]| Tensor::empty(&rt, s, BF);
+        let (q, k, v, dout) = (
+            e(&[g, z.s, z.hd]),
+            e(&[1, z.s, z.hd]),
+            e(&[1, z.s, z.hd]),
+            e(&[g, z.s, z.hd]),
+        );
+        let p = match kept {
+            Some(p) => p.clone(),
+            None => probs(&q, &k, mask, z.hd)?,
+        };
+        let dv = p.transpose(1, 2)?.matmul(&dout)?.sum(&[0], true)?;
+        let dp = dout.matmul(&v.transpose(1, 2)?)?;
+        // The scale goes on the `[G, S, hd]` results, not on the `[G, S, S]` gradient.
+        let ds = ops::backward::softmax_backward_data(&dp, &p, -1, BF)?;
+        let dq = ds.matmul(&k)?.mul_scalar(scale)?;
+        let dk = ds
+            .transpose(1, 2)?
+            .matmul(&q)?
+            .sum(&[0], true)?
+            .mul_scalar(scale)?;
+        drop((dv, dq, dk));
+        Ok(())
+    })
+}
+
+/// Rotary tables and the causal mask, made once per step.
+pub struct Tables {
+    cos_q: Tensor,
+    sin_q: Tensor,
+    cos_k: Tensor,
+    sin_k: Tensor,
+    /// `[S, S]` true above the diagonal.
+    pub mask: Tensor,
+}
+
+impl Tables {
+    /// The tables for a chip's sizes.
+    pub fn new(rt: &Runtime, z: &Dims) -> Result<Self> {
+        let e = |w: usize| Tensor::empty(rt, &[z.n, w], BF);
+        Ok(Tables {
+            cos_q: e(z.h * z.hd),
+            sin_q: e(z.h * z.hd),
+            cos_k: e(z.kv * z.hd),
+            sin_k: e(z.kv * z.hd),
+            mask: ops::creation::ones(rt, &[z.s, z.s], DType::Bool)?.triu(1)?,
+        })
+    }
+}
+
+/// The layer's forward on `x` (`[n, d]`): its output and what the backward needs.
+pub fn forward(
+    ctx: &mut Ctx,
+    spec: &StepSpec,
+    w: &Weights,
+    t: &Tables,
+    x: Tensor,
+) -> Result<(Tensor, Saved)> {
+    let z = Dims::of(spec);
+    let d = z.d as i64;
+    ctx.label("attention projections fwd")?;
+    let h1 = x.rms_norm(&[d], Some(&w.g1), Some(EPS))?;
+    let mut q = linear(&h1, &w.wq)?;
+    let mut k = linear(&h1, &w.wk)?;
+    let v = linear(&h1, &w.wv)?;
+    if spec.model.qk_norm {
+        let hd = z.hd as i64;
+        q = q
+            .reshape(&[-1, hd])?
+            .rms_norm(&[hd], Some(&w.qn), Some(EPS))?
+            .reshape(&[z.n as i64, -1])?;
+        k = k
+            .reshape(&[-1, hd])?
+            .rms_norm(&[hd], Some(&w.kn), Some(EPS))?
+            .reshape(&[z.n as i64, -1])?;
+    }
+    let q = to_heads(&rope(&q, &t.cos_q, &t.sin_q, z.hd)?, &z, z.h)?;
+    let k = to_heads(&rope(&k, &t.cos_k, &t.sin_k, z.hd)?, &z, z.kv)?;
+    let v = to_heads(&v, &z, z.kv)?;
+    let probs = attention(ctx, &z, &t.mask, spec.remat == Remat::None)?;
+    ctx.label("attention output fwd")?;
+    let o = Tensor::empty(&ctx.rt, &[z.b, z.h, z.s, z.hd], BF);
+    let attn = from_heads(&o, &z, z.h)?.contiguous()?;
+    let proj = tp_reduce(ctx, spec, linear(&attn, &w.wo)?, "attention output")?;
+    ctx.label("mlp fwd")?;
+    let x1 = x.add(&proj)?;
+    let h2 = x1.rms_norm(&[d], Some(&w.g2), Some(EPS))?;
+    let (gate, up, act, down) = mlp_forward(ctx, &z, w, &h2)?;
+    let down = tp_reduce(ctx, spec, down, "mlp output")?;
+    ctx.label("residual fwd")?;
+    let y = x1.add(&down)?;
+    let saved = Saved {
+        x,
+        h1,
+        q,
+        k,
+        v,
+        attn,
+        x1,
+        h2,
+        gate,
+        up,
+        act,
+        probs,
+    };
+    Ok((y, saved))
+}
+
+/// Routes `h2` to the experts (balanced): the router's scores and one expert's tokens.
+fn route(ctx: &Ctx, z: &Dims, w: &Weights, h2: &Tensor) -> Result<Tensor> {
+    let scores = linear(h2, &w.router)?.softmax(-1)?;
+    drop(scores);
+    let idx = Tensor::empty(&ctx.rt, &[z.ne], DType::I64);
+    h2.index_select(0, &idx)
+}
+
+/// SwiGLU (of every expert): `(gate, up, silu(gate) * up, down)` of one expert's tokens.
+fn mlp_forward(
+    ctx: &mut Ctx,
+    z: &Dims,
+    w: &Weights,
+    h2: &Tensor,
+) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+    let experts = z.e;
+    let inp = if experts > 1 {
+        route(ctx, z, w, h2)?
+    } else {
+        h2.clone()
+    };
+    let rt = ctx.rt.clone();
+    let out = ctx.repeat(experts, None, |_, _, _| {
+        let gate = linear(&inp, &w.wg)?;
+        let up = linear(&inp, &w.wu)?;
+        let act = gate.silu()?.mul(&up)?;
+        let down = linear(&act, &w.wd)?;
+        if experts > 1 {
+            let idx = Tensor::empty(&rt, &[z.ne], DType::I64);
+            let acc = Tensor::empty(&rt, &[z.n, z.d], BF);
+            let combined = index_add(&acc, &idx, &down)?;
+            return Ok(Some((gate, up, act, combined)));
+        }
+        Ok(Some((gate, up, act, down)))
+    })?;
+    out.ok_or_else(|| tpuemu_backend::TpuError::BadArgs("no experts".into()))
+}
+
+/// `acc.index_add(0, idx, src)` (Hugging Face's Mixtral combines its experts' outputs with
+/// `index_add_`): the backend has no `aten::index_add`, so the rows are scatter-added into a
+/// zero table by `aten::embedding_dense_backward` (the same row index-add kernel) and added to
+/// `acc`.
+fn index_add(acc: &Tensor, idx: &Tensor, src: &Tensor) -> Result<Tensor> {
+    let rows = ops::backward::embedding_dense_backward(src, idx, acc.shape()[0] as i64, -1, false)?;
+    acc.add(&rows.to_dtype(acc.dtype())?)
+}
+
+/// The layer's backward: `dx` from `dy`, the weight gradients computed (and dropped: the step
+/// reduces the layer's flat gradient buffer they fill).
+pub fn backward(
+    ctx: &mut Ctx,
+    spec: &StepSpec,
+    w: &Weights,
+    t: &Tables,
+    dy: Tensor,
+    s: &Saved,
+) -> Result<Tensor> {
+    let z = Dims::of(spec);
+    ctx.label("mlp bwd")?;
+    let experts = z.e;
+    let rt = ctx.rt.clone();
+    let inp = if experts > 1 {
+        Tensor::empty(&rt, &[z.ne, z.d], BF)
+    } else {
+        s.h2.clone()
+    };
+    let dh2 = ctx.repeat(experts, None, |_, _, _| {
+        let dd = if experts > 1 {
+            let idx = Tensor::empty(&rt, &[z.ne], DType::I64);
+            dy.index_select(0, &idx)?
+        } else {
+            dy.clone()
+        };
+        let dwd = dd.t()?.mm(&s.act)?;
+        let dact = dd.mm(&w.wd)?;
+        let sg = s.gate.silu()?;
+        let dup = dact.mul(&sg)?;
+        let dsg = dact.mul(&s.up)?;
+        let dgate = ops::backward::silu_backward(&dsg, &s.gate)?;
+        let dwg = dgate.t()?.mm(&inp)?;
+        let dwu = dup.t()?.mm(&inp)?;
+        let dh = dgate.mm(&w.wg)?.add(&dup.mm(&w.wu)?)?;
+        drop((dwd, dwg, dwu));
+        if experts > 1 {
+            let idx = Tensor::empty(&rt, &[z.ne], DType::I64);
+            let acc = Tensor::empty(&rt, &[z.n, z.d], BF);
+            return Ok(Some(index_add(&acc, &idx, &dh)?));
+        }
+        Ok(Some(dh))
+    })?;
+    let dh2 = dh2.ok_or_else(|| tpuemu_backend::TpuError::BadArgs("no experts".into()))?;
+    let dh2 = tp_reduce(ctx, spec, dh2, "mlp input grad")?;
+    ctx.label("attention output bwd")?;
+    let (dx1n, dg2) = rms_backward(&dh2, &s.x1, &w.g2)?;
+    let dx1 = dy.add(&dx1n)?;
+    let dwo = dx1.t()?.mm(&s.attn)?;
+    let dattn = dx1.mm(&w.wo)?;
+    let do4 = to_heads(&dattn, &z, z.h)?;
+    drop((dg2, dwo, do4));
+    attention_backward(ctx, &z, &t.mask, s.probs.as_ref())?;
+    ctx.label("attention projections bwd")?;
+    let e = |w: usize| Tensor::empty(&rt, &[z.b, w, z.s, z.hd], BF);
+    let dq = from_heads(&e(z.h), &z, z.h)?.contiguous()?;
+    let dk = from_heads(&e(z.kv), &z, z.kv)?.contiguous()?;
+    let dv = from_heads(&e(z.kv), &z, z.kv)?.contiguous()?;
+    let dq = rope(&dq, &t.cos_q, &t.sin_q, z.hd)?;
+    let dk = rope(&dk, &t.cos_k, &t.sin_k, z.hd)?;
+    let dwq = dq.t()?.mm(&s.h1)?;
+    let dwk = dk.t()?.mm(&s.h1)?;
+    let dwv = dv.t()?.mm(&s.h1)?;
+    let dh1 = dq.mm(&w.wq)?.add(&dk.mm(&w.wk)?)?.add(&dv.mm(&w.wv)?)?;
+    drop((dwq, dwk, dwv, &s.q, &s.k, &s.v));
+    let dh1 = tp_reduce(ctx, spec, dh1, "attention input grad")?;
+    ctx.label("input norm bwd")?;
+    let (dxn, dg1) = rms_backward(&dh1, &s.x, &w.g1)?;
+    drop(dg1);
+    let dx = dx1.add(&dxn)?;
+    Ok(dx)
+}

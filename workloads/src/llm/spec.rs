@@ -1,0 +1,151 @@
+//! What is predicted: a model, a batch, and how the work is split over the slice's chips.
+
+use super::config::ModelConfig;
+use tpuemu_backend::error::{Result, TpuError};
+
+/// How the step is parallel: the mesh `(dp, fsdp, tp)` over the slice's chips, in that order
+/// (dimensions of size 1 are left out; the mesh dimensions take the slice's topology axes in
+/// order, so each must cover whole axes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Parallel {
+    /// Data parallel: parameters replicated, gradients all-reduced.
+    pub dp: usize,
+    /// Fully sharded data parallel: parameters `Shard(0)`, all-gathered per layer before use
+    /// (forward and again in backward), gradients reduce-scattered.
+    pub fsdp: usize,
+    /// Megatron tensor parallel: attention heads and MLP columns split (column-parallel q, k,
+    /// v, gate, up; row-parallel o, down; vocabulary-parallel embedding and head); two
+    /// all-reduces of the activations forward and two backward per layer. A tensor-parallel
+    /// group of `tp` chips shares its `tp x batch_per_chip` sequences.
+    pub tp: usize,
+}
+
+/// Activation rematerialisation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Remat {
+    /// Every activation the backward needs is kept, attention probabilities included.
+    None,
+    /// The attention probabilities are recomputed in the backward (as flash attention does);
+    /// everything else is kept.
+    Attention,
+    /// Only each layer's input is kept; the layer's forward runs again in the backward.
+    Full,
+}
+
+impl Remat {
+    /// `none`, `attention`, `full`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(Remat::None),
+            "attention" => Some(Remat::Attention),
+            "full" => Some(Remat::Full),
+            _ => None,
+        }
+    }
+}
+
+/// One training step to predict.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StepSpec {
+    /// The model.
+    pub model: ModelConfig,
+    /// Tokens per sequence.
+    pub seq: usize,
+    /// Sequences per chip (the global batch is this times the number of chips).
+    pub batch_per_chip: usize,
+    /// The split over chips.
+    pub par: Parallel,
+    /// What the backward recomputes.
+    pub remat: Remat,
+    /// Tokens per chunk of the output head and loss (the logits of a chunk are the largest
+    /// transient; chunks are identical and repeat).
+    pub loss_chunk: usize,
+}
+
+impl StepSpec {
+    /// The mesh `(name, size)` dimensions (sizes above 1, in the order dp, fsdp, tp).
+    pub fn mesh_dims(&self) -> Vec<(&'static str, usize)> {
+        let p = &self.par;
+        [("dp", p.dp), ("fsdp", p.fsdp), ("tp", p.tp)]
+            .into_iter()
+            .filter(|(_, s)| *s > 1)
+            .collect()
+    }
+
+    /// The mesh dimension index of `name`, if it is in the mesh.
+    pub fn dim(&self, name: &str) -> Option<usize> {
+        self.mesh_dims().iter().position(|(n, _)| *n == name)
+    }
+
+    /// Chips.
+    pub fn chips(&self) -> usize {
+        self.par.dp * self.par.fsdp * self.par.tp
+    }
+
+    /// Sequences one chip's tensor-parallel group works on (every chip of the group holds them).
+    pub fn local_batch(&self) -> usize {
+        self.batch_per_chip * self.par.tp
+    }
+
+    /// Tokens one chip's kernels see.
+    pub fn local_tokens(&self) -> usize {
+        self.local_batch() * self.seq
+    }
+
+    /// Tokens of the whole step (all chips).
+    pub fn global_tokens(&self) -> u64 {
+        (self.batch_per_chip * self.seq * self.chips()) as u64
+    }
+
+    /// Checks the split fits the model.
+    pub fn check(&self) -> Result<()> {
+        let m = &self.model;
+        let p = &self.par;
+        let bad = |s: String| Err(TpuError::BadArgs(s));
+        if p.dp == 0 || p.fsdp == 0 || p.tp == 0 {
+            return bad("parallel sizes must be positive".into());
+        }
+        if self.seq == 0 || self.batch_per_chip == 0 {
+            return bad("--seq and --batch-per-chip must be positive".into());
+        }
+        for (what, n) in [
+            ("heads", m.heads),
+            ("kv_heads", m.kv_heads),
+            ("ffn", m.ffn),
+            ("vocab", m.vocab),
+        ] {
+            if !n.is_multiple_of(p.tp) {
+                return bad(format!(
+                    "tp={} does not divide the model's {what} ({n}); choose a tensor-parallel size that divides heads {}, kv_heads {}, ffn {} and vocab {}",
+                    p.tp, m.heads, m.kv_heads, m.ffn, m.vocab
+                ));
+            }
+        }
+        if !self
+            .local_tokens()
+            .is_multiple_of(self.loss_chunk.min(self.local_tokens()))
+        {
+            return bad(format!(
+                "the loss chunk {} does not divide the {} tokens of a chip",
+                self.loss_chunk,
+                self.local_tokens()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Elements of one layer's parameters on a tensor-parallel rank, padded to a multiple of
+    /// the FSDP group times 128 (the flat buffer FSDP shards).
+    pub fn layer_flat(&self) -> usize {
+        let m = &self.model;
+        let raw = m.layer_params() as usize / self.par.tp;
+        raw.next_multiple_of(self.par.fsdp * 128)
+    }
+
+    /// Elements of the embedding (or the head) on a tensor-parallel rank, padded as
+    /// [`StepSpec::layer_flat`].
+    pub fn table_flat(&self) -> usize {
+        let m = &self.model;
+        (m.vocab / self.par.tp * m.d_model).next_multiple_of(self.par.fsdp * 128)
+    }
+}

@@ -1,0 +1,302 @@
+//! One training step on one chip: embedding, the layers forward, the output head and loss
+//! (in chunks of tokens), the layers backward, the embedding's backward, and AdamW on the
+//! chip's shard of every parameter — with the collectives FSDP, tensor and data parallelism
+//! put between them.
+//!
+//! Mixed precision as usual on TPUs: bf16 weights and activations on the matrix units, f32
+//! master parameters and Adam moments (sharded like the parameters), gradients reduced in bf16.
+//! Under FSDP a layer's parameters are one flat buffer (padded to the group size), all-gathered
+//! before the layer's forward and again before its backward (prefetched one layer ahead), its
+//! gradients reduce-scattered after its backward; the embedding and the output head likewise.
+
+use tpuemu_backend::dtype::DType;
+use tpuemu_backend::error::Result;
+use tpuemu_backend::ops::{self, Value};
+use tpuemu_backend::tensor::Tensor;
+
+use super::ctx::{Coll, CollKind, Ctx, When};
+use super::layer::{self, Dims, Saved, Tables, Weights};
+use super::spec::{Remat, StepSpec};
+
+const BF: DType = DType::BF16;
+const F32: DType = DType::F32;
+
+/// What a step's run measured besides its events.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StepFacts {
+    /// Bytes one layer keeps for its backward (what rematerialisation leaves).
+    pub saved_per_layer: u64,
+    /// Bytes of a layer's saved activations while its backward runs (all of them, recomputed
+    /// or kept).
+    pub layer_working: u64,
+}
+
+fn coll(kind: CollKind, dim: usize, when: When, label: &str) -> Coll {
+    Coll {
+        kind,
+        dims: vec![dim],
+        when,
+        label: label.into(),
+    }
+}
+
+/// Largest bucket of a flat buffer one collective moves, bytes of bf16 (the whole buffer on a
+/// chip). Large layers (Llama 3.1 70B's is 0.86 G parameters, 405B's 3.2 G) are gathered and
+/// reduced in buckets of at most this size, one collective each, as FSDP implementations split
+/// a layer by parameter; it also keeps every collective's buffers within the 31-bit addresses
+/// the collective kernels use.
+pub const BUCKET_BYTES: usize = 512 << 20;
+
+/// The bucket sizes, elements, of a flat buffer of `flat` elements sharded over `k` chips:
+/// equal buckets (a multiple of `k x 128` elements each) but for a smaller last one.
+pub fn buckets(flat: usize, k: usize) -> Vec<usize> {
+    let max = (BUCKET_BYTES / 2 / (k * 128)).max(1) * k * 128;
+    let n = flat.div_ceil(max).max(1);
+    let each = flat.div_ceil(n).next_multiple_of(k * 128);
+    let mut out = Vec::new();
+    let mut left = flat;
+    while left > 0 {
+        let b = each.min(left);
+        out.push(b);
+        left -= b;
+    }
+    out
+}
+
+/// All-gathers a flat parameter buffer of `flat` elements under FSDP, bucket by bucket; `None`
+/// without FSDP (parameters are resident).
+fn gather(ctx: &mut Ctx, spec: &StepSpec, flat: usize, label: &str) -> Result<Option<Vec<Tensor>>> {
+    let Some(d) = spec.dim("fsdp") else {
+        return Ok(None);
+    };
+    let k = spec.par.fsdp;
+    let mut out = Vec::new();
+    for b in buckets(flat, k) {
+        let shard = Tensor::empty(&ctx.rt, &[b / k], BF);
+        let c = coll(CollKind::AllGather, d, When::Prefetch, label);
+        out.push(ctx.collective(c, &shard)?);
+    }
+    Ok(Some(out))
+}
+
+/// Reduces a flat gradient buffer, bucket by bucket: reduce-scatter under FSDP, all-reduce
+/// under data parallelism.
+fn reduce_grads(ctx: &mut Ctx, spec: &StepSpec, flat: usize, label: &str) -> Result<()> {
+    for b in buckets(flat, spec.par.fsdp) {
+        let mut g = Tensor::empty(&ctx.rt, &[b], BF);
+        if let Some(d) = spec.dim("fsdp") {
+            g = ctx.collective(
+                coll(CollKind::ReduceScatter, d, When::Background, label),
+                &g,
+            )?;
+        }
+        if let Some(d) = spec.dim("dp") {
+            ctx.collective(coll(CollKind::AllReduce, d, When::Background, label), &g)?;
+        }
+    }
+    Ok(())
+}
+
+/// AdamW on `n` f32 parameters with their bf16 gradient; leaves the bf16 copy the next gather
+/// sends.
+fn adamw(ctx: &Ctx, n: usize) -> Result<()> {
+    let e = |dt| Tensor::empty(&ctx.rt, &[n], dt);
+    let (p, m, v, g) = (e(F32), e(F32), e(F32), e(BF));
+    let (b1, b2, lr, wd, eps) = (0.9, 0.95, 3e-4, 0.1, 1e-8);
+    let g = g.to_dtype(F32)?;
+    let m = m.mul_scalar(b1)?.add(&g.mul_scalar(1.0 - b1)?)?;
+    let v = v.mul_scalar(b2)?.add(&g.mul(&g)?.mul_scalar(1.0 - b2)?)?;
+    let upd = m.div(&v.sqrt()?.add_scalar(eps)?)?;
+    let p = p.sub(&upd.add(&p.mul_scalar(wd)?)?.mul_scalar(lr)?)?;
+    drop(p.to_dtype(BF)?);
+    Ok(())
+}
+
+/// `aten::nll_loss_forward` then backward of `logp` (`[c, V]` f32): the gradient of the
+/// log-probabilities.
+fn nll(logp: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    let rt = logp.runtime().clone();
+    let t = |v: &Value| match v {
+        Value::Tensor(t) => Ok(t.clone()),
+        _ => Err(tpuemu_backend::TpuError::BadArgs(
+            "nll_loss: expected a tensor".into(),
+        )),
+    };
+    let f = ops::call(
+        &rt,
+        "aten::nll_loss_forward",
+        vec![
+            Value::Tensor(logp.clone()),
+            Value::Tensor(targets.clone()),
+            Value::None,
+            Value::Int(1),
+            Value::Int(-100),
+        ],
+    )?;
+    let (loss, total) = (t(&f[0])?, t(&f[1])?);
+    let one = ops::creation::scalar_tensor(&rt, 1.0.into(), loss.dtype())?;
+    let g = ops::call(
+        &rt,
+        "aten::nll_loss_backward",
+        vec![
+            Value::Tensor(one),
+            Value::Tensor(logp.clone()),
+            Value::Tensor(targets.clone()),
+            Value::None,
+            Value::Int(1),
+            Value::Int(-100),
+            Value::Tensor(total),
+        ],
+    )?;
+    t(&g[0])
+}
+
+/// Final norm, output head and loss, forward and backward, in chunks of tokens: `dx` of the
+/// last layer's output.
+fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
+    let m = &spec.model;
+    let vl = m.vocab / spec.par.tp;
+    let gathered = if m.tied_embeddings {
+        None
+    } else {
+        gather(ctx, spec, spec.table_flat(), "head weights")?
+    };
+    ctx.label("head and loss")?;
+    let rt = ctx.rt.clone();
+    let w = Tensor::empty(&rt, &[vl, z.d], BF);
+    let g = Tensor::empty(&rt, &[z.d], BF);
+    let hf = x.rms_norm(&[z.d as i64], Some(&g), Some(1e-5))?;
+    let c = spec.loss_chunk.min(z.n);
+    ctx.repeat(z.n / c, (), |ctx, _, _| {
+        let h = Tensor::empty(&ctx.rt, &[c, z.d], BF);
+        let targets = Tensor::empty(&ctx.rt, &[c], DType::I64);
+        let logits = h.mm(&w.t()?)?.to_dtype(F32)?;
+        if let Some(d) = spec.dim("tp") {
+            // Vocabulary-parallel softmax: the rows' maximum and sum of exponentials.
+            let stats = Tensor::empty(&ctx.rt, &[c, 2], F32);
+            ctx.collective(
+                coll(CollKind::AllReduce, d, When::Now, "loss statistics"),
+                &stats,
+            )?;
+        }
+        let logp = logits.log_softmax(-1)?;
+        let glogp = nll(&logp, &targets)?;
+        let gl = ops::backward::log_softmax_backward_data(&glogp, &logp, -1, F32)?.to_dtype(BF)?;
+        let dh = gl.mm(&w)?;
+        let dw = gl.t()?.mm(&h)?;
+        drop((dh, dw));
+        Ok(())
+    })?;
+    drop(gathered);
+    let dh = Tensor::empty(&rt, &[z.n, z.d], BF);
+    let dh = match spec.dim("tp") {
+        Some(d) => ctx.collective(
+            coll(CollKind::AllReduce, d, When::Now, "head input grad"),
+            &dh,
+        )?,
+        None => dh,
+    };
+    ctx.label("final norm bwd")?;
+    let ms = x.mul(&x)?.mean(&[-1], true)?;
+    let rstd = ms.add_scalar(1e-5)?.rsqrt()?;
+    let dx = dh.mul(&g)?.mul(&rstd)?;
+    drop(hf);
+    if !m.tied_embeddings {
+        reduce_grads(ctx, spec, spec.table_flat(), "head grads")?;
+    }
+    Ok(dx)
+}
+
+/// What a layer keeps between its forward and backward.
+enum Keep {
+    All(Box<Saved>),
+    Input(Tensor),
+}
+
+/// Runs one training step on `ctx` (one chip's shard of it).
+pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
+    spec.check()?;
+    let m = &spec.model;
+    let z = Dims::of(spec);
+    let vl = m.vocab / spec.par.tp;
+    let rt = ctx.rt.clone();
+    ctx.label("setup")?;
+    let t = Tables::new(&rt, &z)?;
+    let tokens = Tensor::empty(&rt, &[z.n], DType::I64);
+    // Embedding.
+    let table_g = gather(ctx, spec, spec.table_flat(), "embedding weights")?;
+    ctx.label("embedding fwd")?;
+    let table = Tensor::empty(&rt, &[vl, z.d], BF);
+    let mut x = ops::data::embedding(&table, &tokens)?;
+    drop(table_g);
+    if let Some(d) = spec.dim("tp") {
+        x = ctx.collective(coll(CollKind::AllReduce, d, When::Now, "embedding"), &x)?;
+    }
+    // Layers forward.
+    let mut keeps: Vec<Keep> = Vec::new();
+    let mut facts = StepFacts {
+        saved_per_layer: 0,
+        layer_working: 0,
+    };
+    let x = ctx.repeat(m.layers, x, |ctx, x, _| {
+        let g = gather(ctx, spec, spec.layer_flat(), "layer weights (fwd)")?;
+        let w = Weights::new(&ctx.rt, &z);
+        let (y, s) = layer::forward(ctx, spec, &w, &t, x)?;
+        facts.layer_working = s.bytes(&z);
+        drop(g);
+        if spec.remat == Remat::Full {
+            facts.saved_per_layer = (z.n * z.d * 2) as u64;
+            keeps.push(Keep::Input(s.into_input()));
+        } else {
+            facts.saved_per_layer = facts.layer_working;
+            keeps.push(Keep::All(Box::new(s)));
+        }
+        Ok(y)
+    })?;
+    let dx = head(ctx, spec, &z, x)?;
+    // Layers backward.
+    let dx = ctx.repeat(m.layers, dx, |ctx, dy, _| {
+        let g = gather(ctx, spec, spec.layer_flat(), "layer weights (bwd)")?;
+        let w = Weights::new(&ctx.rt, &z);
+        let s = match keeps.pop() {
+            Some(Keep::All(s)) => *s,
+            Some(Keep::Input(x)) => {
+                ctx.label("recompute")?;
+                layer::forward(ctx, spec, &w, &t, x)?.1
+            }
+            None => return Err(tpuemu_backend::TpuError::BadArgs("no saved layer".into())),
+        };
+        let dx = layer::backward(ctx, spec, &w, &t, dy, &s)?;
+        drop((g, s));
+        reduce_grads(ctx, spec, spec.layer_flat(), "layer grads")?;
+        Ok(dx)
+    })?;
+    // Embedding backward.
+    ctx.label("embedding bwd")?;
+    let de = ops::call(
+        &rt,
+        "aten::embedding_dense_backward",
+        vec![
+            Value::Tensor(dx),
+            Value::Tensor(tokens),
+            Value::Int(vl as i64),
+            Value::Int(-1),
+            Value::Bool(false),
+        ],
+    )?;
+    drop(de);
+    reduce_grads(ctx, spec, spec.table_flat(), "embedding grads")?;
+    // Optimizer.
+    ctx.wait_all()?;
+    ctx.label("optimizer")?;
+    let shard = |flat: usize| flat / spec.par.fsdp;
+    ctx.repeat(m.layers, (), |ctx, _, _| {
+        ctx.label("optimizer")?;
+        adamw(ctx, shard(spec.layer_flat()))
+    })?;
+    ctx.label("optimizer")?;
+    let tables = if m.tied_embeddings { 1 } else { 2 };
+    ctx.repeat(tables, (), |ctx, _, _| adamw(ctx, shard(spec.table_flat())))?;
+    ctx.boundary()?;
+    Ok(facts)
+}

@@ -1,0 +1,253 @@
+//! The step prediction's shortcuts against full simulation on small configurations, and its
+//! figures against bounds derived by hand from the chip's published peak and bandwidth.
+
+use std::sync::Arc;
+
+use tpuemu_backend::dtensor::DeviceMesh;
+use tpuemu_backend::runtime::Runtime;
+use tpuemu_emulator::{Emulator, builtin};
+use tpuemu_isa::Device;
+use tpuemu_workloads::llm::comm::{CommTimer, PeerComm};
+use tpuemu_workloads::llm::ctx::{Ctx, Event};
+use tpuemu_workloads::llm::predict::{predict, schedule, simulate_chip, time_collectives};
+use tpuemu_workloads::llm::{ModelConfig, Parallel, Remat, StepSpec, step};
+
+fn small(layers: usize) -> ModelConfig {
+    ModelConfig::from_toml(&format!(
+        "name='small'\nlayers={layers}\nd_model=256\nheads=4\nkv_heads=2\nffn=512\nvocab=1024\n"
+    ))
+    .unwrap()
+}
+
+fn spec(model: ModelConfig, par: Parallel) -> StepSpec {
+    StepSpec {
+        model,
+        seq: 128,
+        batch_per_chip: 2,
+        par,
+        remat: Remat::Attention,
+        loss_chunk: 128,
+    }
+}
+
+fn slice(chip_gen: &str, dims: &[u32]) -> Arc<Emulator> {
+    let e = Arc::new(Emulator::slice(builtin(chip_gen).unwrap(), dims).unwrap());
+    e.set_timing_only(true);
+    e
+}
+
+fn mesh(spec: &StepSpec, dev: Arc<Emulator>) -> DeviceMesh {
+    DeviceMesh::new(dev, &spec.mesh_dims()).unwrap()
+}
+
+fn one_chip(chip_gen: &str) -> Runtime {
+    Runtime::meta(
+        Arc::new(Emulator::new(builtin(chip_gen).unwrap()).unwrap()),
+        0,
+    )
+    .unwrap()
+}
+
+/// Full simulation: every chip of the slice runs the whole step (no repetition), collectives
+/// between them for real; the step time is the last chip's.
+fn full(spec: &StepSpec, dev: Arc<Emulator>) -> f64 {
+    let mesh = mesh(spec, dev);
+    let comms = PeerComm::for_mesh(&mesh);
+    let start: f64 = mesh
+        .runtimes()
+        .iter()
+        .map(|r| {
+            r.sync().unwrap();
+            r.host_time_ns()
+        })
+        .fold(0.0, f64::max);
+    let ends: Vec<f64> = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .into_iter()
+            .map(|mut c| {
+                let rt = mesh.runtime(c.rank()).clone();
+                s.spawn(move || {
+                    let mut ctx = Ctx::new(rt.clone(), &mut c, false).unwrap();
+                    step::run(&mut ctx, spec).unwrap();
+                    rt.sync().unwrap();
+                    rt.host_time_ns()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    ends.into_iter().fold(0.0, f64::max) - start
+}
+
+/// The shortcut, scheduled without overlap (as the full simulation runs): one chip's step with
+/// identical work simulated once, collectives timed on the slice.
+fn shortcut_no_overlap(spec: &StepSpec, chip_gen: &str, dev: Arc<Emulator>) -> f64 {
+    let shape = spec.mesh_dims().iter().map(|(_, s)| *s).collect();
+    let (events, _) = simulate_chip(spec, one_chip(chip_gen), shape, true).unwrap();
+    let mut timer = CommTimer::new(mesh(spec, dev));
+    let comm = time_collectives(&events, &mut timer).unwrap();
+    schedule(&events, &comm, false).step_ns
+}
+
+fn close(a: f64, b: f64, tol: f64, what: &str) {
+    eprintln!(
+        "{what}: shortcut {a:.0} ns, full {b:.0} ns, ratio {:.4}",
+        a / b
+    );
+    assert!(
+        (a / b - 1.0).abs() <= tol,
+        "{what}: shortcut {a:.0} ns, full {b:.0} ns"
+    );
+}
+
+#[test]
+fn repeating_one_layer_matches_simulating_every_layer() {
+    let s = spec(
+        small(4),
+        Parallel {
+            dp: 1,
+            fsdp: 1,
+            tp: 1,
+        },
+    );
+    let total = |shortcut: bool| {
+        let (ev, _) = simulate_chip(&s, one_chip("v5e"), vec![], shortcut).unwrap();
+        schedule(&ev, &vec![0.0; ev.len()], false).step_ns
+    };
+    close(total(true), total(false), 0.02, "4 layers on one chip");
+}
+
+#[test]
+fn one_chip_standing_for_four_matches_the_full_simulation_fsdp() {
+    let s = spec(
+        small(2),
+        Parallel {
+            dp: 1,
+            fsdp: 4,
+            tp: 1,
+        },
+    );
+    let a = shortcut_no_overlap(&s, "v5e", slice("v5e", &[2, 2]));
+    let b = full(&s, slice("v5e", &[2, 2]));
+    close(a, b, 0.05, "FSDP over v5e 2x2");
+}
+
+#[test]
+fn one_chip_standing_for_four_matches_the_full_simulation_tp_and_dp() {
+    let s = spec(
+        small(2),
+        Parallel {
+            dp: 2,
+            fsdp: 1,
+            tp: 2,
+        },
+    );
+    let a = shortcut_no_overlap(&s, "v5e", slice("v5e", &[2, 2]));
+    let b = full(&s, slice("v5e", &[2, 2]));
+    close(a, b, 0.05, "dp=2 x tp=2 over v5e 2x2");
+}
+
+#[test]
+fn the_prediction_respects_the_flop_and_hbm_bounds() {
+    let model = small(4);
+    let s = spec(
+        model.clone(),
+        Parallel {
+            dp: 1,
+            fsdp: 4,
+            tp: 1,
+        },
+    );
+    let dev = slice("v6e", &[4]);
+    let chip = dev.topology().chips[0].clone();
+    let mut timer = CommTimer::new(mesh(&s, dev));
+    for overlap in [false, true] {
+        let p = predict(&s, one_chip("v6e"), &mut timer, &chip, "v6e", overlap, true).unwrap();
+        assert!(p.mfu > 0.0 && p.mfu <= 1.0, "{}", p.mfu);
+        // FLOP bound: the model FLOPs of a chip at the published peak (918 TFLOP/s).
+        let flop_bound = model.model_flops(s.global_tokens(), 128) / 4.0 / 918e12;
+        assert!(p.step_s >= flop_bound, "{} < {flop_bound}", p.step_s);
+        // HBM bound: each chip reads every weight (bf16) at least twice (forward, backward)
+        // at the published 1.64 TB/s.
+        let hbm_bound = 2.0 * 2.0 * model.params() as f64 / 1.64e12;
+        assert!(p.step_s >= hbm_bound, "{} < {hbm_bound}", p.step_s);
+        let parts = p.mxu_busy_s + p.hbm_vector_s + p.exposed_comm_s + p.idle_s;
+        assert!(
+            (parts / p.step_s - 1.0).abs() < 1e-6,
+            "{parts} vs {}",
+            p.step_s
+        );
+    }
+}
+
+#[test]
+fn overlap_hides_communication_but_not_more_than_there_is() {
+    let s = spec(
+        small(4),
+        Parallel {
+            dp: 1,
+            fsdp: 4,
+            tp: 1,
+        },
+    );
+    let shape = s.mesh_dims().iter().map(|(_, s)| *s).collect();
+    let (events, _) = simulate_chip(&s, one_chip("v5e"), shape, true).unwrap();
+    let mut timer = CommTimer::new(mesh(&s, slice("v5e", &[4])));
+    let comm = time_collectives(&events, &mut timer).unwrap();
+    let seq = schedule(&events, &comm, false);
+    let ovl = schedule(&events, &comm, true);
+    let compute: f64 = events
+        .iter()
+        .map(|e| match &e.event {
+            Event::Compute { ns, .. } => ns * e.times as f64,
+            _ => 0.0,
+        })
+        .sum();
+    assert!((seq.step_ns - (compute + seq.comm_ns)).abs() < 1.0);
+    assert!(ovl.step_ns <= seq.step_ns);
+    assert!(ovl.step_ns >= compute.max(ovl.comm_ns));
+}
+
+#[test]
+fn flat_buffers_split_into_buckets_that_cover_them_and_divide_over_the_group() {
+    use tpuemu_workloads::llm::step::{BUCKET_BYTES, buckets};
+    // Llama 3.1 70B's layer (855,654,400 parameters) over 256 chips, padded as FSDP pads it.
+    for (flat, k) in [
+        (855_654_400usize.next_multiple_of(256 * 128), 256),
+        (4096 * 128, 4),
+        (1, 1),
+    ] {
+        let b = buckets(flat, k);
+        assert_eq!(b.iter().sum::<usize>(), flat, "{flat} over {k}");
+        assert!(b.iter().all(|x| 2 * x <= BUCKET_BYTES && *x > 0), "{b:?}");
+        assert!(b[..b.len() - 1].iter().all(|x| x % (k * 128) == 0), "{b:?}");
+        // No more buckets than the size limit needs.
+        assert_eq!(b.len(), (2 * flat).div_ceil(BUCKET_BYTES).max(1), "{b:?}");
+    }
+}
+
+#[test]
+fn a_mixture_of_experts_runs_and_repeating_one_expert_matches_simulating_each() {
+    let moe = ModelConfig::from_toml(
+        "name='moe'\nlayers=2\nd_model=256\nheads=4\nkv_heads=2\nffn=256\nvocab=1024\nexperts=4\ntop_k=2\n",
+    )
+    .unwrap();
+    let s = spec(
+        moe,
+        Parallel {
+            dp: 1,
+            fsdp: 1,
+            tp: 1,
+        },
+    );
+    let total = |shortcut: bool| {
+        let (ev, _) = simulate_chip(&s, one_chip("v5e"), vec![], shortcut).unwrap();
+        schedule(&ev, &vec![0.0; ev.len()], false).step_ns
+    };
+    close(
+        total(true),
+        total(false),
+        0.02,
+        "4 experts, top 2, on one chip",
+    );
+}
