@@ -67,6 +67,9 @@ mod like;
 #[path = "op_suite/random.rs"]
 mod random;
 
+#[path = "op_suite/math.rs"]
+mod math;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

@@ -11,6 +11,7 @@ pub mod expr;
 
 mod bitwise;
 mod division;
+mod math;
 mod predicates;
 mod ternary;
 
@@ -202,5 +203,6 @@ pub(super) fn defs() -> Vec<OpDef> {
     v.extend(ternary::defs());
     v.extend(predicates::defs());
     v.extend(bitwise::defs());
+    v.extend(math::defs());
     v
 }

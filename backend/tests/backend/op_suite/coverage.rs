@@ -27,6 +27,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::pointwise::OPS,
         super::like::OPS,
         super::random::OPS,
+        super::math::OPS,
     ];
     tables
         .iter()
