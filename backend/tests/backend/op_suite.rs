@@ -70,6 +70,9 @@ mod random;
 #[path = "op_suite/math.rs"]
 mod math;
 
+#[path = "op_suite/activations.rs"]
+mod activations;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

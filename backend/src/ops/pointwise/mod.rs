@@ -9,6 +9,7 @@
 
 pub mod expr;
 
+mod activations;
 mod bitwise;
 mod division;
 mod math;
@@ -204,5 +205,6 @@ pub(super) fn defs() -> Vec<OpDef> {
     v.extend(predicates::defs());
     v.extend(bitwise::defs());
     v.extend(math::defs());
+    v.extend(activations::defs());
     v
 }

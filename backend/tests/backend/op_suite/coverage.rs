@@ -28,6 +28,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::like::OPS,
         super::random::OPS,
         super::math::OPS,
+        super::activations::OPS,
     ];
     tables
         .iter()
