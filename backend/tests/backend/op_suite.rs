@@ -73,6 +73,9 @@ mod math;
 #[path = "op_suite/activations.rs"]
 mod activations;
 
+#[path = "op_suite/gamma.rs"]
+mod gamma;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

@@ -12,6 +12,7 @@ pub mod expr;
 mod activations;
 mod bitwise;
 mod division;
+mod gamma;
 mod math;
 mod predicates;
 mod ternary;
@@ -206,5 +207,6 @@ pub(super) fn defs() -> Vec<OpDef> {
     v.extend(bitwise::defs());
     v.extend(math::defs());
     v.extend(activations::defs());
+    v.extend(gamma::defs());
     v
 }

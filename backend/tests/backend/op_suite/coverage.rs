@@ -29,6 +29,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::random::OPS,
         super::math::OPS,
         super::activations::OPS,
+        super::gamma::OPS,
     ];
     tables
         .iter()
