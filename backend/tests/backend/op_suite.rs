@@ -76,6 +76,9 @@ mod activations;
 #[path = "op_suite/gamma.rs"]
 mod gamma;
 
+#[path = "op_suite/spaced.rs"]
+mod spaced;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

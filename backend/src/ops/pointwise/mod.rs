@@ -15,6 +15,7 @@ mod division;
 mod gamma;
 mod math;
 mod predicates;
+mod spaced;
 mod ternary;
 
 use super::Value;
@@ -208,5 +209,6 @@ pub(super) fn defs() -> Vec<OpDef> {
     v.extend(math::defs());
     v.extend(activations::defs());
     v.extend(gamma::defs());
+    v.extend(spaced::defs());
     v
 }

@@ -30,6 +30,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::math::OPS,
         super::activations::OPS,
         super::gamma::OPS,
+        super::spaced::OPS,
     ];
     tables
         .iter()
