@@ -255,7 +255,7 @@ fn forward_defs() -> Vec<OpDef> {
                 "aten::hardsigmoid",
                 "hardsigmoid",
                 a.tensor(0)?,
-                |e, x| hard01(e, x),
+                hard01,
             ))
         })
         .shard(pw()),

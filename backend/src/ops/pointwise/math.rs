@@ -345,11 +345,14 @@ fn run_unary(a: &Args) -> Result<Vec<crate::ops::Value>> {
         .find(|(n, _)| *n == name)
         .map(|(_, f)| *f)
         .ok_or_else(|| TpuError::Device(format!("{name}: no unary function")))?;
-    t1(float1(name, a.tensor(0)?, |e, v| f(e, v)))
+    t1(float1(name, a.tensor(0)?, f))
 }
 
 /// The floating unary operators of this file and their f32 programs.
-const UNARY: &[(&str, fn(&mut Ex, PRef) -> PRef)] = &[
+/// An f32 program of one value.
+type Fn1 = fn(&mut Ex, PRef) -> PRef;
+
+const UNARY: &[(&str, Fn1)] = &[
     ("aten::atan", atan),
     ("aten::asin", asin),
     ("aten::acos", acos),
