@@ -270,21 +270,38 @@ fn erfc(e: &mut Ex, x: PRef) -> PRef {
     e.ksub(1.0, r)
 }
 
-/// `logit(x)`, with `x` clamped to `[eps, 1 - eps]` when `eps` is given.
-fn logit(e: &mut Ex, x: PRef, eps: Option<f64>) -> PRef {
+/// `v` rounded to `d` when `d` is bf16/f16 (ATen's `scalar_t` arithmetic rounds each
+/// operation), back in f32.
+fn rnd(e: &mut Ex, v: PRef, d: DType) -> PRef {
+    if matches!(d, DType::BF16 | DType::F16) {
+        let r = e.p.cast(v, d);
+        e.f(r)
+    } else {
+        v
+    }
+}
+
+/// `logit(x)`, ATen's `x < lo ? lo : (x > hi ? hi : x)` with `lo = eps`, `hi = 1 - eps` when
+/// `eps` is given, then `log(x / (1 - x))`, each operation in the dtype `d`.
+fn logit(e: &mut Ex, x: PRef, eps: Option<f64>, d: DType) -> PRef {
     let x = match eps {
         Some(eps) => {
             let lo = e.k(eps);
-            let hi = e.k(1.0 - eps);
-            let l = e.ltk(x, eps);
-            let h = e.gtk(x, 1.0 - eps);
-            let c = e.sel(l, lo, x);
-            e.sel(h, hi, c)
+            let lo = rnd(e, lo, d);
+            let one = e.k(1.0);
+            let hi = e.sub(one, lo);
+            let hi = rnd(e, hi, d);
+            let h = e.gt(x, hi);
+            let c = e.sel(h, hi, x);
+            let l = e.lt(x, lo);
+            e.sel(l, lo, c)
         }
         None => x,
     };
-    let d = e.ksub(1.0, x);
-    let q = e.div(x, d);
+    let dn = e.ksub(1.0, x);
+    let dn = rnd(e, dn, d);
+    let q = e.div(x, dn);
+    let q = rnd(e, q, d);
     e.log(q)
 }
 
@@ -504,18 +521,12 @@ fn heaviside(x: &Tensor, values: &Tensor) -> Result<Tensor> {
 /// (`torch.result_type(x, float32)`).
 fn ldexp(x: &Tensor, ex: &Tensor) -> Result<Tensor> {
     use crate::dtype::{Operand, result_type};
-    // `pow(2.0, e)`: float32 for integer exponents, else the exponent's dtype.
-    let pd = if ex.dtype().is_float() {
-        ex.dtype()
-    } else {
-        DType::F32
+    // PyTorch 2.15 keeps a floating `x`'s dtype for an integer exponent.
+    let out = match (x.dtype().is_float(), ex.dtype().is_float()) {
+        (true, false) => x.dtype(),
+        (_, true) => result_type(&[crate::ops::binary::operand(x), Operand::Tensor(ex.dtype())]),
+        (false, false) => DType::F32,
     };
-    let pw = if ex.dim() == 0 {
-        Operand::ZeroDim(pd)
-    } else {
-        Operand::Tensor(pd)
-    };
-    let out = result_type(&[crate::ops::binary::operand(x), pw]);
     promoted_as(
         "aten::ldexp.Tensor",
         &[Arg::T(x), Arg::T(ex)],
@@ -552,8 +563,9 @@ pub(super) fn defs() -> Vec<OpDef> {
         })
         .shard(pw()),
         OpDef::new("aten::logit", k, ALL, |_, a| {
-            let eps = a.opt_float(1)?;
-            t1(float1("aten::logit", a.tensor(0)?, |e, x| logit(e, x, eps)))
+            let (x, eps) = (a.tensor(0)?, a.opt_float(1)?);
+            let d = x.dtype();
+            t1(float1("aten::logit", x, move |e, v| logit(e, v, eps, d)))
         })
         .shard(pw()),
         OpDef::new("aten::round", k, NUM, |_, a| {
@@ -657,9 +669,17 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(pw()),
         OpDef::new("aten::hypot", k, FLOAT, |_, a| {
             t1(float2("aten::hypot", arg(a, 0)?, arg(a, 1)?, |e, x, y| {
-                let (xx, yy) = (e.mul(x, x), e.mul(y, y));
-                let s = e.add(xx, yy);
-                let r = e.sqrt(s);
+                // m sqrt(1 + (n / m)^2) with m = max(|x|, |y|): no overflow on the way.
+                let (ax, ay) = (e.abs(x), e.abs(y));
+                let m = e.max(ax, ay);
+                let n = e.min(ax, ay);
+                let q = e.div(n, m);
+                let q2 = e.mul(q, q);
+                let s = e.addk(q2, 1.0);
+                let s = e.sqrt(s);
+                let r = e.mul(m, s);
+                let z = e.eqk(m, 0.0);
+                let r = e.selk(z, 0.0, r);
                 // C: an infinite operand gives +inf, even with a NaN one.
                 let (xi, yi) = (e.isinf(x), e.isinf(y));
                 let inf = e.or(xi, yi);
