@@ -11,7 +11,7 @@
 mod link;
 mod plan;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, ProgramId};
@@ -203,11 +203,18 @@ impl CompiledFn {
             .enumerate()
             .map(|(i, t)| (t.storage.id(), i))
             .collect();
+        // Storages some group writes. One made during the capture that no group writes holds
+        // what the host uploaded into it (a constant such as a random stream's key): it is
+        // captured as it is, like a weight.
+        let written: HashSet<u64> = groups
+            .iter()
+            .flat_map(|g| g.node.outputs.iter().map(|v| v.storage.id()))
+            .collect();
         let mut out_ids: BTreeMap<u64, usize> = BTreeMap::new();
         let mut out_storages = Vec::new();
         for t in &outputs {
             let id = t.storage.id();
-            if id >= first_new && !out_ids.contains_key(&id) {
+            if id >= first_new && written.contains(&id) && !out_ids.contains_key(&id) {
                 out_ids.insert(id, out_storages.len());
                 out_storages.push(t.storage.bytes());
             }
@@ -223,7 +230,7 @@ impl CompiledFn {
                         slots.push(Slot::Input(*i));
                         slots.len() - 1
                     });
-                } else if id < first_new {
+                } else if id < first_new || !written.contains(&id) {
                     let st = v.storage.clone();
                     slot_of.entry(id).or_insert_with(|| {
                         slots.push(Slot::Fixed(st));

@@ -37,6 +37,12 @@ pub enum BinOp {
     Or,
     /// Bitwise xor (i32).
     Xor,
+    /// Shift left by the low 5 bits of `b` (i32).
+    Shl,
+    /// Logical shift right by the low 5 bits of `b` (i32).
+    Shr,
+    /// Arithmetic shift right by the low 5 bits of `b` (i32).
+    Sra,
 }
 
 /// Unary operations.
@@ -82,6 +88,9 @@ pub enum UnOp {
     Trunc,
     /// Bitwise not (i32).
     Not,
+    /// The lane's 32 bits read as the node's lane type (f32 <-> i32), unchanged: see
+    /// [`ProgBuilder::bitcast`].
+    Bitcast,
 }
 
 /// Comparisons; the result is a bool (0/1).
@@ -262,6 +271,18 @@ impl ProgBuilder {
         let per_row = self.n(a).per_row;
         let r = self.prog.push(POp::Un(op, a), ct, per_row);
         self.cast(r, dtype)
+    }
+
+    /// The 32 bits of `a` reinterpreted as `to` (`F32` or `I32`): IEEE bits of an f32 as an
+    /// i32 and back (`signbit`, `nextafter`, `frexp`). `a` must be an f32 or i32 value.
+    pub fn bitcast(&mut self, a: PRef, to: DType) -> PRef {
+        let na = self.n(a);
+        debug_assert!(matches!(na.dtype, DType::F32 | DType::I32));
+        debug_assert!(matches!(to, DType::F32 | DType::I32));
+        if na.dtype == to {
+            return a;
+        }
+        self.prog.push(POp::Un(UnOp::Bitcast, a), to, na.per_row)
     }
 
     /// Comparison computed in `dtype` (the promoted operand dtype); the result is bool.

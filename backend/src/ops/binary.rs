@@ -47,7 +47,8 @@ impl Rhs<'_> {
 /// How a Python number takes part in a binary operator whose common dtype is bf16/f16.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum NumberAs {
-    /// Unrounded, in f32 (ATen's `original_scalar_value` in `add`, `mul`, `div`).
+    /// Unrounded, in f32 (ATen's `original_scalar_value` in `mul`), also for a tensor that
+    /// is one value broadcast over the iteration.
     Opmath,
     /// Rounded to the common dtype first, as the operand conversion does (comparisons,
     /// `remainder`, `pow`).
@@ -80,8 +81,14 @@ fn binary_with(
     match b {
         Rhs::Tensor(t) => {
             let op = OpScope::new(name, &[a, t])?;
+            // A divisor or factor that is one value broadcast over the iteration keeps its
+            // own value in opmath (ATen's `is_scalar` fast path for bf16/f16).
+            let raw = number == NumberAs::Opmath
+                && common.is_float()
+                && super::pointwise::is_scalar(&super::pointwise::Arg::T(t));
             Ok(map(&op, &[a, t], &[out_dtype], |p, r| {
-                let (x, y) = (p.cast(r[0], common), p.cast(r[1], common));
+                let x = p.cast(r[0], common);
+                let y = if raw { r[1] } else { p.cast(r[1], common) };
                 vec![f(p, x, y, common)]
             })?
             .remove(0))
@@ -118,10 +125,12 @@ fn add_like(name: &str, a: &Tensor, b: Rhs, alpha: Scalar, negate: bool) -> Resu
         )));
     }
     let one = alpha.to_f64() == 1.0;
-    binary(
+    // The number is rounded to a bf16/f16 common dtype first (PyTorch 2.15's `add` kernel).
+    binary_with(
         name,
         a,
         b,
+        NumberAs::Common,
         |c| c,
         move |p, x, y, c| {
             let ct = compute(c);
@@ -171,99 +180,6 @@ pub fn mul(a: &Tensor, b: Rhs) -> Result<Tensor> {
             }
         },
     )
-}
-
-/// `a / b` with an optional rounding mode (`trunc`, `floor`).
-pub fn div(a: &Tensor, b: Rhs, rounding: Option<&str>) -> Result<Tensor> {
-    let name = match (rounding.is_some(), matches!(b, Rhs::Tensor(_))) {
-        (true, _) => "aten::div.Tensor_mode",
-        (false, true) => "aten::div.Tensor",
-        (false, false) => "aten::div.Scalar",
-    };
-    match rounding {
-        None => binary(
-            name,
-            a,
-            b,
-            |c| if c.is_float() { c } else { DType::F32 },
-            |p, x, y, _| {
-                let ft = DType::F32;
-                let (x, y) = (p.cast(x, ft), p.cast(y, ft));
-                p.bin(BinOp::Div, x, y, ft)
-            },
-        ),
-        Some(mode @ ("trunc" | "floor")) => {
-            let floor = mode == "floor";
-            binary(
-                name,
-                a,
-                b,
-                |c| c,
-                move |p, x, y, c| {
-                    let ct = compute(c);
-                    if c.is_float() && floor {
-                        floor_div_float(p, x, y)
-                    } else if c.is_float() {
-                        let q = p.bin(BinOp::Div, x, y, ct);
-                        p.un(UnOp::Trunc, q, ct)
-                    } else {
-                        // Integer division truncates; floor fixes the sign when the remainder is non-zero.
-                        let q = p.bin(BinOp::Div, x, y, ct);
-                        if !floor {
-                            return q;
-                        }
-                        let r = p.bin(BinOp::Rem, x, y, ct);
-                        let zero = p.constant(Scalar::Int(0), ct);
-                        let one = p.constant(Scalar::Int(1), ct);
-                        let nz = p.cmp(CmpKind::Ne, r, zero, ct);
-                        let rneg = p.cmp(CmpKind::Lt, r, zero, ct);
-                        let yneg = p.cmp(CmpKind::Lt, y, zero, ct);
-                        let differ = p.cmp(CmpKind::Ne, rneg, yneg, DType::I32);
-                        let fix = p.bin(BinOp::And, nz, differ, DType::I32);
-                        let fixv = p.select(fix, one, zero, ct);
-                        p.bin(BinOp::Sub, q, fixv, ct)
-                    }
-                },
-            )
-        }
-        Some(other) => Err(TpuError::BadArgs(format!(
-            "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{other}'"
-        ))),
-    }
-}
-
-/// ATen's `div_floor_floating` in f32 (what Python's `//` gives: `1 // 0.1 == 9`, where
-/// `floor(1 / 0.1)` would give 10): `(a - fmod(a, b)) / b`, minus one when the remainder and
-/// `b` differ in sign, then rounded to the nearest integer; `a / b` when `b` is 0.
-fn floor_div_float(p: &mut ProgBuilder, a: PRef, b: PRef) -> PRef {
-    let f = DType::F32;
-    let zero = p.constant(Scalar::Float(0.0), f);
-    let one = p.constant(Scalar::Float(1.0), f);
-    let half = p.constant(Scalar::Float(0.5), f);
-    let q = p.bin(BinOp::Div, a, b, f);
-    let m = p.bin(BinOp::Rem, a, b, f);
-    let am = p.bin(BinOp::Sub, a, m, f);
-    let div = p.bin(BinOp::Div, am, b, f);
-    let mnz = p.cmp(CmpKind::Ne, m, zero, f);
-    let bneg = p.cmp(CmpKind::Lt, b, zero, f);
-    let mneg = p.cmp(CmpKind::Lt, m, zero, f);
-    let differ = p.cmp(CmpKind::Ne, bneg, mneg, DType::I32);
-    let fix = p.bin(BinOp::And, mnz, differ, DType::I32);
-    let dm1 = p.bin(BinOp::Sub, div, one, f);
-    let div = p.select(fix, dm1, div, f);
-    let fl = p.un(UnOp::Floor, div, f);
-    let frac = p.bin(BinOp::Sub, div, fl, f);
-    let up = p.cmp(CmpKind::Gt, frac, half, f);
-    let fl1 = p.bin(BinOp::Add, fl, one, f);
-    let r = p.select(up, fl1, fl, f);
-    // A zero quotient takes the sign of a / b.
-    let neg_zero = p.constant(Scalar::Float(-0.0), f);
-    let qneg = p.cmp(CmpKind::Lt, q, zero, f);
-    let z = p.select(qneg, neg_zero, zero, f);
-    let dz = p.cmp(CmpKind::Eq, div, zero, f);
-    let r = p.select(dz, z, r, f);
-    let bz = p.cmp(CmpKind::Eq, b, zero, f);
-    p.select(bz, q, r, f)
 }
 
 /// `a ** b`.
@@ -450,11 +366,6 @@ impl Tensor {
         mul(self, Rhs::Tensor(other))
     }
 
-    /// `self / other`.
-    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
-        div(self, Rhs::Tensor(other), None)
-    }
-
     /// `self + s`.
     pub fn add_scalar(&self, s: impl Into<Scalar>) -> Result<Tensor> {
         add_like(
@@ -620,18 +531,6 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(Sharding::pointwise(Lin::Either)),
         OpDef::new("aten::mul.Scalar", k, all, |_, a| {
             t1(mul(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?)))
-        })
-        .shard(Sharding::pointwise(Lin::All)),
-        OpDef::new("aten::div.Tensor", k, all, |_, a| {
-            t1(div(a.tensor(0)?, rhs(a, 1)?, None))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::div.Tensor_mode", k, all, |_, a| {
-            t1(div(a.tensor(0)?, rhs(a, 1)?, a.opt_str(2)?))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::div.Scalar", k, all, |_, a| {
-            t1(div(a.tensor(0)?, Rhs::Scalar(a.scalar(1)?), None))
         })
         .shard(Sharding::pointwise(Lin::All)),
         OpDef::new("aten::pow.Tensor_Scalar", k, f, |_, a| {

@@ -823,27 +823,6 @@ pub(super) fn defs() -> Vec<OpDef> {
             },
         )
         .shard(Sharding::Replicate(stats)),
-        OpDef::new("aten::im2col", k, float, |_, a| {
-            t1(im2col_op(
-                a.tensor(0)?,
-                &a.ints(1)?,
-                &a.ints(2)?,
-                &a.ints(3)?,
-                &a.ints(4)?,
-            ))
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::col2im", k, float, |_, a| {
-            t1(col2im_op(
-                a.tensor(0)?,
-                &a.ints(1)?,
-                &a.ints(2)?,
-                &a.ints(3)?,
-                &a.ints(4)?,
-                &a.ints(5)?,
-            ))
-        })
-        .shard(Sharding::Replicate(windows)),
         OpDef::new(
             "aten::max_pool2d_with_indices_backward",
             k,
@@ -1051,28 +1030,6 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(safe_softmax(a.tensor(0)?, a.int(1)?, a.opt_dtype(2)?))
         })
         .shard(Sharding::Special(Special::Softmax)),
-        OpDef::new("aten::native_dropout_backward", k, float, |_, a| {
-            t1(native_dropout_backward(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.float(2)?,
-            ))
-        })
-        .shard(Sharding::Replicate(
-            "pointwise with a mask; no rule declared for the mask yet",
-        )),
-        OpDef::new("aten::pixel_shuffle", k, all, |_, a| {
-            t1(pixel_shuffle(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::pixel_unshuffle", k, all, |_, a| {
-            t1(pixel_unshuffle(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::channel_shuffle", k, all, |_, a| {
-            t1(channel_shuffle(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(Sharding::Replicate("channel groups cross shard boundaries")),
         OpDef::new("aten::_softmax", k, float, |_, a| {
             t1(softmax_(a.tensor(0)?, a.int(1)?, a.bool(2)?))
         })

@@ -112,6 +112,7 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
     static REG: OnceLock<BTreeMap<&'static str, OpDef>> = OnceLock::new();
     REG.get_or_init(|| {
         let mut m = BTreeMap::new();
+        let mut twice = Vec::new();
         for d in super::binary::defs()
             .into_iter()
             .chain(super::creation::defs())
@@ -126,12 +127,17 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::order::defs())
             .chain(super::indexing::defs())
             .chain(super::shape::defs())
+            .chain(super::pointwise::defs())
+            .chain(super::like::defs())
+            .chain(super::random::defs())
         {
             let name = d.name;
             if m.insert(name, d).is_some() {
-                panic!("{name} is registered twice");
+                twice.push(name);
             }
         }
+        // A programming error caught by every test that touches the registry.
+        assert!(twice.is_empty(), "registered twice: {}", twice.join(", "));
         for d in super::derive::forms(&m) {
             m.entry(d.name).or_insert(d);
         }

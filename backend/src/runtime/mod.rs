@@ -112,6 +112,8 @@ pub(crate) struct Inner {
     pub info: ChipInfo,
     pub frees: FreeList,
     pub state: Mutex<State>,
+    /// The random generator's streams (see [`crate::rng`]).
+    pub rng: Mutex<crate::rng::RngState>,
 }
 
 /// What a runtime computes.
@@ -247,6 +249,7 @@ impl Runtime {
                 info,
                 frees: Arc::new(Mutex::new(Vec::new())),
                 state: Mutex::new(state),
+                rng: Mutex::new(crate::rng::RngState::default()),
             }),
         })
     }

@@ -67,3 +67,21 @@ fn reading_inside_a_compiled_function_is_an_error() {
     let e = g.call(&[x]).unwrap_err().to_string();
     assert!(e.contains("inside a compiled function"), "{e}");
 }
+
+/// A tensor the function uploads from the host while it is captured (a constant) keeps its
+/// values in the compiled graph, on every call; returned as is, it comes back unchanged.
+#[test]
+fn host_constants_made_during_capture_keep_their_values() {
+    let rt = rt(Mode::Strict);
+    let x = Tensor::from_slice(&rt, &[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+    let rt2 = rt.clone();
+    let mut g = compile(&rt, "consts", move |xs: &[Tensor]| {
+        let c = Tensor::from_slice(&rt2, &[10.0f32, 20.0, 30.0, 40.0], &[4])?;
+        Ok(vec![xs[0].add(&c)?, c])
+    });
+    for _ in 0..2 {
+        let o = g.call(std::slice::from_ref(&x)).unwrap();
+        assert_eq!(o[0].to_vec::<f32>().unwrap(), [11.0, 22.0, 33.0, 44.0]);
+        assert_eq!(o[1].to_vec::<f32>().unwrap(), [10.0, 20.0, 30.0, 40.0]);
+    }
+}

@@ -61,6 +61,30 @@ mod backward;
 #[path = "op_suite/from_torch.rs"]
 mod from_torch;
 
+#[path = "op_suite/division.rs"]
+mod division;
+
+#[path = "op_suite/pointwise.rs"]
+mod pointwise;
+
+#[path = "op_suite/like.rs"]
+mod like;
+
+#[path = "op_suite/random.rs"]
+mod random;
+
+#[path = "op_suite/math.rs"]
+mod math;
+
+#[path = "op_suite/activations.rs"]
+mod activations;
+
+#[path = "op_suite/gamma.rs"]
+mod gamma;
+
+#[path = "op_suite/spaced.rs"]
+mod spaced;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

@@ -96,6 +96,9 @@ pub(crate) fn vbin(op: BinOp) -> VBinOp {
         BinOp::And => VBinOp::And,
         BinOp::Or => VBinOp::Or,
         BinOp::Xor => VBinOp::Xor,
+        BinOp::Shl => VBinOp::Shl,
+        BinOp::Shr => VBinOp::Shr,
+        BinOp::Sra => VBinOp::Sra,
     }
 }
 
@@ -121,6 +124,7 @@ fn vun(op: UnOp) -> VUnOp {
         UnOp::Round => VUnOp::Round,
         UnOp::Trunc => VUnOp::Trunc,
         UnOp::Not => VUnOp::Not,
+        UnOp::Bitcast => unreachable!("a bitcast is a register move"),
     }
 }
 
@@ -146,8 +150,8 @@ pub(crate) fn emit_un(e: &mut Emitter, op: UnOp, ty: DType, dst: VReg, a: VReg) 
     let vt = lane(ty);
     match (op, vt) {
         // Rounding ops are the identity on integers.
-        (UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc, VType::I32) => {
-            e.vmov(vt, dst, a);
+        (UnOp::Floor | UnOp::Ceil | UnOp::Round | UnOp::Trunc, VType::I32) | (UnOp::Bitcast, _) => {
+            e.vmov(VType::I32, dst, a);
         }
         (o, _) => {
             e.vun(vun(o), vt, dst, a);

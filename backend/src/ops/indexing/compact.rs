@@ -10,7 +10,7 @@
 //! `fill_value`.
 
 use super::t1;
-use crate::dtype::{DType, Operand, Scalar, result_type};
+use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, RedKind};
 use crate::layout::{Layout, broadcast_shapes};
@@ -19,7 +19,7 @@ use crate::ops::data::gather_rows;
 use crate::ops::helpers::{OpScope, map, map_shape};
 use crate::ops::prims::{self, fill, host_int, put_rows, reshaped};
 use crate::ops::registry::{OpDef, OpImpl};
-use crate::ops::sharding::{Lin, Sharding};
+use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
 /// The flattened mask `x != 0` as int32 (contiguous `[n]`) and its inclusive running count.
@@ -219,47 +219,6 @@ pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tens
     .remove(0))
 }
 
-/// `torch.where(cond, a, b)` for numbers: `a`/`b` as tensors (0-dim where a number), with
-/// PyTorch's promotion of numbers.
-fn where_scalar(
-    cond: &Tensor,
-    a: Result<&Tensor, Scalar>,
-    b: Result<&Tensor, Scalar>,
-    name: &str,
-) -> Result<Tensor> {
-    let mut ins = vec![cond];
-    let operand = |v: &Result<&Tensor, Scalar>| match v {
-        Ok(t) if t.dim() == 0 => Operand::ZeroDim(t.dtype()),
-        Ok(t) => Operand::Tensor(t.dtype()),
-        Err(s) => Operand::Number(*s),
-    };
-    let dt = result_type(&[operand(&a), operand(&b)]);
-    ins.extend(a.iter());
-    ins.extend(b.iter());
-    let op = OpScope::new(name, &ins)?;
-    if cond.dtype() != DType::Bool {
-        return Err(TpuError::DtypeMismatch(format!(
-            "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
-            super::super::reduce::scalar_type_name(cond.dtype())
-        )));
-    }
-    let tensors: Vec<&Tensor> = [Ok(cond), a, b].iter().filter_map(|v| v.ok()).collect();
-    Ok(map(&op, &tensors, &[dt], |p, r| {
-        let mut k = 1;
-        let mut val = |p: &mut crate::ir::ProgBuilder, v: &Result<&Tensor, Scalar>| match v {
-            Ok(_) => {
-                k += 1;
-                p.cast(r[k - 1], dt)
-            }
-            Err(s) => p.constant(*s, dt),
-        };
-        let x = val(p, &a);
-        let y = val(p, &b);
-        vec![p.select(r[0], x, y, dt)]
-    })?
-    .remove(0))
-}
-
 fn ts(r: Result<Vec<Tensor>>) -> Result<Vec<Value>> {
     r.map(|t| vec![Value::Tensors(t)])
 }
@@ -306,32 +265,5 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(Sharding::Replicate(
             "the source is consumed in the global order",
         )),
-        OpDef::new("aten::where.Scalar", k, all, |_, a| {
-            t1(where_scalar(
-                a.tensor(0)?,
-                Err(a.scalar(1)?),
-                Err(a.scalar(2)?),
-                "aten::where.Scalar",
-            ))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::where.ScalarOther", k, all, |_, a| {
-            t1(where_scalar(
-                a.tensor(0)?,
-                Ok(a.tensor(1)?),
-                Err(a.scalar(2)?),
-                "aten::where.ScalarOther",
-            ))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::where.ScalarSelf", k, all, |_, a| {
-            t1(where_scalar(
-                a.tensor(0)?,
-                Err(a.scalar(1)?),
-                Ok(a.tensor(2)?),
-                "aten::where.ScalarSelf",
-            ))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
     ]
 }

@@ -68,6 +68,16 @@ impl Schema {
                 },
             };
             let kind = v.kind();
+            // A Python number in a tensor argument other than the first is a number PyTorch
+            // wrapped into a zero-dimensional tensor (`x + 2` reaches `add.Tensor`): it stays a
+            // number, which operators taking one read as a weak scalar in type promotion.
+            if i > 0
+                && arg.ty.is_tensor()
+                && matches!(v, Value::Int(_) | Value::Float(_) | Value::Bool(_))
+            {
+                out.push(v);
+                continue;
+            }
             out.push(coerce(&arg.ty, v).ok_or_else(|| {
                 bad(format!(
                     "argument '{}' (position {}) must be {}, not {kind}",

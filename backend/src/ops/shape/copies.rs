@@ -8,7 +8,7 @@ use crate::layout::{Layout, infer_size};
 use crate::ops::args::Args;
 use crate::ops::helpers::{OpScope, map};
 use crate::ops::registry::{OpDef, OpImpl};
-use crate::ops::sharding::{Lin, Sharding};
+use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
 fn copy(op: &OpScope, v: &Tensor) -> Result<Tensor> {
@@ -76,14 +76,7 @@ pub(super) fn defs() -> Vec<OpDef> {
     let all = crate::ops::data::ALL;
     let k = OpImpl::Kernel;
     let rep = Sharding::Replicate("a copy of a view without a sharding rule");
-    let pw = Sharding::pointwise(Lin::All);
     vec![
-        OpDef::new("aten::alias_copy", k, all, |_, a| {
-            t1(copied("aten::alias_copy", a.tensor(0)?, |x| {
-                Ok(x.layout().clone())
-            }))
-        })
-        .shard(pw),
         OpDef::new("aten::as_strided_copy", k, all, |_, a| {
             t1(copied("aten::as_strided_copy", a.tensor(0)?, |x| {
                 strided(x, a)

@@ -260,43 +260,6 @@ fn tri_indices(
     .remove(0))
 }
 
-/// A tensor of `size` with `strides` over a new storage (values unspecified).
-fn empty_strided(
-    rt: &Runtime,
-    size: &[i64],
-    stride: &[i64],
-    dtype: Option<DType>,
-) -> Result<Tensor> {
-    let _op = OpScope::on(rt, "aten::empty_strided", format!("[{size:?}]"));
-    let l = Layout::as_strided(size, stride, 0)?;
-    let (_, hi) = l.storage_span();
-    let len = if l.numel() == 0 { 0 } else { hi };
-    let t = Tensor::empty(rt, &[len], dtype.unwrap_or(DType::F32));
-    Ok(t.with_layout(l))
-}
-
-/// Strides of `size` laid out in the dim order `physical` (outermost first).
-fn permuted_strides(size: &[i64], physical: &[i64]) -> Result<Vec<i64>> {
-    let n = size.len();
-    let mut seen = vec![false; n];
-    if physical.len() != n
-        || physical
-            .iter()
-            .any(|d| *d < 0 || *d as usize >= n || std::mem::replace(&mut seen[*d as usize], true))
-    {
-        return Err(TpuError::BadArgs(format!(
-            "empty_permuted: physical_layout {physical:?} is not a permutation of the {n} dims"
-        )));
-    }
-    let mut strides = vec![0i64; n];
-    let mut acc = 1i64;
-    for d in physical.iter().rev() {
-        strides[*d as usize] = acc;
-        acc *= size[*d as usize].max(1);
-    }
-    Ok(strides)
-}
-
 /// `self.resize_(size)`: the same storage seen contiguously when it holds enough elements, else
 /// a new storage holding the old elements first.
 fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
@@ -388,16 +351,6 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(arange_out(rt, a))
         })
         .shard(Sharding::Replicate("writes its out tensor")),
-        OpDef::new("aten::empty_strided", k, all, |rt, a| {
-            t1(empty_strided(rt, &a.ints(0)?, &a.ints(1)?, a.opt_dtype(2)?))
-        })
-        .shard(c),
-        OpDef::new("aten::empty_permuted", k, all, |rt, a| {
-            let size = a.ints(0)?;
-            let strides = permuted_strides(&size, &a.ints(1)?)?;
-            t1(empty_strided(rt, &size, &strides, a.opt_dtype(2)?))
-        })
-        .shard(c),
         OpDef::new("aten::resize_", k, all, |_, a| {
             t1(resize(a.tensor(0)?, &a.ints(1)?))
         })

@@ -282,9 +282,5 @@ pub(super) fn defs() -> Vec<OpDef> {
             }))
         })
         .shard(rep),
-        OpDef::new("aten::alias", v, all, |_, a| {
-            t1(view("aten::alias", a.tensor(0)?, |l| Ok(l.clone())))
-        })
-        .shard(rep),
     ]
 }

@@ -3,12 +3,16 @@
 //! zero-dimensional operands and Python numbers, NaN and infinities included.
 //!
 //! PyTorch details the reference follows:
-//! - `add`/`sub`/`mul`/`div` with a Python number and a bf16/f16 tensor compute in f32 with the
-//!   number unrounded (ATen's `original_scalar_value`); comparisons and `clamp` round the number
-//!   to the common dtype first;
-//! - `div(rounding_mode='trunc')` truncates the f32 quotient; `'floor'` is ATen's
+//! - `mul`/`div` with a Python number, or with a tensor that is one value broadcast over the
+//!   iteration (0-d, all dims 1, or expanded: TensorIterator's `is_scalar`), and a bf16/f16
+//!   common dtype compute in f32 with that value unrounded (ATen's `original_scalar_value`);
+//!   `add`/`sub`, comparisons and `clamp` round a number to the common dtype first (measured on
+//!   PyTorch 2.15: `torch.ops.aten.add.Scalar(x_f16, 0.93)` equals `x + f16(0.93)`);
+//! - `div(rounding_mode='trunc')` truncates the quotient; `'floor'` is ATen's
 //!   `div_floor_floating` (`(a - fmod(a, b)) / b`, corrected), which is what Python's `//`
-//!   gives (`1 // 0.1 == 9`);
+//!   gives (`1 // 0.1 == 9`). For bf16/f16 tensor divisors that are not `is_scalar`, ATen
+//!   computes on `Vectorized<BFloat16>`: the `trunc` quotient is rounded to the dtype before
+//!   truncating, and every step of `div_floor_floating` rounds to the dtype;
 //! - integer division and remainder by zero raise in PyTorch (ZeroDivisionError), so the integer
 //!   samples have no zero divisors (a kernel cannot raise: that case is not checked).
 
@@ -16,6 +20,7 @@ use proptest::prelude::*;
 use tpuemu_backend::ops::Value;
 use tpuemu_backend::{DType, Scalar};
 
+use super::division::nonzero_int;
 use super::harness::{Input, Out, Sample, check, check_samples, t, tp, v};
 use super::reference::{HostTensor, Operand, operand, result_type, round, zip_map};
 use super::strategies::{
@@ -29,10 +34,6 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::sub.Tensor", sub_tensor),
     ("aten::mul.Tensor", mul_tensor),
     ("aten::mul.Scalar", mul_scalar),
-    ("aten::div.Tensor", div_tensor),
-    ("aten::div.Scalar", div_scalar),
-    ("aten::div.Tensor_mode", div_mode),
-    ("aten::div.Tensor_mode", div_floor_edges),
     ("aten::pow.Tensor_Tensor", pow_tensor),
     ("aten::pow.Tensor_Scalar", pow_scalar),
     ("aten::maximum", maximum_minimum),
@@ -62,7 +63,7 @@ pub const OPS: &[(&str, fn())] = &[
 
 /// Two inputs of broadcast-compatible shapes, of one dtype from `dtypes` or (a third of the
 /// time) two.
-fn pair(
+pub(super) fn pair(
     dtypes: impl Strategy<Value = DType> + Clone,
     vals: Values,
 ) -> impl Strategy<Value = (Input, Input)> {
@@ -75,7 +76,7 @@ fn pair(
 }
 
 /// A Python number of a kind that suits `dtype` (and sometimes of a higher kind).
-fn number(dtype: DType) -> BoxedStrategy<Scalar> {
+pub(super) fn number(dtype: DType) -> BoxedStrategy<Scalar> {
     let float = (-3.0f64..3.0).prop_map(Scalar::Float);
     let int = (-3i64..=3).prop_map(Scalar::Int);
     match dtype {
@@ -90,7 +91,7 @@ fn number(dtype: DType) -> BoxedStrategy<Scalar> {
     }
 }
 
-fn value_of(s: Scalar) -> Value {
+pub(super) fn value_of(s: Scalar) -> Value {
     match s {
         Scalar::Bool(b) => Value::Bool(b),
         Scalar::Int(i) => Value::Int(i),
@@ -110,13 +111,13 @@ fn opmath_number(s: Scalar, common: DType) -> f64 {
 
 /// The second operand of `add`/`mul`/`div`: a tensor (converted to the common dtype) or a
 /// Python number (in opmath precision).
-enum Rhs<'a> {
+pub(super) enum Rhs<'a> {
     T(&'a HostTensor),
     N(HostTensor),
 }
 
 impl Rhs<'_> {
-    fn parts(&self) -> (&HostTensor, bool) {
+    pub(super) fn parts(&self) -> (&HostTensor, bool) {
         match self {
             Rhs::T(t) => (t, false),
             Rhs::N(n) => (n, true),
@@ -125,7 +126,7 @@ impl Rhs<'_> {
 }
 
 /// A number as an operand holding its opmath value.
-fn opmath_tensor(s: Scalar, common: DType) -> Rhs<'static> {
+pub(super) fn opmath_tensor(s: Scalar, common: DType) -> Rhs<'static> {
     let d = if common.is_float() {
         DType::F32
     } else {
@@ -134,8 +135,33 @@ fn opmath_tensor(s: Scalar, common: DType) -> Rhs<'static> {
     Rhs::N(HostTensor::scalar(opmath_number(s, common), d))
 }
 
+/// A number rounded to the common dtype (how `add`/`sub` take it).
+pub(super) fn common_tensor(s: Scalar, common: DType) -> Rhs<'static> {
+    Rhs::N(HostTensor::scalar(s.to_f64(), common))
+}
+
+/// Whether an input is one value broadcast over any iteration (TensorIterator's `is_scalar`):
+/// every dim has size 1 or stride 0.
+pub(super) fn is_scalar(x: &Input) -> bool {
+    x.host
+        .shape
+        .iter()
+        .zip(&x.place.expanded)
+        .all(|(n, e)| *n == 1 || *e)
+}
+
+/// The second operand of `mul`/`div`: its own value when it is a scalar operand of a bf16/f16
+/// operation, else converted to the common dtype.
+pub(super) fn tensor_rhs(b: &Input, common: DType) -> Rhs<'_> {
+    if matches!(common, DType::BF16 | DType::F16) && is_scalar(b) {
+        Rhs::N(b.host.clone())
+    } else {
+        Rhs::T(&b.host)
+    }
+}
+
 /// The second operand's value: converted to the common dtype, unless it is an opmath number.
-fn b_value(x: f64, common: DType, opmath: bool) -> f64 {
+pub(super) fn b_value(x: f64, common: DType, opmath: bool) -> f64 {
     if opmath { x } else { round(x, common) }
 }
 
@@ -200,7 +226,7 @@ fn sub_tensor() {
 }
 
 /// `x op number` for the `.Scalar` overloads: the tensor, the number, the common dtype.
-fn with_number(
+pub(super) fn with_number(
     dtypes: impl Strategy<Value = DType>,
     vals: Values,
 ) -> impl Strategy<Value = (Input, Scalar, DType)> {
@@ -217,7 +243,7 @@ fn add_scalar() {
     check(
         "aten::add.Scalar",
         with_number(any_dtype(), Values::Special(4.0)).prop_map(|(x, n, c)| {
-            let b = opmath_tensor(n, c);
+            let b = common_tensor(n, c);
             let want = add_ref(&x.host, b, 1.0, c);
             Sample::new(vec![t(x), v(value_of(n))], vec![Out::close(want)])
         }),
@@ -225,7 +251,7 @@ fn add_scalar() {
 }
 
 /// `a * b` (`and` for bool).
-fn mul_ref(a: &HostTensor, b: Rhs, common: DType) -> HostTensor {
+pub(super) fn mul_ref(a: &HostTensor, b: Rhs, common: DType) -> HostTensor {
     let (b, keep) = b.parts();
     zip_map(&[a, b], common, |x| {
         let (p, q) = (round(x[0], common), b_value(x[1], common, keep));
@@ -243,7 +269,7 @@ fn mul_tensor() {
         "aten::mul.Tensor",
         pair(any_dtype(), Values::Special(4.0)).prop_map(|(a, b)| {
             let c = result_type(&[operand(&a.host), operand(&b.host)]);
-            let want = mul_ref(&a.host, Rhs::T(&b.host), c);
+            let want = mul_ref(&a.host, tensor_rhs(&b, c), c);
             Sample::new(vec![t(a), t(b)], vec![Out::close(want)])
         }),
     );
@@ -258,134 +284,6 @@ fn mul_scalar() {
             let want = mul_ref(&x.host, b, c);
             Sample::new(vec![t(x), v(value_of(n))], vec![Out::close(want)])
         }),
-    );
-}
-
-/// True division: float result (the default float for integer inputs).
-fn div_ref(a: &HostTensor, b: Rhs, common: DType) -> HostTensor {
-    let out = if common.is_float() {
-        common
-    } else {
-        DType::F32
-    };
-    let (b, keep) = b.parts();
-    zip_map(&[a, b], out, |x| {
-        round(x[0], common) / b_value(x[1], common, keep)
-    })
-}
-
-#[test]
-fn div_tensor() {
-    check(
-        "aten::div.Tensor",
-        pair(any_dtype(), Values::Special(4.0)).prop_map(|(a, b)| {
-            let c = result_type(&[operand(&a.host), operand(&b.host)]);
-            let want = div_ref(&a.host, Rhs::T(&b.host), c);
-            Sample::new(vec![t(a), t(b)], vec![Out::close(want)])
-        }),
-    );
-}
-
-#[test]
-fn div_scalar() {
-    check(
-        "aten::div.Scalar",
-        with_number(any_dtype(), Values::Special(4.0)).prop_map(|(x, n, c)| {
-            let b = opmath_tensor(n, c);
-            let want = div_ref(&x.host, b, c);
-            Sample::new(vec![t(x), v(value_of(n))], vec![Out::close(want)])
-        }),
-    );
-}
-
-/// ATen's `div_floor_floating` in f32 arithmetic (what Python's `//` computes).
-fn floor_div_f32(a: f64, b: f64) -> f64 {
-    let (a, b) = (a as f32, b as f32);
-    if b == 0.0 {
-        return (a / b) as f64;
-    }
-    let m = a % b;
-    let mut div = (a - m) / b;
-    if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
-        div -= 1.0;
-    }
-    let r = if div != 0.0 {
-        let mut f = div.floor();
-        if div - f > 0.5 {
-            f += 1.0;
-        }
-        f
-    } else {
-        0.0f32.copysign(a / b)
-    };
-    r as f64
-}
-
-/// `div(a, b, rounding_mode)`: trunc or floor.
-fn div_mode_ref(a: &HostTensor, b: &HostTensor, common: DType, floor: bool) -> HostTensor {
-    zip_map(&[a, b], common, |x| {
-        let (p, q) = (round(x[0], common), round(x[1], common));
-        match (common.is_float(), floor) {
-            (true, false) => ((p as f32) / (q as f32)).trunc() as f64,
-            (true, true) => floor_div_f32(p, q),
-            (false, false) => (p / q).trunc(),
-            (false, true) => (p / q).floor(),
-        }
-    })
-}
-
-/// Divisor values: no zeros for integers (PyTorch raises).
-fn nonzero_int(i: Input) -> Input {
-    if i.host.dtype.is_float() {
-        return i;
-    }
-    let mut i = i;
-    for v in &mut i.host.data {
-        if *v == 0.0 {
-            *v = if i.host.dtype == DType::Bool {
-                1.0
-            } else {
-                2.0
-            };
-        }
-    }
-    i
-}
-
-#[test]
-fn div_mode() {
-    check(
-        "aten::div.Tensor_mode",
-        (
-            pair(num_dtype(), Values::Special(6.0)),
-            prop_oneof![Just(None), Just(Some("trunc")), Just(Some("floor"))],
-        )
-            .prop_map(|((a, b), mode)| {
-                let c = result_type(&[operand(&a.host), operand(&b.host)]);
-                let b = if mode.is_some() { nonzero_int(b) } else { b };
-                let want = match mode {
-                    None => div_ref(&a.host, Rhs::T(&b.host), c),
-                    Some(m) => div_mode_ref(&a.host, &b.host, c, m == "floor"),
-                };
-                let m = mode.map_or(Value::None, |m| Value::Str(m.into()));
-                Sample::new(vec![t(a), t(b), v(m)], vec![Out::close(want)])
-            }),
-    );
-}
-
-/// Floor division where the f32 quotient rounds up to an integer: `1 // 0.1 == 9`, as in
-/// Python and PyTorch.
-#[test]
-fn div_floor_edges() {
-    let a = HostTensor::new(&[4], DType::F32, vec![1.0, -1.0, 0.3, 7.0]);
-    let b = HostTensor::new(&[4], DType::F32, vec![0.1, 0.1, 0.1, -0.7]);
-    let want = div_mode_ref(&a, &b, DType::F32, true);
-    check_samples(
-        "aten::div.Tensor_mode",
-        vec![Sample::new(
-            vec![tp(a), tp(b), v(Value::Str("floor".into()))],
-            vec![Out::exact(want)],
-        )],
     );
 }
 

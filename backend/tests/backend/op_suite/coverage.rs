@@ -25,6 +25,14 @@ fn covered() -> BTreeSet<&'static str> {
         super::matrix::OPS,
         super::backward::OPS,
         super::from_torch::OPS,
+        super::division::OPS,
+        super::pointwise::OPS,
+        super::like::OPS,
+        super::random::OPS,
+        super::math::OPS,
+        super::activations::OPS,
+        super::gamma::OPS,
+        super::spaced::OPS,
     ];
     tables
         .iter()

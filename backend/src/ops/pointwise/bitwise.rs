@@ -1,0 +1,218 @@
+//! Bitwise operators on integers and bools: `bitwise_and`/`or`/`xor` (tensor, number, or a
+//! number first), `bitwise_not`, `bitwise_left_shift`/`bitwise_right_shift`.
+//!
+//! Shifts follow ATen's definitions: a left shift by a negative amount or by the dtype's width
+//! or more gives 0; a right shift by a negative amount or by the width less one or more gives
+//! the sign fill (`a >> (width - 1)`). Floating inputs are refused with PyTorch's errors.
+
+use super::{Arg, INTEGRAL, Number, common_dtype, not_implemented, promoted, t1};
+use crate::dtype::{DType, Scalar};
+use crate::error::Result;
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
+use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::{Lin, Sharding};
+use crate::tensor::Tensor;
+
+/// `and`, `or` or `xor`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Logic {
+    /// `&`.
+    And,
+    /// `|`.
+    Or,
+    /// `^`.
+    Xor,
+}
+
+impl Logic {
+    fn short(self) -> &'static str {
+        match self {
+            Logic::And => "and",
+            Logic::Or => "or",
+            Logic::Xor => "xor",
+        }
+    }
+
+    fn op(self) -> BinOp {
+        match self {
+            Logic::And => BinOp::And,
+            Logic::Or => BinOp::Or,
+            Logic::Xor => BinOp::Xor,
+        }
+    }
+}
+
+fn overload(a: &Arg, b: &Arg) -> &'static str {
+    match (a, b) {
+        (Arg::T(_), Arg::T(_)) => "Tensor",
+        (Arg::T(_), Arg::N(_)) => "Scalar",
+        _ => "Scalar_Tensor",
+    }
+}
+
+/// `torch.bitwise_and(a, b)` (and `or`, `xor`): either operand may be a number.
+pub fn bitwise(kind: Logic, a: Arg, b: Arg) -> Result<Tensor> {
+    let name = format!("aten::bitwise_{}.{}", kind.short(), overload(&a, &b));
+    let common = common_dtype(&[a, b]);
+    if common.is_float() {
+        return Err(not_implemented(
+            &format!("bitwise_{}_cpu", kind.short()),
+            common,
+        ));
+    }
+    promoted(
+        &name,
+        &[a, b],
+        Number::Common,
+        |c| c,
+        move |p, v, _| p.bin(kind.op(), v[0], v[1], DType::I32),
+    )
+}
+
+/// `torch.bitwise_not(x)` (`logical_not` for bool).
+pub fn bitwise_not(x: &Tensor) -> Result<Tensor> {
+    let d = x.dtype();
+    if d.is_float() {
+        return Err(not_implemented("bitwise_not_cpu", d));
+    }
+    promoted(
+        "aten::bitwise_not",
+        &[Arg::T(x)],
+        Number::Common,
+        |c| c,
+        move |p, v, _| {
+            if d == DType::Bool {
+                let one = p.constant(Scalar::Int(1), DType::I32);
+                p.bin(BinOp::Xor, v[0], one, DType::I32)
+            } else {
+                p.un(UnOp::Not, v[0], DType::I32)
+            }
+        },
+    )
+}
+
+/// Bits of an integer dtype.
+fn width(d: DType) -> i64 {
+    (d.size() * 8) as i64
+}
+
+/// `a << b` or `a >> b` on 32-bit lanes with ATen's out-of-range rules for a `bits`-wide
+/// dtype.
+fn shift(p: &mut ProgBuilder, a: PRef, b: PRef, bits: i64, left: bool) -> PRef {
+    let i = DType::I32;
+    let zero = p.constant(Scalar::Int(0), i);
+    let neg = p.cmp(CmpKind::Lt, b, zero, i);
+    // The lanes hold 32 bits: a shift by 32 or more fills them.
+    let lane_max = bits.min(32);
+    if left {
+        let limit = p.constant(Scalar::Int(lane_max), i);
+        let big = p.cmp(CmpKind::Ge, b, limit, i);
+        let out = p.bin(BinOp::Or, neg, big, DType::Bool);
+        let s = p.bin(BinOp::Shl, a, b, i);
+        p.select(out, zero, s, i)
+    } else {
+        let limit = p.constant(Scalar::Int(lane_max - 1), i);
+        let big = p.cmp(CmpKind::Gt, b, limit, i);
+        let out = p.bin(BinOp::Or, neg, big, DType::Bool);
+        let amount = p.select(out, limit, b, i);
+        p.bin(BinOp::Sra, a, amount, i)
+    }
+}
+
+/// `torch.bitwise_left_shift(a, b)` / `bitwise_right_shift`.
+pub fn bitwise_shift(a: Arg, b: Arg, left: bool) -> Result<Tensor> {
+    let dir = if left { "left" } else { "right" };
+    let name = format!(
+        "aten::bitwise_{dir}_shift.{}",
+        match (&a, &b) {
+            (Arg::T(_), Arg::T(_)) => "Tensor",
+            (Arg::T(_), Arg::N(_)) => "Tensor_Scalar",
+            _ => "Scalar_Tensor",
+        }
+    );
+    let common = common_dtype(&[a, b]);
+    if common.is_float() || common == DType::Bool {
+        return Err(not_implemented(
+            if left { "lshift_cpu" } else { "rshift_cpu" },
+            common,
+        ));
+    }
+    let bits = width(common);
+    promoted(
+        &name,
+        &[a, b],
+        Number::Common,
+        |c| c,
+        move |p, v, _| shift(p, v[0], v[1], bits, left),
+    )
+}
+
+fn arg_t(a: &crate::ops::Args, i: usize) -> Result<Arg<'_>> {
+    Ok(Arg::T(a.tensor(i)?))
+}
+
+fn arg_n(a: &crate::ops::Args, i: usize) -> Result<Arg<'_>> {
+    Ok(Arg::N(a.scalar(i)?))
+}
+
+/// `(name, run)` of the three forms of an and/or/xor.
+macro_rules! logic {
+    ($base:literal, $kind:expr) => {
+        [
+            (
+                concat!($base, ".Tensor"),
+                (|_, a| t1(bitwise($kind, arg_t(a, 0)?, arg_t(a, 1)?))) as crate::ops::RunFn,
+            ),
+            (concat!($base, ".Scalar"), |_, a| {
+                t1(bitwise($kind, arg_t(a, 0)?, arg_n(a, 1)?))
+            }),
+            (concat!($base, ".Scalar_Tensor"), |_, a| {
+                t1(bitwise($kind, arg_n(a, 0)?, arg_t(a, 1)?))
+            }),
+        ]
+    };
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let k = OpImpl::Kernel;
+    let pw = Sharding::pointwise(Lin::No);
+    let mut v = Vec::new();
+    for (name, run) in logic!("aten::bitwise_and", Logic::And)
+        .into_iter()
+        .chain(logic!("aten::bitwise_or", Logic::Or))
+        .chain(logic!("aten::bitwise_xor", Logic::Xor))
+    {
+        v.push(OpDef::new(name, k, INTEGRAL, run).shard(pw));
+    }
+    v.push(
+        OpDef::new("aten::bitwise_not", k, INTEGRAL, |_, a| {
+            t1(bitwise_not(a.tensor(0)?))
+        })
+        .shard(pw),
+    );
+    let shifts: [(&'static str, crate::ops::RunFn); 6] = [
+        ("aten::bitwise_left_shift.Tensor", |_, a| {
+            t1(bitwise_shift(arg_t(a, 0)?, arg_t(a, 1)?, true))
+        }),
+        ("aten::bitwise_left_shift.Tensor_Scalar", |_, a| {
+            t1(bitwise_shift(arg_t(a, 0)?, arg_n(a, 1)?, true))
+        }),
+        ("aten::bitwise_left_shift.Scalar_Tensor", |_, a| {
+            t1(bitwise_shift(arg_n(a, 0)?, arg_t(a, 1)?, true))
+        }),
+        ("aten::bitwise_right_shift.Tensor", |_, a| {
+            t1(bitwise_shift(arg_t(a, 0)?, arg_t(a, 1)?, false))
+        }),
+        ("aten::bitwise_right_shift.Tensor_Scalar", |_, a| {
+            t1(bitwise_shift(arg_t(a, 0)?, arg_n(a, 1)?, false))
+        }),
+        ("aten::bitwise_right_shift.Scalar_Tensor", |_, a| {
+            t1(bitwise_shift(arg_n(a, 0)?, arg_t(a, 1)?, false))
+        }),
+    ];
+    for (name, run) in shifts {
+        v.push(OpDef::new(name, k, &[DType::I32, DType::I64], run).shard(pw));
+    }
+    v
+}

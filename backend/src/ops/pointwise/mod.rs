@@ -1,0 +1,212 @@
+//! Elementwise operator families beyond the first `unary`/`binary` set, one file per concept:
+//! division and its rounding modes, ternary arithmetic (`addcmul`, `lerp`, `clamp` and `where`
+//! forms), predicates (`isnan`, `signbit`, ...), bitwise operators, and the shared machinery:
+//! [`promoted`] runs a program over tensors and Python numbers promoted together as
+//! `torch.result_type` says; [`expr::Ex`] writes f32 math as a tile program.
+//!
+//! Every operator here is one tile node (its own kernel; DeferAndFuse fuses it with its
+//! neighbours) unless its definition says it is a decomposition.
+
+pub mod expr;
+
+mod activations;
+mod bitwise;
+mod division;
+mod gamma;
+mod math;
+mod predicates;
+mod ternary;
+
+use super::Value;
+use super::args::Args;
+use super::binary::{compute, operand};
+use super::helpers::{OpScope, map};
+use super::registry::OpDef;
+use crate::dtype::{DType, Operand, Scalar, result_type};
+use crate::error::{Result, TpuError};
+use crate::ir::{PRef, ProgBuilder};
+use crate::tensor::Tensor;
+
+pub(crate) use division::is_scalar;
+pub use division::{div, floor_divide, fmod};
+pub use expr::Ex;
+
+/// Every dtype.
+pub(crate) const ALL: &[DType] = &[
+    DType::F32,
+    DType::BF16,
+    DType::F16,
+    DType::I32,
+    DType::I64,
+    DType::Bool,
+];
+/// Numbers (no bool).
+pub(crate) const NUM: &[DType] = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+/// Floating dtypes.
+pub(crate) const FLOAT: &[DType] = &[DType::F32, DType::BF16, DType::F16];
+/// Integers and bool.
+pub(crate) const INTEGRAL: &[DType] = &[DType::I32, DType::I64, DType::Bool];
+
+/// An operand of an elementwise operator: a tensor or a Python number.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    /// A tensor.
+    T(&'a Tensor),
+    /// A number.
+    N(Scalar),
+}
+
+impl Arg<'_> {
+    fn promotion(&self) -> Operand {
+        match self {
+            Arg::T(t) => operand(t),
+            Arg::N(s) => Operand::Number(*s),
+        }
+    }
+}
+
+/// How a Python number joins a computation whose common dtype is bf16 or f16.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Number {
+    /// Rounded to the common dtype first (the number is wrapped into a tensor of that dtype,
+    /// as most ATen kernels do).
+    Common,
+    /// Unrounded, in f32 (the kernel takes the number in its "opmath" type: `add`, `mul`,
+    /// `div`, `addcmul`, `lerp`'s weight).
+    Opmath,
+}
+
+/// The common dtype of `args` (`torch.result_type`).
+pub fn common_dtype(args: &[Arg]) -> DType {
+    let ops: Vec<Operand> = args.iter().map(Arg::promotion).collect();
+    result_type(&ops)
+}
+
+/// Runs `f` elementwise over the broadcast of `args` (tensors and numbers promoted together):
+/// `f` gets every operand converted to the common dtype `c` (numbers as constants, rounded
+/// as `number` says) and `c`; the result is converted to `out(c)`.
+pub fn promoted(
+    name: &str,
+    args: &[Arg],
+    number: Number,
+    out: impl FnOnce(DType) -> DType,
+    f: impl FnOnce(&mut ProgBuilder, &[PRef], DType) -> PRef,
+) -> Result<Tensor> {
+    let common = common_dtype(args);
+    promoted_as(name, args, common, number, out(common), f)
+}
+
+/// [`promoted`] with the common dtype given (operators whose inputs do not promote together).
+pub fn promoted_as(
+    name: &str,
+    args: &[Arg],
+    common: DType,
+    number: Number,
+    out: DType,
+    f: impl FnOnce(&mut ProgBuilder, &[PRef], DType) -> PRef,
+) -> Result<Tensor> {
+    let tensors: Vec<&Tensor> = args
+        .iter()
+        .filter_map(|a| match a {
+            Arg::T(t) => Some(*t),
+            Arg::N(_) => None,
+        })
+        .collect();
+    if tensors.is_empty() {
+        return Err(TpuError::BadArgs(format!("{name}: no tensor arguments")));
+    }
+    let op = OpScope::new(name, &tensors)?;
+    Ok(map(&op, &tensors, &[out], |p, r| {
+        let mut next = r.iter();
+        let vals: Vec<PRef> = args
+            .iter()
+            .map(|a| match a {
+                Arg::T(_) => {
+                    let x = *next.next().expect("one input per tensor");
+                    p.cast(x, common)
+                }
+                Arg::N(s) => number_const(p, *s, common, number),
+            })
+            .collect();
+        vec![f(p, &vals, common)]
+    })?
+    .remove(0))
+}
+
+/// A number as a program constant of the common dtype's lane type.
+pub fn number_const(p: &mut ProgBuilder, s: Scalar, common: DType, number: Number) -> PRef {
+    // Program constants of float dtypes hold f32 values: round on the host.
+    let s = if number == Number::Common && common.is_float() {
+        Scalar::Float(f32::from_bits(s.lane_bits(common)) as f64)
+    } else {
+        s
+    };
+    p.constant(s, compute(common))
+}
+
+/// The result dtype of a floating operator: float dtypes keep theirs, the rest become float32.
+pub fn float_out(d: DType) -> DType {
+    if d.is_float() { d } else { DType::F32 }
+}
+
+/// A floating unary operator: integer and bool inputs compute as float32, everything computes
+/// in f32 and rounds once to the result dtype.
+pub fn float1(name: &str, x: &Tensor, f: impl FnOnce(&mut Ex, PRef) -> PRef) -> Result<Tensor> {
+    promoted_as(
+        name,
+        &[Arg::T(x)],
+        x.dtype(),
+        Number::Common,
+        float_out(x.dtype()),
+        |p, v, _| {
+            let v = p.cast(v[0], DType::F32);
+            f(&mut Ex::new(p), v)
+        },
+    )
+}
+
+/// A floating binary operator over promoted operands, computed in f32.
+pub fn float2(
+    name: &str,
+    a: Arg,
+    b: Arg,
+    f: impl FnOnce(&mut Ex, PRef, PRef) -> PRef,
+) -> Result<Tensor> {
+    promoted(name, &[a, b], Number::Common, float_out, |p, v, _| {
+        let (x, y) = (p.cast(v[0], DType::F32), p.cast(v[1], DType::F32));
+        f(&mut Ex::new(p), x, y)
+    })
+}
+
+/// PyTorch's error for a dtype a kernel is not built for.
+pub fn not_implemented(kernel: &str, d: DType) -> TpuError {
+    TpuError::Unsupported(format!(
+        "\"{kernel}\" not implemented for '{}'",
+        super::unary::scalar_type_name(d)
+    ))
+}
+
+/// One tensor result.
+pub(crate) fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
+    r.map(|t| vec![Value::Tensor(t)])
+}
+
+/// Argument `i` as an operand (a tensor, or a number).
+pub(crate) fn arg<'a>(a: &'a Args, i: usize) -> Result<Arg<'a>> {
+    match a.get(i) {
+        Some(Value::Tensor(t)) => Ok(Arg::T(t)),
+        _ => Ok(Arg::N(a.scalar(i)?)),
+    }
+}
+
+/// The registered overloads of the families here.
+pub(super) fn defs() -> Vec<OpDef> {
+    let mut v = division::defs();
+    v.extend(ternary::defs());
+    v.extend(predicates::defs());
+    v.extend(bitwise::defs());
+    v.extend(math::defs());
+    v.extend(activations::defs());
+    v.extend(gamma::defs());
+    v
+}

@@ -1,0 +1,192 @@
+//! Predicates and value classes: `isnan`, `isinf`, `isposinf`, `isneginf`, `isfinite`,
+//! `signbit` (bool results), `nan_to_num`, `logical_xor`, `sgn`.
+//!
+//! Integer and bool inputs are never NaN or infinite (`isfinite` is true for them);
+//! `signbit` reads the IEEE sign bit, so `signbit(-0.0)` and `signbit(-nan)` are true;
+//! `nan_to_num` replaces NaN with `nan` (default 0) and the infinities with `posinf`/`neginf`
+//! (default: the dtype's largest and lowest finite values), converted to the dtype.
+
+use super::{ALL, Arg, Ex, Number, promoted_as, t1};
+use crate::dtype::{DType, Scalar};
+use crate::error::Result;
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder};
+use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::{Lin, Sharding};
+use crate::tensor::Tensor;
+
+/// A bool-valued test of each element: `f` gets the value in f32 for float inputs; integer
+/// and bool inputs give `int_value` everywhere.
+fn test(
+    name: &str,
+    x: &Tensor,
+    int_value: bool,
+    f: impl FnOnce(&mut Ex, PRef) -> PRef,
+) -> Result<Tensor> {
+    let float = x.dtype().is_float();
+    promoted_as(
+        name,
+        &[Arg::T(x)],
+        x.dtype(),
+        Number::Common,
+        DType::Bool,
+        move |p, v, _| {
+            if float {
+                let v = p.cast(v[0], DType::F32);
+                f(&mut Ex::new(p), v)
+            } else {
+                p.constant(Scalar::Bool(int_value), DType::Bool)
+            }
+        },
+    )
+}
+
+/// `torch.isnan`.
+pub fn isnan(x: &Tensor) -> Result<Tensor> {
+    test("aten::isnan", x, false, |e, v| e.isnan(v))
+}
+
+/// `torch.isinf`.
+pub fn isinf(x: &Tensor) -> Result<Tensor> {
+    test("aten::isinf", x, false, |e, v| e.isinf(v))
+}
+
+/// `torch.isposinf`.
+pub fn isposinf(x: &Tensor) -> Result<Tensor> {
+    test("aten::isposinf", x, false, |e, v| e.eqk(v, f64::INFINITY))
+}
+
+/// `torch.isneginf`.
+pub fn isneginf(x: &Tensor) -> Result<Tensor> {
+    test("aten::isneginf", x, false, |e, v| {
+        e.eqk(v, f64::NEG_INFINITY)
+    })
+}
+
+/// `torch.isfinite`.
+pub fn isfinite(x: &Tensor) -> Result<Tensor> {
+    test("aten::isfinite", x, true, |e, v| {
+        // |x| < inf is false for NaN and the infinities.
+        let m = e.abs(v);
+        e.ltk(m, f64::INFINITY)
+    })
+}
+
+/// The IEEE sign bit of an f32 value (true for -0.0 and negative NaNs).
+pub fn sign_bit(p: &mut ProgBuilder, v: PRef) -> PRef {
+    let bits = p.bitcast(v, DType::I32);
+    let zero = p.constant(Scalar::Int(0), DType::I32);
+    p.cmp(CmpKind::Lt, bits, zero, DType::I32)
+}
+
+/// `torch.signbit`: integers test `x < 0`, bool is never negative.
+pub fn signbit(x: &Tensor) -> Result<Tensor> {
+    let d = x.dtype();
+    promoted_as(
+        "aten::signbit",
+        &[Arg::T(x)],
+        d,
+        Number::Common,
+        DType::Bool,
+        move |p, v, _| {
+            if d.is_float() {
+                let v = p.cast(v[0], DType::F32);
+                sign_bit(p, v)
+            } else if d == DType::Bool {
+                p.constant(Scalar::Bool(false), DType::Bool)
+            } else {
+                let zero = p.constant(Scalar::Int(0), DType::I32);
+                p.cmp(CmpKind::Lt, v[0], zero, DType::I32)
+            }
+        },
+    )
+}
+
+/// The largest finite value of a float dtype.
+pub fn finite_max(d: DType) -> f64 {
+    match d {
+        DType::BF16 => half::bf16::MAX.to_f64(),
+        DType::F16 => half::f16::MAX.to_f64(),
+        _ => f32::MAX as f64,
+    }
+}
+
+/// `torch.nan_to_num(x, nan, posinf, neginf)`.
+pub fn nan_to_num(
+    x: &Tensor,
+    nan: Option<f64>,
+    posinf: Option<f64>,
+    neginf: Option<f64>,
+) -> Result<Tensor> {
+    let d = x.dtype();
+    let big = finite_max(d);
+    let (nan, pos, neg) = (
+        nan.unwrap_or(0.0),
+        posinf.unwrap_or(big),
+        neginf.unwrap_or(-big),
+    );
+    // Each replacement converted to the dtype, as `static_cast<scalar_t>` does.
+    let conv = |v: f64| f32::from_bits(Scalar::Float(v).lane_bits(d)) as f64;
+    promoted_as(
+        "aten::nan_to_num",
+        &[Arg::T(x)],
+        d,
+        Number::Common,
+        d,
+        move |p, v, _| {
+            if !d.is_float() {
+                return v[0];
+            }
+            let mut e = Ex::new(p);
+            let v = e.f(v[0]);
+            let isnan = e.isnan(v);
+            let r = e.selk(isnan, conv(nan), v);
+            let ispos = e.eqk(v, f64::INFINITY);
+            let r = e.selk(ispos, conv(pos), r);
+            let isneg = e.eqk(v, f64::NEG_INFINITY);
+            e.selk(isneg, conv(neg), r)
+        },
+    )
+}
+
+/// `torch.logical_xor(a, b)`: bool, non-zero is true.
+pub fn logical_xor(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    promoted_as(
+        "aten::logical_xor",
+        &[Arg::T(a), Arg::T(b)],
+        DType::Bool,
+        Number::Common,
+        DType::Bool,
+        |p, v, _| p.bin(BinOp::Xor, v[0], v[1], DType::Bool),
+    )
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let k = OpImpl::Kernel;
+    let pw = Sharding::pointwise(Lin::No);
+    vec![
+        OpDef::new("aten::isnan", k, ALL, |_, a| t1(isnan(a.tensor(0)?))).shard(pw),
+        OpDef::new("aten::isinf", k, ALL, |_, a| t1(isinf(a.tensor(0)?))).shard(pw),
+        OpDef::new("aten::isposinf", k, ALL, |_, a| t1(isposinf(a.tensor(0)?))).shard(pw),
+        OpDef::new("aten::isneginf", k, ALL, |_, a| t1(isneginf(a.tensor(0)?))).shard(pw),
+        OpDef::new("aten::isfinite", k, ALL, |_, a| t1(isfinite(a.tensor(0)?))).shard(pw),
+        OpDef::new("aten::signbit", k, ALL, |_, a| t1(signbit(a.tensor(0)?))).shard(pw),
+        OpDef::new("aten::nan_to_num", k, ALL, |_, a| {
+            t1(nan_to_num(
+                a.tensor(0)?,
+                a.opt_float(1)?,
+                a.opt_float(2)?,
+                a.opt_float(3)?,
+            ))
+        })
+        .shard(pw),
+        OpDef::new("aten::logical_xor", k, ALL, |_, a| {
+            t1(logical_xor(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(pw),
+        OpDef::new("aten::sgn", OpImpl::Decomposition, ALL, |_, a| {
+            t1(crate::ops::unary::sign(a.tensor(0)?))
+        })
+        .shard(pw),
+    ]
+}

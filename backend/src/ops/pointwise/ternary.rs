@@ -1,0 +1,333 @@
+//! Arithmetic over several operands: `addcmul`, `addcdiv`, `lerp`, the `clamp` forms with
+//! tensor bounds and one-sided bounds, `where` with numbers, `rsub` and `sub.Scalar`.
+//!
+//! Float operators compute in f32 and round once ("opmath"), with a Python `value`/`weight`
+//! unrounded: `addcmul` is `self + (value * t1) * t2`, `addcdiv` `self + (value * t1) / t2`,
+//! `lerp` ATen's two-sided formula (`self + w * (end - self)` when `|w| < 0.5`, else
+//! `end - (end - self) * (1 - w)`). PyTorch's vectorised CPU kernels fuse some of these
+//! multiply-adds (one rounding instead of two): results may differ in the last bit of f32,
+//! well inside `torch.testing`'s tolerance.
+
+use super::{Arg, FLOAT, NUM, Number, arg, common_dtype, not_implemented, promoted, t1};
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, PRef, ProgBuilder};
+use crate::ops::binary::compute;
+use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::{Lin, Sharding};
+use crate::ops::unary::scalar_type_name;
+use crate::tensor::Tensor;
+
+/// `self + value * t1 * t2` (`div`: `self + value * t1 / t2`).
+pub fn addcmul_div(
+    x: &Tensor,
+    t1_: &Tensor,
+    t2_: &Tensor,
+    value: Scalar,
+    div: bool,
+) -> Result<Tensor> {
+    let (name, kernel) = if div {
+        ("aten::addcdiv", "addcdiv_cpu_out")
+    } else {
+        ("aten::addcmul", "addcmul_cpu_out")
+    };
+    if div && !t1_.dtype().is_float() && !t2_.dtype().is_float() {
+        return Err(TpuError::BadArgs(
+            "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes.".into(),
+        ));
+    }
+    let args = [Arg::T(x), Arg::T(t1_), Arg::T(t2_)];
+    let common = common_dtype(&args);
+    if common == DType::Bool {
+        return Err(not_implemented(kernel, common));
+    }
+    promoted(
+        name,
+        &args,
+        Number::Opmath,
+        |c| c,
+        move |p, v, c| {
+            let ct = compute(c);
+            let value = if c.is_float() {
+                value
+            } else {
+                Scalar::Int(value.to_i64())
+            };
+            let k = p.constant(value, ct);
+            let m = p.bin(BinOp::Mul, k, v[1], ct);
+            let m = p.bin(if div { BinOp::Div } else { BinOp::Mul }, m, v[2], ct);
+            p.bin(BinOp::Add, v[0], m, ct)
+        },
+    )
+}
+
+fn same_dtype(what: &str, x: &Tensor, other: &Tensor) -> Result<()> {
+    if x.dtype() != other.dtype() {
+        return Err(TpuError::DtypeMismatch(format!(
+            "expected dtype {} for `{what}` but got dtype {}",
+            x.dtype().name(),
+            other.dtype().name()
+        )));
+    }
+    Ok(())
+}
+
+/// ATen's `lerp` in f32: `self + w * (end - self)` for `|w| < 0.5`, else
+/// `end - (end - self) * (1 - w)` (exact at both ends).
+fn lerp_prog(p: &mut ProgBuilder, s: PRef, e: PRef, w: PRef) -> PRef {
+    let mut x = super::Ex::new(p);
+    let (s, e, w) = (x.f(s), x.f(e), x.f(w));
+    let d = x.sub(e, s);
+    let aw = x.abs(w);
+    let small = x.ltk(aw, 0.5);
+    let wd = x.mul(w, d);
+    let lo = x.add(s, wd);
+    let omw = x.ksub(1.0, w);
+    let dm = x.mul(d, omw);
+    let hi = x.sub(e, dm);
+    x.sel(small, lo, hi)
+}
+
+/// `torch.lerp(self, end, weight)` with a number or a tensor weight.
+pub fn lerp(x: &Tensor, end: &Tensor, weight: Arg) -> Result<Tensor> {
+    same_dtype("end", x, end)?;
+    let name = match weight {
+        Arg::T(w) => {
+            same_dtype("weight", x, w)?;
+            "aten::lerp.Tensor"
+        }
+        Arg::N(_) => "aten::lerp.Scalar",
+    };
+    if !x.dtype().is_float() {
+        return Err(not_implemented("lerp_kernel_scalar", x.dtype()));
+    }
+    promoted(
+        name,
+        &[Arg::T(x), Arg::T(end), weight],
+        Number::Opmath,
+        |c| c,
+        |p, v, _| lerp_prog(p, v[0], v[1], v[2]),
+    )
+}
+
+/// `torch.clamp(self, min, max)` with tensor (or number) bounds: `min(max(self, lo), hi)`,
+/// NaN anywhere giving NaN, `hi` winning when `lo > hi`.
+pub fn clamp_args(name: &str, x: &Tensor, lo: Option<Arg>, hi: Option<Arg>) -> Result<Tensor> {
+    if lo.is_none() && hi.is_none() {
+        return Err(TpuError::BadArgs(
+            "torch.clamp: At least one of 'min' or 'max' must not be None".into(),
+        ));
+    }
+    let mut args = vec![Arg::T(x)];
+    args.extend(lo);
+    args.extend(hi);
+    let common = common_dtype(&args);
+    if common == DType::Bool {
+        return Err(not_implemented("clamp_cpu", common));
+    }
+    let has_lo = lo.is_some();
+    promoted(
+        name,
+        &args,
+        Number::Common,
+        |c| c,
+        move |p, v, c| {
+            let ct = compute(c);
+            let mut r = v[0];
+            let mut k = 1;
+            if has_lo {
+                r = p.bin(BinOp::Max, r, v[k], ct);
+                k += 1;
+            }
+            if k < v.len() {
+                r = p.bin(BinOp::Min, r, v[k], ct);
+            }
+            r
+        },
+    )
+}
+
+/// `torch.where(cond, a, b)` with numbers for either value.
+pub fn where_args(name: &str, cond: &Tensor, a: Arg, b: Arg) -> Result<Tensor> {
+    if cond.dtype() != DType::Bool {
+        return Err(TpuError::DtypeMismatch(format!(
+            "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
+            scalar_type_name(cond.dtype())
+        )));
+    }
+    let common = common_dtype(&[a, b]);
+    super::promoted_as(
+        name,
+        &[Arg::T(cond), a, b],
+        common,
+        Number::Common,
+        common,
+        |p, v, c| {
+            // The condition was converted to the common dtype with the others: read it as it is.
+            let cnd = p.cast(v[0], DType::Bool);
+            p.select(cnd, v[1], v[2], c)
+        },
+    )
+}
+
+/// `b - alpha * a` (`rsub`) or `a - alpha * b` (`sub.Scalar`), computed as `add` computes.
+fn sub_like(name: &str, a: Arg, b: Arg, alpha: Scalar, number: Number) -> Result<Tensor> {
+    let common = common_dtype(&[a, b]);
+    if common == DType::Bool {
+        return Err(TpuError::BadArgs(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.".into(),
+        ));
+    }
+    if !common.is_float() && matches!(alpha, Scalar::Float(f) if f.fract() != 0.0) {
+        return Err(TpuError::BadArgs(format!(
+            "For integral input tensors, argument alpha must not be a floating point number (result type {common})"
+        )));
+    }
+    promoted(
+        name,
+        &[a, b],
+        number,
+        |c| c,
+        move |p, v, c| {
+            let ct = compute(c);
+            let y = if alpha.to_f64() == 1.0 {
+                v[1]
+            } else {
+                let k = p.constant(alpha, ct);
+                p.bin(BinOp::Mul, v[1], k, ct)
+            };
+            p.bin(BinOp::Sub, v[0], y, ct)
+        },
+    )
+}
+
+/// `torch.rsub(self, other, alpha)`: `other - alpha * self`.
+pub fn rsub(x: &Tensor, other: Arg, alpha: Scalar) -> Result<Tensor> {
+    let name = match other {
+        Arg::T(_) => "aten::rsub.Tensor",
+        Arg::N(_) => "aten::rsub.Scalar",
+    };
+    // The number is wrapped into a tensor of the common dtype (it is not the second operand of
+    // ATen's `sub`, whose scalar fast path keeps it unrounded).
+    sub_like(name, other, Arg::T(x), alpha, Number::Common)
+}
+
+/// `torch.sub(self, number, alpha)`.
+pub fn sub_scalar(x: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
+    sub_like(
+        "aten::sub.Scalar",
+        Arg::T(x),
+        Arg::N(other),
+        alpha,
+        Number::Common,
+    )
+}
+
+fn opt_arg<'a>(a: &'a crate::ops::Args, i: usize) -> Result<Option<Arg<'a>>> {
+    a.get(i).map(|_| arg(a, i)).transpose()
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let k = OpImpl::Kernel;
+    let pw = |lin| Sharding::pointwise(lin);
+    vec![
+        OpDef::new("aten::addcmul", k, NUM, |_, a| {
+            let v = a.scalar(3)?;
+            t1(addcmul_div(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.tensor(2)?,
+                v,
+                false,
+            ))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::addcdiv", k, NUM, |_, a| {
+            let v = a.scalar(3)?;
+            t1(addcmul_div(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.tensor(2)?,
+                v,
+                true,
+            ))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::lerp.Scalar", k, FLOAT, |_, a| {
+            t1(lerp(a.tensor(0)?, a.tensor(1)?, Arg::N(a.scalar(2)?)))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::lerp.Tensor", k, FLOAT, |_, a| {
+            t1(lerp(a.tensor(0)?, a.tensor(1)?, Arg::T(a.tensor(2)?)))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::clamp.Tensor", k, NUM, |_, a| {
+            let x = a.tensor(0)?;
+            t1(clamp_args(
+                "aten::clamp.Tensor",
+                x,
+                opt_arg(a, 1)?,
+                opt_arg(a, 2)?,
+            ))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::clamp_min", k, NUM, |_, a| {
+            let lo = Arg::N(a.scalar(1)?);
+            t1(clamp_args("aten::clamp_min", a.tensor(0)?, Some(lo), None))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::clamp_max", k, NUM, |_, a| {
+            let hi = Arg::N(a.scalar(1)?);
+            t1(clamp_args("aten::clamp_max", a.tensor(0)?, None, Some(hi)))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::clamp_min.Tensor", k, NUM, |_, a| {
+            let lo = Arg::T(a.tensor(1)?);
+            t1(clamp_args(
+                "aten::clamp_min.Tensor",
+                a.tensor(0)?,
+                Some(lo),
+                None,
+            ))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::clamp_max.Tensor", k, NUM, |_, a| {
+            let hi = Arg::T(a.tensor(1)?);
+            t1(clamp_args(
+                "aten::clamp_max.Tensor",
+                a.tensor(0)?,
+                None,
+                Some(hi),
+            ))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::where.ScalarOther", k, super::ALL, |_, a| {
+            let (c, x, y) = (a.tensor(0)?, Arg::T(a.tensor(1)?), Arg::N(a.scalar(2)?));
+            t1(where_args("aten::where.ScalarOther", c, x, y))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::where.ScalarSelf", k, super::ALL, |_, a| {
+            let (c, x, y) = (a.tensor(0)?, Arg::N(a.scalar(1)?), Arg::T(a.tensor(2)?));
+            t1(where_args("aten::where.ScalarSelf", c, x, y))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::where.Scalar", k, super::ALL, |_, a| {
+            let (c, x, y) = (a.tensor(0)?, Arg::N(a.scalar(1)?), Arg::N(a.scalar(2)?));
+            t1(where_args("aten::where.Scalar", c, x, y))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::rsub.Tensor", k, NUM, |_, a| {
+            t1(rsub(a.tensor(0)?, arg(a, 1)?, a.scalar(2)?))
+        })
+        .shard(pw(Lin::All)),
+        OpDef::new("aten::rsub.Scalar", k, NUM, |_, a| {
+            t1(rsub(a.tensor(0)?, Arg::N(a.scalar(1)?), a.scalar(2)?))
+        })
+        .shard(pw(Lin::No)),
+        OpDef::new("aten::sub.Scalar", k, NUM, |_, a| {
+            t1(sub_scalar(a.tensor(0)?, a.scalar(1)?, a.scalar(2)?))
+        })
+        .shard(pw(Lin::No)),
+    ]
+}
