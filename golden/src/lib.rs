@@ -30,6 +30,7 @@ pub mod runner;
 pub mod spec;
 pub mod store;
 pub mod tensor;
+pub mod ties;
 pub mod validate;
 pub mod value;
 

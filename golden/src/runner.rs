@@ -585,7 +585,17 @@ fn check_call(
     } else {
         call.compare
     };
-    let cmp = compare_outputs(expected, &actual, how, tol);
+    let mut cmp = compare_outputs(expected, &actual, how, tol);
+    if !cmp.passed
+        && how == CompareMode::Values
+        && expected.len() == 2
+        && actual.len() == 2
+        && compare_outputs(&expected[..1], &actual[..1], how, tol).passed
+        && crate::ties::indices_valid_among_ties(op_call, &actual)
+    {
+        // Values equal and every index points at an equal element: a tie broken otherwise.
+        cmp = compare_outputs(&expected[..1], &actual[..1], how, tol);
+    }
     result.max_abs = cmp.max_abs;
     result.max_rel = cmp.max_rel;
     if !cmp.passed {

@@ -100,10 +100,10 @@ pub fn same_runtime(op: &str, inputs: &[&Tensor]) -> Result<Runtime> {
 }
 
 /// Elementwise work over the broadcast of `inputs`: `f` gets each input's program node (in the
-/// input's dtype) and returns one node per output; outputs are new tensors of `out_dtypes`
-/// (values are converted to them), laid out as PyTorch lays out the outputs of elementwise
-/// operators ([`crate::layout::elementwise_layout`]: contiguous for contiguous inputs, as
-/// transposed as a transposed input).
+/// input's dtype) and returns one node per output; outputs are new contiguous tensors of
+/// `out_dtypes` (values are converted to them). PyTorch would lay them out as its inputs
+/// ([`crate::layout::elementwise_layout`]); operators built on `map` rely on contiguous
+/// results, so that is not applied yet.
 pub fn map(
     op: &OpScope,
     inputs: &[&Tensor],
@@ -125,9 +125,7 @@ pub fn map_shape(
     out_dtypes: &[DType],
     f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
-    let layouts: Vec<&Layout> = inputs.iter().map(|t| t.layout()).collect();
-    let out = crate::layout::elementwise_layout(shape, &layouts);
-    map_into_layout(op, out, inputs, out_dtypes, f)
+    map_into_layout(op, Layout::contiguous(shape), inputs, out_dtypes, f)
 }
 
 /// Like [`map`] with contiguous outputs whatever the inputs' layouts (`contiguous()`,
