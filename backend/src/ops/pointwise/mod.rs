@@ -15,6 +15,7 @@ mod division;
 mod gamma;
 mod inverse_trig;
 mod math;
+mod polynomials;
 mod predicates;
 mod ternary;
 
@@ -209,5 +210,6 @@ pub(super) fn defs() -> Vec<OpDef> {
     v.extend(math::defs());
     v.extend(activations::defs());
     v.extend(gamma::defs());
+    v.extend(polynomials::defs());
     v
 }

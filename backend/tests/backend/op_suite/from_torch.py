@@ -440,6 +440,18 @@ sample("empty_permuted", [2, 3, 4], [2, 0, 1], dtype=I32, meta=True)
 sample("resize_", q(2, 3), [3, 2], meta=True)
 sample("resize_as_", q(2, 3), q(6), meta=True)
 
+# --- orthogonal polynomials (x, n): edges |x| == 1, x == 0, n < 0, trigonometric forms ---
+px = torch.tensor([-3.0, -1.0, -0.75, -0.3, 0.0, 0.2, 0.5, 0.9, 1.0, 2.5, float("nan")])
+pn = torch.tensor([-1.0, 0.0, 1.0, 2.0, 3.7, 5.0, 7.0, 9.0, 12.0, float("nan")])
+for kind in ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+             "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+             "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+             "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+             "laguerre_polynomial_l", "legendre_polynomial_p"]:
+    xs = px / 2 + 0.5 if kind.startswith("shifted") else px
+    sample("special_" + kind, xs[:, None], pn)
+    sample("special_" + kind, q(2, 3, dtype=I64, lo=-2, hi=3), q(3, dtype=I64, lo=-1, hi=6))
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

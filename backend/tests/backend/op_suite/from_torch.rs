@@ -20,6 +20,18 @@ use super::reference::HostTensor;
 
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
+    ("aten::special_chebyshev_polynomial_t", from_torch),
+    ("aten::special_chebyshev_polynomial_u", from_torch),
+    ("aten::special_chebyshev_polynomial_v", from_torch),
+    ("aten::special_chebyshev_polynomial_w", from_torch),
+    ("aten::special_hermite_polynomial_h", from_torch),
+    ("aten::special_hermite_polynomial_he", from_torch),
+    ("aten::special_laguerre_polynomial_l", from_torch),
+    ("aten::special_legendre_polynomial_p", from_torch),
+    ("aten::special_shifted_chebyshev_polynomial_t", from_torch),
+    ("aten::special_shifted_chebyshev_polynomial_u", from_torch),
+    ("aten::special_shifted_chebyshev_polynomial_v", from_torch),
+    ("aten::special_shifted_chebyshev_polynomial_w", from_torch),
     ("aten::_chunk_cat", from_torch),
     ("aten::_reshape_copy", from_torch),
     ("aten::_unique", from_torch),
