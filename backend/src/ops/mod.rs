@@ -13,6 +13,7 @@ pub mod binary;
 pub mod creation;
 pub mod custom;
 pub mod data;
+mod decomp;
 mod derive;
 pub mod helpers;
 pub mod indexing;

@@ -130,6 +130,7 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::pointwise::defs())
             .chain(super::like::defs())
             .chain(super::random::defs())
+            .chain(super::decomp::defs())
         {
             let name = d.name;
             if m.insert(name, d).is_some() {

@@ -452,6 +452,14 @@ for kind in ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_poly
     sample("special_" + kind, xs[:, None], pn)
     sample("special_" + kind, q(2, 3, dtype=I64, lo=-2, hi=3), q(3, dtype=I64, lo=-1, hi=6))
 
+# --- decompositions: trace (diagonal().sum(); integers sum to int64), vdot (dot) ---------
+sample("trace", q(3, 4))
+sample("trace", t(q(4, 3)))
+sample("trace", q(3, 3, dtype=I32))
+sample("trace", q(0, 2))
+sample("vdot", q(5), q(5))
+sample("vdot", q(4, dtype=BF), q(4, dtype=BF))
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

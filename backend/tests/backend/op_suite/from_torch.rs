@@ -20,6 +20,8 @@ use super::reference::HostTensor;
 
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
+    ("aten::trace", from_torch),
+    ("aten::vdot", from_torch),
     ("aten::special_chebyshev_polynomial_t", from_torch),
     ("aten::special_chebyshev_polynomial_u", from_torch),
     ("aten::special_chebyshev_polynomial_v", from_torch),

@@ -1,0 +1,43 @@
+//! Operators PyTorch decomposes into others, composed here the same way from registered
+//! operators: `trace` (`diagonal().sum()`, ATen's CPU `trace` sums the diagonal with `sum`'s
+//! dtype rule: integers to int64) and `vdot` (for real dtypes, `dot`, on the matrix unit's dtypes).
+
+use super::pointwise::{ALL, FLOAT};
+use super::registry::{OpDef, OpImpl};
+use super::{Value, call};
+use crate::error::TpuError;
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let dec = OpImpl::Decomposition;
+    vec![
+        OpDef::new("aten::trace", dec, ALL, |rt, a| {
+            let x = a.tensor(0)?;
+            if x.shape().len() != 2 {
+                return Err(TpuError::BadArgs(format!(
+                    "trace: expected a matrix, but got tensor with dim {}",
+                    x.shape().len()
+                )));
+            }
+            let d = call(
+                rt,
+                "aten::diagonal",
+                vec![
+                    Value::Tensor(x.clone()),
+                    Value::Int(0),
+                    Value::Int(0),
+                    Value::Int(1),
+                ],
+            )?;
+            call(rt, "aten::sum", d)
+        }),
+        OpDef::new("aten::vdot", dec, FLOAT, |rt, a| {
+            let (x, y) = (a.tensor(0)?, a.tensor(1)?);
+            call(
+                rt,
+                "aten::dot",
+                vec![Value::Tensor(x.clone()), Value::Tensor(y.clone())],
+            )
+        }),
+    ]
+}
