@@ -1,6 +1,7 @@
 //! Operators PyTorch decomposes into others, composed here the same way from registered
 //! operators: `trace` (`diagonal().sum()`, ATen's CPU `trace` sums the diagonal with `sum`'s
-//! dtype rule: integers to int64) and `vdot` (for real dtypes, `dot`, on the matrix unit's dtypes).
+//! dtype rule: integers to int64), `vdot` (for real dtypes, `dot`, on the matrix unit's dtypes)
+//! and `nansum` (`sum` of `where(isnan(x), 0, x)`; integers have no NaN: `sum`).
 
 use super::pointwise::{ALL, FLOAT};
 use super::registry::{OpDef, OpImpl};
@@ -38,6 +39,21 @@ pub(super) fn defs() -> Vec<OpDef> {
                 "aten::dot",
                 vec![Value::Tensor(x.clone()), Value::Tensor(y.clone())],
             )
+        }),
+        OpDef::new("aten::nansum", dec, ALL, |rt, a| {
+            let x = a.tensor(0)?;
+            let x = if x.dtype().is_float() {
+                let nan = call(rt, "aten::isnan", vec![Value::Tensor(x.clone())])?;
+                let mut args = nan;
+                args.extend([Value::Float(0.0), Value::Tensor(x.clone())]);
+                call(rt, "aten::where.ScalarSelf", args)?.remove(0)
+            } else {
+                Value::Tensor(x.clone())
+            };
+            let rest = (1..4).map(|i| a.get(i).cloned().unwrap_or(Value::None));
+            let mut args = vec![x];
+            args.extend(rest);
+            call(rt, "aten::sum.dim_IntList", args)
         }),
     ]
 }

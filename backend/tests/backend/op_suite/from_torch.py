@@ -459,6 +459,12 @@ sample("trace", q(3, 3, dtype=I32))
 sample("trace", q(0, 2))
 sample("vdot", q(5), q(5))
 sample("vdot", q(4, dtype=BF), q(4, dtype=BF))
+nx = q(3, 4)
+nx[0, 1] = nx[2, 3] = float("nan")
+sample("nansum", nx)
+sample("nansum", t(nx), [1], True)
+sample("nansum", nx, [0], dtype=F)
+sample("nansum", q(2, 3, dtype=I32), [1])
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",

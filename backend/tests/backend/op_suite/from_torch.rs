@@ -20,6 +20,7 @@ use super::reference::HostTensor;
 
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
+    ("aten::nansum", from_torch),
     ("aten::trace", from_torch),
     ("aten::vdot", from_torch),
     ("aten::special_chebyshev_polynomial_t", from_torch),
