@@ -18,11 +18,6 @@ use crate::ops::sharding::{Lin, Sharding};
 /// The largest degree the unrolled recurrence serves.
 const MAX_DEGREE: f64 = 1024.0;
 
-/// The degree unrolled when `n`'s values cannot be read (a meta tensor, a compiled function):
-/// larger degrees in a compiled function stop at this one (the Chebyshev kernels' registers
-/// hold no more).
-const UNREAD_DEGREE: usize = 12;
-
 /// The polynomial families.
 #[derive(Clone, Copy, PartialEq)]
 enum Kind {
@@ -40,12 +35,12 @@ enum Kind {
     P,
 }
 
-/// The largest degree among `n`'s finite elements (0 when none; [`UNREAD_DEGREE`] when `n`'s
-/// values cannot be read: a meta tensor, or one inside a compiled function).
+/// The largest degree among `n`'s finite elements (0 when none). The recurrence is unrolled to
+/// it, so the degrees must be read: where they cannot be (a meta tensor, a compiled function)
+/// this is that error — a compiled graph breaks here and runs the call eagerly, as it does for
+/// other value-dependent operators — never a guess that would be wrong for larger degrees.
 fn max_degree(name: &str, n: &crate::tensor::Tensor) -> Result<usize> {
-    let Ok(values) = n.to_f64_vec() else {
-        return Ok(UNREAD_DEGREE);
-    };
+    let values = n.to_f64_vec()?;
     let m = values
         .into_iter()
         .filter(|v| v.is_finite())

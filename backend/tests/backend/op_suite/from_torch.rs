@@ -200,7 +200,8 @@ const SAMPLES: &str = include_str!("from_torch.json");
 /// Overloads whose output shape depends on the values (some samples of them, such as a
 /// boolean-mask `index.Tensor` or `histc` over the data's own range): a compiled graph cannot
 /// read values back, so in Compile mode they must refuse with that error, as
-/// `torch.compile`'s graph breaks on them.
+/// `torch.compile`'s graph breaks on them. The orthogonal polynomials unroll their recurrence
+/// to the largest degree among the values, so they read them too.
 const DATA_DEPENDENT: &[&str] = &[
     "aten::_unique",
     "aten::_unique2",
@@ -215,6 +216,18 @@ const DATA_DEPENDENT: &[&str] = &[
     "aten::nonzero_numpy",
     "aten::repeat_interleave.Tensor",
     "aten::repeat_interleave.self_Tensor",
+    "aten::special_chebyshev_polynomial_t",
+    "aten::special_chebyshev_polynomial_u",
+    "aten::special_chebyshev_polynomial_v",
+    "aten::special_chebyshev_polynomial_w",
+    "aten::special_hermite_polynomial_h",
+    "aten::special_hermite_polynomial_he",
+    "aten::special_laguerre_polynomial_l",
+    "aten::special_legendre_polynomial_p",
+    "aten::special_shifted_chebyshev_polynomial_t",
+    "aten::special_shifted_chebyshev_polynomial_u",
+    "aten::special_shifted_chebyshev_polynomial_v",
+    "aten::special_shifted_chebyshev_polynomial_w",
     "aten::unique_consecutive",
     "aten::where",
 ];
