@@ -13,6 +13,7 @@ mod activations;
 mod bitwise;
 mod division;
 mod gamma;
+mod inverse_trig;
 mod math;
 mod predicates;
 mod ternary;

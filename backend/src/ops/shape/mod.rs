@@ -13,6 +13,7 @@ mod copies;
 mod factories;
 mod rearrange;
 mod views;
+mod windows;
 
 pub use views::diagonal_layout;
 

@@ -1,0 +1,96 @@
+//! The derived forms of a sampled operator (its in-place `op_` and `out=` overloads): each
+//! runs on fresh copies of the sample's inputs and must write what the functional form returns
+//! into its destination.
+
+use super::*;
+
+/// Checks a derived form (in-place or `out=`) of the operator against what the functional
+/// form must give on the same sample: the same values written into `self` (where PyTorch
+/// allows it: the result has `self`'s shape and dtype; an error where the shape differs or
+/// the dtype cannot be cast), or into fresh, empty `out` tensors.
+pub(super) fn verify_derived(
+    rt: &Runtime,
+    d: &ops::OpDef,
+    s: &Sample,
+    want: &[Out],
+) -> Result<(), String> {
+    let (slots, inputs) = slots(&s.args);
+    let xs = inputs
+        .iter()
+        .map(|x| materialize(rt, x))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let mut args = bind(&slots, &xs);
+    let meta = |o: &Out| match o {
+        Out::Close(h, _) => (h.shape.clone(), h.dtype),
+        Out::Meta(sh, dt) => (sh.clone(), *dt),
+    };
+    match d.implementation {
+        ops::OpImpl::Out => {
+            // The sample may leave trailing arguments to their defaults; outs come after all.
+            let written = d.schema.written_args().len();
+            args.resize(d.schema.args.len() - written, Value::None);
+            if written != want.len() {
+                // Some results are absent (an output mask): not compared here.
+                return Ok(());
+            }
+            for o in want {
+                let (_, dt) = meta(o);
+                args.push(Value::Tensor(Tensor::empty(rt, &[0], dt)));
+            }
+            let outs = flatten(ops::call(rt, d.name, args).map_err(|e| e.to_string())?);
+            if outs.len() != want.len() {
+                return Err(format!("{} outputs, want {}", outs.len(), want.len()));
+            }
+            for (i, (g, w)) in outs.iter().zip(want).enumerate() {
+                compare(i, g, w)?;
+            }
+            Ok(())
+        }
+        ops::OpImpl::InPlace => {
+            let Some(Slot::T(0)) = slots.first() else {
+                return Ok(());
+            };
+            let (shape, dt) = meta(&want[0]);
+            let dst = &xs[0];
+            let r = ops::call(rt, d.name, args);
+            let castable = !(dt.is_float() && !dst.dtype().is_float()
+                || dt != DType::Bool && dst.dtype() == DType::Bool);
+            // An expanded `self` cannot be written (PyTorch refuses it too).
+            let overlaps = dst
+                .shape()
+                .iter()
+                .zip(dst.strides())
+                .any(|(&n, &st)| n > 1 && st == 0);
+            let castable = castable && !overlaps;
+            match r {
+                Err(e) if shape != dst.shape() || !castable => {
+                    let _ = e;
+                    Ok(())
+                }
+                Err(e) => Err(format!("unexpected error: {e}")),
+                Ok(_) if shape != dst.shape() || !castable => Err(format!(
+                    "wrote a {shape:?} {dt} result into a {:?} {} tensor",
+                    dst.shape(),
+                    dst.dtype()
+                )),
+                Ok(out) => {
+                    let Some(Value::Tensor(o)) = out.first() else {
+                        return Err("no tensor returned".into());
+                    };
+                    if !o.shares_storage(dst) {
+                        return Err("the result is not `self`".into());
+                    }
+                    // The written values, where the dtype is the result's (a cast in between
+                    // rounds them: checked by `copy_`'s own suite).
+                    if dst.dtype() == dt {
+                        compare(0, dst, &want[0])
+                    } else {
+                        Ok(())
+                    }
+                }
+            }
+        }
+        _ => Ok(()),
+    }
+}
