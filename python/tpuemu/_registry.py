@@ -25,7 +25,25 @@ EXCLUDED = {
     "aten::scalar_tensor",
     "aten::arange",
     "aten::arange.start_step",
+    # The shim implements resize_ itself (PyTorch's TensorImpl must see the new sizes).
+    "aten::resize_",
+    "aten::resize_as_",
 }
+
+# Random operators stay with PyTorch's tpu generator (`torch.tpu.manual_seed`, get/set_rng_state)
+# until that generator drives the backend's Threefry streams: the backend's random operators
+# (counter-based, `tpuemu_backend::rng`) serve the Rust API and the golden runner.
+RANDOM = {
+    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
+    "bernoulli", "normal", "uniform", "exponential", "geometric", "log_normal", "cauchy",
+    "random", "multinomial", "native_dropout", "dropout", "poisson", "feature_dropout",
+    "alpha_dropout", "feature_alpha_dropout",
+}
+
+
+def _random(s) -> bool:
+    base = s.name.split("::", 1)[1].rstrip("_")
+    return base in RANDOM or any("Generator" in str(a.type) for a in s.arguments)
 
 
 def full_name(s) -> str:
@@ -132,7 +150,7 @@ def plan(rust_ops: dict[str, str]):
         s = by_name.get(name)
         # The backend's derived in-place and out= forms are registered below from their
         # functional operator, through the shim (which resizes PyTorch's out= tensors itself).
-        if s is None or impl in ("view", "inplace", "out") or _is_view(s):
+        if s is None or impl in ("view", "inplace", "out") or _is_view(s) or _random(s):
             continue
         n_tensor_returns = len(s.returns)
         if _writes(s):

@@ -415,6 +415,17 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(mish_backward(a.tensor(0)?, a.tensor(1)?))
         })
         .shard(Sharding::pointwise(Lin::First)),
+        OpDef::new("aten::elu_backward", kern, f, |_, a| {
+            t1(elu_backward(
+                a.tensor(0)?,
+                a.scalar(1)?.to_f64(),
+                a.scalar(2)?.to_f64(),
+                a.scalar(3)?.to_f64(),
+                a.bool(4)?,
+                a.tensor(5)?,
+            ))
+        })
+        .shard(Sharding::pointwise(Lin::First)),
         OpDef::new("aten::silu_backward", kern, f, |_, a| {
             t1(silu_backward(a.tensor(0)?, a.tensor(1)?))
         })

@@ -440,6 +440,14 @@ void rust_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (e->kind.load(std::memory_order_relaxed) == Entry::Kind::Fallback) {
     return cpu_fallback(op, stack, e, "");
   }
+  // Random operators draw from the tpu generator on the host (what torch.tpu.manual_seed and
+  // get/set_rng_state drive), not from the backend's Threefry streams, until that generator
+  // keys them.
+  for (auto k : e->kinds) {
+    if (k == ArgKind::Generator) {
+      return cpu_fallback(op, stack, e, " (random operators draw from the tpu generator on the host)");
+    }
+  }
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   auto args = torch::jit::last(*stack, n);

@@ -135,27 +135,6 @@ fn elu(name: &str, x: &Tensor, c: Elu) -> Result<Tensor> {
     })
 }
 
-/// `elu_backward(grad, alpha, scale, input_scale, is_result, self_or_result)`.
-fn elu_backward(g: &Tensor, c: Elu, is_result: bool, y: &Tensor) -> Result<Tensor> {
-    grad2("aten::elu_backward", g, y, move |e, g, b| {
-        let negcoef = c.alpha * c.scale;
-        let neg = if is_result {
-            // a * input_scale * (b + negcoef)
-            let s = e.addk(b, negcoef);
-            let s = e.mulk(s, c.input_scale);
-            e.mul(g, s)
-        } else {
-            let t = e.mulk(b, c.input_scale);
-            let x = e.exp(t);
-            let x = e.mulk(x, c.input_scale * negcoef);
-            e.mul(g, x)
-        };
-        let pos = e.mulk(g, c.scale);
-        let le = e.lek(b, 0.0);
-        e.sel(le, neg, pos)
-    })
-}
-
 /// `log_sigmoid_forward(x)`: the output and the buffer `exp(-|x|)`.
 fn log_sigmoid_forward(x: &Tensor) -> Result<(Tensor, Tensor)> {
     let d = x.dtype();
@@ -365,15 +344,6 @@ fn backward_defs() -> Vec<OpDef> {
                     let out = e.or(l, h);
                     e.selk(out, 0.0, g)
                 },
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::elu_backward", k, FLOAT, |_, a| {
-            t1(elu_backward(
-                a.tensor(0)?,
-                elu_args(a, 1)?,
-                a.bool(4)?,
-                a.tensor(5)?,
             ))
         })
         .shard(pw()),

@@ -285,25 +285,6 @@ fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
     Ok(reshaped(&t, &shape))
 }
 
-/// `arange.start_out(start, end, step, out)`.
-fn arange_out(rt: &Runtime, a: &Args) -> Result<Tensor> {
-    let out = a.tensor(3)?;
-    let r = crate::ops::creation::arange(
-        rt,
-        a.scalar(0)?,
-        a.scalar(1)?,
-        a.scalar_or(2, Scalar::Int(1))?,
-        Some(out.dtype()),
-    )?;
-    let dst = if out.shape() == r.shape() {
-        out.clone()
-    } else {
-        Tensor::empty(rt, r.shape(), out.dtype())
-    };
-    crate::ops::creation::copy_(&dst, &r)?;
-    Ok(dst)
-}
-
 fn end<'a>(a: &'a Args, i: usize) -> Result<End<'a>> {
     match a.get(i) {
         Some(Value::Tensor(t)) => Ok(End::Tensor(t)),
@@ -347,10 +328,6 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(c),
-        OpDef::new("aten::arange.start_out", k, all, |rt, a| {
-            t1(arange_out(rt, a))
-        })
-        .shard(Sharding::Replicate("writes its out tensor")),
         OpDef::new("aten::resize_", k, all, |_, a| {
             t1(resize(a.tensor(0)?, &a.ints(1)?))
         })

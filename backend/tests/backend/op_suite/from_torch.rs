@@ -52,7 +52,6 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::any", from_torch),
     ("aten::any.dim", from_torch),
     ("aten::any.dims", from_torch),
-    ("aten::arange.start_out", from_torch),
     ("aten::argsort", from_torch),
     ("aten::argsort.stable", from_torch),
     ("aten::argwhere", from_torch),
