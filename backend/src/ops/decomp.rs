@@ -5,6 +5,7 @@
 
 use super::pointwise::{ALL, FLOAT};
 use super::registry::{OpDef, OpImpl};
+use super::sharding::Sharding;
 use super::{Value, call};
 use crate::error::TpuError;
 
@@ -31,7 +32,10 @@ pub(super) fn defs() -> Vec<OpDef> {
                 ],
             )?;
             call(rt, "aten::sum", d)
-        }),
+        })
+        .shard(Sharding::Replicate(
+            "a reduction of the diagonal: no sharding rule yet",
+        )),
         OpDef::new("aten::vdot", dec, FLOAT, |rt, a| {
             let (x, y) = (a.tensor(0)?, a.tensor(1)?);
             call(
@@ -39,7 +43,8 @@ pub(super) fn defs() -> Vec<OpDef> {
                 "aten::dot",
                 vec![Value::Tensor(x.clone()), Value::Tensor(y.clone())],
             )
-        }),
+        })
+        .shard(Sharding::Replicate("a dot product: no sharding rule yet")),
         OpDef::new("aten::nansum", dec, ALL, |rt, a| {
             let x = a.tensor(0)?;
             let x = if x.dtype().is_float() {
@@ -54,6 +59,7 @@ pub(super) fn defs() -> Vec<OpDef> {
             let mut args = vec![x];
             args.extend(rest);
             call(rt, "aten::sum.dim_IntList", args)
-        }),
+        })
+        .shard(Sharding::Replicate("a masked sum: no sharding rule yet")),
     ]
 }
