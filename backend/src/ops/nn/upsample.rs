@@ -182,11 +182,30 @@ fn pass(
     align: bool,
     mode: Interp,
 ) -> Result<Tensor> {
-    let n = t.dim();
     let input = t.shape()[dim];
+    contract(op, t, dim, out, input, sc, align, mode, false)
+}
+
+/// Contracts `t`'s `dim` against the interpolation weights into a dim of `len`, in f32: forward
+/// (`adjoint` false: the new dim is the output's, `t`'s the input's) or its adjoint (the new dim
+/// is the input's, `t`'s the output's). `input` is the forward input's length either way. A
+/// rows kernel whose row is `t`'s dim.
+#[allow(clippy::too_many_arguments)]
+fn contract(
+    op: &OpScope,
+    t: &Tensor,
+    dim: usize,
+    len: usize,
+    input: usize,
+    sc: f64,
+    align: bool,
+    mode: Interp,
+    adjoint: bool,
+) -> Result<Tensor> {
+    let n = t.dim();
     let mut shape = t.shape().to_vec();
-    shape[dim] = out;
-    shape.push(input);
+    shape[dim] = len;
+    shape.push(t.shape()[dim]);
     let l = t.layout();
     let mut strides = l.strides.clone();
     strides[dim] = 0;
@@ -205,8 +224,8 @@ fn pass(
         &[false],
         &[(F, true)],
         |p, r| {
-            let o = p.index(dim as u32);
-            let i = p.index(n as u32);
+            let (new, row) = (p.index(dim as u32), p.index(n as u32));
+            let (o, i) = if adjoint { (row, new) } else { (new, row) };
             let w = weight(p, o, i, input, sc, align, mode);
             let v = p.cast(r[0], F);
             let prod = p.bin(BinOp::Mul, w, v, F);
@@ -288,7 +307,7 @@ pub fn upsample(
 }
 
 /// One backward pass along `dim`: `gx[..i..] = Σ_o weight(o, i)·g[..o..]` (the adjoint of
-/// [`pass`]), a rows kernel whose row is the output dim.
+/// [`pass`]).
 fn back_pass(
     op: &OpScope,
     g: &Tensor,
@@ -298,38 +317,7 @@ fn back_pass(
     align: bool,
     mode: Interp,
 ) -> Result<Tensor> {
-    let n = g.dim();
-    let out = g.shape()[dim];
-    let mut shape = g.shape().to_vec();
-    shape[dim] = input;
-    shape.push(out);
-    let l = g.layout();
-    let mut strides = l.strides.clone();
-    strides[dim] = 0;
-    strides.push(l.strides[dim]);
-    let gv = g.with_layout(Layout {
-        shape: shape.clone(),
-        strides,
-        offset: l.offset,
-    });
-    Ok(rows(
-        op,
-        &shape,
-        &[n],
-        false,
-        &[&gv],
-        &[false],
-        &[(F, true)],
-        |p, r| {
-            let i = p.index(dim as u32);
-            let o = p.index(n as u32);
-            let w = weight(p, o, i, input, sc, align, mode);
-            let v = p.cast(r[0], F);
-            let prod = p.bin(BinOp::Mul, w, v, F);
-            vec![p.reduce(RedKind::Sum, prod, F)]
-        },
-    )?
-    .remove(0))
+    contract(op, g, dim, input, input, sc, align, mode, true)
 }
 
 /// `upsample_*_backward(grad_output, output_size, input_size, [align_corners,] scales...)`:
