@@ -13,6 +13,8 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, RedKind};
 use crate::layout::{Layout, contiguous_strides, wrap_dim};
+use crate::ops::Value;
+use crate::ops::args::Args;
 use crate::ops::data::{gather, gather_rows};
 use crate::ops::helpers::{OpScope, map, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
@@ -339,6 +341,24 @@ fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<i64>) -> Result<Tens
     gather(&xv, d as i64, &iv)
 }
 
+/// `scatter(self, dim, index, src|value[, reduce])` under the overload's own name: `value`
+/// says whether argument 3 is a scalar; `combine` is fixed, or `None` to read `reduce`
+/// (argument 4).
+fn scatter_call(a: &Args, value: bool, combine: Option<Combine>) -> Result<Vec<Value>> {
+    let (x, index) = (a.tensor(0)?, a.tensor(2)?);
+    let (op, src) = if value {
+        (OpScope::new(a.op(), &[x, index])?, Src::Value(a.scalar(3)?))
+    } else {
+        let src = a.tensor(3)?;
+        (OpScope::new(a.op(), &[x, index, src])?, Src::Tensor(src))
+    };
+    let c = match combine {
+        Some(c) => c,
+        None => reduce_of("scatter", a.opt_str(4)?.unwrap_or(""))?,
+    };
+    t1(scatter_in(&op, x, a.int(1)?, index, src, c))
+}
+
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
     let all = crate::ops::data::ALL;
@@ -346,74 +366,23 @@ pub(super) fn defs() -> Vec<OpDef> {
     let rep = Sharding::Replicate("indices address the global tensor");
     vec![
         OpDef::new("aten::scatter.src", k, all, |_, a| {
-            let op = OpScope::new(
-                "aten::scatter.src",
-                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
-            )?;
-            t1(scatter_in(
-                &op,
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-                Src::Tensor(a.tensor(3)?),
-                Combine::Copy,
-            ))
+            scatter_call(a, false, Some(Combine::Copy))
         })
         .shard(rep),
         OpDef::new("aten::scatter.value", k, all, |_, a| {
-            let op = OpScope::new("aten::scatter.value", &[a.tensor(0)?, a.tensor(2)?])?;
-            t1(scatter_in(
-                &op,
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-                Src::Value(a.scalar(3)?),
-                Combine::Copy,
-            ))
+            scatter_call(a, true, Some(Combine::Copy))
         })
         .shard(rep),
         OpDef::new("aten::scatter.reduce", k, all, |_, a| {
-            let op = OpScope::new(
-                "aten::scatter.reduce",
-                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
-            )?;
-            let c = reduce_of("scatter", a.opt_str(4)?.unwrap_or(""))?;
-            t1(scatter_in(
-                &op,
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-                Src::Tensor(a.tensor(3)?),
-                c,
-            ))
+            scatter_call(a, false, None)
         })
         .shard(rep),
         OpDef::new("aten::scatter.value_reduce", k, all, |_, a| {
-            let op = OpScope::new("aten::scatter.value_reduce", &[a.tensor(0)?, a.tensor(2)?])?;
-            let c = reduce_of("scatter", a.opt_str(4)?.unwrap_or(""))?;
-            t1(scatter_in(
-                &op,
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-                Src::Value(a.scalar(3)?),
-                c,
-            ))
+            scatter_call(a, true, None)
         })
         .shard(rep),
         OpDef::new("aten::scatter_add", k, all, |_, a| {
-            let op = OpScope::new(
-                "aten::scatter_add",
-                &[a.tensor(0)?, a.tensor(2)?, a.tensor(3)?],
-            )?;
-            t1(scatter_in(
-                &op,
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-                Src::Tensor(a.tensor(3)?),
-                Combine::Add,
-            ))
+            scatter_call(a, false, Some(Combine::Add))
         })
         .shard(rep),
         OpDef::new("aten::scatter_reduce.two", k, all, |_, a| {
