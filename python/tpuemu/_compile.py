@@ -67,10 +67,35 @@ def _rust_ops() -> set[str]:
     return {name for name, _ in _rust.registry()}
 
 
+def _copy(self, src, non_blocking=False):
+    """``aten::copy`` (functional ``copy_``): ``src`` in ``self``'s dtype, broadcast to its shape."""
+    return src.to(self.dtype).expand(self.shape).clone()
+
+
+def _weight_norm_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    """``aten::_weight_norm_interface_backward``: PyTorch's formula (``WeightNorm.cpp``), for
+    ``w = g * v / ||v||`` with the norm over every dim but ``dim``."""
+    dims = [d for d in range(saved_v.dim()) if d != dim]
+    grad_g = (grad_w * saved_v).sum(dims, keepdim=True) / saved_norms
+    grad_v = (saved_g / saved_norms) * (grad_w - saved_v * (grad_g / saved_norms))
+    return grad_v, grad_g
+
+
 def decompositions() -> dict:
-    """Core-ATen decompositions of the operators the backend does not implement itself."""
+    """Core-ATen decompositions of the operators the backend does not implement itself, and of
+    a few functional forms AOT autograd produces (``copy``, the functional batch norm, the
+    weight-norm backward)."""
+    from torch._decomp import decomposition_table
+
+    aten = torch.ops.aten
+    table = dict(core_aten_decompositions())
+    table[aten._native_batch_norm_legit_functional.default] = decomposition_table[
+        aten._native_batch_norm_legit_functional.default
+    ]
+    table[aten.copy.default] = _copy
+    table[aten._weight_norm_interface_backward.default] = _weight_norm_backward
     ours = _rust_ops()
-    return {op: fn for op, fn in core_aten_decompositions().items() if op_name(op) not in ours}
+    return {op: fn for op, fn in table.items() if op_name(op) not in ours}
 
 
 class _Ref:
@@ -97,13 +122,19 @@ class _Serializer:
         self.list_nodes: set[torch.fx.Node] = set()
         self.nodes: list[dict] = []
         self.inputs: list[int] = []
+        # Tensors the graph holds as attributes (get_attr nodes), passed after its inputs.
+        self.constants: list[torch.Tensor] = []
 
     def ref(self, n) -> list:
         if n not in self.refs:
             raise _Unsupported(f"{n} is not a tensor the graph computes")
         return self.refs[n]
 
-    def encode(self, v):
+    def encode(self, v, typ: str = ""):
+        if isinstance(v, (list, tuple)) and not v:
+            # An empty list takes its kind from the schema (an untyped one is an int list).
+            kind = "ts" if "Tensor" in typ else "bs" if "bool" in typ else "fs" if "float" in typ else "is"
+            return {kind: []}
         if isinstance(v, _Ref):
             return {"t": v.ref}
         if isinstance(v, torch.fx.Node):
@@ -170,7 +201,7 @@ class _Serializer:
         else:
             for i in numbers:  # a Python number where a tensor goes: a 0-dim tensor node
                 values[i] = self.scalar_tensor(values[i])
-        args = [self.encode(v) for v in values]
+        args = [self.encode(v, str(a.type)) for v, a in zip(values, op._schema.arguments)]
         index = len(self.nodes)
         self.nodes.append({"op": name, "args": args})
         rets = op._schema.returns
@@ -197,6 +228,7 @@ class _Serializer:
     def run(self, name: str):
         outputs = None
         placeholders = 0
+        total_inputs = sum(1 for n in self.gm.graph.nodes if n.op == "placeholder")
         for n in self.gm.graph.nodes:
             if n.op == "placeholder":
                 val = n.meta.get("val")
@@ -210,6 +242,14 @@ class _Serializer:
                 self.call(n)
             elif n.op == "output":
                 outputs = n.args[0]
+            elif n.op == "get_attr":
+                val = self.gm
+                for part in str(n.target).split("."):
+                    val = getattr(val, part)
+                if not isinstance(val, torch.Tensor):
+                    raise _Unsupported(f"attribute {n.target} is not a tensor")
+                self.refs[n] = [-1, total_inputs + len(self.constants), -1]
+                self.constants.append(val.detach().to("tpu"))
             else:
                 raise _Unsupported(f"FX node kind {n.op}")
         template = []
@@ -220,7 +260,8 @@ class _Serializer:
                 refs.append(self.ref(o))
             else:
                 template.append(("const", o))
-        spec = {"name": name, "inputs": placeholders, "nodes": self.nodes, "outputs": refs}
+        spec = {"name": name, "inputs": placeholders + len(self.constants), "nodes": self.nodes,
+                "outputs": refs}
         return spec, template
 
 
@@ -244,9 +285,11 @@ def _compiler(kind: str):
         name = f"{kind}_{len(_GRAPHS)}"
         counter[0] += 1
         try:
-            spec, template = _Serializer(gm).run(name)
+            ser = _Serializer(gm)
+            spec, template = ser.run(name)
         except _Unsupported as e:
             return _eager(gm, name, str(e))
+        constants = ser.constants
         gid = _rust.compile_graph(json.dumps(spec))
         _GRAPHS.append((name, "compiled"))
         state = {"eager": None}
@@ -254,7 +297,7 @@ def _compiler(kind: str):
         def run(args):
             if state["eager"] is not None:
                 return state["eager"](args)
-            tensors = list(args)
+            tensors = list(args) + constants
             try:
                 outs = _C.run_graph(gid, tensors)
             except (RuntimeError, NotImplementedError) as e:

@@ -22,6 +22,67 @@ pub(crate) struct Section {
     pub words: Vec<u32>,
 }
 
+/// A kernel of the graph before it is placed in a program: its argument slots name whole-graph
+/// slots (`None` for a scalar argument).
+pub(crate) struct Pending {
+    /// The kernel.
+    pub program: std::sync::Arc<Program>,
+    /// Whole-graph slot of each buffer argument.
+    pub slots: Vec<Option<usize>>,
+    /// The kernel's argument words.
+    pub words: Vec<u32>,
+}
+
+/// Splits the graph's kernels, in order, into runs whose buffers fit one program
+/// (`max_buffers`): each run comes with the whole-graph slots its program binds, in the
+/// program's argument order, and its sections with slots relative to that list. A graph whose
+/// kernels use at most `max_buffers` slots in all is one run.
+pub(crate) fn chunks(
+    pending: &[Pending],
+    max_buffers: usize,
+) -> Result<Vec<(Vec<usize>, Vec<Section>)>, KernelError> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < pending.len() {
+        let mut used: Vec<usize> = Vec::new();
+        let mut end = start;
+        while end < pending.len() {
+            let mut new: Vec<usize> = Vec::new();
+            for g in pending[end].slots.iter().flatten() {
+                if !used.contains(g) && !new.contains(g) {
+                    new.push(*g);
+                }
+            }
+            if used.len() + new.len() > max_buffers {
+                break;
+            }
+            used.extend(new);
+            end += 1;
+        }
+        if end == start {
+            return Err(KernelError::TooLarge(format!(
+                "kernel {} needs more than {max_buffers} buffers",
+                pending[start].program.name
+            )));
+        }
+        let sections = pending[start..end]
+            .iter()
+            .map(|p| Section {
+                program: p.program.clone(),
+                slots: p
+                    .slots
+                    .iter()
+                    .map(|g| g.map_or(0, |g| used.iter().position(|u| *u == g).unwrap_or(0) as u8))
+                    .collect(),
+                words: p.words.clone(),
+            })
+            .collect();
+        out.push((used, sections));
+        start = end;
+    }
+    Ok(out)
+}
+
 fn relocate_ref(m: MemRef, slots: &[u8]) -> Result<MemRef, KernelError> {
     match m.slot {
         Some(s) => {
@@ -187,5 +248,35 @@ mod tests {
         let h = fnv1a(tpuemu_isa::disassemble(&p).as_bytes());
         println!("linked graph: {} instructions, 0x{h:016x}", p.instrs.len());
         assert_eq!((p.instrs.len(), h), (2390, 0xa2dd_3601_4914_7a04));
+    }
+
+    #[test]
+    fn a_graph_with_more_buffers_than_a_program_takes_is_split_in_order() {
+        let p = Arc::new(ProgramBuilder::new("k").finish().unwrap());
+        // Ten kernels, each reading slot i and writing slot i + 1, plus a scalar argument.
+        let pending: Vec<Pending> = (0..10)
+            .map(|i| Pending {
+                program: p.clone(),
+                slots: vec![Some(i), None, Some(i + 1)],
+                words: vec![0, 7, 0],
+            })
+            .collect();
+        let runs = chunks(&pending, 4).unwrap();
+        // Slots 0..=3 hold three kernels, 3..=6 the next three, and so on: 3 + 3 + 3 + 1.
+        let sizes: Vec<usize> = runs.iter().map(|r| r.1.len()).collect();
+        assert_eq!(sizes, [3, 3, 3, 1]);
+        assert_eq!(runs[1].0, [3, 4, 5, 6]);
+        for (used, secs) in &runs {
+            assert!(used.len() <= 4);
+            for s in secs {
+                // The local slot names the same whole-graph slot; the scalar's entry is unused.
+                assert_eq!(s.slots[1], 0);
+                assert_eq!(used[s.slots[2] as usize], used[s.slots[0] as usize] + 1);
+            }
+        }
+        // Every kernel is placed once, in order.
+        assert_eq!(runs.iter().map(|r| r.1.len()).sum::<usize>(), 10);
+        assert!(matches!(chunks(&pending, 1), Err(KernelError::TooLarge(_))));
+        assert_eq!(chunks(&pending, 64).unwrap().len(), 1);
     }
 }

@@ -3,9 +3,10 @@
 //! [`compile`] wraps a function; the first call with a given input signature (shapes, strides,
 //! offsets, dtypes) records the graph the function builds, fuses it exactly as DeferAndFuse does,
 //! plans memory — every intermediate lives in one arena buffer, at an offset reused once its
-//! lifetime ends — and links the fused kernels into one program ([`link`]). Each call then binds
-//! its inputs and launches that program once: one host dispatch for the whole graph, and no
-//! gaps between kernels on the device. A new signature compiles again, and the runtime's
+//! lifetime ends — and links the fused kernels into one program ([`link`]; a graph binding more
+//! buffers than one program takes, 64, is linked into several, split in kernel order). Each
+//! call then binds its inputs and launches its program(s): one host dispatch for the whole
+//! graph, and no gaps between kernels on the device. A new signature compiles again, and the runtime's
 //! metrics say why (`graph_compiles`).
 
 mod link;
@@ -26,7 +27,7 @@ use crate::runtime::Runtime;
 use crate::runtime::exec::ArgSpec;
 use crate::storage::StorageRef;
 use crate::tensor::Tensor;
-use link::Section;
+use link::Pending;
 
 /// What binds to a buffer slot of a compiled graph at each call.
 #[derive(Clone)]
@@ -275,7 +276,7 @@ impl CompiledFn {
 
         // Kernels, linked into programs between user kernels.
         let mut steps = Vec::new();
-        let mut sections: Vec<Section> = Vec::new();
+        let mut sections: Vec<Pending> = Vec::new();
         let mut kernels = 0;
         let buffer_names: Vec<String> = (0..slots.len()).map(|i| format!("b{i}")).collect();
         let slot_for = |v: &View| -> Result<usize> {
@@ -291,16 +292,18 @@ impl CompiledFn {
                 .map_or(0, |o| (*o / v.dtype.size() as u64) as usize)
         };
         let flush_sections =
-            |sections: &mut Vec<Section>, steps: &mut Vec<Step>, rt: &Runtime| -> Result<()> {
-                if sections.is_empty() {
-                    return Ok(());
+            |sections: &mut Vec<Pending>, steps: &mut Vec<Step>, rt: &Runtime| -> Result<()> {
+                let max = tpuemu_isa::reg::MAX_ARGS as usize;
+                for (used, secs) in link::chunks(sections, max)? {
+                    let names: Vec<String> =
+                        used.iter().map(|g| buffer_names[*g].clone()).collect();
+                    let prog = link::link(&self.name, &names, &secs)?;
+                    let pid = rt.inner.device.load(&prog)?;
+                    steps.push(Step {
+                        program: pid,
+                        args: used.into_iter().map(Bound::Slot).collect(),
+                    });
                 }
-                let prog = link::link(&self.name, &buffer_names, sections)?;
-                let pid = rt.inner.device.load(&prog)?;
-                steps.push(Step {
-                    program: pid,
-                    args: (0..buffer_names.len()).map(Bound::Slot).collect(),
-                });
                 sections.clear();
                 Ok(())
             };
@@ -338,20 +341,20 @@ impl CompiledFn {
             for a in &args {
                 match a {
                     ArgSpec::Buffer(v) => {
-                        sec_slots.push(slot_for(v)? as u8);
+                        sec_slots.push(Some(slot_for(v)?));
                         words.push(v.storage.bytes() as u32);
                     }
                     ArgSpec::Offset { view, elems } => {
-                        sec_slots.push(0);
+                        sec_slots.push(None);
                         words.push((*elems + arena_elems(view)) as u32);
                     }
                     ArgSpec::Scalar(s) => {
-                        sec_slots.push(0);
+                        sec_slots.push(None);
                         words.push(*s);
                     }
                 }
             }
-            sections.push(Section {
+            sections.push(Pending {
                 program: compiled.prog.clone(),
                 slots: sec_slots,
                 words,

@@ -1,7 +1,8 @@
 //! Backward operators a training step needs, with PyTorch's formulas: activations
 //! (`threshold_backward`, `gelu_backward`, `silu_backward`, `sigmoid_backward`,
 //! `tanh_backward`) and softmaxes (`_softmax_backward_data`, `_log_softmax_backward_data`)
-//! here; `native_layer_norm_backward` in `layer_norm.rs`, `nll_loss_backward` and
+//! here; `native_layer_norm_backward` in `layer_norm.rs`, `native_batch_norm_backward` and
+//! `native_group_norm_backward` in `norm_stats.rs`, `nll_loss_backward` and
 //! `embedding_dense_backward` in `lookup.rs`.
 //!
 //! Every operator is one kernel (the softmaxes one rows kernel) that computes in f32 and rounds
@@ -10,6 +11,7 @@
 
 mod layer_norm;
 mod lookup;
+mod norm_stats;
 
 use super::binary::operand;
 use super::helpers::{OpScope, map, map_shape, rows};
@@ -25,6 +27,7 @@ use crate::tensor::Tensor;
 
 pub use layer_norm::native_layer_norm_backward;
 pub use lookup::{embedding_dense_backward, nll_loss_backward};
+pub use norm_stats::{native_batch_norm_backward, native_group_norm_backward};
 
 const F: DType = DType::F32;
 
@@ -458,6 +461,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(Sharding::Special(Special::SoftmaxBackward)),
     ];
     v.extend(layer_norm::defs());
+    v.extend(norm_stats::defs());
     v.extend(lookup::defs());
     v
 }

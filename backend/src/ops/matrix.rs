@@ -15,6 +15,7 @@
 //! - integer and bool operands are not supported (the matrix units have no integer path).
 
 pub mod attention;
+mod grouped;
 mod matmul;
 
 use super::args::Args;
@@ -483,5 +484,6 @@ pub(super) fn defs() -> Vec<OpDef> {
             .shard(Sharding::Special(Special::Mv)),
     ];
     v.extend(attention::defs());
+    v.extend(grouped::defs());
     v
 }

@@ -364,7 +364,9 @@ fn hist_counts(
     let n = x.numel();
     if n > 0 {
         let pos = map(op, &[x], &[DType::I32], |p, r| {
-            vec![bin_of(p, r[0], lo, hi, bins)]
+            // Integer inputs are binned by their value in f32 (exact up to 2^24).
+            let v = p.cast(r[0], f);
+            vec![bin_of(p, v, lo, hi, bins)]
         })?
         .remove(0);
         let pos = reshaped(&pos, &[n]);
@@ -385,10 +387,12 @@ fn hist_counts(
     Ok(map_shape(op, &[bins], &[&head], &[out], |_, r| vec![r[0]])?.remove(0))
 }
 
-/// `torch.histc(x, bins, min, max)`.
+/// `torch.histc(x, bins, min, max)`: counts in the input's dtype. Integer inputs are taken as
+/// PyTorch's CUDA kernel takes them (its CPU kernel refuses them); Hugging Face's grouped
+/// mixture-of-experts path calls `histc` on int32 expert ids on a "tpu" device.
 fn histc(x: &Tensor, bins: i64, min: f64, max: f64) -> Result<Tensor> {
     let op = OpScope::new("aten::histc", &[x])?;
-    if !x.dtype().is_float() {
+    if !(x.dtype().is_float() || matches!(x.dtype(), DType::I32 | DType::I64)) {
         return Err(TpuError::Unsupported(format!(
             "\"histogram_cpu\" not implemented for '{}'",
             scalar_type_name(x.dtype())
@@ -554,14 +558,19 @@ pub(super) fn defs() -> Vec<OpDef> {
             |_, a| t1(bincount(a.tensor(0)?, a.opt_tensor(1)?, a.int_or(2, 0)?)),
         )
         .shard(rep),
-        OpDef::new("aten::histc", k, float, |_, a| {
-            t1(histc(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.scalar(2)?.to_f64(),
-                a.scalar(3)?.to_f64(),
-            ))
-        })
+        OpDef::new(
+            "aten::histc",
+            k,
+            &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64],
+            |_, a| {
+                t1(histc(
+                    a.tensor(0)?,
+                    a.int(1)?,
+                    a.scalar(2)?.to_f64(),
+                    a.scalar(3)?.to_f64(),
+                ))
+            },
+        )
         .shard(rep),
         OpDef::new("aten::histogram.bin_ct", k, float, |_, a| {
             let range = match a.get(2) {
