@@ -114,3 +114,12 @@ def test_errors_name_the_operator_and_the_device_keeps_working(mode):
         # An index past the table faults on the device; reported at the latest at the sync.
         F.embedding(torch.tensor([7], device="tpu"), table).cpu()
     assert (table * 2).sum().item() == 12.0
+
+
+def test_histc_counts_integer_inputs_as_their_float_values():
+    # PyTorch's CPU kernel refuses integers (its CUDA kernel takes them); Hugging Face's
+    # mixture-of-experts layers call histc on int32 expert ids on a "tpu" device.
+    ids = torch.tensor([0, 3, 1, 1, 7, 3, 3, 2], dtype=torch.int32)
+    got = torch.histc(ids.to("tpu"), bins=8, min=0, max=7).cpu()
+    assert got.dtype == torch.int32
+    assert got.tolist() == torch.histc(ids.float(), bins=8, min=0, max=7).int().tolist()

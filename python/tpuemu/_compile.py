@@ -72,19 +72,9 @@ def _copy(self, src, non_blocking=False):
     return src.to(self.dtype).expand(self.shape).clone()
 
 
-def _weight_norm_backward(grad_w, saved_v, saved_g, saved_norms, dim):
-    """``aten::_weight_norm_interface_backward``: PyTorch's formula (``WeightNorm.cpp``), for
-    ``w = g * v / ||v||`` with the norm over every dim but ``dim``."""
-    dims = [d for d in range(saved_v.dim()) if d != dim]
-    grad_g = (grad_w * saved_v).sum(dims, keepdim=True) / saved_norms
-    grad_v = (saved_g / saved_norms) * (grad_w - saved_v * (grad_g / saved_norms))
-    return grad_v, grad_g
-
-
 def decompositions() -> dict:
     """Core-ATen decompositions of the operators the backend does not implement itself, and of
-    a few functional forms AOT autograd produces (``copy``, the functional batch norm, the
-    weight-norm backward)."""
+    two functional forms AOT autograd produces (``copy``, the functional batch norm)."""
     from torch._decomp import decomposition_table
 
     aten = torch.ops.aten
@@ -93,7 +83,6 @@ def decompositions() -> dict:
         aten._native_batch_norm_legit_functional.default
     ]
     table[aten.copy.default] = _copy
-    table[aten._weight_norm_interface_backward.default] = _weight_norm_backward
     ours = _rust_ops()
     return {op: fn for op, fn in table.items() if op_name(op) not in ours}
 
@@ -124,6 +113,8 @@ class _Serializer:
         self.inputs: list[int] = []
         # Tensors the graph holds as attributes (get_attr nodes), passed after its inputs.
         self.constants: list[torch.Tensor] = []
+        # Inputs that are CPU scalar tensors, uploaded at each call.
+        self.cpu_inputs: list[int] = []
 
     def ref(self, n) -> list:
         if n not in self.refs:
@@ -232,7 +223,11 @@ class _Serializer:
         for n in self.gm.graph.nodes:
             if n.op == "placeholder":
                 val = n.meta.get("val")
-                if not isinstance(val, torch.Tensor) or val.device.type != "tpu":
+                if isinstance(val, torch.Tensor) and val.device.type == "cpu" and val.dim() == 0:
+                    # A CPU scalar tensor (e.g. torch.tensor(d).sqrt() in the model's code):
+                    # uploaded at each call, as eager mode would.
+                    self.cpu_inputs.append(placeholders)
+                elif not isinstance(val, torch.Tensor) or val.device.type != "tpu":
                     raise _Unsupported(f"input {n.name} is not a tpu tensor")
                 self.refs[n] = [-1, placeholders, -1]
                 placeholders += 1
@@ -249,7 +244,7 @@ class _Serializer:
                 if not isinstance(val, torch.Tensor):
                     raise _Unsupported(f"attribute {n.target} is not a tensor")
                 self.refs[n] = [-1, total_inputs + len(self.constants), -1]
-                self.constants.append(val.detach().to("tpu"))
+                self.constants.append(val)  # moved to the tpu at the first call (not under fake mode)
             else:
                 raise _Unsupported(f"FX node kind {n.op}")
         template = []
@@ -290,6 +285,7 @@ def _compiler(kind: str):
         except _Unsupported as e:
             return _eager(gm, name, str(e))
         constants = ser.constants
+        placed: list = []
         gid = _rust.compile_graph(json.dumps(spec))
         _GRAPHS.append((name, "compiled"))
         state = {"eager": None}
@@ -297,7 +293,11 @@ def _compiler(kind: str):
         def run(args):
             if state["eager"] is not None:
                 return state["eager"](args)
-            tensors = list(args) + constants
+            if len(placed) != len(constants):
+                placed[:] = [c.detach().to("tpu") for c in constants]
+            tensors = list(args) + placed
+            for i in ser.cpu_inputs:
+                tensors[i] = tensors[i].to("tpu")
             try:
                 outs = _C.run_graph(gid, tensors)
             except (RuntimeError, NotImplementedError) as e:

@@ -205,8 +205,10 @@ fn relocate(b: &mut ProgramBuilder, sec: &Section) -> Result<(), KernelError> {
 mod tests {
     use std::sync::Arc;
 
-    use super::{Section, link};
+    use super::{Pending, Section, chunks, link};
+    use crate::kernels::KernelError;
     use crate::kernels::checksums::{cases, fnv1a};
+    use tpuemu_isa::ProgramBuilder;
 
     /// A whole-graph program linked from generated kernels and a hand-written one that halts
     /// and branches past its end: every section's launch state, relocated branches, slots and

@@ -35,6 +35,7 @@ mod pool;
 mod shuffle;
 mod softmax;
 mod upsample;
+mod weight_norm;
 mod window;
 
 use super::Value;
@@ -131,5 +132,6 @@ pub(super) fn defs() -> Vec<OpDef> {
     let mut v = defs_window::defs();
     v.extend(defs_resample::defs());
     v.extend(defs_rows::defs());
+    v.extend(weight_norm::defs());
     v
 }

@@ -32,6 +32,9 @@ def _args(argv):
                    help="write each run's trace as DIR/MODEL-MODE.json (open with `tpuemu viz`)")
     p.add_argument("--fallbacks", action="store_true",
                    help="also list the overloads each model would run on the CPU (fallback on)")
+    p.add_argument("--precision", choices=("default", "highest"), default="default",
+                   help="the tpu's float32 matmul precision (default: one bf16 pass, as a TPU; "
+                        "the CPU reference computes with the same numerics)")
     p.add_argument("--list", action="store_true", help="list the architectures and exit")
     return p.parse_args(argv)
 
@@ -62,7 +65,7 @@ def main(argv=None) -> int:
     for n in names:
         entry = MODELS[n]
         try:
-            refs[n] = check.reference(entry)
+            refs[n] = check.reference(entry, a.precision)
         except Exception as e:  # noqa: BLE001 - a model that cannot build is a row too
             for m in modes:
                 o = check.Outcome(n, m, "error", f"CPU reference: {type(e).__name__}: {e}")

@@ -39,7 +39,8 @@ class Outcome:
     detail: str = ""  # the worst comparison, the missing overload or the error's first line
     worst: float = 0.0  # the largest error / tolerance ratio over every compared tensor
     errors: dict = dataclasses.field(default_factory=dict)  # kind -> largest normalised error
-    simulated_ns: int = 0
+    simulated_ns: int = 0  # simulated time of the step, kernel generation (cache misses) excluded
+    compile_ns: int = 0  # simulated host time spent generating kernels (first use of a shape)
     kernels: int = 0
     hbm_bytes: int = 0
     host_s: float = 0.0
@@ -57,6 +58,7 @@ class Reference:
     grads: dict
     updated: dict
     host_s: float
+    precision: str  # the tpu's matmul precision the reference's numerics stand for
 
 
 def _quiet():
@@ -66,22 +68,24 @@ def _quiet():
     return w
 
 
-def reference(entry: Entry) -> Reference:
-    """Builds the model (seeded) and runs the step on the CPU."""
+def reference(entry: Entry, precision: str = "default") -> Reference:
+    """Builds the model (seeded) and runs the step on the CPU, with the TPU's matmul numerics at
+    ``precision`` ("default": one bf16 pass, see ``tpuemu.zoo.numerics``; "highest": plain
+    float32, which 6 bf16 passes match to about 1e-6)."""
     torch.manual_seed(0)
     model = entry.build()
     initial = copy.deepcopy(model)
     inputs = entry.inputs()
     t0 = time.perf_counter()
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
-    with numerics.tpu_numerics() if tpuemu.matmul_precision() == "default" else nullcontext():
+    with numerics.tpu_numerics() if precision == "default" else nullcontext():
         out = model(**inputs)
         out.loss.backward()
     grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
     opt.step()
     return Reference(initial, inputs, _logits(out).detach(), out.loss.detach(), grads,
                      {n: p.detach().clone() for n, p in model.named_parameters()},
-                     time.perf_counter() - t0)
+                     time.perf_counter() - t0, precision)
 
 
 def _logits(out) -> torch.Tensor:
@@ -126,6 +130,10 @@ def run(entry: Entry, mode: str, ref: Reference, trace: str | None = None) -> Ou
     clock0 = int(tpuemu.metrics().get("simulated_time_ns", 0))
     t0 = time.perf_counter()
     w = _quiet()
+    C = tpuemu._device._C
+    C.set_cpu_fallback(False)  # every operator must be the backend's
+    precision = tpuemu.matmul_precision()
+    tpuemu.set_matmul_precision(ref.precision)
     try:
         with tpuemu.mode_guard(eager_mode), (tpuemu.trace(trace, label=f"{entry.name} {mode}")
                                              if trace else nullcontext()):
@@ -144,9 +152,12 @@ def run(entry: Entry, mode: str, ref: Reference, trace: str | None = None) -> Ou
         return outcome
     finally:
         w.__exit__(None, None, None)
+        C.set_cpu_fallback(tpuemu.cpu_fallback_enabled())
+        tpuemu.set_matmul_precision(precision)
     outcome.host_s = time.perf_counter() - t0
     m = tpuemu.metrics()
-    outcome.simulated_ns = int(m.get("simulated_time_ns", 0)) - clock0
+    outcome.compile_ns = int(m.get("compile_ns", 0))
+    outcome.simulated_ns = int(m.get("simulated_time_ns", 0)) - clock0 - outcome.compile_ns
     outcome.kernels = int(m.get("kernels_launched", 0))
     outcome.hbm_bytes = int(m.get("hbm_bytes", 0))
     if mode == "compile":
@@ -188,5 +199,5 @@ def fallbacks(entry: Entry, ref: Reference) -> dict:
         return {"<error>": f"{type(e).__name__}: {str(e).strip().splitlines()[0]}"}
     finally:
         w.__exit__(None, None, None)
-        C.set_cpu_fallback(False)
+        C.set_cpu_fallback(tpuemu.cpu_fallback_enabled())
     return dict(tpuemu.metrics()["cpu_fallbacks"])

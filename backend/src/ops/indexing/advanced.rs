@@ -392,6 +392,17 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(rep),
+        // What `index_put_` and the backward of `x[indices]` call; `unsafe` only lets PyTorch
+        // skip its index checks, which are kept here.
+        OpDef::new("aten::_index_put_impl", k, all, |_, a| {
+            t1(index_put(
+                a.tensor(0)?,
+                &opt_tensors(a, 1)?,
+                a.tensor(2)?,
+                a.bool_or(3, false)?,
+            ))
+        })
+        .shard(rep),
         OpDef::new("aten::_unsafe_index_put", k, all, |_, a| {
             let (x, v) = (a.tensor(0)?, a.tensor(2)?);
             let idx = opt_tensors(a, 1)?;

@@ -464,6 +464,35 @@ sample("nansum", t(nx), [1], True)
 sample("nansum", nx, [0], dtype=F)
 sample("nansum", q(2, 3, dtype=I32), [1])
 
+# Operators the model zoo needs (mixture-of-experts layers, batch/group norm training, weight
+# norm, the backward of advanced indexing).
+I32T = lambda *v: torch.tensor(v, dtype=I32)  # noqa: E731
+sample("_grouped_mm", q(6, 8), q(3, 8, 4), I32T(2, 2, 6))
+sample("_grouped_mm", q(6, 8, dtype=BF), q(3, 8, 8, dtype=BF), I32T(1, 4, 6))
+sample("_grouped_mm", q(3, 4, 8), q(8, 12), I32T(4, 8, 12))
+sample("_grouped_mm", q(4, 12), q(12, 4), I32T(4, 4, 12))
+sample("_grouped_mm", q(2, 4, 8), q(2, 8, 4))
+bx, bdy, bw = q(3, 4, 5), q(3, 4, 5), q(4)
+_, bmean, binv = aten.native_batch_norm(bx, bw, None, None, None, True, 0.1, 1e-5)
+rm, rv = q(4), q(4, lo=1, hi=4)
+sample("native_batch_norm_backward", bdy, bx, bw, rm, rv, bmean, binv, True, 1e-5,
+       [True, True, True])
+sample("native_batch_norm_backward", bdy, bx, None, rm, rv, bmean, binv, True, 1e-5,
+       [True, True, True])
+sample("native_batch_norm_backward", q(2, 3), q(2, 3), q(3), q(3), q(3, lo=1, hi=4), None, None,
+       False, 1e-5, [True, True, True])
+gx, gdy, gw = q(2, 6, 5), q(2, 6, 5), q(6)
+_, gmean, grstd = aten.native_group_norm(gx, gw, q(6), 2, 6, 5, 3, 1e-5)
+sample("native_group_norm_backward", gdy, gx, gmean, grstd, gw, 2, 6, 5, 3, [True, True, True])
+sample("native_group_norm_backward", gdy, gx, gmean, grstd, None, 2, 6, 5, 3,
+       [True, True, True])
+sample("_index_put_impl", q(5, 3), [torch.tensor([0, 2, 2])], q(3, 3), True, False)
+sample("_index_put_impl", q(5, 3), [torch.tensor([4, 1])], q(2, 3), False, True)
+wv, wg = q(4, 3), q(4, 1, lo=1, hi=4)
+sample("_weight_norm_interface", wv, wg, 0)
+_, wn = aten._weight_norm_interface(wv, wg, 0)
+sample("_weight_norm_interface_backward", q(4, 3), wv, wg, wn, 0)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

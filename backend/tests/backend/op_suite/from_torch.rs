@@ -21,6 +21,12 @@ use super::reference::HostTensor;
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
     ("aten::nansum", from_torch),
+    ("aten::_grouped_mm", from_torch),
+    ("aten::native_batch_norm_backward", from_torch),
+    ("aten::native_group_norm_backward", from_torch),
+    ("aten::_index_put_impl", from_torch),
+    ("aten::_weight_norm_interface", from_torch),
+    ("aten::_weight_norm_interface_backward", from_torch),
     ("aten::trace", from_torch),
     ("aten::vdot", from_torch),
     ("aten::special_chebyshev_polynomial_t", from_torch),
