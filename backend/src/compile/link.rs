@@ -33,6 +33,10 @@ pub(crate) struct Pending {
     pub words: Vec<u32>,
 }
 
+/// A run of kernels linked into one program: the whole-graph slots it binds, in argument
+/// order, and its sections.
+pub(crate) type Run = (Vec<usize>, Vec<Section>);
+
 /// Splits the graph's kernels, in order, into runs whose buffers fit one program
 /// (`max_buffers`): each run comes with the whole-graph slots its program binds, in the
 /// program's argument order, and its sections with slots relative to that list. A graph whose
@@ -40,7 +44,7 @@ pub(crate) struct Pending {
 pub(crate) fn chunks(
     pending: &[Pending],
     max_buffers: usize,
-) -> Result<Vec<(Vec<usize>, Vec<Section>)>, KernelError> {
+) -> Result<Vec<Run>, KernelError> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < pending.len() {
