@@ -187,9 +187,15 @@ impl Transformer {
             linear(&h1, &self.wv)?,
         );
         let (qh, kh, vh) = (self.heads(&q)?, self.heads(&k)?, self.heads(&v)?);
-        let scores = qh.bmm(&kh.transpose(1, 2)?)?.mul_scalar(scale)?;
-        let scores = scores.masked_fill(&self.mask, f64::NEG_INFINITY)?;
+        // Temporaries autograd does not save are dropped after their last use, as Python's
+        // rebinding and refcounting free them (a deferred graph must write a value a live
+        // tensor still holds): the scores, the nll gradient, the SwiGLU gate's gradient.
+        let scores = qh
+            .bmm(&kh.transpose(1, 2)?)?
+            .mul_scalar(scale)?
+            .masked_fill(&self.mask, f64::NEG_INFINITY)?;
         let p = scores.softmax(-1)?;
+        drop(scores);
         let o = p.bmm(&vh)?;
         let o2 = self.merge(&o)?;
         let x1 = x0.add(&linear(&o2, &self.wo)?)?;
@@ -232,7 +238,9 @@ impl Transformer {
             ],
         )?;
         let g_logp = tensor(&g[0]);
+        drop(g);
         let g_logits = ops::backward::log_softmax_backward_data(&g_logp, &logp, -1, c.dtype)?;
+        drop(g_logp);
         let dw_out = g_logits.t()?.mm(&h3)?;
         let g_h3 = g_logits.mm(&self.w_out)?;
         let (g_x2, dg3) = rms_backward(&g_h3, &x2, &self.g3, eps)?;
@@ -241,6 +249,7 @@ impl Transformer {
         let g_up = g_act.mul(&sg)?;
         let g_sg = g_act.mul(&up)?;
         let g_gate = ops::backward::silu_backward(&g_sg, &gate)?;
+        drop(g_sg);
         let dw_gate = g_gate.t()?.mm(&h2)?;
         let dw_up = g_up.t()?.mm(&h2)?;
         let g_h2 = g_gate.mm(&self.w_gate)?.add(&g_up.mm(&self.w_up)?)?;
