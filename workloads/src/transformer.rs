@@ -58,6 +58,26 @@ impl TransformerConfig {
         }
     }
 
+    /// A block of `width` and `seq` tokens (one sequence): heads of 128 (the matrix unit's
+    /// width), SwiGLU of 2.75x the width rounded up to 128 (the demo's ratio), the demo's
+    /// 8192-token vocabulary, bf16. `tpuemu bench eager --width 2048 --seq 2048`.
+    pub fn shaped(width: usize, seq: usize) -> Result<Self> {
+        if width == 0 || width % 128 != 0 || seq == 0 {
+            return Err(tpuemu_backend::error::TpuError::BadArgs(format!(
+                "the block's width must be a positive multiple of 128 and its sequence positive, got width {width}, sequence {seq}"
+            )));
+        }
+        Ok(TransformerConfig {
+            batch: 1,
+            seq,
+            d_model: width,
+            heads: width / 128,
+            d_ff: (width * 11 / 4).div_ceil(128) * 128,
+            vocab: 8192,
+            dtype: DType::BF16,
+        })
+    }
+
     /// Matrix-unit FLOPs of one training step (forward and backward).
     pub fn flops(&self) -> f64 {
         let n = (self.batch * self.seq) as f64;
@@ -307,5 +327,20 @@ fn tensor(v: &Value) -> Tensor {
     match v {
         Value::Tensor(t) => t.clone(),
         _ => unreachable!("the operator returns tensors"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TransformerConfig;
+
+    #[test]
+    fn a_shaped_block_has_heads_of_128_and_the_demo_s_mlp_ratio() {
+        // 2048 / 128 = 16 heads; 2.75 x 2048 = 5632 (a multiple of 128 already); the demo's
+        // width 512 gives its 1408.
+        let c = TransformerConfig::shaped(2048, 2048).unwrap();
+        assert_eq!((c.batch, c.seq, c.heads, c.d_ff), (1, 2048, 16, 5632));
+        assert_eq!(TransformerConfig::shaped(512, 256).unwrap().d_ff, 1408);
+        assert!(TransformerConfig::shaped(100, 256).is_err());
     }
 }
