@@ -62,7 +62,7 @@ impl TransformerConfig {
     /// width), SwiGLU of 2.75x the width rounded up to 128 (the demo's ratio), the demo's
     /// 8192-token vocabulary, bf16. `tpuemu bench eager --width 2048 --seq 2048`.
     pub fn shaped(width: usize, seq: usize) -> Result<Self> {
-        if width == 0 || width % 128 != 0 || seq == 0 {
+        if width == 0 || !width.is_multiple_of(128) || seq == 0 {
             return Err(tpuemu_backend::error::TpuError::BadArgs(format!(
                 "the block's width must be a positive multiple of 128 and its sequence positive, got width {width}, sequence {seq}"
             )));

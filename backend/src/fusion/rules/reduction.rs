@@ -57,7 +57,13 @@ mod tests {
         let (rows, c) = (64usize, 1000usize);
         let x0 = data(rows * c, 5);
         let tg: Vec<i64> = (0..rows as i64)
-            .map(|i| if i % 7 == 3 { -100 } else { (i * 131) % c as i64 })
+            .map(|i| {
+                if i % 7 == 3 {
+                    -100
+                } else {
+                    (i * 131) % c as i64
+                }
+            })
             .collect();
         let kept = tg.iter().filter(|t| **t >= 0).count() as f32;
         let r = run_both(
@@ -66,8 +72,14 @@ mod tests {
                 vec![
                     x.log_softmax(-1).unwrap().to_dtype(DType::BF16).unwrap(),
                     Tensor::from_slice(rt, &tg, &[rows]).unwrap(),
-                    Tensor::from_slice(rt, &[kept], &[]).unwrap().to_dtype(DType::BF16).unwrap(),
-                    Tensor::from_slice(rt, &[1.0f32], &[]).unwrap().to_dtype(DType::BF16).unwrap(),
+                    Tensor::from_slice(rt, &[kept], &[])
+                        .unwrap()
+                        .to_dtype(DType::BF16)
+                        .unwrap(),
+                    Tensor::from_slice(rt, &[1.0f32], &[])
+                        .unwrap()
+                        .to_dtype(DType::BF16)
+                        .unwrap(),
                 ]
             },
             |t| {
@@ -86,11 +98,10 @@ mod tests {
                     ],
                 )
                 .unwrap();
-                let Value::Tensor(g) = &g[0] else { unreachable!() };
-                vec![
-                    ops::backward::log_softmax_backward_data(g, &t[0], -1, DType::BF16)
-                        .unwrap(),
-                ]
+                let Value::Tensor(g) = &g[0] else {
+                    unreachable!()
+                };
+                vec![ops::backward::log_softmax_backward_data(g, &t[0], -1, DType::BF16).unwrap()]
             },
         );
         // The row sum of the one-hot gradient is its one value (adding zeros is exact), so the
@@ -101,7 +112,11 @@ mod tests {
         // the nll gradient in between: 2 kernels, 2 x rows x c x 2 bytes more.
         let once = (2 * rows * c * 2 + rows * 8) as u64;
         assert_eq!(r.kernels, 1);
-        assert!(r.hbm_bytes >= once && r.hbm_bytes <= once + 1024, "{}", r.hbm_bytes);
+        assert!(
+            r.hbm_bytes >= once && r.hbm_bytes <= once + 1024,
+            "{}",
+            r.hbm_bytes
+        );
         assert_eq!(r.strict_kernels, 2);
         assert!(r.strict_hbm_bytes >= once + (2 * rows * c * 2) as u64);
     }

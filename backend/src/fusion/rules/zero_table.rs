@@ -148,7 +148,7 @@ mod tests {
             },
         );
         assert_eq!(r.strict, r.fused);
-        assert!(r.joins.get("zero table").is_none());
+        assert!(!r.joins.contains_key("zero table"));
         // The table is written by the fill and read and written by the index-add.
         assert!(r.hbm_bytes >= 3 * (rows * d * 4) as u64);
     }

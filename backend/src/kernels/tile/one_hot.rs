@@ -183,8 +183,16 @@ mod tests {
         let out = prog.node(prog.outputs[0]);
         assert!(out.per_row && matches!(out.op, POp::Select(..)));
         // The bf16 rounding of the value is kept, and the range check uses the row length.
-        assert!(prog.nodes.iter().any(|n| n.op == POp::Cast(0) || n.dtype == DType::BF16));
-        assert!(prog.nodes.iter().any(|n| n.op == POp::Const(Scalar::Int(1000))));
+        assert!(
+            prog.nodes
+                .iter()
+                .any(|n| n.op == POp::Cast(0) || n.dtype == DType::BF16)
+        );
+        assert!(
+            prog.nodes
+                .iter()
+                .any(|n| n.op == POp::Const(Scalar::Int(1000)))
+        );
     }
 
     #[test]
