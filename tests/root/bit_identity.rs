@@ -7,7 +7,9 @@
 //! twelve gradients), and of every launch's statistics (start and end cycle, per core: end
 //! cycle, instructions, busy cycles of every unit, matrix unit and DMA engine, FLOPs, HBM bytes,
 //! first and last matrix-unit cycles) with the runtime's simulated host clock. A change to any
-//! output bit or any cycle of any launch changes them.
+//! output bit or any cycle of any launch changes them. The defer and compile cycles (and defer's
+//! launch count) were re-pinned when the `zero table` fusion rule and the one-hot row sums
+//! changed their kernels; their output bits did not change.
 
 use std::sync::Arc;
 
@@ -91,8 +93,8 @@ fn step_checksums(mode: &str) -> (u64, u64, u64, f32) {
 const PINNED: [(&str, u64, u64, u64); 4] = [
     ("strict", 0xb6b7_5f18_1622_8551, 0xbe71_9538_a81e_814c, 111),
     ("debug", 0xb6b7_5f18_1622_8551, 0x58bf_f679_4740_05cf, 111),
-    ("defer", 0xb6b7_5f18_1622_8551, 0x5ad6_f54e_6dc1_14e2, 60),
-    ("compile", 0xb6b7_5f18_1622_8551, 0x54b1_19b8_d21c_43e7, 6),
+    ("defer", 0xb6b7_5f18_1622_8551, 0x790f_ad91_1014_4fa1, 59),
+    ("compile", 0xb6b7_5f18_1622_8551, 0x64ac_0cf6_b86d_bb10, 6),
 ];
 
 fn check(mode: &str) {

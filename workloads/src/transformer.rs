@@ -58,6 +58,26 @@ impl TransformerConfig {
         }
     }
 
+    /// A block of `width` and `seq` tokens (one sequence): heads of 128 (the matrix unit's
+    /// width), SwiGLU of 2.75x the width rounded up to 128 (the demo's ratio), the demo's
+    /// 8192-token vocabulary, bf16. `tpuemu bench eager --width 2048 --seq 2048`.
+    pub fn shaped(width: usize, seq: usize) -> Result<Self> {
+        if width == 0 || !width.is_multiple_of(128) || seq == 0 {
+            return Err(tpuemu_backend::error::TpuError::BadArgs(format!(
+                "the block's width must be a positive multiple of 128 and its sequence positive, got width {width}, sequence {seq}"
+            )));
+        }
+        Ok(TransformerConfig {
+            batch: 1,
+            seq,
+            d_model: width,
+            heads: width / 128,
+            d_ff: (width * 11 / 4).div_ceil(128) * 128,
+            vocab: 8192,
+            dtype: DType::BF16,
+        })
+    }
+
     /// Matrix-unit FLOPs of one training step (forward and backward).
     pub fn flops(&self) -> f64 {
         let n = (self.batch * self.seq) as f64;
@@ -187,9 +207,15 @@ impl Transformer {
             linear(&h1, &self.wv)?,
         );
         let (qh, kh, vh) = (self.heads(&q)?, self.heads(&k)?, self.heads(&v)?);
-        let scores = qh.bmm(&kh.transpose(1, 2)?)?.mul_scalar(scale)?;
-        let scores = scores.masked_fill(&self.mask, f64::NEG_INFINITY)?;
+        // Temporaries autograd does not save are dropped after their last use, as Python's
+        // rebinding and refcounting free them (a deferred graph must write a value a live
+        // tensor still holds): the scores, the nll gradient, the SwiGLU gate's gradient.
+        let scores = qh
+            .bmm(&kh.transpose(1, 2)?)?
+            .mul_scalar(scale)?
+            .masked_fill(&self.mask, f64::NEG_INFINITY)?;
         let p = scores.softmax(-1)?;
+        drop(scores);
         let o = p.bmm(&vh)?;
         let o2 = self.merge(&o)?;
         let x1 = x0.add(&linear(&o2, &self.wo)?)?;
@@ -232,7 +258,9 @@ impl Transformer {
             ],
         )?;
         let g_logp = tensor(&g[0]);
+        drop(g);
         let g_logits = ops::backward::log_softmax_backward_data(&g_logp, &logp, -1, c.dtype)?;
+        drop(g_logp);
         let dw_out = g_logits.t()?.mm(&h3)?;
         let g_h3 = g_logits.mm(&self.w_out)?;
         let (g_x2, dg3) = rms_backward(&g_h3, &x2, &self.g3, eps)?;
@@ -241,6 +269,7 @@ impl Transformer {
         let g_up = g_act.mul(&sg)?;
         let g_sg = g_act.mul(&up)?;
         let g_gate = ops::backward::silu_backward(&g_sg, &gate)?;
+        drop(g_sg);
         let dw_gate = g_gate.t()?.mm(&h2)?;
         let dw_up = g_up.t()?.mm(&h2)?;
         let g_h2 = g_gate.mm(&self.w_gate)?.add(&g_up.mm(&self.w_up)?)?;
@@ -298,5 +327,20 @@ fn tensor(v: &Value) -> Tensor {
     match v {
         Value::Tensor(t) => t.clone(),
         _ => unreachable!("the operator returns tensors"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TransformerConfig;
+
+    #[test]
+    fn a_shaped_block_has_heads_of_128_and_the_demo_s_mlp_ratio() {
+        // 2048 / 128 = 16 heads; 2.75 x 2048 = 5632 (a multiple of 128 already); the demo's
+        // width 512 gives its 1408.
+        let c = TransformerConfig::shaped(2048, 2048).unwrap();
+        assert_eq!((c.batch, c.seq, c.heads, c.d_ff), (1, 2048, 16, 5632));
+        assert_eq!(TransformerConfig::shaped(512, 256).unwrap().d_ff, 1408);
+        assert!(TransformerConfig::shaped(100, 256).is_err());
     }
 }

@@ -48,6 +48,14 @@ pub enum Size {
     /// A small configuration for quick checks ([`MlpConfig::small`],
     /// [`TransformerConfig::small`]).
     Small,
+    /// The transformer block at another width and sequence length
+    /// ([`TransformerConfig::shaped`]; the MLP has no such size).
+    Shape {
+        /// Model width.
+        width: usize,
+        /// Tokens per sequence.
+        seq: usize,
+    },
 }
 
 /// How a step runs.
@@ -129,6 +137,11 @@ fn model(rt: &Runtime, workload: Workload, size: Size) -> Result<(Arc<StepFn>, V
             let cfg = match size {
                 Size::Full => MlpConfig::bench(),
                 Size::Small => MlpConfig::small(),
+                Size::Shape { .. } => {
+                    return Err(TpuError::BadArgs(
+                        "a width and sequence length are the transformer block's sizes".into(),
+                    ));
+                }
             };
             let m = Arc::new(Mlp::new(rt, cfg)?);
             let inputs = vec![m.x.clone(), m.targets.clone()];
@@ -142,6 +155,7 @@ fn model(rt: &Runtime, workload: Workload, size: Size) -> Result<(Arc<StepFn>, V
             let cfg = match size {
                 Size::Full => TransformerConfig::demo(),
                 Size::Small => TransformerConfig::small(),
+                Size::Shape { width, seq } => TransformerConfig::shaped(width, seq)?,
             };
             let m = Arc::new(Transformer::new(rt, cfg)?);
             let inputs = vec![m.tokens.clone(), m.targets.clone()];

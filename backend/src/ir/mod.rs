@@ -60,6 +60,9 @@ pub struct GatherNode {
     pub count: usize,
     /// Fault (with a clear error) on indices outside the table instead of reading garbage.
     pub check_bounds: bool,
+    /// Index-add and index-put only: the table starts as zeros, so its old contents are never
+    /// read (set by the `zero table` fusion rule when a zero fill of the table precedes it).
+    pub zero_table: bool,
 }
 
 /// How an index-put node combines a source row with the table row it lands on.

@@ -42,6 +42,8 @@ pub struct GatherSpec {
     /// With bounds checking: the table's row count; an index outside `[0, rows)` makes the row
     /// DMA read from an address outside the table, which faults.
     pub check_rows: Option<u32>,
+    /// Put kernels: the table starts as zeros in VMEM instead of being read from HBM.
+    pub zero_table: bool,
 }
 
 impl GatherSpec {
@@ -107,6 +109,7 @@ fn rows_spec(
         count: g.count as u32,
         table_rows: g.rows as u32,
         check_rows: g.check_bounds.then_some(g.rows as u32),
+        zero_table: put.is_some() && g.zero_table,
     };
     let offsets = [table, index, rows].map(|v| v.layout.offset).to_vec();
     Ok((spec, offsets))

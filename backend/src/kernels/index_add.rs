@@ -7,13 +7,15 @@
 //! indices and source rows stream in chunks (one DMA each, double-buffered: the next chunk
 //! loads while this one is added); the vector unit adds every source row whose index falls in
 //! the block into its table row, in index order (so repeated indices accumulate in order, each
-//! addition rounded to the table's dtype, deterministically); the block goes back to HBM. With
+//! addition rounded to the table's dtype, deterministically); the block goes back to HBM. A
+//! table that starts as zeros (`zero_table`: a fused zero fill) is zeroed in VMEM by vector
+//! stores instead of being read, so it crosses HBM once. With
 //! bounds checking, an index outside the table makes a DMA read from outside the table, which
 //! faults with the table's bounds.
 
 use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::dma::DmaDescriptor;
-use tpuemu_isa::ops::{CmpOp, IotaKind, VBinOp};
+use tpuemu_isa::ops::{CmpOp, IotaKind, VBinOp, VType};
 use tpuemu_isa::{Addr, ArgSlot, ChipInfo, DmaShape, MReg, MemRef, Program, SReg, Sem, VReg};
 
 use super::KernelError;
@@ -69,6 +71,8 @@ const VB: VReg = VReg::n(2);
 const IOTA: VReg = VReg::n(3);
 /// Valid elements of a row's last vector register.
 const TAIL_MASK: MReg = MReg::n(1);
+/// Valid elements of the last store that zeroes a table block.
+const ZERO_MASK: MReg = MReg::n(2);
 
 /// An HBM operand: its slot, the register holding its byte offset, and an offset from there.
 struct Hbm {
@@ -235,10 +239,15 @@ impl<'a> Kernel<'a> {
             off: r0 as i64 * stride as i64,
         };
         let tdesc = rows_desc(nrows, self.row_bytes, stride, true);
-        self.hbm_dma(e, true, table(), self.t_vmem, &tdesc, 2)?;
         let mut chunks = PingPong::new(0);
-        chunks.add(0, self.prefetch(e, 0)?);
-        e.wait_bytes(Sem::n(2), tdesc.bytes());
+        if self.spec.zero_table {
+            chunks.add(0, self.prefetch(e, 0)?);
+            self.zero_block(e, nrows);
+        } else {
+            self.hbm_dma(e, true, table(), self.t_vmem, &tdesc, 2)?;
+            chunks.add(0, self.prefetch(e, 0)?);
+            e.wait_bytes(Sem::n(2), tdesc.bytes());
+        }
         for c in 0..self.nchunks {
             let k = (c % 2) as usize;
             if c + 1 < self.nchunks {
@@ -251,6 +260,40 @@ impl<'a> Kernel<'a> {
         self.hbm_dma(e, false, table(), self.t_vmem, &back, 2)?;
         e.wait_bytes(Sem::n(2), back.bytes());
         Ok(())
+    }
+
+    /// Zeroes the first `nrows` rows of the table block in VMEM (dense there: `row_bytes`
+    /// apart), 1024 lanes a store, eight stores a loop trip.
+    fn zero_block(&self, e: &mut Emitter, nrows: u32) {
+        const UNROLL: u32 = 8;
+        let fmt = self.spec.dtype.mem();
+        let elems = (nrows as u64 * self.row_bytes as u64 / self.esz as u64) as u32;
+        let stores = elems / 1024;
+        let vbytes = 1024 * self.esz;
+        e.vmov(VType::I32, VA, 0u32);
+        let trips = stores / UNROLL;
+        if trips > 0 {
+            let l = e.begin_loop(J, T, trips, 1);
+            e.smul(TA, J, (UNROLL * vbytes) as i32);
+            for u in 0..UNROLL {
+                let at = Addr::new(TA, (self.t_vmem + u * vbytes) as i32);
+                e.vst(fmt, VA, at, VAccess::masked(None));
+            }
+            e.end_loop(l);
+        }
+        // The stores the loop left, from where it stopped.
+        let done = trips * UNROLL;
+        e.smov(TA, (done * vbytes) as i32);
+        for s in done..stores {
+            let at = Addr::new(TA, (self.t_vmem + (s - done) * vbytes) as i32);
+            e.vst(fmt, VA, at, VAccess::masked(None));
+        }
+        let rest = elems % 1024;
+        if rest > 0 {
+            e.mask_below(ZERO_MASK, VB, IotaKind::Flat, rest);
+            let at = Addr::new(TA, (self.t_vmem + (stores - done) * vbytes) as i32);
+            e.vst(fmt, VA, at, VAccess::masked(Some(ZERO_MASK)));
+        }
     }
 
     /// Adds each source row of chunk `c` whose index falls in the block (rows `r0..r0 +

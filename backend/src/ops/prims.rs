@@ -146,6 +146,7 @@ pub fn put_rows(
                 row_len,
                 count,
                 check_bounds,
+                zero_table: false,
             },
             combine,
         ),

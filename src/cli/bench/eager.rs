@@ -73,6 +73,13 @@ pub struct EagerArgs {
     /// A small configuration of the model, for quick checks.
     #[arg(long)]
     pub small: bool,
+    /// The transformer block's width (a multiple of 128; with `--seq`, one sequence, heads of
+    /// 128, SwiGLU of 2.75x the width).
+    #[arg(long, requires = "seq", conflicts_with = "small")]
+    pub width: Option<usize>,
+    /// The transformer block's sequence length (with `--width`).
+    #[arg(long, requires = "width")]
+    pub seq: Option<usize>,
     /// Measured steps after the warm-up step (figures are per step): 1 to 1000.
     #[arg(
         long,
@@ -119,7 +126,11 @@ pub fn measure(
 
 /// Runs `tpuemu bench eager`.
 pub fn run(args: &EagerArgs) -> Result<(), CliError> {
-    let size = if args.small { Size::Small } else { Size::Full };
+    let size = match (args.width, args.seq) {
+        (Some(width), Some(seq)) => Size::Shape { width, seq },
+        _ if args.small => Size::Small,
+        _ => Size::Full,
+    };
     let r = measure(
         &args.chip,
         args.workload.into(),

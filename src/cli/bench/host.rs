@@ -90,6 +90,10 @@ impl Torch {
             (Workload::Mlp, Size::Small) => json!(MlpConfig::small()),
             (Workload::TransformerBlock, Size::Full) => json!(TransformerConfig::demo()),
             (Workload::TransformerBlock, Size::Small) => json!(TransformerConfig::small()),
+            (_, Size::Shape { width, seq }) => json!(
+                TransformerConfig::shaped(width, seq)
+                    .map_err(|e| CliError::Other(e.to_string()))?
+            ),
         };
         let req = json!({"workload": workload.name(), "config": config, "autograd": autograd,
                          "threads": threads});

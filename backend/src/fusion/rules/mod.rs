@@ -11,12 +11,14 @@
 //! | [`reduction`] | a node to a group over the same space when either reduces along the row (prologues, epilogues, softmax and norms) |
 //! | [`per_row`] | a map over a reduction's outer dims, as per-row work of the reduction |
 //! | [`matmul_epilogue`] | an elementwise node reading a matmul's product, as its epilogue |
+//! | [`zero_table`] | an index-add/index-put into a table a group only fills with zeros: the table starts as zeros in VMEM (tried first: it replaces the fill it writes over) |
 
 mod elementwise;
 mod matmul_epilogue;
 mod per_row;
 mod reduction;
 mod tile;
+mod zero_table;
 
 use super::group::{Graph, Group, storages};
 use crate::ir::Node;
@@ -34,6 +36,10 @@ const JOINS: &[(&str, Join)] = &[
 
 /// Tries every join rule; returns the name of the rule that merged `n` into `g`.
 pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> Option<&'static str> {
+    // The one rule that replaces what it writes over.
+    if zero_table::join(g, n, graph) {
+        return Some("zero table");
+    }
     // `n` must not write anything the group touches (no in-place updates inside a kernel).
     let touched = storages(&g.node);
     if n.outputs.iter().any(|v| touched.contains(&v.storage.id())) {

@@ -47,4 +47,77 @@ mod tests {
         assert_eq!(r.joins(), [("per-row", 2), ("reduction", 3)]);
         assert_eq!(r.hbm_bytes, 4 * (2 * rows * d + d) as u64);
     }
+
+    #[test]
+    fn cross_entropy_backward_is_one_pass_over_the_logits() {
+        use crate::dtype::DType;
+        use crate::ops::{self, Value};
+        // 64 rows of 1000 classes (not a multiple of 128), bf16 log-probabilities; rows 3, 10,
+        // 17, ... ignored (-100).
+        let (rows, c) = (64usize, 1000usize);
+        let x0 = data(rows * c, 5);
+        let tg: Vec<i64> = (0..rows as i64)
+            .map(|i| {
+                if i % 7 == 3 {
+                    -100
+                } else {
+                    (i * 131) % c as i64
+                }
+            })
+            .collect();
+        let kept = tg.iter().filter(|t| **t >= 0).count() as f32;
+        let r = run_both(
+            |rt| {
+                let x = Tensor::from_slice(rt, &x0, &[rows, c]).unwrap();
+                vec![
+                    x.log_softmax(-1).unwrap().to_dtype(DType::BF16).unwrap(),
+                    Tensor::from_slice(rt, &tg, &[rows]).unwrap(),
+                    Tensor::from_slice(rt, &[kept], &[])
+                        .unwrap()
+                        .to_dtype(DType::BF16)
+                        .unwrap(),
+                    Tensor::from_slice(rt, &[1.0f32], &[])
+                        .unwrap()
+                        .to_dtype(DType::BF16)
+                        .unwrap(),
+                ]
+            },
+            |t| {
+                let rt = t[0].runtime();
+                let g = ops::call(
+                    rt,
+                    "aten::nll_loss_backward",
+                    vec![
+                        Value::Tensor(t[3].clone()),
+                        Value::Tensor(t[0].clone()),
+                        Value::Tensor(t[1].clone()),
+                        Value::None,
+                        Value::Int(1),
+                        Value::Int(-100),
+                        Value::Tensor(t[2].clone()),
+                    ],
+                )
+                .unwrap();
+                let Value::Tensor(g) = &g[0] else {
+                    unreachable!()
+                };
+                vec![ops::backward::log_softmax_backward_data(g, &t[0], -1, DType::BF16).unwrap()]
+            },
+        );
+        // The row sum of the one-hot gradient is its one value (adding zeros is exact), so the
+        // fused kernel, which never sums the row, gives Strict's bits.
+        assert_eq!(r.strict, r.fused);
+        // By hand: one kernel reading the log-probabilities once (bf16), the targets (8 bytes
+        // a row) and two scalars, writing the gradient once (bf16). Strict writes and reads
+        // the nll gradient in between: 2 kernels, 2 x rows x c x 2 bytes more.
+        let once = (2 * rows * c * 2 + rows * 8) as u64;
+        assert_eq!(r.kernels, 1);
+        assert!(
+            r.hbm_bytes >= once && r.hbm_bytes <= once + 1024,
+            "{}",
+            r.hbm_bytes
+        );
+        assert_eq!(r.strict_kernels, 2);
+        assert!(r.strict_hbm_bytes >= once + (2 * rows * c * 2) as u64);
+    }
 }

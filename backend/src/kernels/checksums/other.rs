@@ -80,6 +80,7 @@ fn gather_spec(add: bool, dtype: DType, index: DType, row_len: u32, count: u32) 
         count,
         table_rows: 4000,
         check_rows: None,
+        zero_table: false,
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod body;
 mod cursor;
+mod one_hot;
 mod plan;
 pub mod program;
 pub mod spec;

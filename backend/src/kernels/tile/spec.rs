@@ -135,6 +135,12 @@ pub fn lower(
             }
         }
         hoist_row_invariants(&mut prog, &per_row_in);
+        super::one_hot::fold_one_hot_sums(
+            &mut prog,
+            shape.len(),
+            row_dims,
+            shape[row_from..].iter().product(),
+        );
     }
     let prog = &prog;
     if prog.outputs.len() != outputs.len() {

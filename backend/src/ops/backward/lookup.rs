@@ -208,6 +208,7 @@ pub fn embedding_dense_backward(
         row_len: d,
         count,
         check_bounds: true,
+        zero_table: false,
     };
     let src = if scale_grad_by_freq && count > 0 && d > 0 {
         // How often each index occurs, read back per gradient row.
@@ -219,6 +220,7 @@ pub fn embedding_dense_backward(
                 row_len: 1,
                 count,
                 check_bounds: true,
+                zero_table: false,
             }),
             vec![idx.view(), ones.view()],
             vec![counts.view()],
@@ -230,6 +232,7 @@ pub fn embedding_dense_backward(
                 row_len: 1,
                 count,
                 check_bounds: true,
+                zero_table: false,
             }),
             vec![counts.view(), idx.view()],
             vec![per_row.view()],

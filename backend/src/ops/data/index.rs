@@ -80,6 +80,7 @@ pub(crate) fn gather_rows(op: &OpScope, table: &Tensor, index: &Tensor) -> Resul
             row_len,
             count,
             check_bounds: true,
+            zero_table: false,
         }),
         vec![table.view(), index.view()],
         vec![out.view()],

@@ -289,6 +289,7 @@ pub fn grid_sampler_2d(
             row_len: c,
             count,
             check_bounds: true,
+            zero_table: false,
         }),
         vec![
             table

@@ -474,6 +474,7 @@ fn scatter_planes(
                     row_len: 1,
                     count,
                     check_bounds: true,
+                    zero_table: false,
                 }),
                 vec![gidx.view(), s.view()],
                 vec![dst.view()],
