@@ -464,6 +464,84 @@ sample("nansum", t(nx), [1], True)
 sample("nansum", nx, [0], dtype=F)
 sample("nansum", q(2, 3, dtype=I32), [1])
 
+# --- compositions (ops/compose): products on the vector unit, losses, norms ---------------
+sample("addr", q(3, 4), q(3), q(4))
+sample("addr", q(3, 4), t(q(3)), q(4), beta=0.5, alpha=0.25)
+sample("addr", q(3, 4, dtype=I64), q(3, dtype=I64), q(4, dtype=I64), beta=2, alpha=3)
+sample("addr", q(3, 4, dtype=B), q(3, dtype=B), q(4, dtype=B))
+sample("addr", q(3, 4, dtype=BF), q(3, dtype=BF), q(4, dtype=BF), beta=0)
+sample("addmv", q(3), q(3, 4), q(4))
+sample("addmv", q(3, dtype=I32), t(q(3, 4, dtype=I32)), q(4, dtype=I32), beta=2, alpha=-1)
+sample("addmv", q(1, dtype=BF), q(3, 4, dtype=BF), q(4, dtype=BF), beta=0.5)
+sample("addbmm", q(3, 5), q(2, 3, 4), q(2, 4, 5))
+sample("addbmm", q(3, 5, dtype=I64), q(2, 3, 4, dtype=I64), q(2, 4, 5, dtype=I64), beta=0, alpha=2)
+sample("addbmm", q(5), q(2, 3, 4, dtype=F), q(2, 4, 5), beta=-1)
+sample("_trilinear", q(4, 3), q(5, 3, 2), q(4, 2), [1, 3], [0], [1, 2], [2, 3])
+sample("_trilinear", q(4, 3, dtype=I64), q(5, 3, 2, dtype=I64), q(4, 2, dtype=I64), [1, 3], [0],
+       [1, 2], [2, 3])
+sample("_trilinear", q(2, 3), q(2, 3), q(2, 3), [], [], [], [1])
+sample("linalg_cross", q(4, 3), q(4, 3))
+sample("linalg_cross", q(3, 5, dtype=I32), q(3, 1, dtype=I32), dim=0)
+sample("linalg_cross", t(q(2, 3, dtype=BF)), q(3, dtype=BF).expand(2, 3).clone())
+sample("mse_loss", q(3, 4), q(3, 4))
+sample("mse_loss", q(3, 4, dtype=BF), q(3, 4, dtype=BF), 0)
+sample("mse_loss", q(5), t(q(5)), 2)
+sample("mse_loss_backward", q(), q(3, 4), q(3, 4), 1)
+sample("mse_loss_backward", q(3, 4), q(3, 4), q(3, 4), 0)
+sample("huber_loss", q(3, 4), q(3, 4), 1, 0.5)
+sample("huber_loss", q(6, dtype=BF), q(6, dtype=BF), 0, 2.0)
+sample("smooth_l1_loss", q(3, 4), q(3, 4), 2, 2.0)
+sample("smooth_l1_loss", q(6), q(6), 0, 0.0)
+sample("soft_margin_loss", q(3, 4, lo=-2, hi=2), q(3, 4, dtype=B).float() * 2 - 1)
+sample("soft_margin_loss", q(6, lo=-2, hi=2), q(6, lo=-1, hi=2), 0)
+probs = torch.tensor([[0.125, 0.25, 0.5, 0.75], [0.875, 0.0625, 0.9375, 0.5], [0.0, 1.0, 0.25, 0.5]])
+labels = torch.tensor([[0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.5, 1.0], [0.0, 1.0, 0.0, 1.0]])
+sample("binary_cross_entropy", probs, labels)
+sample("binary_cross_entropy", probs, labels, q(4), 0)
+sample("binary_cross_entropy", probs.to(BF), labels.to(BF), None, 2)
+sample("binary_cross_entropy_with_logits", q(3, 4), labels)
+sample("binary_cross_entropy_with_logits", q(3, 4), labels, q(4), q(4, lo=0, hi=3), 0)
+sample("binary_cross_entropy_with_logits", q(3, 4, dtype=BF), labels.to(BF), None, q(4, dtype=BF), 2)
+sample("dist", q(3, 4), q(3, 4))
+sample("dist", q(3, 4), q(4), 1)
+sample("dist", q(5, dtype=BF), q(5, dtype=BF), 3.0)
+sample("renorm", q(3, 4), 2, 0, 5.0)
+sample("renorm", q(2, 3, 4), 1, -1, 4)
+sample("renorm", q(4, 3, dtype=BF), 2, 1, 3.0)
+sample("glu", q(3, 4))
+sample("glu", q(4, 6, dtype=BF), 0)
+sample("_prelu_kernel", q(2, 3, 4), q(1, 3, 1))
+sample("_prelu_kernel", q(5, dtype=BF), q(1, dtype=BF))
+
+# --- Bessel, Airy, i0 family, erfinv, ndtri, zeta (pointwise/bessel.rs, special.rs) -------
+bx = torch.tensor([-9.5, -4.0, -1.25, -0.5, 0.0, 1e-6, 0.375, 1.0, 2.0, 3.5, 5.0, 6.5, 8.0, 12.0])
+pos = torch.tensor([0.0, 1e-6, 0.25, 0.75, 1.5, 2.0, 2.5, 4.0, 5.0, 6.25, 9.0, 14.0])
+for name in ["i0", "special_i0e", "special_i1", "special_i1e", "special_modified_bessel_i0",
+             "special_modified_bessel_i1", "special_bessel_j0", "special_bessel_j1",
+             "special_spherical_bessel_j0"]:
+    sample(name, bx)
+    sample(name, q(2, 3, dtype=I32, lo=-6, hi=7))
+for name in ["special_modified_bessel_k0", "special_modified_bessel_k1", "special_bessel_y0",
+             "special_bessel_y1", "special_scaled_modified_bessel_k0",
+             "special_scaled_modified_bessel_k1"]:
+    sample(name, pos)
+    sample(name, torch.tensor([-1.0, 0.0, float("nan"), float("inf")]))
+sample("special_airy_ai", torch.tensor([-12.0, -5.5, -2.5, -2.0, -1.0, 0.0, 0.5, 1.5, 2.0, 2.5,
+                                        4.0, 9.0, float("inf"), float("-inf"), float("nan")]))
+sample("special_airy_ai", q(2, 3, dtype=I64, lo=-4, hi=4))
+sample("i0", q(2, 3, dtype=BF))
+sample("special_i1e", q(4, dtype=H))
+sample("erfinv", torch.tensor([-1.0, -0.999, -0.75, -0.5, -0.1, 0.0, 0.3, 0.7, 0.71, 0.95, 1.0,
+                               1.5, float("nan")]))
+sample("erfinv", q(5, dtype=I64, lo=-2, hi=3))
+sample("erfinv", q(4, dtype=BF, lo=-1, hi=1))
+sample("special_ndtri", torch.tensor([0.0, 1e-10, 1e-4, 0.05, 0.1353, 0.2, 0.5, 0.8, 0.9, 0.999,
+                                      1.0, -0.5, 1.5]))
+sample("special_ndtri", q(3, dtype=B))
+sample("special_zeta", torch.tensor([2.0, 3.0, 1.5, 4.5, 1.0, 0.5, 2.0, 3.0]),
+       torch.tensor([1.0, 2.5, 0.5, 3.0, 1.0, 1.0, -2.0, -1.5]))
+sample("special_zeta", q(2, 3, dtype=I64, lo=2, hi=6), q(3, dtype=I64, lo=1, hi=4))
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))
