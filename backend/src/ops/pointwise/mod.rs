@@ -13,6 +13,7 @@ pub mod expr;
 
 mod activations;
 mod bessel;
+mod bits;
 mod bitwise;
 mod cephes;
 mod division;
@@ -218,5 +219,6 @@ pub(super) fn defs() -> Vec<OpDef> {
     v.extend(polynomials::defs());
     v.extend(bessel::defs());
     v.extend(special::defs());
+    v.extend(bits::defs());
     v
 }
