@@ -1,5 +1,5 @@
-//! `erfinv`, `special_ndtri` and `special_zeta` as ATen computes them (`Math.h`), in f32 lanes,
-//! every branch computed and selected:
+//! `erfinv`, `special_ndtri`, `special_erfcx`, `special_log_ndtr` and `special_zeta` as ATen
+//! computes them (`Math.h`), in f32 lanes, every branch computed and selected:
 //!
 //! - `erfinv(y)`: a rational first guess (central for `|y| <= 0.7`, tail in `sqrt(-log((1 -
 //!   |y|) / 2))` outside), then two Newton steps on the vector unit's `erf`; `±1` give `±inf`,
@@ -7,6 +7,12 @@
 //! - `special_ndtri(p)`: Cephes' `ndtri`, a rational function of `p - 1/2` in the centre and of
 //!   `1 / sqrt(-2 log p)` in the tails (two tables, split at 8); 0 and 1 give `∓inf`, outside
 //!   [0, 1] NaN;
+//! - `special_erfcx(x) = exp(x^2) erfc(x)`: for `x >= 1` Cephes' rational approximations of
+//!   `erfc(x) exp(x^2)` (`P/Q` below 8, `R/S` above: the same functions ATen's Faddeeva code
+//!   approximates, to float32 precision), below 1 `exp(x^2) (1 - erf(x))` with Cephes' `erf`,
+//!   for `x < 0` the reflection `2 exp(x^2) - erfcx(-x)` (infinite below about -9.3);
+//! - `special_log_ndtr(x)`: ATen's formula, `log(erfcx(-t) / 2) - t^2` for `x < -1`, else
+//!   `log1p(-erfc(t) / 2)`, `t = x / sqrt 2`;
 //! - `special_zeta(x, q)`: the Hurwitz zeta as Cephes sums it, here always 20 direct terms then
 //!   the 12-term Euler-Maclaurin tail (Cephes stops early once a term falls below its epsilon;
 //!   the terms after that do not change an f32 result); `x == 1` is `inf`, `x < 1` NaN, `q` a
@@ -111,6 +117,78 @@ fn ndtri(e: &mut Ex, y0: PRef) -> PRef {
     e.selk(bad, f64::NAN, out)
 }
 
+/// `erf(x)` for `|x| < 1` (Cephes: `x T(x^2) / U(x^2)`).
+fn erf_small(e: &mut Ex, x: PRef) -> PRef {
+    let z = e.mul(x, x);
+    let t = e.poly(z, &ERF_T);
+    let u = e.poly1(z, &ERF_U);
+    let n = e.mul(x, t);
+    e.div(n, u)
+}
+
+/// `erfcx(a)` for `a >= 0` (and `+inf`: 0).
+fn erfcx_pos(e: &mut Ex, a: PRef) -> PRef {
+    let er = erf_small(e, a);
+    let c = e.ksub(1.0, er);
+    let aa = e.mul(a, a);
+    let ex = e.exp(aa);
+    let below1 = e.mul(ex, c);
+    let p = e.poly(a, &ERFC_P);
+    let q = e.poly1(a, &ERFC_Q);
+    let mid = e.div(p, q);
+    let r = e.poly(a, &ERFC_R);
+    let s = e.poly1(a, &ERFC_S);
+    let far = e.div(r, s);
+    let lt8 = e.ltk(a, 8.0);
+    let out = e.sel(lt8, mid, far);
+    let lt1 = e.ltk(a, 1.0);
+    let out = e.sel(lt1, below1, out);
+    let inf = e.isinf(a);
+    e.selk(inf, 0.0, out)
+}
+
+/// `erfcx(x)`.
+fn erfcx(e: &mut Ex, x: PRef) -> PRef {
+    let a = e.abs(x);
+    let c = erfcx_pos(e, a);
+    let xx = e.mul(x, x);
+    let ex = e.exp(xx);
+    let two = e.mulk(ex, 2.0);
+    let refl = e.sub(two, c);
+    let neg = e.ltk(x, 0.0);
+    e.sel(neg, refl, c)
+}
+
+/// `erfc(t)` for `t > -1`.
+fn erfc_above_m1(e: &mut Ex, t: PRef) -> PRef {
+    let er = erf_small(e, t);
+    let near = e.ksub(1.0, er);
+    let a = e.abs(t);
+    let c = erfcx_pos(e, a);
+    let tt = e.mul(t, t);
+    let ntt = e.neg(tt);
+    let ex = e.exp(ntt);
+    let far = e.mul(ex, c);
+    let lt1 = e.ltk(a, 1.0);
+    e.sel(lt1, near, far)
+}
+
+/// `log_ndtr(x)`.
+fn log_ndtr(e: &mut Ex, x: PRef) -> PRef {
+    let t = e.mulk(x, std::f64::consts::FRAC_1_SQRT_2);
+    let nt = e.neg(t);
+    let c = erfcx_pos(e, nt);
+    let h = e.mulk(c, 0.5);
+    let l = e.log(h);
+    let tt = e.mul(t, t);
+    let lo = e.sub(l, tt);
+    let ec = erfc_above_m1(e, t);
+    let h = e.mulk(ec, -0.5);
+    let hi = e.log1p(h);
+    let low = e.ltk(x, -1.0);
+    e.sel(low, lo, hi)
+}
+
 /// The Euler-Maclaurin coefficients of Cephes' `zeta` (`A[]`).
 const ZETA_A: [f64; 12] = [
     12.0,
@@ -193,6 +271,14 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(pw()),
         OpDef::new("aten::special_ndtri", k, ALL, |_, a| {
             t1(float1("aten::special_ndtri", a.tensor(0)?, ndtri))
+        })
+        .shard(pw()),
+        OpDef::new("aten::special_erfcx", k, ALL, |_, a| {
+            t1(float1("aten::special_erfcx", a.tensor(0)?, erfcx))
+        })
+        .shard(pw()),
+        OpDef::new("aten::special_log_ndtr", k, ALL, |_, a| {
+            t1(float1("aten::special_log_ndtr", a.tensor(0)?, log_ndtr))
         })
         .shard(pw()),
         OpDef::new("aten::special_zeta", k, ALL, |_, a| {
