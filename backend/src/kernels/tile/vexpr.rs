@@ -241,6 +241,14 @@ pub(crate) fn emit_cast(
         (false, DType::F16) => {
             e.vcvt(CvtOp::I2F, dst, a).vcvt(CvtOp::F16, dst, dst);
         }
+        // uint8 wraps modulo 256 (floats truncate toward zero first), as PyTorch's conversions.
+        (true, DType::U8) => {
+            e.vcvt(CvtOp::F2I, dst, a)
+                .vbin(VBinOp::And, VType::I32, dst, dst, 0xffu32);
+        }
+        (false, DType::U8) => {
+            e.vbin(VBinOp::And, VType::I32, dst, a, 0xffu32);
+        }
     }
     Ok(())
 }
