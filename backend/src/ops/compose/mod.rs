@@ -11,9 +11,11 @@
 //!   (`0` none, `1` mean, `2` sum);
 //! - `compare`: `equal` and `allclose` (a host-side answer: they read one bool back, so they
 //!   synchronise and break a compiled graph, as in PyTorch), `dist`, `renorm`, `glu`,
-//!   `_prelu_kernel`.
+//!   `_prelu_kernel`;
+//! - `distances`: `_euclidean_dist`, `_cdist_forward`, `_pdist_forward`, `multi_margin_loss`.
 
 mod compare;
+mod distances;
 mod losses;
 mod products;
 
@@ -65,5 +67,6 @@ pub(super) fn defs() -> Vec<OpDef> {
     let mut v = products::defs();
     v.extend(losses::defs());
     v.extend(compare::defs());
+    v.extend(distances::defs());
     v
 }
