@@ -152,6 +152,7 @@ fn pass(
                     let o = ops[k as usize];
                     let v = cx.va.take()?;
                     cx.e.vld(o.dtype.mem(), v, offs.at(o, u), VAccess::DENSE);
+                    crate::kernels::tile::vexpr::after_load(cx.e, o.dtype, v);
                     v
                 }
                 POp::Index(d) => {
