@@ -24,7 +24,7 @@ fn replay(mode: Mode) -> tpuemu_golden::Report {
 
 /// The most cases that may be skipped, in percent of all cases: a ratchet that only goes down
 /// as operators are added (issue 13's goal is 5).
-const MAX_SKIPPED_PERCENT: usize = 18;
+const MAX_SKIPPED_PERCENT: usize = 5;
 
 /// Whether a skip reason names only what the backend lacks: an unregistered overload
 /// (`aten::fft_fft not registered`), a dtype TPUs do not have (`float64 is not a TPU dtype`),

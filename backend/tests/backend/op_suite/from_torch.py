@@ -18,7 +18,9 @@ aten = torch.ops.aten
 torch.manual_seed(0)
 F, BF, H, I32, I64, B = (torch.float32, torch.bfloat16, torch.float16, torch.int32,
                          torch.int64, torch.bool)
-DT = {F: "float32", BF: "bfloat16", H: "float16", I32: "int32", I64: "int64", B: "bool"}
+U8, I8 = torch.uint8, torch.int8
+DT = {F: "float32", BF: "bfloat16", H: "float16", I32: "int32", I64: "int64", B: "bool",
+      U8: "uint8", I8: "int8"}
 SAMPLES = []
 
 
@@ -541,6 +543,43 @@ sample("special_ndtri", q(3, dtype=B))
 sample("special_zeta", torch.tensor([2.0, 3.0, 1.5, 4.5, 1.0, 0.5, 2.0, 3.0]),
        torch.tensor([1.0, 2.5, 0.5, 3.0, 1.0, 1.0, -2.0, -1.5]))
 sample("special_zeta", q(2, 3, dtype=I64, lo=2, hi=6), q(3, dtype=I64, lo=1, hi=4))
+
+# --- float bits and divisibility (pointwise/bits.rs), erfcx and log_ndtr (special.rs) -------
+sample("frexp.Tensor", torch.tensor([0.0, -0.0, 1.0, -3.5, 0.1, 1e-40, 6e4, float("inf"), float("nan")]))
+sample("frexp.Tensor", q(2, 3, dtype=BF))
+sample("nextafter", torch.tensor([0.0, 1.0, -1.0, 1.0, 2.5, -0.0, 3e38]),
+       torch.tensor([-1.0, 2.0, 0.0, 1.0, -5.0, 1.0, float("inf")]))
+sample("nextafter", q(4, dtype=BF), q(4, dtype=BF))
+sample("nextafter", torch.tensor([0.0, 1.0, 6.1e-5, 2.0 ** -14, -2.0, 65504.0], dtype=H),
+       torch.tensor([1.0, 0.0, 0.0, 0.0, -3.0, float("inf")], dtype=H))
+sample("gcd", torch.tensor([0, -12, 7, 1071, 2 ** 20, 1836311903], dtype=I32),
+       torch.tensor([0, 18, -21, 462, 3 * 2 ** 11, 1134903170], dtype=I32))
+sample("gcd", q(3, 4, dtype=I64, lo=-20, hi=20), q(4, dtype=I64, lo=-20, hi=20))
+sample("lcm", torch.tensor([0, -4, 6, 21, 9], dtype=I64), torch.tensor([5, 6, -4, 6, 0], dtype=I64))
+sample("special_erfcx", torch.tensor([-30.0, -3.0, -1.0, -0.5, 0.0, 0.3, 0.9, 1.0, 2.5, 7.9, 8.0,
+                                      20.0, 100.0, float("inf"), float("-inf"), float("nan")]))
+sample("special_erfcx", q(5, dtype=I64, lo=-3, hi=3))
+sample("special_log_ndtr", torch.tensor([-30.0, -10.0, -3.0, -1.0, -0.5, 0.0, 0.3, 1.0, 2.5, 8.0,
+                                         float("inf"), float("-inf"), float("nan")]))
+
+# --- distances and the margin loss (compose/distances.rs) -------------------------------------
+sample("_euclidean_dist", q(4, 3), q(5, 3))
+sample("_cdist_forward", q(2, 4, 3), q(2, 5, 3), 1.0, None)
+sample("_cdist_forward", q(4, 3), q(5, 3), 2.0, 1)
+sample("_cdist_forward", q(4, 3), q(5, 3), float("inf"), 2)
+sample("_pdist_forward", q(5, 3), 2.0)
+sample("_pdist_forward", q(4, 2), 1.0)
+sample("multi_margin_loss", q(4, 5), idx(4, 5))
+sample("multi_margin_loss", q(4, 5), idx(4, 5), 2, 0.5, q(5, lo=0, hi=3), 0)
+sample("multi_margin_loss", q(5), torch.tensor(2), 1, 1.0, None, 2)
+
+# --- byte dtypes: conversions wrap, int8 loads sign-extend ---------------------------------
+sample("_to_copy", torch.tensor([0.0, 3.75, 127.5, 200.25, 255.0]), dtype=U8)
+sample("_to_copy", torch.tensor([-128.0, -1.5, 0.0, 3.75, 127.0]), dtype=I8)
+sample("_to_copy", torch.tensor([-1, 256, 300, 7], dtype=I32), dtype=U8)
+sample("_to_copy", torch.tensor([200, -129, 5, -7], dtype=I64), dtype=I8)
+sample("_to_copy", torch.tensor([0, 1, 127, 128, 200, 255], dtype=U8), dtype=F)
+sample("_to_copy", torch.tensor([-128, -1, 0, 5, 127], dtype=I8), dtype=I32)
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",

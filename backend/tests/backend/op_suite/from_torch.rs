@@ -21,6 +21,17 @@ use super::reference::HostTensor;
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
     ("aten::nansum", from_torch),
+    ("aten::frexp.Tensor", from_torch),
+    ("aten::nextafter", from_torch),
+    ("aten::gcd", from_torch),
+    ("aten::lcm", from_torch),
+    ("aten::special_erfcx", from_torch),
+    ("aten::special_log_ndtr", from_torch),
+    ("aten::_euclidean_dist", from_torch),
+    ("aten::_cdist_forward", from_torch),
+    ("aten::_pdist_forward", from_torch),
+    ("aten::multi_margin_loss", from_torch),
+    ("aten::_to_copy", from_torch),
     ("aten::addr", from_torch),
     ("aten::addmv", from_torch),
     ("aten::addbmm", from_torch),
