@@ -154,7 +154,12 @@ pub fn glu(rt: &Runtime, x: &Tensor, dim: i64) -> Result<Tensor> {
         op(
             rt,
             "aten::narrow",
-            vec![tv(x), Value::Int(d), Value::Int(start), Value::Int(size / 2)],
+            vec![
+                tv(x),
+                Value::Int(d),
+                Value::Int(start),
+                Value::Int(size / 2),
+            ],
         )
     };
     let (a, b) = (half(0)?, half(size / 2)?);
@@ -195,17 +200,34 @@ pub(super) fn defs() -> Vec<OpDef> {
         })
         .shard(host()),
         OpDef::new("aten::dist", dec, FLOAT, |rt, a| {
-            t1(dist(rt, a.tensor(0)?, a.tensor(1)?, a.scalar_or(2, Scalar::Int(2))?))
+            t1(dist(
+                rt,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.scalar_or(2, Scalar::Int(2))?,
+            ))
         })
-        .shard(Sharding::Replicate("a norm of a difference: no sharding rule yet")),
+        .shard(Sharding::Replicate(
+            "a norm of a difference: no sharding rule yet",
+        )),
         OpDef::new("aten::renorm", dec, FLOAT, |rt, a| {
-            t1(renorm(rt, a.tensor(0)?, a.scalar(1)?, a.int(2)?, a.scalar(3)?))
+            t1(renorm(
+                rt,
+                a.tensor(0)?,
+                a.scalar(1)?,
+                a.int(2)?,
+                a.scalar(3)?,
+            ))
         })
-        .shard(Sharding::Replicate("norms across every other dimension: no sharding rule yet")),
+        .shard(Sharding::Replicate(
+            "norms across every other dimension: no sharding rule yet",
+        )),
         OpDef::new("aten::glu", dec, FLOAT, |rt, a| {
             t1(glu(rt, a.tensor(0)?, a.int_or(1, -1)?))
         })
-        .shard(Sharding::Replicate("halves of one dimension: no sharding rule yet")),
+        .shard(Sharding::Replicate(
+            "halves of one dimension: no sharding rule yet",
+        )),
         OpDef::new("aten::_prelu_kernel", OpImpl::Kernel, FLOAT, |_, a| {
             t1(prelu_kernel(a.tensor(0)?, a.tensor(1)?))
         })

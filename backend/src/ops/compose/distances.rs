@@ -24,7 +24,12 @@ fn norm_last(rt: &Runtime, d: &Tensor, p: f64) -> Result<Tensor> {
     op(
         rt,
         "aten::linalg_vector_norm",
-        vec![tv(d), Value::Float(p), Value::Ints(vec![-1]), Value::Bool(false)],
+        vec![
+            tv(d),
+            Value::Float(p),
+            Value::Ints(vec![-1]),
+            Value::Bool(false),
+        ],
     )
 }
 
@@ -79,7 +84,8 @@ pub fn cdist(rt: &Runtime, x1: &Tensor, x2: &Tensor, p: f64, mode: Option<i64>) 
         ));
     }
     let (r1, r2) = (x1.shape()[x1.dim() - 2], x2.shape()[x2.dim() - 2]);
-    let mm = p == 2.0 && matches!(mode, Some(1)) || (p == 2.0 && matches!(mode, None | Some(0)) && (r1 > 25 || r2 > 25));
+    let mm = p == 2.0 && matches!(mode, Some(1))
+        || (p == 2.0 && matches!(mode, None | Some(0)) && (r1 > 25 || r2 > 25));
     if mm {
         return euclidean_dist(rt, x1, x2);
     }
@@ -106,7 +112,11 @@ pub fn pdist(rt: &Runtime, x: &Tensor, p: f64) -> Result<Tensor> {
         vec![Value::Int(n), Value::Int(n), Value::Int(1)],
     )?;
     let pick = |row: i64| -> Result<Tensor> {
-        let i = op(rt, "aten::select.int", vec![tv(&idx), Value::Int(0), Value::Int(row)])?;
+        let i = op(
+            rt,
+            "aten::select.int",
+            vec![tv(&idx), Value::Int(0), Value::Int(row)],
+        )?;
         op(rt, "aten::index_select", vec![tv(x), Value::Int(0), tv(&i)])
     };
     let d = op(rt, "aten::sub.Tensor", vec![tv(&pick(0)?), tv(&pick(1)?)])?;
@@ -138,10 +148,22 @@ pub fn multi_margin_loss(
             x.shape()
         )));
     }
-    let c = if x.dim() == 0 { 1 } else { x.shape()[x.dim() - 1] };
-    let batch: Vec<i64> = if x.dim() == 2 { vec![x.shape()[0] as i64] } else { vec![] };
+    let c = if x.dim() == 0 {
+        1
+    } else {
+        x.shape()[x.dim() - 1]
+    };
+    let batch: Vec<i64> = if x.dim() == 2 {
+        vec![x.shape()[0] as i64]
+    } else {
+        vec![]
+    };
     let n = batch.first().copied().unwrap_or(1);
-    let x2 = op(rt, "aten::reshape", vec![tv(x), Value::Ints(vec![n, c as i64])])?;
+    let x2 = op(
+        rt,
+        "aten::reshape",
+        vec![tv(x), Value::Ints(vec![n, c as i64])],
+    )?;
     let t2 = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n, 1])])?;
     let xt = op(rt, "aten::gather", vec![tv(&x2), Value::Int(1), tv(&t2)])?;
     // (margin - x[y]) + x[j], as ATen's kernel adds them.
@@ -153,8 +175,16 @@ pub fn multi_margin_loss(
     }
     if let Some(w) = weight {
         let flat = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n])])?;
-        let wt = op(rt, "aten::index_select", vec![tv(w), Value::Int(0), tv(&flat)])?;
-        h = op(rt, "aten::mul.Tensor", vec![tv(&h), tv(&unsqueeze(rt, &wt, 1)?)])?;
+        let wt = op(
+            rt,
+            "aten::index_select",
+            vec![tv(w), Value::Int(0), tv(&flat)],
+        )?;
+        h = op(
+            rt,
+            "aten::mul.Tensor",
+            vec![tv(&h), tv(&unsqueeze(rt, &wt, 1)?)],
+        )?;
     }
     let cols = op(
         rt,
@@ -218,6 +248,8 @@ pub(super) fn defs() -> Vec<OpDef> {
                 a.int_or(5, 1)?,
             ))
         })
-        .shard(rep("a loss reduced over every element: no sharding rule yet")),
+        .shard(rep(
+            "a loss reduced over every element: no sharding rule yet",
+        )),
     ]
 }

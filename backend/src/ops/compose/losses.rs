@@ -102,7 +102,13 @@ pub fn mse_loss_backward(g: &Tensor, x: &Tensor, y: &Tensor, reduction: i64) -> 
 }
 
 /// `huber_loss(x, y, reduction, delta)`.
-pub fn huber_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64, delta: f64) -> Result<Tensor> {
+pub fn huber_loss(
+    rt: &Runtime,
+    x: &Tensor,
+    y: &Tensor,
+    reduction: i64,
+    delta: f64,
+) -> Result<Tensor> {
     need_float("aten::huber_loss", &[x, y])?;
     let l = elementwise("aten::huber_loss", &[x, y], |e, v, _| {
         let z = absdiff(e, v);
@@ -117,7 +123,13 @@ pub fn huber_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64, delta: f
 }
 
 /// `smooth_l1_loss(x, y, reduction, beta)`.
-pub fn smooth_l1_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64, beta: f64) -> Result<Tensor> {
+pub fn smooth_l1_loss(
+    rt: &Runtime,
+    x: &Tensor,
+    y: &Tensor,
+    reduction: i64,
+    beta: f64,
+) -> Result<Tensor> {
     need_float("aten::smooth_l1_loss", &[x, y])?;
     if beta < 0.0 {
         return Err(TpuError::BadArgs(
@@ -261,7 +273,9 @@ pub(super) fn defs() -> Vec<OpDef> {
                 a.int(3)?,
             ))
         })
-        .shard(Sharding::Replicate("the mean's scale needs the global count: no sharding rule yet")),
+        .shard(Sharding::Replicate(
+            "the mean's scale needs the global count: no sharding rule yet",
+        )),
         OpDef::new("aten::huber_loss", dec, FLOAT, |rt, a| {
             t1(huber_loss(
                 rt,
@@ -283,7 +297,12 @@ pub(super) fn defs() -> Vec<OpDef> {
         })
         .shard(rep()),
         OpDef::new("aten::soft_margin_loss", dec, FLOAT, |rt, a| {
-            t1(soft_margin_loss(rt, a.tensor(0)?, a.tensor(1)?, a.int_or(2, 1)?))
+            t1(soft_margin_loss(
+                rt,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.int_or(2, 1)?,
+            ))
         })
         .shard(rep()),
         OpDef::new("aten::binary_cross_entropy", dec, FLOAT, |rt, a| {
@@ -296,16 +315,21 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(rep()),
-        OpDef::new("aten::binary_cross_entropy_with_logits", dec, FLOAT, |rt, a| {
-            t1(bce_with_logits(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.opt_tensor(2)?,
-                a.opt_tensor(3)?,
-                a.int_or(4, 1)?,
-            ))
-        })
+        OpDef::new(
+            "aten::binary_cross_entropy_with_logits",
+            dec,
+            FLOAT,
+            |rt, a| {
+                t1(bce_with_logits(
+                    rt,
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.opt_tensor(2)?,
+                    a.opt_tensor(3)?,
+                    a.int_or(4, 1)?,
+                ))
+            },
+        )
         .shard(rep()),
     ]
 }

@@ -224,7 +224,13 @@ pub fn addbmm(
     let mut r = self_.clone();
     let mut beta = beta;
     for i in 0..s1[0] as i64 {
-        let pick = |t: &Tensor| op(rt, "aten::select.int", vec![tv(t), Value::Int(0), Value::Int(i)]);
+        let pick = |t: &Tensor| {
+            op(
+                rt,
+                "aten::select.int",
+                vec![tv(t), Value::Int(0), Value::Int(i)],
+            )
+        };
         let prod = contract(
             rt,
             &unsqueeze(rt, &pick(b1)?, 2)?,
@@ -236,7 +242,6 @@ pub fn addbmm(
     }
     Ok(r)
 }
-
 
 /// `torch._trilinear`: the inputs unsqueezed at their `expand` dims (in increasing order),
 /// then, as ATen's kernel: `i1 * i2` contracted over the summed dims where `i3` is expanded,
@@ -267,7 +272,12 @@ pub fn trilinear(rt: &Runtime, a: &Args3, expand: [&[i64]; 3], sumdim: &[i64]) -
         op(
             rt,
             "aten::sum.dim_IntList",
-            vec![tv(t), Value::Ints(dims.to_vec()), Value::Bool(true), Value::Dtype(dt)],
+            vec![
+                tv(t),
+                Value::Ints(dims.to_vec()),
+                Value::Bool(true),
+                Value::Dtype(dt),
+            ],
         )
     };
     let x = contract(rt, &ts[0], &ts[1], &[])?;
@@ -355,7 +365,9 @@ pub(super) fn defs() -> Vec<OpDef> {
                 a.scalar(4)?,
             ))
         })
-        .shard(rep("an outer product on the vector unit: no sharding rule yet")),
+        .shard(rep(
+            "an outer product on the vector unit: no sharding rule yet",
+        )),
         OpDef::new("aten::addmv", dec, NUM, |rt, a| {
             t1(addmv(
                 rt,
@@ -396,6 +408,8 @@ pub(super) fn defs() -> Vec<OpDef> {
                 a.int_or(2, -1)?,
             ))
         })
-        .shard(rep("slices along the cross dimension: no sharding rule yet")),
+        .shard(rep(
+            "slices along the cross dimension: no sharding rule yet",
+        )),
     ]
 }

@@ -5,8 +5,8 @@
 
 use crate::dtype::Scalar;
 use crate::error::{Result, TpuError};
-use crate::ops::compose::{axpby, contract, op, tv};
 use crate::ops::Value;
+use crate::ops::compose::{axpby, contract, op, tv};
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 

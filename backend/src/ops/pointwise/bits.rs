@@ -93,53 +93,62 @@ pub fn nextafter(x: &Tensor, y: &Tensor) -> Result<Tensor> {
         DType::F16 => (1 << 13, f64::powi(2.0, -24)),
         _ => (1, f64::from(f32::from_bits(1))),
     };
-    promoted(name, &[Arg::T(x), Arg::T(y)], Number::Common, |c| c, |p, v, _| {
-        let x = p.cast(v[0], DType::F32);
-        let y = p.cast(v[1], DType::F32);
-        let mut e = Ex::new(p);
-        let up = e.gt(y, x);
-        let pos = e.gtk(x, 0.0);
-        let differ = e.p.bin(BinOp::Xor, up, pos, DType::Bool);
-        let inc = e.not(differ);
-        let p = &mut *e.p;
-        let bits = p.bitcast(x, I);
-        let s = int(p, step);
-        let more = p.bin(BinOp::Add, bits, s, I);
-        let less = p.bin(BinOp::Sub, bits, s, I);
-        let nb = p.select(inc, more, less, I);
-        let mut r = p.bitcast(nb, DType::F32);
-        let mut e = Ex::new(p);
-        if d == DType::F16 {
-            // f16 subnormals (and the step down from the smallest normal) are additive.
-            let a = e.abs(x);
-            let below = e.ltk(a, f64::powi(2.0, -14));
-            let edge = e.eqk(a, f64::powi(2.0, -14));
-            let dec = e.not(inc);
-            let edge_down = e.and(edge, dec);
-            let additive = e.or(below, edge_down);
-            let u = e.k(tiny);
-            let nu = e.k(-tiny);
-            let du = e.sel(up, u, nu);
-            let ad = e.add(x, du);
-            r = e.sel(additive, ad, r);
-        }
-        let zero = e.eqk(x, 0.0);
-        let t = e.k(tiny);
-        let nt = e.k(-tiny);
-        let from0 = e.sel(up, t, nt);
-        r = e.sel(zero, from0, r);
-        let same = e.eq(x, y);
-        r = e.sel(same, y, r);
-        let nan = e.add(x, y);
-        let isnan = e.isnan(nan);
-        e.sel(isnan, nan, r)
-    })
+    promoted(
+        name,
+        &[Arg::T(x), Arg::T(y)],
+        Number::Common,
+        |c| c,
+        |p, v, _| {
+            let x = p.cast(v[0], DType::F32);
+            let y = p.cast(v[1], DType::F32);
+            let mut e = Ex::new(p);
+            let up = e.gt(y, x);
+            let pos = e.gtk(x, 0.0);
+            let differ = e.p.bin(BinOp::Xor, up, pos, DType::Bool);
+            let inc = e.not(differ);
+            let p = &mut *e.p;
+            let bits = p.bitcast(x, I);
+            let s = int(p, step);
+            let more = p.bin(BinOp::Add, bits, s, I);
+            let less = p.bin(BinOp::Sub, bits, s, I);
+            let nb = p.select(inc, more, less, I);
+            let mut r = p.bitcast(nb, DType::F32);
+            let mut e = Ex::new(p);
+            if d == DType::F16 {
+                // f16 subnormals (and the step down from the smallest normal) are additive.
+                let a = e.abs(x);
+                let below = e.ltk(a, f64::powi(2.0, -14));
+                let edge = e.eqk(a, f64::powi(2.0, -14));
+                let dec = e.not(inc);
+                let edge_down = e.and(edge, dec);
+                let additive = e.or(below, edge_down);
+                let u = e.k(tiny);
+                let nu = e.k(-tiny);
+                let du = e.sel(up, u, nu);
+                let ad = e.add(x, du);
+                r = e.sel(additive, ad, r);
+            }
+            let zero = e.eqk(x, 0.0);
+            let t = e.k(tiny);
+            let nt = e.k(-tiny);
+            let from0 = e.sel(up, t, nt);
+            r = e.sel(zero, from0, r);
+            let same = e.eq(x, y);
+            r = e.sel(same, y, r);
+            let nan = e.add(x, y);
+            let isnan = e.isnan(nan);
+            e.sel(isnan, nan, r)
+        },
+    )
 }
 
 /// Euclid's algorithm, unrolled, on `|a|`, `|b|` in the integer dtype `d`.
 fn gcd_prog(p: &mut ProgBuilder, a: PRef, b: PRef, d: DType) -> PRef {
     let steps = if d == DType::I64 { 92 } else { 47 };
-    let (mut a, mut b) = (p.un(crate::ir::UnOp::Abs, a, d), p.un(crate::ir::UnOp::Abs, b, d));
+    let (mut a, mut b) = (
+        p.un(crate::ir::UnOp::Abs, a, d),
+        p.un(crate::ir::UnOp::Abs, b, d),
+    );
     let zero = p.constant(Scalar::Int(0), d);
     let one = p.constant(Scalar::Int(1), d);
     for _ in 0..steps {
@@ -157,7 +166,12 @@ fn integral(name: &str, a: &Tensor, b: &Tensor) -> Result<()> {
     if !a.dtype().is_int() || !b.dtype().is_int() {
         return Err(TpuError::Unsupported(format!(
             "\"{name}_cpu\" not implemented for '{}'",
-            if a.dtype().is_int() { b.dtype() } else { a.dtype() }.name()
+            if a.dtype().is_int() {
+                b.dtype()
+            } else {
+                a.dtype()
+            }
+            .name()
         )));
     }
     Ok(())
@@ -166,25 +180,35 @@ fn integral(name: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 /// `torch.gcd(a, b)`.
 pub fn gcd(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     integral("gcd", a, b)?;
-    promoted("aten::gcd", &[Arg::T(a), Arg::T(b)], Number::Common, |c| c, |p, v, c| {
-        gcd_prog(p, v[0], v[1], c)
-    })
+    promoted(
+        "aten::gcd",
+        &[Arg::T(a), Arg::T(b)],
+        Number::Common,
+        |c| c,
+        |p, v, c| gcd_prog(p, v[0], v[1], c),
+    )
 }
 
 /// `torch.lcm(a, b)`.
 pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     integral("lcm", a, b)?;
-    promoted("aten::lcm", &[Arg::T(a), Arg::T(b)], Number::Common, |c| c, |p, v, c| {
-        let g = gcd_prog(p, v[0], v[1], c);
-        let zero = p.constant(Scalar::Int(0), c);
-        let one = p.constant(Scalar::Int(1), c);
-        let gz = p.cmp(CmpKind::Eq, g, zero, c);
-        let safe = p.select(gz, one, g, c);
-        let q = p.bin(BinOp::Div, v[0], safe, c);
-        let m = p.bin(BinOp::Mul, q, v[1], c);
-        let m = p.un(crate::ir::UnOp::Abs, m, c);
-        p.select(gz, zero, m, c)
-    })
+    promoted(
+        "aten::lcm",
+        &[Arg::T(a), Arg::T(b)],
+        Number::Common,
+        |c| c,
+        |p, v, c| {
+            let g = gcd_prog(p, v[0], v[1], c);
+            let zero = p.constant(Scalar::Int(0), c);
+            let one = p.constant(Scalar::Int(1), c);
+            let gz = p.cmp(CmpKind::Eq, g, zero, c);
+            let safe = p.select(gz, one, g, c);
+            let q = p.bin(BinOp::Div, v[0], safe, c);
+            let m = p.bin(BinOp::Mul, q, v[1], c);
+            let m = p.un(crate::ir::UnOp::Abs, m, c);
+            p.select(gz, zero, m, c)
+        },
+    )
 }
 
 /// The registered overloads.
@@ -202,7 +226,13 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(nextafter(a.tensor(0)?, a.tensor(1)?))
         })
         .shard(pw()),
-        OpDef::new("aten::gcd", k, ints, |_, a| t1(gcd(a.tensor(0)?, a.tensor(1)?))).shard(pw()),
-        OpDef::new("aten::lcm", k, ints, |_, a| t1(lcm(a.tensor(0)?, a.tensor(1)?))).shard(pw()),
+        OpDef::new("aten::gcd", k, ints, |_, a| {
+            t1(gcd(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(pw()),
+        OpDef::new("aten::lcm", k, ints, |_, a| {
+            t1(lcm(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(pw()),
     ]
 }

@@ -29,10 +29,19 @@ use crate::ops::sharding::{Lin, Sharding};
 fn erfinv(e: &mut Ex, y: PRef) -> PRef {
     let a = e.abs(y);
     let z = e.mul(y, y);
-    let num = e.poly(z, &[-0.140_543_331, 0.914_624_893, -1.645_349_621, 0.886_226_899]);
+    let num = e.poly(
+        z,
+        &[-0.140_543_331, 0.914_624_893, -1.645_349_621, 0.886_226_899],
+    );
     let dem = e.poly(
         z,
-        &[0.012_229_801, -0.329_097_515, 1.442_710_462, -2.118_377_725, 1.0],
+        &[
+            0.012_229_801,
+            -0.329_097_515,
+            1.442_710_462,
+            -2.118_377_725,
+            1.0,
+        ],
     );
     let c = e.mul(y, num);
     let central = e.div(c, dem);
@@ -41,7 +50,10 @@ fn erfinv(e: &mut Ex, y: PRef) -> PRef {
     let l = e.log(h);
     let l = e.neg(l);
     let t = e.sqrt(l);
-    let num = e.poly(t, &[1.641_345_311, 3.429_567_803, -1.624_906_493, -1.970_840_454]);
+    let num = e.poly(
+        t,
+        &[1.641_345_311, 3.429_567_803, -1.624_906_493, -1.970_840_454],
+    );
     let dem = e.poly(t, &[1.637_067_8, 3.543_889_2, 1.0]);
     let neg = e.ltk(y, 0.0);
     let num = e.with_sign(num, neg);

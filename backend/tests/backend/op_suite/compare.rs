@@ -29,18 +29,39 @@ fn equal() {
         let (f, i) = (DType::F32, DType::I64);
         let nan = f64::NAN;
         let eq = |a, b| answer(&rt, "aten::equal", vec![a, b]);
-        assert!(eq(t(&[1.0, 2.0], &[2], f), t(&[1.0, 2.0], &[2], f)), "{mode:?}");
-        assert!(!eq(t(&[1.0, 2.0], &[2], f), t(&[1.0, 2.5], &[2], f)), "{mode:?}");
-        assert!(!eq(t(&[1.0, 2.0], &[2], f), t(&[1.0, 2.0], &[1, 2], f)), "{mode:?}");
+        assert!(
+            eq(t(&[1.0, 2.0], &[2], f), t(&[1.0, 2.0], &[2], f)),
+            "{mode:?}"
+        );
+        assert!(
+            !eq(t(&[1.0, 2.0], &[2], f), t(&[1.0, 2.5], &[2], f)),
+            "{mode:?}"
+        );
+        assert!(
+            !eq(t(&[1.0, 2.0], &[2], f), t(&[1.0, 2.0], &[1, 2], f)),
+            "{mode:?}"
+        );
         assert!(!eq(t(&[nan], &[1], f), t(&[nan], &[1], f)), "{mode:?}");
         // Dtypes promote: 1.0 == 1.
-        assert!(eq(t(&[1.0, 3.0], &[2], f), t(&[1.0, 3.0], &[2], i)), "{mode:?}");
-        assert!(eq(t(&[1.0, 0.0], &[2], DType::Bool), t(&[1.0, 0.0], &[2], DType::Bool)));
+        assert!(
+            eq(t(&[1.0, 3.0], &[2], f), t(&[1.0, 3.0], &[2], i)),
+            "{mode:?}"
+        );
+        assert!(eq(
+            t(&[1.0, 0.0], &[2], DType::Bool),
+            t(&[1.0, 0.0], &[2], DType::Bool)
+        ));
         let close = |a, b, rtol: f64, atol: f64, nan_eq: bool| {
             answer(
                 &rt,
                 "aten::allclose",
-                vec![a, b, Value::Float(rtol), Value::Float(atol), Value::Bool(nan_eq)],
+                vec![
+                    a,
+                    b,
+                    Value::Float(rtol),
+                    Value::Float(atol),
+                    Value::Bool(nan_eq),
+                ],
             )
         };
         let a = || t(&[1.0, 100.0, f64::INFINITY], &[3], f);
