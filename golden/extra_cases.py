@@ -19,7 +19,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from generate import FileWriter, Recorder, Unsupported, make_mode, record_explicit, seed_for
+from generate import (FileWriter, Recorder, Unsupported, bf16_matmul_mode, make_mode, propagate_tolerances,
+                      record_explicit, seed_for)
 
 FLOATS = ("float32", "bfloat16")
 
@@ -194,56 +195,90 @@ def generate_explicit(out_dir: Path, log: Callable[[str], None]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _model_case(writer: FileWriter, case_id: str, dt: str, description: str,
+                make: Callable[[], Callable[[Recorder], None]]) -> None:
+    """A model case: ``make()`` seeds torch, builds the model and its inputs and returns the body.
+
+    The body runs twice under the recording mode: as PyTorch computes it (the case), and with the
+    matrix-unit operators' float32/float16 operands rounded to bf16 first (what the TPU's DEFAULT
+    precision does, see ``mxu_tolerance``). A model case runs as one sequence on the device, each
+    call reading the outputs of the calls before it, so an MXU product's rounding reaches every
+    later call: each later call whose outputs the rounding moved gets a tolerance of twice that
+    movement plus the dtype's default atol (``propagate_tolerances``). bf16 cases are unchanged.
+    """
+    exact, body = Recorder(max_calls=200), make()
+    with make_mode(exact):
+        body(exact)
+    rounded, body = Recorder(max_calls=200), make()
+    with bf16_matmul_mode(), make_mode(rounded):
+        body(rounded)
+    propagate_tolerances(exact.calls, rounded.calls)
+    meta = {"source": {"kind": "model", "name": case_id.split("/")[1]}, "dtype": dt, "description": description}
+    writer.add_case(case_id, meta, exact.calls)
+
+
 def mlp_case(writer: FileWriter, dt: str) -> None:
     dtype = getattr(torch, dt)
-    torch.manual_seed(seed_for("models", "mlp", dt))
-    fc1, fc2 = torch.nn.Linear(16, 32).to(dtype), torch.nn.Linear(32, 8).to(dtype)
-    x, target = _rand(8, 16, dtype=dtype), _rand(8, 8, dtype=dtype)
 
-    def body(_r: Recorder) -> None:
-        h = F.gelu(fc1(x), approximate="tanh")
-        out = fc2(h)
-        loss = F.mse_loss(out, target)
-        loss.backward()
+    def make() -> Callable[[Recorder], None]:
+        torch.manual_seed(seed_for("models", "mlp", dt))
+        fc1, fc2 = torch.nn.Linear(16, 32).to(dtype), torch.nn.Linear(32, 8).to(dtype)
+        x, target = _rand(8, 16, dtype=dtype), _rand(8, 8, dtype=dtype)
 
-    _case(writer, f"models/mlp/{dt}", dt, "Linear(16,32) -> gelu(tanh) -> Linear(32,8) -> mse_loss; backward",
-          body, kind="model", max_calls=200)
+        def body(_r: Recorder) -> None:
+            h = F.gelu(fc1(x), approximate="tanh")
+            out = fc2(h)
+            loss = F.mse_loss(out, target)
+            loss.backward()
+
+        return body
+
+    _model_case(writer, f"models/mlp/{dt}", dt,
+                "Linear(16,32) -> gelu(tanh) -> Linear(32,8) -> mse_loss; backward", make)
 
 
 def attention_case(writer: FileWriter, dt: str) -> None:
     dtype = getattr(torch, dt)
-    torch.manual_seed(seed_for("models", "attention", dt))
-    dim, heads, seq, batch = 16, 2, 8, 2
-    norm = torch.nn.LayerNorm(dim).to(dtype)
-    qkv = torch.nn.Linear(dim, 3 * dim).to(dtype)
-    proj = torch.nn.Linear(dim, dim).to(dtype)
-    x = _rand(batch, seq, dim, dtype=dtype, grad=True)
 
-    def body(_r: Recorder) -> None:
-        h = norm(x)
-        q, k, v = qkv(h).split(dim, dim=-1)
-        q, k, v = (t.view(batch, seq, heads, dim // heads).transpose(1, 2) for t in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        a = a.transpose(1, 2).reshape(batch, seq, dim)
-        out = x + proj(a)
-        out.pow(2).mean().backward()
+    def make() -> Callable[[Recorder], None]:
+        torch.manual_seed(seed_for("models", "attention", dt))
+        dim, heads, seq, batch = 16, 2, 8, 2
+        norm = torch.nn.LayerNorm(dim).to(dtype)
+        qkv = torch.nn.Linear(dim, 3 * dim).to(dtype)
+        proj = torch.nn.Linear(dim, dim).to(dtype)
+        x = _rand(batch, seq, dim, dtype=dtype, grad=True)
 
-    _case(writer, f"models/attention/{dt}", dt,
-          "x + Linear(sdpa(causal, 2 heads)(Linear(LayerNorm(x)))), x[2,8,16]; backward of mean(out^2)",
-          body, kind="model", max_calls=200)
+        def body(_r: Recorder) -> None:
+            h = norm(x)
+            q, k, v = qkv(h).split(dim, dim=-1)
+            q, k, v = (t.view(batch, seq, heads, dim // heads).transpose(1, 2) for t in (q, k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            a = a.transpose(1, 2).reshape(batch, seq, dim)
+            out = x + proj(a)
+            out.pow(2).mean().backward()
+
+        return body
+
+    _model_case(writer, f"models/attention/{dt}", dt,
+                "x + Linear(sdpa(causal, 2 heads)(Linear(LayerNorm(x)))), x[2,8,16]; backward of mean(out^2)",
+                make)
 
 
 def cross_entropy_case(writer: FileWriter, dt: str) -> None:
     dtype = getattr(torch, dt)
-    torch.manual_seed(seed_for("models", "cross_entropy", dt))
-    logits = _rand(8, 10, dtype=dtype, grad=True)
-    target = torch.randint(0, 10, (8,))
 
-    def body(_r: Recorder) -> None:
-        F.cross_entropy(logits, target).backward()
+    def make() -> Callable[[Recorder], None]:
+        torch.manual_seed(seed_for("models", "cross_entropy", dt))
+        logits = _rand(8, 10, dtype=dtype, grad=True)
+        target = torch.randint(0, 10, (8,))
 
-    _case(writer, f"models/cross_entropy/{dt}", dt, "cross_entropy(logits[8,10], target[8]); backward", body,
-          kind="model", max_calls=200)
+        def body(_r: Recorder) -> None:
+            F.cross_entropy(logits, target).backward()
+
+        return body
+
+    _model_case(writer, f"models/cross_entropy/{dt}", dt, "cross_entropy(logits[8,10], target[8]); backward",
+                make)
 
 
 def generate_models(out_dir: Path, log: Callable[[str], None]) -> None:

@@ -193,6 +193,7 @@ class RawCall:
     args: list[Any]  # one per schema argument, tensors replaced by Snap
     outputs: list[Any]  # one per schema return, tensors replaced by Snap
     originals: list[Any]  # the live argument values (for tolerance bounds)
+    propagated: dict | None = None  # a model case's tolerance for upstream MXU rounding
 
 
 class Recorder:
@@ -636,15 +637,20 @@ def tolerance_for(c: RawCall) -> dict | None:
         return {"rtol": rtol, "atol": atol, "why": why}
     if out_dtype not in ("float32", "float16", "bfloat16"):
         return None
+    own = None
     try:
         with torch.no_grad():
             if name in MXU_BILINEAR and out_dtype in ("float32", "float16"):
-                return mxu_tolerance(c, out_dtype)
-            if name in MXU_ATTENTION:
-                return attention_tolerance(c, out_dtype)
+                own = mxu_tolerance(c, out_dtype)
+            elif name in MXU_ATTENTION:
+                own = attention_tolerance(c, out_dtype)
     except Exception:  # a bound that cannot be computed falls back to the default
-        return None
-    return None
+        own = None
+    # A model case's call after matrix-unit products: the larger of its own bound and the
+    # propagated one (which, for a product, includes its own operands' rounding).
+    if c.propagated is not None and (own is None or c.propagated["atol"] > own["atol"]):
+        return c.propagated
+    return own
 
 
 def _round(x: float) -> float:
@@ -714,6 +720,72 @@ def mxu_tolerance(c: RawCall, out_dtype: str) -> dict | None:
         "effect on this product, max|bf16(a)bf16(b)-ab|, plus k*2^-24*max(sum|a||b|) for the f32 "
         "accumulation, plus atol0 (golden/README.md)",
     }
+
+
+def bf16_matmul_mode():
+    """A dispatch mode that rounds the float32/float16 operands of the matrix-unit operators to
+    bf16 (and back) before running them: the TPU's DEFAULT precision, on the CPU (the products
+    of bf16 values are exact in float32, which accumulates them, as the MXU does)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    def rounded(a: Any) -> Any:
+        if isinstance(a, torch.Tensor) and a.dtype in (torch.float32, torch.float16):
+            return a.to(torch.bfloat16).to(a.dtype)
+        return a
+
+    class Bf16Matmuls(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = func.name()
+            if name in MXU_BILINEAR:
+                li, ri, _ = MXU_BILINEAR[name]
+                args = tuple(rounded(a) if i in (li, ri) else a for i, a in enumerate(args))
+            elif name in MXU_ATTENTION:
+                args = tuple(rounded(a) if i < 3 else a for i, a in enumerate(args))
+            return func(*args, **kwargs)
+
+    return Bf16Matmuls()
+
+
+def _float_snaps(outputs: list[Any]) -> list[Any]:
+    flat: list[Any] = []
+    for o in outputs:
+        if isinstance(o, (list, tuple)):
+            flat.extend(_float_snaps(list(o)))
+        elif isinstance(o, Snap) and o.data.is_floating_point():
+            flat.append(o)
+    return flat
+
+
+def propagate_tolerances(exact: list[RawCall], rounded: list[RawCall]) -> None:
+    """Gives each call of a model case whose outputs moved when the matrix-unit operands were
+    rounded to bf16 (``rounded``: the same calls under ``bf16_matmul_mode``) the tolerance ``atol
+    = 2 * max|moved| + atol0`` (``tolerance_for`` keeps a product's own bound when larger)."""
+    import torch
+
+    if [c.func for c in exact] != [c.func for c in rounded]:
+        raise Unsupported("the model made different calls with bf16-rounded matrix products")
+    for c, r in zip(exact, rounded):
+        moved, dtype = 0.0, None
+        for a, b in zip(_float_snaps(c.outputs), _float_snaps(r.outputs)):
+            x, y = a.data.double(), b.data.double()
+            if x.shape != y.shape or x.numel() == 0:
+                continue
+            d = (x - y).abs()
+            d = torch.where(torch.isnan(x) & torch.isnan(y), torch.zeros_like(d), d)
+            d = torch.where(x == y, torch.zeros_like(d), d)  # equal infinities
+            moved = max(moved, float(d.max()))
+            dtype = str(a.data.dtype).removeprefix("torch.")
+        if moved > 0 and dtype in DEFAULT_TOL:
+            rtol, atol0 = DEFAULT_TOL[dtype]
+            c.propagated = {
+                "rtol": rtol,
+                "atol": _round(2 * moved + atol0),
+                "why": "model case: the calls before it include matrix-unit products at DEFAULT "
+                "precision; atol is twice how far its outputs move when those products' operands "
+                "are rounded to bf16 (the model rerun that way), plus atol0 (golden/README.md)",
+            }
 
 
 def attention_tolerance(c: RawCall, out_dtype: str) -> dict | None:

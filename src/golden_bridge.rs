@@ -60,6 +60,8 @@ fn dtype(d: GDType) -> Result<DType, String> {
         GDType::I64 => DType::I64,
         GDType::I32 => DType::I32,
         GDType::Bool => DType::Bool,
+        GDType::U8 => DType::U8,
+        GDType::I8 => DType::I8,
         other => return Err(format!("{} is not a TPU dtype", other.name())),
     })
 }
@@ -72,6 +74,8 @@ fn gdtype(d: DType) -> GDType {
         DType::I64 => GDType::I64,
         DType::I32 => GDType::I32,
         DType::Bool => GDType::Bool,
+        DType::U8 => GDType::U8,
+        DType::I8 => GDType::I8,
     }
 }
 

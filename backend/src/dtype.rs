@@ -2,7 +2,8 @@
 //!
 //! On the device every element is computed in a 32-bit lane: floating types as f32 (bf16 and f16
 //! widen exactly on load and round to nearest even on store, as PyTorch's CPU kernels compute
-//! them), integer types and bool as i32. `int64` tensors are stored as 8 bytes but computed in 32
+//! them), integer types (uint8, int8, int32, int64) and bool as i32 (int8 sign-extended on
+//! load; uint8 with int8 promotes to int32, not PyTorch's int16, which is not a dtype here). `int64` tensors are stored as 8 bytes but computed in 32
 //! bits: values must fit in i32 (uploads check this).
 
 use std::fmt;
@@ -16,6 +17,11 @@ use tpuemu_isa::ops::{MemFmt, VType};
 pub enum DType {
     /// `torch.bool`.
     Bool,
+    /// `torch.uint8`: one byte, computed in a 32-bit lane (stores keep the low 8 bits).
+    U8,
+    /// `torch.int8`: one byte, sign-extended into a 32-bit lane on load (stores keep the low 8
+    /// bits).
+    I8,
     /// `torch.int32`.
     I32,
     /// `torch.int64`.
@@ -30,8 +36,10 @@ pub enum DType {
 
 impl DType {
     /// Every dtype.
-    pub const ALL: [DType; 6] = [
+    pub const ALL: [DType; 8] = [
         DType::Bool,
+        DType::U8,
+        DType::I8,
         DType::I32,
         DType::I64,
         DType::F16,
@@ -42,7 +50,7 @@ impl DType {
     /// Bytes per element in memory.
     pub const fn size(self) -> usize {
         match self {
-            DType::Bool => 1,
+            DType::Bool | DType::U8 | DType::I8 => 1,
             DType::F16 | DType::BF16 => 2,
             DType::I32 | DType::F32 => 4,
             DType::I64 => 8,
@@ -56,7 +64,7 @@ impl DType {
 
     /// Integer (not bool).
     pub const fn is_int(self) -> bool {
-        matches!(self, DType::I32 | DType::I64)
+        matches!(self, DType::U8 | DType::I8 | DType::I32 | DType::I64)
     }
 
     /// How a device lane holds it.
@@ -71,7 +79,7 @@ impl DType {
     /// How vector loads and stores move it.
     pub const fn mem(self) -> MemFmt {
         match self {
-            DType::Bool => MemFmt::U8,
+            DType::Bool | DType::U8 | DType::I8 => MemFmt::U8,
             DType::I32 | DType::F32 => MemFmt::W32,
             DType::I64 => MemFmt::I64,
             DType::F16 => MemFmt::F16,
@@ -83,6 +91,8 @@ impl DType {
     pub const fn name(self) -> &'static str {
         match self {
             DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::I8 => "int8",
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::F16 => "float16",
@@ -95,6 +105,8 @@ impl DType {
     pub fn from_name(s: &str) -> Option<DType> {
         Some(match s.trim_start_matches("torch.") {
             "bool" => DType::Bool,
+            "uint8" | "byte" | "u8" => DType::U8,
+            "int8" | "char" | "i8" => DType::I8,
             "int32" | "int" | "i32" => DType::I32,
             "int64" | "long" | "i64" => DType::I64,
             "float16" | "half" | "f16" => DType::F16,
@@ -120,6 +132,9 @@ pub fn promote_types(a: DType, b: DType) -> DType {
     match (a, b) {
         (Bool, x) | (x, Bool) => x,
         (I32, I64) | (I64, I32) => I64,
+        // PyTorch gives int16 for uint8 with int8; int16 is not a dtype here: int32.
+        (U8, I8) | (I8, U8) => I32,
+        (U8 | I8, x) | (x, U8 | I8) if x.is_int() => x,
         (x, y) if x.is_int() && y.is_float() => y,
         (x, y) if x.is_float() && y.is_int() => x,
         // f16 and bf16 meet at f32; f32 wins over both.
@@ -175,6 +190,8 @@ impl Scalar {
             DType::BF16 => half::bf16::from_f64(self.to_f64()).to_f32().to_bits(),
             DType::F16 => half::f16::from_f64(self.to_f64()).to_f32().to_bits(),
             DType::Bool => (self.to_f64() != 0.0) as u32,
+            DType::U8 => self.to_i64() as u8 as u32,
+            DType::I8 => self.to_i64() as i8 as i32 as u32,
             DType::I32 | DType::I64 => self.to_i64() as i32 as u32,
         }
     }

@@ -58,6 +58,8 @@ pub(crate) fn encode(values: impl Iterator<Item = f64>, dtype: DType) -> Vec<u8>
             DType::I32 => out.extend((v as i32).to_le_bytes()),
             DType::I64 => out.extend((v as i64).to_le_bytes()),
             DType::Bool => out.push((v != 0.0) as u8),
+            DType::U8 => out.push(v as i64 as u8),
+            DType::I8 => out.push(v as i64 as i8 as u8),
         }
     }
     out
@@ -75,6 +77,8 @@ pub(crate) fn decode(bytes: &[u8], dtype: DType) -> Vec<f64> {
             DType::I32 => i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64,
             DType::I64 => i64::from_le_bytes(c.try_into().expect("8 bytes")) as f64,
             DType::Bool => (c[0] != 0) as u8 as f64,
+            DType::U8 => c[0] as f64,
+            DType::I8 => c[0] as i8 as f64,
         })
         .collect()
 }

@@ -110,6 +110,8 @@ pub fn dtype_of_code(code: i32) -> Option<DType> {
 /// The c10 `ScalarType` code of a dtype.
 pub fn code_of_dtype(d: DType) -> i32 {
     match d {
+        DType::U8 => 0,
+        DType::I8 => 1,
         DType::I32 => 3,
         DType::I64 => 4,
         DType::F16 => 5,
@@ -478,6 +480,8 @@ fn pretty(d: DType) -> &'static str {
         DType::I32 => "Int",
         DType::I64 => "Long",
         DType::Bool => "Bool",
+        DType::U8 => "Byte",
+        DType::I8 => "Char",
     }
 }
 

@@ -1,9 +1,9 @@
 //! Operators PyTorch decomposes into others, composed here the same way from registered
 //! operators: `trace` (`diagonal().sum()`, ATen's CPU `trace` sums the diagonal with `sum`'s
-//! dtype rule: integers to int64), `vdot` (for real dtypes, `dot`, on the matrix unit's dtypes)
+//! dtype rule: integers to int64), `vdot` (for real dtypes, `dot`)
 //! and `nansum` (`sum` of `where(isnan(x), 0, x)`; integers have no NaN: `sum`).
 
-use super::pointwise::{ALL, FLOAT};
+use super::pointwise::{ALL, NUM};
 use super::registry::{OpDef, OpImpl};
 use super::sharding::Sharding;
 use super::{Value, call};
@@ -36,7 +36,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(Sharding::Replicate(
             "a reduction of the diagonal: no sharding rule yet",
         )),
-        OpDef::new("aten::vdot", dec, FLOAT, |rt, a| {
+        OpDef::new("aten::vdot", dec, NUM, |rt, a| {
             let (x, y) = (a.tensor(0)?, a.tensor(1)?);
             call(
                 rt,

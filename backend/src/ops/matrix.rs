@@ -12,10 +12,12 @@
 //!   bf16 pass, HIGH three, HIGHEST six: about f32 accuracy);
 //! - f16 operands are converted to f32 first and the result is rounded back to f16 by the
 //!   epilogue;
-//! - integer and bool operands are not supported (the matrix units have no integer path).
+//! - int32 and int64 operands run on the vector unit, exact (`integer.rs`: the matrix units
+//!   have no integer path); bool operands are not supported.
 
 pub mod attention;
 mod grouped;
+mod integer;
 mod matmul;
 
 use super::args::Args;
@@ -39,6 +41,8 @@ pub(crate) fn meta_name(d: DType) -> &'static str {
         DType::F32 => "float",
         DType::BF16 => "c10::BFloat16",
         DType::F16 => "c10::Half",
+        DType::U8 => "unsigned char",
+        DType::I8 => "signed char",
         DType::I32 => "int",
         DType::I64 => "long int",
         DType::Bool => "bool",
@@ -51,6 +55,8 @@ pub(crate) fn scalar_type_name(d: DType) -> &'static str {
         DType::F32 => "Float",
         DType::BF16 => "BFloat16",
         DType::F16 => "Half",
+        DType::U8 => "Byte",
+        DType::I8 => "Char",
         DType::I32 => "Int",
         DType::I64 => "Long",
         DType::Bool => "Bool",
@@ -441,47 +447,64 @@ impl Tensor {
     }
 }
 
+/// The first operand is an integer tensor: the vector-unit path.
+fn int(a: &Args) -> Result<bool> {
+    Ok(a.tensor(0)?.dtype().is_int())
+}
+
 fn one(a: &Args, i: usize) -> Result<Scalar> {
     a.scalar(i)
 }
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = &[DType::F32, DType::BF16, DType::F16];
+    let f = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
     let k = OpImpl::Kernel;
     let mut v = vec![
-        OpDef::new("aten::mm", k, f, |_, a| t1(mm(a.tensor(0)?, a.tensor(1)?)))
-            .shard(Sharding::Special(Special::Mm)),
-        OpDef::new("aten::bmm", k, f, |_, a| {
+        OpDef::new("aten::mm", k, f, |rt, a| {
+            if int(a)? {
+                return t1(integer::mm(rt, a.tensor(0)?, a.tensor(1)?));
+            }
+            t1(mm(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::Special(Special::Mm)),
+        OpDef::new("aten::bmm", k, f, |rt, a| {
+            if int(a)? {
+                return t1(integer::bmm(rt, a.tensor(0)?, a.tensor(1)?));
+            }
             t1(bmm(a.tensor(0)?, a.tensor(1)?))
         })
         .shard(Sharding::Special(Special::Bmm)),
-        OpDef::new("aten::addmm", k, f, |_, a| {
-            t1(addmm(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                one(a, 3)?,
-                one(a, 4)?,
-            ))
+        OpDef::new("aten::addmm", k, f, |rt, a| {
+            let (s, x, y) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+            if x.dtype().is_int() {
+                return t1(integer::addmm(rt, s, x, y, one(a, 3)?, one(a, 4)?));
+            }
+            t1(addmm(s, x, y, one(a, 3)?, one(a, 4)?))
         })
         .shard(Sharding::Special(Special::Addmm)),
-        OpDef::new("aten::baddbmm", k, f, |_, a| {
-            t1(baddbmm(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                one(a, 3)?,
-                one(a, 4)?,
-            ))
+        OpDef::new("aten::baddbmm", k, f, |rt, a| {
+            let (s, x, y) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
+            if x.dtype().is_int() {
+                return t1(integer::baddbmm(rt, s, x, y, one(a, 3)?, one(a, 4)?));
+            }
+            t1(baddbmm(s, x, y, one(a, 3)?, one(a, 4)?))
         })
         .shard(Sharding::Special(Special::Baddbmm)),
-        OpDef::new("aten::dot", k, f, |_, a| {
+        OpDef::new("aten::dot", k, f, |rt, a| {
+            if int(a)? {
+                return t1(integer::dot(rt, a.tensor(0)?, a.tensor(1)?));
+            }
             t1(dot(a.tensor(0)?, a.tensor(1)?))
         })
         .shard(Sharding::Special(Special::Dot)),
-        OpDef::new("aten::mv", k, f, |_, a| t1(mv(a.tensor(0)?, a.tensor(1)?)))
-            .shard(Sharding::Special(Special::Mv)),
+        OpDef::new("aten::mv", k, f, |rt, a| {
+            if int(a)? {
+                return t1(integer::mv(rt, a.tensor(0)?, a.tensor(1)?));
+            }
+            t1(mv(a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(Sharding::Special(Special::Mv)),
     ];
     v.extend(attention::defs());
     v.extend(grouped::defs());

@@ -10,6 +10,7 @@
 pub mod args;
 pub mod backward;
 pub mod binary;
+pub mod compose;
 pub mod creation;
 pub mod custom;
 pub mod data;

@@ -47,6 +47,8 @@ pub(crate) fn scalar_type_name(d: DType) -> &'static str {
         DType::F32 => "Float",
         DType::BF16 => "BFloat16",
         DType::F16 => "Half",
+        DType::U8 => "Byte",
+        DType::I8 => "Char",
         DType::I32 => "Int",
         DType::I64 => "Long",
         DType::Bool => "Bool",

@@ -131,6 +131,7 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::like::defs())
             .chain(super::random::defs())
             .chain(super::decomp::defs())
+            .chain(super::compose::defs())
         {
             let name = d.name;
             if m.insert(name, d).is_some() {

@@ -27,6 +27,8 @@ use crate::tensor::Tensor;
 pub(crate) fn scalar_type_name(d: DType) -> &'static str {
     match d {
         DType::Bool => "Bool",
+        DType::U8 => "Byte",
+        DType::I8 => "Char",
         DType::I32 => "Int",
         DType::I64 => "Long",
         DType::F16 => "Half",

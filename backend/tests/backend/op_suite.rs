@@ -85,6 +85,9 @@ mod gamma;
 #[path = "op_suite/spaced.rs"]
 mod spaced;
 
+#[path = "op_suite/compare.rs"]
+mod compare;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

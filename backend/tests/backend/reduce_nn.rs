@@ -56,6 +56,8 @@ fn round_to(v: f64, dt: DType) -> f64 {
         DType::F16 => half::f16::from_f64(v).to_f64(),
         DType::I32 | DType::I64 => v.trunc(),
         DType::Bool => (v != 0.0) as u8 as f64,
+        DType::U8 => v.trunc() as i64 as u8 as f64,
+        DType::I8 => v.trunc() as i64 as i8 as f64,
     }
 }
 

@@ -241,8 +241,39 @@ pub(crate) fn emit_cast(
         (false, DType::F16) => {
             e.vcvt(CvtOp::I2F, dst, a).vcvt(CvtOp::F16, dst, dst);
         }
+        // uint8 wraps modulo 256 (floats truncate toward zero first), as PyTorch's conversions.
+        (true, DType::U8) => {
+            e.vcvt(CvtOp::F2I, dst, a)
+                .vbin(VBinOp::And, VType::I32, dst, dst, 0xffu32);
+        }
+        (false, DType::U8) => {
+            e.vbin(VBinOp::And, VType::I32, dst, a, 0xffu32);
+        }
+        // int8 wraps to [-128, 127]: the low byte, sign-extended.
+        (true, DType::I8) => {
+            e.vcvt(CvtOp::F2I, dst, a);
+            sign_extend_byte(e, dst, dst);
+        }
+        (false, DType::I8) => {
+            sign_extend_byte(e, dst, a);
+        }
     }
     Ok(())
+}
+
+/// `dst` = the low byte of `a` as a signed value: `((a & 0xff) ^ 0x80) - 0x80`.
+fn sign_extend_byte(e: &mut Emitter, dst: VReg, a: VReg) {
+    e.vbin(VBinOp::And, VType::I32, dst, a, 0xffu32)
+        .vbin(VBinOp::Xor, VType::I32, dst, dst, 0x80u32)
+        .vbin(VBinOp::Sub, VType::I32, dst, dst, 0x80u32);
+}
+
+/// After a vector load of `dtype` (bytes zero-extend): int8 lanes sign-extended.
+pub(crate) fn after_load(e: &mut Emitter, dtype: DType, v: VReg) {
+    if dtype == DType::I8 {
+        e.vbin(VBinOp::Xor, VType::I32, v, v, 0x80u32)
+            .vbin(VBinOp::Sub, VType::I32, v, v, 0x80u32);
+    }
 }
 
 /// The lane bits of a constant: floats keep f32 precision (PyTorch computes bf16/f16 operators

@@ -23,6 +23,9 @@ fn opt(t: Option<Tensor>) -> Value {
 /// The registered convolution, pooling and padding overloads.
 pub(super) fn defs() -> Vec<OpDef> {
     let float = &[DType::F32, DType::BF16, DType::F16];
+    // The float gradients and their int64 indices (an integer gradient is refused by the
+    // kernel).
+    let float_idx = &[DType::F32, DType::BF16, DType::F16, DType::I64];
     let k = OpImpl::Kernel;
     let all = &[
         DType::F32,
@@ -286,7 +289,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         OpDef::new(
             "aten::max_pool2d_with_indices_backward",
             k,
-            float,
+            float_idx,
             |_, a| {
                 t1(max_pool_backward(
                     "aten::max_pool2d_with_indices_backward",
@@ -325,7 +328,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         OpDef::new(
             "aten::max_pool3d_with_indices_backward",
             k,
-            float,
+            float_idx,
             |_, a| {
                 t1(max_pool_backward(
                     "aten::max_pool3d_with_indices_backward",

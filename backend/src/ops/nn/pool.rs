@@ -358,6 +358,12 @@ pub fn max_pool_backward(
     x: &Tensor,
     indices: &Tensor,
 ) -> Result<Tensor> {
+    if !grad.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "{name}: \"max_pool_backward\" not implemented for {}",
+            grad.dtype().name()
+        )));
+    }
     let op = OpScope::new(name, &[grad, x, indices])?;
     let spatial: Vec<i64> = x.shape()[x.dim() - nd..]
         .iter()

@@ -464,11 +464,11 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(pw()),
-        OpDef::new("aten::fmax", k, NUM, |_, a| {
+        OpDef::new("aten::fmax", k, ALL, |_, a| {
             t1(fmaxmin("aten::fmax", a.tensor(0)?, a.tensor(1)?, true))
         })
         .shard(pw()),
-        OpDef::new("aten::fmin", k, NUM, |_, a| {
+        OpDef::new("aten::fmin", k, ALL, |_, a| {
             t1(fmaxmin("aten::fmin", a.tensor(0)?, a.tensor(1)?, false))
         })
         .shard(pw()),

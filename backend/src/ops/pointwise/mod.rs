@@ -1,6 +1,8 @@
 //! Elementwise operator families beyond the first `unary`/`binary` set, one file per concept:
 //! division and its rounding modes, ternary arithmetic (`addcmul`, `lerp`, `clamp` and `where`
-//! forms), predicates (`isnan`, `signbit`, ...), bitwise operators, and the shared machinery:
+//! forms), predicates (`isnan`, `signbit`, ...), bitwise operators, Bessel and Airy functions,
+//! `erfinv`, `ndtri` and the Hurwitz zeta (`bessel`, `special`, their Cephes tables in
+//! `cephes`), and the shared machinery:
 //! [`promoted`] runs a program over tensors and Python numbers promoted together as
 //! `torch.result_type` says; [`expr::Ex`] writes f32 math as a tile program.
 //!
@@ -10,13 +12,17 @@
 pub mod expr;
 
 mod activations;
+mod bessel;
+mod bits;
 mod bitwise;
+mod cephes;
 mod division;
 mod gamma;
 mod inverse_trig;
 mod math;
 mod polynomials;
 mod predicates;
+mod special;
 mod ternary;
 
 use super::Value;
@@ -211,5 +217,8 @@ pub(super) fn defs() -> Vec<OpDef> {
     v.extend(activations::defs());
     v.extend(gamma::defs());
     v.extend(polynomials::defs());
+    v.extend(bessel::defs());
+    v.extend(special::defs());
+    v.extend(bits::defs());
     v
 }

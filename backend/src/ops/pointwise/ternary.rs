@@ -122,7 +122,10 @@ pub fn clamp_args(name: &str, x: &Tensor, lo: Option<Arg>, hi: Option<Arg>) -> R
     args.extend(lo);
     args.extend(hi);
     let common = common_dtype(&args);
-    if common == DType::Bool {
+    // `clamp_min.Tensor` / `clamp_max.Tensor` are PyTorch's `maximum` / `minimum` kernels, which
+    // take bool (an or / an and); the other forms' kernels do not.
+    let one_tensor_bound = matches!((lo, hi), (Some(Arg::T(_)), None) | (None, Some(Arg::T(_))));
+    if common == DType::Bool && !one_tensor_bound {
         return Err(not_implemented("clamp_cpu", common));
     }
     let has_lo = lo.is_some();
@@ -282,7 +285,7 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(clamp_args("aten::clamp_max", a.tensor(0)?, None, Some(hi)))
         })
         .shard(pw(Lin::No)),
-        OpDef::new("aten::clamp_min.Tensor", k, NUM, |_, a| {
+        OpDef::new("aten::clamp_min.Tensor", k, super::ALL, |_, a| {
             let lo = Arg::T(a.tensor(1)?);
             t1(clamp_args(
                 "aten::clamp_min.Tensor",
@@ -292,7 +295,7 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(pw(Lin::No)),
-        OpDef::new("aten::clamp_max.Tensor", k, NUM, |_, a| {
+        OpDef::new("aten::clamp_max.Tensor", k, super::ALL, |_, a| {
             let hi = Arg::T(a.tensor(1)?);
             t1(clamp_args(
                 "aten::clamp_max.Tensor",

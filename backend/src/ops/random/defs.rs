@@ -384,7 +384,7 @@ fn dropout() -> Vec<OpDef> {
         OpDef::new(
             "aten::native_dropout_backward",
             OpImpl::Kernel,
-            FLOAT,
+            ALL,
             |_, a| {
                 t1(native_dropout_backward(
                     a.tensor(0)?,

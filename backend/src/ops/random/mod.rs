@@ -497,14 +497,18 @@ pub fn native_dropout(x: &Tensor, p: f64, train: bool) -> Result<(Tensor, Tensor
     Ok((outs.pop().expect("two outputs"), mask))
 }
 
-/// `native_dropout_backward(grad, mask, scale)`: `grad * mask * scale`.
+/// `native_dropout_backward(grad, mask, scale)`: `grad * mask * scale`, computed in f32 and
+/// rounded once; integer and bool gradients give float32 (`scale` is a Python float), as
+/// PyTorch's composite does.
 pub fn native_dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
-    need_float("aten::native_dropout_backward", grad.dtype())?;
     let op = OpScope::new("aten::native_dropout_backward", &[grad, mask])?;
     let d = grad.dtype();
+    let out = if d.is_float() { d } else { DType::F32 };
     let shape = broadcast_shapes(grad.shape(), mask.shape())?;
-    Ok(map_shape(&op, &shape, &[grad, mask], &[d], |p, r| {
-        let gm = p.bin(BinOp::Mul, r[0], r[1], d);
+    Ok(map_shape(&op, &shape, &[grad, mask], &[out], |p, r| {
+        let g = p.cast(r[0], DType::F32);
+        let m = p.cast(r[1], DType::F32);
+        let gm = p.bin(BinOp::Mul, g, m, DType::F32);
         let sc = f32c(p, scale);
         vec![p.bin(BinOp::Mul, gm, sc, DType::F32)]
     })?

@@ -33,6 +33,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::activations::OPS,
         super::gamma::OPS,
         super::spaced::OPS,
+        super::compare::OPS,
     ];
     tables
         .iter()

@@ -18,7 +18,9 @@ aten = torch.ops.aten
 torch.manual_seed(0)
 F, BF, H, I32, I64, B = (torch.float32, torch.bfloat16, torch.float16, torch.int32,
                          torch.int64, torch.bool)
-DT = {F: "float32", BF: "bfloat16", H: "float16", I32: "int32", I64: "int64", B: "bool"}
+U8, I8 = torch.uint8, torch.int8
+DT = {F: "float32", BF: "bfloat16", H: "float16", I32: "int32", I64: "int64", B: "bool",
+      U8: "uint8", I8: "int8"}
 SAMPLES = []
 
 
@@ -464,6 +466,120 @@ sample("nansum", t(nx), [1], True)
 sample("nansum", nx, [0], dtype=F)
 sample("nansum", q(2, 3, dtype=I32), [1])
 
+# --- compositions (ops/compose): products on the vector unit, losses, norms ---------------
+sample("addr", q(3, 4), q(3), q(4))
+sample("addr", q(3, 4), t(q(3)), q(4), beta=0.5, alpha=0.25)
+sample("addr", q(3, 4, dtype=I64), q(3, dtype=I64), q(4, dtype=I64), beta=2, alpha=3)
+sample("addr", q(3, 4, dtype=B), q(3, dtype=B), q(4, dtype=B))
+sample("addr", q(3, 4, dtype=BF), q(3, dtype=BF), q(4, dtype=BF), beta=0)
+sample("addmv", q(3), q(3, 4), q(4))
+sample("addmv", q(3, dtype=I32), t(q(3, 4, dtype=I32)), q(4, dtype=I32), beta=2, alpha=-1)
+sample("addmv", q(1, dtype=BF), q(3, 4, dtype=BF), q(4, dtype=BF), beta=0.5)
+sample("addbmm", q(3, 5), q(2, 3, 4), q(2, 4, 5))
+sample("addbmm", q(3, 5, dtype=I64), q(2, 3, 4, dtype=I64), q(2, 4, 5, dtype=I64), beta=0, alpha=2)
+sample("addbmm", q(5), q(2, 3, 4, dtype=F), q(2, 4, 5), beta=-1)
+sample("_trilinear", q(4, 3), q(5, 3, 2), q(4, 2), [1, 3], [0], [1, 2], [2, 3])
+sample("_trilinear", q(4, 3, dtype=I64), q(5, 3, 2, dtype=I64), q(4, 2, dtype=I64), [1, 3], [0],
+       [1, 2], [2, 3])
+sample("_trilinear", q(2, 3), q(2, 3), q(2, 3), [], [], [], [1])
+sample("linalg_cross", q(4, 3), q(4, 3))
+sample("linalg_cross", q(3, 5, dtype=I32), q(3, 1, dtype=I32), dim=0)
+sample("linalg_cross", t(q(2, 3, dtype=BF)), q(3, dtype=BF).expand(2, 3).clone())
+sample("mse_loss", q(3, 4), q(3, 4))
+sample("mse_loss", q(3, 4, dtype=BF), q(3, 4, dtype=BF), 0)
+sample("mse_loss", q(5), t(q(5)), 2)
+sample("mse_loss_backward", q(), q(3, 4), q(3, 4), 1)
+sample("mse_loss_backward", q(3, 4), q(3, 4), q(3, 4), 0)
+sample("huber_loss", q(3, 4), q(3, 4), 1, 0.5)
+sample("huber_loss", q(6, dtype=BF), q(6, dtype=BF), 0, 2.0)
+sample("smooth_l1_loss", q(3, 4), q(3, 4), 2, 2.0)
+sample("smooth_l1_loss", q(6), q(6), 0, 0.0)
+sample("soft_margin_loss", q(3, 4, lo=-2, hi=2), q(3, 4, dtype=B).float() * 2 - 1)
+sample("soft_margin_loss", q(6, lo=-2, hi=2), q(6, lo=-1, hi=2), 0)
+probs = torch.tensor([[0.125, 0.25, 0.5, 0.75], [0.875, 0.0625, 0.9375, 0.5], [0.0, 1.0, 0.25, 0.5]])
+labels = torch.tensor([[0.0, 1.0, 1.0, 0.0], [1.0, 0.0, 0.5, 1.0], [0.0, 1.0, 0.0, 1.0]])
+sample("binary_cross_entropy", probs, labels)
+sample("binary_cross_entropy", probs, labels, q(4), 0)
+sample("binary_cross_entropy", probs.to(BF), labels.to(BF), None, 2)
+sample("binary_cross_entropy_with_logits", q(3, 4), labels)
+sample("binary_cross_entropy_with_logits", q(3, 4), labels, q(4), q(4, lo=0, hi=3), 0)
+sample("binary_cross_entropy_with_logits", q(3, 4, dtype=BF), labels.to(BF), None, q(4, dtype=BF), 2)
+sample("dist", q(3, 4), q(3, 4))
+sample("dist", q(3, 4), q(4), 1)
+sample("dist", q(5, dtype=BF), q(5, dtype=BF), 3.0)
+sample("renorm", q(3, 4), 2, 0, 5.0)
+sample("renorm", q(2, 3, 4), 1, -1, 4)
+sample("renorm", q(4, 3, dtype=BF), 2, 1, 3.0)
+sample("glu", q(3, 4))
+sample("glu", q(4, 6, dtype=BF), 0)
+sample("_prelu_kernel", q(2, 3, 4), q(1, 3, 1))
+sample("_prelu_kernel", q(5, dtype=BF), q(1, dtype=BF))
+
+# --- Bessel, Airy, i0 family, erfinv, ndtri, zeta (pointwise/bessel.rs, special.rs) -------
+bx = torch.tensor([-9.5, -4.0, -1.25, -0.5, 0.0, 1e-6, 0.375, 1.0, 2.0, 3.5, 5.0, 6.5, 8.0, 12.0])
+pos = torch.tensor([0.0, 1e-6, 0.25, 0.75, 1.5, 2.0, 2.5, 4.0, 5.0, 6.25, 9.0, 14.0])
+for name in ["i0", "special_i0e", "special_i1", "special_i1e", "special_modified_bessel_i0",
+             "special_modified_bessel_i1", "special_bessel_j0", "special_bessel_j1",
+             "special_spherical_bessel_j0"]:
+    sample(name, bx)
+    sample(name, q(2, 3, dtype=I32, lo=-6, hi=7))
+for name in ["special_modified_bessel_k0", "special_modified_bessel_k1", "special_bessel_y0",
+             "special_bessel_y1", "special_scaled_modified_bessel_k0",
+             "special_scaled_modified_bessel_k1"]:
+    sample(name, pos)
+    sample(name, torch.tensor([-1.0, 0.0, float("nan"), float("inf")]))
+sample("special_airy_ai", torch.tensor([-12.0, -5.5, -2.5, -2.0, -1.0, 0.0, 0.5, 1.5, 2.0, 2.5,
+                                        4.0, 9.0, float("inf"), float("-inf"), float("nan")]))
+sample("special_airy_ai", q(2, 3, dtype=I64, lo=-4, hi=4))
+sample("i0", q(2, 3, dtype=BF))
+sample("special_i1e", q(4, dtype=H))
+sample("erfinv", torch.tensor([-1.0, -0.999, -0.75, -0.5, -0.1, 0.0, 0.3, 0.7, 0.71, 0.95, 1.0,
+                               1.5, float("nan")]))
+sample("erfinv", q(5, dtype=I64, lo=-2, hi=3))
+sample("erfinv", q(4, dtype=BF, lo=-1, hi=1))
+sample("special_ndtri", torch.tensor([0.0, 1e-10, 1e-4, 0.05, 0.1353, 0.2, 0.5, 0.8, 0.9, 0.999,
+                                      1.0, -0.5, 1.5]))
+sample("special_ndtri", q(3, dtype=B))
+sample("special_zeta", torch.tensor([2.0, 3.0, 1.5, 4.5, 1.0, 0.5, 2.0, 3.0]),
+       torch.tensor([1.0, 2.5, 0.5, 3.0, 1.0, 1.0, -2.0, -1.5]))
+sample("special_zeta", q(2, 3, dtype=I64, lo=2, hi=6), q(3, dtype=I64, lo=1, hi=4))
+
+# --- float bits and divisibility (pointwise/bits.rs), erfcx and log_ndtr (special.rs) -------
+sample("frexp.Tensor", torch.tensor([0.0, -0.0, 1.0, -3.5, 0.1, 1e-40, 6e4, float("inf"), float("nan")]))
+sample("frexp.Tensor", q(2, 3, dtype=BF))
+sample("nextafter", torch.tensor([0.0, 1.0, -1.0, 1.0, 2.5, -0.0, 3e38]),
+       torch.tensor([-1.0, 2.0, 0.0, 1.0, -5.0, 1.0, float("inf")]))
+sample("nextafter", q(4, dtype=BF), q(4, dtype=BF))
+sample("nextafter", torch.tensor([0.0, 1.0, 6.1e-5, 2.0 ** -14, -2.0, 65504.0], dtype=H),
+       torch.tensor([1.0, 0.0, 0.0, 0.0, -3.0, float("inf")], dtype=H))
+sample("gcd", torch.tensor([0, -12, 7, 1071, 2 ** 20, 1836311903], dtype=I32),
+       torch.tensor([0, 18, -21, 462, 3 * 2 ** 11, 1134903170], dtype=I32))
+sample("gcd", q(3, 4, dtype=I64, lo=-20, hi=20), q(4, dtype=I64, lo=-20, hi=20))
+sample("lcm", torch.tensor([0, -4, 6, 21, 9], dtype=I64), torch.tensor([5, 6, -4, 6, 0], dtype=I64))
+sample("special_erfcx", torch.tensor([-30.0, -3.0, -1.0, -0.5, 0.0, 0.3, 0.9, 1.0, 2.5, 7.9, 8.0,
+                                      20.0, 100.0, float("inf"), float("-inf"), float("nan")]))
+sample("special_erfcx", q(5, dtype=I64, lo=-3, hi=3))
+sample("special_log_ndtr", torch.tensor([-30.0, -10.0, -3.0, -1.0, -0.5, 0.0, 0.3, 1.0, 2.5, 8.0,
+                                         float("inf"), float("-inf"), float("nan")]))
+
+# --- distances and the margin loss (compose/distances.rs) -------------------------------------
+sample("_euclidean_dist", q(4, 3), q(5, 3))
+sample("_cdist_forward", q(2, 4, 3), q(2, 5, 3), 1.0, None)
+sample("_cdist_forward", q(4, 3), q(5, 3), 2.0, 1)
+sample("_cdist_forward", q(4, 3), q(5, 3), float("inf"), 2)
+sample("_pdist_forward", q(5, 3), 2.0)
+sample("_pdist_forward", q(4, 2), 1.0)
+sample("multi_margin_loss", q(4, 5), idx(4, 5))
+sample("multi_margin_loss", q(4, 5), idx(4, 5), 2, 0.5, q(5, lo=0, hi=3), 0)
+sample("multi_margin_loss", q(5), torch.tensor(2), 1, 1.0, None, 2)
+
+# --- byte dtypes: conversions wrap, int8 loads sign-extend ---------------------------------
+sample("_to_copy", torch.tensor([0.0, 3.75, 127.5, 200.25, 255.0]), dtype=U8)
+sample("_to_copy", torch.tensor([-128.0, -1.5, 0.0, 3.75, 127.0]), dtype=I8)
+sample("_to_copy", torch.tensor([-1, 256, 300, 7], dtype=I32), dtype=U8)
+sample("_to_copy", torch.tensor([200, -129, 5, -7], dtype=I64), dtype=I8)
+sample("_to_copy", torch.tensor([0, 1, 127, 128, 200, 255], dtype=U8), dtype=F)
+sample("_to_copy", torch.tensor([-128, -1, 0, 5, 127], dtype=I8), dtype=I32)
 # Operators the model zoo needs (mixture-of-experts layers, batch/group norm training, weight
 # norm, the backward of advanced indexing).
 I32T = lambda *v: torch.tensor(v, dtype=I32)  # noqa: E731

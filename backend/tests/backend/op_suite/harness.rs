@@ -286,6 +286,8 @@ fn encode(values: &[f64], dtype: DType) -> Vec<u8> {
             DType::I32 => out.extend((v as i32).to_le_bytes()),
             DType::I64 => out.extend((v as i64).to_le_bytes()),
             DType::Bool => out.push((v != 0.0) as u8),
+            DType::U8 => out.push(v as i64 as u8),
+            DType::I8 => out.push(v as i64 as i8 as u8),
         }
     }
     out

@@ -125,7 +125,7 @@ pub fn indices(shape: &[usize]) -> impl Iterator<Item = Vec<usize>> + '_ {
 }
 
 /// `v` as a `dtype` value, as PyTorch converts: floats round to nearest even, floats to
-/// integers truncate toward zero, int32 wraps, anything non-zero is `True`.
+/// integers truncate toward zero, int32, uint8 and int8 wrap, anything non-zero is `True`.
 pub fn round(v: f64, dtype: DType) -> f64 {
     match dtype {
         DType::F32 => v as f32 as f64,
@@ -134,6 +134,8 @@ pub fn round(v: f64, dtype: DType) -> f64 {
         DType::I32 => (v.trunc() as i64) as i32 as f64,
         DType::I64 => v.trunc(),
         DType::Bool => (v != 0.0) as u8 as f64,
+        DType::U8 => (v.trunc() as i64) as u8 as f64,
+        DType::I8 => (v.trunc() as i64) as i8 as f64,
     }
 }
 
@@ -152,14 +154,17 @@ pub fn promote(a: DType, b: DType) -> DType {
     use DType::*;
     let rank = |d: DType| match d {
         Bool => 0,
-        I32 => 1,
-        I64 => 2,
-        F16 | BF16 => 3,
-        F32 => 4,
+        U8 | I8 => 1,
+        I32 => 2,
+        I64 => 3,
+        F16 | BF16 => 4,
+        F32 => 5,
     };
     match (a, b) {
         _ if a == b => a,
         (F16, BF16) | (BF16, F16) => F32,
+        // int16 in PyTorch; not a dtype here.
+        (U8, I8) | (I8, U8) => I32,
         _ if rank(a) >= rank(b) => a,
         _ => b,
     }

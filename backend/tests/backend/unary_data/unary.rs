@@ -44,7 +44,12 @@ fn check_unary(
 ) {
     for mode in MODES {
         let rt = rt(mode);
-        for d in DType::ALL {
+        // The byte dtypes are storage and conversion dtypes here (checked by the op suite's
+        // `_to_copy` samples); the unary operators are checked on the others.
+        for d in DType::ALL
+            .into_iter()
+            .filter(|d| !matches!(d, DType::U8 | DType::I8))
+        {
             let vals: &[f64] = match d {
                 DType::Bool => &BOOLS,
                 DType::I32 | DType::I64 => &INTS,

@@ -13,18 +13,20 @@ use super::*;
 const MAX_UNROLL: u32 = 4;
 
 /// Registers a copy of the program holds at its peak (values live across nodes, plus two
-/// temporaries for casts, compares and selects), not counting constants.
-fn peak_live(prog: &Prog, last: &[usize]) -> u32 {
+/// temporaries for casts, compares and selects), not counting constants when they are pinned
+/// (`pinned_consts`), counting them as values live from their node to their last use when not.
+fn peak_live(prog: &Prog, last: &[usize], pinned_consts: bool) -> u32 {
+    let is_pinned = |op: &POp| pinned_consts && matches!(op, POp::Const(_));
     let mut live = 0i64;
     let mut peak = 0i64;
     for (i, n) in prog.nodes.iter().enumerate() {
-        if matches!(n.op, POp::Const(_)) {
+        if is_pinned(&n.op) {
             continue;
         }
         live += 1;
         peak = peak.max(live + 2);
         for a in args(&n.op) {
-            if last[a as usize] == i && !matches!(prog.node(a).op, POp::Const(_)) {
+            if last[a as usize] == i && !is_pinned(&prog.node(a).op) {
                 live -= 1;
             }
         }
@@ -51,10 +53,20 @@ pub(crate) fn dense(
     }
     let last = last_uses(prog);
     let mut cx = Ctx::new(e, prog, ops, inputs, vregs);
-    // Constants live in registers for the whole loop.
-    cx.pin_constants()?;
+    // Constants live in registers for the whole loop when they fit beside one copy of the
+    // program (a long series, e.g. a Bessel function's Chebyshev coefficients, does not: its
+    // constants are then materialised where they are used, like any other value).
+    let consts = prog
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, POp::Const(_)))
+        .count() as u32;
+    let pin = 2 + consts + peak_live(prog, &last, true) <= vregs;
+    if pin {
+        cx.pin_constants()?;
+    }
     let free = vregs.saturating_sub(2 + cx.pinned.len() as u32);
-    let unroll = (free / peak_live(prog, &last)).clamp(1, MAX_UNROLL);
+    let unroll = (free / peak_live(prog, &last, pin)).clamp(1, MAX_UNROLL);
     let mut sizes: Vec<u32> = ops.iter().map(|o| o.dtype.size() as u32).collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -129,7 +141,7 @@ fn pass(
     let mut maps: Vec<HashMap<PRef, VReg>> = vec![consts.clone(); copies as usize];
     for (i, n) in prog.nodes.iter().enumerate() {
         let r = i as PRef;
-        if matches!(n.op, POp::Const(_)) {
+        if matches!(n.op, POp::Const(_)) && cx.pinned.contains(&r) {
             continue;
         }
         for (u, map) in maps.iter_mut().enumerate() {
@@ -140,6 +152,7 @@ fn pass(
                     let o = ops[k as usize];
                     let v = cx.va.take()?;
                     cx.e.vld(o.dtype.mem(), v, offs.at(o, u), VAccess::DENSE);
+                    crate::kernels::tile::vexpr::after_load(cx.e, o.dtype, v);
                     v
                 }
                 POp::Index(d) => {

@@ -109,6 +109,7 @@ pub(super) fn body(
                     let v = cx.va.take()?;
                     let at = Addr::new(sr.chunk, o.base + (128 * u as u32 * esz) as i32);
                     cx.e.vld(o.dtype.mem(), v, at, VAccess::rows(sr.sub_full));
+                    crate::kernels::tile::vexpr::after_load(cx.e, o.dtype, v);
                     v
                 }
                 POp::Index(d) => {

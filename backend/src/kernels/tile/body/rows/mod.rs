@@ -131,6 +131,7 @@ impl Rows {
                 let v = cx.va.take()?;
                 let (at, access) = self.per_row(o);
                 cx.e.vld(o.dtype.mem(), v, at, access);
+                crate::kernels::tile::vexpr::after_load(cx.e, o.dtype, v);
                 cx.bind(i as PRef, v);
                 cx.pinned.push(i as PRef);
             }

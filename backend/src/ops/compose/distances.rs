@@ -1,0 +1,255 @@
+//! Pairwise distances and the multi-class margin loss, composed from registered operators:
+//!
+//! - `_euclidean_dist(x1, x2)`: PyTorch's formula, `[-2 x1, |x1|^2, 1] . [x2, 1, |x2|^2]`, clamped
+//!   at 0, square-rooted; the product on the vector unit in f32 (`contract`);
+//! - `_cdist_forward(x1, x2, p, compute_mode)`: that formula where PyTorch uses it (`p = 2` and
+//!   mode 1, or mode 0/None with more than 25 rows), else the p-norm of every row difference;
+//! - `_pdist_forward(x, p)`: the p-norm of `x[i] - x[j]` for `i < j`, row-major;
+//! - `multi_margin_loss(x, y, p, margin, weight, reduction)`: per sample, `sum over j != y of
+//!   max(0, margin - x[y] + x[j])^p (times weight[y])`, over the class count, then the
+//!   reduction.
+
+use super::{contract, op, sv, tv};
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ops::Value;
+use crate::ops::pointwise::FLOAT;
+use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::sharding::Sharding;
+use crate::ops::t1;
+use crate::runtime::Runtime;
+use crate::tensor::Tensor;
+
+fn norm_last(rt: &Runtime, d: &Tensor, p: f64) -> Result<Tensor> {
+    op(
+        rt,
+        "aten::linalg_vector_norm",
+        vec![
+            tv(d),
+            Value::Float(p),
+            Value::Ints(vec![-1]),
+            Value::Bool(false),
+        ],
+    )
+}
+
+fn unsqueeze(rt: &Runtime, t: &Tensor, d: i64) -> Result<Tensor> {
+    op(rt, "aten::unsqueeze", vec![tv(t), Value::Int(d)])
+}
+
+/// `torch._euclidean_dist(x1, x2)`.
+pub fn euclidean_dist(rt: &Runtime, x1: &Tensor, x2: &Tensor) -> Result<Tensor> {
+    let sq = |x: &Tensor| -> Result<Tensor> {
+        let s = op(rt, "aten::mul.Tensor", vec![tv(x), tv(x)])?;
+        op(
+            rt,
+            "aten::sum.dim_IntList",
+            vec![tv(&s), Value::Ints(vec![-1]), Value::Bool(true)],
+        )
+    };
+    let (n1, n2) = (sq(x1)?, sq(x2)?);
+    let (o1, o2) = (
+        op(rt, "aten::ones_like", vec![tv(&n1)])?,
+        op(rt, "aten::ones_like", vec![tv(&n2)])?,
+    );
+    let m2 = op(rt, "aten::mul.Scalar", vec![tv(x1), Value::Int(-2)])?;
+    let a = op(
+        rt,
+        "aten::cat",
+        vec![Value::Tensors(vec![m2, n1, o1]), Value::Int(-1)],
+    )?;
+    let b = op(
+        rt,
+        "aten::cat",
+        vec![Value::Tensors(vec![x2.clone(), o2, n2]), Value::Int(-1)],
+    )?;
+    let r = contract(rt, &unsqueeze(rt, &a, -2)?, &unsqueeze(rt, &b, -3)?, &[-1])?;
+    let r = op(rt, "aten::clamp_min", vec![tv(&r), Value::Float(0.0)])?;
+    let r = op(rt, "aten::sqrt", vec![tv(&r)])?;
+    super::cast(&r, x1.dtype())
+}
+
+/// `torch._cdist_forward(x1, x2, p, compute_mode)`.
+pub fn cdist(rt: &Runtime, x1: &Tensor, x2: &Tensor, p: f64, mode: Option<i64>) -> Result<Tensor> {
+    if x1.dim() < 2 || x2.dim() < 2 {
+        return Err(TpuError::BadArgs(format!(
+            "cdist only supports at least 2D tensors, X1 got: {}D, X2 got: {}D",
+            x1.dim(),
+            x2.dim()
+        )));
+    }
+    if p < 0.0 {
+        return Err(TpuError::BadArgs(
+            "cdist only supports non-negative p values".into(),
+        ));
+    }
+    let (r1, r2) = (x1.shape()[x1.dim() - 2], x2.shape()[x2.dim() - 2]);
+    let mm = p == 2.0 && matches!(mode, Some(1))
+        || (p == 2.0 && matches!(mode, None | Some(0)) && (r1 > 25 || r2 > 25));
+    if mm {
+        return euclidean_dist(rt, x1, x2);
+    }
+    let d = op(
+        rt,
+        "aten::sub.Tensor",
+        vec![tv(&unsqueeze(rt, x1, -2)?), tv(&unsqueeze(rt, x2, -3)?)],
+    )?;
+    norm_last(rt, &d, p)
+}
+
+/// `torch._pdist_forward(x, p)`.
+pub fn pdist(rt: &Runtime, x: &Tensor, p: f64) -> Result<Tensor> {
+    if x.dim() != 2 {
+        return Err(TpuError::BadArgs(format!(
+            "pdist only supports 2D tensors, got: {}D",
+            x.dim()
+        )));
+    }
+    let n = x.shape()[0] as i64;
+    let idx = op(
+        rt,
+        "aten::triu_indices",
+        vec![Value::Int(n), Value::Int(n), Value::Int(1)],
+    )?;
+    let pick = |row: i64| -> Result<Tensor> {
+        let i = op(
+            rt,
+            "aten::select.int",
+            vec![tv(&idx), Value::Int(0), Value::Int(row)],
+        )?;
+        op(rt, "aten::index_select", vec![tv(x), Value::Int(0), tv(&i)])
+    };
+    let d = op(rt, "aten::sub.Tensor", vec![tv(&pick(0)?), tv(&pick(1)?)])?;
+    norm_last(rt, &d, p)
+}
+
+/// `torch.multi_margin_loss(x, y, p, margin, weight, reduction)`.
+pub fn multi_margin_loss(
+    rt: &Runtime,
+    x: &Tensor,
+    y: &Tensor,
+    p: i64,
+    margin: Scalar,
+    weight: Option<&Tensor>,
+    reduction: i64,
+) -> Result<Tensor> {
+    if p != 1 && p != 2 {
+        return Err(TpuError::BadArgs("only p == 1 and p == 2 supported".into()));
+    }
+    if !x.dtype().is_float() {
+        return Err(TpuError::Unsupported(format!(
+            "multi_margin_loss: expected a floating input, got {}",
+            x.dtype().name()
+        )));
+    }
+    if x.dim() > 2 {
+        return Err(TpuError::BadArgs(format!(
+            "Expected non-empty vector or matrix with optional 0-dim batch size, but got: {:?}",
+            x.shape()
+        )));
+    }
+    let c = if x.dim() == 0 {
+        1
+    } else {
+        x.shape()[x.dim() - 1]
+    };
+    let batch: Vec<i64> = if x.dim() == 2 {
+        vec![x.shape()[0] as i64]
+    } else {
+        vec![]
+    };
+    let n = batch.first().copied().unwrap_or(1);
+    let x2 = op(
+        rt,
+        "aten::reshape",
+        vec![tv(x), Value::Ints(vec![n, c as i64])],
+    )?;
+    let t2 = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n, 1])])?;
+    let xt = op(rt, "aten::gather", vec![tv(&x2), Value::Int(1), tv(&t2)])?;
+    // (margin - x[y]) + x[j], as ATen's kernel adds them.
+    let m = op(rt, "aten::rsub.Scalar", vec![tv(&xt), sv(margin)])?;
+    let z = op(rt, "aten::add.Tensor", vec![tv(&m), tv(&x2)])?;
+    let mut h = op(rt, "aten::relu", vec![tv(&z)])?;
+    if p == 2 {
+        h = op(rt, "aten::mul.Tensor", vec![tv(&h), tv(&h)])?;
+    }
+    if let Some(w) = weight {
+        let flat = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n])])?;
+        let wt = op(
+            rt,
+            "aten::index_select",
+            vec![tv(w), Value::Int(0), tv(&flat)],
+        )?;
+        h = op(
+            rt,
+            "aten::mul.Tensor",
+            vec![tv(&h), tv(&unsqueeze(rt, &wt, 1)?)],
+        )?;
+    }
+    let cols = op(
+        rt,
+        "aten::arange",
+        vec![Value::Int(c as i64), Value::Dtype(DType::I64)],
+    )?;
+    let own = op(rt, "aten::eq.Tensor", vec![tv(&cols), tv(&t2)])?;
+    let h = op(
+        rt,
+        "aten::where.ScalarSelf",
+        vec![tv(&own), Value::Float(0.0), tv(&h)],
+    )?;
+    let s = op(
+        rt,
+        "aten::sum.dim_IntList",
+        vec![tv(&h), Value::Ints(vec![1]), Value::Bool(false)],
+    )?;
+    let l = op(rt, "aten::div.Scalar", vec![tv(&s), Value::Int(c as i64)])?;
+    match reduction {
+        0 => op(rt, "aten::reshape", vec![tv(&l), Value::Ints(batch)]),
+        1 => op(rt, "aten::mean", vec![tv(&l)]),
+        2 => op(rt, "aten::sum", vec![tv(&l)]),
+        r => Err(TpuError::BadArgs(format!(
+            "{r} is not a valid value for reduction"
+        ))),
+    }
+}
+
+/// The registered overloads.
+pub(super) fn defs() -> Vec<OpDef> {
+    let dec = OpImpl::Decomposition;
+    let rep = |why| Sharding::Replicate(why);
+    let loss = &[DType::F32, DType::BF16, DType::F16, DType::I64];
+    vec![
+        OpDef::new("aten::_euclidean_dist", dec, FLOAT, |rt, a| {
+            t1(euclidean_dist(rt, a.tensor(0)?, a.tensor(1)?))
+        })
+        .shard(rep("pairwise distances: no sharding rule yet")),
+        OpDef::new("aten::_cdist_forward", dec, FLOAT, |rt, a| {
+            t1(cdist(
+                rt,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.float(2)?,
+                a.opt_int(3)?,
+            ))
+        })
+        .shard(rep("pairwise distances: no sharding rule yet")),
+        OpDef::new("aten::_pdist_forward", dec, FLOAT, |rt, a| {
+            t1(pdist(rt, a.tensor(0)?, a.float_or(1, 2.0)?))
+        })
+        .shard(rep("pairwise distances: no sharding rule yet")),
+        OpDef::new("aten::multi_margin_loss", dec, loss, |rt, a| {
+            t1(multi_margin_loss(
+                rt,
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.int_or(2, 1)?,
+                a.scalar_or(3, Scalar::Int(1))?,
+                a.opt_tensor(4)?,
+                a.int_or(5, 1)?,
+            ))
+        })
+        .shard(rep(
+            "a loss reduced over every element: no sharding rule yet",
+        )),
+    ]
+}
