@@ -154,69 +154,94 @@ pub(super) fn turns(
     let alike = ici
         .iter()
         .all(|&a| (p.axes[a].n, p.axes[a].bidir) == (p.axes[ici[0]].n, p.axes[ici[0]].bidir));
-    if k != 3 || ici.len() != 3 || alike || orders.iter().any(|o| o.len() != 3) {
+    if !(2..=3).contains(&k) || ici.len() != k || alike || orders.iter().any(|o| o.len() != k) {
         return None;
     }
     let axes = p.axes.len();
-    let perms: Vec<Vec<usize>> = [
-        [0, 1, 2],
-        [0, 2, 1],
-        [1, 0, 2],
-        [1, 2, 0],
-        [2, 0, 1],
-        [2, 1, 0],
-    ]
-    .iter()
-    .map(|q| q.iter().map(|&i| ici[i]).collect())
-    .collect();
+    let perms = permutations(ici);
     let per_perm: Vec<Vec<(usize, f64)>> = perms.iter().map(|o| rounds_of(p, op, o)).collect();
     let rotations: Vec<Vec<(usize, f64)>> = orders.iter().map(|o| rounds_of(p, op, o)).collect();
     let rotations: Vec<&[(usize, f64)]> = rotations.iter().map(|r| &r[..]).collect();
-    let equal = turns_makespan(&rotations, &[1.0 / 3.0; 3], axes);
-    let cost = |c: [usize; 3], i: u32, j: u32, g: u32| {
-        let rounds = [&per_perm[c[0]][..], &per_perm[c[1]], &per_perm[c[2]]];
-        let f = [i, j, g - i - j].map(|x| x as f64 / g as f64);
+    let equal = turns_makespan(&rotations, &vec![1.0 / k as f64; k], axes);
+    // Shares as grid steps of the first k - 1 parts (the last takes the rest).
+    let cost = |c: &[usize], steps: &[u32], g: u32| {
+        let rounds: Vec<&[(usize, f64)]> = c.iter().map(|&q| &per_perm[q][..]).collect();
+        let mut f: Vec<f64> = steps.iter().map(|&x| x as f64 / g as f64).collect();
+        f.push(1.0 - f.iter().sum::<f64>());
         turns_makespan(&rounds, &f, axes)
     };
-    // (makespan, permutation indices, share grid steps of the first two parts, grid)
-    let mut best: Option<(f64, [usize; 3], [u32; 2], u32)> = None;
-    let mut tries = Vec::new();
-    for c0 in 0..6 {
-        for c1 in c0..6 {
-            for c2 in c1..6 {
-                for i in 1..COARSE_GRID {
-                    for j in 1..COARSE_GRID - i {
-                        tries.push(([c0, c1, c2], i, j, COARSE_GRID));
-                    }
-                }
-            }
-        }
+    let valid = |steps: &[u32], g: u32| steps.iter().all(|&x| x > 0) && steps.iter().sum::<u32>() < g;
+    // Every multiset of k orders, every share on the coarse grid.
+    let mut combos: Vec<Vec<usize>> = vec![Vec::new()];
+    for _ in 0..k {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                let from = c.last().copied().unwrap_or(0);
+                (from..perms.len()).map(move |q| [c.clone(), vec![q]].concat())
+            })
+            .collect();
     }
-    for pass in 0..2 {
-        if pass == 1 {
-            let (_, c, [ci, cj], _) = best?;
-            let scale = SHARE_GRID / COARSE_GRID;
-            let (ci, cj) = (ci * scale, cj * scale);
-            tries = (ci - scale..=ci + scale)
-                .flat_map(|i| (cj - scale..=cj + scale).map(move |j| (c, i, j, SHARE_GRID)))
-                .filter(|&(_, i, j, g)| i > 0 && j > 0 && i + j < g)
+    let grid = |g: u32, around: Option<&[u32]>| -> Vec<Vec<u32>> {
+        let range = |d: usize| match around {
+            None => 1..=g,
+            Some(a) => a[d].saturating_sub(g / COARSE_GRID)..=a[d] + g / COARSE_GRID,
+        };
+        let mut out: Vec<Vec<u32>> = vec![Vec::new()];
+        for d in 0..k - 1 {
+            out = out
+                .into_iter()
+                .flat_map(|v| range(d).map(move |x| [v.clone(), vec![x]].concat()))
                 .collect();
         }
-        for &(c, i, j, g) in &tries {
-            let t = cost(c, i, j, g);
-            if best.is_none_or(|b| t < b.0) {
-                best = Some((t, c, [i, j], g));
-            }
+        out.retain(|v| valid(v, g));
+        out
+    };
+    // (makespan, orders, share steps, grid)
+    let mut best: Option<(f64, Vec<usize>, Vec<u32>, u32)> = None;
+    let keep = |best: &mut Option<(f64, Vec<usize>, Vec<u32>, u32)>, c: &[usize], v: &[u32], g| {
+        let t = cost(c, v, g);
+        if best.as_ref().is_none_or(|b| t < b.0) {
+            *best = Some((t, c.to_vec(), v.to_vec(), g));
+        }
+    };
+    let coarse = grid(COARSE_GRID, None);
+    for c in &combos {
+        for v in &coarse {
+            keep(&mut best, c, v, COARSE_GRID);
         }
     }
-    let (t, c, [i, j], g) = best?;
+    let (_, c, v, _) = best.clone()?;
+    let scale = SHARE_GRID / COARSE_GRID;
+    let around: Vec<u32> = v.iter().map(|&x| x * scale).collect();
+    for v in grid(SHARE_GRID, Some(&around)) {
+        keep(&mut best, &c, &v, SHARE_GRID);
+    }
+    let (t, c, v, g) = best?;
     if t >= equal * 0.99 {
         return None;
     }
-    let mut sizes = vec![shard * i as u64 / g as u64, shard * j as u64 / g as u64];
-    sizes.push(shard - sizes[0] - sizes[1]);
+    let mut sizes: Vec<u64> = v.iter().map(|&x| shard * x as u64 / g as u64).collect();
+    sizes.push(shard - sizes.iter().sum::<u64>());
     if sizes.iter().any(|&s| s < MIN_PART_ELEMS) {
         return None;
     }
     Some((c.iter().map(|&q| perms[q].clone()).collect(), sizes))
+}
+
+/// Every order of `items`.
+fn permutations(items: &[usize]) -> Vec<Vec<usize>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    (0..items.len())
+        .flat_map(|i| {
+            let mut rest = items.to_vec();
+            let first = rest.remove(i);
+            permutations(&rest).into_iter().map(move |mut o| {
+                o.insert(0, first);
+                o
+            })
+        })
+        .collect()
 }
