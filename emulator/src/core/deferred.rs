@@ -11,6 +11,12 @@
 //! before and never looks at this queue.
 //!
 //! The queue is bounded (pops and result bytes); past the bound the oldest pop is written.
+//!
+//! An accumulating pop onto exactly the rows of the pop queued last joins it: when written, each
+//! row is read once, the pops' values are added to it one after another in program order (the
+//! same additions, in the same order, as writing each pop in turn) and it is written once. A
+//! matmul over `K` in tiles pops `K / 128` times onto the same accumulator; this reads and
+//! writes the accumulator once instead of once per tile.
 
 use std::collections::VecDeque;
 
@@ -58,11 +64,22 @@ impl Pop {
     }
 }
 
+/// A queued pop, the accumulating pops onto the same rows that joined it (in program order),
+/// and the result bytes they hold.
+#[derive(Debug)]
+struct Queued {
+    lo: usize,
+    hi: usize,
+    pop: Pop,
+    joined: Vec<Vec<Piece>>,
+    bytes: usize,
+}
+
 /// VMEM: the bytes and the pops not yet written into them.
 #[derive(Debug)]
 pub(crate) struct Vmem {
     mem: LocalMem,
-    pops: VecDeque<(usize, usize, Pop)>,
+    pops: VecDeque<Queued>,
     /// Bounds of every queued pop's bytes (while any is queued).
     lo: usize,
     hi: usize,
@@ -127,10 +144,26 @@ impl Vmem {
             self.finish(pop);
             return;
         }
-        self.lo = self.lo.min(lo);
-        self.hi = self.hi.max(hi);
-        self.bytes += pop.rows() * pop.n * 4;
-        self.pops.push_back((lo, hi, pop));
+        let bytes = pop.rows() * pop.n * 4;
+        self.bytes += bytes;
+        if let Some(last) = self.pops.back_mut()
+            && pop.acc
+            && (last.lo, last.hi, last.pop.stride, last.pop.n) == (lo, hi, pop.stride, pop.n)
+            && last.pop.rows() == pop.rows()
+        {
+            last.joined.push(pop.pieces);
+            last.bytes += bytes;
+        } else {
+            self.lo = self.lo.min(lo);
+            self.hi = self.hi.max(hi);
+            self.pops.push_back(Queued {
+                lo,
+                hi,
+                pop,
+                joined: Vec::new(),
+                bytes,
+            });
+        }
         while self.pops.len() > MAX_POPS || (self.bytes > MAX_BYTES && self.pops.len() > 1) {
             self.write_oldest();
         }
@@ -142,7 +175,7 @@ impl Vmem {
         if self.pops.is_empty() || hi <= self.lo || self.hi <= lo || lo == hi {
             return;
         }
-        if let Some(last) = self.pops.iter().rposition(|(a, b, _)| lo < *b && *a < hi) {
+        if let Some(last) = self.pops.iter().rposition(|q| lo < q.hi && q.lo < hi) {
             for _ in 0..=last {
                 self.write_oldest();
             }
@@ -150,14 +183,76 @@ impl Vmem {
     }
 
     fn write_oldest(&mut self) {
-        let Some((_, _, pop)) = self.pops.pop_front() else {
+        let Some(q) = self.pops.pop_front() else {
             return;
         };
-        self.bytes -= pop.rows() * pop.n * 4;
+        self.bytes -= q.bytes;
         if self.pops.is_empty() {
             (self.lo, self.hi, self.bytes) = (usize::MAX, 0, 0);
         }
-        self.finish(pop);
+        if q.joined.is_empty() {
+            self.finish(q.pop);
+        } else {
+            self.finish_joined(q.pop, q.joined);
+        }
+    }
+
+    /// Writes a pop and the accumulating pops that joined it: row by row, the first pop's
+    /// values (added to the row when it accumulates), then each joined pop's added in turn.
+    fn finish_joined(&mut self, pop: Pop, joined: Vec<Vec<Piece>>) {
+        let (lo, hi) = pop.span();
+        let (base, stride, n, rows) = (pop.base, pop.stride, pop.n, pop.rows());
+        let mut all = vec![pop.pieces];
+        all.extend(joined);
+        for pieces in &mut all {
+            for p in pieces.iter_mut() {
+                p.rows.settle();
+            }
+        }
+        // Per pop, per row: its values.
+        let sources: Vec<Vec<&[f32]>> = all
+            .iter()
+            .map(|pieces| {
+                let mut v = Vec::with_capacity(rows);
+                for p in pieces.iter().filter(|p| p.take > 0) {
+                    p.rows.for_runs(p.from, p.take, n, |_, vals| {
+                        v.extend(vals.chunks_exact(n));
+                    });
+                }
+                v
+            })
+            .collect();
+        let bytes = self.mem.bytes_for(lo, hi);
+        let mut row = vec![0.0f32; n];
+        for r in 0..rows {
+            let dst = &mut bytes[base + r * stride..base + r * stride + n * 4];
+            let dst = dst.as_chunks_mut::<4>().0;
+            if pop.acc {
+                for ((x, d), v) in row.iter_mut().zip(dst.iter()).zip(sources[0][r]) {
+                    *x = f32::from_le_bytes(*d) + v;
+                }
+            } else {
+                row.copy_from_slice(sources[0][r]);
+            }
+            for src in &sources[1..] {
+                for (x, v) in row.iter_mut().zip(src[r]) {
+                    *x += v;
+                }
+            }
+            for (d, x) in dst.iter_mut().zip(&row) {
+                *d = x.to_le_bytes();
+            }
+        }
+        drop(sources);
+        for pieces in all {
+            for p in pieces {
+                for v in p.rows.into_buffers() {
+                    if v.capacity() > 0 && self.spare.len() < 64 {
+                        self.spare.push(v);
+                    }
+                }
+            }
+        }
     }
 
     /// Writes one pop's rows (waiting for its products).
@@ -193,5 +288,59 @@ impl Vmem {
     /// Result buffers freed by written pops.
     pub fn take_spare(&mut self) -> Option<Vec<f32>> {
         self.spare.pop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pop of `rows` rows of `n` values at `base`, `stride` apart.
+    fn pop(base: usize, stride: usize, n: usize, acc: bool, vals: Vec<f32>) -> Pop {
+        let take = vals.len() / n;
+        Pop {
+            base,
+            stride,
+            n,
+            acc,
+            pieces: vec![Piece {
+                rows: Rows::Ready(vals),
+                from: 0,
+                take,
+            }],
+        }
+    }
+
+    #[test]
+    fn joined_pops_write_the_bits_of_pops_written_one_by_one() {
+        let (rows, n, stride, base) = (5, 7, 40, 12);
+        let special = [f32::NAN, -0.0, f32::INFINITY, 1e38, -1e38, 1e-45, 3.0];
+        let mut x = 11u32;
+        let mut next = || {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            match x >> 28 {
+                0 => special[(x >> 8) as usize % special.len()],
+                _ => f32::from_bits(0x3800_0000 + (x >> 8) % 0x0f00_0000) - 1.0,
+            }
+        };
+        let pops: Vec<(bool, Vec<f32>)> = (0..6)
+            .map(|i| (i != 0 && i != 3, (0..rows * n).map(|_| next()).collect()))
+            .collect();
+        let hi = base + (rows - 1) * stride + n * 4;
+        let start: Vec<u8> = (0..hi + 8).map(|i| (i * 37 % 251) as u8).collect();
+        let mut joined = Vmem::new(256);
+        let mut one_by_one = Vmem::new(256);
+        for v in [&mut joined, &mut one_by_one] {
+            v.bytes_for(0, start.len())[..start.len()].copy_from_slice(&start);
+        }
+        for (acc, vals) in &pops {
+            joined.push_pop(pop(base, stride, n, *acc, vals.clone()));
+            one_by_one.push_pop(pop(base, stride, n, *acc, vals.clone()));
+            let _ = one_by_one.read(base, hi);
+        }
+        assert_eq!(joined.pops.len(), 2, "the accumulating pops joined the one before");
+        // (`read` gives the whole memory.)
+        let want = one_by_one.read(0, start.len())[..start.len()].to_vec();
+        assert_eq!(&joined.read(0, start.len())[..start.len()], &want[..]);
     }
 }
