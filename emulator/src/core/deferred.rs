@@ -12,7 +12,9 @@
 //!
 //! The queue is bounded (pops and result bytes); past the bound the oldest pop is written.
 //!
-//! An accumulating pop onto exactly the rows of the pop queued last joins it: when written, each
+//! An accumulating pop onto exactly the rows of the latest queued pop that may touch its bytes
+//! joins it (the pops queued after that one touch other bytes: outside its span, or in other
+//! columns of the same stride): when written, each
 //! row is read once, the pops' values are added to it one after another in program order (the
 //! same additions, in the same order, as writing each pop in turn) and it is written once. A
 //! matmul over `K` in tiles pops `K / 128` times onto the same accumulator; this reads and
@@ -28,6 +30,8 @@ use crate::memory::LocalMem;
 const MAX_POPS: usize = 32;
 /// Result bytes queued at most.
 const MAX_BYTES: usize = 16 << 20;
+/// Result buffers of written pops kept for reuse at most (joined pops free many at once).
+const SPARE_BUFFERS: usize = 256;
 
 /// Rows `from .. from + take` of a result block.
 #[derive(Debug)]
@@ -51,6 +55,17 @@ pub(crate) struct Pop {
 impl Pop {
     fn rows(&self) -> usize {
         self.pieces.iter().map(|p| p.take).sum()
+    }
+
+    /// Whether the two pops' rows lie in columns of the same stride that do not meet, so that
+    /// no byte is written by both (matrix units popping side by side into one accumulator).
+    fn columns_apart(&self, other: &Pop) -> bool {
+        let (a, b) = (self.n * 4, other.n * 4);
+        if self.stride != other.stride || a > self.stride || b > self.stride {
+            return false;
+        }
+        let off = (other.base as i64 - self.base as i64).rem_euclid(self.stride as i64) as usize;
+        off >= a && off + b <= self.stride
     }
 
     /// The bytes written: `[lo, hi)`.
@@ -146,7 +161,14 @@ impl Vmem {
         }
         let bytes = pop.rows() * pop.n * 4;
         self.bytes += bytes;
-        if let Some(last) = self.pops.back_mut()
+        // The latest queued pop touching these bytes: the ones after it touch others, so adding
+        // this one's values with it changes no byte any of them writes.
+        let latest = self
+            .pops
+            .iter_mut()
+            .rev()
+            .find(|q| lo < q.hi && q.lo < hi && !q.pop.columns_apart(&pop));
+        if let Some(last) = latest
             && pop.acc
             && (last.lo, last.hi, last.pop.stride, last.pop.n) == (lo, hi, pop.stride, pop.n)
             && last.pop.rows() == pop.rows()
@@ -247,7 +269,7 @@ impl Vmem {
         for pieces in all {
             for p in pieces {
                 for v in p.rows.into_buffers() {
-                    if v.capacity() > 0 && self.spare.len() < 64 {
+                    if v.capacity() > 0 && self.spare.len() < SPARE_BUFFERS {
                         self.spare.push(v);
                     }
                 }
@@ -278,7 +300,7 @@ impl Vmem {
                 done += take;
             }
             for v in p.rows.into_buffers() {
-                if v.capacity() > 0 && self.spare.len() < 64 {
+                if v.capacity() > 0 && self.spare.len() < SPARE_BUFFERS {
                     self.spare.push(v);
                 }
             }
@@ -313,7 +335,7 @@ mod tests {
 
     #[test]
     fn joined_pops_write_the_bits_of_pops_written_one_by_one() {
-        let (rows, n, stride, base) = (5, 7, 40, 12);
+        let (rows, n, stride, base) = (5, 7, 64, 12);
         let special = [f32::NAN, -0.0, f32::INFINITY, 1e38, -1e38, 1e-45, 3.0];
         let mut x = 11u32;
         let mut next = || {
@@ -327,18 +349,23 @@ mod tests {
             .map(|i| (i != 0 && i != 3, (0..rows * n).map(|_| next()).collect()))
             .collect();
         let hi = base + (rows - 1) * stride + n * 4;
-        let start: Vec<u8> = (0..hi + 8).map(|i| (i * 37 % 251) as u8).collect();
-        let mut joined = Vmem::new(256);
-        let mut one_by_one = Vmem::new(256);
+        // A second accumulator in the columns beside the first's, its pops between the first's.
+        let base2 = base + n * 4 + 4;
+        let hi2 = base2 + (rows - 1) * stride + n * 4;
+        let start: Vec<u8> = (0..hi2 + 8).map(|i| (i * 37 % 251) as u8).collect();
+        let mut joined = Vmem::new(512);
+        let mut one_by_one = Vmem::new(512);
         for v in [&mut joined, &mut one_by_one] {
             v.bytes_for(0, start.len())[..start.len()].copy_from_slice(&start);
         }
         for (acc, vals) in &pops {
-            joined.push_pop(pop(base, stride, n, *acc, vals.clone()));
-            one_by_one.push_pop(pop(base, stride, n, *acc, vals.clone()));
-            let _ = one_by_one.read(base, hi);
+            for (b, h) in [(base, hi), (base2, hi2)] {
+                joined.push_pop(pop(b, stride, n, *acc, vals.clone()));
+                one_by_one.push_pop(pop(b, stride, n, *acc, vals.clone()));
+                let _ = one_by_one.read(b, h);
+            }
         }
-        assert_eq!(joined.pops.len(), 2, "the accumulating pops joined the one before");
+        assert_eq!(joined.pops.len(), 4, "the accumulating pops joined the ones before");
         // (`read` gives the whole memory.)
         let want = one_by_one.read(0, start.len())[..start.len()].to_vec();
         assert_eq!(&joined.read(0, start.len())[..start.len()], &want[..]);

@@ -265,7 +265,7 @@ impl MxuBuffers {
 
     /// Takes back a result buffer.
     pub fn recycle(&mut self, v: Vec<f32>) {
-        if v.capacity() > 0 && self.free.len() < 64 {
+        if v.capacity() > 0 && self.free.len() < 256 {
             self.free.push(v);
         }
     }
