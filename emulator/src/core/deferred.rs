@@ -365,7 +365,11 @@ mod tests {
                 let _ = one_by_one.read(b, h);
             }
         }
-        assert_eq!(joined.pops.len(), 4, "the accumulating pops joined the ones before");
+        assert_eq!(
+            joined.pops.len(),
+            4,
+            "the accumulating pops joined the ones before"
+        );
         // (`read` gives the whole memory.)
         let want = one_by_one.read(0, start.len())[..start.len()].to_vec();
         assert_eq!(&joined.read(0, start.len())[..start.len()], &want[..]);

@@ -258,7 +258,7 @@ fn ring(p: &Plan, r: RoundSpec, recv: &mut u64, sem: &mut u8) -> RingStage {
 /// when the shards are small or the semaphores would not do), and orders each part's axes: the
 /// ICI axes rotated so that every part starts on a different one, then the DCN axes. The parts'
 /// shares keep the links busy ([`balanced_shares`]); where a part would be too small, each
-/// part's share is proportional to the bandwidth of the axis it starts on. Three parts over
+/// part's share is proportional to the bandwidth of the axis it starts on. Two or three parts over
 /// unlike axes take turns on each axis instead, in the orders and shares of [`turns`] (the
 /// `bool`: the rounds take turns).
 fn split(p: &Plan, op: CollectiveOp, shard: u64) -> (Vec<Part>, bool) {

@@ -1,13 +1,13 @@
 //! How the parts split the shard, and in which orders they walk the axes (see [`super::rounds`]
 //! for the parts and rounds): the shares that keep every axis's links busy.
 //!
-//! - **Two parts** ([`balanced_shares`]): shares that minimise the larger of two bounds, the
-//!   busiest axis's bytes and the longest part's rounds one after another.
-//! - **Three parts on axes of different sizes or bandwidths** ([`turns`]): the parts take turns
-//!   on each axis (a round waits until the axis's round before it has sent everything; the
+//! - **Two or three parts on axes of different sizes or bandwidths** ([`turns`]): the parts take
+//!   turns on each axis (a round waits until the axis's round before it has sent everything; the
 //!   program generator places the messages so, [`super::ring`]), and the orders and shares are
-//!   those of the shortest such schedule. The bounds alone do not do here: three parts of
-//!   unequal shares meeting on the same axis wait for each other.
+//!   those of the shortest such schedule. The bounds alone do not do here: parts of unequal
+//!   shares meeting on the same axis wait for each other.
+//! - **Otherwise, two parts** ([`balanced_shares`]): shares that minimise the larger of two
+//!   bounds, the busiest axis's bytes and the longest part's rounds one after another.
 
 use super::CollectiveOp;
 use super::plan::{MIN_PART_ELEMS, Plan};
@@ -25,7 +25,12 @@ const SHARE_GRID: u32 = 960;
 /// scaling book's `V / sum(W)`, these shares 3-8%. Two parts only (`None` otherwise): three
 /// parts of unequal shares meet on the same axis and wait for each other (on `v4:4x4x8` these
 /// shares took 14-30% over the model, equal shares 15-16%), which the bounds do not see.
-pub(super) fn balanced_shares(p: &Plan, ici: &[usize], orders: &[Vec<usize>], shard: u64) -> Option<Vec<u64>> {
+pub(super) fn balanced_shares(
+    p: &Plan,
+    ici: &[usize],
+    orders: &[Vec<usize>],
+    shard: u64,
+) -> Option<Vec<u64>> {
     let k = orders.len();
     if k != 2 {
         return None;
@@ -79,7 +84,6 @@ pub(super) fn balanced_shares(p: &Plan, ici: &[usize], orders: &[Vec<usize>], sh
     }
     Some(sizes)
 }
-
 
 /// A part's rounds in order: the axis (position in the spec's axes) and its link time per
 /// element of the part (in units of the shard's elements over a one-way link). An all-reduce's
@@ -135,7 +139,7 @@ fn turns_makespan(rounds: &[&[(usize, f64)]], shares: &[f64], axes: usize) -> f6
 /// Coarse share grid of [`turns`] (then refined on [`SHARE_GRID`] near the best).
 const COARSE_GRID: u32 = 48;
 
-/// Three parts over three ICI axes that differ in size or bandwidth: the orders (each a
+/// Two or three parts over as many ICI axes, differing in size or bandwidth: the orders (each a
 /// permutation of `ici`) and shares (elements, summing to `shard`) of the shortest schedule in
 /// which the parts take turns on each axis, when it is at least 1% shorter than the rotations
 /// `orders` with equal shares taking turns (`None` otherwise, and where the axes are alike: the
@@ -170,7 +174,8 @@ pub(super) fn turns(
         f.push(1.0 - f.iter().sum::<f64>());
         turns_makespan(&rounds, &f, axes)
     };
-    let valid = |steps: &[u32], g: u32| steps.iter().all(|&x| x > 0) && steps.iter().sum::<u32>() < g;
+    let valid =
+        |steps: &[u32], g: u32| steps.iter().all(|&x| x > 0) && steps.iter().sum::<u32>() < g;
     // Every multiset of k orders, every share on the coarse grid.
     let mut combos: Vec<Vec<usize>> = vec![Vec::new()];
     for _ in 0..k {
