@@ -203,6 +203,35 @@ impl PackedWeights {
         self.ops = Operands::of(&w[..k * n]);
     }
 
+    /// Packs a `k x n` tile of little-endian bf16 values (row `r` at `bytes[r * stride..]`) into
+    /// this one's storage: the same panels and [`Operands`] as [`PackedWeights::repack`] of the
+    /// values widened to f32, in one pass.
+    pub fn repack_bf16(&mut self, bytes: &[u8], stride: usize, k: usize, n: usize) {
+        assert!(
+            k == 0 || bytes.len() >= (k - 1) * stride + n * 2,
+            "weight tile smaller than k x n"
+        );
+        let np = n.div_ceil(NR);
+        self.panels.clear();
+        self.panels.reserve(np * k * NR);
+        let mut scan = Bf16Scan::default();
+        for p in 0..np {
+            let cols = (n - p * NR).min(NR);
+            for r in 0..k {
+                let at = r * stride + p * NR * 2;
+                let mut row = [0.0f32; NR];
+                for (o, b) in row.iter_mut().zip(bytes[at..at + cols * 2].as_chunks::<2>().0) {
+                    let h = u16::from_le_bytes(*b);
+                    scan.add(h);
+                    *o = f32::from_bits((h as u32) << 16);
+                }
+                self.panels.extend_from_slice(&row);
+            }
+        }
+        (self.k, self.n) = (k, n);
+        self.ops = scan.operands();
+    }
+
     /// Rows (K).
     pub fn k(&self) -> usize {
         self.k
@@ -566,6 +595,30 @@ mod tests {
                 same_bits(&out, &reference(&a, lda, m, &w, k, n)),
                 "{m}x{k}x{n}"
             );
+        }
+    }
+
+    #[test]
+    fn bf16_packing_is_packing_the_widened_values() {
+        let mut x = 5u32;
+        for (k, n, stride) in [(1, 1, 2), (3, 17, 40), (128, 128, 256), (9, 40, 100)] {
+            let bytes: Vec<u8> = (0..(k - 1) * stride + n * 2)
+                .map(|_| {
+                    x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    (x >> 24) as u8
+                })
+                .collect();
+            let widened: Vec<f32> = (0..k * n)
+                .map(|i| {
+                    let at = (i / n) * stride + (i % n) * 2;
+                    f32::from_bits((u16::from_le_bytes([bytes[at], bytes[at + 1]]) as u32) << 16)
+                })
+                .collect();
+            let want = PackedWeights::pack(&widened, k, n);
+            let mut got = PackedWeights::pack(&[7.0; 4], 2, 2);
+            got.repack_bf16(&bytes, stride, k, n);
+            assert_eq!((got.k, got.n, got.ops), (want.k, want.n, want.ops), "{k}x{n}");
+            assert!(same_bits(&got.panels, &want.panels), "{k}x{n}");
         }
     }
 
