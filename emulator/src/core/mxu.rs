@@ -143,8 +143,7 @@ impl Core {
                         // Straight into the packed panels: one pass over the values.
                         m.weights.pack_bf16(&bytes[base..hi], st as usize);
                     } else {
-                        let _ =
-                            read_block(bytes, base, shape, fmt, transpose, &mut m.weights.raw);
+                        let _ = read_block(bytes, base, shape, fmt, transpose, &mut m.weights.raw);
                     }
                 }
                 m.loaded = true;

@@ -220,11 +220,19 @@ impl PackedWeights {
             for r in 0..k {
                 let at = r * stride + p * NR * 2;
                 let mut row = [0.0f32; NR];
-                for (o, b) in row.iter_mut().zip(bytes[at..at + cols * 2].as_chunks::<2>().0) {
+                // Plain locals and one loop, so that it vectorises.
+                let (mut hi, mut lo_m1) = (0u16, u16::MAX);
+                for (o, b) in row
+                    .iter_mut()
+                    .zip(bytes[at..at + cols * 2].as_chunks::<2>().0)
+                {
                     let h = u16::from_le_bytes(*b);
-                    scan.add(h);
+                    let a = h & 0x7fff;
+                    hi = hi.max(a);
+                    lo_m1 = lo_m1.min(a.wrapping_sub(1));
                     *o = f32::from_bits((h as u32) << 16);
                 }
+                scan.merge(hi, lo_m1);
                 self.panels.extend_from_slice(&row);
             }
         }
@@ -617,7 +625,11 @@ mod tests {
             let want = PackedWeights::pack(&widened, k, n);
             let mut got = PackedWeights::pack(&[7.0; 4], 2, 2);
             got.repack_bf16(&bytes, stride, k, n);
-            assert_eq!((got.k, got.n, got.ops), (want.k, want.n, want.ops), "{k}x{n}");
+            assert_eq!(
+                (got.k, got.n, got.ops),
+                (want.k, want.n, want.ops),
+                "{k}x{n}"
+            );
             assert!(same_bits(&got.panels, &want.panels), "{k}x{n}");
         }
     }
