@@ -17,6 +17,7 @@
 //! The front end does not wait for the matrix units; `mxu.pop` writes land asynchronously and
 //! later VMEM accesses to those bytes wait for them.
 
+use tpuemu_isa::ops::MxuFmt;
 use tpuemu_isa::{Addr, Instr, Unit};
 
 use super::deferred::{Piece, Pop};
@@ -132,20 +133,19 @@ impl Core {
                 self.stats.mxu_first = Some(self.stats.mxu_first.map_or(start, |f| f.min(start)));
                 self.t.front = issue + 1;
                 let m = &mut self.mxus[mxu.index() as usize];
+                m.weights.loaded(fmt, k as usize, n as usize);
                 if env.functional {
                     let shape = (srows as usize, scols as usize, st as usize);
                     let hi =
                         base + (srows as usize - 1) * st as usize + shape.1 * fmt.bytes() as usize;
-                    let _ = read_block(
-                        self.vmem.read(base, hi),
-                        base,
-                        shape,
-                        fmt,
-                        transpose,
-                        &mut m.weights.raw,
-                    );
+                    let bytes = self.vmem.read(base, hi);
+                    if fmt == MxuFmt::Bf16 && !transpose {
+                        // Straight into the packed panels: one pass over the values.
+                        m.weights.pack_bf16(&bytes[base..hi], st as usize);
+                    } else {
+                        let _ = read_block(bytes, base, shape, fmt, transpose, &mut m.weights.raw);
+                    }
                 }
-                m.weights.loaded(fmt, k as usize, n as usize);
                 m.loaded = true;
             }
             Instr::MxuMatmul {

@@ -187,7 +187,13 @@ impl Rows {
 
     /// Calls `f(first row, values)` for the contiguous runs of rows `r0 .. r0 + rows`
     /// (settled).
-    pub fn for_runs(&self, r0: usize, rows: usize, n: usize, mut f: impl FnMut(usize, &[f32])) {
+    pub fn for_runs<'a>(
+        &'a self,
+        r0: usize,
+        rows: usize,
+        n: usize,
+        mut f: impl FnMut(usize, &'a [f32]),
+    ) {
         match self {
             Rows::Ready(v) => f(r0, &v[r0 * n..(r0 + rows) * n]),
             Rows::Parts {

@@ -163,6 +163,22 @@ impl Weights {
         self.packed = false;
     }
 
+    /// Packs a bf16 tile of the loaded shape straight from VMEM bytes (`bytes` starts at its
+    /// first row; rows `stride` apart), after [`Weights::loaded`]: the same panels as reading
+    /// it into `raw` and packing that (bf16 values are exact in f32).
+    pub fn pack_bf16(&mut self, bytes: &[u8], stride: usize) {
+        let (k, n) = (self.k, self.n);
+        match Arc::get_mut(&mut self.parts[0]) {
+            Some(p) => p.repack_bf16(bytes, stride, k, n),
+            None => {
+                let mut p = PackedWeights::default();
+                p.repack_bf16(bytes, stride, k, n);
+                self.parts[0] = Arc::new(p);
+            }
+        }
+        self.packed = true;
+    }
+
     /// The packed parts (packing them on first use).
     fn parts(&mut self, scratch: &mut [Vec<f32>; 3]) -> &[Arc<PackedWeights>; 3] {
         if !self.packed {
@@ -265,7 +281,7 @@ impl MxuBuffers {
 
     /// Takes back a result buffer.
     pub fn recycle(&mut self, v: Vec<f32>) {
-        if v.capacity() > 0 && self.free.len() < 64 {
+        if v.capacity() > 0 && self.free.len() < 256 {
             self.free.push(v);
         }
     }

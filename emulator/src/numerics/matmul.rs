@@ -139,6 +139,12 @@ impl Bf16Scan {
         self.lo_m1 = self.lo_m1.min(lo_m1);
     }
 
+    /// The values another scan saw.
+    #[inline]
+    pub fn merge_scan(&mut self, other: Bf16Scan) {
+        self.merge(other.hi, other.lo_m1);
+    }
+
     /// What the values seen allow.
     pub fn operands(self) -> Operands {
         if self.hi == 0 {
@@ -182,17 +188,56 @@ impl PackedWeights {
     pub fn repack(&mut self, w: &[f32], k: usize, n: usize) {
         assert!(w.len() >= k * n, "weight tile smaller than k x n");
         let np = n.div_ceil(NR);
+        // Appended in order, panel by panel and row by row, so nothing is written twice.
         self.panels.clear();
-        self.panels.resize(np * k * NR, 0.0);
+        self.panels.reserve(np * k * NR);
         for p in 0..np {
             let cols = (n - p * NR).min(NR);
             for r in 0..k {
-                let src = &w[r * n + p * NR..r * n + p * NR + cols];
-                self.panels[(p * k + r) * NR..(p * k + r) * NR + cols].copy_from_slice(src);
+                self.panels
+                    .extend_from_slice(&w[r * n + p * NR..r * n + p * NR + cols]);
+                self.panels.extend(std::iter::repeat_n(0.0, NR - cols));
             }
         }
         (self.k, self.n) = (k, n);
         self.ops = Operands::of(&w[..k * n]);
+    }
+
+    /// Packs a `k x n` tile of little-endian bf16 values (row `r` at `bytes[r * stride..]`) into
+    /// this one's storage: the same panels and [`Operands`] as [`PackedWeights::repack`] of the
+    /// values widened to f32, in one pass.
+    pub fn repack_bf16(&mut self, bytes: &[u8], stride: usize, k: usize, n: usize) {
+        assert!(
+            k == 0 || bytes.len() >= (k - 1) * stride + n * 2,
+            "weight tile smaller than k x n"
+        );
+        let np = n.div_ceil(NR);
+        self.panels.clear();
+        self.panels.reserve(np * k * NR);
+        let mut scan = Bf16Scan::default();
+        for p in 0..np {
+            let cols = (n - p * NR).min(NR);
+            for r in 0..k {
+                let at = r * stride + p * NR * 2;
+                let mut row = [0.0f32; NR];
+                // Plain locals and one loop, so that it vectorises.
+                let (mut hi, mut lo_m1) = (0u16, u16::MAX);
+                for (o, b) in row
+                    .iter_mut()
+                    .zip(bytes[at..at + cols * 2].as_chunks::<2>().0)
+                {
+                    let h = u16::from_le_bytes(*b);
+                    let a = h & 0x7fff;
+                    hi = hi.max(a);
+                    lo_m1 = lo_m1.min(a.wrapping_sub(1));
+                    *o = f32::from_bits((h as u32) << 16);
+                }
+                scan.merge(hi, lo_m1);
+                self.panels.extend_from_slice(&row);
+            }
+        }
+        (self.k, self.n) = (k, n);
+        self.ops = scan.operands();
     }
 
     /// Rows (K).
@@ -298,9 +343,10 @@ mod avx512 {
     use std::arch::x86_64::*;
 
     /// Rows per block.
-    const R: usize = 8;
-    /// Panels per block.
-    const P: usize = 2;
+    const R: usize = 6;
+    /// Panels per block: `R x P` accumulators, `P` weight rows and a broadcast LHS value take
+    /// 29 of the 32 vector registers.
+    const P: usize = 4;
 
     /// Rows `i0 .. i0 + RR` x panels `p0 .. p0 + PP` of the product into `out`.
     // Indexed loops over the const-sized accumulators keep them in registers.
@@ -326,13 +372,14 @@ mod avx512 {
         // caller is compiled for and only runs on such CPUs.
         unsafe {
             let mut acc = [[_mm512_setzero_ps(); PP]; RR];
-            let ap = a.as_ptr().add(i0 * lda);
+            // One pointer per row, so that the row values load at a fixed offset from `kk`.
+            let ap: [*const f32; RR] = std::array::from_fn(|r| a.as_ptr().add((i0 + r) * lda));
             let wp: [*const f32; PP] =
                 std::array::from_fn(|q| w.panels.as_ptr().add((p0 + q) * k * NR));
             for kk in 0..k {
                 let wv: [__m512; PP] = std::array::from_fn(|q| _mm512_loadu_ps(wp[q].add(kk * NR)));
                 for r in 0..RR {
-                    let av = _mm512_set1_ps(*ap.add(r * lda + kk));
+                    let av = _mm512_set1_ps(*ap[r].add(kk));
                     for q in 0..PP {
                         acc[r][q] = if FMA {
                             _mm512_fmadd_ps(av, wv[q], acc[r][q])
@@ -352,30 +399,45 @@ mod avx512 {
         }
     }
 
+    /// Rows `[0, m)` x panels `p0 .. p0 + PP`: blocks of `R` rows, then the rest in one block.
+    #[inline(always)]
+    fn panels<const PP: usize, const FMA: bool>(
+        a: &[f32],
+        lda: usize,
+        m: usize,
+        w: &PackedWeights,
+        p0: usize,
+        out: &mut [f32],
+    ) {
+        let mut i = 0;
+        while i + R <= m {
+            block::<R, PP, FMA>(a, lda, w, (i, p0), out);
+            i += R;
+        }
+        match m - i {
+            0 => {}
+            1 => block::<1, PP, FMA>(a, lda, w, (i, p0), out),
+            2 => block::<2, PP, FMA>(a, lda, w, (i, p0), out),
+            3 => block::<3, PP, FMA>(a, lda, w, (i, p0), out),
+            4 => block::<4, PP, FMA>(a, lda, w, (i, p0), out),
+            _ => {
+                for i in i..m {
+                    block::<1, PP, FMA>(a, lda, w, (i, p0), out);
+                }
+            }
+        }
+    }
+
     #[inline(always)]
     fn rows<const FMA: bool>(a: &[f32], lda: usize, m: usize, w: &PackedWeights, out: &mut [f32]) {
         let np = w.n.div_ceil(NR);
         let mut p0 = 0;
         while p0 + P <= np {
-            let mut i = 0;
-            while i + R <= m {
-                block::<R, P, FMA>(a, lda, w, (i, p0), out);
-                i += R;
-            }
-            for i in i..m {
-                block::<1, P, FMA>(a, lda, w, (i, p0), out);
-            }
+            panels::<P, FMA>(a, lda, m, w, p0, out);
             p0 += P;
         }
         for p in p0..np {
-            let mut i = 0;
-            while i + R <= m {
-                block::<R, 1, FMA>(a, lda, w, (i, p), out);
-                i += R;
-            }
-            for i in i..m {
-                block::<1, 1, FMA>(a, lda, w, (i, p), out);
-            }
+            panels::<1, FMA>(a, lda, m, w, p, out);
         }
     }
 
@@ -527,6 +589,10 @@ mod tests {
             (33, 100, 17),
             (64, 128, 40),
             (37, 256, 256),
+            // Every remainder of the 6-row blocks, and a last panel of its own.
+            (8, 64, 80),
+            (10, 16, 64),
+            (11, 32, 200),
         ] {
             let lda = k + 3;
             let a = data(m * lda, 1);
@@ -537,6 +603,34 @@ mod tests {
                 same_bits(&out, &reference(&a, lda, m, &w, k, n)),
                 "{m}x{k}x{n}"
             );
+        }
+    }
+
+    #[test]
+    fn bf16_packing_is_packing_the_widened_values() {
+        let mut x = 5u32;
+        for (k, n, stride) in [(1, 1, 2), (3, 17, 40), (128, 128, 256), (9, 40, 100)] {
+            let bytes: Vec<u8> = (0..(k - 1) * stride + n * 2)
+                .map(|_| {
+                    x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    (x >> 24) as u8
+                })
+                .collect();
+            let widened: Vec<f32> = (0..k * n)
+                .map(|i| {
+                    let at = (i / n) * stride + (i % n) * 2;
+                    f32::from_bits((u16::from_le_bytes([bytes[at], bytes[at + 1]]) as u32) << 16)
+                })
+                .collect();
+            let want = PackedWeights::pack(&widened, k, n);
+            let mut got = PackedWeights::pack(&[7.0; 4], 2, 2);
+            got.repack_bf16(&bytes, stride, k, n);
+            assert_eq!(
+                (got.k, got.n, got.ops),
+                (want.k, want.n, want.ops),
+                "{k}x{n}"
+            );
+            assert!(same_bits(&got.panels, &want.panels), "{k}x{n}");
         }
     }
 

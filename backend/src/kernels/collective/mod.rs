@@ -63,6 +63,7 @@ mod launch;
 pub mod plan;
 mod ring;
 mod rounds;
+mod shares;
 mod sum;
 
 use tpuemu_isa::{Program, Topology};

@@ -180,6 +180,9 @@ pub(crate) struct Plan {
     pub group: u32,
     pub axes: Vec<AxisInfo>,
     pub parts: Vec<Part>,
+    /// The parts take turns on each axis: a round starts once the axis's round before it has
+    /// sent everything (see [`super::shares`]).
+    pub take_turns: bool,
     pub stages: Vec<Stage>,
     pub in_bytes: u64,
     pub out_bytes: u64,
@@ -286,6 +289,7 @@ pub(crate) fn plan(spec: &CollectiveSpec, topo: &Topology) -> Result<Plan, Kerne
         group: group as u32,
         axes,
         parts: Vec::new(),
+        take_turns: false,
         stages: Vec::new(),
         in_bytes,
         out_bytes,

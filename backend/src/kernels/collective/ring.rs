@@ -76,17 +76,40 @@ const LATENCY_BYTES: u64 = 512 << 10;
 type Times = Vec<Vec<Vec<u64>>>;
 
 /// Every round's messages and final tasks in program order (see the module docs), with their
-/// keys, and every message's byte time.
-fn schedule(rounds: &[RingStage]) -> (Vec<(Key, Item)>, Times) {
+/// keys, and every message's byte time. Where the parts take turns on the axes (`turns`), a
+/// round also starts no earlier than the last byte time of the round before it on its axis;
+/// the rounds are placed in order of their start (ties: the lower part), as the plan assumed
+/// (an all-reduce's all-gather rounds after its reduce-scatter rounds).
+fn schedule(rounds: &[RingStage], turns: bool) -> (Vec<(Key, Item)>, Times) {
     let mut keyed = Vec::new();
-    let mut part_end: Vec<u64> = Vec::new();
-    let mut times: Times = Vec::new();
+    let parts = rounds.iter().map(|r| r.part + 1).max().unwrap_or(0);
+    let axes = rounds.iter().map(|r| r.pos + 1).max().unwrap_or(0);
+    let mut part_end = vec![0u64; parts];
+    let mut axis_end = vec![0u64; axes];
+    let mut todo: Vec<std::collections::VecDeque<usize>> = vec![Default::default(); parts];
     for (r, st) in rounds.iter().enumerate() {
-        if part_end.len() <= st.part {
-            part_end.resize(st.part + 1, 0);
-        }
-        let start = part_end[st.part];
+        todo[st.part].push_back(r);
+    }
+    // Taking turns in an all-reduce, every part's all-gather rounds go after every part's
+    // reduce-scatter rounds have sent everything (as if the two were collectives of their own):
+    // otherwise the parts' short middle rounds meet and leave the links idle.
+    let reduces = rounds.iter().any(|r| r.kind == RingKind::ReduceScatter);
+    let phase = |r: usize| turns && reduces && rounds[r].kind == RingKind::AllGather;
+    let mut scattered = 0u64;
+    let mut times: Times = vec![Vec::new(); rounds.len()];
+    while let Some((_, start, _, r)) = (0..parts)
+        .filter_map(|p| {
+            let &r = todo[p].front()?;
+            let axis = if turns { axis_end[rounds[r].pos] } else { 0 };
+            let after = if phase(r) { scattered } else { 0 };
+            Some((phase(r), part_end[p].max(axis).max(after), p, r))
+        })
+        .min()
+    {
+        let st = &rounds[r];
+        todo[st.part].pop_front();
         let mut end = start;
+        let mut sent = start;
         let mut round_times = Vec::new();
         for (c, chain) in st.chains.iter().enumerate() {
             // A message goes at its place on its link, but not before what it forwards has
@@ -101,6 +124,7 @@ fn schedule(rounds: &[RingStage]) -> (Vec<(Key, Item)>, Times) {
                 }
                 t.push(at);
                 end = end.max(at + msg.bytes);
+                sent = sent.max(at + msg.bytes);
                 keyed.push(((at, st.part, r, c, m), Item::Msg { r, c, m }));
             }
             round_times.push(t);
@@ -121,8 +145,12 @@ fn schedule(rounds: &[RingStage]) -> (Vec<(Key, Item)>, Times) {
             end = end.max(at + fin.bytes);
             keyed.push(((at, st.part, r, n, f), Item::Final { r, f }));
         }
-        times.push(round_times);
+        times[r] = round_times;
         part_end[st.part] = end;
+        axis_end[st.pos] = sent;
+        if st.kind == RingKind::ReduceScatter {
+            scattered = scattered.max(sent);
+        }
     }
     keyed.sort_unstable_by_key(|(k, _)| *k);
     (keyed, times)
@@ -144,7 +172,7 @@ pub(crate) fn emit_rounds(
     rounds: &[RingStage],
     dtype: DType,
 ) {
-    let (items, times) = schedule(rounds);
+    let (items, times) = schedule(rounds, plan.take_turns);
     let key_of =
         |r: usize, c: usize, m: usize| -> Key { (times[r][c][m], rounds[r].part, r, c, m) };
     // Every reduce-scatter message goes through a staging slot, so that a chain's messages all

@@ -14,6 +14,7 @@ use super::plan::{
     Chain, MAX_PARTS, MIN_PART_ELEMS, Msg, Part, Plan, RECV_SEMS, Region, RingKind, RingStage,
     Slot, Stage,
 };
+use super::shares::{balanced_shares, turns};
 
 /// Chain reach per piece: how many hops each chain carries each half of a row.
 fn reaches(n: u32, bidir: bool) -> Vec<(bool, [u32; 2])> {
@@ -257,8 +258,10 @@ fn ring(p: &Plan, r: RoundSpec, recv: &mut u64, sem: &mut u8) -> RingStage {
 /// when the shards are small or the semaphores would not do), and orders each part's axes: the
 /// ICI axes rotated so that every part starts on a different one, then the DCN axes. The parts'
 /// shares keep the links busy ([`balanced_shares`]); where a part would be too small, each
-/// part's share is proportional to the bandwidth of the axis it starts on.
-fn split(p: &Plan, op: CollectiveOp, shard: u64) -> Vec<Part> {
+/// part's share is proportional to the bandwidth of the axis it starts on. Two or three parts over
+/// unlike axes take turns on each axis instead, in the orders and shares of [`turns`] (the
+/// `bool`: the rounds take turns).
+fn split(p: &Plan, op: CollectiveOp, shard: u64) -> (Vec<Part>, bool) {
     let live: Vec<usize> = (0..p.axes.len()).filter(|&i| p.axes[i].n > 1).collect();
     let ici: Vec<usize> = live.iter().copied().filter(|&i| !p.axes[i].dcn).collect();
     let dcn: Vec<usize> = live.iter().copied().filter(|&i| p.axes[i].dcn).collect();
@@ -279,6 +282,9 @@ fn split(p: &Plan, op: CollectiveOp, shard: u64) -> Vec<Part> {
             order
         })
         .collect();
+    if let Some((o, sizes)) = turns(p, op, &ici, &orders, shard) {
+        return (parts(o, sizes), true);
+    }
     let sizes = balanced_shares(p, &ici, &orders, shard).unwrap_or_else(|| {
         let weight = |i: usize| match ici.get(i) {
             Some(&a) if p.axes[a].bidir => 2,
@@ -289,6 +295,11 @@ fn split(p: &Plan, op: CollectiveOp, shard: u64) -> Vec<Part> {
         sizes[k - 1] = shard - sizes[..k - 1].iter().sum::<u64>();
         sizes
     });
+    (parts(orders, sizes), false)
+}
+
+/// Parts of `sizes` elements, one after another, walking the axes in `orders`.
+fn parts(orders: Vec<Vec<usize>>, sizes: Vec<u64>) -> Vec<Part> {
     let mut c0 = 0;
     orders
         .into_iter()
@@ -301,81 +312,13 @@ fn split(p: &Plan, op: CollectiveOp, shard: u64) -> Vec<Part> {
         .collect()
 }
 
-/// Steps of the share grid [`balanced_shares`] searches (shares are multiples of `1/SHARE_GRID`).
-const SHARE_GRID: u32 = 960;
-
-/// Shares of the shard (elements per part, summing to `shard`) that keep the links busy: the
-/// collective takes at least the busiest axis's bytes over its bandwidth (`sum` over parts of
-/// `s (1 - 1/n_a) / prod(n_b)` for a part reaching axis `a` after the axes `b`), and at least
-/// the longest part's rounds one after another; the shares (multiples of `1/SHARE_GRID`) that
-/// minimise the larger of the two are taken, equal shares where they do as well. On axes of one
-/// size and bandwidth (`16x16`, `4x4x4`) the rotations balance with equal shares; on `v5e:8x16`
-/// (a line of 8 at 45 GB/s, a ring of 16 at 90 GB/s) the split by bandwidth took 10-15% over the
-/// scaling book's `V / sum(W)`, these shares 3-8%. Two parts only (`None` otherwise): three
-/// parts of unequal shares meet on the same axis and wait for each other (on `v4:4x4x8` these
-/// shares took 14-30% over the model, equal shares 15-16%), which the bounds do not see.
-fn balanced_shares(p: &Plan, ici: &[usize], orders: &[Vec<usize>], shard: u64) -> Option<Vec<u64>> {
-    let k = orders.len();
-    if k != 2 {
-        return None;
-    }
-    let bw = |pos: usize| if p.axes[pos].bidir { 2.0 } else { 1.0 };
-    // m[axis index in ici][part]: the part's bytes over the axis per element, over bandwidth.
-    let mut m = vec![vec![0.0f64; k]; ici.len()];
-    for (col, order) in orders.iter().enumerate() {
-        let mut before = 1.0f64;
-        for &pos in order {
-            if let Some(row) = ici.iter().position(|&a| a == pos) {
-                let n = p.axes[pos].n as f64;
-                m[row][col] = (1.0 - 1.0 / n) / before / bw(pos);
-                before *= n;
-            }
-        }
-    }
-    let cost = |f: &[f64]| {
-        let axis = m
-            .iter()
-            .map(|row| row.iter().zip(f).map(|(c, x)| c * x).sum::<f64>())
-            .fold(0.0f64, f64::max);
-        let path = (0..k)
-            .map(|col| f[col] * m.iter().map(|row| row[col]).sum::<f64>())
-            .fold(0.0f64, f64::max);
-        axis.max(path)
-    };
-    let g = SHARE_GRID;
-    let mut best = (cost(&vec![1.0 / k as f64; k]) * (1.0 - 1e-9), Vec::new());
-    let mut consider = |idx: Vec<u32>| {
-        let f: Vec<f64> = idx.iter().map(|&i| i as f64 / g as f64).collect();
-        let c = cost(&f);
-        if c < best.0 {
-            best = (c, idx);
-        }
-    };
-    for i in 1..g {
-        consider(vec![i, g - i]);
-    }
-    let mut sizes = if best.1.is_empty() {
-        vec![shard / k as u64; k]
-    } else {
-        best.1
-            .iter()
-            .map(|&i| shard * i as u64 / g as u64)
-            .collect()
-    };
-    sizes[k - 1] = shard - sizes[..k - 1].iter().sum::<u64>();
-    if sizes.iter().any(|&s| s < MIN_PART_ELEMS) {
-        return None;
-    }
-    Some(sizes)
-}
-
 /// Plans the ring rounds of every part: reduce-scatter over the part's axes in its order (each
 /// round on the previous one's result), then (all-reduce, all-gather) all-gather in reverse,
 /// in place in the output.
 pub(crate) fn plan_rings(p: &mut Plan, op: CollectiveOp, shard: u64) {
     let esz = p.esz;
     let sb = shard * esz;
-    p.parts = split(p, op, shard);
+    (p.parts, p.take_turns) = split(p, op, shard);
     let mut rounds = Vec::new();
     let mut sem = 0u8;
     // Plain reduce-scatter: intermediate results first in scratch, then every chain's arrivals.
