@@ -41,10 +41,7 @@ pub(crate) type Run = (Vec<usize>, Vec<Section>);
 /// (`max_buffers`): each run comes with the whole-graph slots its program binds, in the
 /// program's argument order, and its sections with slots relative to that list. A graph whose
 /// kernels use at most `max_buffers` slots in all is one run.
-pub(crate) fn chunks(
-    pending: &[Pending],
-    max_buffers: usize,
-) -> Result<Vec<Run>, KernelError> {
+pub(crate) fn chunks(pending: &[Pending], max_buffers: usize) -> Result<Vec<Run>, KernelError> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < pending.len() {
