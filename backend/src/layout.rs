@@ -432,9 +432,8 @@ impl Layout {
 
 /// The layout PyTorch's `TensorIterator` gives the output of an elementwise operation over
 /// `inputs` (each broadcast to `shape`), so that `x.t() + 1` is as transposed as `x.t()`.
-/// Not yet what the backend's elementwise kernels write (they write contiguous outputs:
-/// operators built from them still `view` their results as contiguous); checked against
-/// PyTorch's strides here, for the meta functions to adopt:
+/// [`crate::ops::helpers::map`] writes its outputs so; checked against PyTorch's strides in
+/// this module's tests. The rule:
 ///
 /// - every input has `shape` and is contiguous: contiguous;
 /// - every input has `shape` and the same strides, dense and non-overlapping: those strides;

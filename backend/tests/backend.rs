@@ -6,6 +6,9 @@ mod tile_kernel;
 #[path = "backend/eager.rs"]
 mod eager;
 
+#[path = "backend/strides.rs"]
+mod strides;
+
 #[path = "backend/unary_data.rs"]
 mod unary_data;
 

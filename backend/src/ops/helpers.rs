@@ -100,10 +100,11 @@ pub fn same_runtime(op: &str, inputs: &[&Tensor]) -> Result<Runtime> {
 }
 
 /// Elementwise work over the broadcast of `inputs`: `f` gets each input's program node (in the
-/// input's dtype) and returns one node per output; outputs are new contiguous tensors of
-/// `out_dtypes` (values are converted to them). PyTorch would lay them out as its inputs
-/// ([`crate::layout::elementwise_layout`]); operators built on `map` rely on contiguous
-/// results, so that is not applied yet.
+/// input's dtype) and returns one node per output; outputs are new tensors of `out_dtypes`
+/// (values are converted to them), laid out as PyTorch's `TensorIterator` lays out the output of
+/// an elementwise operation ([`crate::layout::elementwise_layout`]: `x.t() + 1` is as transposed
+/// as `x.t()`). Operators that need a contiguous result (copies they go on to `view`) use
+/// [`map_contiguous`].
 pub fn map(
     op: &OpScope,
     inputs: &[&Tensor],
@@ -114,7 +115,13 @@ pub fn map(
     for t in inputs {
         shape = broadcast_shapes(&shape, t.shape())?;
     }
-    map_shape(op, &shape, inputs, out_dtypes, f)
+    let layouts: Vec<&Layout> = inputs.iter().map(|t| t.layout()).collect();
+    let out_layout = if layouts.is_empty() {
+        Layout::contiguous(&shape)
+    } else {
+        crate::layout::elementwise_layout(&shape, &layouts)
+    };
+    map_into_layout(op, out_layout, inputs, out_dtypes, f)
 }
 
 /// Like [`map`] over an explicit iteration `shape` (inputs must broadcast to it).

@@ -87,7 +87,7 @@ pub fn dense(op: &OpScope, t: &Tensor) -> Result<Tensor> {
     if t.is_contiguous() {
         return Ok(t.clone());
     }
-    Ok(crate::ops::helpers::map(op, &[t], &[t.dtype()], |_, r| vec![r[0]])?.remove(0))
+    Ok(crate::ops::helpers::map_contiguous(op, &[t], &[t.dtype()], |_, r| vec![r[0]])?.remove(0))
 }
 
 /// `t` (contiguous) seen as `shape`.

@@ -2,7 +2,7 @@
 //! kernels over the output.
 
 use super::super::Value;
-use super::super::helpers::{OpScope, dims_of, map, write_into};
+use super::super::helpers::{OpScope, dims_of, map, map_contiguous, write_into};
 use super::super::registry::{OpDef, OpImpl};
 use super::ALL;
 use crate::dtype::{DType, Scalar};
@@ -169,7 +169,7 @@ pub fn flip(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
         }
     }
     let v = x.with_layout(l);
-    Ok(map(&op, &[&v], &[x.dtype()], |_, r| vec![r[0]])?.remove(0))
+    Ok(map_contiguous(&op, &[&v], &[x.dtype()], |_, r| vec![r[0]])?.remove(0))
 }
 
 impl Tensor {

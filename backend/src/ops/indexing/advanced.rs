@@ -17,7 +17,7 @@ use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine};
 use crate::layout::{Layout, broadcast_shapes};
 use crate::ops::data::{gather_rows, table_view};
-use crate::ops::helpers::{OpScope, map, map_shape};
+use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{fits_i32, put_rows, reshaped};
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
@@ -184,7 +184,7 @@ fn plan(op: &OpScope, x: &Tensor, idx: &[Option<Tensor>], bound: Bound) -> Resul
 fn index_in(op: &OpScope, x: &Tensor, indices: &[Option<Tensor>], bound: Bound) -> Result<Tensor> {
     let idx = expand_masks(op, x, indices)?;
     if idx.iter().all(Option::is_none) {
-        return Ok(map(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0));
+        return Ok(map_contiguous(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0));
     }
     let pl = plan(op, x, &idx, bound)?;
     let out_shape = pl.out_shape();
@@ -221,7 +221,7 @@ fn index_put_in(
             super::super::reduce::scalar_type_name(values.dtype())
         )));
     }
-    let out = map(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
+    let out = map_contiguous(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
     let idx = expand_masks(op, x, indices)?;
     if idx.iter().all(Option::is_none) {
         let v = values.layout().broadcast_to(x.shape()).map_err(|_| {
@@ -232,7 +232,7 @@ fn index_put_in(
             ))
         })?;
         return Ok(
-            map(op, &[&out, &values.with_layout(v)], &[x.dtype()], |p, r| {
+            map_contiguous(op, &[&out, &values.with_layout(v)], &[x.dtype()], |p, r| {
                 vec![if accumulate {
                     p.bin(BinOp::Add, r[0], r[1], x.dtype())
                 } else {
@@ -334,7 +334,7 @@ fn unsafe_masked_index(
         index_in(&op, x, indices, Bound::Clamp)?
     };
     let d = x.dtype();
-    Ok(map(&op, &[&g, mask], &[d], |p, r| {
+    Ok(map_contiguous(&op, &[&g, mask], &[d], |p, r| {
         let f = p.constant(fill, d);
         vec![p.select(r[1], r[0], f, d)]
     })?
@@ -353,10 +353,10 @@ fn unsafe_masked_index_put_accumulate(
     ins.extend(indices.iter().flatten());
     let op = OpScope::new("aten::_unsafe_masked_index_put_accumulate", &ins)?;
     if x.numel() == 0 {
-        return Ok(map(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0));
+        return Ok(map_contiguous(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0));
     }
     let d = values.dtype();
-    let masked = map(&op, &[values, mask], &[d], |p, r| {
+    let masked = map_contiguous(&op, &[values, mask], &[d], |p, r| {
         let z = p.constant(Scalar::Int(0), d);
         vec![p.select(r[1], r[0], z, d)]
     })?

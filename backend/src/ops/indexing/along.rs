@@ -11,7 +11,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, RedKind, UnOp};
 use crate::layout::wrap_dim;
-use crate::ops::helpers::{OpScope, map, map_shape};
+use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
 use crate::ops::reduce::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
@@ -80,7 +80,7 @@ fn put_along(
             )));
         }
     }
-    let out = map(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
+    let out = map_contiguous(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
     let table = reshaped(&out, &[outer * size, inner]);
     if count == 0 || x.numel() == 0 {
         return Ok((
@@ -247,7 +247,7 @@ fn index_reduce(
     let ones = fill(&op, &[outer * count, inner], Scalar::Int(1), f)?;
     put_rows(&op, &cnt, &flat, &ones, Combine::Add, true)?;
     let cnt = reshaped(&cnt, x.shape());
-    Ok(map(&op, &[&out, &cnt], &[dt], |p, r| {
+    Ok(map_contiguous(&op, &[&out, &cnt], &[dt], |p, r| {
         let zero = p.constant(Scalar::Int(0), f);
         let some = p.cmp(CmpKind::Gt, r[1], zero, f);
         let s = p.cast(r[0], f);

@@ -16,7 +16,7 @@ use crate::ir::{BinOp, CmpKind, Combine, RedKind};
 use crate::layout::{Layout, broadcast_shapes};
 use crate::ops::Value;
 use crate::ops::data::gather_rows;
-use crate::ops::helpers::{OpScope, map, map_shape};
+use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, host_int, put_rows, reshaped};
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
@@ -26,7 +26,7 @@ use crate::tensor::Tensor;
 fn counts(op: &OpScope, x: &Tensor) -> Result<(Tensor, Tensor)> {
     let n = x.numel();
     let d = x.dtype();
-    let m = map(op, &[x], &[DType::I32], |p, r| {
+    let m = map_contiguous(op, &[x], &[DType::I32], |p, r| {
         let z = p.constant(Scalar::Int(0), d);
         let nz = p.cmp(CmpKind::Ne, r[0], z, d);
         vec![p.cast(nz, DType::I32)]
@@ -46,7 +46,7 @@ fn positions(
     spare: usize,
 ) -> Result<Tensor> {
     let i = DType::I32;
-    Ok(map(op, &[m, incl], &[i], |p, r| {
+    Ok(map_contiguous(op, &[m, incl], &[i], |p, r| {
         let one = p.constant(Scalar::Int(1), i);
         let pos = p.bin(BinOp::Sub, r[1], one, i);
         let lim = p.constant(Scalar::Int(limit as i64), i);
@@ -200,7 +200,7 @@ pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tens
     prims::fits_i32(n.max(source.numel()))?;
     let (m, incl) = counts(&op, &mb)?;
     // Unselected positions read source element 0 (always there), then keep x.
-    let idx = map(&op, &[&m, &incl], &[DType::I32], |p, r| {
+    let idx = map_contiguous(&op, &[&m, &incl], &[DType::I32], |p, r| {
         let i = DType::I32;
         let one = p.constant(Scalar::Int(1), i);
         let pos = p.bin(BinOp::Sub, r[1], one, i);

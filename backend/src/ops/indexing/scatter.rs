@@ -16,7 +16,7 @@ use crate::layout::{Layout, contiguous_strides, wrap_dim};
 use crate::ops::Value;
 use crate::ops::args::Args;
 use crate::ops::data::{gather, gather_rows};
-use crate::ops::helpers::{OpScope, map, map_shape};
+use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
 use crate::ops::reduce::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
@@ -72,7 +72,7 @@ fn targets(
     };
     let n = size(x, dim);
     let nd = index.dim();
-    let f = map(op, &[index], &[DType::I32], |p, r| {
+    let f = map_contiguous(op, &[index], &[DType::I32], |p, r| {
         let i = DType::I32;
         let v = bounded(p, r[0], n, Bound::Check);
         let st = p.constant(Scalar::Int(xs[dim] as i64), i);
@@ -109,7 +109,7 @@ fn sources(op: &OpScope, index: &Tensor, src: Src<'_>, dtype: DType) -> Result<T
 
 /// A copy of `x` (contiguous) and its `[numel, 1]` table view.
 fn copy_table(op: &OpScope, x: &Tensor) -> Result<(Tensor, Tensor)> {
-    let out = map(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
+    let out = map_contiguous(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
     let table = reshaped(&out, &[x.numel(), 1]);
     Ok((out, table))
 }
@@ -207,7 +207,7 @@ fn scatter_reduce(
     }
     let ones = sources(&op, index, Src::Value(Scalar::Int(1)), f)?;
     put_rows(&op, &cnt_table, &flat, &ones, Combine::Add, true)?;
-    Ok(map(&op, &[&out, &cnt], &[dt], |p, r| {
+    Ok(map_contiguous(&op, &[&out, &cnt], &[dt], |p, r| {
         let zero = p.constant(Scalar::Int(0), f);
         let some = p.cmp(CmpKind::Gt, r[1], zero, f);
         let q = if dt.is_float() {
@@ -243,7 +243,7 @@ fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
     }
     prims::fits_i32(x.numel())?;
     let n = x.numel();
-    let flat = map(&op, &[index], &[DType::I32], |p, r| {
+    let flat = map_contiguous(&op, &[index], &[DType::I32], |p, r| {
         vec![bounded(p, r[0], n, Bound::Check)]
     })?
     .remove(0);
@@ -283,7 +283,7 @@ fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<
     }
     let n = x.numel();
     prims::fits_i32(n)?;
-    let flat = map(&op, &[index], &[DType::I32], |p, r| {
+    let flat = map_contiguous(&op, &[index], &[DType::I32], |p, r| {
         vec![bounded(p, r[0], n, Bound::Check)]
     })?
     .remove(0);

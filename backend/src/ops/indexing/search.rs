@@ -16,7 +16,7 @@ use crate::ir::{BinOp, CmpKind, Combine, PRef, ProgBuilder, RedKind, UnOp};
 use crate::layout::Layout;
 use crate::ops::Value;
 use crate::ops::args::Args;
-use crate::ops::helpers::{OpScope, map, map_shape};
+use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped, tile};
 use crate::ops::reduce::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
@@ -256,7 +256,7 @@ fn bincount(x: &Tensor, weights: Option<&Tensor>, minlength: i64) -> Result<Tens
     if n > 0 {
         let idx = prims::dense(&op, x)?;
         let src = match weights {
-            Some(w) => map(&op, &[w], &[acc], |_, r| vec![r[0]])?.remove(0),
+            Some(w) => map_contiguous(&op, &[w], &[acc], |_, r| vec![r[0]])?.remove(0),
             None => fill(&op, &[n], Scalar::Int(1), acc)?,
         };
         put_rows(
@@ -363,7 +363,7 @@ fn hist_counts(
     let table = fill(op, &[bins + 1, 1], Scalar::Int(0), f)?;
     let n = x.numel();
     if n > 0 {
-        let pos = map(op, &[x], &[DType::I32], |p, r| {
+        let pos = map_contiguous(op, &[x], &[DType::I32], |p, r| {
             // Integer inputs are binned by their value in f32 (exact up to 2^24).
             let v = p.cast(r[0], f);
             vec![bin_of(p, v, lo, hi, bins)]
@@ -371,7 +371,7 @@ fn hist_counts(
         .remove(0);
         let pos = reshaped(&pos, &[n]);
         let src = match w {
-            Some(w) => map(op, &[w], &[f], |_, r| vec![r[0]])?.remove(0),
+            Some(w) => map_contiguous(op, &[w], &[f], |_, r| vec![r[0]])?.remove(0),
             None => fill(op, &[n], Scalar::Int(1), f)?,
         };
         put_rows(
@@ -467,7 +467,7 @@ fn histogram_bin_ct(
     if density {
         let total = crate::ops::reduce::sum_all(&hist, None)?;
         let width = (hi - lo) / b as f64;
-        hist = map(&op, &[&hist, &total], &[DType::F32], |p, r| {
+        hist = map_contiguous(&op, &[&hist, &total], &[DType::F32], |p, r| {
             let f = DType::F32;
             let wk = p.constant(Scalar::Float(width), f);
             let d = p.bin(BinOp::Mul, r[1], wk, f);
@@ -475,7 +475,7 @@ fn histogram_bin_ct(
         })?
         .remove(0);
     }
-    let hist = map(&op, &[&hist], &[dt], |_, r| vec![r[0]])?.remove(0);
+    let hist = map_contiguous(&op, &[&hist], &[dt], |_, r| vec![r[0]])?.remove(0);
     Ok((hist, edges))
 }
 

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::ir::{BinOp, CmpKind, Combine, RedKind};
 use crate::layout::{Layout, wrap_dim};
 use crate::ops::Value;
-use crate::ops::helpers::{OpScope, map, map_shape, write_into};
+use crate::ops::helpers::{OpScope, map_contiguous, map_shape, write_into};
 use crate::ops::prims::{self, dim_last, fill, host_int, put_rows, reshaped, tile};
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
@@ -55,7 +55,7 @@ fn runs(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, usize)> {
     let incl = prims::scan(op, &starts, RedKind::Sum, DType::I32, false)?;
     let total = incl.with_layout(incl.layout().select(0, n as i64 - 1)?);
     let count = host_int(&total)? as usize;
-    let id = map(op, &[&incl], &[DType::I32], |p, v| {
+    let id = map_contiguous(op, &[&incl], &[DType::I32], |p, v| {
         let one = p.constant(Scalar::Int(1), DType::I32);
         vec![p.bin(BinOp::Sub, v[0], one, DType::I32)]
     })?
@@ -68,7 +68,7 @@ fn runs(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, usize)> {
 fn unique_rows(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
     let (n, r) = (rows.shape()[0], rows.shape()[1]);
     let (starts, id, count) = runs(op, rows)?;
-    let pos = map(op, &[&starts, &id], &[DType::I32], |p, v| {
+    let pos = map_contiguous(op, &[&starts, &id], &[DType::I32], |p, v| {
         let one = p.constant(Scalar::Int(1), DType::I32);
         let s = p.cmp(CmpKind::Eq, v[0], one, DType::I32);
         let spare = p.constant(Scalar::Int(count as i64), DType::I32);
@@ -89,7 +89,7 @@ fn unique_rows(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, Tensor)> 
         |_, v| vec![v[0]],
     )?
     .remove(0);
-    let inverse = map(op, &[&id], &[DType::I64], |_, v| vec![v[0]])?.remove(0);
+    let inverse = map_contiguous(op, &[&id], &[DType::I64], |_, v| vec![v[0]])?.remove(0);
     Ok((values, inverse, counts))
 }
 

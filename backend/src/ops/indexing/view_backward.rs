@@ -11,7 +11,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, Combine};
 use crate::layout::{Layout, wrap_dim};
-use crate::ops::helpers::{OpScope, map, map_shape, write_into};
+use crate::ops::helpers::{OpScope, map_contiguous, map_shape, write_into};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::shape::diagonal_layout;
@@ -36,7 +36,7 @@ fn into_view(
     view: impl FnOnce(&Layout) -> Result<Layout>,
 ) -> Result<Tensor> {
     let out = match base {
-        Ok(x) => map(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0),
+        Ok(x) => map_contiguous(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0),
         Err((shape, dt)) => fill(op, shape, Scalar::Int(0), dt)?,
     };
     let l = view(out.layout())?;
@@ -90,7 +90,7 @@ fn unfold_backward(grad: &Tensor, input_sizes: &[i64], dim: i64, step: i64) -> R
             vec![f]
         })?
         .remove(0);
-        let src = map(&op, &[grad], &[acc], |_, r| vec![r[0]])?.remove(0);
+        let src = map_contiguous(&op, &[grad], &[acc], |_, r| vec![r[0]])?.remove(0);
         let table = reshaped(&out, &[out.numel(), 1]);
         put_rows(
             &op,
@@ -101,7 +101,7 @@ fn unfold_backward(grad: &Tensor, input_sizes: &[i64], dim: i64, step: i64) -> R
             true,
         )?;
     }
-    Ok(map(&op, &[&out], &[dt], |_, r| vec![r[0]])?.remove(0))
+    Ok(map_contiguous(&op, &[&out], &[dt], |_, r| vec![r[0]])?.remove(0))
 }
 
 /// The registered overloads.

@@ -6,13 +6,13 @@ use super::{t1, ts};
 use crate::error::{Result, TpuError};
 use crate::layout::{Layout, infer_size};
 use crate::ops::args::Args;
-use crate::ops::helpers::{OpScope, map};
+use crate::ops::helpers::{OpScope, map_contiguous};
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
 fn copy(op: &OpScope, v: &Tensor) -> Result<Tensor> {
-    Ok(map(op, &[v], &[v.dtype()], |_, r| vec![r[0]])?.remove(0))
+    Ok(map_contiguous(op, &[v], &[v.dtype()], |_, r| vec![r[0]])?.remove(0))
 }
 
 /// A copy of the view `f(x)`.

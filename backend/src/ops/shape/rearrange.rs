@@ -13,7 +13,7 @@ use crate::dtype::{DType, Scalar, promote_types};
 use crate::error::{Result, TpuError};
 use crate::ir::{CmpKind, RedKind};
 use crate::layout::{Layout, wrap_dim};
-use crate::ops::helpers::{OpScope, map, write_into};
+use crate::ops::helpers::{OpScope, map_contiguous, write_into};
 use crate::ops::prims::{self, fill, reshaped, tile};
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
@@ -42,7 +42,7 @@ fn roll(x: &Tensor, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
     if cur.shares_storage(x) {
         cur = prims::dense(
             &op,
-            &map(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0),
+            &map_contiguous(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0),
         )?;
     }
     Ok(cur)
@@ -466,7 +466,7 @@ pub(super) fn defs() -> Vec<OpDef> {
                         strides: vec![0],
                         offset: r.layout().offset,
                     });
-                    map(&op, &[&rv], &[r.dtype()], |_, v| vec![v[0]])?.remove(0)
+                    map_contiguous(&op, &[&rv], &[r.dtype()], |_, v| vec![v[0]])?.remove(0)
                 } else {
                     r.clone()
                 };

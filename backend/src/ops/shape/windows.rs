@@ -8,14 +8,14 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, Combine};
 use crate::layout::Layout;
-use crate::ops::helpers::{OpScope, map, map_shape};
+use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
 use crate::tensor::Tensor;
 
 /// A contiguous copy of the view `l` of `x`, seen as `shape`.
 pub(super) fn copy_as(op: &OpScope, x: &Tensor, l: Layout, shape: &[usize]) -> Result<Tensor> {
     let v = x.with_layout(l);
-    let c = map(op, &[&v], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
+    let c = map_contiguous(op, &[&v], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
     Ok(reshaped(&c, shape))
 }
 
@@ -220,7 +220,7 @@ pub(super) fn col2im(
             vec![pb.bin(BinOp::Add, f, col, i)]
         })?
         .remove(0);
-        let src = map(
+        let src = map_contiguous(
             &op,
             &[&reshaped(&prims::dense(&op, &xb)?, &shape6)],
             &[acc],
@@ -241,7 +241,7 @@ pub(super) fn col2im(
             .slice(2, Some(p[0]), Some(p[0] + h as i64), 1)?
             .slice(3, Some(p[1]), Some(p[1] + w as i64), 1)?,
     );
-    let out = map(&op, &[&crop], &[dt], |_, r| vec![r[0]])?.remove(0);
+    let out = map_contiguous(&op, &[&crop], &[dt], |_, r| vec![r[0]])?.remove(0);
     Ok(if batched {
         out
     } else {
