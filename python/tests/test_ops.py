@@ -44,6 +44,30 @@ def test_operator_matches_cpu(name, mode):
     assert_same(f(*tpu((a, b))), f(a, b), rtol=1e-5, atol=1e-5)
 
 
+STRIDED = {
+    "unary_t": lambda a, b: a.t().sin(),
+    "binary_t_first": lambda a, b: a.t() + b.reshape(12, 4),
+    "binary_t_second": lambda a, b: b.reshape(12, 4) + a.t(),
+    "broadcast_row": lambda a, b: a.t() * b[0, :4],
+    "permuted": lambda a, b: a.reshape(2, 2, 12).permute(2, 0, 1).exp(),
+    "chain": lambda a, b: (a.t() * 2 + 1).tanh().sigmoid(),
+    "where": lambda a, b: torch.where(a.t() > 0, a.t(), b.t()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRIDED))
+def test_elementwise_outputs_have_the_cpu_strides(name, mode):
+    """PyTorch lays out `x.t() + 1` as transposed as `x.t()`; the tpu's outputs must too."""
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 12), torch.randn(4, 12)
+    f = STRIDED[name]
+    want = f(a, b)
+    got = f(*tpu((a, b)))
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
+    assert_same(got, want, rtol=1e-5, atol=1e-5)
+    assert_same(got.reshape(-1), want.reshape(-1), rtol=1e-5, atol=1e-5)
+
+
 def test_in_place_and_out_forms(mode):
     a, b = torch.randn(3, 5), torch.randn(3, 5)
     ta, tb = tpu((a, b))
