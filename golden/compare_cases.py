@@ -18,7 +18,6 @@ import subprocess
 import sys
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import load
 
 RTOL = 4  # units of rounding (eps) of the tensor's largest magnitude

@@ -19,8 +19,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from generate import (FileWriter, Recorder, Unsupported, bf16_matmul_mode, make_mode, propagate_tolerances,
-                      record_explicit, seed_for)
+from files import FileWriter
+from record import Recorder, Unsupported, make_mode, record_explicit
+from settings import seed_for
+from tolerance import bf16_matmul_mode, propagate_tolerances
 
 FLOATS = ("float32", "bfloat16")
 
