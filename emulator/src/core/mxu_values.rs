@@ -15,7 +15,9 @@ use super::deferred::Vmem;
 use super::fifo::Fifo;
 use super::mxu_jobs::Rows;
 use crate::numerics::float::round_bf16;
-use crate::numerics::matmul::{Bf16Scan, Operands, PackedWeights, tile_product_with};
+use crate::numerics::matmul::{
+    AHEAD, Bf16Scan, Operands, PackedWeights, prefetch, tile_product_with,
+};
 
 /// The passes of a precision, in the order they are summed: (LHS part, weight part), parts
 /// indexed 0 = hi, 1 = mid, 2 = lo.
@@ -109,22 +111,6 @@ pub(crate) fn read_block(
         MxuFmt::Bf16 => scan.operands(),
         MxuFmt::F32 => Operands::of(out),
     }
-}
-
-/// Rows read ahead of the one being converted.
-const AHEAD: usize = 8;
-
-/// Hints the cache to fetch `bytes` (a no-op where there is no such hint).
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: a prefetch is only a hint; the address is inside `bytes`.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 /// Widens a row of bf16 values into `out`, scanning them.
