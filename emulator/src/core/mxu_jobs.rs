@@ -294,9 +294,10 @@ pub fn chain(prev: &Rows, next: &Rows) -> bool {
     q.prev.set(p.clone()).is_ok()
 }
 
-/// Settles a chain made by [`chain`] (`rows[0]` first): waits for every product, last first
-/// (so that no thread still reads an earlier one's parts), makes the additions no thread made,
-/// in chain order, and settles each. The last one's values are then the chain's total.
+/// Settles a chain made by [`chain`] (`rows[0]` first): waits for every product, first first
+/// (helping with the earliest parts, whose totals the later ones add), makes the additions no
+/// thread made, in chain order, and only then settles each (no thread reads a part any more).
+/// The last one's values are then the chain's total.
 pub fn settle_chain(rows: &mut [&mut Rows]) {
     let products: Vec<Arc<Product>> = rows
         .iter()
@@ -306,7 +307,7 @@ pub fn settle_chain(rows: &mut [&mut Rows]) {
         })
         .collect();
     debug_assert_eq!(products.len(), rows.len(), "a chain is of pending products");
-    for p in products.iter().rev() {
+    for p in &products {
         p.finish();
     }
     for pair in products.windows(2) {
