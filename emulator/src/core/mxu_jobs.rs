@@ -64,6 +64,8 @@ const SUM: u8 = 1;
 const TOTAL: u8 = 2;
 
 /// `out = prev + out`, element by element (the order the pops add in).
+// Written in that order on purpose, rather than as `out += prev`.
+#[allow(clippy::assign_op_pattern)]
 fn add_to(prev: &[f32], out: &mut [f32]) {
     for (o, p) in out.iter_mut().zip(prev) {
         *o = *p + *o;
