@@ -18,11 +18,14 @@
 //! row is read once, the pops' values are added to it one after another in program order (the
 //! same additions, in the same order, as writing each pop in turn) and it is written once. A
 //! matmul over `K` in tiles pops `K / 128` times onto the same accumulator; this reads and
-//! writes the accumulator once instead of once per tile.
+//! writes the accumulator once instead of once per tile. When the first of the joined pops
+//! writes (does not add) and each takes a whole product still being computed, the products are
+//! chained ([`super::mxu_jobs::chain`]): the threads computing them add them up as they go, and
+//! only the total is left to write.
 
 use std::collections::VecDeque;
 
-use super::mxu_jobs::Rows;
+use super::mxu_jobs::{Rows, chain, settle_chain};
 use super::mxu_values::write_rows;
 use crate::memory::LocalMem;
 
@@ -32,6 +35,8 @@ const MAX_POPS: usize = 32;
 const MAX_BYTES: usize = 16 << 20;
 /// Result buffers of written pops kept for reuse at most (joined pops free many at once).
 const SPARE_BUFFERS: usize = 256;
+/// Products chained at most (each holds the one before it until the chain is written).
+const MAX_CHAIN: usize = 64;
 
 /// Rows `from .. from + take` of a result block.
 #[derive(Debug)]
@@ -55,6 +60,14 @@ pub(crate) struct Pop {
 impl Pop {
     fn rows(&self) -> usize {
         self.pieces.iter().map(|p| p.take).sum()
+    }
+
+    /// The rows of a pop that takes one whole product still being computed.
+    fn whole_product(pieces: &[Piece]) -> Option<&Rows> {
+        match pieces {
+            [p] if p.from == 0 && p.rows.chainable(p.take) => Some(&p.rows),
+            _ => None,
+        }
     }
 
     /// Whether the two pops' rows lie in columns of the same stride that do not meet, so that
@@ -88,6 +101,26 @@ struct Queued {
     pop: Pop,
     joined: Vec<Vec<Piece>>,
     bytes: usize,
+    /// Pops, from the first, whose products are chained (see [`chain`]); 0 when the first pop
+    /// adds to VMEM or is not one whole product.
+    chained: usize,
+}
+
+impl Queued {
+    /// Joins an accumulating pop onto the same rows, chaining its product to the last one
+    /// when the chain so far covers every pop.
+    fn join(&mut self, pieces: Vec<Piece>) {
+        let all = 1 + self.joined.len();
+        if self.chained == all
+            && all < MAX_CHAIN
+            && let [prev] = &self.joined.last().unwrap_or(&self.pop.pieces)[..]
+            && let Some(next) = Pop::whole_product(&pieces)
+            && chain(&prev.rows, next)
+        {
+            self.chained += 1;
+        }
+        self.joined.push(pieces);
+    }
 }
 
 /// VMEM: the bytes and the pops not yet written into them.
@@ -173,17 +206,19 @@ impl Vmem {
             && (last.lo, last.hi, last.pop.stride, last.pop.n) == (lo, hi, pop.stride, pop.n)
             && last.pop.rows() == pop.rows()
         {
-            last.joined.push(pop.pieces);
+            last.join(pop.pieces);
             last.bytes += bytes;
         } else {
             self.lo = self.lo.min(lo);
             self.hi = self.hi.max(hi);
+            let chained = usize::from(!pop.acc && Pop::whole_product(&pop.pieces).is_some());
             self.pops.push_back(Queued {
                 lo,
                 hi,
                 pop,
                 joined: Vec::new(),
                 bytes,
+                chained,
             });
         }
         while self.pops.len() > MAX_POPS || (self.bytes > MAX_BYTES && self.pops.len() > 1) {
@@ -215,24 +250,34 @@ impl Vmem {
         if q.joined.is_empty() {
             self.finish(q.pop);
         } else {
-            self.finish_joined(q.pop, q.joined);
+            self.finish_joined(q.pop, q.joined, q.chained);
         }
     }
 
     /// Writes a pop and the accumulating pops that joined it: row by row, the first pop's
     /// values (added to the row when it accumulates), then each joined pop's added in turn.
-    fn finish_joined(&mut self, pop: Pop, joined: Vec<Vec<Piece>>) {
+    /// The first `chained` pops' products are chained: the last one's values are their total.
+    fn finish_joined(&mut self, pop: Pop, joined: Vec<Vec<Piece>>, chained: usize) {
         let (lo, hi) = pop.span();
         let (base, stride, n, rows) = (pop.base, pop.stride, pop.n, pop.rows());
         let mut all = vec![pop.pieces];
         all.extend(joined);
+        if chained > 1 {
+            let mut chain: Vec<&mut Rows> = all[..chained]
+                .iter_mut()
+                .map(|pieces| &mut pieces[0].rows)
+                .collect();
+            settle_chain(&mut chain);
+        }
         for pieces in &mut all {
             for p in pieces.iter_mut() {
                 p.rows.settle();
             }
         }
-        // Per pop, per row: its values.
-        let sources: Vec<Vec<&[f32]>> = all
+        // Per pop, per row: its values (the chain's total standing for the chained pops, the
+        // first of which writes).
+        let skip = chained.saturating_sub(1);
+        let sources: Vec<Vec<&[f32]>> = all[skip..]
             .iter()
             .map(|pieces| {
                 let mut v = Vec::with_capacity(rows);

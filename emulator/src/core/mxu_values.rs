@@ -15,7 +15,9 @@ use super::deferred::Vmem;
 use super::fifo::Fifo;
 use super::mxu_jobs::Rows;
 use crate::numerics::float::round_bf16;
-use crate::numerics::matmul::{Bf16Scan, Operands, PackedWeights, tile_product_with};
+use crate::numerics::matmul::{
+    AHEAD, Bf16Scan, Operands, PackedWeights, prefetch, tile_product_with,
+};
 
 /// The passes of a precision, in the order they are summed: (LHS part, weight part), parts
 /// indexed 0 = hi, 1 = mid, 2 = lo.
@@ -55,10 +57,16 @@ pub(crate) fn read_block(
     transpose: bool,
     out: &mut Vec<f32>,
 ) -> Operands {
-    if out.len() < rows * cols {
-        out.resize(rows * cols, 0.0);
+    if transpose {
+        if out.len() < rows * cols {
+            out.resize(rows * cols, 0.0);
+        }
+        out.truncate(rows * cols);
+    } else {
+        // Appended row by row: nothing to clear first.
+        out.clear();
+        out.reserve(rows * cols);
     }
-    out.truncate(rows * cols);
     let esz = fmt.bytes() as usize;
     let row = |r: usize| &bytes[base + r * stride..base + r * stride + cols * esz];
     let mut scan = Bf16Scan::default();
@@ -75,14 +83,15 @@ pub(crate) fn read_block(
             if r + AHEAD < rows {
                 prefetch(row(r + AHEAD));
             }
-            let o = &mut out[r * cols..(r + 1) * cols];
             match fmt {
-                MxuFmt::Bf16 => widen_bf16_row(row(r), o, &mut scan),
-                MxuFmt::F32 => {
-                    for (o, b) in o.iter_mut().zip(row(r).as_chunks::<4>().0) {
-                        *o = f32::from_le_bytes(*b);
-                    }
-                }
+                MxuFmt::Bf16 => widen_bf16_row(row(r), out, &mut scan),
+                MxuFmt::F32 => out.extend(
+                    row(r)
+                        .as_chunks::<4>()
+                        .0
+                        .iter()
+                        .map(|b| f32::from_le_bytes(*b)),
+                ),
             }
         }
     } else {
@@ -111,33 +120,20 @@ pub(crate) fn read_block(
     }
 }
 
-/// Rows read ahead of the one being converted.
-const AHEAD: usize = 8;
-
-/// Hints the cache to fetch `bytes` (a no-op where there is no such hint).
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: a prefetch is only a hint; the address is inside `bytes`.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
-
-/// Widens a row of bf16 values into `out`, scanning them.
+/// Appends a row of bf16 values to `out`, widened, scanning them.
 #[inline]
-fn widen_bf16_row(src: &[u8], out: &mut [f32], scan: &mut Bf16Scan) {
-    // Plain locals and one loop, so that it vectorises.
+fn widen_bf16_row(src: &[u8], out: &mut Vec<f32>, scan: &mut Bf16Scan) {
+    let src = src.as_chunks::<2>().0;
+    out.extend(
+        src.iter()
+            .map(|b| f32::from_bits((u16::from_le_bytes(*b) as u32) << 16)),
+    );
+    // Plain locals and one loop (over the row just read, in cache), so that it vectorises.
     let (mut hi, mut lo_m1) = (0u16, u16::MAX);
-    for (o, b) in out.iter_mut().zip(src.as_chunks::<2>().0) {
-        let h = u16::from_le_bytes(*b);
-        let a = h & 0x7fff;
+    for b in src {
+        let a = u16::from_le_bytes(*b) & 0x7fff;
         hi = hi.max(a);
         lo_m1 = lo_m1.min(a.wrapping_sub(1));
-        *o = f32::from_bits((h as u32) << 16);
     }
     scan.merge(hi, lo_m1);
 }
