@@ -22,6 +22,12 @@ use super::numpy::Numpy;
 const AUTO_BUDGET_SECONDS: f64 = 0.25;
 /// ...or this many launches ran.
 const AUTO_MAX_LAUNCHES: u32 = 1000;
+/// With `--numpy`, the pause before each timed run (numpy's product, the launch): numpy's BLAS
+/// threads busy-wait for a while after a product (OpenBLAS's `THREAD_TIMEOUT`), as the
+/// emulator's threads do after a launch; on a 2-core machine either would take a core from the
+/// other's timed run, so each starts once the other has gone quiet.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Without `--repeat`, `--numpy` runs at least this many launches (each after a numpy product).
 const NUMPY_MIN_LAUNCHES: u32 = 5;
 
@@ -228,7 +234,9 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
         && (spent < budget || times.len() < min_launches as usize)
     {
         if let Some(np) = &mut numpy {
+            std::thread::sleep(SETTLE);
             numpy_times.push(np.seconds()?);
+            std::thread::sleep(SETTLE);
         }
         let submit = emu.synchronize().map_err(dev)?.end_ns;
         let t0 = Instant::now();

@@ -1,7 +1,7 @@
 //! numpy's float32 matmul as the reference of `tpuemu bench gemm --numpy`: a child process from
 //! the project's Python environment (see [`super::host::python`]) holding the operands, timing
 //! one `a @ b` each time it is asked, so that its runs interleave with the emulated launches and
-//! both see the same load on a shared machine.
+//! both see the same load on a shared machine (with a pause between them: `gemm::SETTLE`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
