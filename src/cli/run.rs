@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde_json::json;
-use tpuemu_emulator::{ArgInit, Emulator};
+use tpuemu_emulator::{ArgInit, ChipPreset, Emulator, LaunchStats};
 use tpuemu_isa::trace::{Trace, TraceEvent, TraceMeta};
 use tpuemu_isa::{ArgKind, BufferId, Device, Program};
 
@@ -338,6 +338,43 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let program = load_program(&args.program)?;
     let preset = args.chip.preset()?;
     let limits = args.chip.limits.limits()?;
+    check_flags(args, &preset)?;
+    let (inits, mut outs) = parse_bindings(args, preset.hbm_bytes)?;
+    let bound = match_arguments(&program, inits)?;
+
+    let emu = Emulator::new(preset.clone()).map_err(|e| CliError::Other(e.to_string()))?;
+    emu.set_timing_only(args.timing_only);
+    emu.set_profiling(args.trace.is_some());
+    emu.set_run_limits(limits);
+    let cores: Vec<u32> = (0..args.cores).collect();
+    let start = std::time::Instant::now();
+    let (stats, written) = emu
+        .run_program_then(&program, &bound, &cores, |emu, ids| match &args.output {
+            Some(path) => {
+                let outs: Vec<(String, OutSpec, BufferId)> = std::mem::take(&mut outs)
+                    .into_iter()
+                    .map(|(name, spec)| {
+                        let slot = program.arg_slot(&name).expect("bound above");
+                        (name, spec, ids[slot].expect("a buffer"))
+                    })
+                    .collect();
+                write_outputs(emu, path, &outs)
+            }
+            None => Ok(()),
+        })
+        .map_err(|e| CliError::Other(e.to_string()))?;
+    let host_seconds = start.elapsed().as_secs_f64();
+    written?;
+
+    if let Some(path) = &args.trace {
+        write_trace(&emu, &program, &preset, path)?;
+    }
+    print_report(args, &program, &preset, &stats, host_seconds)
+}
+
+/// Flag combinations the chip or the run cannot honour: more cores than the chip has,
+/// `--output` with `--timing-only`.
+fn check_flags(args: &RunArgs, preset: &ChipPreset) -> Result<(), CliError> {
     if args.cores > preset.cores_per_chip {
         return Err(CliError::Other(format!(
             "--cores {}: the {} has {} core{} per chip",
@@ -352,8 +389,19 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             "--output needs the data a run computes; --timing-only computes none".into(),
         ));
     }
-    let hbm = preset.hbm_bytes;
-    let mut inits: HashMap<String, (String, ArgInit)> = HashMap::new();
+    Ok(())
+}
+
+/// Argument values by name, each with the flag that gave it.
+type Bindings = HashMap<String, (String, ArgInit)>;
+
+/// Parses `--input`, `--alloc` and `--scalar` into values by name (a name bound twice is an
+/// error), and the `--alloc`ed buffers' layouts in order.
+fn parse_bindings(
+    args: &RunArgs,
+    hbm: u64,
+) -> Result<(Bindings, Vec<(String, OutSpec)>), CliError> {
+    let mut inits: Bindings = HashMap::new();
     let mut outs: Vec<(String, OutSpec)> = Vec::new();
     let mut bind = |flag: &str, name: &str, arg: &str, init: ArgInit| {
         let given = format!("--{flag} {arg}");
@@ -378,6 +426,12 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         let (name, v) = split("scalar", s)?;
         bind("scalar", name, s, ArgInit::Scalar(parse_scalar(s, v)?))?;
     }
+    Ok((inits, outs))
+}
+
+/// The program's arguments in order, from the values bound by name: every argument needs a
+/// value of its kind, and every value an argument.
+fn match_arguments(program: &Program, mut inits: Bindings) -> Result<Vec<ArgInit>, CliError> {
     let mut bound = Vec::new();
     let mut missing = Vec::new();
     for a in &program.args {
@@ -422,57 +476,48 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             )));
         }
     }
-    let bound: Vec<ArgInit> = bound.into_iter().map(|(_, b)| b).collect();
+    Ok(bound.into_iter().map(|(_, b)| b).collect())
+}
 
-    let emu = Emulator::new(preset.clone()).map_err(|e| CliError::Other(e.to_string()))?;
-    emu.set_timing_only(args.timing_only);
-    emu.set_profiling(args.trace.is_some());
-    emu.set_run_limits(limits);
-    let cores: Vec<u32> = (0..args.cores).collect();
-    let start = std::time::Instant::now();
-    let (stats, written) = emu
-        .run_program_then(&program, &bound, &cores, |emu, ids| match &args.output {
-            Some(path) => {
-                let outs: Vec<(String, OutSpec, BufferId)> = std::mem::take(&mut outs)
-                    .into_iter()
-                    .map(|(name, spec)| {
-                        let slot = program.arg_slot(&name).expect("bound above");
-                        (name, spec, ids[slot].expect("a buffer"))
-                    })
-                    .collect();
-                write_outputs(emu, path, &outs)
-            }
-            None => Ok(()),
-        })
-        .map_err(|e| CliError::Other(e.to_string()))?;
-    let host_seconds = start.elapsed().as_secs_f64();
-    written?;
+/// Writes the run's events (counters left out) to `path` as a Chrome trace.
+fn write_trace(
+    emu: &Emulator,
+    program: &Program,
+    preset: &ChipPreset,
+    path: &Path,
+) -> Result<(), CliError> {
+    let trace = Trace {
+        meta: TraceMeta {
+            label: format!("run {}", program.name),
+            generation: preset.name.clone(),
+            clock_hz: preset.clock_hz,
+            peak_bf16_flops: preset.peak_bf16_flops(),
+            hbm_bytes_per_s: preset.hbm_bytes_per_s,
+            chips: 1,
+        },
+        events: emu
+            .drain_events()
+            .into_iter()
+            .filter(|e| !matches!(e, TraceEvent::Counter(_)))
+            .collect(),
+    };
+    std::fs::write(path, tpuemu_isa::trace::chrome::to_chrome_json(&trace)).map_err(|source| {
+        CliError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
+}
 
-    if let Some(path) = &args.trace {
-        let trace = Trace {
-            meta: TraceMeta {
-                label: format!("run {}", program.name),
-                generation: preset.name.clone(),
-                clock_hz: preset.clock_hz,
-                peak_bf16_flops: preset.peak_bf16_flops(),
-                hbm_bytes_per_s: preset.hbm_bytes_per_s,
-                chips: 1,
-            },
-            events: emu
-                .drain_events()
-                .into_iter()
-                .filter(|e| !matches!(e, TraceEvent::Counter(_)))
-                .collect(),
-        };
-        std::fs::write(path, tpuemu_isa::trace::chrome::to_chrome_json(&trace)).map_err(
-            |source| CliError::Io {
-                path: path.clone(),
-                source,
-            },
-        )?;
-    }
-
-    let summary = report::launch_summary(&stats, &preset, host_seconds);
+/// Prints what the run did: a table, or JSON with `--json`.
+fn print_report(
+    args: &RunArgs,
+    program: &Program,
+    preset: &ChipPreset,
+    stats: &LaunchStats,
+    host_seconds: f64,
+) -> Result<(), CliError> {
+    let summary = report::launch_summary(stats, preset, host_seconds);
     if args.json {
         let mut v = summary;
         v["program"] = json!(program.name);
@@ -483,7 +528,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         )
     } else {
         let mut text = format!("program {} on {}\n", program.name, preset.name);
-        text += &report::launch_table(&stats, &preset, host_seconds);
+        text += &report::launch_table(stats, preset, host_seconds);
         if let Some(p) = &args.trace {
             text += &format!(
                 "trace: {} (open with `tpuemu viz {}`, chrome://tracing or ui.perfetto.dev)\n",

@@ -49,7 +49,6 @@ const OPS: [&str; 6] = [
 
 /// A trace with about `n` events, nearly all of them spans (1% are flows).
 pub fn synthetic_trace(n: usize) -> Trace {
-    let mut g = Lcg(0x5eed);
     let meta = TraceMeta {
         label: format!("synthetic {n}"),
         generation: "v5e".into(),
@@ -58,212 +57,302 @@ pub fn synthetic_trace(n: usize) -> Trace {
         hbm_bytes_per_s: 819e9,
         chips: SYNTHETIC_CHIPS,
     };
-    let ns_per_cycle = 1e9 / meta.clock_hz;
-    let cycles = |t: f64| (t / ns_per_cycle).round() as u64;
-    let host = |lane: &str| Track::Host { lane: lane.into() };
-    let mut events: Vec<TraceEvent> = Vec::with_capacity(n + 1024);
-    let push = |events: &mut Vec<TraceEvent>, s: Span| events.push(TraceEvent::Span(s));
-    let mut t_host = 0.0f64;
-    let mut t_dev = vec![0.0f64; SYNTHETIC_CHIPS as usize];
-    let mut hbm = vec![64.0 * 1048576.0; SYNTHETIC_CHIPS as usize];
-    let (mut op, mut group, mut flow) = (0u64, 0u64, 0u64);
+    let mut s = Synth {
+        g: Lcg(0x5eed),
+        ns_per_cycle: 1e9 / meta.clock_hz,
+        events: Vec::with_capacity(n + 1024),
+        t_host: 0.0,
+        t_dev: vec![0.0; SYNTHETIC_CHIPS as usize],
+        hbm: vec![64.0 * 1048576.0; SYNTHETIC_CHIPS as usize],
+        op: 0,
+        group: 0,
+        flow: 0,
+    };
     // Flows are a small fraction of the events, so counting events sizes the trace.
-    while events.len() < n {
-        group += 1;
-        // Host: a few operators, then the flush that fuses them, then the launch.
+    while s.events.len() < n {
+        s.group += 1;
+        let host_group = s.host_group();
+        for chip in 0..SYNTHETIC_CHIPS {
+            s.chip_kernel(chip, &host_group);
+        }
+    }
+    Trace {
+        meta,
+        events: s.events,
+    }
+}
+
+/// A host track of lane `lane`.
+fn host(lane: &str) -> Track {
+    Track::Host { lane: lane.into() }
+}
+
+/// The units of a core whose instructions a synthetic kernel issues; the last two are MXUs.
+const UNITS: [Unit; 8] = [
+    Unit::Scalar,
+    Unit::Valu,
+    Unit::VLoad,
+    Unit::VStore,
+    Unit::Xlu,
+    Unit::Eup,
+    Unit::Mxu(Mxu::n(0)),
+    Unit::Mxu(Mxu::n(1)),
+];
+
+/// The state of [`synthetic_trace`] as it generates fused groups one after another.
+struct Synth {
+    g: Lcg,
+    ns_per_cycle: f64,
+    events: Vec<TraceEvent>,
+    /// Host clock (ns).
+    t_host: f64,
+    /// When each chip is next free (ns).
+    t_dev: Vec<f64>,
+    /// HBM in use on each chip (bytes).
+    hbm: Vec<f64>,
+    /// Last operator, group and flow ids given.
+    op: u64,
+    group: u64,
+    flow: u64,
+}
+
+/// What the host did for a fused group: the kernels on every chip refer to it.
+struct HostGroup {
+    op_ids: Vec<u64>,
+    names: Vec<&'static str>,
+    /// When the group's last operator ended (the flows start there).
+    last_op_end: f64,
+    launch_end: f64,
+    program: String,
+}
+
+impl Synth {
+    fn cycles(&self, t: f64) -> u64 {
+        (t / self.ns_per_cycle).round() as u64
+    }
+
+    fn push(&mut self, s: Span) {
+        self.events.push(TraceEvent::Span(s));
+    }
+
+    /// Host: a few operators inside a Python call, then the flush that fuses them, then the
+    /// launch.
+    fn host_group(&mut self) -> HostGroup {
+        let group = self.group;
         let mut op_ids = Vec::new();
         let mut names = Vec::new();
-        let py_start = t_host;
-        for _ in 0..(2 + g.below(4)) {
-            op += 1;
-            let name = OPS[g.below(OPS.len() as u64) as usize];
-            let d = 800.0 + g.below(2400) as f64;
-            let mut s = Span::new(host("aten"), name, t_host, t_host + d);
-            s.op_id = Some(op);
+        let py_start = self.t_host;
+        for _ in 0..(2 + self.g.below(4)) {
+            self.op += 1;
+            let name = OPS[self.g.below(OPS.len() as u64) as usize];
+            let d = 800.0 + self.g.below(2400) as f64;
+            let mut s = Span::new(host("aten"), name, self.t_host, self.t_host + d);
+            s.op_id = Some(self.op);
             s.args
                 .insert("shapes".into(), json!([[128, 256], [128, 256]]));
             s.args.insert("dtypes".into(), json!(["bf16", "bf16"]));
             s.args.insert("mode".into(), json!("defer_and_fuse"));
-            push(&mut events, s);
-            op_ids.push(op);
+            self.push(s);
+            op_ids.push(self.op);
             names.push(name);
-            t_host += d + 100.0;
+            self.t_host += d + 100.0;
         }
-        let last_op_end = t_host - 100.0;
-        let py = PY[g.below(PY.len() as u64) as usize];
-        push(
-            &mut events,
-            Span::new(host("python"), py, py_start, last_op_end),
-        );
+        let last_op_end = self.t_host - 100.0;
+        let py = PY[self.g.below(PY.len() as u64) as usize];
+        self.push(Span::new(host("python"), py, py_start, last_op_end));
         let mut q = Span::new(
             host("queue"),
             format!("fused group {group}"),
-            t_host,
-            t_host + 600.0,
+            self.t_host,
+            self.t_host + 600.0,
         );
         q.group_id = Some(group);
         q.args.insert("ops".into(), json!(names));
         q.args.insert("op_ids".into(), json!(op_ids));
         q.args.insert("kernels".into(), json!(SYNTHETIC_CHIPS));
-        push(&mut events, q);
-        t_host += 700.0;
+        self.push(q);
+        self.t_host += 700.0;
         let program = format!("fused_{group}");
         let mut l = Span::new(
             host("dispatch"),
             format!("launch {program}"),
-            t_host,
-            t_host + 1500.0,
+            self.t_host,
+            self.t_host + 1500.0,
         );
         l.args.insert("program".into(), json!(program));
-        push(&mut events, l);
-        let launch_end = t_host + 1500.0;
-        t_host = launch_end + 200.0;
-
-        for chip in 0..SYNTHETIC_CHIPS {
-            let start = t_dev[chip as usize].max(launch_end + 300.0 + 50.0 * f64::from(chip));
-            let unit_track = |unit| Track::Unit {
-                chip,
-                core: 0,
-                unit,
-            };
-            let mut cursors = [start; 8];
-            let units = [
-                Unit::Scalar,
-                Unit::Valu,
-                Unit::VLoad,
-                Unit::VStore,
-                Unit::Xlu,
-                Unit::Eup,
-                Unit::Mxu(Mxu::n(0)),
-                Unit::Mxu(Mxu::n(1)),
-            ];
-            let mut issue = start;
-            let (mut flops, mut bytes) = (0u64, 0u64);
-            let mut dma_at = [start; 2];
-            let instrs = 48 + g.below(96);
-            for k in 0..instrs {
-                let u = g.below(units.len() as u64) as usize;
-                // Vector ALU instructions are pipelined: they overlap on their lane.
-                let s0 = if units[u] == Unit::Valu {
-                    issue
-                } else {
-                    cursors[u].max(issue)
-                };
-                let d = ns_per_cycle * (1 + g.below(if u >= 6 { 24 } else { 6 })) as f64;
-                let name = match units[u] {
-                    Unit::Scalar => "sadd",
-                    Unit::Valu => "vadd.f32",
-                    Unit::VLoad => "vld",
-                    Unit::VStore => "vst",
-                    Unit::Xlu => "vreduce.sum",
-                    Unit::Eup => "vexp",
-                    _ => "mxu.mm",
-                };
-                let mut s = Span::new(unit_track(units[u]), name, s0, s0 + d);
-                s.cycles = Some((cycles(s0), cycles(s0 + d)));
-                s.op_id = op_ids.last().copied();
-                s.group_id = Some(group);
-                if u >= 6 {
-                    let f = 2 * 128 * 128 * 8;
-                    flops += f;
-                    s.args.insert("flops".into(), json!(f));
-                }
-                push(&mut events, s);
-                cursors[u] = cursors[u].max(s0 + d);
-                issue += ns_per_cycle * (1 + g.below(2)) as f64;
-                if k % 24 == 0 {
-                    let e = (k / 24 % 2) as usize;
-                    let b = 8192 * (1 + g.below(8));
-                    let ds = dma_at[e].max(issue);
-                    let dd = b as f64 / 400.0; // about 400 bytes per ns
-                    let dir = if k == 0 {
-                        "dma hbm->vmem"
-                    } else {
-                        "dma vmem->hbm"
-                    };
-                    let mut s = Span::new(
-                        Track::Dma {
-                            chip,
-                            engine: e as u32,
-                        },
-                        dir,
-                        ds,
-                        ds + dd,
-                    );
-                    s.args.insert("bytes".into(), json!(b));
-                    s.group_id = Some(group);
-                    push(&mut events, s);
-                    dma_at[e] = ds + dd;
-                    bytes += b;
-                }
-            }
-            let end = cursors
-                .iter()
-                .chain(dma_at.iter())
-                .fold(issue, |a, &b| a.max(b));
-            if group % 4 == 0 {
-                let b = 65536;
-                let mut s = Span::new(
-                    Track::Link {
-                        chip,
-                        link: "x+".into(),
-                    },
-                    "rdma",
-                    end,
-                    end + 80.0,
-                );
-                s.args.insert("bytes".into(), json!(b));
-                s.args
-                    .insert("to_chip".into(), json!((chip + 1) % SYNTHETIC_CHIPS));
-                push(&mut events, s);
-            }
-            // Regions: the kernel body, split in two tiles, the first with an inner loop.
-            let region = Track::Marker { chip, core: 0 };
-            let mid = start + (end - start) / 2.0;
-            push(&mut events, Span::new(region.clone(), "body", start, end));
-            push(&mut events, Span::new(region.clone(), "tile 0", start, mid));
-            push(&mut events, Span::new(region.clone(), "tile 1", mid, end));
-            push(
-                &mut events,
-                Span::new(region, "loop", start, start + (mid - start) / 2.0),
-            );
-
-            let mut k = Span::new(Track::Kernel { chip, core: 0 }, program.clone(), start, end);
-            k.cycles = Some((cycles(start), cycles(end)));
-            k.op_id = op_ids.last().copied();
-            k.group_id = Some(group);
-            k.args.insert("flops".into(), json!(flops));
-            k.args.insert("hbm_bytes".into(), json!(bytes));
-            k.args.insert("program".into(), json!(program));
-            k.args.insert("source_op".into(), json!(names.last()));
-            push(&mut events, k);
-            flow += 1;
-            events.push(TraceEvent::Flow(Flow {
-                id: flow,
-                name: "launch".into(),
-                from: host("aten"),
-                from_ns: last_op_end,
-                to: Track::Kernel { chip, core: 0 },
-                to_ns: start,
-            }));
-            t_dev[chip as usize] = end + 50.0;
-            // HBM: the group's outputs are allocated at its start, some freed at its end.
-            let c = chip as usize;
-            for (t, delta) in [
-                (start, 1048576.0 * (1 + g.below(8)) as f64),
-                (end, -(524288.0 * g.below(16) as f64)),
-            ] {
-                hbm[c] = (hbm[c] + delta).max(0.0);
-                events.push(TraceEvent::Counter(Counter {
-                    chip: Some(chip),
-                    name: "hbm_bytes_in_use".into(),
-                    ns: t,
-                    value: hbm[c],
-                }));
-            }
+        self.push(l);
+        let launch_end = self.t_host + 1500.0;
+        self.t_host = launch_end + 200.0;
+        HostGroup {
+            op_ids,
+            names,
+            last_op_end,
+            launch_end,
+            program,
         }
     }
-    Trace { meta, events }
+
+    /// The group's kernel on `chip`: unit instructions and DMAs, an ICI send every fourth
+    /// group, regions, the kernel span, its flow from the host and the HBM counter.
+    fn chip_kernel(&mut self, chip: u32, host_group: &HostGroup) {
+        let c = chip as usize;
+        let start = self.t_dev[c].max(host_group.launch_end + 300.0 + 50.0 * f64::from(chip));
+        let (end, flops, bytes) = self.instructions(chip, start, host_group.op_ids.last().copied());
+        if self.group.is_multiple_of(4) {
+            self.ici_send(chip, end);
+        }
+        self.regions(chip, start, end);
+        let program = &host_group.program;
+        let mut k = Span::new(Track::Kernel { chip, core: 0 }, program.clone(), start, end);
+        k.cycles = Some((self.cycles(start), self.cycles(end)));
+        k.op_id = host_group.op_ids.last().copied();
+        k.group_id = Some(self.group);
+        k.args.insert("flops".into(), json!(flops));
+        k.args.insert("hbm_bytes".into(), json!(bytes));
+        k.args.insert("program".into(), json!(program));
+        k.args
+            .insert("source_op".into(), json!(host_group.names.last()));
+        self.push(k);
+        self.flow += 1;
+        self.events.push(TraceEvent::Flow(Flow {
+            id: self.flow,
+            name: "launch".into(),
+            from: host("aten"),
+            from_ns: host_group.last_op_end,
+            to: Track::Kernel { chip, core: 0 },
+            to_ns: start,
+        }));
+        self.t_dev[c] = end + 50.0;
+        // HBM: the group's outputs are allocated at its start, some freed at its end.
+        for (t, delta) in [
+            (start, 1048576.0 * (1 + self.g.below(8)) as f64),
+            (end, -(524288.0 * self.g.below(16) as f64)),
+        ] {
+            self.hbm[c] = (self.hbm[c] + delta).max(0.0);
+            self.events.push(TraceEvent::Counter(Counter {
+                chip: Some(chip),
+                name: "hbm_bytes_in_use".into(),
+                ns: t,
+                value: self.hbm[c],
+            }));
+        }
+    }
+
+    /// The kernel's unit instructions from `start` (a unit's pipelined ones overlap) and a DMA
+    /// every 24 instructions; returns the kernel's end, its MXU FLOPs and DMA bytes.
+    fn instructions(&mut self, chip: u32, start: f64, op_id: Option<u64>) -> (f64, u64, u64) {
+        let ns_per_cycle = self.ns_per_cycle;
+        let mut cursors = [start; 8];
+        let mut issue = start;
+        let (mut flops, mut bytes) = (0u64, 0u64);
+        let mut dma_at = [start; 2];
+        let instrs = 48 + self.g.below(96);
+        for k in 0..instrs {
+            let u = self.g.below(UNITS.len() as u64) as usize;
+            // Vector ALU instructions are pipelined: they overlap on their lane.
+            let s0 = if UNITS[u] == Unit::Valu {
+                issue
+            } else {
+                cursors[u].max(issue)
+            };
+            let d = ns_per_cycle * (1 + self.g.below(if u >= 6 { 24 } else { 6 })) as f64;
+            let name = match UNITS[u] {
+                Unit::Scalar => "sadd",
+                Unit::Valu => "vadd.f32",
+                Unit::VLoad => "vld",
+                Unit::VStore => "vst",
+                Unit::Xlu => "vreduce.sum",
+                Unit::Eup => "vexp",
+                _ => "mxu.mm",
+            };
+            let track = Track::Unit {
+                chip,
+                core: 0,
+                unit: UNITS[u],
+            };
+            let mut s = Span::new(track, name, s0, s0 + d);
+            s.cycles = Some((self.cycles(s0), self.cycles(s0 + d)));
+            s.op_id = op_id;
+            s.group_id = Some(self.group);
+            if u >= 6 {
+                let f = 2 * 128 * 128 * 8;
+                flops += f;
+                s.args.insert("flops".into(), json!(f));
+            }
+            self.push(s);
+            cursors[u] = cursors[u].max(s0 + d);
+            issue += ns_per_cycle * (1 + self.g.below(2)) as f64;
+            if k % 24 == 0 {
+                bytes += self.dma(chip, k, issue, &mut dma_at);
+            }
+        }
+        let end = cursors
+            .iter()
+            .chain(dma_at.iter())
+            .fold(issue, |a, &b| a.max(b));
+        (end, flops, bytes)
+    }
+
+    /// The DMA issued with instruction `k` at `issue`, on the engine `k` picks (`dma_at`:
+    /// when each engine is free); returns its bytes.
+    fn dma(&mut self, chip: u32, k: u64, issue: f64, dma_at: &mut [f64; 2]) -> u64 {
+        let e = (k / 24 % 2) as usize;
+        let b = 8192 * (1 + self.g.below(8));
+        let ds = dma_at[e].max(issue);
+        let dd = b as f64 / 400.0; // about 400 bytes per ns
+        let dir = if k == 0 {
+            "dma hbm->vmem"
+        } else {
+            "dma vmem->hbm"
+        };
+        let mut s = Span::new(
+            Track::Dma {
+                chip,
+                engine: e as u32,
+            },
+            dir,
+            ds,
+            ds + dd,
+        );
+        s.args.insert("bytes".into(), json!(b));
+        s.group_id = Some(self.group);
+        self.push(s);
+        dma_at[e] = ds + dd;
+        b
+    }
+
+    /// An ICI send of 64 KiB to the next chip at `at`.
+    fn ici_send(&mut self, chip: u32, at: f64) {
+        let b = 65536;
+        let mut s = Span::new(
+            Track::Link {
+                chip,
+                link: "x+".into(),
+            },
+            "rdma",
+            at,
+            at + 80.0,
+        );
+        s.args.insert("bytes".into(), json!(b));
+        s.args
+            .insert("to_chip".into(), json!((chip + 1) % SYNTHETIC_CHIPS));
+        self.push(s);
+    }
+
+    /// Regions: the kernel body, split in two tiles, the first with an inner loop.
+    fn regions(&mut self, chip: u32, start: f64, end: f64) {
+        let region = Track::Marker { chip, core: 0 };
+        let mid = start + (end - start) / 2.0;
+        self.push(Span::new(region.clone(), "body", start, end));
+        self.push(Span::new(region.clone(), "tile 0", start, mid));
+        self.push(Span::new(region.clone(), "tile 1", mid, end));
+        self.push(Span::new(
+            region,
+            "loop",
+            start,
+            start + (mid - start) / 2.0,
+        ));
+    }
 }
 
 /// The operators of [`mode_pair`]'s step, in order, with their kernels' device time (ns),

@@ -11,8 +11,9 @@
 
 mod link;
 mod plan;
+mod slots;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, ProgramId};
@@ -20,14 +21,15 @@ use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, ProgramId};
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::fusion::plan_groups;
-use crate::ir::{NodeKind, OpTag, View};
+use crate::ir::{NodeKind, OpTag};
 use crate::layout::Layout;
 use crate::ops::helpers::OpScope;
-use crate::runtime::Runtime;
 use crate::runtime::exec::ArgSpec;
+use crate::runtime::{Compiled, Runtime};
 use crate::storage::StorageRef;
 use crate::tensor::Tensor;
 use link::Pending;
+use slots::Storages;
 
 /// What binds to a buffer slot of a compiled graph at each call.
 #[derive(Clone)]
@@ -197,116 +199,10 @@ impl CompiledFn {
         let nodes = self.rt.end_capture();
         let outputs = traced?;
         let groups = plan_groups(nodes);
-
-        // Classify every storage the graph touches.
-        let input_ids: HashMap<u64, usize> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.storage.id(), i))
-            .collect();
-        // Storages some group writes. One made during the capture that no group writes holds
-        // what the host uploaded into it (a constant such as a random stream's key): it is
-        // captured as it is, like a weight.
-        let written: HashSet<u64> = groups
-            .iter()
-            .flat_map(|g| g.node.outputs.iter().map(|v| v.storage.id()))
-            .collect();
-        let mut out_ids: BTreeMap<u64, usize> = BTreeMap::new();
-        let mut out_storages = Vec::new();
-        for t in &outputs {
-            let id = t.storage.id();
-            if id >= first_new && written.contains(&id) && !out_ids.contains_key(&id) {
-                out_ids.insert(id, out_storages.len());
-                out_storages.push(t.storage.bytes());
-            }
-        }
-        let mut slots: Vec<Slot> = Vec::new();
-        let mut slot_of: HashMap<u64, usize> = HashMap::new();
-        let mut arena_members: Vec<(StorageRef, usize, usize)> = Vec::new(); // storage, first, last group
-        for (gi, g) in groups.iter().enumerate() {
-            for v in g.node.inputs.iter().chain(&g.node.outputs) {
-                let id = v.storage.id();
-                if let Some(i) = input_ids.get(&id) {
-                    slot_of.entry(id).or_insert_with(|| {
-                        slots.push(Slot::Input(*i));
-                        slots.len() - 1
-                    });
-                } else if id < first_new || !written.contains(&id) {
-                    let st = v.storage.clone();
-                    slot_of.entry(id).or_insert_with(|| {
-                        slots.push(Slot::Fixed(st));
-                        slots.len() - 1
-                    });
-                } else if let Some(j) = out_ids.get(&id) {
-                    slot_of.entry(id).or_insert_with(|| {
-                        slots.push(Slot::Output(*j));
-                        slots.len() - 1
-                    });
-                } else if let Some(m) = arena_members.iter_mut().find(|m| m.0.id() == id) {
-                    m.2 = gi;
-                } else {
-                    arena_members.push((v.storage.clone(), gi, gi));
-                }
-            }
-        }
-        // Outputs that no group wrote (e.g. a view of an input returned as is) still need slots.
-        for (id, j) in &out_ids {
-            slot_of.entry(*id).or_insert_with(|| {
-                slots.push(Slot::Output(*j));
-                slots.len() - 1
-            });
-        }
-        let plan = plan::arena(
-            &arena_members
-                .iter()
-                .map(|(s, a, b)| (s.bytes(), *a, *b))
-                .collect::<Vec<_>>(),
-        );
-        let arena_off: HashMap<u64, u64> = arena_members
-            .iter()
-            .zip(&plan.offsets)
-            .map(|(m, o)| (m.0.id(), *o))
-            .collect();
-        let arena_slot = if arena_members.is_empty() {
-            None
-        } else {
-            slots.push(Slot::Arena);
-            Some(slots.len() - 1)
-        };
+        let storages = Storages::classify(inputs, &outputs, &groups, first_new);
 
         // Kernels, linked into programs between user kernels.
-        let mut steps = Vec::new();
-        let mut sections: Vec<Pending> = Vec::new();
-        let mut kernels = 0;
-        let buffer_names: Vec<String> = (0..slots.len()).map(|i| format!("b{i}")).collect();
-        let slot_for = |v: &View| -> Result<usize> {
-            slot_of
-                .get(&v.storage.id())
-                .copied()
-                .or(arena_slot.filter(|_| arena_off.contains_key(&v.storage.id())))
-                .ok_or_else(|| TpuError::Device("compiled graph: storage without a slot".into()))
-        };
-        let arena_elems = |v: &View| -> usize {
-            arena_off
-                .get(&v.storage.id())
-                .map_or(0, |o| (*o / v.dtype.size() as u64) as usize)
-        };
-        let flush_sections =
-            |sections: &mut Vec<Pending>, steps: &mut Vec<Step>, rt: &Runtime| -> Result<()> {
-                let max = tpuemu_isa::reg::MAX_ARGS as usize;
-                for (used, secs) in link::chunks(sections, max)? {
-                    let names: Vec<String> =
-                        used.iter().map(|g| buffer_names[*g].clone()).collect();
-                    let prog = link::link(&self.name, &names, &secs)?;
-                    let pid = rt.inner.device.load(&prog)?;
-                    steps.push(Step {
-                        program: pid,
-                        args: used.into_iter().map(Bound::Slot).collect(),
-                    });
-                }
-                sections.clear();
-                Ok(())
-            };
+        let mut linker = Linker::new(&self.rt, &self.name, &storages);
         for g in &groups {
             let mut st = self.rt.lock();
             let prepared = self.rt.prepare(&mut st.core, &g.node)?;
@@ -314,91 +210,45 @@ impl CompiledFn {
             let Some((compiled, args)) = prepared else {
                 continue;
             };
-            kernels += 1;
             if matches!(g.node.kind, NodeKind::Custom(_)) {
-                flush_sections(&mut sections, &mut steps, &self.rt)?;
-                let mut bound = Vec::new();
-                for a in &args {
-                    bound.push(match a {
-                        ArgSpec::Buffer(v) => {
-                            if arena_off.contains_key(&v.storage.id()) {
-                                return Err(TpuError::Unsupported("a user kernel reading an intermediate of a compiled graph: return it or run the kernel eagerly".into()));
-                            }
-                            Bound::Slot(slot_for(v)?)
-                        }
-                        ArgSpec::Offset { elems, .. } => Bound::Scalar(*elems as u32),
-                        ArgSpec::Scalar(s) => Bound::Scalar(*s),
-                    });
-                }
-                steps.push(Step {
-                    program: compiled.program,
-                    args: bound,
-                });
-                continue;
+                linker.push_user(&compiled, &args)?;
+            } else {
+                linker.push_fused(&compiled, &args)?;
             }
-            let mut sec_slots = Vec::new();
-            let mut words = Vec::new();
-            for a in &args {
-                match a {
-                    ArgSpec::Buffer(v) => {
-                        sec_slots.push(Some(slot_for(v)?));
-                        words.push(v.storage.bytes() as u32);
-                    }
-                    ArgSpec::Offset { view, elems } => {
-                        sec_slots.push(None);
-                        words.push((*elems + arena_elems(view)) as u32);
-                    }
-                    ArgSpec::Scalar(s) => {
-                        sec_slots.push(None);
-                        words.push(*s);
-                    }
-                }
-            }
-            sections.push(Pending {
-                program: compiled.prog.clone(),
-                slots: sec_slots,
-                words,
-            });
         }
-        flush_sections(&mut sections, &mut steps, &self.rt)?;
-        {
-            let mut st = self.rt.lock();
-            let q = &mut st.core.q;
-            let ns = q.costs.compile_ns;
-            q.charge(ns);
-            q.metrics.compile_ns += ns;
-        }
-        let arena = if arena_slot.is_some() {
-            let mut st = self.rt.lock();
-            let s = self.rt.new_storage(&mut st, plan.bytes.max(1));
-            drop(st);
-            self.rt.ensure_buffer(&s)?;
-            Some(s)
-        } else {
-            None
-        };
-        // Outputs the graph computed get fresh storages per call; inputs, captured tensors and
-        // views of them are returned as views, aliasing what they alias in eager mode.
-        let results: Vec<(Returned, Layout, DType)> = outputs
-            .iter()
-            .map(|t| {
-                let id = t.storage.id();
-                let src = match (out_ids.get(&id), input_ids.get(&id)) {
-                    (Some(j), _) => Returned::Output(*j),
-                    (None, Some(i)) => Returned::Input(*i),
-                    (None, None) => Returned::Fixed(t.storage.clone()),
-                };
-                (src, t.layout.clone(), t.dtype)
-            })
-            .collect();
+        let (steps, kernels) = linker.finish()?;
+        self.charge_compile();
+        let arena = self.allocate_arena(&storages)?;
+        let results = storages.results(&outputs);
         Ok(Executable {
-            slots,
+            slots: storages.slots,
             steps,
-            out_storages,
+            out_storages: storages.out_storages,
             results,
             arena,
             kernels,
         })
+    }
+
+    /// Charges the host the cost of compiling a graph.
+    fn charge_compile(&self) {
+        let mut st = self.rt.lock();
+        let q = &mut st.core.q;
+        let ns = q.costs.compile_ns;
+        q.charge(ns);
+        q.metrics.compile_ns += ns;
+    }
+
+    /// The persistent arena of intermediates, if the graph has any.
+    fn allocate_arena(&self, storages: &Storages) -> Result<Option<StorageRef>> {
+        if storages.arena_slot.is_none() {
+            return Ok(None);
+        }
+        let mut st = self.rt.lock();
+        let s = self.rt.new_storage(&mut st, storages.arena_bytes.max(1));
+        drop(st);
+        self.rt.ensure_buffer(&s)?;
+        Ok(Some(s))
     }
 
     fn run(&self, exe: &Executable, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
@@ -470,5 +320,108 @@ impl CompiledFn {
                 Tensor::from_parts(self.rt.clone(), storage, l.clone(), *d)
             })
             .collect())
+    }
+}
+
+/// Turns a graph's kernels, in order, into launch steps: runs of fused kernels are linked into
+/// programs (as few as the buffer limit allows); user kernels launch as they are, between them.
+struct Linker<'a> {
+    rt: &'a Runtime,
+    name: &'a str,
+    storages: &'a Storages,
+    /// Argument name of each slot.
+    buffer_names: Vec<String>,
+    /// Fused kernels not yet linked.
+    sections: Vec<Pending>,
+    steps: Vec<Step>,
+    kernels: usize,
+}
+
+impl<'a> Linker<'a> {
+    fn new(rt: &'a Runtime, name: &'a str, storages: &'a Storages) -> Self {
+        Linker {
+            rt,
+            name,
+            storages,
+            buffer_names: (0..storages.slots.len()).map(|i| format!("b{i}")).collect(),
+            sections: Vec::new(),
+            steps: Vec::new(),
+            kernels: 0,
+        }
+    }
+
+    /// Links the pending fused kernels into programs, one step each.
+    fn flush(&mut self) -> Result<()> {
+        let max = tpuemu_isa::reg::MAX_ARGS as usize;
+        for (used, secs) in link::chunks(&self.sections, max)? {
+            let names: Vec<String> = used.iter().map(|g| self.buffer_names[*g].clone()).collect();
+            let prog = link::link(self.name, &names, &secs)?;
+            let pid = self.rt.inner.device.load(&prog)?;
+            self.steps.push(Step {
+                program: pid,
+                args: used.into_iter().map(Bound::Slot).collect(),
+            });
+        }
+        self.sections.clear();
+        Ok(())
+    }
+
+    /// A user kernel: its own step, after the fused kernels before it.
+    fn push_user(&mut self, compiled: &Compiled, args: &[ArgSpec]) -> Result<()> {
+        self.kernels += 1;
+        self.flush()?;
+        let mut bound = Vec::new();
+        for a in args {
+            bound.push(match a {
+                ArgSpec::Buffer(v) => {
+                    if self.storages.in_arena(v) {
+                        return Err(TpuError::Unsupported("a user kernel reading an intermediate of a compiled graph: return it or run the kernel eagerly".into()));
+                    }
+                    Bound::Slot(self.storages.slot_for(v)?)
+                }
+                ArgSpec::Offset { elems, .. } => Bound::Scalar(*elems as u32),
+                ArgSpec::Scalar(s) => Bound::Scalar(*s),
+            });
+        }
+        self.steps.push(Step {
+            program: compiled.program,
+            args: bound,
+        });
+        Ok(())
+    }
+
+    /// A fused kernel: a section of the next linked program, its offsets moved into the arena.
+    fn push_fused(&mut self, compiled: &Compiled, args: &[ArgSpec]) -> Result<()> {
+        self.kernels += 1;
+        let mut sec_slots = Vec::new();
+        let mut words = Vec::new();
+        for a in args {
+            match a {
+                ArgSpec::Buffer(v) => {
+                    sec_slots.push(Some(self.storages.slot_for(v)?));
+                    words.push(v.storage.bytes() as u32);
+                }
+                ArgSpec::Offset { view, elems } => {
+                    sec_slots.push(None);
+                    words.push((*elems + self.storages.arena_elems(view)) as u32);
+                }
+                ArgSpec::Scalar(s) => {
+                    sec_slots.push(None);
+                    words.push(*s);
+                }
+            }
+        }
+        self.sections.push(Pending {
+            program: compiled.prog.clone(),
+            slots: sec_slots,
+            words,
+        });
+        Ok(())
+    }
+
+    /// Links what is left; the steps and how many kernels they run.
+    fn finish(mut self) -> Result<(Vec<Step>, usize)> {
+        self.flush()?;
+        Ok((self.steps, self.kernels))
     }
 }

@@ -80,7 +80,6 @@ fn nll_impl(
     ignore_index: i64,
     class_dim: usize,
 ) -> Result<(Tensor, Tensor)> {
-    let rt = op.rt();
     let dt = x.dtype();
     if !dt.is_float() {
         return Err(TpuError::Unsupported(format!(
@@ -94,38 +93,91 @@ fn nll_impl(
     let batched = x.dim() > 1;
     let none = reduction == Reduction::None && batched;
     if target.numel() == 0 || classes == 0 {
-        // No samples (or no classes: every row is empty and selects nothing).
-        let shape = reduced_shape(x.shape(), &[class_dim], false);
-        let zero = Scalar::Int(0);
-        let out = if none {
-            creation::full(rt, &shape, zero, dt)?
-        } else if reduction == Reduction::Mean {
-            creation::full(rt, &[], Scalar::Float(f64::NAN), dt)?
-        } else {
-            creation::full(rt, &[], zero, dt)?
-        };
-        return Ok((out, creation::full(rt, &[], zero, dt)?));
+        return empty_nll(op, x, class_dim, reduction, none);
     }
-    // The weight along the class dim, broadcast over the dims after it.
     let w = match weight {
-        Some(w) => {
-            let mut shape = vec![classes];
-            shape.extend(std::iter::repeat_n(1, x.dim() - class_dim - 1));
-            let l = w
-                .layout()
-                .view_as(&[classes])
-                .and_then(|flat| flat.view_as(&shape))
-                .ok_or_else(|| op.err("internal: weight view"))?;
-            Some(w.with_layout(l))
-        }
+        Some(w) => Some(class_weight(op, w, classes, x.dim(), class_dim)?),
         None => None,
     };
     let mut inputs: Vec<&Tensor> = vec![x, target];
     inputs.extend(w.as_ref());
-    let col_dim = (x.dim() - 1) as u32; // the class dim is last in the iteration space
-    let ignore = i32::try_from(ignore_index).ok();
-    let per_sample = |p: &mut ProgBuilder, r: &[PRef]| -> (PRef, PRef) {
-        let col = p.index(col_dim);
+    let nll = Nll {
+        op,
+        x_shape: x.shape().to_vec(),
+        class_dim,
+        inputs,
+        dt,
+        sample: PerSample {
+            col_dim: (x.dim() - 1) as u32, // the class dim is last in the iteration space
+            ignore: i32::try_from(ignore_index).ok(),
+            classes,
+        },
+    };
+    let mean = reduction == Reduction::Mean;
+    if none {
+        nll.per_sample_losses()
+    } else if !batched {
+        nll.one_sample(mean)
+    } else {
+        nll.batch(mean)
+    }
+}
+
+/// The result when there are no samples (or no classes: every row is empty and selects
+/// nothing): zeros, or NaN for a mean; a zero total weight.
+fn empty_nll(
+    op: &OpScope,
+    x: &Tensor,
+    class_dim: usize,
+    reduction: Reduction,
+    none: bool,
+) -> Result<(Tensor, Tensor)> {
+    let (rt, dt) = (op.rt(), x.dtype());
+    let shape = reduced_shape(x.shape(), &[class_dim], false);
+    let zero = Scalar::Int(0);
+    let out = if none {
+        creation::full(rt, &shape, zero, dt)?
+    } else if reduction == Reduction::Mean {
+        creation::full(rt, &[], Scalar::Float(f64::NAN), dt)?
+    } else {
+        creation::full(rt, &[], zero, dt)?
+    };
+    Ok((out, creation::full(rt, &[], zero, dt)?))
+}
+
+/// The class weight `w` along the class dim of an `ndim`-dim input, broadcast over the dims
+/// after it.
+fn class_weight(
+    op: &OpScope,
+    w: &Tensor,
+    classes: usize,
+    ndim: usize,
+    class_dim: usize,
+) -> Result<Tensor> {
+    let mut shape = vec![classes];
+    shape.extend(std::iter::repeat_n(1, ndim - class_dim - 1));
+    let l = w
+        .layout()
+        .view_as(&[classes])
+        .and_then(|flat| flat.view_as(&shape))
+        .ok_or_else(|| op.err("internal: weight view"))?;
+    Ok(w.with_layout(l))
+}
+
+/// The per-sample part of the rows kernels: each sample's loss and weight from its row of `x`.
+#[derive(Clone, Copy)]
+struct PerSample {
+    /// The class dim's index in the iteration space (the last).
+    col_dim: u32,
+    /// `ignore_index`, if an int32 can hold it (else no target equals it).
+    ignore: Option<i32>,
+    classes: usize,
+}
+
+impl PerSample {
+    /// Loss and weight of the sample whose row is `r` (`x`, target, optional weight).
+    fn build(&self, p: &mut ProgBuilder, r: &[PRef]) -> (PRef, PRef) {
+        let col = p.index(self.col_dim);
         let t = p.cast(r[1], DType::I32);
         let hit = p.cmp(CmpKind::Eq, col, t, DType::I32);
         let zero = p.constant(Scalar::Float(0.0), F);
@@ -142,7 +194,7 @@ fn nll_impl(
         let prod = p.bin(BinOp::Mul, picked, wt, F);
         let loss = p.un(UnOp::Neg, prod, F);
         // Samples whose target is `ignore_index` count for nothing.
-        let (valid, loss, wt) = match ignore {
+        let (valid, loss, wt) = match self.ignore {
             Some(ig) => {
                 let igc = p.constant(Scalar::Int(ig as i64), DType::I32);
                 let valid = p.cmp(CmpKind::Ne, t, igc, DType::I32);
@@ -154,7 +206,7 @@ fn nll_impl(
         };
         // Any other target outside [0, C) poisons its loss (a kernel cannot raise).
         let lo = p.constant(Scalar::Int(0), DType::I32);
-        let hi = p.constant(Scalar::Int(classes as i64), DType::I32);
+        let hi = p.constant(Scalar::Int(self.classes as i64), DType::I32);
         let below = p.cmp(CmpKind::Lt, t, lo, DType::I32);
         let above = p.cmp(CmpKind::Ge, t, hi, DType::I32);
         let mut bad = p.bin(BinOp::Or, below, above, DType::Bool);
@@ -164,83 +216,108 @@ fn nll_impl(
         let nan = p.constant(Scalar::Float(f64::NAN), F);
         let loss = p.select(bad, nan, loss, F);
         (loss, wt)
+    }
+}
+
+/// The reduced outputs from a summed loss and weight: the loss (divided by the weight for a
+/// mean) and the total weight.
+fn finish(p: &mut ProgBuilder, loss: PRef, wt: PRef, mean: bool) -> Vec<PRef> {
+    let out = if mean {
+        p.bin(BinOp::Div, loss, wt, F)
+    } else {
+        loss
     };
-    let x_shape = x.shape().to_vec();
-    let per_row = [false, true, false];
-    if none {
+    vec![out, wt]
+}
+
+/// An nll loss over samples with at least one class: its rows kernels, one per reduction.
+struct Nll<'a> {
+    op: &'a OpScope,
+    x_shape: Vec<usize>,
+    class_dim: usize,
+    /// `x`, the target and the optional class weight.
+    inputs: Vec<&'a Tensor>,
+    dt: DType,
+    sample: PerSample,
+}
+
+/// Which inputs are read once per row (the target).
+const PER_ROW: [bool; 3] = [false, true, false];
+
+impl Nll<'_> {
+    /// `none` on a batch: the per-sample losses and a zero total weight.
+    fn per_sample_losses(&self) -> Result<(Tensor, Tensor)> {
+        let (dt, sample) = (self.dt, self.sample);
         let loss = rows(
-            op,
-            &x_shape,
-            &[class_dim],
+            self.op,
+            &self.x_shape,
+            &[self.class_dim],
             false,
-            &inputs,
-            &per_row,
+            &self.inputs,
+            &PER_ROW,
             &[(dt, true)],
-            |p, r| vec![per_sample(p, r).0],
+            |p, r| vec![sample.build(p, r).0],
         )?
         .remove(0);
-        return Ok((loss, creation::full(rt, &[], Scalar::Int(0), dt)?));
+        Ok((loss, creation::full(self.op.rt(), &[], Scalar::Int(0), dt)?))
     }
-    let mean = reduction == Reduction::Mean;
-    let finish = move |p: &mut ProgBuilder, loss: PRef, wt: PRef| -> Vec<PRef> {
-        let out = if mean {
-            p.bin(BinOp::Div, loss, wt, F)
-        } else {
-            loss
-        };
-        vec![out, wt]
-    };
-    if !batched {
-        // One sample: the row statistics are the result.
+
+    /// One sample: the row statistics are the result.
+    fn one_sample(&self, mean: bool) -> Result<(Tensor, Tensor)> {
+        let (dt, sample) = (self.dt, self.sample);
         let mut o = rows(
-            op,
-            &x_shape,
-            &[class_dim],
+            self.op,
+            &self.x_shape,
+            &[self.class_dim],
             false,
-            &inputs,
-            &per_row,
+            &self.inputs,
+            &PER_ROW,
             &[(dt, true), (dt, true)],
             |p, r| {
-                let (l, w) = per_sample(p, r);
-                finish(p, l, w)
+                let (l, w) = sample.build(p, r);
+                finish(p, l, w, mean)
             },
         )?;
         let tw = o.remove(1);
-        return Ok((o.remove(0), tw));
+        Ok((o.remove(0), tw))
     }
-    // Per-sample losses and weights in f32, then their sums over the batch.
-    let mut o = rows(
-        op,
-        &x_shape,
-        &[class_dim],
-        false,
-        &inputs,
-        &per_row,
-        &[(F, true), (F, true)],
-        |p, r| {
-            let (l, w) = per_sample(p, r);
-            vec![l, w]
-        },
-    )?;
-    let (losses, weights) = (o.remove(0), o.remove(0));
-    let shape = losses.shape().to_vec();
-    let all: Vec<usize> = (0..shape.len()).collect();
-    let mut o = rows(
-        op,
-        &shape,
-        &all,
-        false,
-        &[&losses, &weights],
-        &[false, false],
-        &[(dt, true), (dt, true)],
-        |p, r| {
-            let l = p.reduce(RedKind::Sum, r[0], F);
-            let w = p.reduce(RedKind::Sum, r[1], F);
-            finish(p, l, w)
-        },
-    )?;
-    let tw = o.remove(1);
-    Ok((o.remove(0), tw))
+
+    /// A batch: per-sample losses and weights in f32, then their sums over the batch.
+    fn batch(&self, mean: bool) -> Result<(Tensor, Tensor)> {
+        let (dt, sample) = (self.dt, self.sample);
+        let mut o = rows(
+            self.op,
+            &self.x_shape,
+            &[self.class_dim],
+            false,
+            &self.inputs,
+            &PER_ROW,
+            &[(F, true), (F, true)],
+            |p, r| {
+                let (l, w) = sample.build(p, r);
+                vec![l, w]
+            },
+        )?;
+        let (losses, weights) = (o.remove(0), o.remove(0));
+        let shape = losses.shape().to_vec();
+        let all: Vec<usize> = (0..shape.len()).collect();
+        let mut o = rows(
+            self.op,
+            &shape,
+            &all,
+            false,
+            &[&losses, &weights],
+            &[false, false],
+            &[(dt, true), (dt, true)],
+            |p, r| {
+                let l = p.reduce(RedKind::Sum, r[0], F);
+                let w = p.reduce(RedKind::Sum, r[1], F);
+                finish(p, l, w, mean)
+            },
+        )?;
+        let tw = o.remove(1);
+        Ok((o.remove(0), tw))
+    }
 }
 
 /// `torch.nll_loss_forward(x, target, weight, reduction, ignore_index)`: `x` is `[C]` or

@@ -331,6 +331,63 @@ pub fn native_batch_norm(
     inputs.extend(running_mean);
     inputs.extend(running_var);
     let op = OpScope::new(name, &inputs)?;
+    check_batch_norm(
+        name,
+        x,
+        [
+            ("weight", weight),
+            ("bias", bias),
+            ("running_mean", running_mean),
+            ("running_var", running_var),
+        ],
+    )?;
+    let c = x.shape()[1];
+    let dt = x.dtype();
+    let bn = BatchNorm {
+        op: &op,
+        x,
+        dims: (0..x.dim()).filter(|&d| d != 1).collect(),
+        w: weight.map(|t| per_channel(t, c)),
+        b: bias.map(|t| per_channel(t, c)),
+        eps,
+    };
+    let count: usize = bn.dims.iter().map(|&d| x.shape()[d]).product();
+    let empty = || Tensor::empty(op.rt(), &[0], dt);
+    if !training {
+        let (Some(rm), Some(rv)) = (running_mean, running_var) else {
+            return Err(TpuError::BadArgs(format!(
+                "{name}: running_mean and running_var must be defined in evaluation mode"
+            )));
+        };
+        let y = bn.eval(&per_channel(rm, c), &per_channel(rv, c))?;
+        return Ok((y, empty(), empty()));
+    }
+    if count == 0 || c == 0 {
+        let nan = Scalar::Float(f64::NAN);
+        return Ok((
+            creation::full(op.rt(), x.shape(), Scalar::Int(0), dt)?,
+            creation::full(op.rt(), &[c], nan, dt)?,
+            creation::full(op.rt(), &[c], nan, dt)?,
+        ));
+    }
+    let (y, mean, invstd, var) = bn.train(count)?;
+    let k = count as f64;
+    let unbias = if count > 1 {
+        k / (k - 1.0)
+    } else {
+        f64::INFINITY
+    };
+    for (run, stat, factor) in [(running_mean, &mean, 1.0), (running_var, &var, unbias)] {
+        if let Some(run) = run {
+            update_running(&op, &per_channel(run, c), stat, factor, momentum)?;
+        }
+    }
+    Ok((y, mean, invstd))
+}
+
+/// `native_batch_norm`'s argument checks: a float input of at least 2 dims, and `c` elements
+/// in each per-channel parameter given.
+fn check_batch_norm(name: &str, x: &Tensor, params: [(&str, Option<&Tensor>); 4]) -> Result<()> {
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"batch_norm\" not implemented for '{}'",
@@ -344,12 +401,7 @@ pub fn native_batch_norm(
         )));
     }
     let c = x.shape()[1];
-    for (what, p) in [
-        ("weight", weight),
-        ("bias", bias),
-        ("running_mean", running_mean),
-        ("running_var", running_var),
-    ] {
+    for (what, p) in params {
         if let Some(p) = p
             && p.numel() != c
         {
@@ -359,33 +411,42 @@ pub fn native_batch_norm(
             )));
         }
     }
-    let dt = x.dtype();
-    let dims: Vec<usize> = (0..x.dim()).filter(|&d| d != 1).collect();
-    let count: usize = dims.iter().map(|&d| x.shape()[d]).product();
-    let flat = |t: &Tensor| {
-        t.with_layout(
-            t.layout()
-                .view_as(&[c])
-                .unwrap_or_else(|| t.layout().clone()),
-        )
-    };
-    let (w, b) = (weight.map(flat), bias.map(flat));
-    let (has_w, has_b) = (w.is_some(), b.is_some());
-    let empty = || Tensor::empty(op.rt(), &[0], dt);
-    if !training {
-        let (Some(rm), Some(rv)) = (running_mean, running_var) else {
-            return Err(TpuError::BadArgs(format!(
-                "{name}: running_mean and running_var must be defined in evaluation mode"
-            )));
-        };
-        let (rm, rv) = (flat(rm), flat(rv));
-        let mut ins: Vec<&Tensor> = vec![x, &rm, &rv];
-        ins.extend(w.as_ref());
-        ins.extend(b.as_ref());
-        let y = rows(
-            &op,
+    Ok(())
+}
+
+/// A per-channel parameter viewed as `[c]` (as it is when it cannot be).
+fn per_channel(t: &Tensor, c: usize) -> Tensor {
+    t.with_layout(
+        t.layout()
+            .view_as(&[c])
+            .unwrap_or_else(|| t.layout().clone()),
+    )
+}
+
+/// A batch norm's input and affine parameters: rows kernels over every dim but the channels.
+struct BatchNorm<'a> {
+    op: &'a OpScope,
+    x: &'a Tensor,
+    /// Every dim but the channels (dim 1).
+    dims: Vec<usize>,
+    /// Weight and bias, as `[c]`.
+    w: Option<Tensor>,
+    b: Option<Tensor>,
+    eps: f64,
+}
+
+impl BatchNorm<'_> {
+    /// Evaluation: the input normalised with the running statistics `rm`, `rv` (as `[c]`).
+    fn eval(&self, rm: &Tensor, rv: &Tensor) -> Result<Tensor> {
+        let (x, dt, eps) = (self.x, self.x.dtype(), self.eps);
+        let (has_w, has_b) = (self.w.is_some(), self.b.is_some());
+        let mut ins: Vec<&Tensor> = vec![x, rm, rv];
+        ins.extend(self.w.as_ref());
+        ins.extend(self.b.as_ref());
+        Ok(rows(
+            self.op,
             x.shape(),
-            &dims,
+            &self.dims,
             true,
             &ins,
             &[false, true, true, true, true],
@@ -412,88 +473,87 @@ pub fn native_batch_norm(
                 vec![y]
             },
         )?
-        .remove(0);
-        return Ok((y, empty(), empty()));
+        .remove(0))
     }
-    if count == 0 || c == 0 {
-        let nan = Scalar::Float(f64::NAN);
-        return Ok((
-            creation::full(op.rt(), x.shape(), Scalar::Int(0), dt)?,
-            creation::full(op.rt(), &[c], nan, dt)?,
-            creation::full(op.rt(), &[c], nan, dt)?,
-        ));
+
+    /// Training over `count` elements per channel: the output normalised with the batch
+    /// statistics, and the batch mean, invstd and (biased) variance.
+    fn train(&self, count: usize) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+        let (x, dt, eps) = (self.x, self.x.dtype(), self.eps);
+        let (has_w, has_b) = (self.w.is_some(), self.b.is_some());
+        let mut ins: Vec<&Tensor> = vec![x];
+        ins.extend(self.w.as_ref());
+        ins.extend(self.b.as_ref());
+        let k = count as f64;
+        let mut out = rows(
+            self.op,
+            x.shape(),
+            &self.dims,
+            false,
+            &ins,
+            &[false, true, true],
+            &[(dt, false), (dt, true), (dt, true), (F, true)],
+            |p, r| {
+                let v = p.cast(r[0], F);
+                let kc = p.constant(Scalar::Float(k), F);
+                let s = p.reduce(RedKind::Sum, v, F);
+                let mean = p.bin(BinOp::Div, s, kc, F);
+                let d = p.bin(BinOp::Sub, v, mean, F);
+                let d2 = p.bin(BinOp::Mul, d, d, F);
+                let ss = p.reduce(RedKind::Sum, d2, F);
+                let var = p.bin(BinOp::Div, ss, kc, F);
+                let e = p.constant(Scalar::Float(eps), F);
+                let ve = p.bin(BinOp::Add, var, e, F);
+                let is = p.un(UnOp::Rsqrt, ve, F);
+                // PyTorch keeps the statistics in the input's dtype and applies them as
+                // `x·alpha + beta`, `alpha = invstd·w`, `beta = b - mean·alpha` (in f32).
+                let mean_r = p.round(mean, dt);
+                let mean_r = p.cast(mean_r, F);
+                let is_r = p.round(is, dt);
+                let is_r = p.cast(is_r, F);
+                let mut alpha = is_r;
+                let mut i = 1;
+                if has_w {
+                    let wv = p.cast(r[i], F);
+                    alpha = p.bin(BinOp::Mul, alpha, wv, F);
+                    i += 1;
+                }
+                let ma = p.bin(BinOp::Mul, mean_r, alpha, F);
+                let zero = p.constant(Scalar::Float(0.0), F);
+                let bv = if has_b { p.cast(r[i], F) } else { zero };
+                let beta = p.bin(BinOp::Sub, bv, ma, F);
+                let xa = p.bin(BinOp::Mul, v, alpha, F);
+                let y = p.bin(BinOp::Add, xa, beta, F);
+                let _ = d;
+                vec![y, mean, is, var]
+            },
+        )?;
+        let var = out.remove(3);
+        let invstd = out.remove(2);
+        let mean = out.remove(1);
+        let y = out.remove(0);
+        Ok((y, mean, invstd, var))
     }
-    let mut ins: Vec<&Tensor> = vec![x];
-    ins.extend(w.as_ref());
-    ins.extend(b.as_ref());
-    let k = count as f64;
-    let mut out = rows(
-        &op,
-        x.shape(),
-        &dims,
-        false,
-        &ins,
-        &[false, true, true],
-        &[(dt, false), (dt, true), (dt, true), (F, true)],
-        |p, r| {
-            let v = p.cast(r[0], F);
-            let kc = p.constant(Scalar::Float(k), F);
-            let s = p.reduce(RedKind::Sum, v, F);
-            let mean = p.bin(BinOp::Div, s, kc, F);
-            let d = p.bin(BinOp::Sub, v, mean, F);
-            let d2 = p.bin(BinOp::Mul, d, d, F);
-            let ss = p.reduce(RedKind::Sum, d2, F);
-            let var = p.bin(BinOp::Div, ss, kc, F);
-            let e = p.constant(Scalar::Float(eps), F);
-            let ve = p.bin(BinOp::Add, var, e, F);
-            let is = p.un(UnOp::Rsqrt, ve, F);
-            // PyTorch keeps the statistics in the input's dtype and applies them as
-            // `x·alpha + beta`, `alpha = invstd·w`, `beta = b - mean·alpha` (in f32).
-            let mean_r = p.round(mean, dt);
-            let mean_r = p.cast(mean_r, F);
-            let is_r = p.round(is, dt);
-            let is_r = p.cast(is_r, F);
-            let mut alpha = is_r;
-            let mut i = 1;
-            if has_w {
-                let wv = p.cast(r[i], F);
-                alpha = p.bin(BinOp::Mul, alpha, wv, F);
-                i += 1;
-            }
-            let ma = p.bin(BinOp::Mul, mean_r, alpha, F);
-            let zero = p.constant(Scalar::Float(0.0), F);
-            let bv = if has_b { p.cast(r[i], F) } else { zero };
-            let beta = p.bin(BinOp::Sub, bv, ma, F);
-            let xa = p.bin(BinOp::Mul, v, alpha, F);
-            let y = p.bin(BinOp::Add, xa, beta, F);
-            let _ = d;
-            vec![y, mean, is, var]
-        },
-    )?;
-    let var = out.remove(3);
-    let invstd = out.remove(2);
-    let mean = out.remove(1);
-    let y = out.remove(0);
-    let unbias = if count > 1 {
-        k / (k - 1.0)
-    } else {
-        f64::INFINITY
-    };
-    for (run, stat, factor) in [(running_mean, &mean, 1.0), (running_var, &var, unbias)] {
-        if let Some(run) = run {
-            let rv = flat(run);
-            crate::ops::helpers::write_into(&op, &rv, &[&rv, stat], |p, r| {
-                let old = p.cast(r[0], F);
-                let new = p.cast(r[1], F);
-                let keep = p.constant(Scalar::Float(1.0 - momentum), F);
-                let m = p.constant(Scalar::Float(momentum), F);
-                let fct = p.constant(Scalar::Float(factor), F);
-                let a = p.bin(BinOp::Mul, old, keep, F);
-                let nf = p.bin(BinOp::Mul, new, fct, F);
-                let b = p.bin(BinOp::Mul, nf, m, F);
-                p.bin(BinOp::Add, a, b, F)
-            })?;
-        }
-    }
-    Ok((y, mean, invstd))
+}
+
+/// Updates running statistic `run` (as `[c]`) in place from the batch's `stat`:
+/// `(1 - momentum)·run + momentum·factor·stat`.
+fn update_running(
+    op: &OpScope,
+    run: &Tensor,
+    stat: &Tensor,
+    factor: f64,
+    momentum: f64,
+) -> Result<()> {
+    crate::ops::helpers::write_into(op, run, &[run, stat], |p, r| {
+        let old = p.cast(r[0], F);
+        let new = p.cast(r[1], F);
+        let keep = p.constant(Scalar::Float(1.0 - momentum), F);
+        let m = p.constant(Scalar::Float(momentum), F);
+        let fct = p.constant(Scalar::Float(factor), F);
+        let a = p.bin(BinOp::Mul, old, keep, F);
+        let nf = p.bin(BinOp::Mul, new, fct, F);
+        let b = p.bin(BinOp::Mul, nf, m, F);
+        p.bin(BinOp::Add, a, b, F)
+    })
 }
