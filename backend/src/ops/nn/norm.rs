@@ -1,5 +1,7 @@
-//! `native_layer_norm` and `rms_norm`: one rows kernel each (row statistics, then the
-//! normalised, optionally affine output).
+//! Normalisations: `native_layer_norm` and `rms_norm` (one rows kernel each: row statistics,
+//! then the normalised, optionally affine output), `native_group_norm`, and
+//! `native_batch_norm` (per-channel statistics in training, running statistics in eval, and
+//! their update).
 
 use super::F;
 use crate::dtype::{Scalar, promote_types};
