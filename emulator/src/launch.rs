@@ -189,30 +189,7 @@ pub(crate) fn simulate(
         }
         for &i in &dirty_list {
             dirty[i] = false;
-            let core = &chips[targets[i].chip as usize].cores[targets[i].core as usize];
-            let t = match phase[i] {
-                Phase::Done => u64::MAX,
-                Phase::Running => core.t.front,
-                Phase::Blocked => {
-                    if let Some(r) = core.barrier_release {
-                        r
-                    } else if core.barrier_arrival.is_some() {
-                        barrier_release(chips, targets, &phase, preset).unwrap_or(u64::MAX)
-                    } else {
-                        let env = env_for(
-                            program,
-                            &targets[i],
-                            preset,
-                            &places[i],
-                            peers,
-                            functional,
-                            0,
-                            budget,
-                        );
-                        core.wait_ready(&env).unwrap_or(u64::MAX)
-                    }
-                }
-            };
+            let t = next_event(chips, targets, &phase, i, io, &places[i], budget);
             if t != next[i] || ran == Some(i) {
                 next[i] = t;
                 queue.set(i, t, phase[i] == Phase::Done);
@@ -243,15 +220,7 @@ pub(crate) fn simulate(
                 .barrier_arrival
                 .is_some()
         {
-            let release = next[i];
-            for (j, tj) in targets.iter().enumerate() {
-                if phase[j] == Phase::Blocked {
-                    let c = &mut chips[tj.chip as usize].cores[tj.core as usize];
-                    if c.barrier_arrival.is_some() {
-                        c.barrier_release = Some(release);
-                    }
-                }
-            }
+            release_barrier(chips, targets, &phase, next[i]);
         }
         let mut env = env_for(
             program, t, preset, &places[i], peers, functional, horizon, budget,
@@ -262,10 +231,7 @@ pub(crate) fn simulate(
             let (cores, shared) = (&mut chip.cores, &mut chip.shared);
             cores[t.core as usize].run(&env, shared, &mut out, &mut recs[i], until)
         };
-        if !dirty[i] {
-            dirty[i] = true;
-            dirty_list.push(i);
-        }
+        mark_dirty(&mut dirty, &mut dirty_list, i);
         phase[i] = match status {
             Status::Running => Phase::Running,
             Status::Blocked => Phase::Blocked,
@@ -294,28 +260,91 @@ pub(crate) fn simulate(
             &mut effects,
         );
         for j in effects.touched.drain(..) {
-            if !dirty[j] {
-                dirty[j] = true;
-                dirty_list.push(j);
-            }
+            mark_dirty(&mut dirty, &mut dirty_list, j);
         }
-        match delivered {
-            Ok(()) => {}
-            Err(Stop::Fault(pc, kind)) => {
-                ending = Ending::Fault {
+        if let Err(stop) = delivered {
+            ending = match stop {
+                Stop::Fault(pc, kind) => Ending::Fault {
                     target: i,
                     pc,
                     kind,
-                };
-                break;
-            }
-            Err(Stop::Unfoldable) => {
-                ending = Ending::Unfoldable;
-                break;
-            }
+                },
+                Stop::Unfoldable => Ending::Unfoldable,
+            };
+            break;
         }
     }
 
+    outcome(chips, targets, preset, start, ending, recs, effects)
+}
+
+/// Puts core `i` on the list of cores whose next event is recomputed (once).
+fn mark_dirty(dirty: &mut [bool], dirty_list: &mut Vec<usize>, i: usize) {
+    if !dirty[i] {
+        dirty[i] = true;
+        dirty_list.push(i);
+    }
+}
+
+/// When core `i` can next do something: its front when running, its barrier's release or the
+/// moment what it waits for is ready when blocked, never when done.
+fn next_event(
+    chips: &[ChipState],
+    targets: &[Target],
+    phase: &[Phase],
+    i: usize,
+    io: &Io,
+    place: &Placement,
+    budget: Budget,
+) -> u64 {
+    let core = &chips[targets[i].chip as usize].cores[targets[i].core as usize];
+    match phase[i] {
+        Phase::Done => u64::MAX,
+        Phase::Running => core.t.front,
+        Phase::Blocked => {
+            if let Some(r) = core.barrier_release {
+                r
+            } else if core.barrier_arrival.is_some() {
+                barrier_release(chips, targets, phase, io.preset).unwrap_or(u64::MAX)
+            } else {
+                let env = env_for(
+                    io.program,
+                    &targets[i],
+                    io.preset,
+                    place,
+                    io.peers,
+                    io.functional,
+                    0,
+                    budget,
+                );
+                core.wait_ready(&env).unwrap_or(u64::MAX)
+            }
+        }
+    }
+}
+
+/// Releases every blocked core that has arrived at the barrier at cycle `release`.
+fn release_barrier(chips: &mut [ChipState], targets: &[Target], phase: &[Phase], release: u64) {
+    for (j, tj) in targets.iter().enumerate() {
+        if phase[j] == Phase::Blocked {
+            let c = &mut chips[tj.chip as usize].cores[tj.core as usize];
+            if c.barrier_arrival.is_some() {
+                c.barrier_release = Some(release);
+            }
+        }
+    }
+}
+
+/// The launch's outcome: its last cycle, statistics, and the recorded spans (cores' and links').
+fn outcome(
+    chips: &[ChipState],
+    targets: &[Target],
+    preset: &ChipPreset,
+    start: u64,
+    ending: Ending,
+    recs: Vec<Recorder>,
+    effects: Effects,
+) -> Outcome {
     let end_cycle = targets
         .iter()
         .map(|t| chips[t.chip as usize].cores[t.core as usize].t.end_time())

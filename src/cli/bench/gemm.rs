@@ -10,9 +10,9 @@ use std::time::Instant;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tpuemu_backend::kernels::gemm::{self, GemmSpec};
-use tpuemu_emulator::MxuModel;
+use tpuemu_emulator::{Emulator, LaunchStats, MxuModel};
 use tpuemu_isa::ops::{MxuFmt, Precision};
-use tpuemu_isa::{BufferId, CoreRef, Device, KernelArg, Launch, LaunchTarget};
+use tpuemu_isa::{BufferId, CoreRef, Device, KernelArg, Launch, LaunchTarget, ProgramId};
 
 use super::super::chip::ChipArgs;
 use super::super::{CliError, report};
@@ -175,46 +175,7 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
         .load(&program)
         .map_err(|e| CliError::Other(e.to_string()))?;
 
-    let esz = fmt.bytes() as u64;
-    let dev = |e: tpuemu_isa::DeviceError| CliError::Other(e.to_string());
-    let b = emu
-        .alloc(0, args.k as u64 * args.n as u64 * esz)
-        .map_err(dev)?;
-    if !args.timing_only {
-        emu.write(b, 0, &fill(args.k as usize * args.n as usize, fmt, 2), 0.0)
-            .map_err(dev)?;
-    }
-    let mut targets = Vec::new();
-    let mut bufs: Vec<BufferId> = vec![b];
-    for c in 0..cores {
-        let a = emu
-            .alloc(0, rows as u64 * args.k as u64 * esz)
-            .map_err(dev)?;
-        let out = emu.alloc(0, rows as u64 * args.n as u64 * 4).map_err(dev)?;
-        if !args.timing_only {
-            emu.write(
-                a,
-                0,
-                &fill(rows as usize * args.k as usize, fmt, 1 + c),
-                0.0,
-            )
-            .map_err(dev)?;
-        }
-        bufs.extend([a, out]);
-        targets.push(LaunchTarget {
-            core: CoreRef { chip: 0, core: c },
-            args: vec![
-                KernelArg::Buffer(a),
-                KernelArg::Buffer(b),
-                KernelArg::Buffer(out),
-                KernelArg::Scalar(0),
-                KernelArg::Scalar(0),
-                KernelArg::Scalar(0),
-            ],
-        });
-    }
-    let mut times = Vec::new();
-    let mut stats = None;
+    let (targets, bufs) = operands(&emu, args, fmt, rows, cores)?;
     let (max_launches, budget) = match (args.repeat, &args.trace) {
         (Some(n), _) => (n, f64::INFINITY),
         (None, Some(_)) => (1, f64::INFINITY),
@@ -228,37 +189,21 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
         true => Some(Numpy::start(args.m, args.n, args.k)?),
         false => None,
     };
-    let mut numpy_times = Vec::new();
-    let mut spent = 0.0;
-    while times.len() < max_launches as usize
-        && (spent < budget || times.len() < min_launches as usize)
-    {
-        if let Some(np) = &mut numpy {
-            std::thread::sleep(SETTLE);
-            numpy_times.push(np.seconds()?);
-            std::thread::sleep(SETTLE);
-        }
-        let submit = emu.synchronize().map_err(dev)?.end_ns;
-        let t0 = Instant::now();
-        let id = emu
-            .launch(&Launch {
-                program: pid,
-                targets: targets.clone(),
-                submit_ns: submit,
-                op_id: None,
-                group_id: None,
-            })
-            .map_err(dev)?;
-        emu.wait(id).map_err(dev)?;
-        let t = t0.elapsed().as_secs_f64();
-        spent += t;
-        times.push(t);
-        stats = emu.stats(id);
-    }
+    let Timed {
+        times,
+        numpy_times,
+        stats,
+    } = time_launches(
+        &emu,
+        pid,
+        &targets,
+        numpy.as_mut(),
+        (min_launches, max_launches),
+        budget,
+    )?;
     let launches = times.len();
     let ratios: Vec<f64> = times.iter().zip(&numpy_times).map(|(t, n)| t / n).collect();
     let host_seconds = median(&times);
-    let stats = stats.expect("the launch exists");
 
     let cycles = stats.cycles();
     let secs = cycles as f64 / preset.clock_hz;
@@ -343,4 +288,109 @@ pub fn run(args: &GemmArgs) -> Result<(), CliError> {
         );
     }
     super::super::write_output(None, text.as_bytes())
+}
+
+/// Allocates B (shared) and, per core, its rows of A and of the result, filled unless timing
+/// only; returns the launch targets and every buffer (to free).
+fn operands(
+    emu: &Emulator,
+    args: &GemmArgs,
+    fmt: MxuFmt,
+    rows: u32,
+    cores: u32,
+) -> Result<(Vec<LaunchTarget>, Vec<BufferId>), CliError> {
+    let esz = fmt.bytes() as u64;
+    let dev = |e: tpuemu_isa::DeviceError| CliError::Other(e.to_string());
+    let b = emu
+        .alloc(0, args.k as u64 * args.n as u64 * esz)
+        .map_err(dev)?;
+    if !args.timing_only {
+        emu.write(b, 0, &fill(args.k as usize * args.n as usize, fmt, 2), 0.0)
+            .map_err(dev)?;
+    }
+    let mut targets = Vec::new();
+    let mut bufs: Vec<BufferId> = vec![b];
+    for c in 0..cores {
+        let a = emu
+            .alloc(0, rows as u64 * args.k as u64 * esz)
+            .map_err(dev)?;
+        let out = emu.alloc(0, rows as u64 * args.n as u64 * 4).map_err(dev)?;
+        if !args.timing_only {
+            emu.write(
+                a,
+                0,
+                &fill(rows as usize * args.k as usize, fmt, 1 + c),
+                0.0,
+            )
+            .map_err(dev)?;
+        }
+        bufs.extend([a, out]);
+        targets.push(LaunchTarget {
+            core: CoreRef { chip: 0, core: c },
+            args: vec![
+                KernelArg::Buffer(a),
+                KernelArg::Buffer(b),
+                KernelArg::Buffer(out),
+                KernelArg::Scalar(0),
+                KernelArg::Scalar(0),
+                KernelArg::Scalar(0),
+            ],
+        });
+    }
+    Ok((targets, bufs))
+}
+
+/// What [`time_launches`] measured: host seconds per launch, numpy's seconds before each (with
+/// `--numpy`), and the last launch's statistics.
+struct Timed {
+    times: Vec<f64>,
+    numpy_times: Vec<f64>,
+    stats: LaunchStats,
+}
+
+/// Launches the GEMM program `launches.0` to `launches.1` times (more while under `budget`
+/// seconds of host time), timing each, after a numpy product when `numpy` is given.
+fn time_launches(
+    emu: &Emulator,
+    program: ProgramId,
+    targets: &[LaunchTarget],
+    mut numpy: Option<&mut Numpy>,
+    (min_launches, max_launches): (u32, u32),
+    budget: f64,
+) -> Result<Timed, CliError> {
+    let dev = |e: tpuemu_isa::DeviceError| CliError::Other(e.to_string());
+    let mut times = Vec::new();
+    let mut numpy_times = Vec::new();
+    let mut stats = None;
+    let mut spent = 0.0;
+    while times.len() < max_launches as usize
+        && (spent < budget || times.len() < min_launches as usize)
+    {
+        if let Some(np) = numpy.as_deref_mut() {
+            std::thread::sleep(SETTLE);
+            numpy_times.push(np.seconds()?);
+            std::thread::sleep(SETTLE);
+        }
+        let submit = emu.synchronize().map_err(dev)?.end_ns;
+        let t0 = Instant::now();
+        let id = emu
+            .launch(&Launch {
+                program,
+                targets: targets.to_vec(),
+                submit_ns: submit,
+                op_id: None,
+                group_id: None,
+            })
+            .map_err(dev)?;
+        emu.wait(id).map_err(dev)?;
+        let t = t0.elapsed().as_secs_f64();
+        spent += t;
+        times.push(t);
+        stats = emu.stats(id);
+    }
+    Ok(Timed {
+        times,
+        numpy_times,
+        stats: stats.expect("at least one launch"),
+    })
 }
