@@ -272,56 +272,7 @@ impl Emulator {
                 "a launch needs at least one target core".into(),
             ));
         }
-        let mut targets = Vec::with_capacity(l.targets.len());
-        for t in &l.targets {
-            let (chip, core) = (t.core.chip, t.core.core);
-            if chip as usize >= s.chips.len() || core >= self.preset.cores_per_chip {
-                return Err(DeviceError::InvalidRequest(format!(
-                    "chip {chip} core {core} does not exist"
-                )));
-            }
-            if targets
-                .iter()
-                .any(|x: &Target| x.chip == chip && x.core == core)
-            {
-                return Err(DeviceError::InvalidRequest(format!(
-                    "chip {chip} core {core} is targeted twice"
-                )));
-            }
-            if t.args.len() != program.args.len() {
-                return Err(DeviceError::InvalidRequest(format!(
-                    "program `{}` takes {} arguments, the launch gives {}",
-                    program.name,
-                    program.args.len(),
-                    t.args.len()
-                )));
-            }
-            let mut args = Vec::with_capacity(t.args.len());
-            for (i, (a, decl)) in t.args.iter().zip(&program.args).enumerate() {
-                args.push(match (a, decl.kind) {
-                    (KernelArg::Buffer(b), tpuemu_isa::ArgKind::Buffer) => {
-                        let bc = Self::buffer_chip(s, *b)?;
-                        if bc != chip {
-                            return Err(DeviceError::InvalidRequest(format!(
-                                "argument {i} (`{}`) is buffer {} on chip {bc}, but the kernel runs on chip {chip}",
-                                decl.name, b.0
-                            )));
-                        }
-                        let size = s.chips[chip as usize].shared.hbm.buffer(b.0).map_or(0, |x| x.size());
-                        ArgVal::Buffer { id: b.0, size }
-                    }
-                    (KernelArg::Scalar(v), tpuemu_isa::ArgKind::Scalar) => ArgVal::Scalar(*v),
-                    _ => {
-                        return Err(DeviceError::InvalidRequest(format!(
-                            "argument {i} (`{}`) must be a {}",
-                            decl.name,
-                            decl.kind.name()
-                        )));
-                    }
-                });
-            }
-            targets.push(Target { chip, core, args });
-        }
+        let targets = self.bind_targets(s, &program, l)?;
         let start = targets
             .iter()
             .map(|t| s.core_free[t.chip as usize][t.core as usize])
@@ -416,6 +367,67 @@ impl Emulator {
             stats: out.stats,
         });
         Ok(LaunchId(s.launches.len() as u64 - 1))
+    }
+
+    /// The launch's targets checked against the chip (cores exist, none twice) and bound to the
+    /// program's arguments (each buffer on the target's chip, each kind as declared).
+    fn bind_targets(
+        &self,
+        s: &State,
+        program: &Program,
+        l: &Launch,
+    ) -> Result<Vec<Target>, DeviceError> {
+        let mut targets = Vec::with_capacity(l.targets.len());
+        for t in &l.targets {
+            let (chip, core) = (t.core.chip, t.core.core);
+            if chip as usize >= s.chips.len() || core >= self.preset.cores_per_chip {
+                return Err(DeviceError::InvalidRequest(format!(
+                    "chip {chip} core {core} does not exist"
+                )));
+            }
+            if targets
+                .iter()
+                .any(|x: &Target| x.chip == chip && x.core == core)
+            {
+                return Err(DeviceError::InvalidRequest(format!(
+                    "chip {chip} core {core} is targeted twice"
+                )));
+            }
+            if t.args.len() != program.args.len() {
+                return Err(DeviceError::InvalidRequest(format!(
+                    "program `{}` takes {} arguments, the launch gives {}",
+                    program.name,
+                    program.args.len(),
+                    t.args.len()
+                )));
+            }
+            let mut args = Vec::with_capacity(t.args.len());
+            for (i, (a, decl)) in t.args.iter().zip(&program.args).enumerate() {
+                args.push(match (a, decl.kind) {
+                    (KernelArg::Buffer(b), tpuemu_isa::ArgKind::Buffer) => {
+                        let bc = Self::buffer_chip(s, *b)?;
+                        if bc != chip {
+                            return Err(DeviceError::InvalidRequest(format!(
+                                "argument {i} (`{}`) is buffer {} on chip {bc}, but the kernel runs on chip {chip}",
+                                decl.name, b.0
+                            )));
+                        }
+                        let size = s.chips[chip as usize].shared.hbm.buffer(b.0).map_or(0, |x| x.size());
+                        ArgVal::Buffer { id: b.0, size }
+                    }
+                    (KernelArg::Scalar(v), tpuemu_isa::ArgKind::Scalar) => ArgVal::Scalar(*v),
+                    _ => {
+                        return Err(DeviceError::InvalidRequest(format!(
+                            "argument {i} (`{}`) must be a {}",
+                            decl.name,
+                            decl.kind.name()
+                        )));
+                    }
+                });
+            }
+            targets.push(Target { chip, core, args });
+        }
+        Ok(targets)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
