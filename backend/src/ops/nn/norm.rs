@@ -6,7 +6,7 @@
 use super::F;
 use crate::dtype::{Scalar, promote_types};
 use crate::error::{Result, TpuError};
-use crate::ir::{BinOp, RedKind, UnOp};
+use crate::ir::{BinOp, PRef, ProgBuilder, RedKind, UnOp};
 use crate::ops::creation;
 use crate::ops::helpers::{OpScope, rows};
 use crate::ops::reduce::{reduced_shape, scalar_type_name};
@@ -66,6 +66,30 @@ fn norm_dims(
     Ok((n - k..n).collect())
 }
 
+/// The statistics of one row of `v` (f32) over its `k` elements, as the norms compute them:
+/// the mean, the deviations `v - mean`, the biased variance and `rsqrt(var + eps)`.
+struct RowStats {
+    mean: PRef,
+    d: PRef,
+    var: PRef,
+    rstd: PRef,
+}
+
+/// Emits [`RowStats`] into the rows program `p`.
+fn row_stats(p: &mut ProgBuilder, v: PRef, k: f64, eps: f64) -> RowStats {
+    let kc = p.constant(Scalar::Float(k), F);
+    let s = p.reduce(RedKind::Sum, v, F);
+    let mean = p.bin(BinOp::Div, s, kc, F);
+    let d = p.bin(BinOp::Sub, v, mean, F);
+    let d2 = p.bin(BinOp::Mul, d, d, F);
+    let ss = p.reduce(RedKind::Sum, d2, F);
+    let var = p.bin(BinOp::Div, ss, kc, F);
+    let e = p.constant(Scalar::Float(eps), F);
+    let ve = p.bin(BinOp::Add, var, e, F);
+    let rstd = p.un(UnOp::Rsqrt, ve, F);
+    RowStats { mean, d, var, rstd }
+}
+
 /// `torch.native_layer_norm(x, normalized_shape, weight, bias, eps)`: `(output, mean, rstd)`,
 /// with `mean` and `rstd` of the input's dtype, shaped like the input with the normalised dims
 /// as size 1. One kernel: mean, then variance (two passes), then the affine output.
@@ -104,16 +128,7 @@ pub fn native_layer_norm(
         &[(dt, false), (dt, true), (dt, true)],
         |p, r| {
             let v = p.cast(r[0], F);
-            let k = p.constant(Scalar::Float(n as f64), F);
-            let s = p.reduce(RedKind::Sum, v, F);
-            let mean = p.bin(BinOp::Div, s, k, F);
-            let d = p.bin(BinOp::Sub, v, mean, F);
-            let d2 = p.bin(BinOp::Mul, d, d, F);
-            let ss = p.reduce(RedKind::Sum, d2, F);
-            let var = p.bin(BinOp::Div, ss, k, F);
-            let e = p.constant(Scalar::Float(eps), F);
-            let ve = p.bin(BinOp::Add, var, e, F);
-            let rstd = p.un(UnOp::Rsqrt, ve, F);
+            let RowStats { mean, d, rstd, .. } = row_stats(p, v, n as f64, eps);
             let mut y = p.bin(BinOp::Mul, d, rstd, F);
             let mut i = 1;
             if has_w {
@@ -274,16 +289,7 @@ pub fn native_group_norm(
         &[(dt, false), (dt, true), (dt, true)],
         |p, r| {
             let v = p.cast(r[0], F);
-            let kc = p.constant(Scalar::Float(k), F);
-            let s = p.reduce(RedKind::Sum, v, F);
-            let mean = p.bin(BinOp::Div, s, kc, F);
-            let d = p.bin(BinOp::Sub, v, mean, F);
-            let d2 = p.bin(BinOp::Mul, d, d, F);
-            let ss = p.reduce(RedKind::Sum, d2, F);
-            let var = p.bin(BinOp::Div, ss, kc, F);
-            let e = p.constant(Scalar::Float(eps), F);
-            let ve = p.bin(BinOp::Add, var, e, F);
-            let rstd = p.un(UnOp::Rsqrt, ve, F);
+            let RowStats { mean, d, rstd, .. } = row_stats(p, v, k, eps);
             let mut y = p.bin(BinOp::Mul, d, rstd, F);
             let mut i = 1;
             if has_w {
@@ -497,16 +503,12 @@ impl BatchNorm<'_> {
             &[(dt, false), (dt, true), (dt, true), (F, true)],
             |p, r| {
                 let v = p.cast(r[0], F);
-                let kc = p.constant(Scalar::Float(k), F);
-                let s = p.reduce(RedKind::Sum, v, F);
-                let mean = p.bin(BinOp::Div, s, kc, F);
-                let d = p.bin(BinOp::Sub, v, mean, F);
-                let d2 = p.bin(BinOp::Mul, d, d, F);
-                let ss = p.reduce(RedKind::Sum, d2, F);
-                let var = p.bin(BinOp::Div, ss, kc, F);
-                let e = p.constant(Scalar::Float(eps), F);
-                let ve = p.bin(BinOp::Add, var, e, F);
-                let is = p.un(UnOp::Rsqrt, ve, F);
+                let RowStats {
+                    mean,
+                    var,
+                    rstd: is,
+                    ..
+                } = row_stats(p, v, k, eps);
                 // PyTorch keeps the statistics in the input's dtype and applies them as
                 // `x·alpha + beta`, `alpha = invstd·w`, `beta = b - mean·alpha` (in f32).
                 let mean_r = p.round(mean, dt);
@@ -526,7 +528,6 @@ impl BatchNorm<'_> {
                 let beta = p.bin(BinOp::Sub, bv, ma, F);
                 let xa = p.bin(BinOp::Mul, v, alpha, F);
                 let y = p.bin(BinOp::Add, xa, beta, F);
-                let _ = d;
                 vec![y, mean, is, var]
             },
         )?;
