@@ -27,6 +27,9 @@ mod custom;
 #[path = "backend/compile.rs"]
 mod compile;
 
+#[path = "backend/flash.rs"]
+mod flash;
+
 #[path = "backend/fusion.rs"]
 mod fusion;
 

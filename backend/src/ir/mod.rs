@@ -8,7 +8,9 @@
 //!   kernel: maps, broadcasts, copies, sums, softmax and norms), described by a [`prog::Prog`];
 //! - [`NodeKind::Matmul`]: (batched) matrix products on the matrix units;
 //! - [`NodeKind::Gather`] / [`NodeKind::IndexAdd`]: data-dependent row movement (embedding,
-//!   index_select, and their backward).
+//!   index_select, and their backward);
+//! - [`NodeKind::Attention`]: flash attention, forward or backward, as one kernel whose scores
+//!   never leave VMEM.
 
 pub mod prog;
 
@@ -47,6 +49,39 @@ pub struct MatmulNode {
     /// input `2 + i` of the node (broadcast to `[batch, m, n]`); one output, converted to the
     /// output dtype.
     pub epilogue: Prog,
+}
+
+/// Flash attention over `[batch, heads, rows, dim]` operands (any strides, inner stride 1).
+///
+/// Forward inputs: `q [B, H, L, E]`, `k [B, Hk, S, E]`, `v [B, Hk, S, Ev]`; outputs
+/// `out [B, H, L, Ev]` (q's dtype) and `lse [B, H, L]` (f32, the logsumexp of each row of scaled,
+/// masked scores). Backward inputs: `q`, `k`, `v`, `out`, `grad_out`, `lse`; outputs `dq`,
+/// `dk`, `dv` (the inputs' shapes and dtype). Query head `h` reads key/value head
+/// `h / (H / Hk)` (grouped-query attention when `Hk < H`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionNode {
+    /// Batch size `B`.
+    pub batch: usize,
+    /// Query heads `H`.
+    pub heads: usize,
+    /// Key/value heads `Hk` (divides `H`).
+    pub kv_heads: usize,
+    /// Query rows `L`.
+    pub l: usize,
+    /// Key rows `S`.
+    pub s: usize,
+    /// Query/key width `E`.
+    pub e: usize,
+    /// Value width `Ev`.
+    pub ev: usize,
+    /// Query `i` sees key `j` only when `j <= i` (PyTorch's `is_causal`, top-left aligned).
+    pub causal: bool,
+    /// The scores' scale (`1 / sqrt(E)` by default).
+    pub scale: f64,
+    /// Matrix-unit precision for f32 operands.
+    pub precision: MatmulPrecision,
+    /// The backward pass instead of the forward.
+    pub backward: bool,
 }
 
 /// Row gather: `out[i, :] = table[index[i], :]`.
@@ -119,6 +154,8 @@ pub enum NodeKind {
     IndexPut(GatherNode, Combine),
     /// A user kernel: inputs then outputs as its buffer arguments (contiguous), then scalars.
     Custom(CustomNode),
+    /// Flash attention, forward or backward (see [`AttentionNode`] for the operands).
+    Attention(AttentionNode),
 }
 
 /// A unit of work.

@@ -1,5 +1,6 @@
 //! Kernel generators: ISA programs for each family of operations.
 
+pub mod attention;
 #[cfg(test)]
 pub(crate) mod checksums;
 pub mod collective;

@@ -16,6 +16,7 @@
 //!   have no integer path); bool operands are not supported.
 
 pub mod attention;
+mod flash;
 mod grouped;
 mod integer;
 mod matmul;

@@ -73,6 +73,29 @@ impl Runtime {
                     args,
                 }))
             }
+            NodeKind::Attention(a) => {
+                if a.batch * a.heads * a.l == 0 {
+                    return Ok(None);
+                }
+                let (spec, offsets) =
+                    kernels::attention::spec_of(node, a).map_err(|e| in_op(node, e))?;
+                let views: Vec<&View> = node.inputs.iter().chain(&node.outputs).collect();
+                let args = with_offsets(node, &views, &offsets)?;
+                let key = spec.key();
+                let name = kernel_name(node);
+                let backward = a.backward;
+                Ok(Some(Lowered {
+                    key,
+                    build: Box::new(move || {
+                        if backward {
+                            kernels::attention::build_backward(&spec, &info, &name)
+                        } else {
+                            kernels::attention::build_forward(&spec, &info, &name)
+                        }
+                    }),
+                    args,
+                }))
+            }
             NodeKind::Custom(c) => {
                 let mut args = Vec::new();
                 for v in node.inputs.iter().chain(&node.outputs) {

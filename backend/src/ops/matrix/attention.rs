@@ -173,6 +173,11 @@ fn repeat_heads(q: &Tensor, t: &Tensor) -> Result<Tensor> {
     Ok(reshaped(&c, &out))
 }
 
+/// Whether `q` and `k` have as many heads (dim -3), or no heads dim.
+fn same_heads(q: &Tensor, k: &Tensor) -> bool {
+    q.dim() < 3 || k.dim() < 3 || q.shape()[q.dim() - 3] == k.shape()[k.dim() - 3]
+}
+
 /// The attention of one call: the output (and the logsumexp when asked).
 fn attention(
     op: &OpScope,
@@ -184,6 +189,16 @@ fn attention(
     check(q, k, v, a)?;
     let e = q.shape()[q.dim() - 1];
     let scale = a.scale.unwrap_or(1.0 / (e as f64).sqrt());
+    if a.mask.is_none()
+        && (a.enable_gqa || same_heads(q, k))
+        && let Some((n, qkv)) = super::flash::node(op, q, k, v, a.is_causal, scale)
+    {
+        let mut shape = q.shape().to_vec();
+        let d = shape.len();
+        shape[d - 1] = v.shape()[v.dim() - 1];
+        let (o, lse) = super::flash::forward(op, n, &qkv, &shape)?;
+        return Ok((o, a.lse.then_some(lse)));
+    }
     let (k, v) = if a.enable_gqa {
         (repeat_heads(q, k)?, repeat_heads(q, v)?)
     } else {

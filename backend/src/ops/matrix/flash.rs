@@ -1,0 +1,80 @@
+//! Scaled dot-product attention on the flash-attention kernel
+//! ([`crate::kernels::attention`]): one kernel forward, one backward, the `L x S` scores never
+//! in HBM. Taken when the kernel can: no explicit mask (causal or none), no dropout, bf16 or
+//! f32 operands of up to 4 dims whose rows are dense, and one head's keys and values fitting
+//! VMEM; otherwise attention runs as its decomposition ([`super::attention`]).
+
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ir::{AttentionNode, NodeKind};
+use crate::kernels::attention::check_fits;
+use crate::ops::helpers::OpScope;
+use crate::tensor::Tensor;
+
+/// A 2- to 4-dim operand seen as `[B, H, rows, width]`, if its rows are dense.
+fn as4(t: &Tensor) -> Option<Tensor> {
+    let mut l = t.layout().clone();
+    while l.shape.len() < 4 {
+        l = l.unsqueeze(0).ok()?;
+    }
+    let inner = *l.strides.last()?;
+    (l.shape.len() == 4 && (inner == 1 || l.shape[3] == 1)).then(|| t.with_layout(l))
+}
+
+/// The attention node for `q`, `k`, `v` when the flash kernel takes them.
+pub(super) fn node(
+    op: &OpScope,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    causal: bool,
+    scale: f64,
+) -> Option<(AttentionNode, [Tensor; 3])> {
+    let dt = q.dtype();
+    if (dt != DType::BF16 && dt != DType::F32) || k.dtype() != dt || v.dtype() != dt {
+        return None;
+    }
+    let (q4, k4, v4) = (as4(q)?, as4(k)?, as4(v)?);
+    let (qs, ks, vs) = (q4.shape(), k4.shape(), v4.shape());
+    if qs[0] != ks[0] || ks[0] != vs[0] || ks[1] != vs[1] || ks[2] != vs[2] || qs[3] != ks[3] {
+        return None;
+    }
+    if ks[1] == 0 || qs[1] % ks[1] != 0 || qs.iter().chain(ks).chain(vs).any(|d| *d == 0) {
+        return None;
+    }
+    let n = AttentionNode {
+        batch: qs[0],
+        heads: qs[1],
+        kv_heads: ks[1],
+        l: qs[2],
+        s: ks[2],
+        e: qs[3],
+        ev: vs[3],
+        causal,
+        scale,
+        precision: op.rt().precision(),
+        backward: false,
+    };
+    check_fits(&n, dt, op.rt().chip_info()).ok()?;
+    Some((n, [q4, k4, v4]))
+}
+
+/// The forward kernel: the output `[.., L, Ev]` (shaped as `q`'s leading dims) and the rows'
+/// logsumexp `[B, H, L]` (f32).
+pub(super) fn forward(
+    op: &OpScope,
+    n: AttentionNode,
+    qkv: &[Tensor; 3],
+    out_shape: &[usize],
+) -> Result<(Tensor, Tensor)> {
+    let rt = op.rt();
+    let o = Tensor::empty(rt, &[n.batch, n.heads, n.l, n.ev], qkv[0].dtype());
+    let lse = Tensor::empty(rt, &[n.batch, n.heads, n.l], DType::F32);
+    op.submit(
+        NodeKind::Attention(n),
+        qkv.iter().map(|t| t.view()).collect(),
+        vec![o.view(), lse.view()],
+    )?;
+    let o = o.with_layout(crate::layout::Layout::contiguous(out_shape));
+    Ok((o, lse))
+}
