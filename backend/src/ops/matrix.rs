@@ -16,6 +16,7 @@
 //!   have no integer path); bool operands are not supported.
 
 pub mod attention;
+pub mod attention_backward;
 mod flash;
 mod grouped;
 mod integer;

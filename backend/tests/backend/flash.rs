@@ -123,3 +123,169 @@ fn attention_is_one_kernel_and_matches_the_host() {
         case(&rt, (1, 2, 2, 40, 136, 160, 128), true);
     }
 }
+
+/// Gradients on the host in f64: `(dq, dk, dv)`.
+fn reference_grads(
+    x: [&[f32]; 4],
+    dims: (usize, usize, usize, usize, usize, usize, usize),
+    causal: bool,
+    scale: f64,
+) -> [Vec<f64>; 3] {
+    let [q, k, v, go] = x;
+    let (b, h, hk, l, s, e, ev) = dims;
+    let (mut dq, mut dk, mut dv) = (
+        vec![0.0; b * h * l * e],
+        vec![0.0; b * hk * s * e],
+        vec![0.0; b * hk * s * ev],
+    );
+    for bi in 0..b {
+        for hi in 0..h {
+            let kh = hi / (h / hk);
+            let kr = |j: usize| ((bi * hk + kh) * s + j) * e;
+            let vr = |j: usize| ((bi * hk + kh) * s + j) * ev;
+            for i in 0..l {
+                let qi = ((bi * h + hi) * l + i) * e;
+                let oi = ((bi * h + hi) * l + i) * ev;
+                let cols = if causal { (i + 1).min(s) } else { s };
+                let sc: Vec<f64> = (0..cols)
+                    .map(|j| {
+                        (0..e)
+                            .map(|c| q[qi + c] as f64 * k[kr(j) + c] as f64)
+                            .sum::<f64>()
+                            * scale
+                    })
+                    .collect();
+                let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let w: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
+                let sum: f64 = w.iter().sum();
+                let p: Vec<f64> = w.iter().map(|x| x / sum).collect();
+                let dp: Vec<f64> = (0..cols)
+                    .map(|j| {
+                        (0..ev)
+                            .map(|c| go[oi + c] as f64 * v[vr(j) + c] as f64)
+                            .sum()
+                    })
+                    .collect();
+                let d: f64 = p.iter().zip(&dp).map(|(a, b)| a * b).sum();
+                for j in 0..cols {
+                    let ds = p[j] * (dp[j] - d);
+                    for c in 0..ev {
+                        dv[vr(j) + c] += p[j] * go[oi + c] as f64;
+                    }
+                    for c in 0..e {
+                        dq[qi + c] += scale * ds * k[kr(j) + c] as f64;
+                        dk[kr(j) + c] += scale * ds * q[qi + c] as f64;
+                    }
+                }
+            }
+        }
+    }
+    [dq, dk, dv]
+}
+
+/// The backward kernel's gradients against the host's, and one kernel for the call.
+fn backward_case(
+    rt: &Runtime,
+    dims: (usize, usize, usize, usize, usize, usize, usize),
+    causal: bool,
+) {
+    use tpuemu_backend::ops::matrix::attention::flash_attention_for_cpu;
+    use tpuemu_backend::ops::matrix::attention_backward::flash_attention_backward;
+    let (b, h, hk, l, s, e, ev) = dims;
+    let qv = bf16_round(&data(b * h * l * e, 11));
+    let kv = bf16_round(&data(b * hk * s * e, 12));
+    let vv = bf16_round(&data(b * hk * s * ev, 13));
+    let gv = bf16_round(&data(b * h * l * ev, 14));
+    let t = |x: &[f32], shape: &[usize]| {
+        Tensor::from_slice(rt, x, shape)
+            .unwrap()
+            .to_dtype(DType::BF16)
+            .unwrap()
+    };
+    let (q, k, v, go) = (
+        t(&qv, &[b, h, l, e]),
+        t(&kv, &[b, hk, s, e]),
+        t(&vv, &[b, hk, s, ev]),
+        t(&gv, &[b, h, l, ev]),
+    );
+    // The forward (GQA through the composite sdpa; the CPU op takes equal heads).
+    let (o, lse) = if h == hk {
+        flash_attention_for_cpu(&q, &k, &v, 0.0, causal, None, None).unwrap()
+    } else {
+        let o = scaled_dot_product_attention(&q, &k, &v, None, 0.0, causal, None, true).unwrap();
+        // The logsumexp on the host, for the backward's input.
+        let lse = host_lse(&qv, &kv, dims, causal);
+        (o, Tensor::from_slice(rt, &lse, &[b, h, l]).unwrap())
+    };
+    rt.sync().unwrap();
+    rt.reset_metrics();
+    let (dq, dk, dv) =
+        flash_attention_backward(&go, &q, &k, &v, &o, &lse, 0.0, causal, None, None).unwrap();
+    rt.sync().unwrap();
+    assert_eq!(
+        rt.metrics().kernels_launched,
+        1,
+        "{dims:?}: one backward kernel"
+    );
+    let want = reference_grads([&qv, &kv, &vv, &gv], dims, causal, 1.0 / (e as f64).sqrt());
+    for (name, got, want) in [
+        ("dq", dq, &want[0]),
+        ("dk", dk, &want[1]),
+        ("dv", dv, &want[2]),
+    ] {
+        let got = got.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
+        let top = want.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let worst = got
+            .iter()
+            .zip(want)
+            .map(|(g, w)| (*g as f64 - w).abs())
+            .fold(0.0, f64::max);
+        // P and dS go to the matrix units in bf16, and O is the forward's bf16 output.
+        assert!(
+            worst <= top * 2f64.powi(-5),
+            "{dims:?} causal {causal}: {name} off by {worst} (largest {top})"
+        );
+    }
+}
+
+/// The logsumexp of each row of scaled, masked scores, on the host.
+fn host_lse(
+    q: &[f32],
+    k: &[f32],
+    (b, h, hk, l, s, e, _): (usize, usize, usize, usize, usize, usize, usize),
+    causal: bool,
+) -> Vec<f32> {
+    let scale = 1.0 / (e as f64).sqrt();
+    let mut out = Vec::new();
+    for bi in 0..b {
+        for hi in 0..h {
+            let kh = hi / (h / hk);
+            for i in 0..l {
+                let qi = ((bi * h + hi) * l + i) * e;
+                let cols = if causal { (i + 1).min(s) } else { s };
+                let sc: Vec<f64> = (0..cols)
+                    .map(|j| {
+                        let kj = ((bi * hk + kh) * s + j) * e;
+                        (0..e)
+                            .map(|c| q[qi + c] as f64 * k[kj + c] as f64)
+                            .sum::<f64>()
+                            * scale
+                    })
+                    .collect();
+                let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                out.push((m + sc.iter().map(|x| (x - m).exp()).sum::<f64>().ln()) as f32);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn attention_backward_is_one_kernel_and_matches_the_host() {
+    for mode in [Mode::Strict, Mode::DeferAndFuse] {
+        let rt = rt(mode);
+        backward_case(&rt, (1, 2, 2, 600, 300, 64, 48), true);
+        backward_case(&rt, (2, 4, 2, 136, 200, 64, 64), false);
+        backward_case(&rt, (1, 2, 1, 260, 260, 160, 32), true);
+    }
+}

@@ -1,22 +1,575 @@
-//! The backward kernel (see the [module docs](super)).
+//! The backward kernel: `dq`, `dk`, `dv` from `q`, `k`, `v`, `out`, `grad_out` and the forward's
+//! logsumexp, recomputing the weights block by block (see the [module docs](super)).
+//!
+//! For each (batch, key/value head): keys and values load into VMEM and `dK`, `dV` accumulate
+//! there in f32 over every query block of every query head of the group; for each query block
+//! its `q`, `grad_out` and `out` rows load, `D = rowsum(dO * O)` is formed, and for each key
+//! block the kernel recomputes `P = exp(scale S - lse)`, adds `P^T dO` to `dV`, forms
+//! `dS = P (dO V^T - D)`, adds `dS K` to the block's `dQ` and `dS^T Q` to `dK` (the scale is
+//! applied once, when `dQ` and `dK` are stored).
+//!
+//! Arguments: `q`, `k`, `v`, `out`, `grad_out`, `lse`, `dq`, `dk`, `dv` (buffers), then each
+//! one's storage offset in elements.
 
-use tpuemu_isa::{ChipInfo, Program};
+use tpuemu_isa::builder::VAccess;
+use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
+use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::AttnSpec;
+use super::common::{Heads, Kern, Mm, Units, key_blocks, vr};
+use super::{AttnSpec, Bump, LANES, blocks};
+use crate::codegen::PingPong;
 use crate::kernels::KernelError;
+
+/// Semaphores: the query head's logsumexp, a query block's rows, `dq` stores (by parity),
+/// `dk`/`dv` stores.
+const SEM_HEAD: u8 = 1;
+const SEM_ROWS: u8 = 2;
+const SEM_DQ: u8 = 3;
+const SEM_DKV: u8 = 5;
+
+/// Operand indices.
+const Q: usize = 0;
+const K: usize = 1;
+const V: usize = 2;
+const OUT: usize = 3;
+const DOUT: usize = 4;
+const LSE: usize = 5;
+const DQ: usize = 6;
+const DK: usize = 7;
+const DV: usize = 8;
 
 /// Where everything lives in VMEM.
 pub(crate) struct Layout {
+    k: u32,
+    v: u32,
+    /// f32 accumulators `[S, et * 128]` and `[S, evt * 128]`.
+    dk: u32,
+    dv: u32,
+    /// One query block's rows, dense.
+    q: u32,
+    dout: u32,
+    out: u32,
+    /// The query head's logsumexp `[L]` and the block's `D` `[bq]`, f32.
+    lse: u32,
+    d: u32,
+    /// Scores then weights (f32), and `dP` (f32), `[bq, 128]`.
+    s: u32,
+    dp: u32,
+    /// Weights then `dS` in the operands' dtype, `[bq, 128]`.
+    p: u32,
+    /// The block's `dQ` accumulator, f32 `[bq, et * 128]`.
+    dq: u32,
+    /// Staging of `dq` rows (by parity) and of `dk`/`dv` rows.
+    dq_stage: [u32; 2],
+    kv_stage: u32,
+    /// Bytes used.
     pub end: u32,
+    bq: u32,
+    bk: u32,
+    /// f32 tiles per row of `dQ`/`dK` and of `dV`.
+    et: u32,
+    evt: u32,
+    /// Keys, padded to whole blocks.
+    s_pad: u32,
 }
 
 impl Layout {
-    pub(crate) fn new(_spec: &AttnSpec, _chip: &ChipInfo) -> Self {
-        Layout { end: 0 }
+    pub(crate) fn new(spec: &AttnSpec, chip: &ChipInfo) -> Self {
+        let n = &spec.node;
+        let (bq, bk) = blocks(n, chip);
+        let esz = spec.esz() as u64;
+        let (s, e, ev, l) = (n.s as u64, n.e as u64, n.ev as u64, n.l as u64);
+        let s_pad = s.div_ceil(bk as u64) * bk as u64;
+        let et = (n.e as u32).div_ceil(LANES).max(1);
+        let evt = (n.ev as u32).div_ceil(LANES).max(1);
+        let (bq64, lanes) = (bq as u64, LANES as u64);
+        let mut b = Bump { end: 0 };
+        let k = b.take(s_pad * e * esz);
+        let v = b.take(s_pad * ev * esz);
+        let dk = b.take(s_pad * et as u64 * lanes * 4);
+        let dv = b.take(s_pad * evt as u64 * lanes * 4);
+        let q = b.take(bq64 * e * esz);
+        let dout = b.take(bq64 * ev * esz);
+        let out = b.take(bq64 * ev * esz);
+        let lse = b.take(l.div_ceil(8) * 8 * 4);
+        let d = b.take(bq64 * 4);
+        let sb = b.take(bq64 * lanes * 4);
+        let dp = b.take(bq64 * lanes * 4);
+        let p = b.take(bq64 * lanes * esz);
+        let dq = b.take(bq64 * et as u64 * lanes * 4);
+        let dq_stage = [b.take(bq64 * e * esz), b.take(bq64 * e * esz)];
+        let kv_stage = b.take(s_pad * e.max(ev) * esz);
+        Layout {
+            k,
+            v,
+            dk,
+            dv,
+            q,
+            dout,
+            out,
+            lse,
+            d,
+            s: sb,
+            dp,
+            p,
+            dq,
+            dq_stage,
+            kv_stage,
+            end: b.end,
+            bq,
+            bk,
+            et,
+            evt,
+            s_pad: s_pad as u32,
+        }
     }
 }
 
+/// A query block: first row and rows.
+#[derive(Clone, Copy)]
+struct QBlock {
+    r0: u32,
+    rows: u32,
+    parity: usize,
+}
+
+/// A key block: its keys and values, its first key, real columns, whether it is masked.
+#[derive(Clone, Copy)]
+struct KvBlock {
+    k: Addr,
+    v: Addr,
+    /// The block's first key (unrolled blocks), or `None` in the loop, where it follows from
+    /// the key pointer.
+    c0: u32,
+    in_loop: bool,
+    cols: u32,
+    masked: bool,
+}
+
 /// Builds the backward kernel.
-pub fn build(_spec: &AttnSpec, _chip: &ChipInfo, _name: &str) -> Result<Program, KernelError> {
-    Err(KernelError::Unsupported("WIP".into()))
+pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, KernelError> {
+    let lay = Layout::new(spec, chip);
+    if lay.end as u64 > chip.core.vmem_bytes {
+        return Err(KernelError::TooLarge(
+            "flash attention backward: one head does not fit VMEM".into(),
+        ));
+    }
+    let names = ["q", "k", "v", "out", "grad_out", "lse", "dq", "dk", "dv"];
+    let mut k = Kern::new(spec, chip, name, &names, &[LSE])?;
+    let mut b = Bwd {
+        lay,
+        store: PingPong::new(SEM_DQ),
+    };
+    let n = spec.node.clone();
+    let heads = Heads::open(&mut k, n.batch as u32, n.kv_heads as u32);
+    k.load_kv(K, b.lay.k, n.s as u32, n.e as u32)?;
+    k.load_kv(V, b.lay.v, n.s as u32, n.ev as u32)?;
+    b.zero(&mut k, b.lay.dk, b.lay.s_pad / 8 * b.lay.et);
+    b.zero(&mut k, b.lay.dv, b.lay.s_pad / 8 * b.lay.evt);
+    k.wait_loads();
+    let g = Heads::open_group(&mut k, spec.group());
+    k.q_offsets(&[Q, OUT, DOUT, LSE, DQ])?;
+    let lse_at = k.head_reg(LSE);
+    k.load(LSE, lse_at, 0, b.lay.lse, 1, n.l as u32, SEM_HEAD)?;
+    k.wait(SEM_HEAD);
+    b.query_blocks(&mut k)?;
+    b.store.wait_both(&mut k.e);
+    k.e.end_loop(g);
+    b.store_kv(&mut k)?;
+    heads.close(&mut k);
+    k.finish()
+}
+
+struct Bwd {
+    lay: Layout,
+    store: PingPong,
+}
+
+impl Bwd {
+    /// Zeroes `tiles` f32 tiles from `at`.
+    fn zero(&self, k: &mut Kern, at: u32, tiles: u32) {
+        k.e.vmov(VType::F32, vr(0), 0u32);
+        for t in 0..tiles {
+            k.e.vst(MemFmt::W32, vr(0), abs(at + t * 4096), VAccess::DENSE);
+        }
+    }
+
+    fn query_blocks(&mut self, k: &mut Kern) -> Result<(), KernelError> {
+        let n = k.spec.node.clone();
+        let bq = self.lay.bq;
+        for i in 0..(n.l as u32).div_ceil(bq) {
+            let qb = QBlock {
+                r0: i * bq,
+                rows: bq.min(n.l as u32 - i * bq),
+                parity: i as usize % 2,
+            };
+            let rows = (qb.r0, qb.rows);
+            k.load_query(Q, self.lay.q, rows, n.e as u32, SEM_ROWS)?;
+            k.load_query(DOUT, self.lay.dout, rows, n.ev as u32, SEM_ROWS)?;
+            k.load_query(OUT, self.lay.out, rows, n.ev as u32, SEM_ROWS)?;
+            self.zero(k, self.lay.dq, qb.rows.div_ceil(8) * self.lay.et);
+            k.wait(SEM_ROWS);
+            self.row_dots(k, qb);
+            self.key_blocks(k, qb)?;
+            self.store_dq(k, qb)?;
+        }
+        Ok(())
+    }
+
+    /// `D = rowsum(dO * O)` of the block's rows, one f32 per row.
+    fn row_dots(&self, k: &mut Kern, qb: QBlock) {
+        let n = k.spec.node.clone();
+        let (fmt, esz, ev) = (k.spec.mem_fmt(), k.spec.esz(), n.ev as u32);
+        let (acc, a, b, r) = (vr(0), vr(1), vr(2), vr(3));
+        let (lanes_m, one) = (MReg::n(3), MReg::n(4));
+        for g in 0..qb.rows.div_ceil(8) {
+            k.e.vmov(VType::F32, acc, 0u32);
+            for t in 0..self.lay.evt {
+                let lanes = LANES.min(ev - t * LANES);
+                k.e.mask_below(lanes_m, vr(4), IotaKind::Lane, lanes);
+                let sub = k.e.konst((ev * esz) as i32);
+                let at = |base: u32| abs(base + (g * 8 * ev + t * LANES) * esz);
+                let acc_rows = VAccess {
+                    sub_stride: Some(sub),
+                    lane_stride: None,
+                    mask: Some(lanes_m),
+                };
+                k.e.vld(fmt, a, at(self.lay.dout), acc_rows);
+                k.e.vld(fmt, b, at(self.lay.out), acc_rows);
+                k.e.vbin(VBinOp::Mul, VType::F32, a, a, b);
+                k.e.vred(RedOp::Add, VType::F32, Axis::Lane, r, a);
+                k.e.vbin(VBinOp::Add, VType::F32, acc, acc, r);
+            }
+            k.e.mask_below(one, vr(4), IotaKind::Lane, 1);
+            let four = k.e.konst(4);
+            k.e.vst(
+                MemFmt::W32,
+                acc,
+                abs(self.lay.d + g * 32),
+                VAccess {
+                    sub_stride: Some(four),
+                    lane_stride: None,
+                    mask: Some(one),
+                },
+            );
+        }
+    }
+
+    /// The key blocks the query block sees: unmasked ones in a loop, then the masked ones.
+    fn key_blocks(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
+        let n = k.spec.node.clone();
+        let (s, bk, esz) = (n.s as u32, self.lay.bk, k.spec.esz());
+        let (nfull, nblk) = key_blocks(&n, bk, qb.r0, qb.rows);
+        let (kst, vst) = (bk * n.e as u32 * esz, bk * n.ev as u32 * esz);
+        if nfull > 0 {
+            let (kp, vp) = (k.r.kp, k.r.vp);
+            k.e.smov(vp, self.lay.v as i32);
+            let lp = k.begin_ptr_loop(kp, self.lay.k, kst, nfull);
+            let kv = KvBlock {
+                k: Addr::new(kp, 0),
+                v: Addr::new(vp, 0),
+                c0: 0,
+                in_loop: true,
+                cols: bk,
+                masked: false,
+            };
+            self.block(k, qb, kv)?;
+            k.e.sadd(vp, vp, vst as i32);
+            k.end_ptr_loop(lp);
+        }
+        for j in nfull..nblk {
+            let c0 = j * bk;
+            let kv = KvBlock {
+                k: abs(self.lay.k + j * kst),
+                v: abs(self.lay.v + j * vst),
+                c0,
+                in_loop: false,
+                cols: bk.min(s - c0),
+                masked: true,
+            };
+            self.block(k, qb, kv)?;
+        }
+        Ok(())
+    }
+
+    /// One key block of one query block.
+    fn block(&self, k: &mut Kern, qb: QBlock, kv: KvBlock) -> Result<(), KernelError> {
+        let n = k.spec.node.clone();
+        let esz = k.spec.esz();
+        let (e, ev) = (n.e as u32, n.ev as u32);
+        let q_units = Units::split(k.chip, qb.rows);
+        let k_units = Units::split(k.chip, kv.cols);
+        let (qrow, dorow, prow) = (e * esz, ev * esz, LANES * esz);
+        let f32row = LANES * 4;
+        let lay = &self.lay;
+        // S = Q K^T.
+        k.matmul(
+            &q_units,
+            &Mm {
+                w: kv.k,
+                w_t: true,
+                k: e,
+                n: kv.cols,
+                w_stride: qrow,
+                lhs: &|r, k0| abs(lay.q + r * qrow + k0 * esz),
+                lhs_stride: qrow,
+                lhs_t: false,
+                out: &|r, n0| abs(lay.s + r * f32row + n0 * 4),
+                out_stride: f32row,
+                acc: false,
+            },
+        );
+        self.weights(k, qb, kv)?;
+        // dV += P^T dO: rows of the key block, P read transposed.
+        let (dk_row, dv_row) = (lay.et * LANES * 4, lay.evt * LANES * 4);
+        let dv_at = self.acc_at(k, kv, lay.dv, dv_row);
+        k.matmul(
+            &k_units,
+            &Mm {
+                w: abs(lay.dout),
+                w_t: false,
+                k: qb.rows,
+                n: ev,
+                w_stride: dorow,
+                lhs: &|r, k0| abs(lay.p + k0 * prow + r * esz),
+                lhs_stride: prow,
+                lhs_t: true,
+                out: &|r, n0| dv_at(r, n0),
+                out_stride: dv_row,
+                acc: true,
+            },
+        );
+        // dP = dO V^T.
+        k.matmul(
+            &q_units,
+            &Mm {
+                w: kv.v,
+                w_t: true,
+                k: ev,
+                n: kv.cols,
+                w_stride: dorow,
+                lhs: &|r, k0| abs(lay.dout + r * dorow + k0 * esz),
+                lhs_stride: dorow,
+                lhs_t: false,
+                out: &|r, n0| abs(lay.dp + r * f32row + n0 * 4),
+                out_stride: f32row,
+                acc: false,
+            },
+        );
+        self.score_grads(k, qb);
+        // dQ += dS K.
+        let dq_row = lay.et * LANES * 4;
+        k.matmul(
+            &q_units,
+            &Mm {
+                w: kv.k,
+                w_t: false,
+                k: kv.cols,
+                n: e,
+                w_stride: qrow,
+                lhs: &|r, k0| abs(lay.p + r * prow + k0 * esz),
+                lhs_stride: prow,
+                lhs_t: false,
+                out: &|r, n0| abs(lay.dq + r * dq_row + n0 * 4),
+                out_stride: dq_row,
+                acc: true,
+            },
+        );
+        // dK += dS^T Q.
+        let dk_at = self.acc_at(k, kv, lay.dk, dk_row);
+        k.matmul(
+            &k_units,
+            &Mm {
+                w: abs(lay.q),
+                w_t: false,
+                k: qb.rows,
+                n: e,
+                w_stride: qrow,
+                lhs: &|r, k0| abs(lay.p + k0 * prow + r * esz),
+                lhs_stride: prow,
+                lhs_t: true,
+                out: &|r, n0| dk_at(r, n0),
+                out_stride: dk_row,
+                acc: true,
+            },
+        );
+        Ok(())
+    }
+
+    /// Address of row `r`, column `n0` of the key block in an f32 accumulator at `base` with
+    /// rows of `row` bytes. In the key loop the block's first row comes from the key pointer:
+    /// `t = (kp - k) / kst * bk * row` is emitted here.
+    fn acc_at(
+        &self,
+        k: &mut Kern,
+        kv: KvBlock,
+        base: u32,
+        row: u32,
+    ) -> impl Fn(u32, u32) -> Addr + use<> {
+        let (t, kp) = (k.r.t, k.r.kp);
+        let kst = self.lay.bk * k.spec.node.e as u32 * k.spec.esz();
+        if kv.in_loop {
+            k.e.ssub(t, kp, self.lay.k as i32);
+            k.e.salu(SAluOp::Div, t, t, kst as i32);
+            k.e.smul(t, t, (self.lay.bk * row) as i32);
+        }
+        let (c0, in_loop) = (kv.c0, kv.in_loop);
+        move |r, n0| {
+            if in_loop {
+                Addr::new(t, (base + r * row + n0 * 4) as i32)
+            } else {
+                abs(base + (c0 + r) * row + n0 * 4)
+            }
+        }
+    }
+
+    /// `P = exp(scale S - lse)` (masked), as f32 in place of `S` and in the operands' dtype.
+    fn weights(&self, k: &mut Kern, qb: QBlock, kv: KvBlock) -> Result<(), KernelError> {
+        let n = k.spec.node.clone();
+        let scale = (n.scale as f32).to_bits();
+        let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
+        let (s, lse) = (vr(0), vr(1));
+        let keep = MReg::n(1);
+        let four = k.e.konst(4);
+        for g in 0..qb.rows.div_ceil(8) {
+            k.e.vld(MemFmt::W32, s, abs(self.lay.s + g * 4096), VAccess::DENSE);
+            k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
+            if kv.masked {
+                k.keep_mask(keep, qb.r0 + 8 * g, kv.c0, kv.cols)?;
+                k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
+            }
+            let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
+            k.e.vld(
+                MemFmt::W32,
+                lse,
+                abs(self.lay.lse + (qb.r0 + 8 * g) * 4),
+                rows,
+            );
+            k.e.vbin(VBinOp::Sub, VType::F32, s, s, lse);
+            k.e.vun(VUnOp::Exp, VType::F32, s, s);
+            k.e.vst(MemFmt::W32, s, abs(self.lay.s + g * 4096), VAccess::DENSE);
+            k.e.vst(
+                fmt,
+                s,
+                abs(self.lay.p + g * 8 * LANES * esz),
+                VAccess::DENSE,
+            );
+        }
+        Ok(())
+    }
+
+    /// `dS = P (dP - D)`, in the operands' dtype in place of `P`.
+    fn score_grads(&self, k: &mut Kern, qb: QBlock) {
+        let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
+        let (p, dp, d) = (vr(0), vr(1), vr(2));
+        let four = k.e.konst(4);
+        for g in 0..qb.rows.div_ceil(8) {
+            k.e.vld(MemFmt::W32, p, abs(self.lay.s + g * 4096), VAccess::DENSE);
+            k.e.vld(MemFmt::W32, dp, abs(self.lay.dp + g * 4096), VAccess::DENSE);
+            let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
+            k.e.vld(MemFmt::W32, d, abs(self.lay.d + g * 32), rows);
+            k.e.vbin(VBinOp::Sub, VType::F32, dp, dp, d);
+            k.e.vbin(VBinOp::Mul, VType::F32, p, p, dp);
+            k.e.vst(
+                fmt,
+                p,
+                abs(self.lay.p + g * 8 * LANES * esz),
+                VAccess::DENSE,
+            );
+        }
+    }
+
+    /// The block's `scale * dQ` to `dq`.
+    fn store_dq(&mut self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
+        let n = k.spec.node.clone();
+        let p = qb.parity;
+        self.store.wait(&mut k.e, p);
+        let e = n.e as u32;
+        self.convert(
+            k,
+            self.lay.dq,
+            self.lay.et,
+            self.lay.dq_stage[p],
+            qb.rows,
+            e,
+            n.scale,
+        );
+        let at = k.head_reg(DQ);
+        let sem = SEM_DQ + p as u8;
+        let bytes = k.store(DQ, at, qb.r0 as i64, self.lay.dq_stage[p], qb.rows, e, sem)?;
+        self.store.add(p, bytes);
+        Ok(())
+    }
+
+    /// `scale * dK` and `dV` of the key/value head to `dk` and `dv`.
+    fn store_kv(&mut self, k: &mut Kern) -> Result<(), KernelError> {
+        let n = k.spec.node.clone();
+        let s = n.s as u32;
+        for (op, acc, tiles, width, scale) in [
+            (DK, self.lay.dk, self.lay.et, n.e as u32, n.scale),
+            (DV, self.lay.dv, self.lay.evt, n.ev as u32, 1.0),
+        ] {
+            self.convert(k, acc, tiles, self.lay.kv_stage, s, width, scale);
+            let at = k.kv_offset(op)?;
+            let kp = k.r.kp;
+            k.e.sadd(kp, at, 0);
+            let bytes = k.store(op, kp, 0, self.lay.kv_stage, s, width, SEM_DKV)?;
+            k.e.wait_bytes(tpuemu_isa::Sem::n(SEM_DKV), bytes);
+        }
+        Ok(())
+    }
+
+    /// `rows` rows of an f32 accumulator at `acc` (`tiles` tiles per row) times `scale`, to
+    /// dense rows of `width` elements in the operands' dtype at `stage`.
+    #[allow(clippy::too_many_arguments)]
+    fn convert(
+        &self,
+        k: &mut Kern,
+        acc: u32,
+        tiles: u32,
+        stage: u32,
+        rows: u32,
+        width: u32,
+        scale: f64,
+    ) {
+        let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
+        let x = vr(0);
+        let lanes_m = MReg::n(3);
+        let arow = tiles * LANES * 4;
+        for g in 0..rows.div_ceil(8) {
+            for t in 0..tiles {
+                let lanes = LANES.min(width - t * LANES);
+                let sub = k.e.konst(arow as i32);
+                k.e.vld(
+                    MemFmt::W32,
+                    x,
+                    abs(acc + g * 8 * arow + t * LANES * 4),
+                    VAccess::rows(sub),
+                );
+                if scale != 1.0 {
+                    k.e.vbin(VBinOp::Mul, VType::F32, x, x, (scale as f32).to_bits());
+                }
+                let mask = (lanes < LANES).then(|| {
+                    k.e.mask_below(lanes_m, vr(1), IotaKind::Lane, lanes);
+                    lanes_m
+                });
+                let sub = k.e.konst((width * esz) as i32);
+                k.e.vst(
+                    fmt,
+                    x,
+                    abs(stage + (g * 8 * width + t * LANES) * esz),
+                    VAccess {
+                        sub_stride: Some(sub),
+                        lane_stride: None,
+                        mask,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// `[s0 + addr]`.
+fn abs(addr: u32) -> Addr {
+    Addr::abs(addr as i32)
 }

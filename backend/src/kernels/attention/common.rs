@@ -5,12 +5,13 @@
 use std::collections::HashMap;
 
 use tpuemu_isa::dma::DmaDescriptor;
-use tpuemu_isa::ops::CmpOp;
-use tpuemu_isa::{Addr, ChipInfo, DmaShape, Label, MemRef, Mxu, Program, SReg, Sem, VReg};
+use tpuemu_isa::ops::{CmpOp, IotaKind, MaskOp, VBinOp, VType};
+use tpuemu_isa::{Addr, ChipInfo, DmaShape, Label, MReg, MemRef, Mxu, Program, SReg, Sem, VReg};
 
-use super::{AttnSpec, imm};
+use super::{AttnSpec, LANES, imm};
 use crate::codegen::loops::CountedLoop;
 use crate::codegen::{BufferArgs, Emitter, RegPool, hbm_vmem_desc};
+use crate::ir::AttentionNode;
 use crate::kernels::KernelError;
 
 /// Semaphore of the per-head loads (keys and values; the backward's other per-head rows).
@@ -98,6 +99,20 @@ pub(super) struct PtrLoop {
     end: u32,
     top: Label,
     back: bool,
+}
+
+/// The key blocks of width `bk` that query rows `r0..r0 + rows` see: `(unmasked, all)`: the
+/// first `unmasked` need no mask (every column a real key, none above the diagonal), the rest
+/// up to `all` do; blocks past the diagonal are skipped.
+pub(super) fn key_blocks(n: &AttentionNode, bk: u32, r0: u32, rows: u32) -> (u32, u32) {
+    let s = n.s as u32;
+    let end = if n.causal { s.min(r0 + rows) } else { s };
+    let nblk = end.div_ceil(bk);
+    let full = |j: u32| {
+        let c1 = (j + 1) * bk;
+        c1 <= s && bk == LANES && (!n.causal || c1 - 1 <= r0)
+    };
+    ((0..nblk).take_while(|j| full(*j)).count() as u32, nblk)
 }
 
 /// The loops over heads.
@@ -357,6 +372,29 @@ impl<'a> Kern<'a> {
             self.e.scmp(CmpOp::Lt, self.r.test, l.reg, l.end as i32);
             self.e.brnz(self.r.test, l.top);
         }
+    }
+
+    /// `keep` = the columns of rows `row0..row0 + 8` that are real keys and, when causal, not
+    /// above the diagonal; the block starts at column `c0` and has `cols` real columns.
+    pub(super) fn keep_mask(
+        &mut self,
+        keep: MReg,
+        row0: u32,
+        c0: u32,
+        cols: u32,
+    ) -> Result<(), KernelError> {
+        let (lane, sub) = (vr(9), vr(10));
+        self.e.viota(IotaKind::Lane, lane);
+        self.e.vcmp(CmpOp::Lt, VType::I32, keep, lane, cols);
+        if self.spec.node.causal {
+            let d = imm(c0 as i64 - row0 as i64, "attention mask offset")?;
+            self.e.viota(IotaKind::Sub, sub);
+            self.e.vbin(VBinOp::Add, VType::I32, lane, lane, d as u32);
+            let below = MReg::n(2);
+            self.e.vcmp(CmpOp::Le, VType::I32, below, lane, sub);
+            self.e.mlogic(MaskOp::And, keep, keep, below);
+        }
+        Ok(())
     }
 
     /// `out (+)= lhs @ w` on the matrix units, the K dim in chunks of the array's rows and N in

@@ -5,11 +5,11 @@
 //! elements.
 
 use tpuemu_isa::builder::VAccess;
-use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MaskOp, MemFmt, RedOp, VBinOp, VType, VUnOp};
+use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program};
 
-use super::common::{Heads, Kern, Mm, Units, vr};
-use super::{AttnSpec, Bump, LANES, blocks, imm};
+use super::common::{Heads, Kern, Mm, Units, key_blocks, vr};
+use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
 
@@ -190,13 +190,7 @@ impl Fwd {
     fn key_blocks(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let (s, bk) = (n.s as u32, self.lay.bk);
-        let end = if n.causal { s.min(qb.r0 + qb.rows) } else { s };
-        let nblk = end.div_ceil(bk);
-        let full = |j: u32| {
-            let c1 = (j + 1) * bk;
-            c1 <= s && bk == LANES && (!n.causal || c1 - 1 <= qb.r0)
-        };
-        let nfull = (0..nblk).take_while(|j| full(*j)).count() as u32;
+        let (nfull, nblk) = key_blocks(&n, bk, qb.r0, qb.rows);
         let (kst, vst) = (
             bk * n.e as u32 * k.spec.esz(),
             bk * n.ev as u32 * k.spec.esz(),
@@ -305,7 +299,7 @@ impl Fwd {
             k.e.vld(MemFmt::W32, s, at(self.lay.s + g * 4096), VAccess::DENSE);
             k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
             if let Some(c0) = kv.masked_from {
-                self.mask(k, keep, qb.r0 + 8 * g, c0, kv.cols)?;
+                k.keep_mask(keep, qb.r0 + 8 * g, c0, kv.cols)?;
                 k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
             }
             k.e.vred(RedOp::Max, VType::F32, Axis::Lane, mx, s);
@@ -338,30 +332,6 @@ impl Fwd {
                 k.e.vbin(VBinOp::Mul, VType::F32, o, o, alpha);
                 k.e.vst(MemFmt::W32, o, a, VAccess::rows(orow));
             }
-        }
-        Ok(())
-    }
-
-    /// `keep` = the columns of rows `row0..row0 + 8` that are real keys and, when causal, not
-    /// above the diagonal; the block starts at column `c0` and has `cols` real columns.
-    fn mask(
-        &self,
-        k: &mut Kern,
-        keep: MReg,
-        row0: u32,
-        c0: u32,
-        cols: u32,
-    ) -> Result<(), KernelError> {
-        let (lane, sub) = (vr(9), vr(10));
-        k.e.viota(IotaKind::Lane, lane);
-        k.e.vcmp(CmpOp::Lt, VType::I32, keep, lane, cols);
-        if k.spec.node.causal {
-            let d = imm(c0 as i64 - row0 as i64, "attention mask offset")?;
-            k.e.viota(IotaKind::Sub, sub);
-            k.e.vbin(VBinOp::Add, VType::I32, lane, lane, d as u32);
-            let below = MReg::n(2);
-            k.e.vcmp(CmpOp::Le, VType::I32, below, lane, sub);
-            k.e.mlogic(MaskOp::And, keep, keep, below);
         }
         Ok(())
     }

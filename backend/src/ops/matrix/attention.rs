@@ -362,5 +362,29 @@ pub(super) fn defs() -> Vec<OpDef> {
             },
         )
         .shard(Sharding::Special(Special::FlashAttention)),
+        OpDef::new(
+            "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+            OpImpl::Decomposition,
+            &[DType::F32, DType::BF16, DType::F16, DType::Bool],
+            |_, a| {
+                let (dq, dk, dv) = super::attention_backward::flash_attention_backward(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.tensor(2)?,
+                    a.tensor(3)?,
+                    a.tensor(4)?,
+                    a.tensor(5)?,
+                    a.float(6)?,
+                    a.bool(7)?,
+                    a.opt_tensor(8)?,
+                    a.opt_float(9)?,
+                )?;
+                Ok(vec![
+                    Value::Tensor(dq),
+                    Value::Tensor(dk),
+                    Value::Tensor(dv),
+                ])
+            },
+        ),
     ]
 }

@@ -78,3 +78,49 @@ pub(super) fn forward(
     let o = o.with_layout(crate::layout::Layout::contiguous(out_shape));
     Ok((o, lse))
 }
+
+/// The backward kernel for `[q, k, v, out, grad_out, lse]`, if it takes them: `(dq, dk, dv)`
+/// shaped as `q`, `k`, `v`.
+pub(super) fn backward(
+    op: &OpScope,
+    t: [&Tensor; 6],
+    causal: bool,
+    scale: f64,
+) -> Result<Option<(Tensor, Tensor, Tensor)>> {
+    let [q, k, v, out, dout, lse] = t;
+    let Some((mut n, qkv)) = node(op, q, k, v, causal, scale) else {
+        return Ok(None);
+    };
+    n.backward = true;
+    let dt = q.dtype();
+    let o_shape = [n.batch, n.heads, n.l, n.ev];
+    let (Some(o4), Some(do4)) = (as4(out), as4(dout)) else {
+        return Ok(None);
+    };
+    let lse_ok = lse.shape() == [n.batch, n.heads, n.l] && (n.l == 1 || lse.strides()[2] == 1);
+    if o4.shape() != o_shape
+        || do4.shape() != o_shape
+        || out.dtype() != dt
+        || dout.dtype() != dt
+        || !lse_ok
+        || check_fits(&n, dt, op.rt().chip_info()).is_err()
+    {
+        return Ok(None);
+    }
+    let rt = op.rt();
+    let dq = Tensor::empty(rt, qkv[0].shape(), dt);
+    let dk = Tensor::empty(rt, qkv[1].shape(), dt);
+    let dv = Tensor::empty(rt, qkv[2].shape(), dt);
+    let inputs = [&qkv[0], &qkv[1], &qkv[2], &o4, &do4, lse]
+        .iter()
+        .map(|t| t.view())
+        .collect();
+    op.submit(
+        NodeKind::Attention(n),
+        inputs,
+        vec![dq.view(), dk.view(), dv.view()],
+    )?;
+    let shaped =
+        |t: Tensor, like: &Tensor| t.with_layout(crate::layout::Layout::contiguous(like.shape()));
+    Ok(Some((shaped(dq, q), shaped(dk, k), shaped(dv, v))))
+}

@@ -1,0 +1,99 @@
+//! `aten::_scaled_dot_product_flash_attention_for_cpu_backward`: the gradients of attention
+//! from the forward's output and logsumexp. On the flash-attention backward kernel when it can
+//! take the operands (see [`super::flash`]); otherwise as a decomposition that recomputes the
+//! weights `P = exp(scale Q K^T + mask - lse)` in f32 and applies `dV = P^T dO`,
+//! `dS = P (dO V^T - rowsum(dO * O))`, `dQ = scale dS K`, `dK = scale dS^T Q`.
+
+use super::flash;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ops::creation;
+use crate::ops::helpers::OpScope;
+use crate::tensor::Tensor;
+
+/// The gradients `(dq, dk, dv)`.
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attention_backward(
+    grad_out: &Tensor,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    out: &Tensor,
+    lse: &Tensor,
+    dropout_p: f64,
+    is_causal: bool,
+    attn_mask: Option<&Tensor>,
+    scale: Option<f64>,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let mut ins = vec![grad_out, q, k, v, out, lse];
+    ins.extend(attn_mask);
+    let op = OpScope::new(
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+        &ins,
+    )?;
+    if dropout_p != 0.0 {
+        return Err(TpuError::Unsupported(
+            "attention backward with dropout is not supported on TPU".into(),
+        ));
+    }
+    if [grad_out, q, k, v, out].iter().any(|t| t.dim() != 4) || lse.dim() != 3 {
+        return Err(op.err(
+            "expected 4-D query, key, value, out and grad_out [B, H, L, E] and a 3-D logsumexp",
+        ));
+    }
+    let e = q.shape()[3];
+    let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());
+    if attn_mask.is_none()
+        && lse.dtype() == DType::F32
+        && grad_out.shape() == out.shape()
+        && let Some(r) = flash::backward(&op, [q, k, v, out, grad_out, lse], is_causal, scale)?
+    {
+        return Ok(r);
+    }
+    decomposed(grad_out, q, k, v, out, lse, is_causal, attn_mask, scale)
+}
+
+/// The backward as a decomposition, in f32.
+#[allow(clippy::too_many_arguments)]
+fn decomposed(
+    grad_out: &Tensor,
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    out: &Tensor,
+    lse: &Tensor,
+    is_causal: bool,
+    attn_mask: Option<&Tensor>,
+    scale: f64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let f = DType::F32;
+    let (qf, kf, vf) = (q.to_dtype(f)?, k.to_dtype(f)?, v.to_dtype(f)?);
+    let (dof, of) = (grad_out.to_dtype(f)?, out.to_dtype(f)?);
+    let mut s = qf.matmul(&kf.transpose(-2, -1)?)?.mul_scalar(scale)?;
+    let (l, sk) = (q.shape()[2], k.shape()[2]);
+    if is_causal {
+        let above = creation::ones(q.runtime(), &[l, sk], DType::Bool)?.triu(1)?;
+        s = s.masked_fill(&above, f64::NEG_INFINITY)?;
+    }
+    if let Some(m) = attn_mask {
+        s = if m.dtype() == DType::Bool {
+            let ninf = creation::full(q.runtime(), &[], Scalar::Float(f64::NEG_INFINITY), f)?;
+            let zero = creation::full(q.runtime(), &[], Scalar::Float(0.0), f)?;
+            s.add(&crate::ops::binary::where_(m, &zero, &ninf)?)?
+        } else {
+            s.add(&m.to_dtype(f)?)?
+        };
+    }
+    let p = s.sub(&lse.to_dtype(f)?.unsqueeze(-1)?)?.exp()?;
+    let dv = p.transpose(-2, -1)?.matmul(&dof)?;
+    let dp = dof.matmul(&vf.transpose(-2, -1)?)?;
+    let d = dof.mul(&of)?.sum(&[-1], true)?;
+    let ds = p.mul(&dp.sub(&d)?)?;
+    let dq = ds.matmul(&kf)?.mul_scalar(scale)?;
+    let dk = ds.transpose(-2, -1)?.matmul(&qf)?.mul_scalar(scale)?;
+    Ok((
+        dq.to_dtype(q.dtype())?,
+        dk.to_dtype(k.dtype())?,
+        dv.to_dtype(v.dtype())?,
+    ))
+}
