@@ -6,6 +6,8 @@
 use super::{Init, linear};
 use tpuemu_backend::dtype::{DType, Scalar};
 use tpuemu_backend::error::Result;
+use tpuemu_backend::ops::matrix::attention::scaled_dot_product_attention_lse as attention_lse;
+use tpuemu_backend::ops::matrix::attention_backward::flash_attention_backward;
 use tpuemu_backend::ops::{self, Value};
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_backend::tensor::Tensor;
@@ -109,8 +111,6 @@ pub struct Transformer {
     w_up: Tensor,
     w_down: Tensor,
     w_out: Tensor,
-    /// Causal mask: true above the diagonal (masked).
-    mask: Tensor,
     /// Token ids `[batch * seq]`.
     pub tokens: Tensor,
     /// Next-token targets `[batch * seq]`.
@@ -150,8 +150,6 @@ impl Transformer {
         let ones = |rt: &Runtime| ops::creation::ones(rt, &[d], dt);
         let tokens = init.tokens(rt, n, v)?;
         let targets = init.tokens(rt, n, v)?;
-        let s = cfg.seq;
-        let mask = ops::creation::ones(rt, &[s, s], DType::Bool)?.triu(1)?;
         Ok(Transformer {
             g1: ones(rt)?,
             g2: ones(rt)?,
@@ -165,28 +163,25 @@ impl Transformer {
             w_down: w(&mut init, d, f)?,
             w_out: w(&mut init, v, d)?,
             embed,
-            mask,
             tokens,
             targets,
             cfg,
         })
     }
 
-    /// `[N, D]` to `[B*H, S, Dh]` (a copy, as PyTorch's reshape of the permuted view).
+    /// `[N, D]` to `[B, H, S, Dh]`: a view (`x.view(B, S, H, Dh).transpose(1, 2)`).
     fn heads(&self, x: &Tensor) -> Result<Tensor> {
         let c = &self.cfg;
         let dh = c.d_model / c.heads;
         x.view_shape(&[c.batch as i64, c.seq as i64, c.heads as i64, dh as i64])?
-            .permute(&[0, 2, 1, 3])?
-            .reshape(&[(c.batch * c.heads) as i64, c.seq as i64, dh as i64])
+            .permute(&[0, 2, 1, 3])
     }
 
-    /// `[B*H, S, Dh]` back to `[N, D]`.
+    /// `[B, H, S, Dh]` back to `[N, D]` (a view when the memory is `[B, S, H, Dh]`, as the
+    /// attention kernels lay out what they return; a copy otherwise).
     fn merge(&self, x: &Tensor) -> Result<Tensor> {
         let c = &self.cfg;
-        let dh = c.d_model / c.heads;
-        x.view_shape(&[c.batch as i64, c.heads as i64, c.seq as i64, dh as i64])?
-            .permute(&[0, 2, 1, 3])?
+        x.permute(&[0, 2, 1, 3])?
             .reshape(&[(c.batch * c.seq) as i64, c.d_model as i64])
     }
 
@@ -207,16 +202,10 @@ impl Transformer {
             linear(&h1, &self.wv)?,
         );
         let (qh, kh, vh) = (self.heads(&q)?, self.heads(&k)?, self.heads(&v)?);
-        // Temporaries autograd does not save are dropped after their last use, as Python's
-        // rebinding and refcounting free them (a deferred graph must write a value a live
-        // tensor still holds): the scores, the nll gradient, the SwiGLU gate's gradient.
-        let scores = qh
-            .bmm(&kh.transpose(1, 2)?)?
-            .mul_scalar(scale)?
-            .masked_fill(&self.mask, f64::NEG_INFINITY)?;
-        let p = scores.softmax(-1)?;
-        drop(scores);
-        let o = p.bmm(&vh)?;
+        // Causal attention as models call it (`F.scaled_dot_product_attention(is_causal=True)`):
+        // the flash-attention kernel, which keeps each row's logsumexp for the backward and
+        // never writes the `S x S` weights to HBM.
+        let (o, lse) = attention_lse(&qh, &kh, &vh, true, Some(scale), false)?;
         let o2 = self.merge(&o)?;
         let x1 = x0.add(&linear(&o2, &self.wo)?)?;
         let h2 = x1.rms_norm(&[d], Some(&self.g2), Some(eps))?;
@@ -277,11 +266,8 @@ impl Transformer {
         let g_x1 = g_x2.add(&g_x1m)?;
         let dwo = g_x1.t()?.mm(&o2)?;
         let g_o = self.heads(&g_x1.mm(&self.wo)?)?;
-        let g_p = g_o.bmm(&vh.transpose(1, 2)?)?;
-        let g_vh = p.transpose(1, 2)?.bmm(&g_o)?;
-        let g_s = ops::backward::softmax_backward_data(&g_p, &p, -1, c.dtype)?.mul_scalar(scale)?;
-        let g_qh = g_s.bmm(&kh)?;
-        let g_kh = g_s.transpose(1, 2)?.bmm(&qh)?;
+        let (g_qh, g_kh, g_vh) =
+            flash_attention_backward(&g_o, &qh, &kh, &vh, &o, &lse, 0.0, true, None, Some(scale))?;
         let (g_q, g_k, g_v) = (self.merge(&g_qh)?, self.merge(&g_kh)?, self.merge(&g_vh)?);
         let dwq = g_q.t()?.mm(&h1)?;
         let dwk = g_k.t()?.mm(&h1)?;

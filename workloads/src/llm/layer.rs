@@ -14,11 +14,13 @@
 use tpuemu_backend::dtype::DType;
 use tpuemu_backend::error::Result;
 use tpuemu_backend::ops;
+use tpuemu_backend::ops::matrix::attention::scaled_dot_product_attention_lse as attention_lse;
+use tpuemu_backend::ops::matrix::attention_backward::flash_attention_backward;
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_backend::tensor::Tensor;
 
 use super::ctx::{Coll, CollKind, Ctx, When};
-use super::spec::{Remat, StepSpec};
+use super::spec::StepSpec;
 
 const BF: DType = DType::BF16;
 const EPS: f64 = 1e-5;
@@ -123,8 +125,9 @@ pub struct Saved {
     gate: Tensor,
     up: Tensor,
     act: Tensor,
-    /// Attention probabilities of a chunk (kept with `Remat::None`).
-    probs: Option<Tensor>,
+    /// Each attention row's logsumexp, `[b, h, s]` f32 (flash attention keeps it, not the
+    /// weights).
+    lse: Tensor,
 }
 
 impl Saved {
@@ -133,11 +136,11 @@ impl Saved {
         self.x
     }
 
-    /// Bytes kept for the layer's backward (attention probabilities of every chunk counted).
+    /// Bytes kept for the layer's backward.
     pub fn bytes(&self, z: &Dims) -> u64 {
         let b = |t: &Tensor| (t.numel() * t.dtype().size()) as u64;
         let dense = [
-            &self.x, &self.h1, &self.q, &self.k, &self.v, &self.attn, &self.x1, &self.h2,
+            &self.x, &self.h1, &self.q, &self.k, &self.v, &self.attn, &self.x1, &self.h2, &self.lse,
         ];
         let mut s = dense.iter().map(|t| b(t)).sum::<u64>();
         // One expert's MLP activations are held; every expert keeps its own.
@@ -146,9 +149,6 @@ impl Saved {
             .map(|t| b(t))
             .sum::<u64>()
             * z.e as u64;
-        if let Some(p) = &self.probs {
-            s += b(p) * (z.b * z.kv) as u64;
-        }
         s
     }
 }
@@ -212,71 +212,51 @@ fn from_heads(x: &Tensor, z: &Dims, heads: usize) -> Result<Tensor> {
         .reshape(&[z.n as i64, (heads * z.hd) as i64])
 }
 
-/// The probabilities of one chunk: `softmax(mask((q * scale) k^T))`, `[G, S, S]` (the scale
-/// applied to the queries, `[G, S, hd]`, rather than to the scores, `[G, S, S]`).
-fn probs(q: &Tensor, k: &Tensor, mask: &Tensor, hd: usize) -> Result<Tensor> {
-    let scale = 1.0 / (hd as f64).sqrt();
-    let s = q.mul_scalar(scale)?.matmul(&k.transpose(1, 2)?)?;
-    s.masked_fill(mask, f64::NEG_INFINITY)?.softmax(-1)
-}
-
-/// Causal attention, chunk by chunk: `[b, h, s, hd]` queries, `[b, kv, s, hd]` keys and values.
-fn attention(ctx: &mut Ctx, z: &Dims, mask: &Tensor, keep: bool) -> Result<Option<Tensor>> {
+/// Causal attention, one (batch, key/value head) chunk at a time on the flash-attention
+/// kernel: `[1, G, S, hd]` queries, `[1, 1, S, hd]` keys and values. The scores never reach
+/// HBM; the backward needs each row's logsumexp, `[1, G, S]` f32.
+fn attention(ctx: &mut Ctx, z: &Dims) -> Result<()> {
     let g = z.h / z.kv;
     let rt = ctx.rt.clone();
     ctx.label("attention fwd")?;
-    ctx.repeat(z.b * z.kv, None, |_, _, _| {
-        let q = Tensor::empty(&rt, &[g, z.s, z.hd], BF);
-        let k = Tensor::empty(&rt, &[1, z.s, z.hd], BF);
-        let v = Tensor::empty(&rt, &[1, z.s, z.hd], BF);
-        let p = probs(&q, &k, mask, z.hd)?;
-        let o = p.matmul(&v)?;
-        drop(o);
-        Ok(keep.then_some(p))
-    })
-}
-
-/// The backward of the attention chunks (probabilities recomputed unless `kept`).
-fn attention_backward(ctx: &mut Ctx, z: &Dims, mask: &Tensor, kept: Option<&Tensor>) -> Result<()> {
-    let g = z.h / z.kv;
-    let rt = ctx.rt.clone();
-    let scale = 1.0 / (z.hd as f64).sqrt();
-    ctx.label("attention bwd")?;
     ctx.repeat(z.b * z.kv, (), |_, _, _| {
-        let e = |s: &[usize]| Tensor::empty(&rt, s, BF);
-        let (q, k, v, dout) = (
-            e(&[g, z.s, z.hd]),
-            e(&[1, z.s, z.hd]),
-            e(&[1, z.s, z.hd]),
-            e(&[g, z.s, z.hd]),
-        );
-        let p = match kept {
-            Some(p) => p.clone(),
-            None => probs(&q, &k, mask, z.hd)?,
-        };
-        let dv = p.transpose(1, 2)?.matmul(&dout)?.sum(&[0], true)?;
-        let dp = dout.matmul(&v.transpose(1, 2)?)?;
-        // The scale goes on the `[G, S, hd]` results, not on the `[G, S, S]` gradient.
-        let ds = ops::backward::softmax_backward_data(&dp, &p, -1, BF)?;
-        let dq = ds.matmul(&k)?.mul_scalar(scale)?;
-        let dk = ds
-            .transpose(1, 2)?
-            .matmul(&q)?
-            .sum(&[0], true)?
-            .mul_scalar(scale)?;
-        drop((dv, dq, dk));
+        let q = Tensor::empty(&rt, &[1, g, z.s, z.hd], BF);
+        let k = Tensor::empty(&rt, &[1, 1, z.s, z.hd], BF);
+        let v = Tensor::empty(&rt, &[1, 1, z.s, z.hd], BF);
+        let (o, lse) = attention_lse(&q, &k, &v, true, None, g > 1)?;
+        drop((o, lse));
         Ok(())
     })
 }
 
-/// Rotary tables and the causal mask, made once per step.
+/// The backward of the attention chunks: the flash-attention backward kernel, which
+/// recomputes the weights from the logsumexp.
+fn attention_backward(ctx: &mut Ctx, z: &Dims) -> Result<()> {
+    let g = z.h / z.kv;
+    let rt = ctx.rt.clone();
+    ctx.label("attention bwd")?;
+    ctx.repeat(z.b * z.kv, (), |_, _, _| {
+        let e = |s: &[usize]| Tensor::empty(&rt, s, BF);
+        let (q, k, v, out, dout) = (
+            e(&[1, g, z.s, z.hd]),
+            e(&[1, 1, z.s, z.hd]),
+            e(&[1, 1, z.s, z.hd]),
+            e(&[1, g, z.s, z.hd]),
+            e(&[1, g, z.s, z.hd]),
+        );
+        let lse = Tensor::empty(&rt, &[1, g, z.s], DType::F32);
+        let grads = flash_attention_backward(&dout, &q, &k, &v, &out, &lse, 0.0, true, None, None)?;
+        drop(grads);
+        Ok(())
+    })
+}
+
+/// Rotary tables, made once per step.
 pub struct Tables {
     cos_q: Tensor,
     sin_q: Tensor,
     cos_k: Tensor,
     sin_k: Tensor,
-    /// `[S, S]` true above the diagonal.
-    pub mask: Tensor,
 }
 
 impl Tables {
@@ -288,7 +268,6 @@ impl Tables {
             sin_q: e(z.h * z.hd),
             cos_k: e(z.kv * z.hd),
             sin_k: e(z.kv * z.hd),
-            mask: ops::creation::ones(rt, &[z.s, z.s], DType::Bool)?.triu(1)?,
         })
     }
 }
@@ -322,7 +301,8 @@ pub fn forward(
     let q = to_heads(&rope(&q, &t.cos_q, &t.sin_q, z.hd)?, &z, z.h)?;
     let k = to_heads(&rope(&k, &t.cos_k, &t.sin_k, z.hd)?, &z, z.kv)?;
     let v = to_heads(&v, &z, z.kv)?;
-    let probs = attention(ctx, &z, &t.mask, spec.remat == Remat::None)?;
+    attention(ctx, &z)?;
+    let lse = Tensor::empty(&ctx.rt, &[z.b, z.h, z.s], DType::F32);
     ctx.label("attention output fwd")?;
     let o = Tensor::empty(&ctx.rt, &[z.b, z.h, z.s, z.hd], BF);
     let attn = from_heads(&o, &z, z.h)?.contiguous()?;
@@ -346,7 +326,7 @@ pub fn forward(
         gate,
         up,
         act,
-        probs,
+        lse,
     };
     Ok((y, saved))
 }
@@ -450,7 +430,7 @@ pub fn backward(
     let dattn = dx1.mm(&w.wo)?;
     let do4 = to_heads(&dattn, &z, z.h)?;
     drop((dg2, dwo, do4));
-    attention_backward(ctx, &z, &t.mask, s.probs.as_ref())?;
+    attention_backward(ctx, &z)?;
     ctx.label("attention projections bwd")?;
     let e = |w: usize| Tensor::empty(&rt, &[z.b, w, z.s, z.hd], BF);
     let dq = from_heads(&e(z.h), &z, z.h)?.contiguous()?;

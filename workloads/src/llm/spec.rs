@@ -23,10 +23,12 @@ pub struct Parallel {
 /// Activation rematerialisation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum Remat {
-    /// Every activation the backward needs is kept, attention probabilities included.
+    /// Every activation the backward needs is kept. Attention runs on the flash-attention
+    /// kernels, so what it keeps is its output and each row's logsumexp, never the `S x S`
+    /// weights (the backward kernel recomputes them).
     None,
-    /// The attention probabilities are recomputed in the backward (as flash attention does);
-    /// everything else is kept.
+    /// The attention weights are recomputed in the backward: with the flash-attention kernels
+    /// that is what `None` does too (kept as a name for scripts that ask for it).
     Attention,
     /// Only each layer's input is kept; the layer's forward runs again in the backward.
     Full,

@@ -15,7 +15,7 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{Heads, Kern, Mm, Units, key_blocks, vr};
+use super::common::{Heads, Kern, Mm, Units, interleave, key_blocks, vr};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -356,7 +356,7 @@ impl Bwd {
                 acc: false,
             },
         );
-        self.score_grads(k, qb);
+        self.score_grads(k, qb)?;
         // dQ += dS K.
         let dq_row = lay.et * LANES * 4;
         k.matmul(
@@ -423,60 +423,76 @@ impl Bwd {
         }
     }
 
-    /// `P = exp(scale S - lse)` (masked), as f32 in place of `S` and in the operands' dtype.
+    /// `P = exp(scale S - lse)` (masked), as f32 in place of `S` and in the operands' dtype;
+    /// groups of rows interleaved (see [`interleave`]).
     fn weights(&self, k: &mut Kern, qb: QBlock, kv: KvBlock) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let scale = (n.scale as f32).to_bits();
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
-        let (s, lse) = (vr(0), vr(1));
-        let keep = MReg::n(1);
         let four = k.e.konst(4);
-        for g in 0..qb.rows.div_ceil(8) {
-            k.e.vld(MemFmt::W32, s, abs(self.lay.s + g * 4096), VAccess::DENSE);
-            k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
-            if kv.masked {
-                k.keep_mask(keep, qb.r0 + 8 * g, kv.c0, kv.cols)?;
-                k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
+        let lay = &self.lay;
+        interleave(k, qb.rows.div_ceil(8), 6, |k, g, u, step| {
+            let r = |i: u8| vr(u * 10 + i);
+            let (s, lse) = (r(0), r(1));
+            let (keep, below) = (MReg::n(1 + 2 * u), MReg::n(2 + 2 * u));
+            match step {
+                0 => {
+                    k.e.vld(MemFmt::W32, s, abs(lay.s + g * 4096), VAccess::DENSE);
+                    let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
+                    k.e.vld(MemFmt::W32, lse, abs(lay.lse + (qb.r0 + 8 * g) * 4), rows);
+                }
+                1 => {
+                    k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
+                }
+                2 => {
+                    if kv.masked {
+                        let scratch = (r(2), r(3));
+                        k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, kv.c0, kv.cols)?;
+                        k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
+                    }
+                }
+                3 => {
+                    k.e.vbin(VBinOp::Sub, VType::F32, s, s, lse);
+                }
+                4 => {
+                    k.e.vun(VUnOp::Exp, VType::F32, s, s);
+                }
+                _ => {
+                    k.e.vst(MemFmt::W32, s, abs(lay.s + g * 4096), VAccess::DENSE);
+                    k.e.vst(fmt, s, abs(lay.p + g * 8 * LANES * esz), VAccess::DENSE);
+                }
             }
-            let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
-            k.e.vld(
-                MemFmt::W32,
-                lse,
-                abs(self.lay.lse + (qb.r0 + 8 * g) * 4),
-                rows,
-            );
-            k.e.vbin(VBinOp::Sub, VType::F32, s, s, lse);
-            k.e.vun(VUnOp::Exp, VType::F32, s, s);
-            k.e.vst(MemFmt::W32, s, abs(self.lay.s + g * 4096), VAccess::DENSE);
-            k.e.vst(
-                fmt,
-                s,
-                abs(self.lay.p + g * 8 * LANES * esz),
-                VAccess::DENSE,
-            );
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
-    /// `dS = P (dP - D)`, in the operands' dtype in place of `P`.
-    fn score_grads(&self, k: &mut Kern, qb: QBlock) {
+    /// `dS = P (dP - D)`, in the operands' dtype in place of `P`; groups interleaved.
+    fn score_grads(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
-        let (p, dp, d) = (vr(0), vr(1), vr(2));
         let four = k.e.konst(4);
-        for g in 0..qb.rows.div_ceil(8) {
-            k.e.vld(MemFmt::W32, p, abs(self.lay.s + g * 4096), VAccess::DENSE);
-            k.e.vld(MemFmt::W32, dp, abs(self.lay.dp + g * 4096), VAccess::DENSE);
-            let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
-            k.e.vld(MemFmt::W32, d, abs(self.lay.d + g * 32), rows);
-            k.e.vbin(VBinOp::Sub, VType::F32, dp, dp, d);
-            k.e.vbin(VBinOp::Mul, VType::F32, p, p, dp);
-            k.e.vst(
-                fmt,
-                p,
-                abs(self.lay.p + g * 8 * LANES * esz),
-                VAccess::DENSE,
-            );
-        }
+        let lay = &self.lay;
+        interleave(k, qb.rows.div_ceil(8), 4, |k, g, u, step| {
+            let r = |i: u8| vr(u * 10 + i);
+            let (p, dp, d) = (r(0), r(1), r(2));
+            match step {
+                0 => {
+                    k.e.vld(MemFmt::W32, p, abs(lay.s + g * 4096), VAccess::DENSE);
+                    k.e.vld(MemFmt::W32, dp, abs(lay.dp + g * 4096), VAccess::DENSE);
+                    let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
+                    k.e.vld(MemFmt::W32, d, abs(lay.d + g * 32), rows);
+                }
+                1 => {
+                    k.e.vbin(VBinOp::Sub, VType::F32, dp, dp, d);
+                }
+                2 => {
+                    k.e.vbin(VBinOp::Mul, VType::F32, p, p, dp);
+                }
+                _ => {
+                    k.e.vst(fmt, p, abs(lay.p + g * 8 * LANES * esz), VAccess::DENSE);
+                }
+            }
+            Ok(())
+        })
     }
 
     /// The block's `scale * dQ` to `dq`.

@@ -17,6 +17,34 @@ use crate::kernels::KernelError;
 /// Semaphore of the per-head loads (keys and values; the backward's other per-head rows).
 const SEM_LOAD: u8 = 0;
 
+/// Groups of 8 rows a vector step keeps in flight (see [`interleave`]).
+pub(super) const INTERLEAVE: u32 = 6;
+
+/// Emits `steps` steps for each of `groups` groups of 8 rows, [`INTERLEAVE`] groups at a time
+/// in a wavefront: at time `t` group `i` of the batch does step `t - i`, so that neighbouring
+/// instructions belong to different groups and usually to different units (a reduction on the
+/// cross-lane unit beside an exponential on the transcendental unit beside ALU work), which
+/// the in-order core issues together, each waiting only on its own group's previous step.
+/// `f(kern, group, slot, step)`; `slot` (below [`INTERLEAVE`]) picks the group's registers.
+pub(super) fn interleave(
+    k: &mut Kern,
+    groups: u32,
+    steps: usize,
+    mut f: impl FnMut(&mut Kern, u32, u8, usize) -> Result<(), KernelError>,
+) -> Result<(), KernelError> {
+    for first in (0..groups).step_by(INTERLEAVE as usize) {
+        let n = (groups.min(first + INTERLEAVE) - first) as usize;
+        for t in 0..steps + n - 1 {
+            for i in 0..n {
+                if let Some(step) = t.checked_sub(i).filter(|s| *s < steps) {
+                    f(k, first + i as u32, i as u8, step)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Vector register `i`.
 pub(super) fn vr(i: u8) -> VReg {
     VReg::n(i)
@@ -379,18 +407,18 @@ impl<'a> Kern<'a> {
     pub(super) fn keep_mask(
         &mut self,
         keep: MReg,
+        below: MReg,
+        (lane, sub): (VReg, VReg),
         row0: u32,
         c0: u32,
         cols: u32,
     ) -> Result<(), KernelError> {
-        let (lane, sub) = (vr(9), vr(10));
         self.e.viota(IotaKind::Lane, lane);
         self.e.vcmp(CmpOp::Lt, VType::I32, keep, lane, cols);
         if self.spec.node.causal {
             let d = imm(c0 as i64 - row0 as i64, "attention mask offset")?;
             self.e.viota(IotaKind::Sub, sub);
             self.e.vbin(VBinOp::Add, VType::I32, lane, lane, d as u32);
-            let below = MReg::n(2);
             self.e.vcmp(CmpOp::Le, VType::I32, below, lane, sub);
             self.e.mlogic(MaskOp::And, keep, keep, below);
         }

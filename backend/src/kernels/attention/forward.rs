@@ -8,7 +8,7 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program};
 
-use super::common::{Heads, Kern, Mm, Units, key_blocks, vr};
+use super::common::{Heads, Kern, Mm, Units, interleave, key_blocks, vr};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -37,8 +37,8 @@ pub(crate) struct Layout {
     pub p: u32,
     /// The output accumulator, f32 `[bq, evt * 128]`.
     pub o: u32,
-    /// Running maximum and sum of each row, one `(8, 128)` tile per 8 rows (the row's value
-    /// on every lane).
+    /// Running maximum of each row, one `(8, 128)` tile per 8 rows (the row's value on every
+    /// lane), and the running sum of its weights as per-lane partial sums.
     pub m: u32,
     pub l: u32,
     /// Finished output rows `[bq, Ev]` and logsumexp `[bq]`, double-buffered.
@@ -276,64 +276,72 @@ impl Fwd {
         Ok(())
     }
 
-    /// The online softmax of one key block's scores, 8 rows at a time.
+    /// The online softmax of one key block's scores, 8 rows at a time, [`INTERLEAVE`] groups
+    /// of rows in flight (each step emitted for every group before the next step, so that the
+    /// in-order core overlaps their latencies). `l` holds per-lane partial sums of the weights
+    /// (rescaled with the row), reduced across the lanes once, at the end.
     fn softmax(&self, k: &mut Kern, qb: QBlock, kv: KvBlock) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let scale = (n.scale as f32).to_bits();
-        let fmt = k.spec.mem_fmt();
-        let esz = k.spec.esz();
-        let orow = k.e.konst((self.lay.evt * LANES * 4) as i32);
-        let keep = MReg::n(1);
-        let (s, mx, m_old, m_new, p, alpha, rs, l, o) = (
-            vr(0),
-            vr(1),
-            vr(2),
-            vr(3),
-            vr(4),
-            vr(5),
-            vr(6),
-            vr(7),
-            vr(8),
-        );
-        for g in 0..qb.rows.div_ceil(8) {
-            k.e.vld(MemFmt::W32, s, at(self.lay.s + g * 4096), VAccess::DENSE);
-            k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
-            if let Some(c0) = kv.masked_from {
-                k.keep_mask(keep, qb.r0 + 8 * g, c0, kv.cols)?;
-                k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
+        let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
+        let orow_b = self.lay.evt * LANES * 4;
+        let lay = &self.lay;
+        interleave(k, qb.rows.div_ceil(8), 10, |k, g, u, step| {
+            let r = |i: u8| vr(u * 10 + i);
+            let (s, mx, mo, mn, p, al, l, o) = (r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7));
+            let (keep, below) = (MReg::n(1 + 2 * u), MReg::n(2 + 2 * u));
+            let (m_at, l_at) = (at(lay.m + g * 4096), at(lay.l + g * 4096));
+            match step {
+                0 => {
+                    k.e.vld(MemFmt::W32, s, at(lay.s + g * 4096), VAccess::DENSE);
+                    k.e.vld(MemFmt::W32, mo, m_at, VAccess::DENSE);
+                    k.e.vld(MemFmt::W32, l, l_at, VAccess::DENSE);
+                }
+                1 => {
+                    k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
+                }
+                2 => {
+                    if let Some(c0) = kv.masked_from {
+                        let scratch = (r(8), r(9));
+                        k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, c0, kv.cols)?;
+                        k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
+                    }
+                }
+                3 => {
+                    k.e.vred(RedOp::Max, VType::F32, Axis::Lane, mx, s);
+                }
+                4 => {
+                    k.e.vbin(VBinOp::Max, VType::F32, mn, mo, mx);
+                }
+                5 => {
+                    k.e.vbin(VBinOp::Sub, VType::F32, p, s, mn);
+                    k.e.vbin(VBinOp::Sub, VType::F32, al, mo, mn);
+                }
+                6 => {
+                    k.e.vun(VUnOp::Exp, VType::F32, p, p);
+                    k.e.vun(VUnOp::Exp, VType::F32, al, al);
+                }
+                7 => {
+                    k.e.vbin(VBinOp::Mul, VType::F32, l, l, al);
+                    k.e.vst(MemFmt::W32, mn, m_at, VAccess::DENSE);
+                }
+                8 => {
+                    k.e.vbin(VBinOp::Add, VType::F32, l, l, p);
+                    k.e.vst(fmt, p, at(lay.p + g * 8 * LANES * esz), VAccess::DENSE);
+                }
+                _ => {
+                    k.e.vst(MemFmt::W32, l, l_at, VAccess::DENSE);
+                    let orow = k.e.konst(orow_b as i32);
+                    for t in 0..lay.evt {
+                        let a = at(lay.o + g * 8 * orow_b + t * LANES * 4);
+                        k.e.vld(MemFmt::W32, o, a, VAccess::rows(orow));
+                        k.e.vbin(VBinOp::Mul, VType::F32, o, o, al);
+                        k.e.vst(MemFmt::W32, o, a, VAccess::rows(orow));
+                    }
+                }
             }
-            k.e.vred(RedOp::Max, VType::F32, Axis::Lane, mx, s);
-            k.e.vld(
-                MemFmt::W32,
-                m_old,
-                at(self.lay.m + g * 4096),
-                VAccess::DENSE,
-            );
-            k.e.vbin(VBinOp::Max, VType::F32, m_new, m_old, mx);
-            k.e.vbin(VBinOp::Sub, VType::F32, p, s, m_new);
-            k.e.vun(VUnOp::Exp, VType::F32, p, p);
-            k.e.vbin(VBinOp::Sub, VType::F32, alpha, m_old, m_new);
-            k.e.vun(VUnOp::Exp, VType::F32, alpha, alpha);
-            k.e.vred(RedOp::Add, VType::F32, Axis::Lane, rs, p);
-            k.e.vld(MemFmt::W32, l, at(self.lay.l + g * 4096), VAccess::DENSE);
-            k.e.vbin(VBinOp::Mul, VType::F32, l, l, alpha);
-            k.e.vbin(VBinOp::Add, VType::F32, l, l, rs);
-            k.e.vst(MemFmt::W32, l, at(self.lay.l + g * 4096), VAccess::DENSE);
-            k.e.vst(
-                MemFmt::W32,
-                m_new,
-                at(self.lay.m + g * 4096),
-                VAccess::DENSE,
-            );
-            k.e.vst(fmt, p, at(self.lay.p + g * 8 * LANES * esz), VAccess::DENSE);
-            for t in 0..self.lay.evt {
-                let a = at(self.lay.o + g * 8 * self.lay.evt * LANES * 4 + t * LANES * 4);
-                k.e.vld(MemFmt::W32, o, a, VAccess::rows(orow));
-                k.e.vbin(VBinOp::Mul, VType::F32, o, o, alpha);
-                k.e.vst(MemFmt::W32, o, a, VAccess::rows(orow));
-            }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// `O / l` and `m + log l` to the staging buffers, then their stores to HBM.
@@ -349,6 +357,7 @@ impl Fwd {
         let ev = n.ev as u32;
         for g in 0..qb.rows.div_ceil(8) {
             k.e.vld(MemFmt::W32, l, at(self.lay.l + g * 4096), VAccess::DENSE);
+            k.e.vred(RedOp::Add, VType::F32, Axis::Lane, l, l);
             for t in 0..self.lay.evt {
                 let lanes = LANES.min(ev - t * LANES);
                 let sub = k.e.konst(orow as i32);

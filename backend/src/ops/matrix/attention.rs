@@ -49,6 +49,31 @@ pub fn scaled_dot_product_attention(
     Ok(attention(&op, query, key, value, &a)?.0)
 }
 
+/// [`scaled_dot_product_attention`] without a mask, also returning the logsumexp of each row
+/// of scaled scores (`[.., H, L]`, f32) that its backward
+/// ([`super::attention_backward::flash_attention_backward`]) takes: what a training step calls
+/// (on the flash-attention kernel when it can take the operands).
+pub fn scaled_dot_product_attention_lse(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    is_causal: bool,
+    scale: Option<f64>,
+    enable_gqa: bool,
+) -> Result<(Tensor, Tensor)> {
+    let op = OpScope::new("aten::scaled_dot_product_attention", &[query, key, value])?;
+    let a = Attention {
+        mask: None,
+        dropout_p: 0.0,
+        is_causal,
+        scale,
+        enable_gqa,
+        lse: true,
+    };
+    let (o, lse) = attention(&op, query, key, value, &a)?;
+    Ok((o, lse.ok_or_else(|| op.err("internal: no logsumexp"))?))
+}
+
 /// `aten::_scaled_dot_product_flash_attention_for_cpu`: 4-D `[B, H, L, E]` inputs; returns the
 /// output and the logsumexp of each row of scaled, masked scores (`[B, H, L]`, float32).
 pub fn flash_attention_for_cpu(

@@ -8,6 +8,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::{AttentionNode, NodeKind};
 use crate::kernels::attention::check_fits;
+use crate::layout::{Layout, elementwise_layout};
 use crate::ops::helpers::OpScope;
 use crate::tensor::Tensor;
 
@@ -68,14 +69,30 @@ pub(super) fn forward(
     out_shape: &[usize],
 ) -> Result<(Tensor, Tensor)> {
     let rt = op.rt();
-    let o = Tensor::empty(rt, &[n.batch, n.heads, n.l, n.ev], qkv[0].dtype());
-    let lse = Tensor::empty(rt, &[n.batch, n.heads, n.l], DType::F32);
+    // As PyTorch's CPU flash kernel: the output's memory is `[B, L, H, Ev]`, seen transposed
+    // (so merging the heads back is a view); 2- and 3-dim calls get a contiguous output.
+    let (b, h, l, ev) = (n.batch, n.heads, n.l, n.ev);
+    let o = Tensor::empty(rt, &[b, h, l, ev], qkv[0].dtype());
+    let o = if out_shape.len() == 4 {
+        o.with_layout(Layout {
+            shape: vec![b, h, l, ev],
+            strides: vec![(l * h * ev) as isize, ev as isize, (h * ev) as isize, 1],
+            offset: 0,
+        })
+    } else {
+        o
+    };
+    let lse = Tensor::empty(rt, &[b, h, l], DType::F32);
     op.submit(
         NodeKind::Attention(n),
         qkv.iter().map(|t| t.view()).collect(),
         vec![o.view(), lse.view()],
     )?;
-    let o = o.with_layout(crate::layout::Layout::contiguous(out_shape));
+    let o = if out_shape.len() == 4 {
+        o
+    } else {
+        o.with_layout(Layout::contiguous(out_shape))
+    };
     Ok((o, lse))
 }
 
@@ -108,9 +125,11 @@ pub(super) fn backward(
         return Ok(None);
     }
     let rt = op.rt();
-    let dq = Tensor::empty(rt, qkv[0].shape(), dt);
-    let dk = Tensor::empty(rt, qkv[1].shape(), dt);
-    let dv = Tensor::empty(rt, qkv[2].shape(), dt);
+    // As `zeros_like` (PyTorch's CPU flash backward): each gradient laid out as its input.
+    let like = |t: &Tensor| {
+        Tensor::empty(rt, t.shape(), dt).with_layout(elementwise_layout(t.shape(), &[t.layout()]))
+    };
+    let (dq, dk, dv) = (like(&qkv[0]), like(&qkv[1]), like(&qkv[2]));
     let inputs = [&qkv[0], &qkv[1], &qkv[2], &o4, &do4, lse]
         .iter()
         .map(|t| t.view())
