@@ -22,7 +22,8 @@ use crate::compare::{Comparison, Tolerance, compare_outputs};
 use crate::error::GoldenError;
 use crate::executor::{Executor, Link, OpCall};
 use crate::format::{
-    Call, Case, CaseEntry, CaseFile, CompareMode, IndexEntry, Manifest, load_manifest,
+    Call, Case, CaseEntry, CaseFile, CompareMode, IndexEntry, Manifest, ToleranceSpec,
+    load_manifest,
 };
 use crate::report::Report;
 use crate::spec::ValueSpec;
@@ -416,7 +417,8 @@ fn run_case(
                 ],
                 Err(p) => vec![Err(format!("executor panicked: {p}")); case.calls.len()],
             };
-            case.calls
+            let chained = inherit_tolerances(&case.calls, &links);
+            chained
                 .iter()
                 .zip(&op_calls)
                 .zip(&resolved)
@@ -492,6 +494,32 @@ fn run_case(
         max_rel: total.max_rel,
         calls,
     }
+}
+
+/// The calls of a chain, each without a tolerance of its own given the largest of the calls
+/// whose outputs it reads: in a chain a call's inputs are the backend's own earlier outputs,
+/// so a call that adds no error of its own (a view, a split, a copy, for which the generator
+/// records none) still carries the error its producers were allowed.
+fn inherit_tolerances(calls: &[Call], links: &[Vec<Link>]) -> Vec<Call> {
+    let mut out: Vec<Call> = calls.to_vec();
+    for i in 0..out.len() {
+        if out[i].tolerance.is_some() {
+            continue;
+        }
+        let inherited = links[i]
+            .iter()
+            .filter_map(|l| out.get(l.call).and_then(|c| c.tolerance.clone()))
+            .reduce(|a, b| ToleranceSpec {
+                rtol: a.rtol.max(b.rtol),
+                atol: a.atol.max(b.atol),
+                why: String::new(),
+            });
+        out[i].tolerance = inherited.map(|t| ToleranceSpec {
+            why: "inherited in the chain from the calls whose outputs it reads".into(),
+            ..t
+        });
+    }
+    out
 }
 
 /// The arguments of `call` that name an earlier call's output.

@@ -89,12 +89,14 @@ fn step_checksums(mode: &str) -> (u64, u64, u64, f32) {
 
 /// (mode, outputs checksum, cycles checksum, launches), computed before the speed work. The
 /// defer cycles were re-pinned when fusion groups began reading an operand named twice by a
-/// group's first node (`x * x`) once: fewer HBM bytes, same outputs.
+/// group's first node (`x * x`) once: fewer HBM bytes, same outputs. All four were re-pinned
+/// when the block's attention became the flash-attention kernels (new outputs: the weights
+/// reach the matrix unit unnormalised; still the same bits in every mode).
 const PINNED: [(&str, u64, u64, u64); 4] = [
-    ("strict", 0xb6b7_5f18_1622_8551, 0xbe71_9538_a81e_814c, 111),
-    ("debug", 0xb6b7_5f18_1622_8551, 0x58bf_f679_4740_05cf, 111),
-    ("defer", 0xb6b7_5f18_1622_8551, 0x790f_ad91_1014_4fa1, 59),
-    ("compile", 0xb6b7_5f18_1622_8551, 0x64ac_0cf6_b86d_bb10, 6),
+    ("strict", 0x3c72_d720_d88a_2721, 0xa27d_ade4_d6fd_a1a9, 92),
+    ("debug", 0x3c72_d720_d88a_2721, 0x11ba_bf60_86bd_ecd9, 92),
+    ("defer", 0x3c72_d720_d88a_2721, 0xf2c9_9c74_c749_e927, 45),
+    ("compile", 0x3c72_d720_d88a_2721, 0x5c79_8b9f_00d8_24f5, 4),
 ];
 
 fn check(mode: &str) {

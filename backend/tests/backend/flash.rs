@@ -289,3 +289,77 @@ fn attention_backward_is_one_kernel_and_matches_the_host() {
         backward_case(&rt, (1, 2, 1, 260, 260, 160, 32), true);
     }
 }
+
+/// The golden model's layout: `q`, `k`, `v` are head views of one `[B, L, 3 * H * E]` tensor
+/// (row stride `3 H E`), f32 and bf16, causal; forward and backward against the host.
+#[test]
+fn packed_qkv_views_in_f32_and_bf16() {
+    use tpuemu_backend::ops::matrix::attention::flash_attention_for_cpu;
+    use tpuemu_backend::ops::matrix::attention_backward::flash_attention_backward;
+    let (b, h, l, e) = (2usize, 2usize, 40usize, 64usize);
+    let w = 3 * h * e;
+    let packed = bf16_round(&data(b * l * w, 21));
+    let go = bf16_round(&data(b * h * l * e, 22));
+    // Host copies of q, k, v as [B, H, L, E].
+    let part = |p: usize| -> Vec<f32> {
+        let mut v = Vec::new();
+        for bi in 0..b {
+            for hi in 0..h {
+                for i in 0..l {
+                    for c in 0..e {
+                        v.push(packed[(bi * l + i) * w + p * h * e + hi * e + c]);
+                    }
+                }
+            }
+        }
+        v
+    };
+    let (qv, kv, vv) = (part(0), part(1), part(2));
+    let dims = (b, h, h, l, l, e, e);
+    let want_o = reference(&qv, &kv, &vv, dims, true, 1.0 / (e as f64).sqrt());
+    let want_g = reference_grads([&qv, &kv, &vv, &go], dims, true, 1.0 / (e as f64).sqrt());
+    for dt in [DType::BF16, DType::F32] {
+        for mode in [Mode::Strict, Mode::DeferAndFuse] {
+            let rt = rt(mode);
+            let t = Tensor::from_slice(&rt, &packed, &[b, l, 3, h, e])
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let view = |p: i64| {
+                tpuemu_backend::ops::layout_ops::select(&t, 2, p)
+                    .unwrap()
+                    .permute(&[0, 2, 1, 3])
+                    .unwrap()
+            };
+            let (q, k, v) = (view(0), view(1), view(2));
+            let g = Tensor::from_slice(&rt, &go, &[b, h, l, e])
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let (o, lse) = flash_attention_for_cpu(&q, &k, &v, 0.0, true, None, None).unwrap();
+            let (dq, dk, dv) =
+                flash_attention_backward(&g, &q, &k, &v, &o, &lse, 0.0, true, None, None).unwrap();
+            let close = |name: &str, got: &Tensor, want: &[f64], tol: f64| {
+                let got = got.to_dtype(DType::F32).unwrap().contiguous().unwrap();
+                let got = got.to_vec::<f32>().unwrap();
+                let top = want.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+                for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                    assert!(
+                        (*g as f64 - w).abs() <= top * tol,
+                        "{dt:?} {mode:?} {name}[{i}]: {g} vs {w}"
+                    );
+                }
+            };
+            close("out", &o, &want_o, 2f64.powi(-6));
+            close("dv", &dv, &want_g[2], 2f64.powi(-5));
+            close("dk", &dk, &want_g[1], 2f64.powi(-5));
+            close("dq", &dq, &want_g[0], 2f64.powi(-5));
+            // The packed input is unchanged (nothing wrote into the views' storage).
+            let back = t.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
+            assert_eq!(
+                back, packed,
+                "{dt:?} {mode:?}: the packed qkv was overwritten"
+            );
+        }
+    }
+}

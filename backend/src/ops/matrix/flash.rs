@@ -139,7 +139,13 @@ pub(super) fn backward(
         inputs,
         vec![dq.view(), dk.view(), dv.view()],
     )?;
-    let shaped =
-        |t: Tensor, like: &Tensor| t.with_layout(crate::layout::Layout::contiguous(like.shape()));
-    Ok(Some((shaped(dq, q), shaped(dk, k), shaped(dv, v))))
+    // Back to the callers' dims (the leading ones `as4` added are size 1).
+    let shaped = |t: Tensor, like: &Tensor| -> Result<Tensor> {
+        let mut l = t.layout().clone();
+        while l.shape.len() > like.dim() {
+            l = l.squeeze(0)?;
+        }
+        Ok(t.with_layout(l))
+    };
+    Ok(Some((shaped(dq, q)?, shaped(dk, k)?, shaped(dv, v)?)))
 }
