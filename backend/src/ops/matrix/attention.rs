@@ -410,6 +410,9 @@ pub(super) fn defs() -> Vec<OpDef> {
                     Value::Tensor(dv),
                 ])
             },
-        ),
+        )
+        .shard(Sharding::Replicate(
+            "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
+        )),
     ]
 }
