@@ -20,24 +20,46 @@ const SEM_LOAD: u8 = 0;
 /// Groups of 8 rows a vector step keeps in flight (see [`interleave`]).
 pub(super) const INTERLEAVE: u32 = 6;
 
-/// Emits `steps` steps for each of `groups` groups of 8 rows, [`INTERLEAVE`] groups at a time
-/// in a wavefront: at time `t` group `i` of the batch does step `t - i`, so that neighbouring
-/// instructions belong to different groups and usually to different units (a reduction on the
-/// cross-lane unit beside an exponential on the transcendental unit beside ALU work), which
-/// the in-order core issues together, each waiting only on its own group's previous step.
-/// `f(kern, group, slot, step)`; `slot` (below [`INTERLEAVE`]) picks the group's registers.
+/// Emits `steps` steps for each of `groups` groups of 8 rows in a wavefront: at time `t`
+/// group `i` does step `t - i`, so that neighbouring instructions belong to different groups
+/// and usually to different units (a reduction on the cross-lane unit beside an exponential on
+/// the transcendental unit beside ALU work), which the in-order core issues together, each
+/// waiting only on its own group's previous step. One group finishes per row of the wavefront,
+/// so a row should never wait: a step whose result takes long (a reduction, an exponential)
+/// is followed by an empty step, which puts its consumer two rows later. With at least
+/// `steps` register slots ([`INTERLEAVE`] here) the wavefront runs over all groups without a
+/// break (group `i` uses slot `i % INTERLEAVE`); with fewer it runs in batches.
+/// `f(kern, group, slot, step)`; `slot` picks the group's registers.
 pub(super) fn interleave(
     k: &mut Kern,
     groups: u32,
     steps: usize,
+    f: impl FnMut(&mut Kern, u32, u8, usize) -> Result<(), KernelError>,
+) -> Result<(), KernelError> {
+    interleave_n(k, groups, INTERLEAVE, steps, f)
+}
+
+/// [`interleave`] with `width` register slots.
+pub(super) fn interleave_n(
+    k: &mut Kern,
+    groups: u32,
+    width: u32,
+    steps: usize,
     mut f: impl FnMut(&mut Kern, u32, u8, usize) -> Result<(), KernelError>,
 ) -> Result<(), KernelError> {
-    for first in (0..groups).step_by(INTERLEAVE as usize) {
-        let n = (groups.min(first + INTERLEAVE) - first) as usize;
+    // Groups in flight at once: the slots (a slot is reused once its group has finished).
+    let batch = if width as usize >= steps {
+        groups
+    } else {
+        width
+    };
+    for first in (0..groups).step_by(batch.max(1) as usize) {
+        let n = (groups.min(first + batch) - first) as usize;
         for t in 0..steps + n - 1 {
             for i in 0..n {
                 if let Some(step) = t.checked_sub(i).filter(|s| *s < steps) {
-                    f(k, first + i as u32, i as u8, step)?;
+                    let g = first + i as u32;
+                    f(k, g, (g % width) as u8, step)?;
                 }
             }
         }
@@ -195,6 +217,13 @@ impl<'a> Kern<'a> {
             head: HashMap::new(),
             pending: HashMap::new(),
         })
+    }
+
+    /// A scalar register of the kernel's own.
+    pub(super) fn reg(&mut self) -> Result<SReg, KernelError> {
+        self.pool
+            .take()
+            .ok_or_else(|| KernelError::Unsupported("out of scalar registers".into()))
     }
 
     /// The finished program.

@@ -5,10 +5,10 @@
 //! elements.
 
 use tpuemu_isa::builder::VAccess;
-use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, VBinOp, VType, VUnOp};
-use tpuemu_isa::{Addr, ChipInfo, MReg, Program};
+use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
+use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{Heads, Kern, Mm, Units, interleave, key_blocks, vr};
+use super::common::{Heads, Kern, Mm, Units, interleave, interleave_n, key_blocks, vr};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -16,6 +16,10 @@ use crate::kernels::KernelError;
 /// Semaphores: queries (by parity), results (by parity).
 const SEM_Q: u8 = 1;
 const SEM_OUT: u8 = 3;
+
+/// Register slots of the softmax (four vector registers each): one per step, so that its
+/// wavefront runs over all of a block's groups without a break.
+const SOFTMAX_GROUPS: u32 = 12;
 
 /// Operand indices.
 const Q: usize = 0;
@@ -31,10 +35,14 @@ pub(crate) struct Layout {
     pub v: u32,
     /// Query blocks `[bq, E]`, double-buffered.
     pub q: [u32; 2],
-    /// Scores of one key block, f32 `[bq, 128]`.
-    pub s: u32,
-    /// Weights of one key block, `[bq, 128]` in the operands' dtype.
-    pub p: u32,
+    /// Scores of a key block, f32 `[bq, 128]`, double-buffered (the next block's are computed
+    /// while the vector unit works on the current one's).
+    pub s: [u32; 2],
+    /// Weights of a key block, `[bq, 128]` in the operands' dtype, double-buffered.
+    pub p: [u32; 2],
+    /// Each row's rescaling factor `exp(m_old - m_new)` of the current block, one `(8, 128)`
+    /// tile per 8 rows.
+    pub al: u32,
     /// The output accumulator, f32 `[bq, evt * 128]`.
     pub o: u32,
     /// Running maximum of each row, one `(8, 128)` tile per 8 rows (the row's value on every
@@ -65,10 +73,17 @@ impl Layout {
         let k = b.take(s_pad * e * esz);
         let v = b.take(s_pad * ev * esz);
         let q = [b.take(bq as u64 * e * esz), b.take(bq as u64 * e * esz)];
-        let sb = b.take(bq as u64 * LANES as u64 * 4);
-        let p = b.take(bq as u64 * LANES as u64 * esz);
+        let sb = [
+            b.take(bq as u64 * LANES as u64 * 4),
+            b.take(bq as u64 * LANES as u64 * 4),
+        ];
+        let p = [
+            b.take(bq as u64 * LANES as u64 * esz),
+            b.take(bq as u64 * LANES as u64 * esz),
+        ];
         let o = b.take(bq as u64 * evt as u64 * LANES as u64 * 4);
         let tiles = bq.div_ceil(8) as u64 * 4096;
+        let al = b.take(tiles);
         let m = b.take(tiles);
         let l = b.take(tiles);
         let ostage = [b.take(bq as u64 * ev * esz), b.take(bq as u64 * ev * esz)];
@@ -79,6 +94,7 @@ impl Layout {
             q,
             s: sb,
             p,
+            al,
             o,
             m,
             l,
@@ -102,12 +118,28 @@ struct KvBlock {
     masked_from: Option<u32>,
 }
 
+/// Where the next key block is, for its scores: its keys and real columns.
+#[derive(Clone, Copy)]
+struct Next {
+    k: Addr,
+    cols: u32,
+}
+
 /// A query block: first row, rows, and its buffer parity.
 #[derive(Clone, Copy)]
 struct QBlock {
     r0: u32,
     rows: u32,
     parity: usize,
+}
+
+/// Scalar registers holding the VMEM addresses of the double buffers: the current key block's
+/// scores and weights, the next block's scores. They swap after every block.
+#[derive(Clone, Copy)]
+struct BufRegs {
+    cs: SReg,
+    ns: SReg,
+    cp: SReg,
 }
 
 /// Builds the forward kernel.
@@ -119,8 +151,14 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         ));
     }
     let mut k = Kern::new(spec, chip, name, &["q", "k", "v", "out", "lse"], &[4])?;
+    let bufs = BufRegs {
+        cs: k.reg()?,
+        ns: k.reg()?,
+        cp: k.reg()?,
+    };
     let mut f = Fwd {
         lay,
+        bufs,
         store: PingPong::new(SEM_OUT),
     };
     let n = &spec.node;
@@ -140,6 +178,7 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
 
 struct Fwd {
     lay: Layout,
+    bufs: BufRegs,
     store: PingPong,
 }
 
@@ -171,7 +210,7 @@ impl Fwd {
         Ok(())
     }
 
-    /// `m = -inf`, `l = 0`, `O = 0`.
+    /// `m = -inf`, `l = 0` (the first key block writes `O` without reading it).
     fn init(&self, k: &mut Kern, qb: QBlock) {
         let groups = qb.rows.div_ceil(8);
         let (ninf, zero) = (vr(0), vr(1));
@@ -181,80 +220,113 @@ impl Fwd {
             k.e.vst(MemFmt::W32, ninf, at(self.lay.m + g * 4096), VAccess::DENSE);
             k.e.vst(MemFmt::W32, zero, at(self.lay.l + g * 4096), VAccess::DENSE);
         }
-        for t in 0..groups * self.lay.evt {
-            k.e.vst(MemFmt::W32, zero, at(self.lay.o + t * 4096), VAccess::DENSE);
-        }
     }
 
-    /// The key blocks a query block sees: unmasked ones in a loop, then the masked ones.
+    /// The key blocks a query block sees, software-pipelined: the scores of block `j + 1` go
+    /// to the matrix units before the vector unit starts on block `j`'s softmax, so the two
+    /// overlap. The first block (which writes `O` instead of accumulating) and the blocks that
+    /// need the mask or end the run are unrolled; the unmasked ones between run in a loop.
     fn key_blocks(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
-        let (s, bk) = (n.s as u32, self.lay.bk);
+        let (s, bk, lay) = (n.s as u32, self.lay.bk, &self.lay);
         let (nfull, nblk) = key_blocks(&n, bk, qb.r0, qb.rows);
         let (kst, vst) = (
             bk * n.e as u32 * k.spec.esz(),
             bk * n.ev as u32 * k.spec.esz(),
         );
-        if nfull > 0 {
+        let blk = |j: u32| KvBlock {
+            k: at(lay.k + j * kst),
+            v: at(lay.v + j * vst),
+            cols: bk.min(s - j * bk),
+            masked_from: (j >= nfull).then_some(j * bk),
+        };
+        let next = |j: u32| {
+            (j + 1 < nblk).then(|| Next {
+                k: blk(j + 1).k,
+                cols: blk(j + 1).cols,
+            })
+        };
+        let b = self.bufs;
+        k.e.smov(b.cs, lay.s[0] as i32);
+        k.e.smov(b.ns, lay.s[1] as i32);
+        k.e.smov(b.cp, lay.p[0] as i32);
+        let b0 = blk(0);
+        self.scores(k, qb, b0.k, b0.cols, b.cs);
+        self.block(k, qb, b0, true, next(0))?;
+        // Blocks 1.. whose next block is unmasked too run in a loop.
+        let looped = nfull.saturating_sub(1).max(1);
+        if looped > 1 {
             let (kp, vp) = (k.r.kp, k.r.vp);
-            k.e.smov(vp, self.lay.v as i32);
-            let lp = k.begin_ptr_loop(kp, self.lay.k, kst, nfull);
-            self.block(
-                k,
-                qb,
-                KvBlock {
-                    k: Addr::new(kp, 0),
-                    v: Addr::new(vp, 0),
-                    cols: bk,
-                    masked_from: None,
-                },
-            )?;
+            k.e.smov(vp, (lay.v + vst) as i32);
+            let lp = k.begin_ptr_loop(kp, lay.k + kst, kst, looped - 1);
+            let kv = KvBlock {
+                k: Addr::new(kp, 0),
+                v: Addr::new(vp, 0),
+                cols: bk,
+                masked_from: None,
+            };
+            let nx = Next {
+                k: Addr::new(kp, kst as i32),
+                cols: bk,
+            };
+            self.block(k, qb, kv, false, Some(nx))?;
             k.e.sadd(vp, vp, vst as i32);
             k.end_ptr_loop(lp);
         }
-        for j in nfull..nblk {
-            let c0 = j * bk;
-            self.block(
-                k,
-                qb,
-                KvBlock {
-                    k: at(self.lay.k + j * kst),
-                    v: at(self.lay.v + j * vst),
-                    cols: bk.min(s - c0),
-                    masked_from: Some(c0),
-                },
-            )?;
+        for j in looped..nblk {
+            self.block(k, qb, blk(j), false, next(j))?;
         }
         Ok(())
     }
 
-    /// One key block: scores, online softmax, `O += P V`.
-    fn block(&self, k: &mut Kern, qb: QBlock, kv: KvBlock) -> Result<(), KernelError> {
+    /// `S = Q K^T` of the key block at `kb` (`cols` keys) into the scores buffer at `out`.
+    fn scores(&self, k: &mut Kern, qb: QBlock, kb: Addr, cols: u32, out: SReg) {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
         let units = Units::split(k.chip, qb.rows);
-        // S = Q K^T, the width E in chunks of the array's rows.
         let q = self.lay.q[qb.parity];
         let stride = n.e as u32 * esz;
-        let s_at = |row0: u32, n0: u32| at(self.lay.s + row0 * LANES * 4 + n0 * 4);
         k.matmul(
             &units,
             &Mm {
-                w: kv.k,
+                w: kb,
                 w_t: true,
                 k: n.e as u32,
-                n: kv.cols,
+                n: cols,
                 w_stride: stride,
                 lhs: &|row0, k0| at(q + row0 * stride + k0 * esz),
                 lhs_stride: stride,
                 lhs_t: false,
-                out: &s_at,
+                out: &|row0, n0| Addr::new(out, (row0 * LANES * 4 + n0 * 4) as i32),
                 out_stride: LANES * 4,
                 acc: false,
             },
         );
-        self.softmax(k, qb, kv)?;
-        // O += P V, the width Ev in chunks of the array's columns.
+    }
+
+    /// One key block whose scores are in the current buffer: the next block's scores, the
+    /// online softmax, the rescaling of `O` (not for the first block), `O (+)= P V`; then the
+    /// buffers swap.
+    fn block(
+        &self,
+        k: &mut Kern,
+        qb: QBlock,
+        kv: KvBlock,
+        first: bool,
+        next: Option<Next>,
+    ) -> Result<(), KernelError> {
+        let n = k.spec.node.clone();
+        let esz = k.spec.esz();
+        let b = self.bufs;
+        if let Some(nx) = next {
+            self.scores(k, qb, nx.k, nx.cols, b.ns);
+        }
+        self.softmax(k, qb, kv, first)?;
+        if !first {
+            self.rescale(k, qb);
+        }
+        // O (+)= P V, the width Ev in chunks of the array's columns.
+        let units = Units::split(k.chip, qb.rows);
         let prow = LANES * esz;
         let orow = self.lay.evt * LANES * 4;
         k.matmul(
@@ -265,83 +337,133 @@ impl Fwd {
                 k: kv.cols,
                 n: n.ev as u32,
                 w_stride: n.ev as u32 * esz,
-                lhs: &|row0, k0| at(self.lay.p + row0 * prow + k0 * esz),
+                lhs: &|row0, k0| Addr::new(b.cp, (row0 * prow + k0 * esz) as i32),
                 lhs_stride: prow,
                 lhs_t: false,
                 out: &|row0, n0| at(self.lay.o + row0 * orow + n0 * 4),
                 out_stride: orow,
-                acc: true,
+                acc: !first,
             },
         );
+        let (s_x, p_x) = (
+            (self.lay.s[0] ^ self.lay.s[1]) as i32,
+            (self.lay.p[0] ^ self.lay.p[1]) as i32,
+        );
+        k.e.salu(SAluOp::Xor, b.cs, b.cs, s_x);
+        k.e.salu(SAluOp::Xor, b.ns, b.ns, s_x);
+        k.e.salu(SAluOp::Xor, b.cp, b.cp, p_x);
         Ok(())
     }
 
     /// The online softmax of one key block's scores, 8 rows at a time, [`INTERLEAVE`] groups
     /// of rows in flight (each step emitted for every group before the next step, so that the
     /// in-order core overlaps their latencies). `l` holds per-lane partial sums of the weights
-    /// (rescaled with the row), reduced across the lanes once, at the end.
-    fn softmax(&self, k: &mut Kern, qb: QBlock, kv: KvBlock) -> Result<(), KernelError> {
+    /// (rescaled with the row), reduced across the lanes once, at the end. The rows' factors
+    /// `exp(m_old - m_new)` go to VMEM for [`Fwd::rescale`].
+    fn softmax(
+        &self,
+        k: &mut Kern,
+        qb: QBlock,
+        kv: KvBlock,
+        first: bool,
+    ) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let scale = (n.scale as f32).to_bits();
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
-        let orow_b = self.lay.evt * LANES * 4;
         let lay = &self.lay;
-        interleave(k, qb.rows.div_ceil(8), 10, |k, g, u, step| {
+        let b = self.bufs;
+        // Four registers a group (each reused once its value is dead), so that
+        // `SOFTMAX_GROUPS` groups are in flight; the mask's scratch registers are shared.
+        interleave_n(
+            k,
+            qb.rows.div_ceil(8),
+            SOFTMAX_GROUPS,
+            12,
+            |k, g, u, step| {
+                let r = |i: u8| vr(u * 4 + i);
+                // s: the scores, then the weights; mx: the block's row maximum, then the new
+                // running maximum; mo: the old maximum, then the rescaling factor; l: the sums.
+                let (s, mx, mo, l) = (r(0), r(1), r(2), r(3));
+                let (m_at, l_at) = (at(lay.m + g * 4096), at(lay.l + g * 4096));
+                match step {
+                    0 => {
+                        let s_at = Addr::new(b.cs, (g * 4096) as i32);
+                        k.e.vld(MemFmt::W32, s, s_at, VAccess::DENSE);
+                    }
+                    1 => {
+                        k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
+                    }
+                    2 => {
+                        if let Some(c0) = kv.masked_from {
+                            let (keep, below) = (MReg::n(1), MReg::n(2));
+                            let scratch = (vr(62), vr(63));
+                            k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, c0, kv.cols)?;
+                            k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
+                        }
+                    }
+                    3 => {
+                        k.e.vred(RedOp::Max, VType::F32, Axis::Lane, mx, s);
+                        k.e.vld(MemFmt::W32, mo, m_at, VAccess::DENSE);
+                    }
+                    5 => {
+                        k.e.vbin(VBinOp::Max, VType::F32, mx, mo, mx);
+                    }
+                    6 => {
+                        k.e.vbin(VBinOp::Sub, VType::F32, s, s, mx);
+                        k.e.vbin(VBinOp::Sub, VType::F32, mo, mo, mx);
+                        k.e.vst(MemFmt::W32, mx, m_at, VAccess::DENSE);
+                        k.e.vld(MemFmt::W32, l, l_at, VAccess::DENSE);
+                    }
+                    7 => {
+                        k.e.vun(VUnOp::Exp, VType::F32, s, s);
+                        k.e.vun(VUnOp::Exp, VType::F32, mo, mo);
+                    }
+                    9 => {
+                        k.e.vbin(VBinOp::Mul, VType::F32, l, l, mo);
+                        let p_at = Addr::new(b.cp, (g * 8 * LANES * esz) as i32);
+                        k.e.vst(fmt, s, p_at, VAccess::DENSE);
+                    }
+                    10 => {
+                        k.e.vbin(VBinOp::Add, VType::F32, l, l, s);
+                        if !first {
+                            k.e.vst(MemFmt::W32, mo, at(lay.al + g * 4096), VAccess::DENSE);
+                        }
+                    }
+                    11 => {
+                        k.e.vst(MemFmt::W32, l, l_at, VAccess::DENSE);
+                    }
+                    // 4 and 8: the reduction's and the exponentials' results are on their way.
+                    _ => {}
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// `O *= exp(m_old - m_new)` row by row, before the block's `P V` accumulates into it.
+    fn rescale(&self, k: &mut Kern, qb: QBlock) {
+        let lay = &self.lay;
+        let orow_b = lay.evt * LANES * 4;
+        let steps = 1 + 2 * lay.evt as usize;
+        // The closure never fails.
+        let _ = interleave(k, qb.rows.div_ceil(8), steps, |k, g, u, step| {
             let r = |i: u8| vr(u * 10 + i);
-            let (s, mx, mo, mn, p, al, l, o) = (r(0), r(1), r(2), r(3), r(4), r(5), r(6), r(7));
-            let (keep, below) = (MReg::n(1 + 2 * u), MReg::n(2 + 2 * u));
-            let (m_at, l_at) = (at(lay.m + g * 4096), at(lay.l + g * 4096));
-            match step {
-                0 => {
-                    k.e.vld(MemFmt::W32, s, at(lay.s + g * 4096), VAccess::DENSE);
-                    k.e.vld(MemFmt::W32, mo, m_at, VAccess::DENSE);
-                    k.e.vld(MemFmt::W32, l, l_at, VAccess::DENSE);
-                }
-                1 => {
-                    k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
-                }
-                2 => {
-                    if let Some(c0) = kv.masked_from {
-                        let scratch = (r(8), r(9));
-                        k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, c0, kv.cols)?;
-                        k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
-                    }
-                }
-                3 => {
-                    k.e.vred(RedOp::Max, VType::F32, Axis::Lane, mx, s);
-                }
-                4 => {
-                    k.e.vbin(VBinOp::Max, VType::F32, mn, mo, mx);
-                }
-                5 => {
-                    k.e.vbin(VBinOp::Sub, VType::F32, p, s, mn);
-                    k.e.vbin(VBinOp::Sub, VType::F32, al, mo, mn);
-                }
-                6 => {
-                    k.e.vun(VUnOp::Exp, VType::F32, p, p);
-                    k.e.vun(VUnOp::Exp, VType::F32, al, al);
-                }
-                7 => {
-                    k.e.vbin(VBinOp::Mul, VType::F32, l, l, al);
-                    k.e.vst(MemFmt::W32, mn, m_at, VAccess::DENSE);
-                }
-                8 => {
-                    k.e.vbin(VBinOp::Add, VType::F32, l, l, p);
-                    k.e.vst(fmt, p, at(lay.p + g * 8 * LANES * esz), VAccess::DENSE);
-                }
-                _ => {
-                    k.e.vst(MemFmt::W32, l, l_at, VAccess::DENSE);
-                    let orow = k.e.konst(orow_b as i32);
-                    for t in 0..lay.evt {
-                        let a = at(lay.o + g * 8 * orow_b + t * LANES * 4);
-                        k.e.vld(MemFmt::W32, o, a, VAccess::rows(orow));
-                        k.e.vbin(VBinOp::Mul, VType::F32, o, o, al);
-                        k.e.vst(MemFmt::W32, o, a, VAccess::rows(orow));
-                    }
-                }
+            if step == 0 {
+                k.e.vld(MemFmt::W32, r(0), at(lay.al + g * 4096), VAccess::DENSE);
+                return Ok(());
+            }
+            let t = ((step - 1) / 2) as u32;
+            let o = r(1 + (t % 2) as u8);
+            let a = at(lay.o + g * 8 * orow_b + t * LANES * 4);
+            let orow = k.e.konst(orow_b as i32);
+            if (step - 1) % 2 == 0 {
+                k.e.vld(MemFmt::W32, o, a, VAccess::rows(orow));
+            } else {
+                k.e.vbin(VBinOp::Mul, VType::F32, o, o, r(0));
+                k.e.vst(MemFmt::W32, o, a, VAccess::rows(orow));
             }
             Ok(())
-        })
+        });
     }
 
     /// `O / l` and `m + log l` to the staging buffers, then their stores to HBM.
