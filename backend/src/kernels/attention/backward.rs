@@ -49,14 +49,21 @@ pub(crate) struct Layout {
     q: u32,
     dout: u32,
     out: u32,
-    /// The query head's logsumexp `[L]` and the block's `D` `[bq]`, f32.
+    /// The query head's logsumexp `[L]`, f32; the block's logsumexp and `D` as one `(8, 128)`
+    /// tile per 8 rows (each row's value on every lane), so that the key blocks read them with
+    /// dense loads.
     lse: u32,
+    lse_t: u32,
     d: u32,
-    /// Scores then weights (f32), and `dP` (f32), `[bq, 128]`.
-    s: u32,
-    dp: u32,
-    /// Weights then `dS` in the operands' dtype, `[bq, 128]`.
-    p: u32,
+    /// Scores then weights (f32) `[bq, 128]`, followed by `dP` (f32) at `dp_off`;
+    /// double-buffered (the next key block's are computed while the vector unit works on the
+    /// current one's).
+    s: [u32; 2],
+    dp_off: u32,
+    /// Weights in the operands' dtype `[bq, 128]`, followed by `dS` at `ds_off`;
+    /// double-buffered.
+    p: [u32; 2],
+    ds_off: u32,
     /// The block's `dQ` accumulator, f32 `[bq, et * 128]`.
     dq: u32,
     /// Staging of `dq` rows (by parity) and of `dk`/`dv` rows.
@@ -92,10 +99,14 @@ impl Layout {
         let dout = b.take(bq64 * ev * esz);
         let out = b.take(bq64 * ev * esz);
         let lse = b.take(l.div_ceil(8) * 8 * 4);
-        let d = b.take(bq64 * 4);
-        let sb = b.take(bq64 * lanes * 4);
-        let dp = b.take(bq64 * lanes * 4);
-        let p = b.take(bq64 * lanes * esz);
+        let tiles = bq64.div_ceil(8) * 4096;
+        let lse_t = b.take(tiles);
+        let d = b.take(tiles);
+        let (sbytes, pbytes) = (bq64 * lanes * 4, bq64 * lanes * esz);
+        let sb = [b.take(2 * sbytes), b.take(2 * sbytes)];
+        let p = [b.take(2 * pbytes), b.take(2 * pbytes)];
+        let dp_off = sbytes as u32;
+        let ds_off = pbytes as u32;
         let dq = b.take(bq64 * et as u64 * lanes * 4);
         let dq_stage = [b.take(bq64 * e * esz), b.take(bq64 * e * esz)];
         let kv_stage = b.take(s_pad * e.max(ev) * esz);
@@ -108,10 +119,12 @@ impl Layout {
             dout,
             out,
             lse,
+            lse_t,
             d,
             s: sb,
-            dp,
+            dp_off,
             p,
+            ds_off,
             dq,
             dq_stage,
             kv_stage,
@@ -156,8 +169,14 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     }
     let names = ["q", "k", "v", "out", "grad_out", "lse", "dq", "dk", "dv"];
     let mut k = Kern::new(spec, chip, name, &names, &[LSE])?;
+    let bufs = BufRegs {
+        cs: k.reg()?,
+        ns: k.reg()?,
+        cp: k.reg()?,
+    };
     let mut b = Bwd {
         lay,
+        bufs,
         store: PingPong::new(SEM_DQ),
     };
     let n = spec.node.clone();
@@ -182,7 +201,26 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
 
 struct Bwd {
     lay: Layout,
+    bufs: BufRegs,
     store: PingPong,
+}
+
+/// Scalar registers holding the VMEM addresses of the double buffers: the current key block's
+/// scores (and `dP` after them) and weights (and `dS` after them), and the next block's scores.
+/// They swap after every block.
+#[derive(Clone, Copy)]
+struct BufRegs {
+    cs: SReg,
+    ns: SReg,
+    cp: SReg,
+}
+
+/// Where the next key block is: its keys and values, and its real columns.
+#[derive(Clone, Copy)]
+struct Next {
+    k: Addr,
+    v: Addr,
+    cols: u32,
 }
 
 impl Bwd {
@@ -221,7 +259,8 @@ impl Bwd {
         let n = k.spec.node.clone();
         let (fmt, esz, ev) = (k.spec.mem_fmt(), k.spec.esz(), n.ev as u32);
         let (acc, a, b, r) = (vr(0), vr(1), vr(2), vr(3));
-        let (lanes_m, one) = (MReg::n(3), MReg::n(4));
+        let lanes_m = MReg::n(3);
+        let four = k.e.konst(4);
         for g in 0..qb.rows.div_ceil(8) {
             k.e.vmov(VType::F32, acc, 0u32);
             for t in 0..self.lay.evt {
@@ -240,31 +279,64 @@ impl Bwd {
                 k.e.vred(RedOp::Add, VType::F32, Axis::Lane, r, a);
                 k.e.vbin(VBinOp::Add, VType::F32, acc, acc, r);
             }
-            k.e.mask_below(one, vr(4), IotaKind::Lane, 1);
-            let four = k.e.konst(4);
+            k.e.vst(MemFmt::W32, acc, abs(self.lay.d + g * 4096), VAccess::DENSE);
+            // The rows' logsumexp, each on every lane.
+            let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
+            let at = abs(self.lay.lse + (qb.r0 + 8 * g) * 4);
+            k.e.vld(MemFmt::W32, r, at, rows);
             k.e.vst(
                 MemFmt::W32,
-                acc,
-                abs(self.lay.d + g * 32),
-                VAccess {
-                    sub_stride: Some(four),
-                    lane_stride: None,
-                    mask: Some(one),
-                },
+                r,
+                abs(self.lay.lse_t + g * 4096),
+                VAccess::DENSE,
             );
         }
     }
 
-    /// The key blocks the query block sees: unmasked ones in a loop, then the masked ones.
+    /// The key blocks the query block sees, software-pipelined: the scores and `dP` of block
+    /// `j + 1` (which need only the inputs) go to the matrix units before the vector unit
+    /// starts on block `j`. Unmasked blocks whose next block is unmasked too run in a loop; the
+    /// rest are unrolled.
     fn key_blocks(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let (s, bk, esz) = (n.s as u32, self.lay.bk, k.spec.esz());
         let (nfull, nblk) = key_blocks(&n, bk, qb.r0, qb.rows);
         let (kst, vst) = (bk * n.e as u32 * esz, bk * n.ev as u32 * esz);
-        if nfull > 0 {
+        let lay = &self.lay;
+        let blk = |j: u32| KvBlock {
+            k: abs(lay.k + j * kst),
+            v: abs(lay.v + j * vst),
+            c0: j * bk,
+            in_loop: false,
+            cols: bk.min(s - j * bk),
+            masked: j >= nfull,
+        };
+        let next = |j: u32| {
+            (j + 1 < nblk).then(|| {
+                let b = blk(j + 1);
+                Next {
+                    k: b.k,
+                    v: b.v,
+                    cols: b.cols,
+                }
+            })
+        };
+        let b = self.bufs;
+        k.e.smov(b.cs, lay.s[0] as i32);
+        k.e.smov(b.ns, lay.s[1] as i32);
+        k.e.smov(b.cp, lay.p[0] as i32);
+        let b0 = blk(0);
+        let first = Next {
+            k: b0.k,
+            v: b0.v,
+            cols: b0.cols,
+        };
+        self.scores(k, qb, first, b.cs);
+        let looped = nfull.saturating_sub(1);
+        if looped > 0 {
             let (kp, vp) = (k.r.kp, k.r.vp);
-            k.e.smov(vp, self.lay.v as i32);
-            let lp = k.begin_ptr_loop(kp, self.lay.k, kst, nfull);
+            k.e.smov(vp, lay.v as i32);
+            let lp = k.begin_ptr_loop(kp, lay.k, kst, looped);
             let kv = KvBlock {
                 k: Addr::new(kp, 0),
                 v: Addr::new(vp, 0),
@@ -273,36 +345,30 @@ impl Bwd {
                 cols: bk,
                 masked: false,
             };
-            self.block(k, qb, kv)?;
+            let nx = Next {
+                k: Addr::new(kp, kst as i32),
+                v: Addr::new(vp, vst as i32),
+                cols: bk,
+            };
+            self.block(k, qb, kv, Some(nx))?;
             k.e.sadd(vp, vp, vst as i32);
             k.end_ptr_loop(lp);
         }
-        for j in nfull..nblk {
-            let c0 = j * bk;
-            let kv = KvBlock {
-                k: abs(self.lay.k + j * kst),
-                v: abs(self.lay.v + j * vst),
-                c0,
-                in_loop: false,
-                cols: bk.min(s - c0),
-                masked: true,
-            };
-            self.block(k, qb, kv)?;
+        for j in looped..nblk {
+            self.block(k, qb, blk(j), next(j))?;
         }
         Ok(())
     }
 
-    /// One key block of one query block.
-    fn block(&self, k: &mut Kern, qb: QBlock, kv: KvBlock) -> Result<(), KernelError> {
+    /// `S = Q K^T` and `dP = dO V^T` of a key block into the buffers at `out`.
+    fn scores(&self, k: &mut Kern, qb: QBlock, kv: Next, out: SReg) {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
         let (e, ev) = (n.e as u32, n.ev as u32);
         let q_units = Units::split(k.chip, qb.rows);
-        let k_units = Units::split(k.chip, kv.cols);
-        let (qrow, dorow, prow) = (e * esz, ev * esz, LANES * esz);
+        let (qrow, dorow) = (e * esz, ev * esz);
         let f32row = LANES * 4;
         let lay = &self.lay;
-        // S = Q K^T.
         k.matmul(
             &q_units,
             &Mm {
@@ -314,11 +380,48 @@ impl Bwd {
                 lhs: &|r, k0| abs(lay.q + r * qrow + k0 * esz),
                 lhs_stride: qrow,
                 lhs_t: false,
-                out: &|r, n0| abs(lay.s + r * f32row + n0 * 4),
+                out: &|r, n0| Addr::new(out, (r * f32row + n0 * 4) as i32),
                 out_stride: f32row,
                 acc: false,
             },
         );
+        k.matmul(
+            &q_units,
+            &Mm {
+                w: kv.v,
+                w_t: true,
+                k: ev,
+                n: kv.cols,
+                w_stride: dorow,
+                lhs: &|r, k0| abs(lay.dout + r * dorow + k0 * esz),
+                lhs_stride: dorow,
+                lhs_t: false,
+                out: &|r, n0| Addr::new(out, (lay.dp_off + r * f32row + n0 * 4) as i32),
+                out_stride: f32row,
+                acc: false,
+            },
+        );
+    }
+
+    /// One key block of one query block, its scores and `dP` in the current buffers.
+    fn block(
+        &self,
+        k: &mut Kern,
+        qb: QBlock,
+        kv: KvBlock,
+        next: Option<Next>,
+    ) -> Result<(), KernelError> {
+        let n = k.spec.node.clone();
+        let esz = k.spec.esz();
+        let (e, ev) = (n.e as u32, n.ev as u32);
+        let q_units = Units::split(k.chip, qb.rows);
+        let k_units = Units::split(k.chip, kv.cols);
+        let (qrow, dorow, prow) = (e * esz, ev * esz, LANES * esz);
+        let lay = &self.lay;
+        let b = self.bufs;
+        if let Some(nx) = next {
+            self.scores(k, qb, nx, b.ns);
+        }
         self.weights(k, qb, kv)?;
         // dV += P^T dO: rows of the key block, P read transposed.
         let (dk_row, dv_row) = (lay.et * LANES * 4, lay.evt * LANES * 4);
@@ -331,7 +434,7 @@ impl Bwd {
                 k: qb.rows,
                 n: ev,
                 w_stride: dorow,
-                lhs: &|r, k0| abs(lay.p + k0 * prow + r * esz),
+                lhs: &|r, k0| Addr::new(b.cp, (k0 * prow + r * esz) as i32),
                 lhs_stride: prow,
                 lhs_t: true,
                 out: &|r, n0| dv_at(r, n0),
@@ -339,26 +442,10 @@ impl Bwd {
                 acc: true,
             },
         );
-        // dP = dO V^T.
-        k.matmul(
-            &q_units,
-            &Mm {
-                w: kv.v,
-                w_t: true,
-                k: ev,
-                n: kv.cols,
-                w_stride: dorow,
-                lhs: &|r, k0| abs(lay.dout + r * dorow + k0 * esz),
-                lhs_stride: dorow,
-                lhs_t: false,
-                out: &|r, n0| abs(lay.dp + r * f32row + n0 * 4),
-                out_stride: f32row,
-                acc: false,
-            },
-        );
         self.score_grads(k, qb)?;
         // dQ += dS K.
         let dq_row = lay.et * LANES * 4;
+        let ds = lay.ds_off;
         k.matmul(
             &q_units,
             &Mm {
@@ -367,7 +454,7 @@ impl Bwd {
                 k: kv.cols,
                 n: e,
                 w_stride: qrow,
-                lhs: &|r, k0| abs(lay.p + r * prow + k0 * esz),
+                lhs: &|r, k0| Addr::new(b.cp, (ds + r * prow + k0 * esz) as i32),
                 lhs_stride: prow,
                 lhs_t: false,
                 out: &|r, n0| abs(lay.dq + r * dq_row + n0 * 4),
@@ -385,7 +472,7 @@ impl Bwd {
                 k: qb.rows,
                 n: e,
                 w_stride: qrow,
-                lhs: &|r, k0| abs(lay.p + k0 * prow + r * esz),
+                lhs: &|r, k0| Addr::new(b.cp, (ds + k0 * prow + r * esz) as i32),
                 lhs_stride: prow,
                 lhs_t: true,
                 out: &|r, n0| dk_at(r, n0),
@@ -393,6 +480,10 @@ impl Bwd {
                 acc: true,
             },
         );
+        let (s_x, p_x) = ((lay.s[0] ^ lay.s[1]) as i32, (lay.p[0] ^ lay.p[1]) as i32);
+        k.e.salu(SAluOp::Xor, b.cs, b.cs, s_x);
+        k.e.salu(SAluOp::Xor, b.ns, b.ns, s_x);
+        k.e.salu(SAluOp::Xor, b.cp, b.cp, p_x);
         Ok(())
     }
 
@@ -429,17 +520,17 @@ impl Bwd {
         let n = k.spec.node.clone();
         let scale = (n.scale as f32).to_bits();
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
-        let four = k.e.konst(4);
         let lay = &self.lay;
+        let b = self.bufs;
         interleave(k, qb.rows.div_ceil(8), 6, |k, g, u, step| {
             let r = |i: u8| vr(u * 10 + i);
             let (s, lse) = (r(0), r(1));
             let (keep, below) = (MReg::n(1 + 2 * u), MReg::n(2 + 2 * u));
             match step {
                 0 => {
-                    k.e.vld(MemFmt::W32, s, abs(lay.s + g * 4096), VAccess::DENSE);
-                    let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
-                    k.e.vld(MemFmt::W32, lse, abs(lay.lse + (qb.r0 + 8 * g) * 4), rows);
+                    let s_at = Addr::new(b.cs, (g * 4096) as i32);
+                    k.e.vld(MemFmt::W32, s, s_at, VAccess::DENSE);
+                    k.e.vld(MemFmt::W32, lse, abs(lay.lse_t + g * 4096), VAccess::DENSE);
                 }
                 1 => {
                     k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
@@ -458,28 +549,31 @@ impl Bwd {
                     k.e.vun(VUnOp::Exp, VType::F32, s, s);
                 }
                 _ => {
-                    k.e.vst(MemFmt::W32, s, abs(lay.s + g * 4096), VAccess::DENSE);
-                    k.e.vst(fmt, s, abs(lay.p + g * 8 * LANES * esz), VAccess::DENSE);
+                    let s_at = Addr::new(b.cs, (g * 4096) as i32);
+                    k.e.vst(MemFmt::W32, s, s_at, VAccess::DENSE);
+                    let p_at = Addr::new(b.cp, (g * 8 * LANES * esz) as i32);
+                    k.e.vst(fmt, s, p_at, VAccess::DENSE);
                 }
             }
             Ok(())
         })
     }
 
-    /// `dS = P (dP - D)`, in the operands' dtype in place of `P`; groups interleaved.
+    /// `dS = P (dP - D)`, in the operands' dtype after `P`; groups interleaved.
     fn score_grads(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
-        let four = k.e.konst(4);
         let lay = &self.lay;
+        let b = self.bufs;
         interleave(k, qb.rows.div_ceil(8), 4, |k, g, u, step| {
             let r = |i: u8| vr(u * 10 + i);
             let (p, dp, d) = (r(0), r(1), r(2));
             match step {
                 0 => {
-                    k.e.vld(MemFmt::W32, p, abs(lay.s + g * 4096), VAccess::DENSE);
-                    k.e.vld(MemFmt::W32, dp, abs(lay.dp + g * 4096), VAccess::DENSE);
-                    let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
-                    k.e.vld(MemFmt::W32, d, abs(lay.d + g * 32), rows);
+                    let s_at = Addr::new(b.cs, (g * 4096) as i32);
+                    k.e.vld(MemFmt::W32, p, s_at, VAccess::DENSE);
+                    let dp_at = Addr::new(b.cs, (lay.dp_off + g * 4096) as i32);
+                    k.e.vld(MemFmt::W32, dp, dp_at, VAccess::DENSE);
+                    k.e.vld(MemFmt::W32, d, abs(lay.d + g * 4096), VAccess::DENSE);
                 }
                 1 => {
                     k.e.vbin(VBinOp::Sub, VType::F32, dp, dp, d);
@@ -488,7 +582,8 @@ impl Bwd {
                     k.e.vbin(VBinOp::Mul, VType::F32, p, p, dp);
                 }
                 _ => {
-                    k.e.vst(fmt, p, abs(lay.p + g * 8 * LANES * esz), VAccess::DENSE);
+                    let ds_at = Addr::new(b.cp, (lay.ds_off + g * 8 * LANES * esz) as i32);
+                    k.e.vst(fmt, p, ds_at, VAccess::DENSE);
                 }
             }
             Ok(())
