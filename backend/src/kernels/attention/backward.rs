@@ -415,7 +415,6 @@ impl Bwd {
         let esz = k.spec.esz();
         let (e, ev) = (n.e as u32, n.ev as u32);
         let q_units = Units::split(k.chip, qb.rows);
-        let k_units = Units::split(k.chip, kv.cols);
         let (qrow, dorow, prow) = (e * esz, ev * esz, LANES * esz);
         let lay = &self.lay;
         let b = self.bufs;
@@ -426,8 +425,8 @@ impl Bwd {
         // dV += P^T dO: rows of the key block, P read transposed.
         let (dk_row, dv_row) = (lay.et * LANES * 4, lay.evt * LANES * 4);
         let dv_at = self.acc_at(k, kv, lay.dv, dv_row);
-        k.matmul(
-            &k_units,
+        k.matmul_ksplit(
+            kv.cols,
             &Mm {
                 w: abs(lay.dout),
                 w_t: false,
@@ -464,8 +463,8 @@ impl Bwd {
         );
         // dK += dS^T Q.
         let dk_at = self.acc_at(k, kv, lay.dk, dk_row);
-        k.matmul(
-            &k_units,
+        k.matmul_ksplit(
+            kv.cols,
             &Mm {
                 w: abs(lay.q),
                 w_t: false,

@@ -491,6 +491,47 @@ impl<'a> Kern<'a> {
     }
 }
 
+impl Kern<'_> {
+    /// `out (+)= lhs @ w` with the K dim dealt out over the matrix units (chunk `c` of the
+    /// array's rows to unit `c % units`), each unit streaming all `rows` rows of its chunk;
+    /// the units' partial products accumulate into `out` in chunk order. For products with
+    /// few rows and a long K (`dV += P^T dO`), where dealing out rows would leave each unit
+    /// loading a weight tile per handful of rows.
+    pub(super) fn matmul_ksplit(&mut self, rows: u32, m: &Mm) {
+        let (fmt, prec) = self.spec.mxu();
+        let esz = self.spec.esz();
+        let (ar, ac) = (self.chip.core.mxu_rows, self.chip.core.mxu_cols);
+        let nu = self.chip.core.mxus.max(1);
+        for n0 in (0..m.n).step_by(ac as usize) {
+            let nc = ac.min(m.n - n0);
+            let chunks: Vec<u32> = (0..m.k).step_by(ar as usize).collect();
+            for (c, &k0) in chunks.iter().enumerate() {
+                let kc = ar.min(m.k - k0);
+                let woff = if m.w_t {
+                    n0 * m.w_stride + k0 * esz
+                } else {
+                    k0 * m.w_stride + n0 * esz
+                };
+                let w = Addr::new(m.w.base, m.w.offset + woff as i32);
+                let u = Mxu::n((c as u32 % nu) as u8);
+                let (kr, nr, ws) = (
+                    self.e.konst(kc as i32),
+                    self.e.konst(nc as i32),
+                    self.e.konst(m.w_stride as i32),
+                );
+                self.e.mxu_lw(u, fmt, m.w_t, w, kr, nr, ws);
+                let (rr, ls) = (self.e.konst(rows as i32), self.e.konst(m.lhs_stride as i32));
+                self.e.mxu_mm(u, fmt, m.lhs_t, prec, (m.lhs)(0, k0), rr, ls);
+            }
+            for c in 0..chunks.len() {
+                let u = Mxu::n((c as u32 % nu) as u8);
+                let (rr, os) = (self.e.konst(rows as i32), self.e.konst(m.out_stride as i32));
+                self.e.mxu_pop(u, m.acc || c > 0, (m.out)(0, n0), rr, os);
+            }
+        }
+    }
+}
+
 impl Heads {
     /// Opens the loops over batches and key/value heads.
     pub(super) fn open(k: &mut Kern, batch: u32, kv_heads: u32) -> Self {
