@@ -8,7 +8,7 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{Heads, Kern, Mm, Units, interleave, interleave_n, key_blocks, vr};
+use super::common::{Heads, Kern, Mm, Units, interleave_n, key_blocks, vr};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -17,9 +17,10 @@ use crate::kernels::KernelError;
 const SEM_Q: u8 = 1;
 const SEM_OUT: u8 = 3;
 
-/// Register slots of the softmax (four vector registers each): one per step, so that its
-/// wavefront runs over all of a block's groups without a break.
-const SOFTMAX_GROUPS: u32 = 12;
+/// Register slots of the softmax (four vector registers each, the last two registers are the
+/// mask's scratch): one per step where there are enough, so that its wavefront runs over all
+/// of a block's groups without a break.
+const SOFTMAX_SLOTS: u32 = 15;
 
 /// Operand indices.
 const Q: usize = 0;
@@ -40,11 +41,12 @@ pub(crate) struct Layout {
     pub s: [u32; 2],
     /// Weights of a key block, `[bq, 128]` in the operands' dtype, double-buffered.
     pub p: [u32; 2],
-    /// Each row's rescaling factor `exp(m_old - m_new)` of the current block, one `(8, 128)`
-    /// tile per 8 rows.
-    pub al: u32,
-    /// The output accumulator, f32 `[bq, evt * 128]`.
-    pub o: u32,
+    /// Each row's rescaling factor `exp(m_old - m_new)` of a block, one `(8, 128)` tile per
+    /// 8 rows; by the block's parity.
+    pub al: [u32; 2],
+    /// The output accumulators, f32 `[bq, evt * 128]`: key block `j` adds into `o[j % 2]`,
+    /// so that the rescaling before an addition waits for the product of two blocks ago.
+    pub o: [u32; 2],
     /// Running maximum of each row, one `(8, 128)` tile per 8 rows (the row's value on every
     /// lane), and the running sum of its weights as per-lane partial sums.
     pub m: u32,
@@ -73,17 +75,17 @@ impl Layout {
         let k = b.take(s_pad * e * esz);
         let v = b.take(s_pad * ev * esz);
         let q = [b.take(bq as u64 * e * esz), b.take(bq as u64 * e * esz)];
-        let sb = [
-            b.take(bq as u64 * LANES as u64 * 4),
-            b.take(bq as u64 * LANES as u64 * 4),
-        ];
-        let p = [
-            b.take(bq as u64 * LANES as u64 * esz),
-            b.take(bq as u64 * LANES as u64 * esz),
-        ];
-        let o = b.take(bq as u64 * evt as u64 * LANES as u64 * 4);
+        // Everything double-buffered by a key block's parity, in two slabs of one layout, so
+        // that one register addresses a block's buffers and another the other block's.
         let tiles = bq.div_ceil(8) as u64 * 4096;
-        let al = b.take(tiles);
+        let obytes = bq as u64 * evt as u64 * LANES as u64 * 4;
+        let (mut sb, mut p, mut o, mut al) = ([0; 2], [0; 2], [0; 2], [0; 2]);
+        for i in 0..2 {
+            sb[i] = b.take(bq as u64 * LANES as u64 * 4);
+            p[i] = b.take(bq as u64 * LANES as u64 * esz);
+            o[i] = b.take(obytes);
+            al[i] = b.take(tiles);
+        }
         let m = b.take(tiles);
         let l = b.take(tiles);
         let ostage = [b.take(bq as u64 * ev * esz), b.take(bq as u64 * ev * esz)];
@@ -133,13 +135,23 @@ struct QBlock {
     parity: usize,
 }
 
-/// Scalar registers holding the VMEM addresses of the double buffers: the current key block's
-/// scores and weights, the next block's scores. They swap after every block.
+/// Scalar registers holding the VMEM addresses of the two slabs of double buffers: the
+/// current key block's (scores, weights, output accumulator, rescaling factors) and the other
+/// one's (the next block's scores, the previous block's factors). They swap after every block.
 #[derive(Clone, Copy)]
 struct BufRegs {
-    cs: SReg,
-    ns: SReg,
-    cp: SReg,
+    cur: SReg,
+    other: SReg,
+}
+
+/// Where a key block is in its query block's run: the first writes `o[0]`, the second `o[1]`
+/// (neither reads it); from the third on, each rescales `o[j % 2]` by its own and the previous
+/// block's factors and adds into it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    First,
+    Second,
+    Steady,
 }
 
 /// Builds the forward kernel.
@@ -152,9 +164,8 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     }
     let mut k = Kern::new(spec, chip, name, &["q", "k", "v", "out", "lse"], &[4])?;
     let bufs = BufRegs {
-        cs: k.reg()?,
-        ns: k.reg()?,
-        cp: k.reg()?,
+        cur: k.reg()?,
+        other: k.reg()?,
     };
     let mut f = Fwd {
         lay,
@@ -183,6 +194,12 @@ struct Fwd {
 }
 
 impl Fwd {
+    /// `off` bytes into the buffer `buf` of the slab whose address (that of its scores) is in
+    /// `reg`.
+    fn slab(&self, reg: SReg, buf: [u32; 2], off: u32) -> Addr {
+        Addr::new(reg, (buf[0] - self.lay.s[0] + off) as i32)
+    }
+
     /// Every query block of the current head, the next one's queries loading meanwhile.
     fn query_blocks(&mut self, k: &mut Kern) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
@@ -247,18 +264,25 @@ impl Fwd {
             })
         };
         let b = self.bufs;
-        k.e.smov(b.cs, lay.s[0] as i32);
-        k.e.smov(b.ns, lay.s[1] as i32);
-        k.e.smov(b.cp, lay.p[0] as i32);
+        k.e.smov(b.cur, lay.s[0] as i32);
+        k.e.smov(b.other, lay.s[1] as i32);
         let b0 = blk(0);
-        self.scores(k, qb, b0.k, b0.cols, b.cs);
-        self.block(k, qb, b0, true, next(0))?;
-        // Blocks 1.. whose next block is unmasked too run in a loop.
-        let looped = nfull.saturating_sub(1).max(1);
-        if looped > 1 {
+        self.scores(k, qb, b0.k, b0.cols, b.cur);
+        let phase = |j: u32| match j {
+            0 => Phase::First,
+            1 => Phase::Second,
+            _ => Phase::Steady,
+        };
+        let head = nblk.min(2);
+        for j in 0..head {
+            self.block(k, qb, blk(j), phase(j), next(j))?;
+        }
+        // Blocks 2.. whose next block is unmasked too run in a loop.
+        let looped = nfull.saturating_sub(1).max(head);
+        if looped > head {
             let (kp, vp) = (k.r.kp, k.r.vp);
-            k.e.smov(vp, (lay.v + vst) as i32);
-            let lp = k.begin_ptr_loop(kp, lay.k + kst, kst, looped - 1);
+            k.e.smov(vp, (lay.v + head * vst) as i32);
+            let lp = k.begin_ptr_loop(kp, lay.k + head * kst, kst, looped - head);
             let kv = KvBlock {
                 k: Addr::new(kp, 0),
                 v: Addr::new(vp, 0),
@@ -269,12 +293,12 @@ impl Fwd {
                 k: Addr::new(kp, kst as i32),
                 cols: bk,
             };
-            self.block(k, qb, kv, false, Some(nx))?;
+            self.block(k, qb, kv, Phase::Steady, Some(nx))?;
             k.e.sadd(vp, vp, vst as i32);
             k.end_ptr_loop(lp);
         }
         for j in looped..nblk {
-            self.block(k, qb, blk(j), false, next(j))?;
+            self.block(k, qb, blk(j), phase(j), next(j))?;
         }
         Ok(())
     }
@@ -305,26 +329,23 @@ impl Fwd {
     }
 
     /// One key block whose scores are in the current buffer: the next block's scores, the
-    /// online softmax, the rescaling of `O` (not for the first block), `O (+)= P V`; then the
-    /// buffers swap.
+    /// online softmax with the rescaling of its accumulator, `O (+)= P V`; then the buffers
+    /// swap.
     fn block(
         &self,
         k: &mut Kern,
         qb: QBlock,
         kv: KvBlock,
-        first: bool,
+        phase: Phase,
         next: Option<Next>,
     ) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
         let b = self.bufs;
         if let Some(nx) = next {
-            self.scores(k, qb, nx.k, nx.cols, b.ns);
+            self.scores(k, qb, nx.k, nx.cols, b.other);
         }
-        self.softmax(k, qb, kv, first)?;
-        if !first {
-            self.rescale(k, qb);
-        }
+        self.softmax(k, qb, kv, phase)?;
         // O (+)= P V, the width Ev in chunks of the array's columns.
         let units = Units::split(k.chip, qb.rows);
         let prow = LANES * esz;
@@ -337,158 +358,174 @@ impl Fwd {
                 k: kv.cols,
                 n: n.ev as u32,
                 w_stride: n.ev as u32 * esz,
-                lhs: &|row0, k0| Addr::new(b.cp, (row0 * prow + k0 * esz) as i32),
+                lhs: &|row0, k0| self.slab(b.cur, self.lay.p, row0 * prow + k0 * esz),
                 lhs_stride: prow,
                 lhs_t: false,
-                out: &|row0, n0| at(self.lay.o + row0 * orow + n0 * 4),
+                out: &|row0, n0| self.slab(b.cur, self.lay.o, row0 * orow + n0 * 4),
                 out_stride: orow,
-                acc: !first,
+                acc: phase == Phase::Steady,
             },
         );
-        let (s_x, p_x) = (
-            (self.lay.s[0] ^ self.lay.s[1]) as i32,
-            (self.lay.p[0] ^ self.lay.p[1]) as i32,
-        );
-        k.e.salu(SAluOp::Xor, b.cs, b.cs, s_x);
-        k.e.salu(SAluOp::Xor, b.ns, b.ns, s_x);
-        k.e.salu(SAluOp::Xor, b.cp, b.cp, p_x);
+        let x = (self.lay.s[0] ^ self.lay.s[1]) as i32;
+        k.e.salu(SAluOp::Xor, b.cur, b.cur, x);
+        k.e.salu(SAluOp::Xor, b.other, b.other, x);
         Ok(())
     }
 
-    /// The online softmax of one key block's scores, 8 rows at a time, [`INTERLEAVE`] groups
-    /// of rows in flight (each step emitted for every group before the next step, so that the
-    /// in-order core overlaps their latencies). `l` holds per-lane partial sums of the weights
-    /// (rescaled with the row), reduced across the lanes once, at the end. The rows' factors
-    /// `exp(m_old - m_new)` go to VMEM for [`Fwd::rescale`].
+    /// The online softmax of one key block's scores, 8 rows at a time in a wavefront (see
+    /// [`super::common::interleave`]) with one register slot per step. `l` holds per-lane partial sums of the
+    /// weights (rescaled with the row), reduced across the lanes once, at the end. From the
+    /// third block on, each group also rescales its rows of `o[j % 2]` by
+    /// `exp(m_{j-2} - m_j)`, the product of the previous block's factor (from VMEM) and its
+    /// own; the second block stores its factor for the third.
     fn softmax(
         &self,
         k: &mut Kern,
         qb: QBlock,
         kv: KvBlock,
-        first: bool,
+        phase: Phase,
     ) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let scale = (n.scale as f32).to_bits();
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
         let lay = &self.lay;
         let b = self.bufs;
-        // Four registers a group (each reused once its value is dead), so that
-        // `SOFTMAX_GROUPS` groups are in flight; the mask's scratch registers are shared.
-        interleave_n(
-            k,
-            qb.rows.div_ceil(8),
-            SOFTMAX_GROUPS,
-            12,
-            |k, g, u, step| {
-                let r = |i: u8| vr(u * 4 + i);
-                // s: the scores, then the weights; mx: the block's row maximum, then the new
-                // running maximum; mo: the old maximum, then the rescaling factor; l: the sums.
-                let (s, mx, mo, l) = (r(0), r(1), r(2), r(3));
-                let (m_at, l_at) = (at(lay.m + g * 4096), at(lay.l + g * 4096));
-                match step {
-                    0 => {
-                        let s_at = Addr::new(b.cs, (g * 4096) as i32);
-                        k.e.vld(MemFmt::W32, s, s_at, VAccess::DENSE);
-                    }
-                    1 => {
-                        k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
-                    }
-                    2 => {
-                        if let Some(c0) = kv.masked_from {
-                            let (keep, below) = (MReg::n(1), MReg::n(2));
-                            let scratch = (vr(62), vr(63));
-                            k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, c0, kv.cols)?;
-                            k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
-                        }
-                    }
-                    3 => {
-                        k.e.vred(RedOp::Max, VType::F32, Axis::Lane, mx, s);
-                        k.e.vld(MemFmt::W32, mo, m_at, VAccess::DENSE);
-                    }
-                    5 => {
-                        k.e.vbin(VBinOp::Max, VType::F32, mx, mo, mx);
-                    }
-                    6 => {
-                        k.e.vbin(VBinOp::Sub, VType::F32, s, s, mx);
-                        k.e.vbin(VBinOp::Sub, VType::F32, mo, mo, mx);
-                        k.e.vst(MemFmt::W32, mx, m_at, VAccess::DENSE);
-                        k.e.vld(MemFmt::W32, l, l_at, VAccess::DENSE);
-                    }
-                    7 => {
-                        k.e.vun(VUnOp::Exp, VType::F32, s, s);
-                        k.e.vun(VUnOp::Exp, VType::F32, mo, mo);
-                    }
-                    9 => {
-                        k.e.vbin(VBinOp::Mul, VType::F32, l, l, mo);
-                        let p_at = Addr::new(b.cp, (g * 8 * LANES * esz) as i32);
-                        k.e.vst(fmt, s, p_at, VAccess::DENSE);
-                    }
-                    10 => {
-                        k.e.vbin(VBinOp::Add, VType::F32, l, l, s);
-                        if !first {
-                            k.e.vst(MemFmt::W32, mo, at(lay.al + g * 4096), VAccess::DENSE);
-                        }
-                    }
-                    11 => {
-                        k.e.vst(MemFmt::W32, l, l_at, VAccess::DENSE);
-                    }
-                    // 4 and 8: the reduction's and the exponentials' results are on their way.
-                    _ => {}
-                }
-                Ok(())
-            },
-        )
-    }
-
-    /// `O *= exp(m_old - m_new)` row by row, before the block's `P V` accumulates into it.
-    fn rescale(&self, k: &mut Kern, qb: QBlock) {
-        let lay = &self.lay;
         let orow_b = lay.evt * LANES * 4;
-        let steps = 1 + 2 * lay.evt as usize;
-        // The closure never fails.
-        let _ = interleave(k, qb.rows.div_ceil(8), steps, |k, g, u, step| {
-            let r = |i: u8| vr(u * 10 + i);
-            if step == 0 {
-                k.e.vld(MemFmt::W32, r(0), at(lay.al + g * 4096), VAccess::DENSE);
-                return Ok(());
-            }
-            let t = ((step - 1) / 2) as u32;
-            let o = r(1 + (t % 2) as u8);
-            let a = at(lay.o + g * 8 * orow_b + t * LANES * 4);
-            let orow = k.e.konst(orow_b as i32);
-            if (step - 1) % 2 == 0 {
-                k.e.vld(MemFmt::W32, o, a, VAccess::rows(orow));
-            } else {
-                k.e.vbin(VBinOp::Mul, VType::F32, o, o, r(0));
-                k.e.vst(MemFmt::W32, o, a, VAccess::rows(orow));
+        let steady = phase == Phase::Steady;
+        let steps = if steady {
+            11 + 3 * lay.evt as usize
+        } else {
+            12
+        };
+        let width = (steps as u32).min(SOFTMAX_SLOTS);
+        interleave_n(k, qb.rows.div_ceil(8), width, steps, |k, g, u, step| {
+            let r = |i: u8| vr(u * 4 + i);
+            // s: the scores, then the weights, then O's tiles; mx: the block's row maximum,
+            // then the new running maximum, then the factor for O; mo: the old maximum, then
+            // this block's factor; l: the sums.
+            let (s, mx, mo, l) = (r(0), r(1), r(2), r(3));
+            let (m_at, l_at) = (at(lay.m + g * 4096), at(lay.l + g * 4096));
+            let tile = self.slab(b.cur, lay.al, g * 4096);
+            match step {
+                0 => {
+                    let s_at = self.slab(b.cur, lay.s, g * 4096);
+                    k.e.vld(MemFmt::W32, s, s_at, VAccess::DENSE);
+                }
+                1 => {
+                    k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
+                }
+                2 => {
+                    if let Some(c0) = kv.masked_from {
+                        let (keep, below) = (MReg::n(1), MReg::n(2));
+                        let scratch = (vr(62), vr(63));
+                        k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, c0, kv.cols)?;
+                        k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
+                    }
+                }
+                3 => {
+                    k.e.vred(RedOp::Max, VType::F32, Axis::Lane, mx, s);
+                    k.e.vld(MemFmt::W32, mo, m_at, VAccess::DENSE);
+                }
+                // 4: the reduction's result is on its way.
+                4 => {}
+                5 => {
+                    k.e.vbin(VBinOp::Max, VType::F32, mx, mo, mx);
+                }
+                6 => {
+                    k.e.vbin(VBinOp::Sub, VType::F32, s, s, mx);
+                    k.e.vbin(VBinOp::Sub, VType::F32, mo, mo, mx);
+                    k.e.vst(MemFmt::W32, mx, m_at, VAccess::DENSE);
+                    k.e.vld(MemFmt::W32, l, l_at, VAccess::DENSE);
+                }
+                7 => {
+                    k.e.vun(VUnOp::Exp, VType::F32, s, s);
+                    k.e.vun(VUnOp::Exp, VType::F32, mo, mo);
+                }
+                8 => {
+                    if steady {
+                        let prev = self.slab(b.other, lay.al, g * 4096);
+                        k.e.vld(MemFmt::W32, mx, prev, VAccess::DENSE);
+                    }
+                }
+                9 => {
+                    k.e.vbin(VBinOp::Mul, VType::F32, l, l, mo);
+                    let p_at = self.slab(b.cur, lay.p, g * 8 * LANES * esz);
+                    k.e.vst(fmt, s, p_at, VAccess::DENSE);
+                    if phase != Phase::First {
+                        k.e.vst(MemFmt::W32, mo, tile, VAccess::DENSE);
+                    }
+                    if steady {
+                        k.e.vbin(VBinOp::Mul, VType::F32, mx, mx, mo);
+                    }
+                }
+                10 => {
+                    k.e.vbin(VBinOp::Add, VType::F32, l, l, s);
+                }
+                11 if !steady => {
+                    k.e.vst(MemFmt::W32, l, l_at, VAccess::DENSE);
+                }
+                _ => {
+                    // O's tile t: load, scale, store (steps 11 + 3t ..= 13 + 3t).
+                    let (t, part) = (((step - 11) / 3) as u32, (step - 11) % 3);
+                    let orow = k.e.konst(orow_b as i32);
+                    let o_at = self.slab(b.cur, lay.o, g * 8 * orow_b + t * LANES * 4);
+                    match part {
+                        0 => {
+                            if t == 0 {
+                                k.e.vst(MemFmt::W32, l, l_at, VAccess::DENSE);
+                            }
+                            k.e.vld(MemFmt::W32, s, o_at, VAccess::rows(orow));
+                        }
+                        1 => {
+                            k.e.vbin(VBinOp::Mul, VType::F32, s, s, mx);
+                        }
+                        _ => {
+                            k.e.vst(MemFmt::W32, s, o_at, VAccess::rows(orow));
+                        }
+                    }
+                }
             }
             Ok(())
-        });
+        })
     }
 
-    /// `O / l` and `m + log l` to the staging buffers, then their stores to HBM.
+    /// `O / l` and `m + log l` to the staging buffers, then their stores to HBM. With two or
+    /// more key blocks, `O` is the last block's accumulator plus the other one rescaled by the
+    /// last block's factor.
     fn finish_block(&mut self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
         let fmt = k.spec.mem_fmt();
         let p = qb.parity;
+        let (_, nblk) = key_blocks(&n, self.lay.bk, qb.r0, qb.rows);
+        let last = (nblk as usize + 1) % 2;
+        let other = (nblk > 1).then_some((self.lay.o[1 - last], self.lay.al[last]));
         self.store.wait(&mut k.e, p);
-        let (l, o, m, lg) = (vr(0), vr(1), vr(2), vr(3));
+        let (l, o, m, lg, o2, al) = (vr(0), vr(1), vr(2), vr(3), vr(5), vr(6));
         let (lanes_mask, one_lane) = (MReg::n(3), MReg::n(4));
         let orow = self.lay.evt * LANES * 4;
         let ev = n.ev as u32;
         for g in 0..qb.rows.div_ceil(8) {
             k.e.vld(MemFmt::W32, l, at(self.lay.l + g * 4096), VAccess::DENSE);
             k.e.vred(RedOp::Add, VType::F32, Axis::Lane, l, l);
+            if let Some((_, al_at)) = other {
+                k.e.vld(MemFmt::W32, al, at(al_at + g * 4096), VAccess::DENSE);
+            }
             for t in 0..self.lay.evt {
                 let lanes = LANES.min(ev - t * LANES);
                 let sub = k.e.konst(orow as i32);
+                let tile = g * 8 * orow + t * LANES * 4;
                 k.e.vld(
                     MemFmt::W32,
                     o,
-                    at(self.lay.o + g * 8 * orow + t * LANES * 4),
+                    at(self.lay.o[last] + tile),
                     VAccess::rows(sub),
                 );
+                if let Some((o_other, _)) = other {
+                    k.e.vld(MemFmt::W32, o2, at(o_other + tile), VAccess::rows(sub));
+                    k.e.vbin(VBinOp::Mul, VType::F32, o2, o2, al);
+                    k.e.vbin(VBinOp::Add, VType::F32, o, o, o2);
+                }
                 k.e.vbin(VBinOp::Div, VType::F32, o, o, l);
                 let mask = (lanes < LANES).then(|| {
                     k.e.mask_below(lanes_mask, vr(4), IotaKind::Lane, lanes);
