@@ -120,11 +120,13 @@ struct KvBlock {
     masked_from: Option<u32>,
 }
 
-/// Where the next key block is, for its scores: its keys and real columns.
+/// The next scores to compute: the key block's keys and real columns, the query block (the
+/// next query block's first key block follows the last one of the current).
 #[derive(Clone, Copy)]
 struct Next {
     k: Addr,
     cols: u32,
+    qb: QBlock,
 }
 
 /// A query block: first row, rows, and its buffer parity.
@@ -171,6 +173,7 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         lay,
         bufs,
         store: PingPong::new(SEM_OUT),
+        start: 0,
     };
     let n = &spec.node;
     let heads = Heads::open(&mut k, n.batch as u32, n.kv_heads as u32);
@@ -191,6 +194,8 @@ struct Fwd {
     lay: Layout,
     bufs: BufRegs,
     store: PingPong,
+    /// The parity of the slab the current query block's first key block uses.
+    start: usize,
 }
 
 impl Fwd {
@@ -212,38 +217,38 @@ impl Fwd {
         };
         let b0 = block(0);
         k.load_query(Q, self.lay.q[0], (b0.r0, b0.rows), n.e as u32, SEM_Q)?;
+        k.wait(SEM_Q);
+        let b = self.bufs;
+        k.e.smov(b.cur, self.lay.s[0] as i32);
+        k.e.smov(b.other, self.lay.s[1] as i32);
+        self.start = 0;
+        self.scores(k, b0, at(self.lay.k), self.lay.bk.min(n.s as u32), b.cur);
         for i in 0..nq {
             let qb = block(i);
-            k.wait(SEM_Q + qb.parity as u8);
-            if i + 1 < nq {
-                let nb = block(i + 1);
+            let next = (i + 1 < nq).then(|| block(i + 1));
+            if let Some(nb) = next {
                 let sem = SEM_Q + nb.parity as u8;
                 k.load_query(Q, self.lay.q[nb.parity], (nb.r0, nb.rows), n.e as u32, sem)?;
             }
-            self.init(k, qb);
-            self.key_blocks(k, qb)?;
-            self.finish_block(k, qb)?;
+            let nblk = self.key_blocks(k, qb, next)?;
+            self.finish_block(k, qb, nblk)?;
+            self.start = (self.start + nblk as usize) % 2;
         }
         Ok(())
-    }
-
-    /// `m = -inf`, `l = 0` (the first key block writes `O` without reading it).
-    fn init(&self, k: &mut Kern, qb: QBlock) {
-        let groups = qb.rows.div_ceil(8);
-        let (ninf, zero) = (vr(0), vr(1));
-        k.e.vmov(VType::F32, ninf, f32::NEG_INFINITY.to_bits());
-        k.e.vmov(VType::F32, zero, 0u32);
-        for g in 0..groups {
-            k.e.vst(MemFmt::W32, ninf, at(self.lay.m + g * 4096), VAccess::DENSE);
-            k.e.vst(MemFmt::W32, zero, at(self.lay.l + g * 4096), VAccess::DENSE);
-        }
     }
 
     /// The key blocks a query block sees, software-pipelined: the scores of block `j + 1` go
     /// to the matrix units before the vector unit starts on block `j`'s softmax, so the two
     /// overlap. The first block (which writes `O` instead of accumulating) and the blocks that
     /// need the mask or end the run are unrolled; the unmasked ones between run in a loop.
-    fn key_blocks(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
+    /// The first block's scores are already on their way; the last block starts those of the
+    /// next query block, `next_q`. Returns the number of key blocks.
+    fn key_blocks(
+        &self,
+        k: &mut Kern,
+        qb: QBlock,
+        next_q: Option<QBlock>,
+    ) -> Result<u32, KernelError> {
         let n = k.spec.node.clone();
         let (s, bk, lay) = (n.s as u32, self.lay.bk, &self.lay);
         let (nfull, nblk) = key_blocks(&n, bk, qb.r0, qb.rows);
@@ -258,16 +263,20 @@ impl Fwd {
             masked_from: (j >= nfull).then_some(j * bk),
         };
         let next = |j: u32| {
-            (j + 1 < nblk).then(|| Next {
-                k: blk(j + 1).k,
-                cols: blk(j + 1).cols,
-            })
+            if j + 1 < nblk {
+                Some(Next {
+                    k: blk(j + 1).k,
+                    cols: blk(j + 1).cols,
+                    qb,
+                })
+            } else {
+                next_q.map(|nq| Next {
+                    k: at(lay.k),
+                    cols: bk.min(s),
+                    qb: nq,
+                })
+            }
         };
-        let b = self.bufs;
-        k.e.smov(b.cur, lay.s[0] as i32);
-        k.e.smov(b.other, lay.s[1] as i32);
-        let b0 = blk(0);
-        self.scores(k, qb, b0.k, b0.cols, b.cur);
         let phase = |j: u32| match j {
             0 => Phase::First,
             1 => Phase::Second,
@@ -292,6 +301,7 @@ impl Fwd {
             let nx = Next {
                 k: Addr::new(kp, kst as i32),
                 cols: bk,
+                qb,
             };
             self.block(k, qb, kv, Phase::Steady, Some(nx))?;
             k.e.sadd(vp, vp, vst as i32);
@@ -300,7 +310,7 @@ impl Fwd {
         for j in looped..nblk {
             self.block(k, qb, blk(j), phase(j), next(j))?;
         }
-        Ok(())
+        Ok(nblk)
     }
 
     /// `S = Q K^T` of the key block at `kb` (`cols` keys) into the scores buffer at `out`.
@@ -343,7 +353,10 @@ impl Fwd {
         let esz = k.spec.esz();
         let b = self.bufs;
         if let Some(nx) = next {
-            self.scores(k, qb, nx.k, nx.cols, b.other);
+            if nx.qb.r0 != qb.r0 {
+                k.wait(SEM_Q + nx.qb.parity as u8);
+            }
+            self.scores(k, nx.qb, nx.k, nx.cols, b.other);
         }
         self.softmax(k, qb, kv, phase)?;
         // O (+)= P V, the width Ev in chunks of the array's columns.
@@ -392,6 +405,7 @@ impl Fwd {
         let b = self.bufs;
         let orow_b = lay.evt * LANES * 4;
         let steady = phase == Phase::Steady;
+        let first = phase == Phase::First;
         let steps = if steady {
             11 + 3 * lay.evt as usize
         } else {
@@ -422,24 +436,33 @@ impl Fwd {
                         k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
                     }
                 }
+                // The first block has no running maximum and sum to read.
                 3 => {
                     k.e.vred(RedOp::Max, VType::F32, Axis::Lane, mx, s);
-                    k.e.vld(MemFmt::W32, mo, m_at, VAccess::DENSE);
+                    if !first {
+                        k.e.vld(MemFmt::W32, mo, m_at, VAccess::DENSE);
+                    }
                 }
                 // 4: the reduction's result is on its way.
                 4 => {}
                 5 => {
-                    k.e.vbin(VBinOp::Max, VType::F32, mx, mo, mx);
+                    if !first {
+                        k.e.vbin(VBinOp::Max, VType::F32, mx, mo, mx);
+                    }
                 }
                 6 => {
                     k.e.vbin(VBinOp::Sub, VType::F32, s, s, mx);
-                    k.e.vbin(VBinOp::Sub, VType::F32, mo, mo, mx);
                     k.e.vst(MemFmt::W32, mx, m_at, VAccess::DENSE);
-                    k.e.vld(MemFmt::W32, l, l_at, VAccess::DENSE);
+                    if !first {
+                        k.e.vbin(VBinOp::Sub, VType::F32, mo, mo, mx);
+                        k.e.vld(MemFmt::W32, l, l_at, VAccess::DENSE);
+                    }
                 }
                 7 => {
                     k.e.vun(VUnOp::Exp, VType::F32, s, s);
-                    k.e.vun(VUnOp::Exp, VType::F32, mo, mo);
+                    if !first {
+                        k.e.vun(VUnOp::Exp, VType::F32, mo, mo);
+                    }
                 }
                 8 => {
                     if steady {
@@ -448,7 +471,9 @@ impl Fwd {
                     }
                 }
                 9 => {
-                    k.e.vbin(VBinOp::Mul, VType::F32, l, l, mo);
+                    if !first {
+                        k.e.vbin(VBinOp::Mul, VType::F32, l, l, mo);
+                    }
                     let p_at = self.slab(b.cur, lay.p, g * 8 * LANES * esz);
                     k.e.vst(fmt, s, p_at, VAccess::DENSE);
                     if phase != Phase::First {
@@ -459,10 +484,14 @@ impl Fwd {
                     }
                 }
                 10 => {
-                    k.e.vbin(VBinOp::Add, VType::F32, l, l, s);
+                    if !first {
+                        k.e.vbin(VBinOp::Add, VType::F32, l, l, s);
+                    }
                 }
                 11 if !steady => {
-                    k.e.vst(MemFmt::W32, l, l_at, VAccess::DENSE);
+                    // The first block's sums are its weights.
+                    let sums = if first { s } else { l };
+                    k.e.vst(MemFmt::W32, sums, l_at, VAccess::DENSE);
                 }
                 _ => {
                     // O's tile t: load, scale, store (steps 11 + 3t ..= 13 + 3t).
@@ -492,13 +521,12 @@ impl Fwd {
     /// `O / l` and `m + log l` to the staging buffers, then their stores to HBM. With two or
     /// more key blocks, `O` is the last block's accumulator plus the other one rescaled by the
     /// last block's factor.
-    fn finish_block(&mut self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
+    fn finish_block(&mut self, k: &mut Kern, qb: QBlock, nblk: u32) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
         let fmt = k.spec.mem_fmt();
         let p = qb.parity;
-        let (_, nblk) = key_blocks(&n, self.lay.bk, qb.r0, qb.rows);
-        let last = (nblk as usize + 1) % 2;
+        let last = (self.start + nblk as usize + 1) % 2;
         let other = (nblk > 1).then_some((self.lay.o[1 - last], self.lay.al[last]));
         self.store.wait(&mut k.e, p);
         let (l, o, m, lg, o2, al) = (vr(0), vr(1), vr(2), vr(3), vr(5), vr(6));
