@@ -121,6 +121,9 @@ fn attention_is_one_kernel_and_matches_the_host() {
         case(&rt, (2, 4, 2, 600, 300, 64, 48), false);
         // Head width above the array's rows, one query block, causal with L < S.
         case(&rt, (1, 2, 2, 40, 136, 160, 128), true);
+        // Causal over whole key blocks (every masked block masked by its bias tiles), two
+        // query blocks.
+        case(&rt, (1, 2, 1, 640, 640, 64, 64), true);
     }
 }
 
@@ -287,6 +290,7 @@ fn attention_backward_is_one_kernel_and_matches_the_host() {
         backward_case(&rt, (1, 2, 2, 600, 300, 64, 48), true);
         backward_case(&rt, (2, 4, 2, 136, 200, 64, 64), false);
         backward_case(&rt, (1, 2, 1, 260, 260, 160, 32), true);
+        backward_case(&rt, (1, 2, 1, 640, 640, 64, 64), true);
     }
 }
 

@@ -15,7 +15,9 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{Heads, Kern, Mm, Units, interleave, key_blocks, vr};
+use super::common::{
+    BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, interleave_n, key_blocks, vr,
+};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -69,6 +71,8 @@ pub(crate) struct Layout {
     /// Staging of `dq` rows (by parity) and of `dk`/`dv` rows.
     dq_stage: [u32; 2],
     kv_stage: u32,
+    /// The causal mask's bias tiles.
+    bias: u32,
     /// Bytes used.
     pub end: u32,
     bq: u32,
@@ -110,6 +114,7 @@ impl Layout {
         let dq = b.take(bq64 * et as u64 * lanes * 4);
         let dq_stage = [b.take(bq64 * e * esz), b.take(bq64 * e * esz)];
         let kv_stage = b.take(s_pad * e.max(ev) * esz);
+        let bias = b.take(BIAS_TILES as u64 * 4096);
         Layout {
             k,
             v,
@@ -128,6 +133,7 @@ impl Layout {
             dq,
             dq_stage,
             kv_stage,
+            bias,
             end: b.end,
             bq,
             bk,
@@ -180,6 +186,9 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         store: PingPong::new(SEM_DQ),
     };
     let n = spec.node.clone();
+    if n.causal {
+        k.bias_tiles(b.lay.bias);
+    }
     let heads = Heads::open(&mut k, n.batch as u32, n.kv_heads as u32);
     k.load_kv(K, b.lay.k, n.s as u32, n.e as u32)?;
     k.load_kv(V, b.lay.v, n.s as u32, n.ev as u32)?;
@@ -521,10 +530,18 @@ impl Bwd {
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
         let lay = &self.lay;
         let b = self.bufs;
-        interleave(k, qb.rows.div_ceil(8), 6, |k, g, u, step| {
-            let r = |i: u8| vr(u * 10 + i);
+        // Causal masking of full blocks adds a bias tile; other masks are built.
+        let tiles = n.causal && kv.cols == LANES;
+        let bias = |g: u32| {
+            (kv.masked && tiles)
+                .then(|| bias_tile(qb.r0 + 8 * g, kv.c0))
+                .flatten()
+        };
+        // Seven steps (an empty one after the exponential), a slot of 8 registers each.
+        interleave_n(k, qb.rows.div_ceil(8), 7, 7, |k, g, u, step| {
+            let r = |i: u8| vr(u * 8 + i);
             let (s, lse) = (r(0), r(1));
-            let (keep, below) = (MReg::n(1 + 2 * u), MReg::n(2 + 2 * u));
+            let (keep, below) = (MReg::n(1), MReg::n(2));
             match step {
                 0 => {
                     let s_at = Addr::new(b.cs, (g * 4096) as i32);
@@ -533,9 +550,14 @@ impl Bwd {
                 }
                 1 => {
                     k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
+                    if let Some(t) = bias(g) {
+                        k.e.vld(MemFmt::W32, r(2), abs(lay.bias + t * 4096), VAccess::DENSE);
+                    }
                 }
                 2 => {
-                    if kv.masked {
+                    if bias(g).is_some() {
+                        k.e.vbin(VBinOp::Add, VType::F32, s, s, r(2));
+                    } else if kv.masked && !tiles {
                         let scratch = (r(2), r(3));
                         k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, kv.c0, kv.cols)?;
                         k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
@@ -547,6 +569,8 @@ impl Bwd {
                 4 => {
                     k.e.vun(VUnOp::Exp, VType::F32, s, s);
                 }
+                // 5: the exponential's result is on its way.
+                5 => {}
                 _ => {
                     let s_at = Addr::new(b.cs, (g * 4096) as i32);
                     k.e.vst(MemFmt::W32, s, s_at, VAccess::DENSE);

@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 
+use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::dma::DmaDescriptor;
-use tpuemu_isa::ops::{CmpOp, IotaKind, MaskOp, VBinOp, VType};
+use tpuemu_isa::ops::{CmpOp, IotaKind, MaskOp, MemFmt, VBinOp, VType};
 use tpuemu_isa::{Addr, ChipInfo, DmaShape, Label, MReg, MemRef, Mxu, Program, SReg, Sem, VReg};
 
 use super::{AttnSpec, LANES, imm};
@@ -16,6 +17,23 @@ use crate::kernels::KernelError;
 
 /// Semaphore of the per-head loads (keys and values; the backward's other per-head rows).
 const SEM_LOAD: u8 = 0;
+
+/// The causal mask's bias tiles (see [`Kern::bias_tiles`]).
+pub(super) const BIAS_TILES: u32 = 17;
+
+/// What masks rows `row0..row0 + 8` (a multiple of 8) against a full key block of 128
+/// columns from `c0` (a multiple of 128) under the causal mask: `None` when every column is
+/// visible, else the index of the bias tile to add.
+pub(super) fn bias_tile(row0: u32, c0: u32) -> Option<u32> {
+    let d = row0 as i64 - c0 as i64;
+    if d >= LANES as i64 - 1 {
+        None
+    } else if d < 0 {
+        Some(BIAS_TILES - 1)
+    } else {
+        Some((d / 8) as u32)
+    }
+}
 
 /// Groups of 8 rows a vector step keeps in flight (see [`interleave`]).
 pub(super) const INTERLEAVE: u32 = 6;
@@ -428,6 +446,30 @@ impl<'a> Kern<'a> {
             self.e.sadd(l.reg, l.reg, l.step as i32);
             self.e.scmp(CmpOp::Lt, self.r.test, l.reg, l.end as i32);
             self.e.brnz(self.r.test, l.top);
+        }
+    }
+
+    /// Writes the causal mask's bias tiles at VMEM `at` ([`BIAS_TILES`] f32 `(8, 128)` tiles):
+    /// tile `i < 16` is 0 where `lane <= 8 i + sublane` and -inf elsewhere, the last is -inf
+    /// everywhere. Rows `row0..row0 + 8` against a key block from column `c0` add tile
+    /// [`bias_tile`]`(row0, c0)`: one load and one add instead of building the mask.
+    pub(super) fn bias_tiles(&mut self, at: u32) {
+        let (lane, sub, t, zero, out) = (vr(0), vr(1), vr(2), vr(3), vr(4));
+        let m = MReg::n(1);
+        self.e.viota(IotaKind::Lane, lane);
+        self.e.viota(IotaKind::Sub, sub);
+        self.e.vmov(VType::F32, zero, 0u32);
+        let ninf = f32::NEG_INFINITY.to_bits();
+        for i in 0..BIAS_TILES {
+            if i + 1 == BIAS_TILES {
+                self.e.vmov(VType::F32, out, ninf);
+            } else {
+                self.e.vbin(VBinOp::Add, VType::I32, t, sub, 8 * i);
+                self.e.vcmp(CmpOp::Le, VType::I32, m, lane, t);
+                self.e.vsel(VType::F32, out, m, zero, ninf);
+            }
+            let a = Addr::abs((at + i * 4096) as i32);
+            self.e.vst(MemFmt::W32, out, a, VAccess::DENSE);
         }
     }
 

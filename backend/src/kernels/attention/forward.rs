@@ -8,7 +8,7 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{Heads, Kern, Mm, Units, interleave_n, key_blocks, vr};
+use super::common::{BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave_n, key_blocks, vr};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -54,6 +54,8 @@ pub(crate) struct Layout {
     /// Finished output rows `[bq, Ev]` and logsumexp `[bq]`, double-buffered.
     pub ostage: [u32; 2],
     pub lstage: [u32; 2],
+    /// The causal mask's bias tiles.
+    pub bias: u32,
     /// Bytes used.
     pub end: u32,
     /// Query and key block sizes.
@@ -88,6 +90,7 @@ impl Layout {
         }
         let m = b.take(tiles);
         let l = b.take(tiles);
+        let bias = b.take(BIAS_TILES as u64 * 4096);
         let ostage = [b.take(bq as u64 * ev * esz), b.take(bq as u64 * ev * esz)];
         let lstage = [b.take(bq as u64 * 4), b.take(bq as u64 * 4)];
         Layout {
@@ -102,6 +105,7 @@ impl Layout {
             l,
             ostage,
             lstage,
+            bias,
             end: b.end,
             bq,
             bk,
@@ -176,6 +180,9 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         start: 0,
     };
     let n = &spec.node;
+    if n.causal {
+        k.bias_tiles(f.lay.bias);
+    }
     let heads = Heads::open(&mut k, n.batch as u32, n.kv_heads as u32);
     // This (batch, key/value head)'s keys and values.
     k.load_kv(K, f.lay.k, n.s as u32, n.e as u32)?;
@@ -406,6 +413,13 @@ impl Fwd {
         let orow_b = lay.evt * LANES * 4;
         let steady = phase == Phase::Steady;
         let first = phase == Phase::First;
+        // Causal masking of full blocks adds a bias tile; other masks are built.
+        let tiles = n.causal && kv.cols == LANES;
+        let bias = |g: u32| {
+            kv.masked_from
+                .filter(|_| tiles)
+                .and_then(|c0| bias_tile(qb.r0 + 8 * g, c0))
+        };
         let steps = if steady {
             11 + 3 * lay.evt as usize
         } else {
@@ -427,9 +441,15 @@ impl Fwd {
                 }
                 1 => {
                     k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
+                    if let Some(t) = bias(g) {
+                        let b_at = at(lay.bias + t * 4096);
+                        k.e.vld(MemFmt::W32, mx, b_at, VAccess::DENSE);
+                    }
                 }
                 2 => {
-                    if let Some(c0) = kv.masked_from {
+                    if bias(g).is_some() {
+                        k.e.vbin(VBinOp::Add, VType::F32, s, s, mx);
+                    } else if let Some(c0) = kv.masked_from.filter(|_| !tiles) {
                         let (keep, below) = (MReg::n(1), MReg::n(2));
                         let scratch = (vr(62), vr(63));
                         k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, c0, kv.cols)?;
