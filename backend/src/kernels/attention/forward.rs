@@ -5,7 +5,7 @@
 //! elements.
 
 use tpuemu_isa::builder::VAccess;
-use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
+use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
 use super::common::{BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave_n, key_blocks, vr};
@@ -22,6 +22,9 @@ const SEM_OUT: u8 = 3;
 /// of a block's groups without a break.
 const SOFTMAX_SLOTS: u32 = 15;
 
+/// Scores buffers: the current key block's, the next one's and the one after.
+const S_RING: usize = 3;
+
 /// Operand indices.
 const Q: usize = 0;
 const K: usize = 1;
@@ -36,9 +39,11 @@ pub(crate) struct Layout {
     pub v: u32,
     /// Query blocks `[bq, E]`, double-buffered.
     pub q: [u32; 2],
-    /// Scores of a key block, f32 `[bq, 128]`, double-buffered (the next block's are computed
-    /// while the vector unit works on the current one's).
-    pub s: [u32; 2],
+    /// Scores of a key block, f32 `[bq, 128]`, in a ring of [`S_RING`] (the scores of the
+    /// block after next are computed while the vector unit works on the current one's).
+    pub s: [u32; S_RING],
+    /// Bytes of one scores buffer.
+    pub s_bytes: u32,
     /// Weights of a key block, `[bq, 128]` in the operands' dtype, double-buffered.
     pub p: [u32; 2],
     /// Each row's rescaling factor `exp(m_old - m_new)` of a block, one `(8, 128)` tile per
@@ -81,9 +86,13 @@ impl Layout {
         // that one register addresses a block's buffers and another the other block's.
         let tiles = bq.div_ceil(8) as u64 * 4096;
         let obytes = bq as u64 * evt as u64 * LANES as u64 * 4;
-        let (mut sb, mut p, mut o, mut al) = ([0; 2], [0; 2], [0; 2], [0; 2]);
+        let s_bytes = (bq as u64 * LANES as u64 * 4).div_ceil(4096) * 4096;
+        let mut sb = [0; S_RING];
+        for x in sb.iter_mut() {
+            *x = b.take(s_bytes);
+        }
+        let (mut p, mut o, mut al) = ([0; 2], [0; 2], [0; 2]);
         for i in 0..2 {
-            sb[i] = b.take(bq as u64 * LANES as u64 * 4);
             p[i] = b.take(bq as u64 * LANES as u64 * esz);
             o[i] = b.take(obytes);
             al[i] = b.take(tiles);
@@ -98,6 +107,7 @@ impl Layout {
             v,
             q,
             s: sb,
+            s_bytes: s_bytes as u32,
             p,
             al,
             o,
@@ -114,23 +124,30 @@ impl Layout {
     }
 }
 
-/// A key block of a query block: where its keys and values are, how many columns are real,
+/// A key block of a query block: where its values are, how many columns are real,
 /// and whether it needs the mask (its first column when it does).
 #[derive(Clone, Copy)]
 struct KvBlock {
-    k: Addr,
     v: Addr,
     cols: u32,
     masked_from: Option<u32>,
 }
 
-/// The next scores to compute: the key block's keys and real columns, the query block (the
-/// next query block's first key block follows the last one of the current).
+/// One key block of one query block of the current head: the unit the pipeline runs on.
+/// Items are numbered in order over the head's query blocks; item `t`'s scores go to scores
+/// buffer `t % S_RING`, computed while item `t - 2` is in the vector unit.
 #[derive(Clone, Copy)]
-struct Next {
+struct Item {
+    /// The query block's index and the key block's.
+    qi: u32,
+    j: u32,
+}
+
+/// The scores of the block after next, issued in the key-block loop: keys at `k`, into the
+/// ring buffer after next (computed from the current one's address).
+#[derive(Clone, Copy)]
+struct LoopNext {
     k: Addr,
-    cols: u32,
-    qb: QBlock,
 }
 
 /// A query block: first row, rows, and its buffer parity.
@@ -142,12 +159,16 @@ struct QBlock {
 }
 
 /// Scalar registers holding the VMEM addresses of the two slabs of double buffers: the
-/// current key block's (scores, weights, output accumulator, rescaling factors) and the other
-/// one's (the next block's scores, the previous block's factors). They swap after every block.
+/// current key block's (weights, output accumulator, rescaling factors) and the other one's
+/// (the previous block's factors), which swap after every block; and, in the key-block loop,
+/// the current scores buffer, the one after next and a scratch.
 #[derive(Clone, Copy)]
 struct BufRegs {
     cur: SReg,
     other: SReg,
+    cs: SReg,
+    ts: SReg,
+    tf: SReg,
 }
 
 /// Where a key block is in its query block's run: the first writes `o[0]`, the second `o[1]`
@@ -172,12 +193,19 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     let bufs = BufRegs {
         cur: k.reg()?,
         other: k.reg()?,
+        cs: k.reg()?,
+        ts: k.reg()?,
+        tf: k.reg()?,
     };
     let mut f = Fwd {
         lay,
         bufs,
         store: PingPong::new(SEM_OUT),
         start: 0,
+        qbs: Vec::new(),
+        first_item: Vec::new(),
+        issued: 0,
+        waited: 0,
     };
     let n = &spec.node;
     if n.causal {
@@ -203,13 +231,56 @@ struct Fwd {
     store: PingPong,
     /// The parity of the slab the current query block's first key block uses.
     start: usize,
+    /// The head's query blocks, and each one's key blocks `(unmasked, all)`.
+    qbs: Vec<(QBlock, u32, u32)>,
+    /// The first item of each query block.
+    first_item: Vec<u32>,
+    /// Items whose scores have been issued (a prefix), and the query blocks whose rows have
+    /// been waited for.
+    issued: u32,
+    waited: u32,
 }
 
 impl Fwd {
     /// `off` bytes into the buffer `buf` of the slab whose address (that of its scores) is in
     /// `reg`.
     fn slab(&self, reg: SReg, buf: [u32; 2], off: u32) -> Addr {
-        Addr::new(reg, (buf[0] - self.lay.s[0] + off) as i32)
+        Addr::new(reg, (buf[0] - self.lay.p[0] + off) as i32)
+    }
+
+    /// Item `t`.
+    fn item(&self, t: u32) -> Option<Item> {
+        let qi = self
+            .first_item
+            .partition_point(|f| *f <= t)
+            .checked_sub(1)? as u32;
+        let j = t - self.first_item[qi as usize];
+        (j < self.qbs[qi as usize].2).then_some(Item { qi, j })
+    }
+
+    /// Issues the scores of every item up to `upto` (inclusive) not yet issued whose query
+    /// rows are loaded or loading (query blocks up to `qi + 1` while `qi` runs).
+    fn issue_upto(&mut self, k: &mut Kern, upto: u32, qi: u32) {
+        let n = k.spec.node.clone();
+        let (s, bk) = (n.s as u32, self.lay.bk);
+        let kst = bk * n.e as u32 * k.spec.esz();
+        while self.issued <= upto {
+            let Some(it) = self.item(self.issued) else {
+                break;
+            };
+            if it.qi > qi + 1 {
+                break;
+            }
+            let qb = self.qbs[it.qi as usize].0;
+            if it.qi >= self.waited {
+                k.wait(SEM_Q + qb.parity as u8);
+                self.waited = it.qi + 1;
+            }
+            let dest = Addr::abs(self.lay.s[self.issued as usize % S_RING] as i32);
+            let cols = bk.min(s - it.j * bk);
+            self.scores(k, qb, at(self.lay.k + it.j * kst), cols, dest);
+            self.issued += 1;
+        }
     }
 
     /// Every query block of the current head, the next one's queries loading meanwhile.
@@ -222,106 +293,127 @@ impl Fwd {
             rows: bq.min(n.l as u32 - i * bq),
             parity: i as usize % 2,
         };
+        self.qbs = (0..nq)
+            .map(|i| {
+                let qb = block(i);
+                let (nfull, nblk) = key_blocks(&n, self.lay.bk, qb.r0, qb.rows);
+                (qb, nfull, nblk)
+            })
+            .collect();
+        self.first_item = self
+            .qbs
+            .iter()
+            .scan(0, |t, q| {
+                let f = *t;
+                *t += q.2;
+                Some(f)
+            })
+            .collect();
+        (self.issued, self.waited) = (0, 0);
         let b0 = block(0);
         k.load_query(Q, self.lay.q[0], (b0.r0, b0.rows), n.e as u32, SEM_Q)?;
-        k.wait(SEM_Q);
         let b = self.bufs;
-        k.e.smov(b.cur, self.lay.s[0] as i32);
-        k.e.smov(b.other, self.lay.s[1] as i32);
+        k.e.smov(b.cur, self.lay.p[0] as i32);
+        k.e.smov(b.other, self.lay.p[1] as i32);
         self.start = 0;
-        self.scores(k, b0, at(self.lay.k), self.lay.bk.min(n.s as u32), b.cur);
         for i in 0..nq {
             let qb = block(i);
-            let next = (i + 1 < nq).then(|| block(i + 1));
-            if let Some(nb) = next {
+            if i + 1 < nq {
+                let nb = block(i + 1);
                 let sem = SEM_Q + nb.parity as u8;
                 k.load_query(Q, self.lay.q[nb.parity], (nb.r0, nb.rows), n.e as u32, sem)?;
             }
-            let nblk = self.key_blocks(k, qb, next)?;
+            let nblk = self.key_blocks(k, i)?;
             self.finish_block(k, qb, nblk)?;
             self.start = (self.start + nblk as usize) % 2;
         }
         Ok(())
     }
 
-    /// The key blocks a query block sees, software-pipelined: the scores of block `j + 1` go
-    /// to the matrix units before the vector unit starts on block `j`'s softmax, so the two
-    /// overlap. The first block (which writes `O` instead of accumulating) and the blocks that
-    /// need the mask or end the run are unrolled; the unmasked ones between run in a loop.
-    /// The first block's scores are already on their way; the last block starts those of the
-    /// next query block, `next_q`. Returns the number of key blocks.
-    fn key_blocks(
-        &self,
-        k: &mut Kern,
-        qb: QBlock,
-        next_q: Option<QBlock>,
-    ) -> Result<u32, KernelError> {
+    /// The key blocks query block `qi` sees, software-pipelined: the scores of block `j + 2`
+    /// go to the matrix units before the vector unit starts on block `j`'s softmax (those of
+    /// the next query block's first blocks during this one's last). The first two blocks
+    /// (which write their accumulators instead of adding) and the blocks that need the mask
+    /// or end the run are unrolled; the unmasked ones between run in a loop. Returns the
+    /// number of key blocks.
+    fn key_blocks(&mut self, k: &mut Kern, qi: u32) -> Result<u32, KernelError> {
         let n = k.spec.node.clone();
-        let (s, bk, lay) = (n.s as u32, self.lay.bk, &self.lay);
-        let (nfull, nblk) = key_blocks(&n, bk, qb.r0, qb.rows);
+        let (qb, nfull, nblk) = self.qbs[qi as usize];
+        let t0 = self.first_item[qi as usize];
+        let (s, bk) = (n.s as u32, self.lay.bk);
         let (kst, vst) = (
             bk * n.e as u32 * k.spec.esz(),
             bk * n.ev as u32 * k.spec.esz(),
         );
+        let (lk, lv) = (self.lay.k, self.lay.v);
         let blk = |j: u32| KvBlock {
-            k: at(lay.k + j * kst),
-            v: at(lay.v + j * vst),
+            v: at(lv + j * vst),
             cols: bk.min(s - j * bk),
             masked_from: (j >= nfull).then_some(j * bk),
-        };
-        let next = |j: u32| {
-            if j + 1 < nblk {
-                Some(Next {
-                    k: blk(j + 1).k,
-                    cols: blk(j + 1).cols,
-                    qb,
-                })
-            } else {
-                next_q.map(|nq| Next {
-                    k: at(lay.k),
-                    cols: bk.min(s),
-                    qb: nq,
-                })
-            }
         };
         let phase = |j: u32| match j {
             0 => Phase::First,
             1 => Phase::Second,
             _ => Phase::Steady,
         };
+        let ring_s = self.lay.s;
+        let ring = |t: u32| at(ring_s[t as usize % S_RING]);
         let head = nblk.min(2);
         for j in 0..head {
-            self.block(k, qb, blk(j), phase(j), next(j))?;
+            self.issue_upto(k, t0 + j + 2, qi);
+            self.block(k, qb, blk(j), phase(j), ring(t0 + j), None)?;
         }
-        // Blocks 2.. whose next block is unmasked too run in a loop.
-        let looped = nfull.saturating_sub(1).max(head);
+        // Blocks 2.. whose block after next is unmasked too (and so in this query block) run
+        // in a loop.
+        let looped = nfull.saturating_sub(2).max(head);
         if looped > head {
+            self.issue_upto(k, t0 + head + 1, qi);
+            let b = self.bufs;
             let (kp, vp) = (k.r.kp, k.r.vp);
-            k.e.smov(vp, (lay.v + head * vst) as i32);
-            let lp = k.begin_ptr_loop(kp, lay.k + head * kst, kst, looped - head);
+            k.e.smov(vp, (lv + head * vst) as i32);
+            k.e.smov(b.cs, self.lay.s[(t0 + head) as usize % S_RING] as i32);
+            let lp = k.begin_ptr_loop(kp, lk + head * kst, kst, looped - head);
             let kv = KvBlock {
-                k: Addr::new(kp, 0),
                 v: Addr::new(vp, 0),
                 cols: bk,
                 masked_from: None,
             };
-            let nx = Next {
-                k: Addr::new(kp, kst as i32),
-                cols: bk,
-                qb,
+            let nx = LoopNext {
+                k: Addr::new(kp, 2 * kst as i32),
             };
-            self.block(k, qb, kv, Phase::Steady, Some(nx))?;
+            self.block(k, qb, kv, Phase::Steady, Addr::new(b.cs, 0), Some(nx))?;
             k.e.sadd(vp, vp, vst as i32);
+            self.ring_step(k, b.cs, 1);
             k.end_ptr_loop(lp);
+            self.issued = t0 + looped + 1;
         }
         for j in looped..nblk {
-            self.block(k, qb, blk(j), phase(j), next(j))?;
+            self.issue_upto(k, t0 + j + 2, qi);
+            self.block(k, qb, blk(j), phase(j), ring(t0 + j), None)?;
         }
         Ok(nblk)
     }
 
+    /// `reg` = the scores buffer `steps` after the one at `from`, in the ring.
+    fn ring_step_from(&self, k: &mut Kern, reg: SReg, from: SReg, steps: u32) {
+        let (sz, end) = (
+            self.lay.s_bytes as i32,
+            (self.lay.s[0] + S_RING as u32 * self.lay.s_bytes) as i32,
+        );
+        let tf = self.bufs.tf;
+        k.e.sadd(reg, from, steps as i32 * sz);
+        k.e.scmp(CmpOp::Ge, tf, reg, end);
+        k.e.smul(tf, tf, S_RING as i32 * sz);
+        k.e.salu(SAluOp::Sub, reg, reg, tf);
+    }
+
+    /// Advances `reg` by `steps` buffers in the scores ring.
+    fn ring_step(&self, k: &mut Kern, reg: SReg, steps: u32) {
+        self.ring_step_from(k, reg, reg, steps);
+    }
+
     /// `S = Q K^T` of the key block at `kb` (`cols` keys) into the scores buffer at `out`.
-    fn scores(&self, k: &mut Kern, qb: QBlock, kb: Addr, cols: u32, out: SReg) {
+    fn scores(&self, k: &mut Kern, qb: QBlock, kb: Addr, cols: u32, out: Addr) {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
         let units = Units::split(k.chip, qb.rows);
@@ -338,34 +430,35 @@ impl Fwd {
                 lhs: &|row0, k0| at(q + row0 * stride + k0 * esz),
                 lhs_stride: stride,
                 lhs_t: false,
-                out: &|row0, n0| Addr::new(out, (row0 * LANES * 4 + n0 * 4) as i32),
+                out: &|row0, n0| {
+                    Addr::new(out.base, out.offset + (row0 * LANES * 4 + n0 * 4) as i32)
+                },
                 out_stride: LANES * 4,
                 acc: false,
             },
         );
     }
 
-    /// One key block whose scores are in the current buffer: the next block's scores, the
-    /// online softmax with the rescaling of its accumulator, `O (+)= P V`; then the buffers
-    /// swap.
+    /// One key block whose scores are in the buffer at `scores`: in the loop, the scores of
+    /// the block after next (`next`); the online softmax with the rescaling of its
+    /// accumulator, `O (+)= P V`; then the slabs swap.
     fn block(
         &self,
         k: &mut Kern,
         qb: QBlock,
         kv: KvBlock,
         phase: Phase,
-        next: Option<Next>,
+        scores: Addr,
+        next: Option<LoopNext>,
     ) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
         let b = self.bufs;
         if let Some(nx) = next {
-            if nx.qb.r0 != qb.r0 {
-                k.wait(SEM_Q + nx.qb.parity as u8);
-            }
-            self.scores(k, nx.qb, nx.k, nx.cols, b.other);
+            self.ring_step_from(k, b.ts, b.cs, 2);
+            self.scores(k, qb, nx.k, self.lay.bk, Addr::new(b.ts, 0));
         }
-        self.softmax(k, qb, kv, phase)?;
+        self.softmax(k, qb, kv, phase, scores)?;
         // O (+)= P V, the width Ev in chunks of the array's columns.
         let units = Units::split(k.chip, qb.rows);
         let prow = LANES * esz;
@@ -386,7 +479,7 @@ impl Fwd {
                 acc: phase == Phase::Steady,
             },
         );
-        let x = (self.lay.s[0] ^ self.lay.s[1]) as i32;
+        let x = (self.lay.p[0] ^ self.lay.p[1]) as i32;
         k.e.salu(SAluOp::Xor, b.cur, b.cur, x);
         k.e.salu(SAluOp::Xor, b.other, b.other, x);
         Ok(())
@@ -404,6 +497,7 @@ impl Fwd {
         qb: QBlock,
         kv: KvBlock,
         phase: Phase,
+        scores: Addr,
     ) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let scale = (n.scale as f32).to_bits();
@@ -436,7 +530,7 @@ impl Fwd {
             let tile = self.slab(b.cur, lay.al, g * 4096);
             match step {
                 0 => {
-                    let s_at = self.slab(b.cur, lay.s, g * 4096);
+                    let s_at = Addr::new(scores.base, scores.offset + (g * 4096) as i32);
                     k.e.vld(MemFmt::W32, s, s_at, VAccess::DENSE);
                 }
                 1 => {
