@@ -12,12 +12,10 @@
 //! one's storage offset in elements.
 
 use tpuemu_isa::builder::VAccess;
-use tpuemu_isa::ops::{Axis, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
+use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{
-    BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, interleave_n, key_blocks, vr,
-};
+use super::common::{BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, key_blocks, vr};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -57,10 +55,10 @@ pub(crate) struct Layout {
     lse: u32,
     lse_t: u32,
     d: u32,
-    /// Scores then weights (f32) `[bq, 128]`, followed by `dP` (f32) at `dp_off`;
-    /// double-buffered (the next key block's are computed while the vector unit works on the
+    /// Scores (f32) `[bq, 128]`, followed by `dP` (f32) at `dp_off`; a ring of [`S_RING`]
+    /// (those of the key block after next are computed while the vector unit works on the
     /// current one's).
-    s: [u32; 2],
+    s: [u32; S_RING],
     dp_off: u32,
     /// Weights in the operands' dtype `[bq, 128]`, followed by `dS` at `ds_off`;
     /// double-buffered.
@@ -107,7 +105,11 @@ impl Layout {
         let lse_t = b.take(tiles);
         let d = b.take(tiles);
         let (sbytes, pbytes) = (bq64 * lanes * 4, bq64 * lanes * esz);
-        let sb = [b.take(2 * sbytes), b.take(2 * sbytes)];
+        let slot = (2 * sbytes).div_ceil(4096) * 4096;
+        let mut sb = [0; S_RING];
+        for x in sb.iter_mut() {
+            *x = b.take(slot);
+        }
         let p = [b.take(2 * pbytes), b.take(2 * pbytes)];
         let dp_off = sbytes as u32;
         let ds_off = pbytes as u32;
@@ -177,7 +179,7 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     let mut k = Kern::new(spec, chip, name, &names, &[LSE])?;
     let bufs = BufRegs {
         cs: k.reg()?,
-        ns: k.reg()?,
+        ts: k.reg()?,
         cp: k.reg()?,
     };
     let mut b = Bwd {
@@ -214,15 +216,18 @@ struct Bwd {
     store: PingPong,
 }
 
-/// Scalar registers holding the VMEM addresses of the double buffers: the current key block's
-/// scores (and `dP` after them) and weights (and `dS` after them), and the next block's scores.
-/// They swap after every block.
+/// Scalar registers: the current key block's scores buffer (and `dP` after them) in the ring,
+/// and the one after next (the key-block loop's), and its weights buffer (and `dS` after them),
+/// which swaps with the other after every block.
 #[derive(Clone, Copy)]
 struct BufRegs {
     cs: SReg,
-    ns: SReg,
+    ts: SReg,
     cp: SReg,
 }
+
+/// Scores buffers: the current key block's, the next one's and the one after.
+const S_RING: usize = 3;
 
 /// Where the next key block is: its keys and values, and its real columns.
 #[derive(Clone, Copy)]
@@ -303,9 +308,9 @@ impl Bwd {
     }
 
     /// The key blocks the query block sees, software-pipelined: the scores and `dP` of block
-    /// `j + 1` (which need only the inputs) go to the matrix units before the vector unit
-    /// starts on block `j`. Unmasked blocks whose next block is unmasked too run in a loop; the
-    /// rest are unrolled.
+    /// `j + 2` (which need only the inputs) go to the matrix units before the vector unit
+    /// starts on block `j`, into a ring of three buffers. Unmasked blocks whose block after next
+    /// is unmasked too run in a loop; the rest are unrolled.
     fn key_blocks(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let (s, bk, esz) = (n.s as u32, self.lay.bk, k.spec.esz());
@@ -320,31 +325,25 @@ impl Bwd {
             cols: bk.min(s - j * bk),
             masked: j >= nfull,
         };
-        let next = |j: u32| {
-            (j + 1 < nblk).then(|| {
-                let b = blk(j + 1);
-                Next {
-                    k: b.k,
-                    v: b.v,
-                    cols: b.cols,
-                }
-            })
+        let item = |j: u32| {
+            let b = blk(j);
+            Next {
+                k: b.k,
+                v: b.v,
+                cols: b.cols,
+            }
         };
+        let ring = |j: u32| abs(lay.s[j as usize % S_RING]);
         let b = self.bufs;
-        k.e.smov(b.cs, lay.s[0] as i32);
-        k.e.smov(b.ns, lay.s[1] as i32);
         k.e.smov(b.cp, lay.p[0] as i32);
-        let b0 = blk(0);
-        let first = Next {
-            k: b0.k,
-            v: b0.v,
-            cols: b0.cols,
-        };
-        self.scores(k, qb, first, b.cs);
-        let looped = nfull.saturating_sub(1);
+        for j in 0..nblk.min(2) {
+            self.scores(k, qb, item(j), ring(j));
+        }
+        let looped = nfull.saturating_sub(2);
         if looped > 0 {
             let (kp, vp) = (k.r.kp, k.r.vp);
             k.e.smov(vp, lay.v as i32);
+            k.e.smov(b.cs, lay.s[0] as i32);
             let lp = k.begin_ptr_loop(kp, lay.k, kst, looped);
             let kv = KvBlock {
                 k: Addr::new(kp, 0),
@@ -355,22 +354,40 @@ impl Bwd {
                 masked: false,
             };
             let nx = Next {
-                k: Addr::new(kp, kst as i32),
-                v: Addr::new(vp, vst as i32),
+                k: Addr::new(kp, 2 * kst as i32),
+                v: Addr::new(vp, 2 * vst as i32),
                 cols: bk,
             };
-            self.block(k, qb, kv, Some(nx))?;
+            self.ring_step(k, b.ts, b.cs, 2);
+            self.scores(k, qb, nx, Addr::new(b.ts, 0));
+            self.block(k, qb, kv, Addr::new(b.cs, 0))?;
             k.e.sadd(vp, vp, vst as i32);
+            self.ring_step(k, b.cs, b.cs, 1);
             k.end_ptr_loop(lp);
         }
         for j in looped..nblk {
-            self.block(k, qb, blk(j), next(j))?;
+            if j + 2 < nblk {
+                self.scores(k, qb, item(j + 2), ring(j + 2));
+            }
+            self.block(k, qb, blk(j), ring(j))?;
         }
         Ok(())
     }
 
+    /// `reg` = the scores buffer `steps` after the one at `from`, in the ring (the loop's
+    /// test register is the scratch: it is free until the loop's end).
+    fn ring_step(&self, k: &mut Kern, reg: SReg, from: SReg, steps: u32) {
+        let sz = (self.lay.s[1] - self.lay.s[0]) as i32;
+        let end = self.lay.s[0] as i32 + S_RING as i32 * sz;
+        let tf = k.r.test;
+        k.e.sadd(reg, from, steps as i32 * sz);
+        k.e.scmp(CmpOp::Ge, tf, reg, end);
+        k.e.smul(tf, tf, S_RING as i32 * sz);
+        k.e.salu(SAluOp::Sub, reg, reg, tf);
+    }
+
     /// `S = Q K^T` and `dP = dO V^T` of a key block into the buffers at `out`.
-    fn scores(&self, k: &mut Kern, qb: QBlock, kv: Next, out: SReg) {
+    fn scores(&self, k: &mut Kern, qb: QBlock, kv: Next, out: Addr) {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
         let (e, ev) = (n.e as u32, n.ev as u32);
@@ -389,7 +406,7 @@ impl Bwd {
                 lhs: &|r, k0| abs(lay.q + r * qrow + k0 * esz),
                 lhs_stride: qrow,
                 lhs_t: false,
-                out: &|r, n0| Addr::new(out, (r * f32row + n0 * 4) as i32),
+                out: &|r, n0| Addr::new(out.base, out.offset + (r * f32row + n0 * 4) as i32),
                 out_stride: f32row,
                 acc: false,
             },
@@ -405,7 +422,10 @@ impl Bwd {
                 lhs: &|r, k0| abs(lay.dout + r * dorow + k0 * esz),
                 lhs_stride: dorow,
                 lhs_t: false,
-                out: &|r, n0| Addr::new(out, (lay.dp_off + r * f32row + n0 * 4) as i32),
+                out: &|r, n0| {
+                    let off = lay.dp_off + r * f32row + n0 * 4;
+                    Addr::new(out.base, out.offset + off as i32)
+                },
                 out_stride: f32row,
                 acc: false,
             },
@@ -418,7 +438,7 @@ impl Bwd {
         k: &mut Kern,
         qb: QBlock,
         kv: KvBlock,
-        next: Option<Next>,
+        scores: Addr,
     ) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let esz = k.spec.esz();
@@ -427,10 +447,7 @@ impl Bwd {
         let (qrow, dorow, prow) = (e * esz, ev * esz, LANES * esz);
         let lay = &self.lay;
         let b = self.bufs;
-        if let Some(nx) = next {
-            self.scores(k, qb, nx, b.ns);
-        }
-        self.weights(k, qb, kv)?;
+        self.weights_and_grads(k, qb, kv, scores)?;
         // dV += P^T dO: rows of the key block, P read transposed.
         let (dk_row, dv_row) = (lay.et * LANES * 4, lay.evt * LANES * 4);
         let dv_at = self.acc_at(k, kv, lay.dv, dv_row);
@@ -450,7 +467,6 @@ impl Bwd {
                 acc: true,
             },
         );
-        self.score_grads(k, qb)?;
         // dQ += dS K.
         let dq_row = lay.et * LANES * 4;
         let ds = lay.ds_off;
@@ -488,9 +504,7 @@ impl Bwd {
                 acc: true,
             },
         );
-        let (s_x, p_x) = ((lay.s[0] ^ lay.s[1]) as i32, (lay.p[0] ^ lay.p[1]) as i32);
-        k.e.salu(SAluOp::Xor, b.cs, b.cs, s_x);
-        k.e.salu(SAluOp::Xor, b.ns, b.ns, s_x);
+        let p_x = (lay.p[0] ^ lay.p[1]) as i32;
         k.e.salu(SAluOp::Xor, b.cp, b.cp, p_x);
         Ok(())
     }
@@ -522,9 +536,16 @@ impl Bwd {
         }
     }
 
-    /// `P = exp(scale S - lse)` (masked), as f32 in place of `S` and in the operands' dtype;
-    /// groups of rows interleaved (see [`interleave`]).
-    fn weights(&self, k: &mut Kern, qb: QBlock, kv: KvBlock) -> Result<(), KernelError> {
+    /// `P = exp(scale S - lse)` (masked) and `dS = P (dP - D)`, both to VMEM in the operands'
+    /// dtype (`P` for `dV`, `dS` for `dQ` and `dK`), 8 rows at a time in a wavefront (see
+    /// [`super::common::interleave`]) with one register slot per step.
+    fn weights_and_grads(
+        &self,
+        k: &mut Kern,
+        qb: QBlock,
+        kv: KvBlock,
+        scores: Addr,
+    ) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let scale = (n.scale as f32).to_bits();
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
@@ -537,76 +558,52 @@ impl Bwd {
                 .then(|| bias_tile(qb.r0 + 8 * g, kv.c0))
                 .flatten()
         };
-        // Seven steps (an empty one after the exponential), a slot of 8 registers each.
-        interleave_n(k, qb.rows.div_ceil(8), 7, 7, |k, g, u, step| {
-            let r = |i: u8| vr(u * 8 + i);
-            let (s, lse) = (r(0), r(1));
+        interleave(k, qb.rows.div_ceil(8), 8, 8, |k, g, u, step| {
+            let r = |i: u8| vr(u * 6 + i);
+            let (s, dp, lse, d, t) = (r(0), r(1), r(2), r(3), r(4));
             let (keep, below) = (MReg::n(1), MReg::n(2));
             match step {
                 0 => {
-                    let s_at = Addr::new(b.cs, (g * 4096) as i32);
+                    let s_at = Addr::new(scores.base, scores.offset + (g * 4096) as i32);
                     k.e.vld(MemFmt::W32, s, s_at, VAccess::DENSE);
-                    k.e.vld(MemFmt::W32, lse, abs(lay.lse_t + g * 4096), VAccess::DENSE);
+                    let off = lay.dp_off + g * 4096;
+                    let dp_at = Addr::new(scores.base, scores.offset + off as i32);
+                    k.e.vld(MemFmt::W32, dp, dp_at, VAccess::DENSE);
                 }
                 1 => {
                     k.e.vbin(VBinOp::Mul, VType::F32, s, s, scale);
-                    if let Some(t) = bias(g) {
-                        k.e.vld(MemFmt::W32, r(2), abs(lay.bias + t * 4096), VAccess::DENSE);
+                    k.e.vld(MemFmt::W32, lse, abs(lay.lse_t + g * 4096), VAccess::DENSE);
+                    if let Some(i) = bias(g) {
+                        k.e.vld(MemFmt::W32, t, abs(lay.bias + i * 4096), VAccess::DENSE);
                     }
                 }
                 2 => {
                     if bias(g).is_some() {
-                        k.e.vbin(VBinOp::Add, VType::F32, s, s, r(2));
+                        k.e.vbin(VBinOp::Add, VType::F32, s, s, t);
                     } else if kv.masked && !tiles {
-                        let scratch = (r(2), r(3));
+                        let scratch = (vr(62), vr(63));
                         k.keep_mask(keep, below, scratch, qb.r0 + 8 * g, kv.c0, kv.cols)?;
                         k.e.vsel(VType::F32, s, keep, s, f32::NEG_INFINITY.to_bits());
                     }
+                    k.e.vld(MemFmt::W32, d, abs(lay.d + g * 4096), VAccess::DENSE);
                 }
                 3 => {
                     k.e.vbin(VBinOp::Sub, VType::F32, s, s, lse);
+                    k.e.vbin(VBinOp::Sub, VType::F32, dp, dp, d);
                 }
                 4 => {
                     k.e.vun(VUnOp::Exp, VType::F32, s, s);
                 }
                 // 5: the exponential's result is on its way.
                 5 => {}
-                _ => {
-                    let s_at = Addr::new(b.cs, (g * 4096) as i32);
-                    k.e.vst(MemFmt::W32, s, s_at, VAccess::DENSE);
+                6 => {
                     let p_at = Addr::new(b.cp, (g * 8 * LANES * esz) as i32);
                     k.e.vst(fmt, s, p_at, VAccess::DENSE);
-                }
-            }
-            Ok(())
-        })
-    }
-
-    /// `dS = P (dP - D)`, in the operands' dtype after `P`; groups interleaved.
-    fn score_grads(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
-        let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
-        let lay = &self.lay;
-        let b = self.bufs;
-        interleave(k, qb.rows.div_ceil(8), 4, |k, g, u, step| {
-            let r = |i: u8| vr(u * 10 + i);
-            let (p, dp, d) = (r(0), r(1), r(2));
-            match step {
-                0 => {
-                    let s_at = Addr::new(b.cs, (g * 4096) as i32);
-                    k.e.vld(MemFmt::W32, p, s_at, VAccess::DENSE);
-                    let dp_at = Addr::new(b.cs, (lay.dp_off + g * 4096) as i32);
-                    k.e.vld(MemFmt::W32, dp, dp_at, VAccess::DENSE);
-                    k.e.vld(MemFmt::W32, d, abs(lay.d + g * 4096), VAccess::DENSE);
-                }
-                1 => {
-                    k.e.vbin(VBinOp::Sub, VType::F32, dp, dp, d);
-                }
-                2 => {
-                    k.e.vbin(VBinOp::Mul, VType::F32, p, p, dp);
+                    k.e.vbin(VBinOp::Mul, VType::F32, dp, dp, s);
                 }
                 _ => {
                     let ds_at = Addr::new(b.cp, (lay.ds_off + g * 8 * LANES * esz) as i32);
-                    k.e.vst(fmt, p, ds_at, VAccess::DENSE);
+                    k.e.vst(fmt, dp, ds_at, VAccess::DENSE);
                 }
             }
             Ok(())

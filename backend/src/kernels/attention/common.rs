@@ -35,9 +35,6 @@ pub(super) fn bias_tile(row0: u32, c0: u32) -> Option<u32> {
     }
 }
 
-/// Groups of 8 rows a vector step keeps in flight (see [`interleave`]).
-pub(super) const INTERLEAVE: u32 = 6;
-
 /// Emits `steps` steps for each of `groups` groups of 8 rows in a wavefront: at time `t`
 /// group `i` does step `t - i`, so that neighbouring instructions belong to different groups
 /// and usually to different units (a reduction on the cross-lane unit beside an exponential on
@@ -45,20 +42,10 @@ pub(super) const INTERLEAVE: u32 = 6;
 /// waiting only on its own group's previous step. One group finishes per row of the wavefront,
 /// so a row should never wait: a step whose result takes long (a reduction, an exponential)
 /// is followed by an empty step, which puts its consumer two rows later. With at least
-/// `steps` register slots ([`INTERLEAVE`] here) the wavefront runs over all groups without a
-/// break (group `i` uses slot `i % INTERLEAVE`); with fewer it runs in batches.
+/// `steps` register slots (`width`) the wavefront runs over all groups without a break (group
+/// `i` uses slot `i % width`); with fewer it runs in batches of `width` groups.
 /// `f(kern, group, slot, step)`; `slot` picks the group's registers.
 pub(super) fn interleave(
-    k: &mut Kern,
-    groups: u32,
-    steps: usize,
-    f: impl FnMut(&mut Kern, u32, u8, usize) -> Result<(), KernelError>,
-) -> Result<(), KernelError> {
-    interleave_n(k, groups, INTERLEAVE, steps, f)
-}
-
-/// [`interleave`] with `width` register slots.
-pub(super) fn interleave_n(
     k: &mut Kern,
     groups: u32,
     width: u32,

@@ -8,7 +8,7 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave_n, key_blocks, vr};
+use super::common::{BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, key_blocks, vr};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -520,7 +520,7 @@ impl Fwd {
             12
         };
         let width = (steps as u32).min(SOFTMAX_SLOTS);
-        interleave_n(k, qb.rows.div_ceil(8), width, steps, |k, g, u, step| {
+        interleave(k, qb.rows.div_ceil(8), width, steps, |k, g, u, step| {
             let r = |i: u8| vr(u * 4 + i);
             // s: the scores, then the weights, then O's tiles; mx: the block's row maximum,
             // then the new running maximum, then the factor for O; mo: the old maximum, then

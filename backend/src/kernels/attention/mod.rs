@@ -16,8 +16,25 @@
 //!
 //! With a causal mask, key blocks entirely above the diagonal are skipped (never loaded into
 //! a matrix unit), blocks entirely below it run unmasked in a loop, and only the blocks the
-//! diagonal crosses are masked. Bytes through HBM: each operand read once (queries once per
-//! query head, keys and values once per key/value head), each result written once.
+//! diagonal crosses are masked, by adding one of 17 precomputed bias tiles (0 or -inf) to
+//! each group of 8 rows. Bytes through HBM: each operand read once (queries once per query
+//! head, keys and values once per key/value head), each result written once.
+//!
+//! Both kernels are software-pipelined so that the matrix units and the vector unit work at
+//! the same time (a product's results come back hundreds of cycles after it is issued):
+//! - the scores (and, backward, `dP`) of key block `j + 2` are issued before the vector unit
+//!   starts on block `j`, into a ring of three buffers; forward, the next query block's first
+//!   scores are issued during the current one's last key blocks;
+//! - forward, block `j` adds `P V` into one of two accumulators, `o[j % 2]`, so that the
+//!   rescaling before the addition (folded into the softmax's pass) waits for the product of
+//!   two blocks ago; the output is the last accumulator plus the other rescaled once more;
+//! - the vector work runs as a wavefront over all of a block's groups of 8 rows
+//!   ([`common::interleave`]), one register slot per step, an empty step after each
+//!   long-latency one; backward, the weights and `dS` are one pass;
+//! - backward, `dV` and `dK` deal the query rows (their K dimension) over the matrix units.
+//!
+//! `cargo run --release -p tpuemu-backend --example attention_calib -- B H HKV L E [causal]`
+//! prints a shape's cycles and units' busy times (`CALIB_CHIP` picks the chip).
 //!
 //! The kernel takes operands with any strides whose innermost stride is 1; an operand the
 //! kernel cannot take, or heads too long for VMEM, is reported as [`KernelError`] before
