@@ -125,3 +125,35 @@ fn a_compiled_graph_returns_pytorch_strides_and_the_eager_values() {
     assert_eq!(got[0].to_vec::<f32>().unwrap(), want);
     assert_eq!(got[1].to_vec::<f32>().unwrap(), want);
 }
+
+#[test]
+fn elementwise_work_on_a_large_transposed_view_matches_the_host() {
+    // `[2, 300, 4, 64]` seen as `[2, 4, 300, 64]` (attention heads as a view): the output keeps
+    // the input's memory order. Walked in the logical order, the kernel's tiles split the heads
+    // (300 x 64 rows of each head are one tile's worth), interleaved in memory: their stores
+    // overlapped and the kernel faulted.
+    let (b, l, h, e) = (2usize, 300usize, 4usize, 64usize);
+    let n = b * l * h * e;
+    let v: Vec<f32> = (0..n).map(|i| ((i % 97) as f32 - 48.0) / 16.0).collect();
+    for mode in MODES {
+        let rt = rt(mode);
+        let x = Tensor::from_slice(&rt, &v, &[b, l, h, e]).unwrap();
+        let xt = x.transpose(1, 2).unwrap();
+        let y = xt.mul(&xt).unwrap();
+        assert_eq!(y.strides(), xt.strides(), "{mode:?}");
+        // Read back through a contiguous copy of the transposed view: element [bi, hi, li, ei].
+        let got: Vec<f32> = y.contiguous().unwrap().to_vec().unwrap();
+        let mut want = Vec::with_capacity(n);
+        for bi in 0..b {
+            for hi in 0..h {
+                for li in 0..l {
+                    for ei in 0..e {
+                        let x = v[((bi * l + li) * h + hi) * e + ei];
+                        want.push(x * x);
+                    }
+                }
+            }
+        }
+        assert_eq!(got, want, "{mode:?}");
+    }
+}

@@ -180,7 +180,42 @@ pub fn lower(
         });
         offsets.push(l.offset);
     }
-    let (cshape, crow, cops) = coalesce(shape, row_dims, ops);
+    // A pure elementwise kernel may walk its space in any order: walk it in the first output's
+    // memory order, so that each tile is one contiguous block of the output (walked in the
+    // logical order, the tiles of a transposed output interleave in memory, and their stores
+    // overlap).
+    let pure = row_dims == 0 && !prog.nodes.iter().any(|n| matches!(n.op, POp::Index(_)));
+    let perm = if pure {
+        memory_order(shape, &ops)
+    } else {
+        (0..shape.len()).collect()
+    };
+    // Outputs in different memory orders (a fused transpose-and-copy) cannot all be walked in
+    // order; when the space takes more than one tile their stores would overlap: no kernel (a
+    // fused group's operators then run one by one).
+    let big = shape.iter().product::<usize>() * 4 > 256 * 1024;
+    if pure && big {
+        let orders: Vec<Vec<usize>> = ops
+            .iter()
+            .filter(|o| o.output)
+            .map(|o| {
+                let one = [o.clone()];
+                let mut v = memory_order(shape, &one);
+                v.retain(|d| shape[*d] > 1);
+                v
+            })
+            .collect();
+        if orders.windows(2).any(|w| w[0] != w[1]) {
+            return Err(KernelError::Unsupported(
+                "outputs laid out in different orders of dimensions".into(),
+            ));
+        }
+    }
+    let pshape: Vec<usize> = perm.iter().map(|d| shape[*d]).collect();
+    for o in ops.iter_mut() {
+        o.strides = perm.iter().map(|d| o.strides[*d]).collect();
+    }
+    let (cshape, crow, cops) = coalesce(&pshape, row_dims, ops);
     Ok((
         TileSpec {
             shape: cshape,
@@ -224,6 +259,15 @@ fn hoist_row_invariants(prog: &mut Prog, per_row_in: &[bool]) {
             prog.outputs[k] = prog.push(POp::Cast(o), dt, false);
         }
     }
+}
+
+/// The dims in the first output's memory order (largest stride first; ties keep their order).
+fn memory_order(shape: &[usize], ops: &[TileOperand]) -> Vec<usize> {
+    let mut perm: Vec<usize> = (0..shape.len()).collect();
+    if let Some(out) = ops.iter().find(|o| o.output) {
+        perm.sort_by_key(|d| std::cmp::Reverse(out.strides[*d].unsigned_abs()));
+    }
+    perm
 }
 
 /// Drops size-1 dims and merges neighbours whose strides chain for every operand, never across
