@@ -2,7 +2,8 @@
 
 The shim is compiled with ``torch.utils.cpp_extension`` (g++ and ninja) into ``_cpp_build/``
 next to this file; ``scripts/python.sh`` builds it ahead of time, and ``import tpuemu`` builds it
-if it is missing or older than its sources (about a minute, once).
+if it is missing, older than its sources, or built from another set of sources (a file added
+or removed; about a minute, once).
 """
 
 from __future__ import annotations
@@ -33,8 +34,20 @@ def _built(d: Path) -> Path | None:
     return None
 
 
+def _manifest(d: Path) -> Path:
+    """The names of the sources the shim in `d` was built from."""
+    return d / "sources.txt"
+
+
+def _names() -> str:
+    return "\n".join(s.name for s in SOURCES + HEADERS) + "\n"
+
+
 def _stale(so: Path) -> bool:
     t = so.stat().st_mtime
+    m = _manifest(so.parent)
+    if not m.exists() or m.read_text() != _names():
+        return True
     return any(s.stat().st_mtime > t for s in SOURCES + HEADERS)
 
 
@@ -60,13 +73,15 @@ def _compile(d: Path, verbose: bool):
 
     if not verbose:
         print("tpuemu: compiling the C++ shim (once, about a minute)...", file=sys.stderr)
-    return cpp_extension.load(
+    mod = cpp_extension.load(
         name=NAME,
         sources=[str(s) for s in SOURCES],
         extra_cflags=["-O2"],
         build_directory=str(d),
         verbose=verbose,
     )
+    _manifest(d).write_text(_names())
+    return mod
 
 
 def needs_build() -> bool:
