@@ -15,7 +15,9 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, key_blocks, vr};
+use super::common::{
+    BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, key_blocks, plus, vr,
+};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -406,7 +408,7 @@ impl Bwd {
                 lhs: &|r, k0| abs(lay.q + r * qrow + k0 * esz),
                 lhs_stride: qrow,
                 lhs_t: false,
-                out: &|r, n0| Addr::new(out.base, out.offset + (r * f32row + n0 * 4) as i32),
+                out: &|r, n0| plus(out, r * f32row + n0 * 4),
                 out_stride: f32row,
                 acc: false,
             },
@@ -422,10 +424,7 @@ impl Bwd {
                 lhs: &|r, k0| abs(lay.dout + r * dorow + k0 * esz),
                 lhs_stride: dorow,
                 lhs_t: false,
-                out: &|r, n0| {
-                    let off = lay.dp_off + r * f32row + n0 * 4;
-                    Addr::new(out.base, out.offset + off as i32)
-                },
+                out: &|r, n0| plus(out, lay.dp_off + r * f32row + n0 * 4),
                 out_stride: f32row,
                 acc: false,
             },
@@ -564,10 +563,9 @@ impl Bwd {
             let (keep, below) = (MReg::n(1), MReg::n(2));
             match step {
                 0 => {
-                    let s_at = Addr::new(scores.base, scores.offset + (g * 4096) as i32);
+                    let s_at = plus(scores, g * 4096);
                     k.e.vld(MemFmt::W32, s, s_at, VAccess::DENSE);
-                    let off = lay.dp_off + g * 4096;
-                    let dp_at = Addr::new(scores.base, scores.offset + off as i32);
+                    let dp_at = plus(scores, lay.dp_off + g * 4096);
                     k.e.vld(MemFmt::W32, dp, dp_at, VAccess::DENSE);
                 }
                 1 => {

@@ -77,6 +77,11 @@ pub(super) fn vr(i: u8) -> VReg {
     VReg::n(i)
 }
 
+/// `a` moved on by `off` bytes.
+pub(super) fn plus(a: Addr, off: u32) -> Addr {
+    Addr::new(a.base, a.offset + off as i32)
+}
+
 /// The scalar registers every attention kernel uses.
 pub(super) struct Regs {
     /// Loop counters: batch, key/value head, query head within the group.
@@ -486,29 +491,11 @@ impl<'a> Kern<'a> {
     /// `out (+)= lhs @ w` on the matrix units, the K dim in chunks of the array's rows and N in
     /// chunks of its columns.
     pub(super) fn matmul(&mut self, units: &Units, m: &Mm) {
-        let (fmt, prec) = self.spec.mxu();
-        let esz = self.spec.esz();
         let (ar, ac) = (self.chip.core.mxu_rows, self.chip.core.mxu_cols);
         for n0 in (0..m.n).step_by(ac as usize) {
-            let nc = ac.min(m.n - n0);
             for k0 in (0..m.k).step_by(ar as usize) {
-                let kc = ar.min(m.k - k0);
-                let woff = if m.w_t {
-                    n0 * m.w_stride + k0 * esz
-                } else {
-                    k0 * m.w_stride + n0 * esz
-                };
-                let w = Addr::new(m.w.base, m.w.offset + woff as i32);
                 for &(u, row0, rows) in &units.0 {
-                    let (kr, nr, ws) = (
-                        self.e.konst(kc as i32),
-                        self.e.konst(nc as i32),
-                        self.e.konst(m.w_stride as i32),
-                    );
-                    self.e.mxu_lw(Mxu::n(u), fmt, m.w_t, w, kr, nr, ws);
-                    let (rr, ls) = (self.e.konst(rows as i32), self.e.konst(m.lhs_stride as i32));
-                    self.e
-                        .mxu_mm(Mxu::n(u), fmt, m.lhs_t, prec, (m.lhs)(row0, k0), rr, ls);
+                    self.feed(Mxu::n(u), m, (k0, n0), (m.lhs)(row0, k0), rows);
                 }
                 for &(u, row0, rows) in &units.0 {
                     let (rr, os) = (self.e.konst(rows as i32), self.e.konst(m.out_stride as i32));
@@ -521,36 +508,41 @@ impl<'a> Kern<'a> {
 }
 
 impl Kern<'_> {
+    /// Loads the weight tile of `m` at `(k0, n0)` into unit `u` and streams `rows` LHS rows
+    /// from `lhs` through it.
+    fn feed(&mut self, u: Mxu, m: &Mm, (k0, n0): (u32, u32), lhs: Addr, rows: u32) {
+        let (fmt, prec) = self.spec.mxu();
+        let esz = self.spec.esz();
+        let (ar, ac) = (self.chip.core.mxu_rows, self.chip.core.mxu_cols);
+        let (kc, nc) = (ar.min(m.k - k0), ac.min(m.n - n0));
+        let woff = if m.w_t {
+            n0 * m.w_stride + k0 * esz
+        } else {
+            k0 * m.w_stride + n0 * esz
+        };
+        let (kr, nr, ws) = (
+            self.e.konst(kc as i32),
+            self.e.konst(nc as i32),
+            self.e.konst(m.w_stride as i32),
+        );
+        self.e.mxu_lw(u, fmt, m.w_t, plus(m.w, woff), kr, nr, ws);
+        let (rr, ls) = (self.e.konst(rows as i32), self.e.konst(m.lhs_stride as i32));
+        self.e.mxu_mm(u, fmt, m.lhs_t, prec, lhs, rr, ls);
+    }
+
     /// `out (+)= lhs @ w` with the K dim dealt out over the matrix units (chunk `c` of the
     /// array's rows to unit `c % units`), each unit streaming all `rows` rows of its chunk;
     /// the units' partial products accumulate into `out` in chunk order. For products with
     /// few rows and a long K (`dV += P^T dO`), where dealing out rows would leave each unit
     /// loading a weight tile per handful of rows.
     pub(super) fn matmul_ksplit(&mut self, rows: u32, m: &Mm) {
-        let (fmt, prec) = self.spec.mxu();
-        let esz = self.spec.esz();
         let (ar, ac) = (self.chip.core.mxu_rows, self.chip.core.mxu_cols);
         let nu = self.chip.core.mxus.max(1);
         for n0 in (0..m.n).step_by(ac as usize) {
-            let nc = ac.min(m.n - n0);
             let chunks: Vec<u32> = (0..m.k).step_by(ar as usize).collect();
             for (c, &k0) in chunks.iter().enumerate() {
-                let kc = ar.min(m.k - k0);
-                let woff = if m.w_t {
-                    n0 * m.w_stride + k0 * esz
-                } else {
-                    k0 * m.w_stride + n0 * esz
-                };
-                let w = Addr::new(m.w.base, m.w.offset + woff as i32);
                 let u = Mxu::n((c as u32 % nu) as u8);
-                let (kr, nr, ws) = (
-                    self.e.konst(kc as i32),
-                    self.e.konst(nc as i32),
-                    self.e.konst(m.w_stride as i32),
-                );
-                self.e.mxu_lw(u, fmt, m.w_t, w, kr, nr, ws);
-                let (rr, ls) = (self.e.konst(rows as i32), self.e.konst(m.lhs_stride as i32));
-                self.e.mxu_mm(u, fmt, m.lhs_t, prec, (m.lhs)(0, k0), rr, ls);
+                self.feed(u, m, (k0, n0), (m.lhs)(0, k0), rows);
             }
             for c in 0..chunks.len() {
                 let u = Mxu::n((c as u32 % nu) as u8);

@@ -8,7 +8,9 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, key_blocks, vr};
+use super::common::{
+    BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, key_blocks, plus, vr,
+};
 use super::{AttnSpec, Bump, LANES, blocks};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
@@ -430,9 +432,7 @@ impl Fwd {
                 lhs: &|row0, k0| at(q + row0 * stride + k0 * esz),
                 lhs_stride: stride,
                 lhs_t: false,
-                out: &|row0, n0| {
-                    Addr::new(out.base, out.offset + (row0 * LANES * 4 + n0 * 4) as i32)
-                },
+                out: &|row0, n0| plus(out, row0 * LANES * 4 + n0 * 4),
                 out_stride: LANES * 4,
                 acc: false,
             },
@@ -530,7 +530,7 @@ impl Fwd {
             let tile = self.slab(b.cur, lay.al, g * 4096);
             match step {
                 0 => {
-                    let s_at = Addr::new(scores.base, scores.offset + (g * 4096) as i32);
+                    let s_at = plus(scores, g * 4096);
                     k.e.vld(MemFmt::W32, s, s_at, VAccess::DENSE);
                 }
                 1 => {
