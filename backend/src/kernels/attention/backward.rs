@@ -15,10 +15,9 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{
-    BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, key_blocks, plus, vr,
-};
-use super::{AttnSpec, Bump, LANES, blocks};
+use super::common::{Heads, Kern, Mm, QBlock, Units, bias_tile, interleave, key_blocks, plus, vr};
+use super::layout::{BwdLayout as Layout, S_RING};
+use super::{AttnSpec, LANES};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
 
@@ -39,122 +38,6 @@ const LSE: usize = 5;
 const DQ: usize = 6;
 const DK: usize = 7;
 const DV: usize = 8;
-
-/// Where everything lives in VMEM.
-pub(crate) struct Layout {
-    k: u32,
-    v: u32,
-    /// f32 accumulators `[S, et * 128]` and `[S, evt * 128]`.
-    dk: u32,
-    dv: u32,
-    /// One query block's rows, dense.
-    q: u32,
-    dout: u32,
-    out: u32,
-    /// The query head's logsumexp `[L]`, f32; the block's logsumexp and `D` as one `(8, 128)`
-    /// tile per 8 rows (each row's value on every lane), so that the key blocks read them with
-    /// dense loads.
-    lse: u32,
-    lse_t: u32,
-    d: u32,
-    /// Scores (f32) `[bq, 128]`, followed by `dP` (f32) at `dp_off`; a ring of [`S_RING`]
-    /// (those of the key block after next are computed while the vector unit works on the
-    /// current one's).
-    s: [u32; S_RING],
-    dp_off: u32,
-    /// Weights in the operands' dtype `[bq, 128]`, followed by `dS` at `ds_off`;
-    /// double-buffered.
-    p: [u32; 2],
-    ds_off: u32,
-    /// The block's `dQ` accumulator, f32 `[bq, et * 128]`.
-    dq: u32,
-    /// Staging of `dq` rows (by parity) and of `dk`/`dv` rows.
-    dq_stage: [u32; 2],
-    kv_stage: u32,
-    /// The causal mask's bias tiles.
-    bias: u32,
-    /// Bytes used.
-    pub end: u32,
-    bq: u32,
-    bk: u32,
-    /// f32 tiles per row of `dQ`/`dK` and of `dV`.
-    et: u32,
-    evt: u32,
-    /// Keys, padded to whole blocks.
-    s_pad: u32,
-}
-
-impl Layout {
-    pub(crate) fn new(spec: &AttnSpec, chip: &ChipInfo) -> Self {
-        let n = &spec.node;
-        let (bq, bk) = blocks(n, chip);
-        let esz = spec.esz() as u64;
-        let (s, e, ev, l) = (n.s as u64, n.e as u64, n.ev as u64, n.l as u64);
-        let s_pad = s.div_ceil(bk as u64) * bk as u64;
-        let et = (n.e as u32).div_ceil(LANES).max(1);
-        let evt = (n.ev as u32).div_ceil(LANES).max(1);
-        let (bq64, lanes) = (bq as u64, LANES as u64);
-        let mut b = Bump { end: 0 };
-        let k = b.take(s_pad * e * esz);
-        let v = b.take(s_pad * ev * esz);
-        let dk = b.take(s_pad * et as u64 * lanes * 4);
-        let dv = b.take(s_pad * evt as u64 * lanes * 4);
-        let q = b.take(bq64 * e * esz);
-        let dout = b.take(bq64 * ev * esz);
-        let out = b.take(bq64 * ev * esz);
-        let lse = b.take(l.div_ceil(8) * 8 * 4);
-        let tiles = bq64.div_ceil(8) * 4096;
-        let lse_t = b.take(tiles);
-        let d = b.take(tiles);
-        let (sbytes, pbytes) = (bq64 * lanes * 4, bq64 * lanes * esz);
-        let slot = (2 * sbytes).div_ceil(4096) * 4096;
-        let mut sb = [0; S_RING];
-        for x in sb.iter_mut() {
-            *x = b.take(slot);
-        }
-        let p = [b.take(2 * pbytes), b.take(2 * pbytes)];
-        let dp_off = sbytes as u32;
-        let ds_off = pbytes as u32;
-        let dq = b.take(bq64 * et as u64 * lanes * 4);
-        let dq_stage = [b.take(bq64 * e * esz), b.take(bq64 * e * esz)];
-        let kv_stage = b.take(s_pad * e.max(ev) * esz);
-        let bias = b.take(BIAS_TILES as u64 * 4096);
-        Layout {
-            k,
-            v,
-            dk,
-            dv,
-            q,
-            dout,
-            out,
-            lse,
-            lse_t,
-            d,
-            s: sb,
-            dp_off,
-            p,
-            ds_off,
-            dq,
-            dq_stage,
-            kv_stage,
-            bias,
-            end: b.end,
-            bq,
-            bk,
-            et,
-            evt,
-            s_pad: s_pad as u32,
-        }
-    }
-}
-
-/// A query block: first row and rows.
-#[derive(Clone, Copy)]
-struct QBlock {
-    r0: u32,
-    rows: u32,
-    parity: usize,
-}
 
 /// A key block: its keys and values, its first key, real columns, whether it is masked.
 #[derive(Clone, Copy)]
@@ -227,9 +110,6 @@ struct BufRegs {
     ts: SReg,
     cp: SReg,
 }
-
-/// Scores buffers: the current key block's, the next one's and the one after.
-const S_RING: usize = 3;
 
 /// Where the next key block is: its keys and values, and its real columns.
 #[derive(Clone, Copy)]

@@ -72,6 +72,14 @@ pub(super) fn interleave(
     Ok(())
 }
 
+/// A query block: first row, rows, and the parity of its double buffers.
+#[derive(Clone, Copy)]
+pub(super) struct QBlock {
+    pub r0: u32,
+    pub rows: u32,
+    pub parity: usize,
+}
+
 /// Vector register `i`.
 pub(super) fn vr(i: u8) -> VReg {
     VReg::n(i)

@@ -8,10 +8,9 @@ use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
 use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 
-use super::common::{
-    BIAS_TILES, Heads, Kern, Mm, Units, bias_tile, interleave, key_blocks, plus, vr,
-};
-use super::{AttnSpec, Bump, LANES, blocks};
+use super::common::{Heads, Kern, Mm, QBlock, Units, bias_tile, interleave, key_blocks, plus, vr};
+use super::layout::{FwdLayout as Layout, S_RING};
+use super::{AttnSpec, LANES};
 use crate::codegen::PingPong;
 use crate::kernels::KernelError;
 
@@ -24,107 +23,12 @@ const SEM_OUT: u8 = 3;
 /// of a block's groups without a break.
 const SOFTMAX_SLOTS: u32 = 15;
 
-/// Scores buffers: the current key block's, the next one's and the one after.
-const S_RING: usize = 3;
-
 /// Operand indices.
 const Q: usize = 0;
 const K: usize = 1;
 const V: usize = 2;
 const OUT: usize = 3;
 const LSE: usize = 4;
-
-/// Where everything lives in VMEM.
-pub(crate) struct Layout {
-    /// One head's keys and values, `[S, E]` and `[S, Ev]`, dense.
-    pub k: u32,
-    pub v: u32,
-    /// Query blocks `[bq, E]`, double-buffered.
-    pub q: [u32; 2],
-    /// Scores of a key block, f32 `[bq, 128]`, in a ring of [`S_RING`] (the scores of the
-    /// block after next are computed while the vector unit works on the current one's).
-    pub s: [u32; S_RING],
-    /// Bytes of one scores buffer.
-    pub s_bytes: u32,
-    /// Weights of a key block, `[bq, 128]` in the operands' dtype, double-buffered.
-    pub p: [u32; 2],
-    /// Each row's rescaling factor `exp(m_old - m_new)` of a block, one `(8, 128)` tile per
-    /// 8 rows; by the block's parity.
-    pub al: [u32; 2],
-    /// The output accumulators, f32 `[bq, evt * 128]`: key block `j` adds into `o[j % 2]`,
-    /// so that the rescaling before an addition waits for the product of two blocks ago.
-    pub o: [u32; 2],
-    /// Running maximum of each row, one `(8, 128)` tile per 8 rows (the row's value on every
-    /// lane), and the running sum of its weights as per-lane partial sums.
-    pub m: u32,
-    pub l: u32,
-    /// Finished output rows `[bq, Ev]` and logsumexp `[bq]`, double-buffered.
-    pub ostage: [u32; 2],
-    pub lstage: [u32; 2],
-    /// The causal mask's bias tiles.
-    pub bias: u32,
-    /// Bytes used.
-    pub end: u32,
-    /// Query and key block sizes.
-    pub bq: u32,
-    pub bk: u32,
-    /// Output tiles per row.
-    pub evt: u32,
-}
-
-impl Layout {
-    pub(crate) fn new(spec: &AttnSpec, chip: &ChipInfo) -> Self {
-        let n = &spec.node;
-        let (bq, bk) = blocks(n, chip);
-        let esz = spec.esz() as u64;
-        let (s, e, ev) = (n.s as u64, n.e as u64, n.ev as u64);
-        let s_pad = s.div_ceil(bk as u64) * bk as u64;
-        let evt = (n.ev as u32).div_ceil(LANES).max(1);
-        let mut b = Bump { end: 0 };
-        let k = b.take(s_pad * e * esz);
-        let v = b.take(s_pad * ev * esz);
-        let q = [b.take(bq as u64 * e * esz), b.take(bq as u64 * e * esz)];
-        // Everything double-buffered by a key block's parity, in two slabs of one layout, so
-        // that one register addresses a block's buffers and another the other block's.
-        let tiles = bq.div_ceil(8) as u64 * 4096;
-        let obytes = bq as u64 * evt as u64 * LANES as u64 * 4;
-        let s_bytes = (bq as u64 * LANES as u64 * 4).div_ceil(4096) * 4096;
-        let mut sb = [0; S_RING];
-        for x in sb.iter_mut() {
-            *x = b.take(s_bytes);
-        }
-        let (mut p, mut o, mut al) = ([0; 2], [0; 2], [0; 2]);
-        for i in 0..2 {
-            p[i] = b.take(bq as u64 * LANES as u64 * esz);
-            o[i] = b.take(obytes);
-            al[i] = b.take(tiles);
-        }
-        let m = b.take(tiles);
-        let l = b.take(tiles);
-        let bias = b.take(BIAS_TILES as u64 * 4096);
-        let ostage = [b.take(bq as u64 * ev * esz), b.take(bq as u64 * ev * esz)];
-        let lstage = [b.take(bq as u64 * 4), b.take(bq as u64 * 4)];
-        Layout {
-            k,
-            v,
-            q,
-            s: sb,
-            s_bytes: s_bytes as u32,
-            p,
-            al,
-            o,
-            m,
-            l,
-            ostage,
-            lstage,
-            bias,
-            end: b.end,
-            bq,
-            bk,
-            evt,
-        }
-    }
-}
 
 /// A key block of a query block: where its values are, how many columns are real,
 /// and whether it needs the mask (its first column when it does).
@@ -150,14 +54,6 @@ struct Item {
 #[derive(Clone, Copy)]
 struct LoopNext {
     k: Addr,
-}
-
-/// A query block: first row, rows, and its buffer parity.
-#[derive(Clone, Copy)]
-struct QBlock {
-    r0: u32,
-    rows: u32,
-    parity: usize,
 }
 
 /// Scalar registers holding the VMEM addresses of the two slabs of double buffers: the

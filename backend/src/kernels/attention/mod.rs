@@ -43,6 +43,7 @@
 mod backward;
 mod common;
 mod forward;
+mod layout;
 
 use tpuemu_isa::ChipInfo;
 use tpuemu_isa::ops::{MemFmt, MxuFmt, Precision};
@@ -186,9 +187,9 @@ pub fn check_fits(n: &AttentionNode, dtype: DType, chip: &ChipInfo) -> Result<()
         strides: Vec::new(),
     };
     let need = if n.backward {
-        backward::Layout::new(&spec, chip).end
+        layout::BwdLayout::new(&spec, chip).end
     } else {
-        forward::Layout::new(&spec, chip).end
+        layout::FwdLayout::new(&spec, chip).end
     };
     if need as u64 > chip.core.vmem_bytes {
         return Err(KernelError::TooLarge(format!(
