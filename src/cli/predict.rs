@@ -35,14 +35,18 @@ pub struct PredictArgs {
     /// Sequences per chip (the global batch is this times the chips)
     #[arg(long, default_value_t = 1)]
     pub batch_per_chip: usize,
-    /// The split: comma-separated dp=N, fsdp=N, tp=N whose product is the number of chips
-    /// (default: fsdp over every chip not used by --tp). The mesh is (dp, fsdp, tp) over the
-    /// slice's axes in order: each must cover whole axes
+    /// The split: comma-separated dp=N, ep=N, fsdp=N, tp=N whose product is the number of
+    /// chips (default: fsdp over every chip not used by the others). The mesh is (dp, ep, fsdp,
+    /// tp) over the slice's axes in order: each must cover whole axes
     #[arg(long)]
     pub parallel: Option<String>,
     /// Tensor-parallel size (Megatron column/row splits)
     #[arg(long)]
     pub tp: Option<usize>,
+    /// Expert-parallel size (mixture-of-experts models): each chip holds experts/ep of every
+    /// layer's experts and exchanges tokens with its group by all-to-all
+    #[arg(long)]
+    pub ep: Option<usize>,
     /// What the backward recomputes: full (each layer's forward; the usual choice at long
     /// sequences), attention (the attention probabilities, as flash attention), none
     #[arg(long, default_value = "full")]
@@ -92,14 +96,39 @@ fn parse_slice(text: &str, set: &[String]) -> Result<(ChipPreset, Vec<u32>), Cli
     Ok((preset, dims))
 }
 
+/// Sets a size given both by its own flag and in `--parallel`, refusing a disagreement.
+fn set_flagged(
+    slot: &mut usize,
+    flag: Option<usize>,
+    name: &str,
+    v: usize,
+) -> Result<(), CliError> {
+    if let Some(f) = flag.filter(|f| *f != v) {
+        return Err(CliError::Other(format!(
+            "--{name} {f} and --parallel {name}={v} disagree"
+        )));
+    }
+    *slot = v;
+    Ok(())
+}
+
 fn parse_parallel(args: &PredictArgs, chips: usize) -> Result<Parallel, CliError> {
-    let tp = args.tp.unwrap_or(1);
-    let mut p = Parallel { dp: 1, fsdp: 0, tp };
+    let mut p = Parallel {
+        dp: 1,
+        ep: args.ep.unwrap_or(1),
+        fsdp: 0,
+        tp: args.tp.unwrap_or(1),
+    };
+    if [args.tp, args.ep].contains(&Some(0)) {
+        return Err(CliError::Other(
+            "--tp and --ep must be positive integers".into(),
+        ));
+    }
     if let Some(text) = &args.parallel {
         for part in text.split(',').filter(|s| !s.trim().is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| {
                 CliError::Other(format!(
-                    "--parallel `{part}`: expected NAME=SIZE (dp, fsdp, tp)"
+                    "--parallel `{part}`: expected NAME=SIZE (dp, ep, fsdp, tp)"
                 ))
             })?;
             let v: usize = v.trim().parse().ok().filter(|v| *v > 0).ok_or_else(|| {
@@ -110,33 +139,24 @@ fn parse_parallel(args: &PredictArgs, chips: usize) -> Result<Parallel, CliError
             match k.trim() {
                 "dp" => p.dp = v,
                 "fsdp" => p.fsdp = v,
-                "tp" => {
-                    if args.tp.is_some_and(|t| t != v) {
-                        return Err(CliError::Other(format!(
-                            "--tp {} and --parallel tp={v} disagree",
-                            args.tp.unwrap_or(1)
-                        )));
-                    }
-                    p.tp = v
-                }
+                "tp" => set_flagged(&mut p.tp, args.tp, "tp", v)?,
+                "ep" => set_flagged(&mut p.ep, args.ep, "ep", v)?,
                 other => {
                     return Err(CliError::Other(format!(
-                        "--parallel: unknown dimension `{other}` (dp, fsdp or tp)"
+                        "--parallel: unknown dimension `{other}` (dp, ep, fsdp or tp)"
                     )));
                 }
             }
         }
     }
     if p.fsdp == 0 {
-        p.fsdp = chips / (p.dp * p.tp).max(1);
+        p.fsdp = (chips / (p.dp * p.ep * p.tp)).max(1);
     }
-    if p.dp * p.fsdp * p.tp != chips {
+    let used = p.dp * p.ep * p.fsdp * p.tp;
+    if used != chips {
         return Err(CliError::Other(format!(
-            "--parallel: dp={} x fsdp={} x tp={} = {} chips, but the slice has {chips}",
-            p.dp,
-            p.fsdp,
-            p.tp,
-            p.dp * p.fsdp * p.tp
+            "--parallel: dp={} x ep={} x fsdp={} x tp={} = {used} chips, but the slice has {chips}",
+            p.dp, p.ep, p.fsdp, p.tp
         )));
     }
     Ok(p)
@@ -230,9 +250,9 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
 /// parameter over the chips that shard them) and the gathered layers (the one in use and the
 /// one prefetched, and a reduction's buffer) already exceed a chip's HBM.
 fn state_verdict(spec: &StepSpec, chip: &tpuemu_isa::ChipInfo) -> String {
-    let state = 16.0 * spec.model.params() as f64 / (spec.par.fsdp * spec.par.tp) as f64;
-    let flat = spec.layer_flat().max(spec.table_flat()) as f64;
-    let gathered = if spec.par.fsdp > 1 {
+    let state = 16.0 * spec.local_params();
+    let flat = (spec.layer_flat() + spec.expert_flat()).max(spec.table_flat()) as f64;
+    let gathered = if spec.param_group().size > 1 {
         6.0 * flat
     } else {
         2.0 * flat

@@ -8,7 +8,7 @@ use tpuemu_backend::runtime::Runtime;
 use tpuemu_emulator::{Emulator, builtin};
 use tpuemu_isa::Device;
 use tpuemu_workloads::llm::comm::{CommTimer, PeerComm};
-use tpuemu_workloads::llm::ctx::{Ctx, Event};
+use tpuemu_workloads::llm::ctx::{CollKind, Ctx, Event};
 use tpuemu_workloads::llm::predict::{predict, schedule, simulate_chip, time_collectives};
 use tpuemu_workloads::llm::{ModelConfig, Parallel, Remat, StepSpec, step};
 
@@ -106,6 +106,7 @@ fn repeating_one_layer_matches_simulating_every_layer() {
         small(4),
         Parallel {
             dp: 1,
+            ep: 1,
             fsdp: 1,
             tp: 1,
         },
@@ -123,6 +124,7 @@ fn one_chip_standing_for_four_matches_the_full_simulation_fsdp() {
         small(2),
         Parallel {
             dp: 1,
+            ep: 1,
             fsdp: 4,
             tp: 1,
         },
@@ -138,6 +140,7 @@ fn one_chip_standing_for_four_matches_the_full_simulation_tp_and_dp() {
         small(2),
         Parallel {
             dp: 2,
+            ep: 1,
             fsdp: 1,
             tp: 2,
         },
@@ -154,6 +157,7 @@ fn the_prediction_respects_the_flop_and_hbm_bounds() {
         model.clone(),
         Parallel {
             dp: 1,
+            ep: 1,
             fsdp: 4,
             tp: 1,
         },
@@ -186,6 +190,7 @@ fn overlap_hides_communication_but_not_more_than_there_is() {
         small(4),
         Parallel {
             dp: 1,
+            ep: 1,
             fsdp: 4,
             tp: 1,
         },
@@ -236,6 +241,7 @@ fn a_mixture_of_experts_runs_and_repeating_one_expert_matches_simulating_each() 
         moe,
         Parallel {
             dp: 1,
+            ep: 1,
             fsdp: 1,
             tp: 1,
         },
@@ -250,4 +256,99 @@ fn a_mixture_of_experts_runs_and_repeating_one_expert_matches_simulating_each() 
         0.02,
         "4 experts, top 2, on one chip",
     );
+}
+
+fn moe(layers: usize) -> ModelConfig {
+    ModelConfig::from_toml(&format!(
+        "name='moe'\nlayers={layers}\nd_model=256\nheads=4\nkv_heads=2\nffn=256\nvocab=1024\nexperts=4\ntop_k=2\n"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn one_chip_standing_for_four_matches_the_full_simulation_expert_parallel() {
+    let s = spec(
+        moe(2),
+        Parallel {
+            dp: 1,
+            ep: 2,
+            fsdp: 2,
+            tp: 1,
+        },
+    );
+    let a = shortcut_no_overlap(&s, "v5e", slice("v5e", &[2, 2]));
+    let b = full(&s, slice("v5e", &[2, 2]));
+    close(a, b, 0.05, "ep=2 x fsdp=2 over v5e 2x2");
+}
+
+/// The collectives of one chip's step: `(kind, label, bytes)` of every occurrence.
+fn collectives(s: &StepSpec) -> (Vec<(CollKind, String, u64)>, u64) {
+    let shape = s.mesh_dims().iter().map(|(_, s)| *s).collect();
+    let (events, _) = simulate_chip(s, one_chip("v5e"), shape, false).unwrap();
+    let mut flops = 0;
+    let mut out = Vec::new();
+    for e in &events {
+        match &e.event {
+            Event::Comm { coll, bytes, .. } => out.push((coll.kind, coll.label.clone(), *bytes)),
+            Event::Compute { mxu_flops, .. } => flops += mxu_flops * e.times,
+            Event::WaitAll => {}
+        }
+    }
+    (out, flops)
+}
+
+#[test]
+fn expert_parallelism_exchanges_every_routed_row_and_gathers_only_its_experts() {
+    let par = |ep: usize, fsdp: usize| Parallel {
+        dp: 1,
+        ep,
+        fsdp,
+        tp: 1,
+    };
+    let ep = spec(moe(2), par(2, 2));
+    let (colls, ep_flops) = collectives(&ep);
+    // By hand: a chip has 2 sequences of 128 tokens, each routed to 2 experts: 512 rows of
+    // 256 bf16 values, 262,144 bytes, sent by every all-to-all; two forward (tokens out,
+    // outputs back) and two backward per layer, 2 layers.
+    let a2a: Vec<_> = colls.iter().filter(|c| c.0 == CollKind::AllToAll).collect();
+    assert_eq!(a2a.len(), 8, "{a2a:?}");
+    assert!(a2a.iter().all(|c| c.2 == 512 * 256 * 2), "{a2a:?}");
+    // Experts: 2 of the 4 on a chip, 3 x 256 x 256 parameters each, sharded over fsdp=2:
+    // 196,608 bf16 values (393,216 bytes) of each gather's input.
+    let experts: Vec<_> = colls
+        .iter()
+        .filter(|c| c.0 == CollKind::AllGather && c.1.starts_with("expert"))
+        .collect();
+    assert_eq!(experts.len(), 4, "{experts:?}");
+    assert!(experts.iter().all(|c| c.2 == 393_216), "{experts:?}");
+    // The rest of a layer: q, o (256 x 256 each), k, v (256 x 128 each), the router (4 x
+    // 256) and two norms (256 each): 198,144 values over ep x fsdp = 4 chips.
+    let layer: Vec<_> = colls
+        .iter()
+        .filter(|c| c.0 == CollKind::AllGather && c.1.starts_with("layer"))
+        .collect();
+    assert_eq!(layer.len(), 4, "{layer:?}");
+    assert!(layer.iter().all(|c| c.2 == 198_144 / 4 * 2), "{layer:?}");
+    // Without expert parallelism: no all-to-all, and (routing balanced) the chip's matrix
+    // units do the same work: 4 experts of 128 rows instead of 2 of 256.
+    let (colls, flops) = collectives(&spec(moe(2), par(1, 4)));
+    assert!(colls.iter().all(|c| c.0 != CollKind::AllToAll));
+    assert_eq!(flops, ep_flops);
+}
+
+#[test]
+fn expert_parallelism_needs_experts_it_divides() {
+    let par = Parallel {
+        dp: 1,
+        ep: 2,
+        fsdp: 2,
+        tp: 1,
+    };
+    let e = spec(small(2), par).check().unwrap_err().to_string();
+    assert!(e.contains("needs a mixture-of-experts model"), "{e}");
+    let e = spec(moe(2), Parallel { ep: 8, ..par })
+        .check()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not divide the model's 4 experts"), "{e}");
 }

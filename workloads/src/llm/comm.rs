@@ -3,7 +3,8 @@
 //!
 //! Every collective is the backend's own: a DTensor redistribution (`Shard(0)` -> `Replicate`
 //! all-gathers, `Partial` -> `Shard(0)` reduce-scatters, `Partial` -> `Replicate`
-//! all-reduces) over the named mesh dimensions, one ISA program run by every chip of the slice.
+//! all-reduces, and `Shard(1)` -> `Shard(0)` of a local tensor seen as `[k, numel / k]` for an
+//! all-to-all) over the named mesh dimensions, one ISA program run by every chip of the slice.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex};
@@ -30,6 +31,14 @@ pub fn out_shape(kind: CollKind, shape: &[usize], k: usize) -> Result<Vec<usize>
             s[0] /= k
         }
         CollKind::AllReduce => {}
+        CollKind::AllToAll => {
+            let n: usize = shape.iter().product();
+            if !n.is_multiple_of(k) {
+                return Err(TpuError::ShapeMismatch(format!(
+                    "all-to-all of {shape:?} over {k} chips: the elements must divide"
+                )));
+            }
+        }
     }
     Ok(s)
 }
@@ -52,6 +61,9 @@ fn transition(mesh: &DeviceMesh, kind: CollKind, dims: &[usize]) -> [Vec<Placeme
         CollKind::AllGather => (Placement::Shard(0), Placement::Replicate),
         CollKind::ReduceScatter => (Placement::Partial(Reduce::Sum), Placement::Shard(0)),
         CollKind::AllReduce => (Placement::Partial(Reduce::Sum), Placement::Replicate),
+        // Local `[k, c]`, row `j` for chip `j`: the global `[k, k c]` (Shard(1)) to rows
+        // (Shard(0)) gives chip `j` row `j` of every chip, concatenated.
+        CollKind::AllToAll => (Placement::Shard(1), Placement::Shard(0)),
     };
     [placements(mesh, dims, a), placements(mesh, dims, b)]
 }
@@ -123,11 +135,18 @@ impl CommTimer {
             return Ok(*ns);
         }
         let n = (bytes as usize).div_ceil(dtype.size());
+        let shape = match kind {
+            CollKind::AllToAll => {
+                let k = group(self.mesh.shape(), dims);
+                vec![k, n.div_ceil(k)]
+            }
+            _ => vec![n],
+        };
         let locals: Vec<Tensor> = self
             .mesh
             .runtimes()
             .iter()
-            .map(|rt| Tensor::empty(rt, &[n], dtype))
+            .map(|rt| Tensor::empty(rt, &shape, dtype))
             .collect();
         let [from, to] = transition(&self.mesh, kind, dims);
         let x = DTensor::from_local(&self.mesh, locals, &from)?;
@@ -178,7 +197,7 @@ impl PeerComm {
         self.rank
     }
 
-    fn run(&self, c: &Coll) -> std::result::Result<Vec<Tensor>, String> {
+    fn run(&self, c: &Coll, shape: &[usize]) -> std::result::Result<Vec<Tensor>, String> {
         let sh = &self.shared;
         let locals: Vec<Tensor> = sh
             .ins
@@ -190,22 +209,35 @@ impl PeerComm {
         let [from, to] = transition(&sh.mesh, c.kind, &c.dims);
         let x = DTensor::from_local(&sh.mesh, locals, &from).map_err(|e| e.to_string())?;
         let y = x.redistribute(&to).map_err(|e| e.to_string())?;
-        Ok(y.locals().to_vec())
+        if c.kind != CollKind::AllToAll {
+            return Ok(y.locals().to_vec());
+        }
+        let shape: Vec<i64> = shape.iter().map(|s| *s as i64).collect();
+        y.locals()
+            .iter()
+            .map(|t| t.reshape(&shape).map_err(|e| e.to_string()))
+            .collect()
     }
 }
 
 impl Comm for PeerComm {
     fn collective(&mut self, _rt: &Runtime, c: &Coll, t: &Tensor) -> Result<Tensor> {
         let sh = self.shared.clone();
-        let t = if t.is_contiguous() {
+        let mut t = if t.is_contiguous() {
             t.clone()
         } else {
             t.contiguous()?
         };
+        let shape = t.shape().to_vec();
+        if c.kind == CollKind::AllToAll {
+            let k = self.group_size(&c.dims) as i64;
+            out_shape(c.kind, &shape, k as usize)?;
+            t = t.reshape(&[k, t.numel() as i64 / k])?;
+        }
         sh.ins.lock().map_err(|e| TpuError::Device(e.to_string()))?[self.rank] = Some(t);
         sh.barrier.wait();
         if self.rank == 0 {
-            let r = self.run(c);
+            let r = self.run(c, &shape);
             let mut outs = sh
                 .outs
                 .lock()

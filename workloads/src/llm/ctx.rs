@@ -26,6 +26,10 @@ pub enum CollKind {
     ReduceScatter,
     /// Each chip's partial sum to the sum on every chip.
     AllReduce,
+    /// Each chip's rows dealt in equal blocks to the chips of the group, block `j` to chip
+    /// `j`; each chip receives one block from every chip (expert parallelism's dispatch and
+    /// combine; balanced, so the output has the input's shape).
+    AllToAll,
 }
 
 impl CollKind {
@@ -35,6 +39,7 @@ impl CollKind {
             CollKind::AllGather => "all-gather",
             CollKind::ReduceScatter => "reduce-scatter",
             CollKind::AllReduce => "all-reduce",
+            CollKind::AllToAll => "all-to-all",
         }
     }
 }

@@ -8,8 +8,12 @@
 //! one sequence and one key/value head with its query heads (`[G, S, hd]`), as a flash-attention
 //! kernel's grid does; a chunk reads and writes its slice of the layer's tensors in place (a
 //! fresh tensor of the slice's shape stands for the slice: same bytes, same kernels). Mixture of
-//! experts assumes balanced routing: each expert gets `n * top_k / experts` tokens, gathered
-//! and scattered back by row index.
+//! experts assumes balanced routing: the `n * top_k` (token, expert) rows are gathered by row
+//! index in expert order, each expert gets `n * top_k / experts` of them, and its outputs,
+//! scaled by the routing weights, are scatter-added back (Hugging Face's Mixtral). Under
+//! expert parallelism an all-to-all sends each chip the rows of its `experts / ep` experts
+//! from the `ep` chips of its group (`n * top_k * ep / experts` rows an expert) and another
+//! one sends the outputs back; the backward does the same with the gradients.
 
 use tpuemu_backend::dtype::DType;
 use tpuemu_backend::error::Result;
@@ -44,10 +48,14 @@ pub struct Dims {
     pub hd: usize,
     /// MLP columns (per expert).
     pub f: usize,
-    /// Experts.
+    /// Experts on the chip.
     pub e: usize,
+    /// Experts of the model (the router's outputs).
+    pub experts: usize,
     /// Tokens per expert.
     pub ne: usize,
+    /// (token, expert) rows a chip dispatches: `n * top_k`.
+    pub nk: usize,
 }
 
 impl Dims {
@@ -65,12 +73,14 @@ impl Dims {
             kv: m.kv_heads / tp,
             hd: m.head_dim(),
             f: m.ffn / tp,
-            e: m.experts,
+            e: spec.local_experts(),
+            experts: m.experts,
             ne: if m.experts > 1 {
-                (n * m.top_k).div_ceil(m.experts)
+                (n * m.top_k * spec.par.ep).div_ceil(m.experts)
             } else {
                 n
             },
+            nk: n * m.top_k,
         }
     }
 }
@@ -104,7 +114,7 @@ impl Weights {
             wo: e(&[z.d, z.h * z.hd]),
             qn: e(&[z.hd]),
             kn: e(&[z.hd]),
-            router: e(&[z.e, z.d]),
+            router: e(&[z.experts, z.d]),
             wg: e(&[z.f, z.d]),
             wu: e(&[z.f, z.d]),
             wd: e(&[z.d, z.f]),
@@ -310,7 +320,7 @@ pub fn forward(
     ctx.label("mlp fwd")?;
     let x1 = x.add(&proj)?;
     let h2 = x1.rms_norm(&[d], Some(&w.g2), Some(EPS))?;
-    let (gate, up, act, down) = mlp_forward(ctx, &z, w, &h2)?;
+    let (gate, up, act, down) = mlp_forward(ctx, spec, &z, w, &h2)?;
     let down = tp_reduce(ctx, spec, down, "mlp output")?;
     ctx.label("residual fwd")?;
     let y = x1.add(&down)?;
@@ -331,42 +341,76 @@ pub fn forward(
     Ok((y, saved))
 }
 
-/// Routes `h2` to the experts (balanced): the router's scores and one expert's tokens.
-fn route(ctx: &Ctx, z: &Dims, w: &Weights, h2: &Tensor) -> Result<Tensor> {
-    let scores = linear(h2, &w.router)?.softmax(-1)?;
-    drop(scores);
-    let idx = Tensor::empty(&ctx.rt, &[z.ne], DType::I64);
-    h2.index_select(0, &idx)
+/// Sends rows to (or back from) the chips of their experts: an all-to-all over the
+/// expert-parallel group; nothing without expert parallelism.
+fn exchange(ctx: &mut Ctx, spec: &StepSpec, rows: Tensor, what: &str) -> Result<Tensor> {
+    match spec.dim("ep") {
+        Some(d) => ctx.collective(
+            Coll {
+                kind: CollKind::AllToAll,
+                dims: vec![d],
+                when: When::Now,
+                label: what.into(),
+            },
+            &rows,
+        ),
+        None => Ok(rows),
+    }
 }
 
-/// SwiGLU (of every expert): `(gate, up, silu(gate) * up, down)` of one expert's tokens.
+/// The rows of `x` (`[n, d]`) the chip's experts work on: `n * top_k` rows gathered in expert
+/// order, exchanged with the expert-parallel group.
+fn dispatch(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: &Tensor, what: &str) -> Result<Tensor> {
+    let idx = Tensor::empty(&ctx.rt, &[z.nk], DType::I64);
+    let rows = x.index_select(0, &idx)?;
+    exchange(ctx, spec, rows, what)
+}
+
+/// The experts' output rows (`[n * top_k, d]`) back to their tokens: exchanged with the
+/// expert-parallel group, then scatter-added into `[n, d]`.
+fn combine(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, rows: Tensor, what: &str) -> Result<Tensor> {
+    let rows = exchange(ctx, spec, rows, what)?;
+    let idx = Tensor::empty(&ctx.rt, &[z.nk], DType::I64);
+    let acc = Tensor::empty(&ctx.rt, &[z.n, z.d], BF);
+    index_add(&acc, &idx, &rows)
+}
+
+/// SwiGLU (of every expert on the chip): `(gate, up, silu(gate) * up, down)` of one expert's
+/// tokens, `down` combined back to the tokens.
 fn mlp_forward(
     ctx: &mut Ctx,
+    spec: &StepSpec,
     z: &Dims,
     w: &Weights,
     h2: &Tensor,
 ) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
-    let experts = z.e;
-    let inp = if experts > 1 {
-        route(ctx, z, w, h2)?
-    } else {
-        h2.clone()
-    };
+    if z.experts == 1 {
+        let gate = linear(h2, &w.wg)?;
+        let up = linear(h2, &w.wu)?;
+        let act = gate.silu()?.mul(&up)?;
+        let down = linear(&act, &w.wd)?;
+        return Ok((gate, up, act, down));
+    }
+    // The router: each token's expert probabilities (top-k selection and balance assumed).
+    drop(linear(h2, &w.router)?.softmax(-1)?);
+    let rows = dispatch(ctx, spec, z, h2, "expert tokens")?;
     let rt = ctx.rt.clone();
-    let out = ctx.repeat(experts, None, |_, _, _| {
+    let out = ctx.repeat(z.e, None, |_, _, _| {
+        // This expert's rows of `rows`, and its outputs written into its rows of `outs`.
+        let inp = Tensor::empty(&rt, &[z.ne, z.d], BF);
         let gate = linear(&inp, &w.wg)?;
         let up = linear(&inp, &w.wu)?;
         let act = gate.silu()?.mul(&up)?;
-        let down = linear(&act, &w.wd)?;
-        if experts > 1 {
-            let idx = Tensor::empty(&rt, &[z.ne], DType::I64);
-            let acc = Tensor::empty(&rt, &[z.n, z.d], BF);
-            let combined = index_add(&acc, &idx, &down)?;
-            return Ok(Some((gate, up, act, combined)));
-        }
-        Ok(Some((gate, up, act, down)))
+        let weight = Tensor::empty(&rt, &[z.ne, 1], BF);
+        drop(linear(&act, &w.wd)?.mul(&weight)?);
+        Ok(Some((gate, up, act)))
     })?;
-    out.ok_or_else(|| tpuemu_backend::TpuError::BadArgs("no experts".into()))
+    drop(rows);
+    let (gate, up, act) =
+        out.ok_or_else(|| tpuemu_backend::TpuError::BadArgs("no experts".into()))?;
+    let outs = Tensor::empty(&rt, &[z.nk, z.d], BF);
+    let down = combine(ctx, spec, z, outs, "expert outputs")?;
+    Ok((gate, up, act, down))
 }
 
 /// `acc.index_add(0, idx, src)` (Hugging Face's Mixtral combines its experts' outputs with
@@ -376,6 +420,21 @@ fn mlp_forward(
 fn index_add(acc: &Tensor, idx: &Tensor, src: &Tensor) -> Result<Tensor> {
     let rows = ops::backward::embedding_dense_backward(src, idx, acc.shape()[0] as i64, -1, false)?;
     acc.add(&rows.to_dtype(acc.dtype())?)
+}
+
+/// One SwiGLU MLP's backward (an expert's, or the dense one): `dx` of its input `inp` from
+/// `dd`, the gradient of its output; the weight gradients computed and dropped.
+fn mlp_backward(dd: &Tensor, inp: &Tensor, w: &Weights, s: &Saved) -> Result<Tensor> {
+    let dwd = dd.t()?.mm(&s.act)?;
+    let dact = dd.mm(&w.wd)?;
+    let sg = s.gate.silu()?;
+    let dup = dact.mul(&sg)?;
+    let dsg = dact.mul(&s.up)?;
+    let dgate = ops::backward::silu_backward(&dsg, &s.gate)?;
+    let dwg = dgate.t()?.mm(inp)?;
+    let dwu = dup.t()?.mm(inp)?;
+    drop((dwd, dwg, dwu));
+    dgate.mm(&w.wg)?.add(&dup.mm(&w.wu)?)
 }
 
 /// The layer's backward: `dx` from `dy`, the weight gradients computed (and dropped: the step
@@ -390,38 +449,21 @@ pub fn backward(
 ) -> Result<Tensor> {
     let z = Dims::of(spec);
     ctx.label("mlp bwd")?;
-    let experts = z.e;
     let rt = ctx.rt.clone();
-    let inp = if experts > 1 {
-        Tensor::empty(&rt, &[z.ne, z.d], BF)
+    let dh2 = if z.experts == 1 {
+        mlp_backward(&dy, &s.h2, w, s)?
     } else {
-        s.h2.clone()
+        let rows = dispatch(ctx, spec, &z, &dy, "expert output grads")?;
+        ctx.repeat(z.e, (), |_, _, _| {
+            let e = |r: usize, c: usize| Tensor::empty(&rt, &[r, c], BF);
+            let dd = e(z.ne, z.d).mul(&e(z.ne, 1))?;
+            drop(mlp_backward(&dd, &e(z.ne, z.d), w, s)?);
+            Ok(())
+        })?;
+        drop(rows);
+        let grads = Tensor::empty(&rt, &[z.nk, z.d], BF);
+        combine(ctx, spec, &z, grads, "expert input grads")?
     };
-    let dh2 = ctx.repeat(experts, None, |_, _, _| {
-        let dd = if experts > 1 {
-            let idx = Tensor::empty(&rt, &[z.ne], DType::I64);
-            dy.index_select(0, &idx)?
-        } else {
-            dy.clone()
-        };
-        let dwd = dd.t()?.mm(&s.act)?;
-        let dact = dd.mm(&w.wd)?;
-        let sg = s.gate.silu()?;
-        let dup = dact.mul(&sg)?;
-        let dsg = dact.mul(&s.up)?;
-        let dgate = ops::backward::silu_backward(&dsg, &s.gate)?;
-        let dwg = dgate.t()?.mm(&inp)?;
-        let dwu = dup.t()?.mm(&inp)?;
-        let dh = dgate.mm(&w.wg)?.add(&dup.mm(&w.wu)?)?;
-        drop((dwd, dwg, dwu));
-        if experts > 1 {
-            let idx = Tensor::empty(&rt, &[z.ne], DType::I64);
-            let acc = Tensor::empty(&rt, &[z.n, z.d], BF);
-            return Ok(Some(index_add(&acc, &idx, &dh)?));
-        }
-        Ok(Some(dh))
-    })?;
-    let dh2 = dh2.ok_or_else(|| tpuemu_backend::TpuError::BadArgs("no experts".into()))?;
     let dh2 = tp_reduce(ctx, spec, dh2, "mlp input grad")?;
     ctx.label("attention output bwd")?;
     let (dx1n, dg2) = rms_backward(&dh2, &s.x1, &w.g2)?;

@@ -12,4 +12,4 @@ pub mod spec;
 pub mod step;
 
 pub use config::{BUILTIN, ConfigError, ModelConfig};
-pub use spec::{Parallel, Remat, StepSpec};
+pub use spec::{Group, Parallel, Remat, StepSpec};

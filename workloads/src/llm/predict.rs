@@ -203,10 +203,13 @@ pub fn time_collectives(events: &[Counted], timer: &mut CommTimer) -> Result<Vec
 fn footprint(spec: &StepSpec, facts: &StepFacts, capacity: u64) -> Footprint {
     let m = &spec.model;
     let p = &spec.par;
-    let local_params = (m.params() as f64 / (p.tp * p.fsdp) as f64).ceil() as u64;
-    let state = 16 * local_params;
-    let flat = spec.layer_flat().max(spec.table_flat()) as u64;
-    let gathered = if p.fsdp > 1 { 3 * 2 * flat } else { 2 * flat };
+    let state = 16 * spec.local_params().ceil() as u64;
+    let flat = (spec.layer_flat() + spec.expert_flat()).max(spec.table_flat()) as u64;
+    let gathered = if spec.param_group().size > 1 {
+        3 * 2 * flat
+    } else {
+        2 * flat
+    };
     let activations = m.layers as u64 * facts.saved_per_layer
         + if spec.remat == Remat::Full {
             facts.layer_working
@@ -302,11 +305,11 @@ pub fn predict(
     )];
     if shortcut {
         shortcuts.push(format!(
-            "identical work simulated once and repeated: {} layers, {} attention chunks (a sequence and a key/value head) per layer, {} loss chunks, {} experts",
+            "identical work simulated once and repeated: {} layers, {} attention chunks (a sequence and a key/value head) per layer, {} loss chunks, {} experts per chip",
             spec.model.layers,
             spec.local_batch() * spec.model.kv_heads / spec.par.tp,
             spec.local_tokens() / spec.loss_chunk.min(spec.local_tokens()),
-            spec.model.experts
+            spec.local_experts()
         ));
     }
     if spec.model.experts > 1 {

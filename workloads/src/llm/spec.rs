@@ -3,13 +3,20 @@
 use super::config::ModelConfig;
 use tpuemu_backend::error::{Result, TpuError};
 
-/// How the step is parallel: the mesh `(dp, fsdp, tp)` over the slice's chips, in that order
-/// (dimensions of size 1 are left out; the mesh dimensions take the slice's topology axes in
-/// order, so each must cover whole axes).
+/// How the step is parallel: the mesh `(dp, ep, fsdp, tp)` over the slice's chips, in that
+/// order (dimensions of size 1 are left out; the mesh dimensions take the slice's topology axes
+/// in order, so each must cover whole axes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Parallel {
     /// Data parallel: parameters replicated, gradients all-reduced.
     pub dp: usize,
+    /// Expert parallel (mixture-of-experts models): the experts of a layer dealt over `ep`
+    /// chips (`experts / ep` each), every token's rows sent to its experts' chips and back by
+    /// all-to-all, two forward and two backward per layer. The chips of an expert-parallel
+    /// group hold different sequences, and the rest of the model (attention, router, norms,
+    /// embedding and head) is sharded FSDP-style over `ep x fsdp` chips together; an expert's
+    /// own parameters over the `fsdp` chips (as torchtitan's FSDP2 with expert parallelism).
+    pub ep: usize,
     /// Fully sharded data parallel: parameters `Shard(0)`, all-gathered per layer before use
     /// (forward and again in backward), gradients reduce-scattered.
     pub fsdp: usize,
@@ -65,10 +72,10 @@ pub struct StepSpec {
 }
 
 impl StepSpec {
-    /// The mesh `(name, size)` dimensions (sizes above 1, in the order dp, fsdp, tp).
+    /// The mesh `(name, size)` dimensions (sizes above 1, in the order dp, ep, fsdp, tp).
     pub fn mesh_dims(&self) -> Vec<(&'static str, usize)> {
         let p = &self.par;
-        [("dp", p.dp), ("fsdp", p.fsdp), ("tp", p.tp)]
+        [("dp", p.dp), ("ep", p.ep), ("fsdp", p.fsdp), ("tp", p.tp)]
             .into_iter()
             .filter(|(_, s)| *s > 1)
             .collect()
@@ -79,9 +86,37 @@ impl StepSpec {
         self.mesh_dims().iter().position(|(n, _)| *n == name)
     }
 
+    /// The mesh dimensions named `names` that are in the mesh, and the chips they span.
+    fn group(&self, names: &[&str]) -> Group {
+        let dims: Vec<usize> = names.iter().filter_map(|n| self.dim(n)).collect();
+        let size = self
+            .mesh_dims()
+            .iter()
+            .filter(|(n, _)| names.contains(n))
+            .map(|(_, s)| *s)
+            .product();
+        Group { dims, size }
+    }
+
+    /// The chips a layer's flat buffer (and the embedding and head) is sharded over: `ep x
+    /// fsdp`.
+    pub fn param_group(&self) -> Group {
+        self.group(&["ep", "fsdp"])
+    }
+
+    /// The chips one expert's parameters are sharded over under expert parallelism: `fsdp`.
+    pub fn expert_group(&self) -> Group {
+        self.group(&["fsdp"])
+    }
+
     /// Chips.
     pub fn chips(&self) -> usize {
-        self.par.dp * self.par.fsdp * self.par.tp
+        self.par.dp * self.par.ep * self.par.fsdp * self.par.tp
+    }
+
+    /// Experts on a chip (all of them without expert parallelism).
+    pub fn local_experts(&self) -> usize {
+        self.model.experts / self.par.ep
     }
 
     /// Sequences one chip's tensor-parallel group works on (every chip of the group holds them).
@@ -104,8 +139,20 @@ impl StepSpec {
         let m = &self.model;
         let p = &self.par;
         let bad = |s: String| Err(TpuError::BadArgs(s));
-        if p.dp == 0 || p.fsdp == 0 || p.tp == 0 {
+        if p.dp == 0 || p.ep == 0 || p.fsdp == 0 || p.tp == 0 {
             return bad("parallel sizes must be positive".into());
+        }
+        if p.ep > 1 && m.experts == 1 {
+            return bad(format!(
+                "ep={}: expert parallelism needs a mixture-of-experts model, and {} has no experts",
+                p.ep, m.name
+            ));
+        }
+        if !m.experts.is_multiple_of(p.ep) {
+            return bad(format!(
+                "ep={} does not divide the model's {} experts; choose an expert-parallel size that divides them",
+                p.ep, m.experts
+            ));
         }
         if self.seq == 0 || self.batch_per_chip == 0 {
             return bad("--seq and --batch-per-chip must be positive".into());
@@ -137,17 +184,47 @@ impl StepSpec {
     }
 
     /// Elements of one layer's parameters on a tensor-parallel rank, padded to a multiple of
-    /// the FSDP group times 128 (the flat buffer FSDP shards).
+    /// the sharding group ([`StepSpec::param_group`]) times 128: the flat buffer FSDP shards.
+    /// Under expert parallelism the experts are not in it ([`StepSpec::expert_flat`]).
     pub fn layer_flat(&self) -> usize {
         let m = &self.model;
-        let raw = m.layer_params() as usize / self.par.tp;
-        raw.next_multiple_of(self.par.fsdp * 128)
+        let mut raw = m.layer_params();
+        if self.par.ep > 1 {
+            raw -= m.experts as u64 * m.expert_params();
+        }
+        (raw as usize / self.par.tp).next_multiple_of(self.param_group().size * 128)
+    }
+
+    /// Elements of a chip's experts of one layer on a tensor-parallel rank under expert
+    /// parallelism, padded to a multiple of the expert group ([`StepSpec::expert_group`])
+    /// times 128; 0 without expert parallelism (the experts are in the layer's buffer).
+    pub fn expert_flat(&self) -> usize {
+        if self.par.ep == 1 {
+            return 0;
+        }
+        let raw = self.local_experts() as u64 * self.model.expert_params();
+        (raw as usize / self.par.tp).next_multiple_of(self.expert_group().size * 128)
     }
 
     /// Elements of the embedding (or the head) on a tensor-parallel rank, padded as
     /// [`StepSpec::layer_flat`].
     pub fn table_flat(&self) -> usize {
         let m = &self.model;
-        (m.vocab / self.par.tp * m.d_model).next_multiple_of(self.par.fsdp * 128)
+        (m.vocab / self.par.tp * m.d_model).next_multiple_of(self.param_group().size * 128)
     }
+
+    /// Parameters on one chip (its shard of every buffer, padding left out).
+    pub fn local_params(&self) -> f64 {
+        let p = &self.par;
+        self.model.params() as f64 / (p.tp * p.fsdp * p.ep) as f64
+    }
+}
+
+/// Mesh dimensions a buffer is sharded over, and the chips they span.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// Mesh dimension indices (empty: not sharded).
+    pub dims: Vec<usize>,
+    /// Chips (1 when not sharded).
+    pub size: usize,
 }

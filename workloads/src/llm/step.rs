@@ -16,7 +16,7 @@ use tpuemu_backend::tensor::Tensor;
 
 use super::ctx::{Coll, CollKind, Ctx, When};
 use super::layer::{self, Dims, Saved, Tables, Weights};
-use super::spec::{Remat, StepSpec};
+use super::spec::{Group, Remat, StepSpec};
 
 const BF: DType = DType::BF16;
 const F32: DType = DType::F32;
@@ -31,10 +31,10 @@ pub struct StepFacts {
     pub layer_working: u64,
 }
 
-fn coll(kind: CollKind, dim: usize, when: When, label: &str) -> Coll {
+fn coll(kind: CollKind, dims: &[usize], when: When, label: &str) -> Coll {
     Coll {
         kind,
-        dims: vec![dim],
+        dims: dims.to_vec(),
         when,
         label: label.into(),
     }
@@ -63,35 +63,49 @@ pub fn buckets(flat: usize, k: usize) -> Vec<usize> {
     out
 }
 
-/// All-gathers a flat parameter buffer of `flat` elements under FSDP, bucket by bucket; `None`
-/// without FSDP (parameters are resident).
-fn gather(ctx: &mut Ctx, spec: &StepSpec, flat: usize, label: &str) -> Result<Option<Vec<Tensor>>> {
-    let Some(d) = spec.dim("fsdp") else {
+/// All-gathers a flat parameter buffer of `flat` elements sharded over `group`, bucket by
+/// bucket; `None` when it is not sharded (parameters are resident) or empty.
+fn gather(ctx: &mut Ctx, group: &Group, flat: usize, label: &str) -> Result<Option<Vec<Tensor>>> {
+    if group.dims.is_empty() || flat == 0 {
         return Ok(None);
-    };
-    let k = spec.par.fsdp;
+    }
+    let k = group.size;
     let mut out = Vec::new();
     for b in buckets(flat, k) {
         let shard = Tensor::empty(&ctx.rt, &[b / k], BF);
-        let c = coll(CollKind::AllGather, d, When::Prefetch, label);
+        let c = coll(CollKind::AllGather, &group.dims, When::Prefetch, label);
         out.push(ctx.collective(c, &shard)?);
     }
     Ok(Some(out))
 }
 
-/// Reduces a flat gradient buffer, bucket by bucket: reduce-scatter under FSDP, all-reduce
-/// under data parallelism.
-fn reduce_grads(ctx: &mut Ctx, spec: &StepSpec, flat: usize, label: &str) -> Result<()> {
-    for b in buckets(flat, spec.par.fsdp) {
+/// Reduces a flat gradient buffer sharded over `group`, bucket by bucket: reduce-scatter over
+/// the group, all-reduce under data parallelism.
+fn reduce_grads(
+    ctx: &mut Ctx,
+    spec: &StepSpec,
+    group: &Group,
+    flat: usize,
+    label: &str,
+) -> Result<()> {
+    if flat == 0 {
+        return Ok(());
+    }
+    for b in buckets(flat, group.size) {
         let mut g = Tensor::empty(&ctx.rt, &[b], BF);
-        if let Some(d) = spec.dim("fsdp") {
+        if !group.dims.is_empty() {
             g = ctx.collective(
-                coll(CollKind::ReduceScatter, d, When::Background, label),
+                coll(
+                    CollKind::ReduceScatter,
+                    &group.dims,
+                    When::Background,
+                    label,
+                ),
                 &g,
             )?;
         }
         if let Some(d) = spec.dim("dp") {
-            ctx.collective(coll(CollKind::AllReduce, d, When::Background, label), &g)?;
+            ctx.collective(coll(CollKind::AllReduce, &[d], When::Background, label), &g)?;
         }
     }
     Ok(())
@@ -159,7 +173,7 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
     let gathered = if m.tied_embeddings {
         None
     } else {
-        gather(ctx, spec, spec.table_flat(), "head weights")?
+        gather(ctx, &spec.param_group(), spec.table_flat(), "head weights")?
     };
     ctx.label("head and loss")?;
     let rt = ctx.rt.clone();
@@ -175,7 +189,7 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
             // Vocabulary-parallel softmax: the rows' maximum and sum of exponentials.
             let stats = Tensor::empty(&ctx.rt, &[c, 2], F32);
             ctx.collective(
-                coll(CollKind::AllReduce, d, When::Now, "loss statistics"),
+                coll(CollKind::AllReduce, &[d], When::Now, "loss statistics"),
                 &stats,
             )?;
         }
@@ -191,7 +205,7 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
     let dh = Tensor::empty(&rt, &[z.n, z.d], BF);
     let dh = match spec.dim("tp") {
         Some(d) => ctx.collective(
-            coll(CollKind::AllReduce, d, When::Now, "head input grad"),
+            coll(CollKind::AllReduce, &[d], When::Now, "head input grad"),
             &dh,
         )?,
         None => dh,
@@ -202,7 +216,13 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
     let dx = dh.mul(&g)?.mul(&rstd)?;
     drop(hf);
     if !m.tied_embeddings {
-        reduce_grads(ctx, spec, spec.table_flat(), "head grads")?;
+        reduce_grads(
+            ctx,
+            spec,
+            &spec.param_group(),
+            spec.table_flat(),
+            "head grads",
+        )?;
     }
     Ok(dx)
 }
@@ -224,13 +244,14 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
     let t = Tables::new(&rt, &z)?;
     let tokens = Tensor::empty(&rt, &[z.n], DType::I64);
     // Embedding.
-    let table_g = gather(ctx, spec, spec.table_flat(), "embedding weights")?;
+    let (pg, eg) = (spec.param_group(), spec.expert_group());
+    let table_g = gather(ctx, &pg, spec.table_flat(), "embedding weights")?;
     ctx.label("embedding fwd")?;
     let table = Tensor::empty(&rt, &[vl, z.d], BF);
     let mut x = ops::data::embedding(&table, &tokens)?;
     drop(table_g);
     if let Some(d) = spec.dim("tp") {
-        x = ctx.collective(coll(CollKind::AllReduce, d, When::Now, "embedding"), &x)?;
+        x = ctx.collective(coll(CollKind::AllReduce, &[d], When::Now, "embedding"), &x)?;
     }
     // Layers forward.
     let mut keeps: Vec<Keep> = Vec::new();
@@ -239,11 +260,12 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
         layer_working: 0,
     };
     let x = ctx.repeat(m.layers, x, |ctx, x, _| {
-        let g = gather(ctx, spec, spec.layer_flat(), "layer weights (fwd)")?;
+        let g = gather(ctx, &pg, spec.layer_flat(), "layer weights (fwd)")?;
+        let ge = gather(ctx, &eg, spec.expert_flat(), "expert weights (fwd)")?;
         let w = Weights::new(&ctx.rt, &z);
         let (y, s) = layer::forward(ctx, spec, &w, &t, x)?;
         facts.layer_working = s.bytes(&z);
-        drop(g);
+        drop((g, ge));
         if spec.remat == Remat::Full {
             facts.saved_per_layer = (z.n * z.d * 2) as u64;
             keeps.push(Keep::Input(s.into_input()));
@@ -256,7 +278,8 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
     let dx = head(ctx, spec, &z, x)?;
     // Layers backward.
     let dx = ctx.repeat(m.layers, dx, |ctx, dy, _| {
-        let g = gather(ctx, spec, spec.layer_flat(), "layer weights (bwd)")?;
+        let g = gather(ctx, &pg, spec.layer_flat(), "layer weights (bwd)")?;
+        let ge = gather(ctx, &eg, spec.expert_flat(), "expert weights (bwd)")?;
         let w = Weights::new(&ctx.rt, &z);
         let s = match keeps.pop() {
             Some(Keep::All(s)) => *s,
@@ -267,8 +290,9 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
             None => return Err(tpuemu_backend::TpuError::BadArgs("no saved layer".into())),
         };
         let dx = layer::backward(ctx, spec, &w, &t, dy, &s)?;
-        drop((g, s));
-        reduce_grads(ctx, spec, spec.layer_flat(), "layer grads")?;
+        drop((g, ge, s));
+        reduce_grads(ctx, spec, &eg, spec.expert_flat(), "expert grads")?;
+        reduce_grads(ctx, spec, &pg, spec.layer_flat(), "layer grads")?;
         Ok(dx)
     })?;
     // Embedding backward.
@@ -285,18 +309,23 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
         ],
     )?;
     drop(de);
-    reduce_grads(ctx, spec, spec.table_flat(), "embedding grads")?;
+    reduce_grads(ctx, spec, &pg, spec.table_flat(), "embedding grads")?;
     // Optimizer.
     ctx.wait_all()?;
     ctx.label("optimizer")?;
-    let shard = |flat: usize| flat / spec.par.fsdp;
     ctx.repeat(m.layers, (), |ctx, _, _| {
         ctx.label("optimizer")?;
-        adamw(ctx, shard(spec.layer_flat()))
+        adamw(ctx, spec.layer_flat() / pg.size)?;
+        if spec.expert_flat() > 0 {
+            adamw(ctx, spec.expert_flat() / eg.size)?;
+        }
+        Ok(())
     })?;
     ctx.label("optimizer")?;
     let tables = if m.tied_embeddings { 1 } else { 2 };
-    ctx.repeat(tables, (), |ctx, _, _| adamw(ctx, shard(spec.table_flat())))?;
+    ctx.repeat(tables, (), |ctx, _, _| {
+        adamw(ctx, spec.table_flat() / pg.size)
+    })?;
     ctx.boundary()?;
     Ok(facts)
 }
