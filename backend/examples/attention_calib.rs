@@ -54,9 +54,9 @@ fn main() {
             strides,
         };
         let prog = if backward {
-            build_backward(&spec, &info, "calib")
+            build_backward(&spec, &info, "calib", 1)
         } else {
-            build_forward(&spec, &info, "calib")
+            build_forward(&spec, &info, "calib", 1)
         }
         .expect("build");
         let (qb, kb, lb) = (

@@ -30,6 +30,9 @@ mod compile;
 #[path = "backend/flash.rs"]
 mod flash;
 
+#[path = "backend/megacore.rs"]
+mod megacore;
+
 #[path = "backend/fusion.rs"]
 mod fusion;
 

@@ -37,6 +37,7 @@ pub struct CountedLoop {
     counter: SReg,
     test: SReg,
     step: i32,
+    first: i32,
     end: i32,
     top: Label,
     back_edge: bool,
@@ -45,7 +46,7 @@ pub struct CountedLoop {
 impl CountedLoop {
     /// A loop of one trip gets no back edge: its body runs once, straight through.
     pub fn straight_if_once(mut self) -> Self {
-        self.back_edge = self.end != self.step;
+        self.back_edge = self.end - self.first != self.step;
         self
     }
 }
@@ -55,13 +56,27 @@ impl Emitter {
     /// ...` (a byte cursor when `step` is a size): emits `counter = 0` and binds the top. The
     /// body follows; `test` is the scratch register of the bottom test.
     pub fn begin_loop(&mut self, counter: SReg, test: SReg, trips: u32, step: i32) -> CountedLoop {
-        self.b.smov(counter, 0);
+        self.begin_loop_over(counter, test, 0..trips, step)
+    }
+
+    /// Opens a loop whose `counter` takes the values `first * step, (first + 1) * step, ...`
+    /// up to but not including `end * step`, for `first..end` = `range` (one part of a loop
+    /// split over cores).
+    pub fn begin_loop_over(
+        &mut self,
+        counter: SReg,
+        test: SReg,
+        range: std::ops::Range<u32>,
+        step: i32,
+    ) -> CountedLoop {
+        self.b.smov(counter, range.start as i32 * step);
         let top = self.b.here();
         CountedLoop {
             counter,
             test,
             step,
-            end: trips as i32 * step,
+            first: range.start as i32 * step,
+            end: range.end as i32 * step,
             top,
             back_edge: true,
         }

@@ -9,13 +9,16 @@
 //! - [`loops`]: counted loops ([`Emitter::begin_loop`], [`Emitter::end_loop`]).
 //! - [`args`]: the argument prologue — buffers, their offset scalars, byte offsets.
 //! - [`dma`]: waiting for DMAs by bytes, and [`PingPong`] for double buffering.
+//! - [`parts`]: kernels split over a chip's TensorCores (megacore).
 
 pub mod args;
 pub mod dma;
 mod emitter;
 pub mod loops;
+pub mod parts;
 
 pub use args::BufferArgs;
 pub use dma::{PingPong, hbm_vmem_desc};
 pub use emitter::{Emitter, RegPool};
 pub use loops::CountedLoop;
+pub use parts::{PART_ARG, emit_parts, is_split, part_range};

@@ -26,8 +26,17 @@ pub(crate) struct Lowered {
 }
 
 impl Runtime {
-    fn lower(&self, node: &Node) -> Result<Option<Lowered>> {
+    /// Lowers `node` to a kernel split over up to `parts` cores (matrix products and
+    /// attention; [`crate::codegen::parts`]); one core for the rest.
+    fn lower(&self, node: &Node, parts: usize) -> Result<Option<Lowered>> {
         let info = self.inner.info.clone();
+        let split_key = |key: String| {
+            if parts > 1 {
+                format!("{key} parts{parts}")
+            } else {
+                key
+            }
+        };
         let buf = |v: &View| -> Result<ArgSpec> { Ok(ArgSpec::Buffer(v.clone())) };
         match &node.kind {
             NodeKind::Tile {
@@ -65,11 +74,13 @@ impl Runtime {
                     &node.inputs.iter().chain(&node.outputs).collect::<Vec<_>>(),
                     &offsets,
                 )?;
-                let key = format!("{} {plan:?}", spec.key());
+                let key = split_key(format!("{} {plan:?}", spec.key()));
                 let name = kernel_name(node);
                 Ok(Some(Lowered {
                     key,
-                    build: Box::new(move || kernels::matmul::build(&spec, &plan, &info, &name)),
+                    build: Box::new(move || {
+                        kernels::matmul::build_parts(&spec, &plan, &info, &name, parts)
+                    }),
                     args,
                 }))
             }
@@ -81,16 +92,16 @@ impl Runtime {
                     kernels::attention::spec_of(node, a).map_err(|e| in_op(node, e))?;
                 let views: Vec<&View> = node.inputs.iter().chain(&node.outputs).collect();
                 let args = with_offsets(node, &views, &offsets)?;
-                let key = spec.key();
+                let key = split_key(spec.key());
                 let name = kernel_name(node);
                 let backward = a.backward;
                 Ok(Some(Lowered {
                     key,
                     build: Box::new(move || {
                         if backward {
-                            kernels::attention::build_backward(&spec, &info, &name)
+                            kernels::attention::build_backward(&spec, &info, &name, parts)
                         } else {
-                            kernels::attention::build_forward(&spec, &info, &name)
+                            kernels::attention::build_forward(&spec, &info, &name, parts)
                         }
                     }),
                     args,
@@ -197,7 +208,8 @@ impl Runtime {
         core: &mut Core,
         node: &Node,
     ) -> Result<Option<(Compiled, Vec<ArgSpec>)>> {
-        let Some(low) = self.lower(node)? else {
+        // Whole-graph programs run on one core.
+        let Some(low) = self.lower(node, 1)? else {
             return Ok(None);
         };
         let c = self.kernel(core, node, low.key, low.build, None)?;
@@ -209,25 +221,47 @@ impl Runtime {
         for v in node.outputs.iter().chain(&node.inputs) {
             self.ensure_buffer(&v.storage)?;
         }
-        let Some(low) = self.lower(node)? else {
+        let cores = if core.megacore {
+            self.inner.info.cores.max(1) as usize
+        } else {
+            1
+        };
+        let Some(low) = self.lower(node, cores)? else {
             return Ok(());
         };
         let compiled = self.kernel(core, node, low.key, low.build, group)?;
-        let launch = Launch {
-            program: compiled.program,
-            targets: vec![LaunchTarget {
+        let args = resolve(&low.args)?;
+        let parts = if kernels_split(&compiled) { cores } else { 1 };
+        let targets = (0..parts)
+            .map(|p| LaunchTarget {
                 core: CoreRef {
                     chip: self.inner.chip,
-                    core: 0,
+                    core: p as u32,
                 },
-                args: resolve(&low.args)?,
-            }],
+                args: if parts > 1 {
+                    args.iter()
+                        .copied()
+                        .chain([KernelArg::Scalar(p as u32)])
+                        .collect()
+                } else {
+                    args.clone()
+                },
+            })
+            .collect();
+        let launch = Launch {
+            program: compiled.program,
+            targets,
             submit_ns: 0.0,
             op_id: Some(node.op.id),
             group_id: group,
         };
         core.q.launch(self.inner.device.as_ref(), launch, &node.op)
     }
+}
+
+/// Whether a kernel is split over the chip's cores (its last argument the core's part).
+fn kernels_split(c: &Compiled) -> bool {
+    crate::codegen::is_split(&c.prog)
 }
 
 /// Buffer arguments for `views`, then their offsets as scalars.

@@ -59,6 +59,9 @@ pub(crate) struct Core {
     pub prof: Profiler,
     /// Matrix-unit precision of f32 matmuls called now.
     pub precision: MatmulPrecision,
+    /// Split matrix products and attention over the chip's TensorCores (megacore; on chips
+    /// with more than one).
+    pub megacore: bool,
     /// Print every flush (`TORCH_TPU_DEBUG=1`).
     pub debug_print: bool,
     /// Where to write each generated kernel's assembly (`TORCH_TPU_DUMP_KERNELS`).
@@ -233,6 +236,7 @@ impl Runtime {
                 cache: HashMap::new(),
                 prof: Profiler::default(),
                 precision: MatmulPrecision::Default,
+                megacore: true,
                 debug_print,
                 dump_dir: std::env::var_os("TORCH_TPU_DUMP_KERNELS").map(std::path::PathBuf::from),
                 next_group: 1,
@@ -320,6 +324,19 @@ impl Runtime {
     /// The matmul precision.
     pub fn precision(&self) -> MatmulPrecision {
         self.lock().core.precision
+    }
+
+    /// Whether eager kernels are split over the chip's TensorCores where the chip has several
+    /// (TPU v4, v5p: megacore; on by default, as JAX and PyTorch/XLA use those chips):
+    /// matrix products by output tiles, attention by heads. Whole-graph programs run on one
+    /// core.
+    pub fn set_megacore(&self, on: bool) {
+        self.lock().core.megacore = on;
+    }
+
+    /// Whether eager kernels are split over the chip's TensorCores.
+    pub fn megacore(&self) -> bool {
+        self.lock().core.megacore
     }
 
     /// Prints each flush with its reason and fused groups (`TORCH_TPU_DEBUG=1`).

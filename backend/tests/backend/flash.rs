@@ -67,7 +67,11 @@ fn bf16_round(x: &[f32]) -> Vec<f32> {
 }
 
 /// One case: the result against the host's, and the kernels and HBM bytes of the call.
-fn case(rt: &Runtime, dims: (usize, usize, usize, usize, usize, usize, usize), causal: bool) {
+pub(crate) fn case(
+    rt: &Runtime,
+    dims: (usize, usize, usize, usize, usize, usize, usize),
+    causal: bool,
+) {
     let (b, h, hk, l, s, e, ev) = dims;
     let qv = bf16_round(&data(b * h * l * e, 1));
     let kv = bf16_round(&data(b * hk * s * e, 2));
@@ -187,7 +191,7 @@ fn reference_grads(
 }
 
 /// The backward kernel's gradients against the host's, and one kernel for the call.
-fn backward_case(
+pub(crate) fn backward_case(
     rt: &Runtime,
     dims: (usize, usize, usize, usize, usize, usize, usize),
     causal: bool,

@@ -222,17 +222,30 @@ fn from_heads(x: &Tensor, z: &Dims, heads: usize) -> Result<Tensor> {
         .reshape(&[z.n as i64, (heads * z.hd) as i64])
 }
 
-/// Causal attention, one (batch, key/value head) chunk at a time on the flash-attention
-/// kernel: `[1, G, S, hd]` queries, `[1, 1, S, hd]` keys and values. The scores never reach
-/// HBM; the backward needs each row's logsumexp, `[1, G, S]` f32.
+/// Key/value heads of an attention chunk: one, or two on a chip with two TensorCores (the
+/// kernel deals them to the cores) when the chip's (sequence, key/value head) pairs pair up.
+fn chunk_heads(rt: &Runtime, z: &Dims) -> usize {
+    let cores = rt.chip_info().cores as usize;
+    if cores > 1 && rt.megacore() && (z.b * z.kv).is_multiple_of(cores) {
+        cores
+    } else {
+        1
+    }
+}
+
+/// Causal attention, chunk by chunk on the flash-attention kernel: a chunk is one sequence and
+/// `c` key/value heads with their query heads (`c` from [`chunk_heads`]): `[1, c G, S, hd]`
+/// queries, `[1, c, S, hd]` keys and values. The scores never reach HBM; the backward needs
+/// each row's logsumexp, `[1, c G, S]` f32.
 fn attention(ctx: &mut Ctx, z: &Dims) -> Result<()> {
-    let g = z.h / z.kv;
     let rt = ctx.rt.clone();
+    let c = chunk_heads(&rt, z);
+    let g = z.h / z.kv;
     ctx.label("attention fwd")?;
-    ctx.repeat(z.b * z.kv, (), |_, _, _| {
-        let q = Tensor::empty(&rt, &[1, g, z.s, z.hd], BF);
-        let k = Tensor::empty(&rt, &[1, 1, z.s, z.hd], BF);
-        let v = Tensor::empty(&rt, &[1, 1, z.s, z.hd], BF);
+    ctx.repeat(z.b * z.kv / c, (), |_, _, _| {
+        let q = Tensor::empty(&rt, &[1, c * g, z.s, z.hd], BF);
+        let k = Tensor::empty(&rt, &[1, c, z.s, z.hd], BF);
+        let v = Tensor::empty(&rt, &[1, c, z.s, z.hd], BF);
         let (o, lse) = attention_lse(&q, &k, &v, true, None, g > 1)?;
         drop((o, lse));
         Ok(())
@@ -242,15 +255,16 @@ fn attention(ctx: &mut Ctx, z: &Dims) -> Result<()> {
 /// The backward of the attention chunks: the flash-attention backward kernel, which
 /// recomputes the weights from the logsumexp.
 fn attention_backward(ctx: &mut Ctx, z: &Dims) -> Result<()> {
-    let g = z.h / z.kv;
     let rt = ctx.rt.clone();
+    let c = chunk_heads(&rt, z);
+    let g = z.h / z.kv * c;
     ctx.label("attention bwd")?;
-    ctx.repeat(z.b * z.kv, (), |_, _, _| {
+    ctx.repeat(z.b * z.kv / c, (), |_, _, _| {
         let e = |s: &[usize]| Tensor::empty(&rt, s, BF);
         let (q, k, v, out, dout) = (
             e(&[1, g, z.s, z.hd]),
-            e(&[1, 1, z.s, z.hd]),
-            e(&[1, 1, z.s, z.hd]),
+            e(&[1, c, z.s, z.hd]),
+            e(&[1, c, z.s, z.hd]),
             e(&[1, g, z.s, z.hd]),
             e(&[1, g, z.s, z.hd]),
         );

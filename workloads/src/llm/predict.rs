@@ -305,7 +305,7 @@ pub fn predict(
     )];
     if shortcut {
         shortcuts.push(format!(
-            "identical work simulated once and repeated: {} layers, {} attention chunks (a sequence and a key/value head) per layer, {} loss chunks, {} experts per chip",
+            "identical work simulated once and repeated: {} layers, {} attention (sequence, key/value head) pairs per layer (one chunk each, or two on a two-core chip), {} loss chunks, {} experts per chip",
             spec.model.layers,
             spec.local_batch() * spec.model.kv_heads / spec.par.tp,
             spec.local_tokens() / spec.loss_chunk.min(spec.local_tokens()),

@@ -18,7 +18,7 @@ use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 use super::common::{Heads, Kern, Mm, QBlock, Units, bias_tile, interleave, key_blocks, plus, vr};
 use super::layout::{BwdLayout as Layout, S_RING};
 use super::{AttnSpec, LANES};
-use crate::codegen::PingPong;
+use crate::codegen::{PingPong, emit_parts};
 use crate::kernels::KernelError;
 
 /// Semaphores: the query head's logsumexp, a query block's rows, `dq` stores (by parity),
@@ -53,7 +53,12 @@ struct KvBlock {
 }
 
 /// Builds the backward kernel.
-pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, KernelError> {
+pub fn build(
+    spec: &AttnSpec,
+    chip: &ChipInfo,
+    name: &str,
+    cores: usize,
+) -> Result<Program, KernelError> {
     let lay = Layout::new(spec, chip);
     if lay.end as u64 > chip.core.vmem_bytes {
         return Err(KernelError::TooLarge(
@@ -67,7 +72,7 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         ts: k.reg()?,
         cp: k.reg()?,
     };
-    let mut b = Bwd {
+    let b = Bwd {
         lay,
         bufs,
         store: PingPong::new(SEM_DQ),
@@ -76,23 +81,36 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     if n.causal {
         k.bias_tiles(b.lay.bias);
     }
-    let heads = Heads::open(&mut k, n.batch as u32, n.kv_heads as u32);
-    k.load_kv(K, b.lay.k, n.s as u32, n.e as u32)?;
-    k.load_kv(V, b.lay.v, n.s as u32, n.ev as u32)?;
-    b.zero(&mut k, b.lay.dk, b.lay.s_pad / 8 * b.lay.et);
-    b.zero(&mut k, b.lay.dv, b.lay.s_pad / 8 * b.lay.evt);
-    k.wait_loads();
-    let g = Heads::open_group(&mut k, spec.group());
-    k.q_offsets(&[Q, OUT, DOUT, LSE, DQ])?;
-    let lse_at = k.head_reg(LSE);
-    k.load(LSE, lse_at, 0, b.lay.lse, 1, n.l as u32, SEM_HEAD)?;
-    k.wait(SEM_HEAD);
-    b.query_blocks(&mut k)?;
-    b.store.wait_both(&mut k.e);
-    k.e.end_loop(g);
-    b.store_kv(&mut k)?;
-    heads.close(&mut k);
-    k.finish()
+    let (batch, kv) = (n.batch as u32, n.kv_heads as u32);
+    let parts = Heads::parts(batch, kv, cores);
+    let reg = k.r.test;
+    let mut cx = (k, b);
+    emit_parts(
+        &mut cx,
+        |c| &mut c.0.e,
+        parts,
+        reg,
+        |(k, b), p| {
+            let heads = Heads::open(k, batch, kv, p, parts);
+            k.load_kv(K, b.lay.k, n.s as u32, n.e as u32)?;
+            k.load_kv(V, b.lay.v, n.s as u32, n.ev as u32)?;
+            b.zero(k, b.lay.dk, b.lay.s_pad / 8 * b.lay.et);
+            b.zero(k, b.lay.dv, b.lay.s_pad / 8 * b.lay.evt);
+            k.wait_loads();
+            let g = Heads::open_group(k, spec.group());
+            k.q_offsets(&[Q, OUT, DOUT, LSE, DQ])?;
+            let lse_at = k.head_reg(LSE);
+            k.load(LSE, lse_at, 0, b.lay.lse, 1, n.l as u32, SEM_HEAD)?;
+            k.wait(SEM_HEAD);
+            b.query_blocks(k)?;
+            b.store.wait_both(&mut k.e);
+            k.e.end_loop(g);
+            b.store_kv(k)?;
+            heads.close(k);
+            Ok::<(), KernelError>(())
+        },
+    )?;
+    cx.0.finish()
 }
 
 struct Bwd {

@@ -11,7 +11,7 @@ use tpuemu_isa::{Addr, ChipInfo, DmaShape, Label, MReg, MemRef, Mxu, Program, SR
 
 use super::{AttnSpec, LANES, imm};
 use crate::codegen::loops::CountedLoop;
-use crate::codegen::{BufferArgs, Emitter, RegPool, hbm_vmem_desc};
+use crate::codegen::{BufferArgs, Emitter, RegPool, hbm_vmem_desc, part_range};
 use crate::ir::AttentionNode;
 use crate::kernels::KernelError;
 
@@ -562,14 +562,38 @@ impl Kern<'_> {
 }
 
 impl Heads {
-    /// Opens the loops over batches and key/value heads.
-    pub(super) fn open(k: &mut Kern, batch: u32, kv_heads: u32) -> Self {
+    /// Opens the loops over batches and key/value heads: part `p` of `parts` (the kernel split
+    /// over cores by key/value heads when they divide, else by batches; see [`Heads::parts`]).
+    pub(super) fn open(k: &mut Kern, batch: u32, kv_heads: u32, p: usize, parts: usize) -> Self {
         let (cb, ch, test) = (k.r.cb, k.r.ch, k.r.test);
-        let lb = k.e.begin_loop(cb, test, batch, 1).straight_if_once();
+        let part = |n: u32, split: bool| {
+            if split {
+                let r = part_range(n as usize, parts, p);
+                r.start as u32..r.end as u32
+            } else {
+                0..n
+            }
+        };
+        let by_heads = kv_heads as usize % parts == 0;
+        let lb = k.e.begin_loop_over(cb, test, part(batch, !by_heads), 1);
+        let lb = lb.straight_if_once();
         k.e.forget_constants();
-        let lh = k.e.begin_loop(ch, test, kv_heads, 1).straight_if_once();
+        let lh = k.e.begin_loop_over(ch, test, part(kv_heads, by_heads), 1);
+        let lh = lh.straight_if_once();
         k.e.forget_constants();
         Heads { lb, lh }
+    }
+
+    /// How many cores a kernel over `batch x kv_heads` (batch, key/value head) pairs splits
+    /// over, of `cores`: all of them when they divide the key/value heads or the batches (each
+    /// core then takes whole heads: no two cores add into the same `dK`, `dV`), else one.
+    pub(super) fn parts(batch: u32, kv_heads: u32, cores: usize) -> usize {
+        let divides = |n: u32| n as usize % cores == 0;
+        if cores > 1 && (divides(kv_heads) || divides(batch)) {
+            cores
+        } else {
+            1
+        }
     }
 
     /// Opens the loop over the query heads of the current key/value head.

@@ -11,7 +11,7 @@ use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
 use super::common::{Heads, Kern, Mm, QBlock, Units, bias_tile, interleave, key_blocks, plus, vr};
 use super::layout::{FwdLayout as Layout, S_RING};
 use super::{AttnSpec, LANES};
-use crate::codegen::PingPong;
+use crate::codegen::{PingPong, emit_parts};
 use crate::kernels::KernelError;
 
 /// Semaphores: queries (by parity), results (by parity).
@@ -80,7 +80,12 @@ enum Phase {
 }
 
 /// Builds the forward kernel.
-pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, KernelError> {
+pub fn build(
+    spec: &AttnSpec,
+    chip: &ChipInfo,
+    name: &str,
+    cores: usize,
+) -> Result<Program, KernelError> {
     let lay = Layout::new(spec, chip);
     if lay.end as u64 > chip.core.vmem_bytes {
         return Err(KernelError::TooLarge(
@@ -95,7 +100,7 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         ts: k.reg()?,
         tf: k.reg()?,
     };
-    let mut f = Fwd {
+    let f = Fwd {
         lay,
         bufs,
         store: PingPong::new(SEM_OUT),
@@ -109,18 +114,31 @@ pub fn build(spec: &AttnSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
     if n.causal {
         k.bias_tiles(f.lay.bias);
     }
-    let heads = Heads::open(&mut k, n.batch as u32, n.kv_heads as u32);
-    // This (batch, key/value head)'s keys and values.
-    k.load_kv(K, f.lay.k, n.s as u32, n.e as u32)?;
-    k.load_kv(V, f.lay.v, n.s as u32, n.ev as u32)?;
-    k.wait_loads();
-    let g = Heads::open_group(&mut k, spec.group());
-    k.q_offsets(&[Q, OUT, LSE])?;
-    f.query_blocks(&mut k)?;
-    f.store.wait_both(&mut k.e);
-    k.e.end_loop(g);
-    heads.close(&mut k);
-    k.finish()
+    let (batch, kv) = (n.batch as u32, n.kv_heads as u32);
+    let parts = Heads::parts(batch, kv, cores);
+    let reg = k.r.test;
+    let mut cx = (k, f);
+    emit_parts(
+        &mut cx,
+        |c| &mut c.0.e,
+        parts,
+        reg,
+        |(k, f), p| {
+            let heads = Heads::open(k, batch, kv, p, parts);
+            // This (batch, key/value head)'s keys and values.
+            k.load_kv(K, f.lay.k, n.s as u32, n.e as u32)?;
+            k.load_kv(V, f.lay.v, n.s as u32, n.ev as u32)?;
+            k.wait_loads();
+            let g = Heads::open_group(k, spec.group());
+            k.q_offsets(&[Q, OUT, LSE])?;
+            f.query_blocks(k)?;
+            f.store.wait_both(&mut k.e);
+            k.e.end_loop(g);
+            heads.close(k);
+            Ok::<(), KernelError>(())
+        },
+    )?;
+    cx.0.finish()
 }
 
 struct Fwd {

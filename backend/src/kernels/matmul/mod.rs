@@ -148,13 +148,31 @@ fn tile_desc(
     hbm_vmem_desc(elem, &dims, to_vmem)
 }
 
-/// Builds the kernel. Arguments: `a`, `w`, each extra, `out` (buffers), then one scalar per
-/// buffer: its storage offset in elements.
+/// Builds the kernel for one core. Arguments: `a`, `w`, each extra, `out` (buffers), then one
+/// scalar per buffer: its storage offset in elements.
 pub fn build(
     spec: &MatSpec,
     plan: &MatPlan,
     chip: &ChipInfo,
     name: &str,
+) -> Result<Program, KernelError> {
+    build_parts(spec, plan, chip, name, 1)
+}
+
+/// Output tiles of the streamed schedule.
+fn tiles(spec: &MatSpec, plan: &MatPlan) -> usize {
+    spec.batch as usize * spec.m.div_ceil(plan.tm) as usize * spec.n.div_ceil(plan.tn) as usize
+}
+
+/// Builds the kernel split over `parts` cores ([`crate::codegen::parts`]): each core computes
+/// a contiguous range of the output tiles (all of K for each), when there are at least as
+/// many tiles as parts and the schedule is the streamed one; otherwise a one-core kernel.
+pub fn build_parts(
+    spec: &MatSpec,
+    plan: &MatPlan,
+    chip: &ChipInfo,
+    name: &str,
+    parts: usize,
 ) -> Result<Program, KernelError> {
     if spec.fmt == MxuFmt::Bf16 && spec.prec != Precision::P1 {
         return Err(KernelError::Unsupported(
@@ -201,7 +219,19 @@ pub fn build(
     if plan.resident {
         resident::emit(&mut cx)?;
     } else {
-        streamed::emit(&mut cx, plan)?;
+        let n = tiles(spec, plan);
+        let parts = if n >= parts { parts } else { 1 };
+        let reg = cx.scratch;
+        crate::codegen::emit_parts(
+            &mut cx,
+            |c| &mut c.e,
+            parts,
+            reg,
+            |cx, p| {
+                let mine = crate::codegen::part_range(n, parts, p);
+                streamed::emit(cx, plan, mine.start as u32..mine.end as u32)
+            },
+        )?;
     }
     Ok(cx.e.finish()?)
 }

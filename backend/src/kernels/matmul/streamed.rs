@@ -131,10 +131,13 @@ struct Streamed<'a> {
 }
 
 impl<'a> Streamed<'a> {
-    fn new(cx: &Ctx<'a>, p: &MatPlan) -> Result<Self, KernelError> {
+    fn new(cx: &Ctx<'a>, p: &MatPlan, tiles: std::ops::Range<u32>) -> Result<Self, KernelError> {
         let s = cx.spec;
         let core = &cx.chip.core;
-        let steps = steps(s, p);
+        let steps: Vec<Step> = steps(s, p)
+            .into_iter()
+            .filter(|st| tiles.contains(&st.tile))
+            .collect();
         // Rounds of matrix-unit work per step (one weight tile per unit each).
         let rounds =
             p.tk.div_ceil(core.mxu_rows) * p.tn.div_ceil(core.mxu_cols).div_ceil(core.mxus);
@@ -279,9 +282,14 @@ impl<'a> Streamed<'a> {
     }
 }
 
-/// Emits the whole schedule.
-pub(super) fn emit(cx: &mut Ctx, p: &MatPlan) -> Result<(), KernelError> {
-    let k = Streamed::new(cx, p)?;
+/// Emits the schedule of output tiles `tiles` (numbered in step order; all of them for a
+/// one-core kernel).
+pub(super) fn emit(
+    cx: &mut Ctx,
+    p: &MatPlan,
+    tiles: std::ops::Range<u32>,
+) -> Result<(), KernelError> {
+    let k = Streamed::new(cx, p, tiles)?;
     let mut loads = PingPong::new(SEM_LOAD);
     let mut stores = PingPong::new(SEM_STORE);
     let mut extras = PingPong::new(SEM_EXTRA);
