@@ -574,7 +574,7 @@ impl Heads {
                 0..n
             }
         };
-        let by_heads = kv_heads as usize % parts == 0;
+        let by_heads = (kv_heads as usize).is_multiple_of(parts);
         let lb = k.e.begin_loop_over(cb, test, part(batch, !by_heads), 1);
         let lb = lb.straight_if_once();
         k.e.forget_constants();
@@ -588,7 +588,7 @@ impl Heads {
     /// over, of `cores`: all of them when they divide the key/value heads or the batches (each
     /// core then takes whole heads: no two cores add into the same `dK`, `dV`), else one.
     pub(super) fn parts(batch: u32, kv_heads: u32, cores: usize) -> usize {
-        let divides = |n: u32| n as usize % cores == 0;
+        let divides = |n: u32| (n as usize).is_multiple_of(cores);
         if cores > 1 && (divides(kv_heads) || divides(batch)) {
             cores
         } else {
