@@ -215,6 +215,20 @@ fn bad_input_is_a_clear_error() {
     let mut p = base("llama3.1-8b", "v5e:4x4");
     p.extend(["--tp", "16"]);
     fails(&p, "does not divide the model's kv_heads");
+    // Expert parallelism: only for a mixture of experts, over a divisor of its experts, over
+    // whole topology axes, and the flag and --parallel must agree.
+    let mut p = base("llama3.1-8b", "v5e:2x2");
+    p.extend(["--ep", "2"]);
+    fails(&p, "needs a mixture-of-experts model");
+    let mut p = base("mixtral-8x7b", "v5e:4x4");
+    p.extend(["--parallel", "ep=16"]);
+    fails(&p, "does not divide the model's 8 experts");
+    let mut p = base("mixtral-8x7b", "v5e:16x16");
+    p.extend(["--ep", "8"]);
+    fails(&p, "does not cover whole topology axes");
+    let mut p = base("mixtral-8x7b", "v5e:4x4");
+    p.extend(["--ep", "2", "--parallel", "ep=4"]);
+    fails(&p, "--ep 2 and --parallel ep=4 disagree");
     let mut p = base("llama3.1-8b", "v5e:2x2");
     p.extend(["--remat", "some"]);
     fails(&p, "expected none, attention or full");

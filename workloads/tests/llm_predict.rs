@@ -352,3 +352,51 @@ fn expert_parallelism_needs_experts_it_divides() {
         .to_string();
     assert!(e.contains("does not divide the model's 4 experts"), "{e}");
 }
+
+#[test]
+fn a_collective_matmul_starts_after_the_first_chunk_of_its_product() {
+    use tpuemu_workloads::llm::ctx::{Coll, Counted, When};
+    let compute = |ns: f64| Counted {
+        event: Event::Compute {
+            label: "c".into(),
+            ns,
+            busy_ns: ns,
+            mxu_flops: 0,
+            hbm_bytes: 0,
+            kernels: 1,
+        },
+        times: 1,
+    };
+    let comm = |when: When| Counted {
+        event: Event::Comm {
+            coll: Coll {
+                kind: CollKind::AllReduce,
+                dims: vec![0],
+                when,
+                label: "tp".into(),
+            },
+            bytes: 1,
+            ns: None,
+        },
+        times: 1,
+    };
+    // By hand: a 100 ns product in 4 chunks, a 60 ns reduction, 50 ns of compute after it.
+    // As a collective matmul the reduction runs from 25 to 85 ns, hidden under the product:
+    // 150 ns. In place (or without overlap): 100 + 60 + 50 = 210 ns.
+    let overlapped = [
+        compute(100.0),
+        comm(When::Overlapped { chunks: 4 }),
+        compute(50.0),
+    ];
+    let times = [0.0, 60.0, 0.0];
+    assert_eq!(schedule(&overlapped, &times, true).step_ns, 150.0);
+    assert_eq!(schedule(&overlapped, &times, false).step_ns, 210.0);
+    // A reduction longer than the product's last three chunks is exposed by the difference:
+    // 25 + 120 = 145, then 50 ns: 195 ns.
+    let times = [0.0, 120.0, 0.0];
+    let t = schedule(&overlapped, &times, true);
+    assert_eq!(t.step_ns, 195.0);
+    assert_eq!(t.exposed_comm_ns, 45.0);
+    let in_place = [compute(100.0), comm(When::Now), compute(50.0)];
+    assert_eq!(schedule(&in_place, &times, true).step_ns, 270.0);
+}

@@ -49,6 +49,15 @@ impl CollKind {
 pub enum When {
     /// The next kernel needs the result (tensor-parallel activations).
     Now,
+    /// As [`When::Now`], but the compute segment just before produces the data as a
+    /// collective matmul does (Wang et al., "Overlap Communication with Dependent Computation
+    /// via Decomposition in Large Deep Learning Models", ASPLOS 2023; XLA's collective matmul
+    /// on TPUs): its matrix product split in `chunks` (the group's chips), each chunk's share
+    /// sent while the next computes — the collective may start once the first chunk is done.
+    Overlapped {
+        /// Chunks of the producing segment (the chips of the collective's group).
+        chunks: usize,
+    },
     /// Issued one segment ahead of its use (FSDP's parameter prefetch).
     Prefetch,
     /// Nothing waits for it until the optimizer (gradient reduction).

@@ -167,14 +167,17 @@ fn linear(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     x.mm(&w.t()?)
 }
 
-/// A tensor-parallel all-reduce of activations (nothing without tensor parallelism).
+/// A tensor-parallel all-reduce of the activations the matrix product just before produced
+/// (nothing without tensor parallelism), overlapped with that product as a collective matmul.
 fn tp_reduce(ctx: &mut Ctx, spec: &StepSpec, x: Tensor, what: &str) -> Result<Tensor> {
     match spec.dim("tp") {
         Some(d) => ctx.collective(
             Coll {
                 kind: CollKind::AllReduce,
                 dims: vec![d],
-                when: When::Now,
+                when: When::Overlapped {
+                    chunks: spec.par.tp,
+                },
                 label: what.into(),
             },
             &x,

@@ -12,8 +12,11 @@
 //! issued one layer ahead: a gather may start once the previous gather's layer has started
 //! computing, and the compute waits only for what is left. Gradient reductions
 //! ([`When::Background`]) start when issued and nothing waits for them until the optimizer
-//! ([`Event::WaitAll`]). Without overlap every collective runs in place, as the full
-//! simulation ([`super::comm::PeerComm`]) runs them.
+//! ([`Event::WaitAll`]). A tensor-parallel all-reduce of a matrix product's output
+//! ([`When::Overlapped`]) runs as a collective matmul: it may start once the first of the
+//! product's `tp` chunks is computed, and the compute after it waits for its end. Without
+//! overlap every collective runs in place, as the full simulation
+//! ([`super::comm::PeerComm`]) runs them.
 
 use tpuemu_backend::error::Result;
 use tpuemu_backend::runtime::Runtime;
@@ -57,11 +60,14 @@ pub struct Timeline {
 /// Places `events` (with `comm_ns[i]` the time of event `i` if it is a collective).
 pub fn schedule(events: &[Counted], comm_ns: &[f64], overlap: bool) -> Timeline {
     let (mut tc, mut tm, mut last_use) = (0.0f64, 0.0f64, 0.0f64);
+    // The last compute segment: start and length.
+    let mut last_seg = (0.0f64, 0.0f64);
     let mut t = Timeline::default();
     for (e, d) in events.iter().zip(comm_ns) {
         match &e.event {
             Event::Compute { label, ns, .. } => {
                 let len = ns * e.times as f64;
+                last_seg = (tc, len);
                 t.slots.push(Slot {
                     comm: false,
                     label: label.clone(),
@@ -78,6 +84,10 @@ pub fn schedule(events: &[Counted], comm_ns: &[f64], overlap: bool) -> Timeline 
                 let start = match when {
                     When::Now | When::Background => tc.max(tm),
                     When::Prefetch => tm.max(last_use),
+                    When::Overlapped { chunks } => {
+                        let first = last_seg.0 + last_seg.1 / chunks.max(1) as f64;
+                        tm.max(first)
+                    }
                 };
                 let end = start + d;
                 tm = end;
