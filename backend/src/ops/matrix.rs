@@ -100,6 +100,20 @@ pub(crate) fn product(
     extras: &[&Tensor],
     epilogue: impl FnOnce(&mut ProgBuilder, PRef, &[PRef]) -> PRef,
 ) -> Result<Tensor> {
+    let precision = op.rt().precision();
+    product_at(op, a, w, out, extras, epilogue, precision)
+}
+
+/// [`product`] at a given precision for f32 operands (instead of the runtime's setting).
+pub(crate) fn product_at(
+    op: &OpScope,
+    a: &Tensor,
+    w: &Tensor,
+    out: DType,
+    extras: &[&Tensor],
+    epilogue: impl FnOnce(&mut ProgBuilder, PRef, &[PRef]) -> PRef,
+    precision: crate::ir::MatmulPrecision,
+) -> Result<Tensor> {
     let (batch, m, k) = (a.shape()[0], a.shape()[1], a.shape()[2]);
     let n = w.shape()[2];
     if w.shape()[0] != batch || w.shape()[1] != k || a.dtype() != w.dtype() {
@@ -138,7 +152,7 @@ pub(crate) fn product(
             m,
             n,
             k,
-            precision: op.rt().precision(),
+            precision,
             epilogue: b.finish(),
         }),
         inputs,

@@ -14,6 +14,7 @@
 //! reduction over no elements (0 for `sum`, 1 for `prod`, NaN for `mean`, `var` and `std`), and
 //! the reductions that have no such value (`amax`, `max`, `argmax`, ...) raise PyTorch's error.
 
+mod columns;
 mod extremes;
 mod logical;
 mod moments;

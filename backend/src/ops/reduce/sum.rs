@@ -1,7 +1,7 @@
 //! `sum`, `mean` and `prod`: accumulations with PyTorch's result dtypes.
 
-use super::reduce;
 use super::split::Split;
+use super::{columns, reduce};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, RedKind};
@@ -42,6 +42,9 @@ fn sum_impl(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     let out = accumulate_dtype(x, dtype);
+    if let Some(t) = columns::leading(op, x, dims, keepdim, out, false)? {
+        return Ok(t);
+    }
     Ok(reduce(
         op,
         x,
@@ -97,6 +100,9 @@ fn mean_impl(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     let out = mean_dtype(x, dtype)?;
+    if let Some(t) = columns::leading(op, x, dims, keepdim, out, true)? {
+        return Ok(t);
+    }
     Ok(reduce(
         op,
         x,

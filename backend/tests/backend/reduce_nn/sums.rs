@@ -193,3 +193,56 @@ fn prod_of_rows_long_and_short() {
         check(&p, &[0.0], &[], DType::F32, "prod dtype");
     }
 }
+
+/// Sums and means over leading dims (a bias gradient's `sum(0)`): the matrix-unit path. Values
+/// against the host, and HBM bytes against the hand-derived minimum: the input read once, the
+/// result and the row of ones written, the ones read (the rows kernel would read the input
+/// transposed, one element per burst: 16 times the bytes of bf16).
+#[test]
+fn sums_over_leading_dims_read_the_input_once() {
+    let cases: &[(&[usize], &[i64])] = &[
+        (&[300, 256], &[0]),
+        (&[20, 3, 384], &[0, 1]),
+        (&[64, 2, 130], &[0]),
+    ];
+    for mode in MODES {
+        let rt = rt(mode);
+        for (ci, (shape, dims)) in cases.iter().enumerate() {
+            let n: usize = shape.iter().product();
+            let d = wrap(dims, shape.len());
+            for dt in [DType::F32, DType::BF16] {
+                for keepdim in [false, true] {
+                    // A view at an offset into a larger storage (its first 7 rows skipped).
+                    let mut big = shape.to_vec();
+                    big[0] += 7;
+                    let extra: usize = big.iter().product::<usize>() - n;
+                    let (b, bv) = tensor(&rt, &data(n + extra, ci as u32), &big, dt);
+                    let x = ops::layout_ops::slice(&b, 0, Some(7), None, 1).unwrap();
+                    let xv = bv[extra..].to_vec();
+                    let rows = ref_rows(&xv, shape, &d);
+                    let os = out_shape(shape, &d, keepdim);
+                    let what = |op: &str| {
+                        format!("{op} {shape:?} {dims:?} {dt:?} keepdim={keepdim} {mode:?}")
+                    };
+                    rt.sync().unwrap();
+                    rt.reset_metrics();
+                    let s = x.sum(dims, keepdim).unwrap();
+                    rt.sync().unwrap();
+                    let bytes = rt.metrics().hbm_bytes as usize;
+                    let want: Vec<f64> = rows.iter().map(|r| sum(r)).collect();
+                    check(&s, &want, &os, dt, &what("sum"));
+                    let r: usize = d.iter().map(|i| shape[*i]).product();
+                    let esz = if dt == DType::F32 { 4 } else { 2 };
+                    let bound = (n + n / r + 2 * r) * esz;
+                    assert!(
+                        bytes <= bound,
+                        "{}: {bytes} HBM bytes, minimum {bound}",
+                        what("sum")
+                    );
+                    let m: Vec<f64> = rows.iter().map(|r| sum(r) / r.len() as f64).collect();
+                    check(&x.mean(dims, keepdim).unwrap(), &m, &os, dt, &what("mean"));
+                }
+            }
+        }
+    }
+}
