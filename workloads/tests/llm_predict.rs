@@ -119,6 +119,25 @@ fn repeating_one_layer_matches_simulating_every_layer() {
 }
 
 #[test]
+fn repeating_attention_chunk_pairs_on_a_two_core_chip_matches_simulating_every_one() {
+    // v5p: attention in chunks of two key/value heads, one per TensorCore.
+    let s = spec(
+        small(2),
+        Parallel {
+            dp: 1,
+            ep: 1,
+            fsdp: 1,
+            tp: 1,
+        },
+    );
+    let total = |shortcut: bool| {
+        let (ev, _) = simulate_chip(&s, one_chip("v5p"), vec![], shortcut).unwrap();
+        schedule(&ev, &vec![0.0; ev.len()], false).step_ns
+    };
+    close(total(true), total(false), 0.02, "2 layers on one v5p chip");
+}
+
+#[test]
 fn one_chip_standing_for_four_matches_the_full_simulation_fsdp() {
     let s = spec(
         small(2),

@@ -231,7 +231,11 @@ impl Runtime {
         };
         let compiled = self.kernel(core, node, low.key, low.build, group)?;
         let args = resolve(&low.args)?;
-        let parts = if kernels_split(&compiled) { cores } else { 1 };
+        let parts = if split_over_cores(&compiled) {
+            cores
+        } else {
+            1
+        };
         let targets = (0..parts)
             .map(|p| LaunchTarget {
                 core: CoreRef {
@@ -260,7 +264,7 @@ impl Runtime {
 }
 
 /// Whether a kernel is split over the chip's cores (its last argument the core's part).
-fn kernels_split(c: &Compiled) -> bool {
+fn split_over_cores(c: &Compiled) -> bool {
     crate::codegen::is_split(&c.prog)
 }
 
