@@ -12,6 +12,7 @@ use super::{batch_operands, meta_name, product, relayout, reshaped};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, RedKind, UnOp};
+use crate::layout::Layout;
 use crate::ops::Value;
 use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::ops::layout_ops;
@@ -45,6 +46,7 @@ pub fn scaled_dot_product_attention(
         scale,
         enable_gqa,
         lse: false,
+        dense_out: false,
     };
     Ok(attention(&op, query, key, value, &a)?.0)
 }
@@ -69,6 +71,7 @@ pub fn scaled_dot_product_attention_lse(
         scale,
         enable_gqa,
         lse: true,
+        dense_out: false,
     };
     let (o, lse) = attention(&op, query, key, value, &a)?;
     Ok((o, lse.ok_or_else(|| op.err("internal: no logsumexp"))?))
@@ -100,10 +103,121 @@ pub fn flash_attention_for_cpu(
         scale,
         enable_gqa: false,
         lse: true,
+        dense_out: false,
     };
     let (out, lse) = attention(&op, query, key, value, &a)?;
     let lse = lse.ok_or_else(|| op.err("internal: no logsumexp"))?;
     Ok((out, lse))
+}
+
+/// `aten::_scaled_dot_product_fused_attention_overrideable`: what PyTorch's
+/// `scaled_dot_product_attention` calls on a PrivateUse1 device when the device's
+/// `_fused_sdp_choice` picks the "overrideable" backend (the Python bridge picks it for
+/// unmasked, dropout-free bf16/f32 calls): the output and the rows' logsumexp (on the
+/// flash-attention kernels when they can take the operands), the query and key lengths, and
+/// empty tensors for the fields it has no use for (sequence offsets, the dropout generator's
+/// seed and offset, the debug mask). Key and value may have fewer heads than the query (they
+/// serve groups of query heads).
+pub fn fused_attention_overrideable(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    attn_bias: Option<&Tensor>,
+    dropout_p: f64,
+    is_causal: bool,
+    scale: Option<f64>,
+) -> Result<Vec<Value>> {
+    let mut ins = vec![query, key, value];
+    ins.extend(attn_bias);
+    let op = OpScope::new(
+        "aten::_scaled_dot_product_fused_attention_overrideable",
+        &ins,
+    )?;
+    if [query, key, value].iter().any(|t| t.dim() != 4) {
+        return Err(TpuError::BadArgs(
+            "_scaled_dot_product_fused_attention_overrideable: expected 4-D query, key and value [B, H, L, E]".into(),
+        ));
+    }
+    // The output is laid out in the query's dimension order, as PyTorch's meta function for
+    // this operator allocates it (compiled graphs rely on it): the flash kernel writes either
+    // order a model's queries come in — `[B, H, L, E]` contiguous, or heads split from a
+    // projection (`[B, L, H, E]` memory); any other order is copied into place.
+    let mut out_shape = query.shape().to_vec();
+    out_shape[3] = value.shape()[3];
+    let want = matching_layout(query.layout(), &out_shape);
+    let heads_split = Layout {
+        shape: out_shape.clone(),
+        strides: {
+            let [_, h, l, e] = [out_shape[0], out_shape[1], out_shape[2], out_shape[3]];
+            vec![(l * h * e) as isize, e as isize, (h * e) as isize, 1]
+        },
+        offset: 0,
+    };
+    let a = Attention {
+        mask: attn_bias,
+        dropout_p,
+        is_causal,
+        scale,
+        enable_gqa: query.shape()[1] != key.shape()[1],
+        lse: true,
+        dense_out: want.strides != heads_split.strides,
+    };
+    let (out, lse) = attention(&op, query, key, value, &a)?;
+    let lse = lse.ok_or_else(|| op.err("internal: no logsumexp"))?;
+    let out = if out.layout().strides == want.strides {
+        out
+    } else {
+        let dst = Tensor::empty(query.runtime(), &[want.numel()], out.dtype()).with_layout(want);
+        crate::ops::creation::copy_(&dst, &out)?
+    };
+    let rt = query.runtime();
+    let empty = |dtype| Value::Tensor(Tensor::empty(rt, &[0], dtype));
+    Ok(vec![
+        Value::Tensor(out),
+        Value::Tensor(lse),
+        empty(DType::I64),
+        empty(DType::I64),
+        Value::Int(query.shape()[2] as i64),
+        Value::Int(key.shape()[2] as i64),
+        empty(DType::I64),
+        empty(DType::I64),
+        empty(query.dtype()),
+    ])
+}
+
+/// A dense layout of `shape` in the dimension order of `like`, as PyTorch's
+/// `alloc_with_matching_layout` makes it: the dims ordered by `like`'s strides, ascending (a
+/// broadcast dim last; ties keep their order); with `like`'s shape, `empty_like`'s (a dense
+/// `like`'s own strides).
+fn matching_layout(like: &Layout, shape: &[usize]) -> Layout {
+    let ordered = |strides_of: &[isize]| {
+        let mut order: Vec<usize> = (0..shape.len()).collect();
+        order.sort_by_key(|&d| match strides_of[d] {
+            0 => usize::MAX,
+            s => s.unsigned_abs(),
+        });
+        let mut strides = vec![0isize; shape.len()];
+        let mut stride = 1usize;
+        for d in order {
+            strides[d] = stride as isize;
+            stride *= shape[d];
+        }
+        strides
+    };
+    let mut strides = ordered(&like.strides);
+    if like.shape == shape {
+        // `empty_like`: a dense `like`'s own strides (those of size-1 dims included), else the
+        // dense strides of its order (`infer_dense_strides`).
+        let dense = (0..shape.len()).all(|d| shape[d] == 1 || strides[d] == like.strides[d]);
+        if dense {
+            strides = like.strides.clone();
+        }
+    }
+    Layout {
+        shape: shape.to_vec(),
+        strides,
+        offset: 0,
+    }
 }
 
 /// The options of one attention call.
@@ -115,6 +229,8 @@ struct Attention<'a> {
     enable_gqa: bool,
     /// Also return the rows' logsumexp.
     lse: bool,
+    /// The flash kernel's output contiguous (not `[B, L, H, E]` memory seen transposed).
+    dense_out: bool,
 }
 
 fn check(q: &Tensor, k: &Tensor, v: &Tensor, a: &Attention) -> Result<()> {
@@ -221,7 +337,7 @@ fn attention(
         let mut shape = q.shape().to_vec();
         let d = shape.len();
         shape[d - 1] = v.shape()[v.dim() - 1];
-        let (o, lse) = super::flash::forward(op, n, &qkv, &shape)?;
+        let (o, lse) = super::flash::forward(op, n, &qkv, &shape, a.dense_out)?;
         return Ok((o, a.lse.then_some(lse)));
     }
     let (k, v) = if a.enable_gqa {
@@ -387,6 +503,59 @@ pub(super) fn defs() -> Vec<OpDef> {
             },
         )
         .shard(Sharding::Special(Special::FlashAttention)),
+        OpDef::new(
+            "aten::_scaled_dot_product_fused_attention_overrideable",
+            OpImpl::Decomposition,
+            f,
+            |_, a| {
+                fused_attention_overrideable(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.tensor(2)?,
+                    a.opt_tensor(3)?,
+                    a.float(4)?,
+                    a.bool(5)?,
+                    a.opt_float(7)?,
+                )
+            },
+        )
+        .shard(Sharding::Replicate(
+            "the fused attention runs on whole heads (DTensor shards scaled_dot_product_attention by its own rule)",
+        )),
+        OpDef::new(
+            "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+            OpImpl::Decomposition,
+            &[DType::F32, DType::BF16, DType::F16, DType::Bool],
+            |_, a| {
+                // grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp,
+                // cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox seed and
+                // offset, scale.
+                let bias = a.opt_tensor(4)?;
+                let (dq, dk, dv) = super::attention_backward::flash_attention_backward(
+                    a.tensor(0)?,
+                    a.tensor(1)?,
+                    a.tensor(2)?,
+                    a.tensor(3)?,
+                    a.tensor(6)?,
+                    a.tensor(7)?,
+                    a.float(12)?,
+                    a.bool(13)?,
+                    bias,
+                    a.opt_float(16)?,
+                )?;
+                // The bias is never a leaf the tpu's choice of backend differentiates: masked
+                // calls take the math path.
+                Ok(vec![
+                    Value::Tensor(dq),
+                    Value::Tensor(dk),
+                    Value::Tensor(dv),
+                    Value::None,
+                ])
+            },
+        )
+        .shard(Sharding::Replicate(
+            "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
+        )),
         OpDef::new(
             "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
             OpImpl::Decomposition,

@@ -61,19 +61,21 @@ pub(super) fn node(
 }
 
 /// The forward kernel: the output `[.., L, Ev]` (shaped as `q`'s leading dims) and the rows'
-/// logsumexp `[B, H, L]` (f32).
+/// logsumexp `[B, H, L]` (f32). `dense`: the output contiguous as `[B, H, L, Ev]`.
 pub(super) fn forward(
     op: &OpScope,
     n: AttentionNode,
     qkv: &[Tensor; 3],
     out_shape: &[usize],
+    dense: bool,
 ) -> Result<(Tensor, Tensor)> {
     let rt = op.rt();
     // As PyTorch's CPU flash kernel: the output's memory is `[B, L, H, Ev]`, seen transposed
-    // (so merging the heads back is a view); 2- and 3-dim calls get a contiguous output.
+    // (so merging the heads back is a view); 2- and 3-dim calls, and `dense` ones, get a
+    // contiguous output.
     let (b, h, l, ev) = (n.batch, n.heads, n.l, n.ev);
     let o = Tensor::empty(rt, &[b, h, l, ev], qkv[0].dtype());
-    let o = if out_shape.len() == 4 {
+    let o = if out_shape.len() == 4 && !dense {
         o.with_layout(Layout {
             shape: vec![b, h, l, ev],
             strides: vec![(l * h * ev) as isize, ev as isize, (h * ev) as isize, 1],
@@ -111,6 +113,15 @@ pub(super) fn backward(
     n.backward = true;
     let dt = q.dtype();
     let o_shape = [n.batch, n.heads, n.l, n.ev];
+    // The output gradient is often a broadcast (the gradient of a sum): its rows are copied
+    // dense for the kernel, which costs far less than the decomposition.
+    let dense;
+    let dout = if as4(dout).is_none() && dout.dim() == 4 {
+        dense = crate::ops::layout_ops::contiguous(dout)?;
+        &dense
+    } else {
+        dout
+    };
     let (Some(o4), Some(do4)) = (as4(out), as4(dout)) else {
         return Ok(None);
     };

@@ -68,6 +68,13 @@ impl Schema {
                 },
             };
             let kind = v.kind();
+            // PyTorch's autograd passes an undefined tensor for a backward's `Tensor` argument
+            // whose forward value was absent (the attention bias of an unmasked call): it stays
+            // `None`, and the operator decides (reading it as an optional tensor or refusing).
+            if matches!(v, Value::None) && arg.ty.is_tensor() && self.name.ends_with("_backward") {
+                out.push(v);
+                continue;
+            }
             // A Python number in a tensor argument other than the first is a number PyTorch
             // wrapped into a zero-dimensional tensor (`x + 2` reaches `add.Tensor`): it stays a
             // number, which operators taking one read as a weak scalar in type promotion.

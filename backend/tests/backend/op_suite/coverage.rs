@@ -6,10 +6,20 @@ use std::collections::BTreeSet;
 use tpuemu_backend::ops::registry;
 
 /// Overloads the suite does not run, and why.
-pub const EXCLUDED: &[(&str, &str)] = &[(
-    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-    "checked against f64 host gradients in tests/backend/flash.rs (flash kernel and the masked decomposition) and by PyTorch's golden model case models/attention",
-)];
+pub const EXCLUDED: &[(&str, &str)] = &[
+    (
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+        "checked against f64 host gradients in tests/backend/flash.rs (flash kernel and the masked decomposition) and by PyTorch's golden model case models/attention",
+    ),
+    (
+        "aten::_scaled_dot_product_fused_attention_overrideable",
+        "PyTorch has no CPU kernel for it to generate golden cases from; python/tests/test_sdpa.py checks what F.scaled_dot_product_attention returns through it against the CPU",
+    ),
+    (
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+        "PyTorch has no CPU kernel for it; python/tests/test_sdpa.py checks the gradients of F.scaled_dot_product_attention through it against the CPU",
+    ),
+];
 
 /// A family's table: each overload with the test that checks it.
 pub type Table = &'static [(&'static str, fn())];
