@@ -251,12 +251,7 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
 /// one prefetched, and a reduction's buffer) already exceed a chip's HBM.
 fn state_verdict(spec: &StepSpec, chip: &tpuemu_isa::ChipInfo) -> String {
     let state = 16.0 * spec.local_params();
-    let flat = (spec.layer_flat() + spec.expert_flat()).max(spec.table_flat()) as f64;
-    let gathered = if spec.param_group().size > 1 {
-        6.0 * flat
-    } else {
-        2.0 * flat
-    };
+    let gathered = spec.gathered_bytes() as f64;
     if state + gathered <= chip.hbm_bytes as f64 {
         return String::new();
     }

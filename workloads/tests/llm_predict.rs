@@ -400,15 +400,16 @@ fn a_collective_matmul_starts_after_the_first_chunk_of_its_product() {
         times: 1,
     };
     // By hand: a 100 ns product in 4 chunks, a 60 ns reduction, 50 ns of compute after it.
-    // As a collective matmul the reduction runs from 25 to 85 ns, hidden under the product:
-    // 150 ns. In place (or without overlap): 100 + 60 + 50 = 210 ns.
+    // As a collective matmul the reduction starts at 25 ns (the first chunk done) and ends
+    // when the last chunk's share (15 ns) has followed the product: 115 ns, then 50 ns: 165
+    // ns. In place (or without overlap): 100 + 60 + 50 = 210 ns.
     let overlapped = [
         compute(100.0),
         comm(When::Overlapped { chunks: 4 }),
         compute(50.0),
     ];
     let times = [0.0, 60.0, 0.0];
-    assert_eq!(schedule(&overlapped, &times, true).step_ns, 150.0);
+    assert_eq!(schedule(&overlapped, &times, true).step_ns, 165.0);
     assert_eq!(schedule(&overlapped, &times, false).step_ns, 210.0);
     // A reduction longer than the product's last three chunks is exposed by the difference:
     // 25 + 120 = 145, then 50 ns: 195 ns.

@@ -371,3 +371,63 @@ fn packed_qkv_views_in_f32_and_bf16() {
         }
     }
 }
+
+/// The backward's decomposition (operands the kernel cannot take: here a query whose rows are
+/// not contiguous) with grouped key/value heads: the key/value gradients summed over each
+/// group, against the host.
+#[test]
+fn attention_backward_decomposition_takes_grouped_heads() {
+    use tpuemu_backend::ops::matrix::attention_backward::flash_attention_backward;
+    let rt = rt(Mode::Strict);
+    let dims = (1, 4, 2, 64, 64, 32, 32);
+    let (b, h, hk, l, s, e, ev) = dims;
+    let qv = bf16_round(&data(b * h * l * e, 21));
+    let kv = bf16_round(&data(b * hk * s * e, 22));
+    let vv = bf16_round(&data(b * hk * s * ev, 23));
+    let gv = bf16_round(&data(b * h * l * ev, 24));
+    let t = |x: &[f32], shape: &[usize]| {
+        Tensor::from_slice(&rt, x, shape)
+            .unwrap()
+            .to_dtype(DType::BF16)
+            .unwrap()
+    };
+    // q stored as [B, H, E, L] and seen transposed: inner stride L.
+    let mut qt = vec![0.0f32; qv.len()];
+    for hi in 0..h {
+        for i in 0..l {
+            for c in 0..e {
+                qt[(hi * e + c) * l + i] = qv[(hi * l + i) * e + c];
+            }
+        }
+    }
+    let q = t(&qt, &[b, h, e, l]).transpose(-2, -1).unwrap();
+    let (k, v, go) = (
+        t(&kv, &[b, hk, s, e]),
+        t(&vv, &[b, hk, s, ev]),
+        t(&gv, &[b, h, l, ev]),
+    );
+    let o = scaled_dot_product_attention(&q, &k, &v, None, 0.0, true, None, true).unwrap();
+    let lse = Tensor::from_slice(&rt, &host_lse(&qv, &kv, dims, true), &[b, h, l]).unwrap();
+    let (dq, dk, dv) =
+        flash_attention_backward(&go, &q, &k, &v, &o, &lse, 0.0, true, None, None).unwrap();
+    assert_eq!(dk.shape(), &[b, hk, s, e]);
+    assert_eq!(dv.shape(), &[b, hk, s, ev]);
+    let want = reference_grads([&qv, &kv, &vv, &gv], dims, true, 1.0 / (e as f64).sqrt());
+    for (name, got, want) in [
+        ("dq", dq, &want[0]),
+        ("dk", dk, &want[1]),
+        ("dv", dv, &want[2]),
+    ] {
+        let got = got.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
+        let top = want.iter().fold(0.0f64, |a, x| a.max(x.abs()));
+        let worst = got
+            .iter()
+            .zip(want)
+            .map(|(g, w)| (*g as f64 - w).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= top * 2f64.powi(-5),
+            "{name} off by {worst} (largest {top})"
+        );
+    }
+}

@@ -85,8 +85,9 @@ _KEY_BLOCK = 128
 
 class _FlashReference(torch.autograd.Function):
     """Attention as the tpu's flash kernels compute it (``backend/src/kernels/attention``),
-    written with plain CPU operators whose matmul operands the enclosing
-    :class:`TpuMatmulNumerics` rounds to bf16. Forward, per key block of 128: the scores in f32
+    written with plain CPU operators in f32 whose matmul operands the enclosing
+    :class:`TpuMatmulNumerics` rounds to bf16 (the weights and ``dS`` are first stored in the
+    inputs' dtype, as the kernels store them). Forward, per key block of 128: the scores in f32
     times the scale, the running maximum ``m``, the weights ``P = exp(s - m)`` unnormalised (they
     reach the matrix unit as bf16), the running sum ``l`` and the output rescaled as ``m``
     grows; ``O / l`` at the end, ``lse = m + log l``. Backward from ``lse``: ``P`` recomputed,
@@ -108,7 +109,7 @@ class _FlashReference(torch.autograd.Function):
             j1 = min(S, j0 + _KEY_BLOCK)
             if is_causal and j0 > L - 1:
                 break
-            s = torch.matmul(q, kk[:, :, j0:j1].transpose(-1, -2)).to(f) * scale
+            s = torch.matmul(q.to(f), kk[:, :, j0:j1].to(f).transpose(-1, -2)) * scale
             if is_causal:
                 cols = torch.arange(j0, j1).view(1, j1 - j0)
                 s = s.masked_fill(cols > rows, float("-inf"))
@@ -116,7 +117,7 @@ class _FlashReference(torch.autograd.Function):
             factor = torch.exp(m - m_new)
             p = torch.exp(s - m_new)
             l = l * factor + p.sum(-1, keepdim=True)
-            o = o * factor + torch.matmul(p.to(q.dtype), vv[:, :, j0:j1]).to(f)
+            o = o * factor + torch.matmul(p.to(q.dtype).to(f), vv[:, :, j0:j1].to(f))
             m = m_new
         out = (o / l).to(q.dtype)
         lse = (m + torch.log(l)).squeeze(-1)
@@ -131,17 +132,17 @@ class _FlashReference(torch.autograd.Function):
         kk = k.repeat_interleave(g, dim=1) if g > 1 else k
         vv = v.repeat_interleave(g, dim=1) if g > 1 else v
         f = torch.float32
-        s = torch.matmul(q, kk.transpose(-1, -2)).to(f) * ctx.scale
+        s = torch.matmul(q.to(f), kk.to(f).transpose(-1, -2)) * ctx.scale
         if ctx.is_causal:
             L, S = q.size(2), kk.size(2)
             s = s.masked_fill(torch.arange(S).view(1, S) > torch.arange(L).view(L, 1), float("-inf"))
         p = torch.exp(s - lse.unsqueeze(-1))
-        dv = torch.matmul(p.to(q.dtype).transpose(-1, -2), dout).to(f)
-        dp = torch.matmul(dout, vv.transpose(-1, -2)).to(f)
+        dv = torch.matmul(p.to(q.dtype).to(f).transpose(-1, -2), dout.to(f))
+        dp = torch.matmul(dout.to(f), vv.to(f).transpose(-1, -2))
         d = (dout.to(f) * out.to(f)).sum(-1, keepdim=True)
         ds = p * (dp - d)
-        dq = torch.matmul(ds.to(q.dtype), kk).to(f) * ctx.scale
-        dk = torch.matmul(ds.to(q.dtype).transpose(-1, -2), q).to(f) * ctx.scale
+        dq = torch.matmul(ds.to(q.dtype).to(f), kk.to(f)) * ctx.scale
+        dk = torch.matmul(ds.to(q.dtype).to(f).transpose(-1, -2), q.to(f)) * ctx.scale
         if g > 1:
             shape = (k.size(0), k.size(1), g) + dk.shape[2:]
             dk = dk.view(shape).sum(2)

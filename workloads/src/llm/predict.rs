@@ -14,7 +14,10 @@
 //! ([`When::Background`]) start when issued and nothing waits for them until the optimizer
 //! ([`Event::WaitAll`]). A tensor-parallel all-reduce of a matrix product's output
 //! ([`When::Overlapped`]) runs as a collective matmul: it may start once the first of the
-//! product's `tp` chunks is computed, and the compute after it waits for its end. Without
+//! product's `tp` chunks is computed, ends no earlier than one chunk's share after the
+//! product, and the compute after it waits for its end. The product is taken to be the whole
+//! compute segment before the collective (the segment's other work, a norm or a copy before
+//! the product, is counted as part of it: an approximation). Without
 //! overlap every collective runs in place, as the full simulation
 //! ([`super::comm::PeerComm`]) runs them.
 
@@ -89,7 +92,14 @@ pub fn schedule(events: &[Counted], comm_ns: &[f64], overlap: bool) -> Timeline 
                         tm.max(first)
                     }
                 };
-                let end = start + d;
+                // A collective matmul still sends its last chunk after the product ends.
+                let end = match when {
+                    When::Overlapped { chunks } => {
+                        let last = last_seg.0 + last_seg.1 + d / chunks.max(1) as f64;
+                        (start + d).max(last)
+                    }
+                    _ => start + d,
+                };
                 tm = end;
                 if when != When::Background {
                     t.exposed_comm_ns += (end - tc).max(0.0);
@@ -214,12 +224,7 @@ fn footprint(spec: &StepSpec, facts: &StepFacts, capacity: u64) -> Footprint {
     let m = &spec.model;
     let p = &spec.par;
     let state = 16 * spec.local_params().ceil() as u64;
-    let flat = (spec.layer_flat() + spec.expert_flat()).max(spec.table_flat()) as u64;
-    let gathered = if spec.param_group().size > 1 {
-        3 * 2 * flat
-    } else {
-        2 * flat
-    };
+    let gathered = spec.gathered_bytes();
     let activations = m.layers as u64 * facts.saved_per_layer
         + if spec.remat == Remat::Full {
             facts.layer_working
@@ -315,7 +320,7 @@ pub fn predict(
     )];
     if shortcut {
         shortcuts.push(format!(
-            "identical work simulated once and repeated: {} layers, {} attention (sequence, key/value head) pairs per layer (one chunk each, or two on a two-core chip), {} loss chunks, {} experts per chip",
+            "identical work simulated once and repeated: {} layers, {} attention (sequence, key/value head) pairs per layer (a chunk each, or two to a chunk on a two-core chip), {} loss chunks, {} experts per chip",
             spec.model.layers,
             spec.local_batch() * spec.model.kv_heads / spec.par.tp,
             spec.local_tokens() / spec.loss_chunk.min(spec.local_tokens()),

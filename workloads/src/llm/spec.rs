@@ -12,7 +12,8 @@ pub struct Parallel {
     pub dp: usize,
     /// Expert parallel (mixture-of-experts models): the experts of a layer dealt over `ep`
     /// chips (`experts / ep` each), every token's rows sent to its experts' chips and back by
-    /// all-to-all, two forward and two backward per layer. The chips of an expert-parallel
+    /// all-to-all, two forward and two backward per layer (and the forward's two again when
+    /// the backward recomputes it, `--remat full`). The chips of an expert-parallel
     /// group hold different sequences, and the rest of the model (attention, router, norms,
     /// embedding and head) is sharded FSDP-style over `ep x fsdp` chips together; an expert's
     /// own parameters over the `fsdp` chips (as torchtitan's FSDP2 with expert parallelism).
@@ -211,6 +212,17 @@ impl StepSpec {
     pub fn table_flat(&self) -> usize {
         let m = &self.model;
         (m.vocab / self.par.tp * m.d_model).next_multiple_of(self.param_group().size * 128)
+    }
+
+    /// Bytes of flat bf16 buffers a chip holds besides its shards at the worst moment: for each
+    /// of a layer's buffers (the layer's; its experts' under expert parallelism), the gathered
+    /// copy in use, the one prefetched and the unsharded gradient being reduced when the buffer
+    /// is sharded, the gradient alone when it is resident; or the embedding's, if larger.
+    pub fn gathered_bytes(&self) -> u64 {
+        let (pg, eg) = (self.param_group(), self.expert_group());
+        let held = |flat: usize, sharded: bool| 2 * flat as u64 * if sharded { 3 } else { 1 };
+        let layer = held(self.layer_flat(), pg.size > 1) + held(self.expert_flat(), eg.size > 1);
+        layer.max(held(self.table_flat(), pg.size > 1))
     }
 
     /// Parameters on one chip (its shard of every buffer, padding left out).

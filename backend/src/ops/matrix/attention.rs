@@ -291,7 +291,7 @@ fn check(q: &Tensor, k: &Tensor, v: &Tensor, a: &Attention) -> Result<()> {
 
 /// `repeat_interleave(t, Hq / Hkv, dim=-3)`: key/value heads repeated for grouped-query
 /// attention.
-fn repeat_heads(q: &Tensor, t: &Tensor) -> Result<Tensor> {
+pub(super) fn repeat_heads(q: &Tensor, t: &Tensor) -> Result<Tensor> {
     if q.dim() < 3 || t.dim() < 3 {
         return Ok(t.clone());
     }

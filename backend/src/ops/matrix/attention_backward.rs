@@ -67,7 +67,21 @@ fn decomposed(
     scale: f64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let f = DType::F32;
-    let (qf, kf, vf) = (q.to_dtype(f)?, k.to_dtype(f)?, v.to_dtype(f)?);
+    // Grouped key/value heads serve `g` query heads each: repeated for the products, their
+    // gradients summed over the group.
+    let (hq, hk) = (q.shape()[1], k.shape()[1]);
+    if hk == 0 || hq % hk != 0 || v.shape()[1] != hk {
+        return Err(TpuError::ShapeMismatch(format!(
+            "attention backward: key/value heads ({hk}, {}) must divide the query heads ({hq})",
+            v.shape()[1]
+        )));
+    }
+    let g = hq / hk;
+    let (kr, vr) = (
+        super::attention::repeat_heads(q, k)?,
+        super::attention::repeat_heads(q, v)?,
+    );
+    let (qf, kf, vf) = (q.to_dtype(f)?, kr.to_dtype(f)?, vr.to_dtype(f)?);
     let (dof, of) = (grad_out.to_dtype(f)?, out.to_dtype(f)?);
     let mut s = qf.matmul(&kf.transpose(-2, -1)?)?.mul_scalar(scale)?;
     let (l, sk) = (q.shape()[2], k.shape()[2]);
@@ -90,7 +104,17 @@ fn decomposed(
     let d = dof.mul(&of)?.sum(&[-1], true)?;
     let ds = p.mul(&dp.sub(&d)?)?;
     let dq = ds.matmul(&kf)?.mul_scalar(scale)?;
-    let dk = ds.transpose(-2, -1)?.matmul(&qf)?.mul_scalar(scale)?;
+    let mut dk = ds.transpose(-2, -1)?.matmul(&qf)?.mul_scalar(scale)?;
+    let mut dv = dv;
+    if g > 1 {
+        let grouped = |t: &Tensor| -> Result<Tensor> {
+            let sh: Vec<i64> = t.shape().iter().map(|x| *x as i64).collect();
+            t.reshape(&[sh[0], hk as i64, g as i64, sh[2], sh[3]])?
+                .sum(&[2], false)
+        };
+        dk = grouped(&dk)?;
+        dv = grouped(&dv)?;
+    }
     Ok((
         dq.to_dtype(q.dtype())?,
         dk.to_dtype(k.dtype())?,

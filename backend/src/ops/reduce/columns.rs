@@ -6,8 +6,9 @@
 //! burst (16 times the bytes of bf16 data on a v5e, and about ten times the time). As a matrix
 //! product with a row of ones the tensor streams through the matrix units in its own layout,
 //! read once, each column accumulated in f32 and rounded once to the result dtype, as
-//! PyTorch's CPU sum does (the order of the f32 additions differs). f32 inputs take the
-//! six-pass precision, which carries every bit of the input (the ones are exact in bfloat16).
+//! PyTorch's CPU sum does (the order of the f32 additions differs). bf16 only: a bf16 product
+//! with a one is exact in one pass, while an f32 input would need the multi-pass split, whose
+//! `inf - inf` parts turn an infinite element into NaN; f32 sums stay on the rows kernel.
 
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
@@ -25,7 +26,7 @@ const MIN_COLS: usize = 128;
 const MIN_ROWS: usize = 16;
 
 /// `sum` (or `mean`) of `x` over `dims` into `out` as a matrix product, when `dims` are `x`'s
-/// leading dims, `x` is contiguous, bf16 or f32 and `out` its dtype, and the reduction is large
+/// leading dims, `x` is contiguous and bf16 and `out` its dtype, and the reduction is large
 /// enough; `None` otherwise.
 pub(super) fn leading(
     op: &OpScope,
@@ -37,7 +38,7 @@ pub(super) fn leading(
 ) -> Result<Option<Tensor>> {
     let k = dims.len();
     let leading = k > 0 && k < x.dim() && dims.iter().enumerate().all(|(i, d)| *d == i);
-    if !leading || out != x.dtype() || !matches!(out, DType::BF16 | DType::F32) {
+    if !leading || out != x.dtype() || out != DType::BF16 {
         return Ok(None);
     }
     if !x.is_contiguous() {
@@ -69,7 +70,7 @@ pub(super) fn leading(
                 prod
             }
         },
-        MatmulPrecision::Highest,
+        MatmulPrecision::Default,
     )?;
     let shape = reduced_shape(x.shape(), dims, keepdim);
     Ok(Some(r.with_layout(Layout::contiguous(&shape))))

@@ -68,10 +68,14 @@ impl Schema {
                 },
             };
             let kind = v.kind();
-            // PyTorch's autograd passes an undefined tensor for a backward's `Tensor` argument
-            // whose forward value was absent (the attention bias of an unmasked call): it stays
-            // `None`, and the operator decides (reading it as an optional tensor or refusing).
-            if matches!(v, Value::None) && arg.ty.is_tensor() && self.name.ends_with("_backward") {
+            // PyTorch's autograd passes an undefined tensor for an attention backward's `Tensor`
+            // argument whose forward value was absent (the bias of an unmasked call): it stays
+            // `None`, and the operator reads it as an optional tensor.
+            if matches!(v, Value::None)
+                && arg.ty.is_tensor()
+                && self.name.contains("attention")
+                && self.name.ends_with("_backward")
+            {
                 out.push(v);
                 continue;
             }
