@@ -420,3 +420,22 @@ fn a_collective_matmul_starts_after_the_first_chunk_of_its_product() {
     let in_place = [compute(100.0), comm(When::Now), compute(50.0)];
     assert_eq!(schedule(&in_place, &times, true).step_ns, 270.0);
 }
+
+#[test]
+fn an_output_head_above_two_gib_is_split_into_vocabulary_slices_below_it() {
+    use tpuemu_workloads::llm::step::{HEAD_SLICE_BYTES, head_slices};
+    // Llama 3.1 405B's untied head: 128,256 x 16,384 bf16 = 4.2 GB: two slices of 2.1 GB
+    // (1.96 GiB). 70B's (x 8,192: 2.1 GB) and Qwen3 8B's (151,936 x 4,096) fit one kernel.
+    assert_eq!(head_slices(128_256, 16_384), 2);
+    assert_eq!(head_slices(128_256, 8_192), 1);
+    assert_eq!(head_slices(151_936, 4_096), 1);
+    for (v, d) in [(128_256usize, 16_384usize), (100_003, 16_384)] {
+        let k = head_slices(v, d);
+        assert!(v.is_multiple_of(k));
+        // A prime vocabulary has no slicing: one slice, as large as it is.
+        assert!(
+            v / k * d * 2 <= HEAD_SLICE_BYTES || k == 1,
+            "{v} x {d}: {k}"
+        );
+    }
+}

@@ -165,6 +165,20 @@ fn nll(logp: &Tensor, targets: &Tensor) -> Result<Tensor> {
     t(&g[0])
 }
 
+/// Largest slice of the output head's weight (or of the embedding's gradient) one kernel
+/// takes, bytes: the kernels address operands below 2 GiB.
+pub const HEAD_SLICE_BYTES: usize = (1 << 31) - 1;
+
+/// Vocabulary slices of a `[vocab, d]` bf16 head: the fewest, dividing the vocabulary, of at
+/// most [`HEAD_SLICE_BYTES`] each (one when the whole fits, or no divisor does). Only Llama
+/// 3.1 405B's untied 4.2 GB head needs two.
+pub fn head_slices(vocab: usize, d: usize) -> usize {
+    let need = (vocab * d * 2).div_ceil(HEAD_SLICE_BYTES).max(1);
+    (need..=vocab)
+        .find(|k| vocab.is_multiple_of(*k) && (vocab / k) * d * 2 <= HEAD_SLICE_BYTES)
+        .unwrap_or(1)
+}
+
 /// Final norm, output head and loss, forward and backward, in chunks of tokens: `dx` of the
 /// last layer's output.
 fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
@@ -177,14 +191,26 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
     };
     ctx.label("head and loss")?;
     let rt = ctx.rt.clone();
-    let w = Tensor::empty(&rt, &[vl, z.d], BF);
+    // The head's weight in vocabulary slices below 2 GiB, one matrix product each (a kernel
+    // addresses operands below 2 GiB: Llama 3.1 405B's untied head is 4.2 GB), their logits
+    // joined for the softmax, as vocabulary-chunked heads do.
+    let slices = head_slices(vl, z.d);
+    let vs = vl / slices;
+    let w = Tensor::empty(&rt, &[vs, z.d], BF);
     let g = Tensor::empty(&rt, &[z.d], BF);
     let hf = x.rms_norm(&[z.d as i64], Some(&g), Some(1e-5))?;
     let c = spec.loss_chunk.min(z.n);
     ctx.repeat(z.n / c, (), |ctx, _, _| {
         let h = Tensor::empty(&ctx.rt, &[c, z.d], BF);
         let targets = Tensor::empty(&ctx.rt, &[c], DType::I64);
-        let logits = h.mm(&w.t()?)?.to_dtype(F32)?;
+        let logits = if slices == 1 {
+            h.mm(&w.t()?)?.to_dtype(F32)?
+        } else {
+            let parts = (0..slices)
+                .map(|_| h.mm(&w.t()?)?.to_dtype(F32))
+                .collect::<Result<Vec<_>>>()?;
+            ops::data::cat(&parts, 1)?
+        };
         if let Some(d) = spec.dim("tp") {
             // Vocabulary-parallel softmax: the rows' maximum and sum of exponentials.
             let stats = Tensor::empty(&ctx.rt, &[c, 2], F32);
@@ -196,9 +222,18 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
         let logp = logits.log_softmax(-1)?;
         let glogp = nll(&logp, &targets)?;
         let gl = ops::backward::log_softmax_backward_data(&glogp, &logp, -1, F32)?.to_dtype(BF)?;
-        let dh = gl.mm(&w)?;
-        let dw = gl.t()?.mm(&h)?;
-        drop((dh, dw));
+        let mut dh: Option<Tensor> = None;
+        for i in 0..slices {
+            let (a, b) = ((i * vs) as i64, ((i + 1) * vs) as i64);
+            let gs = ops::layout_ops::slice(&gl, 1, Some(a), Some(b), 1)?;
+            let part = gs.mm(&w)?;
+            dh = Some(match dh {
+                Some(acc) => acc.add(&part)?,
+                None => part,
+            });
+            drop(gs.t()?.mm(&h)?);
+        }
+        drop(dh);
         Ok(())
     })?;
     drop(gathered);
@@ -295,20 +330,36 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
         reduce_grads(ctx, spec, &pg, spec.layer_flat(), "layer grads")?;
         Ok(dx)
     })?;
-    // Embedding backward.
+    // Embedding backward: the rows' gradients scatter-added into the table, in the head's
+    // vocabulary slices when the table is larger than one kernel addresses (each slice takes
+    // its share of the tokens: balanced).
     ctx.label("embedding bwd")?;
-    let de = ops::call(
-        &rt,
-        "aten::embedding_dense_backward",
-        vec![
-            Value::Tensor(dx),
-            Value::Tensor(tokens),
-            Value::Int(vl as i64),
-            Value::Int(-1),
-            Value::Bool(false),
-        ],
-    )?;
-    drop(de);
+    let slices = head_slices(vl, z.d);
+    let (rows, dx) = if slices == 1 {
+        (tokens, dx)
+    } else {
+        let n = z.n.div_ceil(slices);
+        drop((tokens, dx));
+        (
+            Tensor::empty(&rt, &[n], DType::I64),
+            Tensor::empty(&rt, &[n, z.d], BF),
+        )
+    };
+    ctx.repeat(slices, (), |_, _, _| {
+        let de = ops::call(
+            &rt,
+            "aten::embedding_dense_backward",
+            vec![
+                Value::Tensor(dx.clone()),
+                Value::Tensor(rows.clone()),
+                Value::Int((vl / slices) as i64),
+                Value::Int(-1),
+                Value::Bool(false),
+            ],
+        )?;
+        drop(de);
+        Ok(())
+    })?;
     reduce_grads(ctx, spec, &pg, spec.table_flat(), "embedding grads")?;
     // Optimizer.
     ctx.wait_all()?;
