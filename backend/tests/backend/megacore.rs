@@ -124,3 +124,41 @@ fn attention_over_two_key_value_heads_takes_about_half_the_time_on_two_cores() {
         "two cores take {r:.3} of one core's time"
     );
 }
+
+#[test]
+fn a_fused_product_with_its_epilogue_on_both_cores_has_one_cores_bits() {
+    // DeferAndFuse puts the bias add and the activation into the product's epilogue, which
+    // reads the bias tile of each output tile: every core reads its own tiles' extras.
+    let run = |megacore: bool| -> Vec<u32> {
+        let rt = v5p(Mode::DeferAndFuse, megacore);
+        let v = |len: usize, seed: u32| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) % 251)
+                .map(|x| x as f32 / 64.0 - 2.0)
+                .collect()
+        };
+        let t = |x: Vec<f32>, s: &[usize]| {
+            Tensor::from_slice(&rt, &x, s)
+                .unwrap()
+                .to_dtype(DType::BF16)
+                .unwrap()
+        };
+        let (a, b, c) = (
+            t(v(512 * 384, 1), &[512, 384]),
+            t(v(384 * 640, 2), &[384, 640]),
+            t(v(512 * 640, 3), &[512, 640]),
+        );
+        let y = a.mm(&b).unwrap().add(&c).unwrap().relu().unwrap();
+        y.to_dtype(DType::F32)
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
+    };
+    assert!(
+        run(false) == run(true),
+        "the fused product's bits differ on two cores"
+    );
+}
