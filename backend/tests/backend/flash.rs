@@ -235,24 +235,7 @@ pub(crate) fn backward_case(
         "{dims:?}: one backward kernel"
     );
     let want = reference_grads([&qv, &kv, &vv, &gv], dims, causal, 1.0 / (e as f64).sqrt());
-    for (name, got, want) in [
-        ("dq", dq, &want[0]),
-        ("dk", dk, &want[1]),
-        ("dv", dv, &want[2]),
-    ] {
-        let got = got.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
-        let top = want.iter().fold(0.0f64, |a, x| a.max(x.abs()));
-        let worst = got
-            .iter()
-            .zip(want)
-            .map(|(g, w)| (*g as f64 - w).abs())
-            .fold(0.0, f64::max);
-        // P and dS go to the matrix units in bf16, and O is the forward's bf16 output.
-        assert!(
-            worst <= top * 2f64.powi(-5),
-            "{dims:?} causal {causal}: {name} off by {worst} (largest {top})"
-        );
-    }
+    check_grads([dq, dk, dv], &want, &format!("{dims:?} causal {causal}"));
 }
 
 /// The logsumexp of each row of scaled, masked scores, on the host.
@@ -413,11 +396,13 @@ fn attention_backward_decomposition_takes_grouped_heads() {
     assert_eq!(dk.shape(), &[b, hk, s, e]);
     assert_eq!(dv.shape(), &[b, hk, s, ev]);
     let want = reference_grads([&qv, &kv, &vv, &gv], dims, true, 1.0 / (e as f64).sqrt());
-    for (name, got, want) in [
-        ("dq", dq, &want[0]),
-        ("dk", dk, &want[1]),
-        ("dv", dv, &want[2]),
-    ] {
+    check_grads([dq, dk, dv], &want, "grouped heads, decomposed");
+}
+
+/// `(dq, dk, dv)` against the host's: within 2^-5 of the largest (P and dS go to the matrix
+/// units in bf16, and O is the forward's bf16 output).
+fn check_grads(got: [Tensor; 3], want: &[Vec<f64>; 3], what: &str) {
+    for ((name, got), want) in ["dq", "dk", "dv"].iter().zip(got).zip(want) {
         let got = got.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
         let top = want.iter().fold(0.0f64, |a, x| a.max(x.abs()));
         let worst = got
@@ -427,7 +412,7 @@ fn attention_backward_decomposition_takes_grouped_heads() {
             .fold(0.0, f64::max);
         assert!(
             worst <= top * 2f64.powi(-5),
-            "{name} off by {worst} (largest {top})"
+            "{what}: {name} off by {worst} (largest {top})"
         );
     }
 }

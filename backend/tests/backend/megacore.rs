@@ -20,21 +20,22 @@ fn v5p(mode: Mode, megacore: bool) -> Runtime {
     rt
 }
 
+/// A bf16 tensor of `shape` with deterministic values in [-2, 2).
+fn bf16(rt: &Runtime, shape: &[usize], seed: u32) -> Tensor {
+    let n: usize = shape.iter().product();
+    let x: Vec<f32> = (0..n)
+        .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) % 257)
+        .map(|x| x as f32 / 64.0 - 2.0)
+        .collect();
+    Tensor::from_slice(rt, &x, shape)
+        .unwrap()
+        .to_dtype(DType::BF16)
+        .unwrap()
+}
+
 /// `a @ b` on bf16 `[m, k] x [k, n]`: the f32 result's bits and the device time.
 fn matmul(rt: &Runtime, (m, k, n): (usize, usize, usize)) -> (Vec<u32>, f64) {
-    let v = |len: usize, seed: u32| -> Vec<f32> {
-        (0..len)
-            .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) % 257)
-            .map(|x| x as f32 / 64.0 - 2.0)
-            .collect()
-    };
-    let t = |x: Vec<f32>, s: &[usize]| {
-        Tensor::from_slice(rt, &x, s)
-            .unwrap()
-            .to_dtype(DType::BF16)
-            .unwrap()
-    };
-    let (a, b) = (t(v(m * k, 1), &[m, k]), t(v(k * n, 2), &[k, n]));
+    let (a, b) = (bf16(rt, &[m, k], 1), bf16(rt, &[k, n], 2));
     rt.sync().unwrap();
     rt.reset_metrics();
     let c = a.mm(&b).unwrap().to_dtype(DType::F32).unwrap();
@@ -131,22 +132,10 @@ fn a_fused_product_with_its_epilogue_on_both_cores_has_one_cores_bits() {
     // reads the bias tile of each output tile: every core reads its own tiles' extras.
     let run = |megacore: bool| -> Vec<u32> {
         let rt = v5p(Mode::DeferAndFuse, megacore);
-        let v = |len: usize, seed: u32| -> Vec<f32> {
-            (0..len)
-                .map(|i| ((i as u32).wrapping_mul(2654435761) ^ seed) % 251)
-                .map(|x| x as f32 / 64.0 - 2.0)
-                .collect()
-        };
-        let t = |x: Vec<f32>, s: &[usize]| {
-            Tensor::from_slice(&rt, &x, s)
-                .unwrap()
-                .to_dtype(DType::BF16)
-                .unwrap()
-        };
         let (a, b, c) = (
-            t(v(512 * 384, 1), &[512, 384]),
-            t(v(384 * 640, 2), &[384, 640]),
-            t(v(512 * 640, 3), &[512, 640]),
+            bf16(&rt, &[512, 384], 1),
+            bf16(&rt, &[384, 640], 2),
+            bf16(&rt, &[512, 640], 3),
         );
         let y = a.mm(&b).unwrap().add(&c).unwrap().relu().unwrap();
         y.to_dtype(DType::F32)
