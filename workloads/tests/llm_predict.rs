@@ -89,6 +89,12 @@ fn shortcut_no_overlap(spec: &StepSpec, chip_gen: &str, dev: Arc<Emulator>) -> f
     schedule(&events, &comm, false).step_ns
 }
 
+/// One chip's step alone (no collectives), with or without the repetition shortcut, ns.
+fn one_chip_step(spec: &StepSpec, chip_gen: &str, shortcut: bool) -> f64 {
+    let (ev, _) = simulate_chip(spec, one_chip(chip_gen), vec![], shortcut).unwrap();
+    schedule(&ev, &vec![0.0; ev.len()], false).step_ns
+}
+
 fn close(a: f64, b: f64, tol: f64, what: &str) {
     eprintln!(
         "{what}: shortcut {a:.0} ns, full {b:.0} ns, ratio {:.4}",
@@ -111,10 +117,7 @@ fn repeating_one_layer_matches_simulating_every_layer() {
             tp: 1,
         },
     );
-    let total = |shortcut: bool| {
-        let (ev, _) = simulate_chip(&s, one_chip("v5e"), vec![], shortcut).unwrap();
-        schedule(&ev, &vec![0.0; ev.len()], false).step_ns
-    };
+    let total = |shortcut: bool| one_chip_step(&s, "v5e", shortcut);
     close(total(true), total(false), 0.02, "4 layers on one chip");
 }
 
@@ -130,10 +133,7 @@ fn repeating_attention_chunk_pairs_on_a_two_core_chip_matches_simulating_every_o
             tp: 1,
         },
     );
-    let total = |shortcut: bool| {
-        let (ev, _) = simulate_chip(&s, one_chip("v5p"), vec![], shortcut).unwrap();
-        schedule(&ev, &vec![0.0; ev.len()], false).step_ns
-    };
+    let total = |shortcut: bool| one_chip_step(&s, "v5p", shortcut);
     close(total(true), total(false), 0.02, "2 layers on one v5p chip");
 }
 
@@ -265,10 +265,7 @@ fn a_mixture_of_experts_runs_and_repeating_one_expert_matches_simulating_each() 
             tp: 1,
         },
     );
-    let total = |shortcut: bool| {
-        let (ev, _) = simulate_chip(&s, one_chip("v5e"), vec![], shortcut).unwrap();
-        schedule(&ev, &vec![0.0; ev.len()], false).step_ns
-    };
+    let total = |shortcut: bool| one_chip_step(&s, "v5e", shortcut);
     close(
         total(true),
         total(false),
