@@ -115,8 +115,8 @@ pub fn flash_attention_for_cpu(
 /// `_fused_sdp_choice` picks the "overrideable" backend (the Python bridge picks it for
 /// unmasked, dropout-free bf16/f32 calls): the output and the rows' logsumexp (on the
 /// flash-attention kernels when they can take the operands), the query and key lengths, and
-/// empty tensors for the fields it has no use for (sequence offsets, the dropout generator's
-/// seed and offset, the debug mask). Key and value may have fewer heads than the query (they
+/// for the fields it has no use for what PyTorch's meta function gives: no sequence offsets
+/// and no debug mask, zero-dimensional dropout seed and offset. Key and value may have fewer heads than the query (they
 /// serve groups of query heads).
 pub fn fused_attention_overrideable(
     query: &Tensor,
@@ -171,17 +171,19 @@ pub fn fused_attention_overrideable(
         crate::ops::creation::copy_(&dst, &out)?
     };
     let rt = query.runtime();
-    let empty = |dtype| Value::Tensor(Tensor::empty(rt, &[0], dtype));
+    // As PyTorch's meta function: no sequence offsets or debug mask (undefined tensors), and
+    // zero-dimensional dropout seed and offset.
+    let scalar = || Value::Tensor(Tensor::empty(rt, &[], DType::I64));
     Ok(vec![
         Value::Tensor(out),
         Value::Tensor(lse),
-        empty(DType::I64),
-        empty(DType::I64),
+        Value::None,
+        Value::None,
         Value::Int(query.shape()[2] as i64),
         Value::Int(key.shape()[2] as i64),
-        empty(DType::I64),
-        empty(DType::I64),
-        empty(query.dtype()),
+        scalar(),
+        scalar(),
+        Value::None,
     ])
 }
 
