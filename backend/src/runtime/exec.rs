@@ -231,7 +231,7 @@ impl Runtime {
         };
         let compiled = self.kernel(core, node, low.key, low.build, group)?;
         let args = resolve(&low.args)?;
-        let parts = if split_over_cores(&compiled) {
+        let parts = if crate::codegen::is_split(&compiled.prog) {
             cores
         } else {
             1
@@ -261,11 +261,6 @@ impl Runtime {
         };
         core.q.launch(self.inner.device.as_ref(), launch, &node.op)
     }
-}
-
-/// Whether a kernel is split over the chip's cores (its last argument the core's part).
-fn split_over_cores(c: &Compiled) -> bool {
-    crate::codegen::is_split(&c.prog)
 }
 
 /// Buffer arguments for `views`, then their offsets as scalars.

@@ -145,14 +145,8 @@ pub fn fused_attention_overrideable(
     let mut out_shape = query.shape().to_vec();
     out_shape[3] = value.shape()[3];
     let want = matching_layout(query.layout(), &out_shape);
-    let heads_split = Layout {
-        shape: out_shape.clone(),
-        strides: {
-            let [_, h, l, e] = [out_shape[0], out_shape[1], out_shape[2], out_shape[3]];
-            vec![(l * h * e) as isize, e as isize, (h * e) as isize, 1]
-        },
-        offset: 0,
-    };
+    let heads_split =
+        super::flash::heads_split_layout([out_shape[0], out_shape[1], out_shape[2], out_shape[3]]);
     let a = Attention {
         mask: attn_bias,
         dropout_p,

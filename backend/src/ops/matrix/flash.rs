@@ -61,6 +61,16 @@ pub(super) fn node(
 }
 
 /// The forward kernel: the output `[.., L, Ev]` (shaped as `q`'s leading dims) and the rows'
+/// `[B, H, L, Ev]` over `[B, L, H, Ev]` memory: the layout the forward kernel writes its
+/// output in (PyTorch's CPU flash kernel's), where merging the heads back is a view.
+pub(super) fn heads_split_layout([b, h, l, ev]: [usize; 4]) -> Layout {
+    Layout {
+        shape: vec![b, h, l, ev],
+        strides: vec![(l * h * ev) as isize, ev as isize, (h * ev) as isize, 1],
+        offset: 0,
+    }
+}
+
 /// logsumexp `[B, H, L]` (f32). `dense`: the output contiguous as `[B, H, L, Ev]`.
 pub(super) fn forward(
     op: &OpScope,
@@ -76,11 +86,7 @@ pub(super) fn forward(
     let (b, h, l, ev) = (n.batch, n.heads, n.l, n.ev);
     let o = Tensor::empty(rt, &[b, h, l, ev], qkv[0].dtype());
     let o = if out_shape.len() == 4 && !dense {
-        o.with_layout(Layout {
-            shape: vec![b, h, l, ev],
-            strides: vec![(l * h * ev) as isize, ev as isize, (h * ev) as isize, 1],
-            offset: 0,
-        })
+        o.with_layout(heads_split_layout([b, h, l, ev]))
     } else {
         o
     };
