@@ -11,20 +11,23 @@
 //! are cached by pattern (operators, shapes, dtypes; storages are arguments), so a training
 //! loop generates each kernel once.
 
+mod consts;
 mod group;
+mod order;
 mod rules;
 #[cfg(test)]
 mod testing;
 mod views;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use serde_json::json;
 
 use crate::error::{Result, TpuError};
 use crate::ir::{Node, NodeKind, OpTag};
 use crate::runtime::{Core, Runtime};
-use group::{Graph, Group, storages};
+use group::{Graph, Group};
+use order::Access;
 
 /// How many of the newest groups a node may join (bounds planning time on huge graphs).
 const SEARCH_WINDOW: usize = 16;
@@ -45,37 +48,44 @@ pub(crate) struct FusedGroup {
 /// tensor (one that holds the storage outside the graph) stay outputs of their group; the rest
 /// are dropped.
 pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
+    let nodes = consts::inline_fills(nodes);
     let graph = Graph::new(&nodes);
     let mut groups: Vec<Group> = Vec::new();
     for n in &nodes {
-        let reads: BTreeSet<u64> = n.inputs.iter().map(|v| v.storage.id()).collect();
-        let writes: BTreeSet<u64> = n.outputs.iter().map(|v| v.storage.id()).collect();
-        // `n` may move back to run with an earlier group only past groups it does not depend
-        // on: none writes what `n` reads, none touches what `n` writes.
-        let floor = groups
-            .iter()
-            .rposition(|g| {
-                g.node
-                    .outputs
-                    .iter()
-                    .any(|v| reads.contains(&v.storage.id()))
-                    || storages(&g.node).iter().any(|id| writes.contains(id))
-            })
-            .unwrap_or(0)
-            .max(groups.len().saturating_sub(SEARCH_WINDOW));
-        let mut merged = false;
-        for g in groups[floor..].iter_mut().rev() {
-            if let Some(rule) = rules::join(g, n, &graph) {
-                g.joins.push(rule);
-                merged = true;
-                break;
-            }
-        }
-        if !merged {
+        if !offer(&mut groups, n, &graph) {
             groups.push(Group::new(n.clone()));
         }
     }
     groups.into_iter().map(|g| finish(g, &graph)).collect()
+}
+
+/// Offers `n` to the newest groups, newest first; true when one took it. `n` may move back to
+/// run with an earlier group past groups it does not depend on (none writes what `n` reads,
+/// none touches what `n` writes); past one it depends on only when that one can move back
+/// too ([`order`]).
+fn offer(groups: &mut Vec<Group>, n: &Node, graph: &Graph) -> bool {
+    let access = Access::of(n);
+    let floor = groups
+        .iter()
+        .rposition(|g| access.after(&g.node))
+        .unwrap_or(0);
+    let window = groups.len().saturating_sub(SEARCH_WINDOW);
+    for at in (window..groups.len()).rev() {
+        let moved = if at >= floor {
+            Vec::new()
+        } else {
+            match order::movable(groups, at, &access) {
+                Some(m) => m,
+                None => continue,
+            }
+        };
+        if let Some(rule) = rules::join(&mut groups[at], n, graph) {
+            groups[at].joins.push(rule);
+            order::hoist(groups, at, &moved);
+            return true;
+        }
+    }
+    false
 }
 
 /// Drops the outputs of a group that no node outside it reads and no live tensor holds.

@@ -120,4 +120,98 @@ mod tests {
         assert_eq!(r.strict_kernels, 2);
         assert!(r.strict_hbm_bytes >= once + (2 * rows * c * 2) as u64);
     }
+
+    #[test]
+    fn cross_entropy_forward_and_backward_read_the_logits_once() {
+        use crate::dtype::{DType, Scalar};
+        use crate::ops::{self, Value, creation};
+        // 64 rows of 1024 classes, bf16 logits; rows 3, 10, 17, ... ignored (-100).
+        let (rows, c) = (64usize, 1024usize);
+        let x0 = data(rows * c, 7);
+        let tg: Vec<i64> = (0..rows as i64)
+            .map(|i| {
+                if i % 7 == 3 {
+                    -100
+                } else {
+                    (i * 131) % c as i64
+                }
+            })
+            .collect();
+        let tensor = |v: &Value| match v {
+            Value::Tensor(t) => t.clone(),
+            _ => unreachable!("a tensor"),
+        };
+        let r = run_both(
+            |rt| {
+                let x = Tensor::from_slice(rt, &x0, &[rows, c]).unwrap();
+                vec![
+                    x.to_dtype(DType::BF16).unwrap(),
+                    Tensor::from_slice(rt, &tg, &[rows]).unwrap(),
+                ]
+            },
+            |t| {
+                let (logits, targets) = (&t[0], &t[1]);
+                let rt = logits.runtime();
+                // The transformer workload's loss and its gradient, as autograd records them.
+                let logp = logits.log_softmax(-1).unwrap();
+                let nll = ops::call(
+                    rt,
+                    "aten::nll_loss_forward",
+                    vec![
+                        Value::Tensor(logp.clone()),
+                        Value::Tensor(targets.clone()),
+                        Value::None,
+                        Value::Int(1),
+                        Value::Int(-100),
+                    ],
+                )
+                .unwrap();
+                let (loss, total) = (tensor(&nll[0]), tensor(&nll[1]));
+                let one = creation::scalar_tensor(rt, Scalar::Float(1.0), loss.dtype()).unwrap();
+                let g = ops::call(
+                    rt,
+                    "aten::nll_loss_backward",
+                    vec![
+                        Value::Tensor(one),
+                        Value::Tensor(logp.clone()),
+                        Value::Tensor(targets.clone()),
+                        Value::None,
+                        Value::Int(1),
+                        Value::Int(-100),
+                        Value::Tensor(total),
+                    ],
+                )
+                .unwrap();
+                let g_logp = tensor(&g[0]);
+                let g_logits =
+                    ops::backward::log_softmax_backward_data(&g_logp, &logp, -1, DType::BF16)
+                        .unwrap();
+                vec![loss, g_logits]
+            },
+        );
+        assert_eq!(r.strict, r.fused);
+        // By hand. The backward needs the total weight, a sum over all rows, before its first
+        // row; a tile kernel has no barrier between its row blocks, so the total is summed
+        // from the targets in a kernel before, and the sum of the losses over the rows in a
+        // kernel after: three kernels. The middle one reads the logits once (bf16) and the
+        // targets (8 bytes a row; per row for the loss, broadcast along the row for the
+        // gradient: each element read once) and the total (a bf16 scalar), and writes the
+        // gradient once (bf16) and the per-row losses (f32): the log-probabilities and the
+        // nll gradient never touch HBM, and the seed gradient `one` is a constant. The first
+        // reads the targets and writes the total (f32 and bf16); the last reads the losses
+        // and the f32 total and writes the loss (bf16).
+        // A DMA moves at least one 32-byte burst: each scalar transfer counts one, and each
+        // kernel may round its last row block up by one more.
+        let burst = 32;
+        let big = 2 * rows * c * 2 + 2 * rows * 8 + burst + rows * 4;
+        let first = rows * 8 + 2 * burst;
+        let last = rows * 4 + 2 * burst;
+        let most = (big + first + last + 3 * burst) as u64;
+        assert_eq!(r.kernels, 3);
+        assert!(r.hbm_bytes <= most, "{} > {most}", r.hbm_bytes);
+        assert!(r.hbm_bytes >= (2 * rows * c * 2) as u64);
+        // Strict writes the log-probabilities, reads them twice and writes and reads the nll
+        // gradient: 4 x rows x c x 2 bytes more.
+        assert!(r.strict_hbm_bytes >= r.hbm_bytes + (4 * rows * c * 2) as u64);
+    }
 }

@@ -7,6 +7,7 @@ use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
 use crate::ops::creation;
 use crate::ops::helpers::{OpScope, rows};
+use crate::ops::prims::reshaped;
 use crate::ops::reduce::{reduced_shape, scalar_type_name};
 use crate::runtime::Mode;
 use crate::tensor::Tensor;
@@ -285,6 +286,9 @@ impl Nll<'_> {
     /// A batch: per-sample losses and weights in f32, then their sums over the batch.
     fn batch(&self, mean: bool) -> Result<(Tensor, Tensor)> {
         let (dt, sample) = (self.dt, self.sample);
+        if let (&[_, target], Some(ignore)) = (self.inputs.as_slice(), sample.ignore) {
+            return self.unweighted_batch(target, ignore, mean);
+        }
         let mut o = rows(
             self.op,
             &self.x_shape,
@@ -317,6 +321,77 @@ impl Nll<'_> {
         )?;
         let tw = o.remove(1);
         Ok((o.remove(0), tw))
+    }
+}
+
+impl Nll<'_> {
+    /// A batch without class weights: a sample weighs 1 unless its target is `ignore`, so the
+    /// total weight is summed from the targets alone, in a kernel of its own recorded first;
+    /// then the per-sample losses (f32) and their sum, divided by the total for a mean. A
+    /// backward reading the total (`nll_loss_backward`) then waits on the targets only and may
+    /// fuse with the forward pass over the same rows. The values are those of [`Self::batch`]'s
+    /// other path: the same f32 sums in the same order, the same division.
+    fn unweighted_batch(
+        &self,
+        target: &Tensor,
+        ignore: i32,
+        mean: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        let (dt, sample) = (self.dt, self.sample);
+        let shape = target.shape().to_vec();
+        let all: Vec<usize> = (0..shape.len()).collect();
+        // The targets as one row of `[1, ...]`: a space of its own, which the sum of the
+        // losses (over `[...]`) does not fuse with, so that the total keeps depending on the
+        // targets alone.
+        let one_row: Vec<usize> = [1].iter().chain(&shape).copied().collect();
+        let tw = rows(
+            self.op,
+            &one_row,
+            &all.iter().map(|d| d + 1).collect::<Vec<_>>(),
+            false,
+            &[target],
+            &[false],
+            &[(F, true), (dt, true)],
+            |p, r| {
+                let t = p.cast(r[0], DType::I32);
+                let ig = p.constant(Scalar::Int(ignore as i64), DType::I32);
+                let valid = p.cmp(CmpKind::Ne, t, ig, DType::I32);
+                let (one, zero) = (
+                    p.constant(Scalar::Float(1.0), F),
+                    p.constant(Scalar::Float(0.0), F),
+                );
+                let w = p.select(valid, one, zero, F);
+                let total = p.reduce(RedKind::Sum, w, F);
+                vec![total, total]
+            },
+        )?;
+        let (total_f32, total) = (reshaped(&tw[0], &[]), reshaped(&tw[1], &[]));
+        let losses = rows(
+            self.op,
+            &self.x_shape,
+            &[self.class_dim],
+            false,
+            &self.inputs,
+            &PER_ROW,
+            &[(F, true)],
+            |p, r| vec![sample.build(p, r).0],
+        )?
+        .remove(0);
+        let loss = rows(
+            self.op,
+            &shape,
+            &all,
+            false,
+            &[&losses, &total_f32],
+            &[false, true],
+            &[(dt, true)],
+            |p, r| {
+                let l = p.reduce(RedKind::Sum, r[0], F);
+                vec![finish(p, l, r[1], mean)[0]]
+            },
+        )?
+        .remove(0);
+        Ok((loss, total))
     }
 }
 
