@@ -4,7 +4,10 @@
 //! The planner walks the recorded nodes in order and offers each to the newest groups it does
 //! not depend on (no read-after-write, write-after-read or write-after-write between them),
 //! newest first; the fusion rules ([`rules`], one file per pattern) decide whether it joins.
-//! A node no rule accepts starts a group of its own.
+//! A node no rule accepts starts a group of its own. It may also join a group older than one
+//! it depends on when the groups in between that it waits on can all move before that group
+//! ([`order`]). Before planning, a constant fill is copied into the tile nodes that read it
+//! ([`consts`]), so a seed gradient ties a backward to nothing.
 //!
 //! Values written inside a group and needed by no later node and no live tensor are dropped
 //! from the group's outputs: they never get device memory and never touch HBM. Fused kernels

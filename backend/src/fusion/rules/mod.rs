@@ -3,7 +3,8 @@
 //!
 //! A *join* rule decides whether a recorded node joins a group already formed (the planner
 //! offers each node to the newest groups it does not depend on, newest first); the first rule
-//! that accepts it merges it. The rules, in the order they are tried:
+//! that accepts it merges it (the planner, not a rule, moves independent groups out of a
+//! join's way and reads constant fills as constants). The rules, in the order they are tried:
 //!
 //! | rule | joins |
 //! |---|---|

@@ -111,7 +111,9 @@ fn row_products_and_row_coordinates_in_tile_kernels() {
 
 /// DeferAndFuse: cross-entropy as PyTorch dispatches it (`_log_softmax` then
 /// `nll_loss_forward`) fuses the log-softmax into the loss's row kernel (which reads column
-/// coordinates); the batch mean is the second kernel. A residual add fuses into layer norm.
+/// coordinates); the total weight (summed from the targets alone, first, so that a backward
+/// can fuse with the forward pass) and the batch mean are the other two kernels. A residual
+/// add fuses into layer norm.
 #[test]
 fn fused_cross_entropy_and_residual_layer_norm() {
     let rt = rt(Mode::DeferAndFuse);
@@ -126,7 +128,7 @@ fn fused_cross_entropy_and_residual_layer_norm() {
     let (loss, tw) = ops::nn::nll_loss_forward(&lp, &t, None, Reduction::Mean, -100).unwrap();
     drop(lp);
     rt.sync().unwrap();
-    assert_eq!(rt.metrics().kernels_launched, 2);
+    assert_eq!(rt.metrics().kernels_launched, 3);
     let lps = ref_full(&xv, &[nb, c], &[1], log_softmax_ref);
     let (want, wtw) = nll_ref(&lps, c, &tv, None, Reduction::Mean, -100);
     check(&loss, &want, &[], DType::F32, "fused cross-entropy");
