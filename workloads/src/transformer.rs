@@ -217,6 +217,9 @@ impl Transformer {
         let h3 = x2.rms_norm(&[d], Some(&self.g3), Some(eps))?;
         let logits = linear(&h3, &self.w_out)?;
         let logp = logits.log_softmax(-1)?;
+        // As autograd does, each value is released after its last use (a saved tensor when
+        // its backward has run): what the graph still holds at a flush is written to HBM.
+        drop(logits);
         let nll = ops::call(
             logp.runtime(),
             "aten::nll_loss_forward",
@@ -249,7 +252,7 @@ impl Transformer {
         let g_logp = tensor(&g[0]);
         drop(g);
         let g_logits = ops::backward::log_softmax_backward_data(&g_logp, &logp, -1, c.dtype)?;
-        drop(g_logp);
+        drop((g_logp, logp));
         let dw_out = g_logits.t()?.mm(&h3)?;
         let g_h3 = g_logits.mm(&self.w_out)?;
         let (g_x2, dg3) = rms_backward(&g_h3, &x2, &self.g3, eps)?;

@@ -238,9 +238,9 @@ fn hoist_row_invariants(prog: &mut Prog, per_row_in: &[bool]) {
         let node = prog.nodes[i];
         let pr = match node.op {
             POp::Input(k) => per_row_in[k as usize],
-            POp::Const(_) | POp::Index(_) | POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_) => {
-                node.per_row
-            }
+            // A constant is the same in every row: computed once per row.
+            POp::Const(_) => true,
+            POp::Index(_) | POp::Reduce(..) | POp::ArgMax(_) | POp::ArgMin(_) => node.per_row,
             ref op => {
                 let args = crate::kernels::tile::body::args(op);
                 node.per_row
@@ -350,5 +350,39 @@ mod tests {
         )
         .unwrap();
         assert_eq!(spec.shape, vec![120]);
+    }
+
+    #[test]
+    fn work_on_constants_and_row_values_is_done_once_per_row() {
+        // y = x * (bf16(1.0) / t[row]) with the constant cast twice (as a scalar tensor reaches
+        // a fused kernel): every node but x's and y's is per-row, so the division runs once per
+        // row, not once per element.
+        let mut b = ProgBuilder::new();
+        let x = b.input(0, DType::F32, false);
+        let t = b.input(1, DType::F32, true);
+        let c = b.constant(crate::dtype::Scalar::Float(1.0), DType::F32);
+        let cb = b.cast(c, DType::BF16);
+        let cf = b.cast(cb, DType::F32);
+        let q = b.bin(crate::ir::BinOp::Div, cf, t, DType::F32);
+        let y = b.bin(crate::ir::BinOp::Mul, x, q, DType::F32);
+        let s = b.reduce(crate::ir::RedKind::Sum, y, DType::F32);
+        b.output(s);
+        let prog = b.finish();
+        let (xl, tl, sl) = (
+            Layout::contiguous(&[16, 256]),
+            Layout::contiguous(&[16]),
+            Layout::contiguous(&[16]),
+        );
+        let (spec, _) = lower(
+            &[16, 256],
+            1,
+            &prog,
+            &[(&xl, DType::F32), (&tl, DType::F32)],
+            &[(&sl, DType::F32)],
+        )
+        .unwrap();
+        let per_row: Vec<bool> = spec.prog.nodes.iter().map(|n| n.per_row).collect();
+        assert!(per_row[q as usize] && per_row[cf as usize] && per_row[cb as usize]);
+        assert!(!per_row[x as usize] && !per_row[y as usize]);
     }
 }

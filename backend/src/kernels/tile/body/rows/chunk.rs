@@ -37,16 +37,51 @@ pub(super) fn needs(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> 
     need
 }
 
-/// Vector registers one copy of a chunk body holds at its peak (an upper bound: every value
-/// computed stays until the end of the chunk, plus two temporaries).
+/// Vector registers one copy of a chunk body holds at its peak, plus two temporaries: the
+/// body is walked in emission order, each computed value taking a register until its last use
+/// in the chunk (the reductions' operands and the full outputs until the chunk's end). Copies
+/// are emitted node by node, so `n` copies hold at most `n` times a copy's peak.
 pub(super) fn peak(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> u32 {
     let need = needs(prog, reds, full_outs);
-    let computed = need
+    let last = last_uses(prog, &need, reds, full_outs);
+    let holds = |i: usize| need[i] && !matches!(prog.nodes[i].op, POp::Const(_));
+    let (mut live, mut most) = (0u32, 0u32);
+    for (i, n) in prog.nodes.iter().enumerate() {
+        if !holds(i) {
+            continue;
+        }
+        live += 1;
+        most = most.max(live);
+        let mut released: Vec<PRef> = Vec::new();
+        for a in args(&n.op) {
+            if last[a as usize] == i && holds(a as usize) && !released.contains(&a) {
+                released.push(a);
+                live -= 1;
+            }
+        }
+    }
+    most + 2
+}
+
+/// The last node of the chunk that reads each needed value; `usize::MAX` for the reductions'
+/// operands and the full outputs, which stay until the chunk's tail.
+fn last_uses(prog: &Prog, need: &[bool], reds: &[PRef], full_outs: &[(usize, PRef)]) -> Vec<usize> {
+    let mut last = vec![0usize; prog.nodes.len()];
+    for (i, n) in prog.nodes.iter().enumerate() {
+        if need[i] {
+            for a in args(&n.op) {
+                last[a as usize] = i;
+            }
+        }
+    }
+    for r in reds
         .iter()
-        .enumerate()
-        .filter(|(i, n)| **n && !matches!(prog.nodes[*i].op, POp::Const(_)))
-        .count() as u32;
-    computed + 2
+        .flat_map(|r| args(&prog.node(*r).op))
+        .chain(full_outs.iter().map(|(_, o)| *o))
+    {
+        last[r as usize] = usize::MAX;
+    }
+    last
 }
 
 /// `copies` consecutive column chunks of the phase, the first at the chunk address
@@ -62,22 +97,7 @@ pub(super) fn body(
     let prog = cx.prog;
     let need = needs(prog, &ph.reds, &ph.full_outs);
     // Last use of each needed node within the chunk.
-    let mut last = vec![0usize; prog.nodes.len()];
-    for (i, n) in prog.nodes.iter().enumerate() {
-        if need[i] {
-            for a in args(&n.op) {
-                last[a as usize] = i;
-            }
-        }
-    }
-    for r in ph
-        .reds
-        .iter()
-        .flat_map(|r| args(&prog.node(*r).op))
-        .chain(ph.full_outs.iter().map(|(_, o)| *o))
-    {
-        last[r as usize] = usize::MAX;
-    }
+    let last = last_uses(prog, &need, &ph.reds, &ph.full_outs);
     // Each copy's column index (lane coordinate within the row).
     let mut cols: Vec<Option<VReg>> = vec![ph.colidx];
     for u in 1..copies {
@@ -168,4 +188,47 @@ fn tail(
         store(cx, *o, op, at, VAccess::rows(sr.sub_full))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peak;
+    use crate::dtype::DType;
+    use crate::ir::{BinOp, ProgBuilder, RedKind, UnOp};
+
+    #[test]
+    fn a_chain_holds_two_values_at_a_time() {
+        // x -> exp -> neg -> ... (20 maps) -> sum: by hand, each map needs its operand and its
+        // result, and the sum's operand stays to the chunk's end: 2 live values, plus the two
+        // temporaries. Counting every value as live to the end would say 21 + 2.
+        let mut b = ProgBuilder::new();
+        let mut v = b.input(0, DType::F32, false);
+        for k in 0..20 {
+            let op = if k % 2 == 0 { UnOp::Exp } else { UnOp::Neg };
+            v = b.un(op, v, DType::F32);
+        }
+        let s = b.reduce(RedKind::Sum, v, DType::F32);
+        b.output(s);
+        let prog = b.finish();
+        assert_eq!(peak(&prog, &[s], &[]), 4);
+    }
+
+    #[test]
+    fn values_read_later_stay_live() {
+        // a = x + 1 is read by the last node, so it lives across the chain in between:
+        // x, a, and the chain's two values at its widest (x is last read by a).
+        let mut b = ProgBuilder::new();
+        let x = b.input(0, DType::F32, false);
+        let one = b.constant(crate::dtype::Scalar::Float(1.0), DType::F32);
+        let a = b.bin(BinOp::Add, x, one, DType::F32);
+        let mut v = b.un(UnOp::Exp, a, DType::F32);
+        for _ in 0..5 {
+            v = b.un(UnOp::Neg, v, DType::F32);
+        }
+        let out = b.bin(BinOp::Mul, v, a, DType::F32);
+        b.output(out);
+        let prog = b.finish();
+        // a and the chain: 3 at the widest (a, v, the next v), plus two temporaries.
+        assert_eq!(peak(&prog, &[], &[(0, out)]), 5);
+    }
 }
