@@ -10,6 +10,7 @@ mod cursor;
 mod one_hot;
 mod plan;
 pub mod program;
+mod selects;
 pub mod spec;
 mod vexpr;
 

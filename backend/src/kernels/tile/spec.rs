@@ -141,6 +141,9 @@ pub fn lower(
             row_dims,
             shape[row_from..].iter().product(),
         );
+        if super::selects::push_selects_into_rows(&mut prog) {
+            hoist_row_invariants(&mut prog, &per_row_in);
+        }
     }
     let prog = &prog;
     if prog.outputs.len() != outputs.len() {
