@@ -34,12 +34,14 @@ fn main() {
         w: MatOperand::contiguous(DType::BF16, k, n),
         extras: vec![],
         out: MatOperand::contiguous(DType::BF16, m, n),
+        extra_outs: Vec::new(),
         epilogue: Some(b.finish()),
     };
     let f32_out = std::env::var("CALIB_F32").is_ok();
     let spec = if f32_out {
         MatSpec {
             out: MatOperand::contiguous(DType::F32, m, n),
+            extra_outs: Vec::new(),
             epilogue: None,
             ..spec
         }

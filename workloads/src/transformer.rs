@@ -255,32 +255,46 @@ impl Transformer {
         drop((g_logp, logp));
         let dw_out = g_logits.t()?.mm(&h3)?;
         let g_h3 = g_logits.mm(&self.w_out)?;
+        drop((g_logits, h3));
         let (g_x2, dg3) = rms_backward(&g_h3, &x2, &self.g3, eps)?;
+        drop((g_h3, x2));
         let dw_down = g_x2.t()?.mm(&act)?;
         let g_act = g_x2.mm(&self.w_down)?;
+        drop(act);
         let g_up = g_act.mul(&sg)?;
         let g_sg = g_act.mul(&up)?;
+        drop((g_act, sg, up));
         let g_gate = ops::backward::silu_backward(&g_sg, &gate)?;
-        drop(g_sg);
+        drop((g_sg, gate));
         let dw_gate = g_gate.t()?.mm(&h2)?;
         let dw_up = g_up.t()?.mm(&h2)?;
         let g_h2 = g_gate.mm(&self.w_gate)?.add(&g_up.mm(&self.w_up)?)?;
+        drop((g_gate, g_up, h2));
         let (g_x1m, dg2) = rms_backward(&g_h2, &x1, &self.g2, eps)?;
+        drop((g_h2, x1));
         let g_x1 = g_x2.add(&g_x1m)?;
+        drop((g_x2, g_x1m));
         let dwo = g_x1.t()?.mm(&o2)?;
         let g_o = self.heads(&g_x1.mm(&self.wo)?)?;
+        drop(o2);
         let (g_qh, g_kh, g_vh) =
             flash_attention_backward(&g_o, &qh, &kh, &vh, &o, &lse, 0.0, true, None, Some(scale))?;
+        drop((g_o, qh, kh, vh, o, lse));
         let (g_q, g_k, g_v) = (self.merge(&g_qh)?, self.merge(&g_kh)?, self.merge(&g_vh)?);
+        drop((g_qh, g_kh, g_vh));
         let dwq = g_q.t()?.mm(&h1)?;
         let dwk = g_k.t()?.mm(&h1)?;
         let dwv = g_v.t()?.mm(&h1)?;
+        drop(h1);
         let g_h1 = g_q
             .mm(&self.wq)?
             .add(&g_k.mm(&self.wk)?)?
             .add(&g_v.mm(&self.wv)?)?;
+        drop((g_q, g_k, g_v));
         let (g_x0a, dg1) = rms_backward(&g_h1, &x0, &self.g1, eps)?;
+        drop((g_h1, x0));
         let g_x0 = g_x1.add(&g_x0a)?;
+        drop((g_x1, g_x0a));
         let de = ops::call(
             &rt,
             "aten::embedding_dense_backward",

@@ -59,10 +59,11 @@ fn transformer_step_is_the_same_in_every_mode() {
     //   `rms_backward` (13); add; 2 mm (wo); the flash backward (its gradients laid out as
     //   q, k, v: `merge` is a view); 6 mm (q, k, v) and 2 adds; `rms_backward` (13); add;
     //   embedding_dense_backward;
-    // that is 87 operators. Two of them launch two kernels: nll_loss_forward with the mean
-    // reduction (per-sample losses, then their sum over the batch) and
-    // embedding_dense_backward (a zero fill, then the index-add). 89 in all.
-    assert_eq!(ks, 89, "strict kernels");
+    // that is 87 operators. Two of them launch more than one kernel: nll_loss_forward with
+    // the mean reduction three (the total weight summed from the targets, the per-sample
+    // losses, their sum over the batch) and embedding_dense_backward two (a zero fill, then
+    // the index-add). 90 in all.
+    assert_eq!(ks, 90, "strict kernels");
     // DeferAndFuse, from the fusion rules (backend README): the 24 matrix products (8
     // forward, 16 backward), the two attention kernels and the gather and index-add kernels
     // never merge with one another, so at least 28 kernels remain. The rules guarantee at
@@ -70,9 +71,9 @@ fn transformer_step_is_the_same_in_every_mode() {
     // (2); in each `rms_backward` the squares, their mean, add_scalar, rsqrt and x * rstd
     // become one reduction group (4 merges, 12 for three); the adds of two or three products
     // join the last product (1 + 2); the residual adds of the gradients join their
-    // `rms_backward` group (2). So at most 89 - 19 = 70.
+    // `rms_backward` group (2). So at most 90 - 19 = 71.
     assert!(
-        (28..=70).contains(&kd),
+        (28..=71).contains(&kd),
         "fusion out of its derived bounds: {ks} kernels strict, {kd} deferred"
     );
     // Compile.

@@ -93,7 +93,12 @@ fn offer(groups: &mut Vec<Group>, n: &Node, graph: &Graph) -> bool {
 
 /// Drops the outputs of a group that no node outside it reads and no live tensor holds.
 fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
-    if let NodeKind::Tile { prog, .. } = &mut g.node.kind {
+    let prog = match &mut g.node.kind {
+        NodeKind::Tile { prog, .. } => Some(prog),
+        NodeKind::Matmul(mm) => Some(&mut mm.epilogue),
+        _ => None,
+    };
+    if let Some(prog) = prog {
         let mut own_reads: HashMap<u64, usize> = HashMap::new();
         for id in &g.read_ids {
             *own_reads.entry(*id).or_default() += 1;

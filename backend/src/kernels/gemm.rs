@@ -43,6 +43,7 @@ impl GemmSpec {
             w: MatOperand::contiguous(dt, self.k, self.n),
             extras: Vec::new(),
             out: MatOperand::contiguous(DType::F32, self.m, self.n),
+            extra_outs: Vec::new(),
             epilogue: None,
         }
     }

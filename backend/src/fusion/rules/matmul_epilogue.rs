@@ -1,8 +1,11 @@
 //! Matmul epilogues: an elementwise node that reads a matmul's product element for element
-//! joins the matmul (bias, scaling, activation, residual add, SwiGLU's `silu(gate) * up`
-//! when `up` is an operand), run on each finished output tile in VMEM, when nothing else needs
-//! the product. `x @ w + b` then `gelu` then `+ residual` is one matmul kernel that reads
-//! `x`, `w`, `b` and the residual once and writes only the result.
+//! joins the matmul (bias, scaling, activation, residual add, SwiGLU's `silu(gate) * up`),
+//! run on each finished output tile in VMEM. When nothing else needs the value it reads, its
+//! result replaces it: `x @ w + b` then `gelu` then `+ residual` is one matmul kernel that
+//! reads `x`, `w`, `b` and the residual once and writes only the result. When something else
+//! does (training saves the product for the backward), the value stays an output and the
+//! result is one more, written from the same tile (up to four outputs); the planner drops the
+//! outputs no one outside the group reads when the group is done.
 
 use std::collections::HashMap;
 
@@ -13,6 +16,9 @@ use crate::layout::Layout;
 
 /// Most nodes of an epilogue program.
 const MAX_NODES: usize = 64;
+
+/// Most outputs of a matmul with its epilogue.
+const MAX_OUTPUTS: usize = 4;
 
 /// Joins elementwise node `n` to matmul group `g` as its epilogue.
 pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
@@ -27,29 +33,30 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
     let NodeKind::Matmul(mm) = &g.node.kind else {
         return false;
     };
-    // The product must be read by `n` alone: the epilogue replaces it.
-    let out = g.node.outputs[0].clone();
-    if !graph.private_to_one_reader(&out) || !epilogue_shape(mm, nshape) || n.outputs.len() != 1 {
+    let product = g.node.outputs[0].clone();
+    if !epilogue_shape(mm, nshape) || n.outputs.len() != 1 {
         return false;
     }
     let n_in = g.node.inputs.len();
-    // The epilogue so far computes output 0; `n` may read it element for element.
+    // The epilogue so far computes the group's outputs; `n` may read any of them element for
+    // element.
     let mut map: HashMap<u32, PRef> = HashMap::new();
     let mut merged = mm.epilogue.clone();
     let mut new_inputs = Vec::new();
-    let mut reads_product = false;
+    let mut reads: Vec<usize> = Vec::new();
     for (i, v) in n.inputs.iter().enumerate() {
-        if v.storage.id() == out.storage.id() {
+        if let Some(k) = g.written(v.storage.id()) {
+            let out = &g.node.outputs[k];
             if v.layout.numel() != out.layout.numel()
                 || !same_elements(&out.layout, &v.layout)
                 || v.dtype != out.dtype
             {
                 return false;
             }
-            map.insert(i as u32, merged.outputs[0]);
-            reads_product = true;
-        } else if g.written(v.storage.id()).is_some() {
-            return false;
+            map.insert(i as u32, merged.outputs[k]);
+            if !reads.contains(&k) {
+                reads.push(k);
+            }
         } else {
             // The operand over the product's [batch, m, n]: `n` may see the product through a
             // view (`addmm(..).view(8, 32, 64) + r`).
@@ -63,25 +70,39 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
         }
     }
     let written = &n.outputs[0];
-    if !reads_product
+    if reads.is_empty()
         || nprog.nodes.len() + merged.nodes.len() > MAX_NODES
-        || written.layout.numel() != out.layout.numel()
+        || written.layout.numel() != product.layout.numel()
         || !written.layout.is_contiguous()
-        || !out.layout.is_contiguous()
+        || !product.layout.is_contiguous()
     {
         return false;
     }
+    // `n` replaces the one value it reads when nothing else needs it; otherwise the value
+    // stays an output (saved for the backward, say) and `n`'s result is one more.
+    let replaced = match reads[..] {
+        [k] if graph.private_to_one_reader(&g.node.outputs[k]) => Some(k),
+        _ if g.node.outputs.len() >= MAX_OUTPUTS => return false,
+        _ => None,
+    };
     let outs = append_prog(&mut merged, nprog, &map, false);
-    // The epilogue now produces `n`'s output instead of the product, laid out as the product.
-    merged.outputs = outs;
     let mut new_out = written.clone();
-    new_out.layout = Layout::contiguous(&out.layout.shape);
+    new_out.layout = Layout::contiguous(&product.layout.shape);
+    match replaced {
+        Some(k) => {
+            merged.outputs[k] = outs[0];
+            g.node.outputs[k] = new_out;
+        }
+        None => {
+            merged.outputs.push(outs[0]);
+            g.node.outputs.push(new_out);
+        }
+    }
     let NodeKind::Matmul(mm) = &mut g.node.kind else {
         return false;
     };
     mm.epilogue = merged;
     g.node.inputs.extend(new_inputs);
-    g.node.outputs[0] = new_out;
     g.absorb(n);
     true
 }
@@ -126,7 +147,7 @@ mod tests {
     }
 
     #[test]
-    fn a_product_read_twice_stays_a_product() {
+    fn a_product_read_twice_feeds_both_readers_in_one_kernel() {
         let (m, k, n) = (128usize, 64usize, 128usize);
         let (a0, w0) = (data(m * k, 9), data(k * n, 10));
         let r = run_both(
@@ -143,10 +164,100 @@ mod tests {
             },
         );
         assert_eq!(r.strict, r.fused);
-        // By hand: relu and + 1 both read the product, so neither may replace it: the matmul
-        // runs alone, and relu, + 1 and the add form one elementwise kernel (two joins).
+        // By hand: relu and + 1 both read the product, which stays an output while each joins
+        // as one more; the add reads both and replaces them (one reader each). Nothing
+        // outside reads the product or either branch: one kernel reading A and W once and
+        // writing the result once.
         assert_eq!(r.strict_kernels, 4);
+        assert_eq!(r.kernels, 1);
+        assert_eq!(r.joins(), [("matmul epilogue", 3)]);
+        let min = 4 * (m * k + k * n + m * n) as u64;
+        assert!(
+            r.hbm_bytes >= min && r.hbm_bytes <= min + min / 8,
+            "{} bytes for a minimum of {min}",
+            r.hbm_bytes
+        );
+    }
+
+    #[test]
+    fn saved_products_stay_outputs_beside_their_activation() {
+        // SwiGLU's forward as training runs it: the products, silu(gate) and the result are
+        // all saved for the backward (live).
+        let (m, k, n) = (256usize, 64usize, 128usize);
+        let (a0, g0, u0) = (data(m * k, 11), data(k * n, 12), data(k * n, 13));
+        let r = run_both(
+            |rt| {
+                vec![
+                    Tensor::from_slice(rt, &a0, &[m, k]).unwrap(),
+                    Tensor::from_slice(rt, &g0, &[k, n]).unwrap(),
+                    Tensor::from_slice(rt, &u0, &[k, n]).unwrap(),
+                ]
+            },
+            |t| {
+                let gate = t[0].matmul(&t[1]).unwrap();
+                let up = t[0].matmul(&t[2]).unwrap();
+                let sg = gate.silu().unwrap();
+                let act = sg.mul(&up).unwrap();
+                vec![gate, up, sg, act]
+            },
+        );
+        assert_eq!(r.strict, r.fused);
+        // By hand: silu reads the gate product, which stays an output (live): the gate matmul
+        // writes gate and silu(gate). The product sg * up reads the up product (live too) and
+        // sg: the up matmul reads sg and writes up and the result. Two kernels; A read twice,
+        // each weight once, four [m, n] values written and sg read once. Strict reads gate and
+        // up again in kernels of their own.
         assert_eq!(r.kernels, 2);
-        assert_eq!(r.joins(), [("elementwise", 2)]);
+        assert_eq!(r.joins(), [("matmul epilogue", 2)]);
+        let min = 4 * (2 * m * k + 2 * k * n + 5 * m * n) as u64;
+        assert!(
+            r.hbm_bytes >= min && r.hbm_bytes <= min + min / 8,
+            "{} bytes for a minimum of {min}",
+            r.hbm_bytes
+        );
+        assert_eq!(r.strict_kernels, 4);
+        assert!(r.strict_hbm_bytes >= min + 4 * (2 * m * n) as u64);
+    }
+
+    #[test]
+    fn a_product_read_by_several_epilogue_nodes_never_reaches_hbm() {
+        // SwiGLU's backward: g = dy @ W is read by two products, the second by silu's
+        // backward; g and g * up are needed by nothing else.
+        let (m, k, n) = (256usize, 64usize, 128usize);
+        let (a0, w0) = (data(m * k, 14), data(k * n, 15));
+        let (s0, u0, x0) = (data(m * n, 16), data(m * n, 17), data(m * n, 18));
+        let r = run_both(
+            |rt| {
+                vec![
+                    Tensor::from_slice(rt, &a0, &[m, k]).unwrap(),
+                    Tensor::from_slice(rt, &w0, &[k, n]).unwrap(),
+                    Tensor::from_slice(rt, &s0, &[m, n]).unwrap(),
+                    Tensor::from_slice(rt, &u0, &[m, n]).unwrap(),
+                    Tensor::from_slice(rt, &x0, &[m, n]).unwrap(),
+                ]
+            },
+            |t| {
+                let g = t[0].matmul(&t[1]).unwrap();
+                let g_up = g.mul(&t[2]).unwrap();
+                let g_sg = g.mul(&t[3]).unwrap();
+                let g_gate = crate::ops::backward::silu_backward(&g_sg, &t[4]).unwrap();
+                vec![g_up, g_gate]
+            },
+        );
+        assert_eq!(r.strict, r.fused);
+        // By hand: both products read g (two readers: g stays an output while they join),
+        // silu's backward replaces g * up (its one reader); g is then read by no one outside
+        // the kernel and dropped. One kernel reading A, W and the three saved values once and
+        // writing the two gradients; Strict writes g and g * up and reads them back.
+        assert_eq!(r.kernels, 1);
+        assert_eq!(r.joins(), [("matmul epilogue", 3)]);
+        let min = 4 * (m * k + k * n + 5 * m * n) as u64;
+        assert!(
+            r.hbm_bytes >= min && r.hbm_bytes <= min + min / 8,
+            "{} bytes for a minimum of {min}",
+            r.hbm_bytes
+        );
+        assert_eq!(r.strict_kernels, 4);
+        assert!(r.strict_hbm_bytes >= min + 4 * (4 * m * n) as u64);
     }
 }

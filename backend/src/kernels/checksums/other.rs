@@ -40,6 +40,7 @@ fn epilogue_spec() -> MatSpec {
             MatOperand::contiguous(DType::BF16, m, n),
         ],
         out: MatOperand::contiguous(DType::BF16, m, n),
+        extra_outs: Vec::new(),
         epilogue: Some(b.finish()),
     }
 }
@@ -64,6 +65,7 @@ fn odd_access_spec() -> MatSpec {
         },
         extras: Vec::new(),
         out: MatOperand::contiguous(DType::F32, m, n),
+        extra_outs: Vec::new(),
         epilogue: None,
     }
 }

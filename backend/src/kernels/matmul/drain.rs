@@ -3,7 +3,7 @@
 //! next tile's folds.
 
 use super::streamed::{Step, elem_off};
-use super::{Ctx, MatSpec, SEM_STORE, Side, tile_desc};
+use super::{Ctx, MatOperand, MatSpec, SEM_STORE, Side, tile_desc};
 use crate::dtype::DType;
 use crate::kernels::KernelError;
 use crate::kernels::tile::body::{self, VOperand};
@@ -22,25 +22,25 @@ pub(super) struct Drain {
     chunk_rows: u32,
     c_buf: u32,
     x_bufs: Vec<u32>,
-    o_buf: u32,
-    /// The output's argument slot and element size in VMEM (f32 without an epilogue).
+    /// Each output's buffer.
+    o_bufs: Vec<u32>,
+    /// The first output's argument slot (the others follow).
     out_slot: u8,
-    out_esz: u32,
 }
 
 impl Drain {
     /// The drain of tile `st` in buffers `cb`: `ext` is its rows, columns and row pitch, `bufs`
-    /// its accumulator, epilogue inputs and output.
+    /// its accumulator, epilogue inputs and outputs.
     pub fn new(
         s: &MatSpec,
         st: &Step,
         ext: (u32, u32, u32),
         chunk_rows: u32,
         cb: usize,
-        bufs: (u32, Vec<u32>, u32),
+        bufs: (u32, Vec<u32>, Vec<u32>),
     ) -> Self {
         let (rm, rn, tn) = ext;
-        let (c_buf, x_bufs, o_buf) = bufs;
+        let (c_buf, x_bufs, o_bufs) = bufs;
         Drain {
             cb: Some(cb),
             st: *st,
@@ -51,14 +51,16 @@ impl Drain {
             chunk_rows,
             c_buf,
             x_bufs,
-            o_buf,
+            o_bufs,
             out_slot: 2 + s.extras.len() as u8,
-            out_esz: if s.epilogue.is_some() {
-                s.out.dtype.size() as u32
-            } else {
-                4
-            },
         }
+    }
+
+    /// Each output with its element size as stored (f32 without an epilogue).
+    fn outputs<'s>(&self, s: &'s MatSpec) -> impl Iterator<Item = (&'s MatOperand, u32)> {
+        let plain = s.epilogue.is_none();
+        s.outputs()
+            .map(move |o| (o, if plain { 4 } else { o.dtype.size() as u32 }))
     }
 
     /// The accumulator parity still to drain, if any.
@@ -68,8 +70,12 @@ impl Drain {
 
     /// Bytes the whole tile's stores move.
     pub fn bytes(&self, s: &MatSpec) -> u64 {
-        let (st1, st2) = (s.out.strides[1], s.out.strides[2]);
-        tile_desc(self.out_esz, self.rm, self.rn, st1, st2, self.tn, false).bytes()
+        self.outputs(s)
+            .map(|(o, esz)| {
+                let (st1, st2) = (o.strides[1], o.strides[2]);
+                tile_desc(esz, self.rm, self.rn, st1, st2, self.tn, false).bytes()
+            })
+            .sum()
     }
 
     /// Emits the next chunk: the epilogue over its rows, then their store.
@@ -83,14 +89,16 @@ impl Drain {
         let r0 = self.next_row;
         let rows = self.chunk_rows.min(self.rm - r0);
         self.epilogue(cx, r0, rows)?;
-        let (st1, st2) = (s.out.strides[1], s.out.strides[2]);
-        let d = tile_desc(self.out_esz, rows, self.rn, st1, st2, self.tn, false);
-        let hbm = Side::Hbm {
-            slot: self.out_slot,
-            off: elem_off(&s.out, self.st.b, self.st.i + r0, self.st.j),
-        };
-        let vmem = Side::Vmem((self.o_buf + r0 * self.tn * self.out_esz) as i32);
-        cx.dma(hbm, vmem, &d, SEM_STORE + cb as u8)?;
+        for (k, (o, esz)) in self.outputs(s).enumerate() {
+            let (st1, st2) = (o.strides[1], o.strides[2]);
+            let d = tile_desc(esz, rows, self.rn, st1, st2, self.tn, false);
+            let hbm = Side::Hbm {
+                slot: self.out_slot + k as u8,
+                off: elem_off(o, self.st.b, self.st.i + r0, self.st.j),
+            };
+            let vmem = Side::Vmem((self.o_bufs[k] + r0 * self.tn * esz) as i32);
+            cx.dma(hbm, vmem, &d, SEM_STORE + cb as u8)?;
+        }
         self.next_row += rows;
         if self.next_row >= self.rm {
             self.cb = None;
@@ -116,17 +124,20 @@ impl Drain {
                 dtype: x.dtype,
             });
         }
-        ops.push(VOperand {
-            base: at(self.o_buf, s.out.dtype.size() as u32),
-            dtype: s.out.dtype,
-        });
+        let inputs = ops.len();
+        for (o, buf) in s.outputs().zip(&self.o_bufs) {
+            ops.push(VOperand {
+                base: at(*buf, o.dtype.size() as u32),
+                dtype: o.dtype,
+            });
+        }
         let n_vregs = (rows * pitch).div_ceil(1024);
         body::dense(
             &mut cx.e,
             &mut cx.pool,
             prog,
             &ops,
-            ops.len() - 1,
+            inputs,
             n_vregs,
             cx.chip.core.vregs,
             None,

@@ -191,7 +191,8 @@ pub fn build_parts(
     let names = ["a".to_string(), "w".to_string()]
         .into_iter()
         .chain((0..spec.extras.len()).map(|i| format!("x{i}")))
-        .chain(["out".to_string()]);
+        .chain(["out".to_string()])
+        .chain((1..=spec.extra_outs.len()).map(|i| format!("out{i}")));
     let args = e.buffers_with_offsets(names);
     let mut pool = RegPool::default();
     let scratch = pool.take().expect("a fresh pool has registers");
@@ -199,7 +200,7 @@ pub fn build_parts(
     let sizes: Vec<u32> = [spec.a.dtype.size() as u32, spec.w.dtype.size() as u32]
         .into_iter()
         .chain(spec.extras.iter().map(|x| x.dtype.size() as u32))
-        .chain([spec.out.dtype.size() as u32])
+        .chain(spec.outputs().map(|o| o.dtype.size() as u32))
         .collect();
     for (i, sz) in sizes.iter().enumerate() {
         let r = pool

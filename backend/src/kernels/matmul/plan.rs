@@ -43,7 +43,7 @@ impl MatPlan {
         let tile = tm * tn;
         let extras: u64 = spec.extras.iter().map(|x| x.dtype.size() as u64).sum();
         let out = if spec.epilogue.is_some() {
-            spec.out.dtype.size() as u64
+            spec.out_bytes() as u64
         } else {
             0
         };
@@ -81,11 +81,7 @@ pub fn estimate_seconds(spec: &MatSpec, plan: &MatPlan, chip: &ChipInfo) -> f64 
     let (tm, tn, tk) = (tm.min(m), tn.min(n), tk.min(k));
     let batch = spec.batch as u64;
     let e = spec.esz() as u64;
-    let out_e = if spec.epilogue.is_some() {
-        spec.out.dtype.size() as u64
-    } else {
-        4
-    };
+    let out_e = spec.out_bytes() as u64;
     let extras: u64 = spec.extras.iter().map(|x| x.dtype.size() as u64).sum();
     let passes = spec.prec.passes() as u64;
     let clock = core.clock_hz.max(1.0);

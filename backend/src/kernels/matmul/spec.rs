@@ -70,8 +70,11 @@ pub struct MatSpec {
     pub extras: Vec<MatOperand>,
     /// The output over `[batch, m, n]`.
     pub out: MatOperand,
-    /// `Input(0)` is the f32 product, `Input(1 + i)` extra `i`; one output. `None` stores the
-    /// product as it is (the output must then be f32).
+    /// More outputs over `[batch, m, n]`, written by the epilogue's later outputs (a product
+    /// kept for the backward as well as its activation, say).
+    pub extra_outs: Vec<MatOperand>,
+    /// `Input(0)` is the f32 product, `Input(1 + i)` extra `i`; one output per output operand.
+    /// `None` stores the product as it is (the output must then be f32).
     pub epilogue: Option<Prog>,
 }
 
@@ -83,6 +86,20 @@ impl MatSpec {
 
     pub(super) fn esz(&self) -> u32 {
         self.fmt.bytes()
+    }
+
+    /// Every output, the first one first.
+    pub fn outputs(&self) -> impl Iterator<Item = &MatOperand> {
+        std::iter::once(&self.out).chain(&self.extra_outs)
+    }
+
+    /// Bytes of one element of every output together (as stored: f32 without an epilogue).
+    pub(super) fn out_bytes(&self) -> u32 {
+        if self.epilogue.is_some() {
+            self.outputs().map(|o| o.dtype.size() as u32).sum()
+        } else {
+            4
+        }
     }
 }
 
@@ -161,12 +178,26 @@ pub fn spec_of(
         .map(|v| op(v, [b, m, n]))
         .collect::<Result<Vec<_>, _>>()?;
     let out_op = op(out, [b, m, n])?;
-    let epilogue =
-        if is_plain_epilogue(&mm.epilogue) && out.dtype == DType::F32 && extras.is_empty() {
-            None
-        } else {
-            Some(mm.epilogue.clone())
-        };
+    let extra_outs = node.outputs[1..]
+        .iter()
+        .map(|v| op(v, [b, m, n]))
+        .collect::<Result<Vec<_>, _>>()?;
+    if mm.epilogue.outputs.len() != node.outputs.len() {
+        return Err(KernelError::Unsupported(format!(
+            "matmul epilogue with {} outputs for {} output operands",
+            mm.epilogue.outputs.len(),
+            node.outputs.len()
+        )));
+    }
+    let epilogue = if is_plain_epilogue(&mm.epilogue)
+        && out.dtype == DType::F32
+        && extras.is_empty()
+        && extra_outs.is_empty()
+    {
+        None
+    } else {
+        Some(mm.epilogue.clone())
+    };
     let spec = MatSpec {
         batch: to32(b)?,
         m: to32(m)?,
@@ -178,6 +209,7 @@ pub fn spec_of(
         w: op(w, [b, k, n])?,
         extras,
         out: out_op,
+        extra_outs,
         epilogue,
     };
     let offsets = node

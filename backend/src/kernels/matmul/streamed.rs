@@ -39,8 +39,8 @@ struct Buffers {
     c: [u32; 2],
     /// Epilogue inputs.
     x: Vec<[u32; 2]>,
-    /// Epilogue outputs (the accumulators when there is no epilogue).
-    o: [u32; 2],
+    /// Epilogue outputs, one pair per output (the accumulators when there is no epilogue).
+    o: Vec<[u32; 2]>,
 }
 
 impl Buffers {
@@ -63,9 +63,11 @@ impl Buffers {
             .map(|x| two(tm * tn * x.dtype.size() as u32))
             .collect();
         let o = if s.epilogue.is_some() {
-            two(tm * tn * s.out.dtype.size() as u32)
+            s.outputs()
+                .map(|o| two(tm * tn * o.dtype.size() as u32))
+                .collect()
         } else {
-            c
+            vec![c]
         };
         if at as u64 > cx.chip.core.vmem_bytes {
             return Err(KernelError::TooLarge(
@@ -276,7 +278,7 @@ impl<'a> Streamed<'a> {
             (
                 self.bufs.c[cb],
                 self.bufs.x.iter().map(|x| x[cb]).collect(),
-                self.bufs.o[cb],
+                self.bufs.o.iter().map(|o| o[cb]).collect(),
             ),
         )
     }
