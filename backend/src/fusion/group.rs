@@ -67,6 +67,8 @@ pub(super) struct Graph {
     readers: HashMap<u64, usize>,
     /// Storages some tensor outside the graph still holds.
     live: BTreeSet<u64>,
+    /// Storages a node reducing along rows reads, directly or through elementwise nodes.
+    row_read: BTreeSet<u64>,
 }
 
 impl Graph {
@@ -94,7 +96,32 @@ impl Graph {
                 *readers.entry(id).or_default() += 1;
             }
         }
-        Graph { readers, live }
+        // Latest first: a reduction's inputs, and the inputs of an elementwise node whose
+        // result a reduction reads.
+        let mut row_read = BTreeSet::new();
+        for n in nodes.iter().rev() {
+            let feeds = match n.kind {
+                NodeKind::Tile { row_dims, .. } if row_dims > 0 => true,
+                NodeKind::Tile { .. } => {
+                    n.outputs.iter().any(|v| row_read.contains(&v.storage.id()))
+                }
+                _ => false,
+            };
+            if feeds {
+                row_read.extend(distinct_reads(n));
+            }
+        }
+        Graph {
+            readers,
+            live,
+            row_read,
+        }
+    }
+
+    /// Whether a node reducing along rows reads `v`, directly or through elementwise nodes
+    /// (its kernel would take `v`'s producer as its prologue).
+    pub fn read_by_a_reduction(&self, v: &View) -> bool {
+        self.row_read.contains(&v.storage.id())
     }
 
     /// Whether a tensor outside the graph holds `v`'s storage.

@@ -79,10 +79,16 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
         return false;
     }
     // `n` replaces the one value it reads when nothing else needs it; otherwise the value
-    // stays an output (saved for the backward, say) and `n`'s result is one more.
+    // stays an output (saved for the backward, say) and `n`'s result is one more, unless a
+    // reduction reads that result: the reduction's kernel would take `n` as its prologue,
+    // reading the product once, where one more output is written and read back.
     let replaced = match reads[..] {
         [k] if graph.private_to_one_reader(&g.node.outputs[k]) => Some(k),
-        _ if g.node.outputs.len() >= MAX_OUTPUTS => return false,
+        _ if g.node.outputs.len() >= MAX_OUTPUTS
+            || (graph.read_by_a_reduction(written) && !graph.live(written)) =>
+        {
+            return false;
+        }
         _ => None,
     };
     let outs = append_prog(&mut merged, nprog, &map, false);
@@ -259,5 +265,38 @@ mod tests {
         );
         assert_eq!(r.strict_kernels, 4);
         assert!(r.strict_hbm_bytes >= min + 4 * (4 * m * n) as u64);
+    }
+
+    #[test]
+    fn a_map_a_reduction_reads_goes_to_the_reduction() {
+        // h = a @ w is kept (live); t = h * s feeds a mean over the row.
+        let (m, k, n) = (256usize, 64usize, 128usize);
+        let (a0, w0, s0) = (data(m * k, 19), data(k * n, 20), data(m * n, 21));
+        let r = run_both(
+            |rt| {
+                vec![
+                    Tensor::from_slice(rt, &a0, &[m, k]).unwrap(),
+                    Tensor::from_slice(rt, &w0, &[k, n]).unwrap(),
+                    Tensor::from_slice(rt, &s0, &[m, n]).unwrap(),
+                ]
+            },
+            |t| {
+                let h = t[0].matmul(&t[1]).unwrap();
+                let m = h.mul(&t[2]).unwrap().mean(&[-1], false).unwrap();
+                vec![h, m]
+            },
+        );
+        assert_eq!(r.strict, r.fused);
+        // By hand: as one more output of the matmul, h * s would be written and read back by
+        // the mean's kernel; as the mean's prologue it is never written: the matmul writes h,
+        // the row kernel reads h and s and writes one value a row. Two kernels.
+        assert_eq!(r.kernels, 2);
+        assert_eq!(r.joins(), [("reduction", 1)]);
+        let min = 4 * (m * k + k * n + 3 * m * n + m) as u64;
+        assert!(
+            r.hbm_bytes >= min && r.hbm_bytes <= min + min / 8,
+            "{} bytes for a minimum of {min}",
+            r.hbm_bytes
+        );
     }
 }
