@@ -151,3 +151,33 @@ fn a_fused_product_with_its_epilogue_on_both_cores_has_one_cores_bits() {
         "the fused product's bits differ on two cores"
     );
 }
+
+#[test]
+fn a_fused_product_kept_beside_its_activation_on_both_cores_has_one_cores_bits() {
+    // The product is held by a tensor (saved for a backward) and silu reads it: one kernel
+    // with two outputs, every core storing its own tiles of both.
+    let run = |megacore: bool| -> (Vec<u32>, u64) {
+        let rt = v5p(Mode::DeferAndFuse, megacore);
+        let (a, b) = (bf16(&rt, &[512, 384], 4), bf16(&rt, &[384, 640], 5));
+        rt.sync().unwrap();
+        rt.reset_metrics();
+        let y = a.mm(&b).unwrap();
+        let z = y.silu().unwrap();
+        rt.sync().unwrap();
+        let kernels = rt.metrics().kernels_launched;
+        let bits = [y, z]
+            .iter()
+            .flat_map(|t| t.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap())
+            .map(|x| x.to_bits())
+            .collect();
+        (bits, kernels)
+    };
+    let (one, k1) = run(false);
+    let (two, k2) = run(true);
+    assert_eq!(
+        (k1, k2),
+        (1, 1),
+        "the product and its activation in one kernel"
+    );
+    assert!(one == two, "the two outputs' bits differ on two cores");
+}
