@@ -77,6 +77,11 @@ impl VAlloc {
     pub fn give_mask(&mut self, m: MReg) {
         self.mfree.push(m.index());
     }
+
+    /// Frees every remembered mask (the bool registers stay; a select on one compares again).
+    pub fn forget_masks(&mut self) {
+        self.mfree.extend(self.masks.drain(..).map(|(_, m)| m));
+    }
 }
 
 fn lane(d: DType) -> VType {

@@ -50,6 +50,9 @@ impl Rows {
             }
             return Ok(());
         }
+        // The per-row values' comparison masks would sit unused through the chunk loop, whose
+        // selects and copies need masks of their own.
+        cx.va.forget_masks();
         let mut accs = reduce::init(cx, &reds)?;
         let uses_index = prog.nodes.iter().any(|n| matches!(n.op, POp::Index(_)));
         let colidx = if uses_index || accs.iter().any(|a| a.idx.is_some()) {
