@@ -164,7 +164,10 @@ pub(crate) fn emit_un(e: &mut Emitter, op: UnOp, ty: DType, dst: VReg, a: VReg) 
     }
 }
 
-/// `dst = (a cmp b) ? 1 : 0` (bool lanes).
+/// `dst = (a cmp b) ? 1 : 0` (bool lanes). `mask_only`: only selects read the result, so
+/// while masks are plentiful it stays in a mask held until `dst` is given back, and `dst` is
+/// never written.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn emit_cmp(
     e: &mut Emitter,
     va: &mut VAlloc,
@@ -173,9 +176,15 @@ pub(crate) fn emit_cmp(
     dst: VReg,
     a: VReg,
     b: VSrc,
+    mask_only: bool,
 ) -> Result<(), KernelError> {
     let m = va.take_mask()?;
-    e.vcmp(vcmp(op), lane(ty), m, a, b).vmask(dst, m);
+    e.vcmp(vcmp(op), lane(ty), m, a, b);
+    if mask_only && va.mfree.len() >= 6 {
+        va.masks.push((dst.index(), m.index()));
+        return Ok(());
+    }
+    e.vmask(dst, m);
     va.remember_mask(dst, m);
     Ok(())
 }

@@ -60,6 +60,36 @@ struct Ctx<'a> {
     /// Rows layout: the flat index (over the outer dims) of the current group's first row
     /// (advanced by 8 per group).
     row_base: Option<SReg>,
+    /// Comparisons read only as select conditions (see [`masks_only`]).
+    mask_only: Vec<bool>,
+}
+
+/// The comparisons of `prog` that only selects read, as their condition, and that are neither
+/// per-row nor outputs: their result can stay in a mask register, never written to a vector
+/// register.
+fn masks_only(prog: &Prog) -> Vec<bool> {
+    let mut only: Vec<bool> = prog
+        .nodes
+        .iter()
+        .map(|n| matches!(n.op, POp::Cmp(..)) && !n.per_row)
+        .collect();
+    for n in &prog.nodes {
+        match n.op {
+            POp::Select(_, a, b) => {
+                only[a as usize] = false;
+                only[b as usize] = false;
+            }
+            ref op => {
+                for a in args(op) {
+                    only[a as usize] = false;
+                }
+            }
+        }
+    }
+    for o in &prog.outputs {
+        only[*o as usize] = false;
+    }
+    only
 }
 
 fn last_uses(prog: &Prog) -> Vec<usize> {
@@ -108,6 +138,7 @@ impl<'a> Ctx<'a> {
             orig_shape: &[],
             row_start: 0,
             row_base: None,
+            mask_only: masks_only(prog),
         }
     }
 
@@ -176,7 +207,17 @@ impl<'a> Ctx<'a> {
             POp::Cmp(op, a, b) => {
                 let ty = self.prog.node(a).dtype;
                 let (ra, rb) = (self.reg(a), self.reg(b));
-                vexpr::emit_cmp(self.e, &mut self.va, op, ty, dst, ra, VSrc::V(rb))?;
+                let mask_only = self.mask_only[r as usize];
+                vexpr::emit_cmp(
+                    self.e,
+                    &mut self.va,
+                    op,
+                    ty,
+                    dst,
+                    ra,
+                    VSrc::V(rb),
+                    mask_only,
+                )?;
             }
             POp::Select(c, a, b) => {
                 let (rc, ra, rb) = (self.reg(c), self.reg(a), self.reg(b));
