@@ -202,6 +202,7 @@ impl Transformer {
             linear(&h1, &self.wv)?,
         );
         let (qh, kh, vh) = (self.heads(&q)?, self.heads(&k)?, self.heads(&v)?);
+        drop((q, k, v));
         // Causal attention as models call it (`F.scaled_dot_product_attention(is_causal=True)`):
         // the flash-attention kernel, which keeps each row's logsumexp for the backward and
         // never writes the `S x S` weights to HBM.
@@ -232,6 +233,7 @@ impl Transformer {
             ],
         )?;
         let (loss, total) = (tensor(&nll[0]), tensor(&nll[1]));
+        drop(nll);
 
         // Backward.
         let rt = loss.runtime().clone();

@@ -20,6 +20,10 @@ const MAX_NODES: usize = 64;
 /// Most outputs of a matmul with its epilogue.
 const MAX_OUTPUTS: usize = 4;
 
+/// Most extra inputs and outputs together: each takes a scalar register of the kernel for its
+/// address (15 in all: a scratch, A, W and the epilogue's own up to 5 leave 7).
+const MAX_OPERANDS: usize = 7;
+
 /// Joins elementwise node `n` to matmul group `g` as its epilogue.
 pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
     let NodeKind::Tile {
@@ -82,6 +86,7 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
     // stays an output (saved for the backward, say) and `n`'s result is one more, unless a
     // reduction reads that result: the reduction's kernel would take `n` as its prologue,
     // reading the product once, where one more output is written and read back.
+    let extras = g.node.inputs.len() - 2 + new_inputs.len();
     let replaced = match reads[..] {
         [k] if graph.private_to_one_reader(&g.node.outputs[k]) => Some(k),
         _ if g.node.outputs.len() >= MAX_OUTPUTS
@@ -91,6 +96,9 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
         }
         _ => None,
     };
+    if extras + g.node.outputs.len() + usize::from(replaced.is_none()) > MAX_OPERANDS {
+        return false;
+    }
     let outs = append_prog(&mut merged, nprog, &map, false);
     let mut new_out = written.clone();
     new_out.layout = Layout::contiguous(&product.layout.shape);
@@ -171,7 +179,7 @@ mod tests {
         );
         assert_eq!(r.strict, r.fused);
         // By hand: relu and + 1 both read the product, which stays an output while each joins
-        // as one more; the add reads both and replaces them (one reader each). Nothing
+        // as one more; the add reads both and is one more too. Nothing
         // outside reads the product or either branch: one kernel reading A and W once and
         // writing the result once.
         assert_eq!(r.strict_kernels, 4);

@@ -24,7 +24,11 @@ pub(super) fn push_selects_into_rows(prog: &mut Prog) -> bool {
         let r = match n.op {
             POp::Select(c, a, b) => {
                 let (a, b) = (m(a), m(b));
-                match and_parts(&out, m(c)) {
+                // Both parts per-row: the condition is already computed once per row, and one
+                // select per element is all that is left.
+                match and_parts(&out, m(c))
+                    .filter(|(p, q)| !(row_like(&out, *p) && row_like(&out, *q)))
+                {
                     Some((p, q)) => {
                         // The per-row condition goes inside, where the choice is per-row.
                         let (outer, inner) = if row_like(&out, p) && !row_like(&out, q) {
@@ -59,9 +63,34 @@ pub(super) fn push_selects_into_rows(prog: &mut Prog) -> bool {
     }
     if changed {
         out.outputs = prog.outputs.iter().map(|o| map[*o as usize]).collect();
-        *prog = out;
+        *prog = without_dead_nodes(&out);
     }
     changed
+}
+
+/// `prog` without the nodes no output depends on (the rewrites leave the nodes they replaced;
+/// a row kernel would still compute and hold its per-row ones).
+fn without_dead_nodes(prog: &Prog) -> Prog {
+    let mut live = vec![false; prog.nodes.len()];
+    for o in &prog.outputs {
+        live[*o as usize] = true;
+    }
+    for i in (0..prog.nodes.len()).rev() {
+        if live[i] {
+            for a in crate::kernels::tile::body::args(&prog.nodes[i].op) {
+                live[a as usize] = true;
+            }
+        }
+    }
+    let mut out = Prog::default();
+    let mut map: Vec<PRef> = vec![0; prog.nodes.len()];
+    for (i, n) in prog.nodes.iter().enumerate() {
+        if live[i] {
+            map[i] = out.push(remap(n.op, &|r| map[r as usize]), n.dtype, n.per_row);
+        }
+    }
+    out.outputs = prog.outputs.iter().map(|o| map[*o as usize]).collect();
+    out
 }
 
 /// Pushes an elementwise node, per-row when its arguments all are (or are constants) and one
@@ -187,14 +216,9 @@ mod tests {
             .filter(|n| !n.per_row && !matches!(n.op, POp::Index(_)))
             .map(|n| &n.op)
             .collect();
-        // What remains per element: the comparison, the select, and the original i32 casts,
-        // and and select (left for the dead-code walk of the kernel generator).
-        assert_eq!(
-            full.iter()
-                .filter(|op| matches!(op, POp::Select(..) | POp::Cmp(..)))
-                .count(),
-            3
-        );
+        // What remains per element: the comparison and the select (the nodes they replace,
+        // the i32 casts, the and and the first select, are gone).
+        assert_eq!(full.len(), 2, "{full:?}");
     }
 
     #[test]
@@ -215,7 +239,7 @@ mod tests {
                 .iter()
                 .filter(|n| matches!(n.op, POp::Select(..)))
                 .count(),
-            2
+            1
         );
     }
 }
