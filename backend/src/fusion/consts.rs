@@ -87,14 +87,9 @@ fn inline_into(n: &mut Node, holds: &HashMap<u64, (Scalar, DType)>) {
         return;
     }
     // How the program reads each input (an input read two ways is left as it is).
-    let mut reads: HashMap<u32, (bool, DType)> = HashMap::new();
-    for x in &prog.nodes {
-        if let POp::Input(i) = x.op
-            && *reads.entry(i).or_insert((x.per_row, x.dtype)) != (x.per_row, x.dtype)
-        {
-            return;
-        }
-    }
+    let Some(reads) = super::group::input_reads(prog) else {
+        return;
+    };
     let mut out = Prog::default();
     let mut map: HashMap<u32, PRef> = HashMap::new();
     let mut inputs = Vec::new();

@@ -146,16 +146,10 @@ fn read_each_operand_once(node: &mut Node) {
     let NodeKind::Tile { prog, .. } = &mut node.kind else {
         return;
     };
-    // How the program reads each input: per row or in full, and as which dtype (a program
-    // that reads an input two ways is left as it is).
-    let mut reads: HashMap<u32, (bool, DType)> = HashMap::new();
-    for x in &prog.nodes {
-        if let POp::Input(i) = x.op
-            && *reads.entry(i).or_insert((x.per_row, x.dtype)) != (x.per_row, x.dtype)
-        {
-            return;
-        }
-    }
+    // A program that reads an input two ways is left as it is.
+    let Some(reads) = input_reads(prog) else {
+        return;
+    };
     // For each input, an earlier one read the same way, if any.
     let twins: Vec<Option<usize>> = (0..node.inputs.len())
         .map(|i| {
@@ -189,6 +183,20 @@ fn read_each_operand_once(node: &mut Node) {
     read_once.outputs = append_prog(&mut read_once, prog, &map, false);
     *prog = read_once;
     node.inputs = inputs;
+}
+
+/// How `prog` reads each input: per row or in full, and as which dtype; `None` when it reads
+/// one two ways.
+pub(super) fn input_reads(prog: &Prog) -> Option<HashMap<u32, (bool, DType)>> {
+    let mut reads: HashMap<u32, (bool, DType)> = HashMap::new();
+    for x in &prog.nodes {
+        if let POp::Input(i) = x.op
+            && *reads.entry(i).or_insert((x.per_row, x.dtype)) != (x.per_row, x.dtype)
+        {
+            return None;
+        }
+    }
+    Some(reads)
 }
 
 /// The storages `n` reads, each once.

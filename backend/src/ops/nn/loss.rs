@@ -248,8 +248,17 @@ const PER_ROW: [bool; 3] = [false, true, false];
 impl Nll<'_> {
     /// `none` on a batch: the per-sample losses and a zero total weight.
     fn per_sample_losses(&self) -> Result<(Tensor, Tensor)> {
-        let (dt, sample) = (self.dt, self.sample);
-        let loss = rows(
+        let loss = self.sample_losses(self.dt)?;
+        Ok((
+            loss,
+            creation::full(self.op.rt(), &[], Scalar::Int(0), self.dt)?,
+        ))
+    }
+
+    /// Each sample's loss, as `dt`.
+    fn sample_losses(&self, dt: DType) -> Result<Tensor> {
+        let sample = self.sample;
+        Ok(rows(
             self.op,
             &self.x_shape,
             &[self.class_dim],
@@ -259,8 +268,7 @@ impl Nll<'_> {
             &[(dt, true)],
             |p, r| vec![sample.build(p, r).0],
         )?
-        .remove(0);
-        Ok((loss, creation::full(self.op.rt(), &[], Scalar::Int(0), dt)?))
+        .remove(0))
     }
 
     /// One sample: the row statistics are the result.
@@ -337,7 +345,7 @@ impl Nll<'_> {
         ignore: i32,
         mean: bool,
     ) -> Result<(Tensor, Tensor)> {
-        let (dt, sample) = (self.dt, self.sample);
+        let dt = self.dt;
         let shape = target.shape().to_vec();
         let all: Vec<usize> = (0..shape.len()).collect();
         // The targets as one row of `[1, ...]`: a space of its own, which the sum of the
@@ -366,17 +374,7 @@ impl Nll<'_> {
             },
         )?;
         let (total_f32, total) = (reshaped(&tw[0], &[]), reshaped(&tw[1], &[]));
-        let losses = rows(
-            self.op,
-            &self.x_shape,
-            &[self.class_dim],
-            false,
-            &self.inputs,
-            &PER_ROW,
-            &[(F, true)],
-            |p, r| vec![sample.build(p, r).0],
-        )?
-        .remove(0);
+        let losses = self.sample_losses(F)?;
         let loss = rows(
             self.op,
             &shape,
