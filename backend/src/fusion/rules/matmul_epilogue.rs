@@ -100,8 +100,10 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
         return false;
     }
     let outs = append_prog(&mut merged, nprog, &map, false);
+    // Laid out as the product, where `n` writes it (a contiguous view may start anywhere).
     let mut new_out = written.clone();
     new_out.layout = Layout::contiguous(&product.layout.shape);
+    new_out.layout.offset = written.layout.offset;
     match replaced {
         Some(k) => {
             merged.outputs[k] = outs[0];
@@ -306,5 +308,31 @@ mod tests {
             "{} bytes for a minimum of {min}",
             r.hbm_bytes
         );
+    }
+
+    #[test]
+    fn an_epilogue_writing_into_a_slice_keeps_its_place() {
+        // relu(a @ w) copied into rows 8.. of a larger buffer: the copy's output is a
+        // contiguous view at a non-zero offset.
+        let (m, k, n) = (128usize, 64usize, 128usize);
+        let (a0, w0) = (data(m * k, 22), data(k * n, 23));
+        let r = run_both(
+            |rt| {
+                vec![
+                    Tensor::from_slice(rt, &a0, &[m, k]).unwrap(),
+                    Tensor::from_slice(rt, &w0, &[k, n]).unwrap(),
+                    Tensor::from_slice(rt, &vec![0.5f32; (m + 8) * n], &[m + 8, n]).unwrap(),
+                ]
+            },
+            |t| {
+                let y = t[0].matmul(&t[1]).unwrap().relu().unwrap();
+                let rows = crate::ops::layout_ops::slice(&t[2], 0, Some(8), None, 1).unwrap();
+                crate::ops::creation::copy_(&rows, &y).unwrap();
+                vec![t[2].clone()]
+            },
+        );
+        // The first 8 rows keep their 0.5; the rest hold relu(a @ w), as in Strict.
+        assert_eq!(r.strict, r.fused);
+        assert!(r.fused[0][..8 * n].iter().all(|x| *x == 0.5));
     }
 }
