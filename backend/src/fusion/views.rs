@@ -23,16 +23,7 @@ pub(super) fn append_prog(
                 remap.push(map[&i]);
                 continue;
             }
-            POp::Const(c) => POp::Const(c),
-            POp::Index(d) => POp::Index(d),
-            POp::Bin(op, a, b) => POp::Bin(op, r(a), r(b)),
-            POp::Un(op, a) => POp::Un(op, r(a)),
-            POp::Cmp(op, a, b) => POp::Cmp(op, r(a), r(b)),
-            POp::Select(c, a, b) => POp::Select(r(c), r(a), r(b)),
-            POp::Cast(a) => POp::Cast(r(a)),
-            POp::Reduce(k, a) => POp::Reduce(k, r(a)),
-            POp::ArgMax(a) => POp::ArgMax(r(a)),
-            POp::ArgMin(a) => POp::ArgMin(r(a)),
+            op => op.map_args(r),
         };
         remap.push(into.push(new, n.dtype, n.per_row || per_row));
     }

@@ -152,6 +152,24 @@ pub enum POp {
     ArgMin(PRef),
 }
 
+impl POp {
+    /// The same operation on arguments renamed by `m` (inputs, constants and coordinates have
+    /// none).
+    pub fn map_args(self, m: impl Fn(PRef) -> PRef) -> POp {
+        match self {
+            POp::Input(_) | POp::Const(_) | POp::Index(_) => self,
+            POp::Bin(k, a, b) => POp::Bin(k, m(a), m(b)),
+            POp::Un(k, a) => POp::Un(k, m(a)),
+            POp::Cmp(k, a, b) => POp::Cmp(k, m(a), m(b)),
+            POp::Select(c, a, b) => POp::Select(m(c), m(a), m(b)),
+            POp::Cast(a) => POp::Cast(m(a)),
+            POp::Reduce(k, a) => POp::Reduce(k, m(a)),
+            POp::ArgMax(a) => POp::ArgMax(m(a)),
+            POp::ArgMin(a) => POp::ArgMin(m(a)),
+        }
+    }
+}
+
 /// A node: operation, result dtype and whether it is per-row.
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub struct PNode {

@@ -72,27 +72,11 @@ pub(super) fn fold_one_hot_sums(prog: &mut Prog, ndim: usize, row_dims: usize, l
             map.push(out.push(POp::Select(on, v, zero), DType::F32, true));
             continue;
         }
-        let op = remap(n.op, &map);
+        let op = n.op.map_args(|r| map[r as usize]);
         map.push(out.push(op, n.dtype, n.per_row));
     }
     out.outputs = prog.outputs.iter().map(|o| map[*o as usize]).collect();
     *prog = out;
-}
-
-/// `op` with its arguments renamed by `map`.
-fn remap(op: POp, map: &[PRef]) -> POp {
-    let m = |r: PRef| map[r as usize];
-    match op {
-        POp::Input(_) | POp::Const(_) | POp::Index(_) => op,
-        POp::Bin(b, x, y) => POp::Bin(b, m(x), m(y)),
-        POp::Un(u, x) => POp::Un(u, m(x)),
-        POp::Cmp(c, x, y) => POp::Cmp(c, m(x), m(y)),
-        POp::Select(c, x, y) => POp::Select(m(c), m(x), m(y)),
-        POp::Cast(x) => POp::Cast(m(x)),
-        POp::Reduce(k, x) => POp::Reduce(k, m(x)),
-        POp::ArgMax(x) => POp::ArgMax(m(x)),
-        POp::ArgMin(x) => POp::ArgMin(m(x)),
-    }
 }
 
 /// `r` as a one-hot value along the row: casts of `select(hit [&& kept], val, 0)` where `hit`

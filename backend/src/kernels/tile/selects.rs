@@ -57,7 +57,7 @@ pub(super) fn push_selects_into_rows(prog: &mut Prog) -> bool {
                     _ => out.push(POp::Cast(x), n.dtype, n.per_row),
                 }
             }
-            op => out.push(remap(op, &m), n.dtype, n.per_row),
+            op => out.push(op.map_args(m), n.dtype, n.per_row),
         };
         map.push(r);
     }
@@ -86,7 +86,7 @@ fn without_dead_nodes(prog: &Prog) -> Prog {
     let mut map: Vec<PRef> = vec![0; prog.nodes.len()];
     for (i, n) in prog.nodes.iter().enumerate() {
         if live[i] {
-            map[i] = out.push(remap(n.op, &|r| map[r as usize]), n.dtype, n.per_row);
+            map[i] = out.push(n.op.map_args(|r| map[r as usize]), n.dtype, n.per_row);
         }
     }
     out.outputs = prog.outputs.iter().map(|o| map[*o as usize]).collect();
@@ -145,21 +145,6 @@ fn and_parts(p: &Prog, c: PRef) -> Option<(PRef, PRef)> {
         }
     };
     Some((bool_of(u)?, bool_of(v)?))
-}
-
-/// `op` with its arguments renamed by `m`.
-fn remap(op: POp, m: &dyn Fn(PRef) -> PRef) -> POp {
-    match op {
-        POp::Input(_) | POp::Const(_) | POp::Index(_) => op,
-        POp::Bin(k, a, b) => POp::Bin(k, m(a), m(b)),
-        POp::Cmp(k, a, b) => POp::Cmp(k, m(a), m(b)),
-        POp::Un(k, a) => POp::Un(k, m(a)),
-        POp::Cast(a) => POp::Cast(m(a)),
-        POp::Reduce(k, a) => POp::Reduce(k, m(a)),
-        POp::ArgMax(a) => POp::ArgMax(m(a)),
-        POp::ArgMin(a) => POp::ArgMin(m(a)),
-        POp::Select(c, a, b) => POp::Select(m(c), m(a), m(b)),
-    }
 }
 
 #[cfg(test)]
