@@ -20,6 +20,49 @@ mod tests {
     use super::super::super::testing::{data, run_both};
     use crate::Tensor;
 
+    /// A target per row, `(i * 131) % c`, rows 3, 10, 17, ... ignored (-100).
+    fn targets(rows: usize, c: usize) -> Vec<i64> {
+        (0..rows as i64)
+            .map(|i| {
+                if i % 7 == 3 {
+                    -100
+                } else {
+                    (i * 131) % c as i64
+                }
+            })
+            .collect()
+    }
+
+    /// The gradient of the logits from the mean cross-entropy's seed gradient, as autograd
+    /// records it: `nll_loss_backward`, then `_log_softmax_backward_data` (bf16).
+    fn cross_entropy_backward(
+        seed: &Tensor,
+        logp: &Tensor,
+        targets: &Tensor,
+        total: &Tensor,
+    ) -> Tensor {
+        use crate::dtype::DType;
+        use crate::ops::{self, Value};
+        let g = ops::call(
+            logp.runtime(),
+            "aten::nll_loss_backward",
+            vec![
+                Value::Tensor(seed.clone()),
+                Value::Tensor(logp.clone()),
+                Value::Tensor(targets.clone()),
+                Value::None,
+                Value::Int(1),
+                Value::Int(-100),
+                Value::Tensor(total.clone()),
+            ],
+        )
+        .unwrap();
+        let Value::Tensor(g) = &g[0] else {
+            unreachable!("nll_loss_backward returns a tensor")
+        };
+        ops::backward::log_softmax_backward_data(g, logp, -1, DType::BF16).unwrap()
+    }
+
     #[test]
     fn rms_norm_by_hand_is_one_row_kernel() {
         let (rows, d) = (64, 512);
@@ -51,20 +94,11 @@ mod tests {
     #[test]
     fn cross_entropy_backward_is_one_pass_over_the_logits() {
         use crate::dtype::DType;
-        use crate::ops::{self, Value};
         // 64 rows of 1000 classes (not a multiple of 128), bf16 log-probabilities; rows 3, 10,
         // 17, ... ignored (-100).
         let (rows, c) = (64usize, 1000usize);
         let x0 = data(rows * c, 5);
-        let tg: Vec<i64> = (0..rows as i64)
-            .map(|i| {
-                if i % 7 == 3 {
-                    -100
-                } else {
-                    (i * 131) % c as i64
-                }
-            })
-            .collect();
+        let tg = targets(rows, c);
         let kept = tg.iter().filter(|t| **t >= 0).count() as f32;
         let r = run_both(
             |rt| {
@@ -82,27 +116,7 @@ mod tests {
                         .unwrap(),
                 ]
             },
-            |t| {
-                let rt = t[0].runtime();
-                let g = ops::call(
-                    rt,
-                    "aten::nll_loss_backward",
-                    vec![
-                        Value::Tensor(t[3].clone()),
-                        Value::Tensor(t[0].clone()),
-                        Value::Tensor(t[1].clone()),
-                        Value::None,
-                        Value::Int(1),
-                        Value::Int(-100),
-                        Value::Tensor(t[2].clone()),
-                    ],
-                )
-                .unwrap();
-                let Value::Tensor(g) = &g[0] else {
-                    unreachable!()
-                };
-                vec![ops::backward::log_softmax_backward_data(g, &t[0], -1, DType::BF16).unwrap()]
-            },
+            |t| vec![cross_entropy_backward(&t[3], &t[0], &t[1], &t[2])],
         );
         // The row sum of the one-hot gradient is its one value (adding zeros is exact), so the
         // fused kernel, which never sums the row, gives Strict's bits.
@@ -128,15 +142,7 @@ mod tests {
         // 64 rows of 1024 classes, bf16 logits; rows 3, 10, 17, ... ignored (-100).
         let (rows, c) = (64usize, 1024usize);
         let x0 = data(rows * c, 7);
-        let tg: Vec<i64> = (0..rows as i64)
-            .map(|i| {
-                if i % 7 == 3 {
-                    -100
-                } else {
-                    (i * 131) % c as i64
-                }
-            })
-            .collect();
+        let tg = targets(rows, c);
         let tensor = |v: &Value| match v {
             Value::Tensor(t) => t.clone(),
             _ => unreachable!("a tensor"),
@@ -168,24 +174,7 @@ mod tests {
                 .unwrap();
                 let (loss, total) = (tensor(&nll[0]), tensor(&nll[1]));
                 let one = creation::scalar_tensor(rt, Scalar::Float(1.0), loss.dtype()).unwrap();
-                let g = ops::call(
-                    rt,
-                    "aten::nll_loss_backward",
-                    vec![
-                        Value::Tensor(one),
-                        Value::Tensor(logp.clone()),
-                        Value::Tensor(targets.clone()),
-                        Value::None,
-                        Value::Int(1),
-                        Value::Int(-100),
-                        Value::Tensor(total),
-                    ],
-                )
-                .unwrap();
-                let g_logp = tensor(&g[0]);
-                let g_logits =
-                    ops::backward::log_softmax_backward_data(&g_logp, &logp, -1, DType::BF16)
-                        .unwrap();
+                let g_logits = cross_entropy_backward(&one, &logp, targets, &total);
                 vec![loss, g_logits]
             },
         );
