@@ -142,24 +142,42 @@ impl Graph {
 
 /// Makes a tile node that names the same operand twice (`x * x`) read it once, as the rules
 /// do for the operands of the nodes they merge.
-fn read_each_operand_once(node: &mut Node) {
-    let NodeKind::Tile { prog, .. } = &mut node.kind else {
+pub(super) fn read_each_operand_once(node: &mut Node) {
+    let NodeKind::Tile {
+        prog,
+        shape,
+        row_dims,
+    } = &mut node.kind
+    else {
         return;
     };
     // A program that reads an input two ways is left as it is.
     let Some(reads) = input_reads(prog) else {
         return;
     };
-    // For each input, an earlier one read the same way, if any.
+    // For each input, another one read the same way, if any: an earlier one, or a per-row
+    // one whose values this full one repeats along the row.
+    let read = |k: usize| reads.get(&(k as u32));
     let twins: Vec<Option<usize>> = (0..node.inputs.len())
         .map(|i| {
-            let read = |k: usize| reads.get(&(k as u32));
-            (0..i).find(|&j| {
-                same_view(&node.inputs[j], &node.inputs[i])
-                    && read(j).is_some()
-                    && read(j) == read(i)
-            })
+            (0..i)
+                .find(|&j| {
+                    same_view(&node.inputs[j], &node.inputs[i])
+                        && read(j).is_some()
+                        && read(j) == read(i)
+                })
+                .or_else(|| {
+                    (0..node.inputs.len()).find(|&j| {
+                        matches!((read(i), read(j)), (Some((false, a)), Some((true, b))) if a == b)
+                            && repeats_along_row(&node.inputs[i], &node.inputs[j], shape, *row_dims)
+                    })
+                })
         })
+        .collect();
+    // A twin that has a twin of its own would leave its reader without an input.
+    let twins: Vec<Option<usize>> = twins
+        .iter()
+        .map(|t| t.filter(|j| twins[*j].is_none()))
         .collect();
     if twins.iter().all(Option::is_none) {
         return;
@@ -169,8 +187,7 @@ fn read_each_operand_once(node: &mut Node) {
     let mut map: HashMap<u32, PRef> = HashMap::new();
     let mut inputs = Vec::new();
     for (i, v) in node.inputs.iter().enumerate() {
-        if let Some(j) = twins[i] {
-            map.insert(i as u32, map[&(j as u32)]);
+        if twins[i].is_some() {
             continue;
         }
         let k = inputs.len() as u32;
@@ -180,9 +197,30 @@ fn read_each_operand_once(node: &mut Node) {
             map.insert(i as u32, read_once.push(POp::Input(k), x.dtype, x.per_row));
         }
     }
+    for (i, t) in twins.iter().enumerate() {
+        if let Some(j) = t {
+            map.insert(i as u32, map[&(*j as u32)]);
+        }
+    }
     read_once.outputs = append_prog(&mut read_once, prog, &map, false);
     *prog = read_once;
     node.inputs = inputs;
+}
+
+/// Whether `full`, read in full over the iteration space `shape`, is `per_row` (read once per
+/// row: its shape is the outer dims) repeated along the `row_dims` trailing dims: the same
+/// storage and dtype, stride 0 along the row, the outer dims addressed as `per_row` does.
+fn repeats_along_row(full: &View, per_row: &View, shape: &[usize], row_dims: usize) -> bool {
+    let (f, p) = (&full.layout, &per_row.layout);
+    let outer = shape.len().saturating_sub(row_dims);
+    row_dims > 0
+        && full.storage.id() == per_row.storage.id()
+        && full.dtype == per_row.dtype
+        && f.shape == shape
+        && f.offset == p.offset
+        && f.strides[outer..].iter().all(|s| *s == 0)
+        && p.shape[..] == shape[..outer]
+        && p.strides[..] == f.strides[..outer]
 }
 
 /// How `prog` reads each input: per row or in full, and as which dtype; `None` when it reads

@@ -93,6 +93,9 @@ fn offer(groups: &mut Vec<Group>, n: &Node, graph: &Graph) -> bool {
 
 /// Drops the outputs of a group that no node outside it reads and no live tensor holds.
 fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
+    // Merged nodes may name one operand twice (the forward's and the backward's view of
+    // cross-entropy's targets).
+    group::read_each_operand_once(&mut g.node);
     let prog = match &mut g.node.kind {
         NodeKind::Tile { prog, .. } => Some(prog),
         NodeKind::Matmul(mm) => Some(&mut mm.epilogue),

@@ -196,6 +196,35 @@ impl Prog {
         &self.nodes[r as usize]
     }
 
+    /// Merges nodes that compute the same thing (the same operation on the same arguments,
+    /// dtype and per-row flag; constants compared bit for bit, so `0.0` and `-0.0` stay
+    /// apart): a fused group's members each bring their own copy of a shared coordinate,
+    /// cast or comparison. The duplicates are gone, their readers read the first copy.
+    pub fn cse(&mut self) {
+        let same_op = |a: &POp, b: &POp| match (a, b) {
+            (POp::Const(x), POp::Const(y)) => match (x, y) {
+                (Scalar::Float(x), Scalar::Float(y)) => x.to_bits() == y.to_bits(),
+                _ => x == y,
+            },
+            _ => a == b,
+        };
+        let mut out = Prog::default();
+        let mut map: Vec<PRef> = Vec::with_capacity(self.nodes.len());
+        for n in &self.nodes {
+            let op = n.op.map_args(|r| map[r as usize]);
+            let found = out
+                .nodes
+                .iter()
+                .position(|x| x.dtype == n.dtype && x.per_row == n.per_row && same_op(&x.op, &op));
+            map.push(match found {
+                Some(k) => k as PRef,
+                None => out.push(op, n.dtype, n.per_row),
+            });
+        }
+        out.outputs = self.outputs.iter().map(|o| map[*o as usize]).collect();
+        *self = out;
+    }
+
     /// Appends a node.
     pub fn push(&mut self, op: POp, dtype: DType, per_row: bool) -> PRef {
         self.nodes.push(PNode { op, dtype, per_row });
@@ -350,5 +379,47 @@ impl ProgBuilder {
     /// The finished program.
     pub fn finish(self) -> Prog {
         self.prog
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cse_merges_repeats_and_keeps_signed_zeros_apart() {
+        // Two members each bring the coordinate, the cast of the target and the one-hot
+        // compare; by hand the program computes 6 distinct values: x, t, index, cast, compare
+        // and the select, plus the two constants 0.0 and -0.0 (different bits, kept apart).
+        let mut p = Prog::default();
+        let x = p.push(POp::Input(0), DType::F32, false);
+        let t = p.push(POp::Input(1), DType::I64, true);
+        let i1 = p.push(POp::Index(1), DType::I32, false);
+        let c1 = p.push(POp::Cast(t), DType::I32, true);
+        let h1 = p.push(POp::Cmp(CmpKind::Eq, i1, c1), DType::Bool, false);
+        let i2 = p.push(POp::Index(1), DType::I32, false);
+        let c2 = p.push(POp::Cast(t), DType::I32, true);
+        let h2 = p.push(POp::Cmp(CmpKind::Eq, i2, c2), DType::Bool, false);
+        let z = p.push(POp::Const(Scalar::Float(0.0)), DType::F32, true);
+        let nz = p.push(POp::Const(Scalar::Float(-0.0)), DType::F32, true);
+        let a = p.push(POp::Select(h1, x, z), DType::F32, false);
+        let b = p.push(POp::Select(h2, x, nz), DType::F32, false);
+        p.outputs = vec![a, b];
+        p.cse();
+        assert_eq!(p.nodes.len(), 9);
+        let (a, b) = (p.node(p.outputs[0]).op, p.node(p.outputs[1]).op);
+        let (POp::Select(ca, xa, za), POp::Select(cb, xb, zb)) = (a, b) else {
+            panic!("selects: {a:?} {b:?}")
+        };
+        assert_eq!((ca, xa), (cb, xb));
+        assert_ne!(za, zb);
+        // The same node read through a different dtype or per-row flag is another value.
+        let mut q = Prog::default();
+        let t = q.push(POp::Input(0), DType::I64, true);
+        q.push(POp::Cast(t), DType::I32, true);
+        q.push(POp::Cast(t), DType::F32, true);
+        q.push(POp::Cast(t), DType::I32, false);
+        q.cse();
+        assert_eq!(q.nodes.len(), 4);
     }
 }

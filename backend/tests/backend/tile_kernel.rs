@@ -218,6 +218,49 @@ fn iota_index_nodes() {
 }
 
 #[test]
+fn a_long_chain_of_per_row_values_fits_the_registers() {
+    // 80 per-row values, each read only by the next (v <- v * 0.5 + 1), then y = x * v: more
+    // values than the 64 vector registers, but only two are ever needed at once; a kernel
+    // that held every per-row value to the row block's end could not be built.
+    let (rows, len, steps) = (16usize, 300usize, 40usize);
+    let mut b = ProgBuilder::new();
+    let x = b.input(0, DType::F32, false);
+    let p = b.input(1, DType::F32, true);
+    let half = b.constant(Scalar::Float(0.5), DType::F32);
+    let one = b.constant(Scalar::Float(1.0), DType::F32);
+    let mut v = p;
+    for _ in 0..steps {
+        let h = b.bin(BinOp::Mul, v, half, DType::F32);
+        v = b.bin(BinOp::Add, h, one, DType::F32);
+    }
+    let y = b.bin(BinOp::Mul, x, v, DType::F32);
+    b.output(y);
+    let prog = b.finish();
+    let (xd, pd) = (data(rows * len, 11), data(rows, 12));
+    let out = run(
+        &[rows, len],
+        1,
+        &prog,
+        &[
+            (xd.clone(), Layout::contiguous(&[rows, len])),
+            (pd.clone(), Layout::contiguous(&[rows])),
+        ],
+        &[Layout::contiguous(&[rows, len])],
+    );
+    for i in 0..rows {
+        // Each step in f32, as the kernel rounds it (exact: halving and adding 1 to values of
+        // magnitude below 4 keep 24 bits).
+        let mut v = pd[i];
+        for _ in 0..steps {
+            v = v * 0.5 + 1.0;
+        }
+        for j in 0..len {
+            assert_eq!(out[0][i * len + j], xd[i * len + j] * v, "({i},{j})");
+        }
+    }
+}
+
+#[test]
 fn large_elementwise_kernel_is_hbm_bound() {
     // The roofline check for elementwise work: within 10% of bytes / bandwidth.
     let emu = Emulator::new(builtin("v5e").unwrap()).unwrap();

@@ -183,8 +183,8 @@ mod tests {
         // row; a tile kernel has no barrier between its row blocks, so the total is summed
         // from the targets in a kernel before, and the sum of the losses over the rows in a
         // kernel after: three kernels. The middle one reads the logits once (bf16) and the
-        // targets (8 bytes a row; per row for the loss, broadcast along the row for the
-        // gradient: each element read once) and the total (a bf16 scalar), and writes the
+        // targets once (8 bytes a row: the loss reads them per row, the gradient broadcast
+        // along the row, one operand) and the total (a bf16 scalar), and writes the
         // gradient once (bf16) and the per-row losses (f32): the log-probabilities and the
         // nll gradient never touch HBM, and the seed gradient `one` is a constant. The first
         // reads the targets and writes the total (f32 and bf16); the last reads the losses
@@ -192,7 +192,7 @@ mod tests {
         // A DMA moves at least one 32-byte burst: each scalar transfer counts one, and each
         // kernel may round its last row block up by one more.
         let burst = 32;
-        let big = 2 * rows * c * 2 + 2 * rows * 8 + burst + rows * 4;
+        let big = 2 * rows * c * 2 + rows * 8 + burst + rows * 4;
         let first = rows * 8 + 2 * burst;
         let last = rows * 4 + 2 * burst;
         let most = (big + first + last + 3 * burst) as u64;

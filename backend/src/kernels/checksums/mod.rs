@@ -58,16 +58,18 @@ pub(crate) fn cases() -> Vec<(String, Program)> {
 /// vocabulary replaced their instruction literals; the collectives (`coll_*`) re-pinned when
 /// they became parts running over several axes at once (new schedule and semaphore layout);
 /// `tile_rows_index` re-pinned when comparisons read only by selects stopped writing their
-/// mask to a vector register (8 `vmask` fewer).
+/// mask to a vector register (8 `vmask` fewer); the `tile_rows_*` cases re-pinned when row
+/// kernels freed per-row values after their last reader, counted unroll registers anew and
+/// interleaved the unrolled copies (same values, golden suite unchanged).
 const PINNED: &[(&str, usize, u64)] = &[
     ("tile_dense_bias_tanh", 209, 0x6312abd8d4ddc4a2),
     ("tile_dense_mixed", 440, 0x20c70cde50bdbee9),
     ("tile_dense_tail", 284, 0xe4dcc9103e7bbd89),
-    ("tile_rows_softmax", 256, 0xeb21236b7375b59f),
-    ("tile_rows_layernorm", 598, 0xe455df5c501e271c),
-    ("tile_rows_arg_prod", 504, 0xaf6663a5b476bd42),
-    ("tile_rows_index", 246, 0xc111efec7331c123),
-    ("tile_rows_index_2d", 270, 0xbc13702815996113),
+    ("tile_rows_softmax", 246, 0x29bfb80b65986d58),
+    ("tile_rows_layernorm", 836, 0xdaa9b0a5abeb8765),
+    ("tile_rows_arg_prod", 626, 0x7f7eeab299e0e7d1),
+    ("tile_rows_index", 238, 0x9a2e379226a40a8d),
+    ("tile_rows_index_2d", 262, 0xd2883080cdeb4947),
     ("tile_dense_casts", 398, 0x5dd0f4521f3a9d1b),
     ("gemm_v5e", 146, 0xc208818159e2229a),
     ("gemm_v5e_resident", 76, 0x2783e3a61fa13018),

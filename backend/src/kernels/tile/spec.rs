@@ -121,6 +121,7 @@ pub fn lower(
     // Full inputs that do not vary along the row (stride 0 on every row dim) become per-row
     // operands, and what is computed from them alone is computed once per row.
     let mut prog = prog.clone();
+    prog.cse();
     let mut hoisted = vec![false; inputs.len()];
     if row_dims > 0 {
         let row_from = shape.len() - row_dims;
@@ -135,6 +136,8 @@ pub fn lower(
             }
         }
         hoist_row_invariants(&mut prog, &per_row_in);
+        // Again with the per-row flags settled (a value read full and per-row is one).
+        prog.cse();
         super::one_hot::fold_one_hot_sums(
             &mut prog,
             shape.len(),
@@ -143,6 +146,7 @@ pub fn lower(
         );
         if super::selects::push_selects_into_rows(&mut prog) {
             hoist_row_invariants(&mut prog, &per_row_in);
+            prog.cse();
         }
     }
     let prog = &prog;

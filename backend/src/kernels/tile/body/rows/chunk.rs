@@ -14,7 +14,7 @@ use super::super::{Ctx, args, store};
 use super::index::{column_is_index, emit_row_index};
 use super::reduce::{self, Acc};
 use super::{Phase, Rows};
-use crate::ir::{POp, PRef, Prog};
+use crate::ir::{BinOp, POp, PRef, Prog, UnOp};
 use crate::kernels::KernelError;
 
 /// The full nodes a chunk of the phase computes: ancestors of the reductions' operands and of
@@ -43,10 +43,12 @@ pub(super) fn needs(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> 
 /// are emitted node by node, so `n` copies hold at most `n` times a copy's peak.
 pub(super) fn peak(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> u32 {
     let need = needs(prog, reds, full_outs);
-    let last = last_uses(prog, &need, reds, full_outs);
+    let order = order(prog, &need);
+    let last = last_uses(prog, &order, reds, full_outs);
     let holds = |i: usize| need[i] && !matches!(prog.nodes[i].op, POp::Const(_));
     let (mut live, mut most) = (0u32, 0u32);
-    for (i, n) in prog.nodes.iter().enumerate() {
+    for &i in &order {
+        let n = &prog.nodes[i];
         if !holds(i) {
             continue;
         }
@@ -63,15 +65,166 @@ pub(super) fn peak(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> u
     most + 2
 }
 
-/// The last node of the chunk that reads each needed value; `usize::MAX` for the reductions'
-/// operands and the full outputs, which stay until the chunk's tail.
-fn last_uses(prog: &Prog, need: &[bool], reds: &[PRef], full_outs: &[(usize, PRef)]) -> Vec<usize> {
-    let mut last = vec![0usize; prog.nodes.len()];
-    for (i, n) in prog.nodes.iter().enumerate() {
-        if need[i] {
-            for a in args(&n.op) {
-                last[a as usize] = i;
+/// Cycles a node's result takes to come back, roughly, for ordering only (the emulator does
+/// the timing): loads and the transcendental unit's work take longer than ALU operations.
+fn latency(op: &POp) -> u32 {
+    match op {
+        POp::Input(_) => 4,
+        POp::Un(u, _) if !matches!(u, UnOp::Neg | UnOp::Abs | UnOp::Sign | UnOp::Not) => 10,
+        POp::Bin(BinOp::Div, ..) => 10,
+        _ => 2,
+    }
+}
+
+/// The order in which a chunk emits its needed nodes: a list schedule for the in-order core.
+/// Of the nodes whose operands are computed, the one with the longest chain of latencies to
+/// the chunk's end goes first (ties in program order), so that a long-latency result (a
+/// load, an `exp`) is started early and independent work fills the wait; program order
+/// would issue the compares of a one-hot before the `exp` they do not depend on, and the
+/// `exp`'s readers would then wait for it.
+fn order(prog: &Prog, need: &[bool]) -> Vec<usize> {
+    let n = prog.nodes.len();
+    let mut prio = vec![0u32; n];
+    let mut readers = vec![0u32; n];
+    for i in (0..n).rev() {
+        if !need[i] {
+            continue;
+        }
+        prio[i] += latency(&prog.nodes[i].op);
+        for a in args(&prog.nodes[i].op) {
+            let a = a as usize;
+            if need[a] {
+                prio[a] = prio[a].max(prio[i]);
             }
+        }
+    }
+    // Operands still to be emitted, per node.
+    for (i, node) in prog.nodes.iter().enumerate() {
+        if need[i] {
+            let mut own: Vec<usize> = args(&node.op)
+                .into_iter()
+                .map(|a| a as usize)
+                .filter(|a| need[*a])
+                .collect();
+            own.sort_unstable();
+            own.dedup();
+            readers[i] = own.len() as u32;
+        }
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|i| need[*i] && readers[*i] == 0).collect();
+    let mut out = Vec::with_capacity(ready.len());
+    while !ready.is_empty() {
+        let (k, _) = ready
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, i)| (prio[**i], std::cmp::Reverse(**i)))
+            .expect("not empty");
+        let i = ready.swap_remove(k);
+        out.push(i);
+        for (j, node) in prog.nodes.iter().enumerate().skip(i + 1) {
+            if need[j] && args(&node.op).contains(&(i as PRef)) {
+                readers[j] -= 1;
+                if readers[j] == 0 {
+                    ready.push(j);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Which unit a node's work issues on, with its occupancy and latency in cycles, roughly (for
+/// ordering only): `None` for what emits nothing here (constants are pinned, casts that move
+/// nothing share their operand's register).
+fn issue_cost(prog: &Prog, i: usize) -> Option<(usize, u64, u64)> {
+    const LOAD: usize = 0;
+    const ALU: usize = 1;
+    const EUP: usize = 3;
+    let n = &prog.nodes[i];
+    match n.op {
+        POp::Const(_) => None,
+        POp::Cast(a) if crate::kernels::tile::vexpr::cast_is_move(prog.node(a).dtype, n.dtype) => {
+            None
+        }
+        POp::Input(_) => Some((LOAD, 1, 2)),
+        _ if latency(&n.op) > 2 => Some((EUP, 2, 8)),
+        _ => Some((ALU, 1, 2)),
+    }
+}
+
+/// The emission order of `copies` copies of a chunk body, each copy in `order`: a list schedule
+/// over a model of the in-order core (two ALU slots, one load slot, a transcendental unit
+/// taking a register every 2 cycles, their latencies), each step emitting the copy's next node
+/// that can issue first (ties to the longer chain, then the lower copy). Emitted node by node
+/// across copies, a long-latency stage (8 `exp`s, 16 cycles) runs with the ALUs idle and its
+/// readers wait for its end; interleaved, the readers of early copies fill the wait.
+/// Each copy keeps the order of `order`, so `copies` times one copy's register peak still
+/// bounds the registers held.
+fn interleave(prog: &Prog, order: &[usize], copies: u32) -> Vec<(usize, usize)> {
+    let copies = copies as usize;
+    // Chain lengths (as in `order`) for ties.
+    let mut prio = vec![0u32; prog.nodes.len()];
+    for &i in order.iter().rev() {
+        prio[i] += latency(&prog.nodes[i].op);
+        for a in args(&prog.nodes[i].op) {
+            let a = a as usize;
+            prio[a] = prio[a].max(prio[i]);
+        }
+    }
+    let mut next = vec![0usize; copies];
+    let mut ready: Vec<HashMap<usize, u64>> = vec![HashMap::new(); copies];
+    // Per unit: the cycles its slots are next free (ALU: two slots).
+    let mut free: [Vec<u64>; 4] = [vec![0], vec![0, 0], vec![], vec![0]];
+    let mut front = 0u64;
+    let mut out = Vec::with_capacity(order.len() * copies);
+    let start = |i: usize, ready: &HashMap<usize, u64>, free: &[Vec<u64>; 4], front| {
+        let operands = args(&prog.nodes[i].op)
+            .iter()
+            .map(|a| ready.get(&(*a as usize)).copied().unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        let unit = issue_cost(prog, i)
+            .map(|(k, ..)| free[k].iter().copied().min().unwrap_or(0))
+            .unwrap_or(0);
+        operands.max(unit).max(front)
+    };
+    while out.len() < order.len() * copies {
+        let (u, t) = (0..copies)
+            .filter(|u| next[*u] < order.len())
+            .map(|u| (u, start(order[next[u]], &ready[u], &free, front)))
+            .min_by_key(|(u, t)| (*t, std::cmp::Reverse(prio[order[next[*u]]]), *u))
+            .expect("a copy with work left");
+        let i = order[next[u]];
+        let done = match issue_cost(prog, i) {
+            Some((k, occ, lat)) => {
+                let slot = (0..free[k].len())
+                    .min_by_key(|s| free[k][*s])
+                    .expect("a slot");
+                free[k][slot] = t + occ;
+                front = t;
+                t + lat
+            }
+            None => t,
+        };
+        ready[u].insert(i, done);
+        next[u] += 1;
+        out.push((i, u));
+    }
+    out
+}
+
+/// The last node of the chunk (in emission order) that reads each needed value; `usize::MAX`
+/// for the reductions' operands and the full outputs, which stay until the chunk's tail.
+fn last_uses(
+    prog: &Prog,
+    order: &[usize],
+    reds: &[PRef],
+    full_outs: &[(usize, PRef)],
+) -> Vec<usize> {
+    let mut last = vec![0usize; prog.nodes.len()];
+    for &i in order {
+        for a in args(&prog.nodes[i].op) {
+            last[a as usize] = i;
         }
     }
     for r in reds
@@ -96,8 +249,9 @@ pub(super) fn body(
 ) -> Result<(), KernelError> {
     let prog = cx.prog;
     let need = needs(prog, &ph.reds, &ph.full_outs);
+    let order = order(prog, &need);
     // Last use of each needed node within the chunk.
-    let last = last_uses(prog, &need, &ph.reds, &ph.full_outs);
+    let last = last_uses(prog, &order, &ph.reds, &ph.full_outs);
     // Each copy's column index (lane coordinate within the row).
     let mut cols: Vec<Option<VReg>> = vec![ph.colidx];
     for u in 1..copies {
@@ -111,15 +265,13 @@ pub(super) fn body(
         });
     }
     let mut maps: Vec<HashMap<PRef, VReg>> = vec![cx.regs.clone(); copies as usize];
-    let mut temps: Vec<PRef> = Vec::new();
-    for (i, n) in prog.nodes.iter().enumerate() {
-        if !need[i] {
-            continue;
-        }
+    let temps: Vec<PRef> = order.iter().map(|i| *i as PRef).collect();
+    for (i, u) in interleave(prog, &order, copies) {
+        let n = &prog.nodes[i];
         debug_assert!(rows.ph[i] <= ph.p);
         let r = i as PRef;
-        temps.push(r);
-        for (u, map) in maps.iter_mut().enumerate() {
+        {
+            let map = &mut maps[u];
             std::mem::swap(&mut cx.regs, map);
             let v = match n.op {
                 POp::Input(k) => {
@@ -194,7 +346,7 @@ fn tail(
 mod tests {
     use super::peak;
     use crate::dtype::DType;
-    use crate::ir::{BinOp, ProgBuilder, RedKind, UnOp};
+    use crate::ir::{BinOp, PRef, ProgBuilder, RedKind, UnOp};
 
     #[test]
     fn a_chain_holds_two_values_at_a_time() {
@@ -211,6 +363,38 @@ mod tests {
         b.output(s);
         let prog = b.finish();
         assert_eq!(peak(&prog, &[s], &[]), 4);
+    }
+
+    #[test]
+    fn copies_keep_their_order_and_fill_the_exp_wait() {
+        // sum(exp(x - 1)) over the row, 8 copies: load, subtract, exp, (sum in the tail).
+        let mut b = ProgBuilder::new();
+        let x = b.input(0, DType::F32, false);
+        let one = b.constant(crate::dtype::Scalar::Float(1.0), DType::F32);
+        let d = b.bin(BinOp::Sub, x, one, DType::F32);
+        let e = b.un(UnOp::Exp, d, DType::F32);
+        let n = b.un(UnOp::Neg, e, DType::F32);
+        let s = b.reduce(RedKind::Sum, n, DType::F32);
+        b.output(s);
+        let prog = b.finish();
+        let need = super::needs(&prog, &[s], &[]);
+        let order = super::order(&prog, &need);
+        let seq = super::interleave(&prog, &order, 8);
+        // Every node of every copy once, each copy in the order.
+        assert_eq!(seq.len(), order.len() * 8);
+        for u in 0..8 {
+            let mine: Vec<usize> = seq
+                .iter()
+                .filter(|(_, c)| *c == u)
+                .map(|(i, _)| *i)
+                .collect();
+            assert_eq!(mine, order, "copy {u}");
+        }
+        // By hand: the transcendental unit takes an exp every 2 cycles and returns it 8 later,
+        // so copy 0's negation can issue while copies 4..7 still wait for their exps; node by
+        // node it would issue after the eighth exp.
+        let at = |i: PRef, u: usize| seq.iter().position(|x| *x == (i as usize, u)).unwrap();
+        assert!(at(n, 0) < at(e as PRef, 7), "{seq:?}");
     }
 
     #[test]

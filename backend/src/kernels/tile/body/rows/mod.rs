@@ -53,6 +53,27 @@ fn phases(prog: &Prog) -> Vec<u32> {
     ph
 }
 
+/// See [`Rows::done_after`].
+fn done_after(prog: &Prog, ph: &[u32]) -> Vec<Option<u32>> {
+    let mut done: Vec<Option<u32>> = ph.iter().map(|p| Some(*p)).collect();
+    for (i, n) in prog.nodes.iter().enumerate() {
+        for a in super::args(&n.op) {
+            let a = a as usize;
+            done[a] = if n.per_row {
+                done[a].map(|q| q.max(ph[i]))
+            } else {
+                None
+            };
+        }
+    }
+    for (i, n) in prog.nodes.iter().enumerate() {
+        if !n.per_row {
+            done[i] = None;
+        }
+    }
+    done
+}
+
 /// The first dim of the row in `shape`: the shortest suffix of dims holding `len` elements
 /// (size-1 dims left out of it have coordinate 0 either way).
 pub(crate) fn row_start(shape: &[usize], len: usize) -> usize {
@@ -83,6 +104,12 @@ struct SizeRegs {
 /// What the whole body shares.
 struct Rows {
     ph: Vec<u32>,
+    /// For a per-row value read only by per-row nodes (and maybe stored as an output): the
+    /// last phase whose per-row step reads or stores it; `None` when a full node reads it (the
+    /// chunk loops need it to the group's end).
+    done_after: Vec<Option<u32>>,
+    /// The last node reading each value.
+    last_reader: Vec<Option<usize>>,
     g: RowsGeom,
     sizes: Vec<SizeRegs>,
     /// Column chunks of 128 per row, and the length of the last.
@@ -153,6 +180,19 @@ impl Rows {
                 let v = cx.emit_elementwise(r)?;
                 cx.bind(r, v);
                 cx.pinned.push(r);
+                // Operands this was the last reader of go back at once (a long per-row chain
+                // holds two registers, not one per link).
+                for a in super::args(&n.op) {
+                    let a_ = a as usize;
+                    if self.last_reader[a_] == Some(i)
+                        && self.done_after[a_].is_some_and(|q| q <= phase)
+                        && !prog.outputs.contains(&a)
+                        && cx.pinned.contains(&a)
+                    {
+                        cx.drop_value(a);
+                        cx.pinned.retain(|p| *p != a);
+                    }
+                }
             }
         }
         for (k, o) in prog.outputs.iter().enumerate() {
@@ -162,6 +202,16 @@ impl Rows {
                 store(cx, *o, op, at, access)?;
             }
         }
+        // Values no full node and no later per-row step reads give their registers back to
+        // the chunk loops (the unroll counts free registers).
+        let (dead, keep): (Vec<PRef>, Vec<PRef>) = cx
+            .pinned
+            .iter()
+            .partition(|r| self.done_after[**r as usize].is_some_and(|q| q <= phase));
+        for r in dead {
+            cx.drop_value(r);
+        }
+        cx.pinned = keep;
         Ok(())
     }
 
@@ -224,6 +274,16 @@ pub(crate) fn rows(
         .collect();
     let nchunks = g.pitch / 128;
     let r = Rows {
+        done_after: done_after(prog, &ph),
+        last_reader: {
+            let mut last = vec![None; prog.nodes.len()];
+            for (i, n) in prog.nodes.iter().enumerate() {
+                for a in super::args(&n.op) {
+                    last[a as usize] = Some(i);
+                }
+            }
+            last
+        },
         ph,
         g,
         sizes,

@@ -17,7 +17,7 @@ use crate::ir::{POp, PRef};
 use crate::kernels::{KernelError, sreg};
 
 /// Most chunks per loop iteration.
-const MAX_UNROLL: u32 = 4;
+const MAX_UNROLL: u32 = 8;
 
 impl Rows {
     /// Emits phase `p` (`test` is the scalar register loop tests may use).
@@ -44,17 +44,23 @@ impl Rows {
             .filter(|(_, o)| !prog.node(**o).per_row && self.ph[**o as usize] == p)
             .map(|(k, o)| (k, *o))
             .collect();
+        // Nothing to loop over: this phase's per-row values came with the previous phase's
+        // end, and no reduction makes values of the next one.
         if reds.is_empty() && full_outs.is_empty() {
-            if p > 0 {
-                self.per_row_step(cx, p)?;
-            }
             return Ok(());
         }
         // The per-row values' comparison masks would sit unused through the chunk loop, whose
         // selects and copies need masks of their own.
         cx.va.forget_masks();
         let mut accs = reduce::init(cx, &reds)?;
-        let uses_index = prog.nodes.iter().any(|n| matches!(n.op, POp::Index(_)));
+        // The lane coordinate only where this phase's chunks read a coordinate (a one-hot's
+        // compare runs in one phase of three).
+        let need = chunk::needs(prog, &reds, &full_outs);
+        let uses_index = prog
+            .nodes
+            .iter()
+            .zip(&need)
+            .any(|(n, needed)| *needed && matches!(n.op, POp::Index(_)));
         let colidx = if uses_index || accs.iter().any(|a| a.idx.is_some()) {
             let v = cx.va.take()?;
             cx.e.viota(IotaKind::Lane, v);
@@ -70,8 +76,10 @@ impl Rows {
         // in-order core can overlap), combined in copy order after the loop.
         let n_multi = reds.iter().filter(|r| reduce::splits(prog, **r)).count() as u32;
         let held = cx.va.free_count();
-        let unroll =
-            (held / (chunk::peak(prog, &reds, &full_outs) + 1 + n_multi)).clamp(1, MAX_UNROLL);
+        let unroll = (held / (chunk::peak(prog, &reds, &full_outs) + 1 + n_multi))
+            .min(MAX_UNROLL)
+            .min(self.full_chunks())
+            .max(1);
         reduce::add_copies(cx, &mut accs, unroll)?;
         let ph = Phase {
             p,
@@ -88,6 +96,15 @@ impl Rows {
         self.per_row_step(cx, p + 1)
     }
 
+    /// Chunks of 128 the row fills.
+    fn full_chunks(&self) -> u32 {
+        if self.tail < 128 {
+            self.nchunks - 1
+        } else {
+            self.nchunks
+        }
+    }
+
     /// Every chunk of the row: `unroll` per loop iteration, the leftover ones, the masked one.
     fn chunk_loop(
         &self,
@@ -97,11 +114,7 @@ impl Rows {
         ph: &Phase,
         unroll: u32,
     ) -> Result<(), KernelError> {
-        let full_chunks = if self.tail < 128 {
-            self.nchunks - 1
-        } else {
-            self.nchunks
-        };
+        let full_chunks = self.full_chunks();
         let iterations = full_chunks / unroll;
         if iterations > 0 {
             let ccount = sreg(pool)?;
@@ -112,7 +125,7 @@ impl Rows {
             cx.e.end_loop(l);
             pool.give(ccount);
         }
-        if full_chunks % unroll > 0 {
+        if !full_chunks.is_multiple_of(unroll) {
             self.chunks(cx, ph, full_chunks % unroll, false)?;
         }
         if self.tail < 128 {
