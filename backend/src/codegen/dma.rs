@@ -23,6 +23,15 @@ impl Emitter {
             bytes -= a;
         }
     }
+
+    /// Adds `bytes` to `sem` (as if a DMA of that many bytes had completed on it).
+    pub fn signal_bytes(&mut self, sem: Sem, mut bytes: u64) {
+        while bytes > 0 {
+            let a = bytes.min(MAX_WAIT);
+            self.b.sem_signal(sem, a as i32);
+            bytes -= a;
+        }
+    }
 }
 
 /// A strided copy between HBM and VMEM: `dims` are (count, HBM byte stride, VMEM byte
@@ -75,6 +84,23 @@ impl PingPong {
     pub fn wait(&mut self, e: &mut Emitter, parity: usize) {
         let bytes = std::mem::take(&mut self.pending[parity]);
         e.wait_bytes(self.sem(parity), bytes);
+    }
+
+    /// Counts `bytes` as on their way for each buffer and signals them on its semaphore
+    /// now: a loop whose body ends with stores of those sizes in flight (the last one of each
+    /// parity) can begin its first iteration as its later ones begin, waiting for the
+    /// previous iteration's stores only when it reuses their buffer. Wait for both after the
+    /// loop.
+    pub fn prime(&mut self, e: &mut Emitter, bytes: [u64; 2]) {
+        for (parity, b) in bytes.into_iter().enumerate() {
+            self.pending[parity] += b;
+            e.signal_bytes(self.sem(parity), b);
+        }
+    }
+
+    /// The bytes on their way for each buffer.
+    pub fn pending(&self) -> [u64; 2] {
+        self.pending
     }
 
     /// Waits for both buffers, parity 0 first.

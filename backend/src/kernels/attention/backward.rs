@@ -13,7 +13,7 @@
 
 use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{Axis, CmpOp, IotaKind, MemFmt, RedOp, SAluOp, VBinOp, VType, VUnOp};
-use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg};
+use tpuemu_isa::{Addr, ChipInfo, MReg, Program, SReg, Sem};
 
 use super::common::{Heads, Kern, Mm, QBlock, Units, bias_tile, interleave, key_blocks, plus, vr};
 use super::layout::{BwdLayout as Layout, S_RING};
@@ -91,6 +91,12 @@ pub fn build(
         parts,
         reg,
         |(k, b), p| {
+            // Each head's stores are waited for when their buffers are next written (the
+            // first head's as if a head before it had stored), the last head's at the end.
+            let kv_bytes = b.kv_bytes(k);
+            k.e.signal_bytes(Sem::n(SEM_DKV), kv_bytes);
+            let last = b.last_dq_stores(k);
+            b.store.prime(&mut k.e, last);
             let heads = Heads::open(k, batch, kv, p, parts);
             k.load_kv(K, b.lay.k, n.s as u32, n.e as u32)?;
             k.load_kv(V, b.lay.v, n.s as u32, n.ev as u32)?;
@@ -103,10 +109,16 @@ pub fn build(
             k.load(LSE, lse_at, 0, b.lay.lse, 1, n.l as u32, SEM_HEAD)?;
             k.wait(SEM_HEAD);
             b.query_blocks(k)?;
-            b.store.wait_both(&mut k.e);
+            if b.store.pending() != last {
+                return Err(KernelError::Unsupported(
+                    "flash attention backward: a head's stores differ from the last ones".into(),
+                ));
+            }
             k.e.end_loop(g);
-            b.store_kv(k)?;
+            b.store_kv(k, kv_bytes)?;
             heads.close(k);
+            b.store.wait_both(&mut k.e);
+            k.e.wait_bytes(Sem::n(SEM_DKV), kv_bytes);
             Ok::<(), KernelError>(())
         },
     )?;
@@ -161,50 +173,72 @@ impl Bwd {
             k.load_query(OUT, self.lay.out, rows, n.ev as u32, SEM_ROWS)?;
             self.zero(k, self.lay.dq, qb.rows.div_ceil(8) * self.lay.et);
             k.wait(SEM_ROWS);
-            self.row_dots(k, qb);
+            self.row_dots(k, qb)?;
             self.key_blocks(k, qb)?;
             self.store_dq(k, qb)?;
         }
         Ok(())
     }
 
-    /// `D = rowsum(dO * O)` of the block's rows, one f32 per row.
-    fn row_dots(&self, k: &mut Kern, qb: QBlock) {
+    /// `D = rowsum(dO * O)` of the block's rows, one f32 per row, and the rows' logsumexp
+    /// on every lane. A wavefront over the groups of 8 rows ([`interleave`], 8 register slots),
+    /// so that a group's lane reduction and loads are in flight while others work; the mask
+    /// of the heads' last lanes is made once.
+    fn row_dots(&self, k: &mut Kern, qb: QBlock) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let (fmt, esz, ev) = (k.spec.mem_fmt(), k.spec.esz(), n.ev as u32);
-        let (acc, a, b, r) = (vr(0), vr(1), vr(2), vr(3));
         let lanes_m = MReg::n(3);
+        if !ev.is_multiple_of(LANES) {
+            k.e.mask_below(lanes_m, vr(63), IotaKind::Lane, ev % LANES);
+        }
         let four = k.e.konst(4);
-        for g in 0..qb.rows.div_ceil(8) {
-            k.e.vmov(VType::F32, acc, 0u32);
-            for t in 0..self.lay.evt {
-                let lanes = LANES.min(ev - t * LANES);
-                k.e.mask_below(lanes_m, vr(4), IotaKind::Lane, lanes);
-                let sub = k.e.konst((ev * esz) as i32);
-                let at = |base: u32| abs(base + (g * 8 * ev + t * LANES) * esz);
-                let acc_rows = VAccess {
+        let sub = k.e.konst((ev * esz) as i32);
+        let evt = self.lay.evt as usize;
+        let (dout, out, d, lse, lse_t) = (
+            self.lay.dout,
+            self.lay.out,
+            self.lay.d,
+            self.lay.lse,
+            self.lay.lse_t,
+        );
+        // Per tile: load both, multiply and reduce, add; then the stores.
+        let steps = 3 * evt + 2;
+        interleave(k, qb.rows.div_ceil(8), 8, steps, |k, g, u, step| {
+            let (acc, a, b, r) = (vr(u * 6), vr(u * 6 + 1), vr(u * 6 + 2), vr(u * 6 + 3));
+            if step < 3 * evt {
+                let t = (step / 3) as u32;
+                let masked = LANES.min(ev - t * LANES) < LANES;
+                let rows = VAccess {
                     sub_stride: Some(sub),
                     lane_stride: None,
-                    mask: Some(lanes_m),
+                    mask: masked.then_some(lanes_m),
                 };
-                k.e.vld(fmt, a, at(self.lay.dout), acc_rows);
-                k.e.vld(fmt, b, at(self.lay.out), acc_rows);
-                k.e.vbin(VBinOp::Mul, VType::F32, a, a, b);
-                k.e.vred(RedOp::Add, VType::F32, Axis::Lane, r, a);
-                k.e.vbin(VBinOp::Add, VType::F32, acc, acc, r);
+                let at = |base: u32| abs(base + (g * 8 * ev + t * LANES) * esz);
+                match step % 3 {
+                    0 => {
+                        k.e.vld(fmt, a, at(dout), rows);
+                        k.e.vld(fmt, b, at(out), rows);
+                    }
+                    1 => {
+                        k.e.vbin(VBinOp::Mul, VType::F32, a, a, b);
+                        k.e.vred(RedOp::Add, VType::F32, Axis::Lane, r, a);
+                    }
+                    _ if t == 0 => {
+                        k.e.vbin(VBinOp::Add, VType::F32, acc, r, 0u32);
+                    }
+                    _ => {
+                        k.e.vbin(VBinOp::Add, VType::F32, acc, acc, r);
+                    }
+                }
+            } else if step == 3 * evt {
+                k.e.vst(MemFmt::W32, acc, abs(d + g * 4096), VAccess::DENSE);
+                let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
+                k.e.vld(MemFmt::W32, r, abs(lse + (qb.r0 + 8 * g) * 4), rows);
+            } else {
+                k.e.vst(MemFmt::W32, r, abs(lse_t + g * 4096), VAccess::DENSE);
             }
-            k.e.vst(MemFmt::W32, acc, abs(self.lay.d + g * 4096), VAccess::DENSE);
-            // The rows' logsumexp, each on every lane.
-            let rows = VAccess::rows(four).with_lane_stride(SReg::ZERO);
-            let at = abs(self.lay.lse + (qb.r0 + 8 * g) * 4);
-            k.e.vld(MemFmt::W32, r, at, rows);
-            k.e.vst(
-                MemFmt::W32,
-                r,
-                abs(self.lay.lse_t + g * 4096),
-                VAccess::DENSE,
-            );
-        }
+            Ok(())
+        })
     }
 
     /// The key blocks the query block sees, software-pipelined: the scores and `dP` of block
@@ -528,26 +562,53 @@ impl Bwd {
         Ok(())
     }
 
-    /// `scale * dK` and `dV` of the key/value head to `dk` and `dv`.
-    fn store_kv(&mut self, k: &mut Kern) -> Result<(), KernelError> {
+    /// The bytes of a key/value head's `dK` and `dV`.
+    fn kv_bytes(&self, k: &Kern) -> u64 {
+        let n = &k.spec.node;
+        (n.s * (n.e + n.ev)) as u64 * k.spec.esz() as u64
+    }
+
+    /// The bytes of the last `dQ` store of each parity in a query head (0 for a parity no
+    /// block has).
+    fn last_dq_stores(&self, k: &Kern) -> [u64; 2] {
+        let n = &k.spec.node;
+        let (l, bq) = (n.l as u32, self.lay.bq);
+        let mut last = [0u64; 2];
+        for i in 0..l.div_ceil(bq) {
+            let rows = bq.min(l - i * bq);
+            last[i as usize % 2] = (rows * n.e as u32 * k.spec.esz()) as u64;
+        }
+        last
+    }
+
+    /// `scale * dK` and `dV` of the key/value head to `dk` and `dv`, from a staging buffer
+    /// each, once the previous head's stores from them (`kv_bytes` in all, or the count
+    /// signalled before the first head) are done; their own stores stay in flight.
+    fn store_kv(&mut self, k: &mut Kern, kv_bytes: u64) -> Result<(), KernelError> {
         let n = k.spec.node.clone();
         let s = n.s as u32;
-        for (op, acc, tiles, width, scale) in [
+        k.e.wait_bytes(Sem::n(SEM_DKV), kv_bytes);
+        for (i, (op, acc, tiles, width, scale)) in [
             (DK, self.lay.dk, self.lay.et, n.e as u32, n.scale),
             (DV, self.lay.dv, self.lay.evt, n.ev as u32, 1.0),
-        ] {
-            self.convert(k, acc, tiles, self.lay.kv_stage, s, width, scale);
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let stage = self.lay.kv_stage[i];
+            self.convert(k, acc, tiles, stage, s, width, scale);
             let at = k.kv_offset(op)?;
             let kp = k.r.kp;
             k.e.sadd(kp, at, 0);
-            let bytes = k.store(op, kp, 0, self.lay.kv_stage, s, width, SEM_DKV)?;
-            k.e.wait_bytes(tpuemu_isa::Sem::n(SEM_DKV), bytes);
+            k.store(op, kp, 0, stage, s, width, SEM_DKV)?;
         }
         Ok(())
     }
 
     /// `rows` rows of an f32 accumulator at `acc` (`tiles` tiles per row) times `scale`, to
-    /// dense rows of `width` elements in the operands' dtype at `stage`.
+    /// dense rows of `width` elements in the operands' dtype at `stage`. Eight registers in
+    /// turn, so that a tile's load, scaling and store overlap the next ones'; the mask of the
+    /// last lanes is made once.
     #[allow(clippy::too_many_arguments)]
     fn convert(
         &self,
@@ -560,35 +621,35 @@ impl Bwd {
         scale: f64,
     ) {
         let (fmt, esz) = (k.spec.mem_fmt(), k.spec.esz());
-        let x = vr(0);
         let lanes_m = MReg::n(3);
+        if !width.is_multiple_of(LANES) {
+            k.e.mask_below(lanes_m, vr(63), IotaKind::Lane, width % LANES);
+        }
         let arow = tiles * LANES * 4;
+        let (src, dst) = (k.e.konst(arow as i32), k.e.konst((width * esz) as i32));
+        let mut turn = 0u8;
         for g in 0..rows.div_ceil(8) {
             for t in 0..tiles {
+                let x = vr(turn % 8);
+                turn = turn.wrapping_add(1);
                 let lanes = LANES.min(width - t * LANES);
-                let sub = k.e.konst(arow as i32);
                 k.e.vld(
                     MemFmt::W32,
                     x,
                     abs(acc + g * 8 * arow + t * LANES * 4),
-                    VAccess::rows(sub),
+                    VAccess::rows(src),
                 );
                 if scale != 1.0 {
                     k.e.vbin(VBinOp::Mul, VType::F32, x, x, (scale as f32).to_bits());
                 }
-                let mask = (lanes < LANES).then(|| {
-                    k.e.mask_below(lanes_m, vr(1), IotaKind::Lane, lanes);
-                    lanes_m
-                });
-                let sub = k.e.konst((width * esz) as i32);
                 k.e.vst(
                     fmt,
                     x,
                     abs(stage + (g * 8 * width + t * LANES) * esz),
                     VAccess {
-                        sub_stride: Some(sub),
+                        sub_stride: Some(dst),
                         lane_stride: None,
-                        mask,
+                        mask: (lanes < LANES).then_some(lanes_m),
                     },
                 );
             }

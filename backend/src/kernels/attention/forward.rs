@@ -124,6 +124,10 @@ pub fn build(
         parts,
         reg,
         |(k, f), p| {
+            // Each query head's stores are waited for when their buffers are next written
+            // (the first head's as if a head before it had stored), the last head's at the end.
+            let last = f.last_stores(k);
+            f.store.prime(&mut k.e, last);
             let heads = Heads::open(k, batch, kv, p, parts);
             // This (batch, key/value head)'s keys and values.
             k.load_kv(K, f.lay.k, n.s as u32, n.e as u32)?;
@@ -132,9 +136,14 @@ pub fn build(
             let g = Heads::open_group(k, spec.group());
             k.q_offsets(&[Q, OUT, LSE])?;
             f.query_blocks(k)?;
-            f.store.wait_both(&mut k.e);
+            if f.store.pending() != last {
+                return Err(KernelError::Unsupported(
+                    "flash attention: a head's stores differ from the last ones".into(),
+                ));
+            }
             k.e.end_loop(g);
             heads.close(k);
+            f.store.wait_both(&mut k.e);
             Ok::<(), KernelError>(())
         },
     )?;
@@ -158,6 +167,19 @@ struct Fwd {
 }
 
 impl Fwd {
+    /// The bytes of the last stores (output rows and logsumexp) of each parity in a query
+    /// head (0 for a parity no block has).
+    fn last_stores(&self, k: &Kern) -> [u64; 2] {
+        let n = &k.spec.node;
+        let (l, bq) = (n.l as u32, self.lay.bq);
+        let mut last = [0u64; 2];
+        for i in 0..l.div_ceil(bq) {
+            let rows = bq.min(l - i * bq) as u64;
+            last[i as usize % 2] = rows * (n.ev as u64 * k.spec.esz() as u64 + 4);
+        }
+        last
+    }
+
     /// `off` bytes into the buffer `buf` of the slab whose address (that of its scores) is in
     /// `reg`.
     fn slab(&self, reg: SReg, buf: [u32; 2], off: u32) -> Addr {
@@ -557,64 +579,84 @@ impl Fwd {
         let last = (self.start + nblk as usize + 1) % 2;
         let other = (nblk > 1).then_some((self.lay.o[1 - last], self.lay.al[last]));
         self.store.wait(&mut k.e, p);
-        let (l, o, m, lg, o2, al) = (vr(0), vr(1), vr(2), vr(3), vr(5), vr(6));
         let (lanes_mask, one_lane) = (MReg::n(3), MReg::n(4));
         let orow = self.lay.evt * LANES * 4;
         let ev = n.ev as u32;
-        for g in 0..qb.rows.div_ceil(8) {
-            k.e.vld(MemFmt::W32, l, at(self.lay.l + g * 4096), VAccess::DENSE);
-            k.e.vred(RedOp::Add, VType::F32, Axis::Lane, l, l);
-            if let Some((_, al_at)) = other {
-                k.e.vld(MemFmt::W32, al, at(al_at + g * 4096), VAccess::DENSE);
-            }
-            for t in 0..self.lay.evt {
-                let lanes = LANES.min(ev - t * LANES);
-                let sub = k.e.konst(orow as i32);
-                let tile = g * 8 * orow + t * LANES * 4;
-                k.e.vld(
-                    MemFmt::W32,
-                    o,
-                    at(self.lay.o[last] + tile),
-                    VAccess::rows(sub),
-                );
-                if let Some((o_other, _)) = other {
-                    k.e.vld(MemFmt::W32, o2, at(o_other + tile), VAccess::rows(sub));
-                    k.e.vbin(VBinOp::Mul, VType::F32, o2, o2, al);
-                    k.e.vbin(VBinOp::Add, VType::F32, o, o, o2);
-                }
-                k.e.vbin(VBinOp::Div, VType::F32, o, o, l);
-                let mask = (lanes < LANES).then(|| {
-                    k.e.mask_below(lanes_mask, vr(4), IotaKind::Lane, lanes);
-                    lanes_mask
-                });
-                let sub = k.e.konst((ev * esz) as i32);
-                k.e.vst(
-                    fmt,
-                    o,
-                    at(self.lay.ostage[p] + (g * 8 * ev + t * LANES) * esz),
-                    VAccess {
-                        sub_stride: Some(sub),
-                        lane_stride: None,
-                        mask,
-                    },
-                );
-            }
-            k.e.vld(MemFmt::W32, m, at(self.lay.m + g * 4096), VAccess::DENSE);
-            k.e.vun(VUnOp::Log, VType::F32, lg, l);
-            k.e.vbin(VBinOp::Add, VType::F32, m, m, lg);
-            k.e.mask_below(one_lane, vr(4), IotaKind::Lane, 1);
-            let four = k.e.konst(4);
-            k.e.vst(
-                MemFmt::W32,
-                m,
-                at(self.lay.lstage[p] + g * 32),
-                VAccess {
-                    sub_stride: Some(four),
-                    lane_stride: None,
-                    mask: Some(one_lane),
-                },
-            );
+        if !ev.is_multiple_of(LANES) {
+            k.e.mask_below(lanes_mask, vr(63), IotaKind::Lane, ev % LANES);
         }
+        k.e.mask_below(one_lane, vr(63), IotaKind::Lane, 1);
+        let (sub_o, sub_s, four) = (
+            k.e.konst(orow as i32),
+            k.e.konst((ev * esz) as i32),
+            k.e.konst(4),
+        );
+        let evt = self.lay.evt as usize;
+        let (lay_l, lay_m, o_last) = (self.lay.l, self.lay.m, self.lay.o[last]);
+        let (ostage, lstage) = (self.lay.ostage[p], self.lay.lstage[p]);
+        // A wavefront over the groups of 8 rows ([`interleave`], 8 register slots): the sum
+        // and its lane reduction, then per tile of `O` its load (and the other accumulator's,
+        // rescaled) and division, then the logsumexp.
+        let steps = 2 + 2 * evt + 2;
+        interleave(k, qb.rows.div_ceil(8), 8, steps, |k, g, u, step| {
+            let r = |i: u8| vr(u * 7 + i);
+            let (l, m, lg, al) = (r(0), r(1), r(2), r(3));
+            let (o, o2) = (r(4), r(5));
+            match step {
+                0 => {
+                    k.e.vld(MemFmt::W32, l, at(lay_l + g * 4096), VAccess::DENSE);
+                    if let Some((_, al_at)) = other {
+                        k.e.vld(MemFmt::W32, al, at(al_at + g * 4096), VAccess::DENSE);
+                    }
+                }
+                1 => {
+                    k.e.vred(RedOp::Add, VType::F32, Axis::Lane, l, l);
+                }
+                s if s < 2 + 2 * evt => {
+                    let t = ((s - 2) / 2) as u32;
+                    let tile = g * 8 * orow + t * LANES * 4;
+                    if (s - 2) % 2 == 0 {
+                        k.e.vld(MemFmt::W32, o, at(o_last + tile), VAccess::rows(sub_o));
+                        if let Some((o_other, _)) = other {
+                            k.e.vld(MemFmt::W32, o2, at(o_other + tile), VAccess::rows(sub_o));
+                            k.e.vbin(VBinOp::Mul, VType::F32, o2, o2, al);
+                            k.e.vbin(VBinOp::Add, VType::F32, o, o, o2);
+                        }
+                        k.e.vbin(VBinOp::Div, VType::F32, o, o, l);
+                    } else {
+                        let lanes = LANES.min(ev - t * LANES);
+                        k.e.vst(
+                            fmt,
+                            o,
+                            at(ostage + (g * 8 * ev + t * LANES) * esz),
+                            VAccess {
+                                sub_stride: Some(sub_s),
+                                lane_stride: None,
+                                mask: (lanes < LANES).then_some(lanes_mask),
+                            },
+                        );
+                    }
+                }
+                s if s == 2 + 2 * evt => {
+                    k.e.vld(MemFmt::W32, m, at(lay_m + g * 4096), VAccess::DENSE);
+                    k.e.vun(VUnOp::Log, VType::F32, lg, l);
+                }
+                _ => {
+                    k.e.vbin(VBinOp::Add, VType::F32, m, m, lg);
+                    k.e.vst(
+                        MemFmt::W32,
+                        m,
+                        at(lstage + g * 32),
+                        VAccess {
+                            sub_stride: Some(four),
+                            lane_stride: None,
+                            mask: Some(one_lane),
+                        },
+                    );
+                }
+            }
+            Ok(())
+        })?;
         // Stores: the rows of out, then the logsumexp.
         let sem = SEM_OUT + p as u8;
         let (o_at, l_at) = (k.head_reg(OUT), k.head_reg(LSE));

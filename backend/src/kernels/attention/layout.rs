@@ -131,7 +131,7 @@ pub(crate) struct BwdLayout {
     pub(crate) dq: u32,
     /// Staging of `dq` rows (by parity) and of `dk`/`dv` rows.
     pub(crate) dq_stage: [u32; 2],
-    pub(crate) kv_stage: u32,
+    pub(crate) kv_stage: [u32; 2],
     /// The causal mask's bias tiles.
     pub(crate) bias: u32,
     /// Bytes used.
@@ -178,7 +178,7 @@ impl BwdLayout {
         let ds_off = pbytes as u32;
         let dq = b.take(bq64 * et as u64 * lanes * 4);
         let dq_stage = [b.take(bq64 * e * esz), b.take(bq64 * e * esz)];
-        let kv_stage = b.take(s_pad * e.max(ev) * esz);
+        let kv_stage = [b.take(s_pad * e * esz), b.take(s_pad * ev * esz)];
         let bias = b.take(BIAS_TILES as u64 * 4096);
         BwdLayout {
             k,

@@ -31,7 +31,14 @@
 //! - the vector work runs as a wavefront over all of a block's groups of 8 rows
 //!   ([`common::interleave`]), one register slot per step, an empty step after each
 //!   long-latency one; backward, the weights and `dS` are one pass;
-//! - backward, `dV` and `dK` deal the query rows (their K dimension) over the matrix units.
+//! - backward, `dV` and `dK` deal the query rows (their K dimension) over the matrix units;
+//! - the per-row sweeps that finish a block (forward `O / l` and `lse`, backward `D` and the
+//!   f32 accumulators' conversion) run as wavefronts over the groups of 8 rows too, their
+//!   tail-lane masks made once;
+//! - a head's result stores stay in flight into the next head and are waited for only when
+//!   their staging buffer is written again (`dK` and `dV` have one each); the semaphores are
+//!   signalled once before the first head as if a head before it had stored, and the last
+//!   head's stores are waited for at the end.
 //!
 //! `cargo run --release -p tpuemu-backend --example attention_calib -- B H HKV L E [causal]`
 //! prints a shape's cycles and units' busy times (`CALIB_CHIP` picks the chip).
