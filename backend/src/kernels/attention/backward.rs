@@ -102,12 +102,17 @@ pub fn build(
             k.load_kv(V, b.lay.v, n.s as u32, n.ev as u32)?;
             b.zero(k, b.lay.dk, b.lay.s_pad / 8 * b.lay.et);
             b.zero(k, b.lay.dv, b.lay.s_pad / 8 * b.lay.evt);
-            k.wait_loads();
+            // With one query head per key/value head (no loop over the group), the keys and
+            // values, the logsumexp and the first query rows load at once and are waited for
+            // together (one HBM latency, not three in a row); a loop over the group's query
+            // heads waits for the keys and values before it.
+            if spec.group() > 1 {
+                k.wait_loads();
+            }
             let g = Heads::open_group(k, spec.group());
             k.q_offsets(&[Q, OUT, DOUT, LSE, DQ])?;
             let lse_at = k.head_reg(LSE);
             k.load(LSE, lse_at, 0, b.lay.lse, 1, n.l as u32, SEM_HEAD)?;
-            k.wait(SEM_HEAD);
             b.query_blocks(k)?;
             if b.store.pending() != last {
                 return Err(KernelError::Unsupported(
@@ -172,6 +177,9 @@ impl Bwd {
             k.load_query(DOUT, self.lay.dout, rows, n.ev as u32, SEM_ROWS)?;
             k.load_query(OUT, self.lay.out, rows, n.ev as u32, SEM_ROWS)?;
             self.zero(k, self.lay.dq, qb.rows.div_ceil(8) * self.lay.et);
+            // The head's keys, values and logsumexp too, the first time (nothing later).
+            k.wait_loads();
+            k.wait(SEM_HEAD);
             k.wait(SEM_ROWS);
             self.row_dots(k, qb)?;
             self.key_blocks(k, qb)?;

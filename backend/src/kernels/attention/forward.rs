@@ -132,7 +132,13 @@ pub fn build(
             // This (batch, key/value head)'s keys and values.
             k.load_kv(K, f.lay.k, n.s as u32, n.e as u32)?;
             k.load_kv(V, f.lay.v, n.s as u32, n.ev as u32)?;
-            k.wait_loads();
+            // With one query head per key/value head (no loop over the group), the keys and
+            // values and the first query rows load at once and are waited for together (one
+            // HBM latency, not two in a row); a loop over the group's query heads waits for
+            // the keys and values before it.
+            if spec.group() > 1 {
+                k.wait_loads();
+            }
             let g = Heads::open_group(k, spec.group());
             k.q_offsets(&[Q, OUT, LSE])?;
             f.query_blocks(k)?;
@@ -211,6 +217,8 @@ impl Fwd {
             }
             let qb = self.qbs[it.qi as usize].0;
             if it.qi >= self.waited {
+                // The head's keys and values too, the first time (nothing later).
+                k.wait_loads();
                 k.wait(SEM_Q + qb.parity as u8);
                 self.waited = it.qi + 1;
             }

@@ -38,7 +38,9 @@
 //! - a head's result stores stay in flight into the next head and are waited for only when
 //!   their staging buffer is written again (`dK` and `dV` have one each); the semaphores are
 //!   signalled once before the first head as if a head before it had stored, and the last
-//!   head's stores are waited for at the end.
+//!   head's stores are waited for at the end;
+//! - with one query head per key/value head, a head's loads (keys, values, the first query
+//!   rows, backward the logsumexp) are issued together and waited for once.
 //!
 //! `cargo run --release -p tpuemu-backend --example attention_calib -- B H HKV L E [causal]`
 //! prints a shape's cycles and units' busy times (`CALIB_CHIP` picks the chip).
