@@ -76,17 +76,11 @@ fn latency(op: &POp) -> u32 {
     }
 }
 
-/// The order in which a chunk emits its needed nodes: a list schedule for the in-order core.
-/// Of the nodes whose operands are computed, the one with the longest chain of latencies to
-/// the chunk's end goes first (ties in program order), so that a long-latency result (a
-/// load, an `exp`) is started early and independent work fills the wait; program order
-/// would issue the compares of a one-hot before the `exp` they do not depend on, and the
-/// `exp`'s readers would then wait for it.
-fn order(prog: &Prog, need: &[bool]) -> Vec<usize> {
-    let n = prog.nodes.len();
-    let mut prio = vec![0u32; n];
-    let mut readers = vec![0u32; n];
-    for i in (0..n).rev() {
+/// For each needed node, the longest chain of [`latency`]s from it to the chunk's end
+/// (through the needed nodes that read it), itself included.
+fn chains(prog: &Prog, need: &[bool]) -> Vec<u32> {
+    let mut prio = vec![0u32; prog.nodes.len()];
+    for i in (0..prog.nodes.len()).rev() {
         if !need[i] {
             continue;
         }
@@ -98,6 +92,19 @@ fn order(prog: &Prog, need: &[bool]) -> Vec<usize> {
             }
         }
     }
+    prio
+}
+
+/// The order in which a chunk emits its needed nodes: a list schedule for the in-order core.
+/// Of the nodes whose operands are computed, the one with the longest chain of latencies to
+/// the chunk's end goes first (ties in program order), so that a long-latency result (a
+/// load, an `exp`) is started early and independent work fills the wait; program order
+/// would issue the compares of a one-hot before the `exp` they do not depend on, and the
+/// `exp`'s readers would then wait for it.
+fn order(prog: &Prog, need: &[bool]) -> Vec<usize> {
+    let n = prog.nodes.len();
+    let prio = chains(prog, need);
+    let mut readers = vec![0u32; n];
     // Operands still to be emitted, per node.
     for (i, node) in prog.nodes.iter().enumerate() {
         if need[i] {
@@ -163,14 +170,11 @@ fn issue_cost(prog: &Prog, i: usize) -> Option<(usize, u64, u64)> {
 fn interleave(prog: &Prog, order: &[usize], copies: u32) -> Vec<(usize, usize)> {
     let copies = copies as usize;
     // Chain lengths (as in `order`) for ties.
-    let mut prio = vec![0u32; prog.nodes.len()];
-    for &i in order.iter().rev() {
-        prio[i] += latency(&prog.nodes[i].op);
-        for a in args(&prog.nodes[i].op) {
-            let a = a as usize;
-            prio[a] = prio[a].max(prio[i]);
-        }
+    let mut need = vec![false; prog.nodes.len()];
+    for &i in order {
+        need[i] = true;
     }
+    let prio = chains(prog, &need);
     let mut next = vec![0usize; copies];
     let mut ready: Vec<HashMap<usize, u64>> = vec![HashMap::new(); copies];
     // Per unit: the cycles its slots are next free (ALU: two slots).
