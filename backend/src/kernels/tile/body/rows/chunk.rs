@@ -39,8 +39,9 @@ pub(super) fn needs(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> 
 
 /// Vector registers one copy of a chunk body holds at its peak, plus two temporaries: the
 /// body is walked in emission order, each computed value taking a register until its last use
-/// in the chunk (the reductions' operands and the full outputs until the chunk's end). Copies
-/// are emitted node by node, so `n` copies hold at most `n` times a copy's peak.
+/// in the chunk (the reductions' operands and the full outputs until the chunk's end). Each
+/// copy is emitted in the same order ([`interleave`] only interleaves them), so `n` copies hold
+/// at most `n` times a copy's peak.
 pub(super) fn peak(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> u32 {
     let need = needs(prog, reds, full_outs);
     let order = order(prog, &need);
