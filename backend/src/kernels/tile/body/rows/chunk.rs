@@ -1,8 +1,10 @@
 //! One phase's chunk body: the full values a column chunk of 8 rows needs (recomputed from the
 //! inputs in VMEM), what it adds to the accumulators, and the full outputs it stores.
 //!
-//! An unrolled loop emits several consecutive chunks (copies) node by node, so that the
-//! in-order core has independent work while loads and ALU results are in flight.
+//! An unrolled loop emits several consecutive chunks (copies), each in one order ([`order`]:
+//! the longest chain of latencies first) and interleaved by a list schedule of the in-order
+//! core ([`interleave`]), so that it has independent work while loads, ALU and transcendental
+//! results are in flight.
 
 use std::collections::HashMap;
 
