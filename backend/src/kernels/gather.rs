@@ -2,10 +2,10 @@
 //! adding rows into a table by index (their backward).
 //!
 //! Gathers: indices stream from HBM into SMEM in chunks; the scalar unit reads each one and
-//! issues an HBM-to-HBM DMA for its row, many in flight. An index outside the table makes the
+//! issues an HBM-to-HBM DMA for its row, up to [`IN_FLIGHT`] in flight (a sliding window). An index outside the table makes the
 //! row DMA fault with the table's bounds. Index-add is [`super::index_add`].
 
-use tpuemu_isa::ops::{CmpOp, SAluOp};
+use tpuemu_isa::ops::CmpOp;
 use tpuemu_isa::{Addr, ArgSlot, ChipInfo, DmaShape, MemRef, Program, SReg, Sem};
 
 use super::KernelError;
@@ -15,8 +15,8 @@ use crate::ir::{Combine, GatherNode, Node, View};
 
 /// Indices per SMEM chunk.
 const CHUNK: u32 = 4096;
-/// Row DMAs in flight before the gather waits.
-const IN_FLIGHT: u32 = 32;
+/// Row DMAs in flight at most.
+const IN_FLIGHT: u32 = 128;
 
 /// What a gather or index-add kernel needs to know (the cache key).
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
@@ -132,6 +132,10 @@ fn index_ok(index: &View) -> Result<(), KernelError> {
 
 /// Builds the gather kernel (a spec with `add` is built by [`super::index_add`]; [`super::rows`]
 /// picks). Arguments: table, index, rows (output), then their element offsets.
+///
+/// The indices come in chunks of [`CHUNK`] (a loop over the full chunks, then the rest); within
+/// a chunk the rows are issued [`UNROLL`] a loop trip with running addresses (about six scalar
+/// instructions a row), and the window of rows in flight is checked once a trip.
 pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, KernelError> {
     let mut e = Emitter::new(name);
     let args = e.buffers_with_offsets(["table", "index", "rows"]);
@@ -151,40 +155,42 @@ pub fn build(spec: &GatherSpec, chip: &ChipInfo, name: &str) -> Result<Program, 
         e.byte_offset(r, &args, k, sz);
     }
     e.smov(g.len, g.row_bytes as i32);
-    e.smov(g.i, 0);
     e.smov(g.cnt, 0);
-    let done = e.label();
-    let top = e.here();
-    e.scmp(CmpOp::Lt, g.t, g.i, spec.count as i32);
-    e.brz(g.t, done);
-    g.fetch_indices(&mut e, spec, args.slots[1]);
-    g.copy_row(&mut e, spec, args.slots[0], args.slots[2]);
-    e.sadd(g.i, g.i, 1);
-    e.br(top);
-    e.bind(done);
+    let (full, rest) = (spec.count / CHUNK, spec.count % CHUNK);
+    if full > 0 {
+        let l = e.begin_loop(g.c, g.t, full, 1);
+        g.chunk(&mut e, spec, &args.slots, CHUNK);
+        e.end_loop(l);
+    }
+    if rest > 0 {
+        g.chunk(&mut e, spec, &args.slots, rest);
+    }
     e.smul(g.cnt, g.cnt, g.row_bytes as i32);
     e.sem_wait(Sem::n(1), g.cnt);
     Ok(e.finish()?)
 }
 
+/// Rows issued per loop trip.
+const UNROLL: u32 = 4;
+
 /// The gather's registers and sizes.
 struct Regs {
     t_base: SReg,
     i_base: SReg,
+    /// The next output row's byte address (advanced a row at a time).
     r_base: SReg,
-    /// Index number.
-    i: SReg,
-    /// Position of its index in SMEM.
+    /// Chunk number.
+    c: SReg,
+    /// Byte position of the trip's first index in the SMEM chunk.
     j: SReg,
     /// The index.
     idx: SReg,
     t: SReg,
     src: SReg,
-    dst: SReg,
     /// Row bytes, the length of every row DMA.
     len: SReg,
     chunk_len: SReg,
-    /// Row DMAs issued since the last wait.
+    /// Row DMAs in flight (issued and not yet waited for).
     cnt: SReg,
     isz: u32,
     row_bytes: u32,
@@ -198,12 +204,11 @@ impl Regs {
             t_base: s(1),
             i_base: s(2),
             r_base: s(3),
-            i: s(4),
+            c: s(4),
             j: s(5),
             idx: s(6),
             t: s(7),
             src: s(8),
-            dst: s(9),
             len: s(10),
             chunk_len: s(11),
             cnt: s(12),
@@ -213,39 +218,46 @@ impl Regs {
         }
     }
 
-    /// Every [`CHUNK`] indices, the next chunk of indices into SMEM (waited for at once).
-    fn fetch_indices(&self, e: &mut Emitter, spec: &GatherSpec, index: ArgSlot) {
-        let (i, t, cl, isz) = (self.i, self.t, self.chunk_len, self.isz as i32);
-        e.salu(SAluOp::RemU, t, i, CHUNK as i32);
-        let no_chunk = e.label();
-        e.brnz(t, no_chunk);
-        // chunk_len = min(count - i, CHUNK) * isz
-        e.ssub(cl, SReg::ZERO, i);
-        e.sadd(cl, cl, spec.count as i32);
-        e.salu(SAluOp::Min, cl, cl, CHUNK as i32);
-        e.smul(cl, cl, isz);
-        e.smul(self.src, i, isz);
-        e.sadd(self.src, self.src, self.i_base);
-        e.smov(self.dst, self.idx_smem as i32);
+    /// A chunk of `n` indices: into SMEM (waited for at once; `i_base` advances past them),
+    /// then their rows.
+    fn chunk(&self, e: &mut Emitter, spec: &GatherSpec, slots: &[ArgSlot], n: u32) {
+        let bytes = (n * self.isz) as i32;
+        e.smov(self.chunk_len, bytes);
+        e.smov(self.j, self.idx_smem as i32);
         e.dma(
-            MemRef::smem(self.dst),
-            MemRef::hbm(index, self.src),
-            DmaShape::Len(cl),
+            MemRef::smem(self.j),
+            MemRef::hbm(slots[1], self.i_base),
+            DmaShape::Len(self.chunk_len),
             Sem::n(0),
         );
-        e.sem_wait(Sem::n(0), cl);
-        e.bind(no_chunk);
+        e.sem_wait(Sem::n(0), self.chunk_len);
+        e.sadd(self.i_base, self.i_base, bytes);
+        let trips = n / UNROLL;
+        if trips > 0 {
+            let l = e.begin_loop(self.j, self.t, trips, (UNROLL * self.isz) as i32);
+            for u in 0..UNROLL {
+                self.copy_row(e, spec, slots, u);
+            }
+            self.window(e, UNROLL);
+            e.end_loop(l);
+        }
+        let left = n % UNROLL;
+        if left > 0 {
+            e.smov(self.j, (trips * UNROLL * self.isz) as i32);
+            for u in 0..left {
+                self.copy_row(e, spec, slots, u);
+            }
+            self.window(e, left);
+        }
     }
 
-    /// Row `idx` of the table to row `i` of the rows, waiting after every [`IN_FLIGHT`].
-    fn copy_row(&self, e: &mut Emitter, spec: &GatherSpec, table: ArgSlot, rows: ArgSlot) {
+    /// Row `idx` of the table (the index `u` places after `j` in SMEM) to the next output row.
+    fn copy_row(&self, e: &mut Emitter, spec: &GatherSpec, slots: &[ArgSlot], u: u32) {
         let esz = spec.dtype.size() as u32;
-        let (i, j, idx, t, src, dst) = (self.i, self.j, self.idx, self.t, self.src, self.dst);
-        // idx = indices[i % CHUNK] (the low word of an int64).
-        e.salu(SAluOp::RemU, j, i, CHUNK as i32);
-        e.smul(j, j, self.isz as i32);
-        e.sld(idx, Addr::new(j, self.idx_smem as i32));
-        // Table row idx, rows row i.
+        let (idx, t, src) = (self.idx, self.t, self.src);
+        // The low word of an int64 index.
+        let at = (self.idx_smem + u * self.isz) as i32;
+        e.sld(idx, Addr::new(self.j, at));
         e.smul(src, idx, (spec.table_row_stride * esz) as i32);
         e.sadd(src, src, self.t_base);
         if let Some(rows) = spec.check_rows {
@@ -257,20 +269,25 @@ impl Regs {
             e.smov(src, -1);
             e.bind(ok);
         }
-        e.smul(dst, i, (spec.rows_stride * esz) as i32);
-        e.sadd(dst, dst, self.r_base);
         e.dma(
-            MemRef::hbm(rows, dst),
-            MemRef::hbm(table, src),
+            MemRef::hbm(slots[2], self.r_base),
+            MemRef::hbm(slots[0], src),
             DmaShape::Len(self.len),
             Sem::n(1),
         );
-        e.sadd(self.cnt, self.cnt, 1);
+        e.sadd(self.r_base, self.r_base, (spec.rows_stride * esz) as i32);
+    }
+
+    /// `k` more rows in flight: a sliding window, so once [`IN_FLIGHT`] are in flight the
+    /// oldest `k` are waited for (any `k` rows' bytes) and the DMA engines never drain.
+    fn window(&self, e: &mut Emitter, k: u32) {
+        let (t, cnt) = (self.t, self.cnt);
+        e.sadd(cnt, cnt, k as i32);
         let no_wait = e.label();
-        e.scmp(CmpOp::Lt, t, self.cnt, IN_FLIGHT as i32);
+        e.scmp(CmpOp::Lt, t, cnt, IN_FLIGHT as i32);
         e.brnz(t, no_wait);
-        e.sem_wait(Sem::n(1), (IN_FLIGHT * self.row_bytes) as i32);
-        e.smov(self.cnt, 0);
+        e.sem_wait(Sem::n(1), (k * self.row_bytes) as i32);
+        e.ssub(cnt, cnt, k as i32);
         e.bind(no_wait);
     }
 }

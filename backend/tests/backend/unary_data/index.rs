@@ -305,3 +305,27 @@ fn embedding_looks_up_rows() {
         assert!(data::embedding(&w1, &s).is_err());
     }
 }
+
+/// More indices than one SMEM chunk holds (4,096), in a count that leaves a partial chunk and a
+/// partial loop trip, with repeats: every output row is its table row (index `i * 7919 % 13`,
+/// computed here, not by the kernel).
+#[test]
+fn embedding_of_more_indices_than_a_chunk() {
+    let n = 4096 + 4 * 3 + 3;
+    for mode in MODES {
+        let rt = rt(mode);
+        let v = values(13 * 6, 5);
+        let w = tensor(&rt, &v, &[13, 6], DType::F32);
+        let idx: Vec<usize> = (0..n).map(|i| i * 7919 % 13).collect();
+        let fi: Vec<f64> = idx.iter().map(|i| *i as f64).collect();
+        for it in [DType::I64, DType::I32] {
+            let ti = tensor(&rt, &fi, &[n], it);
+            let want: Vec<f64> = idx
+                .iter()
+                .flat_map(|i| v[i * 6..i * 6 + 6].to_vec())
+                .collect();
+            let y = data::embedding(&w, &ti).unwrap();
+            check(&y, DType::F32, &[n, 6], &want, &format!("{it} {mode:?}"));
+        }
+    }
+}
