@@ -9,7 +9,8 @@
 //! the block into its table row, in index order (so repeated indices accumulate in order, each
 //! addition rounded to the table's dtype, deterministically); the block goes back to HBM. A
 //! table that starts as zeros (`zero_table`: a fused zero fill) is zeroed in VMEM by vector
-//! stores instead of being read, so it crosses HBM once. With
+//! stores instead of being read, so it crosses HBM once; when the indices touch few of its rows,
+//! zeros go to HBM while the rows are added and only the touched rows follow ([`Sparse`]). With
 //! bounds checking, an index outside the table makes a DMA read from outside the table, which
 //! faults with the table's bounds.
 
@@ -66,6 +67,10 @@ const TA: SReg = SReg::n(7);
 const SA: SReg = SReg::n(8);
 /// An HBM byte offset.
 const ADDR: SReg = SReg::n(9);
+/// Sparse write-back: rows recorded so far, a mark, the list position.
+const NU: SReg = SReg::n(10);
+const MARK: SReg = SReg::n(11);
+const K: SReg = SReg::n(12);
 const VA: VReg = VReg::n(1);
 const VB: VReg = VReg::n(2);
 const IOTA: VReg = VReg::n(3);
@@ -100,6 +105,23 @@ struct Kernel<'a> {
     /// Vector registers per row, and elements in the last one.
     nv: u32,
     tail: u32,
+    /// A zero table written back sparsely (see [`Sparse`]).
+    sparse: Option<Sparse>,
+}
+
+/// A zero table's sparse write-back, when few rows are touched: while the vector unit zeroes
+/// the table in VMEM and adds the rows, a DMA writes zeros over the whole table in HBM (from a
+/// small zeroed region, replicated); each row touched is recorded once (a mark per table row in
+/// SMEM) and, once the zeros have landed, only those rows are copied out. The table's write to
+/// HBM overlaps the additions instead of following them, for at most `count` rows written twice.
+#[derive(Clone, Copy, Debug)]
+struct Sparse {
+    /// SMEM byte addresses of the marks (a word per table row) and of the list of touched rows.
+    marks: u32,
+    list: u32,
+    /// VMEM byte address of the zeroed region the DMA replicates, and its rows.
+    zeros: u32,
+    zero_rows: u32,
 }
 
 impl<'a> Kernel<'a> {
@@ -137,6 +159,32 @@ impl<'a> Kernel<'a> {
             ));
         }
         let nv = spec.row_len.div_ceil(1024);
+        let blocks = spec.table_rows.div_ceil(block_rows);
+        // Sparse when the table is zeroed, fits one block, its rows are at least 256 bytes (whole
+        // bursts) and the indices touch at most a quarter of its rows.
+        let sparse_fits = spec.zero_table
+            && blocks == 1
+            && row_bytes >= 256
+            && count as u64 * 4 <= spec.table_rows as u64;
+        // SMEM after the index chunks: the marks, the list, and room for DMA descriptors.
+        let marks = idx_smem[1] + 4 * (chunk * isz / 4);
+        let list = marks + 4 * spec.table_rows;
+        let zeros = t_vmem + (block_rows * row_bytes).next_multiple_of(4096);
+        let zero_rows = (32768 / row_bytes).clamp(1, block_rows.max(1));
+        let sparse = (sparse_fits
+            && list as u64 + count as u64 * 4 + 1024 <= chip.core.smem_bytes
+            && zeros as u64 + (zero_rows * row_bytes) as u64 <= chip.core.vmem_bytes)
+            .then(|| {
+                let at = e.smem_alloc(spec.table_rows as usize);
+                debug_assert_eq!(at, marks);
+                e.smem_alloc(count as usize);
+                Sparse {
+                    marks,
+                    list,
+                    zeros,
+                    zero_rows,
+                }
+            });
         Ok(Kernel {
             spec,
             args,
@@ -147,10 +195,11 @@ impl<'a> Kernel<'a> {
             nchunks: count.div_ceil(chunk),
             t_vmem,
             block_rows,
-            blocks: spec.table_rows.div_ceil(block_rows),
+            blocks,
             idx_smem,
             nv,
             tail: spec.row_len - (nv - 1) * 1024,
+            sparse,
         })
     }
 
@@ -240,9 +289,26 @@ impl<'a> Kernel<'a> {
         };
         let tdesc = rows_desc(nrows, self.row_bytes, stride, true);
         let mut chunks = PingPong::new(0);
+        let mut zeros_out = 0;
         if self.spec.zero_table {
             chunks.add(0, self.prefetch(e, 0)?);
-            self.zero_block(e, nrows);
+            if let Some(sp) = self.sparse {
+                zeros_out = self.zeros_to_hbm(e, sp, nrows, stride)?;
+            }
+            self.zero_vmem(e, self.t_vmem, nrows * self.row_bytes);
+            if let Some(sp) = self.sparse {
+                // The marks start as zeros: copied from the zeroed table, before any addition.
+                let len = e.konst((self.spec.table_rows * 4) as i32);
+                let (to, from) = (e.konst(sp.marks as i32), e.konst(self.t_vmem as i32));
+                e.dma(
+                    MemRef::smem(to),
+                    MemRef::vmem(from),
+                    DmaShape::Len(len),
+                    Sem::n(4),
+                );
+                e.sem_wait(Sem::n(4), len);
+                e.smov(NU, 0);
+            }
         } else {
             self.hbm_dma(e, true, table(), self.t_vmem, &tdesc, 2)?;
             chunks.add(0, self.prefetch(e, 0)?);
@@ -256,18 +322,94 @@ impl<'a> Kernel<'a> {
             chunks.wait(e, k);
             self.add_rows(e, blk, c, r0, nrows);
         }
+        if let Some(sp) = self.sparse {
+            e.wait_bytes(Sem::n(2), zeros_out);
+            self.write_touched(e, sp, stride);
+            return Ok(());
+        }
         let back = rows_desc(nrows, self.row_bytes, stride, false);
         self.hbm_dma(e, false, table(), self.t_vmem, &back, 2)?;
         e.wait_bytes(Sem::n(2), back.bytes());
         Ok(())
     }
 
-    /// Zeroes the first `nrows` rows of the table block in VMEM (dense there: `row_bytes`
-    /// apart), 1024 lanes a store, eight stores a loop trip.
-    fn zero_block(&self, e: &mut Emitter, nrows: u32) {
+    /// Zeros over the table's `nrows` rows in HBM (HBM row stride `stride`), replicated from a
+    /// zeroed region of `zero_rows` rows, on semaphore 2; returns the bytes.
+    fn zeros_to_hbm(
+        &self,
+        e: &mut Emitter,
+        sp: Sparse,
+        nrows: u32,
+        stride: u32,
+    ) -> Result<u64, KernelError> {
+        let (z, rb) = (sp.zero_rows, self.row_bytes);
+        self.zero_vmem(e, sp.zeros, z * rb);
+        let (reps, rest) = (nrows / z, nrows % z);
+        let mut bytes = 0;
+        let mut at = 0i64;
+        if reps > 0 {
+            let whole = (z as i64) * stride as i64;
+            let d = hbm_vmem_desc(
+                rb,
+                &[(reps, whole, 0), (z, stride as i64, rb as i64)],
+                false,
+            );
+            let to = Hbm {
+                slot: self.args.slots[0],
+                base: T_BASE,
+                off: 0,
+            };
+            self.hbm_dma(e, false, to, sp.zeros, &d, 2)?;
+            bytes += d.bytes();
+            at = reps as i64 * whole;
+        }
+        if rest > 0 {
+            let d = rows_desc(rest, rb, stride, false);
+            let to = Hbm {
+                slot: self.args.slots[0],
+                base: T_BASE,
+                off: at,
+            };
+            self.hbm_dma(e, false, to, sp.zeros, &d, 2)?;
+            bytes += d.bytes();
+        }
+        Ok(bytes)
+    }
+
+    /// Copies every recorded row from the table in VMEM to HBM (once the zeros have landed),
+    /// then waits for them.
+    fn write_touched(&self, e: &mut Emitter, sp: Sparse, stride: u32) {
+        e.forget_constants();
+        let len = e.konst(self.row_bytes as i32);
+        e.smov(K, 0);
+        let done = e.label();
+        let top = e.here();
+        e.scmp(CmpOp::Lt, T, K, NU);
+        e.brz(T, done);
+        e.smul(T, K, 4);
+        e.sld(IDX, Addr::new(T, sp.list as i32));
+        e.smul(ADDR, IDX, stride as i32);
+        e.sadd(ADDR, ADDR, T_BASE);
+        e.smul(TA, IDX, self.row_bytes as i32);
+        e.sadd(TA, TA, self.t_vmem as i32);
+        e.dma(
+            MemRef::hbm(self.args.slots[0], ADDR),
+            MemRef::vmem(TA),
+            DmaShape::Len(len),
+            Sem::n(4),
+        );
+        e.sadd(K, K, 1);
+        e.br(top);
+        e.bind(done);
+        e.smul(T, NU, self.row_bytes as i32);
+        e.sem_wait(Sem::n(4), T);
+    }
+
+    /// Zeroes `bytes` of VMEM from `base`, 1024 lanes a store, eight stores a loop trip.
+    fn zero_vmem(&self, e: &mut Emitter, base: u32, bytes: u32) {
         const UNROLL: u32 = 8;
         let fmt = self.spec.dtype.mem();
-        let elems = (nrows as u64 * self.row_bytes as u64 / self.esz as u64) as u32;
+        let elems = (bytes as u64 / self.esz as u64) as u32;
         let stores = elems / 1024;
         let vbytes = 1024 * self.esz;
         e.vmov(VType::I32, VA, 0u32);
@@ -276,7 +418,7 @@ impl<'a> Kernel<'a> {
             let l = e.begin_loop(J, T, trips, 1);
             e.smul(TA, J, (UNROLL * vbytes) as i32);
             for u in 0..UNROLL {
-                let at = Addr::new(TA, (self.t_vmem + u * vbytes) as i32);
+                let at = Addr::new(TA, (base + u * vbytes) as i32);
                 e.vst(fmt, VA, at, VAccess::masked(None));
             }
             e.end_loop(l);
@@ -285,13 +427,13 @@ impl<'a> Kernel<'a> {
         let done = trips * UNROLL;
         e.smov(TA, (done * vbytes) as i32);
         for s in done..stores {
-            let at = Addr::new(TA, (self.t_vmem + (s - done) * vbytes) as i32);
+            let at = Addr::new(TA, (base + (s - done) * vbytes) as i32);
             e.vst(fmt, VA, at, VAccess::masked(None));
         }
         let rest = elems % 1024;
         if rest > 0 {
             e.mask_below(ZERO_MASK, VB, IotaKind::Flat, rest);
-            let at = Addr::new(TA, (self.t_vmem + (stores - done) * vbytes) as i32);
+            let at = Addr::new(TA, (base + (stores - done) * vbytes) as i32);
             e.vst(fmt, VA, at, VAccess::masked(Some(ZERO_MASK)));
         }
     }
@@ -328,6 +470,19 @@ impl<'a> Kernel<'a> {
         e.ssub(IDX, IDX, r0 as i32);
         e.scmp(CmpOp::LtU, T, IDX, nrows as i32);
         e.brz(T, skip);
+        if let Some(sp) = self.sparse {
+            // The row's first touch: marked, and listed for the write-back.
+            let seen = e.label();
+            e.smul(TA, IDX, 4);
+            e.sld(MARK, Addr::new(TA, sp.marks as i32));
+            e.brnz(MARK, seen);
+            e.sadd(MARK, J, 1);
+            e.sst(MARK, Addr::new(TA, sp.marks as i32));
+            e.smul(MARK, NU, 4);
+            e.sst(IDX, Addr::new(MARK, sp.list as i32));
+            e.sadd(NU, NU, 1);
+            e.bind_join(seen);
+        }
         e.smul(TA, IDX, self.row_bytes as i32);
         e.smul(SA, J, self.row_bytes as i32);
         self.add_row(e, self.src_slot(k as u32));

@@ -165,12 +165,16 @@ pub(super) fn gather_cases(v5e: &ChipInfo, out: &mut Vec<(String, Program)>) {
     let add_blocks = gather_spec(true, DType::F32, DType::I32, 1030, 100);
     let mut small_vmem = v5e.clone();
     small_vmem.core.vmem_bytes = 1 << 20;
+    // A zero table touched by few indices: written back sparsely.
+    let mut add_sparse = gather_spec(true, DType::BF16, DType::I64, 512, 600);
+    add_sparse.zero_table = true;
     for (name, spec, chip) in [
         ("gather_checked_i64", &checked, v5e),
         ("gather_bf16_chunks", &plain, v5e),
         ("index_add_checked", &add, v5e),
         ("index_add_bool", &add_bool, v5e),
         ("index_add_blocks", &add_blocks, &small_vmem),
+        ("index_add_sparse_zero_table", &add_sparse, v5e),
     ] {
         out.push((name.into(), crate::kernels::rows(spec, chip, name).unwrap()));
     }
