@@ -41,12 +41,28 @@ pub struct CountedLoop {
     end: i32,
     top: Label,
     back_edge: bool,
+    /// The counter advanced and tested at the top of the body (see
+    /// [`CountedLoop::tested_early`]).
+    early: bool,
 }
 
 impl CountedLoop {
     /// A loop of one trip gets no back edge: its body runs once, straight through.
     pub fn straight_if_once(mut self) -> Self {
         self.back_edge = self.end - self.first != self.step;
+        self
+    }
+
+    /// Advances and tests the counter at the top of the body, leaving only the branch at the
+    /// bottom: the in-order core issues the increment and the compare beside the body's first
+    /// instructions instead of after its last, so the branch's operand is ready when it comes.
+    /// The body must not read the counter (it is one step ahead there).
+    pub fn tested_early(mut self, e: &mut Emitter) -> Self {
+        if self.back_edge {
+            self.early = true;
+            e.b.sadd(self.counter, self.counter, self.step);
+            e.b.scmp(CmpOp::Lt, self.test, self.counter, self.end);
+        }
         self
     }
 }
@@ -79,14 +95,17 @@ impl Emitter {
             end: range.end as i32 * step,
             top,
             back_edge: true,
+            early: false,
         }
     }
 
     /// Closes the loop: advances the counter and branches back while it is below the end.
     pub fn end_loop(&mut self, l: CountedLoop) {
         if l.back_edge {
-            self.b.sadd(l.counter, l.counter, l.step);
-            self.b.scmp(CmpOp::Lt, l.test, l.counter, l.end);
+            if !l.early {
+                self.b.sadd(l.counter, l.counter, l.step);
+                self.b.scmp(CmpOp::Lt, l.test, l.counter, l.end);
+            }
             self.b.brnz(l.test, l.top);
         }
     }

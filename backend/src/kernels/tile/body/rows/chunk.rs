@@ -143,6 +143,9 @@ fn order(prog: &Prog, need: &[bool]) -> Vec<usize> {
     out
 }
 
+/// The step of [`interleave`]'s schedule that stands for a copy's tail.
+const TAIL: usize = usize::MAX;
+
 /// Which unit a node's work issues on, with its occupancy and latency in cycles, roughly (for
 /// ordering only): `None` for what emits nothing here (constants are pinned, casts that move
 /// nothing share their operand's register).
@@ -169,9 +172,21 @@ fn issue_cost(prog: &Prog, i: usize) -> Option<(usize, u64, u64)> {
 /// across copies, a long-latency stage (8 `exp`s, 16 cycles) runs with the ALUs idle and its
 /// readers wait for its end; interleaved, the readers of early copies fill the wait.
 /// Each copy keeps the order of `order`, so `copies` times one copy's register peak still
-/// bounds the registers held.
-fn interleave(prog: &Prog, order: &[usize], copies: u32) -> Vec<(usize, usize)> {
+/// bounds the registers held. Each copy ends with its tail ([`TAIL`]: its accumulations and
+/// stores, reading `tail_reads`), scheduled like a node: a copy's tail goes out as soon as its
+/// values are ready (tails in copy order), between other copies' work, instead of all tails
+/// after every copy (a maximum's eight loads, then its eight `vmax`es, waited for the last
+/// load).
+fn interleave(
+    prog: &Prog,
+    order: &[usize],
+    tail_reads: &[usize],
+    copies: u32,
+) -> Vec<(usize, usize)> {
     let copies = copies as usize;
+    // Each copy's steps: its nodes in order, then its tail (TAIL).
+    let steps = order.len() + 1;
+    let step = |k: usize| order.get(k).copied().unwrap_or(TAIL);
     // Chain lengths (as in `order`) for ties.
     let mut need = vec![false; prog.nodes.len()];
     for &i in order {
@@ -183,26 +198,46 @@ fn interleave(prog: &Prog, order: &[usize], copies: u32) -> Vec<(usize, usize)> 
     // Per unit: the cycles its slots are next free (ALU: two slots).
     let mut free: [Vec<u64>; 4] = [vec![0], vec![0, 0], vec![], vec![0]];
     let mut front = 0u64;
-    let mut out = Vec::with_capacity(order.len() * copies);
+    let mut out = Vec::with_capacity(steps * copies);
+    let cost = |i: usize| {
+        if i == TAIL {
+            // Accumulations and stores: ALU-slot work, roughly.
+            Some((1, 1, 2))
+        } else {
+            issue_cost(prog, i)
+        }
+    };
     let start = |i: usize, ready: &HashMap<usize, u64>, free: &[Vec<u64>; 4], front| {
-        let operands = args(&prog.nodes[i].op)
+        let reads: Vec<usize> = if i == TAIL {
+            tail_reads.to_vec()
+        } else {
+            args(&prog.nodes[i].op)
+                .iter()
+                .map(|a| *a as usize)
+                .collect()
+        };
+        let operands = reads
             .iter()
-            .map(|a| ready.get(&(*a as usize)).copied().unwrap_or(0))
+            .map(|a| ready.get(a).copied().unwrap_or(0))
             .max()
             .unwrap_or(0);
-        let unit = issue_cost(prog, i)
+        let unit = cost(i)
             .map(|(k, ..)| free[k].iter().copied().min().unwrap_or(0))
             .unwrap_or(0);
         operands.max(unit).max(front)
     };
-    while out.len() < order.len() * copies {
+    let prio_of = |i: usize| if i == TAIL { 0 } else { prio[i] };
+    while out.len() < steps * copies {
         let (u, t) = (0..copies)
-            .filter(|u| next[*u] < order.len())
-            .map(|u| (u, start(order[next[u]], &ready[u], &free, front)))
-            .min_by_key(|(u, t)| (*t, std::cmp::Reverse(prio[order[next[*u]]]), *u))
+            .filter(|u| next[*u] < steps)
+            // Tails in copy order: a reduction without per-copy accumulators (an arg
+            // reduction) accumulates in column order.
+            .filter(|u| step(next[*u]) != TAIL || *u == 0 || next[*u - 1] == steps)
+            .map(|u| (u, start(step(next[u]), &ready[u], &free, front)))
+            .min_by_key(|(u, t)| (*t, std::cmp::Reverse(prio_of(step(next[*u]))), *u))
             .expect("a copy with work left");
-        let i = order[next[u]];
-        let done = match issue_cost(prog, i) {
+        let i = step(next[u]);
+        let done = match cost(i) {
             Some((k, occ, lat)) => {
                 let slot = (0..free[k].len())
                     .min_by_key(|s| free[k][*s])
@@ -273,7 +308,24 @@ pub(super) fn body(
     }
     let mut maps: Vec<HashMap<PRef, VReg>> = vec![cx.regs.clone(); copies as usize];
     let temps: Vec<PRef> = order.iter().map(|i| *i as PRef).collect();
-    for (i, u) in interleave(prog, &order, copies) {
+    let tail_reads: Vec<usize> = ph
+        .reds
+        .iter()
+        .flat_map(|r| args(&prog.node(*r).op))
+        .chain(ph.full_outs.iter().map(|(_, o)| *o))
+        .map(|r| r as usize)
+        .collect();
+    for (i, u) in interleave(prog, &order, &tail_reads, copies) {
+        if i == TAIL {
+            let map = &mut maps[u];
+            std::mem::swap(&mut cx.regs, map);
+            tail(cx, rows, &ph.accs, &ph.full_outs, cols[u], mask, u as u32)?;
+            for r in &temps {
+                cx.release(*r);
+            }
+            std::mem::swap(&mut cx.regs, map);
+            continue;
+        }
         let n = &prog.nodes[i];
         debug_assert!(rows.ph[i] <= ph.p);
         let r = i as PRef;
@@ -313,14 +365,6 @@ pub(super) fn body(
             }
             std::mem::swap(&mut cx.regs, map);
         }
-    }
-    for (u, map) in maps.iter_mut().enumerate() {
-        std::mem::swap(&mut cx.regs, map);
-        tail(cx, rows, &ph.accs, &ph.full_outs, cols[u], mask, u as u32)?;
-        for r in &temps {
-            cx.release(*r);
-        }
-        std::mem::swap(&mut cx.regs, map);
     }
     for c in cols.into_iter().skip(1).flatten() {
         cx.va.give(c);
@@ -386,16 +430,18 @@ mod tests {
         let prog = b.finish();
         let need = super::needs(&prog, &[s], &[]);
         let order = super::order(&prog, &need);
-        let seq = super::interleave(&prog, &order, 8);
-        // Every node of every copy once, each copy in the order.
-        assert_eq!(seq.len(), order.len() * 8);
+        let seq = super::interleave(&prog, &order, &[n as usize], 8);
+        // Every node of every copy once, each copy in the order, then its tail.
+        assert_eq!(seq.len(), (order.len() + 1) * 8);
         for u in 0..8 {
             let mine: Vec<usize> = seq
                 .iter()
                 .filter(|(_, c)| *c == u)
                 .map(|(i, _)| *i)
                 .collect();
-            assert_eq!(mine, order, "copy {u}");
+            let mut want = order.clone();
+            want.push(super::TAIL);
+            assert_eq!(mine, want, "copy {u}");
         }
         // By hand: the transcendental unit takes an exp every 2 cycles and returns it 8 later,
         // so copy 0's negation can issue while copies 4..7 still wait for their exps; node by

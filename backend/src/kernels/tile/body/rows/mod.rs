@@ -120,6 +120,8 @@ struct Rows {
 /// What one phase's chunk loop computes.
 struct Phase {
     p: u32,
+    /// Element sizes whose chunk address registers the phase's chunks use.
+    sizes: Vec<u32>,
     /// Reductions of phase-`p` values (available in phase `p + 1`).
     reds: Vec<PRef>,
     /// Full outputs of phase `p`: (output index, node).

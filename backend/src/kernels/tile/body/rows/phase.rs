@@ -68,21 +68,41 @@ impl Rows {
         } else {
             None
         };
-        // Chunk address registers start at the group's offset.
-        for sr in &self.sizes {
+        // The element sizes whose chunk address this phase's loads and stores use: those
+        // registers start at the group's offset and advance with the chunks; the others are
+        // left alone.
+        let mut sizes: Vec<u32> = prog
+            .nodes
+            .iter()
+            .zip(&need)
+            .filter_map(|(n, needed)| match n.op {
+                POp::Input(k) if *needed => Some(k as usize),
+                _ => None,
+            })
+            .chain(full_outs.iter().map(|(k, _)| cx.inputs + k))
+            .map(|k| cx.ops[k].dtype.size() as u32)
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for sr in self.sizes.iter().filter(|sr| sizes.contains(&sr.esz)) {
             cx.e.sadd(sr.chunk, sr.full, 0);
         }
         // Sums, maxima and minima keep one accumulator per copy (independent chains the
         // in-order core can overlap), combined in copy order after the loop.
         let n_multi = reds.iter().filter(|r| reduce::splits(prog, **r)).count() as u32;
-        let held = cx.va.free_count();
-        let unroll = (held / (chunk::peak(prog, &reds, &full_outs) + 1 + n_multi))
+        // Per copy: its values at their peak, its column index and its accumulators; the two
+        // temporaries a node's emission may take are given back before the next node, so
+        // the copies share them.
+        let held = cx.va.free_count().saturating_sub(2);
+        let per_copy = chunk::peak(prog, &reds, &full_outs) - 2 + 1 + n_multi;
+        let unroll = (held / per_copy)
             .min(MAX_UNROLL)
             .min(self.full_chunks())
             .max(1);
         reduce::add_copies(cx, &mut accs, unroll)?;
         let ph = Phase {
             p,
+            sizes,
             reds,
             full_outs,
             accs,
@@ -121,6 +141,7 @@ impl Rows {
             let l =
                 cx.e.begin_loop(ccount, test, iterations, 1)
                     .straight_if_once();
+            let l = l.tested_early(cx.e);
             self.chunks(cx, ph, unroll, false)?;
             cx.e.end_loop(l);
             pool.give(ccount);
@@ -143,7 +164,7 @@ impl Rows {
         masked: bool,
     ) -> Result<(), KernelError> {
         chunk::body(cx, self, ph, masked.then_some(TAIL_MASK), copies)?;
-        for sr in &self.sizes {
+        for sr in self.sizes.iter().filter(|sr| ph.sizes.contains(&sr.esz)) {
             cx.e.sadd(sr.chunk, sr.chunk, (128 * copies * sr.esz) as i32);
         }
         if let Some(ci) = ph.colidx {
