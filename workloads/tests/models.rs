@@ -119,7 +119,8 @@ fn mlp_step_runs() {
 }
 
 /// A meta runtime (shapes and timing, no values) gives the transformer block the same simulated
-/// time, kernels and HBM bytes as the same step with values, in every mode.
+/// time, kernels and HBM bytes as the same step with values, in every mode, except for the one
+/// kernel whose work depends on the values (the fused embedding gradient's sparse write-back).
 #[test]
 fn the_meta_runtime_times_a_step_exactly_as_with_values() {
     use std::sync::Arc;
@@ -140,11 +141,26 @@ fn the_meta_runtime_times_a_step_exactly_as_with_values() {
         let (a, _) = run_workload(&with, w, Size::Small, mode, 1, false).unwrap();
         let (b, _) = run_workload(&meta, w, Size::Small, mode, 1, false).unwrap();
         assert!(a.loss.is_finite() && a.loss > 0.0, "{}", a.loss);
-        assert_eq!(a.seconds_simulated, b.seconds_simulated, "{}", a.mode);
-        assert_eq!(a.device_busy_seconds, b.device_busy_seconds, "{}", a.mode);
         assert_eq!(a.kernels_launched, b.kernels_launched, "{}", a.mode);
-        assert_eq!(a.hbm_bytes, b.hbm_bytes, "{}", a.mode);
         assert_eq!(a.mxu_flops, b.mxu_flops, "{}", a.mode);
+        if matches!(mode, RunMode::Eager(Mode::Strict | Mode::Debug)) {
+            assert_eq!(a.seconds_simulated, b.seconds_simulated, "{}", a.mode);
+            assert_eq!(a.device_busy_seconds, b.device_busy_seconds, "{}", a.mode);
+            assert_eq!(a.hbm_bytes, b.hbm_bytes, "{}", a.mode);
+        } else {
+            // Fused, the embedding gradient's table is zeroed on chip and only its touched rows
+            // are written back after zeros: each distinct token's row once. Without values
+            // every token reads as 0, one distinct row, so the meta run writes back between 0
+            // and 63 rows (64 tokens, rows of 128 bf16 = 256 bytes) fewer; nothing else differs.
+            let fewer = a.hbm_bytes - b.hbm_bytes;
+            assert!(fewer % 256 == 0 && fewer < 64 * 256, "{}: {fewer}", a.mode);
+            let dt = a.device_busy_seconds - b.device_busy_seconds;
+            assert!(
+                (0.0..0.02 * a.device_busy_seconds).contains(&dt),
+                "{}: {dt}",
+                a.mode
+            );
+        }
     }
 }
 

@@ -178,8 +178,11 @@ impl Runtime {
     /// device memory, but no values. Every operator still lowers, plans and launches its
     /// kernels, which the device runs for their timing only ([`Device::set_timing_only`]), so
     /// simulated time, kernels and HBM traffic are what the same program with values gives —
-    /// for models too large to hold. Reading a value back is an error; [`Tensor::sync_read`]
-    /// times a read without returning one.
+    /// for models too large to hold. Kernels whose work depends on values take the path they
+    /// take on zeros (the device's scalar memory reads zeros): one does, an index-add into a
+    /// zeroed table that writes back only its touched rows (the fused embedding gradient), which
+    /// here writes back one row however many distinct indices the real data has. Reading a
+    /// value back is an error; [`Tensor::sync_read`] times a read without returning one.
     ///
     /// [`Tensor::sync_read`]: crate::Tensor::sync_read
     pub fn meta(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {

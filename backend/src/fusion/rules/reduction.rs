@@ -85,10 +85,12 @@ mod tests {
         // By hand: x*x starts a group over [rows, d] (reading x once); the mean over the row
         // joins it (the reduction rule); + eps and rsqrt run on [rows, 1], per row; x * rstd
         // and * g are over [rows, d] again and join the reducing group (the reduction rule).
-        // One kernel that reads x once, g once and writes the result once; nothing else.
+        // One kernel that reads x once and writes the result once, in four tiles of 16 rows
+        // (32 KiB of x each: the planner splits rows into at least four tiles, none below 32
+        // KiB), each reading g; nothing else.
         assert_eq!(r.kernels, 1);
         assert_eq!(r.joins(), [("per-row", 2), ("reduction", 3)]);
-        assert_eq!(r.hbm_bytes, 4 * (2 * rows * d + d) as u64);
+        assert_eq!(r.hbm_bytes, 4 * (2 * rows * d + 4 * d) as u64);
     }
 
     #[test]
