@@ -56,7 +56,7 @@ pub enum BuildError {
 }
 
 /// Builds a [`Program`].
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ProgramBuilder {
     program: Program,
     labels: Vec<Option<u32>>,

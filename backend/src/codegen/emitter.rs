@@ -61,6 +61,7 @@ impl RegPool {
 }
 
 /// A program under construction.
+#[derive(Clone)]
 pub struct Emitter {
     /// The underlying builder.
     pub b: ProgramBuilder,

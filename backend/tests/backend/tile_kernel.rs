@@ -114,9 +114,19 @@ fn transposed_input_copy() {
     }
 }
 
+/// Softmax over rows of several lengths: one chunk, whole chunks, a masked last chunk, and
+/// rows long enough (4,000 and 8,192) that the chunk loop of the sums of exponentials and of
+/// the outputs is software-pipelined over many trips, with chunks left over after the loop.
 #[test]
 fn softmax_rows() {
-    for (rows, len) in [(5usize, 10usize), (37, 128), (16, 300), (3, 1000)] {
+    for (rows, len) in [
+        (5usize, 10usize),
+        (37, 128),
+        (16, 300),
+        (3, 1000),
+        (9, 4000),
+        (8, 8192),
+    ] {
         let mut b = ProgBuilder::new();
         let x = b.input(0, DType::F32, false);
         let m = b.reduce(RedKind::Max, x, DType::F32);

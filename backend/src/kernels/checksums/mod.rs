@@ -65,7 +65,7 @@ const PINNED: &[(&str, usize, u64)] = &[
     ("tile_dense_bias_tanh", 209, 0x6312abd8d4ddc4a2),
     ("tile_dense_mixed", 440, 0x20c70cde50bdbee9),
     ("tile_dense_tail", 284, 0xe4dcc9103e7bbd89),
-    ("tile_rows_softmax", 281, 0x06b20ea7b689ac1c),
+    ("tile_rows_softmax", 281, 0x739efa8b218f5508),
     ("tile_rows_layernorm", 771, 0x838caddebe54cf6d),
     ("tile_rows_arg_prod", 646, 0x009e8bc9991a6347),
     ("tile_rows_index", 277, 0xcf4b65ffcd12d7b6),

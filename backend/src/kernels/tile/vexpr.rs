@@ -10,7 +10,7 @@ use crate::ir::{BinOp, CmpKind, UnOp};
 use crate::kernels::KernelError;
 
 /// Hands out vector and mask registers.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct VAlloc {
     free: Vec<u8>,
     mfree: Vec<u8>,

@@ -62,6 +62,9 @@ struct Ctx<'a> {
     row_base: Option<SReg>,
     /// Comparisons read only as select conditions (see [`masks_only`]).
     mask_only: Vec<bool>,
+    /// The register the next [`Ctx::emit_elementwise`] writes instead of a free one (a
+    /// pipelined loop's values that cross its back edge live in fixed registers).
+    forced: Option<VReg>,
 }
 
 /// The comparisons of `prog` that only selects read, as their condition, and that are neither
@@ -139,6 +142,7 @@ impl<'a> Ctx<'a> {
             row_start: 0,
             row_base: None,
             mask_only: masks_only(prog),
+            forced: None,
         }
     }
 
@@ -196,7 +200,10 @@ impl<'a> Ctx<'a> {
         {
             return Ok(self.reg(a));
         }
-        let dst = self.va.take()?;
+        let dst = match self.forced.take() {
+            Some(v) => v,
+            None => self.va.take()?,
+        };
         match n.op {
             POp::Const(v) => vexpr::emit_const(self.e, v, n.dtype, dst),
             POp::Bin(op, a, b) => {

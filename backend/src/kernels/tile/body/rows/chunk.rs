@@ -10,11 +10,11 @@ use std::collections::HashMap;
 
 use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{VBinOp, VType};
-use tpuemu_isa::{Addr, MReg, VReg};
+use tpuemu_isa::{Addr, MReg, VReg, VSrc};
 
 use super::super::{Ctx, args, store};
 use super::index::{column_is_index, emit_row_index};
-use super::reduce::{self, Acc};
+use super::reduce;
 use super::{Phase, Rows};
 use crate::ir::{BinOp, POp, PRef, Prog, UnOp};
 use crate::kernels::KernelError;
@@ -81,7 +81,7 @@ fn latency(op: &POp) -> u32 {
 
 /// For each needed node, the longest chain of [`latency`]s from it to the chunk's end
 /// (through the needed nodes that read it), itself included.
-fn chains(prog: &Prog, need: &[bool]) -> Vec<u32> {
+pub(super) fn chains(prog: &Prog, need: &[bool]) -> Vec<u32> {
     let mut prio = vec![0u32; prog.nodes.len()];
     for i in (0..prog.nodes.len()).rev() {
         if !need[i] {
@@ -104,7 +104,7 @@ fn chains(prog: &Prog, need: &[bool]) -> Vec<u32> {
 /// load, an `exp`) is started early and independent work fills the wait; program order
 /// would issue the compares of a one-hot before the `exp` they do not depend on, and the
 /// `exp`'s readers would then wait for it.
-fn order(prog: &Prog, need: &[bool]) -> Vec<usize> {
+pub(super) fn order(prog: &Prog, need: &[bool]) -> Vec<usize> {
     let n = prog.nodes.len();
     let prio = chains(prog, need);
     let mut readers = vec![0u32; n];
@@ -144,12 +144,12 @@ fn order(prog: &Prog, need: &[bool]) -> Vec<usize> {
 }
 
 /// The step of [`interleave`]'s schedule that stands for a copy's tail.
-const TAIL: usize = usize::MAX;
+pub(super) const TAIL: usize = usize::MAX;
 
 /// Which unit a node's work issues on, with its occupancy and latency in cycles, roughly (for
 /// ordering only): `None` for what emits nothing here (constants are pinned, casts that move
 /// nothing share their operand's register).
-fn issue_cost(prog: &Prog, i: usize) -> Option<(usize, u64, u64)> {
+pub(super) fn issue_cost(prog: &Prog, i: usize) -> Option<(usize, u64, u64)> {
     const LOAD: usize = 0;
     const ALU: usize = 1;
     const EUP: usize = 3;
@@ -295,99 +295,159 @@ pub(super) fn body(
     // Last use of each needed node within the chunk.
     let last = last_uses(prog, &order, &ph.reds, &ph.full_outs);
     // Each copy's column index (lane coordinate within the row).
-    let mut cols: Vec<Option<VReg>> = vec![ph.colidx];
-    for u in 1..copies {
-        cols.push(match ph.colidx {
-            Some(ci) => {
-                let v = cx.va.take()?;
-                cx.e.vbin(VBinOp::Add, VType::I32, v, ci, 128 * u);
-                Some(v)
-            }
-            None => None,
-        });
-    }
+    let cols = columns(cx, ph.colidx, (0..copies).map(|u| u as i32))?;
     let mut maps: Vec<HashMap<PRef, VReg>> = vec![cx.regs.clone(); copies as usize];
     let temps: Vec<PRef> = order.iter().map(|i| *i as PRef).collect();
-    let tail_reads: Vec<usize> = ph
-        .reds
+    let tail_reads = tail_reads(prog, ph);
+    for (i, u) in interleave(prog, &order, &tail_reads, copies) {
+        let c = CopyAt {
+            u: u as u32,
+            chunk: u as i32,
+            col: cols[u],
+        };
+        std::mem::swap(&mut cx.regs, &mut maps[u]);
+        if i == TAIL {
+            tail(cx, rows, ph, c, mask)?;
+            for r in &temps {
+                cx.release(*r);
+            }
+        } else {
+            debug_assert!(rows.ph[i] <= ph.p);
+            emit_node(cx, rows, i, c, &last, None)?;
+        }
+        std::mem::swap(&mut cx.regs, &mut maps[u]);
+    }
+    give_columns(cx, ph.colidx, cols);
+    Ok(())
+}
+
+/// The values a chunk's tail reads: the reductions' operands and the full outputs.
+pub(super) fn tail_reads(prog: &Prog, ph: &Phase) -> Vec<usize> {
+    ph.reds
         .iter()
         .flat_map(|r| args(&prog.node(*r).op))
         .chain(ph.full_outs.iter().map(|(_, o)| *o))
         .map(|r| r as usize)
-        .collect();
-    for (i, u) in interleave(prog, &order, &tail_reads, copies) {
-        if i == TAIL {
-            let map = &mut maps[u];
-            std::mem::swap(&mut cx.regs, map);
-            tail(cx, rows, &ph.accs, &ph.full_outs, cols[u], mask, u as u32)?;
-            for r in &temps {
-                cx.release(*r);
+        .collect()
+}
+
+/// One copy of a chunk body: its accumulators' copy `u`, its columns `chunk` chunks of 128 from
+/// the chunk address registers, its column index.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CopyAt {
+    pub u: u32,
+    pub chunk: i32,
+    pub col: Option<VReg>,
+}
+
+/// The column index of each copy, the phase's own (`colidx`) where a copy's offset is 0, else
+/// a register of its own holding it plus `128 * offset`.
+pub(super) fn columns(
+    cx: &mut Ctx,
+    colidx: Option<VReg>,
+    offsets: impl Iterator<Item = i32>,
+) -> Result<Vec<Option<VReg>>, KernelError> {
+    let mut cols = Vec::new();
+    for off in offsets {
+        cols.push(match colidx {
+            Some(ci) if off != 0 => {
+                let v = cx.va.take()?;
+                cx.e.vbin(
+                    VBinOp::Add,
+                    VType::I32,
+                    v,
+                    ci,
+                    VSrc::Imm((128 * off) as u32),
+                );
+                Some(v)
             }
-            std::mem::swap(&mut cx.regs, map);
-            continue;
-        }
-        let n = &prog.nodes[i];
-        debug_assert!(rows.ph[i] <= ph.p);
-        let r = i as PRef;
-        {
-            let map = &mut maps[u];
-            std::mem::swap(&mut cx.regs, map);
-            let v = match n.op {
-                POp::Input(k) => {
-                    let o = cx.ops[k as usize];
-                    let esz = o.dtype.size() as u32;
-                    let sr = rows.regs(esz);
-                    let v = cx.va.take()?;
-                    let at = Addr::new(sr.chunk, o.base + (128 * u as u32 * esz) as i32);
-                    cx.e.vld(o.dtype.mem(), v, at, VAccess::rows(sr.sub_full));
-                    crate::kernels::tile::vexpr::after_load(cx.e, o.dtype, v);
-                    v
-                }
-                POp::Index(d) => {
-                    let col = cols[u].ok_or_else(|| {
-                        KernelError::Unsupported("Index without a column index".into())
-                    })?;
-                    if column_is_index(cx, d as usize) {
-                        // The coordinate is the column index itself: share its register.
-                        cx.borrow(r, col);
-                        std::mem::swap(&mut cx.regs, map);
-                        continue;
-                    }
-                    emit_row_index(cx, d as usize, col)?
-                }
-                _ => cx.emit_elementwise(r)?,
-            };
-            cx.bind(r, v);
-            for a in args(&n.op) {
-                if last[a as usize] == i && !prog.node(a).per_row {
-                    cx.release(a);
-                }
-            }
-            std::mem::swap(&mut cx.regs, map);
+            other => other,
+        });
+    }
+    Ok(cols)
+}
+
+/// Gives back the copies' column registers of [`columns`].
+pub(super) fn give_columns(cx: &mut Ctx, colidx: Option<VReg>, cols: Vec<Option<VReg>>) {
+    for c in cols.into_iter().flatten() {
+        if Some(c) != colidx {
+            cx.va.give(c);
         }
     }
-    for c in cols.into_iter().skip(1).flatten() {
-        cx.va.give(c);
+}
+
+/// Emits needed node `i` of copy `c` (its values in `cx.regs`), releasing the operands it
+/// reads last (`last`: the last reader of each value). `into`: the register the value must go
+/// to (a value crossing a pipelined loop's back edge), bound as borrowed, never freed through
+/// the value.
+pub(super) fn emit_node(
+    cx: &mut Ctx,
+    rows: &Rows,
+    i: usize,
+    c: CopyAt,
+    last: &[usize],
+    into: Option<VReg>,
+) -> Result<(), KernelError> {
+    let prog = cx.prog;
+    let n = &prog.nodes[i];
+    let r = i as PRef;
+    let v = match n.op {
+        POp::Input(k) => {
+            let o = cx.ops[k as usize];
+            let esz = o.dtype.size() as i32;
+            let sr = rows.regs(esz as u32);
+            let v = match into {
+                Some(v) => v,
+                None => cx.va.take()?,
+            };
+            let at = Addr::new(sr.chunk, o.base + 128 * c.chunk * esz);
+            cx.e.vld(o.dtype.mem(), v, at, VAccess::rows(sr.sub_full));
+            crate::kernels::tile::vexpr::after_load(cx.e, o.dtype, v);
+            v
+        }
+        POp::Index(d) => {
+            let col = c
+                .col
+                .ok_or_else(|| KernelError::Unsupported("Index without a column index".into()))?;
+            if column_is_index(cx, d as usize) {
+                // The coordinate is the column index itself: share its register.
+                cx.borrow(r, col);
+                return Ok(());
+            }
+            emit_row_index(cx, d as usize, col)?
+        }
+        _ => {
+            cx.forced = into;
+            cx.emit_elementwise(r)?
+        }
+    };
+    if into.is_some() {
+        cx.borrow(r, v);
+    } else {
+        cx.bind(r, v);
+    }
+    for a in args(&n.op) {
+        if last[a as usize] == i && !prog.node(a).per_row {
+            cx.release(a);
+        }
     }
     Ok(())
 }
 
-/// The accumulations and full outputs of copy `u` of a chunk body, its values in registers.
-fn tail(
+/// The accumulations and full outputs of copy `c` of a chunk body, its values in registers.
+pub(super) fn tail(
     cx: &mut Ctx,
     rows: &Rows,
-    accs: &[Acc],
-    full_outs: &[(usize, PRef)],
-    colidx: Option<VReg>,
+    ph: &Phase,
+    c: CopyAt,
     mask: Option<MReg>,
-    u: u32,
 ) -> Result<(), KernelError> {
-    reduce::accumulate(cx, accs, colidx, mask, u)?;
-    for (k, o) in full_outs {
+    reduce::accumulate(cx, &ph.accs, c.col, mask, c.u)?;
+    for (k, o) in &ph.full_outs {
         let op = cx.ops[cx.inputs + k];
-        let esz = op.dtype.size() as u32;
-        let sr = rows.regs(esz);
-        let at = Addr::new(sr.chunk, op.base + (128 * u * esz) as i32);
+        let esz = op.dtype.size() as i32;
+        let sr = rows.regs(esz as u32);
+        let at = Addr::new(sr.chunk, op.base + 128 * c.chunk * esz);
         store(cx, *o, op, at, VAccess::rows(sr.sub_full))?;
     }
     Ok(())

@@ -5,6 +5,7 @@
 //!   per-row values of each phase;
 //! - [`phase`]: one phase's chunk loop over the row;
 //! - [`chunk`]: the body of that loop;
+//! - [`pipeline`]: that loop software-pipelined, where the chunk feeds the transcendental unit;
 //! - [`reduce`]: accumulators and the cross-lane finish of reductions;
 //! - [`index`]: coordinates of the row and outer dims.
 
@@ -20,6 +21,7 @@ use crate::kernels::{KernelError, sreg};
 mod chunk;
 mod index;
 mod phase;
+mod pipeline;
 mod reduce;
 
 /// Geometry of the rows layout.
@@ -129,6 +131,8 @@ struct Phase {
     accs: Vec<reduce::Acc>,
     /// The lane coordinate of the chunk (for coordinates and arg reductions).
     colidx: Option<VReg>,
+    /// The chunk loop's stages when it is software-pipelined.
+    pipe: Option<pipeline::Pipe>,
 }
 
 impl Rows {

@@ -11,7 +11,7 @@ use tpuemu_isa::SReg;
 use tpuemu_isa::ops::{IotaKind, VBinOp, VType};
 
 use super::super::Ctx;
-use super::{Phase, Rows, TAIL_MASK, chunk, reduce};
+use super::{Phase, Rows, TAIL_MASK, chunk, pipeline, reduce};
 use crate::codegen::RegPool;
 use crate::ir::{POp, PRef};
 use crate::kernels::{KernelError, sreg};
@@ -52,7 +52,7 @@ impl Rows {
         // The per-row values' comparison masks would sit unused through the chunk loop, whose
         // selects and copies need masks of their own.
         cx.va.forget_masks();
-        let mut accs = reduce::init(cx, &reds)?;
+        let accs = reduce::init(cx, &reds)?;
         // The lane coordinate only where this phase's chunks read a coordinate (a one-hot's
         // compare runs in one phase of three).
         let need = chunk::needs(prog, &reds, &full_outs);
@@ -94,21 +94,57 @@ impl Rows {
         // temporaries a node's emission may take are given back before the next node, so
         // the copies share them.
         let held = cx.va.free_count().saturating_sub(2);
-        let per_copy = chunk::peak(prog, &reds, &full_outs) - 2 + 1 + n_multi;
-        let unroll = (held / per_copy)
+        let peak = chunk::peak(prog, &reds, &full_outs) - 2;
+        let per_copy = peak + 1 + n_multi;
+        let plain = (held / per_copy)
             .min(MAX_UNROLL)
             .min(self.full_chunks())
             .max(1);
-        reduce::add_copies(cx, &mut accs, unroll)?;
-        let ph = Phase {
-            p,
-            sizes,
-            reds,
-            full_outs,
-            accs,
-            colidx,
-        };
-        self.chunk_loop(cx, pool, test, &ph, unroll)?;
+        // Pipelined (worth it from two loop trips), a copy also holds its crossing values and
+        // two column indices, and may hold the previous trip's late values beside this trip's
+        // early ones: from the most copies that count allows down, each try is emitted and
+        // undone if the registers run out, and the plain loop is the last resort.
+        let mut tries: Vec<(u32, Option<pipeline::Pipe>)> = Vec::new();
+        if let Some(pp) = pipeline::plan(cx, &reds, &full_outs) {
+            let per_copy = peak + pp.crossing.len() as u32 + 2 + n_multi;
+            let most = (held / per_copy).min(MAX_UNROLL).min(self.full_chunks());
+            for c in (1..=most)
+                .rev()
+                .filter(|c| self.full_chunks() / c >= 2)
+                .take(4)
+            {
+                tries.push((c, Some(pp.clone())));
+            }
+        }
+        tries.push((plain, None));
+        let n_tries = tries.len();
+        let mut done = None;
+        for (k, (unroll, pipe)) in tries.into_iter().enumerate() {
+            let last = k + 1 == n_tries;
+            let saved = (!last).then(|| Saved::take(cx, pool, &accs));
+            let mut accs = accs.clone();
+            let tried = reduce::add_copies(cx, &mut accs, unroll).and_then(|()| {
+                let ph = Phase {
+                    p,
+                    sizes: sizes.clone(),
+                    reds: reds.clone(),
+                    full_outs: full_outs.clone(),
+                    accs,
+                    colidx,
+                    pipe,
+                };
+                self.chunk_loop(cx, pool, test, &ph, unroll).map(|()| ph)
+            });
+            match (tried, saved) {
+                (Ok(ph), _) => {
+                    done = Some(ph);
+                    break;
+                }
+                (Err(KernelError::Unsupported(_)), Some(s)) => s.restore(cx, pool),
+                (Err(e), _) => return Err(e),
+            }
+        }
+        let ph = done.expect("the last try returns");
         reduce::finish(cx, ph.accs)?;
         if let Some(ci) = colidx {
             cx.va.give(ci);
@@ -136,7 +172,31 @@ impl Rows {
     ) -> Result<(), KernelError> {
         let full_chunks = self.full_chunks();
         let iterations = full_chunks / unroll;
-        if iterations > 0 {
+        if let Some(pipe) = ph.pipe.as_ref().filter(|_| iterations >= 2) {
+            let mut regs = Vec::new();
+            for _ in 0..unroll {
+                let mut mine = Vec::new();
+                for _ in &pipe.crossing {
+                    mine.push(cx.va.take()?);
+                }
+                regs.push(mine);
+            }
+            pipeline::trip(cx, self, ph, pipe, &regs, (false, true))?;
+            self.advance(cx, ph, unroll);
+            let ccount = sreg(pool)?;
+            let l =
+                cx.e.begin_loop(ccount, test, iterations - 1, 1)
+                    .straight_if_once();
+            let l = l.tested_early(cx.e);
+            pipeline::trip(cx, self, ph, pipe, &regs, (true, true))?;
+            self.advance(cx, ph, unroll);
+            cx.e.end_loop(l);
+            pool.give(ccount);
+            pipeline::trip(cx, self, ph, pipe, &regs, (true, false))?;
+            for v in regs.into_iter().flatten() {
+                cx.va.give(v);
+            }
+        } else if iterations > 0 {
             let ccount = sreg(pool)?;
             let l =
                 cx.e.begin_loop(ccount, test, iterations, 1)
@@ -164,12 +224,50 @@ impl Rows {
         masked: bool,
     ) -> Result<(), KernelError> {
         chunk::body(cx, self, ph, masked.then_some(TAIL_MASK), copies)?;
+        self.advance(cx, ph, copies);
+        Ok(())
+    }
+
+    /// The chunk addresses (and the column index) past `copies` chunks.
+    fn advance(&self, cx: &mut Ctx, ph: &Phase, copies: u32) {
         for sr in self.sizes.iter().filter(|sr| ph.sizes.contains(&sr.esz)) {
             cx.e.sadd(sr.chunk, sr.chunk, (128 * copies * sr.esz) as i32);
         }
         if let Some(ci) = ph.colidx {
             cx.e.vbin(VBinOp::Add, VType::I32, ci, ci, 128 * copies);
         }
-        Ok(())
+    }
+}
+
+/// What a phase's chunk loop changes, kept to undo a try whose registers ran out.
+struct Saved {
+    e: crate::codegen::Emitter,
+    va: crate::kernels::tile::vexpr::VAlloc,
+    regs: std::collections::HashMap<PRef, tpuemu_isa::VReg>,
+    refs: std::collections::HashMap<u8, u32>,
+    pinned: Vec<PRef>,
+    pool: RegPool,
+}
+
+impl Saved {
+    fn take(cx: &Ctx, pool: &RegPool, _accs: &[reduce::Acc]) -> Self {
+        Saved {
+            e: cx.e.clone(),
+            va: cx.va.clone(),
+            regs: cx.regs.clone(),
+            refs: cx.refs.clone(),
+            pinned: cx.pinned.clone(),
+            pool: pool.clone(),
+        }
+    }
+
+    fn restore(self, cx: &mut Ctx, pool: &mut RegPool) {
+        *cx.e = self.e;
+        cx.va = self.va;
+        cx.regs = self.regs;
+        cx.refs = self.refs;
+        cx.pinned = self.pinned;
+        cx.forced = None;
+        *pool = self.pool;
     }
 }

@@ -16,6 +16,7 @@ use crate::ir::{POp, PRef, Prog, RedKind};
 use crate::kernels::KernelError;
 
 /// A reduction accumulating in a phase's chunk loop.
+#[derive(Clone, Debug)]
 pub(super) struct Acc {
     /// The reduction node.
     pub r: PRef,
