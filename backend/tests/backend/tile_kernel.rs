@@ -368,3 +368,69 @@ fn index_add_into_a_sparse_zero_table() {
         assert_eq!(out.to_vec::<f32>().unwrap(), want, "{mode:?}");
     }
 }
+
+/// Pipelined chunk loops whose `exp` stage shares a comparison with the late stage: as a
+/// select's condition feeding the `exp` and summed as a float (`sum(exp(x > 0 ? x : 0))`,
+/// `sum(x > 0)`), and cast to i32 for a count beside a cast to f32 feeding the `exp`. Each trip
+/// must use its own comparison (found by review: a remembered mask of the first trip, and a
+/// register overwritten before the count read it). Against sums computed here.
+#[test]
+fn pipelined_rows_share_a_comparison_across_stages() {
+    use tpuemu_backend::ir::CmpKind;
+    for with_select in [true, false] {
+        for (rows, len) in [(8usize, 4096usize), (8, 1024 * 3)] {
+            let mut b = ProgBuilder::new();
+            let x = b.input(0, DType::F32, false);
+            let zero = b.constant(Scalar::Float(0.0), DType::F32);
+            let c = b.cmp(CmpKind::Gt, x, zero, DType::F32);
+            let (s1, s2) = if with_select {
+                let sel = b.select(c, x, zero, DType::F32);
+                let e = b.un(UnOp::Exp, sel, DType::F32);
+                let cf = b.cast(c, DType::F32);
+                (
+                    b.reduce(RedKind::Sum, e, DType::F32),
+                    b.reduce(RedKind::Sum, cf, DType::F32),
+                )
+            } else {
+                let cf = b.cast(c, DType::F32);
+                let e = b.un(UnOp::Exp, cf, DType::F32);
+                let ci = b.cast(c, DType::I32);
+                (
+                    b.reduce(RedKind::Sum, e, DType::F32),
+                    b.reduce(RedKind::Sum, ci, DType::I32),
+                )
+            };
+            b.output(s1);
+            b.output(s2);
+            let prog = b.finish();
+            let xd = data(rows * len, 7);
+            let out = run(
+                &[rows, len],
+                1,
+                &prog,
+                &[(xd.clone(), Layout::contiguous(&[rows, len]))],
+                &[Layout::contiguous(&[rows]), Layout::contiguous(&[rows])],
+            );
+            for i in 0..rows {
+                let row = &xd[i * len..(i + 1) * len];
+                let count = row.iter().filter(|v| **v > 0.0).count() as f64;
+                let sum: f64 = if with_select {
+                    row.iter().map(|v| (v.max(0.0) as f64).exp()).sum()
+                } else {
+                    count * std::f64::consts::E + (len as f64 - count)
+                };
+                let what = format!("select {with_select} len {len} row {i}");
+                assert!(
+                    (out[1][i] as f64 - count).abs() < 0.5,
+                    "{what}: count {}",
+                    out[1][i]
+                );
+                assert!(
+                    (out[0][i] as f64 - sum).abs() < 1e-4 * sum,
+                    "{what}: sum {}",
+                    out[0][i]
+                );
+            }
+        }
+    }
+}

@@ -105,7 +105,7 @@ impl Rows {
         // early ones: from the most copies that count allows down, each try is emitted and
         // undone if the registers run out, and the plain loop is the last resort.
         let mut tries: Vec<(u32, Option<pipeline::Pipe>)> = Vec::new();
-        if let Some(pp) = pipeline::plan(cx, &reds, &full_outs) {
+        if let Some(pp) = pipeline::plan(prog, &reds, &full_outs) {
             let per_copy = peak + pp.crossing.len() as u32 + 2 + n_multi;
             let most = (held / per_copy).min(MAX_UNROLL).min(self.full_chunks());
             for c in (1..=most)

@@ -40,25 +40,29 @@ pub(super) struct Pipe {
     /// Crossing casts that share their operand's register: (cast, the crossing value whose
     /// register it is).
     aliases: Vec<(usize, usize)>,
+    /// Per node: its operand when it is a cast that moves nothing (shares the register).
+    move_of: Vec<Option<usize>>,
 }
 
 impl Pipe {
-    /// The crossing value whose register `i` is in, if `i` crosses.
-    fn root(&self, i: usize) -> Option<usize> {
-        if self.crossing.contains(&i) {
-            return Some(i);
+    /// The crossing value whose register `i` is in, if any: `i` itself, or what a chain of
+    /// casts that move nothing (early or late) leads back to.
+    fn root(&self, mut i: usize) -> Option<usize> {
+        loop {
+            if self.crossing.contains(&i) {
+                return Some(i);
+            }
+            i = self.move_of.get(i).copied().flatten()?;
         }
-        self.aliases.iter().find(|(a, _)| *a == i).map(|(_, r)| *r)
     }
 }
 
 /// The stages of the phase's chunk, when pipelining applies: some chunk value goes through the
 /// transcendental unit (the early stage is what feeds it), every reduction keeps an
 /// accumulator per copy (accumulations in column order per copy), and every crossing value is
-/// computed into a register of its own (a load or an arithmetic node, not a mask-only
-/// comparison, a cast sharing its operand's register, or a coordinate).
-pub(super) fn plan(cx: &Ctx, reds: &[PRef], full_outs: &[(usize, PRef)]) -> Option<Pipe> {
-    let prog = cx.prog;
+/// computed into a register of its own (a load or an arithmetic node, not a comparison or
+/// another boolean, or a coordinate; a cast that moves nothing crosses in its operand's).
+pub(super) fn plan(prog: &Prog, reds: &[PRef], full_outs: &[(usize, PRef)]) -> Option<Pipe> {
     if !reds.iter().all(|r| reduce::splits(prog, *r)) {
         return None;
     }
@@ -116,19 +120,29 @@ pub(super) fn plan(cx: &Ctx, reds: &[PRef], full_outs: &[(usize, PRef)]) -> Opti
         .filter(|&i| early[i] && is_move(i) && crossing.contains(&root(i)))
         .map(|i| (i, root(i)))
         .collect();
+    // Not a comparison or another boolean: the vector allocator remembers a bool register's
+    // comparison mask, which would go stale in a register kept across trips.
     let fits = crossing.iter().all(|&i| {
         let node = &prog.nodes[i];
         match node.op {
             POp::Input(_) => true,
-            POp::Index(_) | POp::Const(_) => false,
-            POp::Cmp(..) => !cx.mask_only[i],
-            _ => !node.per_row && early[i],
+            POp::Index(_) | POp::Const(_) | POp::Cmp(..) => false,
+            _ => !node.per_row && early[i] && node.dtype != crate::dtype::DType::Bool,
         }
     });
+    let move_of = (0..n)
+        .map(|i| {
+            let POp::Cast(a) = prog.nodes[i].op else {
+                return None;
+            };
+            is_move(i).then_some(a as usize)
+        })
+        .collect();
     fits.then_some(Pipe {
         late,
         crossing,
         aliases,
+        move_of,
     })
 }
 
