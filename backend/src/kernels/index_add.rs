@@ -381,25 +381,27 @@ impl<'a> Kernel<'a> {
     fn write_touched(&self, e: &mut Emitter, sp: Sparse, stride: u32) {
         e.forget_constants();
         let len = e.konst(self.row_bytes as i32);
+        // A loop tested at the bottom over the list's bytes (K), the next test computed beside
+        // the addresses: about six cycles a row where the loop tested at the top took twelve.
+        e.smul(MARK, NU, 4);
         e.smov(K, 0);
         let done = e.label();
+        e.brz(NU, done);
         let top = e.here();
-        e.scmp(CmpOp::Lt, T, K, NU);
-        e.brz(T, done);
-        e.smul(T, K, 4);
-        e.sld(IDX, Addr::new(T, sp.list as i32));
+        e.sld(IDX, Addr::new(K, sp.list as i32));
+        e.sadd(K, K, 4);
         e.smul(ADDR, IDX, stride as i32);
-        e.sadd(ADDR, ADDR, T_BASE);
         e.smul(TA, IDX, self.row_bytes as i32);
+        e.sadd(ADDR, ADDR, T_BASE);
         e.sadd(TA, TA, self.t_vmem as i32);
+        e.scmp(CmpOp::Lt, T, K, MARK);
         e.dma(
             MemRef::hbm(self.args.slots[0], ADDR),
             MemRef::vmem(TA),
             DmaShape::Len(len),
             Sem::n(4),
         );
-        e.sadd(K, K, 1);
-        e.br(top);
+        e.brnz(T, top);
         e.bind(done);
         e.smul(T, NU, self.row_bytes as i32);
         e.sem_wait(Sem::n(4), T);

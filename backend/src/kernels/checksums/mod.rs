@@ -84,7 +84,7 @@ const PINNED: &[(&str, usize, u64)] = &[
     ("index_add_checked", 76, 0x0fcf815651bcbf20),
     ("index_add_bool", 40, 0x2f0607df694078e3),
     ("index_add_blocks", 7497, 0x1952367176652419),
-    ("index_add_sparse_zero_table", 127, 0xdf507bcae8a56157),
+    ("index_add_sparse_zero_table", 127, 0x9553adf46bda5cb8),
     ("coll_all-gather_4x4_axis0", 65, 0xfa6bff296b32a411),
     ("coll_reduce-scatter_4x4_axis0", 336, 0xf5f6bc0c7b811063),
     ("coll_all-reduce_4x4_axis0", 391, 0xa1d6621f7ba7fb01),
