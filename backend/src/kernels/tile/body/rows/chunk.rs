@@ -165,6 +165,76 @@ pub(super) fn issue_cost(prog: &Prog, i: usize) -> Option<(usize, u64, u64)> {
     }
 }
 
+/// [`issue_cost`] for a schedule step, a copy's tail ([`TAIL`]: accumulations and stores) as
+/// ALU-slot work, roughly.
+pub(super) fn step_cost(prog: &Prog, i: usize) -> Option<(usize, u64, u64)> {
+    if i == TAIL {
+        Some((1, 1, 2))
+    } else {
+        issue_cost(prog, i)
+    }
+}
+
+/// The values a schedule step reads: a node's operands, or `tail_reads` for a tail.
+pub(super) fn step_reads(prog: &Prog, i: usize, tail_reads: &[usize]) -> Vec<usize> {
+    if i == TAIL {
+        tail_reads.to_vec()
+    } else {
+        args(&prog.nodes[i].op)
+            .iter()
+            .map(|a| *a as usize)
+            .collect()
+    }
+}
+
+/// The in-order core as the list schedules see it: per unit the cycles its slots are next
+/// free (load, two ALU slots, none, the transcendental unit), and the cycle of the last issue.
+pub(super) struct CoreModel {
+    free: [Vec<u64>; 4],
+    front: u64,
+}
+
+impl CoreModel {
+    pub(super) fn new() -> Self {
+        CoreModel {
+            free: [vec![0], vec![0, 0], vec![], vec![0]],
+            front: 0,
+        }
+    }
+
+    /// The cycle step `i` could issue at, its operands ready by `operands`.
+    pub(super) fn start(&self, prog: &Prog, i: usize, operands: u64) -> u64 {
+        let unit = step_cost(prog, i)
+            .map(|(k, ..)| self.free[k].iter().copied().min().unwrap_or(0))
+            .unwrap_or(0);
+        operands.max(unit).max(self.front)
+    }
+
+    /// Issues step `i` at cycle `t`; returns when its result is ready.
+    pub(super) fn issue(&mut self, prog: &Prog, i: usize, t: u64) -> u64 {
+        match step_cost(prog, i) {
+            Some((k, occ, lat)) => {
+                let slot = (0..self.free[k].len())
+                    .min_by_key(|s| self.free[k][*s])
+                    .expect("a slot");
+                self.free[k][slot] = t + occ;
+                self.front = t;
+                t + lat
+            }
+            None => t,
+        }
+    }
+}
+
+/// When the values `reads` are ready, by `ready` (0 for those not in it).
+pub(super) fn ready_by(reads: &[usize], ready: &HashMap<usize, u64>) -> u64 {
+    reads
+        .iter()
+        .map(|a| ready.get(a).copied().unwrap_or(0))
+        .max()
+        .unwrap_or(0)
+}
+
 /// The emission order of `copies` copies of a chunk body, each copy in `order`: a list schedule
 /// over a model of the in-order core (two ALU slots, one load slot, a transcendental unit
 /// taking a register every 2 cycles, their latencies), each step emitting the copy's next node
@@ -195,36 +265,10 @@ fn interleave(
     let prio = chains(prog, &need);
     let mut next = vec![0usize; copies];
     let mut ready: Vec<HashMap<usize, u64>> = vec![HashMap::new(); copies];
-    // Per unit: the cycles its slots are next free (ALU: two slots).
-    let mut free: [Vec<u64>; 4] = [vec![0], vec![0, 0], vec![], vec![0]];
-    let mut front = 0u64;
+    let mut core = CoreModel::new();
     let mut out = Vec::with_capacity(steps * copies);
-    let cost = |i: usize| {
-        if i == TAIL {
-            // Accumulations and stores: ALU-slot work, roughly.
-            Some((1, 1, 2))
-        } else {
-            issue_cost(prog, i)
-        }
-    };
-    let start = |i: usize, ready: &HashMap<usize, u64>, free: &[Vec<u64>; 4], front| {
-        let reads: Vec<usize> = if i == TAIL {
-            tail_reads.to_vec()
-        } else {
-            args(&prog.nodes[i].op)
-                .iter()
-                .map(|a| *a as usize)
-                .collect()
-        };
-        let operands = reads
-            .iter()
-            .map(|a| ready.get(a).copied().unwrap_or(0))
-            .max()
-            .unwrap_or(0);
-        let unit = cost(i)
-            .map(|(k, ..)| free[k].iter().copied().min().unwrap_or(0))
-            .unwrap_or(0);
-        operands.max(unit).max(front)
+    let start = |i: usize, ready: &HashMap<usize, u64>, core: &CoreModel| {
+        core.start(prog, i, ready_by(&step_reads(prog, i, tail_reads), ready))
     };
     let prio_of = |i: usize| if i == TAIL { 0 } else { prio[i] };
     while out.len() < steps * copies {
@@ -233,21 +277,11 @@ fn interleave(
             // Tails in copy order: a reduction without per-copy accumulators (an arg
             // reduction) accumulates in column order.
             .filter(|u| step(next[*u]) != TAIL || *u == 0 || next[*u - 1] == steps)
-            .map(|u| (u, start(step(next[u]), &ready[u], &free, front)))
+            .map(|u| (u, start(step(next[u]), &ready[u], &core)))
             .min_by_key(|(u, t)| (*t, std::cmp::Reverse(prio_of(step(next[*u]))), *u))
             .expect("a copy with work left");
         let i = step(next[u]);
-        let done = match cost(i) {
-            Some((k, occ, lat)) => {
-                let slot = (0..free[k].len())
-                    .min_by_key(|s| free[k][*s])
-                    .expect("a slot");
-                free[k][slot] = t + occ;
-                front = t;
-                t + lat
-            }
-            None => t,
-        };
+        let done = core.issue(prog, i, t);
         ready[u].insert(i, done);
         next[u] += 1;
         out.push((i, u));

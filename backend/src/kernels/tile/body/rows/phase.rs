@@ -121,7 +121,7 @@ impl Rows {
         let mut done = None;
         for (k, (unroll, pipe)) in tries.into_iter().enumerate() {
             let last = k + 1 == n_tries;
-            let saved = (!last).then(|| Saved::take(cx, pool, &accs));
+            let saved = (!last).then(|| Saved::take(cx, pool));
             let mut accs = accs.clone();
             let tried = reduce::add_copies(cx, &mut accs, unroll).and_then(|()| {
                 let ph = Phase {
@@ -250,7 +250,7 @@ struct Saved {
 }
 
 impl Saved {
-    fn take(cx: &Ctx, pool: &RegPool, _accs: &[reduce::Acc]) -> Self {
+    fn take(cx: &Ctx, pool: &RegPool) -> Self {
         Saved {
             e: cx.e.clone(),
             va: cx.va.clone(),

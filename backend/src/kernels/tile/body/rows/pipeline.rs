@@ -19,8 +19,8 @@ use tpuemu_isa::VReg;
 
 use super::super::{Ctx, args};
 use super::chunk::{
-    self, CopyAt, TAIL, chains, columns, emit_node, give_columns, issue_cost, needs, tail,
-    tail_reads,
+    self, CopyAt, CoreModel, TAIL, chains, columns, emit_node, give_columns, issue_cost, needs,
+    ready_by, step_reads, tail, tail_reads,
 };
 use super::{Phase, Rows, reduce};
 use crate::ir::{POp, PRef, Prog};
@@ -177,16 +177,7 @@ fn schedule(
     } else {
         Vec::new()
     };
-    let reads = |i: usize| -> Vec<usize> {
-        if i == TAIL {
-            tail_reads.to_vec()
-        } else {
-            args(&prog.nodes[i].op)
-                .iter()
-                .map(|a| *a as usize)
-                .collect()
-        }
-    };
+    let reads = |i: usize| step_reads(prog, i, tail_reads);
     // A crossing value may be written once the late steps at positions below this have gone.
     let free_after: HashMap<usize, usize> = pipe
         .crossing
@@ -203,13 +194,6 @@ fn schedule(
         need[i] = true;
     }
     let prio = chains(prog, &need);
-    let cost = |i: usize| {
-        if i == TAIL {
-            Some((1, 1, 2))
-        } else {
-            issue_cost(prog, i)
-        }
-    };
     let lat = |i: usize| issue_cost(prog, i).map_or(0, |c| c.2);
     let mut ready_p: Vec<HashMap<usize, u64>> = (0..copies)
         .map(|_| {
@@ -222,23 +206,14 @@ fn schedule(
         .collect();
     let mut ready_c: Vec<HashMap<usize, u64>> = vec![HashMap::new(); copies];
     let (mut np, mut nc) = (vec![0usize; copies], vec![0usize; copies]);
-    let mut free: [Vec<u64>; 4] = [vec![0], vec![0, 0], vec![], vec![0]];
-    let mut front = 0u64;
+    let mut core = CoreModel::new();
     let total = (pseq.len() + cseq.len()) * copies;
     let mut out = Vec::with_capacity(total);
     while out.len() < total {
         let mut best: Option<(u64, std::cmp::Reverse<u32>, usize, bool)> = None;
         for u in 0..copies {
             let mut consider = |i: usize, late: bool, ready: &HashMap<usize, u64>| {
-                let operands = reads(i)
-                    .iter()
-                    .map(|a| ready.get(a).copied().unwrap_or(0))
-                    .max()
-                    .unwrap_or(0);
-                let unit = cost(i)
-                    .map(|(k, ..)| free[k].iter().copied().min().unwrap_or(0))
-                    .unwrap_or(0);
-                let t = operands.max(unit).max(front);
+                let t = core.start(prog, i, ready_by(&reads(i), ready));
                 let p = if i == TAIL { 0 } else { prio[i] };
                 let key = (t, std::cmp::Reverse(p), u, !late);
                 if best.is_none_or(|b| key < b) {
@@ -261,17 +236,7 @@ fn schedule(
         let (t, _, u, cur_step) = best.expect("a step that can go");
         let late = !cur_step;
         let i = if late { pseq[np[u]] } else { cseq[nc[u]] };
-        let done = match cost(i) {
-            Some((k, occ, l)) => {
-                let slot = (0..free[k].len())
-                    .min_by_key(|s| free[k][*s])
-                    .expect("a slot");
-                free[k][slot] = t + occ;
-                front = t;
-                t + l
-            }
-            None => t,
-        };
+        let done = core.issue(prog, i, t);
         if late {
             ready_p[u].insert(i, done);
             np[u] += 1;
