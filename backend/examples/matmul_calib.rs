@@ -36,6 +36,7 @@ fn main() {
         out: MatOperand::contiguous(DType::BF16, m, n),
         extra_outs: Vec::new(),
         epilogue: Some(b.finish()),
+        twin: None,
     };
     let f32_out = std::env::var("CALIB_F32").is_ok();
     let spec = if f32_out {

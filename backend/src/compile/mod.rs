@@ -204,16 +204,24 @@ impl CompiledFn {
         // Kernels, linked into programs between user kernels.
         let mut linker = Linker::new(&self.rt, &self.name, &storages);
         for g in &groups {
-            let mut st = self.rt.lock();
-            let prepared = self.rt.prepare(&mut st.core, &g.node)?;
-            drop(st);
-            let Some((compiled, args)) = prepared else {
-                continue;
+            // A product pair whose kernel this chip cannot hold runs as its two products.
+            let halves = self.rt.halves(&g.node, 1);
+            let nodes: Vec<&crate::ir::Node> = match &halves {
+                Some(h) => h.iter().collect(),
+                None => vec![&g.node],
             };
-            if matches!(g.node.kind, NodeKind::Custom(_)) {
-                linker.push_user(&compiled, &args)?;
-            } else {
-                linker.push_fused(&compiled, &args)?;
+            for node in nodes {
+                let mut st = self.rt.lock();
+                let prepared = self.rt.prepare(&mut st.core, node)?;
+                drop(st);
+                let Some((compiled, args)) = prepared else {
+                    continue;
+                };
+                if matches!(node.kind, NodeKind::Custom(_)) {
+                    linker.push_user(&compiled, &args)?;
+                } else {
+                    linker.push_fused(&compiled, &args)?;
+                }
             }
         }
         let (steps, kernels) = linker.finish()?;

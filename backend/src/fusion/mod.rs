@@ -96,12 +96,17 @@ fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
     // Merged nodes may name one operand twice (the forward's and the backward's view of
     // cross-entropy's targets).
     group::read_each_operand_once(&mut g.node);
-    let prog = match &mut g.node.kind {
-        NodeKind::Tile { prog, .. } => Some(prog),
-        NodeKind::Matmul(mm) => Some(&mut mm.epilogue),
-        _ => None,
+    // A product pair's twin product (last) is not the epilogue's: it stays.
+    let (prog, twin) = match &mut g.node.kind {
+        NodeKind::Tile { prog, .. } => (Some(prog), 0),
+        NodeKind::Matmul(mm) => {
+            let tw = mm.twin_operands();
+            (Some(&mut mm.epilogue), tw)
+        }
+        _ => (None, 0),
     };
     if let Some(prog) = prog {
+        let kept_twin = g.node.outputs.split_off(g.node.outputs.len() - twin);
         let mut own_reads: HashMap<u64, usize> = HashMap::new();
         for id in &g.read_ids {
             *own_reads.entry(*id).or_default() += 1;
@@ -117,6 +122,7 @@ fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
             }
         }
         g.node.outputs = keep_v;
+        g.node.outputs.extend(kept_twin);
         prog.outputs = keep_o;
     }
     FusedGroup {
@@ -128,20 +134,64 @@ fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
     }
 }
 
-/// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order.
+/// The trailing groups still open at a size-limit flush, and the groups before them: a group
+/// is open when it is a lone product as recorded (no epilogue, no twin yet) of one of the
+/// `recent` latest operators, whose fusions can only come from operators recorded later (a
+/// linear layer's weight gradient recorded just before the cut, its input gradient just
+/// after: [`rules`]' linear backward). Other groups run: work held back runs later, after
+/// the host has recorded more, and a step's last flush runs exposed. Open groups go back to
+/// the recording as their nodes; at most half the nodes stay, and at least one group runs.
+fn split_open(mut plans: Vec<FusedGroup>, recent: usize) -> (Vec<FusedGroup>, Vec<Node>) {
+    let mut ids: Vec<u64> = plans
+        .iter()
+        .flat_map(|g| g.members.iter().map(|m| m.op.id))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let Some(&from) = ids.len().checked_sub(recent).and_then(|i| ids.get(i)) else {
+        return (plans, Vec::new());
+    };
+    if recent == 0 {
+        return (plans, Vec::new());
+    }
+    let total: usize = plans.iter().map(|g| g.members.len()).sum();
+    let (mut keep, mut carried) = (plans.len(), 0);
+    while keep > 1 {
+        let g = &plans[keep - 1];
+        let lone_product = g.members.len() == 1
+            && matches!(&g.node.kind, NodeKind::Matmul(mm)
+                if mm.twin.is_none() && crate::kernels::matmul::is_plain_epilogue(&mm.epilogue));
+        if !lone_product
+            || g.members.iter().any(|m| m.op.id < from)
+            || 2 * (carried + g.members.len()) > total
+        {
+            break;
+        }
+        carried += g.members.len();
+        keep -= 1;
+    }
+    let open = plans.split_off(keep);
+    (plans, open.into_iter().flat_map(|g| g.members).collect())
+}
+
+/// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order. With
+/// `recent > 0` (a size-limit flush) the groups still open ([`split_open`]) do not run: their
+/// nodes are returned, to be recorded again ahead of the next operators.
 pub(crate) fn run_graph(
     rt: &Runtime,
     core: &mut Core,
     nodes: Vec<Node>,
     ops: usize,
     reason: &str,
-) -> Result<()> {
+    recent: usize,
+) -> Result<Vec<Node>> {
     let start_ns = core.q.host_ns;
-    let plans = plan_groups(nodes);
+    let (plans, open) = split_open(plan_groups(nodes), recent);
     if core.debug_print {
         eprintln!(
-            "[tpu] flush ({reason}): {ops} ops -> {} kernels",
-            plans.len()
+            "[tpu] flush ({reason}): {ops} ops -> {} kernels, {} nodes kept open",
+            plans.len(),
+            open.len()
         );
         for g in &plans {
             if g.joins.is_empty() {
@@ -209,8 +259,9 @@ pub(crate) fn run_graph(
     let mut args = tpuemu_isa::trace::Args::new();
     args.insert("reason".into(), json!(reason));
     args.insert("ops".into(), json!(ops));
+    args.insert("nodes_kept_open".into(), json!(open.len()));
     let now = core.q.host_ns;
     core.prof
         .queue_span("flush".into(), start_ns, now, None, args);
-    Ok(())
+    Ok(open)
 }

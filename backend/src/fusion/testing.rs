@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tpuemu_emulator::{Emulator, builtin};
+use tpuemu_emulator::{ChipPreset, Emulator, builtin};
 
 use crate::runtime::{Metrics, Mode, Runtime};
 use crate::tensor::Tensor;
@@ -42,19 +42,20 @@ impl Both {
     }
 }
 
-/// A runtime on an emulated v5e.
-pub(super) fn runtime() -> Runtime {
-    let emu = Emulator::new(builtin("v5e").expect("v5e is built in")).expect("emulator");
+/// A runtime on an emulated chip.
+fn runtime_on(chip: ChipPreset) -> Runtime {
+    let emu = Emulator::new(chip).expect("emulator");
     Runtime::new(Arc::new(emu)).expect("runtime")
 }
 
 /// The results of `body` in `mode`, and the metrics of running it.
 fn run(
+    chip: &ChipPreset,
     mode: Mode,
     setup: &dyn Fn(&Runtime) -> Vec<Tensor>,
     body: &dyn Fn(&[Tensor]) -> Vec<Tensor>,
 ) -> (Vec<Vec<f32>>, Metrics) {
-    let rt = runtime();
+    let rt = runtime_on(chip.clone());
     rt.set_max_pending_ops(100_000);
     let inputs = setup(&rt);
     rt.sync().expect("inputs");
@@ -75,13 +76,22 @@ fn run(
     (values, m)
 }
 
-/// Runs `body` on the tensors `setup` uploads, in Strict and in DeferAndFuse.
+/// Runs `body` on the tensors `setup` uploads, in Strict and in DeferAndFuse, on a v5e.
 pub(super) fn run_both(
     setup: impl Fn(&Runtime) -> Vec<Tensor>,
     body: impl Fn(&[Tensor]) -> Vec<Tensor>,
 ) -> Both {
-    let (strict, s) = run(Mode::Strict, &setup, &body);
-    let (fused, f) = run(Mode::DeferAndFuse, &setup, &body);
+    run_both_on(builtin("v5e").expect("v5e is built in"), setup, body)
+}
+
+/// [`run_both`] on another chip.
+pub(super) fn run_both_on(
+    chip: ChipPreset,
+    setup: impl Fn(&Runtime) -> Vec<Tensor>,
+    body: impl Fn(&[Tensor]) -> Vec<Tensor>,
+) -> Both {
+    let (strict, s) = run(&chip, Mode::Strict, &setup, &body);
+    let (fused, f) = run(&chip, Mode::DeferAndFuse, &setup, &body);
     Both {
         strict,
         fused,

@@ -49,6 +49,78 @@ pub struct MatmulNode {
     /// input `2 + i` of the node (broadcast to `[batch, m, n]`); one output, converted to the
     /// output dtype.
     pub epilogue: Prog,
+    /// A second product computed in the same kernel from the first one's LHS transposed (a
+    /// linear layer's backward: `dX = dY @ W` beside `dW = dY^T @ X`), so that the shared
+    /// operand crosses HBM once. Batch 1; its right-hand side is the node's last input and
+    /// its product the node's last output; the extras and outputs of the epilogue above come
+    /// before them.
+    pub twin: Option<TwinProduct>,
+}
+
+/// The second product of a [`MatmulNode`]: `a^T [k, m] @ c [m, n]`, converted to its output's
+/// dtype (no epilogue of its own).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TwinProduct {
+    /// Columns of the twin's product (its rows are the first product's `k`, its inner
+    /// dimension the first product's `m`).
+    pub n: usize,
+}
+
+impl MatmulNode {
+    /// How many of the node's inputs (and outputs) are the twin's: its right-hand side (its
+    /// product), last.
+    pub fn twin_operands(&self) -> usize {
+        usize::from(self.twin.is_some())
+    }
+}
+
+impl Node {
+    /// A product pair's two products as nodes of their own: the first with its epilogue, then
+    /// the twin (`a^T @ c`, converted to its output's dtype). `None` for any other node. For
+    /// the chips and core counts the pair's kernel does not serve.
+    pub fn split_pair(&self) -> Option<[Node; 2]> {
+        let NodeKind::Matmul(mm) = &self.kind else {
+            return None;
+        };
+        let t = mm.twin.as_ref()?;
+        let (n_in, n_out) = (self.inputs.len() - 1, self.outputs.len() - 1);
+        let mut first = mm.clone();
+        first.twin = None;
+        let a = &self.inputs[0];
+        let at = View {
+            storage: a.storage.clone(),
+            layout: a.layout.transpose(-1, -2).ok()?,
+            dtype: a.dtype,
+        };
+        let p2 = &self.outputs[n_out];
+        let mut b = ProgBuilder::new();
+        let r = b.input(0, DType::F32, false);
+        let r = b.cast(r, p2.dtype);
+        b.output(r);
+        let twin = MatmulNode {
+            batch: 1,
+            m: mm.k,
+            n: t.n,
+            k: mm.m,
+            precision: mm.precision,
+            epilogue: b.finish(),
+            twin: None,
+        };
+        Some([
+            Node {
+                kind: NodeKind::Matmul(first),
+                inputs: self.inputs[..n_in].to_vec(),
+                outputs: self.outputs[..n_out].to_vec(),
+                op: self.op.clone(),
+            },
+            Node {
+                kind: NodeKind::Matmul(twin),
+                inputs: vec![at, self.inputs[n_in].clone()],
+                outputs: vec![p2.clone()],
+                op: self.op.clone(),
+            },
+        ])
+    }
 }
 
 /// Flash attention over `[batch, heads, rows, dim]` operands (any strides, inner stride 1).

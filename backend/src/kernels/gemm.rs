@@ -44,6 +44,7 @@ impl GemmSpec {
             extras: Vec::new(),
             out: MatOperand::contiguous(DType::F32, self.m, self.n),
             extra_outs: Vec::new(),
+            twin: None,
             epilogue: None,
         }
     }

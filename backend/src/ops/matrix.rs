@@ -154,6 +154,7 @@ pub(crate) fn product_at(
             k,
             precision,
             epilogue: b.finish(),
+            twin: None,
         }),
         inputs,
         vec![o.view()],

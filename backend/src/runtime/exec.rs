@@ -216,6 +216,21 @@ impl Runtime {
         Ok(Some((c, low.args)))
     }
 
+    /// A product pair's two products as nodes of their own when its kernel cannot run here:
+    /// split over `parts` cores (each product's own kernel splits; the pair's accumulates over
+    /// every block on one core), or too large for this chip's VMEM.
+    pub(crate) fn halves(&self, node: &Node, parts: usize) -> Option<[Node; 2]> {
+        let NodeKind::Matmul(m) = &node.kind else {
+            return None;
+        };
+        m.twin.as_ref()?;
+        let whole = parts == 1
+            && kernels::matmul::spec_of(node, m, m.precision.isa())
+                .and_then(|(spec, _)| kernels::matmul::plan(&spec, &self.inner.info, false))
+                .is_ok();
+        if whole { None } else { node.split_pair() }
+    }
+
     /// Runs one node now: allocates its outputs, finds or builds its kernel, launches it.
     pub(crate) fn execute(&self, core: &mut Core, node: &Node, group: Option<u64>) -> Result<()> {
         for v in node.outputs.iter().chain(&node.inputs) {
@@ -226,6 +241,12 @@ impl Runtime {
         } else {
             1
         };
+        if let Some(halves) = self.halves(node, cores) {
+            for h in &halves {
+                self.execute(core, h, group)?;
+            }
+            return Ok(());
+        }
         let Some(low) = self.lower(node, cores)? else {
             return Ok(());
         };

@@ -158,12 +158,21 @@ impl Executor for DeferAndFuse {
     fn op_done(&mut self, rt: &Runtime, core: &mut Core) -> Result<()> {
         self.ops += 1;
         if self.ops >= self.max_ops {
-            self.flush(rt, core, "size limit")?;
+            // The groups of the latest quarter of the operators stay open for the next ones.
+            self.run(rt, core, "size limit", self.max_ops / 8)?;
         }
         Ok(())
     }
 
     fn flush(&mut self, rt: &Runtime, core: &mut Core, reason: &str) -> Result<()> {
+        self.run(rt, core, reason, 0)
+    }
+}
+
+impl DeferAndFuse {
+    /// Runs what is recorded, but for the groups holding one of the `recent` latest operators
+    /// (see [`crate::fusion::run_graph`]), which stay recorded.
+    fn run(&mut self, rt: &Runtime, core: &mut Core, reason: &str, recent: usize) -> Result<()> {
         let ops = std::mem::take(&mut self.ops);
         if self.pending.is_empty() {
             return Ok(());
@@ -176,7 +185,13 @@ impl Executor for DeferAndFuse {
             .entry(reason.to_string())
             .or_default() += 1;
         core.q.charge(core.q.costs.flush_ns);
-        crate::fusion::run_graph(rt, core, nodes, ops, reason)
+        let open = crate::fusion::run_graph(rt, core, nodes, ops, reason, recent)?;
+        let mut ids: Vec<u64> = open.iter().map(|n| n.op.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        self.ops = ids.len();
+        self.pending = open;
+        Ok(())
     }
 }
 

@@ -22,7 +22,7 @@ const MAX_OUTPUTS: usize = 4;
 
 /// Most extra inputs and outputs together: each takes a scalar register of the kernel for its
 /// address (15 in all: a scratch, A, W and the epilogue's own up to 5 leave 7).
-const MAX_OPERANDS: usize = 7;
+pub(super) const MAX_OPERANDS: usize = 7;
 
 /// Joins elementwise node `n` to matmul group `g` as its epilogue.
 pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
@@ -41,7 +41,11 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
     if !epilogue_shape(mm, nshape) || n.outputs.len() != 1 {
         return false;
     }
-    let n_in = g.node.inputs.len();
+    // A pair's twin (its right operand, its product) comes last and has no epilogue; its two
+    // more operands take two of the kernel's registers.
+    let tw = mm.twin_operands();
+    let n_in = g.node.inputs.len() - tw;
+    let n_out = g.node.outputs.len() - tw;
     // The epilogue so far computes the group's outputs; `n` may read any of them element for
     // element.
     let mut map: HashMap<u32, PRef> = HashMap::new();
@@ -50,6 +54,9 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
     let mut reads: Vec<usize> = Vec::new();
     for (i, v) in n.inputs.iter().enumerate() {
         if let Some(k) = g.written(v.storage.id()) {
+            if k >= n_out {
+                return false;
+            }
             let out = &g.node.outputs[k];
             if v.layout.numel() != out.layout.numel()
                 || !same_elements(&out.layout, &v.layout)
@@ -86,17 +93,17 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
     // stays an output (saved for the backward, say) and `n`'s result is one more, unless a
     // reduction reads that result: the reduction's kernel would take `n` as its prologue,
     // reading the product once, where one more output is written and read back.
-    let extras = g.node.inputs.len() - 2 + new_inputs.len();
+    let extras = n_in - 2 + new_inputs.len();
     let replaced = match reads[..] {
         [k] if graph.private_to_one_reader(&g.node.outputs[k]) => Some(k),
-        _ if g.node.outputs.len() >= MAX_OUTPUTS
+        _ if n_out >= MAX_OUTPUTS
             || (graph.read_by_a_reduction(written) && !graph.live(written)) =>
         {
             return false;
         }
         _ => None,
     };
-    if extras + g.node.outputs.len() + usize::from(replaced.is_none()) > MAX_OPERANDS {
+    if extras + n_out + usize::from(replaced.is_none()) > MAX_OPERANDS - 2 * tw {
         return false;
     }
     let outs = append_prog(&mut merged, nprog, &map, false);
@@ -111,14 +118,14 @@ pub(super) fn join(g: &mut Group, n: &Node, graph: &Graph) -> bool {
         }
         None => {
             merged.outputs.push(outs[0]);
-            g.node.outputs.push(new_out);
+            g.node.outputs.insert(n_out, new_out);
         }
     }
     let NodeKind::Matmul(mm) = &mut g.node.kind else {
         return false;
     };
     mm.epilogue = merged;
-    g.node.inputs.extend(new_inputs);
+    g.node.inputs.splice(n_in..n_in, new_inputs);
     g.absorb(n);
     true
 }

@@ -12,9 +12,11 @@
 //! | [`reduction`] | a node to a group over the same space when either reduces along the row (prologues, epilogues, softmax and norms) |
 //! | [`per_row`] | a map over a reduction's outer dims, as per-row work of the reduction |
 //! | [`matmul_epilogue`] | an elementwise node reading a matmul's product, as its epilogue |
+//! | [`linear_backward`] | a product reading another's left operand transposed (`dY^T @ X` beside `dY @ W`), as its twin |
 //! | [`zero_table`] | an index-add/index-put into a table a group only fills with zeros: the table starts as zeros in VMEM (tried first: it replaces the fill it writes over) |
 
 mod elementwise;
+mod linear_backward;
 mod matmul_epilogue;
 mod per_row;
 mod reduction;
@@ -33,6 +35,7 @@ const JOINS: &[(&str, Join)] = &[
     ("reduction", reduction::join),
     ("per-row", per_row::join),
     ("matmul epilogue", matmul_epilogue::join),
+    ("linear backward", linear_backward::join),
 ];
 
 /// Tries every join rule; returns the name of the rule that merged `n` into `g`.

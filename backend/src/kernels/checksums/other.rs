@@ -41,6 +41,7 @@ fn epilogue_spec() -> MatSpec {
         ],
         out: MatOperand::contiguous(DType::BF16, m, n),
         extra_outs: Vec::new(),
+        twin: None,
         epilogue: Some(b.finish()),
     }
 }
@@ -66,6 +67,7 @@ fn odd_access_spec() -> MatSpec {
         extras: Vec::new(),
         out: MatOperand::contiguous(DType::F32, m, n),
         extra_outs: Vec::new(),
+        twin: None,
         epilogue: None,
     }
 }

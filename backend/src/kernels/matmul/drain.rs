@@ -32,7 +32,7 @@ impl Drain {
     /// The drain of tile `st` in buffers `cb`: `ext` is its rows, columns and row pitch, `bufs`
     /// its accumulator, epilogue inputs and outputs.
     pub fn new(
-        s: &MatSpec,
+        out_slot: u8,
         st: &Step,
         ext: (u32, u32, u32),
         chunk_rows: u32,
@@ -52,7 +52,7 @@ impl Drain {
             c_buf,
             x_bufs,
             o_bufs,
-            out_slot: 2 + s.extras.len() as u8,
+            out_slot,
         }
     }
 

@@ -29,6 +29,7 @@ use crate::codegen::{Emitter, RegPool, hbm_vmem_desc};
 use crate::dtype::DType;
 
 mod drain;
+mod pair;
 mod plan;
 mod resident;
 mod spec;
@@ -42,13 +43,38 @@ const SEM_LOAD: u8 = 0; // + parity: A and W slices
 const SEM_STORE: u8 = 2; // + parity: output tiles
 const SEM_EXTRA: u8 = 4; // + parity: epilogue inputs
 
+/// The argument slots of the product being emitted: A, W, its first epilogue input and its
+/// first output (the other inputs and outputs follow each).
+#[derive(Clone, Copy, Debug)]
+struct Slots {
+    a: u8,
+    w: u8,
+    x0: u8,
+    out0: u8,
+}
+
+impl Slots {
+    /// A one-product kernel's: A, W, the extras, the outputs.
+    fn of(spec: &MatSpec) -> Self {
+        Slots {
+            a: 0,
+            w: 1,
+            x0: 2,
+            out0: 2 + spec.extras.len() as u8,
+        }
+    }
+}
+
 /// A kernel being generated.
 struct Ctx<'a> {
     e: Emitter,
     pool: RegPool,
+    /// The product being emitted (a pair's kernel switches between its two).
     spec: &'a MatSpec,
+    /// Its argument slots.
+    slots: Slots,
     chip: &'a ChipInfo,
-    /// Registers holding each operand's base byte offset: A, W, extras..., out.
+    /// Registers holding each argument's base byte offset, by slot.
     base: Vec<SReg>,
     scratch: SReg,
 }
@@ -184,6 +210,9 @@ pub fn build_parts(
             "a matmul without an epilogue stores f32".into(),
         ));
     }
+    if spec.twin.is_some() {
+        return pair::build(spec, plan, chip, name);
+    }
     if plan.vmem_bytes(spec) > chip.core.vmem_bytes {
         return Err(KernelError::TooLarge("matmul tiles do not fit VMEM".into()));
     }
@@ -213,6 +242,7 @@ pub fn build_parts(
         e,
         pool,
         spec,
+        slots: Slots::of(spec),
         chip,
         base,
         scratch,

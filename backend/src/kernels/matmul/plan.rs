@@ -149,6 +149,9 @@ pub fn plan(spec: &MatSpec, chip: &ChipInfo, resident: bool) -> Result<MatPlan, 
             "matmul with an empty dimension".into(),
         ));
     }
+    if spec.twin.is_some() {
+        return super::pair::plan(spec, chip);
+    }
     let budget = core.vmem_bytes * 3 / 4;
     if resident {
         let p = MatPlan {

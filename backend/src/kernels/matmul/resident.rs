@@ -30,13 +30,19 @@ pub(super) fn emit(cx: &mut Ctx) -> Result<(), KernelError> {
     let db = tile_desc(esz, k, n, s.w.strides[1], s.w.strides[2], n, true);
     cx.dma(
         Side::Vmem(a_v as i32),
-        Side::Hbm { slot: 0, off: 0 },
+        Side::Hbm {
+            slot: cx.slots.a,
+            off: 0,
+        },
         &da,
         0,
     )?;
     cx.dma(
         Side::Vmem(b_v as i32),
-        Side::Hbm { slot: 1, off: 0 },
+        Side::Hbm {
+            slot: cx.slots.w,
+            off: 0,
+        },
         &db,
         1,
     )?;
@@ -60,7 +66,7 @@ pub(super) fn emit(cx: &mut Ctx) -> Result<(), KernelError> {
     cx.e.mark_end();
     cx.e.mark_begin("store result");
     let dc = tile_desc(4, m, n, s.out.strides[1], s.out.strides[2], n, false);
-    let out_slot = 2 + s.extras.len() as u8;
+    let out_slot = cx.slots.out0;
     cx.dma(
         Side::Hbm {
             slot: out_slot,

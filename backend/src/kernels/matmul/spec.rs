@@ -76,6 +76,11 @@ pub struct MatSpec {
     /// `Input(0)` is the f32 product, `Input(1 + i)` extra `i`; one output per output operand.
     /// `None` stores the product as it is (the output must then be f32).
     pub epilogue: Option<Prog>,
+    /// A second product computed in the same kernel from this one's A transposed
+    /// (`a^T [k, m] @ c [m, n2]`, batch 1; see [`crate::ir::TwinProduct`]): its `a` is this
+    /// one's transposed, its `w` the argument after this one's extras, its output the last
+    /// argument. Planned and built by [`super::pair`].
+    pub twin: Option<Box<MatSpec>>,
 }
 
 impl MatSpec {
@@ -110,6 +115,15 @@ pub fn is_plain_epilogue(prog: &Prog) -> bool {
             .nodes
             .iter()
             .all(|n| matches!(n.op, POp::Input(0) | POp::Cast(_)))
+}
+
+/// The plain epilogue: the f32 product converted to `dtype`.
+fn cast_prog(dtype: DType) -> Prog {
+    let mut b = crate::ir::ProgBuilder::new();
+    let r = b.input(0, DType::F32, false);
+    let r = b.cast(r, dtype);
+    b.output(r);
+    b.finish()
 }
 
 /// Element strides of `layout` over `[batch, m, n]` (trailing alignment; size-1 and missing
@@ -173,20 +187,27 @@ pub fn spec_of(
             strides: strides3(&v.layout, dims)?,
         })
     };
-    let extras = node.inputs[2..]
+    let tw = mm.twin_operands();
+    let (n_in, n_out) = (node.inputs.len() - tw, node.outputs.len() - tw);
+    if n_in < 2 || n_out < 1 {
+        return Err(KernelError::Unsupported(
+            "matmul without its operands".into(),
+        ));
+    }
+    let extras = node.inputs[2..n_in]
         .iter()
         .map(|v| op(v, [b, m, n]))
         .collect::<Result<Vec<_>, _>>()?;
     let out_op = op(out, [b, m, n])?;
-    let extra_outs = node.outputs[1..]
+    let extra_outs = node.outputs[1..n_out]
         .iter()
         .map(|v| op(v, [b, m, n]))
         .collect::<Result<Vec<_>, _>>()?;
-    if mm.epilogue.outputs.len() != node.outputs.len() {
+    if mm.epilogue.outputs.len() != n_out {
         return Err(KernelError::Unsupported(format!(
             "matmul epilogue with {} outputs for {} output operands",
             mm.epilogue.outputs.len(),
-            node.outputs.len()
+            n_out
         )));
     }
     let epilogue = if is_plain_epilogue(&mm.epilogue)
@@ -198,6 +219,33 @@ pub fn spec_of(
     } else {
         Some(mm.epilogue.clone())
     };
+    let a_op = op(a, [b, m, k])?;
+    let twin = match &mm.twin {
+        None => None,
+        Some(t) => {
+            if b != 1 {
+                return Err(KernelError::Unsupported("a product pair is batch 1".into()));
+            }
+            let (c, p2) = (&node.inputs[n_in], &node.outputs[n_out]);
+            let mut at = a_op.clone();
+            at.strides.swap(1, 2);
+            Some(Box::new(MatSpec {
+                batch: 1,
+                m: to32(k)?,
+                n: to32(t.n)?,
+                k: to32(m)?,
+                fmt,
+                prec,
+                a: at,
+                w: op(c, [1, m, t.n])?,
+                extras: Vec::new(),
+                out: op(p2, [1, k, t.n])?,
+                extra_outs: Vec::new(),
+                epilogue: (p2.dtype != DType::F32).then(|| cast_prog(p2.dtype)),
+                twin: None,
+            }))
+        }
+    };
     let spec = MatSpec {
         batch: to32(b)?,
         m: to32(m)?,
@@ -205,12 +253,13 @@ pub fn spec_of(
         k: to32(k)?,
         fmt,
         prec,
-        a: op(a, [b, m, k])?,
+        a: a_op,
         w: op(w, [b, k, n])?,
         extras,
         out: out_op,
         extra_outs,
         epilogue,
+        twin,
     };
     let offsets = node
         .inputs

@@ -6,6 +6,7 @@
 //! with the next tile's folds.
 
 use super::drain::Drain;
+use super::pair::Rider;
 use super::{ATile, WTile, tile_desc};
 use super::{Access, Ctx, MatOperand, MatPlan, MatSpec, SEM_EXTRA, SEM_LOAD, SEM_STORE, Side};
 use crate::codegen::PingPong;
@@ -41,6 +42,8 @@ struct Buffers {
     x: Vec<[u32; 2]>,
     /// Epilogue outputs, one pair per output (the accumulators when there is no epilogue).
     o: Vec<[u32; 2]>,
+    /// The first VMEM byte past them.
+    end: u32,
 }
 
 impl Buffers {
@@ -74,7 +77,14 @@ impl Buffers {
                 "matmul buffers do not fit VMEM".into(),
             ));
         }
-        Ok(Buffers { a, w, c, x, o })
+        Ok(Buffers {
+            a,
+            w,
+            c,
+            x,
+            o,
+            end: at,
+        })
     }
 }
 
@@ -119,7 +129,7 @@ fn slots(steps: &[Step], key: impl Fn(&Step) -> (u32, u32, u32)) -> Vec<(usize, 
 }
 
 /// The schedule of one kernel.
-struct Streamed<'a> {
+pub(super) struct Streamed<'a> {
     s: &'a MatSpec,
     p: MatPlan,
     steps: Vec<Step>,
@@ -133,7 +143,11 @@ struct Streamed<'a> {
 }
 
 impl<'a> Streamed<'a> {
-    fn new(cx: &Ctx<'a>, p: &MatPlan, tiles: std::ops::Range<u32>) -> Result<Self, KernelError> {
+    pub(super) fn new(
+        cx: &Ctx<'a>,
+        p: &MatPlan,
+        tiles: std::ops::Range<u32>,
+    ) -> Result<Self, KernelError> {
         let s = cx.spec;
         let core = &cx.chip.core;
         let steps: Vec<Step> = steps(s, p)
@@ -164,8 +178,13 @@ impl<'a> Streamed<'a> {
         })
     }
 
+    /// The first VMEM byte the schedule's buffers leave free.
+    pub(super) fn vmem_end(&self) -> u32 {
+        self.bufs.end
+    }
+
     /// Rows, columns and K extent of a step (short at the edges).
-    fn ext(&self, st: &Step) -> (u32, u32, u32) {
+    pub(super) fn ext(&self, st: &Step) -> (u32, u32, u32) {
         let (s, p) = (self.s, &self.p);
         (
             (s.m - st.i).min(p.tm),
@@ -174,8 +193,14 @@ impl<'a> Streamed<'a> {
         )
     }
 
-    /// Loads of step `idx` into buffer parity `idx % 2`; returns the bytes.
-    fn load(&self, cx: &mut Ctx, idx: usize) -> Result<u64, KernelError> {
+    /// Loads of step `idx` into buffer parity `idx % 2` (and the rider's beside a new A
+    /// block); returns the bytes.
+    fn load(
+        &self,
+        cx: &mut Ctx,
+        idx: usize,
+        rider: Option<&mut Rider>,
+    ) -> Result<u64, KernelError> {
         let (s, st) = (self.s, &self.steps[idx]);
         let (tm, tn, tk, esz) = (self.p.tm, self.p.tn, self.p.tk, s.esz());
         let (rm, rn, rk) = self.ext(st);
@@ -192,13 +217,22 @@ impl<'a> Streamed<'a> {
         let mut bytes = 0;
         if let (sa, true) = self.a_slot[idx] {
             let off = elem_off(&s.a, st.b, st.i, st.kk);
-            let hbm = Side::Hbm { slot: 0, off };
+            let hbm = Side::Hbm {
+                slot: cx.slots.a,
+                off,
+            };
             cx.dma(Side::Vmem(self.bufs.a[sa] as i32), hbm, &da, sem)?;
             bytes += da.bytes();
+            if let Some(r) = rider {
+                bytes += r.load(cx, st, rm, sa, sem)?;
+            }
         }
         if let (sw, true) = self.w_slot[idx] {
             let off = elem_off(&s.w, st.b, st.kk, st.j);
-            let hbm = Side::Hbm { slot: 1, off };
+            let hbm = Side::Hbm {
+                slot: cx.slots.w,
+                off,
+            };
             cx.dma(Side::Vmem(self.bufs.w[sw] as i32), hbm, &dw, sem)?;
             bytes += dw.bytes();
         }
@@ -218,7 +252,7 @@ impl<'a> Streamed<'a> {
             let esz = x.dtype.size() as u32;
             let d = tile_desc(esz, rm, rn, x.strides[1], x.strides[2], self.p.tn, true);
             let hbm = Side::Hbm {
-                slot: 2 + xi as u8,
+                slot: cx.slots.x0 + xi as u8,
                 off: elem_off(x, st.b, st.i, st.j),
             };
             cx.dma(
@@ -232,8 +266,15 @@ impl<'a> Streamed<'a> {
         Ok(())
     }
 
-    /// The folds of step `idx`, a chunk of `drain` after each round.
-    fn folds(&self, cx: &mut Ctx, idx: usize, drain: &mut Drain) -> Result<(), KernelError> {
+    /// The folds of step `idx`, a chunk of `drain` after each round; then the rider's over
+    /// the same A block.
+    fn folds(
+        &self,
+        cx: &mut Ctx,
+        idx: usize,
+        drain: &mut Drain,
+        rider: Option<&mut Rider>,
+    ) -> Result<(), KernelError> {
         let st = &self.steps[idx];
         let (tm, tn, tk, esz) = (self.p.tm, self.p.tn, self.p.tk, self.s.esz());
         let core = &cx.chip.core;
@@ -263,14 +304,18 @@ impl<'a> Streamed<'a> {
                 }
             }
         }
+        if let Some(r) = rider {
+            let (sa, _) = self.a_slot[idx];
+            r.folds(cx, st, (rm, rk), (self.bufs.a[sa], tm * esz), sa, drain)?;
+        }
         Ok(())
     }
 
     /// The drain of the output tile that step `st` finishes, in buffers `cb`.
-    fn drain_of(&self, st: &Step, cb: usize) -> Drain {
+    fn drain_of(&self, cx: &Ctx, st: &Step, cb: usize) -> Drain {
         let (rm, rn, _) = self.ext(st);
         Drain::new(
-            self.s,
+            cx.slots.out0,
             st,
             (rm, rn, self.p.tn),
             self.chunk_rows,
@@ -292,16 +337,26 @@ pub(super) fn emit(
     tiles: std::ops::Range<u32>,
 ) -> Result<(), KernelError> {
     let k = Streamed::new(cx, p, tiles)?;
+    run(cx, &k, None)
+}
+
+/// Emits schedule `k`, with a rider product folding each new A block beside it (a pair's
+/// first product, [`super::pair`]).
+pub(super) fn run(
+    cx: &mut Ctx,
+    k: &Streamed,
+    mut rider: Option<&mut Rider>,
+) -> Result<(), KernelError> {
     let mut loads = PingPong::new(SEM_LOAD);
     let mut stores = PingPong::new(SEM_STORE);
     let mut extras = PingPong::new(SEM_EXTRA);
     let mut drain = Drain::default();
-    loads.add(0, k.load(cx, 0)?);
+    loads.add(0, k.load(cx, 0, rider.as_deref_mut())?);
     for (idx, st) in k.steps.iter().enumerate() {
         let par = idx % 2;
         let cb = (st.tile % 2) as usize;
         if idx + 1 < k.steps.len() {
-            loads.add(1 - par, k.load(cx, idx + 1)?);
+            loads.add(1 - par, k.load(cx, idx + 1, rider.as_deref_mut())?);
         }
         if st.first_k {
             // The accumulator is free once its previous tile's epilogue has read it (the
@@ -314,12 +369,12 @@ pub(super) fn emit(
             k.load_extras(cx, st, cb, &mut extras)?;
         }
         loads.wait(&mut cx.e, par);
-        k.folds(cx, idx, &mut drain)?;
+        k.folds(cx, idx, &mut drain, rider.as_deref_mut())?;
         if st.last_k {
             // Whatever of the previous tile is left, then this tile's turn.
             drain.finish(cx)?;
             extras.wait(&mut cx.e, cb);
-            drain = k.drain_of(st, cb);
+            drain = k.drain_of(cx, st, cb);
             stores.add(cb, drain.bytes(cx.spec));
         }
     }
