@@ -37,6 +37,7 @@ fn main() {
         extra_outs: Vec::new(),
         epilogue: Some(b.finish()),
         twin: None,
+        rows: None,
     };
     let f32_out = std::env::var("CALIB_F32").is_ok();
     let spec = if f32_out {

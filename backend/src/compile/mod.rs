@@ -20,7 +20,7 @@ use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, ProgramId};
 
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
-use crate::fusion::plan_groups;
+use crate::fusion::{FusedGroup, plan_groups};
 use crate::ir::{NodeKind, OpTag};
 use crate::layout::Layout;
 use crate::ops::helpers::OpScope;
@@ -198,30 +198,52 @@ impl CompiledFn {
         let traced = (self.f)(inputs);
         let nodes = self.rt.end_capture();
         let outputs = traced?;
-        let groups = plan_groups(nodes);
+        // Each group's kernel; a product fused with a twin or a row reduction that this chip
+        // cannot run as one kernel runs as its two parts (before the storages are classified:
+        // the parts may write a value the fused kernel kept in VMEM).
+        let mut groups = Vec::new();
+        let mut prepared = Vec::new();
+        for g in plan_groups(nodes) {
+            let parts = self.rt.halves(&g.node, 1);
+            let whole = match parts {
+                Some(_) => None,
+                None => match self.prepare(&g.node) {
+                    Err(TpuError::NoKernel { .. }) if g.node.split_fused().is_some() => None,
+                    r => Some(r?),
+                },
+            };
+            match whole {
+                Some(p) => {
+                    prepared.push(p);
+                    groups.push(g);
+                }
+                None => {
+                    let parts = g.node.split_fused().expect("a fused product splits");
+                    for node in parts {
+                        prepared.push(self.prepare(&node)?);
+                        groups.push(FusedGroup {
+                            node,
+                            ops: g.ops.clone(),
+                            op_ids: g.op_ids.clone(),
+                            joins: g.joins.clone(),
+                            members: Vec::new(),
+                        });
+                    }
+                }
+            }
+        }
         let storages = Storages::classify(inputs, &outputs, &groups, first_new);
 
         // Kernels, linked into programs between user kernels.
         let mut linker = Linker::new(&self.rt, &self.name, &storages);
-        for g in &groups {
-            // A product pair whose kernel this chip cannot hold runs as its two products.
-            let halves = self.rt.halves(&g.node, 1);
-            let nodes: Vec<&crate::ir::Node> = match &halves {
-                Some(h) => h.iter().collect(),
-                None => vec![&g.node],
+        for (g, p) in groups.iter().zip(prepared) {
+            let Some((compiled, args)) = p else {
+                continue;
             };
-            for node in nodes {
-                let mut st = self.rt.lock();
-                let prepared = self.rt.prepare(&mut st.core, node)?;
-                drop(st);
-                let Some((compiled, args)) = prepared else {
-                    continue;
-                };
-                if matches!(node.kind, NodeKind::Custom(_)) {
-                    linker.push_user(&compiled, &args)?;
-                } else {
-                    linker.push_fused(&compiled, &args)?;
-                }
+            if matches!(g.node.kind, NodeKind::Custom(_)) {
+                linker.push_user(&compiled, &args)?;
+            } else {
+                linker.push_fused(&compiled, &args)?;
             }
         }
         let (steps, kernels) = linker.finish()?;
@@ -236,6 +258,15 @@ impl CompiledFn {
             arena,
             kernels,
         })
+    }
+
+    /// A node's kernel and arguments, built or from the cache (`None`: nothing to run).
+    fn prepare(
+        &self,
+        node: &crate::ir::Node,
+    ) -> Result<Option<(crate::runtime::Compiled, Vec<ArgSpec>)>> {
+        let mut st = self.rt.lock();
+        self.rt.prepare(&mut st.core, node)
     }
 
     /// Charges the host the cost of compiling a graph.

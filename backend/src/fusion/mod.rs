@@ -17,6 +17,7 @@
 mod consts;
 mod group;
 mod order;
+mod row_epilogue;
 mod rules;
 #[cfg(test)]
 mod testing;
@@ -59,6 +60,7 @@ pub(crate) fn plan_groups(nodes: Vec<Node>) -> Vec<FusedGroup> {
             groups.push(Group::new(n.clone()));
         }
     }
+    row_epilogue::merge(&mut groups, &graph);
     groups.into_iter().map(|g| finish(g, &graph)).collect()
 }
 
@@ -101,7 +103,11 @@ fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
         NodeKind::Tile { prog, .. } => (Some(prog), 0),
         NodeKind::Matmul(mm) => {
             let tw = mm.twin_operands();
-            (Some(&mut mm.epilogue), tw)
+            match &mut mm.rows {
+                // The node's outputs are the row program's.
+                Some(r) => (Some(&mut r.prog), 0),
+                None => (Some(&mut mm.epilogue), tw),
+            }
         }
         _ => (None, 0),
     };
@@ -230,6 +236,12 @@ pub(crate) fn run_graph(
             };
         }
         match rt.execute(core, &node, Some(gid)) {
+            // A product fused with a twin or a row reduction runs as its two parts.
+            Err(TpuError::NoKernel { .. }) if node.split_fused().is_some() => {
+                for part in node.split_fused().expect("checked") {
+                    rt.execute(core, &part, Some(gid))?;
+                }
+            }
             // No kernel for the fused node (checked before anything launches): its operators
             // run as recorded, one kernel each, rather than failing the program.
             Err(TpuError::NoKernel { message: why, .. }) if g.members.len() > 1 => {

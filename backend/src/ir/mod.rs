@@ -55,6 +55,44 @@ pub struct MatmulNode {
     /// its product the node's last output; the extras and outputs of the epilogue above come
     /// before them.
     pub twin: Option<TwinProduct>,
+    /// A reduction along the product's rows run on each finished output tile in VMEM
+    /// (cross-entropy on the language-model head's logits), so that the product never
+    /// crosses HBM: the node's inputs after the epilogue's extras are the row program's
+    /// (but the product), its outputs the row program's. Not with a twin.
+    pub rows: Option<Box<RowEpilogue>>,
+}
+
+/// The row reduction of a [`MatmulNode`]: a tile program over `[m, n]` reducing along the `n`
+/// columns (`row_dims` 1), one of whose inputs is the product, as the epilogue computes it.
+#[derive(Clone, Debug)]
+pub struct RowEpilogue {
+    /// The program, as a `Tile` node over `[m, n]` with one row dim runs it.
+    pub prog: Prog,
+    /// Which of its inputs is the product.
+    pub product: u32,
+    /// How many inputs it has, the product among them (the node's last `inputs - 1`).
+    pub inputs: usize,
+    /// The product as the row node read it (its storage is never written when the two run as
+    /// one kernel; it holds the product when they run apart).
+    pub product_view: View,
+    /// The product as the matmul wrote it (the same elements, the product's own shape).
+    pub product_out: View,
+    /// The row node's iteration shape (`[m, n]`, or more dims of the same elements).
+    pub shape: Vec<usize>,
+}
+
+impl PartialEq for RowEpilogue {
+    fn eq(&self, o: &Self) -> bool {
+        let (v, w) = (&self.product_view, &o.product_view);
+        self.prog == o.prog
+            && self.product == o.product
+            && self.inputs == o.inputs
+            && self.shape == o.shape
+            && v.storage.id() == w.storage.id()
+            && v.layout == w.layout
+            && v.dtype == w.dtype
+            && self.product_out.layout == o.product_out.layout
+    }
 }
 
 /// The second product of a [`MatmulNode`]: `a^T [k, m] @ c [m, n]`, converted to its output's
@@ -75,6 +113,44 @@ impl MatmulNode {
 }
 
 impl Node {
+    /// A product fused with a second product or a row reduction as two nodes of their own (see
+    /// [`Node::split_pair`], [`Node::split_rows`]); `None` for any other node.
+    pub fn split_fused(&self) -> Option<[Node; 2]> {
+        self.split_pair().or_else(|| self.split_rows())
+    }
+
+    /// A product and its row reduction as two nodes: the product (with its epilogue) written
+    /// to the storage the row node read it from, then the row node.
+    pub fn split_rows(&self) -> Option<[Node; 2]> {
+        let NodeKind::Matmul(mm) = &self.kind else {
+            return None;
+        };
+        let r = mm.rows.as_ref()?;
+        let first_row_in = self.inputs.len().checked_sub(r.inputs - 1)?;
+        let mut product = mm.clone();
+        product.rows = None;
+        let mut row_inputs = self.inputs[first_row_in..].to_vec();
+        row_inputs.insert(r.product as usize, r.product_view.clone());
+        Some([
+            Node {
+                kind: NodeKind::Matmul(product),
+                inputs: self.inputs[..first_row_in].to_vec(),
+                outputs: vec![r.product_out.clone()],
+                op: self.op.clone(),
+            },
+            Node {
+                kind: NodeKind::Tile {
+                    shape: r.shape.clone(),
+                    row_dims: 1,
+                    prog: r.prog.clone(),
+                },
+                inputs: row_inputs,
+                outputs: self.outputs.clone(),
+                op: self.op.clone(),
+            },
+        ])
+    }
+
     /// A product pair's two products as nodes of their own: the first with its epilogue, then
     /// the twin (`a^T @ c`, converted to its output's dtype). `None` for any other node. For
     /// the chips and core counts the pair's kernel does not serve.
@@ -105,6 +181,7 @@ impl Node {
             precision: mm.precision,
             epilogue: b.finish(),
             twin: None,
+            rows: None,
         };
         Some([
             Node {

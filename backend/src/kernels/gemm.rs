@@ -45,6 +45,7 @@ impl GemmSpec {
             out: MatOperand::contiguous(DType::F32, self.m, self.n),
             extra_outs: Vec::new(),
             twin: None,
+            rows: None,
             epilogue: None,
         }
     }

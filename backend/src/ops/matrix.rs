@@ -155,6 +155,7 @@ pub(crate) fn product_at(
             precision,
             epilogue: b.finish(),
             twin: None,
+            rows: None,
         }),
         inputs,
         vec![o.view()],

@@ -216,19 +216,21 @@ impl Runtime {
         Ok(Some((c, low.args)))
     }
 
-    /// A product pair's two products as nodes of their own when its kernel cannot run here:
-    /// split over `parts` cores (each product's own kernel splits; the pair's accumulates over
-    /// every block on one core), or too large for this chip's VMEM.
+    /// A product fused with a twin product or a row reduction as two nodes of their own when
+    /// its kernel cannot run here: split over `parts` cores (each product's own kernel splits;
+    /// the fused one runs on one core), or too large for this chip's VMEM.
     pub(crate) fn halves(&self, node: &Node, parts: usize) -> Option<[Node; 2]> {
         let NodeKind::Matmul(m) = &node.kind else {
             return None;
         };
-        m.twin.as_ref()?;
+        if m.twin.is_none() && m.rows.is_none() {
+            return None;
+        }
         let whole = parts == 1
             && kernels::matmul::spec_of(node, m, m.precision.isa())
                 .and_then(|(spec, _)| kernels::matmul::plan(&spec, &self.inner.info, false))
                 .is_ok();
-        if whole { None } else { node.split_pair() }
+        if whole { None } else { node.split_fused() }
     }
 
     /// Runs one node now: allocates its outputs, finds or builds its kernel, launches it.

@@ -158,7 +158,7 @@ impl Executor for DeferAndFuse {
     fn op_done(&mut self, rt: &Runtime, core: &mut Core) -> Result<()> {
         self.ops += 1;
         if self.ops >= self.max_ops {
-            // The groups of the latest quarter of the operators stay open for the next ones.
+            // Lone products among the latest eighth of the operators stay open for the next ones.
             self.run(rt, core, "size limit", self.max_ops / 8)?;
         }
         Ok(())

@@ -22,7 +22,7 @@ pub(super) fn join(g: &mut Group, n: &Node, _graph: &Graph) -> bool {
     let (NodeKind::Matmul(gm), NodeKind::Matmul(nm)) = (&g.node.kind, &n.kind) else {
         return false;
     };
-    if gm.twin.is_some() || !plain(n, nm) {
+    if gm.twin.is_some() || gm.rows.is_some() || !plain(n, nm) {
         return false;
     }
     // The two must be independent: `n` reads nothing the group writes.
@@ -91,7 +91,13 @@ fn transposed(a1: &View, m1: &MatmulNode, a2: &View, m2: &MatmulNode) -> bool {
         && s1 == [m1.m, m1.k]
         && s2 == [s1[1], s1[0]]
         && t2 == [t1[1], t1[0]]
-        && (t1[1] == 1 || s1[1] == 1)
+        // Rows of A contiguous and apart (the twin then reads it transposed), more than one
+        // of each, and a twin with columns: what the pair's kernel takes.
+        && t1[1] == 1
+        && t1[0] != 1
+        && s1[0] > 1
+        && s1[1] > 1
+        && m2.n > 0
         && m2.m == m1.k
         && m2.k == m1.m
 }
@@ -228,6 +234,63 @@ mod tests {
             assert_eq!(r.joins(), [("linear backward", 1)], "{name}");
             assert_eq!(r.kernels, r.strict_kernels, "{name}");
         }
+    }
+
+    #[test]
+    fn degenerate_gradients_stay_two_products() {
+        // One row of dY, one column of dY, rows of dY overlapping (row stride 1), an empty
+        // twin: found by review, where the pair read A the wrong way or planned empty tiles.
+        let cases: [(usize, usize, usize, bool); 3] = [
+            (1, 256, 128, false),
+            (256, 1, 1, false),
+            (128, 256, 128, true),
+        ];
+        for (m, v, d, hankel) in cases {
+            let r = run_both(
+                |rt| {
+                    let mut t = operands(rt, m, v, d);
+                    if hankel {
+                        t[0] = Tensor::from_slice(rt, &data(m + v, 94), &[m + v])
+                            .unwrap()
+                            .to_dtype(DType::BF16)
+                            .unwrap();
+                    }
+                    t
+                },
+                |t| {
+                    let dy = if hankel {
+                        crate::ops::layout_ops::as_strided(
+                            &t[0],
+                            &[m as i64, v as i64],
+                            &[1, 1],
+                            None,
+                        )
+                        .unwrap()
+                    } else {
+                        t[0].clone()
+                    };
+                    vec![dy.mm(&t[1]).unwrap(), dy.t().unwrap().mm(&t[2]).unwrap()]
+                },
+            );
+            assert_eq!(r.strict, r.fused, "{m} x {v}, hankel {hankel}");
+            assert!(r.joins.is_empty(), "{m} x {v}: {:?}", r.joins);
+        }
+        let (m, v, d) = (128usize, 256usize, 128usize);
+        let r = run_both(
+            |rt| {
+                let mut t = operands(rt, m, v, d);
+                t.push(crate::ops::creation::zeros(rt, &[m, 0], DType::BF16).unwrap());
+                t
+            },
+            |t| {
+                vec![
+                    t[0].mm(&t[1]).unwrap(),
+                    t[0].t().unwrap().mm(&t[3]).unwrap(),
+                ]
+            },
+        );
+        assert_eq!(r.strict, r.fused);
+        assert!(r.joins.is_empty(), "{:?}", r.joins);
     }
 
     #[test]

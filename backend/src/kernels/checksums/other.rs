@@ -42,6 +42,7 @@ fn epilogue_spec() -> MatSpec {
         out: MatOperand::contiguous(DType::BF16, m, n),
         extra_outs: Vec::new(),
         twin: None,
+        rows: None,
         epilogue: Some(b.finish()),
     }
 }
@@ -68,6 +69,7 @@ fn odd_access_spec() -> MatSpec {
         out: MatOperand::contiguous(DType::F32, m, n),
         extra_outs: Vec::new(),
         twin: None,
+        rows: None,
         epilogue: None,
     }
 }

@@ -26,6 +26,8 @@ pub(super) struct Drain {
     o_bufs: Vec<u32>,
     /// The first output's argument slot (the others follow).
     out_slot: u8,
+    /// A row epilogue's argument operands' buffers (see [`super::rows`]).
+    r_bufs: Vec<u32>,
 }
 
 impl Drain {
@@ -53,7 +55,14 @@ impl Drain {
             x_bufs,
             o_bufs,
             out_slot,
+            r_bufs: Vec::new(),
         }
+    }
+
+    /// The buffers of a row epilogue's argument operands.
+    pub fn with_rows(mut self, r_bufs: Vec<u32>) -> Self {
+        self.r_bufs = r_bufs;
+        self
     }
 
     /// Each output with its element size as stored (f32 without an epilogue).
@@ -70,6 +79,9 @@ impl Drain {
 
     /// Bytes the whole tile's stores move.
     pub fn bytes(&self, s: &MatSpec) -> u64 {
+        if let Some(r) = &s.rows {
+            return super::rows::store_bytes(r, self.rm, self.rn, self.tn);
+        }
         self.outputs(s)
             .map(|(o, esz)| {
                 let (st1, st2) = (o.strides[1], o.strides[2]);
@@ -89,7 +101,18 @@ impl Drain {
         let r0 = self.next_row;
         let rows = self.chunk_rows.min(self.rm - r0);
         self.epilogue(cx, r0, rows)?;
-        for (k, (o, esz)) in self.outputs(s).enumerate() {
+        if s.rows.is_some() {
+            // The product stays in VMEM: the row program reads it there.
+            super::rows::chunk(
+                cx,
+                &self.st,
+                (r0, rows),
+                self.o_bufs[0],
+                &self.r_bufs,
+                SEM_STORE + cb as u8,
+            )?;
+        }
+        for (k, (o, esz)) in self.outputs(s).enumerate().filter(|_| s.rows.is_none()) {
             let (st1, st2) = (o.strides[1], o.strides[2]);
             let d = tile_desc(esz, rows, self.rn, st1, st2, self.tn, false);
             let hbm = Side::Hbm {

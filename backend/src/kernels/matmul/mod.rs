@@ -25,18 +25,19 @@ use tpuemu_isa::ops::{MxuFmt, Precision};
 use tpuemu_isa::{Addr, ChipInfo, DmaShape, MemRef, Mxu, Program, SReg, Sem};
 
 use super::KernelError;
-use crate::codegen::{Emitter, RegPool, hbm_vmem_desc};
+use crate::codegen::{BufferArgs, Emitter, RegPool, hbm_vmem_desc};
 use crate::dtype::DType;
 
 mod drain;
 mod pair;
 mod plan;
 mod resident;
+mod rows;
 mod spec;
 mod streamed;
 
 pub use plan::{MatPlan, estimate_seconds, plan};
-pub use spec::{Access, MatOperand, MatSpec, is_plain_epilogue, spec_of};
+pub use spec::{Access, MatOperand, MatSpec, RowSpec, is_plain_epilogue, spec_of};
 
 /// Semaphores.
 const SEM_LOAD: u8 = 0; // + parity: A and W slices
@@ -74,9 +75,20 @@ struct Ctx<'a> {
     /// Its argument slots.
     slots: Slots,
     chip: &'a ChipInfo,
-    /// Registers holding each argument's base byte offset, by slot.
-    base: Vec<SReg>,
+    /// Where each argument's base byte offset is, by slot.
+    base: Vec<Base>,
+    /// The buffer arguments (their offset arguments, for [`Base::Arg`]).
+    args: BufferArgs,
     scratch: SReg,
+}
+
+/// Where an argument's base byte offset is: in a register for the whole kernel, or computed
+/// from its offset argument at each use (a row epilogue's operands: its rows body needs the
+/// registers).
+#[derive(Clone, Copy, Debug)]
+enum Base {
+    Reg(SReg),
+    Arg { esz: u32 },
 }
 
 /// A DMA side: HBM through an argument slot at a tile offset, or VMEM at an address.
@@ -113,7 +125,16 @@ impl Ctx<'_> {
             Side::Vmem(a) => MemRef::vmem(self.e.konst(a)),
             Side::Hbm { slot, off } => {
                 let off = super::hbm_offset(off, "matmul operand")?;
-                self.e.sadd(self.scratch, self.base[slot as usize], off);
+                match self.base[slot as usize] {
+                    Base::Reg(r) => {
+                        self.e.sadd(self.scratch, r, off);
+                    }
+                    Base::Arg { esz } => {
+                        self.e
+                            .byte_offset(self.scratch, &self.args, slot as usize, esz);
+                        self.e.sadd(self.scratch, self.scratch, off);
+                    }
+                }
                 MemRef::hbm(tpuemu_isa::ArgSlot::n(slot), self.scratch)
             }
         })
@@ -213,15 +234,37 @@ pub fn build_parts(
     if spec.twin.is_some() {
         return pair::build(spec, plan, chip, name);
     }
+    if spec.rows.is_some() && (parts > 1 || plan.resident) {
+        return Err(KernelError::Unsupported(
+            "a row epilogue runs on one core, streamed".into(),
+        ));
+    }
     if plan.vmem_bytes(spec) > chip.core.vmem_bytes {
         return Err(KernelError::TooLarge("matmul tiles do not fit VMEM".into()));
     }
     let mut e = Emitter::new(name);
+    let row_args: Vec<u32> = spec
+        .rows
+        .iter()
+        .flat_map(|r| r.args().map(|(_, o)| o.dtype.size() as u32))
+        .collect();
+    // With a row epilogue the product is not an argument: the row operands follow the extras.
+    let outs: Vec<u32> = if spec.rows.is_some() {
+        Vec::new()
+    } else {
+        spec.outputs().map(|o| o.dtype.size() as u32).collect()
+    };
     let names = ["a".to_string(), "w".to_string()]
         .into_iter()
         .chain((0..spec.extras.len()).map(|i| format!("x{i}")))
-        .chain(["out".to_string()])
-        .chain((1..=spec.extra_outs.len()).map(|i| format!("out{i}")));
+        .chain((0..outs.len()).map(|i| {
+            if i == 0 {
+                "out".to_string()
+            } else {
+                format!("out{i}")
+            }
+        }))
+        .chain((0..row_args.len()).map(|i| format!("r{i}")));
     let args = e.buffers_with_offsets(names);
     let mut pool = RegPool::default();
     let scratch = pool.take().expect("a fresh pool has registers");
@@ -229,15 +272,16 @@ pub fn build_parts(
     let sizes: Vec<u32> = [spec.a.dtype.size() as u32, spec.w.dtype.size() as u32]
         .into_iter()
         .chain(spec.extras.iter().map(|x| x.dtype.size() as u32))
-        .chain(spec.outputs().map(|o| o.dtype.size() as u32))
+        .chain(outs)
         .collect();
     for (i, sz) in sizes.iter().enumerate() {
         let r = pool
             .take()
             .ok_or_else(|| KernelError::Unsupported("too many matmul operands".into()))?;
         e.byte_offset(r, &args, i, *sz);
-        base.push(r);
+        base.push(Base::Reg(r));
     }
+    base.extend(row_args.iter().map(|&esz| Base::Arg { esz }));
     let mut cx = Ctx {
         e,
         pool,
@@ -245,6 +289,7 @@ pub fn build_parts(
         slots: Slots::of(spec),
         chip,
         base,
+        args,
         scratch,
     };
     if plan.resident {

@@ -20,7 +20,7 @@ use tpuemu_isa::Program;
 use super::drain::Drain;
 use super::streamed::{self, Step, Streamed, elem_off};
 use super::{
-    ATile, Access, Ctx, MatPlan, MatSpec, SEM_EXTRA, SEM_STORE, Side, Slots, WTile, tile_desc,
+    ATile, Access, Base, Ctx, MatPlan, MatSpec, SEM_EXTRA, SEM_STORE, Side, Slots, WTile, tile_desc,
 };
 use crate::codegen::{Emitter, PingPong, RegPool};
 use crate::kernels::KernelError;
@@ -245,9 +245,16 @@ fn check(spec: &MatSpec) -> Result<&MatSpec, KernelError> {
             "the twin is not the product of the first one's A transposed".into(),
         ));
     }
-    if spec.a.access(spec.m, spec.k) != Access::Normal || !t.extras.is_empty() {
+    // The rider reads the twin's A block as `[m][tv]`: the twin must read A transposed.
+    if spec.a.access(spec.m, spec.k) != Access::Normal
+        || t.a.access(t.m, t.k) != Access::Transposed
+        || t.n == 0
+        || !t.extras.is_empty()
+    {
         return Err(KernelError::Unsupported(
-            "a product pair reads A by rows and its twin has no epilogue inputs".into(),
+            "a product pair reads A by rows, its twin reads it transposed into a product of \
+             some columns, with no epilogue inputs"
+                .into(),
         ));
     }
     Ok(t)
@@ -387,7 +394,7 @@ pub fn build(
             .take()
             .ok_or_else(|| KernelError::Unsupported("too many matmul operands".into()))?;
         e.byte_offset(r, &args, i, *sz);
-        base.push(r);
+        base.push(Base::Reg(r));
     }
     let main_slots = Slots {
         a: 0,
@@ -408,6 +415,7 @@ pub fn build(
         slots: twin_slots,
         chip,
         base,
+        args,
         scratch,
     };
     let k = Streamed::new(&cx, plan, 0..u32::MAX)?;

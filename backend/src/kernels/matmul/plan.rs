@@ -47,7 +47,17 @@ impl MatPlan {
         } else {
             0
         };
-        2 * (tm * tk * e + tk * tn * e) + 2 * tile * 4 + 2 * tile * (extras + out)
+        // A row epilogue's operands: a tile each, or a row's value for each tile row.
+        let rows: u64 = spec
+            .rows
+            .iter()
+            .flat_map(|r| r.args())
+            .map(|(_, o)| {
+                let esz = o.dtype.size() as u64;
+                if o.per_row { tm * esz } else { tile * esz }
+            })
+            .sum();
+        2 * (tm * tk * e + tk * tn * e) + 2 * tile * 4 + 2 * tile * (extras + out) + 2 * rows
     }
 
     /// Output tiles per batch entry along M and N, and K slices.
@@ -121,6 +131,43 @@ pub fn estimate_seconds(spec: &MatSpec, plan: &MatPlan, chip: &ChipInfo) -> f64 
     steps as f64 * step + epi + first + last
 }
 
+/// The estimated seconds of `plan` for a product with a row epilogue, but for the row
+/// program's vector work, which is the same for every tiling and does not overlap the matrix
+/// units: the drain of a tile is one long run of vector instructions, and the front end can
+/// queue only a few matrix-unit commands ahead of it (`costs.mxu_queue_depth`; measured on the
+/// demo's language-model head: tiles of 128 rows 81.9 us, one tile of 512 rows 72.8 us). What
+/// remains is the matrix units' time (or HBM's) and the first slices' load, among the tilings
+/// that read W once (K in one slice, or all rows in one tile: the whole width of W is the
+/// largest operand; re-reading it was 4 us faster on that head, for 8 MiB more).
+fn rows_estimate(spec: &MatSpec, plan: &MatPlan, chip: &ChipInfo) -> f64 {
+    let core = &chip.core;
+    let (r, c, units) = (
+        core.mxu_rows.max(1) as u64,
+        core.mxu_cols.max(1) as u64,
+        core.mxus.max(1) as u64,
+    );
+    let (tiles_m, _, slices) = plan.counts(spec);
+    let (m, n, k) = (spec.m as u64, spec.n as u64, spec.k as u64);
+    let (tm, tn, tk) = (
+        (plan.tm as u64).min(m),
+        (plan.tn as u64).min(n),
+        (plan.tk as u64).min(k),
+    );
+    let e = spec.esz() as u64;
+    let clock = core.clock_hz.max(1.0);
+    let bw = chip.hbm_bytes_per_s.max(1.0);
+    let latency = chip.hbm_latency_ns * 1e-9;
+    let folds = tk.div_ceil(r) * tn.div_ceil(c).div_ceil(units);
+    let mxu = (tiles_m * slices * folds * tm.max(r) * spec.prec.passes() as u64) as f64 / clock;
+    // W (the whole width) is read once: K in one slice, or one row of tiles.
+    if slices > 1 && tiles_m > 1 {
+        return f64::INFINITY;
+    }
+    let loads = ((m * k + k * n) * e) as f64 / bw;
+    let first = latency + ((tm * tk + tk * tn) * e) as f64 / bw;
+    mxu.max(loads) + first
+}
+
 /// Sizes worth trying for a tile side: the whole (rounded) extent, and powers of two from
 /// `unit` up to `max` below it.
 fn candidates(extent: u32, unit: u32, max: u32) -> Vec<u32> {
@@ -170,9 +217,22 @@ pub fn plan(spec: &MatSpec, chip: &ChipInfo, resident: bool) -> Result<MatPlan, 
         return Ok(p);
     }
     let (r, c) = (core.mxu_rows.max(1), core.mxu_cols.max(1));
+    // A row epilogue sees whole rows: one tile spans the product's width, its row pitch the
+    // rows body's (a multiple of 128).
+    let tns = if spec.rows.is_some() {
+        let whole = spec.n.next_multiple_of(c);
+        if whole != spec.n.next_multiple_of(128) {
+            return Err(KernelError::Unsupported(
+                "a row epilogue needs rows padded as the vector unit pads them".into(),
+            ));
+        }
+        vec![whole]
+    } else {
+        candidates(spec.n, c, 2048.max(c))
+    };
     let mut best: Option<(f64, u64, u64, MatPlan)> = None;
     for &tm in &candidates(spec.m, 8, 2048) {
-        for &tn in &candidates(spec.n, c, 2048.max(c)) {
+        for &tn in &tns {
             for &tk in &candidates(spec.k, r, 2048.max(r)) {
                 let p = MatPlan {
                     tm,
@@ -184,7 +244,11 @@ pub fn plan(spec: &MatSpec, chip: &ChipInfo, resident: bool) -> Result<MatPlan, 
                 if vmem > budget {
                     continue;
                 }
-                let t = estimate_seconds(spec, &p, chip);
+                let t = if spec.rows.is_some() {
+                    rows_estimate(spec, &p, chip)
+                } else {
+                    estimate_seconds(spec, &p, chip)
+                };
                 let (tiles_m, tiles_n, slices) = p.counts(spec);
                 let steps = tiles_m * tiles_n * slices;
                 let better = match &best {

@@ -6,6 +6,7 @@ use tpuemu_isa::ops::{MxuFmt, Precision};
 use crate::dtype::DType;
 use crate::ir::{POp, Prog};
 use crate::kernels::KernelError;
+use crate::kernels::tile::{TileOperand, TileSpec};
 
 /// How an operand moves from HBM into a matrix unit.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -81,6 +82,31 @@ pub struct MatSpec {
     /// one's transposed, its `w` the argument after this one's extras, its output the last
     /// argument. Planned and built by [`super::pair`].
     pub twin: Option<Box<MatSpec>>,
+    /// A row reduction run on each finished output tile, the product staying in VMEM (see
+    /// [`crate::ir::RowEpilogue`]): its operands but the product are the arguments after the
+    /// extras; the product (`out`) is not stored.
+    pub rows: Option<Box<RowSpec>>,
+}
+
+/// The row reduction of a [`MatSpec`].
+#[derive(Clone, PartialEq, Debug)]
+pub struct RowSpec {
+    /// The row program as a tile kernel over `[m, n]` would run it: its operands (inputs, then
+    /// outputs) with their strides over `[m, n]`.
+    pub tile: TileSpec,
+    /// Which of them is the product.
+    pub product: usize,
+}
+
+impl RowSpec {
+    /// The operands that are arguments (all but the product), with their operand index.
+    pub fn args(&self) -> impl Iterator<Item = (usize, &TileOperand)> {
+        self.tile
+            .operands
+            .iter()
+            .enumerate()
+            .filter(move |(k, _)| *k != self.product)
+    }
 }
 
 impl MatSpec {
@@ -115,6 +141,42 @@ pub fn is_plain_epilogue(prog: &Prog) -> bool {
             .nodes
             .iter()
             .all(|n| matches!(n.op, POp::Input(0) | POp::Cast(_)))
+}
+
+/// The row reduction's spec: the row program lowered as a tile kernel over the product's
+/// `[m, n]` (its inputs: the node's from `first_in`, the product inserted at its place).
+fn row_spec(
+    node: &crate::ir::Node,
+    mm: &crate::ir::MatmulNode,
+    r: &crate::ir::RowEpilogue,
+    first_in: usize,
+) -> Result<RowSpec, KernelError> {
+    let product = r.product as usize;
+    let mut ins: Vec<(&crate::layout::Layout, DType)> = node.inputs[first_in..]
+        .iter()
+        .map(|v| (&v.layout, v.dtype))
+        .collect();
+    if product > ins.len() || mm.epilogue.outputs.len() != 1 {
+        return Err(KernelError::Unsupported(
+            "a row epilogue reads the product as one of its inputs".into(),
+        ));
+    }
+    ins.insert(product, (&r.product_view.layout, r.product_view.dtype));
+    let outs: Vec<_> = node.outputs.iter().map(|v| (&v.layout, v.dtype)).collect();
+    let (tile, _) = crate::kernels::tile::lower(&r.shape, 1, &r.prog, &ins, &outs)?;
+    let (m, n) = (mm.m, mm.n);
+    let p = &tile.operands[product];
+    if tile.shape != [m, n]
+        || tile.row_dims != 1
+        || p.per_row
+        || p.strides != [n as isize, 1]
+        || p.dtype != r.product_view.dtype
+    {
+        return Err(KernelError::Unsupported(
+            "a row epilogue over rows other than the product's".into(),
+        ));
+    }
+    Ok(RowSpec { tile, product })
 }
 
 /// The plain epilogue: the f32 product converted to `dtype`.
@@ -163,10 +225,13 @@ pub fn spec_of(
         u32::try_from(x).map_err(|_| KernelError::TooLarge("matmul dimension above 4G".into()))
     };
     let (a, w) = (&node.inputs[0], &node.inputs[1]);
-    let out = node
-        .outputs
-        .first()
-        .ok_or_else(|| KernelError::Unsupported("matmul without an output".into()))?;
+    let out = match &mm.rows {
+        Some(r) => &r.product_out,
+        None => node
+            .outputs
+            .first()
+            .ok_or_else(|| KernelError::Unsupported("matmul without an output".into()))?,
+    };
     let fmt = match (a.dtype, w.dtype) {
         (DType::BF16, DType::BF16) => MxuFmt::Bf16,
         (DType::F32, DType::F32) => MxuFmt::F32,
@@ -188,8 +253,16 @@ pub fn spec_of(
         })
     };
     let tw = mm.twin_operands();
-    let (n_in, n_out) = (node.inputs.len() - tw, node.outputs.len() - tw);
-    if n_in < 2 || n_out < 1 {
+    let (n_in, n_out) = match &mm.rows {
+        // The row program's inputs but the product follow the extras; its outputs are the
+        // node's; the product is the epilogue's one output.
+        Some(r) => (
+            node.inputs.len().saturating_sub(r.inputs.saturating_sub(1)),
+            1,
+        ),
+        None => (node.inputs.len() - tw, node.outputs.len() - tw),
+    };
+    if n_in < 2 || n_out < 1 || (mm.rows.is_some() && (tw > 0 || b != 1)) {
         return Err(KernelError::Unsupported(
             "matmul without its operands".into(),
         ));
@@ -199,7 +272,7 @@ pub fn spec_of(
         .map(|v| op(v, [b, m, n]))
         .collect::<Result<Vec<_>, _>>()?;
     let out_op = op(out, [b, m, n])?;
-    let extra_outs = node.outputs[1..n_out]
+    let extra_outs = node.outputs[1.min(node.outputs.len())..n_out.min(node.outputs.len())]
         .iter()
         .map(|v| op(v, [b, m, n]))
         .collect::<Result<Vec<_>, _>>()?;
@@ -210,6 +283,20 @@ pub fn spec_of(
             n_out
         )));
     }
+    let rows = match &mm.rows {
+        None => None,
+        Some(r) => Some(Box::new(row_spec(node, mm, r, n_in)?)),
+    };
+    let extra_outs = if rows.is_some() {
+        Vec::new()
+    } else {
+        extra_outs
+    };
+    let out_op = if rows.is_some() {
+        MatOperand::contiguous(out.dtype, m as u32, n as u32)
+    } else {
+        out_op
+    };
     let epilogue = if is_plain_epilogue(&mm.epilogue)
         && out.dtype == DType::F32
         && extras.is_empty()
@@ -243,6 +330,7 @@ pub fn spec_of(
                 extra_outs: Vec::new(),
                 epilogue: (p2.dtype != DType::F32).then(|| cast_prog(p2.dtype)),
                 twin: None,
+                rows: None,
             }))
         }
     };
@@ -260,6 +348,7 @@ pub fn spec_of(
         extra_outs,
         epilogue,
         twin,
+        rows,
     };
     let offsets = node
         .inputs

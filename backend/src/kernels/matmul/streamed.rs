@@ -42,6 +42,8 @@ struct Buffers {
     x: Vec<[u32; 2]>,
     /// Epilogue outputs, one pair per output (the accumulators when there is no epilogue).
     o: Vec<[u32; 2]>,
+    /// A row epilogue's argument operands, in argument order.
+    r: Vec<[u32; 2]>,
     /// The first VMEM byte past them.
     end: u32,
 }
@@ -72,6 +74,12 @@ impl Buffers {
         } else {
             vec![c]
         };
+        let r = s
+            .rows
+            .iter()
+            .flat_map(|r| r.args())
+            .map(|(_, o)| two(super::rows::buffer_bytes(o, tm, tn)))
+            .collect();
         if at as u64 > cx.chip.core.vmem_bytes {
             return Err(KernelError::TooLarge(
                 "matmul buffers do not fit VMEM".into(),
@@ -83,6 +91,7 @@ impl Buffers {
             c,
             x,
             o,
+            r,
             end: at,
         })
     }
@@ -263,7 +272,8 @@ impl<'a> Streamed<'a> {
             )?;
             pending.add(cb, d.bytes());
         }
-        Ok(())
+        let bufs: Vec<u32> = self.bufs.r.iter().map(|b| b[cb]).collect();
+        super::rows::load_inputs(cx, st, rm, &bufs, cb, pending)
     }
 
     /// The folds of step `idx`, a chunk of `drain` after each round; then the rider's over
@@ -326,6 +336,7 @@ impl<'a> Streamed<'a> {
                 self.bufs.o.iter().map(|o| o[cb]).collect(),
             ),
         )
+        .with_rows(self.bufs.r.iter().map(|r| r[cb]).collect())
     }
 }
 

@@ -172,7 +172,7 @@ fn uses_index(spec: &TileSpec) -> bool {
 }
 
 /// Whether a rows-layout program reads coordinates of outer dims (other than size-1 ones).
-fn uses_outer_index(spec: &TileSpec) -> bool {
+pub(crate) fn uses_outer_index(spec: &TileSpec) -> bool {
     let start = body::row_start(&spec.orig_shape, spec.row_len());
     spec.prog.nodes.iter().any(|n| match n.op {
         POp::Index(d) => {
