@@ -28,9 +28,12 @@ fn case(args: &[&str], want: &'static str) -> Case {
     }
 }
 
-/// A fresh scratch directory under the target directory, with the files the cases use.
-fn fixtures() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hostile");
+/// A fresh scratch directory under the target directory, with the files the cases use; one
+/// per test (`test`), as tests run in parallel and each starts by clearing its own.
+fn fixtures(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("hostile")
+        .join(test);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let w = |name: &str, bytes: &[u8]| std::fs::write(dir.join(name), bytes).unwrap();
@@ -541,7 +544,7 @@ fn run_case(c: &Case) -> Result<(), String> {
 
 #[test]
 fn the_battery_of_bad_inputs_is_refused_clearly() {
-    let dir = fixtures();
+    let dir = fixtures("battery");
     let cases = battery(&dir);
     assert!(cases.len() >= 200, "{} cases", cases.len());
     let failures: Vec<String> = cases
@@ -565,7 +568,7 @@ fn the_battery_of_bad_inputs_is_refused_clearly() {
 
 #[test]
 fn a_bad_chip_prints_no_progress_before_its_error() {
-    let dir = fixtures();
+    let dir = fixtures("bad_chip");
     let o = Command::new(env!("CARGO_BIN_EXE_tpuemu"))
         .args(["demo", "--small", "--chip"])
         .arg(dir.join("bad_clock.toml"))
@@ -589,7 +592,7 @@ fn a_bad_chip_prints_no_progress_before_its_error() {
 #[test]
 fn a_large_output_is_written_piece_by_piece_and_reads_back() {
     // 3 MiB + 4 bytes: more than the 1 MiB pieces `run --output` reads from HBM at a time.
-    let dir = fixtures();
+    let dir = fixtures("large_output");
     let out = dir.join("big.safetensors");
     let o = Command::new(env!("CARGO_BIN_EXE_tpuemu"))
         .arg("run")

@@ -7,7 +7,9 @@
 //! A node no rule accepts starts a group of its own. It may also join a group older than one
 //! it depends on when the groups in between that it waits on can all move before that group
 //! ([`order`]). Before planning, a constant fill is copied into the tile nodes that read it
-//! ([`consts`]), so a seed gradient ties a backward to nothing.
+//! ([`consts`]), so a seed gradient ties a backward to nothing. Once every node has a group,
+//! a product that only a later reduction along its rows reads merges into that reduction's
+//! group as its row epilogue ([`row_epilogue`]).
 //!
 //! Values written inside a group and needed by no later node and no live tensor are dropped
 //! from the group's outputs: they never get device memory and never touch HBM. Fused kernels

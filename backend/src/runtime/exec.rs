@@ -218,7 +218,8 @@ impl Runtime {
 
     /// A product fused with a twin product or a row reduction as two nodes of their own when
     /// its kernel cannot run here: split over `parts` cores (each product's own kernel splits;
-    /// the fused one runs on one core), or too large for this chip's VMEM.
+    /// the fused one runs on one core), too large for this chip's VMEM, or (a pair) estimated
+    /// slower than its two products apart.
     pub(crate) fn halves(&self, node: &Node, parts: usize) -> Option<[Node; 2]> {
         let NodeKind::Matmul(m) = &node.kind else {
             return None;
@@ -226,10 +227,13 @@ impl Runtime {
         if m.twin.is_none() && m.rows.is_none() {
             return None;
         }
+        let info = &self.inner.info;
+        // A pair runs whole only where its cost model says it beats its two products apart.
         let whole = parts == 1
-            && kernels::matmul::spec_of(node, m, m.precision.isa())
-                .and_then(|(spec, _)| kernels::matmul::plan(&spec, &self.inner.info, false))
-                .is_ok();
+            && kernels::matmul::spec_of(node, m, m.precision.isa()).is_ok_and(|(spec, _)| {
+                kernels::matmul::plan(&spec, info, false).is_ok()
+                    && (spec.twin.is_none() || kernels::matmul::pair_pays(&spec, info))
+            });
         if whole { None } else { node.split_fused() }
     }
 

@@ -36,6 +36,7 @@ mod rows;
 mod spec;
 mod streamed;
 
+pub use pair::pays as pair_pays;
 pub use plan::{MatPlan, estimate_seconds, plan};
 pub use spec::{Access, MatOperand, MatSpec, RowSpec, is_plain_epilogue, spec_of};
 
