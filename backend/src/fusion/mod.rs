@@ -238,8 +238,13 @@ pub(crate) fn run_graph(
             };
         }
         match rt.execute(core, &node, Some(gid)) {
-            // A product fused with a twin or a row reduction runs as its two parts.
-            Err(TpuError::NoKernel { .. }) if node.split_fused().is_some() => {
+            // A product fused with a twin or a row reduction runs as its two parts, when both
+            // have kernels (else as its operators, below).
+            Err(TpuError::NoKernel { .. })
+                if node
+                    .split_fused()
+                    .is_some_and(|ps| ps.iter().all(|p| rt.prepare(core, p).is_ok())) =>
+            {
                 for part in node.split_fused().expect("checked") {
                     rt.execute(core, &part, Some(gid))?;
                 }

@@ -83,9 +83,11 @@ fn producer(groups: &mut [Group], j: usize, graph: &Graph) -> Option<(usize, usi
             && same_elements(&v.layout, &p.layout)
             && shape.iter().product::<usize>() == mm.m * mm.n
             && shape.last() == Some(&mm.n);
-        // The product moves past the groups between: none may write what it reads.
+        // The product moves past the groups between and joins the reduction's: none of them
+        // may write what it reads (the reduction's outputs are stored tile by tile while later
+        // tiles still load the product's operands).
         let read = storages(&g.node);
-        let free = groups[i + 1..j].iter().all(|h| {
+        let free = groups[i + 1..=j].iter().all(|h| {
             h.node
                 .outputs
                 .iter()
@@ -198,6 +200,62 @@ mod tests {
         let r = run_both_on(small, |rt| operands(rt, m, k, n), head);
         assert_eq!(r.strict, r.fused);
         assert_eq!(r.kernels, 2);
+    }
+
+    /// `t(rt, shape, seed, dtype)`: deterministic values.
+    fn t(rt: &crate::Runtime, shape: &[usize], seed: u32, dtype: DType) -> Tensor {
+        let n = shape.iter().product();
+        Tensor::from_slice(rt, &data(n, seed), shape)
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_reduction_writing_what_the_product_reads_stays_apart() {
+        // The row maximum copied over the bias the product's epilogue adds (found by review:
+        // merged, tile 0's row outputs were stored while later tiles still loaded the bias).
+        let (m, k, n) = (512usize, 128usize, 512usize);
+        let mut chip = tpuemu_emulator::builtin("v5e").unwrap();
+        chip.vmem_bytes = 1 << 20;
+        let r = run_both_on(
+            chip,
+            |rt| {
+                vec![
+                    t(rt, &[m, k], 1, DType::F32),
+                    t(rt, &[k, n], 2, DType::F32),
+                    t(rt, &[n], 3, DType::F32),
+                ]
+            },
+            |t| {
+                let logits = t[0].mm(&t[1]).unwrap().add(&t[2]).unwrap();
+                let mx = logits.amax(&[-1], false).unwrap();
+                crate::ops::creation::copy_(&t[2], &mx).unwrap();
+                vec![t[2].clone()]
+            },
+        );
+        assert_eq!(r.strict, r.fused);
+        assert!(!r.joins.contains_key(super::RULE));
+    }
+
+    #[test]
+    fn a_product_without_a_kernel_still_runs_its_operators() {
+        // `tril` in the product's epilogue has no kernel there (found by review: merged, the
+        // group's fallback ran the product part alone and failed again).
+        let (m, k, n) = (256usize, 128usize, 256usize);
+        let r = run_both(
+            |rt| {
+                vec![
+                    t(rt, &[m, k], 1, DType::BF16),
+                    t(rt, &[k, n], 2, DType::BF16),
+                ]
+            },
+            |t| {
+                let logits = t[0].mm(&t[1]).unwrap().tril(0).unwrap();
+                vec![logits.log_softmax(-1).unwrap()]
+            },
+        );
+        assert_eq!(r.strict, r.fused);
     }
 
     #[test]
