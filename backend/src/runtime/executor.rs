@@ -4,7 +4,7 @@
 //! |---|---|---|---|
 //! | [`Strict`] | lowered and launched at once, asynchronously | — | — |
 //! | [`Debug`] | launched, and the launch waited for (the queue is blocking) | — | — |
-//! | [`DeferAndFuse`] | recorded | counted; at the size limit the graph runs (`size limit`) | the graph is fused and run |
+//! | [`DeferAndFuse`] | recorded | counted; at the size limit the graph runs (`size limit`), but for lone products among its latest operators, which stay recorded | the graph is fused and run |
 //! | [`Capture`] | recorded for whole-graph compilation | — | refused: a compiled graph cannot read values |
 //!
 //! The runtime holds one executor at a time ([`super::State::exec`]); starting a capture sets
