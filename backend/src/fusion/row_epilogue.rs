@@ -122,23 +122,21 @@ fn merge_into(product: Group, rows: &mut Group, input: usize) {
     node.inputs.extend(inputs);
     node.outputs = rows.node.outputs.clone();
     rows.node = node;
-    let joins = std::mem::take(&mut rows.joins);
-    rows.joins = product.joins;
-    rows.joins.push(RULE);
-    rows.joins.extend(joins);
-    let mut ops = product.ops;
-    ops.append(&mut rows.ops);
-    rows.ops = ops;
-    let mut ids = product.op_ids;
-    ids.append(&mut rows.op_ids);
-    rows.op_ids = ids;
-    let mut members = product.members;
-    members.append(&mut rows.members);
-    rows.members = members;
-    let mut reads = product.read_ids;
-    reads.append(&mut rows.read_ids);
-    rows.read_ids = reads;
+    // The product's operators come first, then the merge, then the reduction's.
+    let mut joins = product.joins;
+    joins.push(RULE);
+    prepend(joins, &mut rows.joins);
+    prepend(product.ops, &mut rows.ops);
+    prepend(product.op_ids, &mut rows.op_ids);
+    prepend(product.members, &mut rows.members);
+    prepend(product.read_ids, &mut rows.read_ids);
     rows.out_refs.clear();
+}
+
+/// `to` with `front` before its own items.
+fn prepend<T>(mut front: Vec<T>, to: &mut Vec<T>) {
+    front.append(to);
+    *to = front;
 }
 
 #[cfg(test)]

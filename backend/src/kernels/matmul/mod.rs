@@ -196,6 +196,25 @@ fn tile_desc(
     hbm_vmem_desc(elem, &dims, to_vmem)
 }
 
+/// Registers holding the base byte offsets of the first arguments, whose elements are
+/// `sizes` bytes.
+fn base_regs(
+    e: &mut Emitter,
+    pool: &mut RegPool,
+    args: &BufferArgs,
+    sizes: &[u32],
+) -> Result<Vec<Base>, KernelError> {
+    let mut base = Vec::new();
+    for (i, sz) in sizes.iter().enumerate() {
+        let r = pool
+            .take()
+            .ok_or_else(|| KernelError::Unsupported("too many matmul operands".into()))?;
+        e.byte_offset(r, args, i, *sz);
+        base.push(Base::Reg(r));
+    }
+    Ok(base)
+}
+
 /// Builds the kernel for one core. Arguments: `a`, `w`, each extra, `out` (buffers), then one
 /// scalar per buffer: its storage offset in elements.
 pub fn build(
@@ -269,19 +288,12 @@ pub fn build_parts(
     let args = e.buffers_with_offsets(names);
     let mut pool = RegPool::default();
     let scratch = pool.take().expect("a fresh pool has registers");
-    let mut base = Vec::new();
     let sizes: Vec<u32> = [spec.a.dtype.size() as u32, spec.w.dtype.size() as u32]
         .into_iter()
         .chain(spec.extras.iter().map(|x| x.dtype.size() as u32))
         .chain(outs)
         .collect();
-    for (i, sz) in sizes.iter().enumerate() {
-        let r = pool
-            .take()
-            .ok_or_else(|| KernelError::Unsupported("too many matmul operands".into()))?;
-        e.byte_offset(r, &args, i, *sz);
-        base.push(Base::Reg(r));
-    }
+    let mut base = base_regs(&mut e, &mut pool, &args, &sizes)?;
     base.extend(row_args.iter().map(|&esz| Base::Arg { esz }));
     let mut cx = Ctx {
         e,

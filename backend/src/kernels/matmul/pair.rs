@@ -20,7 +20,8 @@ use tpuemu_isa::Program;
 use super::drain::Drain;
 use super::streamed::{self, Step, Streamed, elem_off};
 use super::{
-    ATile, Access, Base, Ctx, MatPlan, MatSpec, SEM_EXTRA, SEM_STORE, Side, Slots, WTile, tile_desc,
+    ATile, Access, Ctx, MatPlan, MatSpec, SEM_EXTRA, SEM_STORE, Side, Slots, WTile, base_regs,
+    tile_desc,
 };
 use crate::codegen::{Emitter, PingPong, RegPool};
 use crate::kernels::KernelError;
@@ -410,14 +411,7 @@ pub fn build(
         .chain(spec.outputs().map(|o| o.dtype.size() as u32))
         .chain([t.out.dtype.size() as u32])
         .collect();
-    let mut base = Vec::new();
-    for (i, sz) in sizes.iter().enumerate() {
-        let r = pool
-            .take()
-            .ok_or_else(|| KernelError::Unsupported("too many matmul operands".into()))?;
-        e.byte_offset(r, &args, i, *sz);
-        base.push(Base::Reg(r));
-    }
+    let base = base_regs(&mut e, &mut pool, &args, &sizes)?;
     let main_slots = Slots {
         a: 0,
         w: 1,
