@@ -18,7 +18,10 @@
 //!
 //! The epilogue (bias, scaling, activations fused by DeferAndFuse, and the conversion to the
 //! output dtype) runs on each finished output tile in VMEM with the tile kernel's vector code
-//! ([`drain`]).
+//! ([`drain`]); a row epilogue (a reduction along the product's rows) runs there too, on tiles
+//! of whole rows, the product never stored ([`rows`]). A product pair (`A @ B` beside
+//! `A^T @ C`, a linear layer's backward) is one streamed schedule with a second product folded
+//! beside it ([`pair`]).
 
 use tpuemu_isa::dma::DmaDescriptor;
 use tpuemu_isa::ops::{MxuFmt, Precision};

@@ -3,7 +3,8 @@
 //!
 //! Steps run in order `(batch, tile row, tile column, K slice)`. Step `i + 1`'s A and W slices
 //! load while step `i` folds; an output tile's epilogue and store ([`Drain`]) are interleaved
-//! with the next tile's folds.
+//! with the next tile's folds. A [`Rider`] (a pair's first product) loads its own block beside
+//! each new A block and folds that A block a second time.
 
 use super::drain::Drain;
 use super::pair::Rider;
