@@ -35,7 +35,8 @@ pub(super) fn merge(groups: &mut Vec<Group>, graph: &Graph) {
 }
 
 /// The group before `j` whose product group `j` reduces along its rows and alone reads, and
-/// which may move to `j`; with the index of the input of `j` that reads it.
+/// which may move to `j`; with the index of the input of `j` that reads it. Group `j`'s node
+/// first reads each operand once (as `finish` would make it), so that input is unique.
 fn producer(groups: &mut [Group], j: usize, graph: &Graph) -> Option<(usize, usize)> {
     let NodeKind::Tile {
         shape, row_dims: 1, ..

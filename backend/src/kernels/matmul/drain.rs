@@ -102,7 +102,7 @@ impl Drain {
         let rows = self.chunk_rows.min(self.rm - r0);
         self.epilogue(cx, r0, rows)?;
         if s.rows.is_some() {
-            // The product stays in VMEM: the row program reads it there.
+            // The product stays in VMEM: the row program reads it there, then stores its own.
             super::rows::chunk(
                 cx,
                 &self.st,
@@ -111,8 +111,19 @@ impl Drain {
                 &self.r_bufs,
                 SEM_STORE + cb as u8,
             )?;
+        } else {
+            self.store(cx, r0, rows, cb)?;
         }
-        for (k, (o, esz)) in self.outputs(s).enumerate().filter(|_| s.rows.is_none()) {
+        self.next_row += rows;
+        if self.next_row >= self.rm {
+            self.cb = None;
+        }
+        Ok(())
+    }
+
+    /// The stores of the outputs' rows `r0..r0 + rows` on buffer `cb`'s semaphore.
+    fn store(&self, cx: &mut Ctx, r0: u32, rows: u32, cb: usize) -> Result<(), KernelError> {
+        for (k, (o, esz)) in self.outputs(cx.spec).enumerate() {
             let (st1, st2) = (o.strides[1], o.strides[2]);
             let d = tile_desc(esz, rows, self.rn, st1, st2, self.tn, false);
             let hbm = Side::Hbm {
@@ -121,10 +132,6 @@ impl Drain {
             };
             let vmem = Side::Vmem((self.o_bufs[k] + r0 * self.tn * esz) as i32);
             cx.dma(hbm, vmem, &d, SEM_STORE + cb as u8)?;
-        }
-        self.next_row += rows;
-        if self.next_row >= self.rm {
-            self.cb = None;
         }
         Ok(())
     }

@@ -272,10 +272,15 @@ pub fn spec_of(
         .map(|v| op(v, [b, m, n]))
         .collect::<Result<Vec<_>, _>>()?;
     let out_op = op(out, [b, m, n])?;
-    let extra_outs = node.outputs[1.min(node.outputs.len())..n_out.min(node.outputs.len())]
-        .iter()
-        .map(|v| op(v, [b, m, n]))
-        .collect::<Result<Vec<_>, _>>()?;
+    // With a row epilogue the node's outputs are the row program's: the product has no more.
+    let extra_outs = if mm.rows.is_some() {
+        Vec::new()
+    } else {
+        node.outputs[1..n_out]
+            .iter()
+            .map(|v| op(v, [b, m, n]))
+            .collect::<Result<Vec<_>, _>>()?
+    };
     if mm.epilogue.outputs.len() != n_out {
         return Err(KernelError::Unsupported(format!(
             "matmul epilogue with {} outputs for {} output operands",
@@ -286,16 +291,6 @@ pub fn spec_of(
     let rows = match &mm.rows {
         None => None,
         Some(r) => Some(Box::new(row_spec(node, mm, r, n_in)?)),
-    };
-    let extra_outs = if rows.is_some() {
-        Vec::new()
-    } else {
-        extra_outs
-    };
-    let out_op = if rows.is_some() {
-        MatOperand::contiguous(out.dtype, m as u32, n as u32)
-    } else {
-        out_op
     };
     let epilogue = if is_plain_epilogue(&mm.epilogue)
         && out.dtype == DType::F32
