@@ -44,3 +44,6 @@ mod dtensor;
 
 #[path = "backend/layering.rs"]
 mod layering;
+
+#[path = "backend/host_costs.rs"]
+mod host_costs;

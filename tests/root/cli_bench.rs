@@ -216,12 +216,14 @@ fn host_costs_are_reported_and_overridable() {
     ] {
         assert!(base[field].as_f64().unwrap() >= 0.0, "{field} in {base}");
     }
-    // Every operator of a DeferAndFuse step is recorded once: lowering the record cost by
-    // 5,000 ns lowers the host's work by 5,000 ns per operator call, and changes nothing the
-    // device does.
+    // Every operator of a DeferAndFuse step but its views is recorded once: lowering the
+    // record cost by 5,000 ns lowers the host's work by 5,000 ns per such operator call, and
+    // changes nothing the device does.
     let cheap = bench_with("defer", &["--set", "host.record_ns=1000"]);
     assert_eq!(cheap["host_costs"]["record_ns"].as_f64(), Some(1000.0));
-    let ops = base["ops"].as_f64().unwrap();
+    let views = base["view_calls"].as_f64().unwrap();
+    assert!(views > 0.0, "the MLP transposes its weights: {base}");
+    let ops = base["ops"].as_f64().unwrap() - views;
     let saved =
         base["host_busy_seconds"].as_f64().unwrap() - cheap["host_busy_seconds"].as_f64().unwrap();
     let want = ops * (c["record_ns"].as_f64().unwrap() - 1000.0) / 1e9;
@@ -239,6 +241,17 @@ fn host_costs_are_reported_and_overridable() {
         cheap["device_busy_seconds"].as_f64().unwrap(),
     );
     assert!((b0 - b1).abs() <= 1e-9 * b0, "device busy {b0} vs {b1}");
+    // Views cost `view_ns` in every mode: at 0 a Strict step saves exactly that per view.
+    let strict = bench_with("strict", &[]);
+    let free = bench_with("strict", &["--set", "host.view_ns=0"]);
+    let views = strict["view_calls"].as_f64().unwrap();
+    let saved =
+        strict["host_busy_seconds"].as_f64().unwrap() - free["host_busy_seconds"].as_f64().unwrap();
+    let want = views * strict["host_costs"]["view_ns"].as_f64().unwrap() / 1e9;
+    assert!(
+        want > 0.0 && (saved - want).abs() <= 1e-9 * want + 1e-12,
+        "saved {saved} s, want {views} views x view_ns = {want} s"
+    );
     // A chip TOML file's [host] table, then --set, in that order.
     let dir = scratch("host_costs");
     let file = dir.join("chip.toml");

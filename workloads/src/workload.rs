@@ -107,6 +107,8 @@ pub struct BenchReport {
     pub warmup_seconds_simulated: f64,
     /// Operator calls.
     pub ops: u64,
+    /// Of `ops`, view operators (charged `host_costs.view_ns`).
+    pub view_calls: u64,
     /// Kernels launched.
     pub kernels_launched: u64,
     /// Bytes kernels moved between HBM and on-chip memory.
@@ -248,6 +250,7 @@ pub fn run_workload(
         host_costs: rt.costs(),
         warmup_seconds_simulated: warmup,
         ops: per(m.ops),
+        view_calls: per(m.view_calls),
         kernels_launched: per(m.kernels_launched),
         hbm_bytes: per(m.hbm_bytes),
         mxu_flops: per(m.mxu_flops),

@@ -5,7 +5,7 @@ use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::ir::{Node, NodeKind, OpTag, PRef, Prog, ProgBuilder, View};
 use crate::layout::{Layout, broadcast_shapes, wrap_dim};
-use crate::runtime::Runtime;
+use crate::runtime::{Call, Runtime};
 use crate::tensor::Tensor;
 
 /// An operator call in progress: charges dispatch time on entry, closes its trace span on drop.
@@ -21,9 +21,20 @@ impl OpScope {
         Ok(Self::on(&rt, name, shapes(inputs)))
     }
 
+    /// Opens the call of view operator `name` on `inputs`' runtime: charged as a view
+    /// (`HostCosts::view_ns`), whatever the mode.
+    pub fn view(name: &str, inputs: &[&Tensor]) -> Result<OpScope> {
+        let rt = same_runtime(name, inputs)?;
+        Ok(Self::open(&rt, name, shapes(inputs), Call::View))
+    }
+
     /// Opens the call of `name` on `rt` with a description of its inputs.
     pub fn on(rt: &Runtime, name: &str, shapes: String) -> OpScope {
-        let tag = rt.begin_op(name, shapes);
+        Self::open(rt, name, shapes, Call::Op)
+    }
+
+    fn open(rt: &Runtime, name: &str, shapes: String, call: Call) -> OpScope {
+        let tag = rt.begin_op(name, shapes, call);
         OpScope {
             rt: rt.clone(),
             tag,

@@ -13,7 +13,7 @@ use crate::ops::sharding::{Lin, Sharding, ViewKind};
 use crate::tensor::Tensor;
 
 fn view_op(name: &str, x: &Tensor, f: impl FnOnce(&Layout) -> Result<Layout>) -> Result<Tensor> {
-    let _op = OpScope::new(name, &[x])?;
+    let _op = OpScope::view(name, &[x])?;
     Ok(x.with_layout(f(x.layout())?))
 }
 
@@ -22,9 +22,10 @@ pub fn view(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
     view_op("aten::view", x, |l| l.view(shape))
 }
 
-/// `x.reshape(shape)`: a view when the strides allow, else a copy.
+/// `x.reshape(shape)`: a view when the strides allow, else a copy. Charged as a view, as
+/// PyTorch's composite `reshape` is; a copy is a `clone` charged as its own operator.
 pub fn reshape(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
-    let _op = OpScope::new("aten::reshape", &[x])?;
+    let _op = OpScope::view("aten::reshape", &[x])?;
     let new = infer_size(shape, x.numel())?;
     match x.layout().view_as(&new) {
         Some(l) => Ok(x.with_layout(l)),

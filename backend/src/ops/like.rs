@@ -136,7 +136,7 @@ pub fn local_scalar_dense(x: &Tensor) -> Result<Value> {
 
 /// The same storage and view (`alias`, `detach`, `lift_fresh`).
 fn alias(name: &str, x: &Tensor) -> Result<Vec<Value>> {
-    let _op = OpScope::new(name, &[x])?;
+    let _op = OpScope::view(name, &[x])?;
     Ok(vec![Value::Tensor(x.clone())])
 }
 

@@ -1,5 +1,5 @@
-//! Host-side costs of the timing model: what the host spends to dispatch an operator, launch a
-//! kernel, record into a deferred graph, and generate a kernel.
+//! Host-side costs of the timing model: what the host spends to dispatch an operator, call a
+//! view operator, launch a kernel, record into a deferred graph, and generate a kernel.
 //!
 //! The device timeline starts each kernel no earlier than the host submitted it, so when
 //! kernels are short the host's dispatch rate is what bounds an eager program — a large part of
@@ -9,10 +9,15 @@
 //! | figure | default | why |
 //! |---|---|---|
 //! | `op_dispatch_ns` | 6 µs | PyTorch eager's CPU cost per operator before a kernel is enqueued: measured 2.5–3.7 µs per call of a 1-element CPU `add`/`mul`/`relu`/`sum` with torch 2.15 on one thread of this project's CI-class machine (`timeit` of 20,000 calls, best of 5); a device backend adds its own lowering and launch bookkeeping on top, so 6 µs. |
+//! | `view_ns` | 3 µs | a view operator (`t`, `view`, `permute`, `reshape` of compatible strides, `unsqueeze`, `expand`, `slice`, ...) runs PyTorch's generic view kernels: new sizes and strides, nothing to lower, launch or record, in every mode. Measured with `python/benchmarks/host_costs.py` (`timeit`, best of 7, one thread): 0.76–1.69 µs per view call on CPU tensors and the same 0.75–1.66 µs on "tpu" tensors through the bridge, against 0.89–1.31 µs for a 1-element CPU `add`/`mul`/`relu`/`sum` in the same run. A view costs what PyTorch eager's own part of `op_dispatch_ns` costs (2.5–3.7 µs as measured there): 3 µs. |
 //! | `launch_ns` | 3 µs | enqueueing an already compiled executable with its buffers (PJRT-style execute) takes a few µs. |
-//! | `record_ns` | 6 µs | DeferAndFuse records an operator into a graph: it still goes through Python and the dispatcher, so it costs what dispatching it costs (`op_dispatch_ns`) until a measurement shows less. |
-//! | `flush_ns` | 10 µs | a flush partitions the graph and looks fused kernels up by pattern. |
+//! | `record_ns` | 6 µs | DeferAndFuse records an operator into a graph: it still goes through Python and the dispatcher. On the bridge (`python/benchmarks/host_costs.py`, a chain of 50 `add`s, median of 200, emulation excluded) recording took 3.3 µs an operator and the flush that fuses the chain, finds its kernel and launches it 4.8 µs more an operator, 8.2 µs together against 7.9 µs for Strict's dispatch and launch: DeferAndFuse's host work per operator is no cheaper than Strict's. So recording is charged what dispatching is (`op_dispatch_ns`); with a flush at `flush_ns` that is kinder to DeferAndFuse than this bridge. |
+//! | `flush_ns` | 10 µs | a flush partitions the graph and looks fused kernels up by pattern. This bridge's flushes plan every graph afresh (4.8 µs an operator above); a runtime that keeps the plan of a graph it has seen pays a lookup: 10 µs assumed. |
 //! | `compile_ns` | 200 µs | generating and loading a new kernel (a cache miss); steady-state iterations hit the cache. |
+//!
+//! Tracing a graph for whole-graph compilation charges its operators at the mode's dispatch or
+//! view cost, counted as compile time (`Metrics::compile_ns`) like the kernels it generates:
+//! both happen once per input signature, not per step.
 //!
 //! Every figure is overridable: [`HostCosts::set`] by name (`tpuemu bench eager --set
 //! host.record_ns=1500`, or a `[host]` table in a chip TOML file), and the bench reports print
@@ -23,6 +28,9 @@
 pub struct HostCosts {
     /// Per operator call in Strict and Debug mode.
     pub op_dispatch_ns: f64,
+    /// Per view operator call, in every mode.
+    #[serde(default = "default_view_ns")]
+    pub view_ns: f64,
     /// Per kernel launched.
     pub launch_ns: f64,
     /// Per operator recorded in DeferAndFuse mode.
@@ -37,6 +45,7 @@ impl Default for HostCosts {
     fn default() -> Self {
         HostCosts {
             op_dispatch_ns: 6000.0,
+            view_ns: default_view_ns(),
             launch_ns: 3000.0,
             record_ns: 6000.0,
             flush_ns: 10_000.0,
@@ -45,11 +54,19 @@ impl Default for HostCosts {
     }
 }
 
+fn default_view_ns() -> f64 {
+    3000.0
+}
+
 /// The fields of [`HostCosts`], as [`HostCosts::set`] names them, with what each one costs.
 pub const HOST_COST_FIELDS: &[(&str, &str)] = &[
     (
         "op_dispatch_ns",
         "per operator call in Strict and Debug mode",
+    ),
+    (
+        "view_ns",
+        "per view operator call (strides only, no kernel), in every mode",
     ),
     ("launch_ns", "per kernel launched"),
     ("record_ns", "per operator recorded in DeferAndFuse mode"),
@@ -71,6 +88,7 @@ impl HostCosts {
         }
         let slot = match field {
             "op_dispatch_ns" => &mut self.op_dispatch_ns,
+            "view_ns" => &mut self.view_ns,
             "launch_ns" => &mut self.launch_ns,
             "record_ns" => &mut self.record_ns,
             "flush_ns" => &mut self.flush_ns,

@@ -8,6 +8,9 @@ use std::fmt::Write;
 pub struct Metrics {
     /// Operator calls (decomposed operators count each call they make).
     pub ops: u64,
+    /// Of `ops`, view operators (charged `HostCosts::view_ns`).
+    #[serde(default)]
+    pub view_calls: u64,
     /// Operator calls by overload.
     pub ops_by_name: BTreeMap<String, u64>,
     /// Kernels launched.
@@ -33,7 +36,8 @@ pub struct Metrics {
     pub cache_hits: u64,
     /// Kernel cache misses (kernels generated).
     pub cache_misses: u64,
-    /// Host time spent generating kernels, ns (simulated).
+    /// Host time spent compiling, ns (simulated): generating kernels, and tracing graphs for
+    /// whole-graph compilation.
     pub compile_ns: f64,
     /// Simulated host work, ns: dispatching or recording operators, launching kernels,
     /// flushing, generating kernels ([`super::HostCosts`]); not the time spent waiting for the
@@ -60,7 +64,11 @@ impl Metrics {
     /// A human-readable report.
     pub fn report(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "Metric: OperatorCalls\n  TotalSamples: {}", self.ops);
+        let _ = writeln!(
+            s,
+            "Metric: OperatorCalls\n  TotalSamples: {}\n  Views: {}",
+            self.ops, self.view_calls
+        );
         let _ = writeln!(
             s,
             "Metric: KernelsLaunched\n  TotalSamples: {}",

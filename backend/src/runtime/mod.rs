@@ -471,14 +471,24 @@ impl Runtime {
         q.adopt(self.inner.device.as_ref(), id, tag)
     }
 
-    /// Starts an operator call: charges dispatch (or recording) time and opens its trace span.
-    pub(crate) fn begin_op(&self, name: &str, shapes: String) -> OpTag {
+    /// Starts an operator call: charges dispatch (or recording, or a view's) time and opens its
+    /// trace span. Tracing for compilation counts the charge as compile time.
+    pub(crate) fn begin_op(&self, name: &str, shapes: String, call: Call) -> OpTag {
         let mut st = self.lock();
         st.op_depth += 1;
-        let cost = st.exec.dispatch_cost(&st.core.q.costs);
+        let cost = match call {
+            Call::Op => st.exec.dispatch_cost(&st.core.q.costs),
+            Call::View => st.core.q.costs.view_ns,
+        };
+        if st.exec.mode().is_none() {
+            st.core.q.metrics.compile_ns += cost;
+        }
         let core = &mut st.core;
         let id = core.q.next_id();
         core.q.metrics.ops += 1;
+        if call == Call::View {
+            core.q.metrics.view_calls += 1;
+        }
         *core
             .q
             .metrics
@@ -518,6 +528,15 @@ impl Runtime {
         let State { exec, core, .. } = &mut *st;
         exec.submit(self, core, node)
     }
+}
+
+/// What an operator call costs the host ([`Runtime::begin_op`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Call {
+    /// An operator: dispatched, recorded or traced at the mode's cost.
+    Op,
+    /// A view operator: new sizes and strides only ([`HostCosts::view_ns`]).
+    View,
 }
 
 /// Restores the previous mode when dropped.

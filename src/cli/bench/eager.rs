@@ -156,10 +156,13 @@ pub fn run(args: &EagerArgs) -> Result<(), CliError> {
     );
     let c = &r.host_costs;
     s += &format!(
-        "  host costs        dispatch {} ns, record {} ns, launch {} ns, flush {} ns, compile {} ns (--set host.FIELD=NS)\n",
-        c.op_dispatch_ns, c.record_ns, c.launch_ns, c.flush_ns, c.compile_ns
+        "  host costs        dispatch {} ns, view {} ns, record {} ns, launch {} ns, flush {} ns, compile {} ns (--set host.FIELD=NS)\n",
+        c.op_dispatch_ns, c.view_ns, c.record_ns, c.launch_ns, c.flush_ns, c.compile_ns
     );
-    s += &format!("  operator calls    {:>10}\n", r.ops);
+    s += &format!(
+        "  operator calls    {:>10} ({} views)\n",
+        r.ops, r.view_calls
+    );
     s += &format!("  kernels launched  {:>10}\n", r.kernels_launched);
     s += &format!(
         "  HBM bytes         {:>10.2} MiB\n",

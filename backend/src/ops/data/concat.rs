@@ -117,7 +117,7 @@ pub fn stack(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
 /// `torch.split(x, split_size, dim)`: views of `split_size` along `dim` (the last one may be
 /// shorter).
 pub fn split(x: &Tensor, split_size: i64, dim: i64) -> Result<Vec<Tensor>> {
-    let _op = OpScope::new("aten::split.Tensor", &[x])?;
+    let _op = OpScope::view("aten::split.Tensor", &[x])?;
     if x.dim() == 0 {
         return Err(TpuError::BadArgs(
             "split expects at least a 1-dimensional tensor".into(),

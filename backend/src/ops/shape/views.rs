@@ -14,7 +14,7 @@ use crate::ops::sharding::{Sharding, ViewKind};
 use crate::tensor::Tensor;
 
 fn view(name: &str, x: &Tensor, f: impl FnOnce(&Layout) -> Result<Layout>) -> Result<Tensor> {
-    let _op = OpScope::new(name, &[x])?;
+    let _op = OpScope::view(name, &[x])?;
     Ok(x.with_layout(f(x.layout())?))
 }
 
@@ -241,7 +241,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(Sharding::View(ViewKind::T)),
         OpDef::new("aten::split_with_sizes", v, all, |_, a| {
             let x = a.tensor(0)?;
-            let _op = OpScope::new("aten::split_with_sizes", &[x])?;
+            let _op = OpScope::view("aten::split_with_sizes", &[x])?;
             ts(split_sizes(x, &a.ints(1)?, a.int(2)?))
         })
         .shard(rep),
@@ -251,13 +251,13 @@ pub(super) fn defs() -> Vec<OpDef> {
         .shard(rep),
         OpDef::new("aten::unsafe_split_with_sizes", v, all, |_, a| {
             let x = a.tensor(0)?;
-            let _op = OpScope::new("aten::unsafe_split_with_sizes", &[x])?;
+            let _op = OpScope::view("aten::unsafe_split_with_sizes", &[x])?;
             ts(split_sizes(x, &a.ints(1)?, a.int(2)?))
         })
         .shard(rep),
         OpDef::new("aten::unbind.int", v, all, |_, a| {
             let x = a.tensor(0)?;
-            let _op = OpScope::new("aten::unbind.int", &[x])?;
+            let _op = OpScope::view("aten::unbind.int", &[x])?;
             ts(unbind_views(x, a.int(1)?))
         })
         .shard(rep),

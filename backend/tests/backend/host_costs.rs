@@ -1,0 +1,99 @@
+//! The host clock's charges, against sums worked out by hand from the operators each test
+//! calls: a view costs `view_ns` in every mode, any other operator the mode's dispatch or
+//! record cost, and tracing a graph for compilation counts as compile time.
+
+use tpuemu_backend::compile::compile;
+use tpuemu_backend::{HostCosts, Mode, Runtime, Tensor};
+
+use super::eager::rt;
+
+/// Costs that tell the charges apart: operators 1,000 ns (dispatched) or 2,000 ns (recorded),
+/// views 7 ns, nothing else.
+fn distinct_costs(rt: &Runtime) {
+    rt.set_costs(HostCosts {
+        op_dispatch_ns: 1000.0,
+        view_ns: 7.0,
+        launch_ns: 0.0,
+        record_ns: 2000.0,
+        flush_ns: 0.0,
+        compile_ns: 0.0,
+    });
+}
+
+fn input(rt: &Runtime) -> Tensor {
+    let xs: Vec<f32> = (0..32).map(|i| i as f32).collect();
+    Tensor::from_slice(rt, &xs, &[4, 8]).unwrap()
+}
+
+#[test]
+fn views_cost_view_ns_in_every_mode() {
+    for (mode, op_ns) in [
+        (Mode::Strict, 1000.0),
+        (Mode::Debug, 1000.0),
+        (Mode::DeferAndFuse, 2000.0),
+    ] {
+        let rt = rt(mode);
+        distinct_costs(&rt);
+        let x = input(&rt);
+        rt.sync().unwrap();
+        rt.reset_metrics();
+        // Five views (`reshape` of compatible strides is one), then one operator. (Host work,
+        // not host time: Debug also waits for the device.)
+        let v = x
+            .t()
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap()
+            .permute(&[0, 2, 1])
+            .unwrap();
+        let v = v.reshape(&[32]).unwrap().view_shape(&[8, 4]).unwrap();
+        let views_ns = rt.metrics().host_busy_ns;
+        let y = v.mul(&v).unwrap();
+        let all_ns = rt.metrics().host_busy_ns;
+        assert_eq!(views_ns, 5.0 * 7.0, "{mode:?}");
+        assert_eq!(all_ns, 5.0 * 7.0 + op_ns, "{mode:?}");
+        let m = rt.metrics();
+        assert_eq!((m.ops, m.view_calls), (6, 5), "{mode:?}");
+        // The views changed nothing the device computes.
+        // (t then permute(0, 2, 1) restore the [4, 8] order: v is x read as [8, 4].)
+        assert_eq!(y.to_vec::<f32>().unwrap()[5], 25.0, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_reshape_that_copies_is_a_view_and_a_clone() {
+    let rt = rt(Mode::Strict);
+    distinct_costs(&rt);
+    let x = input(&rt);
+    rt.sync().unwrap();
+    let t0 = rt.host_time_ns();
+    // A transposed [8, 4] cannot be flattened without a copy.
+    let flat = x.t().unwrap().reshape(&[32]).unwrap();
+    assert_eq!(rt.host_time_ns() - t0, 7.0 + 7.0 + 1000.0);
+    assert_eq!(flat.to_vec::<f32>().unwrap()[1], 8.0);
+}
+
+#[test]
+fn tracing_a_graph_counts_as_compile_time_once() {
+    let rt = rt(Mode::Strict);
+    distinct_costs(&rt);
+    let x = input(&rt);
+    rt.sync().unwrap();
+    rt.reset_metrics();
+    // Two operators and two views.
+    let mut g = compile(&rt, "f", |xs: &[Tensor]| {
+        let a = xs[0].mul_scalar(2.0)?.t()?;
+        Ok(vec![a.add_scalar(1.0)?.unsqueeze(0)?])
+    });
+    let out = g.call(std::slice::from_ref(&x)).unwrap();
+    // Element [0, 0, 1] is x[1, 0] * 2 + 1.
+    assert_eq!(out[0].to_vec::<f32>().unwrap()[1], 8.0 * 2.0 + 1.0);
+    let first = rt.metrics().compile_ns;
+    assert_eq!(first, 2.0 * 1000.0 + 2.0 * 7.0);
+    // A second call traces nothing: one dispatch (the compiled call), no compile time.
+    rt.reset_metrics();
+    let t0 = rt.host_time_ns();
+    g.call(std::slice::from_ref(&x)).unwrap();
+    assert_eq!(rt.metrics().compile_ns, 0.0);
+    assert_eq!(rt.host_time_ns() - t0, 1000.0);
+}
