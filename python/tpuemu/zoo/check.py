@@ -39,8 +39,8 @@ class Outcome:
     detail: str = ""  # the worst comparison, the missing overload or the error's first line
     worst: float = 0.0  # the largest error / tolerance ratio over every compared tensor
     errors: dict = dataclasses.field(default_factory=dict)  # kind -> largest normalised error
-    simulated_ns: int = 0  # simulated time of the step, kernel generation (cache misses) excluded
-    compile_ns: int = 0  # simulated host time spent generating kernels (first use of a shape)
+    simulated_ns: int = 0  # simulated time of the step, compilation excluded
+    compile_ns: int = 0  # simulated host time compiling: kernels generated, graphs traced (first use)
     kernels: int = 0
     hbm_bytes: int = 0
     host_s: float = 0.0
