@@ -39,9 +39,11 @@ impl Fnv {
 fn step_checksums(mode: &str) -> (u64, u64, u64, f32) {
     let emu = Arc::new(Emulator::new(builtin("v5e").unwrap()).unwrap());
     let rt = Runtime::new(emu.clone()).unwrap();
-    // The host costs the pins were computed with (recording a deferred operator then cost
-    // 1.5 µs and a view the dispatch cost; the defaults are now the dispatch cost and 3 µs):
-    // the host clock is part of the checksum.
+    // The host costs the pins were computed with: recording a deferred operator 1.5 µs (the
+    // default is now the dispatch cost) and a view the dispatch cost (the default is now 1 µs;
+    // views used to cost what any operator did, the recording cost in DeferAndFuse, so the
+    // defer pin moved when they got a figure of their own). The host clock is part of the
+    // checksum.
     rt.set_costs(HostCosts {
         record_ns: 1500.0,
         view_ns: HostCosts::default().op_dispatch_ns,

@@ -8,8 +8,8 @@
 //!
 //! | figure | default | why |
 //! |---|---|---|
-//! | `op_dispatch_ns` | 6 µs | PyTorch eager's CPU cost per operator before a kernel is enqueued: measured 2.5–3.7 µs per call of a 1-element CPU `add`/`mul`/`relu`/`sum` with torch 2.15 on one thread of this project's CI-class machine (`timeit` of 20,000 calls, best of 5); a device backend adds its own lowering and launch bookkeeping on top, so 6 µs. |
-//! | `view_ns` | 3 µs | a view operator (`t`, `view`, `permute`, `reshape` of compatible strides, `unsqueeze`, `expand`, `slice`, ...) runs PyTorch's generic view kernels: new sizes and strides, nothing to lower, launch or record, in every mode. Measured with `python/benchmarks/host_costs.py` (`timeit`, best of 7, one thread): 0.76–1.69 µs per view call on CPU tensors and the same 0.75–1.66 µs on "tpu" tensors through the bridge, against 0.89–1.31 µs for a 1-element CPU `add`/`mul`/`relu`/`sum` in the same run. A view costs what PyTorch eager's own part of `op_dispatch_ns` costs (2.5–3.7 µs as measured there): 3 µs. |
+//! | `op_dispatch_ns` | 6 µs | PyTorch eager's CPU cost per operator before a kernel is enqueued, plus the device backend's own lowering and launch bookkeeping. PyTorch's part: 0.9–1.3 µs per call of a 1-element CPU `add`/`mul`/`relu`/`sum` with torch 2.15 on one thread (`python/benchmarks/host_costs.py`: `timeit` of 20,000 calls, best of 7; an earlier run on a busier machine gave 2.5–3.7 µs). The whole: this project's bridge dispatches and launches an `add` in 7.9 µs of host time, emulation excluded (same benchmark), against 6 µs here plus `launch_ns`. |
+//! | `view_ns` | 1 µs | a view operator (`t`, `view`, `permute`, `reshape`, `unsqueeze`, `expand`, `slice`, ...; a `reshape` that must copy adds a `clone`) runs PyTorch's generic view kernels: new sizes and strides, nothing to lower, launch or record, in every mode. Measured in the same run as the operators above: 0.75–1.66 µs per view call on "tpu" tensors through the bridge (median 0.89 µs), as on CPU tensors, against 0.9–1.3 µs for a 1-element CPU operator. |
 //! | `launch_ns` | 3 µs | enqueueing an already compiled executable with its buffers (PJRT-style execute) takes a few µs. |
 //! | `record_ns` | 6 µs | DeferAndFuse records an operator into a graph: it still goes through Python and the dispatcher. On the bridge (`python/benchmarks/host_costs.py`, a chain of 50 `add`s, median of 200, emulation excluded) recording took 3.3 µs an operator and the flush that fuses the chain, finds its kernel and launches it 4.8 µs more an operator, 8.2 µs together against 7.9 µs for Strict's dispatch and launch: DeferAndFuse's host work per operator is no cheaper than Strict's. So recording is charged what dispatching is (`op_dispatch_ns`); with a flush at `flush_ns` that is kinder to DeferAndFuse than this bridge. |
 //! | `flush_ns` | 10 µs | a flush partitions the graph and looks fused kernels up by pattern. This bridge's flushes plan every graph afresh (4.8 µs an operator above); a runtime that keeps the plan of a graph it has seen pays a lookup: 10 µs assumed. |
@@ -55,7 +55,7 @@ impl Default for HostCosts {
 }
 
 fn default_view_ns() -> f64 {
-    3000.0
+    1000.0
 }
 
 /// The fields of [`HostCosts`], as [`HostCosts::set`] names them, with what each one costs.
