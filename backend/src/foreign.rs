@@ -235,9 +235,10 @@ impl Runtime {
         }
     }
 
-    /// Advances the simulated host clock by `ns` (host work the backend does not see).
-    pub fn charge_host_ns(&self, ns: f64) {
-        self.lock().core.q.charge(ns.max(0.0));
+    /// Advances the simulated host clock by `ns` of host work the backend does not see, of
+    /// kind `what` (`Metrics::host_ns_by`).
+    pub fn charge_host_ns(&self, what: &str, ns: f64) {
+        self.lock().core.q.charge(what, ns.max(0.0));
     }
 
     fn read_bytes(&self, storage: &StorageRef, offset: u64, len: usize) -> Result<Vec<u8>> {

@@ -111,7 +111,7 @@ pub fn note_fallback(name: &str, ns: f64) {
     // host are charged by the transfers themselves.
     if let Some(rt) = RT.get() {
         let start = rt.host_time_ns();
-        rt.charge_host_ns(rt.costs().op_dispatch_ns);
+        rt.charge_host_ns("cpu fallback", rt.costs().op_dispatch_ns);
         rt.record_host_span("cpu fallback", name, start, rt.host_time_ns());
     }
 }

@@ -241,6 +241,19 @@ fn host_costs_are_reported_and_overridable() {
         cheap["device_busy_seconds"].as_f64().unwrap(),
     );
     assert!((b0 - b1).abs() <= 1e-9 * b0, "device busy {b0} vs {b1}");
+    // The host's work by kind adds up to it; recording is what the non-view operators cost.
+    let by = base["host_breakdown_seconds"].as_object().unwrap();
+    let sum: f64 = by.values().map(|v| v.as_f64().unwrap()).sum();
+    let busy = base["host_busy_seconds"].as_f64().unwrap();
+    assert!(
+        (sum - busy).abs() <= 1e-12 + 1e-9 * busy,
+        "{by:?} vs {busy}"
+    );
+    let record = ops * c["record_ns"].as_f64().unwrap() / 1e9;
+    assert!(
+        (by["record"].as_f64().unwrap() - record).abs() <= 1e-12,
+        "{by:?}"
+    );
     // Views cost `view_ns` in every mode: at 0 a Strict step saves exactly that per view.
     let strict = bench_with("strict", &[]);
     let free = bench_with("strict", &["--set", "host.view_ns=0"]);

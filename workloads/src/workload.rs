@@ -7,6 +7,7 @@
 //! Simulated time is the host clock across the measured steps (dispatch, launches and waiting
 //! for the device), per step; the counters are per step too.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -98,6 +99,9 @@ pub struct BenchReport {
     /// Simulated host work per step: dispatching or recording operators, launching kernels,
     /// flushing, generating kernels (at `host_costs`).
     pub host_busy_seconds: f64,
+    /// `host_busy_seconds` by what it was spent on (`Metrics::host_ns_by`: `dispatch`,
+    /// `record`, `view`, `launch`, `flush`, ...).
+    pub host_breakdown_seconds: BTreeMap<String, f64>,
     /// Of `seconds_simulated`, the time the device sat idle (waiting for the host):
     /// `seconds_simulated - device_busy_seconds`.
     pub exposed_host_seconds: f64,
@@ -246,6 +250,11 @@ pub fn run_workload(
         seconds_simulated: seconds,
         device_busy_seconds: m.device_busy_ns / 1e9 / steps as f64,
         host_busy_seconds: m.host_busy_ns / 1e9 / steps as f64,
+        host_breakdown_seconds: m
+            .host_ns_by
+            .iter()
+            .map(|(k, ns)| (k.clone(), ns / 1e9 / steps as f64))
+            .collect(),
         exposed_host_seconds: (seconds - m.device_busy_ns / 1e9 / steps as f64).max(0.0),
         host_costs: rt.costs(),
         warmup_seconds_simulated: warmup,

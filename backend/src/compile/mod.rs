@@ -274,7 +274,7 @@ impl CompiledFn {
         let mut st = self.rt.lock();
         let q = &mut st.core.q;
         let ns = q.costs.compile_ns;
-        q.charge(ns);
+        q.charge("compile", ns);
         q.metrics.compile_ns += ns;
     }
 

@@ -191,7 +191,7 @@ impl Runtime {
         }
         let pid = self.inner.device.load(&program)?;
         let ns = core.q.costs.compile_ns;
-        core.q.charge(ns);
+        core.q.charge("compile", ns);
         core.q.metrics.compile_ns += ns;
         let c = Compiled {
             program: pid,

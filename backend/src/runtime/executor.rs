@@ -25,6 +25,11 @@ pub(crate) trait Executor: Send {
         costs.op_dispatch_ns
     }
 
+    /// What an operator call's host time is spent on (`Metrics::host_ns_by`).
+    fn dispatch_kind(&self) -> &'static str {
+        "dispatch"
+    }
+
     /// Takes one node of the operator being called.
     fn submit(&mut self, rt: &Runtime, core: &mut Core, node: Node) -> Result<()>;
 
@@ -142,6 +147,10 @@ impl Executor for DeferAndFuse {
         costs.record_ns
     }
 
+    fn dispatch_kind(&self) -> &'static str {
+        "record"
+    }
+
     fn submit(&mut self, _rt: &Runtime, _core: &mut Core, node: Node) -> Result<()> {
         self.pending.push(node);
         Ok(())
@@ -184,7 +193,7 @@ impl DeferAndFuse {
             .flushes
             .entry(reason.to_string())
             .or_default() += 1;
-        core.q.charge(core.q.costs.flush_ns);
+        core.q.charge("flush", core.q.costs.flush_ns);
         let open = crate::fusion::run_graph(rt, core, nodes, ops, reason, recent)?;
         let mut ids: Vec<u64> = open.iter().map(|n| n.op.id).collect();
         ids.sort_unstable();
@@ -221,6 +230,10 @@ impl Executor for Capture {
             Some(Mode::DeferAndFuse) => costs.record_ns,
             _ => costs.op_dispatch_ns,
         }
+    }
+
+    fn dispatch_kind(&self) -> &'static str {
+        "trace"
     }
 
     fn submit(&mut self, _rt: &Runtime, _core: &mut Core, node: Node) -> Result<()> {

@@ -44,6 +44,11 @@ pub struct Metrics {
     /// device.
     #[serde(default)]
     pub host_busy_ns: f64,
+    /// `host_busy_ns` by what it was spent on: `dispatch`, `record` (DeferAndFuse), `view`,
+    /// `trace` (operators traced for whole-graph compilation), `launch`, `flush`, `compile`
+    /// (kernels and graphs generated), `cpu fallback` (the Python bridge).
+    #[serde(default)]
+    pub host_ns_by: BTreeMap<String, f64>,
     /// Flushes of the deferred graph, by reason.
     pub flushes: BTreeMap<String, u64>,
     /// Host-to-device transfers.
@@ -84,6 +89,17 @@ impl Metrics {
         if self.ici_bytes > 0 {
             let _ = writeln!(s, "  IciBytes: {}", self.ici_bytes);
         }
+        let by: Vec<String> = self
+            .host_ns_by
+            .iter()
+            .map(|(k, ns)| format!("{k} {:.3} ms", ns / 1e6))
+            .collect();
+        let _ = writeln!(
+            s,
+            "Metric: HostWork\n  Accumulator: {:.3} ms\n  By: {}",
+            self.host_busy_ns / 1e6,
+            by.join(", ")
+        );
         let _ = writeln!(
             s,
             "Metric: KernelCache\n  Hits: {}\n  Misses: {}",

@@ -480,9 +480,15 @@ impl Runtime {
             Call::Op => st.exec.dispatch_cost(&st.core.q.costs),
             Call::View => st.core.q.costs.view_ns,
         };
-        if st.exec.mode().is_none() {
+        let tracing = st.exec.mode().is_none();
+        if tracing {
             st.core.q.metrics.compile_ns += cost;
         }
+        let kind = match call {
+            _ if tracing => "trace",
+            Call::Op => st.exec.dispatch_kind(),
+            Call::View => "view",
+        };
         let core = &mut st.core;
         let id = core.q.next_id();
         core.q.metrics.ops += 1;
@@ -496,7 +502,7 @@ impl Runtime {
             .entry(name.to_string())
             .or_default() += 1;
         let start = core.q.host_ns;
-        core.q.charge(cost);
+        core.q.charge(kind, cost);
         let tag = OpTag {
             name: name.to_string(),
             id,

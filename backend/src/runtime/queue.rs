@@ -51,10 +51,11 @@ impl LaunchQueue {
         self.next_id
     }
 
-    /// Charges the host `ns` of work.
-    pub fn charge(&mut self, ns: f64) {
+    /// Charges the host `ns` of work of kind `what` (`Metrics::host_ns_by`).
+    pub fn charge(&mut self, what: &str, ns: f64) {
         self.host_ns += ns;
         self.metrics.host_busy_ns += ns;
+        *self.metrics.host_ns_by.entry(what.to_string()).or_default() += ns;
     }
 
     /// Starts `launch` on `device` for operator `tag`, submitted at the host's current time.
@@ -70,7 +71,7 @@ impl LaunchQueue {
     /// every runtime of a mesh): the host pays the launch, it counts, and it is waited for
     /// like this runtime's own.
     pub fn adopt(&mut self, device: &dyn Device, id: LaunchId, tag: OpTag) -> Result<()> {
-        self.charge(self.costs.launch_ns);
+        self.charge("launch", self.costs.launch_ns);
         self.metrics.kernels_launched += 1;
         self.outstanding.push((id, tag));
         if self.blocking {

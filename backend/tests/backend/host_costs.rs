@@ -28,10 +28,10 @@ fn input(rt: &Runtime) -> Tensor {
 
 #[test]
 fn views_cost_view_ns_in_every_mode() {
-    for (mode, op_ns) in [
-        (Mode::Strict, 1000.0),
-        (Mode::Debug, 1000.0),
-        (Mode::DeferAndFuse, 2000.0),
+    for (mode, op_ns, kind) in [
+        (Mode::Strict, 1000.0, "dispatch"),
+        (Mode::Debug, 1000.0, "dispatch"),
+        (Mode::DeferAndFuse, 2000.0, "record"),
     ] {
         let rt = rt(mode);
         distinct_costs(&rt);
@@ -55,6 +55,17 @@ fn views_cost_view_ns_in_every_mode() {
         assert_eq!(all_ns, 5.0 * 7.0 + op_ns, "{mode:?}");
         let m = rt.metrics();
         assert_eq!((m.ops, m.view_calls), (6, 5), "{mode:?}");
+        // The host's work by kind: five views, one operator dispatched or recorded (launches
+        // and kernel generation cost nothing here).
+        let by: Vec<(&str, f64)> = m
+            .host_ns_by
+            .iter()
+            .filter(|(_, v)| **v > 0.0)
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        let mut want = vec![(kind, op_ns), ("view", 5.0 * 7.0)];
+        want.sort_by(|a, b| a.0.cmp(b.0));
+        assert_eq!(by, want, "{mode:?}");
         // The views changed nothing the device computes.
         // (t then permute(0, 2, 1) restore the [4, 8] order: v is x read as [8, 4].)
         assert_eq!(y.to_vec::<f32>().unwrap()[5], 25.0, "{mode:?}");
@@ -140,6 +151,11 @@ fn tracing_a_graph_counts_as_compile_time_once() {
         assert_eq!(out[0].to_vec::<f32>().unwrap()[1], 8.0 * 2.0 + 1.0);
         let first = rt.metrics().compile_ns;
         assert_eq!(first, 2.0 * op_ns + 2.0 * 7.0, "{mode:?}");
+        assert_eq!(
+            rt.metrics().host_ns_by.get("trace"),
+            Some(&first),
+            "{mode:?}"
+        );
         // A second call traces nothing: one call of the compiled graph, no compile time.
         rt.reset_metrics();
         g.call(std::slice::from_ref(&x)).unwrap();

@@ -154,6 +154,12 @@ pub fn run(args: &EagerArgs) -> Result<(), CliError> {
         r.host_busy_seconds * 1e3,
         r.exposed_host_seconds * 1e3
     );
+    let parts: Vec<String> = r
+        .host_breakdown_seconds
+        .iter()
+        .map(|(k, s)| format!("{k} {:.3}", s * 1e3))
+        .collect();
+    s += &format!("    of which (ms)    {}\n", parts.join(", "));
     let c = &r.host_costs;
     s += &format!(
         "  host costs        dispatch {} ns, view {} ns, record {} ns, launch {} ns, flush {} ns, compile {} ns (--set host.FIELD=NS)\n",
