@@ -98,11 +98,22 @@ def dispatch_vs_record(n: int, rounds: int) -> dict:
     return out
 
 
+def positive(text: str) -> int:
+    """A positive integer argument."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--chain", type=int, default=50, help="operators per chain")
-    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--repeat", type=positive, default=5, help="timeit repeats (best of)")
+    ap.add_argument("--chain", type=positive, default=50, help="operators per chain")
+    ap.add_argument("--rounds", type=positive, default=200, help="chains timed (median of)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(1)

@@ -459,6 +459,20 @@ fn battery(d: &Path) -> Vec<Case> {
             "--steps",
         ));
     }
+    // Blocks too large for the chip are refused before anything is generated on the host
+    // (found by review: 80 GB host allocations aborted, sizes past usize panicked).
+    for (width, seq, want) in [
+        ("1280000", "4096", "out of memory"),
+        ("128", "10000000000", "out of memory"),
+        ("128", "18446744073709551615", "out of memory"),
+        ("18446744073709551488", "1", "too large"),
+        ("32768", "32", "out of memory"),
+    ] {
+        v.push(case(
+            &["bench", "eager", "--width", width, "--seq", seq],
+            want,
+        ));
+    }
     for value in ["0", "-1", "abc", "99999999999", "1.5", ""] {
         v.push(Case {
             args: ["bench", "eager", "--small", "--mode", "defer"]

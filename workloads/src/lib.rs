@@ -60,21 +60,17 @@ impl Init {
         dtype: DType,
     ) -> Result<Tensor> {
         let n: usize = shape.iter().product();
-        let vals: Vec<f64> = (0..n)
-            .map(|_| {
-                let (u, v) = (self.uniform(), self.uniform());
-                std * (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-            })
-            .collect();
-        Tensor::from_f64s(rt, vals.into_iter(), n, shape, dtype)
+        let vals = (0..n).map(|_| {
+            let (u, v) = (self.uniform(), self.uniform());
+            std * (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        });
+        Tensor::from_f64s(rt, vals, n, shape, dtype)
     }
 
     /// `n` token ids below `vocab` (int64).
     pub fn tokens(&mut self, rt: &Runtime, n: usize, vocab: usize) -> Result<Tensor> {
-        let vals: Vec<f64> = (0..n)
-            .map(|_| (self.next() % vocab as u64) as f64)
-            .collect();
-        Tensor::from_f64s(rt, vals.into_iter(), n, &[n], DType::I64)
+        let vals = (0..n).map(|_| (self.next() % vocab as u64) as f64);
+        Tensor::from_f64s(rt, vals, n, &[n], DType::I64)
     }
 }
 

@@ -69,15 +69,40 @@ impl TransformerConfig {
                 "the block's width must be a positive multiple of 128 and its sequence positive, got width {width}, sequence {seq}"
             )));
         }
+        let d_ff = width
+            .checked_mul(11)
+            .map(|x| (x / 4).div_ceil(128) * 128)
+            .ok_or_else(|| {
+                tpuemu_backend::error::TpuError::BadArgs(format!(
+                    "the block's width {width} is too large"
+                ))
+            })?;
         Ok(TransformerConfig {
             batch: 1,
             seq,
             d_model: width,
             heads: width / 128,
-            d_ff: (width * 11 / 4).div_ceil(128) * 128,
+            d_ff,
             vocab: 8192,
             dtype: DType::BF16,
         })
+    }
+
+    /// Bytes the parameters, the token ids and one activation of `[tokens, width]` take on the
+    /// chip, at least (`None` past `u128`): what must fit before a step can start.
+    pub fn min_bytes(&self) -> Option<u128> {
+        let (d, f, v) = (self.d_model as u128, self.d_ff as u128, self.vocab as u128);
+        let n = (self.batch as u128).checked_mul(self.seq as u128)?;
+        let esz = self.dtype.size() as u128;
+        let params = (2 * v)
+            .checked_mul(d)?
+            .checked_add(3 * d)?
+            .checked_add(d.checked_mul(d)?.checked_mul(4)?)?
+            .checked_add(d.checked_mul(f)?.checked_mul(3)?)?
+            .checked_mul(esz)?;
+        params
+            .checked_add(n.checked_mul(16)?)?
+            .checked_add(n.checked_mul(d)?.checked_mul(esz)?)
     }
 
     /// Matrix-unit FLOPs of one training step (forward and backward).
@@ -140,6 +165,19 @@ fn rms_backward(dy: &Tensor, x: &Tensor, g: &Tensor, eps: f64) -> Result<(Tensor
 impl Transformer {
     /// Random parameters (deterministic) and a batch of tokens.
     pub fn new(rt: &Runtime, cfg: TransformerConfig) -> Result<Self> {
+        // Refused before anything is generated on the host (which would hold as many values).
+        let hbm = rt.chip_info().hbm_bytes as u128;
+        match cfg.min_bytes() {
+            Some(b) if b <= hbm => {}
+            need => {
+                return Err(tpuemu_backend::error::TpuError::OutOfMemory(format!(
+                    "the block of width {}, {} tokens needs at least {} bytes for its parameters, token ids and one activation, and the chip has {hbm}",
+                    cfg.d_model,
+                    cfg.batch.saturating_mul(cfg.seq),
+                    need.map_or("more than 2^128".into(), |b| b.to_string())
+                )));
+            }
+        }
         let mut init = Init::new(7);
         let (d, f, v, n) = (cfg.d_model, cfg.d_ff, cfg.vocab, cfg.batch * cfg.seq);
         let dt = cfg.dtype;

@@ -193,7 +193,9 @@ pub(crate) fn run_graph(
     reason: &str,
     recent: usize,
 ) -> Result<Vec<Node>> {
+    // The flush's span starts with its own cost (partitioning, looking kernels up).
     let start_ns = core.q.host_ns;
+    core.q.charge("flush", core.q.costs.flush_ns);
     let (plans, open) = split_open(plan_groups(nodes), recent);
     if core.debug_print {
         eprintln!(

@@ -81,11 +81,6 @@ impl HostCosts {
     /// Sets the figure named `field` (`record_ns`, see [`HOST_COST_FIELDS`]) to `ns`, a finite
     /// number of nanoseconds from 0 to [`MAX_HOST_COST_NS`].
     pub fn set(&mut self, field: &str, ns: f64) -> Result<(), String> {
-        if !ns.is_finite() || !(0.0..=MAX_HOST_COST_NS).contains(&ns) {
-            return Err(format!(
-                "host.{field} = {ns}: expected nanoseconds from 0 to {MAX_HOST_COST_NS:e}"
-            ));
-        }
         let slot = match field {
             "op_dispatch_ns" => &mut self.op_dispatch_ns,
             "view_ns" => &mut self.view_ns,
@@ -104,6 +99,17 @@ impl HostCosts {
                 ));
             }
         };
+        if !ns.is_finite() || !(0.0..=MAX_HOST_COST_NS).contains(&ns) {
+            // Short either way: `-5`, `1e30`.
+            let shown = if ns.abs() < 1e15 {
+                ns.to_string()
+            } else {
+                format!("{ns:e}")
+            };
+            return Err(format!(
+                "host.{field} = {shown}: expected nanoseconds from 0 to {MAX_HOST_COST_NS:e}"
+            ));
+        }
         *slot = ns;
         Ok(())
     }

@@ -193,7 +193,6 @@ impl DeferAndFuse {
             .flushes
             .entry(reason.to_string())
             .or_default() += 1;
-        core.q.charge("flush", core.q.costs.flush_ns);
         let open = crate::fusion::run_graph(rt, core, nodes, ops, reason, recent)?;
         let mut ids: Vec<u64> = open.iter().map(|n| n.op.id).collect();
         ids.sort_unstable();
