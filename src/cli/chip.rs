@@ -91,33 +91,7 @@ impl ChipArgs {
     /// The runtime's host costs: the defaults, then a `[host]` table of a chip TOML file, then
     /// `--set host.FIELD=NS` in order.
     pub fn host_costs(&self) -> Result<HostCosts, CliError> {
-        let mut c = HostCosts::default();
-        if builtin(&self.chip).is_none() {
-            let bytes = super::run::read_bounded(
-                std::path::Path::new(&self.chip),
-                MAX_PRESET_BYTES,
-                "a preset file",
-            )?;
-            let text = String::from_utf8_lossy(&bytes);
-            let table: toml::Table = text
-                .parse()
-                .map_err(|e| CliError::Other(format!("{}: {e}", self.chip)))?;
-            if let Some(host) = table.get("host") {
-                let host = host.as_table().ok_or_else(|| {
-                    CliError::Other(format!("{}: `host` must be a table", self.chip))
-                })?;
-                for (k, v) in host {
-                    let ns = v
-                        .as_float()
-                        .or(v.as_integer().map(|i| i as f64))
-                        .ok_or_else(|| {
-                            CliError::Other(format!("{}: host.{k} must be a number", self.chip))
-                        })?;
-                    c.set(k, ns)
-                        .map_err(|e| CliError::Other(format!("{}: {e}", self.chip)))?;
-                }
-            }
-        }
+        let mut c = file_host_costs(&self.chip)?;
         for s in &self.set {
             let Some(rest) = s.trim_start().strip_prefix(HOST_PREFIX) else {
                 continue;
@@ -154,6 +128,38 @@ impl ChipArgs {
         emu.set_run_limits(self.limits.limits()?);
         Ok((preset, emu))
     }
+}
+
+/// The host costs a chip names: the defaults, then a `[host]` table of a chip TOML file (a
+/// built-in name has none).
+pub fn file_host_costs(chip: &str) -> Result<HostCosts, CliError> {
+    let mut c = HostCosts::default();
+    if builtin(chip).is_some() {
+        return Ok(c);
+    }
+    let bytes = super::run::read_bounded(
+        std::path::Path::new(chip),
+        MAX_PRESET_BYTES,
+        "a preset file",
+    )?;
+    let text = String::from_utf8_lossy(&bytes);
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| CliError::Other(format!("{chip}: {e}")))?;
+    if let Some(host) = table.get("host") {
+        let host = host
+            .as_table()
+            .ok_or_else(|| CliError::Other(format!("{chip}: `host` must be a table")))?;
+        for (k, v) in host {
+            let ns = v
+                .as_float()
+                .or(v.as_integer().map(|i| i as f64))
+                .ok_or_else(|| CliError::Other(format!("{chip}: host.{k} must be a number")))?;
+            c.set(k, ns)
+                .map_err(|e| CliError::Other(format!("{chip}: {e}")))?;
+        }
+    }
+    Ok(c)
 }
 
 /// The prefix of `--set` overrides that name a host cost rather than a chip field.

@@ -51,6 +51,24 @@ fn gib(b: u64) -> String {
     }
 }
 
+/// The runtime's host costs as a `[host]` table, each figure with what it costs.
+fn host_table(c: &tpuemu_backend::runtime::HostCosts) -> String {
+    let value = |field: &str| {
+        serde_json::to_value(c)
+            .ok()
+            .and_then(|v| v.get(field).and_then(|x| x.as_f64()))
+            .unwrap_or(0.0)
+    };
+    let mut s = String::from(
+        "\n# The backend runtime's simulated host costs, in ns (`bench eager` and `demo` read\n\
+         # this table; `--set host.FIELD=NS` overrides it; sources: backend/src/runtime/config.rs).\n[host]\n",
+    );
+    for (field, what) in tpuemu_backend::runtime::HOST_COST_FIELDS {
+        s += &format!("{field} = {:.1} # {what}\n", value(field));
+    }
+    s
+}
+
 /// Runs `tpuemu chips`.
 pub fn run(args: &ChipsArgs) -> Result<(), CliError> {
     if args.ranges {
@@ -59,7 +77,9 @@ pub fn run(args: &ChipsArgs) -> Result<(), CliError> {
     }
     if let Some(name) = &args.toml {
         let p = load_preset(name)?;
-        super::write_output(None, p.to_toml().as_bytes())?;
+        let mut text = p.to_toml();
+        text += &host_table(&super::chip::file_host_costs(name)?);
+        super::write_output(None, text.as_bytes())?;
         return Ok(());
     }
     let presets: Vec<ChipPreset> = builtin_names().iter().filter_map(|n| builtin(n)).collect();

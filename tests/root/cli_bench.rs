@@ -277,6 +277,20 @@ fn host_costs_are_reported_and_overridable() {
     let r = bench_with("defer", &["--chip", f, "--set", "host.launch_ns=700"]);
     assert_eq!(r["host_costs"]["record_ns"].as_f64(), Some(2000.0));
     assert_eq!(r["host_costs"]["launch_ns"].as_f64(), Some(700.0));
+    // `chips --toml` writes the host costs as a `[host]` table that reads back.
+    let o = tpuemu(&["chips", "--toml", "v5e"]);
+    assert!(o.status.success());
+    let text =
+        String::from_utf8_lossy(&o.stdout).replace("\nrecord_ns = 6000.0", "\nrecord_ns = 2500.0");
+    assert!(
+        text.contains("[host]") && text.contains("record_ns = 2500.0"),
+        "{text}"
+    );
+    let exported = dir.join("exported.toml");
+    std::fs::write(&exported, text).unwrap();
+    let r = bench_with("defer", &["--chip", exported.to_str().unwrap()]);
+    assert_eq!(r["host_costs"]["record_ns"].as_f64(), Some(2500.0));
+    assert_eq!(r["host_costs"]["view_ns"], base["host_costs"]["view_ns"]);
     // Bad names and values are clear errors, and a command without a runtime refuses them.
     for (set, says) in [
         ("host.bogus_ns=1", "host.record_ns"),
