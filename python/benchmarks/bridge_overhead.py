@@ -66,10 +66,21 @@ def tpu_per_op(n, repeat, mode):
     return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
 
 
+def positive(text: str) -> int:
+    """A positive integer argument."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--ops", type=positive, default=1000, help="operators per chain")
+    ap.add_argument("--repeat", type=positive, default=5, help="chains timed (median of)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(1)
