@@ -22,12 +22,7 @@ import time
 import torch
 
 import tpuemu
-
-
-def chain(x, y, n):
-    for _ in range(n):
-        y = y + x
-    return y
+from _common import chain, positive
 
 
 def cpu_per_op(n, repeat):
@@ -64,17 +59,6 @@ def tpu_per_op(n, repeat, mode):
                 }
             )
     return {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-
-
-def positive(text: str) -> int:
-    """A positive integer argument."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def main():

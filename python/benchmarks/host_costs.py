@@ -30,6 +30,7 @@ import torch
 
 os.environ.setdefault("TORCH_TPU_DEFER_MAX_OPS", "100000")  # read when the runtime starts
 import tpuemu  # noqa: E402
+from _common import chain, positive  # noqa: E402
 
 
 def best_ns(f, number: int, repeat: int) -> float:
@@ -65,12 +66,6 @@ def view_costs(device: str, repeat: int) -> dict:
     return {k: best_ns(f, n, repeat) for k, f in views.items()}
 
 
-def chain(x, y, n):
-    for _ in range(n):
-        y = y + x
-    return y
-
-
 def dispatch_vs_record(n: int, rounds: int) -> dict:
     x, y = torch.randn(8, 128).to("tpu"), torch.randn(8, 128).to("tpu")
     out = {}
@@ -96,17 +91,6 @@ def dispatch_vs_record(n: int, rounds: int) -> dict:
                 "sync_ns_per_op": statistics.median(syncs),
             }
     return out
-
-
-def positive(text: str) -> int:
-    """A positive integer argument."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def main():

@@ -271,11 +271,9 @@ impl CompiledFn {
 
     /// Charges the host the cost of compiling a graph.
     fn charge_compile(&self) {
-        let mut st = self.rt.lock();
-        let q = &mut st.core.q;
+        let q = &mut self.rt.lock().core.q;
         let ns = q.costs.compile_ns;
         q.charge("compile", ns);
-        q.metrics.compile_ns += ns;
     }
 
     /// The persistent arena of intermediates, if the graph has any.

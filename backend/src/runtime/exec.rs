@@ -192,7 +192,6 @@ impl Runtime {
         let pid = self.inner.device.load(&program)?;
         let ns = core.q.costs.compile_ns;
         core.q.charge("compile", ns);
-        core.q.metrics.compile_ns += ns;
         let c = Compiled {
             program: pid,
             prog: std::sync::Arc::new(program),

@@ -231,10 +231,6 @@ impl Executor for Capture {
         }
     }
 
-    fn dispatch_kind(&self) -> &'static str {
-        "trace"
-    }
-
     fn submit(&mut self, _rt: &Runtime, _core: &mut Core, node: Node) -> Result<()> {
         self.nodes.push(node);
         Ok(())

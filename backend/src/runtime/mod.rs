@@ -481,12 +481,9 @@ impl Runtime {
             Call::Op => st.exec.dispatch_cost(&st.core.q.costs),
             Call::View => st.core.q.costs.view_ns,
         };
-        let tracing = st.exec.mode().is_none();
-        if tracing {
-            st.core.q.metrics.compile_ns += cost;
-        }
+        // Operators traced for compilation (no mode) are compile time, views or not.
         let kind = match call {
-            _ if tracing => "trace",
+            _ if st.exec.mode().is_none() => "trace",
             Call::Op => st.exec.dispatch_kind(),
             Call::View => "view",
         };
