@@ -35,7 +35,7 @@ impl RawView {
     }
 
     /// The element range `[lo, hi)` the view touches (empty views touch nothing).
-    fn span(&self) -> (usize, usize) {
+    pub(crate) fn span(&self) -> (usize, usize) {
         if self.numel() == 0 {
             return (self.offset, self.offset);
         }
@@ -49,7 +49,7 @@ impl RawView {
     }
 
     /// Whether the view is one dense row-major run.
-    fn is_dense(&self) -> bool {
+    pub(crate) fn is_dense(&self) -> bool {
         let mut expect = 1;
         for (n, s) in self.shape.iter().zip(&self.strides).rev() {
             if *n != 1 && *s != expect {
@@ -83,7 +83,30 @@ impl RawView {
         }
     }
 
-    fn check(&self, storage: &Storage) -> Result<()> {
+    /// The view's elements, row-major, from `span`: the bytes of the elements
+    /// `[lo, hi)` that [`RawView::span`] gives.
+    pub(crate) fn gather(&self, lo: usize, span: Vec<u8>) -> Vec<u8> {
+        if self.is_dense() {
+            return span;
+        }
+        let es = self.elem_size;
+        let mut out = vec![0u8; self.numel() * es];
+        self.for_each(lo, |at, i| {
+            out[i * es..(i + 1) * es].copy_from_slice(&span[at * es..(at + 1) * es]);
+        });
+        out
+    }
+
+    /// Puts the view's elements (`data`, row-major) into `span`, the bytes of the elements
+    /// `[lo, hi)`.
+    pub(crate) fn scatter(&self, lo: usize, data: &[u8], span: &mut [u8]) {
+        let es = self.elem_size;
+        self.for_each(lo, |at, i| {
+            span[at * es..(at + 1) * es].copy_from_slice(&data[i * es..(i + 1) * es]);
+        });
+    }
+
+    pub(crate) fn check(&self, storage: &Storage) -> Result<()> {
         if self.shape.len() != self.strides.len() || self.elem_size == 0 {
             return Err(TpuError::BadArgs(format!(
                 "view {:?} / {:?} of {}-byte elements is malformed",
@@ -172,9 +195,7 @@ impl Runtime {
         } else {
             // Read the span, scatter the elements into it, write it back.
             let mut span = self.read_bytes(storage, (lo * es) as u64, (hi - lo) * es)?;
-            view.for_each(lo, |at, i| {
-                span[at * es..(at + 1) * es].copy_from_slice(&data[i * es..(i + 1) * es]);
-            });
+            view.scatter(lo, data, &mut span);
             std::borrow::Cow::Owned(span)
         };
         self.write_bytes(storage, (lo * es) as u64, &bytes)
@@ -187,14 +208,7 @@ impl Runtime {
         let es = view.elem_size;
         let (lo, hi) = view.span();
         let span = self.read_bytes(storage, (lo * es) as u64, (hi - lo) * es)?;
-        if view.is_dense() {
-            return Ok(span);
-        }
-        let mut out = vec![0u8; view.numel() * es];
-        view.for_each(lo, |at, i| {
-            out[i * es..(i + 1) * es].copy_from_slice(&span[at * es..(at + 1) * es]);
-        });
-        Ok(out)
+        Ok(view.gather(lo, span))
     }
 
     /// Copies the first `bytes` bytes of `src` into `dst` (growing a storage: PyTorch's
@@ -258,7 +272,10 @@ impl Runtime {
             st.flush(self, "host to device copy")?;
         }
         let q = &mut st.core.q;
-        let done = self.inner.device.write(buf, offset, data, q.host_ns)?;
+        let done = self
+            .inner
+            .device
+            .write(buf, offset, data, q.start_ns([buf]))?;
         q.host_ns = q.host_ns.max(done.end_ns);
         q.metrics.h2d_transfers += 1;
         q.metrics.h2d_bytes += data.len() as u64;

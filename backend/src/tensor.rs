@@ -378,7 +378,7 @@ impl Runtime {
         let buf = self.ensure_buffer(s)?;
         let mut st = self.lock();
         let q = &mut st.core.q;
-        let done = self.inner.device.write(buf, 0, bytes, q.host_ns)?;
+        let done = self.inner.device.write(buf, 0, bytes, q.start_ns([buf]))?;
         q.host_ns = q.host_ns.max(done.end_ns);
         q.metrics.h2d_transfers += 1;
         q.metrics.h2d_bytes += bytes.len() as u64;

@@ -47,3 +47,6 @@ mod layering;
 
 #[path = "backend/host_costs.rs"]
 mod host_costs;
+
+#[path = "backend/external.rs"]
+mod external;

@@ -570,6 +570,35 @@ impl Device for Emulator {
         Ok(self.transfer(&mut s, chip, data.len() as u64, submit_ns))
     }
 
+    fn deliver(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        let chip = Self::check_range(&s, buffer, offset, data.len() as u64)?;
+        if s.functional {
+            let b = s.chips[chip as usize]
+                .shared
+                .hbm
+                .buffer_mut(buffer.0)
+                .expect("checked above");
+            b.write(offset, data);
+        }
+        Ok(())
+    }
+
+    fn peek(&self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        let mut s = self.lock();
+        let chip = Self::check_range(&s, buffer, offset, out.len() as u64)?;
+        if let Some(e) = Self::take_unreported(&mut s) {
+            return Err(e);
+        }
+        s.chips[chip as usize]
+            .shared
+            .hbm
+            .buffer(buffer.0)
+            .expect("checked above")
+            .read(offset, out);
+        Ok(())
+    }
+
     fn read(
         &self,
         buffer: BufferId,

@@ -297,6 +297,20 @@ pub trait Device: Send + Sync {
         submit_ns: f64,
     ) -> Result<Completion, DeviceError>;
 
+    /// Stores bytes that reached the chip by a path the device does not time, after every
+    /// launch submitted before: a collective whose data another engine carried between
+    /// processes (the PyTorch bridge's process groups), whose time comes from the interconnect
+    /// model instead. The default is [`Device::write`] at time 0.
+    fn deliver(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.write(buffer, offset, data, 0.0).map(|_| ())
+    }
+
+    /// Copies a buffer's bytes out for such a path, untimed, after every launch submitted
+    /// before has written them. The default is [`Device::read`] at time 0.
+    fn peek(&self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.read(buffer, offset, out, 0.0).map(|_| ())
+    }
+
     /// Validates a program for this device and keeps it for launches.
     fn load(&self, program: &Program) -> Result<ProgramId, DeviceError>;
 

@@ -241,6 +241,74 @@ extern "C" fn read_view(
     })
 }
 
+/// Reads a strided view's elements (row-major) for a collective: untimed, no transfer counted
+/// (`Runtime::peek_view`; the collective's time comes from the interconnect model).
+extern "C" fn peek_view(
+    handle: *const c_void,
+    shape: *const i64,
+    strides: *const i64,
+    ndim: usize,
+    offset: i64,
+    elem_size: usize,
+    out: *mut u8,
+    len: usize,
+) -> i32 {
+    guard("peek_view", || {
+        let run = || -> Result<(), TpuError> {
+            if len == 0 {
+                return Ok(());
+            }
+            // SAFETY: as in read_view.
+            let s = unsafe { storage_of(handle) }
+                .ok_or_else(|| TpuError::BadArgs("read from a tensor without storage".into()))?;
+            let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
+            let bytes = runtime()?.peek_view(&s, &v)?;
+            if bytes.len() != len {
+                return Err(TpuError::BadArgs(format!(
+                    "read {} bytes into a buffer of {len}",
+                    bytes.len()
+                )));
+            }
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, len) };
+            Ok(())
+        };
+        run().map_or_else(|e| status_of(&e), |_| OK)
+    })
+}
+
+/// Stores a collective's result in a strided view, ready at `ready_ns` of simulated time
+/// (`Runtime::land_view`): untimed, no transfer counted.
+#[allow(clippy::too_many_arguments)]
+extern "C" fn land_view(
+    handle: *const c_void,
+    shape: *const i64,
+    strides: *const i64,
+    ndim: usize,
+    offset: i64,
+    elem_size: usize,
+    data: *const u8,
+    len: usize,
+    ready_ns: f64,
+) -> i32 {
+    guard("land_view", || {
+        let run = || -> Result<(), TpuError> {
+            if len == 0 {
+                return Ok(());
+            }
+            // SAFETY: as in write_view.
+            let s = unsafe { storage_of(handle) }
+                .ok_or_else(|| TpuError::BadArgs("write to a tensor without storage".into()))?;
+            let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
+            let bytes = unsafe { std::slice::from_raw_parts(data, len) };
+            if elem_size == 8 {
+                crate::wide::note_write(&s, bytes);
+            }
+            runtime()?.land_view(&s, &v, bytes, ready_ns)
+        };
+        run().map_or_else(|e| status_of(&e), |_| OK)
+    })
+}
+
 /// Copies the first `nbytes` of one storage into another (growing a storage).
 extern "C" fn copy_storage(src: *const c_void, dst: *const c_void, nbytes: u64) -> i32 {
     guard("copy_storage", || {
@@ -306,10 +374,31 @@ pub struct VTable {
     resolve: extern "C" fn(*const u8, usize) -> i64,
     call: crate::call::CallFn,
     call_graph: crate::call::CallFn,
+    peek_view: extern "C" fn(
+        *const c_void,
+        *const i64,
+        *const i64,
+        usize,
+        i64,
+        usize,
+        *mut u8,
+        usize,
+    ) -> i32,
+    land_view: extern "C" fn(
+        *const c_void,
+        *const i64,
+        *const i64,
+        usize,
+        i64,
+        usize,
+        *const u8,
+        usize,
+        f64,
+    ) -> i32,
 }
 
 /// The ABI version; bump it with any change to [`VTable`] or the argument structs.
-pub const ABI_VERSION: u64 = 1;
+pub const ABI_VERSION: u64 = 2;
 
 /// The table.
 pub static VTABLE: VTable = VTable {
@@ -325,4 +414,6 @@ pub static VTABLE: VTable = VTable {
     resolve: crate::call::resolve,
     call: crate::call::call,
     call_graph: crate::graph::call_graph,
+    peek_view,
+    land_view,
 };

@@ -82,7 +82,7 @@ pub fn started() -> bool {
 }
 
 /// A built-in preset by name, or a preset TOML file.
-fn load_preset(name: &str) -> Result<ChipPreset, TpuError> {
+pub(crate) fn load_preset(name: &str) -> Result<ChipPreset, TpuError> {
     if let Some(p) = builtin(name) {
         return Ok(p);
     }
@@ -168,6 +168,12 @@ impl Device for TimedDevice {
         submit_ns: f64,
     ) -> Result<Completion, DeviceError> {
         timed(|| self.inner.read(buffer, offset, out, submit_ns))
+    }
+    fn deliver(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        timed(|| self.inner.deliver(buffer, offset, data))
+    }
+    fn peek(&self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        timed(|| self.inner.peek(buffer, offset, out))
     }
     fn load(&self, program: &Program) -> Result<ProgramId, DeviceError> {
         self.inner.load(program)

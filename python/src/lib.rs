@@ -7,6 +7,7 @@
 mod abi;
 mod call;
 mod device;
+mod dist;
 mod graph;
 mod results;
 mod wide;
@@ -17,7 +18,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use tpuemu_backend::{MatmulPrecision, Mode, Runtime, TpuError};
 
-fn err(e: TpuError) -> PyErr {
+pub(crate) fn err(e: TpuError) -> PyErr {
     PyRuntimeError::new_err(e.to_string())
 }
 
@@ -253,6 +254,10 @@ fn reset_timing() {
 /// The native half of tpuemu's PyTorch bridge.
 #[pymodule(name = "_rust")]
 mod rust_module {
+    #[pymodule_export]
+    use super::dist::{
+        begin_collective, collective_ns, end_collective, slice_info, wait_until,
+    };
     #[pymodule_export]
     use super::{
         chip, chip_info, compile_graph, host_time_ns, matmul_precision, metrics_json,

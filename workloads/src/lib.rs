@@ -3,9 +3,11 @@
 //! Forward and backward steps of small models, written once against the backend's public API
 //! (as a user's program would be): the MLP and transformer block of `tpuemu demo` and
 //! `tpuemu bench eager` ([`run_workload`]), and the MLP step written over DTensors run data-,
-//! tensor- and fully-sharded-parallel ([`sharded_mlp`]). They are benchmarks and examples, not
+//! tensor- and fully-sharded-parallel ([`sharded_mlp`]), and one collective simulated on a
+//! slice ([`collective`]). They are benchmarks and examples, not
 //! part of the backend library.
 
+pub mod collective;
 pub mod llm;
 pub mod mlp;
 pub mod sharded_mlp;

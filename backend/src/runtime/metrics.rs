@@ -63,6 +63,10 @@ pub struct Metrics {
     pub sharding_fallbacks: BTreeMap<String, u64>,
     /// Whole-graph compilations, and recompilations by reason.
     pub graph_compiles: BTreeMap<String, u64>,
+    /// Collectives another engine carried out for this chip, by kind (`all_reduce`, ...):
+    /// calls, bytes and simulated time ([`super::external`]).
+    #[serde(default)]
+    pub collectives: BTreeMap<String, super::external::CollectiveStats>,
 }
 
 impl Metrics {
@@ -141,6 +145,19 @@ impl Metrics {
             let _ = writeln!(s, "Metric: GraphCompiles");
             for (reason, n) in &self.graph_compiles {
                 let _ = writeln!(s, "  {reason}: {n}");
+            }
+        }
+        if !self.collectives.is_empty() {
+            let _ = writeln!(s, "Metric: Collectives");
+            for (kind, c) in &self.collectives {
+                let _ = writeln!(
+                    s,
+                    "  {kind}: {} calls, {} bytes, {:.3} ms (waiting for peers {:.3} ms)",
+                    c.calls,
+                    c.bytes,
+                    c.ns / 1e6,
+                    c.wait_ns / 1e6
+                );
             }
         }
         let _ = writeln!(

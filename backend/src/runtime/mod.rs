@@ -8,6 +8,7 @@
 pub mod config;
 pub(crate) mod exec;
 pub(crate) mod executor;
+pub mod external;
 pub mod metrics;
 pub(crate) mod queue;
 /// Storages live in their own module (the IR and kernels name them without the runtime); the
@@ -25,6 +26,7 @@ use queue::LaunchQueue;
 use trace::Profiler;
 
 pub use config::{HOST_COST_FIELDS, HostCosts, MAX_HOST_COST_NS, MatmulPrecision, Mode};
+pub use external::{CollectiveEntry, CollectiveRecord, CollectiveStats};
 pub use metrics::Metrics;
 use storage::{FreeList, Storage, StorageRef};
 

@@ -5,8 +5,16 @@
 //! with the host's current time, charges the host the launch cost, counts it, remembers it
 //! until it is waited for, and — in Debug mode — waits for it at once, so that a fault is
 //! reported at the operator that caused it.
+//!
+//! Work that another engine does for the chip — a collective whose bytes a bridge moves
+//! between processes ([`super::external`]) — enters the queue as times: buffers whose contents
+//! land at a later simulated time (`landing`), a stream fence no launch may start before, and
+//! device time the host has not waited for yet (`device_done_ns`). A launch that reads a
+//! landing buffer starts after it lands; synchronising waits for all of it.
 
-use tpuemu_isa::{Device, Launch, LaunchId};
+use std::collections::HashMap;
+
+use tpuemu_isa::{BufferId, Device, KernelArg, Launch, LaunchId};
 
 use super::config::HostCosts;
 use super::metrics::Metrics;
@@ -25,6 +33,13 @@ pub(crate) struct LaunchQueue {
     pub blocking: bool,
     next_id: u64,
     outstanding: Vec<(LaunchId, OpTag)>,
+    /// Buffers being written by work outside the device's launches, and when they land (ns).
+    landing: HashMap<BufferId, f64>,
+    /// No launch starts before this (a stream waiting for an event).
+    fence_ns: f64,
+    /// When the device finishes the work the host has not waited for yet: launches waited
+    /// for without moving the host clock, collectives in flight.
+    pub device_done_ns: f64,
 }
 
 impl LaunchQueue {
@@ -36,6 +51,46 @@ impl LaunchQueue {
             blocking: false,
             next_id: 1,
             outstanding: Vec::new(),
+            landing: HashMap::new(),
+            fence_ns: 0.0,
+            device_done_ns: 0.0,
+        }
+    }
+
+    /// The earliest time work on `buffers` may start: now, after the fence, after every
+    /// landing among them.
+    pub fn start_ns(&self, buffers: impl IntoIterator<Item = BufferId>) -> f64 {
+        let mut t = self.host_ns.max(self.fence_ns);
+        if !self.landing.is_empty() {
+            for b in buffers {
+                if let Some(at) = self.landing.get(&b) {
+                    t = t.max(*at);
+                }
+            }
+        }
+        t
+    }
+
+    /// `buffer`'s contents land at `ns` (written by work outside the launches).
+    pub fn land(&mut self, buffer: BufferId, ns: f64) {
+        let at = self.landing.entry(buffer).or_insert(ns);
+        *at = at.max(ns);
+        self.device_done_ns = self.device_done_ns.max(ns);
+    }
+
+    /// Launches made from now on start at `ns` or later.
+    pub fn fence(&mut self, ns: f64) {
+        self.fence_ns = self.fence_ns.max(ns);
+    }
+
+    /// Waits for every outstanding launch without moving the host clock (the host goes on
+    /// while the device finishes); returns when the device is done with all of it.
+    pub fn drain(&mut self, device: &dyn Device) -> Result<f64> {
+        let (end, fault) = self.wait_launches(device);
+        self.device_done_ns = self.device_done_ns.max(end);
+        match fault {
+            Some(e) => Err(e),
+            None => Ok(self.device_done_ns),
         }
     }
 
@@ -71,7 +126,12 @@ impl LaunchQueue {
 
     /// Starts `launch` on `device` for operator `tag`, submitted at the host's current time.
     pub fn launch(&mut self, device: &dyn Device, mut launch: Launch, tag: &OpTag) -> Result<()> {
-        launch.submit_ns = self.host_ns;
+        launch.submit_ns = self.start_ns(launch.targets.iter().flat_map(|t| {
+            t.args.iter().filter_map(|a| match a {
+                KernelArg::Buffer(b) => Some(*b),
+                KernelArg::Scalar(_) => None,
+            })
+        }));
         let id = device
             .launch(&launch)
             .map_err(|e| super::fault_at(tag, e))?;
@@ -91,14 +151,27 @@ impl LaunchQueue {
         Ok(())
     }
 
-    /// Waits for every outstanding launch; the host clock moves to when the device finished.
-    /// The first fault is reported with its operator.
+    /// Waits for every outstanding launch and every landing; the host clock moves to when the
+    /// device finished. The first fault is reported with its operator.
     pub fn wait_all(&mut self, device: &dyn Device) -> Result<()> {
+        let (end, fault) = self.wait_launches(device);
+        self.host_ns = self.host_ns.max(end).max(self.device_done_ns);
+        self.landing.clear();
+        match fault {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for every outstanding launch, counting what it did; returns the latest end of
+    /// those that completed (0 for none) and the first fault, with its operator.
+    fn wait_launches(&mut self, device: &dyn Device) -> (f64, Option<TpuError>) {
+        let mut last: f64 = 0.0;
         let mut first: Option<TpuError> = None;
         for (id, tag) in std::mem::take(&mut self.outstanding) {
             match device.wait(id) {
                 Ok(c) => {
-                    self.host_ns = self.host_ns.max(c.end_ns);
+                    last = last.max(c.end_ns);
                     self.metrics.device_busy_ns += c.end_ns - c.start_ns;
                     self.metrics.hbm_bytes += c.counters.hbm_bytes;
                     self.metrics.mxu_flops += c.counters.mxu_flops;
@@ -111,9 +184,6 @@ impl LaunchQueue {
                 }
             }
         }
-        match first {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        (last, first)
     }
 }

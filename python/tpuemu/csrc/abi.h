@@ -7,7 +7,7 @@
 
 namespace tpuemu {
 
-constexpr uint64_t TPU_ABI_VERSION = 1;
+constexpr uint64_t TPU_ABI_VERSION = 2;
 
 // Status codes.
 enum : int32_t {
@@ -82,6 +82,13 @@ struct VTable {
   int64_t (*resolve)(const uint8_t* name, size_t len);
   CallFn call;
   CallFn call_graph;
+  // Collectives carried by another engine (torch.distributed's gloo): a view's bytes out and a
+  // result's bytes in, untimed; the result is ready at ready_ns of simulated time.
+  int32_t (*peek_view)(const void* handle, const int64_t* shape, const int64_t* strides,
+                       size_t ndim, int64_t offset, size_t elem_size, uint8_t* out, size_t len);
+  int32_t (*land_view)(const void* handle, const int64_t* shape, const int64_t* strides,
+                       size_t ndim, int64_t offset, size_t elem_size, const uint8_t* data,
+                       size_t len, double ready_ns);
 };
 
 }  // namespace tpuemu

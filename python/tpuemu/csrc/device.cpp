@@ -6,6 +6,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+
 #include "tpuemu.h"
 
 namespace tpuemu {
@@ -13,8 +15,41 @@ namespace tpuemu {
 namespace {
 const VTable* g_vt = nullptr;
 
-c10::Device tpu0() { return c10::Device(c10::DeviceType::PrivateUse1, 0); }
+// This process's tpu: its index (the local rank when torchrun started one process per chip,
+// else 0) and how many tpus the host has (LOCAL_WORLD_SIZE, else 1). Every tensor of this
+// process lives on its own index; the others belong to other processes.
+std::atomic<int> g_index{0};
+std::atomic<int> g_count{1};
+
+c10::Device own() {
+  return c10::Device(c10::DeviceType::PrivateUse1,
+                     static_cast<c10::DeviceIndex>(g_index.load(std::memory_order_relaxed)));
+}
 }  // namespace
+
+void set_device_layout(int index, int count) {
+  TORCH_CHECK(count >= 1 && index >= 0 && index < count, "tpuemu: tpu:", index,
+              " is not one of ", count, " tpus");
+  g_index.store(index);
+  g_count.store(count);
+}
+
+int own_index() { return g_index.load(std::memory_order_relaxed); }
+
+int device_count() { return g_count.load(std::memory_order_relaxed); }
+
+void check_device(c10::Device d) {
+  if (!d.has_index() || d.index() == own_index()) return;
+  if (device_count() == 1) {
+    TORCH_CHECK(false, "tpuemu has one tpu device (tpu:0), not ", d);
+  }
+  TORCH_CHECK(d.index() >= 0 && d.index() < device_count(), "tpuemu: ", d,
+              " does not exist: this host has ", device_count(), " tpus (tpu:0 to tpu:",
+              device_count() - 1, ")");
+  TORCH_CHECK(false, "tpuemu: ", d, " is emulated by another process; this process (local rank ",
+              own_index(), ") emulates tpu:", own_index(),
+              ". Use torch.device(\"tpu\") or torch.tpu.current_device().");
+}
 
 void set_vtable(const VTable* t) {
   TORCH_CHECK(t != nullptr && t->version == TPU_ABI_VERSION,
@@ -59,7 +94,7 @@ void raise(int32_t rc, const std::string& where) {
 // that never repeats as its data pointer (nothing lives in host memory).
 
 c10::DataPtr data_ptr_for(void* handle, uint64_t addr) {
-  return c10::DataPtr(reinterpret_cast<void*>(addr), handle, vt().release, tpu0());
+  return c10::DataPtr(reinterpret_cast<void*>(addr), handle, vt().release, own());
 }
 
 namespace {
@@ -101,17 +136,18 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Device guard: one device, one in-order stream.
+// Device guard: this process's device, one in-order stream.
 
 namespace {
 struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   static constexpr c10::DeviceType static_type = c10::DeviceType::PrivateUse1;
   c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
-  c10::Device exchangeDevice(c10::Device) const override { return tpu0(); }
-  c10::Device getDevice() const override { return tpu0(); }
-  void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.index() <= 0, "tpuemu has one tpu device (tpu:0), not ", d);
+  c10::Device exchangeDevice(c10::Device d) const override {
+    check_device(d);
+    return own();
   }
+  c10::Device getDevice() const override { return own(); }
+  void setDevice(c10::Device d) const override { check_device(d); }
   void uncheckedSetDevice(c10::Device) const noexcept override {}
   c10::Stream getStream(c10::Device d) const noexcept override {
     return c10::Stream(c10::Stream::DEFAULT, d);
@@ -126,7 +162,9 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     return c10::Stream(c10::Stream::DEFAULT, d);
   }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override { return s; }
-  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(device_count());
+  }
   // Work on the device runs in issue order: events need nothing.
   void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag)
       const override {}
@@ -162,12 +200,16 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
-  c10::DeviceIndex deviceCount() const override { return 1; }
-  c10::DeviceIndex getCurrentDevice() const override { return 0; }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(device_count());
+  }
+  c10::DeviceIndex getCurrentDevice() const override {
+    return static_cast<c10::DeviceIndex>(own_index());
+  }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
     return generator();
   }
-  at::Device getDeviceFromPtr(void*) const override { return tpu0(); }
+  at::Device getDeviceFromPtr(void*) const override { return own(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage, newsize);
   }

@@ -22,8 +22,7 @@ void check_options(std::optional<c10::Layout> layout, std::optional<c10::Device>
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
               "tpuemu: only strided tensors live on the tpu");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "Pin memory can only be on CPU");
-  auto d = c10::device_or_default(device);
-  TORCH_CHECK(!d.has_index() || d.index() == 0, "tpuemu has one tpu device (tpu:0), not ", d);
+  check_device(c10::device_or_default(device));
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
@@ -61,6 +60,41 @@ at::Tensor read_host(const at::Tensor& src) {
   if (rc != TPU_OK) raise(rc, "copy from tpu");
   return host;
 }
+
+}  // namespace
+
+// A tpu tensor's elements for a collective (untimed; see abi.h).
+at::Tensor peek_host(const at::Tensor& src) {
+  TORCH_CHECK(src.is_privateuseone(), "tpuemu: peek needs a tpu tensor, not one on ",
+              src.device());
+  at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
+  if (host.numel() == 0) return host;
+  int32_t rc = vt().peek_view(handle_of(src), src.sizes().data(), src.strides().data(),
+                              src.dim(), src.storage_offset(), src.element_size(),
+                              static_cast<uint8_t*>(host.mutable_data_ptr()), host.nbytes());
+  if (rc != TPU_OK) raise(rc, "collective read");
+  return host;
+}
+
+// A collective's result (a CPU tensor of dst's dtype and shape) into a tpu tensor, ready at
+// ready_ns of simulated time (untimed; see abi.h).
+void land_host(const at::Tensor& dst, const at::Tensor& src, double ready_ns) {
+  TORCH_CHECK(dst.is_privateuseone(), "tpuemu: land needs a tpu tensor, not one on ",
+              dst.device());
+  TORCH_CHECK(src.is_cpu() && src.scalar_type() == dst.scalar_type() &&
+                  src.sizes() == dst.sizes(),
+              "tpuemu: a collective's result must be a CPU tensor of the destination's dtype ",
+              "and shape");
+  if (dst.numel() == 0) return;
+  at::Tensor host = src.contiguous();
+  int32_t rc = vt().land_view(handle_of(dst), dst.sizes().data(), dst.strides().data(),
+                              dst.dim(), dst.storage_offset(), dst.element_size(),
+                              static_cast<const uint8_t*>(host.const_data_ptr()), host.nbytes(),
+                              ready_ns);
+  if (rc != TPU_OK) raise(rc, "collective result");
+}
+
+namespace {
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
   if (dst.numel() == 0) return dst;

@@ -53,4 +53,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     g.set_state(state);
   });
   m.def("abi_version", []() { return TPU_ABI_VERSION; });
+  m.def("set_device_layout", &set_device_layout,
+        "This process's tpu index and the host's tpu count (before the first tensor).");
+  m.def("own_index", &own_index, "This process's tpu index.");
+  m.def("device_count", &device_count, "The host's tpu count.");
+  m.def("peek", &peek_host, "A tpu tensor's elements for a collective (untimed).");
+  m.def("land", &land_host, "A collective's result into a tpu tensor, ready at ready_ns.");
 }

@@ -24,6 +24,18 @@ bool ready();
 // The Rust side's last error message.
 std::string last_error();
 
+// This process's tpu index and the host's tpu count (one process per chip under torchrun).
+void set_device_layout(int index, int count);
+int own_index();
+int device_count();
+// Refuses a device index other than this process's.
+void check_device(c10::Device d);
+
+// A collective's input bytes out of a tpu tensor, and its result into one, ready at ready_ns
+// of simulated time; neither is timed (the interconnect model times the collective).
+at::Tensor peek_host(const at::Tensor& src);
+void land_host(const at::Tensor& dst, const at::Tensor& src, double ready_ns);
+
 // The allocator of "tpu" storages.
 c10::Allocator* allocator();
 // A DataPtr for a handle the Rust side created.

@@ -12,14 +12,10 @@
 //! ([`tpuemu_emulator::Emulator::launch_symmetric`]); `--full` simulates every chip (the same
 //! cycles, tested).
 
-use std::time::Instant;
-
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use tpuemu_backend::DType;
-use tpuemu_backend::kernels::collective::{
-    BufferSlice, ChipBuffers, Collective, CollectiveOp, CollectiveSpec, RingChoice,
-};
+use tpuemu_backend::kernels::collective::{CollectiveOp, CollectiveSpec, RingChoice};
 use tpuemu_emulator::{ChipPreset, Emulator};
 use tpuemu_isa::Device;
 
@@ -268,48 +264,30 @@ pub fn run(args: &CollectiveArgs) -> Result<(), CliError> {
     emu.set_timing_only(args.timing_only);
     emu.set_profiling(args.trace.is_some());
     emu.set_run_limits(args.limits.limits()?);
-    let c = Collective::new(&spec, &topo).map_err(|e| other(e.to_string()))?;
-    let dev = |e: tpuemu_isa::DeviceError| CliError::Other(e.to_string());
-    let pid = emu.load(c.program()).map_err(dev)?;
-    let mut bufs = Vec::new();
-    for chip in 0..topo.num_chips() as u32 {
-        let input = emu.alloc(chip, c.input_bytes()).map_err(dev)?;
-        let output = emu.alloc(chip, c.output_bytes()).map_err(dev)?;
-        if !args.timing_only {
-            let data = fill(c.input_bytes() as usize, chip + 1);
-            emu.write(input, 0, &data, 0.0).map_err(dev)?;
-        }
-        bufs.push(ChipBuffers {
-            chip,
-            input: BufferSlice::whole(input),
-            output: BufferSlice::whole(output),
-        });
-    }
-    let submit = emu.synchronize().map_err(dev)?.end_ns;
-    let symmetric = !args.full && c.translation_symmetric(&topo);
-    let t0 = Instant::now();
-    let id = if symmetric {
-        c.launch_with(&emu, pid, &bufs, submit, &|l| emu.launch_symmetric(l))
-    } else {
-        c.launch(&emu, pid, &bufs, submit)
-    }
-    .map_err(|e| other(e.to_string()))?;
-    let done = emu.wait(id).map_err(dev)?;
-    let host_seconds = t0.elapsed().as_secs_f64();
-    let stats = emu.stats(id).expect("the launch exists");
+    let fill_chip = |chip: u32, bytes: usize| fill(bytes, chip + 1);
+    let filler: Option<&dyn Fn(u32, usize) -> Vec<u8>> =
+        (!args.timing_only).then_some(&fill_chip as &dyn Fn(u32, usize) -> Vec<u8>);
+    let sim = tpuemu_workloads::collective::simulate(&emu, &spec, filler, args.full)
+        .map_err(|e| other(e.to_string()))?;
+    let (c, stats, done, host_seconds) = (
+        &sim.collective,
+        &sim.stats,
+        &sim.completion,
+        sim.host_seconds,
+    );
     let secs = stats.cycles() as f64 / preset.clock_hz;
     let n = c.group_size() as f64;
     let bus = match spec.op {
         CollectiveOp::AllReduce => 2.0 * (n - 1.0) / n,
         _ => (n - 1.0) / n,
     };
-    let model = collective_model::model(&c, &topo, &preset, args.bytes);
+    let model = collective_model::model(c, &topo, &preset, args.bytes);
     let simulated_chips = if stats.represented_by.is_some() {
         1
     } else {
         topo.num_chips()
     };
-    let mut v = report::launch_summary(&stats, &preset, host_seconds);
+    let mut v = report::launch_summary(stats, &preset, host_seconds);
     let extra = json!({
         "op": spec.op.name(),
         "slice": args.slice,
