@@ -24,6 +24,27 @@ static CHIP: Mutex<Option<String>> = Mutex::new(None);
 static RT: OnceLock<Runtime> = OnceLock::new();
 /// Host time spent inside the emulator, ns.
 pub static DEVICE_NS: AtomicU64 = AtomicU64::new(0);
+/// The most HBM in use at once since the start or [`reset_peak`], bytes.
+static PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// HBM in use now and at most since the last reset (`torch.tpu.max_memory_allocated`).
+pub fn memory() -> Result<(u64, u64, u64), TpuError> {
+    let rt = runtime()?;
+    let now = rt.hbm_in_use();
+    let peak = PEAK.fetch_max(now, Ordering::Relaxed).max(now);
+    Ok((
+        now,
+        peak,
+        rt.device().topology().chips[rt.chip() as usize].hbm_bytes,
+    ))
+}
+
+/// Starts the peak over from what is in use now.
+pub fn reset_peak() -> Result<(), TpuError> {
+    let now = runtime()?.hbm_in_use();
+    PEAK.store(now, Ordering::Relaxed);
+    Ok(())
+}
 
 /// Operators run on the CPU, by overload: (count, host ns).
 static FALLBACKS: Mutex<BTreeMap<String, (u64, f64)>> = Mutex::new(BTreeMap::new());
@@ -143,7 +164,9 @@ impl Device for TimedDevice {
         self.inner.topology()
     }
     fn alloc(&self, chip: ChipId, bytes: u64) -> Result<BufferId, DeviceError> {
-        self.inner.alloc(chip, bytes)
+        let b = self.inner.alloc(chip, bytes)?;
+        PEAK.fetch_max(self.inner.hbm_in_use(chip), Ordering::Relaxed);
+        Ok(b)
     }
     fn free(&self, buffer: BufferId) -> Result<(), DeviceError> {
         self.inner.free(buffer)

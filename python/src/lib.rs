@@ -201,6 +201,18 @@ fn host_time_ns() -> PyResult<f64> {
     Ok(rt()?.host_time_ns())
 }
 
+/// `(HBM bytes in use, the most in use since the last reset, capacity)` of this process's chip.
+#[pyfunction]
+fn memory() -> PyResult<(u64, u64, u64)> {
+    device::memory().map_err(err)
+}
+
+/// Starts the HBM peak over from what is in use now.
+#[pyfunction]
+fn reset_peak_memory() -> PyResult<()> {
+    device::reset_peak().map_err(err)
+}
+
 /// Records a span on a host lane of the trace (Python-level calls).
 #[pyfunction]
 fn record_span(lane: &str, name: &str, start_ns: f64, end_ns: f64) -> PyResult<()> {
@@ -256,13 +268,14 @@ fn reset_timing() {
 mod rust_module {
     #[pymodule_export]
     use super::dist::{
-        begin_collective, collective_ns, end_collective, slice_info, wait_until,
+        begin_collective, collective_ns, device_time_ns, end_collective, send_ns, slice_info,
+        wait_until,
     };
     #[pymodule_export]
     use super::{
-        chip, chip_info, compile_graph, host_time_ns, matmul_precision, metrics_json,
-        metrics_report, mode, record_span, registry, reset_metrics, reset_timing, set_chip,
-        set_debug, set_matmul_precision, set_mode, set_profiling, started, sync, take_trace,
-        timing, vtable,
+        chip, chip_info, compile_graph, host_time_ns, matmul_precision, memory, metrics_json,
+        metrics_report, mode, record_span, registry, reset_metrics, reset_peak_memory,
+        reset_timing, set_chip, set_debug, set_matmul_precision, set_mode, set_profiling, started,
+        sync, take_trace, timing, vtable,
     };
 }

@@ -44,6 +44,24 @@ _C = _build.load()
 _C.init(*_rust.vtable())
 _device._C = _C
 
+
+def _process_layout() -> None:
+    """One process per chip under ``torchrun`` (or ``tpuemu.distributed.spawn``): this
+    process's tpu is ``tpu:LOCAL_RANK`` of ``LOCAL_WORLD_SIZE``, on the chip ``TPUEMU_SLICE``
+    names."""
+    local = os.environ.get("LOCAL_RANK")
+    if local is not None and local.isdigit():
+        count = os.environ.get("LOCAL_WORLD_SIZE", "")
+        _C.set_device_layout(int(local), int(count) if count.isdigit() else int(local) + 1)
+    text = os.environ.get("TPUEMU_SLICE")
+    if text and not os.environ.get("TPUEMU_CHIP") and not _rust.started():
+        head = text.rsplit(":", 1)[0] if ":" in text else text
+        head = head.split("x", 1)[1] if head.split("x", 1)[0].isdigit() and "x" in head else head
+        _rust.set_chip(head)
+
+
+_process_layout()
+
 if torch._C._get_privateuse1_backend_name() != "tpu":
     torch.utils.rename_privateuse1_backend("tpu")
 torch._register_device_module("tpu", _device)
@@ -164,5 +182,6 @@ _patch_printing()
 
 from ._trace import trace  # noqa: E402
 from . import _module  # noqa: E402,F401  (keeps tied weights tied in Module.to("tpu"))
+from . import distributed  # noqa: E402  (registers the c10d backend "tpu")
 # torch.compile(backend="tpu") finds tpuemu._compile.tpu_backend through the
 # "torch_dynamo_backends" entry point (python/pyproject.toml), imported only when used.

@@ -19,18 +19,40 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
-    """One emulated chip."""
-    return 1
+    """tpus on this host: one, or ``LOCAL_WORLD_SIZE`` when torchrun started one process per
+    chip (each process emulates its own, ``tpu:LOCAL_RANK``)."""
+    return _shim().device_count()
 
 
 def current_device() -> int:
-    return 0
+    """This process's tpu index (its local rank under torchrun, else 0)."""
+    return _shim().own_index()
+
+
+def _index(device) -> int | None:
+    if device is None:
+        return None
+    if isinstance(device, int):
+        return device
+    d = torch.device(device) if isinstance(device, str) else device
+    if d.type != "tpu":
+        raise ValueError(f"expected a tpu device, not {d}")
+    return d.index
 
 
 def set_device(device) -> None:
-    index = torch.device("tpu", device).index if isinstance(device, int) else torch.device(device).index
-    if index not in (None, 0):
+    """Selects this process's tpu: ``torch.tpu.set_device(local_rank)`` under torchrun. Every
+    process emulates one chip, so the only index it accepts is its own."""
+    index = _index(device)
+    own = current_device()
+    if index is None or index == own:
+        return
+    if device_count() == 1:
         raise ValueError(f"tpuemu has one tpu device (tpu:0), not tpu:{index}")
+    raise ValueError(
+        f"tpuemu: this process emulates tpu:{own} (LOCAL_RANK={own}); tpu:{index} is another "
+        f"process's chip (of {device_count()} on this host)"
+    )
 
 
 def is_initialized() -> bool:
@@ -92,7 +114,7 @@ def is_bf16_supported() -> bool:
 
 
 class device:
-    """``with torch.tpu.device(0):`` (there is one device)."""
+    """``with torch.tpu.device(i):``, ``i`` this process's tpu."""
 
     def __init__(self, index):
         set_device(index)
@@ -102,3 +124,120 @@ class device:
 
     def __exit__(self, *exc):
         return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams and events: the chip runs its work in issue order on one stream; a collective's
+# result is ready when it lands (kernels that read it wait), and Work.wait() orders later
+# kernels after it. Streams are that one stream; events read simulated time.
+
+
+class Stream(torch.Stream):
+    """A tpu stream (the chip's one in-order stream)."""
+
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        index = _index(device)
+        return super().__new__(cls, device=torch.device("tpu", current_device() if index is None else index),
+                               priority=priority)
+
+
+def current_stream(device=None) -> Stream:
+    return Stream(device)
+
+
+def default_stream(device=None) -> Stream:
+    return Stream(device)
+
+
+def set_stream(stream) -> None:
+    """Work runs in issue order whichever stream is current."""
+
+
+class stream:  # noqa: N801  (torch.cuda.stream's name)
+    """``with torch.tpu.stream(s):`` (work stays in issue order)."""
+
+    def __init__(self, s):
+        self.stream = s
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Event:
+    """A point in the chip's stream; ``elapsed_time`` is simulated time, in ms."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False):
+        self.enable_timing = enable_timing
+        self._ns: float | None = None
+
+    def record(self, stream=None) -> None:
+        self._ns = _rust.device_time_ns()
+
+    def wait(self, stream=None) -> None:
+        """The stream is in order: nothing to wait for."""
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        _rust.sync()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        if self._ns is None or end_event._ns is None:
+            raise RuntimeError("both events must be recorded before elapsed_time")
+        return (end_event._ns - self._ns) / 1e6
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory: this process's chip's HBM.
+
+
+def memory_allocated(device=None) -> int:
+    """HBM bytes held by tensors on this process's chip."""
+    return _rust.memory()[0]
+
+
+def max_memory_allocated(device=None) -> int:
+    """The most HBM bytes held at once since the start or ``reset_peak_memory_stats()``."""
+    return _rust.memory()[1]
+
+
+def memory_reserved(device=None) -> int:
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device=None) -> int:
+    return max_memory_allocated(device)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _rust.reset_peak_memory()
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) HBM bytes of this process's chip."""
+    used, _, total = _rust.memory()
+    return total - used, total
+
+
+def memory_stats(device=None) -> dict:
+    used, peak, total = _rust.memory()
+    return {
+        "allocated_bytes.all.current": used,
+        "allocated_bytes.all.peak": peak,
+        "reserved_bytes.all.current": used,
+        "reserved_bytes.all.peak": peak,
+        "total_bytes": total,
+    }
+
+
+def empty_cache() -> None:
+    """Storages free their HBM when their last tensor goes: nothing is cached."""

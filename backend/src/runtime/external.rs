@@ -188,6 +188,16 @@ impl Runtime {
         Ok(())
     }
 
+    /// When the chip finishes the work issued so far (an event recorded on its stream), without
+    /// moving the host clock: runs what is recorded and waits for the kernels.
+    pub fn device_time_ns(&self) -> Result<f64> {
+        let mut st = self.lock();
+        st.flush(self, "event")?;
+        let q = &mut st.core.q;
+        let done = q.drain(self.inner.device.as_ref())?;
+        Ok(done.max(q.host_ns))
+    }
+
     /// Launches made from now on start at `ns` or later (a stream waiting for an event: the
     /// end of a collective whose `Work` was waited for).
     pub fn wait_until(&self, ns: f64) {

@@ -73,10 +73,16 @@ fn the_host_enqueues_and_the_chip_arrives_after_its_earlier_work() {
         costs(&rt);
         let _y = busy(&rt);
         let before = rt.host_time_ns();
-        let e = rt.begin_collective("c10d::allreduce_", "[]".into()).unwrap();
+        let e = rt
+            .begin_collective("c10d::allreduce_", "[]".into())
+            .unwrap();
         // Dispatch + launch, and nothing more: the host does not wait for the product
         // (DeferAndFuse first launches the recorded product: one more launch).
-        let flushed = if mode == Mode::DeferAndFuse { 500.0 } else { 0.0 };
+        let flushed = if mode == Mode::DeferAndFuse {
+            500.0
+        } else {
+            0.0
+        };
         assert_eq!(e.call_ns, before, "{mode:?}");
         assert_eq!(e.issued_ns, before + flushed + 1500.0, "{mode:?}");
         assert_eq!(rt.host_time_ns(), e.issued_ns, "{mode:?}");
@@ -131,7 +137,9 @@ fn a_landed_result_holds_back_only_the_kernels_that_read_it() {
     let other = Tensor::from_slice(&rt, &[1.0f32; 1024], &[1024]).unwrap();
     rt.sync().unwrap();
     rt.set_profiling(true);
-    let e = rt.begin_collective("c10d::allreduce_", "[]".into()).unwrap();
+    let e = rt
+        .begin_collective("c10d::allreduce_", "[]".into())
+        .unwrap();
     let (start, end) = (e.ready_ns() + 100.0, e.ready_ns() + 1_000_000.0);
     rt.land_view(landed.storage(), &dense(1024), &bytes(&[2.0; 1024]), end)
         .unwrap();
@@ -154,7 +162,9 @@ fn waiting_for_a_collective_fences_every_later_kernel_and_sync_waits_for_it() {
     let x = Tensor::from_slice(&rt, &[1.0f32; 1024], &[1024]).unwrap();
     rt.sync().unwrap();
     rt.set_profiling(true);
-    let e = rt.begin_collective("c10d::allreduce_", "[]".into()).unwrap();
+    let e = rt
+        .begin_collective("c10d::allreduce_", "[]".into())
+        .unwrap();
     let end = e.ready_ns() + 2_000_000.0;
     rt.end_collective(record(e.clone(), e.ready_ns(), end));
     rt.wait_until(end);
@@ -166,7 +176,9 @@ fn waiting_for_a_collective_fences_every_later_kernel_and_sync_waits_for_it() {
 
     // Without a wait, synchronising still waits for a collective in flight.
     let rt = super::eager::rt(Mode::Strict);
-    let e = rt.begin_collective("c10d::broadcast_", "[]".into()).unwrap();
+    let e = rt
+        .begin_collective("c10d::broadcast_", "[]".into())
+        .unwrap();
     let end = e.ready_ns() + 3_000_000.0;
     rt.end_collective(record(e, end - 10.0, end));
     rt.sync().unwrap();
@@ -179,7 +191,9 @@ fn collectives_are_counted_by_kind_and_drawn_on_the_chips_collective_lane() {
     costs(&rt);
     rt.set_profiling(true);
     for _ in 0..2 {
-        let e = rt.begin_collective("c10d::allreduce_", "[[16]]".into()).unwrap();
+        let e = rt
+            .begin_collective("c10d::allreduce_", "[[16]]".into())
+            .unwrap();
         let ready = e.ready_ns();
         // This chip arrived 300 ns before the last rank.
         rt.end_collective(record(e, ready + 300.0, ready + 1300.0));
@@ -207,9 +221,7 @@ fn collectives_are_counted_by_kind_and_drawn_on_the_chips_collective_lane() {
     assert_eq!(lanes[0].duration_ns(), 1000.0);
     assert_eq!(lanes[0].args["kind"], "all_reduce");
     assert_eq!(
-        t.spans()
-            .filter(|s| s.name == "c10d::allreduce_")
-            .count(),
+        t.spans().filter(|s| s.name == "c10d::allreduce_").count(),
         2
     );
 }
