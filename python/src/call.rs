@@ -430,13 +430,29 @@ fn write_results(
     results: &[Value],
     targets: &[Value],
 ) -> Result<i32, TpuError> {
+    // A `Tensor[]` result (split_with_sizes_copy) fills a `Tensor[] out` list, element by
+    // element.
     let res: Vec<&Tensor> = results
         .iter()
-        .filter_map(|v| match v {
-            Value::Tensor(t) => Some(t),
-            _ => None,
+        .flat_map(|v| match v {
+            Value::Tensor(t) => std::slice::from_ref(t).iter(),
+            Value::Tensors(ts) => ts.iter(),
+            _ => [].iter(),
         })
         .collect();
+    let flat: Vec<Value>;
+    let targets = if targets.iter().any(|t| matches!(t, Value::Tensors(_))) {
+        flat = targets
+            .iter()
+            .flat_map(|t| match t {
+                Value::Tensors(ts) => ts.iter().cloned().map(Value::Tensor).collect::<Vec<_>>(),
+                other => vec![other.clone()],
+            })
+            .collect();
+        &flat[..]
+    } else {
+        targets
+    };
     if res.len() != targets.len() {
         return Err(TpuError::BadArgs(format!(
             "{name}: {} results for {} outputs",

@@ -166,15 +166,22 @@ class stream:  # noqa: N801  (torch.cuda.stream's name)
         return False
 
 
-class Event:
+class Event(torch.Event):
     """A point in the chip's stream; ``elapsed_time`` is simulated time, in ms."""
 
-    def __init__(self, enable_timing: bool = False, blocking: bool = False,
-                 interprocess: bool = False):
-        self.enable_timing = enable_timing
-        self._ns: float | None = None
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
+                interprocess: bool = False):
+        e = super().__new__(cls, device=torch.device("tpu", current_device()),
+                            enable_timing=enable_timing, blocking=blocking,
+                            interprocess=interprocess)
+        e._ns = None
+        return e
+
+    def __init__(self, *args, **kwargs):
+        pass
 
     def record(self, stream=None) -> None:
+        super().record(stream)
         self._ns = _rust.device_time_ns()
 
     def wait(self, stream=None) -> None:
@@ -187,8 +194,8 @@ class Event:
         _rust.sync()
 
     def elapsed_time(self, end_event: "Event") -> float:
-        if self._ns is None or end_event._ns is None:
-            raise RuntimeError("both events must be recorded before elapsed_time")
+        if self._ns is None or getattr(end_event, "_ns", None) is None:
+            raise RuntimeError("both events must be recorded (tpu events) before elapsed_time")
         return (end_event._ns - self._ns) / 1e6
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from . import _backend
+from . import _backend, _compat  # noqa: F401  (_compat: FSDP2 moving CPU models to the tpu)
 from ._slice import Slice
 from ._spawn import spawn
 from ._state import current as _current

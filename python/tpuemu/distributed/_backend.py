@@ -202,7 +202,7 @@ class ProcessGroupTPU(_C10dBackend):
 
         def move(cpu, _):
             # Several tensors (coalesced) go as one flat buffer, as one collective.
-            flat = torch.cat([c.reshape(-1) for c in cpu]) if len(cpu) > 1 else cpu[0]
+            flat = torch.cat([c.reshape(-1) for c in cpu]) if len(cpu) > 1 else cpu[0].reshape(-1)
             self._gloo.allreduce([flat], o).wait()
             if name == "avg":
                 flat = flat / self._size
