@@ -186,11 +186,23 @@ fn set_profiling(on: bool) -> PyResult<()> {
 }
 
 /// The events recorded so far as Chrome trace JSON (what `tpuemu viz` opens); takes them.
+/// A rank of a distributed job says which (`rank`, `world_size`, `slice`), so that
+/// `tpuemu viz` merges a run's rank traces into one timeline.
 #[pyfunction]
-fn take_trace(py: Python<'_>, label: &str) -> PyResult<String> {
+#[pyo3(signature = (label, rank=None, world_size=None, slice=None))]
+fn take_trace(
+    py: Python<'_>,
+    label: &str,
+    rank: Option<u32>,
+    world_size: Option<u32>,
+    slice: Option<String>,
+) -> PyResult<String> {
     let rt = rt()?;
     Ok(py.detach(|| {
-        let t = rt.take_trace(label);
+        let mut t = rt.take_trace(label);
+        t.meta.rank = rank;
+        t.meta.world_size = world_size;
+        t.meta.slice = slice;
         tpuemu_isa::trace::chrome::to_chrome_json(&t)
     }))
 }

@@ -273,10 +273,75 @@ def _eager(gm, name: str, why: str):
     return run
 
 
+def _is_collective(n: torch.fx.Node) -> bool:
+    return (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+            and n.target.namespace in ("_c10d_functional", "c10d_functional", "c10d"))
+
+
+def _split_at_collectives(gm: torch.fx.GraphModule, kind: str):
+    """A graph with functional collectives (``torch.distributed._functional_collectives``): the
+    parts between collectives compile to programs of their own, the collectives run through
+    the tpu process group between them (their bytes move between the rank processes)."""
+    from torch.fx.passes.split_module import split_module
+
+    part = {}
+    p = 0
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "output"):
+            continue
+        if _is_collective(n):
+            p += 1
+            part[n] = p
+            p += 1
+        elif n.op == "call_function" and n.target is operator.getitem and n.args[0] in part \
+                and _is_collective(n.args[0]):
+            part[n] = part[n.args[0]]
+        else:
+            part[n] = p
+    split = split_module(gm, None, lambda n: part[n], keep_original_order=True)
+    for name, sub in list(split.named_children()):
+        if not isinstance(sub, torch.fx.GraphModule):
+            continue
+        if any(_is_collective(n) for n in sub.graph.nodes):
+            continue
+        if not any(n.op == "call_function" for n in sub.graph.nodes):
+            continue
+        setattr(split, name, _CompiledPart(sub, kind))
+    split.recompile()
+    return split
+
+
+class _CompiledPart(torch.nn.Module):
+    """One part of a split graph, compiled (its output made a tuple for the serializer)."""
+
+    def __init__(self, sub: torch.fx.GraphModule, kind: str):
+        super().__init__()
+        out = next(n for n in sub.graph.nodes if n.op == "output")
+        self.single = not isinstance(out.args[0], (tuple, list))
+        if self.single:
+            out.args = ((out.args[0],),)
+            sub.recompile()
+        self.run = _compiler(kind)(sub, None)
+
+    def forward(self, *args):
+        outs = self.run(list(args))
+        return outs[0] if self.single else tuple(outs)
+
+
 def _compiler(kind: str):
     counter = [0]
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        if any(_is_collective(n) for n in gm.graph.nodes):
+            split = _split_at_collectives(gm, kind)
+
+            def run_split(args):
+                a = list(args)
+                args.clear()
+                return split(*a)
+
+            run_split._boxed_call = True
+            return run_split
         name = f"{kind}_{len(_GRAPHS)}"
         counter[0] += 1
         try:

@@ -25,6 +25,7 @@ pub fn write_trace(
             peak_bf16_flops: preset.peak_bf16_flops(),
             hbm_bytes_per_s: preset.hbm_bytes_per_s,
             chips,
+            ..Default::default()
         },
         events: emu.drain_events(),
     };

@@ -494,6 +494,7 @@ fn write_trace(
             peak_bf16_flops: preset.peak_bf16_flops(),
             hbm_bytes_per_s: preset.hbm_bytes_per_s,
             chips: 1,
+            ..Default::default()
         },
         events: emu
             .drain_events()

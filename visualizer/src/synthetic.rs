@@ -56,6 +56,7 @@ pub fn synthetic_trace(n: usize) -> Trace {
         peak_bf16_flops: 197e12,
         hbm_bytes_per_s: 819e9,
         chips: SYNTHETIC_CHIPS,
+        ..Default::default()
     };
     let mut s = Synth {
         g: Lcg(0x5eed),
@@ -385,6 +386,7 @@ fn mode_trace(ops: usize, defer: bool) -> Trace {
         peak_bf16_flops: 197e12,
         hbm_bytes_per_s: 819e9,
         chips: 1,
+        ..Default::default()
     };
     let host = |lane: &str| Track::Host { lane: lane.into() };
     let mut events = Vec::new();

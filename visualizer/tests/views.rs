@@ -235,6 +235,7 @@ fn pod_trace() -> Trace {
             hbm_bytes_per_s: 819e9,
             peak_bf16_flops: 197e12,
             clock_hz: 1.5e9,
+            ..Default::default()
         },
         events,
     }

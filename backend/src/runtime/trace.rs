@@ -130,6 +130,7 @@ impl Runtime {
                 peak_bf16_flops: info.peak_bf16_flops,
                 hbm_bytes_per_s: info.hbm_bytes_per_s,
                 chips: self.inner.device.topology().num_chips() as u32,
+                ..Default::default()
             },
             events: host.into_iter().chain(device).chain(flows).collect(),
         }

@@ -218,6 +218,17 @@ pub struct TraceMeta {
     pub hbm_bytes_per_s: f64,
     /// Number of chips.
     pub chips: u32,
+    /// The rank that wrote it, when one process of a distributed job emulated one chip of a
+    /// slice (`tpuemu.distributed`): a run's rank traces merge into one timeline
+    /// ([`Trace::merge_ranks`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    /// The job's number of ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    /// The slice the ranks formed (`v5e:2x2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<String>,
 }
 
 /// A whole trace.

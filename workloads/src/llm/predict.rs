@@ -382,6 +382,7 @@ impl Prediction {
                 peak_bf16_flops: chip.peak_bf16_flops,
                 hbm_bytes_per_s: chip.hbm_bytes_per_s,
                 chips: self.chips as u32,
+                ..Default::default()
             },
             events,
         }
