@@ -22,6 +22,7 @@
 //! | `Unit { unit: Mxu(_) }` | `mxu.mm` etc. | `flops` |
 //! | `Dma` | `dma hbm->vmem` etc. | `bytes` |
 //! | `Link` | `rdma` | `bytes`, `to_chip` |
+//! | `Link { link: "collective" }` | a collective as one rank saw it, `all_reduce 64.0 MiB axes [1, 0]` | `kind` (`all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`, `broadcast`, `send`, `recv`, `barrier`, ...), `bytes`, `group` (the group's global ranks), `seq` (the group's collective counter: the same on every member for one call; absent for send/recv), `to` (send) / `from` (recv), `axes`, `slice`, `timed_as`, `ready_ns` (when this rank arrived); `op_id` is the host operator |
 //!
 //! `op_id` ties device spans to the host operator that caused them; `group_id` to the fused
 //! group, whose member operators are the `op_ids` (and `ops`, their names) of the queue's
@@ -30,9 +31,19 @@
 //! `bytes` over their duration is the link's traffic. Viewers draw any host lane (`python`
 //! above `aten`) and any counter, so producers may add lanes and counters without a schema
 //! change.
+//!
+//! A distributed run writes one trace per rank (`meta.rank`, `meta.world_size`,
+//! `meta.slice`), each of one chip. [`Trace::merge_ranks`] joins them: rank `N`'s device
+//! tracks move to chip `N`, its host lanes become `rank{N}/{lane}` (`rank2/aten`; viewers
+//! read the part after the slash as the lane and show the lane with chip `N`), its host
+//! counters `rank{N}/{name}`; ids are made unique, and `collective` flows join each
+//! collective's spans across ranks ([`merge`]).
 
 pub mod chrome;
 mod chrome_read;
+pub mod merge;
+
+pub use merge::{COLLECTIVE_LINK, MergeError, rank_lane, split_rank_lane};
 
 use std::collections::BTreeMap;
 
