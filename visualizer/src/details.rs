@@ -117,6 +117,11 @@ pub fn stats_ui(ui: &mut Ui, viewer: &mut Viewer) {
         ui.weak("Shift+drag (or drag on the ruler) to select a range.");
     }
     let labels: Vec<String> = viewer.traces.iter().map(|t| t.label.clone()).collect();
+    let ranks: Vec<bool> = viewer
+        .traces
+        .iter()
+        .map(|t| t.meta.world_size.is_some())
+        .collect();
     let peaks: Vec<Vec<String>> = viewer
         .traces
         .iter()
@@ -140,17 +145,17 @@ pub fn stats_ui(ui: &mut Ui, viewer: &mut Viewer) {
         })
         .collect();
     let stats = viewer.stats().to_vec();
-    for ((label, st), peaks) in labels.iter().zip(&stats).zip(&peaks) {
+    for (((label, st), peaks), &ranks) in labels.iter().zip(&stats).zip(&peaks).zip(&ranks) {
         ui.separator();
         ui.label(RichText::new(label).strong());
         for p in peaks {
             ui.label(p);
         }
-        stats_block(ui, label, st);
+        stats_block(ui, label, st, ranks);
     }
 }
 
-fn stats_block(ui: &mut Ui, id: &str, st: &RangeStats) {
+fn stats_block(ui: &mut Ui, id: &str, st: &RangeStats, ranks: bool) {
     egui::Grid::new(("tpuemu_viz_stats", id))
         .num_columns(2)
         .show(ui, |ui| {
@@ -188,13 +193,16 @@ fn stats_block(ui: &mut Ui, id: &str, st: &RangeStats) {
             );
             row("ICI", si(st.link_bytes_per_s, "B/s"));
         });
+    if st.groups.len() > 1 {
+        per_chip(ui, id, st, ranks);
+    }
     egui::Grid::new(("tpuemu_viz_busy", id))
         .num_columns(4)
         .striped(true)
         .show(ui, |ui| {
             let secs = (st.t1 - st.t0).max(f64::MIN_POSITIVE) * 1e-9;
             for l in &st.lanes {
-                ui.weak(crate::lanes::group_label(l.group, ""));
+                ui.weak(crate::lanes::group_label(l.group, "", ranks));
                 ui.label(&l.label);
                 ui.add(
                     egui::ProgressBar::new(l.share as f32)
@@ -211,6 +219,38 @@ fn stats_block(ui: &mut Ui, id: &str, st: &RangeStats) {
                 } else {
                     ui.label("");
                 }
+                ui.end_row();
+            }
+        });
+}
+
+/// One row per chip (per rank in a merged run): kernels, FLOP/s, MFU, HBM, collectives.
+fn per_chip(ui: &mut Ui, id: &str, st: &RangeStats, ranks: bool) {
+    egui::Grid::new(("tpuemu_viz_chips", id))
+        .num_columns(6)
+        .striped(true)
+        .show(ui, |ui| {
+            for h in [
+                if ranks { "rank" } else { "chip" },
+                "kernels",
+                "FLOP/s",
+                "MFU",
+                "HBM",
+                "collectives",
+            ] {
+                ui.strong(h);
+            }
+            ui.end_row();
+            for g in &st.groups {
+                ui.label(g.chip.to_string());
+                ui.label(g.kernels.to_string());
+                ui.label(si(g.flops_per_s, "FLOP/s"));
+                ui.label(
+                    g.mfu
+                        .map_or("n/a".into(), |m| format!("{:.2} %", m * 100.0)),
+                );
+                ui.label(si(g.hbm_bytes_per_s, "B/s"));
+                ui.label(format!("{:.1} %", g.collective_share * 100.0));
                 ui.end_row();
             }
         });

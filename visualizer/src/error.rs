@@ -1,5 +1,6 @@
 //! Errors the visualizer reports to its user: unreadable files, files that are not traces,
-//! no GPU adapter or no display for the window, and failures writing a screenshot.
+//! run directories that hold no traces or traces that do not merge, no GPU adapter or no
+//! display for the window, and failures writing a screenshot.
 //!
 //! Every variant says what was expected and what came, and, where the fix is an install step,
 //! which packages to install.
@@ -28,8 +29,37 @@ pub enum VizError {
         /// What the reader found instead.
         reason: String,
     },
+    /// A directory given as a run holds no trace files.
+    #[error("{dir} holds no trace files (*.json); give a trace file or a run's directory")]
+    EmptyRun {
+        /// The directory.
+        dir: PathBuf,
+    },
+    /// A directory holds several traces that are not the rank traces of one run.
+    #[error(
+        "{dir} holds {count} traces without a rank ({files}); a directory opens as one run when \
+         its traces are the rank traces of a distributed run: give one or two of them as files"
+    )]
+    NotARun {
+        /// The directory.
+        dir: PathBuf,
+        /// How many traces.
+        count: usize,
+        /// Their file names.
+        files: String,
+    },
+    /// A directory's rank traces do not merge into one run.
+    #[error("cannot open {dir} as one run: {source}{files}")]
+    Merge {
+        /// The directory.
+        dir: PathBuf,
+        /// The files concerned, each with its rank (` (a.json: rank 0, b.json: no rank)`).
+        files: String,
+        /// Why.
+        source: tpuemu_isa::trace::MergeError,
+    },
     /// No trace was given, or more than the viewer can stack.
-    #[error("expected 1 or 2 trace files, got {0}")]
+    #[error("expected 1 or 2 traces (files or run directories), got {0}")]
     TraceCount(usize),
     /// The requested screenshot size is unusable.
     #[error("screenshot size {width}x{height} is out of range (each side 64..=8192 pixels)")]

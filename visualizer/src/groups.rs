@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 use tpuemu_isa::trace::Span;
 
 use crate::index::RowIndex;
-use crate::lanes::{Group, LaneKind};
+use crate::lanes::LaneKind;
 use crate::model::{FusionGroup, Lane, LaneGroups};
 
 pub(crate) type Links = (
@@ -72,7 +72,7 @@ pub(crate) fn link_groups(spans: &[Span], lanes: &[Lane]) -> Links {
             }
             _ => {}
         }
-        if lane.group == Group::Host {
+        if lane.kind.is_host() {
             for i in lane.spans.clone() {
                 if let Some(op) = spans[i].op_id {
                     host_ops.entry(op).or_default().push(i);

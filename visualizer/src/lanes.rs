@@ -4,7 +4,13 @@
 //! Order: the host group first (`python`, `aten`, `queue`, `dispatch`, then any other host
 //! lane by name, which is where foreign Chrome traces land, then host counters), then one
 //! group per chip in chip order, inside it kernels, counters (HBM in use), regions, units
-//! (scalar, valu, vld, vst, xlu, eup, mxu0.., dma, sync), DMA engines and ICI links.
+//! (scalar, valu, vld, vst, xlu, eup, mxu0.., dma, sync), DMA engines, ICI links and the
+//! `collective` link lane.
+//!
+//! A merged distributed run ([`tpuemu_isa::trace::Trace::merge_ranks`]) has a chip per rank
+//! and host lanes named `rank{N}/{lane}`: those belong to chip `N`'s group, listed above its
+//! device lanes, and are of the kind of the part after the slash (`rank2/aten` is
+//! [`LaneKind::HostOps`]).
 //!
 //! How many rows a lane may take is bounded here too ([`LaneKind::max_rows`]): lanes whose
 //! spans nest (host calls, regions) keep a few nesting rows; unit, DMA, link and kernel lanes,
@@ -12,7 +18,7 @@
 //! occupancy.
 
 use serde::{Deserialize, Serialize};
-use tpuemu_isa::trace::Track;
+use tpuemu_isa::trace::{COLLECTIVE_LINK, Track, split_rank_lane};
 
 /// A collapsible group of lanes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -24,9 +30,15 @@ pub enum Group {
 }
 
 impl Group {
-    /// The group of a track.
+    /// The group of a track: its chip's, or, for a host lane, the host's unless it is a
+    /// merged rank's lane (`rank2/aten` belongs to chip 2).
     pub fn of(track: &Track) -> Group {
-        track.chip().map_or(Group::Host, Group::Chip)
+        match track {
+            Track::Host { lane } => {
+                split_rank_lane(lane).map_or(Group::Host, |(r, _)| Group::Chip(r))
+            }
+            _ => track.chip().map_or(Group::Host, Group::Chip),
+        }
     }
 }
 
@@ -55,13 +67,15 @@ pub enum LaneKind {
     Dma,
     /// An ICI link.
     Link,
+    /// The chip's collectives (`Link { link: "collective" }`): spans drawn with their names.
+    Collective,
 }
 
 impl LaneKind {
     /// The kind of a track.
     pub fn of(track: &Track) -> LaneKind {
         match track {
-            Track::Host { lane } => match lane.as_str() {
+            Track::Host { lane } => match split_rank_lane(lane).map_or(lane.as_str(), |(_, l)| l) {
                 "python" => LaneKind::HostPython,
                 "aten" => LaneKind::HostOps,
                 "queue" => LaneKind::HostQueue,
@@ -72,14 +86,13 @@ impl LaneKind {
             Track::Marker { .. } => LaneKind::Region,
             Track::Unit { .. } => LaneKind::Unit,
             Track::Dma { .. } => LaneKind::Dma,
+            Track::Link { link, .. } if link == COLLECTIVE_LINK => LaneKind::Collective,
             Track::Link { .. } => LaneKind::Link,
         }
     }
 
-    /// Whether spans on such a lane nest (calls inside calls, regions inside regions), so
-    /// that rows by nesting depth mean something. Other lanes' overlapping spans are
-    /// concurrent work (pipelined instructions, DMAs in flight) and share one row.
-    pub fn may_nest(self) -> bool {
+    /// Whether the lane is a host lane (of the host group, or of a merged rank's chip).
+    pub fn is_host(self) -> bool {
         matches!(
             self,
             LaneKind::HostPython
@@ -87,8 +100,14 @@ impl LaneKind {
                 | LaneKind::HostQueue
                 | LaneKind::HostDispatch
                 | LaneKind::HostOther
-                | LaneKind::Region
         )
+    }
+
+    /// Whether spans on such a lane nest (calls inside calls, regions inside regions), so
+    /// that rows by nesting depth mean something. Other lanes' overlapping spans are
+    /// concurrent work (pipelined instructions, DMAs in flight) and share one row.
+    pub fn may_nest(self) -> bool {
+        self.is_host() || self == LaneKind::Region
     }
 
     /// The most rows a lane of this kind takes: spans deeper than that are drawn in the last
@@ -117,9 +136,13 @@ pub fn lane_order(track: &Track) -> LaneKey {
     (Group::of(track), kind, core, sub, name)
 }
 
-/// The sort key of a counter lane (`chip` `None`: a host counter, after the host lanes).
+/// The sort key of a counter lane (`chip` `None`: a host counter, after the host lanes; a
+/// merged rank's host counter, `rank2/...`, after that rank's host lanes).
 pub fn counter_order(chip: Option<u32>, name: &str) -> LaneKey {
-    let group = chip.map_or(Group::Host, Group::Chip);
+    let group = match chip {
+        Some(c) => Group::Chip(c),
+        None => split_rank_lane(name).map_or(Group::Host, |(r, _)| Group::Chip(r)),
+    };
     let kind = if chip.is_some() {
         LaneKind::Counter
     } else {
@@ -146,12 +169,17 @@ fn unit_rank(unit: tpuemu_isa::instr::Unit) -> u32 {
     }
 }
 
-/// A group's header text (`host`, `chip 0 (v5e)`).
-pub fn group_label(group: Group, generation: &str) -> String {
-    match group {
-        Group::Host => "host".to_string(),
+/// A group's header text (`host`, `chip 0 (v5e)`); in a merged distributed run (`ranks`),
+/// where chip `N` is rank `N`'s, `rank 2 · chip 2 (v5e)`.
+pub fn group_label(group: Group, generation: &str, ranks: bool) -> String {
+    let chip = match group {
+        Group::Host => return "host".to_string(),
         Group::Chip(c) if generation.is_empty() => format!("chip {c}"),
         Group::Chip(c) => format!("chip {c} ({generation})"),
+    };
+    match group {
+        Group::Chip(c) if ranks => format!("rank {c} · {chip}"),
+        _ => chip,
     }
 }
 
@@ -224,11 +252,67 @@ mod tests {
             Group::of(&Track::Dma { chip: 3, engine: 0 }),
             Group::Chip(3)
         );
-        assert_eq!(group_label(Group::Chip(3), "v5e"), "chip 3 (v5e)");
-        assert_eq!(group_label(Group::Chip(3), ""), "chip 3");
+        assert_eq!(group_label(Group::Chip(3), "v5e", false), "chip 3 (v5e)");
+        assert_eq!(group_label(Group::Chip(3), "", false), "chip 3");
+        assert_eq!(
+            group_label(Group::Chip(2), "v5e", true),
+            "rank 2 · chip 2 (v5e)"
+        );
+        assert_eq!(group_label(Group::Host, "v5e", true), "host");
         assert!(LaneKind::Region.may_nest() && !LaneKind::Unit.may_nest());
         assert_eq!(LaneKind::Unit.max_rows(), 1);
         assert_eq!(LaneKind::HostOps.max_rows(), MAX_NEST_ROWS);
         assert_eq!(LaneKind::of(&host("python")), LaneKind::HostPython);
+    }
+
+    #[test]
+    fn merged_rank_lanes_sit_above_their_chips_device_lanes() {
+        let link = |chip, l: &str| Track::Link {
+            chip,
+            link: l.into(),
+        };
+        let mut tracks = vec![
+            link(1, "collective"),
+            link(1, "x+"),
+            Track::Kernel { chip: 1, core: 0 },
+            host("rank1/aten"),
+            host("rank0/queue"),
+            Track::Kernel { chip: 0, core: 0 },
+            host("rank1/python"),
+            host("rank0/aten"),
+            host("aten"),
+        ];
+        tracks.sort_by_key(lane_order);
+        let labels: Vec<String> = tracks
+            .iter()
+            .map(|t| format!("{:?} {}", Group::of(t), t.label()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "Host aten",
+                "Chip(0) rank0/aten",
+                "Chip(0) rank0/queue",
+                "Chip(0) core0 kernels",
+                "Chip(1) rank1/python",
+                "Chip(1) rank1/aten",
+                "Chip(1) core0 kernels",
+                "Chip(1) link x+",
+                "Chip(1) link collective",
+            ]
+        );
+        assert_eq!(LaneKind::of(&host("rank2/aten")), LaneKind::HostOps);
+        assert_eq!(
+            LaneKind::of(&host("rank2/cpu fallback")),
+            LaneKind::HostOther
+        );
+        assert_eq!(LaneKind::of(&link(0, "collective")), LaneKind::Collective);
+        assert!(LaneKind::HostQueue.is_host() && !LaneKind::Collective.is_host());
+        // A rank's host counter: after its host lanes, before its kernels.
+        let counter = counter_order(None, "rank1/host_bytes");
+        assert_eq!(counter.0, Group::Chip(1));
+        assert!(counter > lane_order(&host("rank1/aten")));
+        assert!(counter < lane_order(&Track::Kernel { chip: 1, core: 0 }));
+        assert_eq!(counter_order(None, "host_bytes").0, Group::Host);
     }
 }

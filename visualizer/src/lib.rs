@@ -10,16 +10,18 @@
 //! FLOP/s, MFU and HBM bandwidth over a selected range. See `visualizer/README.md`.
 //!
 //! Entry points for the CLI: [`run_viewer`] opens a window (eframe, wgpu renderer);
-//! [`screenshot`] renders the same view to a PNG with no window and no GPU.
+//! [`screenshot`] renders the same view to a PNG with no window and no GPU. Each path is a
+//! trace file or a run directory: a distributed run's rank traces, merged into one timeline
+//! with a chip per rank ([`open`]).
 //!
 //! Module map: [`axis`] (time <-> pixel), [`lanes`] (lane kinds, order, depth bounds),
-//! [`model`] (a trace indexed per lane and row), [`groups`] (fusion groups), [`counters`]
+//! [`open`] (files and run directories), [`model`] (a trace indexed per lane and row), [`groups`] (fusion groups), [`counters`]
 //! (counter series), [`index`] (culling and merging), [`layout`] (y positions), [`stats`]
 //! (range statistics), [`profile`] and [`diff`] (op profile, comparison), [`marks`] (search and
 //! marked spans), [`options`] (view options), [`view`] (state), [`input`] and [`keys`] (mouse
 //! and keys), [`paint`], [`paint_counter`], [`panel`], [`table`] and [`details`] (drawing),
 //! [`app`] (the window), [`screenshot`] and [`raster`] (headless rendering), [`synthetic`]
-//! (test traces).
+//! and [`synthetic_ranks`] (test traces).
 
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -37,6 +39,7 @@ pub mod lanes;
 pub mod layout;
 pub mod marks;
 pub mod model;
+pub mod open;
 pub mod options;
 pub mod paint;
 pub mod paint_counter;
@@ -46,6 +49,7 @@ pub mod raster;
 pub mod screenshot;
 pub mod stats;
 pub mod synthetic;
+pub mod synthetic_ranks;
 pub mod table;
 pub mod view;
 
@@ -56,6 +60,7 @@ pub use model::{TraceModel, load_trace, open_trace};
 pub use options::ViewOptions;
 pub use screenshot::ScreenshotInfo;
 pub use synthetic::{mode_pair, synthetic_trace};
+pub use synthetic_ranks::{rank_run, rank_traces};
 pub use view::Viewer;
 
 /// Default screenshot width, px.
@@ -63,7 +68,8 @@ pub const DEFAULT_WIDTH: u32 = 1600;
 /// Default screenshot height, px.
 pub const DEFAULT_HEIGHT: u32 = 1000;
 
-/// Reads and indexes one or two trace files (the first is drawn on top).
+/// Reads and indexes one or two runs, each a trace file or a directory of rank traces (the
+/// first is drawn on top).
 pub fn open_traces(paths: &[PathBuf]) -> Result<Vec<TraceModel>, VizError> {
     if paths.is_empty() || paths.len() > 2 {
         return Err(VizError::TraceCount(paths.len()));
@@ -71,8 +77,8 @@ pub fn open_traces(paths: &[PathBuf]) -> Result<Vec<TraceModel>, VizError> {
     paths.iter().map(|p| open_trace(p)).collect()
 }
 
-/// Opens a window showing one trace, or two stacked on a shared time axis. Returns when the
-/// window is closed.
+/// Opens a window showing one run, or two stacked on a shared time axis (each a trace file
+/// or a run directory). Returns when the window is closed.
 pub fn run_viewer(paths: &[PathBuf]) -> Result<(), VizError> {
     let traces = open_traces(paths)?;
     let title = format!(
@@ -86,8 +92,8 @@ pub fn run_viewer(paths: &[PathBuf]) -> Result<(), VizError> {
     app::run_window(Viewer::new(traces, ViewOptions::default()), &title)
 }
 
-/// Renders the view of one or two traces, fitted to the whole of them, to a PNG of
-/// `width` x `height` pixels, without a window or a GPU.
+/// Renders the view of one or two runs (trace files or run directories), fitted to the whole
+/// of them, to a PNG of `width` x `height` pixels, without a window or a GPU.
 pub fn screenshot(
     paths: &[PathBuf],
     out: &Path,

@@ -8,12 +8,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
-use std::path::Path;
 
-use tpuemu_isa::trace::{Counter, Flow, Span, Trace, TraceEvent, TraceMeta, Track, chrome};
+use tpuemu_isa::trace::{Counter, Flow, Span, Trace, TraceEvent, TraceMeta, Track};
 
 use crate::counters::Series;
-use crate::error::VizError;
 use crate::index::RowIndex;
 use crate::lanes::{Group, LaneKey, LaneKind, counter_order, lane_order};
 
@@ -103,47 +101,7 @@ pub struct TraceModel {
     pub chips_seen: u32,
 }
 
-/// The largest trace file the viewer reads: 4 GiB (the demo's traces are about 50 MB).
-pub const MAX_TRACE_BYTES: u64 = 4 << 30;
-
-/// Reads a trace file (Chrome trace JSON).
-pub fn load_trace(path: &Path) -> Result<Trace, VizError> {
-    use std::io::Read;
-    let read = |source| VizError::Read {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(read)?
-        .take(MAX_TRACE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read)?;
-    if bytes.len() as u64 > MAX_TRACE_BYTES {
-        return Err(VizError::NotATrace {
-            path: path.to_path_buf(),
-            reason: format!("longer than {MAX_TRACE_BYTES} bytes, the most the viewer reads"),
-        });
-    }
-    let text = String::from_utf8(bytes).map_err(|e| VizError::NotATrace {
-        path: path.to_path_buf(),
-        reason: format!("not UTF-8 text ({e})"),
-    })?;
-    chrome::from_chrome_json(&text).map_err(|e| VizError::NotATrace {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })
-}
-
-/// Reads and indexes a trace file; the label falls back to the file name.
-pub fn open_trace(path: &Path) -> Result<TraceModel, VizError> {
-    let trace = load_trace(path)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Ok(TraceModel::new(trace, &name))
-}
+pub use crate::open::{MAX_TRACE_BYTES, load_trace, open_trace};
 
 impl TraceModel {
     /// Indexes a trace. `fallback_label` is used when the trace's meta has no label.
@@ -316,12 +274,17 @@ impl TraceModel {
         let (Some(s), Some(own)) = (self.spans.get(span), self.lane_of_span(span)) else {
             return out;
         };
-        if self.lanes[own].group != Group::Host {
+        if !self.lanes[own].kind.is_host() {
             return out;
         }
+        // Only the same process's lanes: in a merged run other ranks' calls overlap in time.
+        let group = self.lanes[own].group;
         let slack = TOUCH_NS + s.end_ns.abs() * 1e-12;
         for (li, lane) in self.lanes.iter().enumerate() {
-            if li == own || !matches!(lane.kind, LaneKind::HostOps | LaneKind::HostOther) {
+            if li == own
+                || lane.group != group
+                || !matches!(lane.kind, LaneKind::HostOps | LaneKind::HostOther)
+            {
                 continue;
             }
             for row in &lane.rows {
@@ -468,6 +431,7 @@ fn time_range(spans: &[Span], flows: &[Flow], counters: &[Counter]) -> (f64, f64
 mod tests {
     use super::*;
     use serde_json::json;
+    use tpuemu_isa::trace::chrome;
 
     fn span(track: Track, name: &str, s: f64, e: f64) -> TraceEvent {
         TraceEvent::Span(Span::new(track, name, s, e))
@@ -623,25 +587,5 @@ mod tests {
         let empty = TraceModel::new(Trace::default(), "e");
         assert_eq!(empty.time_range, (0.0, 1.0));
         assert!(empty.lanes.is_empty());
-    }
-
-    #[test]
-    fn missing_and_malformed_files_are_errors() {
-        let dir = std::env::temp_dir().join(format!("tpuemu-viz-model-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let missing = dir.join("missing.json");
-        assert!(matches!(open_trace(&missing), Err(VizError::Read { .. })));
-        let bad = dir.join("bad.json");
-        std::fs::write(&bad, "{ not json").unwrap();
-        let err = open_trace(&bad).unwrap_err();
-        assert!(matches!(err, VizError::NotATrace { .. }));
-        assert!(err.to_string().contains("bad.json"));
-        let binary = dir.join("bin.json");
-        std::fs::write(&binary, [0xff, 0xfe, 0x00]).unwrap();
-        assert!(matches!(
-            open_trace(&binary),
-            Err(VizError::NotATrace { .. })
-        ));
-        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -270,7 +270,11 @@ impl<'a> Scene<'a> {
         p.text(
             pos2(r.min.x + 18.0, r.center().y),
             Align2::LEFT_CENTER,
-            group_label(group, &self.traces[trace].meta.generation),
+            group_label(
+                group,
+                &self.traces[trace].meta.generation,
+                self.traces[trace].meta.world_size.is_some(),
+            ),
             FontId::proportional(12.0),
             TEXT,
         );
@@ -360,7 +364,7 @@ impl<'a> Scene<'a> {
                         if let Some(h) = hl {
                             if h.span == Some(i) {
                                 outlines.push((r, SELECT));
-                            } else if linked(h, l.group, s.op_id, s.group_id) {
+                            } else if linked(h, l.kind.is_host(), s.op_id, s.group_id) {
                                 outlines.push((r, LINKED));
                             }
                         }
@@ -637,11 +641,11 @@ impl<'a> Scene<'a> {
 /// Whether a span relates to the highlight: the same operator, an operator called inside the
 /// selected Python-level call (and its kernels), the highlighted group's kernels, or a host
 /// operator that group fused.
-fn linked(h: &Highlight, group: Group, op: Option<u64>, gid: Option<u64>) -> bool {
+fn linked(h: &Highlight, host: bool, op: Option<u64>, gid: Option<u64>) -> bool {
     (h.op.is_some() && op == h.op)
         || op.is_some_and(|o| h.calls.contains(&o))
-        || (group != Group::Host && h.group.is_some() && gid == h.group)
-        || (group == Group::Host && op.is_some_and(|o| h.group_ops.contains(&o)))
+        || (!host && h.group.is_some() && gid == h.group)
+        || (host && op.is_some_and(|o| h.group_ops.contains(&o)))
 }
 
 /// A transfer rate in bytes per second, short (`45GB/s`), for link span labels.

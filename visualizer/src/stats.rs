@@ -7,7 +7,14 @@
 //!   `meta.peak_bf16_flops * chips`;
 //! - HBM bandwidth: the `bytes` args of DMA-engine spans, prorated the same way, over the
 //!   range; utilisation divides by `meta.hbm_bytes_per_s * chips`;
-//! - ICI: the same for link spans (no peak in the trace meta, so no utilisation).
+//! - ICI: the same for link spans (no peak in the trace meta, so no utilisation); the
+//!   `collective` link lane's spans (a collective's payload as one rank saw it, not link
+//!   traffic) count for its busy share only;
+//! - per chip ([`GroupStats`]): the same figures for each chip group alone (against one chip's
+//!   peaks) and the share of the range it spent in collectives. In a merged distributed run a
+//!   chip is a rank, so these compare the ranks.
+
+use std::collections::BTreeMap;
 
 use crate::lanes::{Group, LaneKind};
 use crate::model::{Lane, TraceModel};
@@ -27,6 +34,23 @@ pub struct LaneBusy {
     pub share: f64,
     /// Bytes moved in the range (DMA engines and ICI links; prorated), else 0.
     pub bytes: f64,
+}
+
+/// Statistics of one chip group over a range.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GroupStats {
+    /// The chip.
+    pub chip: u32,
+    /// Kernel spans overlapping the range.
+    pub kernels: usize,
+    /// Achieved FLOP/s.
+    pub flops_per_s: f64,
+    /// FLOP/s over one chip's peak, when the trace says the peak.
+    pub mfu: Option<f64>,
+    /// HBM bytes per second (DMA engines).
+    pub hbm_bytes_per_s: f64,
+    /// Share of the range its `collective` lane was busy (0..=1).
+    pub collective_share: f64,
 }
 
 /// Statistics of one trace over `[t0, t1]`.
@@ -56,6 +80,8 @@ pub struct RangeStats {
     pub link_bytes: f64,
     /// ICI bytes per second.
     pub link_bytes_per_s: f64,
+    /// Per chip, in chip order.
+    pub groups: Vec<GroupStats>,
 }
 
 /// Computes the statistics of `model` over `[t0, t1]` (trace time, ns).
@@ -76,21 +102,25 @@ pub fn range_stats(model: &TraceModel, t0: f64, t1: f64) -> RangeStats {
         hbm_util: None,
         link_bytes: 0.0,
         link_bytes_per_s: 0.0,
+        groups: Vec::new(),
     };
+    // Per chip: kernels, flops, DMA bytes, collective busy ns.
+    let mut per: BTreeMap<Group, (usize, f64, f64, f64)> = BTreeMap::new();
     for (li, lane) in model.lanes.iter().enumerate() {
         let mut lane_bytes = 0.0;
+        let g = per.entry(lane.group).or_default();
         match lane.kind {
             LaneKind::Kernel => {
                 for_each_overlap(lane, t0, t1, |i, frac| {
-                    out.kernels += 1;
-                    out.flops += frac * arg_f64(model, i, "flops");
+                    g.0 += 1;
+                    g.1 += frac * arg_f64(model, i, "flops");
                 });
             }
             LaneKind::Dma => {
                 for_each_overlap(lane, t0, t1, |i, frac| {
                     lane_bytes += frac * arg_f64(model, i, "bytes");
                 });
-                out.dma_bytes += lane_bytes;
+                g.2 += lane_bytes;
             }
             LaneKind::Link => {
                 for_each_overlap(lane, t0, t1, |i, frac| {
@@ -98,13 +128,25 @@ pub fn range_stats(model: &TraceModel, t0: f64, t1: f64) -> RangeStats {
                 });
                 out.link_bytes += lane_bytes;
             }
+            LaneKind::Collective => {
+                for_each_overlap(lane, t0, t1, |i, frac| {
+                    lane_bytes += frac * arg_f64(model, i, "bytes");
+                });
+            }
             _ => {}
         }
         if matches!(
             lane.kind,
-            LaneKind::Kernel | LaneKind::Unit | LaneKind::Dma | LaneKind::Link
+            LaneKind::Kernel
+                | LaneKind::Unit
+                | LaneKind::Dma
+                | LaneKind::Link
+                | LaneKind::Collective
         ) {
             let busy_ns = busy(lane, t0, t1);
+            if lane.kind == LaneKind::Collective {
+                g.3 = g.3.max(busy_ns);
+            }
             out.lanes.push(LaneBusy {
                 lane: li,
                 group: lane.group,
@@ -114,6 +156,23 @@ pub fn range_stats(model: &TraceModel, t0: f64, t1: f64) -> RangeStats {
                 bytes: lane_bytes,
             });
         }
+    }
+    let peak = |v: f64, per_chip: f64| (per_chip > 0.0).then(|| v / per_chip);
+    for (&group, &(kernels, flops, bytes, coll_ns)) in &per {
+        out.kernels += kernels;
+        out.flops += flops;
+        out.dma_bytes += bytes;
+        let Group::Chip(chip) = group else {
+            continue;
+        };
+        out.groups.push(GroupStats {
+            chip,
+            kernels,
+            flops_per_s: flops / secs,
+            mfu: peak(flops / secs, model.meta.peak_bf16_flops),
+            hbm_bytes_per_s: bytes / secs,
+            collective_share: (coll_ns / len).clamp(0.0, 1.0),
+        });
     }
     out.flops_per_s = out.flops / secs;
     out.hbm_bytes_per_s = out.dma_bytes / secs;
@@ -241,6 +300,41 @@ mod tests {
         assert_eq!(share(&s, "dma0", Group::Chip(0)), 0.5);
         let dma = s.lanes.iter().find(|l| l.label == "dma0").unwrap();
         assert_eq!(dma.bytes, 400.0);
+    }
+
+    #[test]
+    fn per_chip_figures() {
+        let mut m = model();
+        let s = range_stats(&m, 0.0, 200.0);
+        let chips: Vec<(u32, usize)> = s.groups.iter().map(|g| (g.chip, g.kernels)).collect();
+        assert_eq!(chips, [(0, 2), (1, 1)]);
+        // Chip 0: 3000 FLOP in 200 ns against 10 FLOP/ns; 400 B of DMA.
+        assert!((s.groups[0].mfu.unwrap() - 1.5).abs() < 1e-12);
+        assert!((s.groups[0].hbm_bytes_per_s - 2e9).abs() < 1.0);
+        assert!((s.groups[1].flops_per_s - 20e9).abs() < 1.0);
+        assert_eq!(s.groups[1].collective_share, 0.0);
+        // A collective on chip 1 for a quarter of the range: busy, but not ICI traffic.
+        let mut events: Vec<TraceEvent> = m.spans.drain(..).map(TraceEvent::Span).collect();
+        let coll = Track::Link {
+            chip: 1,
+            link: "collective".into(),
+        };
+        events.push(with_arg(
+            Span::new(coll, "all_reduce", 100.0, 150.0),
+            "bytes",
+            1e6,
+        ));
+        let m = TraceModel::new(
+            Trace {
+                meta: m.meta.clone(),
+                events,
+            },
+            "t",
+        );
+        let s = range_stats(&m, 0.0, 200.0);
+        assert_eq!(s.groups[1].collective_share, 0.25);
+        assert_eq!(share(&s, "link collective", Group::Chip(1)), 0.25);
+        assert_eq!(s.link_bytes, 0.0);
     }
 
     #[test]

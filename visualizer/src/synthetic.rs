@@ -378,7 +378,7 @@ pub fn mode_pair(ops: usize) -> (Trace, Trace) {
     (mode_trace(ops, false), mode_trace(ops, true))
 }
 
-fn mode_trace(ops: usize, defer: bool) -> Trace {
+pub(crate) fn mode_trace(ops: usize, defer: bool) -> Trace {
     let meta = TraceMeta {
         label: if defer { "step defer" } else { "step strict" }.into(),
         generation: "v5e".into(),
