@@ -2,7 +2,13 @@
 
 Host lanes: ``python`` (the torch calls the program made), ``aten`` (every operator the backend
 ran, by overload), ``cpu fallback`` (operators run on the CPU), ``queue`` (DeferAndFuse flushes
-and fused groups); then the device's kernels and units. Times are the simulated clocks.
+and fused groups); then the device's kernels and units, and the collectives on the chip's
+``collective`` lane. Times are the simulated clocks.
+
+In a distributed job (``torch.distributed`` initialised with more than one rank) every rank
+writes its own file: ``{rank}`` in the path is replaced by the rank, else ``.rank<r>`` goes
+before the suffix (``run/step.json`` -> ``run/step.rank0.json``, ...). ``tpuemu viz run/`` opens
+the directory's rank traces as one multi-chip timeline.
 """
 
 from __future__ import annotations
@@ -49,9 +55,30 @@ class _PythonCalls(TorchFunctionMode):
             _rust.record_span("python", _name(func), start, _rust.host_time_ns())
 
 
+def _rank_path(path: str | Path) -> tuple[Path, dict]:
+    """The file this process writes, and its rank facts for the trace's metadata."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return Path(path), {}
+    from .distributed import slice as current_slice
+
+    rank = dist.get_rank()
+    text = str(path)
+    if "{rank}" in text:
+        p = Path(text.replace("{rank}", str(rank)))
+    else:
+        p = Path(path)
+        p = p.with_name(f"{p.stem}.rank{rank}{p.suffix}")
+    s = current_slice()
+    return p, {"rank": rank, "world_size": dist.get_world_size(),
+               "slice": s.spec if s is not None else None}
+
+
 @contextlib.contextmanager
 def trace(path: str | Path, label: str | None = None, python_calls: bool = True):
-    """Records what runs in the block and writes it as a Chrome trace to ``path``."""
+    """Records what runs in the block and writes it as a Chrome trace to ``path`` (one file per
+    rank in a distributed job, see the module docs)."""
     _rust.sync()
     _rust.take_trace("")  # drop anything recorded before
     _rust.set_profiling(True)
@@ -63,6 +90,8 @@ def trace(path: str | Path, label: str | None = None, python_calls: bool = True)
         try:
             _rust.sync()
         finally:
-            text = _rust.take_trace(label or Path(path).stem)
+            out, ranks = _rank_path(path)
+            text = _rust.take_trace(label or Path(path).stem, **ranks)
             _rust.set_profiling(False)
-            Path(path).write_text(text)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(text)

@@ -108,6 +108,16 @@ class ProcessGroupTPU(_C10dBackend):
     def getBackendName(self) -> str:  # noqa: N802  (c10d's name)
         return "tpu"
 
+    # c10d asks these of every backend (a Python backend must answer them itself).
+    supports_coalescing = property(lambda self: False)
+    supports_splitting = property(lambda self: False)
+    supports_shrinking = property(lambda self: False)
+    supports_tensor_alloc = property(lambda self: False)
+    supports_abort_hooks = property(lambda self: False)
+    supports_completion_hooks = property(lambda self: False)
+    supports_reconfigure = property(lambda self: False)
+    supports_window = property(lambda self: False)
+
     @property
     def group_ranks(self) -> list[int]:
         """The group's global ranks, in group order."""
@@ -503,9 +513,11 @@ class ProcessGroupTPU(_C10dBackend):
         entry = _rust.begin_collective("c10d::send", shapes)
         ready = max(entry[2], entry[3])
         h = ex.Header(ready, 0, "send", _dtype(t), shapes, ex.digest(shapes))
+        # The sends complete when the receiver takes them: waited for by Work.wait(), so that
+        # isend/irecv pairs posted in any order do not block each other.
         try:
-            ex.send_header(self._gloo, h, dstRank, tag)
-            self._gloo.send([_C.peek(t)], dstRank, tag).wait()
+            pending = [self._gloo.send([h.encode()], dstRank, tag),
+                       self._gloo.send([_C.peek(t)], dstRank, tag)]
         except RuntimeError as e:
             raise ex.backend_error("send", self._ranks, e) from None
         nbytes = _nbytes([t])
@@ -513,7 +525,8 @@ class ProcessGroupTPU(_C10dBackend):
         args = {"to": self._ranks[dstRank], "slice": self._slice.spec}
         _rust.end_collective(entry, "send", f"send {_human(nbytes)} to rank {self._ranks[dstRank]}",
                              nbytes, ready, end, json.dumps(args))
-        return Work([t], end)
+        return Work([t], end, pending=pending,
+                    on_error=lambda e: ex.backend_error("send", self._ranks, e))
 
     def _recv(self, tensors, src, tag):
         self._check("recv", tensors)

@@ -87,10 +87,6 @@ def check(headers: list[Header], ranks: list[int], what: str, same_shapes: bool)
         )
 
 
-def send_header(gloo, h: Header, dst: int, tag: int) -> None:
-    gloo.send([h.encode()], dst, tag).wait()
-
-
 def recv_header(gloo, src: int | None, tag: int) -> tuple[Header, int]:
     """A header from ``src`` (any rank when None) and the rank it came from."""
     t = torch.empty(HEADER_BYTES, dtype=torch.uint8)
