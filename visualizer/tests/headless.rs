@@ -58,6 +58,45 @@ fn screenshot_of_two_traces_stacks_them() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// A run directory of two rank traces renders as one two-chip timeline: the pixels of its
+/// collective spans (named, in their name's colour) and of its kernels are in the image.
+#[test]
+fn screenshot_of_a_run_directory_draws_its_ranks_spans() {
+    use tpuemu_visualizer::paint::name_color;
+    use tpuemu_visualizer::rank_traces;
+
+    let dir = temp_dir("run");
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let ranks = rank_traces(2, 9, false, "step");
+    for (r, t) in ranks.iter().enumerate() {
+        std::fs::write(run.join(format!("step.rank{r}.json")), to_chrome_json(t)).unwrap();
+    }
+    let out = dir.join("run.png");
+    let info = screenshot(std::slice::from_ref(&run), &out, 1000, 700).unwrap();
+    assert_eq!(info.traces, 1);
+    assert_eq!(
+        info.spans,
+        ranks.iter().map(|t| t.spans().count()).sum::<usize>()
+    );
+    let (_, _, rgb) = read_png(&out);
+    let has = |name: &str| {
+        let c = name_color(name);
+        rgb.chunks_exact(3)
+            .filter(|p| p == &[c.r(), c.g(), c.b()])
+            .count()
+    };
+    // Both collectives (wide spans on each rank's collective lane) and a kernel.
+    for name in [
+        "all_reduce 64.0 MiB axes [0]",
+        "all_gather 16.0 MiB axes [0]",
+        "mm",
+    ] {
+        assert!(has(name) > 100, "{name}: {} pixels", has(name));
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn bad_inputs_are_errors_not_panics() {
     let dir = temp_dir("bad");

@@ -2,7 +2,7 @@
 //! and rendered by the crate's CPU rasterizer (no GPU): bounded lanes, the comparison of two
 //! traces with its diff table, the op profile with a selected and expanded fusion group, the
 //! HBM counter with its peak and ICI links as traffic, the Python lane with a search, and the
-//! keyboard navigation. Each test also checks facts it can derive by hand from the trace it
+//! keyboard navigation, and merged distributed runs (`views/runs.rs`). Each test also checks facts it can derive by hand from the trace it
 //! builds. Refresh the images with `UPDATE_SNAPSHOTS=1 cargo test -p tpuemu-visualizer --test
 //! views` after an intended change, and look at them.
 
@@ -16,6 +16,9 @@ use tpuemu_visualizer::profile::ProfileKind;
 use tpuemu_visualizer::raster::{Canvas, Textures, rasterize};
 use tpuemu_visualizer::view::{Selection, Tab};
 use tpuemu_visualizer::{TraceModel, ViewOptions, Viewer, mode_pair, synthetic_trace};
+
+#[path = "views/runs.rs"]
+mod runs;
 
 /// Renders a harness's frames with the crate's CPU rasterizer.
 #[derive(Default)]
