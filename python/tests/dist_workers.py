@@ -208,11 +208,9 @@ def collectives(rank: int, out_dir: str) -> None:
 
 
 def _llama():
-    from tpuemu.zoo.models import ENTRIES
+    from tpuemu.zoo.parallel import llama
 
-    entry = next(e for e in ENTRIES if e.name == "llama")
-    torch.manual_seed(0)
-    return entry.build(), entry.inputs()
+    return llama()
 
 
 def _steps(model, inputs, dev, steps=3, foreach=None):
@@ -262,47 +260,12 @@ def _ddp(dev: str, rank: int, trace: str | None) -> dict:
     return {n: p.detach().cpu() for n, p in model.named_parameters()}
 
 
-def _tp_plan(model, mesh, sp: bool):
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        PrepareModuleInput,
-        RowwiseParallel,
-        SequenceParallel,
-        parallelize_module,
-    )
-
-    if sp:
-        parallelize_module(model.model, mesh, {
-            "embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1),
-                                            use_local_output=False),
-            "norm": SequenceParallel(),
-        })
-        parallelize_module(model, mesh, {
-            "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate())})
-    for layer in model.model.layers:
-        out = dict(output_layouts=Shard(1), use_local_output=False) if sp else {}
-        plan = {
-            "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-            "self_attn.v_proj": ColwiseParallel(), "self_attn.o_proj": RowwiseParallel(**out),
-            "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-            "mlp.down_proj": RowwiseParallel(**out),
-        }
-        if sp:
-            plan.update({
-                "input_layernorm": SequenceParallel(),
-                "post_attention_layernorm": SequenceParallel(),
-                "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
-                                                desired_input_kwarg_layouts={"hidden_states": Replicate()}),
-                "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-            })
-        parallelize_module(layer, mesh, plan)
-
-
 def training(rank: int, out_dir: str) -> None:
     """DDP, FSDP2 on the zoo's Llama, TP+SP, and FSDP x TP, CPU then tpu."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+
+    from tpuemu.zoo.parallel import tensor_parallel
 
     rank, world = _init()
     results = {}
@@ -332,7 +295,7 @@ def training(rank: int, out_dir: str) -> None:
         for name, fsdp in (("tp", False), ("fsdp_tp", True)):
             model, inputs = _llama()
             model = model.to(dev)
-            _tp_plan(model, mesh2["tp"], sp=True)
+            tensor_parallel(model, mesh2["tp"], sequence=True)
             if fsdp:
                 for layer in model.model.layers:
                     fully_shard(layer, mesh=mesh2["dp"])

@@ -257,3 +257,62 @@ def test_an_all_reduce_takes_what_bench_collective_reports(tmp_path):
     for i, r in enumerate(res):
         if i != 3:
             assert r["joined"]["wait_ns"] >= behind * 0.9, (i, r["joined"], behind)
+
+
+def test_torchrun_trains_the_fsdp_tp_example_against_gloo(tmp_path):
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH_TPU_", "TPUEMU_"))}
+    env.update(ENV, TPUEMU_SLICE="v5e:2x2")
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
+         str(ROOT / "examples" / "train_fsdp_tp.py"), "--steps", "2", "--check",
+         "--trace", str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = r.stdout
+    assert "v5e:2x2: dp 2 x tp 2" in out, out
+    assert "largest parameter difference from CPU/gloo" in out, out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"step.rank{i}.json" for i in range(4)]
+    b = td.step_breakdown(tmp_path / "step.rank0.json")
+    assert b["compute_ns"] > 0 and b["collective_ns"] > 0
+    assert b["exposed_collective_ns"] <= b["collective_ns"] <= b["step_ns"]
+
+
+def test_slices_place_ranks_on_the_torus():
+    s = td.Slice.parse("v5e:2x2")
+    assert s.coords == ((0, 0), (1, 0), (0, 1), (1, 1))  # rank r = x + 2y
+    # A (2, 2) DeviceMesh ("dp", "tp"): tp groups {0,1}, {2,3} run along axis 0, dp groups
+    # {0,2}, {1,3} along axis 1; the world along both, y outermost.
+    assert s.axes_of([0, 1]) == ([0], True)
+    assert s.axes_of([1, 3]) == ([1], True)
+    assert s.axes_of([0, 1, 2, 3]) == ([1, 0], True)
+    assert s.axes_of([0, 2, 1, 3]) == ([0, 1], True)
+    assert s.axes_of([0, 3]) == ([1, 0], False)  # diagonal: no sub-torus
+    # Without dimensions, the world size's chips in the most nearly square shape.
+    assert td.Slice.parse("v5e", 8).mesh == (2, 4)
+    assert td.Slice.parse("v5p", 8).mesh == (2, 2, 2)
+    assert td.Slice.parse("v5e", 2).mesh == (2,)
+    assert td.Slice.parse("2xv5e:2x2").mesh == (2, 2, 2)  # DCN axis last
+    with pytest.raises(ValueError, match="at most"):
+        td.Slice.parse("v5e:2x2x2")  # v5e is a 2-D torus
+    with pytest.raises(ValueError, match="unknown chip"):
+        td.Slice.parse("v9:2x2")
+
+
+def test_step_breakdown_sums_intervals(tmp_path):
+    def x(kind, ts, dur, **track):
+        return {"ph": "X", "name": kind, "ts": ts, "dur": dur, "args": {"track": {"kind": kind, **track}}}
+
+    events = [x("kernel", 0, 10, chip=0, core=0), x("kernel", 5, 10, chip=0, core=0),
+              x("link", 12, 8, chip=0, link="collective"), x("kernel", 30, 5, chip=0, core=0),
+              x("link", 28, 4, chip=0, link="collective"), x("host", 40, 1, lane="aten")]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    b = td.step_breakdown(p)
+    # Kernels cover [0, 15) and [30, 35): 20 us; collectives [12, 20) and [28, 32): 12 us, of
+    # which [15, 20) and [28, 30) have no kernel: 7 us exposed; the span is [0, 41): 41 us,
+    # idle where neither runs: [20, 28) and [35, 41): 14 us.
+    assert b == {"step_ns": 41e3, "compute_ns": 20e3, "collective_ns": 12e3,
+                 "exposed_collective_ns": 7e3, "idle_ns": 14e3}

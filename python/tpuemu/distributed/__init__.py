@@ -13,7 +13,8 @@ Importing tpuemu registers the c10d backend "tpu" (:mod:`._backend`): DDP, FSDP2
 (``fully_shard``), tensor parallelism (``parallelize_module``), DTensor and the functional
 collectives run on it. Each process emulates one chip: rank ``r`` is chip ``r`` of the slice
 (:mod:`._slice`), and each collective is timed on the slice's interconnect while its bytes move
-through gloo. :func:`spawn` starts the ranks from one Python call.
+through gloo. :func:`spawn` starts the ranks from one Python call; :func:`step_breakdown` says
+where a rank's traced step went (compute, communication, exposed communication).
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ from __future__ import annotations
 import torch.distributed as dist
 
 from . import _backend, _compat  # noqa: F401  (_compat: FSDP2 moving CPU models to the tpu)
+from ._breakdown import step_breakdown
 from ._slice import Slice
 from ._spawn import spawn
 from ._state import current as _current
 
-__all__ = ["spawn", "Slice", "slice", "ProcessGroupTPU"]
+__all__ = ["spawn", "Slice", "slice", "ProcessGroupTPU", "step_breakdown"]
 
 ProcessGroupTPU = _backend.ProcessGroupTPU
 
