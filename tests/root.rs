@@ -27,3 +27,6 @@ mod hostile;
 
 #[path = "root/cli_predict.rs"]
 mod cli_predict;
+
+#[path = "root/cli_viz.rs"]
+mod cli_viz;

@@ -1,4 +1,7 @@
-//! `tpuemu viz TRACE [TRACE2]`: the timeline viewer, or a PNG of it with `--screenshot`.
+//! `tpuemu viz RUN [RUN2]`: the timeline viewer, or a PNG of it with `--screenshot`. A run is
+//! a trace file or a directory of a distributed run's rank traces (`tpuemu.trace` under
+//! `torchrun` writes `step.rank0.json`, `step.rank1.json`, ...), merged into one timeline with
+//! a chip per rank.
 
 use std::path::PathBuf;
 
@@ -9,10 +12,14 @@ use super::CliError;
 /// Arguments of `tpuemu viz`.
 #[derive(Args, Debug)]
 pub struct VizArgs {
-    /// One trace, or two to compare on a shared time axis (the first above the second).
-    #[arg(required = true, num_args = 1..=2)]
+    /// One run, or two to compare on a shared time axis (the first above the second). Each is
+    /// a trace file (Chrome trace JSON) or a run directory: its *.json rank traces (one per
+    /// rank of a torchrun job) merge into one timeline, rank N on chip N, with flows joining
+    /// each collective across the ranks.
+    #[arg(required = true, num_args = 1..=2, value_name = "TRACE.json|RUN_DIR")]
     pub traces: Vec<PathBuf>,
-    /// Render the whole trace to this PNG instead of opening a window (no display or GPU needed).
+    /// Render the whole run(s) to this PNG instead of opening a window (no display or GPU
+    /// needed).
     #[arg(long, value_name = "OUT.png")]
     pub screenshot: Option<PathBuf>,
     /// Screenshot width in pixels.
