@@ -248,3 +248,33 @@ def memory_stats(device=None) -> dict:
 
 def empty_cache() -> None:
     """Storages free their HBM when their last tensor goes: nothing is cached."""
+
+
+class _DeviceProperties:
+    """``torch.tpu.get_device_properties()``: the chip preset's figures."""
+
+    def __init__(self, info: dict, total: int):
+        self.name = f"tpuemu {info['chip']}"
+        self.type = "tpu"
+        self.generation = info["generation"]
+        self.total_memory = total
+        self.clock_hz = info["clock_hz"]
+        self.peak_bf16_flops = info["peak_bf16_flops"]
+        self.hbm_bytes_per_s = info["hbm_bytes_per_s"]
+        # CUDA-style fields some libraries read.
+        self.major, self.minor = 0, 0
+        self.multi_processor_count = 1
+
+    def __repr__(self) -> str:
+        return (f"_TpuDeviceProperties(name='{self.name}', total_memory={self.total_memory >> 20}MB, "
+                f"peak_bf16_flops={self.peak_bf16_flops:.3g}, hbm_bytes_per_s={self.hbm_bytes_per_s:.3g})")
+
+
+def get_device_properties(device=None) -> _DeviceProperties:
+    import json
+
+    return _DeviceProperties(json.loads(_rust.chip_info()), _rust.memory()[2])
+
+
+def get_device_capability(device=None) -> tuple[int, int]:
+    return (0, 0)
