@@ -56,7 +56,7 @@ pub enum VizError {
         /// The files concerned, each with its rank (` (a.json: rank 0, b.json: no rank)`).
         files: String,
         /// Why.
-        source: tpuemu_isa::trace::MergeError,
+        source: Box<tpuemu_isa::trace::MergeError>,
     },
     /// No trace was given, or more than the viewer can stack.
     #[error("expected 1 or 2 traces (files or run directories), got {0}")]

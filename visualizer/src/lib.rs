@@ -10,7 +10,7 @@
 //! FLOP/s, MFU and HBM bandwidth over a selected range. See `visualizer/README.md`.
 //!
 //! Entry points for the CLI: [`run_viewer`] opens a window (eframe, wgpu renderer);
-//! [`screenshot`] renders the same view to a PNG with no window and no GPU. Each path is a
+//! [`screenshot()`] renders the same view to a PNG with no window and no GPU. Each path is a
 //! trace file or a run directory: a distributed run's rank traces, merged into one timeline
 //! with a chip per rank ([`open`]).
 //!
@@ -20,7 +20,7 @@
 //! (range statistics), [`profile`] and [`diff`] (op profile, comparison), [`marks`] (search and
 //! marked spans), [`options`] (view options), [`view`] (state), [`input`] and [`keys`] (mouse
 //! and keys), [`paint`], [`paint_counter`], [`panel`], [`table`] and [`details`] (drawing),
-//! [`app`] (the window), [`screenshot`] and [`raster`] (headless rendering), [`synthetic`]
+//! [`app`] (the window), [`screenshot`](mod@screenshot) and [`raster`] (headless rendering), [`synthetic`]
 //! and [`synthetic_ranks`] (test traces).
 
 #![deny(rustdoc::broken_intra_doc_links)]

@@ -101,7 +101,7 @@ pub fn load_run(path: &Path) -> Result<(Trace, String), VizError> {
     let mut merged = Trace::merge_ranks(traces).map_err(|source| VizError::Merge {
         dir: path.to_path_buf(),
         files: describe(&files, &source.traces(), &ranks),
-        source,
+        source: Box::new(source),
     })?;
     // Runs compared side by side often share a label (`step`): say which directory.
     merged.meta.label = match merged.meta.label.as_str() {

@@ -35,9 +35,9 @@ pub fn rank_traces(ranks: u32, ops: usize, defer: bool, label: &str) -> Vec<Trac
     let ready: Vec<f64> = traces.iter().map(end_of).collect();
     let mut start = ready.iter().copied().fold(0.0, f64::max);
     let group: Vec<u32> = (0..ranks).collect();
-    for (seq, (kind, mib, dur)) in [
-        ("all_reduce", 64.0, 40_000.0),
-        ("all_gather", 16.0, 15_000.0),
+    for (seq, (kind, op_name, mib, dur)) in [
+        ("all_reduce", "c10d::allreduce_", 64.0, 40_000.0),
+        ("all_gather", "c10d::_allgather_base_", 16.0, 15_000.0),
     ]
     .into_iter()
     .enumerate()
@@ -49,7 +49,7 @@ pub fn rank_traces(ranks: u32, ops: usize, defer: bool, label: &str) -> Vec<Trac
                 Track::Host {
                     lane: "aten".into(),
                 },
-                format!("c10d::{kind}_"),
+                op_name,
                 ready[r] + (seq - 1) as f64 * 2500.0,
                 ready[r] + (seq - 1) as f64 * 2500.0 + 2000.0,
             );

@@ -111,7 +111,7 @@ fn two_merged_runs_compare_their_operators() {
         (r.a.unwrap().count, r.b.unwrap().count)
     };
     assert_eq!(count("aten::mm"), (8, 8));
-    assert_eq!(count("c10d::all_reduce_"), (2, 2));
+    assert_eq!(count("c10d::allreduce_"), (2, 2));
     let k = v.diff(ProfileKind::Kernel).to_vec();
     let kernels = |a: bool| -> usize {
         k.iter()
