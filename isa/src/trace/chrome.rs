@@ -8,7 +8,7 @@
 //!   (the track, so the file reads back exactly), `op_id`, `group_id`, `start_cycle`,
 //!   `end_cycle`, then the span's own args;
 //! - flows are `ph: "s"` / `ph: "f"` pairs (binding to the enclosing slice), counters `ph: "C"`;
-//! - `otherData.tpuemu` holds the [`TraceMeta`].
+//! - `otherData.tpuemu` holds the [`TraceMeta`](super::TraceMeta).
 //!
 //! [`from_chrome_json`] reads that back, and also reads foreign Chrome traces (complete events,
 //! begin/end pairs, flows, counters), putting their threads on host tracks.
