@@ -53,7 +53,7 @@ pub enum Command {
     /// Check the backend against PyTorch's golden cases.
     #[command(subcommand)]
     Golden(golden::GoldenCommand),
-    /// Open a trace in the timeline viewer (or render it to a PNG).
+    /// Open a trace, or a distributed run's directory of rank traces, in the timeline viewer (or render it to a PNG).
     Viz(viz::VizArgs),
     /// Predict a large model's training step on a slice: step time, tokens/s/chip, MFU, the
     /// breakdown, per-chip HBM and whether it fits (the backend's kernels and collectives in
