@@ -8,6 +8,7 @@ mod abi;
 mod call;
 mod device;
 mod dist;
+mod dist_time;
 mod graph;
 mod results;
 mod wide;
@@ -279,10 +280,9 @@ fn reset_timing() {
 #[pymodule(name = "_rust")]
 mod rust_module {
     #[pymodule_export]
-    use super::dist::{
-        begin_collective, collective_ns, device_time_ns, end_collective, send_ns, slice_info,
-        wait_until,
-    };
+    use super::dist::{begin_collective, device_time_ns, end_collective, slice_info, wait_until};
+    #[pymodule_export]
+    use super::dist_time::{collective_ns, send_ns};
     #[pymodule_export]
     use super::{
         chip, chip_info, compile_graph, host_time_ns, matmul_precision, memory, metrics_json,
