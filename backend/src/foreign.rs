@@ -106,6 +106,20 @@ impl RawView {
         });
     }
 
+    /// [`RawView::check`], and that `data` holds exactly the view's elements.
+    pub(crate) fn check_write(&self, storage: &Storage, data: &[u8]) -> Result<()> {
+        self.check(storage)?;
+        if data.len() != self.numel() * self.elem_size {
+            return Err(TpuError::BadArgs(format!(
+                "{} bytes do not hold {:?} elements of {} bytes",
+                data.len(),
+                self.shape,
+                self.elem_size
+            )));
+        }
+        Ok(())
+    }
+
     pub(crate) fn check(&self, storage: &Storage) -> Result<()> {
         if self.shape.len() != self.strides.len() || self.elem_size == 0 {
             return Err(TpuError::BadArgs(format!(
@@ -176,15 +190,7 @@ impl Runtime {
     /// write comes after every operator called before it: a DeferAndFuse graph that uses the
     /// storage runs first ("host to device copy").
     pub fn write_view(&self, storage: &StorageRef, view: &RawView, data: &[u8]) -> Result<()> {
-        view.check(storage)?;
-        if data.len() != view.numel() * view.elem_size {
-            return Err(TpuError::BadArgs(format!(
-                "{} bytes do not hold {:?} elements of {} bytes",
-                data.len(),
-                view.shape,
-                view.elem_size
-            )));
-        }
+        view.check_write(storage, data)?;
         if data.is_empty() {
             return Ok(());
         }

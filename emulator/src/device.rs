@@ -488,6 +488,45 @@ impl Emulator {
         first
     }
 
+    /// Host bytes into a buffer (kept only when computing values); the buffer's chip.
+    fn store(
+        s: &mut State,
+        buffer: BufferId,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<ChipId, DeviceError> {
+        let chip = Self::check_range(s, buffer, offset, data.len() as u64)?;
+        if s.functional {
+            let b = s.chips[chip as usize]
+                .shared
+                .hbm
+                .buffer_mut(buffer.0)
+                .expect("checked above");
+            b.write(offset, data);
+        }
+        Ok(chip)
+    }
+
+    /// A buffer's bytes to the host, after reporting a fault not yet reported; its chip.
+    fn fetch(
+        s: &mut State,
+        buffer: BufferId,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<ChipId, DeviceError> {
+        let chip = Self::check_range(s, buffer, offset, out.len() as u64)?;
+        if let Some(e) = Self::take_unreported(s) {
+            return Err(e);
+        }
+        s.chips[chip as usize]
+            .shared
+            .hbm
+            .buffer(buffer.0)
+            .expect("checked above")
+            .read(offset, out);
+        Ok(chip)
+    }
+
     fn transfer(&self, s: &mut State, chip: ChipId, bytes: u64, submit_ns: f64) -> Completion {
         let c = chip as usize;
         let start = self
@@ -558,45 +597,16 @@ impl Device for Emulator {
         submit_ns: f64,
     ) -> Result<Completion, DeviceError> {
         let mut s = self.lock();
-        let chip = Self::check_range(&s, buffer, offset, data.len() as u64)?;
-        if s.functional {
-            let b = s.chips[chip as usize]
-                .shared
-                .hbm
-                .buffer_mut(buffer.0)
-                .expect("checked above");
-            b.write(offset, data);
-        }
+        let chip = Self::store(&mut s, buffer, offset, data)?;
         Ok(self.transfer(&mut s, chip, data.len() as u64, submit_ns))
     }
 
     fn deliver(&self, buffer: BufferId, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
-        let mut s = self.lock();
-        let chip = Self::check_range(&s, buffer, offset, data.len() as u64)?;
-        if s.functional {
-            let b = s.chips[chip as usize]
-                .shared
-                .hbm
-                .buffer_mut(buffer.0)
-                .expect("checked above");
-            b.write(offset, data);
-        }
-        Ok(())
+        Self::store(&mut self.lock(), buffer, offset, data).map(|_| ())
     }
 
     fn peek(&self, buffer: BufferId, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
-        let mut s = self.lock();
-        let chip = Self::check_range(&s, buffer, offset, out.len() as u64)?;
-        if let Some(e) = Self::take_unreported(&mut s) {
-            return Err(e);
-        }
-        s.chips[chip as usize]
-            .shared
-            .hbm
-            .buffer(buffer.0)
-            .expect("checked above")
-            .read(offset, out);
-        Ok(())
+        Self::fetch(&mut self.lock(), buffer, offset, out).map(|_| ())
     }
 
     fn read(
@@ -607,16 +617,7 @@ impl Device for Emulator {
         submit_ns: f64,
     ) -> Result<Completion, DeviceError> {
         let mut s = self.lock();
-        let chip = Self::check_range(&s, buffer, offset, out.len() as u64)?;
-        if let Some(e) = Self::take_unreported(&mut s) {
-            return Err(e);
-        }
-        s.chips[chip as usize]
-            .shared
-            .hbm
-            .buffer(buffer.0)
-            .expect("checked above")
-            .read(offset, out);
+        let chip = Self::fetch(&mut s, buffer, offset, out)?;
         Ok(self.transfer(&mut s, chip, out.len() as u64, submit_ns))
     }
 

@@ -12,9 +12,9 @@ use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tpuemu_backend::TpuError;
 use tpuemu_backend::foreign::RawView;
 use tpuemu_backend::storage::StorageRef;
+use tpuemu_backend::{Runtime, TpuError};
 
 use crate::device::runtime;
 
@@ -169,7 +169,85 @@ unsafe fn raw_view(
     })
 }
 
+/// A strided view of a storage as the shim passes it.
+#[derive(Clone, Copy)]
+struct ViewPtr {
+    handle: *const c_void,
+    shape: *const i64,
+    strides: *const i64,
+    ndim: usize,
+    offset: i64,
+    elem_size: usize,
+}
+
+/// Writes `len` bytes at `data` (the view's elements, row-major) with `write`.
+fn write_from(
+    what: &str,
+    v: ViewPtr,
+    data: *const u8,
+    len: usize,
+    write: impl FnOnce(&Runtime, &StorageRef, &RawView, &[u8]) -> Result<(), TpuError>,
+) -> i32 {
+    guard(what, || {
+        let run = || -> Result<(), TpuError> {
+            // SAFETY: the shim passes a live handle, ndim-long arrays and len bytes.
+            let Some(s) = (unsafe { storage_of(v.handle) }) else {
+                return if len == 0 {
+                    Ok(())
+                } else {
+                    Err(TpuError::BadArgs(
+                        "write to a tensor without storage".into(),
+                    ))
+                };
+            };
+            let view = unsafe { raw_view(v.shape, v.strides, v.ndim, v.offset, v.elem_size)? };
+            let bytes = if len == 0 {
+                &[][..]
+            } else {
+                unsafe { std::slice::from_raw_parts(data, len) }
+            };
+            if v.elem_size == 8 {
+                crate::wide::note_write(&s, bytes);
+            }
+            write(&runtime()?, &s, &view, bytes)
+        };
+        run().map_or_else(|e| status_of(&e), |_| OK)
+    })
+}
+
+/// Reads the view's elements (row-major) with `read` into `len` bytes at `out`.
+fn read_into(
+    what: &str,
+    v: ViewPtr,
+    out: *mut u8,
+    len: usize,
+    read: impl FnOnce(&Runtime, &StorageRef, &RawView) -> Result<Vec<u8>, TpuError>,
+) -> i32 {
+    guard(what, || {
+        let run = || -> Result<(), TpuError> {
+            if len == 0 {
+                return Ok(());
+            }
+            // SAFETY: as in write_from.
+            let s = unsafe { storage_of(v.handle) }
+                .ok_or_else(|| TpuError::BadArgs("read from a tensor without storage".into()))?;
+            let view = unsafe { raw_view(v.shape, v.strides, v.ndim, v.offset, v.elem_size)? };
+            let bytes = read(&runtime()?, &s, &view)?;
+            if bytes.len() != len {
+                return Err(TpuError::BadArgs(format!(
+                    "read {} bytes into a buffer of {len}",
+                    bytes.len()
+                )));
+            }
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, len) };
+            Ok(())
+        };
+        run().map_or_else(|e| status_of(&e), |_| OK)
+    })
+}
+
 /// Writes `len` bytes (a view's elements, row-major) into a strided view of a storage.
+#[allow(clippy::too_many_arguments)]
 extern "C" fn write_view(
     handle: *const c_void,
     shape: *const i64,
@@ -180,34 +258,21 @@ extern "C" fn write_view(
     data: *const u8,
     len: usize,
 ) -> i32 {
-    guard("write_view", || {
-        let run = || -> Result<(), TpuError> {
-            // SAFETY: the shim passes a live handle, ndim-long arrays and len bytes.
-            let Some(s) = (unsafe { storage_of(handle) }) else {
-                return if len == 0 {
-                    Ok(())
-                } else {
-                    Err(TpuError::BadArgs(
-                        "write to a tensor without storage".into(),
-                    ))
-                };
-            };
-            let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
-            let bytes = if len == 0 {
-                &[][..]
-            } else {
-                unsafe { std::slice::from_raw_parts(data, len) }
-            };
-            if elem_size == 8 {
-                crate::wide::note_write(&s, bytes);
-            }
-            runtime()?.write_view(&s, &v, bytes)
-        };
-        run().map_or_else(|e| status_of(&e), |_| OK)
+    let v = ViewPtr {
+        handle,
+        shape,
+        strides,
+        ndim,
+        offset,
+        elem_size,
+    };
+    write_from("write_view", v, data, len, |rt, s, view, bytes| {
+        rt.write_view(s, view, bytes)
     })
 }
 
 /// Reads a strided view's elements (row-major) into `len` bytes at `out`.
+#[allow(clippy::too_many_arguments)]
 extern "C" fn read_view(
     handle: *const c_void,
     shape: *const i64,
@@ -218,31 +283,22 @@ extern "C" fn read_view(
     out: *mut u8,
     len: usize,
 ) -> i32 {
-    guard("read_view", || {
-        let run = || -> Result<(), TpuError> {
-            if len == 0 {
-                return Ok(());
-            }
-            // SAFETY: as in write_view.
-            let s = unsafe { storage_of(handle) }
-                .ok_or_else(|| TpuError::BadArgs("read from a tensor without storage".into()))?;
-            let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
-            let bytes = runtime()?.read_view(&s, &v)?;
-            if bytes.len() != len {
-                return Err(TpuError::BadArgs(format!(
-                    "read {} bytes into a buffer of {len}",
-                    bytes.len()
-                )));
-            }
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, len) };
-            Ok(())
-        };
-        run().map_or_else(|e| status_of(&e), |_| OK)
+    let v = ViewPtr {
+        handle,
+        shape,
+        strides,
+        ndim,
+        offset,
+        elem_size,
+    };
+    read_into("read_view", v, out, len, |rt, s, view| {
+        rt.read_view(s, view)
     })
 }
 
 /// Reads a strided view's elements (row-major) for a collective: untimed, no transfer counted
 /// (`Runtime::peek_view`; the collective's time comes from the interconnect model).
+#[allow(clippy::too_many_arguments)]
 extern "C" fn peek_view(
     handle: *const c_void,
     shape: *const i64,
@@ -253,26 +309,16 @@ extern "C" fn peek_view(
     out: *mut u8,
     len: usize,
 ) -> i32 {
-    guard("peek_view", || {
-        let run = || -> Result<(), TpuError> {
-            if len == 0 {
-                return Ok(());
-            }
-            // SAFETY: as in read_view.
-            let s = unsafe { storage_of(handle) }
-                .ok_or_else(|| TpuError::BadArgs("read from a tensor without storage".into()))?;
-            let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
-            let bytes = runtime()?.peek_view(&s, &v)?;
-            if bytes.len() != len {
-                return Err(TpuError::BadArgs(format!(
-                    "read {} bytes into a buffer of {len}",
-                    bytes.len()
-                )));
-            }
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, len) };
-            Ok(())
-        };
-        run().map_or_else(|e| status_of(&e), |_| OK)
+    let v = ViewPtr {
+        handle,
+        shape,
+        strides,
+        ndim,
+        offset,
+        elem_size,
+    };
+    read_into("peek_view", v, out, len, |rt, s, view| {
+        rt.peek_view(s, view)
     })
 }
 
@@ -290,22 +336,16 @@ extern "C" fn land_view(
     len: usize,
     ready_ns: f64,
 ) -> i32 {
-    guard("land_view", || {
-        let run = || -> Result<(), TpuError> {
-            if len == 0 {
-                return Ok(());
-            }
-            // SAFETY: as in write_view.
-            let s = unsafe { storage_of(handle) }
-                .ok_or_else(|| TpuError::BadArgs("write to a tensor without storage".into()))?;
-            let v = unsafe { raw_view(shape, strides, ndim, offset, elem_size)? };
-            let bytes = unsafe { std::slice::from_raw_parts(data, len) };
-            if elem_size == 8 {
-                crate::wide::note_write(&s, bytes);
-            }
-            runtime()?.land_view(&s, &v, bytes, ready_ns)
-        };
-        run().map_or_else(|e| status_of(&e), |_| OK)
+    let v = ViewPtr {
+        handle,
+        shape,
+        strides,
+        ndim,
+        offset,
+        elem_size,
+    };
+    write_from("land_view", v, data, len, |rt, s, view, bytes| {
+        rt.land_view(s, view, bytes, ready_ns)
     })
 }
 

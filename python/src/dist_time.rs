@@ -71,37 +71,25 @@ pub fn collective_ns(
         bytes,
         axes.clone(),
     );
-    if let Some(ns) = TIMES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(&key))
-    {
-        return Ok(*ns);
-    }
-    let s = parse_slice(slice, None).map_err(PyValueError::new_err)?;
-    let ns = py.detach(|| -> Result<f64, String> {
-        let emu = s.device()?;
-        emu.set_timing_only(true);
-        let mesh = emu.topology().mesh.clone();
-        if let Some(a) = axes.iter().find(|a| **a >= mesh.len()) {
-            return Err(format!("axis {a} is not an axis of the mesh {mesh:?}"));
-        }
-        let group: u64 = axes.iter().map(|a| mesh[*a] as u64).product();
-        let pieces = bytes.div_ceil(PIECE_BYTES).max(1);
-        let piece = bytes.div_ceil(pieces);
-        let spec = timing_spec(op, dtype, piece, group, &axes);
-        let sim = tpuemu_workloads::collective::simulate(&emu, &spec, None, false)
-            .map_err(|e| e.to_string())?;
-        Ok(sim.seconds(s.preset.clock_hz) * 1e9 * pieces as f64)
-    });
-    let ns = ns.map_err(|e| PyRuntimeError::new_err(format!("timing {}: {e}", op.name())))?;
-    TIMES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get_or_insert_with(HashMap::new)
-        .insert(key, ns);
-    Ok(ns)
+    cached(&TIMES, key, || {
+        let s = parse_slice(slice, None).map_err(PyValueError::new_err)?;
+        let ns = py.detach(|| -> Result<f64, String> {
+            let emu = s.device()?;
+            emu.set_timing_only(true);
+            let mesh = emu.topology().mesh.clone();
+            if let Some(a) = axes.iter().find(|a| **a >= mesh.len()) {
+                return Err(format!("axis {a} is not an axis of the mesh {mesh:?}"));
+            }
+            let group: u64 = axes.iter().map(|a| mesh[*a] as u64).product();
+            let pieces = bytes.div_ceil(PIECE_BYTES).max(1);
+            let piece = bytes.div_ceil(pieces);
+            let spec = timing_spec(op, dtype, piece, group, &axes);
+            let sim = tpuemu_workloads::collective::simulate(&emu, &spec, None, false)
+                .map_err(|e| e.to_string())?;
+            Ok(sim.seconds(s.preset.clock_hz) * 1e9 * pieces as f64)
+        });
+        ns.map_err(|e| PyRuntimeError::new_err(format!("timing {}: {e}", op.name())))
+    })
 }
 
 /// A push of `len` bytes from chip `src` to chip `dst` of a slice: one remote DMA, routed by the
@@ -138,7 +126,64 @@ static P2P_TIMES: Mutex<Option<HashMap<P2pKey, f64>>> = Mutex::new(None);
 #[pyfunction]
 pub fn send_ns(py: Python<'_>, slice: &str, src: u32, dst: u32, bytes: u64) -> PyResult<f64> {
     let key: P2pKey = (slice.to_string(), src, dst, bytes);
-    if let Some(ns) = P2P_TIMES
+    cached(&P2P_TIMES, key, || {
+        let s = parse_slice(slice, None).map_err(PyValueError::new_err)?;
+        let ns = py.detach(|| -> Result<f64, String> {
+            let emu = s.device()?;
+            emu.set_timing_only(true);
+            let chips = emu.topology().num_chips() as u32;
+            if src >= chips || dst >= chips || src == dst {
+                return Err(format!("ranks {src} -> {dst} are not two chips of {chips}"));
+            }
+            let program = tpuemu_isa::text::assemble(P2P).map_err(|e| e.to_string())?;
+            let pid = emu.load(&program).map_err(|e| e.to_string())?;
+            let dev = |e: tpuemu_isa::DeviceError| e.to_string();
+            let pieces = bytes.div_ceil(PIECE_BYTES).max(1);
+            let piece = bytes.div_ceil(pieces).max(1);
+            let mut targets = Vec::new();
+            let mut owned = Vec::new();
+            for chip in [src, dst] {
+                let x = emu.alloc(chip, piece).map_err(dev)?;
+                let y = emu.alloc(chip, piece).map_err(dev)?;
+                owned.extend([x, y]);
+                targets.push(LaunchTarget {
+                    core: CoreRef { chip, core: 0 },
+                    args: vec![
+                        KernelArg::Buffer(x),
+                        KernelArg::Buffer(y),
+                        KernelArg::Scalar(src),
+                        KernelArg::Scalar(dst),
+                        KernelArg::Scalar(piece as u32),
+                    ],
+                });
+            }
+            let submit = emu.synchronize().map_err(dev)?.end_ns;
+            let run = emu
+                .launch(&Launch {
+                    program: pid,
+                    targets,
+                    submit_ns: submit,
+                    op_id: None,
+                    group_id: None,
+                })
+                .and_then(|id| emu.wait(id));
+            for b in owned {
+                let _ = emu.free(b);
+            }
+            let done = run.map_err(dev)?;
+            Ok((done.end_ns - done.start_ns) * pieces as f64)
+        });
+        ns.map_err(|e| PyRuntimeError::new_err(format!("timing send: {e}")))
+    })
+}
+
+/// `cache[key]`, computed by `compute` the first time.
+fn cached<K: std::hash::Hash + Eq>(
+    cache: &Mutex<Option<HashMap<K, f64>>>,
+    key: K,
+    compute: impl FnOnce() -> PyResult<f64>,
+) -> PyResult<f64> {
+    if let Some(ns) = cache
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
@@ -146,54 +191,8 @@ pub fn send_ns(py: Python<'_>, slice: &str, src: u32, dst: u32, bytes: u64) -> P
     {
         return Ok(*ns);
     }
-    let s = parse_slice(slice, None).map_err(PyValueError::new_err)?;
-    let ns = py.detach(|| -> Result<f64, String> {
-        let emu = s.device()?;
-        emu.set_timing_only(true);
-        let chips = emu.topology().num_chips() as u32;
-        if src >= chips || dst >= chips || src == dst {
-            return Err(format!("ranks {src} -> {dst} are not two chips of {chips}"));
-        }
-        let program = tpuemu_isa::text::assemble(P2P).map_err(|e| e.to_string())?;
-        let pid = emu.load(&program).map_err(|e| e.to_string())?;
-        let dev = |e: tpuemu_isa::DeviceError| e.to_string();
-        let pieces = bytes.div_ceil(PIECE_BYTES).max(1);
-        let piece = bytes.div_ceil(pieces).max(1);
-        let mut targets = Vec::new();
-        let mut owned = Vec::new();
-        for chip in [src, dst] {
-            let x = emu.alloc(chip, piece).map_err(dev)?;
-            let y = emu.alloc(chip, piece).map_err(dev)?;
-            owned.extend([x, y]);
-            targets.push(LaunchTarget {
-                core: CoreRef { chip, core: 0 },
-                args: vec![
-                    KernelArg::Buffer(x),
-                    KernelArg::Buffer(y),
-                    KernelArg::Scalar(src),
-                    KernelArg::Scalar(dst),
-                    KernelArg::Scalar(piece as u32),
-                ],
-            });
-        }
-        let submit = emu.synchronize().map_err(dev)?.end_ns;
-        let run = emu
-            .launch(&Launch {
-                program: pid,
-                targets,
-                submit_ns: submit,
-                op_id: None,
-                group_id: None,
-            })
-            .and_then(|id| emu.wait(id));
-        for b in owned {
-            let _ = emu.free(b);
-        }
-        let done = run.map_err(dev)?;
-        Ok((done.end_ns - done.start_ns) * pieces as f64)
-    });
-    let ns = ns.map_err(|e| PyRuntimeError::new_err(format!("timing send: {e}")))?;
-    P2P_TIMES
+    let ns = compute()?;
+    cache
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get_or_insert_with(HashMap::new)

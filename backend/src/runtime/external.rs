@@ -25,7 +25,7 @@ use serde_json::json;
 use tpuemu_isa::trace::{Args, Span, TraceEvent, Track};
 
 use super::Runtime;
-use crate::error::{Result, TpuError};
+use crate::error::Result;
 use crate::foreign::RawView;
 use crate::storage::StorageRef;
 
@@ -148,15 +148,7 @@ impl Runtime {
         data: &[u8],
         ready_ns: f64,
     ) -> Result<()> {
-        view.check(storage)?;
-        if data.len() != view.numel() * view.elem_size {
-            return Err(TpuError::BadArgs(format!(
-                "{} bytes do not hold {:?} elements of {} bytes",
-                data.len(),
-                view.shape,
-                view.elem_size
-            )));
-        }
+        view.check_write(storage, data)?;
         if data.is_empty() {
             return Ok(());
         }
