@@ -393,3 +393,101 @@ def rank_exits(rank: int, out_dir: str) -> None:
     msg = _error(lambda: dist.all_reduce(x))
     Path(out_dir, "exit.json").write_text(json.dumps({"error": msg, "seconds": time.monotonic() - t0}))
     os._exit(0)
+
+
+# ------------------------------------------------------------------------------------------
+# What a first review found (4 ranks)
+
+
+def review(rank: int, out_dir: str) -> None:
+    """Receives posted before sends, recv from any rank, compiled DDP, refusals, non-contiguous
+    tensors, complex tensors, memory released when a tensor goes; CPU then tpu."""
+    from datetime import timedelta
+
+    import tpuemu
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("cpu:gloo,tpu:tpu", timeout=timedelta(seconds=60))
+    tpuemu.set_matmul_precision("highest")
+    world = dist.get_world_size()
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    results = {}
+    for dev in ("cpu", "tpu"):
+        r = {}
+        # irecv before isend on every rank (pipeline parallelism posts receives first).
+        got = torch.empty(3, device=dev)
+        works = [dist.irecv(got, prv), dist.isend(torch.full((3,), float(rank), device=dev), nxt)]
+        for w_ in works:
+            w_.wait()
+        r["recv_first"] = got.cpu()
+        ops = [dist.P2POp(dist.irecv, got2 := torch.empty(2, device=dev), prv),
+               dist.P2POp(dist.isend, torch.full((2,), rank + 0.5, device=dev), nxt)]
+        for w_ in dist.batch_isend_irecv(ops):
+            w_.wait()
+        r["batch_recv_first"] = got2.cpu()
+        # A receive from any rank: gloo says who sent; the tpu group refuses it clearly.
+        if rank == 0:
+            if dev == "tpu":
+                r["recv_any"] = _error(lambda: dist.recv(torch.empty(1, device=dev)))
+            else:
+                srcs = []
+                for _ in range(world - 1):
+                    t = torch.empty(1, device=dev)
+                    srcs.append((dist.recv(t), int(t.item())))
+                r["recv_any"] = sorted(srcs)
+        elif dev == "cpu":
+            dist.send(torch.full((1,), float(rank * 10), device=dev), 0)
+        # Non-contiguous tensors, as gloo takes them.
+        x = (torch.arange(12.0, device=dev).reshape(3, 4) + rank).t()
+        dist.all_reduce(x)
+        r["noncontiguous"] = x.cpu()
+        # torch.compile of a DDP model (DDP calls the group from C++ inside the compiled step).
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                    torch.nn.Linear(16, 2)).to(dev)
+        ddp = DDP(model)
+        step = torch.compile(ddp, backend="tpu" if dev == "tpu" else "eager")
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        for i in range(2):
+            loss = step(torch.ones(4, 8, device=dev) * (rank + i)).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        r["compiled_ddp"] = {n: p.detach().cpu() for n, p in model.named_parameters()}
+        results[dev] = r
+    # Refusals: one rank's bad arguments are an error on every rank, and the group goes on.
+    e = {}
+    n = 5 if rank == 1 else 4
+    e["one_rank_bad_size"] = _error(lambda: dist.all_gather_into_tensor(
+        torch.empty(world * 4, device="tpu"), torch.ones(n, device="tpu")))
+    e["bad_root"] = _error(lambda: dist.broadcast(torch.ones(2, device="tpu"), src=7))
+    e["roots_differ"] = _error(lambda: dist.broadcast(torch.ones(2, device="tpu"),
+                                                      src=0 if rank < 2 else 1))
+    e["ops_differ"] = _error(lambda: dist.all_reduce(
+        torch.ones(2, device="tpu"), dist.ReduceOp.MAX if rank == 0 else dist.ReduceOp.SUM))
+    e["band_float"] = _error(lambda: dist.all_reduce(torch.ones(2, device="tpu"), dist.ReduceOp.BAND))
+    # All-to-all splits that disagree: rank 0 expects 2 rows from rank 1, which sends it 1.
+    in_splits = [1] * world
+    out_splits = [1, 2, 1, 1] if rank == 0 else [1] * world
+    e["splits_differ"] = _error(lambda: dist.all_to_all_single(
+        torch.empty(sum(out_splits), device="tpu"), torch.ones(world, device="tpu"),
+        out_splits, in_splits))
+    e["complex"] = _error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.complex64, device="tpu")))
+    ok = torch.ones(2, device="tpu")
+    dist.all_reduce(ok)
+    e["after"] = ok.cpu()
+    results["errors"] = e
+    # Memory: a tensor's HBM is released when it goes.
+    before = torch.tpu.memory_allocated()
+    y = torch.ones(1 << 20, device="tpu")
+    held = torch.tpu.memory_allocated() - before
+    del y
+    results["memory"] = (held, torch.tpu.memory_allocated() - before)
+    _save(out_dir, rank, "review", results)
+    dist.destroy_process_group()
+
+
+def just_init(rank: int) -> None:
+    """Creates the process group (a test of what creating it refuses)."""
+    dist.init_process_group("tpu")
+    dist.destroy_process_group()

@@ -316,3 +316,64 @@ def test_step_breakdown_sums_intervals(tmp_path):
     # idle where neither runs: [20, 28) and [35, 41): 14 us.
     assert b == {"step_ns": 41e3, "compute_ns": 20e3, "collective_ns": 12e3,
                  "exposed_collective_ns": 7e3, "idle_ns": 14e3}
+
+
+@pytest.fixture(scope="module")
+def review(tmp_path_factory):
+    out = tmp_path_factory.mktemp("review")
+    td.spawn(w.review, args=(str(out),), slice="v5e:2x2", env=ENV)
+    return _load(out, "review", 4)
+
+
+def test_receives_posted_first_and_noncontiguous_tensors(review):
+    for rank, res in enumerate(review):
+        keys = ["recv_first", "batch_recv_first", "noncontiguous"]
+        _same({k: res["tpu"][k] for k in keys}, {k: res["cpu"][k] for k in keys}, f"rank {rank}")
+    assert review[1]["tpu"]["recv_first"].tolist() == [0.0] * 3
+    assert review[0]["cpu"]["recv_any"] == [(1, 10), (2, 20), (3, 30)]
+    # A receive from any rank is refused, not answered with a wrong rank.
+    assert "NotImplementedError" in review[0]["tpu"]["recv_any"], review[0]["tpu"]["recv_any"]
+    assert "name the sender" in review[0]["tpu"]["recv_any"]
+
+
+def test_a_compiled_ddp_model_trains_as_on_gloo(review):
+    for rank, res in enumerate(review):
+        _close_params(res["tpu"]["compiled_ddp"], res["cpu"]["compiled_ddp"], 1e-5, f"rank {rank}")
+
+
+def test_refused_arguments_are_errors_on_every_rank_and_the_group_goes_on(review):
+    for rank, res in enumerate(review):
+        e = res["errors"]
+        if rank == 1:  # the rank whose input does not fit
+            assert e["one_rank_bad_size"].startswith("ValueError"), e
+        else:
+            assert "rank 1: ValueError" in e["one_rank_bad_size"], e
+            assert "refused its arguments" in e["one_rank_bad_size"], e
+        assert "ValueError" in e["bad_root"] and "root rank 7" in e["bad_root"], e
+        assert "different roots" in e["roots_differ"], e
+        assert "different reduce operations" in e["ops_differ"] and "max" in e["ops_differ"], e
+        assert "ReduceOp.BAND needs integer" in e["band_float"], e
+        assert "sends 1 rows to rank 0, which expects 2" in e["splits_differ"], e
+        assert "complex" in e["complex"] and "NotImplementedError" in e["complex"], e
+        assert e["after"].tolist() == [4.0, 4.0]
+
+
+def test_memory_is_released_when_a_tensor_goes(review):
+    for res in review:
+        held, after = res["memory"]
+        assert held >= 4 << 20 and after <= 0, res["memory"]
+
+
+def test_a_block_of_the_slice_is_timed_on_a_slice_of_its_shape():
+    s = td.Slice.parse("v5e:2x4")
+    # A (2, 4) DeviceMesh's "tp" groups: ranks 0-3 are a 2x2 block of the 2x4 slice.
+    assert s.timing_of([0, 1, 2, 3]) == ("v5e:2x2", [1, 0], "block")
+    assert s.timing_of([0, 1]) == ("v5e:2x4", [0], "exact")
+    assert s.timing_of([0, 3]) == ("v5e:2x4", [1, 0], "enclosing")
+
+
+def test_a_chip_that_contradicts_the_slice_is_refused():
+    from torch.multiprocessing.spawn import ProcessRaisedException
+
+    with pytest.raises(ProcessRaisedException, match="is set to v6e .* but the slice is v5e:2"):
+        td.spawn(w.just_init, slice="v5e:2", env={**ENV, "TPUEMU_CHIP": "v6e"})

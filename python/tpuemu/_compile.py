@@ -6,7 +6,9 @@ PyTorch's core-ATen table minus the operators the backend implements itself. Eac
 serialised (operators by overload name, arguments in schema order) and compiled by the Rust
 backend into one program (``tpuemu_backend::compile``): one launch per graph call. A graph
 with an operator the backend lacks, or with non-tensor inputs, runs eagerly on the tpu instead
-(``tpuemu.metrics()["graph_compiles"]`` and ``compiled_graphs()`` say which).
+(``tpuemu.metrics()["graph_compiles"]`` and ``tpuemu._compile.compiled_graphs()`` say which).
+A graph with functional collectives is cut at each collective: the parts between compile, the
+collectives run through the tpu process group.
 """
 
 from __future__ import annotations

@@ -73,6 +73,11 @@ impl LaunchQueue {
 
     /// `buffer`'s contents land at `ns` (written by work outside the launches).
     pub fn land(&mut self, buffer: BufferId, ns: f64) {
+        if self.landing.len() >= 1024 {
+            // Landings the host has passed hold nothing back any more.
+            let now = self.host_ns.max(self.fence_ns);
+            self.landing.retain(|_, at| *at > now);
+        }
         let at = self.landing.entry(buffer).or_insert(ns);
         *at = at.max(ns);
         self.device_done_ns = self.device_done_ns.max(ns);

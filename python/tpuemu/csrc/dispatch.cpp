@@ -296,7 +296,12 @@ struct MarshalScope {
     m = pool[depth++].get();
     m->clear();
   }
-  ~MarshalScope() { --depth; }
+  // The inputs are released with the call: a tensor deleted after its last operator frees
+  // its storage at once (torch.tpu.memory_allocated() drops).
+  ~MarshalScope() {
+    m->clear();
+    --depth;
+  }
 };
 thread_local std::vector<std::unique_ptr<Marshal>> MarshalScope::pool;
 thread_local size_t MarshalScope::depth = 0;
@@ -390,6 +395,14 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, Entry
   TORCH_CHECK_NOT_IMPLEMENTED(g_fallback_on.load(), "tpuemu: ", e->name,
                               " is not implemented for the tpu device", reason,
                               ", and TORCH_TPU_CPU_FALLBACK=0 forbids running it on the CPU");
+  // A view run on the CPU returns a copy, not a view: writes through it (a collective's
+  // result written into view_as_real of a complex tensor) would be lost without a word.
+  for (const auto& r : op.schema().returns()) {
+    TORCH_CHECK_NOT_IMPLEMENTED(r.alias_info() == nullptr || r.alias_info()->isWrite(),
+                                "tpuemu: ", e->name,
+                                " is a view operator the tpu device lacks; it cannot run on the "
+                                "CPU (its result would be a copy, not a view of the tpu tensor)");
+  }
   if (!e->warned.exchange(true)) {
     TORCH_WARN("tpuemu: ", e->name, " is not implemented for the tpu device", reason,
                "; it runs on the CPU (inputs copied to the host, results back). This warning "

@@ -4,6 +4,7 @@ and the landing of the result."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from datetime import timedelta
@@ -33,10 +34,29 @@ def op_name(op) -> str:
     for k, v in _SUPPORTED_OPS.items():
         if op == k:
             return v
-    raise NotImplementedError(
-        f"tpuemu: reduce op {op} is not supported by the tpu process group (sum, avg, product, "
-        "min, max, band, bor, bxor are)"
-    )
+    name = "PREMUL_SUM (NCCL's pre-multiplied sum)" if op == dist.ReduceOp.PREMUL_SUM else str(op)
+    raise ex.Refused(NotImplementedError(
+        f"tpuemu: reduce op {name} is not supported by the tpu process group (sum, avg, "
+        "product, min, max, band, bor, bxor are)"))
+
+
+def collective(kind: str, what: str):
+    """Makes a method one of the group's collectives: a rank that refuses its own arguments
+    (``Refused``) tells its peers before raising, and Dynamo never traces into it (DDP calls
+    the group from C++ in the middle of a compiled model)."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def run(self, *args, **kwargs):
+            try:
+                return method(self, *args, **kwargs)
+            except ex.Refused as r:
+                self._refuse(kind, what, r.error)
+                raise r.error from None
+
+        return torch._dynamo.disable(run)
+
+    return wrap
 
 
 def nbytes(ts) -> int:
@@ -66,6 +86,8 @@ class GroupCore(_C10dBackend):
         self._slice = _state.slice_for(opts)
         self._me = self._ranks[self._group_rank]
         self._axes, self._exact = self._slice.axes_of(self._ranks)
+        # Where this group's collectives are timed (see _slice.Slice.timing_of).
+        self._timed_on, self._timed_axes, self._how = self._slice.timing_of(self._ranks)
         timeout = opts.timeout if isinstance(opts.timeout, timedelta) else timedelta(minutes=30)
         # The bytes travel over torch.distributed's own gloo, beside this group's store keys.
         self._gloo = dist.ProcessGroupGloo(
@@ -98,29 +120,49 @@ class GroupCore(_C10dBackend):
     def _check(self, what: str, tensors) -> None:
         for t in tensors:
             if not isinstance(t, torch.Tensor):
-                raise TypeError(f"tpuemu: {what} takes tensors, not {type(t).__name__}")
+                raise ex.Refused(TypeError(f"tpuemu: {what} takes tensors, not {type(t).__name__}"))
             if t.device.type != "tpu":
-                raise ValueError(
+                raise ex.Refused(ValueError(
                     f"tpuemu: {what} on the tpu process group got a tensor on {t.device}; it "
                     "moves tpu tensors (CPU tensors go to gloo: init_process_group("
-                    '"cpu:gloo,tpu:tpu"))'
-                )
-            if not t.is_contiguous():
-                raise ValueError(f"tpuemu: {what}: tensors must be contiguous")
+                    '"cpu:gloo,tpu:tpu"))'))
+            if t.is_complex():
+                raise ex.Refused(NotImplementedError(
+                    f"tpuemu: {what}: the tpu computes no complex numbers"))
+
+    def _require(self, ok: bool, message: str) -> None:
+        """A rank's own argument check (see :func:`collective`)."""
+        if not ok:
+            raise ex.Refused(ValueError(f"tpuemu: {message}"))
+
+    def _check_root(self, root: int) -> None:
+        self._require(0 <= root < self._size,
+                      f"root rank {root} is not a rank of this group of {self._size}")
+
+    def _refuse(self, kind: str, what: str, error: Exception) -> None:
+        """Tells the group this rank will not run its collective (its next header says why),
+        so that every rank raises instead of waiting."""
+        self._seq += 1
+        mine = ex.Header(0.0, self._seq, kind, error=f"{type(error).__name__}: {error}")
+        try:
+            ex.exchange(self._gloo, mine, self._size)
+        except RuntimeError:
+            pass  # the peers are gone: this rank's own error says enough
 
     def _time(self, op: str, dtype: str, nbytes: int) -> tuple[float, str]:
         """Simulated ns of `op` of `nbytes` over this group's axes, and what was timed."""
         if self._size == 1 or nbytes == 0:
             return 0.0, "nothing crosses a link"
-        axes = self._axes
-        if not self._exact and op == "all-gather":
+        axes = self._timed_axes
+        if self._how == "enclosing" and op == "all-gather":
             # The enclosing sub-torus with the same shard per chip.
             nbytes = nbytes * math.prod(self._slice.mesh[a] for a in axes) // self._size
-        ns = _rust.collective_ns(self._slice.spec, op, dtype, int(nbytes), list(axes))
-        return ns, f"{op} of {nbytes} bytes over axes {list(axes)} of {self._slice.spec}"
+        ns = _rust.collective_ns(self._timed_on, op, dtype, int(nbytes), list(axes))
+        return ns, f"{op} of {nbytes} bytes over axes {list(axes)} of {self._timed_on}"
 
     def _run(self, what: str, kind: str, ins, outs, move, timing, *, same_shapes=True,
-             extra=0.0, dtype=None, result=None, blocking=False, shapes=None):
+             extra=0.0, dtype=None, result=None, blocking=False, shapes=None, op="", root=-1,
+             splits=None):
         """One collective (see the module docs). `move(cpu_ins, headers)` runs gloo and
         returns the CPU results for `outs` (None: leave that one); `timing` is what to time,
         `(op, dtype, bytes)`, or a function of every rank's header that gives it."""
@@ -130,20 +172,21 @@ class GroupCore(_C10dBackend):
         entry = _rust.begin_collective(f"c10d::{what}", shapes)
         ready = max(entry[2], entry[3])
         self._seq += 1
-        mine = ex.Header(ready, self._seq, kind, dtype, shapes, ex.digest(shapes), float(extra))
+        mine = ex.Header(ready, self._seq, kind, dtype, shapes, ex.digest(shapes), float(extra),
+                         op, root, splits)
         try:
             headers = ex.exchange(self._gloo, mine, self._size)
         except RuntimeError as e:
-            raise ex.backend_error(what, self._ranks, e) from None
+            raise ex.transport_error(what, self._ranks, e) from None
         ex.check(headers, self._ranks, what, same_shapes)
         start = max(h.ready_ns for h in headers)
         cpu_ins = [_C.peek(t) for t in ins]
         try:
             cpu_outs = move(cpu_ins, headers)
-        except (RuntimeError, ValueError) as e:
+        except RuntimeError as e:
             if isinstance(e, (NotImplementedError, ex.CollectiveMismatch)):
                 raise
-            raise ex.backend_error(what, self._ranks, e) from None
+            raise ex.transport_error(what, self._ranks, e) from None
         op, op_dtype, nbytes = timing(headers) if callable(timing) else timing
         ns, timed_as = self._time(op, op_dtype, int(nbytes))
         end = start + ns
@@ -157,8 +200,8 @@ class GroupCore(_C10dBackend):
             "slice": self._slice.spec,
             "timed_as": timed_as,
         }
-        if not self._exact:
-            args["timed_over"] = self._axes
+        if self._how != "exact":
+            args["timed_over"] = f"{self._how}: {self._timed_on} axes {self._timed_axes}"
         label = f"{kind} {human(nbytes)} axes {list(self._axes)}"
         _rust.end_collective(entry, kind, label, int(nbytes), start, end, json.dumps(args))
         return Work(list(result if result is not None else outs), end, blocking=blocking)

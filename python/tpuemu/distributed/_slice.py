@@ -13,7 +13,9 @@ some axes (the others fixed) runs its collectives over those axes, as ``bench co
 does, puts its last (fastest) dimension on axis 0: on ``v5e:2x2`` a ``(2, 2)`` mesh
 ``("dp", "tp")`` has "tp" groups along axis 0 and "dp" groups along axis 1. A group that is no
 such sub-torus (two diagonal chips) is timed on the smallest sub-torus holding it, with the
-same bytes per chip: an upper bound, marked ``timed_over`` in the trace.
+same bytes per chip: an upper bound, marked ``timed_over`` in the trace. A group that is a
+block of the slice but not whole axes (ranks 0-3 of a 2x4 slice under a ``(2, 4)`` mesh's
+"tp") is timed on a slice of the block's own shape (``v5e:2x2``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,26 @@ class Slice:
             coords=tuple(tuple(c) for c in info["coords"]),
             dcn_axis=info["dcn_axis"],
         )
+
+    def timing_of(self, ranks: list[int]) -> tuple[str, list[int], str]:
+        """Where a group of ``ranks`` is timed: (slice spec, axes, how), how being ``exact`` (a
+        sub-torus of this slice), ``block`` (a block of it: timed on a slice of the block's
+        shape) or ``enclosing`` (timed on the smallest sub-torus holding it)."""
+        axes, exact = self.axes_of(ranks)
+        if exact or len(ranks) < 2:
+            return self.spec, axes, "exact"
+        coords = [self.coords[r] for r in ranks]
+        varying = sorted({a for a in range(len(self.mesh)) if len({c[a] for c in coords}) > 1})
+        extents = []
+        for a in varying:
+            vals = sorted({c[a] for c in coords})
+            if vals != list(range(vals[0], vals[0] + len(vals))) or a == self.dcn_axis:
+                return self.spec, axes, "enclosing"
+            extents.append(len(vals))
+        if len(set(ranks)) != len(ranks) or math.prod(extents) != len(ranks):
+            return self.spec, axes, "enclosing"
+        block = f"{self.chip}:{'x'.join(str(e) for e in extents)}"
+        return block, list(range(len(extents)))[::-1], "block"
 
     def axes_of(self, ranks: list[int]) -> tuple[list[int], bool]:
         """The torus axes a group of ``ranks`` (in group order) runs over, first outermost in

@@ -42,7 +42,11 @@ def spawn(fn, args=(), nprocs: int | None = None, *, slice: str | None = None,  
     text = slice or os.environ.get("TPUEMU_SLICE") or chip()
     if nprocs is not None and nprocs < 1:
         raise ValueError(f"tpuemu.distributed.spawn: nprocs must be positive, not {nprocs}")
-    s = Slice.parse(text, nprocs)
+    try:
+        s = Slice.parse(text, nprocs)
+    except ValueError as e:
+        raise ValueError(f"tpuemu.distributed.spawn: {e} (give slice=\"v5e:2x2\", TPUEMU_SLICE, "
+                         "or nprocs)") from None
     n = s.chips if nprocs is None else nprocs
     if n != s.chips:
         raise ValueError(

@@ -25,10 +25,13 @@ def current() -> Slice | None:
 
 
 def _check_chip(s: Slice) -> None:
+    """The process's chip (``TPUEMU_CHIP``, ``tpuemu.set_chip``) must be the slice's."""
     from .. import _rust
 
-    if _rust.started() and _rust.chip() != s.chip:
+    if _rust.chip() != s.chip:
+        how = ("runs on" if _rust.started() else "is set to")
         raise RuntimeError(
-            f"tpuemu: this process's tpu runs on {_rust.chip()} but the slice is {s.spec}; "
-            "set TPUEMU_SLICE (or TPUEMU_CHIP) before the first tpu tensor"
+            f"tpuemu: this process's tpu {how} {_rust.chip()} (TPUEMU_CHIP or tpuemu.set_chip) "
+            f"but the slice is {s.spec}: name one chip (unset TPUEMU_CHIP, or make TPUEMU_SLICE "
+            f"{_rust.chip()}:...)"
         )
