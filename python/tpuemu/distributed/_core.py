@@ -94,6 +94,8 @@ class GroupCore(_C10dBackend):
             dist.PrefixStore("tpuemu/", opts.store), opts.group_rank, opts.group_size, timeout=timeout
         )
         self._seq = 0
+        # Sends handed to gloo and not yet delivered (see _p2p).
+        self._in_flight: list = []
 
     # ------------------------------------------------------------------ c10d's queries
 
@@ -167,6 +169,7 @@ class GroupCore(_C10dBackend):
         returns the CPU results for `outs` (None: leave that one); `timing` is what to time,
         `(op, dtype, bytes)`, or a function of every rank's header that gives it."""
         self._check(what, list(ins) + list(outs))
+        self._sends_delivered()
         dtype = dtype or (dtype_name(ins[0]) if ins else dtype_name(outs[0]) if outs else "float32")
         shapes = shapes if shapes is not None else str([list(t.shape) for t in ins])
         entry = _rust.begin_collective(f"c10d::{what}", shapes)

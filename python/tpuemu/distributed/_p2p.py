@@ -1,10 +1,11 @@
 """The "tpu" process group's point-to-point transfers: ``send`` and ``recv`` from a named rank,
 so ``isend``/``irecv``/``batch_isend_irecv`` too.
 
-Neither side blocks when it posts: a send hands its header and bytes to gloo at once and
-completes when the receiver takes them; a receive posts the receive of the header and finishes
-in ``Work.wait()`` (header, checks, bytes, landing), so pairs posted in any order on either side
-do not block each other. The receiver's result lands when both chips have arrived, plus the
+Neither side blocks: a send copies its bytes to the host and hands them with its header to
+gloo, which delivers them when the receiver asks (its ``Work.wait()`` returns at once: the
+tensor may be reused; a delivery that fails is raised by the group's next call); a receive
+posts the receive of the header and finishes in ``Work.wait()`` (header, checks, bytes,
+landing). Pairs posted and waited for in any order on either side do not block each other. The receiver's result lands when both chips have arrived, plus the
 transfer's time on the torus (one remote DMA, ``send_ns``); the sender's clock does not wait
 for the receiver. A receive from any rank (``dist.recv(t)`` without ``src``) is refused:
 torch.distributed learns the sender from a C++ method of the returned work that a Python
@@ -78,9 +79,10 @@ class PointToPoint:
         entry = _rust.begin_collective("c10d::send", shapes)
         ready = max(entry[2], entry[3])
         h = ex.Header(ready, 0, "send", dtype_name(t), shapes, ex.digest(shapes))
+        self._sends_delivered()
         try:
-            pending = [self._gloo.send([h.encode()], dstRank, tag),
-                       self._gloo.send([_C.peek(t)], dstRank, tag)]
+            self._in_flight += [self._gloo.send([h.encode()], dstRank, tag),
+                                self._gloo.send([_C.peek(t)], dstRank, tag)]
         except RuntimeError as e:
             raise ex.transport_error("send", self._ranks, e) from None
         size = nbytes([t])
@@ -88,8 +90,18 @@ class PointToPoint:
         args = {"to": self._ranks[dstRank], "slice": self._slice.spec}
         _rust.end_collective(entry, "send", f"send {human(size)} to rank {self._ranks[dstRank]}",
                              size, ready, end, json.dumps(args))
-        return Work([t], end, pending=pending,
-                    on_error=lambda e: ex.transport_error("send", self._ranks, e))
+        return Work([t], end)
+
+    def _sends_delivered(self) -> None:
+        """Forgets the sends gloo has delivered; raises the first that failed."""
+        waiting = []
+        for w in getattr(self, "_in_flight", []):
+            if not w.is_completed():
+                waiting.append(w)
+            elif not w.is_success():
+                self._in_flight = waiting
+                raise ex.transport_error("send", self._ranks, w.exception())
+        self._in_flight = waiting
 
     def _finish_recv(self, t, src, tag, entry, header, header_work):
         """Takes the header and the bytes of a receive posted before; lands them: (outputs,

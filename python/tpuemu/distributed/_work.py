@@ -20,12 +20,8 @@ class Work(dist._Work):
     tensors (what DDP's reducer reads through ``get_future()``)."""
 
     def __init__(self, outputs: list, end_ns: float, source_rank: int = -1,
-                 blocking: bool = False, pending=(), on_error=None):
+                 blocking: bool = False):
         super().__init__()
-        # gloo work still moving bytes (a send waits for its receiver), and how its failure
-        # is reported.
-        self._pending = list(pending)
-        self._on_error = on_error
         # A barrier's wait holds the host too (NCCL's barrier synchronises the device).
         self._blocking = blocking
         self._outputs = outputs
@@ -34,13 +30,7 @@ class Work(dist._Work):
         self._future = torch.futures.Future()
         self._future.set_result(outputs)
 
-    def wait(self, timeout=None) -> bool:  # noqa: ARG002
-        pending, self._pending = self._pending, []
-        for w in pending:
-            try:
-                w.wait()
-            except RuntimeError as e:
-                raise (self._on_error(e) if self._on_error else e) from None
+    def wait(self, timeout=None) -> bool:  # noqa: ARG002  (the exchange is over)
         _rust.wait_until(self.end_ns)
         if self._blocking:
             _rust.sync()
@@ -50,7 +40,7 @@ class Work(dist._Work):
         return self._future
 
     def is_completed(self) -> bool:
-        return all(w.is_completed() for w in self._pending)
+        return True
 
     def is_success(self) -> bool:
         return True
