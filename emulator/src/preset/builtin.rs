@@ -2,7 +2,7 @@
 //! SCALE-Sim parity configuration.
 //!
 //! Source tags: `[GC]` Google Cloud TPU architecture pages, `[SB]` "How to Scale Your Model",
-//! `[TI]` `jax/_src/tpu_info.py`, `[PD]` Pallas TPU docs (see `shared/specs/tpu-generations.md`),
+//! `[TI]` `jax/_src/tpu_info.py`, `[PD]` Pallas TPU docs,
 //! `[HC20]` Norrie and Patil, "Google's Training Chips Revealed: TPUv2 and TPUv3", Hot Chips 32
 //! (2020): the TensorCore's 322-bit VLIW bundle (the later generations keep its structure).
 //! Where no public figure exists the source says "assumed" and why the value was chosen.

@@ -2,8 +2,8 @@
 //!
 //! A [`ChipPreset`] holds every number the functional and timing models use: cores, matrix
 //! units and their size, clock, memories, DMA engines, ICI links, and the per-instruction costs.
-//! Every field has an entry in [`ChipPreset::sources`] naming where the figure comes from (tags
-//! as in `shared/specs/tpu-generations.md`: `[GC]` Google Cloud, `[SB]` the scaling book, `[TI]`
+//! Every field has an entry in [`ChipPreset::sources`] naming where the figure comes from (tags:
+//! `[GC]` Google Cloud, `[SB]` the scaling book, `[TI]`
 //! JAX's `tpu_info.py`, `[PD]` Pallas docs) or how it was calibrated.
 //!
 //! Presets are TOML-serialisable: [`ChipPreset::to_toml`], [`ChipPreset::from_toml`] (a file may
