@@ -262,17 +262,23 @@ class _Serializer:
         return spec, template
 
 
-def _eager(gm, name: str, why: str):
-    _GRAPHS.append((name, "eager: " + why))
-    warnings.warn(f"tpuemu: graph {name} runs eagerly on the tpu: {why}", stacklevel=2)
+def _boxed(module):
+    """``module`` called the way AOT autograd calls a compiled graph: with one list of
+    arguments, which the callee empties (so that inputs can be freed early)."""
 
     def run(args):
         a = list(args)
         args.clear()
-        return gm(*a)
+        return module(*a)
 
     run._boxed_call = True
     return run
+
+
+def _eager(gm, name: str, why: str):
+    _GRAPHS.append((name, "eager: " + why))
+    warnings.warn(f"tpuemu: graph {name} runs eagerly on the tpu: {why}", stacklevel=2)
+    return _boxed(gm)
 
 
 def _is_collective(n: torch.fx.Node) -> bool:
@@ -335,15 +341,7 @@ def _compiler(kind: str):
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         if any(_is_collective(n) for n in gm.graph.nodes):
-            split = _split_at_collectives(gm, kind)
-
-            def run_split(args):
-                a = list(args)
-                args.clear()
-                return split(*a)
-
-            run_split._boxed_call = True
-            return run_split
+            return _boxed(_split_at_collectives(gm, kind))
         name = f"{kind}_{len(_GRAPHS)}"
         counter[0] += 1
         try:
