@@ -55,9 +55,9 @@ def _process_layout() -> None:
         _C.set_device_layout(int(local), int(count) if count.isdigit() else int(local) + 1)
     text = os.environ.get("TPUEMU_SLICE")
     if text and not os.environ.get("TPUEMU_CHIP") and not _rust.started():
-        head = text.rsplit(":", 1)[0] if ":" in text else text
-        head = head.split("x", 1)[1] if head.split("x", 1)[0].isdigit() and "x" in head else head
-        _rust.set_chip(head)
+        world = os.environ.get("WORLD_SIZE", "")
+        info = json.loads(_rust.slice_info(text, int(world) if world.isdigit() else None))
+        _rust.set_chip(info["chip"])
 
 
 _process_layout()
