@@ -50,3 +50,6 @@ mod host_costs;
 
 #[path = "backend/external.rs"]
 mod external;
+
+#[path = "backend/plans.rs"]
+mod plans;

@@ -19,6 +19,7 @@
 mod consts;
 mod group;
 mod order;
+pub(crate) mod plans;
 mod row_epilogue;
 mod rules;
 #[cfg(test)]
@@ -196,7 +197,19 @@ pub(crate) fn run_graph(
     // The flush's span starts with its own cost (partitioning, looking kernels up).
     let start_ns = core.q.host_ns;
     core.q.charge("flush", core.q.costs.flush_ns);
-    let (plans, open) = split_open(plan_groups(nodes), recent);
+    let gk = plans::GraphKey::of(&nodes, recent);
+    let (plans, open) = match core.plans.get(&gk, &nodes) {
+        Some(kept) => {
+            core.q.metrics.plan_hits += 1;
+            kept
+        }
+        None => {
+            core.q.metrics.plan_misses += 1;
+            let (plans, open) = split_open(plan_groups(nodes), recent);
+            core.plans.insert(gk, &plans, &open);
+            (plans, open)
+        }
+    };
     if core.debug_print {
         eprintln!(
             "[tpu] flush ({reason}): {ops} ops -> {} kernels, {} nodes kept open",

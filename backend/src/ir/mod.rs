@@ -12,6 +12,7 @@
 //! - [`NodeKind::Attention`]: flash attention, forward or backward, as one kernel whose scores
 //!   never leave VMEM.
 
+pub(crate) mod key;
 pub mod prog;
 
 use crate::dtype::DType;

@@ -4,6 +4,7 @@ use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, Program};
 
 use super::{Compiled, Core, Runtime};
 use crate::error::{Result, TpuError};
+use crate::ir::key::Key;
 use crate::ir::{Node, NodeKind, View};
 use crate::kernels::{self, KernelError};
 
@@ -252,11 +253,10 @@ impl Runtime {
             }
             return Ok(());
         }
-        let Some(low) = self.lower(node, cores)? else {
-            return Ok(());
+        let (compiled, args) = match self.lowered(core, node, cores, group)? {
+            Some(found) => found,
+            None => return Ok(()),
         };
-        let compiled = self.kernel(core, node, low.key, low.build, group)?;
-        let args = resolve(&low.args)?;
         let parts = if crate::codegen::is_split(&compiled.prog) {
             cores
         } else {
@@ -287,6 +287,118 @@ impl Runtime {
         };
         core.q.launch(self.inner.device.as_ref(), launch, &node.op)
     }
+}
+
+impl Runtime {
+    /// The kernel of `node` and its arguments: from the lowering memo when a node of the same
+    /// structure ran before ([`crate::ir::key`]), else lowered, found in (or added to) the
+    /// kernel cache, and remembered. `None` when the node has nothing to do.
+    fn lowered(
+        &self,
+        core: &mut Core,
+        node: &Node,
+        cores: usize,
+        group: Option<u64>,
+    ) -> Result<Option<(Compiled, Vec<KernelArg>)>> {
+        let memo = match &node.kind {
+            // A user kernel is its own program, named by identity: not remembered here.
+            NodeKind::Custom(_) => None,
+            NodeKind::Tile { shape, .. } if shape.iter().product::<usize>() == 0 => {
+                return Ok(None);
+            }
+            // A tile kernel takes its operands' storage offsets as arguments: they are left
+            // out of the key. Other kernels' offsets are part of their key.
+            NodeKind::Tile { .. } => Some(Key::of_node(node, false, cores)),
+            _ => Some(Key::of_node(node, true, cores)),
+        };
+        if let Some((c, template)) = memo.as_ref().and_then(|k| core.lowered.get(k)) {
+            core.q.metrics.cache_hits += 1;
+            let args = bind(node, template)?;
+            return Ok(Some((c.clone(), args)));
+        }
+        let Some(low) = self.lower(node, cores)? else {
+            return Ok(None);
+        };
+        let compiled = self.kernel(core, node, low.key, low.build, group)?;
+        let args = resolve(&low.args)?;
+        if let Some(k) = memo
+            && let Some(template) = template_of(node, &low.args)
+        {
+            core.lowered.insert(k, (compiled.clone(), template));
+        }
+        Ok(Some((compiled, args)))
+    }
+}
+
+/// One argument of a remembered kernel, as the node's operands give it.
+#[derive(Clone, Debug)]
+pub(crate) enum ArgTemplate {
+    /// The buffer of operand `i` (inputs, then outputs).
+    Buffer(usize),
+    /// The storage offset of operand `i`, in elements.
+    Offset(usize),
+    /// A fixed scalar.
+    Scalar(u32),
+}
+
+/// The operands of `node`, inputs then outputs.
+fn operands(node: &Node) -> impl Iterator<Item = &View> {
+    node.inputs.iter().chain(&node.outputs)
+}
+
+/// `args` as positions among `node`'s operands; `None` when an argument is not one of them.
+/// An argument is the first operand of its storage and layout not named by an argument of
+/// its kind before it (`x * x` names its two operands, not the first twice; the key tells
+/// aliased operands apart). Offsets follow the operand only for tile kernels (whose keys
+/// leave offsets out).
+fn template_of(node: &Node, args: &[ArgSpec]) -> Option<Vec<ArgTemplate>> {
+    let tile = matches!(node.kind, NodeKind::Tile { .. });
+    let n = operands(node).count();
+    let (mut buffers, mut offsets) = (vec![false; n], vec![false; n]);
+    let find = |v: &View, used: &mut Vec<bool>| {
+        let i = operands(node).enumerate().position(|(i, o)| {
+            !used[i] && std::sync::Arc::ptr_eq(&o.storage, &v.storage) && o.layout == v.layout
+        })?;
+        used[i] = true;
+        Some(i)
+    };
+    args.iter()
+        .map(|a| match a {
+            ArgSpec::Buffer(v) => find(v, &mut buffers).map(ArgTemplate::Buffer),
+            ArgSpec::Offset { view, elems } if tile => {
+                let i = find(view, &mut offsets)?;
+                (view.layout.offset == *elems).then_some(ArgTemplate::Offset(i))
+            }
+            ArgSpec::Offset { elems, .. } => u32::try_from(*elems).ok().map(ArgTemplate::Scalar),
+            ArgSpec::Scalar(s) => Some(ArgTemplate::Scalar(*s)),
+        })
+        .collect()
+}
+
+/// The kernel arguments of `node` for a remembered kernel.
+fn bind(node: &Node, template: &[ArgTemplate]) -> Result<Vec<KernelArg>> {
+    let operand = |i: usize| {
+        operands(node)
+            .nth(i)
+            .expect("same structure, same operands")
+    };
+    template
+        .iter()
+        .map(|a| match a {
+            ArgTemplate::Buffer(i) => operand(*i)
+                .storage
+                .buffer()
+                .map(KernelArg::Buffer)
+                .ok_or_else(|| TpuError::Device("storage without a buffer".into())),
+            ArgTemplate::Offset(i) => u32::try_from(operand(*i).layout.offset)
+                .map(KernelArg::Scalar)
+                .map_err(|_| TpuError::InOp {
+                    op: node.op.name.clone(),
+                    message: "storage offset above 4G elements".into(),
+                }),
+            ArgTemplate::Scalar(s) => Ok(KernelArg::Scalar(*s)),
+        })
+        .collect()
 }
 
 /// Buffer arguments for `views`, then their offsets as scalars.

@@ -36,6 +36,13 @@ pub struct Metrics {
     pub cache_hits: u64,
     /// Kernel cache misses (kernels generated).
     pub cache_misses: u64,
+    /// DeferAndFuse flushes whose graph was planned before (the plan was reused: see
+    /// `fusion::plans`).
+    #[serde(default)]
+    pub plan_hits: u64,
+    /// DeferAndFuse flushes whose graph was planned afresh.
+    #[serde(default)]
+    pub plan_misses: u64,
     /// Host time spent compiling, ns (simulated): generating kernels, and tracing graphs for
     /// whole-graph compilation.
     pub compile_ns: f64,
@@ -109,6 +116,13 @@ impl Metrics {
             "Metric: KernelCache\n  Hits: {}\n  Misses: {}",
             self.cache_hits, self.cache_misses
         );
+        if self.plan_hits + self.plan_misses > 0 {
+            let _ = writeln!(
+                s,
+                "Metric: PlanCache\n  Hits: {}\n  Misses: {}",
+                self.plan_hits, self.plan_misses
+            );
+        }
         let _ = writeln!(
             s,
             "Metric: CompileTime\n  Accumulator: {:.3} ms (kernels generated, graphs traced)",

@@ -58,6 +58,11 @@ pub(crate) struct Core {
     pub q: LaunchQueue,
     /// Kernels by pattern key.
     pub cache: HashMap<String, Compiled>,
+    /// The lowering memo: kernels and argument templates by node structure, so that a node
+    /// seen before skips lowering and its pattern key (see `exec::Runtime::lowered`).
+    pub lowered: HashMap<crate::ir::key::Key, (Compiled, Vec<exec::ArgTemplate>)>,
+    /// DeferAndFuse's plans by recorded graph (see `fusion::plans`).
+    pub plans: crate::fusion::plans::PlanCache,
     /// Host trace events.
     pub prof: Profiler,
     /// Matrix-unit precision of f32 matmuls called now.
@@ -240,6 +245,8 @@ impl Runtime {
             core: Core {
                 q,
                 cache: HashMap::new(),
+                lowered: HashMap::new(),
+                plans: Default::default(),
                 prof: Profiler::default(),
                 precision: MatmulPrecision::Default,
                 megacore: true,

@@ -65,6 +65,9 @@ pub(crate) struct CoreStats {
     pub mxu_last: u64,
 }
 
+// The dirty masks hold one bit per register.
+const _: () = assert!(NUM_VREGS <= 64 && NUM_MREGS <= 16);
+
 /// A TensorCore.
 pub(crate) struct Core {
     pub sregs: [u32; NUM_SREGS as usize],
@@ -91,8 +94,11 @@ pub(crate) struct Core {
     pub barrier_release: Option<u64>,
     pub t: Timing,
     pub stats: CoreStats,
-    /// Vector or mask registers were written since the last reset.
-    pub vector_dirty: bool,
+    /// The vector registers written since the last reset, one bit each (a reset zeroes only
+    /// those: a short kernel touches a few of 64 four-KiB registers).
+    pub vregs_dirty: u64,
+    /// The mask registers written since the last reset, one bit each.
+    pub mregs_dirty: u16,
     /// The spare register results are computed into before they take the destination's place.
     pub vtmp: Option<Box<VregData>>,
     /// The spare mask register.
@@ -126,7 +132,8 @@ impl Core {
             barrier_release: None,
             t: Timing::new(preset, 0),
             stats: CoreStats::default(),
-            vector_dirty: false,
+            vregs_dirty: 0,
+            mregs_dirty: 0,
             vtmp: None,
             mtmp: None,
             dma_buf: Vec::new(),
@@ -137,14 +144,15 @@ impl Core {
     /// timing are reset; VMEM keeps its contents, as on hardware.
     pub fn reset_for_launch(&mut self, preset: &ChipPreset, start: u64) {
         self.sregs = [0; NUM_SREGS as usize];
-        if self.vector_dirty {
-            for v in &mut self.vregs {
-                v.fill(0);
-            }
-            for m in &mut self.mregs {
-                m.fill(false);
-            }
-            self.vector_dirty = false;
+        let mut dirty = std::mem::take(&mut self.vregs_dirty);
+        while dirty != 0 {
+            self.vregs[dirty.trailing_zeros() as usize].fill(0);
+            dirty &= dirty - 1;
+        }
+        let mut dirty = std::mem::take(&mut self.mregs_dirty);
+        while dirty != 0 {
+            self.mregs[dirty.trailing_zeros() as usize].fill(false);
+            dirty &= dirty - 1;
         }
         for x in &mut self.mxus {
             x.reset(&mut self.mxu_bufs);

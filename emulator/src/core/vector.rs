@@ -45,7 +45,7 @@ impl Core {
     pub(super) fn put_vreg(&mut self, dst: VReg, mut data: Box<VregData>) {
         std::mem::swap(&mut self.vregs[dst.index() as usize], &mut data);
         self.vtmp = Some(data);
-        self.vector_dirty = true;
+        self.vregs_dirty |= 1 << dst.index();
     }
 
     #[inline]
@@ -59,7 +59,7 @@ impl Core {
     fn put_mreg(&mut self, dst: MReg, mut data: Box<MaskData>) {
         std::mem::swap(&mut self.mregs[dst.index() as usize], &mut data);
         self.mtmp = Some(data);
-        self.vector_dirty = true;
+        self.mregs_dirty |= 1 << dst.index();
     }
 
     /// A vector operand's lanes and ready cycle.

@@ -31,7 +31,14 @@ impl HbmBuffer {
 
     /// Host bytes actually held.
     pub fn resident_bytes(&self) -> u64 {
-        self.pages.len() as u64 * PAGE_BYTES
+        self.pages.values().map(|p| p.len() as u64).sum()
+    }
+
+    /// A new zero page `page`: [`PAGE_BYTES`] long, or what is left of the buffer on its last
+    /// page (a 4 KiB tensor holds 4 KiB, not a whole page that is zeroed and freed).
+    fn zero_page(&self, page: u64) -> Box<[u8]> {
+        let len = (self.size - page * PAGE_BYTES).min(PAGE_BYTES);
+        vec![0u8; len as usize].into_boxed_slice()
     }
 
     /// Copies `out.len()` bytes from `offset`. The caller has checked bounds.
@@ -61,7 +68,7 @@ impl HbmBuffer {
                 Some(p) => p[within..within + take].copy_from_slice(chunk),
                 None if chunk.iter().all(|b| *b == 0) => {}
                 None => {
-                    let mut p = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
+                    let mut p = self.zero_page(page);
                     p[within..within + take].copy_from_slice(chunk);
                     self.pages.insert(page, p);
                 }
@@ -150,7 +157,7 @@ impl<'a> PageWriter<'a> {
             // Zeros on a page never written cost nothing.
             None if data.iter().all(|b| *b == 0) => {}
             None => {
-                let mut p = vec![0u8; PAGE_BYTES as usize].into_boxed_slice();
+                let mut p = self.buf.zero_page(page);
                 p[within..within + data.len()].copy_from_slice(data);
                 self.data = Some(p);
             }
@@ -264,6 +271,26 @@ mod tests {
         // Writing zeros to untouched pages allocates nothing.
         b.write(0, &[0u8; 1000]);
         assert_eq!(b.resident_bytes(), 2 * PAGE_BYTES);
+    }
+
+    #[test]
+    fn a_last_page_holds_only_the_rest_of_the_buffer() {
+        let mut hbm = Hbm::new(1 << 30);
+        // 4 KiB: one page of 4 KiB, not of 64.
+        hbm.alloc(1, 4096).unwrap();
+        let b = hbm.buffer_mut(1).unwrap();
+        b.write(4090, &[7; 6]);
+        assert_eq!(b.resident_bytes(), 4096);
+        // A page and 100 bytes: the second page holds 100 bytes, written through a writer.
+        hbm.alloc(2, PAGE_BYTES + 100).unwrap();
+        let b = hbm.buffer_mut(2).unwrap();
+        let mut w = PageWriter::new(b);
+        w.write(PAGE_BYTES + 96, &[1, 2, 3, 4]);
+        drop(w);
+        assert_eq!(b.resident_bytes(), 100);
+        let mut out = [9u8; 6];
+        b.read(PAGE_BYTES + 94, &mut out);
+        assert_eq!(out, [0, 0, 1, 2, 3, 4]);
     }
 
     #[test]
