@@ -33,7 +33,7 @@ pub(crate) struct GraphKey {
 }
 
 /// A graph's own storages and operator tags, by slot and rank (what a kept plan is bound to).
-struct Binding {
+pub(crate) struct Binding {
     storages: Vec<StorageRef>,
     tags: Vec<OpTag>,
 }
@@ -127,39 +127,28 @@ impl GraphKey {
     }
 }
 
-/// A plan as a template: placeholder storages whose ids are slots, tags whose ids are ranks.
-struct Template {
-    groups: Vec<FusedGroup>,
-    open: Vec<Node>,
+/// A plan as a template: placeholder storages whose ids are slots, tags whose ids are ranks
+/// (a group's `op_ids` are ranks too). Bound a group at a time as the groups run, so that a
+/// group's members (needed only when its fused node has no kernel) are bound only then.
+pub(crate) struct Template {
+    pub groups: Vec<FusedGroup>,
+    pub open: Vec<Node>,
 }
 
 /// Plans by graph key.
 #[derive(Default)]
 pub(crate) struct PlanCache {
-    plans: HashMap<Key, Template>,
+    plans: HashMap<Key, Arc<Template>>,
     /// Placeholder storages never get device memory; dropping them frees nothing.
     placeholders: Vec<StorageRef>,
 }
 
 impl PlanCache {
-    /// The plan kept for the graph `gk` names, bound to `nodes`' storages and tags (`nodes`
-    /// is that graph).
-    pub fn get(&self, gk: &GraphKey, nodes: &[Node]) -> Option<(Vec<FusedGroup>, Vec<Node>)> {
+    /// The plan kept for the graph `gk` names, and `nodes`' storages and tags to bind it to
+    /// (`nodes` is that graph).
+    pub fn get(&self, gk: &GraphKey, nodes: &[Node]) -> Option<(Arc<Template>, Binding)> {
         let t = self.plans.get(&gk.key)?;
-        let b = gk.bind(nodes);
-        let node = |n: &Node| bind_node(n, &b);
-        let groups = t
-            .groups
-            .iter()
-            .map(|g| FusedGroup {
-                node: node(&g.node),
-                ops: g.ops.clone(),
-                op_ids: g.op_ids.iter().map(|r| b.tags[*r as usize].id).collect(),
-                joins: g.joins.clone(),
-                members: g.members.iter().map(node).collect(),
-            })
-            .collect();
-        Some((groups, t.open.iter().map(node).collect()))
+        Some((t.clone(), gk.bind(nodes)))
     }
 
     /// Keeps the plan `groups` + `open` made for the graph `gk` names. A plan that names a
@@ -193,7 +182,8 @@ impl PlanCache {
             .collect();
         let open: Option<Vec<Node>> = open.iter().map(node).collect();
         if let (Some(groups), Some(open)) = (groups, open) {
-            self.plans.insert(gk.key, Template { groups, open });
+            self.plans
+                .insert(gk.key, Arc::new(Template { groups, open }));
         }
     }
 }
@@ -226,15 +216,22 @@ fn template_node(n: &Node, gk: &GraphKey, placeholders: &[StorageRef]) -> Option
     Some(t)
 }
 
-/// A template node with the graph's storages and tag bound (the name stays the template's:
-/// a rule may have renamed the node).
-fn bind_node(t: &Node, b: &Binding) -> Node {
-    let mut n = t.clone();
-    for v in views_mut(&mut n) {
-        v.storage = b.storages[v.storage.id() as usize].clone();
+impl Binding {
+    /// A template node with the graph's storages and tag bound (the name stays the
+    /// template's: a rule may have renamed the node).
+    pub fn node(&self, t: &Node) -> Node {
+        let mut n = t.clone();
+        for v in views_mut(&mut n) {
+            v.storage = self.storages[v.storage.id() as usize].clone();
+        }
+        let tag = &self.tags[t.op.id as usize];
+        n.op.id = tag.id;
+        n.op.shapes.clone_from(&tag.shapes);
+        n
     }
-    let tag = &b.tags[t.op.id as usize];
-    n.op.id = tag.id;
-    n.op.shapes.clone_from(&tag.shapes);
-    n
+
+    /// A template group's operator call ids.
+    pub fn op_ids(&self, ranks: &[u64]) -> Vec<u64> {
+        ranks.iter().map(|r| self.tags[*r as usize].id).collect()
+    }
 }

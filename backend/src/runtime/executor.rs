@@ -186,7 +186,9 @@ impl DeferAndFuse {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let nodes = std::mem::take(&mut self.pending);
+        // The next recording starts with this one's room (no regrowth per operator).
+        let room = self.pending.capacity();
+        let nodes = std::mem::replace(&mut self.pending, Vec::with_capacity(room));
         *core
             .q
             .metrics

@@ -502,12 +502,12 @@ impl Runtime {
         if call == Call::View {
             core.q.metrics.view_calls += 1;
         }
-        *core
-            .q
-            .metrics
-            .ops_by_name
-            .entry(name.to_string())
-            .or_default() += 1;
+        match core.q.metrics.ops_by_name.get_mut(name) {
+            Some(n) => *n += 1,
+            None => {
+                core.q.metrics.ops_by_name.insert(name.to_string(), 1);
+            }
+        }
         let start = core.q.host_ns;
         core.q.charge(kind, cost);
         let tag = OpTag {
