@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::FusedGroup;
-use crate::ir::key::Key;
+use crate::ir::key::{Key, KeyMap};
 use crate::ir::{Node, NodeKind, OpTag, View};
 use crate::storage::{Storage, StorageRef};
 
@@ -138,7 +138,7 @@ pub(crate) struct Template {
 /// Plans by graph key.
 #[derive(Default)]
 pub(crate) struct PlanCache {
-    plans: HashMap<Key, Arc<Template>>,
+    plans: KeyMap<Arc<Template>>,
     /// Placeholder storages never get device memory; dropping them frees nothing.
     placeholders: Vec<StorageRef>,
 }

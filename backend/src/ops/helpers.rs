@@ -78,21 +78,29 @@ impl Drop for OpScope {
 
 /// `[2, 3], [3]` for error messages and traces.
 pub fn shapes(inputs: &[&Tensor]) -> String {
-    let parts: Vec<String> = inputs
-        .iter()
-        .map(|t| {
-            format!(
-                "{:?}{}",
-                t.shape(),
-                if t.dtype() == DType::F32 {
-                    String::new()
-                } else {
-                    format!(":{}", t.dtype().name())
-                }
-            )
-        })
-        .collect();
-    format!("[{}]", parts.join(", "))
+    use std::fmt::Write;
+    // One string written in place: every operator call builds one.
+    let mut s = String::with_capacity(2 + 16 * inputs.len());
+    s.push('[');
+    for (i, t) in inputs.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push('[');
+        for (j, d) in t.shape().iter().enumerate() {
+            if j > 0 {
+                s.push_str(", ");
+            }
+            let _ = write!(s, "{d}");
+        }
+        s.push(']');
+        if t.dtype() != DType::F32 {
+            s.push(':');
+            s.push_str(t.dtype().name());
+        }
+    }
+    s.push(']');
+    s
 }
 
 /// The runtime all tensors live on.

@@ -60,7 +60,7 @@ pub(crate) struct Core {
     pub cache: HashMap<String, Compiled>,
     /// The lowering memo: kernels and argument templates by node structure, so that a node
     /// seen before skips lowering and its pattern key (see `exec::Runtime::lowered`).
-    pub lowered: HashMap<crate::ir::key::Key, (Compiled, Vec<exec::ArgTemplate>)>,
+    pub lowered: crate::ir::key::KeyMap<(Compiled, Vec<exec::ArgTemplate>)>,
     /// DeferAndFuse's plans by recorded graph (see `fusion::plans`).
     pub plans: crate::fusion::plans::PlanCache,
     /// Host trace events.
@@ -245,7 +245,7 @@ impl Runtime {
             core: Core {
                 q,
                 cache: HashMap::new(),
-                lowered: HashMap::new(),
+                lowered: Default::default(),
                 plans: Default::default(),
                 prof: Profiler::default(),
                 precision: MatmulPrecision::Default,
