@@ -18,7 +18,8 @@ pub struct ChipArgs {
     /// Override a preset field, e.g. `--set hbm_bytes_per_s=1.6e12 --set costs.eup_latency=12`
     /// (`tpuemu chips --ranges` lists what each field accepts), or a host cost of the runtime's
     /// timing model, e.g. `--set host.record_ns=6000` (`host.op_dispatch_ns`, `host.view_ns`,
-    /// `host.launch_ns`, `host.record_ns`, `host.flush_ns`, `host.compile_ns`; nanoseconds).
+    /// `host.launch_ns`, `host.record_ns`, `host.flush_ns`, `host.flush_op_ns`, `host.compile_ns`;
+    /// nanoseconds).
     #[arg(long = "set", value_name = "FIELD=VALUE")]
     pub set: Vec<String>,
     #[command(flatten)]

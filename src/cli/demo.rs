@@ -134,12 +134,13 @@ Compile runs the step as {} program with the same fusion and planned memory.\n",
     let c = &r0.host_costs;
     s += &format!(
         "\nHost model (simulated, `--set host.FIELD=NS` to change): dispatching an operator {} µs, a view operator \
-{} µs, recording one for DeferAndFuse {} µs, launching a kernel {} µs, a flush {} µs, generating a kernel {} µs.\n",
+{} µs, recording one for DeferAndFuse {} µs, launching a kernel {} µs, a flush {} µs and {} µs an operator, generating a kernel {} µs.\n",
         c.op_dispatch_ns / 1e3,
         c.view_ns / 1e3,
         c.record_ns / 1e3,
         c.launch_ns / 1e3,
         c.flush_ns / 1e3,
+        c.flush_op_ns / 1e3,
         c.compile_ns / 1e3
     );
     s += "\nTraces (one per mode):\n";

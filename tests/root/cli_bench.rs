@@ -100,13 +100,22 @@ fn every_mode_reports_the_same_loss_and_fusion_saves_kernels() {
             t(1) >= t(0),
             "{workload}: launch-blocking is no faster than Strict"
         );
+        // Compile is never slower than DeferAndFuse. DeferAndFuse is never slower than doing its
+        // host work and its device work one after the other; it beats Strict on the block,
+        // whose 119 operators flush four times, so the device runs one part while the host
+        // records the next. (The MLP's 18 operator calls are one graph: with the bridge's measured
+        // host costs its device starts only when the host has recorded the whole step, and
+        // Strict, overlapping the two, is faster.)
+        let serial = f(2, "host_busy_seconds") + f(2, "device_busy_seconds");
         assert!(
-            t(2) < t(0) && t(3) <= t(2),
-            "{workload}: {} {} {}",
-            t(0),
+            t(3) <= t(2) && t(2) <= serial * 1.0001,
+            "{workload}: {} {} {serial}",
             t(2),
             t(3)
         );
+        if workload == "transformer-block" {
+            assert!(t(2) < t(0), "{workload}: {} {}", t(0), t(2));
+        }
     }
 }
 
@@ -203,12 +212,18 @@ fn bench_with(mode: &str, extra: &[&str]) -> serde_json::Value {
 fn host_costs_are_reported_and_overridable() {
     let base = bench_with("defer", &[]);
     let c = &base["host_costs"];
-    // Recording a deferred operator goes through Python and the dispatcher as dispatching one
-    // does: by default it costs no less (issue 15's rule for the host model).
-    assert!(
-        c["record_ns"].as_f64().unwrap() >= c["op_dispatch_ns"].as_f64().unwrap(),
-        "{c}"
-    );
+    // Every figure is reported (the defaults are the bridge's measured costs, runtime/config.rs).
+    for f in [
+        "op_dispatch_ns",
+        "view_ns",
+        "launch_ns",
+        "record_ns",
+        "flush_ns",
+        "flush_op_ns",
+        "compile_ns",
+    ] {
+        assert!(c[f].as_f64().is_some_and(|x| x > 0.0), "{f}: {c}");
+    }
     for field in [
         "host_busy_seconds",
         "exposed_host_seconds",
@@ -281,7 +296,7 @@ fn host_costs_are_reported_and_overridable() {
     let o = tpuemu(&["chips", "--toml", "v5e"]);
     assert!(o.status.success());
     let text =
-        String::from_utf8_lossy(&o.stdout).replace("\nrecord_ns = 6000.0", "\nrecord_ns = 2500.0");
+        String::from_utf8_lossy(&o.stdout).replace("\nrecord_ns = 3000.0", "\nrecord_ns = 2500.0");
     assert!(
         text.contains("[host]") && text.contains("record_ns = 2500.0"),
         "{text}"

@@ -196,7 +196,8 @@ pub(crate) fn run_graph(
 ) -> Result<Vec<Node>> {
     // The flush's span starts with its own cost (partitioning, looking kernels up).
     let start_ns = core.q.host_ns;
-    core.q.charge("flush", core.q.costs.flush_ns);
+    let cost = core.q.costs.flush_ns + ops as f64 * core.q.costs.flush_op_ns;
+    core.q.charge("flush", cost);
     let gk = plans::GraphKey::of(&nodes, recent);
     let open = match core.plans.get(&gk, &nodes) {
         // A kept plan is bound a group at a time, as its groups run.

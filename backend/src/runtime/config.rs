@@ -8,11 +8,12 @@
 //!
 //! | figure | default | why |
 //! |---|---|---|
-//! | `op_dispatch_ns` | 6 µs | PyTorch eager's CPU cost per operator before a kernel is enqueued, plus the device backend's own lowering and launch bookkeeping. PyTorch's part: 0.9–1.3 µs per call of a 1-element CPU `add`/`mul`/`relu`/`sum` with torch 2.15 on one thread (`python/benchmarks/host_costs.py`: `timeit` of 20,000 calls, best of 7; an earlier run on a busier machine gave 2.5–3.7 µs). The whole: this project's bridge dispatches and launches an `add` in 7.9 µs of host time, emulation excluded (same benchmark), against 6 µs here plus `launch_ns`. |
-//! | `view_ns` | 1 µs | a view operator (`t`, `view`, `permute`, `reshape`, `unsqueeze`, `expand`, `slice`, ...; a `reshape` that must copy adds a `clone`) runs PyTorch's generic view kernels: new sizes and strides, nothing to lower, launch or record, in every mode. Measured in the same run as the operators above: 0.75–1.66 µs per view call on "tpu" tensors through the bridge (median 0.89 µs), as on CPU tensors, against 0.9–1.3 µs for a 1-element CPU operator. |
-//! | `launch_ns` | 3 µs | enqueueing an already compiled executable with its buffers (PJRT-style execute) takes a few µs. |
-//! | `record_ns` | 6 µs | DeferAndFuse records an operator into a graph: it still goes through Python and the dispatcher. On the bridge (`python/benchmarks/host_costs.py`, a chain of 50 `add`s, median of 200, emulation excluded) recording took 3.3 µs an operator and the flush that fuses the chain, finds its kernel and launches it 4.8 µs more an operator, 8.2 µs together against 7.9 µs for Strict's dispatch and launch: DeferAndFuse's host work per operator is no cheaper than Strict's. So recording is charged what dispatching is (`op_dispatch_ns`); with a flush at `flush_ns` that is kinder to DeferAndFuse than this bridge. |
-//! | `flush_ns` | 10 µs | a flush partitions the graph and looks fused kernels up by pattern. This bridge's flushes plan every graph afresh (4.8 µs an operator above); a runtime that keeps the plan of a graph it has seen pays a lookup: 10 µs assumed. |
+//! | `op_dispatch_ns` | 3.6 µs | what this project's Python bridge spends to dispatch an operator, less its launch: `python/benchmarks/host_costs.py --chain 32` (a chain of `add`s on `[8, 128]` float32, median of 200 chains, emulation excluded, 2-core machine, 2026-12-05) measured Strict's dispatch and launch at 4.59 µs an operator; `launch_ns` below is the launch's share. Of it, about 1.5 µs is Python and PyTorch's dispatcher and autograd layer (`bridge_overhead.py`: 1.6-2.1 µs of bridge per operator against 0.97 µs for the whole of a PyTorch CPU `add`). (Before the lowering memo and plan cache of `runtime::exec` and `fusion::plans`, the same benchmark gave 7.9 µs and this figure was 6 µs.) |
+//! | `view_ns` | 1 µs | a view operator (`t`, `view`, `permute`, `reshape`, `unsqueeze`, `expand`, `slice`, ...; a `reshape` that must copy adds a `clone`) runs PyTorch's generic view kernels: new sizes and strides, nothing to lower, launch or record, in every mode. Measured by the same script: 0.67-1.36 µs per view call on "tpu" tensors through the bridge, as on CPU tensors (0.68-1.38 µs). |
+//! | `launch_ns` | 1 µs | the launch's share of the 4.59 µs above: finding the node's kernel in the lowering memo, binding its buffers and enqueueing it. `perf record` of `cargo bench -p tpuemu-backend --bench host_path` (Strict): `Runtime::execute` outside the emulator is 9.9% of the 9.2 µs an operator costs there, 0.9 µs. |
+//! | `record_ns` | 3 µs | DeferAndFuse records an operator into a graph; it still goes through Python, the dispatcher and the bridge: 3.0 µs an operator, same run of `host_costs.py --chain 32` (recording only; nothing runs before the sync). |
+//! | `flush_ns` | 2.3 µs | a flush of a graph seen before, its fixed part; with `flush_op_ns` for each operator in the graph (its key, the kept plan bound to the new storages, each fused node's kernel from the lowering memo). Same script, same day: the sync after a chain of 32 operators took 0.864 µs an operator (27.6 µs), after a chain of 50 0.827 µs (41.4 µs), each with one kernel launch (`launch_ns`): a line through the two is 0.76 µs an operator plus 3.3 µs, of which 1 µs is the launch. A graph planned afresh costs more (the first step of a loop); it is charged the same. |
+//! | `flush_op_ns` | 0.76 µs | per operator in a flushed graph (the slope above). |
 //! | `compile_ns` | 200 µs | generating and loading a new kernel (a cache miss); steady-state iterations hit the cache. |
 //!
 //! Tracing a graph for whole-graph compilation charges its operators at the mode's dispatch or
@@ -37,6 +38,9 @@ pub struct HostCosts {
     pub record_ns: f64,
     /// Per flush of the deferred graph.
     pub flush_ns: f64,
+    /// Per operator in a flushed graph.
+    #[serde(default = "default_flush_op_ns")]
+    pub flush_op_ns: f64,
     /// Per kernel generated (cache miss).
     pub compile_ns: f64,
 }
@@ -44,11 +48,12 @@ pub struct HostCosts {
 impl Default for HostCosts {
     fn default() -> Self {
         HostCosts {
-            op_dispatch_ns: 6000.0,
+            op_dispatch_ns: 3600.0,
             view_ns: default_view_ns(),
-            launch_ns: 3000.0,
-            record_ns: 6000.0,
-            flush_ns: 10_000.0,
+            launch_ns: 1000.0,
+            record_ns: 3000.0,
+            flush_ns: 2300.0,
+            flush_op_ns: default_flush_op_ns(),
             compile_ns: 200_000.0,
         }
     }
@@ -56,6 +61,10 @@ impl Default for HostCosts {
 
 fn default_view_ns() -> f64 {
     1000.0
+}
+
+fn default_flush_op_ns() -> f64 {
+    760.0
 }
 
 /// The fields of [`HostCosts`], as [`HostCosts::set`] names them, with what each one costs.
@@ -71,6 +80,7 @@ pub const HOST_COST_FIELDS: &[(&str, &str)] = &[
     ("launch_ns", "per kernel launched"),
     ("record_ns", "per operator recorded in DeferAndFuse mode"),
     ("flush_ns", "per flush of the deferred graph"),
+    ("flush_op_ns", "per operator in a flushed graph"),
     ("compile_ns", "per kernel generated (a kernel-cache miss)"),
 ];
 
@@ -87,6 +97,7 @@ impl HostCosts {
             "launch_ns" => &mut self.launch_ns,
             "record_ns" => &mut self.record_ns,
             "flush_ns" => &mut self.flush_ns,
+            "flush_op_ns" => &mut self.flush_op_ns,
             "compile_ns" => &mut self.compile_ns,
             _ => {
                 let names: Vec<String> = HOST_COST_FIELDS

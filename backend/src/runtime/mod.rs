@@ -37,8 +37,8 @@ use crate::ir::{Node, OpTag};
 /// [`Runtime::set_max_pending_ops`]; `TORCH_TPU_DEFER_MAX_OPS` overrides it). Larger graphs
 /// fuse a little more; smaller ones start the device sooner, so that it runs one part while
 /// the host records the next. On the transformer-block benchmark (one step, 119 operator
-/// calls, default host costs) a step took 0.853 / 0.763 / 0.732 / 0.725 / 0.715 / 0.763 /
-/// 0.939 ms with limits of 8 / 16 / 24 / 32 / 48 / 64 / 128 operators, launching 42 / 38 /
+/// calls, default host costs) a step took 0.778 / 0.564 / 0.503 / 0.501 / 0.513 / 0.553 /
+/// 0.695 ms with limits of 8 / 16 / 24 / 32 / 48 / 64 / 128 operators, launching 42 / 38 /
 /// 35 / 35 / 35 / 33 / 32 kernels (backend/README.md).
 pub const DEFAULT_MAX_PENDING_OPS: usize = 32;
 

@@ -17,6 +17,7 @@ fn costs(rt: &Runtime) {
         launch_ns: 500.0,
         record_ns: 1000.0,
         flush_ns: 0.0,
+        flush_op_ns: 0.0,
         compile_ns: 0.0,
     });
 }

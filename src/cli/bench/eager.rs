@@ -162,8 +162,14 @@ pub fn run(args: &EagerArgs) -> Result<(), CliError> {
     s += &format!("    of which (ms)    {}\n", parts.join(", "));
     let c = &r.host_costs;
     s += &format!(
-        "  host costs        dispatch {} ns, view {} ns, record {} ns, launch {} ns, flush {} ns, compile {} ns (--set host.FIELD=NS)\n",
-        c.op_dispatch_ns, c.view_ns, c.record_ns, c.launch_ns, c.flush_ns, c.compile_ns
+        "  host costs        dispatch {} ns, view {} ns, record {} ns, launch {} ns, flush {} ns + {} ns an operator, compile {} ns (--set host.FIELD=NS)\n",
+        c.op_dispatch_ns,
+        c.view_ns,
+        c.record_ns,
+        c.launch_ns,
+        c.flush_ns,
+        c.flush_op_ns,
+        c.compile_ns
     );
     s += &format!(
         "  operator calls    {:>10} ({} views)\n",
