@@ -1,5 +1,7 @@
-//! DeferAndFuse's planner: running a recorded graph as few kernels as possible, moving as
-//! few bytes through HBM as possible. Compile uses the same planner for its whole graph.
+//! DeferAndFuse's planner: a recorded graph as few kernels as possible, moving as few bytes
+//! through HBM as possible. Compile uses the same planner for its whole graph. The planner is
+//! pure — nodes in, fused groups out, no runtime — and keeps plans by graph structure
+//! ([`plans`]); the runtime runs them (`runtime::flush`).
 //!
 //! The planner walks the recorded nodes in order and offers each to the newest groups it does
 //! not depend on (no read-after-write, write-after-read or write-after-write between them),
@@ -28,11 +30,7 @@ mod views;
 
 use std::collections::HashMap;
 
-use serde_json::json;
-
-use crate::error::{Result, TpuError};
-use crate::ir::{Node, NodeKind, OpTag};
-use crate::runtime::{Core, Runtime};
+use crate::ir::{Node, NodeKind};
 use group::{Graph, Group};
 use order::Access;
 
@@ -150,7 +148,10 @@ fn finish(mut g: Group, graph: &Graph) -> FusedGroup {
 /// after: [`rules`]' linear backward). Other groups run: work held back runs later, after
 /// the host has recorded more, and a step's last flush runs exposed. Open groups go back to
 /// the recording as their nodes; at most half the nodes stay, and at least one group runs.
-fn split_open(mut plans: Vec<FusedGroup>, recent: usize) -> (Vec<FusedGroup>, Vec<Node>) {
+pub(crate) fn split_open(
+    mut plans: Vec<FusedGroup>,
+    recent: usize,
+) -> (Vec<FusedGroup>, Vec<Node>) {
     let mut ids: Vec<u64> = plans
         .iter()
         .flat_map(|g| g.members.iter().map(|m| m.op.id))
@@ -181,170 +182,4 @@ fn split_open(mut plans: Vec<FusedGroup>, recent: usize) -> (Vec<FusedGroup>, Ve
     }
     let open = plans.split_off(keep);
     (plans, open.into_iter().flat_map(|g| g.members).collect())
-}
-
-/// Runs a recorded graph: fuses, drops dead intermediates, launches the groups in order. With
-/// `recent > 0` (a size-limit flush) the groups still open ([`split_open`]) do not run: their
-/// nodes are returned, to be recorded again ahead of the next operators.
-pub(crate) fn run_graph(
-    rt: &Runtime,
-    core: &mut Core,
-    nodes: Vec<Node>,
-    ops: usize,
-    reason: &str,
-    recent: usize,
-) -> Result<Vec<Node>> {
-    // The flush's span starts with its own cost (partitioning, looking kernels up).
-    let start_ns = core.q.host_ns;
-    let cost = core.q.costs.flush_ns + ops as f64 * core.q.costs.flush_op_ns;
-    core.q.charge("flush", cost);
-    let gk = plans::GraphKey::of(&nodes, recent);
-    let open = match core.plans.get(&gk, &nodes) {
-        // A kept plan is bound a group at a time, as its groups run.
-        Some((t, b)) => {
-            core.q.metrics.plan_hits += 1;
-            drop(nodes);
-            let open: Vec<Node> = t.open.iter().map(|n| b.node(n)).collect();
-            debug_plan(core, reason, ops, &t.groups, open.len());
-            for g in &t.groups {
-                let members = (g.members.len(), || {
-                    g.members.iter().map(|m| b.node(m)).collect()
-                });
-                let ids = b.op_ids(&g.op_ids);
-                run_group(rt, core, b.node(&g.node), &g.ops, ids, &g.joins, members)?;
-            }
-            open
-        }
-        None => {
-            core.q.metrics.plan_misses += 1;
-            let (plans, open) = split_open(plan_groups(nodes), recent);
-            core.plans.insert(gk, &plans, &open);
-            debug_plan(core, reason, ops, &plans, open.len());
-            for g in plans {
-                let FusedGroup {
-                    node,
-                    ops,
-                    op_ids,
-                    joins,
-                    members,
-                } = g;
-                run_group(
-                    rt,
-                    core,
-                    node,
-                    &ops,
-                    op_ids,
-                    &joins,
-                    (members.len(), || members),
-                )?;
-            }
-            open
-        }
-    };
-    if core.prof.on {
-        let mut args = tpuemu_isa::trace::Args::new();
-        args.insert("reason".into(), json!(reason));
-        args.insert("ops".into(), json!(ops));
-        args.insert("nodes_kept_open".into(), json!(open.len()));
-        let now = core.q.host_ns;
-        core.prof
-            .queue_span("flush".into(), start_ns, now, None, args);
-    }
-    Ok(open)
-}
-
-/// Prints a flush's plan (`TORCH_TPU_DEBUG=1`).
-fn debug_plan(core: &Core, reason: &str, ops: usize, plans: &[FusedGroup], open: usize) {
-    if !core.debug_print {
-        return;
-    }
-    eprintln!(
-        "[tpu] flush ({reason}): {ops} ops -> {} kernels, {open} nodes kept open",
-        plans.len(),
-    );
-    for g in plans {
-        if g.joins.is_empty() {
-            eprintln!("[tpu]   group of 1: {}", g.ops[0]);
-        } else {
-            eprintln!(
-                "[tpu]   group of {} ({}): {}",
-                g.ops.len(),
-                g.joins.join(", "),
-                g.ops.join(", ")
-            );
-        }
-    }
-}
-
-/// Runs one fused group: its fused node, or its parts, or (no kernel for it) its operators
-/// as recorded: `members` counts them and gives them (only then).
-fn run_group(
-    rt: &Runtime,
-    core: &mut Core,
-    mut node: Node,
-    ops: &[String],
-    op_ids: Vec<u64>,
-    joins: &[&'static str],
-    members: (usize, impl FnOnce() -> Vec<Node>),
-) -> Result<()> {
-    let gid = core.next_group;
-    core.next_group += 1;
-    core.q.metrics.fused_groups += 1;
-    *core.q.metrics.group_sizes.entry(ops.len()).or_default() += 1;
-    for rule in joins {
-        match core.q.metrics.fusion_joins.get_mut(*rule) {
-            Some(n) => *n += 1,
-            None => {
-                core.q.metrics.fusion_joins.insert(rule.to_string(), 1);
-            }
-        }
-    }
-    let t0 = core.q.host_ns;
-    if ops.len() > 1 {
-        node.op = OpTag {
-            name: format!("fused[{}]", ops.join("+")),
-            id: node.op.id,
-            shapes: std::mem::take(&mut node.op.shapes),
-        };
-    }
-    match rt.execute(core, &node, Some(gid)) {
-        // A product fused with a twin or a row reduction runs as its two parts, when both
-        // have kernels (else as its operators, below).
-        Err(TpuError::NoKernel { .. })
-            if node
-                .split_fused()
-                .is_some_and(|ps| ps.iter().all(|p| rt.prepare(core, p).is_ok())) =>
-        {
-            for part in node.split_fused().expect("checked") {
-                rt.execute(core, &part, Some(gid))?;
-            }
-        }
-        // No kernel for the fused node (checked before anything launches): its operators
-        // run as recorded, one kernel each, rather than failing the program.
-        Err(TpuError::NoKernel { message: why, .. }) if members.0 > 1 => {
-            if core.debug_print {
-                eprintln!("[tpu]   group {gid} unfused ({why}): its operators run one by one");
-            }
-            *core
-                .q
-                .metrics
-                .fusion_joins
-                .entry("unfused: no kernel for the group".to_string())
-                .or_default() += 1;
-            for m in &(members.1)() {
-                rt.execute(core, m, Some(gid))?;
-            }
-        }
-        r => r?,
-    }
-    if core.prof.on {
-        let mut args = tpuemu_isa::trace::Args::new();
-        args.insert("ops".into(), json!(ops));
-        args.insert("op_ids".into(), json!(op_ids));
-        args.insert("joins".into(), json!(joins));
-        let now = core.q.host_ns;
-        core.prof
-            .queue_span(format!("fused group {gid}"), t0, now, Some(gid), args);
-    }
-    Ok(())
 }

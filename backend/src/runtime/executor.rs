@@ -180,7 +180,7 @@ impl Executor for DeferAndFuse {
 
 impl DeferAndFuse {
     /// Runs what is recorded, but for the groups holding one of the `recent` latest operators
-    /// (see [`crate::fusion::run_graph`]), which stay recorded.
+    /// (see [`super::flush::run_graph`]), which stay recorded.
     fn run(&mut self, rt: &Runtime, core: &mut Core, reason: &str, recent: usize) -> Result<()> {
         let ops = std::mem::take(&mut self.ops);
         if self.pending.is_empty() {
@@ -195,7 +195,7 @@ impl DeferAndFuse {
             .flushes
             .entry(reason.to_string())
             .or_default() += 1;
-        let open = crate::fusion::run_graph(rt, core, nodes, ops, reason, recent)?;
+        let open = super::flush::run_graph(rt, core, nodes, ops, reason, recent)?;
         let mut ids: Vec<u64> = open.iter().map(|n| n.op.id).collect();
         ids.sort_unstable();
         ids.dedup();

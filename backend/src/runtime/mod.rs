@@ -9,6 +9,7 @@ pub mod config;
 pub(crate) mod exec;
 pub(crate) mod executor;
 pub mod external;
+pub(crate) mod flush;
 pub mod metrics;
 pub(crate) mod queue;
 /// Storages live in their own module (the IR and kernels name them without the runtime); the

@@ -25,6 +25,11 @@ const RULES: &[(&str, &[&str])] = &[
             "runtime", "ops", "tensor", "ir", "kernels", "fusion", "compile", "dtensor",
         ],
     ),
+    // The fusion planner is pure: nodes in, fused groups out; the runtime runs them.
+    (
+        "fusion",
+        &["runtime", "ops", "tensor", "compile", "dtensor", "foreign"],
+    ),
     ("storage.rs", &["runtime", "ops", "tensor", "ir", "kernels"]),
     ("layout.rs", &["runtime", "ops", "tensor", "ir", "kernels"]),
     ("dtype.rs", &["runtime", "ops", "tensor", "ir", "kernels"]),
@@ -39,15 +44,31 @@ fn files(p: &Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(p).unwrap() {
             files(&e.unwrap().path(), out);
         }
-    } else if p.extension().is_some_and(|e| e == "rs") {
+    } else if p.extension().is_some_and(|e| e == "rs") && !p.ends_with("testing.rs") {
+        // `testing.rs` files are test-only helpers (`#[cfg(test)] mod testing`): they build
+        // runtimes to run what they test.
         out.push(p.to_path_buf());
     }
 }
 
-/// `crate::NAME` in code (doc comments may link upwards: they are not imports).
+/// `crate::NAME` in code (doc comments may link upwards: they are not imports; nor is a
+/// file's `#[cfg(test)]` module, last in the file, whose tests build what they test on the
+/// layers above).
 fn names_module(text: &str, module: &str) -> Option<String> {
     let needle = format!("crate::{module}");
-    text.lines()
+    let lines: Vec<&str> = text.lines().collect();
+    // Where an inline test module starts (`#[cfg(test)]` then `mod NAME {`; a `mod testing;`
+    // declaration is not one).
+    let end = lines
+        .windows(2)
+        .position(|w| {
+            w[0].trim() == "#[cfg(test)]"
+                && w[1].trim_start().starts_with("mod ")
+                && w[1].trim_end().ends_with('{')
+        })
+        .unwrap_or(lines.len());
+    lines[..end]
+        .iter()
         .filter(|l| !l.trim_start().starts_with("//"))
         .find(|l| {
             l.match_indices(&needle).any(|(i, _)| {
@@ -55,7 +76,7 @@ fn names_module(text: &str, module: &str) -> Option<String> {
                 !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
             })
         })
-        .map(str::to_string)
+        .map(|l| l.to_string())
 }
 
 #[test]
@@ -87,6 +108,13 @@ fn the_check_sees_an_upward_import() {
     assert!(names_module("use crate::runtime::Core;", "runtime").is_some());
     assert!(names_module("/// see [`crate::runtime`]", "runtime").is_none());
     assert!(names_module("use crate::runtime_x::A;", "runtime").is_none());
+    assert!(
+        names_module(
+            "fn f() {}\n#[cfg(test)]\nmod tests {\n    use crate::runtime::Core;\n}",
+            "runtime"
+        )
+        .is_none()
+    );
 }
 
 /// The top-level module of `crate::dtensor` that a path in `file` (relative to `dtensor/`)
