@@ -127,3 +127,33 @@ def test_failed_size_limit_flush_is_reported():
             y = torch.index_select(x, 0, idx)
             keep = [x * 2 for _ in range(40)]  # noqa: F841
             y.cpu()
+
+
+def test_a_training_loop_reuses_its_deferred_plan():
+    """DeferAndFuse keeps the plan of a graph it has seen: a training loop's steps hit the plan
+    cache from the second on (``tpuemu.metrics()``), compute PyTorch CPU's values from their
+    own inputs, and a changed shape is planned afresh."""
+    torch.manual_seed(1)
+    w = torch.randn(32, 16)
+    wt = w.to("tpu")
+
+    def step(x):
+        return ((x @ wt).relu() * 0.5).softmax(-1).sum(0)
+
+    with tpuemu.mode_guard("defer"):
+        for k in range(3):
+            x = torch.randn(8, 32)
+            tpuemu.reset_metrics()
+            got = step(x.to("tpu")).cpu()
+            m = tpuemu.metrics()
+            want = ((x @ w).relu() * 0.5).softmax(-1).sum(0)
+            # The matmul takes one bfloat16 pass on the matrix units (as on a TPU).
+            torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+            if k == 0:
+                continue
+            assert m["plan_misses"] == 0 and m["plan_hits"] >= 1, m
+        tpuemu.reset_metrics()
+        x = torch.randn(4, 32)
+        got = step(x.to("tpu")).cpu()
+        torch.testing.assert_close(got, ((x @ w).relu() * 0.5).softmax(-1).sum(0), rtol=2e-2, atol=2e-2)
+        assert tpuemu.metrics()["plan_misses"] >= 1
