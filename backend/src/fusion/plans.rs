@@ -52,21 +52,18 @@ impl GraphKey {
         let mut held: Vec<(&View, usize)> = Vec::new();
         let mut k = Key::with_capacity(32 * nodes.len() + 8);
         k.0.extend([recent as u64, nodes.len() as u64]);
+        // An operand's slot, counting the operand as one of the graph's references to it.
         fn slot_of<'a>(
             v: &'a View,
             slots: &mut HashMap<u64, usize>,
             held: &mut Vec<(&'a View, usize)>,
-            count: bool,
         ) -> usize {
-            let id = v.storage.id();
             let n = held.len();
-            let s = *slots.entry(id).or_insert(n);
+            let s = *slots.entry(v.storage.id()).or_insert(n);
             if s == n {
                 held.push((v, 0));
             }
-            if count {
-                held[s].1 += 1;
-            }
+            held[s].1 += 1;
             s
         }
         for n in nodes {
@@ -85,7 +82,7 @@ impl GraphKey {
             for side in [&n.inputs, &n.outputs] {
                 k.word(side.len() as u64);
                 for v in side {
-                    let s = slot_of(v, &mut slots, &mut held, true);
+                    let s = slot_of(v, &mut slots, &mut held);
                     k.word(s as u64);
                     k.layout(&v.layout);
                     k.word(v.layout.offset as u64);

@@ -14,6 +14,15 @@ use super::{MatmulNode, Node, NodeKind, POp, Prog, View};
 use crate::dtype::{DType, Scalar};
 use crate::layout::Layout;
 
+/// `bytes` as little-endian words, the last one zero-padded.
+fn words(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    bytes.chunks(8).map(|c| {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        u64::from_le_bytes(w)
+    })
+}
+
 /// The words of a key being written.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Key(pub Vec<u64>);
@@ -23,11 +32,7 @@ impl Hasher for Key {
     /// writes are the encoding. (`finish` is never used.)
     fn write(&mut self, bytes: &[u8]) {
         self.0.push(bytes.len() as u64);
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.0.push(u64::from_le_bytes(w));
-        }
+        self.0.extend(words(bytes));
     }
 
     fn write_u8(&mut self, i: u8) {
@@ -63,10 +68,8 @@ pub(crate) struct WordHasher(u64);
 
 impl Hasher for WordHasher {
     fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
+        for w in words(bytes) {
+            self.write_u64(w);
         }
     }
 
@@ -282,14 +285,14 @@ impl Key {
             operand(&mut k, v);
         }
         // Aliasing: each operand's first operand of the same storage.
-        let all: Vec<u64> = node
-            .inputs
-            .iter()
-            .chain(&node.outputs)
-            .map(|v| v.storage.id())
-            .collect();
-        for (i, id) in all.iter().enumerate() {
-            k.word(all[..i].iter().position(|x| x == id).unwrap_or(i) as u64);
+        let ids = || {
+            node.inputs
+                .iter()
+                .chain(&node.outputs)
+                .map(|v| v.storage.id())
+        };
+        for (i, id) in ids().enumerate() {
+            k.word(ids().position(|x| x == id).unwrap_or(i) as u64);
         }
         k
     }

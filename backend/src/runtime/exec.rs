@@ -377,11 +377,9 @@ fn template_of(node: &Node, args: &[ArgSpec]) -> Option<Vec<ArgTemplate>> {
 
 /// The kernel arguments of `node` for a remembered kernel.
 fn bind(node: &Node, template: &[ArgTemplate]) -> Result<Vec<KernelArg>> {
-    let operand = |i: usize| {
-        operands(node)
-            .nth(i)
-            .expect("same structure, same operands")
-    };
+    // Indexed once: a fused node has dozens of operands.
+    let ops: Vec<&View> = operands(node).collect();
+    let operand = |i: usize| ops[i];
     template
         .iter()
         .map(|a| match a {
