@@ -14,6 +14,10 @@ use tpuemu_backend::ops::{self, Value};
 use tpuemu_backend::{Mode, Runtime, Tensor};
 use tpuemu_emulator::{Emulator, builtin};
 
+/// The allocator the CLI and the Python extension use.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Operators per measured chain.
 const CHAIN: usize = 50;
 
