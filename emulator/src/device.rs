@@ -19,17 +19,10 @@ use tpuemu_isa::{
 use crate::core::{ArgVal, ChipShared, Core};
 use crate::ici::Ici;
 use crate::launch::{self, ChipState, Ending, Target};
+use crate::launches::{LaunchLog, LaunchRecord};
 use crate::memory::Hbm;
 use crate::preset::{ChipPreset, MAX_DEVICE_CHIPS, PresetError};
 use crate::stats::LaunchStats;
-
-struct LaunchRecord {
-    start_ns: f64,
-    end_ns: f64,
-    error: Option<DeviceError>,
-    reported: bool,
-    stats: LaunchStats,
-}
 
 struct State {
     chips: Vec<ChipState>,
@@ -37,7 +30,7 @@ struct State {
     buffers: HashMap<u64, ChipId>,
     next_buffer: u64,
     programs: Vec<std::sync::Arc<Program>>,
-    launches: Vec<LaunchRecord>,
+    launches: LaunchLog,
     /// Per chip, per core: cycle at which the last kernel ended.
     core_free: Vec<Vec<u64>>,
     /// Per chip: cycle at which the host link is free.
@@ -181,7 +174,7 @@ impl Emulator {
             buffers: HashMap::new(),
             next_buffer: 1,
             programs: Vec::new(),
-            launches: Vec::new(),
+            launches: LaunchLog::default(),
             core_free: vec![vec![0; preset.cores_per_chip as usize]; n as usize],
             host_link_free: vec![0; n as usize],
             profiling: false,
@@ -212,12 +205,10 @@ impl Emulator {
         self.lock().limits = limits;
     }
 
-    /// What a launch did.
+    /// What a launch did (for the last [`crate::KEEP_LAUNCHES`] launches and any not yet
+    /// reported).
     pub fn stats(&self, id: LaunchId) -> Option<LaunchStats> {
-        self.lock()
-            .launches
-            .get(id.0 as usize)
-            .map(|l| l.stats.clone())
+        self.lock().launches.get(id).map(|l| l.stats.clone())
     }
 
     /// Host bytes held by every chip's HBM (what the lazily allocated memory costs).
@@ -359,14 +350,13 @@ impl Emulator {
                 s.events.push(TraceEvent::Span(k));
             }
         }
-        s.launches.push(LaunchRecord {
+        Ok(s.launches.push(LaunchRecord {
             start_ns: self.preset.cycles_to_ns(start),
             end_ns,
             error,
             reported: false,
             stats: out.stats,
-        });
-        Ok(LaunchId(s.launches.len() as u64 - 1))
+        }))
     }
 
     /// The launch's targets checked against the chip (cores exist, none twice) and bound to the
@@ -476,16 +466,7 @@ impl Emulator {
     }
 
     fn take_unreported(s: &mut State) -> Option<DeviceError> {
-        let mut first = None;
-        for l in &mut s.launches {
-            if !l.reported {
-                l.reported = true;
-                if first.is_none() {
-                    first = l.error.clone();
-                }
-            }
-        }
-        first
+        s.launches.take_unreported()
     }
 
     /// Host bytes into a buffer (kept only when computing values); the buffer's chip.
@@ -639,9 +620,7 @@ impl Device for Emulator {
 
     fn wait(&self, id: LaunchId) -> Result<Completion, DeviceError> {
         let mut s = self.lock();
-        let l = s.launches.get_mut(id.0 as usize).ok_or_else(|| {
-            DeviceError::InvalidRequest(format!("launch {} does not exist", id.0))
-        })?;
+        let l = s.launches.get_mut(id)?;
         if !l.reported {
             l.reported = true;
             if let Some(e) = &l.error {

@@ -27,6 +27,7 @@ pub mod fault;
 mod fold;
 pub mod ici;
 mod launch;
+mod launches;
 pub mod limits;
 pub mod memory;
 pub mod numerics;
@@ -38,6 +39,7 @@ mod validate;
 
 pub use device::Emulator;
 pub use fault::FaultKind;
+pub use launches::KEEP_LAUNCHES;
 pub use limits::RunLimits;
 pub use preset::{ChipPreset, MxuModel, PresetError, builtin, builtin_names};
 pub use run::{ArgInit, RunResult};
