@@ -13,6 +13,7 @@ mod link;
 mod plan;
 mod slots;
 
+use crate::ir::Shapes;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -297,7 +298,7 @@ impl CompiledFn {
             Ok::<_, TpuError>(OpScope::on(
                 &self.rt,
                 &format!("compiled::{}", self.name),
-                "[]".into(),
+                Shapes::text("[]"),
             ))
         })?;
         let outs: Vec<StorageRef> = {

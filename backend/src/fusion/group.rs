@@ -38,7 +38,7 @@ impl Group {
         };
         Group {
             read_ids: distinct_reads(&node),
-            ops: vec![node.op.name.clone()],
+            ops: vec![node.op.name.to_string()],
             op_ids: vec![node.op.id],
             out_refs,
             joins: Vec::new(),
@@ -49,7 +49,7 @@ impl Group {
 
     /// Records that `n` joined the group.
     pub fn absorb(&mut self, n: &Node) {
-        self.ops.push(n.op.name.clone());
+        self.ops.push(n.op.name.to_string());
         self.op_ids.push(n.op.id);
         self.read_ids.extend(distinct_reads(n));
         self.members.push(n.clone());

@@ -11,12 +11,11 @@
 //! loop's steps hit from the second on; a changed shape, dtype or liveness misses and is
 //! planned afresh.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::FusedGroup;
-use crate::ir::key::{Key, KeyMap};
-use crate::ir::{Node, NodeKind, OpTag, View};
+use crate::ir::key::{IdMap, Key, KeyMap};
+use crate::ir::{Node, NodeKind, OpTag, Shapes, View};
 use crate::storage::{Storage, StorageRef};
 
 /// Plans kept at most; past this the cache is cleared (a program that never repeats a graph
@@ -27,9 +26,9 @@ const MAX_PLANS: usize = 4096;
 pub(crate) struct GraphKey {
     key: Key,
     /// Storage id -> slot.
-    slots: HashMap<u64, usize>,
+    slots: IdMap<usize>,
     /// Operator call id -> rank among the graph's calls.
-    ranks: HashMap<u64, usize>,
+    ranks: IdMap<usize>,
 }
 
 /// A graph's own storages and operator tags, by slot and rank (what a kept plan is bound to).
@@ -46,8 +45,8 @@ impl GraphKey {
         let mut ids: Vec<u64> = nodes.iter().map(|n| n.op.id).collect();
         ids.sort_unstable();
         ids.dedup();
-        let ranks: HashMap<u64, usize> = ids.iter().enumerate().map(|(r, id)| (*id, r)).collect();
-        let mut slots: HashMap<u64, usize> = HashMap::new();
+        let ranks: IdMap<usize> = ids.iter().enumerate().map(|(r, id)| (*id, r)).collect();
+        let mut slots: IdMap<usize> = IdMap::default();
         // Per slot: a view holding it, and how many operands of the graph name it.
         let mut held: Vec<(&View, usize)> = Vec::new();
         let mut k = Key::with_capacity(32 * nodes.len() + 8);
@@ -55,7 +54,7 @@ impl GraphKey {
         // An operand's slot, counting the operand as one of the graph's references to it.
         fn slot_of<'a>(
             v: &'a View,
-            slots: &mut HashMap<u64, usize>,
+            slots: &mut IdMap<usize>,
             held: &mut Vec<(&'a View, usize)>,
         ) -> usize {
             let n = held.len();
@@ -68,7 +67,7 @@ impl GraphKey {
         }
         for n in nodes {
             k.word(ranks[&n.op.id] as u64);
-            k.hashed(&n.op.name.as_str());
+            k.hashed(&&*n.op.name);
             // Views a kind holds are not operands: they do not count as the graph's
             // references (as `group::Graph` counts them).
             let mut inner = |k: &mut Key, v: &View| {
@@ -208,7 +207,7 @@ fn template_node(n: &Node, gk: &GraphKey, placeholders: &[StorageRef]) -> Option
     t.op = OpTag {
         name: n.op.name.clone(),
         id: *gk.ranks.get(&n.op.id)? as u64,
-        shapes: String::new(),
+        shapes: Shapes::default(),
     };
     Some(t)
 }

@@ -24,8 +24,31 @@ fn words(bytes: &[u8]) -> impl Iterator<Item = u64> + '_ {
 }
 
 /// The words of a key being written.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Key(pub Vec<u64>);
+
+/// The multiplier of [`WordHasher`]'s mix.
+const MIX: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl Hash for Key {
+    /// The words folded in four independent lanes (so that the multiplies of neighbouring
+    /// words overlap; a key of a recorded graph has thousands), then the lanes, the length
+    /// and the words left over. Equal keys hash equally.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let mut lanes = [0u64; 4];
+        let chunks = self.0.chunks_exact(4);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (l, w) in lanes.iter_mut().zip(c) {
+                *l = (l.rotate_left(5) ^ w).wrapping_mul(MIX);
+            }
+        }
+        state.write_usize(self.0.len());
+        for w in lanes.iter().chain(rest) {
+            state.write_u64(*w);
+        }
+    }
+}
 
 impl Hasher for Key {
     /// Collects what a derived `Hash` writes (discriminants and fields), word by word: the
@@ -75,7 +98,7 @@ impl Hasher for WordHasher {
 
     #[inline]
     fn write_u64(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(MIX);
     }
 
     fn write_usize(&mut self, w: usize) {
@@ -90,6 +113,10 @@ impl Hasher for WordHasher {
 /// A map keyed by [`Key`]s.
 pub(crate) type KeyMap<V> =
     std::collections::HashMap<Key, V, std::hash::BuildHasherDefault<WordHasher>>;
+
+/// A map keyed by ids (storages, operator calls): one multiply a lookup.
+pub(crate) type IdMap<V> =
+    std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<WordHasher>>;
 
 impl Key {
     /// An empty key with room for `words`.

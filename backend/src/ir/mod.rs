@@ -14,12 +14,15 @@
 
 pub(crate) mod key;
 pub mod prog;
+mod tag;
 
 use crate::dtype::DType;
 use crate::layout::Layout;
 use crate::storage::StorageRef;
 
 pub use prog::{BinOp, CmpKind, POp, PRef, Prog, ProgBuilder, RedKind, UnOp};
+pub(crate) use tag::Names;
+pub use tag::{OpName, OpTag, Shapes};
 
 /// A storage seen through a layout, with a dtype.
 #[derive(Clone, Debug)]
@@ -319,17 +322,6 @@ pub struct Node {
     pub outputs: Vec<View>,
     /// The operator it came from, and its id (for traces and errors).
     pub op: OpTag,
-}
-
-/// The operator a node belongs to.
-#[derive(Clone, Debug)]
-pub struct OpTag {
-    /// The overload name.
-    pub name: String,
-    /// The operator call's id.
-    pub id: u64,
-    /// Input shapes, for error messages.
-    pub shapes: String,
 }
 
 /// Matrix-unit precision for f32 matmuls, as `torch.tpu`/JAX name it.

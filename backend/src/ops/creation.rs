@@ -8,6 +8,7 @@ use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::BinOp;
+use crate::ir::Shapes;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
@@ -26,7 +27,7 @@ fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
 
 /// A tensor of `shape` filled with `value` (`torch.full`).
 pub fn full(rt: &Runtime, shape: &[usize], value: Scalar, dtype: DType) -> Result<Tensor> {
-    let op = OpScope::on(rt, "aten::full", format!("[{shape:?}]"));
+    let op = OpScope::on(rt, "aten::full", Shapes::sizes(shape));
     Ok(map_shape(&op, shape, &[], &[dtype], |p, _| {
         vec![p.constant(value, dtype)]
     })?
@@ -84,7 +85,11 @@ pub fn arange(
         )));
     }
     let n = n as usize;
-    let op = OpScope::on(rt, "aten::arange.start_step", format!("[{s}, {e}, {st}]"));
+    let op = OpScope::on(
+        rt,
+        "aten::arange.start_step",
+        Shapes::text(format!("[{s}, {e}, {st}]")),
+    );
     Ok(map_shape(&op, &[n], &[], &[dtype], |p, _| {
         let i = p.index(0);
         if dtype.is_float() {
@@ -241,6 +246,6 @@ pub(super) fn defs() -> Vec<OpDef> {
 
 /// `torch.empty`: storage whose contents are unspecified (no kernel runs).
 pub fn empty(rt: &Runtime, shape: &[usize], dtype: DType) -> Tensor {
-    let _op = OpScope::on(rt, "aten::empty.memory_format", format!("[{shape:?}]"));
+    let _op = OpScope::on(rt, "aten::empty.memory_format", Shapes::sizes(shape));
     Tensor::empty(rt, shape, dtype)
 }

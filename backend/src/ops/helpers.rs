@@ -3,7 +3,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
-use crate::ir::{Node, NodeKind, OpTag, PRef, Prog, ProgBuilder, View};
+use crate::ir::{Node, NodeKind, OpTag, PRef, Prog, ProgBuilder, Shapes, View};
 use crate::layout::{Layout, broadcast_shapes, wrap_dim};
 use crate::runtime::{Call, Runtime};
 use crate::tensor::Tensor;
@@ -29,11 +29,11 @@ impl OpScope {
     }
 
     /// Opens the call of `name` on `rt` with a description of its inputs.
-    pub fn on(rt: &Runtime, name: &str, shapes: String) -> OpScope {
+    pub fn on(rt: &Runtime, name: &str, shapes: Shapes) -> OpScope {
         Self::open(rt, name, shapes, Call::Op)
     }
 
-    fn open(rt: &Runtime, name: &str, shapes: String, call: Call) -> OpScope {
+    fn open(rt: &Runtime, name: &str, shapes: Shapes, call: Call) -> OpScope {
         let tag = rt.begin_op(name, shapes, call);
         OpScope {
             rt: rt.clone(),
@@ -54,7 +54,7 @@ impl OpScope {
     /// Wraps an error with the operator's name.
     pub fn err(&self, message: impl Into<String>) -> TpuError {
         TpuError::InOp {
-            op: self.tag.name.clone(),
+            op: self.tag.name.to_string(),
             message: message.into(),
         }
     }
@@ -76,31 +76,10 @@ impl Drop for OpScope {
     }
 }
 
-/// `[2, 3], [3]` for error messages and traces.
-pub fn shapes(inputs: &[&Tensor]) -> String {
-    use std::fmt::Write;
-    // One string written in place: every operator call builds one.
-    let mut s = String::with_capacity(2 + 16 * inputs.len());
-    s.push('[');
-    for (i, t) in inputs.iter().enumerate() {
-        if i > 0 {
-            s.push_str(", ");
-        }
-        s.push('[');
-        for (j, d) in t.shape().iter().enumerate() {
-            if j > 0 {
-                s.push_str(", ");
-            }
-            let _ = write!(s, "{d}");
-        }
-        s.push(']');
-        if t.dtype() != DType::F32 {
-            s.push(':');
-            s.push_str(t.dtype().name());
-        }
-    }
-    s.push(']');
-    s
+/// `[[2, 3], [3]]` for error messages and traces (kept as numbers until shown).
+pub fn shapes(inputs: &[&Tensor]) -> Shapes {
+    let words = inputs.iter().map(|t| t.shape().len() + 2).sum();
+    Shapes::of(words, inputs.iter().map(|t| (t.shape(), t.dtype())))
 }
 
 /// The runtime all tensors live on.

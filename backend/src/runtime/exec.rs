@@ -120,7 +120,7 @@ impl Runtime {
                     .any(|v| v.layout.offset != 0)
                 {
                     return Err(TpuError::InOp {
-                        op: node.op.name.clone(),
+                        op: node.op.name.to_string(),
                         message: "custom kernels take whole contiguous buffers".into(),
                     });
                 }
@@ -185,7 +185,7 @@ impl Runtime {
         }
         core.q.metrics.cache_misses += 1;
         let mut program = build().map_err(|e| in_op(node, e))?;
-        program.source_op = Some(node.op.name.clone());
+        program.source_op = Some(node.op.name.to_string());
         program.fusion_group = group;
         if let Some(dir) = &core.dump_dir {
             dump_kernel(dir, core.q.metrics.cache_misses, &program);
@@ -391,7 +391,7 @@ fn bind(node: &Node, template: &[ArgTemplate]) -> Result<Vec<KernelArg>> {
             ArgTemplate::Offset(i) => u32::try_from(operand(*i).layout.offset)
                 .map(KernelArg::Scalar)
                 .map_err(|_| TpuError::InOp {
-                    op: node.op.name.clone(),
+                    op: node.op.name.to_string(),
                     message: "storage offset above 4G elements".into(),
                 }),
             ArgTemplate::Scalar(s) => Ok(KernelArg::Scalar(*s)),
@@ -408,7 +408,7 @@ fn with_offsets(node: &Node, views: &[&View], offsets: &[usize]) -> Result<Vec<A
     for (v, o) in views.iter().zip(offsets) {
         if u32::try_from(*o).is_err() {
             return Err(TpuError::InOp {
-                op: node.op.name.clone(),
+                op: node.op.name.to_string(),
                 message: "storage offset above 4G elements".into(),
             });
         }
@@ -441,7 +441,7 @@ fn kernel_name(node: &Node) -> String {
 
 fn in_op(node: &Node, e: KernelError) -> TpuError {
     TpuError::NoKernel {
-        op: node.op.name.clone(),
+        op: node.op.name.to_string(),
         message: e.to_string(),
     }
 }

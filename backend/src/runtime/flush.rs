@@ -128,7 +128,7 @@ fn run_group(
     let t0 = core.q.host_ns;
     if ops.len() > 1 {
         node.op = OpTag {
-            name: format!("fused[{}]", ops.join("+")),
+            name: format!("fused[{}]", ops.join("+")).into(),
             id: node.op.id,
             shapes: std::mem::take(&mut node.op.shapes),
         };

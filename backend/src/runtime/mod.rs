@@ -32,7 +32,7 @@ pub use metrics::Metrics;
 use storage::{FreeList, Storage, StorageRef};
 
 use crate::error::{Result, TpuError};
-use crate::ir::{Node, OpTag};
+use crate::ir::{Names, Node, OpTag, Shapes};
 
 /// DeferAndFuse runs the recorded graph when it reaches this many operators (see
 /// [`Runtime::set_max_pending_ops`]; `TORCH_TPU_DEFER_MAX_OPS` overrides it). Larger graphs
@@ -64,6 +64,8 @@ pub(crate) struct Core {
     pub lowered: crate::ir::key::KeyMap<(Compiled, Vec<exec::ArgTemplate>)>,
     /// DeferAndFuse's plans by recorded graph (see `fusion::plans`).
     pub plans: crate::fusion::plans::PlanCache,
+    /// Operator names, one shared copy each (every call's tag holds one).
+    pub names: Names,
     /// Host trace events.
     pub prof: Profiler,
     /// Matrix-unit precision of f32 matmuls called now.
@@ -248,6 +250,7 @@ impl Runtime {
                 cache: HashMap::new(),
                 lowered: Default::default(),
                 plans: Default::default(),
+                names: Default::default(),
                 prof: Profiler::default(),
                 precision: MatmulPrecision::Default,
                 megacore: true,
@@ -473,18 +476,18 @@ impl Runtime {
     pub(crate) fn adopt_launch(&self, id: LaunchId, name: String, shapes: String) -> Result<()> {
         let mut st = self.lock();
         let q = &mut st.core.q;
+        *q.metrics.ops_by_name.entry(name.clone()).or_default() += 1;
         let tag = OpTag {
             id: q.next_id(),
-            name,
-            shapes,
+            name: name.into(),
+            shapes: Shapes::text(shapes),
         };
-        *q.metrics.ops_by_name.entry(tag.name.clone()).or_default() += 1;
         q.adopt(self.inner.device.as_ref(), id, tag)
     }
 
     /// Starts an operator call: charges dispatch (or recording, or a view's) time and opens its
     /// trace span. Tracing for compilation counts the charge as compile time.
-    pub(crate) fn begin_op(&self, name: &str, shapes: String, call: Call) -> OpTag {
+    pub(crate) fn begin_op(&self, name: &str, shapes: Shapes, call: Call) -> OpTag {
         let mut st = self.lock();
         st.op_depth += 1;
         let cost = match call {
@@ -512,7 +515,7 @@ impl Runtime {
         let start = core.q.host_ns;
         core.q.charge(kind, cost);
         let tag = OpTag {
-            name: name.to_string(),
+            name: core.names.get(name),
             id,
             shapes,
         };
@@ -570,13 +573,13 @@ impl Drop for ModeGuard {
 pub(crate) fn fault_at(tag: &OpTag, e: tpuemu_isa::DeviceError) -> TpuError {
     match e {
         tpuemu_isa::DeviceError::Fault(f) => TpuError::Fault {
-            op: tag.name.clone(),
-            shapes: tag.shapes.clone(),
+            op: tag.name.to_string(),
+            shapes: tag.shapes.to_string(),
             fault: f.to_string(),
         },
         tpuemu_isa::DeviceError::Deadlock(d) => TpuError::Fault {
-            op: tag.name.clone(),
-            shapes: tag.shapes.clone(),
+            op: tag.name.to_string(),
+            shapes: tag.shapes.to_string(),
             fault: format!("deadlock: {d}"),
         },
         other => other.into(),

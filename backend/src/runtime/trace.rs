@@ -42,12 +42,13 @@ impl Profiler {
             Track::Host {
                 lane: "aten".into(),
             },
-            tag.name.clone(),
+            tag.name.to_string(),
             start,
             now,
         );
         s.op_id = Some(tag.id);
-        s.args.insert("shapes".into(), json!(tag.shapes));
+        s.args
+            .insert("shapes".into(), json!(tag.shapes.to_string()));
         s.args.insert("mode".into(), json!(mode.name()));
         self.events.push(TraceEvent::Span(s));
     }

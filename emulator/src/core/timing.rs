@@ -205,15 +205,10 @@ impl Timing {
 
     /// The cycle at which everything the core started has finished.
     pub fn end_time(&self) -> u64 {
-        let units = self.unit_free.iter().flatten().copied().max().unwrap_or(0);
-        let regs = self
-            .vreg
-            .iter()
-            .chain(&self.sreg)
-            .chain(&self.mreg)
-            .copied()
-            .max()
-            .unwrap_or(0);
+        // One fold per array (each vectorises; a chain of them did not).
+        let max = |xs: &[u64]| xs.iter().fold(0, |m, x| m.max(*x));
+        let units = max(self.unit_free.as_flattened());
+        let regs = max(&self.vreg).max(max(&self.sreg)).max(max(&self.mreg));
         self.front.max(units).max(regs).max(self.async_end)
     }
 

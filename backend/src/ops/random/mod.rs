@@ -30,6 +30,7 @@ use super::helpers::{OpScope, map_shape, shapes, write_into};
 use super::pointwise::{ALL, FLOAT, t1};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
+use crate::ir::Shapes;
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
 use crate::layout::{Layout, broadcast_shapes};
 use crate::runtime::Runtime;
@@ -518,7 +519,7 @@ pub fn native_dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Resu
 /// The raw Threefry-2x32-20 words of counters `offset .. offset + n` under key `seed` (as
 /// i32 bits), without touching the runtime's streams: for known-answer tests.
 pub fn threefry_words(rt: &Runtime, n: usize, seed: u64, offset: u64) -> Result<[Tensor; 2]> {
-    let op = OpScope::on(rt, "threefry2x32", format!("[{n}]"));
+    let op = OpScope::on(rt, "threefry2x32", Shapes::text(format!("[{n}]")));
     let stream = stream_inputs(rt, seed, offset)?;
     let all: Vec<&Tensor> = stream.iter().collect();
     let shape = [n];

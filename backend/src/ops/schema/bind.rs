@@ -16,8 +16,8 @@ impl Schema {
     /// Binds `positional` values (schema order; keyword-only arguments may be given
     /// positionally too, as a boxed dispatcher stack holds them) and `kwargs` (by name).
     pub fn bind(&self, positional: Vec<Value>, kwargs: Vec<(String, Value)>) -> Result<Vec<Value>> {
-        let name = self.full_name();
-        let bad = |m: String| TpuError::BadArgs(format!("{name}(): {m}"));
+        // The name is written out only for an error.
+        let bad = |m: String| TpuError::BadArgs(format!("{}(): {m}", self.full_name()));
         if positional.len() > self.args.len() {
             return Err(bad(format!(
                 "takes {} arguments but {} were given",

@@ -10,6 +10,7 @@
 use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
+use crate::ir::Shapes;
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
 use crate::layout::Layout;
 use crate::ops::Value;
@@ -41,7 +42,7 @@ fn eye(rt: &Runtime, n: i64, m: i64, dtype: Option<DType>) -> Result<Tensor> {
             n.min(m)
         )));
     }
-    let op = OpScope::on(rt, "aten::eye", format!("[{n}, {m}]"));
+    let op = OpScope::on(rt, "aten::eye", Shapes::text(format!("[{n}, {m}]")));
     let d = dtype.unwrap_or(DType::F32);
     Ok(
         map_shape(&op, &[n as usize, m as usize], &[], &[d], |p, _| {
@@ -97,7 +98,7 @@ fn space(
         })
         .collect();
     let op = if ins.is_empty() {
-        OpScope::on(rt, name, format!("[{steps}]"))
+        OpScope::on(rt, name, Shapes::text(format!("[{steps}]")))
     } else {
         OpScope::new(name, &ins)?
     };
@@ -164,7 +165,7 @@ fn tri_indices(
     } else {
         "aten::triu_indices"
     };
-    let op = OpScope::on(rt, name, format!("[{row}, {col}, {offset}]"));
+    let op = OpScope::on(rt, name, Shapes::text(format!("[{row}, {col}, {offset}]")));
     if row < 0 || col < 0 {
         return Err(TpuError::BadArgs(format!(
             "row must be non-negative, got {row}"
