@@ -144,8 +144,12 @@ fn code_name(code: i32) -> &'static str {
     NAMES.get(code as usize).copied().unwrap_or("this dtype")
 }
 
-/// Interned operator names: by id, and ids by name.
-type Names = (Vec<&'static str>, HashMap<&'static str, i64>);
+/// Interned operator names (with the backend's definition, where it has one): by id, and ids
+/// by name.
+type Names = (
+    Vec<(&'static str, Option<&'static ops::OpDef>)>,
+    HashMap<&'static str, i64>,
+);
 
 /// Interned operator names; an id is an index.
 fn names() -> &'static Mutex<Names> {
@@ -167,12 +171,13 @@ pub extern "C" fn resolve(name: *const u8, len: usize) -> i64 {
     }
     let s: &'static str = Box::leak(s.to_string().into_boxed_str());
     let id = n.0.len() as i64;
-    n.0.push(s);
+    n.0.push((s, ops::registry().get(s)));
     n.1.insert(s, id);
     id
 }
 
-fn name_of(id: i64) -> Option<&'static str> {
+/// The name of operator `id`, and the backend's definition of it.
+fn name_of(id: i64) -> Option<(&'static str, Option<&'static ops::OpDef>)> {
     let n = names().lock().unwrap_or_else(|e| e.into_inner());
     n.0.get(usize::try_from(id).ok()?).copied()
 }
@@ -414,10 +419,18 @@ fn can_cast(from: DType, to: DType) -> bool {
     !((from.is_float() && !to.is_float()) || (from != DType::Bool && to == DType::Bool))
 }
 
-/// Calls a backend operator, timing it.
-pub fn timed_call(rt: &Runtime, name: &str, args: Vec<Value>) -> Result<Vec<Value>, TpuError> {
+/// Calls a backend operator (by its definition when the caller has it), timing it.
+pub fn timed_call(
+    rt: &Runtime,
+    name: &str,
+    def: Option<&ops::OpDef>,
+    args: Vec<Value>,
+) -> Result<Vec<Value>, TpuError> {
     let t0 = Instant::now();
-    let r = ops::call(rt, name, args);
+    let r = match def {
+        Some(def) => ops::call_def(rt, def, args),
+        None => ops::call(rt, name, args),
+    };
     BACKEND_NS.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
     BACKEND_CALLS.fetch_add(1, Ordering::Relaxed);
     r
@@ -481,6 +494,7 @@ fn write_results(
         timed_call(
             rt,
             "aten::copy_",
+            None,
             vec![t.clone(), Value::Tensor(r.clone()), Value::Bool(false)],
         )?;
     }
@@ -526,7 +540,7 @@ pub extern "C" fn call(
     dims: *mut *const i64,
 ) -> i32 {
     guard("call", || {
-        let Some(name) = name_of(op) else {
+        let Some((name, def)) = name_of(op) else {
             set_error(&format!("tpuemu: unknown operator id {op}"));
             return ERROR;
         };
@@ -573,11 +587,13 @@ pub extern "C" fn call(
                 .collect();
             (v, p)
         };
-        let name = if positions.is_empty() {
-            name
+        let (name, def) = if positions.is_empty() {
+            (name, def)
         } else {
             match bind_wrapped(&rt, name, &mut values, &positions) {
-                Ok(n) => n,
+                // A `.Scalar` sibling is looked up by its name.
+                Ok(n) if n != name => (n, None),
+                Ok(n) => (n, def),
                 Err(e) => return status_of(&e),
             }
         };
@@ -587,7 +603,7 @@ pub extern "C" fn call(
         {
             crate::wide::propagate(src.storage(), dst.storage());
         }
-        let results = match timed_call(&rt, name, values) {
+        let results = match timed_call(&rt, name, def, values) {
             Ok(r) => r,
             Err(e) => return status_of(&e),
         };

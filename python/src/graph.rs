@@ -188,7 +188,7 @@ fn interpret(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, TpuError> {
                 GArg::V(v) => v.clone(),
             });
         }
-        env.push(timed_call(&rt, &n.op, args)?);
+        env.push(timed_call(&rt, &n.op, None, args)?);
     }
     g.outputs.iter().map(|r| lookup(inputs, &env, *r)).collect()
 }

@@ -68,6 +68,13 @@ pub fn call_kw(
     run(rt, def, &Args::new(def.name, bound)).map_err(|e| name_the_op(name, e))
 }
 
+/// [`call`] of an operator found in the [`registry`] already: a caller that resolves a name
+/// once (the Python bridge, by operator id) skips the lookup by name at every call.
+pub fn call_def(rt: &Runtime, def: &OpDef, args: Vec<Value>) -> Result<Vec<Value>> {
+    let bound = def.schema.bind(args, Vec::new())?;
+    run(rt, def, &Args::new(def.name, bound)).map_err(|e| name_the_op(def.name, e))
+}
+
 /// One tensor result in the calling convention's form: an implementation's `Ok(t)` becomes
 /// `[Value::Tensor(t)]`.
 pub(crate) fn t1(r: Result<crate::tensor::Tensor>) -> Result<Vec<Value>> {

@@ -8,12 +8,12 @@
 //!
 //! | figure | default | why |
 //! |---|---|---|
-//! | `op_dispatch_ns` | 3.6 µs | what this project's Python bridge spends to dispatch an operator, less its launch: `python/benchmarks/host_costs.py --chain 32` (a chain of `add`s on `[8, 128]` float32, median of 200 chains, emulation excluded, 2-core machine, 2026-12-05) measured Strict's dispatch and launch at 4.59 µs an operator; `launch_ns` below is the launch's share. Of it, about 1.5 µs is Python and PyTorch's dispatcher and autograd layer (`bridge_overhead.py`: 1.6-2.1 µs of bridge per operator against 0.97 µs for the whole of a PyTorch CPU `add`). (Before the lowering memo and plan cache of `runtime::exec` and `fusion::plans`, the same benchmark gave 7.9 µs and this figure was 6 µs.) |
+//! | `op_dispatch_ns` | 3.2 µs | what this project's Python bridge spends to dispatch an operator, less its launch: `python/benchmarks/host_costs.py --chain 32` and `--chain 50` (chains of `add`s on `[8, 128]` float32, median of 200 chains, emulation excluded, 2-core machine, 2026-12-05, three runs each) measured Strict's dispatch and launch at 3.4-4.7 µs an operator, median 3.8 µs; `launch_ns` below is the launch's share. Of it, about 1.5 µs is Python and PyTorch's dispatcher and autograd layer, which DeferAndFuse pays too (`bridge_overhead.py`: 1.7-2.3 µs of bridge per operator against 0.95-1.1 µs for the whole of a PyTorch CPU `add`). (The same benchmark gave 7.9 µs before the lowering memo and plan cache of `runtime::exec` and `fusion::plans`, when this figure was 6 µs, and 4.6 µs before the global allocator (mimalloc) and the formatting-free operator tags (`ir::tag`), when it was 3.6 µs.) |
 //! | `view_ns` | 1 µs | a view operator (`t`, `view`, `permute`, `reshape`, `unsqueeze`, `expand`, `slice`, ...; a `reshape` that must copy adds a `clone`) runs PyTorch's generic view kernels: new sizes and strides, nothing to lower, launch or record, in every mode. Measured by the same script: 0.67-1.36 µs per view call on "tpu" tensors through the bridge, as on CPU tensors (0.68-1.38 µs). |
-//! | `launch_ns` | 1 µs | the launch's share of the 4.59 µs above: finding the node's kernel in the lowering memo, binding its buffers and enqueueing it. `perf record` of `cargo bench -p tpuemu-backend --bench host_path` (Strict): `Runtime::execute` outside the emulator is 9.9% of the 9.2 µs an operator costs there, 0.9 µs. |
-//! | `record_ns` | 3 µs | DeferAndFuse records an operator into a graph; it still goes through Python, the dispatcher and the bridge: 3.0 µs an operator, same run of `host_costs.py --chain 32` (recording only; nothing runs before the sync). |
-//! | `flush_ns` | 2.3 µs | a flush of a graph seen before, its fixed part; with `flush_op_ns` for each operator in the graph (its key, the kept plan bound to the new storages, each fused node's kernel from the lowering memo). Same script, same day: the sync after a chain of 32 operators took 0.864 µs an operator (27.6 µs), after a chain of 50 0.827 µs (41.4 µs), each with one kernel launch (`launch_ns`): a line through the two is 0.76 µs an operator plus 3.3 µs, of which 1 µs is the launch. A graph planned afresh costs more (the first step of a loop); it is charged the same. |
-//! | `flush_op_ns` | 0.76 µs | per operator in a flushed graph (the slope above). |
+//! | `launch_ns` | 0.6 µs | the launch's share of the 3.8 µs above: finding the node's kernel in the lowering memo, binding its buffers and enqueueing it. `perf record --call-graph dwarf` of `cargo bench -p tpuemu-backend --bench host_path` (Strict, 5.97 µs an operator there): `Runtime::execute` outside `Device::launch` is 10.7% of it, 0.64 µs. |
+//! | `record_ns` | 2.2 µs | DeferAndFuse records an operator into a graph; it still goes through Python, the dispatcher and the bridge (about 1.5 µs of it, as in Strict): 2.14-2.57 µs an operator, median 2.18 µs, same runs of `host_costs.py` (recording only; nothing runs before the sync). |
+//! | `flush_ns` | 4.9 µs | a flush of a graph seen before, its fixed part; with `flush_op_ns` for each operator in the graph (its key, the kept plan bound to the new storages, each fused node's kernel from the lowering memo). Same runs: the sync after a chain of 32 operators took a median 0.355 µs an operator (11.4 µs), after a chain of 50 0.293 µs (14.7 µs), each with one kernel launch (`launch_ns`): a line through the two is 0.18 µs an operator plus 5.5 µs, of which 0.6 µs is the launch. A graph planned afresh costs more (the first step of a loop); it is charged the same. |
+//! | `flush_op_ns` | 0.18 µs | per operator in a flushed graph (the slope above). |
 //! | `compile_ns` | 200 µs | generating and loading a new kernel (a cache miss); steady-state iterations hit the cache. |
 //!
 //! Tracing a graph for whole-graph compilation charges its operators at the mode's dispatch or
@@ -48,11 +48,11 @@ pub struct HostCosts {
 impl Default for HostCosts {
     fn default() -> Self {
         HostCosts {
-            op_dispatch_ns: 3600.0,
+            op_dispatch_ns: 3200.0,
             view_ns: default_view_ns(),
-            launch_ns: 1000.0,
-            record_ns: 3000.0,
-            flush_ns: 2300.0,
+            launch_ns: 600.0,
+            record_ns: 2200.0,
+            flush_ns: 4900.0,
             flush_op_ns: default_flush_op_ns(),
             compile_ns: 200_000.0,
         }
@@ -64,7 +64,7 @@ fn default_view_ns() -> f64 {
 }
 
 fn default_flush_op_ns() -> f64 {
-    760.0
+    180.0
 }
 
 /// The fields of [`HostCosts`], as [`HostCosts::set`] names them, with what each one costs.
