@@ -86,8 +86,23 @@ impl From<DeviceError> for TpuError {
     }
 }
 
-impl From<crate::kernels::KernelError> for TpuError {
-    fn from(e: crate::kernels::KernelError) -> Self {
+/// Why a kernel could not be generated (`kernels` returns it; defined here, the bottom layer,
+/// so that the error type names no layer above it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelError {
+    /// The problem needs more on-chip memory than the core has.
+    #[error("kernel does not fit: {0}")]
+    TooLarge(String),
+    /// The generator does not handle this case.
+    #[error("unsupported kernel: {0}")]
+    Unsupported(String),
+    /// The generated program is malformed (a bug in the generator).
+    #[error("kernel generation failed: {0}")]
+    Build(#[from] tpuemu_isa::BuildError),
+}
+
+impl From<KernelError> for TpuError {
+    fn from(e: KernelError) -> Self {
         TpuError::Unsupported(e.to_string())
     }
 }

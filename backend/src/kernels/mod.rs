@@ -10,19 +10,7 @@ pub mod index_add;
 pub mod matmul;
 pub mod tile;
 
-/// Why a kernel could not be generated.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KernelError {
-    /// The problem needs more on-chip memory than the core has.
-    #[error("kernel does not fit: {0}")]
-    TooLarge(String),
-    /// The generator does not handle this case.
-    #[error("unsupported kernel: {0}")]
-    Unsupported(String),
-    /// The generated program is malformed (a bug in the generator).
-    #[error("kernel generation failed: {0}")]
-    Build(#[from] tpuemu_isa::BuildError),
-}
+pub use crate::error::KernelError;
 
 /// A scalar register from `pool`, or an error when the kernel needs more than it has.
 pub(crate) fn sreg(pool: &mut crate::codegen::RegPool) -> Result<tpuemu_isa::SReg, KernelError> {

@@ -30,6 +30,14 @@ const RULES: &[(&str, &[&str])] = &[
         "fusion",
         &["runtime", "ops", "tensor", "compile", "dtensor", "foreign"],
     ),
+    // The error type is the bottom layer: every layer returns it.
+    (
+        "error.rs",
+        &[
+            "runtime", "ops", "tensor", "ir", "kernels", "codegen", "fusion", "compile", "dtensor",
+            "foreign", "layout", "storage",
+        ],
+    ),
     ("storage.rs", &["runtime", "ops", "tensor", "ir", "kernels"]),
     ("layout.rs", &["runtime", "ops", "tensor", "ir", "kernels"]),
     ("dtype.rs", &["runtime", "ops", "tensor", "ir", "kernels"]),
