@@ -16,6 +16,7 @@ pub mod ir;
 pub mod kernels;
 pub mod layout;
 pub mod ops;
+mod raw_view;
 pub mod rng;
 pub mod runtime;
 pub mod storage;

@@ -26,6 +26,7 @@ pub mod order;
 pub mod pointwise;
 pub mod prims;
 pub mod random;
+mod read;
 pub mod reduce;
 mod registry;
 pub mod scan;

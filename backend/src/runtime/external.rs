@@ -26,7 +26,7 @@ use tpuemu_isa::trace::{Args, Span, TraceEvent, Track};
 
 use super::Runtime;
 use crate::error::Result;
-use crate::foreign::RawView;
+use crate::raw_view::RawView;
 use crate::storage::StorageRef;
 
 /// A collective this chip has reached ([`Runtime::begin_collective`]).

@@ -1,7 +1,10 @@
-//! The backend's internal layers, checked on its source: the lower layers (the IR, kernel
-//! generation, code generation, storages, layouts, dtypes, the schema table) never name the
-//! layers above them (the runtime, operators, tensors, fusion, compilation, DTensor), so a kernel
-//! can be generated and tested without a runtime and nothing forms an import cycle.
+//! The backend's internal layers, checked on its source: every top-level module names only the
+//! modules below it in one order ([`ORDER`]: errors, dtypes, storages, layouts, code
+//! generation, the IR, kernels, the fusion planner, the runtime, tensors, the foreign-framework
+//! interface, operators, compilation, DTensor), so no import cycle can be written between them;
+//! and the lower layers (the IR, kernel generation, code generation, storages, layouts, dtypes,
+//! the schema table) never name the layers above them, so a kernel can be generated and tested
+//! without a runtime.
 
 use std::path::{Path, PathBuf};
 
@@ -101,6 +104,55 @@ fn lower_layers_never_name_the_layers_above() {
                 if let Some(line) = names_module(&text, m) {
                     broken.push(format!(
                         "{}: names crate::{m}: {}",
+                        f.display(),
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+/// Every top-level module of the backend, bottom layer first: a module may name only the
+/// modules before it, so no import cycle can be written between them.
+const ORDER: &[&str] = &[
+    "error", "dtype", "rng", "storage", "layout", "raw_view", "codegen", "ir", "kernels", "fusion",
+    "runtime", "tensor", "foreign", "ops", "compile", "dtensor",
+];
+
+#[test]
+fn every_module_names_only_the_modules_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // The order lists every module, so a new one must be given its place.
+    let mut modules: Vec<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().to_string();
+            name.trim_end_matches(".rs").to_string()
+        })
+        .filter(|m| m != "lib")
+        .collect();
+    modules.sort();
+    modules.dedup();
+    let mut listed: Vec<String> = ORDER.iter().map(|m| m.to_string()).collect();
+    listed.sort();
+    assert_eq!(modules, listed, "src/ and ORDER list different modules");
+    let mut broken = Vec::new();
+    for (i, module) in ORDER.iter().enumerate() {
+        let mut fs = Vec::new();
+        for p in [src.join(module), src.join(format!("{module}.rs"))] {
+            if p.exists() {
+                files(&p, &mut fs);
+            }
+        }
+        assert!(!fs.is_empty(), "module {module} has no source files");
+        for f in fs {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for above in &ORDER[i + 1..] {
+                if let Some(line) = names_module(&text, above) {
+                    broken.push(format!(
+                        "{}: names crate::{above}: {}",
                         f.display(),
                         line.trim()
                     ));
