@@ -274,6 +274,11 @@ impl Layout {
 
     /// Broadcasts to `shape` (which must be a broadcast of this shape).
     pub fn broadcast_to(&self, shape: &[usize]) -> Result<Layout, TpuError> {
+        if self.shape == shape {
+            // What `expand` gives for the same shape (every size and stride kept), without
+            // building the sizes: the common case of an elementwise operator's operands.
+            return Ok(self.clone());
+        }
         self.expand(&shape.iter().map(|d| *d as i64).collect::<Vec<_>>())
     }
 
@@ -524,6 +529,31 @@ pub fn elementwise_layout(shape: &[usize], inputs: &[&Layout]) -> Layout {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn broadcasting_to_the_same_shape_keeps_every_stride() {
+        // A size-1 dim with an arbitrary stride, a zero stride and an offset: PyTorch's
+        // `expand` to the same sizes keeps them all (`t = torch.empty(40).as_strided((3, 1, 4),
+        // (9, 7, 0), 5)`: `t.expand(3, 1, 4).stride()` is `(9, 7, 0)`, `t.expand(2, 3, 6,
+        // 4).stride()` is `(0, 9, 0, 0)`, offset 5; torch 2.15.0).
+        let l = Layout {
+            shape: vec![3, 1, 4],
+            strides: vec![9, 7, 0],
+            offset: 5,
+        };
+        let b = l.broadcast_to(&[3, 1, 4]).unwrap();
+        assert_eq!(
+            (b.shape.clone(), b.strides.clone(), b.offset),
+            (vec![3, 1, 4], vec![9, 7, 0], 5)
+        );
+        // A real broadcast still goes through `expand`: the size-1 dim gets stride 0.
+        let e = l.broadcast_to(&[2, 3, 6, 4]).unwrap();
+        assert_eq!(
+            (e.shape, e.strides, e.offset),
+            (vec![2, 3, 6, 4], vec![0, 9, 0, 0], 5)
+        );
+        assert!(l.broadcast_to(&[3, 2, 5]).is_err());
+    }
 
     #[test]
     fn views_follow_pytorch() {
