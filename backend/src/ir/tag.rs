@@ -54,11 +54,7 @@ impl Shapes {
 
     /// The sizes a factory was asked for, shown as one input's: `[[2, 3]]`.
     pub fn sizes(sizes: &[usize]) -> Shapes {
-        let mut w = Vec::with_capacity(sizes.len() + 2);
-        w.push(sizes.len() as u64);
-        w.extend(sizes.iter().map(|d| *d as u64));
-        w.push(dtype_index(DType::F32));
-        Shapes::Inputs(w.into_boxed_slice())
+        Shapes::of(sizes.len() + 2, [(sizes, DType::F32)])
     }
 
     /// A description already written.

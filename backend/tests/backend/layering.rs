@@ -90,6 +90,24 @@ fn names_module(text: &str, module: &str) -> Option<String> {
         .map(|l| l.to_string())
 }
 
+/// Each line of `files` that names one of the modules `above`, with its file.
+fn upward_imports(files: &[PathBuf], above: &[&str]) -> Vec<String> {
+    let mut broken = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for m in above {
+            if let Some(line) = names_module(&text, m) {
+                broken.push(format!(
+                    "{}: names crate::{m}: {}",
+                    f.display(),
+                    line.trim()
+                ));
+            }
+        }
+    }
+    broken
+}
+
 #[test]
 fn lower_layers_never_name_the_layers_above() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -98,18 +116,7 @@ fn lower_layers_never_name_the_layers_above() {
         let mut fs = Vec::new();
         files(&src.join(layer), &mut fs);
         assert!(!fs.is_empty(), "layer {layer} has no source files");
-        for f in fs {
-            let text = std::fs::read_to_string(&f).unwrap();
-            for m in *above {
-                if let Some(line) = names_module(&text, m) {
-                    broken.push(format!(
-                        "{}: names crate::{m}: {}",
-                        f.display(),
-                        line.trim()
-                    ));
-                }
-            }
-        }
+        broken.extend(upward_imports(&fs, above));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
@@ -147,18 +154,7 @@ fn every_module_names_only_the_modules_below_it() {
             }
         }
         assert!(!fs.is_empty(), "module {module} has no source files");
-        for f in fs {
-            let text = std::fs::read_to_string(&f).unwrap();
-            for above in &ORDER[i + 1..] {
-                if let Some(line) = names_module(&text, above) {
-                    broken.push(format!(
-                        "{}: names crate::{above}: {}",
-                        f.display(),
-                        line.trim()
-                    ));
-                }
-            }
-        }
+        broken.extend(upward_imports(&fs, &ORDER[i + 1..]));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
