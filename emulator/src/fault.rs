@@ -66,7 +66,7 @@ pub enum FaultKind {
         "run limit reached: more than {limit} {what} in this launch (raise it with {flag} if the program is meant to run this long)"
     )]
     RunLimit {
-        /// `instructions` or `cycles`.
+        /// What is counted: units of work or cycles.
         what: &'static str,
         /// The limit.
         limit: u64,

@@ -2,26 +2,37 @@
 //!
 //! A program that never halts (a branch to itself, a counter that never reaches its bound) would
 //! otherwise run forever, in functional and in timing-only mode alike. Every instruction a core
-//! executes passes one check in the dispatch loop: if the core has executed more than
-//! [`RunLimits::max_instructions`] instructions in this launch, or its front end is more than
+//! executes passes one check in the dispatch loop: if the core's *work* in this launch is more
+//! than [`RunLimits::max_instructions`], or its front end is more than
 //! [`RunLimits::max_cycles`] cycles past the launch's start, the core faults at that pc with
 //! [`FaultKind::RunLimit`], which the device reports with the pc and the instruction, as any
 //! other fault.
 //!
+//! Work counts what the host spends, deterministically: one per instruction, and in a
+//! functional run one more per [`DMA_BYTES_PER_UNIT`] bytes a DMA copies — a loop of 4 KiB DMAs
+//! costs the host some 20 times a loop of branches per instruction (measured: `tpuemu run` of
+//! `dma vmem[s1], hbm.buf[s1], len=s3, sem=sem0; sem.wait sem0, s3; br loop` with `len` 4096
+//! took 58 s of CPU for 2^30 instructions, a `br loop` 7.8 s, release build, 2-core development
+//! machine, 2026-12-05), so counting instructions alone let it run 1.5 minutes.
+//!
 //! The defaults are far above what any generated kernel does (the largest, a 16384-cube GEMM on
 //! v5e, executes about 1.2 million instructions per core and 3.6e7 cycles; the demo's compiled
 //! transformer step 3.6 million instructions) and low enough that a runaway loop stops within
-//! seconds of host time (a two-instruction loop reached the default instruction limit in 9 s of CPU
-//! time on the development machine: `tpuemu run spin.s`, release build). `tpuemu ... --max-instructions N --max-cycles N` and [`crate::Emulator::set_run_limits`]
+//! seconds of host time (2^28 units: about 2 s of CPU for either loop above).
+//! `tpuemu ... --max-instructions N --max-cycles N` and [`crate::Emulator::set_run_limits`]
 //! change them.
 
 use tpuemu_isa::Instr;
 
 use crate::fault::FaultKind;
 
-/// The default instruction limit per core and launch: 2^30 (about 1.07e9, some 300 times the
-/// largest generated kernel).
-pub const DEFAULT_MAX_INSTRUCTIONS: u64 = 1 << 30;
+/// The default work limit per core and launch: 2^28 units (about 2.7e8: some 75 times the
+/// largest generated kernel's instructions, and about 2 s of host CPU for a runaway loop).
+pub const DEFAULT_MAX_INSTRUCTIONS: u64 = 1 << 28;
+
+/// Bytes a DMA of a functional run copies per unit of work (4 KiB: 16 units, about what the
+/// copy and its bookkeeping cost the host against one branch).
+pub const DMA_BYTES_PER_UNIT: u64 = 256;
 
 /// The default cycle limit per launch: 2^44 cycles (about 3.2 hours of simulated time at 1.5 GHz).
 pub const DEFAULT_MAX_CYCLES: u64 = 1 << 44;
@@ -36,7 +47,8 @@ pub const MAX_OPEN_REGIONS: usize = 1024;
 /// How far one launch may go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunLimits {
-    /// Instructions one core may execute in one launch (1 to [`MAX_LIMIT`]).
+    /// Work one core may do in one launch (1 to [`MAX_LIMIT`]): one unit per instruction, and
+    /// in a functional run one more per [`DMA_BYTES_PER_UNIT`] bytes a DMA copies.
     pub max_instructions: u64,
     /// Cycles a core's front end may advance past the launch's start (1 to [`MAX_LIMIT`]).
     pub max_cycles: u64,
@@ -98,8 +110,8 @@ pub(crate) struct Budget {
 }
 
 impl Budget {
-    /// The fault when a core about to execute `instr`, having executed `instructions`
-    /// instructions (this one included), with its front end at cycle `front` and `open_regions`
+    /// The fault when a core about to execute `instr`, having done `instructions` units of work
+    /// (this instruction included), with its front end at cycle `front` and `open_regions`
     /// profiling regions open, is over the budget.
     #[inline]
     pub(crate) fn exceeded(
@@ -115,7 +127,7 @@ impl Budget {
             )))
         } else if instructions > self.max_instructions {
             Some(FaultKind::RunLimit {
-                what: "instructions",
+                what: "units of work (one per instruction, one more per 256 bytes a DMA copies)",
                 limit: self.max_instructions,
                 flag: "--max-instructions",
             })
@@ -156,7 +168,7 @@ mod tests {
         assert!(matches!(
             b.exceeded(&nop, 11, 1000, 0),
             Some(FaultKind::RunLimit {
-                what: "instructions",
+                what: "units of work (one per instruction, one more per 256 bytes a DMA copies)",
                 limit: 10,
                 ..
             })

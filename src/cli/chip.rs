@@ -30,7 +30,8 @@ pub struct ChipArgs {
 /// with a fault naming the pc and the instruction (see `tpuemu_emulator::limits`).
 #[derive(Args, Debug, Clone)]
 pub struct LimitArgs {
-    /// Stop a launch when a core has executed more than this many instructions (1 to 2^62).
+    /// Stop a launch when a core has done more than this much work: one unit per instruction,
+    /// one more per 256 bytes a DMA copies (1 to 2^62).
     #[arg(
         long,
         value_name = "N",

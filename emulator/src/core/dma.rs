@@ -315,6 +315,12 @@ impl Core {
         let issue = Timing::queue_slot(&mut self.t.dma_queue, c.dma_queue_depth, issue);
         let desc = self.descriptor(shape)?;
         let bytes = desc.bytes();
+        if env.functional {
+            self.stats.work = self
+                .stats
+                .work
+                .saturating_add(bytes / crate::limits::DMA_BYTES_PER_UNIT);
+        }
         let mut s = self.side(&src, env.args)?;
         let src_ext = place_side(&mut s, &desc, true, env.functional)?;
         let src_range = check(&s, src_ext, "read", &desc, true)?;

@@ -151,11 +151,12 @@ impl Core {
             // Every executed instruction passes here once (the single place to check a run
             // budget of instructions or cycles before it executes).
             self.stats.instructions += 1;
+            self.stats.work += 1;
             self.t.prune(self.t.front);
             let open = self.markers.len();
-            if let Some(kind) =
-                env.budget
-                    .exceeded(instr, self.stats.instructions, self.t.front, open)
+            if let Some(kind) = env
+                .budget
+                .exceeded(instr, self.stats.work, self.t.front, open)
             {
                 return Status::Fault { pc, kind };
             }
@@ -172,6 +173,7 @@ impl Core {
                 Flow::Halt => return self.finish(env, rec),
                 Flow::Block => {
                     self.stats.instructions -= 1;
+                    self.stats.work -= 1;
                     return Status::Blocked;
                 }
             }

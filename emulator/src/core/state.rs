@@ -58,6 +58,8 @@ impl Semaphore {
 #[derive(Debug, Default, Clone)]
 pub(crate) struct CoreStats {
     pub instructions: u64,
+    /// What the run limit counts (see [`crate::limits`]).
+    pub work: u64,
     pub flops: u64,
     pub hbm_bytes: u64,
     pub ici_bytes: u64,

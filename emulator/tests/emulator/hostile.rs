@@ -44,9 +44,37 @@ fn a_loop_that_never_halts_stops_at_the_instruction_limit() {
         // `smov` is the 1st instruction, then `sadd` the 2nd, 4th, ... and `br` the 3rd, 5th,
         // ...: the 10_001st, the first over the limit, is a `br` at pc 2.
         assert_eq!((f.pc, f.instr.as_str()), (2, "br @1"), "{f}");
-        assert!(f.reason.contains("more than 10000 instructions"), "{f}");
+        assert!(f.reason.contains("more than 10000 units of work"), "{f}");
         assert!(f.reason.contains("--max-instructions"), "{f}");
     }
+}
+
+#[test]
+fn the_bytes_a_dma_copies_count_toward_the_limit_in_a_functional_run() {
+    // Ten 4 KiB DMAs from HBM and their waits: 2 + 20 instructions, and 10 * 4096 / 256 = 160
+    // more units for the bytes copied, 182 in all. A limit of 100 stops the functional run
+    // (below); the timing-only run copies nothing and does 22 units.
+    let mut src = String::from(".program dmas\n.arg buf buffer\n smov s1, 0\n smov s3, 4096\n");
+    for _ in 0..10 {
+        src += " dma vmem[s1], hbm.buf[s1], len=s3, sem=sem0\n sem.wait sem0, s3\n";
+    }
+    let p = assemble(&src).unwrap_or_else(|e| panic!("{e}"));
+    let run = |limit: u64, timing_only: bool| {
+        emu(RunLimits::new(limit, 1 << 40).unwrap(), timing_only).run_program(
+            &p,
+            &[ArgInit::Zeroed(4096)],
+            &[0],
+            false,
+        )
+    };
+    let f = fault_of(run(100, false).unwrap_err());
+    assert!(f.reason.contains("more than 100 units of work"), "{f}");
+    // 2 + 5 * (1 + 16 + 1) = 92 units before the 6th DMA (pc 12), 109 after it: the wait
+    // after it (pc 13) is the first instruction over the limit.
+    assert_eq!(f.pc, 13, "{f}");
+    run(100, true).unwrap();
+    run(182, false).unwrap();
+    assert!(run(181, false).is_err());
 }
 
 #[test]
