@@ -72,6 +72,36 @@ pub enum TpuError {
     Device(String),
 }
 
+impl TpuError {
+    /// A storage of `asked` bytes that chip `chip`'s HBM cannot hold (`free` of `capacity`
+    /// left by the live storages), in the words of PyTorch's CUDA allocator.
+    pub fn out_of_memory(chip: u32, asked: u64, free: u64, capacity: u64) -> Self {
+        TpuError::OutOfMemory(format!(
+            "Tried to allocate {} ({asked} bytes) on chip {chip}, which has a total capacity of {} \
+             of which {} ({free} bytes) is free; the rest is held by live tensors.",
+            bytes_text(asked),
+            bytes_text(capacity),
+            bytes_text(free),
+        ))
+    }
+}
+
+/// `bytes` in the largest binary unit that keeps it at 1 or more (`1.50 GiB`).
+fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
 impl From<DeviceError> for TpuError {
     fn from(e: DeviceError) -> Self {
         match e {

@@ -54,8 +54,9 @@ impl Tensor {
 }
 
 impl Runtime {
-    /// A new storage of `bytes` bytes; device memory is allocated when it is first written.
-    pub fn alloc_storage(&self, bytes: u64) -> StorageRef {
+    /// A new storage of `bytes` bytes, reserved in the chip's HBM now (out of memory when the
+    /// live storages leave too little); device memory is allocated when it is first written.
+    pub fn alloc_storage(&self, bytes: u64) -> Result<StorageRef> {
         let mut st = self.lock();
         self.new_storage(&mut st, bytes)
     }
@@ -106,6 +107,12 @@ impl Runtime {
     pub fn hbm_in_use(&self) -> u64 {
         self.collect_frees();
         self.inner.device.hbm_in_use(self.inner.chip)
+    }
+
+    /// Bytes reserved by this runtime's live storages (each from the call that made it; a new
+    /// storage must fit beside them in the chip's HBM).
+    pub fn memory_reserved(&self) -> u64 {
+        self.inner.pool.reserved()
     }
 
     /// Records a span of host work done outside the backend (a PyTorch operator run on the
@@ -187,7 +194,7 @@ mod tests {
         let rt = rt();
         let vals = [i64::MAX, i64::MIN, 1 << 40, -3];
         let data: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let s = rt.alloc_storage(32);
+        let s = rt.alloc_storage(32).unwrap();
         rt.write_view(&s, &view(&[4], &[1], 0, 8), &data).unwrap();
         assert_eq!(rt.read_view(&s, &view(&[4], &[1], 0, 8)).unwrap(), data);
     }
@@ -195,7 +202,7 @@ mod tests {
     #[test]
     fn strided_writes_touch_only_their_elements() {
         let rt = rt();
-        let s = rt.alloc_storage(6 * 4);
+        let s = rt.alloc_storage(6 * 4).unwrap();
         let zeros = vec![0u8; 24];
         rt.write_view(&s, &view(&[6], &[1], 0, 4), &zeros).unwrap();
         // Column 1 of a [2, 3] row-major matrix: elements 1 and 4.
@@ -219,7 +226,7 @@ mod tests {
     #[test]
     fn views_past_the_storage_are_errors() {
         let rt = rt();
-        let s = rt.alloc_storage(16);
+        let s = rt.alloc_storage(16).unwrap();
         assert!(rt.read_view(&s, &view(&[5], &[1], 0, 4)).is_err());
         assert!(Tensor::from_storage(&rt, s.clone(), &[2, 2], &[2, 1], 1, DType::F32).is_err());
         let t = Tensor::from_storage(&rt, s, &[2, 2], &[1, 2], 0, DType::F32).unwrap();
@@ -229,7 +236,7 @@ mod tests {
     #[test]
     fn operators_run_on_foreign_storages() {
         let rt = rt();
-        let s = rt.alloc_storage(16);
+        let s = rt.alloc_storage(16).unwrap();
         let data: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
             .iter()
             .flat_map(|v| v.to_le_bytes())
@@ -257,7 +264,7 @@ mod tests {
     fn deferred_readers_run_before_a_write() {
         let rt = rt();
         rt.set_mode(crate::Mode::DeferAndFuse).unwrap();
-        let s = rt.alloc_storage(8);
+        let s = rt.alloc_storage(8).unwrap();
         let one: Vec<u8> = [1.0f32, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
         rt.write_view(&s, &view(&[2], &[1], 0, 4), &one).unwrap();
         let t = Tensor::from_storage(&rt, s.clone(), &[2], &[1], 0, DType::F32).unwrap();

@@ -119,37 +119,36 @@ impl Tensor {
 
     /// An uninitialised tensor with `layout` (offset 0, dense in some order of its
     /// dimensions, as [`crate::layout::elementwise_layout`] makes).
-    pub(crate) fn empty_dense(rt: &Runtime, layout: Layout, dtype: DType) -> Tensor {
+    pub(crate) fn empty_dense(rt: &Runtime, layout: Layout, dtype: DType) -> Result<Tensor> {
         let storage = {
             let mut st = rt.lock();
             rt.new_storage(
                 &mut st,
                 crate::layout::storage_bytes(&layout.shape, dtype.size()),
-            )
+            )?
         };
-        Tensor {
+        Ok(Tensor {
             rt: rt.clone(),
             storage,
             layout,
             dtype,
-        }
+        })
     }
 
-    /// A new tensor of `shape` with fresh, uninitialised storage (`torch.empty`).
-    ///
-    /// A shape whose byte count overflows gets a storage of `u64::MAX` bytes, which no device
-    /// can allocate: the first use of the tensor fails with an out-of-memory error.
-    pub fn empty(rt: &Runtime, shape: &[usize], dtype: DType) -> Tensor {
+    /// A new tensor of `shape` with fresh, uninitialised storage (`torch.empty`), its bytes
+    /// reserved in the chip's HBM: out of memory here, at the call, when they do not fit (a
+    /// shape whose byte count overflows asks for `u64::MAX` bytes, which never fit).
+    pub fn empty(rt: &Runtime, shape: &[usize], dtype: DType) -> Result<Tensor> {
         let storage = {
             let mut st = rt.lock();
-            rt.new_storage(&mut st, crate::layout::storage_bytes(shape, dtype.size()))
+            rt.new_storage(&mut st, crate::layout::storage_bytes(shape, dtype.size()))?
         };
-        Tensor {
+        Ok(Tensor {
             rt: rt.clone(),
             storage,
             layout: Layout::contiguous(shape),
             dtype,
-        }
+        })
     }
 
     /// A tensor holding `data` (row-major, `shape`), copied to the device.
@@ -199,7 +198,7 @@ impl Tensor {
                 }
             }
         }
-        let t = Tensor::empty(rt, shape, dtype);
+        let t = Tensor::empty(rt, shape, dtype)?;
         rt.upload(&t.storage, bytes)?;
         Ok(t)
     }
@@ -332,8 +331,10 @@ impl Runtime {
     /// for every kernel (faults are reported here, at the operator that caused them).
     pub(crate) fn download(&self, s: &StorageRef, offset: usize, len: usize) -> Result<Vec<u8>> {
         let mut st = self.lock();
-        st.flush(self, "read to host")?;
-        self.wait_all(&mut st)?;
+        self.synchronize(&mut st, "read to host")?;
+        if let Some(e) = st.checks.failure_of(s) {
+            return Err(e);
+        }
         let mut out = vec![0u8; len];
         if len == 0 {
             return Ok(out);

@@ -53,3 +53,6 @@ mod external;
 
 #[path = "backend/plans.rs"]
 mod plans;
+
+#[path = "backend/memory.rs"]
+mod memory;

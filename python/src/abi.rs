@@ -31,6 +31,8 @@ pub const INDEX_ERROR: i32 = 3;
 /// An out= tensor has the wrong shape: the shim resizes it (shapes in the results) and calls
 /// again.
 pub const RESIZE: i32 = 4;
+/// Out of device memory (raised as `torch.OutOfMemoryError`).
+pub const OUT_OF_MEMORY: i32 = 5;
 
 /// A backend storage held by a PyTorch storage.
 pub struct Handle {
@@ -42,12 +44,22 @@ pub struct Handle {
 /// storages.
 static NEXT_ADDR: AtomicU64 = AtomicU64::new(1 << 44);
 
-/// A new handle for `storage` and its address.
-pub fn new_handle(storage: StorageRef) -> (*mut c_void, u64) {
-    let span = storage.bytes().div_ceil(256) * 256 + 256;
-    let addr = NEXT_ADDR.fetch_add(span, Ordering::Relaxed);
+/// A new handle for `storage` and its address; an error, never a reused address, once the
+/// address space is spent (the storages' reservations keep every request within the chip's
+/// HBM, so that takes more than 16 EiB of storages made over one process's life).
+pub fn new_handle(storage: StorageRef) -> Result<(*mut c_void, u64), TpuError> {
+    let span = storage
+        .bytes()
+        .div_ceil(256)
+        .saturating_mul(256)
+        .saturating_add(256);
+    let addr = NEXT_ADDR
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |a| {
+            a.checked_add(span)
+        })
+        .map_err(|_| TpuError::Device("the tpu's storage addresses are spent".into()))?;
     let h = Box::into_raw(Box::new(Handle { storage }));
-    (h as *mut c_void, addr)
+    Ok((h as *mut c_void, addr))
 }
 
 /// The storage a handle holds.
@@ -81,6 +93,7 @@ pub fn status_of(e: &TpuError) -> i32 {
     match e {
         TpuError::UnknownOp(_) | TpuError::Unsupported(_) => UNSUPPORTED,
         TpuError::BadDim(_) | TpuError::IndexOutOfRange(_) => INDEX_ERROR,
+        TpuError::OutOfMemory(_) => OUT_OF_MEMORY,
         _ => ERROR,
     }
 }
@@ -115,7 +128,10 @@ extern "C" fn last_error(len: *mut usize) -> *const u8 {
 extern "C" fn alloc(nbytes: u64, handle: *mut *mut c_void, addr: *mut u64) -> i32 {
     guard("alloc", || match runtime() {
         Ok(rt) => {
-            let (h, a) = new_handle(rt.alloc_storage(nbytes));
+            let (h, a) = match rt.alloc_storage(nbytes).and_then(new_handle) {
+                Ok(x) => x,
+                Err(e) => return status_of(&e),
+            };
             // SAFETY: the shim passes valid out pointers.
             unsafe {
                 *handle = h;
@@ -128,7 +144,8 @@ extern "C" fn alloc(nbytes: u64, handle: *mut *mut c_void, addr: *mut u64) -> i3
 }
 
 /// Drops a handle (the `DataPtr` deleter).
-extern "C" fn release(handle: *mut c_void) {
+/// (Also gives back handles that never reached a PyTorch storage.)
+pub extern "C" fn release(handle: *mut c_void) {
     if !handle.is_null() {
         // SAFETY: PyTorch calls the deleter once with the context it was given.
         let _ = catch_unwind(|| drop(unsafe { Box::from_raw(handle as *mut Handle) }));
@@ -438,7 +455,7 @@ pub struct VTable {
 }
 
 /// The ABI version; bump it with any change to [`VTable`] or the argument structs.
-pub const ABI_VERSION: u64 = 2;
+pub const ABI_VERSION: u64 = 3;
 
 /// The table.
 pub static VTABLE: VTable = VTable {

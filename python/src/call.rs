@@ -232,7 +232,7 @@ unsafe fn tensor_of(rt: &Runtime, a: &Arg, inputs: &mut Vec<StorageRef>) -> Resu
     // SAFETY: a live handle or null.
     let storage = match unsafe { abi::storage_of(a.p) } {
         Some(s) => s,
-        None => rt.alloc_storage(0),
+        None => rt.alloc_storage(0).map_err(Conv::Error)?,
     };
     if dtype == DType::I64 && crate::wide::is_wide(&storage) {
         return Err(Conv::Unsupported(

@@ -27,8 +27,9 @@ pub static DEVICE_NS: AtomicU64 = AtomicU64::new(0);
 /// The most HBM in use at once since the start or [`reset_peak`], bytes.
 static PEAK: AtomicU64 = AtomicU64::new(0);
 
-/// HBM in use now and at most since the last reset (`torch.tpu.max_memory_allocated`).
-pub fn memory() -> Result<(u64, u64, u64), TpuError> {
+/// HBM in use now, at most since the last reset (`torch.tpu.max_memory_allocated`), the chip's
+/// capacity, and the bytes live tensors reserve (what a new tensor must fit beside).
+pub fn memory() -> Result<(u64, u64, u64, u64), TpuError> {
     let rt = runtime()?;
     let now = rt.hbm_in_use();
     let peak = PEAK.fetch_max(now, Ordering::Relaxed).max(now);
@@ -36,6 +37,7 @@ pub fn memory() -> Result<(u64, u64, u64), TpuError> {
         now,
         peak,
         rt.device().topology().chips[rt.chip() as usize].hbm_bytes,
+        rt.memory_reserved(),
     ))
 }
 

@@ -220,9 +220,18 @@ fn host_time_ns() -> PyResult<f64> {
     Ok(rt()?.host_time_ns())
 }
 
-/// `(HBM bytes in use, the most in use since the last reset, capacity)` of this process's chip.
+/// Checks tpuemu's environment variables (`ValueError` for a value with no meaning, naming the
+/// variable and the accepted values); `import tpuemu` calls it.
 #[pyfunction]
-fn memory() -> PyResult<(u64, u64, u64)> {
+fn check_env() -> PyResult<()> {
+    tpuemu_backend::runtime::check_env()
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// `(HBM bytes in use, the most in use since the last reset, capacity, bytes live tensors
+/// reserve)` of this process's chip.
+#[pyfunction]
+fn memory() -> PyResult<(u64, u64, u64, u64)> {
     device::memory().map_err(err)
 }
 
@@ -291,9 +300,9 @@ mod rust_module {
     use super::dist_time::{collective_ns, send_ns};
     #[pymodule_export]
     use super::{
-        chip, chip_info, compile_graph, host_time_ns, matmul_precision, memory, metrics_json,
-        metrics_report, mode, record_span, registry, reset_metrics, reset_peak_memory,
-        reset_timing, set_chip, set_debug, set_matmul_precision, set_mode, set_profiling, started,
-        sync, take_trace, timing, vtable,
+        check_env, chip, chip_info, compile_graph, host_time_ns, matmul_precision, memory,
+        metrics_json, metrics_report, mode, record_span, registry, reset_metrics,
+        reset_peak_memory, reset_timing, set_chip, set_debug, set_matmul_precision, set_mode,
+        set_profiling, started, sync, take_trace, timing, vtable,
     };
 }

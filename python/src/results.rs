@@ -3,11 +3,11 @@
 
 use std::cell::RefCell;
 
-use tpuemu_backend::Tensor;
 use tpuemu_backend::ops::Value;
 use tpuemu_backend::storage::StorageRef;
+use tpuemu_backend::{Tensor, TpuError};
 
-use crate::abi::{self, ERROR, OK, set_error};
+use crate::abi::{self, OK};
 use crate::call::{Out, code_of_dtype, tag};
 
 thread_local! {
@@ -22,7 +22,7 @@ fn push_tensor(
     outs: &mut Vec<Out>,
     dims: &mut Vec<i64>,
     with_storage: bool,
-) {
+) -> Result<(), TpuError> {
     let at = dims.len() as i64;
     dims.extend(t.shape().iter().map(|s| *s as i64));
     dims.extend(t.strides().iter().map(|s| *s as i64));
@@ -37,7 +37,7 @@ fn push_tensor(
         .map_or(-1, |(_, i)| *i as i64);
     let (handle, addr) = if alias < 0 && same_as < 0 && with_storage {
         made.push((s.clone(), outs.len()));
-        abi::new_handle(s.clone())
+        abi::new_handle(s.clone())?
     } else {
         (std::ptr::null_mut(), 0)
     };
@@ -54,6 +54,7 @@ fn push_tensor(
         dims: at,
         offset: t.storage_offset() as i64,
     });
+    Ok(())
 }
 
 fn scalar_out(tag: i32, n: i64, f: f64) -> Out {
@@ -90,42 +91,21 @@ pub unsafe fn publish(
             outs.clear();
             dims.clear();
             let mut made = Vec::new();
-            for v in results {
-                match v {
-                    Value::Tensor(t) => {
-                        push_tensor(t, inputs, &mut made, &mut outs, &mut dims, with_storage)
-                    }
-                    Value::Tensors(ts) => {
-                        outs.push(scalar_out(tag::LIST, ts.len() as i64, 0.0));
-                        for t in ts {
-                            push_tensor(t, inputs, &mut made, &mut outs, &mut dims, with_storage);
-                        }
-                    }
-                    Value::OptTensors(ts) => {
-                        outs.push(scalar_out(tag::LIST, ts.len() as i64, 0.0));
-                        for t in ts {
-                            match t {
-                                Some(t) => push_tensor(
-                                    t,
-                                    inputs,
-                                    &mut made,
-                                    &mut outs,
-                                    &mut dims,
-                                    with_storage,
-                                ),
-                                None => outs.push(scalar_out(tag::NONE, 0, 0.0)),
-                            }
-                        }
-                    }
-                    Value::None => outs.push(scalar_out(tag::NONE, 0, 0.0)),
-                    Value::Int(i) => outs.push(scalar_out(tag::INT, *i, 0.0)),
-                    Value::Float(f) => outs.push(scalar_out(tag::FLOAT, 0, *f)),
-                    Value::Bool(b) => outs.push(scalar_out(tag::BOOL, *b as i64, 0.0)),
-                    other => {
-                        set_error(&format!("tpuemu: unexpected result kind {}", other.kind()));
-                        return ERROR;
+            if let Err(e) = push_all(
+                results,
+                inputs,
+                &mut made,
+                &mut outs,
+                &mut dims,
+                with_storage,
+            ) {
+                // The handles made so far reach no PyTorch storage: give them back.
+                for o in outs.drain(..) {
+                    if !o.handle.is_null() {
+                        abi::release(o.handle);
                     }
                 }
+                return abi::status_of(&e);
             }
             // SAFETY: valid out pointers from the shim.
             unsafe {
@@ -136,4 +116,46 @@ pub unsafe fn publish(
             OK
         })
     })
+}
+
+/// Appends every result to `outs` (tensors' sizes and strides to `dims`).
+fn push_all(
+    results: &[Value],
+    inputs: &[StorageRef],
+    made: &mut Vec<(StorageRef, usize)>,
+    outs: &mut Vec<Out>,
+    dims: &mut Vec<i64>,
+    with_storage: bool,
+) -> Result<(), TpuError> {
+    for v in results {
+        match v {
+            Value::Tensor(t) => push_tensor(t, inputs, made, outs, dims, with_storage)?,
+            Value::Tensors(ts) => {
+                outs.push(scalar_out(tag::LIST, ts.len() as i64, 0.0));
+                for t in ts {
+                    push_tensor(t, inputs, made, outs, dims, with_storage)?;
+                }
+            }
+            Value::OptTensors(ts) => {
+                outs.push(scalar_out(tag::LIST, ts.len() as i64, 0.0));
+                for t in ts {
+                    match t {
+                        Some(t) => push_tensor(t, inputs, made, outs, dims, with_storage)?,
+                        None => outs.push(scalar_out(tag::NONE, 0, 0.0)),
+                    }
+                }
+            }
+            Value::None => outs.push(scalar_out(tag::NONE, 0, 0.0)),
+            Value::Int(i) => outs.push(scalar_out(tag::INT, *i, 0.0)),
+            Value::Float(f) => outs.push(scalar_out(tag::FLOAT, 0, *f)),
+            Value::Bool(b) => outs.push(scalar_out(tag::BOOL, *b as i64, 0.0)),
+            other => {
+                return Err(TpuError::Device(format!(
+                    "tpuemu: unexpected result kind {}",
+                    other.kind()
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -185,3 +185,4 @@ def test_int64_beyond_32_bits_computes_exactly_on_the_cpu(mode):
     c = torch.empty(3, dtype=torch.int64, device="tpu")
     c.copy_(t)  # the copy keeps the values, and so does what is computed from it
     assert_same(c - 3, a - 3, exact=True)
+

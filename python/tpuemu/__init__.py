@@ -40,6 +40,10 @@ __all__ = [
     "cpu_fallback_enabled",
 ]
 
+# A switch variable with a value that means nothing (TORCH_TPU_DEFER_AND_FUSE=banana) is a
+# ValueError here, before any work, never a silent default.
+_rust.check_env()
+
 _C = _build.load()
 _C.init(*_rust.vtable())
 _device._C = _C
@@ -76,8 +80,9 @@ _C.register_kernels(_KERNELS)
 
 
 def cpu_fallback_enabled() -> bool:
-    """Whether operators the backend lacks run on the CPU (``TORCH_TPU_CPU_FALLBACK``, default 1)."""
-    return os.environ.get("TORCH_TPU_CPU_FALLBACK", "1") != "0"
+    """Whether operators the backend lacks run on the CPU (``TORCH_TPU_CPU_FALLBACK``: on when
+    unset or empty; ``0``/``false`` turn it off; ``import tpuemu`` refuses other values)."""
+    return os.environ.get("TORCH_TPU_CPU_FALLBACK", "").strip().lower() not in ("0", "false")
 
 
 _C.set_cpu_fallback(cpu_fallback_enabled())

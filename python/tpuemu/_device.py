@@ -214,7 +214,10 @@ def max_memory_allocated(device=None) -> int:
 
 
 def memory_reserved(device=None) -> int:
-    return memory_allocated(device)
+    """HBM bytes reserved by live tensors: every tensor's bytes count from the call that made
+    it (a new tensor must fit beside them, or the call raises ``torch.OutOfMemoryError``), even
+    before a kernel writes it or when fusion keeps it on chip."""
+    return _rust.memory()[3]
 
 
 def max_memory_reserved(device=None) -> int:
@@ -230,17 +233,17 @@ def reset_max_memory_allocated(device=None) -> None:
 
 
 def mem_get_info(device=None) -> tuple[int, int]:
-    """(free, total) HBM bytes of this process's chip."""
-    used, _, total = _rust.memory()
-    return total - used, total
+    """(free, total) HBM bytes of this process's chip; free is what a new tensor may still take."""
+    _, _, total, reserved = _rust.memory()
+    return total - reserved, total
 
 
 def memory_stats(device=None) -> dict:
-    used, peak, total = _rust.memory()
+    used, peak, total, reserved = _rust.memory()
     return {
         "allocated_bytes.all.current": used,
         "allocated_bytes.all.peak": peak,
-        "reserved_bytes.all.current": used,
+        "reserved_bytes.all.current": reserved,
         "reserved_bytes.all.peak": peak,
         "total_bytes": total,
     }

@@ -283,7 +283,7 @@ impl CompiledFn {
             return Ok(None);
         }
         let mut st = self.rt.lock();
-        let s = self.rt.new_storage(&mut st, storages.arena_bytes.max(1));
+        let s = self.rt.new_storage(&mut st, storages.arena_bytes.max(1))?;
         drop(st);
         self.rt.ensure_buffer(&s)?;
         Ok(Some(s))
@@ -306,7 +306,7 @@ impl CompiledFn {
             exe.out_storages
                 .iter()
                 .map(|b| self.rt.new_storage(&mut st, *b))
-                .collect()
+                .collect::<Result<_>>()?
         };
         let mut buffers = Vec::new();
         for s in &exe.slots {

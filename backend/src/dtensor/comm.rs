@@ -55,7 +55,7 @@ pub(crate) fn raw(
         let outs: Vec<Tensor> = ins
             .iter()
             .map(|t| Tensor::empty(t.runtime(), &out_shape, t.dtype()))
-            .collect();
+            .collect::<Result<_>>()?;
         record_coll(mesh, coll, mesh_dims, ins, &outs);
         return Ok(outs);
     }
@@ -84,7 +84,7 @@ pub(crate) fn run(
     let outs: Vec<Tensor> = ins
         .iter()
         .map(|t| Tensor::empty(t.runtime(), out_shape, dtype))
-        .collect();
+        .collect::<Result<_>>()?;
     let elements = match coll {
         Coll::AllGather => outs[0].numel(),
         _ => ins[0].numel(),

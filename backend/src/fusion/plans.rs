@@ -11,7 +11,7 @@
 //! loop's steps hit from the second on; a changed shape, dtype or liveness misses and is
 //! planned afresh.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::FusedGroup;
 use crate::ir::key::{IdMap, Key, KeyMap};
@@ -155,9 +155,7 @@ impl PlanCache {
         }
         while self.placeholders.len() < gk.slots.len() {
             let slot = self.placeholders.len() as u64;
-            let frees = Arc::new(Mutex::new(Vec::new()));
-            self.placeholders
-                .push(Arc::new(Storage::new(slot, 0, frees)));
+            self.placeholders.push(Arc::new(Storage::placeholder(slot)));
         }
         let node = |n: &Node| template_node(n, &gk, &self.placeholders);
         let groups: Option<Vec<FusedGroup>> = groups

@@ -3,7 +3,10 @@
 
 use super::Value;
 use super::args::Args;
+use super::checks::Pending;
 use super::helpers::{OpScope, map};
+use super::pointwise::Arg;
+use super::pointwise::division::int_divisor_check;
 use super::registry::{OpDef, OpImpl};
 use super::t1;
 use crate::dtype::{DType, Operand, Scalar, result_type};
@@ -76,25 +79,50 @@ fn binary_with(
     out: impl FnOnce(DType) -> DType,
     f: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
 ) -> Result<Tensor> {
+    binary_checked(name, a, b, number, out, f, false)
+}
+
+/// [`binary_with`]; `divisor`: `b` divides, and an integer division by zero is PyTorch's
+/// `ZeroDivisionError` (checked on the device for a tensor).
+fn binary_checked(
+    name: &str,
+    a: &Tensor,
+    b: Rhs,
+    number: NumberAs,
+    out: impl FnOnce(DType) -> DType,
+    f: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
+    divisor: bool,
+) -> Result<Tensor> {
     let common = result_type(&[operand(a), b.operand()]);
     let out_dtype = out(common);
+    let check = |op: &OpScope, arg| {
+        if divisor && !common.is_float() {
+            int_divisor_check(op, arg)
+        } else {
+            Ok(Pending::none())
+        }
+    };
     match b {
         Rhs::Tensor(t) => {
             let op = OpScope::new(name, &[a, t])?;
+            let check = check(&op, Arg::T(t))?;
             // A divisor or factor that is one value broadcast over the iteration keeps its
             // own value in opmath (ATen's `is_scalar` fast path for bf16/f16).
             let raw = number == NumberAs::Opmath
                 && common.is_float()
                 && super::pointwise::is_scalar(&super::pointwise::Arg::T(t));
-            Ok(map(&op, &[a, t], &[out_dtype], |p, r| {
+            let r = map(&op, &[a, t], &[out_dtype], |p, r| {
                 let x = p.cast(r[0], common);
                 let y = if raw { r[1] } else { p.cast(r[1], common) };
                 vec![f(p, x, y, common)]
             })?
-            .remove(0))
+            .remove(0);
+            check.guards(op.rt(), &[&r]);
+            Ok(r)
         }
         Rhs::Scalar(s) => {
             let op = OpScope::new(name, &[a])?;
+            check(&op, Arg::N(s))?.guards(op.rt(), &[]);
             Ok(map(&op, &[a], &[out_dtype], |p, r| {
                 let x = p.cast(r[0], common);
                 // Program constants of float dtypes hold f32 values: round on the host.
@@ -182,8 +210,17 @@ pub fn mul(a: &Tensor, b: Rhs) -> Result<Tensor> {
     )
 }
 
-/// `a ** b`.
+/// `a ** b`. An integer (or bool) tensor to a negative integer power is an error, as on
+/// PyTorch's CPU (a float exponent makes the result float instead).
 pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
+    if let Rhs::Scalar(Scalar::Int(e)) = b
+        && e < 0
+        && !a.dtype().is_float()
+    {
+        return Err(TpuError::BadArgs(
+            "Integers to negative integer powers are not allowed.".into(),
+        ));
+    }
     let name = if matches!(b, Rhs::Tensor(_)) {
         "aten::pow.Tensor_Tensor"
     } else {
@@ -329,7 +366,7 @@ pub fn remainder(a: &Tensor, b: Rhs) -> Result<Tensor> {
     } else {
         "aten::remainder.Scalar"
     };
-    binary_with(
+    binary_checked(
         name,
         a,
         b,
@@ -347,6 +384,7 @@ pub fn remainder(a: &Tensor, b: Rhs) -> Result<Tensor> {
             let plus = p.bin(BinOp::Add, m, y, ct);
             p.select(fix, plus, m, ct)
         },
+        true,
     )
 }
 

@@ -193,7 +193,7 @@ pub(super) fn defs() -> Vec<OpDef> {
                 rt,
                 &shape_of(&a.ints(0)?)?,
                 a.opt_dtype(1)?.unwrap_or(DType::F32),
-            ))])
+            )?)])
         })
         .shard(Sharding::Creation),
         OpDef::new("aten::scalar_tensor", k, all, |rt, a| {
@@ -245,7 +245,7 @@ pub(super) fn defs() -> Vec<OpDef> {
 }
 
 /// `torch.empty`: storage whose contents are unspecified (no kernel runs).
-pub fn empty(rt: &Runtime, shape: &[usize], dtype: DType) -> Tensor {
+pub fn empty(rt: &Runtime, shape: &[usize], dtype: DType) -> Result<Tensor> {
     let _op = OpScope::on(rt, "aten::empty.memory_format", Shapes::sizes(shape));
     Tensor::empty(rt, shape, dtype)
 }

@@ -149,7 +149,7 @@ pub fn call_custom(name: &str, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
     let out: Vec<Tensor> = outs
         .iter()
         .map(|(s, d)| Tensor::empty(scope.rt(), s, *d))
-        .collect();
+        .collect::<Result<_>>()?;
     let node = CustomNode {
         program: op.program.clone(),
         scalars,

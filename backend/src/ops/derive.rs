@@ -200,7 +200,7 @@ pub(crate) fn out(
         let o = if o.shape() == r.shape() {
             o.clone()
         } else {
-            Tensor::empty(rt, r.shape(), o.dtype())
+            Tensor::empty(rt, r.shape(), o.dtype())?
         };
         super::creation::copy_(&o, r)?;
         outs.push(Value::Tensor(o));

@@ -182,7 +182,7 @@ fn map_into_layout(
     let out: Vec<Tensor> = out_dtypes
         .iter()
         .map(|d| Tensor::empty_dense(op.rt(), out_layout.clone(), *d))
-        .collect();
+        .collect::<Result<_>>()?;
     let out_views = out.iter().map(Tensor::view).collect();
     op.submit(
         NodeKind::Tile {
@@ -297,7 +297,7 @@ pub fn rows(
         let r = b.cast(*o, *d);
         b.output(r);
         if *per_row {
-            let t = Tensor::empty(op.rt(), &outer, *d);
+            let t = Tensor::empty(op.rt(), &outer, *d)?;
             out_views.push(t.view());
             let shape: Vec<usize> = if keepdim {
                 (0..n)
@@ -313,7 +313,7 @@ pub fn rows(
             tensors.push(t.with_layout(layout));
         } else {
             // A full output: written in the permuted order, seen in the original order.
-            let t = Tensor::empty(op.rt(), &iter_shape, *d);
+            let t = Tensor::empty(op.rt(), &iter_shape, *d)?;
             out_views.push(t.view());
             let mut inv = vec![0i64; n];
             for (i, p) in perm.iter().enumerate() {
@@ -336,7 +336,7 @@ pub fn rows(
 }
 
 /// A fresh contiguous tensor with the same shape and dtype.
-pub fn empty_like(t: &Tensor) -> Tensor {
+pub fn empty_like(t: &Tensor) -> Result<Tensor> {
     Tensor::empty(t.runtime(), t.shape(), t.dtype())
 }
 

@@ -38,7 +38,7 @@ pub fn full_like(x: &Tensor, value: Scalar, dtype: Option<DType>) -> Result<Tens
 }
 
 /// `torch.empty_like`.
-pub fn empty_like(x: &Tensor, dtype: Option<DType>) -> Tensor {
+pub fn empty_like(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     empty(x.runtime(), x.shape(), dtype.unwrap_or(x.dtype()))
 }
 
@@ -71,7 +71,7 @@ pub fn empty_strided(rt: &Runtime, size: &[i64], stride: &[i64], dtype: DType) -
     } else {
         layout.storage_span().1
     };
-    let base = empty(rt, &[span], dtype);
+    let base = empty(rt, &[span], dtype)?;
     Ok(base.with_layout(layout))
 }
 
@@ -103,7 +103,7 @@ pub fn empty_permuted(
         )));
     }
     let phys_shape: Vec<usize> = physical.iter().map(|&p| shape[p as usize]).collect();
-    let t = empty(rt, &phys_shape, dtype);
+    let t = empty(rt, &phys_shape, dtype)?;
     let mut inv = vec![0i64; n];
     for (i, &p) in physical.iter().enumerate() {
         inv[p as usize] = i as i64;
@@ -195,7 +195,7 @@ pub(super) fn defs() -> Vec<OpDef> {
             Ok(vec![Value::Tensor(empty_like(
                 a.tensor(0)?,
                 like_dtype(a, 1)?,
-            ))])
+            )?)])
         })
         .shard(pw),
         OpDef::new("aten::new_zeros", k, ALL, |rt, a| {
@@ -219,7 +219,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         OpDef::new("aten::new_empty", v, ALL, |rt, a| {
             let x = a.tensor(0)?;
             let d = like_dtype(a, 2)?.unwrap_or(x.dtype());
-            Ok(vec![Value::Tensor(empty(rt, &shape_of(&a.ints(1)?)?, d))])
+            Ok(vec![Value::Tensor(empty(rt, &shape_of(&a.ints(1)?)?, d)?)])
         })
         .shard(Sharding::Creation),
         OpDef::new("aten::new_empty_strided", v, ALL, |rt, a| {

@@ -143,7 +143,7 @@ pub(crate) fn product_at(
     let r = epilogue(&mut b, prod, &xs);
     let r = b.cast(r, out);
     b.output(r);
-    let o = Tensor::empty(op.rt(), &shape, out);
+    let o = Tensor::empty(op.rt(), &shape, out)?;
     let mut inputs = vec![a.view(), w.view()];
     inputs.extend(extras.iter().map(|t| t.view()));
     op.submit(

@@ -10,6 +10,7 @@
 pub mod args;
 pub mod backward;
 pub mod binary;
+pub(crate) mod checks;
 pub mod compose;
 pub mod creation;
 pub mod custom;
@@ -109,7 +110,7 @@ pub(crate) fn run(rt: &Runtime, def: &OpDef, args: &Args) -> Result<Vec<Value>> 
 
 /// Puts the overload's name in front of an argument, shape, dtype, dim or index error that does
 /// not already say it (the error keeps its kind).
-fn name_the_op(name: &str, e: TpuError) -> TpuError {
+pub(crate) fn name_the_op(name: &str, e: TpuError) -> TpuError {
     let tag = |m: String| {
         if m.contains(name) {
             m

@@ -55,7 +55,7 @@ pub fn tile(
             op.rt(),
             if *per_row { outer } else { shape },
             *d,
-        ));
+        )?);
     }
     op.submit(
         NodeKind::Tile {
@@ -178,7 +178,7 @@ pub fn scan(op: &OpScope, x: &Tensor, kind: RedKind, acc: DType, strict: bool) -
         .last()
         .ok_or_else(|| op.err("internal: scan of a scalar"))?;
     if x.numel() == 0 {
-        return Ok(Tensor::empty(op.rt(), x.shape(), acc));
+        return Tensor::empty(op.rt(), x.shape(), acc);
     }
     if n <= SCAN_BLOCKED_ABOVE {
         return scan_direct(op, x, kind, acc, strict);
@@ -363,7 +363,7 @@ pub fn place(op: &OpScope, src: &Tensor, pos: &Tensor, k: usize, dtype: DType) -
     let mut out_shape = outer.clone();
     out_shape.push(k);
     if rows * k == 0 {
-        return Ok(Tensor::empty(op.rt(), &out_shape, dtype));
+        return Tensor::empty(op.rt(), &out_shape, dtype);
     }
     fits_i32(rows * k + 1)?;
     let dummy = (rows * k) as i64;
@@ -391,7 +391,7 @@ pub fn place(op: &OpScope, src: &Tensor, pos: &Tensor, k: usize, dtype: DType) -
     let flat = reshaped(&flat, &[n]);
     let values = map_shape(op, &shape, &[src], &[dtype], |_, r| vec![r[0]])?.remove(0);
     let values = reshaped(&values, &[n, 1]);
-    let dst = Tensor::empty(op.rt(), &[rows * k + 1, 1], dtype);
+    let dst = Tensor::empty(op.rt(), &[rows * k + 1, 1], dtype)?;
     put_rows(op, &dst, &flat, &values, Combine::Copy, false)?;
     let head = dst.with_layout(dst.layout().slice(0, Some(0), Some(dummy), 1)?);
     Ok(head.with_layout(Layout::contiguous(&out_shape)))

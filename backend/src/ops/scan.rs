@@ -83,8 +83,8 @@ fn cum_extreme(x: &Tensor, dim: i64, max: bool) -> Result<(Tensor, Tensor)> {
     let (xl, d) = along(x, dim)?;
     if x.numel() == 0 {
         return Ok((
-            Tensor::empty(op.rt(), x.shape(), x.dtype()),
-            Tensor::empty(op.rt(), x.shape(), DType::I64),
+            Tensor::empty(op.rt(), x.shape(), x.dtype())?,
+            Tensor::empty(op.rt(), x.shape(), DType::I64)?,
         ));
     }
     let kind = if max { RedKind::Max } else { RedKind::Min };
@@ -144,7 +144,7 @@ pub fn logcumsumexp(x: &Tensor, dim: i64) -> Result<Tensor> {
     }
     let (xl, d) = along(x, dim)?;
     if x.numel() == 0 {
-        return Ok(Tensor::empty(op.rt(), x.shape(), x.dtype()));
+        return Tensor::empty(op.rt(), x.shape(), x.dtype());
     }
     let f = DType::F32;
     let m = prims::scan(&op, &xl, RedKind::Max, f, false)?;

@@ -23,6 +23,11 @@
 //! Every figure is overridable: [`HostCosts::set`] by name (`tpuemu bench eager --set
 //! host.record_ns=1500`, or a `[host]` table in a chip TOML file), and the bench reports print
 //! the figures they ran with, so a claimed gain says how much of it the host model supplies.
+//!
+//! Also the modes ([`Mode`]) and the environment switches that choose them ([`env_flag`],
+//! [`check_env`]).
+
+use crate::error::{Result, TpuError};
 
 /// Host-side costs, in nanoseconds of simulated host time.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -127,6 +132,47 @@ impl HostCosts {
 }
 
 /// How operators execute.
+/// The values a switch variable accepts, for its error.
+pub const FLAG_VALUES: &str = "1, 0, true, false (or unset)";
+
+/// A switch read from the environment: unset or empty is off; `1`/`true` on, `0`/`false` off
+/// (any case); anything else is an error naming the variable, its value and [`FLAG_VALUES`]
+/// (a typo never silently means off).
+pub fn env_flag(name: &str) -> Result<bool> {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => Ok(false),
+        Err(std::env::VarError::NotUnicode(v)) => Err(bad_flag(name, &format!("{v:?}"))),
+        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "" | "0" | "false" => Ok(false),
+            "1" | "true" => Ok(true),
+            _ => Err(bad_flag(name, &format!("{v:?}"))),
+        },
+    }
+}
+
+fn bad_flag(name: &str, value: &str) -> TpuError {
+    TpuError::BadArgs(format!(
+        "{name}={value} is not a switch: expected one of {FLAG_VALUES}"
+    ))
+}
+
+/// Every tpuemu variable of the environment, checked: the first that has a value with no
+/// meaning is the error. What `import tpuemu` runs, so a typo fails before any work.
+pub fn check_env() -> Result<()> {
+    for k in [
+        "TORCH_TPU_DEFER_AND_FUSE",
+        "TPU_DEFER_AND_FUSE",
+        "TORCH_TPU_LAUNCH_BLOCKING",
+        "TPU_LAUNCH_BLOCKING",
+        "TORCH_TPU_DEBUG",
+        "TPU_DEBUG",
+        "TORCH_TPU_CPU_FALLBACK",
+    ] {
+        env_flag(k)?;
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Mode {
     /// Each operator's kernels launch as it is called; the host does not wait.
@@ -140,17 +186,18 @@ pub enum Mode {
 impl Mode {
     /// The mode the environment asks for: `TORCH_TPU_DEFER_AND_FUSE=1` (or
     /// `TPU_DEFER_AND_FUSE=1`), `TORCH_TPU_LAUNCH_BLOCKING=1` (or `TPU_LAUNCH_BLOCKING=1`),
-    /// else Strict.
-    pub fn from_env() -> Mode {
-        let on =
-            |k: &str| std::env::var(k).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-        if on("TORCH_TPU_DEFER_AND_FUSE") || on("TPU_DEFER_AND_FUSE") {
-            Mode::DeferAndFuse
-        } else if on("TORCH_TPU_LAUNCH_BLOCKING") || on("TPU_LAUNCH_BLOCKING") {
-            Mode::Debug
-        } else {
-            Mode::Strict
-        }
+    /// else Strict. A value that is not a switch ([`env_flag`]) is an error, never Strict.
+    pub fn from_env() -> Result<Mode> {
+        let on = |k: &str| env_flag(k);
+        Ok(
+            if on("TORCH_TPU_DEFER_AND_FUSE")? || on("TPU_DEFER_AND_FUSE")? {
+                Mode::DeferAndFuse
+            } else if on("TORCH_TPU_LAUNCH_BLOCKING")? || on("TPU_LAUNCH_BLOCKING")? {
+                Mode::Debug
+            } else {
+                Mode::Strict
+            },
+        )
     }
 
     /// Lower-case name (`strict`, `debug`, `defer`).

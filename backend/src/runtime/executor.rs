@@ -43,6 +43,11 @@ pub(crate) trait Executor: Send {
         Ok(())
     }
 
+    /// Whether a flush would run recorded work (and free what only that work holds).
+    fn holds_work(&self) -> bool {
+        false
+    }
+
     /// Whether work held back reads or writes storage `id`.
     fn holds(&self, _id: u64) -> bool {
         false
@@ -175,6 +180,10 @@ impl Executor for DeferAndFuse {
 
     fn flush(&mut self, rt: &Runtime, core: &mut Core, reason: &str) -> Result<()> {
         self.run(rt, core, reason, 0)
+    }
+
+    fn holds_work(&self) -> bool {
+        !self.pending.is_empty()
     }
 }
 

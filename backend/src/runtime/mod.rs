@@ -5,6 +5,7 @@
 //! charges the host for its dispatch ([`HostCosts`]), every kernel launch is submitted at the
 //! host's current time, and synchronising moves the host to when the device finished.
 
+pub(crate) mod checks;
 pub mod config;
 pub(crate) mod exec;
 pub(crate) mod executor;
@@ -26,10 +27,12 @@ use executor::{Capture, Executor};
 use queue::LaunchQueue;
 use trace::Profiler;
 
-pub use config::{HOST_COST_FIELDS, HostCosts, MAX_HOST_COST_NS, MatmulPrecision, Mode};
+pub use config::{
+    HOST_COST_FIELDS, HostCosts, MAX_HOST_COST_NS, MatmulPrecision, Mode, check_env, env_flag,
+};
 pub use external::{CollectiveEntry, CollectiveRecord, CollectiveStats};
 pub use metrics::Metrics;
-use storage::{FreeList, Storage, StorageRef};
+use storage::{Pool, Storage, StorageRef};
 
 use crate::error::{Result, TpuError};
 use crate::ir::{Names, Node, OpTag, Shapes};
@@ -96,6 +99,8 @@ pub(crate) struct State {
     pub op_depth: usize,
     /// DeferAndFuse runs its graph at this many operators.
     pub max_pending_ops: usize,
+    /// Device-side checks not yet settled, and the outputs of operators that failed one.
+    pub checks: checks::Checks,
 }
 
 impl State {
@@ -124,7 +129,8 @@ pub(crate) struct Inner {
     /// Values, timing only, or shapes only.
     pub kind: Kind,
     pub info: ChipInfo,
-    pub frees: FreeList,
+    /// The storages' reservations and the buffers waiting to be freed.
+    pub pool: Arc<Pool>,
     pub state: Mutex<State>,
     /// The random generator's streams (see [`crate::rng`]).
     pub rng: Mutex<crate::rng::RngState>,
@@ -221,6 +227,13 @@ impl Runtime {
         self.inner.kind == Kind::Values
     }
 
+    /// Whether operators called now run their device-side checks ([`checks`]): on a runtime
+    /// that runs kernels (with values, or a meta one, which times them), outside a graph
+    /// capture.
+    pub(crate) fn checks_values(&self) -> bool {
+        !self.shapes_only() && self.lock().exec.mode().is_some()
+    }
+
     /// A runtime on chip `chip` of `device`.
     pub fn on_chip(device: Arc<dyn Device>, chip: ChipId) -> Result<Self> {
         Self::build(device, chip, Kind::Values)
@@ -233,10 +246,9 @@ impl Runtime {
             .get(chip as usize)
             .cloned()
             .ok_or_else(|| TpuError::DeviceMismatch(format!("device has no chip {chip}")))?;
-        let debug_print = std::env::var("TORCH_TPU_DEBUG").is_ok_and(|v| v == "1")
-            || std::env::var("TPU_DEBUG").is_ok_and(|v| v == "1");
+        let debug_print = config::env_flag("TORCH_TPU_DEBUG")? || config::env_flag("TPU_DEBUG")?;
         let max_pending_ops = max_pending_ops_from_env()?;
-        let mode = Mode::from_env();
+        let mode = Mode::from_env()?;
         let mut q = LaunchQueue::new(HostCosts::default());
         q.blocking = mode == Mode::Debug;
         let state = State {
@@ -261,6 +273,12 @@ impl Runtime {
             },
             op_depth: 0,
             max_pending_ops,
+            checks: checks::Checks::default(),
+        };
+        // Shapes-only tensors hold no device memory (PyTorch's meta device has no limit).
+        let capacity = match kind {
+            Kind::Shapes => u64::MAX,
+            _ => info.hbm_bytes,
         };
         Ok(Runtime {
             inner: Arc::new(Inner {
@@ -268,7 +286,7 @@ impl Runtime {
                 chip,
                 kind,
                 info,
-                frees: Arc::new(Mutex::new(Vec::new())),
+                pool: Arc::new(Pool::new(capacity)),
                 state: Mutex::new(state),
                 rng: Mutex::new(crate::rng::RngState::default()),
             }),
@@ -406,8 +424,56 @@ impl Runtime {
     /// device finished. Reports the first fault, naming its operator.
     pub fn sync(&self) -> Result<()> {
         let mut st = self.lock();
-        st.flush(self, "explicit sync")?;
-        st.core.q.wait_all(self.inner.device.as_ref())
+        self.synchronize(&mut st, "explicit sync").map(drop)
+    }
+
+    /// Runs what is recorded, waits for every launch and settles the device-side checks
+    /// ([`checks`]); returns the rules broken, by operator. A kernel fault of an operator whose
+    /// rule broke is not an error of its own (the rule explains it; its outputs have failed).
+    pub(crate) fn synchronize(
+        &self,
+        st: &mut State,
+        reason: &str,
+    ) -> Result<Vec<(String, TpuError)>> {
+        let flushed = st.flush(self, reason);
+        let waited = st.core.q.wait_all(self.inner.device.as_ref());
+        let broken = if st.checks.any_pending() {
+            // The flags are read untimed: a device's assertion status comes back with the
+            // synchronisation itself (CUDA's device-side asserts), so the model charges nothing.
+            // A meta runtime keeps its checks as one with values does, but has none to read.
+            let device = self.inner.device.as_ref();
+            let values = self.has_values();
+            st.checks.settle(|flag| {
+                if !values {
+                    return None;
+                }
+                let mut b = [0u8; 4];
+                device.peek(flag.buffer()?, 0, &mut b).ok()?;
+                Some(i32::from_le_bytes(b))
+            })
+        } else {
+            Vec::new()
+        };
+        let explained = |e: &TpuError| matches!(e, TpuError::Fault { op, .. } if broken.iter().any(|(b, _)| op.contains(b.as_str())));
+        match (flushed, waited) {
+            (Err(e), _) | (Ok(()), Err(e)) if !explained(&e) => Err(e),
+            _ => Ok(broken),
+        }
+    }
+
+    /// Registers a device-side check of the operator being called (see [`checks`]).
+    pub(crate) fn add_check(&self, c: checks::Check) {
+        self.lock().checks.add(c);
+    }
+
+    /// Settles a device-side check now (Debug mode): its broken rule is the error.
+    pub(crate) fn check_now(&self, c: checks::Check) -> Result<()> {
+        let mut st = self.lock();
+        st.checks.add(c);
+        match self.synchronize(&mut st, "check")?.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// Runs what DeferAndFuse recorded, giving `reason`.
@@ -439,17 +505,35 @@ impl Runtime {
         nodes
     }
 
-    /// A new storage of `bytes` (device memory allocated when first written).
-    pub(crate) fn new_storage(&self, st: &mut State, bytes: u64) -> StorageRef {
+    /// A new storage of `bytes`, reserved in the chip's HBM now (device memory is allocated
+    /// when it is first written); out of memory when the live storages leave too little. A
+    /// DeferAndFuse recording holds the intermediates of its operators until it runs, so when a
+    /// request does not fit the recording runs first (what it frees counts) and the request is
+    /// tried again.
+    pub(crate) fn new_storage(&self, st: &mut State, bytes: u64) -> Result<StorageRef> {
         let id = st.core.q.next_id();
-        Arc::new(Storage::new(id, bytes, self.inner.frees.clone()))
+        let pool = &self.inner.pool;
+        let e = match Storage::reserve(id, bytes, pool.clone()) {
+            Ok(s) => return Ok(Arc::new(s)),
+            Err(e) => e,
+        };
+        if !st.exec.holds_work() {
+            return Err(TpuError::out_of_memory(
+                self.inner.chip,
+                e.asked,
+                e.free,
+                e.capacity,
+            ));
+        }
+        st.flush(self, "memory")?;
+        Storage::reserve(id, bytes, pool.clone())
+            .map(Arc::new)
+            .map_err(|e| TpuError::out_of_memory(self.inner.chip, e.asked, e.free, e.capacity))
     }
 
     /// Frees device buffers of dropped storages.
     pub(crate) fn collect_frees(&self) {
-        let bufs: Vec<_> =
-            std::mem::take(&mut *self.inner.frees.lock().unwrap_or_else(|e| e.into_inner()));
-        for b in bufs {
+        for b in self.inner.pool.take_frees() {
             // A failure here means the buffer is already gone; nothing to do.
             let _ = self.inner.device.free(b);
         }
@@ -464,11 +548,6 @@ impl Runtime {
         let b = self.inner.device.alloc(self.inner.chip, s.bytes().max(1))?;
         s.set_buffer(b);
         Ok(b)
-    }
-
-    /// Waits for every outstanding launch; the first fault is reported with its operator.
-    pub(crate) fn wait_all(&self, st: &mut State) -> Result<()> {
-        st.core.q.wait_all(self.inner.device.as_ref())
     }
 
     /// Takes over the bookkeeping of a launch made for several runtimes at once (a
@@ -542,7 +621,13 @@ impl Runtime {
     /// Hands `node` to the current executor (run now, or recorded).
     pub(crate) fn submit(&self, node: Node) -> Result<()> {
         let mut st = self.lock();
-        let State { exec, core, .. } = &mut *st;
+        let State {
+            exec, core, checks, ..
+        } = &mut *st;
+        if checks.tracking() {
+            let outputs: Vec<&StorageRef> = node.outputs.iter().map(|v| &v.storage).collect();
+            checks.taint(node.inputs.iter().map(|v| &v.storage), &outputs);
+        }
         exec.submit(self, core, node)
     }
 }

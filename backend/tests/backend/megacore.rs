@@ -100,7 +100,7 @@ fn attention_time(megacore: bool) -> f64 {
     emu.set_timing_only(true);
     let rt = Runtime::meta(Arc::new(emu), 0).unwrap();
     rt.set_megacore(megacore);
-    let e = |s: &[usize], d: DType| Tensor::empty(&rt, s, d);
+    let e = |s: &[usize], d: DType| Tensor::empty(&rt, s, d).unwrap();
     let (q, k, v) = (
         e(&[1, 8, 1024, 128], DType::BF16),
         e(&[1, 2, 1024, 128], DType::BF16),

@@ -7,7 +7,7 @@
 
 namespace tpuemu {
 
-constexpr uint64_t TPU_ABI_VERSION = 2;
+constexpr uint64_t TPU_ABI_VERSION = 3;
 
 // Status codes.
 enum : int32_t {
@@ -16,6 +16,7 @@ enum : int32_t {
   TPU_UNSUPPORTED = 2,  // the backend cannot run this call: run the operator on the CPU
   TPU_INDEX_ERROR = 3,
   TPU_RESIZE = 4,  // an out= tensor has the wrong shape: resize it to the result's and call again
+  TPU_OUT_OF_MEMORY = 5,  // raised as torch.OutOfMemoryError
 };
 
 // Argument and result tags.

@@ -84,6 +84,8 @@ void raise(int32_t rc, const std::string& where) {
       TORCH_CHECK_INDEX(false, msg);
     case TPU_UNSUPPORTED:
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
+    case TPU_OUT_OF_MEMORY:
+      TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
     default:
       TORCH_CHECK(false, msg);
   }

@@ -84,7 +84,7 @@ impl Comm for SoloComm {
     fn collective(&mut self, rt: &Runtime, c: &Coll, t: &Tensor) -> Result<Tensor> {
         let k = group(&self.mesh_shape, &c.dims);
         let s = out_shape(c.kind, t.shape(), k)?;
-        Ok(Tensor::empty(rt, &s, t.dtype()))
+        Tensor::empty(rt, &s, t.dtype())
     }
 
     fn group_size(&self, dims: &[usize]) -> usize {
@@ -147,7 +147,7 @@ impl CommTimer {
             .runtimes()
             .iter()
             .map(|rt| Tensor::empty(rt, &shape, dtype))
-            .collect();
+            .collect::<Result<_>>()?;
         let [from, to] = transition(&self.mesh, kind, dims);
         let x = DTensor::from_local(&self.mesh, locals, &from)?;
         let t0 = self.sync_all()?;

@@ -103,22 +103,22 @@ pub struct Weights {
 
 impl Weights {
     /// Tensors of a layer's weights (the slices of a gathered flat buffer they are).
-    pub fn new(rt: &Runtime, z: &Dims) -> Self {
+    pub fn new(rt: &Runtime, z: &Dims) -> Result<Self> {
         let e = |s: &[usize]| Tensor::empty(rt, s, BF);
-        Weights {
-            g1: e(&[z.d]),
-            g2: e(&[z.d]),
-            wq: e(&[z.h * z.hd, z.d]),
-            wk: e(&[z.kv * z.hd, z.d]),
-            wv: e(&[z.kv * z.hd, z.d]),
-            wo: e(&[z.d, z.h * z.hd]),
-            qn: e(&[z.hd]),
-            kn: e(&[z.hd]),
-            router: e(&[z.experts, z.d]),
-            wg: e(&[z.f, z.d]),
-            wu: e(&[z.f, z.d]),
-            wd: e(&[z.d, z.f]),
-        }
+        Ok(Weights {
+            g1: e(&[z.d])?,
+            g2: e(&[z.d])?,
+            wq: e(&[z.h * z.hd, z.d])?,
+            wk: e(&[z.kv * z.hd, z.d])?,
+            wv: e(&[z.kv * z.hd, z.d])?,
+            wo: e(&[z.d, z.h * z.hd])?,
+            qn: e(&[z.hd])?,
+            kn: e(&[z.hd])?,
+            router: e(&[z.experts, z.d])?,
+            wg: e(&[z.f, z.d])?,
+            wu: e(&[z.f, z.d])?,
+            wd: e(&[z.d, z.f])?,
+        })
     }
 }
 
@@ -246,9 +246,9 @@ fn attention(ctx: &mut Ctx, z: &Dims) -> Result<()> {
     let g = z.h / z.kv;
     ctx.label("attention fwd")?;
     ctx.repeat(z.b * z.kv / c, (), |_, _, _| {
-        let q = Tensor::empty(&rt, &[1, c * g, z.s, z.hd], BF);
-        let k = Tensor::empty(&rt, &[1, c, z.s, z.hd], BF);
-        let v = Tensor::empty(&rt, &[1, c, z.s, z.hd], BF);
+        let q = Tensor::empty(&rt, &[1, c * g, z.s, z.hd], BF)?;
+        let k = Tensor::empty(&rt, &[1, c, z.s, z.hd], BF)?;
+        let v = Tensor::empty(&rt, &[1, c, z.s, z.hd], BF)?;
         let (o, lse) = attention_lse(&q, &k, &v, true, None, g > 1)?;
         drop((o, lse));
         Ok(())
@@ -265,13 +265,13 @@ fn attention_backward(ctx: &mut Ctx, z: &Dims) -> Result<()> {
     ctx.repeat(z.b * z.kv / c, (), |_, _, _| {
         let e = |s: &[usize]| Tensor::empty(&rt, s, BF);
         let (q, k, v, out, dout) = (
-            e(&[1, g, z.s, z.hd]),
-            e(&[1, c, z.s, z.hd]),
-            e(&[1, c, z.s, z.hd]),
-            e(&[1, g, z.s, z.hd]),
-            e(&[1, g, z.s, z.hd]),
+            e(&[1, g, z.s, z.hd])?,
+            e(&[1, c, z.s, z.hd])?,
+            e(&[1, c, z.s, z.hd])?,
+            e(&[1, g, z.s, z.hd])?,
+            e(&[1, g, z.s, z.hd])?,
         );
-        let lse = Tensor::empty(&rt, &[1, g, z.s], DType::F32);
+        let lse = Tensor::empty(&rt, &[1, g, z.s], DType::F32)?;
         let grads = flash_attention_backward(&dout, &q, &k, &v, &out, &lse, 0.0, true, None, None)?;
         drop(grads);
         Ok(())
@@ -291,10 +291,10 @@ impl Tables {
     pub fn new(rt: &Runtime, z: &Dims) -> Result<Self> {
         let e = |w: usize| Tensor::empty(rt, &[z.n, w], BF);
         Ok(Tables {
-            cos_q: e(z.h * z.hd),
-            sin_q: e(z.h * z.hd),
-            cos_k: e(z.kv * z.hd),
-            sin_k: e(z.kv * z.hd),
+            cos_q: e(z.h * z.hd)?,
+            sin_q: e(z.h * z.hd)?,
+            cos_k: e(z.kv * z.hd)?,
+            sin_k: e(z.kv * z.hd)?,
         })
     }
 }
@@ -329,9 +329,9 @@ pub fn forward(
     let k = to_heads(&rope(&k, &t.cos_k, &t.sin_k, z.hd)?, &z, z.kv)?;
     let v = to_heads(&v, &z, z.kv)?;
     attention(ctx, &z)?;
-    let lse = Tensor::empty(&ctx.rt, &[z.b, z.h, z.s], DType::F32);
+    let lse = Tensor::empty(&ctx.rt, &[z.b, z.h, z.s], DType::F32)?;
     ctx.label("attention output fwd")?;
-    let o = Tensor::empty(&ctx.rt, &[z.b, z.h, z.s, z.hd], BF);
+    let o = Tensor::empty(&ctx.rt, &[z.b, z.h, z.s, z.hd], BF)?;
     let attn = from_heads(&o, &z, z.h)?.contiguous()?;
     let proj = tp_reduce(ctx, spec, linear(&attn, &w.wo)?, "attention output")?;
     ctx.label("mlp fwd")?;
@@ -378,7 +378,7 @@ fn exchange(ctx: &mut Ctx, spec: &StepSpec, rows: Tensor, what: &str) -> Result<
 /// The rows of `x` (`[n, d]`) the chip's experts work on: `n * top_k` rows gathered in expert
 /// order, exchanged with the expert-parallel group.
 fn dispatch(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: &Tensor, what: &str) -> Result<Tensor> {
-    let idx = Tensor::empty(&ctx.rt, &[z.nk], DType::I64);
+    let idx = Tensor::empty(&ctx.rt, &[z.nk], DType::I64)?;
     let rows = x.index_select(0, &idx)?;
     exchange(ctx, spec, rows, what)
 }
@@ -387,8 +387,8 @@ fn dispatch(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: &Tensor, what: &str) ->
 /// expert-parallel group, then scatter-added into `[n, d]`.
 fn combine(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, rows: Tensor, what: &str) -> Result<Tensor> {
     let rows = exchange(ctx, spec, rows, what)?;
-    let idx = Tensor::empty(&ctx.rt, &[z.nk], DType::I64);
-    let acc = Tensor::empty(&ctx.rt, &[z.n, z.d], BF);
+    let idx = Tensor::empty(&ctx.rt, &[z.nk], DType::I64)?;
+    let acc = Tensor::empty(&ctx.rt, &[z.n, z.d], BF)?;
     index_add(&acc, &idx, &rows)
 }
 
@@ -414,18 +414,18 @@ fn mlp_forward(
     let rt = ctx.rt.clone();
     let out = ctx.repeat(z.e, None, |_, _, _| {
         // This expert's rows of `rows`, and its outputs written into its rows of `outs`.
-        let inp = Tensor::empty(&rt, &[z.ne, z.d], BF);
+        let inp = Tensor::empty(&rt, &[z.ne, z.d], BF)?;
         let gate = linear(&inp, &w.wg)?;
         let up = linear(&inp, &w.wu)?;
         let act = gate.silu()?.mul(&up)?;
-        let weight = Tensor::empty(&rt, &[z.ne, 1], BF);
+        let weight = Tensor::empty(&rt, &[z.ne, 1], BF)?;
         drop(linear(&act, &w.wd)?.mul(&weight)?);
         Ok(Some((gate, up, act)))
     })?;
     drop(rows);
     let (gate, up, act) =
         out.ok_or_else(|| tpuemu_backend::TpuError::BadArgs("no experts".into()))?;
-    let outs = Tensor::empty(&rt, &[z.nk, z.d], BF);
+    let outs = Tensor::empty(&rt, &[z.nk, z.d], BF)?;
     let down = combine(ctx, spec, z, outs, "expert outputs")?;
     Ok((gate, up, act, down))
 }
@@ -473,12 +473,12 @@ pub fn backward(
         let rows = dispatch(ctx, spec, &z, &dy, "expert output grads")?;
         ctx.repeat(z.e, (), |_, _, _| {
             let e = |r: usize, c: usize| Tensor::empty(&rt, &[r, c], BF);
-            let dd = e(z.ne, z.d).mul(&e(z.ne, 1))?;
-            drop(mlp_backward(&dd, &e(z.ne, z.d), w, s)?);
+            let dd = e(z.ne, z.d)?.mul(&e(z.ne, 1)?)?;
+            drop(mlp_backward(&dd, &e(z.ne, z.d)?, w, s)?);
             Ok(())
         })?;
         drop(rows);
-        let grads = Tensor::empty(&rt, &[z.nk, z.d], BF);
+        let grads = Tensor::empty(&rt, &[z.nk, z.d], BF)?;
         combine(ctx, spec, &z, grads, "expert input grads")?
     };
     let dh2 = tp_reduce(ctx, spec, dh2, "mlp input grad")?;
@@ -492,9 +492,9 @@ pub fn backward(
     attention_backward(ctx, &z)?;
     ctx.label("attention projections bwd")?;
     let e = |w: usize| Tensor::empty(&rt, &[z.b, w, z.s, z.hd], BF);
-    let dq = from_heads(&e(z.h), &z, z.h)?.contiguous()?;
-    let dk = from_heads(&e(z.kv), &z, z.kv)?.contiguous()?;
-    let dv = from_heads(&e(z.kv), &z, z.kv)?.contiguous()?;
+    let dq = from_heads(&e(z.h)?, &z, z.h)?.contiguous()?;
+    let dk = from_heads(&e(z.kv)?, &z, z.kv)?.contiguous()?;
+    let dv = from_heads(&e(z.kv)?, &z, z.kv)?.contiguous()?;
     let dq = rope(&dq, &t.cos_q, &t.sin_q, z.hd)?;
     let dk = rope(&dk, &t.cos_k, &t.sin_k, z.hd)?;
     let dwq = dq.t()?.mm(&s.h1)?;

@@ -72,7 +72,7 @@ fn gather(ctx: &mut Ctx, group: &Group, flat: usize, label: &str) -> Result<Opti
     let k = group.size;
     let mut out = Vec::new();
     for b in buckets(flat, k) {
-        let shard = Tensor::empty(&ctx.rt, &[b / k], BF);
+        let shard = Tensor::empty(&ctx.rt, &[b / k], BF)?;
         let c = coll(CollKind::AllGather, &group.dims, When::Prefetch, label);
         out.push(ctx.collective(c, &shard)?);
     }
@@ -92,7 +92,7 @@ fn reduce_grads(
         return Ok(());
     }
     for b in buckets(flat, group.size) {
-        let mut g = Tensor::empty(&ctx.rt, &[b], BF);
+        let mut g = Tensor::empty(&ctx.rt, &[b], BF)?;
         if !group.dims.is_empty() {
             g = ctx.collective(
                 coll(
@@ -115,7 +115,7 @@ fn reduce_grads(
 /// sends.
 fn adamw(ctx: &Ctx, n: usize) -> Result<()> {
     let e = |dt| Tensor::empty(&ctx.rt, &[n], dt);
-    let (p, m, v, g) = (e(F32), e(F32), e(F32), e(BF));
+    let (p, m, v, g) = (e(F32)?, e(F32)?, e(F32)?, e(BF)?);
     let (b1, b2, lr, wd, eps) = (0.9, 0.95, 3e-4, 0.1, 1e-8);
     let g = g.to_dtype(F32)?;
     let m = m.mul_scalar(b1)?.add(&g.mul_scalar(1.0 - b1)?)?;
@@ -196,13 +196,13 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
     // joined for the softmax, as vocabulary-chunked heads do.
     let slices = head_slices(vl, z.d);
     let vs = vl / slices;
-    let w = Tensor::empty(&rt, &[vs, z.d], BF);
-    let g = Tensor::empty(&rt, &[z.d], BF);
+    let w = Tensor::empty(&rt, &[vs, z.d], BF)?;
+    let g = Tensor::empty(&rt, &[z.d], BF)?;
     let hf = x.rms_norm(&[z.d as i64], Some(&g), Some(1e-5))?;
     let c = spec.loss_chunk.min(z.n);
     ctx.repeat(z.n / c, (), |ctx, _, _| {
-        let h = Tensor::empty(&ctx.rt, &[c, z.d], BF);
-        let targets = Tensor::empty(&ctx.rt, &[c], DType::I64);
+        let h = Tensor::empty(&ctx.rt, &[c, z.d], BF)?;
+        let targets = Tensor::empty(&ctx.rt, &[c], DType::I64)?;
         let logits = if slices == 1 {
             h.mm(&w.t()?)?.to_dtype(F32)?
         } else {
@@ -213,7 +213,7 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
         };
         if let Some(d) = spec.dim("tp") {
             // Vocabulary-parallel softmax: the rows' maximum and sum of exponentials.
-            let stats = Tensor::empty(&ctx.rt, &[c, 2], F32);
+            let stats = Tensor::empty(&ctx.rt, &[c, 2], F32)?;
             ctx.collective(
                 coll(CollKind::AllReduce, &[d], When::Now, "loss statistics"),
                 &stats,
@@ -237,7 +237,7 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
         Ok(())
     })?;
     drop(gathered);
-    let dh = Tensor::empty(&rt, &[z.n, z.d], BF);
+    let dh = Tensor::empty(&rt, &[z.n, z.d], BF)?;
     let dh = match spec.dim("tp") {
         Some(d) => ctx.collective(
             coll(CollKind::AllReduce, &[d], When::Now, "head input grad"),
@@ -277,12 +277,12 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
     let rt = ctx.rt.clone();
     ctx.label("setup")?;
     let t = Tables::new(&rt, &z)?;
-    let tokens = Tensor::empty(&rt, &[z.n], DType::I64);
+    let tokens = Tensor::empty(&rt, &[z.n], DType::I64)?;
     // Embedding.
     let (pg, eg) = (spec.param_group(), spec.expert_group());
     let table_g = gather(ctx, &pg, spec.table_flat(), "embedding weights")?;
     ctx.label("embedding fwd")?;
-    let table = Tensor::empty(&rt, &[vl, z.d], BF);
+    let table = Tensor::empty(&rt, &[vl, z.d], BF)?;
     let mut x = ops::data::embedding(&table, &tokens)?;
     drop(table_g);
     if let Some(d) = spec.dim("tp") {
@@ -297,7 +297,7 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
     let x = ctx.repeat(m.layers, x, |ctx, x, _| {
         let g = gather(ctx, &pg, spec.layer_flat(), "layer weights (fwd)")?;
         let ge = gather(ctx, &eg, spec.expert_flat(), "expert weights (fwd)")?;
-        let w = Weights::new(&ctx.rt, &z);
+        let w = Weights::new(&ctx.rt, &z)?;
         let (y, s) = layer::forward(ctx, spec, &w, &t, x)?;
         facts.layer_working = s.bytes(&z);
         drop((g, ge));
@@ -315,7 +315,7 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
     let dx = ctx.repeat(m.layers, dx, |ctx, dy, _| {
         let g = gather(ctx, &pg, spec.layer_flat(), "layer weights (bwd)")?;
         let ge = gather(ctx, &eg, spec.expert_flat(), "expert weights (bwd)")?;
-        let w = Weights::new(&ctx.rt, &z);
+        let w = Weights::new(&ctx.rt, &z)?;
         let s = match keeps.pop() {
             Some(Keep::All(s)) => *s,
             Some(Keep::Input(x)) => {
@@ -341,8 +341,8 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
         let n = z.n.div_ceil(slices);
         drop((tokens, dx));
         (
-            Tensor::empty(&rt, &[n], DType::I64),
-            Tensor::empty(&rt, &[n, z.d], BF),
+            Tensor::empty(&rt, &[n], DType::I64)?,
+            Tensor::empty(&rt, &[n, z.d], BF)?,
         )
     };
     ctx.repeat(slices, (), |_, _, _| {

@@ -191,13 +191,16 @@ mod tests {
         // nll gradient never touch HBM, and the seed gradient `one` is a constant. The first
         // reads the targets and writes the total (f32 and bf16); the last reads the losses
         // and the f32 total and writes the loss (bf16).
+        // The device-side check of the targets (in `[0, c)` or ignored: `ops::checks`) joins
+        // one of the kernels: it reads the targets once more and writes its flag (one int32).
         // A DMA moves at least one 32-byte burst: each scalar transfer counts one, and each
         // kernel may round its last row block up by one more.
         let burst = 32;
         let big = 2 * rows * c * 2 + rows * 8 + burst + rows * 4;
         let first = rows * 8 + 2 * burst;
         let last = rows * 4 + 2 * burst;
-        let most = (big + first + last + 3 * burst) as u64;
+        let check = rows * 8 + burst;
+        let most = (big + first + last + check + 3 * burst) as u64;
         assert_eq!(r.kernels, 3);
         assert!(r.hbm_bytes <= most, "{} > {most}", r.hbm_bytes);
         assert!(r.hbm_bytes >= (2 * rows * c * 2) as u64);

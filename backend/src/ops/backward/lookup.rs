@@ -225,7 +225,7 @@ pub fn embedding_dense_backward(
             vec![idx.view(), ones.view()],
             vec![counts.view()],
         )?;
-        let per_row = Tensor::empty(op.rt(), &[count, 1], F);
+        let per_row = Tensor::empty(op.rt(), &[count, 1], F)?;
         op.submit(
             NodeKind::Gather(GatherNode {
                 rows: rows_n,

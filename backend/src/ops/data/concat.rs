@@ -42,7 +42,7 @@ fn cat_in(op: &OpScope, tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     }
     let Some(first) = tensors.iter().position(|t| !skipped(t)) else {
         // Only empty 1-D tensors: the result is one too.
-        return Ok(Tensor::empty(op.rt(), &[0], dtype));
+        return Tensor::empty(op.rt(), &[0], dtype);
     };
     let r = &tensors[first];
     let d = wrap_dim(dim, r.dim())?;
@@ -70,7 +70,7 @@ fn cat_in(op: &OpScope, tensors: &[Tensor], dim: i64) -> Result<Tensor> {
         }
         shape[d] += t.shape()[d];
     }
-    let out = Tensor::empty(op.rt(), &shape, dtype);
+    let out = Tensor::empty(op.rt(), &shape, dtype)?;
     let mut at = 0usize;
     for t in tensors.iter().filter(|t| !skipped(t)) {
         let n = t.shape()[d];

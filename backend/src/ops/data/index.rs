@@ -14,6 +14,7 @@
 //! never reads a neighbouring row.
 
 use super::super::Value;
+use super::super::checks::check_range;
 use super::super::helpers::{OpScope, map_contiguous, map_shape};
 use super::super::registry::{OpDef, OpImpl};
 use super::ALL;
@@ -73,7 +74,7 @@ pub(crate) fn gather_rows(op: &OpScope, table: &Tensor, index: &Tensor) -> Resul
         ));
     }
     let index = contiguous_in(op, index)?;
-    let out = Tensor::empty(op.rt(), &[count, row_len], table.dtype());
+    let out = Tensor::empty(op.rt(), &[count, row_len], table.dtype())?;
     op.submit(
         NodeKind::Gather(GatherNode {
             rows,
@@ -150,9 +151,12 @@ pub fn index_select(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
         ));
     }
     if out_shape.iter().product::<usize>() == 0 {
-        return Ok(Tensor::empty(op.rt(), &out_shape, x.dtype()));
+        return Tensor::empty(op.rt(), &out_shape, x.dtype());
     }
     fits_i32(outer * size, "index_select")?;
+    let check = check_range(&op, index, 0, size as i64, |_| {
+        TpuError::IndexOutOfRange("index out of range in self".into())
+    })?;
     let idx = index.with_layout(
         index
             .layout()
@@ -178,6 +182,7 @@ pub fn index_select(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
         flat.with_layout(Layout::contiguous(&[outer * count]))
     };
     let out = gather_rows(&op, &table, &rows_index)?;
+    check.guards(op.rt(), &[&out]);
     Ok(out.with_layout(Layout::contiguous(&out_shape)))
 }
 
@@ -187,7 +192,7 @@ pub fn gather(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::gather", &[x, index])?;
     let d = wrap_dim(dim, x.dim())?;
     if index.numel() == 0 {
-        return Ok(Tensor::empty(op.rt(), index.shape(), x.dtype()));
+        return Tensor::empty(op.rt(), index.shape(), x.dtype());
     }
     if !is_index_dtype(index.dtype()) {
         return Err(TpuError::DtypeMismatch(
@@ -217,6 +222,11 @@ pub fn gather(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
         )));
     }
     fits_i32(x.numel(), "gather")?;
+    let check = check_range(&op, index, 0, size as i64, move |v| {
+        TpuError::BadArgs(format!(
+            "index {v} is out of bounds for dimension {d} with size {size}"
+        ))
+    })?;
     // Flat offsets into x (contiguous), -1 where the index is out of range.
     let xs = if x.dim() == 0 {
         vec![1]
@@ -244,6 +254,7 @@ pub fn gather(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
     let flat = flat.with_layout(Layout::contiguous(&[index.numel()]));
     let table = table_view(&op, x, x.numel(), 1)?;
     let out = gather_rows(&op, &table, &flat)?;
+    check.guards(op.rt(), &[&out]);
     Ok(out.with_layout(Layout::contiguous(index.shape())))
 }
 
@@ -265,8 +276,11 @@ pub fn embedding(weight: &Tensor, indices: &Tensor) -> Result<Tensor> {
     let mut out_shape = indices.shape().to_vec();
     out_shape.push(dim);
     if indices.numel() == 0 {
-        return Ok(Tensor::empty(op.rt(), &out_shape, weight.dtype()));
+        return Tensor::empty(op.rt(), &out_shape, weight.dtype());
     }
+    let check = check_range(&op, indices, 0, rows as i64, |_| {
+        TpuError::IndexOutOfRange("index out of range in self".into())
+    })?;
     let flat = contiguous_in(&op, indices)?;
     let flat = flat.with_layout(
         flat.layout()
@@ -275,6 +289,7 @@ pub fn embedding(weight: &Tensor, indices: &Tensor) -> Result<Tensor> {
     );
     let table = table_view(&op, weight, rows, dim)?;
     let out = gather_rows(&op, &table, &flat)?;
+    check.guards(op.rt(), &[&out]);
     Ok(out.with_layout(Layout::contiguous(&out_shape)))
 }
 

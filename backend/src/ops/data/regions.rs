@@ -131,7 +131,7 @@ pub fn constant_pad_nd(x: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor>
         shape[d] = new as usize;
     }
     let d = x.dtype();
-    let out = Tensor::empty(op.rt(), &shape, d);
+    let out = Tensor::empty(op.rt(), &shape, d)?;
     if out.numel() == 0 {
         return Ok(out);
     }

@@ -16,6 +16,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine};
 use crate::layout::{Layout, broadcast_shapes};
+use crate::ops::checks::{Pending, check_range};
 use crate::ops::data::{gather_rows, table_view};
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{fits_i32, put_rows, reshaped};
@@ -180,6 +181,32 @@ fn plan(op: &OpScope, x: &Tensor, idx: &[Option<Tensor>], bound: Bound) -> Resul
     })
 }
 
+/// Checks on the device that every index lies in `[-size, size)` of its dim (with
+/// [`Bound::Check`]; see [`check_range`]): PyTorch's `IndexError` otherwise.
+fn check_indices(
+    op: &OpScope,
+    x: &Tensor,
+    idx: &[Option<Tensor>],
+    bound: Bound,
+) -> Result<Vec<Pending>> {
+    if bound != Bound::Check {
+        return Ok(Vec::new());
+    }
+    let mut checks = Vec::new();
+    for (d, t) in idx.iter().enumerate() {
+        if let Some(t) = t {
+            let size = x.shape()[d];
+            let n = size as i64;
+            checks.push(check_range(op, t, -n, n, move |v| {
+                TpuError::IndexOutOfRange(format!(
+                    "index {v} is out of bounds for dimension {d} with size {size}"
+                ))
+            })?);
+        }
+    }
+    Ok(checks)
+}
+
 /// `x[indices]` under `op`, indices mapped as `bound` says.
 fn index_in(op: &OpScope, x: &Tensor, indices: &[Option<Tensor>], bound: Bound) -> Result<Tensor> {
     let idx = expand_masks(op, x, indices)?;
@@ -189,10 +216,14 @@ fn index_in(op: &OpScope, x: &Tensor, indices: &[Option<Tensor>], bound: Bound) 
     let pl = plan(op, x, &idx, bound)?;
     let out_shape = pl.out_shape();
     if out_shape.iter().product::<usize>() == 0 {
-        return Ok(Tensor::empty(op.rt(), &out_shape, x.dtype()));
+        return Tensor::empty(op.rt(), &out_shape, x.dtype());
     }
+    let checks = check_indices(op, x, &idx, bound)?;
     let table = table_view(op, x, pl.rows, pl.row_len)?;
     let out = gather_rows(op, &table, &pl.flat)?;
+    for c in checks {
+        c.guards(op.rt(), &[&out]);
+    }
     Ok(out.with_layout(Layout::contiguous(&out_shape)))
 }
 
@@ -270,7 +301,11 @@ fn index_put_in(
     } else {
         Combine::Copy
     };
+    let checks = check_indices(op, x, &idx, bound)?;
     put_rows(op, &table, &pl.flat, &src, combine, true)?;
+    for c in checks {
+        c.guards(op.rt(), &[&out]);
+    }
     Ok(out)
 }
 

@@ -11,6 +11,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, RedKind, UnOp};
 use crate::layout::wrap_dim;
+use crate::ops::checks::check_range;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
 use crate::ops::reduce::scalar_type_name;
@@ -85,11 +86,18 @@ fn put_along(
     if count == 0 || x.numel() == 0 {
         return Ok((
             out,
-            Tensor::empty(op.rt(), &[0], DType::I32),
+            Tensor::empty(op.rt(), &[0], DType::I32)?,
             (outer, count, inner),
         ));
     }
     prims::fits_i32(outer * size.max(count))?;
+    let n = size as i64;
+    let check = check_range(op, index, -n, n, move |v| {
+        TpuError::IndexOutOfRange(format!(
+            "index {v} is out of bounds for dimension {d} with size {size}"
+        ))
+    })?;
+    check.guards(op.rt(), &[&out]);
     let idx = reshaped(&prims::dense(op, index)?, &[1, count]);
     let flat = map_shape(op, &[outer, count], &[&idx], &[DType::I32], |p, r| {
         let i = DType::I32;

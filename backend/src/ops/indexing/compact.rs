@@ -85,14 +85,14 @@ pub(crate) fn nonzero_in(op: &OpScope, x: &Tensor) -> Result<Tensor> {
     let nd = x.dim();
     let n = x.numel();
     if n == 0 {
-        return Ok(Tensor::empty(op.rt(), &[0, nd], DType::I64));
+        return Tensor::empty(op.rt(), &[0, nd], DType::I64);
     }
     prims::fits_i32(n + 1)?;
     let (m, incl) = counts(op, x)?;
     let total = incl.with_layout(incl.layout().select(0, n as i64 - 1)?);
     let count = host_int(&total)? as usize;
     let pos = positions(op, &m, &incl, count, count)?;
-    let dst = Tensor::empty(op.rt(), &[count + 1, nd], DType::I64);
+    let dst = Tensor::empty(op.rt(), &[count + 1, nd], DType::I64)?;
     if nd > 0 {
         put_rows(op, &dst, &pos, &coordinates(op, x)?, Combine::Copy, false)?;
     }
@@ -139,7 +139,7 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let shape = broadcast_shapes(x.shape(), mask.shape())?;
     let n: usize = shape.iter().product();
     if n == 0 {
-        return Ok(Tensor::empty(op.rt(), &[0], x.dtype()));
+        return Tensor::empty(op.rt(), &[0], x.dtype());
     }
     prims::fits_i32(n + 1)?;
     let mb = mask.with_layout(mask.layout().broadcast_to(&shape)?);
@@ -149,7 +149,7 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let pos = positions(&op, &m, &incl, count, count)?;
     let xb = x.with_layout(x.layout().broadcast_to(&shape)?);
     let src = map_shape(&op, &shape, &[&xb], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);
-    let dst = Tensor::empty(op.rt(), &[count + 1, 1], x.dtype());
+    let dst = Tensor::empty(op.rt(), &[count + 1, 1], x.dtype())?;
     put_rows(
         &op,
         &dst,
@@ -184,7 +184,7 @@ pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tens
     let xb = x.with_layout(x.layout().broadcast_to(&shape)?);
     let mb = mask.with_layout(mask.layout().broadcast_to(&shape)?);
     if n == 0 {
-        return Ok(Tensor::empty(op.rt(), &shape, d));
+        return Tensor::empty(op.rt(), &shape, d);
     }
     if source.numel() == 0 {
         // Nothing can be taken from an empty source: the mask must be all false.

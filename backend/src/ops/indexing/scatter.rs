@@ -15,6 +15,7 @@ use crate::ir::{BinOp, CmpKind, Combine, RedKind};
 use crate::layout::{Layout, contiguous_strides, wrap_dim};
 use crate::ops::Value;
 use crate::ops::args::Args;
+use crate::ops::checks::{Pending, check_range};
 use crate::ops::data::{gather, gather_rows};
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
@@ -114,6 +115,17 @@ fn copy_table(op: &OpScope, x: &Tensor) -> Result<(Tensor, Tensor)> {
     Ok((out, table))
 }
 
+/// Checks on the device that every index lies in `[0, size)` of `x`'s dim `d`: PyTorch's
+/// CPU error otherwise (see [`check_range`]).
+fn check_targets(op: &OpScope, x: &Tensor, d: usize, index: &Tensor) -> Result<Pending> {
+    let n = if x.dim() == 0 { 1 } else { x.shape()[d] };
+    check_range(op, index, 0, n as i64, move |v| {
+        TpuError::BadArgs(format!(
+            "index {v} is out of bounds for dimension {d} with size {n}"
+        ))
+    })
+}
+
 /// `scatter`-like operators: `combine` of `src` into a copy of `x` at `index` along `dim`.
 fn scatter_in(
     op: &OpScope,
@@ -140,9 +152,11 @@ fn scatter_in(
     if index.numel() == 0 {
         return Ok(out);
     }
+    let check = check_targets(op, x, d, index)?;
     let flat = targets(op, x, d, index, s)?;
     let vals = sources(op, index, src, x.dtype())?;
     put_rows(op, &table, &flat, &vals, combine, true)?;
+    check.guards(op.rt(), &[&out]);
     Ok(out)
 }
 
@@ -188,6 +202,7 @@ fn scatter_reduce(
         return Ok(out);
     }
     let dt = x.dtype();
+    check_targets(&op, x, d, index)?.guards(op.rt(), &[&out]);
     let flat = targets(&op, x, d, index, Some(src))?;
     if !include_self {
         let id = sources(&op, index, Src::Value(prims::identity(kind, dt)), dt)?;
@@ -234,7 +249,7 @@ fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
         )));
     }
     if index.numel() == 0 {
-        return Ok(Tensor::empty(op.rt(), index.shape(), x.dtype()));
+        return Tensor::empty(op.rt(), index.shape(), x.dtype());
     }
     if x.numel() == 0 {
         return Err(TpuError::IndexOutOfRange(

@@ -67,7 +67,7 @@ fn search_in(
         })
     };
     if values.numel() == 0 {
-        return Ok(Tensor::empty(op.rt(), &vshape, out));
+        return Tensor::empty(op.rt(), &vshape, out);
     }
     if m == 0 {
         return fill(op, &vshape, Scalar::Int(0), out);
@@ -174,7 +174,7 @@ fn isin(e: &Tensor, test: &Tensor, invert: bool, name: &str, extra: &[&Tensor]) 
         offset: t.layout().offset,
     });
     if e.numel() == 0 {
-        return Ok(Tensor::empty(op.rt(), e.shape(), DType::Bool));
+        return Tensor::empty(op.rt(), e.shape(), DType::Bool);
     }
     Ok(tile(
         &op,

@@ -75,7 +75,7 @@ fn unique_rows(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, Tensor)> 
         vec![p.select(s, v[1], spare, DType::I32)]
     })?
     .remove(0);
-    let values = Tensor::empty(op.rt(), &[count + 1, r], rows.dtype());
+    let values = Tensor::empty(op.rt(), &[count + 1, r], rows.dtype())?;
     put_rows(op, &values, &pos, rows, Combine::Copy, false)?;
     let values = values.with_layout(values.layout().slice(0, Some(0), Some(count as i64), 1)?);
     let counts = fill(op, &[count, 1], Scalar::Int(0), DType::I32)?;
@@ -93,7 +93,7 @@ fn unique_rows(op: &OpScope, rows: &Tensor) -> Result<(Tensor, Tensor, Tensor)> 
     Ok((values, inverse, counts))
 }
 
-fn empty_i64(op: &OpScope) -> Tensor {
+fn empty_i64(op: &OpScope) -> Result<Tensor> {
     Tensor::empty(op.rt(), &[0], DType::I64)
 }
 
@@ -130,7 +130,7 @@ fn unique_consecutive(
             op.rt(),
             if d.is_some() { x.shape() } else { &[0] },
             x.dtype(),
-        );
+        )?;
         let inv = Tensor::empty(
             op.rt(),
             if inverse {
@@ -139,11 +139,11 @@ fn unique_consecutive(
                 &[0]
             },
             DType::I64,
-        );
+        )?;
         return Ok(vec![
             Value::Tensor(v),
             Value::Tensor(inv),
-            Value::Tensor(empty_i64(&op)),
+            Value::Tensor(empty_i64(&op)?),
         ]);
     }
     let (values, inv, cnt) = unique_rows(&op, &rows)?;
@@ -163,7 +163,7 @@ fn unique_consecutive(
     };
     // Along a dim, PyTorch returns the inverse and the counts whether asked or not.
     let inv = if !inverse && d.is_none() {
-        empty_i64(&op)
+        empty_i64(&op)?
     } else if d.is_none() {
         inv.with_layout(Layout::contiguous(x.shape()))
     } else {
@@ -172,7 +172,7 @@ fn unique_consecutive(
     let cnt = if counts || d.is_some() {
         cnt
     } else {
-        empty_i64(&op)
+        empty_i64(&op)?
     };
     Ok(vec![
         Value::Tensor(values),
@@ -186,8 +186,12 @@ fn unique2(x: &Tensor, inverse: bool, counts: bool) -> Result<(Tensor, Tensor, T
     let op = OpScope::new("aten::_unique2", &[x])?;
     let n = x.numel();
     if n == 0 {
-        let inv = Tensor::empty(op.rt(), if inverse { x.shape() } else { &[0] }, DType::I64);
-        return Ok((Tensor::empty(op.rt(), &[0], x.dtype()), inv, empty_i64(&op)));
+        let inv = Tensor::empty(op.rt(), if inverse { x.shape() } else { &[0] }, DType::I64)?;
+        return Ok((
+            Tensor::empty(op.rt(), &[0], x.dtype())?,
+            inv,
+            empty_i64(&op)?,
+        ));
     }
     let flat = reshaped(&prims::dense(&op, x)?, &[n]);
     let (sorted, order) = crate::ops::order::sort(&flat, 0, false)?;
@@ -196,7 +200,7 @@ fn unique2(x: &Tensor, inverse: bool, counts: bool) -> Result<(Tensor, Tensor, T
     let values = reshaped(&values, &[values.shape()[0]]);
     let inv = if inverse {
         // inverse[order[k]] = inv_sorted[k].
-        let dst = Tensor::empty(op.rt(), &[n, 1], DType::I64);
+        let dst = Tensor::empty(op.rt(), &[n, 1], DType::I64)?;
         let order = prims::dense(&op, &order)?;
         put_rows(
             &op,
@@ -208,9 +212,9 @@ fn unique2(x: &Tensor, inverse: bool, counts: bool) -> Result<(Tensor, Tensor, T
         )?;
         dst.with_layout(Layout::contiguous(x.shape()))
     } else {
-        empty_i64(&op)
+        empty_i64(&op)?
     };
-    let cnt = if counts { cnt } else { empty_i64(&op) };
+    let cnt = if counts { cnt } else { empty_i64(&op)? };
     Ok((values, inv, cnt))
 }
 

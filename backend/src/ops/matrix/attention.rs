@@ -161,13 +161,13 @@ pub fn fused_attention_overrideable(
     let out = if out.layout().strides == want.strides {
         out
     } else {
-        let dst = Tensor::empty(query.runtime(), &[want.numel()], out.dtype()).with_layout(want);
+        let dst = Tensor::empty(query.runtime(), &[want.numel()], out.dtype())?.with_layout(want);
         crate::ops::creation::copy_(&dst, &out)?
     };
     let rt = query.runtime();
     // As PyTorch's meta function: no sequence offsets or debug mask (undefined tensors), and
     // zero-dimensional dropout seed and offset.
-    let scalar = || Value::Tensor(Tensor::empty(rt, &[], DType::I64));
+    let scalar = || Tensor::empty(rt, &[], DType::I64).map(Value::Tensor);
     Ok(vec![
         Value::Tensor(out),
         Value::Tensor(lse),
@@ -175,8 +175,8 @@ pub fn fused_attention_overrideable(
         Value::None,
         Value::Int(query.shape()[2] as i64),
         Value::Int(key.shape()[2] as i64),
-        scalar(),
-        scalar(),
+        scalar()?,
+        scalar()?,
         Value::None,
     ])
 }
@@ -380,7 +380,7 @@ fn weights(
     let f = DType::F32;
     if s.shape()[n - 1] == 0 {
         // No keys: the weights are empty; logsumexp of nothing is -inf.
-        let probs = Tensor::empty(op.rt(), s.shape(), dtype);
+        let probs = Tensor::empty(op.rt(), s.shape(), dtype)?;
         let lse = if want_lse {
             let shape = &s.shape()[..n - 1];
             Some(

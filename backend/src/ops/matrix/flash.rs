@@ -84,13 +84,13 @@ pub(super) fn forward(
     // (so merging the heads back is a view); 2- and 3-dim calls, and `dense` ones, get a
     // contiguous output.
     let (b, h, l, ev) = (n.batch, n.heads, n.l, n.ev);
-    let o = Tensor::empty(rt, &[b, h, l, ev], qkv[0].dtype());
+    let o = Tensor::empty(rt, &[b, h, l, ev], qkv[0].dtype())?;
     let o = if out_shape.len() == 4 && !dense {
         o.with_layout(heads_split_layout([b, h, l, ev]))
     } else {
         o
     };
-    let lse = Tensor::empty(rt, &[b, h, l], DType::F32);
+    let lse = Tensor::empty(rt, &[b, h, l], DType::F32)?;
     op.submit(
         NodeKind::Attention(n),
         qkv.iter().map(|t| t.view()).collect(),
@@ -144,9 +144,10 @@ pub(super) fn backward(
     let rt = op.rt();
     // As `zeros_like` (PyTorch's CPU flash backward): each gradient laid out as its input.
     let like = |t: &Tensor| {
-        Tensor::empty(rt, t.shape(), dt).with_layout(elementwise_layout(t.shape(), &[t.layout()]))
+        Tensor::empty(rt, t.shape(), dt)
+            .map(|e| e.with_layout(elementwise_layout(t.shape(), &[t.layout()])))
     };
-    let (dq, dk, dv) = (like(&qkv[0]), like(&qkv[1]), like(&qkv[2]));
+    let (dq, dk, dv) = (like(&qkv[0])?, like(&qkv[1])?, like(&qkv[2])?);
     let inputs = [&qkv[0], &qkv[1], &qkv[2], &o4, &do4, lse]
         .iter()
         .map(|t| t.view())

@@ -182,8 +182,10 @@ fn adaptive(
     let mut out_shape = x.shape()[..lead].to_vec();
     out_shape.extend_from_slice(&outs);
     if out_shape.iter().product::<usize>() == 0 {
-        let v = Tensor::empty(op.rt(), &out_shape, dt);
-        let i = max.then(|| Tensor::empty(op.rt(), &out_shape, DType::I64));
+        let v = Tensor::empty(op.rt(), &out_shape, dt)?;
+        let i = max
+            .then(|| Tensor::empty(op.rt(), &out_shape, DType::I64))
+            .transpose()?;
         return Ok((v, i));
     }
     let spatial = &x.shape()[lead..];

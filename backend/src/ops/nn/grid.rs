@@ -304,7 +304,7 @@ impl Sampler {
             ..
         } = *self;
         let count = n * ho * wo * taps;
-        let gathered = Tensor::empty(op.rt(), &[count, c], table.dtype());
+        let gathered = Tensor::empty(op.rt(), &[count, c], table.dtype())?;
         op.submit(
             NodeKind::Gather(GatherNode {
                 rows: n * hs * ws,

@@ -5,11 +5,11 @@ use super::F;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
+use crate::ops::checks::check_range_except;
 use crate::ops::creation;
 use crate::ops::helpers::{OpScope, rows};
 use crate::ops::prims::reshaped;
 use crate::ops::reduce::{reduced_shape, scalar_type_name};
-use crate::runtime::Mode;
 use crate::tensor::Tensor;
 
 /// How a loss reduces over the batch (PyTorch's `reduction` enum: 0, 1, 2).
@@ -49,27 +49,6 @@ fn check_target_dtype(target: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// Debug mode: the host reads the targets (the op waits anyway) and raises PyTorch's error for
-/// one outside `[0, classes)` that is not `ignore_index` (a meta runtime only times the read).
-fn debug_check_targets(target: &Tensor, classes: usize, ignore_index: i64) -> Result<()> {
-    if target.runtime().mode() != Mode::Debug {
-        return Ok(());
-    }
-    if !target.runtime().has_values() {
-        // A meta runtime: the read is timed, there is nothing to check.
-        return target.sync_read();
-    }
-    for t in target.to_f64_vec()? {
-        let t = t as i64;
-        if t != ignore_index && (t < 0 || t >= classes as i64) {
-            return Err(TpuError::IndexOutOfRange(format!(
-                "Target {t} is out of bounds."
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// The shared implementation: `x` has the classes along `class_dim`, `target` the shape of `x`
 /// without it.
 fn nll_impl(
@@ -90,7 +69,9 @@ fn nll_impl(
     }
     let classes = x.shape()[class_dim];
     check_target_dtype(target)?;
-    debug_check_targets(target, classes, ignore_index)?;
+    let check = check_range_except(op, target, 0, classes as i64, Some(ignore_index), |t| {
+        TpuError::IndexOutOfRange(format!("Target {t} is out of bounds."))
+    })?;
     let batched = x.dim() > 1;
     let none = reduction == Reduction::None && batched;
     if target.numel() == 0 || classes == 0 {
@@ -115,13 +96,15 @@ fn nll_impl(
         },
     };
     let mean = reduction == Reduction::Mean;
-    if none {
+    let (loss, total) = if none {
         nll.per_sample_losses()
     } else if !batched {
         nll.one_sample(mean)
     } else {
         nll.batch(mean)
-    }
+    }?;
+    check.guards(op.rt(), &[&loss, &total]);
+    Ok((loss, total))
 }
 
 /// The result when there are no samples (or no classes: every row is empty and selects

@@ -368,7 +368,7 @@ pub fn native_batch_norm(
             )));
         };
         let y = bn.eval(&per_channel(rm, c), &per_channel(rv, c))?;
-        return Ok((y, empty(), empty()));
+        return Ok((y, empty()?, empty()?));
     }
     if count == 0 || c == 0 {
         let nan = Scalar::Float(f64::NAN);

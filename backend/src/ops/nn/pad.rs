@@ -40,7 +40,7 @@ fn pad_dim(
     let size = n + lo + hi;
     let mut shape = x.shape().to_vec();
     shape[dim] = size.max(0) as usize;
-    let out = Tensor::empty(op.rt(), &shape, x.dtype());
+    let out = Tensor::empty(op.rt(), &shape, x.dtype())?;
     if out.numel() == 0 {
         return Ok(out);
     }

@@ -134,8 +134,8 @@ pub fn max_pool_with_indices(
     let mut out_shape = xb.shape()[..2].to_vec();
     out_shape.extend_from_slice(&w.out);
     if out_shape.iter().product::<usize>() == 0 {
-        let v = Tensor::empty(op.rt(), &out_shape, dt);
-        let i = Tensor::empty(op.rt(), &out_shape, DType::I64);
+        let v = Tensor::empty(op.rt(), &out_shape, dt)?;
+        let i = Tensor::empty(op.rt(), &out_shape, DType::I64)?;
         return Ok((unbatched(v, was)?, unbatched(i, was)?));
     }
     let xp = padded(&op, &xb, &w, lowest(dt))?;
@@ -221,7 +221,7 @@ pub fn avg_pool(
     let mut out_shape = xb.shape()[..2].to_vec();
     out_shape.extend_from_slice(&w.out);
     if out_shape.iter().product::<usize>() == 0 {
-        return unbatched(Tensor::empty(op.rt(), &out_shape, dt), was);
+        return unbatched(Tensor::empty(op.rt(), &out_shape, dt)?, was);
     }
     let xp = padded(&op, &xb, &w, Scalar::Int(0))?;
     let v = windows(&xp, &w);

@@ -15,11 +15,13 @@
 //! (`floor`); integer division by zero, which PyTorch raises as ZeroDivisionError, gives 0 here
 //! (a kernel cannot raise).
 
-use super::{Arg, NUM, Number, arg, common_dtype, promoted_as, t1};
+use super::{Arg, NUM, Number, arg, common_dtype, promoted_as, promoted_in, t1};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
 use crate::ops::binary::compute;
+use crate::ops::checks::{Pending, check_values};
+use crate::ops::helpers::OpScope;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
@@ -85,32 +87,60 @@ fn divide(
     let common = common_dtype(&args);
     let path = path(common, &b);
     let raw_b = matches!(b, Arg::T(_)) && path == Path::Opmath;
-    promoted_as(
-        name,
-        &args,
-        common,
-        Number::Opmath,
-        out(common),
-        move |p, v, c| {
-            if path == Path::Int {
-                return int(p, v[0], v[1], c);
-            }
-            // `promoted_as` converted every tensor to the common dtype; a scalar tensor divisor on
-            // the opmath path is read as it is, from its input node.
-            let raw = if raw_b { Some(raw_input(p, 1)) } else { None };
-            let (x, y) = operands(p, v, raw, path);
-            let round = move |p: &mut ProgBuilder, r: PRef| -> PRef {
-                match path {
-                    Path::Rounded(d) => {
-                        let q = p.cast(r, d);
-                        p.cast(q, DType::F32)
-                    }
-                    _ => r,
+    let ins: Vec<&Tensor> = std::iter::once(a)
+        .chain(match b {
+            Arg::T(t) => Some(t),
+            Arg::N(_) => None,
+        })
+        .collect();
+    let op = OpScope::new(name, &ins)?;
+    let out = out(common);
+    // Integer division (an integer result; true division of integers gives floats).
+    let check = if path == Path::Int && !out.is_float() {
+        int_divisor_check(&op, b)?
+    } else {
+        Pending::none()
+    };
+    let r = promoted_in(&op, &args, common, Number::Opmath, out, move |p, v, c| {
+        if path == Path::Int {
+            return int(p, v[0], v[1], c);
+        }
+        // `promoted_as` converted every tensor to the common dtype; a scalar tensor divisor on
+        // the opmath path is read as it is, from its input node.
+        let raw = if raw_b { Some(raw_input(p, 1)) } else { None };
+        let (x, y) = operands(p, v, raw, path);
+        let round = move |p: &mut ProgBuilder, r: PRef| -> PRef {
+            match path {
+                Path::Rounded(d) => {
+                    let q = p.cast(r, d);
+                    p.cast(q, DType::F32)
                 }
-            };
-            float(p, x, y, &round)
-        },
-    )
+                _ => r,
+            }
+        };
+        float(p, x, y, &round)
+    })?;
+    check.guards(op.rt(), &[&r]);
+    Ok(r)
+}
+
+/// Integer division by zero is PyTorch's `ZeroDivisionError` (a `RuntimeError`): at once for
+/// a number, checked on the device for a tensor (see [`check_values`]).
+pub(crate) fn int_divisor_check(op: &OpScope, b: Arg) -> Result<Pending> {
+    let zero = || TpuError::BadArgs("ZeroDivisionError".into());
+    match b {
+        Arg::N(s) if s.to_f64() == 0.0 => Err(zero()),
+        Arg::N(_) => Ok(Pending::none()),
+        Arg::T(t) => check_values(
+            op,
+            t,
+            |p, v| {
+                let z = p.constant(Scalar::Int(0), DType::I32);
+                p.cmp(CmpKind::Ne, v, z, DType::I32)
+            },
+            move |_| zero(),
+        ),
+    }
 }
 
 /// The program's input node for tensor operand `i` (as `map` created it, in its own dtype).
@@ -260,9 +290,24 @@ pub fn fmod(a: &Tensor, b: Arg) -> Result<Tensor> {
     if common == DType::Bool {
         return Err(super::not_implemented("fmod_cpu", common));
     }
-    promoted_as(name, &args, common, Number::Common, common, |p, v, c| {
+    if common.is_float() {
+        return promoted_as(name, &args, common, Number::Common, common, |p, v, c| {
+            p.bin(BinOp::Rem, v[0], v[1], compute(c))
+        });
+    }
+    let ins: Vec<&Tensor> = std::iter::once(a)
+        .chain(match b {
+            Arg::T(t) => Some(t),
+            Arg::N(_) => None,
+        })
+        .collect();
+    let op = OpScope::new(name, &ins)?;
+    let check = int_divisor_check(&op, b)?;
+    let r = promoted_in(&op, &args, common, Number::Common, common, |p, v, c| {
         p.bin(BinOp::Rem, v[0], v[1], compute(c))
-    })
+    })?;
+    check.guards(op.rt(), &[&r]);
+    Ok(r)
 }
 
 impl Tensor {

@@ -16,7 +16,7 @@ mod bessel;
 mod bits;
 mod bitwise;
 mod cephes;
-mod division;
+pub(crate) mod division;
 mod gamma;
 mod inverse_trig;
 mod math;
@@ -124,7 +124,26 @@ pub fn promoted_as(
         return Err(TpuError::BadArgs(format!("{name}: no tensor arguments")));
     }
     let op = OpScope::new(name, &tensors)?;
-    Ok(map(&op, &tensors, &[out], |p, r| {
+    promoted_in(&op, args, common, number, out, f)
+}
+
+/// [`promoted_as`] as part of operator `op` (one kernel of it).
+pub(crate) fn promoted_in(
+    op: &OpScope,
+    args: &[Arg],
+    common: DType,
+    number: Number,
+    out: DType,
+    f: impl FnOnce(&mut ProgBuilder, &[PRef], DType) -> PRef,
+) -> Result<Tensor> {
+    let tensors: Vec<&Tensor> = args
+        .iter()
+        .filter_map(|a| match a {
+            Arg::T(t) => Some(*t),
+            Arg::N(_) => None,
+        })
+        .collect();
+    Ok(map(op, &tensors, &[out], |p, r| {
         let mut next = r.iter();
         let vals: Vec<PRef> = args
             .iter()

@@ -271,7 +271,7 @@ fn fresh(
     dtype: DType,
     f: impl FnOnce(Dest) -> Result<Tensor>,
 ) -> Result<Vec<Value>> {
-    let x = empty(rt, size, dtype);
+    let x = empty(rt, size, dtype)?;
     t1(f(Dest::Into(&x)))
 }
 

@@ -435,7 +435,7 @@ fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
 
 /// `torch.rand(size)`: uniform in `[0, 1)`.
 pub fn rand(rt: &Runtime, size: &[usize], dtype: DType) -> Result<Tensor> {
-    let x = empty(rt, size, dtype);
+    let x = empty(rt, size, dtype)?;
     uniform("aten::rand", Dest::Into(&x), 0.0, 1.0, None)
 }
 
@@ -446,7 +446,7 @@ pub fn randn(rt: &Runtime, size: &[usize], dtype: DType) -> Result<Tensor> {
 
 /// `torch.randint(low, high, size)`.
 pub fn randint(rt: &Runtime, low: i64, high: i64, size: &[usize], dtype: DType) -> Result<Tensor> {
-    let x = empty(rt, size, dtype);
+    let x = empty(rt, size, dtype)?;
     random_range("aten::randint.low", Dest::Into(&x), low, high, None)
 }
 

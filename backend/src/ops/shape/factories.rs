@@ -183,7 +183,7 @@ fn tri_indices(
     let total: i64 = (0..row).map(count).sum();
     let n = total as usize;
     if n == 0 || row == 0 {
-        return Ok(Tensor::empty(op.rt(), &[2, n], d));
+        return Tensor::empty(op.rt(), &[2, n], d);
     }
     prims::fits_i32(n + row as usize)?;
     let r = row as usize;
@@ -275,7 +275,7 @@ fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
             ..Layout::contiguous(&shape)
         }));
     }
-    let t = Tensor::empty(op.rt(), &[n], x.dtype());
+    let t = Tensor::empty(op.rt(), &[n], x.dtype())?;
     let keep = x.numel().min(n);
     if keep > 0 {
         let src = reshaped(&prims::dense(&op, x)?, &[x.numel()]);

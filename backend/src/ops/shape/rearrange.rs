@@ -49,7 +49,7 @@ fn roll(x: &Tensor, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
 }
 
 fn roll_dim(op: &OpScope, x: &Tensor, shift: i64, d: usize) -> Result<Tensor> {
-    let out = Tensor::empty(op.rt(), x.shape(), x.dtype());
+    let out = Tensor::empty(op.rt(), x.shape(), x.dtype())?;
     if x.numel() == 0 {
         return Ok(out);
     }
@@ -109,7 +109,7 @@ fn rot90(x: &Tensor, k: i64, dims: &[i64]) -> Result<Tensor> {
     };
     let shape = v.shape.clone();
     if x.numel() == 0 {
-        return Ok(Tensor::empty(op.rt(), &shape, x.dtype()));
+        return Tensor::empty(op.rt(), &shape, x.dtype());
     }
     copy_as(&op, x, v, &shape)
 }
@@ -141,7 +141,7 @@ fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
         out.push(*r as usize * s);
     }
     if out.iter().product::<usize>() == 0 {
-        return Ok(Tensor::empty(op.rt(), &out, x.dtype()));
+        return Tensor::empty(op.rt(), &out, x.dtype());
     }
     copy_as(
         &op,
@@ -177,7 +177,7 @@ fn repeat_interleave_int(x: &Tensor, repeats: i64, dim: Option<i64>) -> Result<T
     let mut out = l.shape.clone();
     out[d] *= repeats as usize;
     if out.iter().product::<usize>() == 0 {
-        return Ok(Tensor::empty(op.rt(), &out, x.dtype()));
+        return Tensor::empty(op.rt(), &out, x.dtype());
     }
     copy_as(
         &op,
@@ -210,7 +210,7 @@ fn repeat_index(op: &OpScope, repeats: &Tensor, output_size: Option<i64>) -> Res
         }
     };
     if total == 0 || n == 0 {
-        return Ok(Tensor::empty(op.rt(), &[total], DType::I64));
+        return Tensor::empty(op.rt(), &[total], DType::I64);
     }
     // out[k] = #{i : incl[i] <= k}.
     let cv = incl.with_layout(Layout {

@@ -402,7 +402,7 @@ fn bernoulli_law() {
     let v = t.to_f64_vec().expect("values");
     assert!((0..N).filter(|i| i % 3 < 2).all(|i| v[i] == ps[i]));
     // The `out=` form derived from `bernoulli`.
-    let e = Tensor::empty(&rt, &[0], DType::F32);
+    let e = Tensor::empty(&rt, &[0], DType::F32).unwrap();
     let r = call(
         &rt,
         "aten::bernoulli.out",

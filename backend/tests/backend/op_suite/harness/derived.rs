@@ -36,7 +36,9 @@ pub(super) fn verify_derived(
             }
             for o in want {
                 let (_, dt) = meta(o);
-                args.push(Value::Tensor(Tensor::empty(rt, &[0], dt)));
+                args.push(Value::Tensor(
+                    Tensor::empty(rt, &[0], dt).map_err(|e| e.to_string())?,
+                ));
             }
             let outs = flatten(ops::call(rt, d.name, args).map_err(|e| e.to_string())?);
             if outs.len() != want.len() {

@@ -1,0 +1,136 @@
+//! Value checks of operators, run on the device ([`crate::runtime`]'s `checks`): an operator
+//! asks that every element of an integer tensor lie in a range, and the broken rule is raised
+//! at the next synchronisation with the operator's message, as PyTorch's CPU kernels raise it.
+
+use std::sync::Arc;
+
+use super::helpers::OpScope;
+use super::reduce::reduce_unsplit;
+use crate::dtype::{DType, Scalar};
+use crate::error::{Result, TpuError};
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
+use crate::runtime::checks::Check;
+use crate::runtime::{Mode, Runtime};
+use crate::tensor::Tensor;
+
+/// Checks on the device that every element of the integer tensor `values` lies in
+/// `lo..hi`; else the operator fails with `error(v)` for the largest value `v` out of range.
+/// Call it before the kernels that use `values`, and give the operator's outputs to
+/// [`Pending::guards`]: the broken rule is raised at the next synchronisation (at once in
+/// Debug mode, which waits for every kernel) and the outputs stay failed. Costs two small
+/// kernels (fused with the operator's in DeferAndFuse) and, at that synchronisation, a 4-byte
+/// read. A meta runtime runs, times and keeps the check as any other but has no value to read
+/// (it never fails); a shapes-only runtime runs nothing, and a graph captured for compilation
+/// is not checked.
+pub(crate) fn check_range(
+    op: &OpScope,
+    values: &Tensor,
+    lo: i64,
+    hi: i64,
+    error: impl Fn(i32) -> TpuError + Send + 'static,
+) -> Result<Pending> {
+    check_range_except(op, values, lo, hi, None, error)
+}
+
+/// [`check_range`], with one value outside the range also allowed (`except`: a loss's
+/// `ignore_index`).
+pub(crate) fn check_range_except(
+    op: &OpScope,
+    values: &Tensor,
+    lo: i64,
+    hi: i64,
+    except: Option<i64>,
+    error: impl Fn(i32) -> TpuError + Send + 'static,
+) -> Result<Pending> {
+    let (lo, hi) = (clamp_i32(lo), clamp_i32(hi));
+    check_values(
+        op,
+        values,
+        move |p, v| {
+            let i = DType::I32;
+            let lo = p.constant(Scalar::Int(lo), i);
+            let hi = p.constant(Scalar::Int(hi), i);
+            let ge = p.cmp(CmpKind::Ge, v, lo, i);
+            let lt = p.cmp(CmpKind::Lt, v, hi, i);
+            let mut ok = p.bin(BinOp::And, ge, lt, i);
+            if let Some(e) = except.and_then(|e| i32::try_from(e).ok()) {
+                let e = p.constant(Scalar::Int(e as i64), i);
+                let is = p.cmp(CmpKind::Eq, v, e, i);
+                ok = p.bin(BinOp::Or, ok, is, i);
+            }
+            ok
+        },
+        error,
+    )
+}
+
+/// Checks on the device that every element `v` (as int32) of the integer tensor `values`
+/// keeps the rule `keeps(v)` builds (a nonzero int32 where it holds); else the operator fails
+/// with `error(v)` for the largest value that breaks it. As [`check_range`] otherwise.
+pub(crate) fn check_values(
+    op: &OpScope,
+    values: &Tensor,
+    keeps: impl FnOnce(&mut ProgBuilder, PRef) -> PRef,
+    error: impl Fn(i32) -> TpuError + Send + 'static,
+) -> Result<Pending> {
+    let rt = op.rt();
+    if values.numel() == 0 || !rt.checks_values() {
+        return Ok(Pending(None));
+    }
+    let i = DType::I32;
+    let none = Scalar::Int(i32::MIN as i64);
+    // One rows kernel over every element: the largest value that breaks the rule.
+    let all: Vec<usize> = (0..values.dim()).collect();
+    let flag = reduce_unsplit(op, values, &all, false, &[(i, none)], |p, v, _| {
+        let v = p.cast(v, i);
+        let ok = keeps(p, v);
+        // i32::MIN means "none"; a value of exactly i32::MIN out of range reports as MIN + 1.
+        let none = p.constant(none, i);
+        let floor = p.constant(Scalar::Int(i32::MIN as i64 + 1), i);
+        let shown = p.bin(BinOp::Max, v, floor, i);
+        let flagged = p.select(ok, none, shown, i);
+        vec![p.reduce(RedKind::Max, flagged, i)]
+    })?
+    .remove(0);
+    let name = op.tag().name.to_string();
+    let check = Check {
+        op: name.clone(),
+        flag: flag.storage().clone(),
+        ok: i32::MIN,
+        error: Box::new(move |v| super::name_the_op(&name, error(v))),
+        outputs: Vec::new(),
+    };
+    if rt.mode() == Mode::Debug {
+        // Debug waits for every kernel: the operator fails here, before it uses the values.
+        rt.check_now(check)?;
+        return Ok(Pending(None));
+    }
+    Ok(Pending(Some(check)))
+}
+
+/// A value check waiting for the operator's outputs.
+#[must_use = "a check is registered by `guards`"]
+pub(crate) struct Pending(Option<Check>);
+
+impl Pending {
+    /// No check (nothing to check, or checked already).
+    pub fn none() -> Self {
+        Pending(None)
+    }
+
+    /// Registers the check; `outputs` fail with the operator when a value breaks its rule.
+    pub fn guards(self, rt: &Runtime, outputs: &[&Tensor]) {
+        if let Some(mut c) = self.0 {
+            c.outputs = outputs
+                .iter()
+                .map(|t| Arc::downgrade(t.storage()))
+                .collect();
+            rt.add_check(c);
+        }
+    }
+}
+
+/// A bound as the device's 32-bit lanes hold it.
+fn clamp_i32(v: i64) -> i64 {
+    v.clamp(i32::MIN as i64 + 1, i32::MAX as i64)
+}

@@ -1,0 +1,187 @@
+//! Device-side checks: what PyTorch's CPU kernels refuse by looking at values (an index out of
+//! range, a class target out of range, an integer division by zero), checked where the values
+//! are — on the device — as CUDA's device-side assertions are, and raised where the wrong
+//! value would have been read.
+//!
+//! An operator that must check a value computes, with its other kernels, one int32 *flag*: a
+//! value that breaks the rule (the largest, when several do), or [`Check::ok`] when none does.
+//! It registers the flag with [`super::Runtime::add_check`], naming its outputs, and returns at
+//! once — the good path waits for nothing. While a check is pending, an operator that reads a
+//! guarded storage adds its own outputs to the check's (what is computed from a failing
+//! result fails with it). Every synchronisation settles the pending checks: it reads their
+//! flags (four bytes each, after the kernels it waits for anyway) and marks the storages of a
+//! broken rule *failed* with the operator's own message and exception kind, naming the value.
+//! Reading a failed storage raises that error — at the first read that needs it, and at every
+//! later one; every other tensor stays readable. A kernel fault that a broken rule explains
+//! (an out-of-range gather faults its DMA) is not reported apart. Debug mode, which waits for
+//! every kernel, raises at the operator itself.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+use crate::error::TpuError;
+use crate::storage::{Storage, StorageRef};
+
+/// A rule an operator's values must keep, and its flag.
+pub(crate) struct Check {
+    /// The operator (`aten::gather`).
+    pub op: String,
+    /// The flag: one int32, written by the operator's kernels.
+    pub flag: StorageRef,
+    /// The flag's value when every value keeps the rule.
+    pub ok: i32,
+    /// The error for a value that breaks it.
+    pub error: Box<dyn Fn(i32) -> TpuError + Send>,
+    /// The storages that fail with it: the operator's outputs and what is computed from them.
+    pub outputs: Vec<Weak<Storage>>,
+}
+
+/// A storage's identity while a weak reference to it is held (its allocation cannot be reused).
+fn key(s: &StorageRef) -> usize {
+    Arc::as_ptr(s) as usize
+}
+
+/// The checks not yet settled, and the storages of operators that failed one.
+#[derive(Default)]
+pub(crate) struct Checks {
+    pending: Vec<Check>,
+    /// Storages a pending check guards, and which.
+    guarded: HashMap<usize, usize>,
+    /// Failed storages and their error.
+    failed: HashMap<usize, (Weak<Storage>, TpuError)>,
+}
+
+impl Checks {
+    /// Registers a check.
+    pub fn add(&mut self, c: Check) {
+        let k = self.pending.len();
+        for o in &c.outputs {
+            self.guarded.insert(o.as_ptr() as usize, k);
+        }
+        self.pending.push(c);
+    }
+
+    /// Whether operators' inputs must be looked at ([`Checks::taint`]): a check is pending or
+    /// a storage has failed.
+    #[inline]
+    pub fn tracking(&self) -> bool {
+        !self.guarded.is_empty() || !self.failed.is_empty()
+    }
+
+    /// An operator read `inputs` and wrote `outputs`: its outputs fail with any input's check.
+    pub fn taint<'a>(
+        &mut self,
+        inputs: impl Iterator<Item = &'a StorageRef>,
+        outputs: &[&StorageRef],
+    ) {
+        for i in inputs {
+            if let Some(&k) = self.guarded.get(&key(i)) {
+                for o in outputs {
+                    if self.guarded.insert(key(o), k).is_none() {
+                        self.pending[k].outputs.push(Arc::downgrade(o));
+                    }
+                }
+            }
+            if let Some((_, e)) = self.failed.get(&key(i)) {
+                let e = e.clone();
+                for o in outputs {
+                    self.failed.insert(key(o), (Arc::downgrade(o), e.clone()));
+                }
+            }
+        }
+    }
+
+    /// Whether any check waits to be settled.
+    pub fn any_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Settles every pending check, reading each flag with `read` (`None`: the flag was never
+    /// written, as when an earlier kernel of the same launch faulted): the storages of a broken
+    /// rule fail. Returns the broken rules' operators and errors, in the order they were called.
+    pub fn settle(
+        &mut self,
+        mut read: impl FnMut(&StorageRef) -> Option<i32>,
+    ) -> Vec<(String, TpuError)> {
+        let mut broken = Vec::new();
+        self.guarded.clear();
+        for c in std::mem::take(&mut self.pending) {
+            let Some(v) = read(&c.flag) else { continue };
+            if v == c.ok {
+                continue;
+            }
+            let e = (c.error)(v);
+            for o in c.outputs {
+                self.failed.insert(o.as_ptr() as usize, (o, e.clone()));
+            }
+            broken.push((c.op, e));
+        }
+        self.failed.retain(|_, (s, _)| s.strong_count() > 0);
+        broken
+    }
+
+    /// The error of the failed operator `s` holds the result of (or a value computed from it).
+    pub fn failure_of(&self, s: &StorageRef) -> Option<TpuError> {
+        self.failed.get(&key(s)).map(|(_, e)| e.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::Storage;
+
+    fn storage() -> StorageRef {
+        Arc::new(Storage::placeholder(0))
+    }
+
+    fn check(flag: &StorageRef, out: &StorageRef) -> Check {
+        Check {
+            op: "aten::gather".into(),
+            flag: flag.clone(),
+            ok: i32::MIN,
+            error: Box::new(|v| TpuError::IndexOutOfRange(format!("index {v}"))),
+            outputs: vec![Arc::downgrade(out)],
+        }
+    }
+
+    #[test]
+    fn a_broken_rule_fails_its_outputs_and_what_is_computed_from_them_only() {
+        let (f1, f2, o1, o2) = (storage(), storage(), storage(), storage());
+        let (derived, other) = (storage(), storage());
+        let mut c = Checks::default();
+        c.add(check(&f1, &o1));
+        c.add(check(&f2, &o2));
+        assert!(c.tracking());
+        // An operator reads o2 (guarded) and writes `derived`; another reads neither.
+        c.taint([&o2].into_iter(), &[&derived]);
+        c.taint([&f1].into_iter(), &[&other]);
+        let values = |s: &StorageRef| Some(if Arc::ptr_eq(s, &f2) { 7 } else { i32::MIN });
+        let broken = c.settle(values);
+        let e = TpuError::IndexOutOfRange("index 7".into());
+        assert_eq!(broken, vec![("aten::gather".to_string(), e.clone())]);
+        assert!(!c.any_pending());
+        assert_eq!(c.failure_of(&o2), Some(e.clone()));
+        assert_eq!(c.failure_of(&derived), Some(e.clone()));
+        assert_eq!(c.failure_of(&o1), None);
+        assert_eq!(c.failure_of(&other), None);
+        // After it settled, what is computed from a failed storage fails too.
+        let later = storage();
+        c.taint([&derived].into_iter(), &[&later]);
+        assert_eq!(c.failure_of(&later), Some(e));
+        // Settled once: nothing more to raise; a failed storage is forgotten once dropped.
+        assert!(c.settle(|_| Some(5)).is_empty());
+        drop((o2, derived, later));
+        c.settle(|_| None);
+        assert!(c.failed.is_empty() && !c.tracking());
+    }
+
+    #[test]
+    fn a_flag_never_written_raises_nothing() {
+        let (f, o) = (storage(), storage());
+        let mut c = Checks::default();
+        c.add(check(&f, &o));
+        assert!(c.settle(|_| None).is_empty());
+        assert_eq!(c.failure_of(&o), None);
+    }
+}

@@ -1,0 +1,156 @@
+"""Hostile but ordinary inputs raise as PyTorch's CPU kernels do, where they do, and never
+return a silently wrong value: memory asked for is there or refused at the call, switch
+variables with no meaning are refused, integer powers that have no integer value raise."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import tpuemu
+
+
+def test_memory_is_reserved_by_the_call_that_makes_a_tensor(mode):
+    # The default chip is a TPU v5e: 16 GiB of HBM (Google Cloud's published figure). Tensors
+    # of 1 GiB fill what is free, and the one that does not fit raises at its own call.
+    gib = 1 << 30
+    free, total = torch.tpu.mem_get_info()
+    assert tpuemu.chip() == "v5e" and total == 16 * gib
+    held = []
+    with pytest.raises(torch.OutOfMemoryError, match=r"Tried to allocate 1\.00 GiB"):
+        for _ in range(64):
+            held.append(torch.empty(gib // 4, dtype=torch.float32, device="tpu"))
+    assert len(held) == free // gib <= 16
+    assert torch.tpu.mem_get_info()[0] == free - len(held) * gib
+    # Addresses of live storages never repeat; a dropped tensor's bytes can be taken again.
+    ptrs = {t.untyped_storage().data_ptr() for t in held}
+    assert len(ptrs) == len(held)
+    held.pop()
+    again = torch.empty(gib // 4, dtype=torch.float32, device="tpu")
+    assert again.untyped_storage().data_ptr() not in ptrs
+    del held, again
+    assert torch.tpu.mem_get_info()[0] == free
+
+
+@pytest.mark.parametrize(
+    "var", ["TORCH_TPU_DEFER_AND_FUSE", "TORCH_TPU_LAUNCH_BLOCKING", "TORCH_TPU_CPU_FALLBACK"]
+)
+def test_a_switch_with_a_meaningless_value_is_refused_at_import(var):
+    env = {**os.environ, var: "banana"}
+    r = subprocess.run(
+        [sys.executable, "-c", "import tpuemu"], env=env, capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    assert "ValueError" in r.stderr and f'{var}="banana"' in r.stderr, r.stderr[-2000:]
+    assert "1, 0, true, false" in r.stderr
+    env[var] = "TRUE"
+    r = subprocess.run(
+        [sys.executable, "-c", "import tpuemu; print(tpuemu.mode())"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+
+def test_an_integer_tensor_to_a_negative_integer_power_raises(mode):
+    floats = []
+    for dev in ["cpu", "tpu"]:
+        x = torch.tensor([2, 3], device=dev)
+        with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+            x**-1
+        # A float exponent makes the result float: no error.
+        floats.append((x**-1.0).cpu())
+    assert floats[1].dtype == floats[0].dtype and torch.equal(floats[0], floats[1])
+
+
+_X3 = torch.randn(2, 5, generator=torch.Generator().manual_seed(0))
+
+# Values PyTorch's CPU kernels refuse: the tpu raises the same exception type with the same
+# message (after the operator's name), checked on the device and raised at the read.
+REFUSED = {
+    "index_select": lambda d: torch.arange(3.0, device=d).index_select(
+        0, torch.tensor([5], device=d)
+    ),
+    "gather": lambda d: torch.arange(3.0, device=d).gather(0, torch.tensor([5], device=d)),
+    "gather_negative": lambda d: torch.arange(3.0, device=d).gather(
+        0, torch.tensor([-1], device=d)
+    ),
+    "embedding": lambda d: torch.nn.functional.embedding(
+        torch.tensor([3], device=d), torch.ones(3, 2, device=d)
+    ),
+    "getitem": lambda d: torch.arange(3.0, device=d)[torch.tensor([7], device=d)],
+    "getitem_negative": lambda d: torch.arange(3.0, device=d)[torch.tensor([-4], device=d)],
+    "scatter_add": lambda d: torch.zeros(3, device=d).scatter_add(
+        0, torch.tensor([-2], device=d), torch.ones(1, device=d)
+    ),
+    "cross_entropy": lambda d: torch.nn.functional.cross_entropy(
+        _X3.to(d), torch.tensor([5, 0], device=d)
+    ),
+    "nll_loss": lambda d: torch.nn.functional.nll_loss(_X3.to(d), torch.tensor([-5, 0], device=d)),
+    "floor_divide": lambda d: torch.tensor([2, 3], device=d) // torch.tensor([0, 1], device=d),
+    "remainder": lambda d: torch.tensor([2, 3], device=d) % torch.tensor([0, 1], device=d),
+    "fmod": lambda d: torch.fmod(torch.tensor([2, 3], device=d), torch.tensor([0, 1], device=d)),
+    "div_trunc": lambda d: torch.div(
+        torch.tensor([2, 3], device=d), torch.tensor([1, 0], device=d), rounding_mode="trunc"
+    ),
+}
+
+
+def _raised(f, dev):
+    try:
+        f(dev).cpu()
+    except Exception as e:  # noqa: BLE001 - the exception is what is compared
+        return e
+    return None
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_values_the_cpu_refuses_raise_the_same_on_the_tpu(mode, case):
+    want = _raised(REFUSED[case], "cpu")
+    assert want is not None, "the CPU raises for this case"
+    got = _raised(REFUSED[case], "tpu")
+    assert type(got) is type(want), f"{case}: tpu raised {got!r}, the CPU {want!r}"
+    assert str(want).splitlines()[0] in str(got), f"{case}: {got} vs {want}"
+
+
+def test_one_hot_out_of_range_raises(mode):
+    # PyTorch's one_hot leaves the check on non-CPU devices to scatter's device assert, as on
+    # CUDA: a RuntimeError naming the bad value (the CPU's own message differs).
+    for bad in (-1, 3):
+        with pytest.raises(RuntimeError, match=f"index {bad} is out of bounds"):
+            torch.nn.functional.one_hot(torch.tensor([bad, 0], device="tpu"), 3).cpu()
+    ok = torch.nn.functional.one_hot(torch.tensor([2, 0], device="tpu"), 3).cpu()
+    assert ok.tolist() == [[0, 0, 1], [1, 0, 0]]
+
+
+def test_a_failed_result_stays_failed_and_other_tensors_stay_readable():
+    # Strict and DeferAndFuse raise where the failing value would be read (Debug raises at the
+    # operator, tested above).
+    for m in ["strict", "defer"]:
+        with tpuemu.mode_guard(m):
+            x = torch.arange(3.0, device="tpu")
+            bad = x.index_select(0, torch.tensor([5], device="tpu"))
+            derived = bad.sum() * 2
+            good = x * 2
+            assert good.cpu().tolist() == [0.0, 2.0, 4.0], m
+            for t in (bad, derived, bad):
+                with pytest.raises(IndexError, match="aten::index_select: index out of range"):
+                    t.cpu()
+            # Computed from a failed tensor after the failure was found: failed too.
+            with pytest.raises(IndexError, match="index out of range"):
+                (bad + 1).cpu()
+            assert (good + 1).cpu().tolist() == [1.0, 3.0, 5.0], m
+
+
+def test_in_range_indices_and_ignored_targets_are_not_errors(mode):
+    x = torch.arange(6.0).reshape(2, 3)
+    i = torch.tensor([[2, -3]])
+    assert torch.equal(x.to("tpu")[:, i.to("tpu")].cpu(), x[:, i])
+    t = torch.tensor([-100, 4])
+    got = torch.nn.functional.nll_loss(_X3.to("tpu"), t.to("tpu")).cpu()
+    assert torch.allclose(got, torch.nn.functional.nll_loss(_X3, t))
+    assert (torch.tensor([7, -7], device="tpu") // torch.tensor([2, 2], device="tpu")).cpu().tolist() == [3, -4]
