@@ -292,6 +292,33 @@ fn reset_timing() {
 }
 
 /// The native half of tpuemu's PyTorch bridge.
+/// The innermost line of Python outside torch and tpuemu on this thread's stack (`file:line`):
+/// where the user called the operator being run, for errors raised later (device-side checks).
+fn python_call_site() -> Option<String> {
+    Python::attach(|py| {
+        let sys = py.import("sys").ok()?;
+        let mut frame = sys.call_method1("_getframe", (0,)).ok()?;
+        loop {
+            if frame.is_none() {
+                return None;
+            }
+            let file: String = frame
+                .getattr("f_code")
+                .and_then(|c| c.getattr("co_filename"))
+                .and_then(|f| f.extract())
+                .ok()?;
+            let inside = ["/torch/", "/tpuemu/", "<frozen "]
+                .iter()
+                .any(|p| file.contains(p));
+            if !inside {
+                let line: u32 = frame.getattr("f_lineno").and_then(|l| l.extract()).ok()?;
+                return Some(format!("{file}:{line}"));
+            }
+            frame = frame.getattr("f_back").ok()?;
+        }
+    })
+}
+
 #[pymodule(name = "_rust")]
 mod rust_module {
     #[pymodule_export]
@@ -305,4 +332,10 @@ mod rust_module {
         reset_peak_memory, reset_timing, set_chip, set_debug, set_matmul_precision, set_mode,
         set_profiling, started, sync, take_trace, timing, vtable,
     };
+
+    #[pymodule_init]
+    fn init(_m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        tpuemu_backend::ops::set_call_site(super::python_call_site);
+        Ok(())
+    }
 }

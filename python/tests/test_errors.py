@@ -138,7 +138,12 @@ def test_a_failed_result_stays_failed_and_other_tensors_stay_readable():
             good = x * 2
             assert good.cpu().tolist() == [0.0, 2.0, 4.0], m
             for t in (bad, derived, bad):
-                with pytest.raises(IndexError, match="aten::index_select: index out of range"):
+                # The error names the operator and the line that called it.
+                with pytest.raises(
+                    IndexError,
+                    match=r"aten::index_select: index out of range in self "
+                    r"\(called at .*test_errors\.py:\d+\)",
+                ):
                     t.cpu()
             # Computed from a failed tensor after the failure was found: failed too.
             with pytest.raises(IndexError, match="index out of range"):
@@ -154,3 +159,18 @@ def test_in_range_indices_and_ignored_targets_are_not_errors(mode):
     got = torch.nn.functional.nll_loss(_X3.to("tpu"), t.to("tpu")).cpu()
     assert torch.allclose(got, torch.nn.functional.nll_loss(_X3, t))
     assert (torch.tensor([7, -7], device="tpu") // torch.tensor([2, 2], device="tpu")).cpu().tolist() == [3, -4]
+
+
+def test_a_float_cast_to_int64_is_exact_or_refused(mode):
+    # The CPU casts 3e9, -5e9 and 2**40 exactly; the device holds int64 in 32-bit lanes and
+    # would saturate them at +-2**31: refused instead. Values that fit truncate as on the CPU.
+    for bad in ([3e9], [-5e9], [2.0**40], [1.0, 2.0**31], [-(2.0**63)]):
+        x = torch.tensor(bad, device="tpu")
+        with pytest.raises(RuntimeError, match="outside int32's range"):
+            x.to(torch.int64).cpu()
+    ok = torch.tensor([1.5, -2.7, 2.0**31 - 128, -(2.0**31)])
+    assert torch.equal(ok.to("tpu").to(torch.int64).cpu(), ok.to(torch.int64))
+    # NaN, infinities and magnitudes past 2^63 have no defined int64 on the CPU either (models
+    # cast them and mask them out, as T5's position buckets cast log(0)): not refused.
+    undefined = torch.tensor([float("nan"), float("-inf"), float("inf"), 2.0**64])
+    assert undefined.to("tpu").to(torch.int64).cpu().shape == (4,)

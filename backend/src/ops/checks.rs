@@ -2,7 +2,7 @@
 //! asks that every element of an integer tensor lie in a range, and the broken rule is raised
 //! at the next synchronisation with the operator's message, as PyTorch's CPU kernels raise it.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::helpers::OpScope;
 use super::reduce::reduce_unsplit;
@@ -12,6 +12,28 @@ use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
 use crate::runtime::checks::Check;
 use crate::runtime::{Mode, Runtime};
 use crate::tensor::Tensor;
+
+/// Where the user's program called the operator being run (`file:line`), from a front end
+/// that knows (the Python bridge installs one): named by a check's error, which may be raised
+/// far from the call.
+static CALL_SITE: OnceLock<fn() -> Option<String>> = OnceLock::new();
+
+/// Installs the front end's call-site finder (once; later calls are ignored).
+pub fn set_call_site(f: fn() -> Option<String>) {
+    let _ = CALL_SITE.set(f);
+}
+
+/// `e` with the call site appended to its message.
+fn at_site(e: TpuError, site: &Option<String>) -> TpuError {
+    let Some(site) = site else { return e };
+    match e {
+        TpuError::IndexOutOfRange(m) => {
+            TpuError::IndexOutOfRange(format!("{m} (called at {site})"))
+        }
+        TpuError::BadArgs(m) => TpuError::BadArgs(format!("{m} (called at {site})")),
+        other => other,
+    }
+}
 
 /// Checks on the device that every element of the integer tensor `values` lies in
 /// `lo..hi`; else the operator fails with `error(v)` for the largest value `v` out of range.
@@ -73,6 +95,62 @@ pub(crate) fn check_values(
     keeps: impl FnOnce(&mut ProgBuilder, PRef) -> PRef,
     error: impl Fn(i32) -> TpuError + Send + 'static,
 ) -> Result<Pending> {
+    check_flag(
+        op,
+        values,
+        |p, v| {
+            let i = DType::I32;
+            let v = p.cast(v, i);
+            let ok = keeps(p, v);
+            // i32::MIN means "none": a value of exactly i32::MIN reports as MIN + 1.
+            let floor = p.constant(Scalar::Int(i32::MIN as i64 + 1), i);
+            (ok, p.bin(BinOp::Max, v, floor, i))
+        },
+        error,
+    )
+}
+
+/// Checks on the device that no element of the floating tensor `values` lies in one of
+/// `refused` (half-open ranges `lo..hi`; NaN lies in none); else the operator fails with
+/// `error()`.
+pub(crate) fn check_float_ranges(
+    op: &OpScope,
+    values: &Tensor,
+    refused: &[(f64, f64)],
+    error: impl Fn() -> TpuError + Send + 'static,
+) -> Result<Pending> {
+    let refused = refused.to_vec();
+    check_flag(
+        op,
+        values,
+        move |p, v| {
+            let (f, i) = (DType::F32, DType::I32);
+            let v = p.cast(v, f);
+            let mut ok = p.constant(Scalar::Int(1), i);
+            for (lo, hi) in refused {
+                let lo = p.constant(Scalar::Float(lo), f);
+                let hi = p.constant(Scalar::Float(hi), f);
+                let ge = p.cmp(CmpKind::Ge, v, lo, f);
+                let lt = p.cmp(CmpKind::Lt, v, hi, f);
+                let inside = p.bin(BinOp::And, ge, lt, i);
+                let zero = p.constant(Scalar::Int(0), i);
+                let outside = p.cmp(CmpKind::Eq, inside, zero, i);
+                ok = p.bin(BinOp::And, ok, outside, i);
+            }
+            (ok, p.constant(Scalar::Int(1), i))
+        },
+        move |_| error(),
+    )
+}
+
+/// The check's kernel: `rule(v)` gives, per element, whether it keeps the rule and the int32
+/// to report if not (never `i32::MIN`); the flag is the largest reported.
+fn check_flag(
+    op: &OpScope,
+    values: &Tensor,
+    rule: impl FnOnce(&mut ProgBuilder, PRef) -> (PRef, PRef),
+    error: impl Fn(i32) -> TpuError + Send + 'static,
+) -> Result<Pending> {
     let rt = op.rt();
     if values.numel() == 0 || !rt.checks_values() {
         return Ok(Pending(None));
@@ -82,22 +160,19 @@ pub(crate) fn check_values(
     // One rows kernel over every element: the largest value that breaks the rule.
     let all: Vec<usize> = (0..values.dim()).collect();
     let flag = reduce_unsplit(op, values, &all, false, &[(i, none)], |p, v, _| {
-        let v = p.cast(v, i);
-        let ok = keeps(p, v);
-        // i32::MIN means "none"; a value of exactly i32::MIN out of range reports as MIN + 1.
+        let (ok, shown) = rule(p, v);
         let none = p.constant(none, i);
-        let floor = p.constant(Scalar::Int(i32::MIN as i64 + 1), i);
-        let shown = p.bin(BinOp::Max, v, floor, i);
         let flagged = p.select(ok, none, shown, i);
         vec![p.reduce(RedKind::Max, flagged, i)]
     })?
     .remove(0);
     let name = op.tag().name.to_string();
+    let site = CALL_SITE.get().and_then(|f| f());
     let check = Check {
         op: name.clone(),
         flag: flag.storage().clone(),
         ok: i32::MIN,
-        error: Box::new(move |v| super::name_the_op(&name, error(v))),
+        error: Box::new(move |v| at_site(super::name_the_op(&name, error(v)), &site)),
         outputs: Vec::new(),
     };
     if rt.mode() == Mode::Debug {

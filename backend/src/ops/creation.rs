@@ -2,6 +2,7 @@
 //! `_to_copy`, `copy_`, `fill_`.
 
 use super::Value;
+use super::checks::{Pending, check_float_ranges};
 use super::helpers::{OpScope, map_contiguous, map_shape, write_into};
 use super::registry::{OpDef, OpImpl};
 use super::t1;
@@ -118,7 +119,31 @@ pub fn clone(x: &Tensor) -> Result<Tensor> {
 pub fn to_copy(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
     let op = OpScope::new("aten::_to_copy", &[x])?;
     let d = dtype.unwrap_or(x.dtype());
-    Ok(map_contiguous(&op, &[x], &[d], |_, r| vec![r[0]])?.remove(0))
+    let check = wide_cast_check(&op, x, d)?;
+    let r = map_contiguous(&op, &[x], &[d], |_, r| vec![r[0]])?.remove(0);
+    check.guards(op.rt(), &[&r]);
+    Ok(r)
+}
+
+/// A float cast to int64 is exact on the CPU for finite values of magnitude below 2^63 (the
+/// others — NaN, infinities, beyond 2^63 — have no defined result: the device saturates them
+/// at int32's bounds, as it always did). The device holds int64 in 32-bit lanes, so a defined
+/// value outside int32's range is refused, checked on the device, never saturated (see
+/// `ops::checks`).
+fn wide_cast_check(op: &OpScope, x: &Tensor, to: DType) -> Result<Pending> {
+    if to != DType::I64 || !x.dtype().is_float() {
+        return Ok(Pending::none());
+    }
+    let (i31, i63) = (2f64.powi(31), 2f64.powi(63));
+    // Defined on the CPU but not int32: [2^31, 2^63) and [-2^63, -2^31).
+    let refused = [(i31, i63), (-i63, -i31)];
+    check_float_ranges(op, x, &refused, || {
+        TpuError::BadArgs(
+            "a float value outside int32's range cast to int64: the tpu computes int64 in \
+             32-bit lanes and would saturate it; cast on the CPU instead (x.cpu().long())"
+                .into(),
+        )
+    })
 }
 
 /// `dst.copy_(src)`: converts and broadcasts `src` into `dst`'s storage.
@@ -134,7 +159,9 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<Tensor> {
                 src.shape()
             ))
         })?;
+    let check = wide_cast_check(&op, src, dst.dtype())?;
     write_into(&op, dst, &[src], |_, r| r[0])?;
+    check.guards(op.rt(), &[dst]);
     Ok(dst.clone())
 }
 

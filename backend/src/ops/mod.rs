@@ -11,6 +11,7 @@ pub mod args;
 pub mod backward;
 pub mod binary;
 pub(crate) mod checks;
+pub use checks::set_call_site;
 pub mod compose;
 pub mod creation;
 pub mod custom;
