@@ -174,3 +174,45 @@ def test_a_float_cast_to_int64_is_exact_or_refused(mode):
     # cast them and mask them out, as T5's position buckets cast log(0)): not refused.
     undefined = torch.tensor([float("nan"), float("-inf"), float("inf"), 2.0**64])
     assert undefined.to("tpu").to(torch.int64).cpu().shape == (4,)
+
+
+WIDE_NUMBERS = {
+    "mul": lambda d: torch.tensor([3, 5], device=d) * 2**40,
+    "add": lambda d: torch.tensor([3, 5], device=d) + 2**33,
+    "add_alpha": lambda d: torch.tensor([3, 5], device=d).add(
+        torch.tensor([1, 1], device=d), alpha=2**40
+    ),
+    "full": lambda d: torch.full((2,), 2**40, device=d),
+    "clamp": lambda d: torch.tensor([3, 5], device=d).clamp(max=2**40),
+    "fill_": lambda d: torch.tensor([3, 5], device=d).fill_(2**35),
+}
+
+
+_WIDE_CHECK = """
+import torch, tpuemu, test_errors as t
+for case, f in sorted(t.WIDE_NUMBERS.items()):
+    if tpuemu.cpu_fallback_enabled():
+        got, want = f("tpu").cpu(), f("cpu")
+        assert torch.equal(got, want), (case, got, want)
+    else:
+        try:
+            f("tpu")
+        except NotImplementedError as e:
+            assert "needs more than 32 bits" in str(e), (case, e)
+        else:
+            raise AssertionError(case + ": not refused")
+print("checked", len(t.WIDE_NUMBERS))
+"""
+
+
+@pytest.mark.parametrize("fallback", ["0", "1"])
+def test_an_int64_number_beyond_32_bits_is_exact_or_refused(fallback):
+    # The device's int64 lanes hold 32 bits: a number beyond them is refused when the call is
+    # made (never truncated: these gave 0 or ignored the bound). With the CPU fallback off that
+    # is the error; with it on the call runs on the CPU, exactly (a process for each).
+    env = {**os.environ, "TORCH_TPU_CPU_FALLBACK": fallback}
+    here = os.path.dirname(__file__)
+    r = subprocess.run(
+        [sys.executable, "-c", _WIDE_CHECK], env=env, cwd=here, capture_output=True, text=True
+    )
+    assert r.returncode == 0 and f"checked {len(WIDE_NUMBERS)}" in r.stdout, r.stderr[-2000:]

@@ -122,6 +122,7 @@ fn binary_checked(
         }
         Rhs::Scalar(s) => {
             let op = OpScope::new(name, &[a])?;
+            fits_lanes(name, s, common)?;
             check(&op, Arg::N(s))?.guards(op.rt(), &[]);
             Ok(map(&op, &[a], &[out_dtype], |p, r| {
                 let x = p.cast(r[0], common);
@@ -140,6 +141,21 @@ fn binary_checked(
 }
 
 /// `a + alpha * b` (also `sub` with `-alpha`).
+/// A number computed with in an int64 operation must fit the device's 32-bit lanes: larger
+/// ones are refused as unsupported (the bridge runs such a call on the CPU, exactly), never
+/// truncated (`x * 2**40` on int64).
+pub(crate) fn fits_lanes(name: &str, s: Scalar, common: DType) -> Result<()> {
+    match s {
+        Scalar::Int(v) if common == DType::I64 && i32::try_from(v).is_err() => {
+            Err(TpuError::Unsupported(format!(
+                "{name}: the int64 value {v} needs more than 32 bits, and the tpu computes int64 \
+                 in 32-bit lanes"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn add_like(name: &str, a: &Tensor, b: Rhs, alpha: Scalar, negate: bool) -> Result<Tensor> {
     let common = result_type(&[operand(a), b.operand()]);
     if negate && common == DType::Bool {
@@ -152,6 +168,7 @@ fn add_like(name: &str, a: &Tensor, b: Rhs, alpha: Scalar, negate: bool) -> Resu
             "For integral input tensors, argument alpha must not be a floating point number (result type {common})"
         )));
     }
+    fits_lanes(name, alpha, common)?;
     let one = alpha.to_f64() == 1.0;
     // The number is rounded to a bf16/f16 common dtype first (PyTorch 2.15's `add` kernel).
     binary_with(
@@ -342,6 +359,9 @@ pub fn clamp(x: &Tensor, lo: Option<Scalar>, hi: Option<Scalar>) -> Result<Tenso
     let mut ops = vec![operand(x)];
     ops.extend(lo.iter().chain(hi.iter()).map(|s| Operand::Number(*s)));
     let common = result_type(&ops);
+    for s in lo.iter().chain(hi.iter()) {
+        fits_lanes("aten::clamp", *s, common)?;
+    }
     let op = OpScope::new("aten::clamp", &[x])?;
     Ok(map(&op, &[x], &[common], |p, r| {
         let ct = compute(common);

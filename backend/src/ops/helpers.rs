@@ -1,7 +1,7 @@
 //! Building blocks for operator implementations: the operator scope, elementwise maps with
 //! broadcasting, row reductions, and node submission.
 
-use crate::dtype::DType;
+use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{Node, NodeKind, OpTag, PRef, Prog, ProgBuilder, Shapes, View};
 use crate::layout::{Layout, broadcast_shapes, wrap_dim};
@@ -59,8 +59,14 @@ impl OpScope {
         }
     }
 
-    /// Submits a node of this operator.
+    /// Submits a node of this operator. An int64 constant the device's 32-bit lanes cannot
+    /// hold (a number from the user: `x * 2**40`, `full(2**40)`, `clamp(max=2**40)` on int64)
+    /// is refused as unsupported (the bridge runs such a call on the CPU, exactly), never
+    /// truncated.
     pub fn submit(&self, kind: NodeKind, inputs: Vec<View>, outputs: Vec<View>) -> Result<()> {
+        if let NodeKind::Tile { prog, .. } = &kind {
+            check_wide_constants(&self.tag.name, prog)?;
+        }
         self.rt.submit(Node {
             kind,
             inputs,
@@ -68,6 +74,23 @@ impl OpScope {
             op: self.tag.clone(),
         })
     }
+}
+
+/// The first int64 constant of `prog` that 32 bits cannot hold, as an error of operator `op`.
+fn check_wide_constants(op: &str, prog: &crate::ir::Prog) -> Result<()> {
+    let fits = |v: f64| (i32::MIN as f64..=i32::MAX as f64).contains(&v);
+    for n in &prog.nodes {
+        let v = match (n.dtype, n.op) {
+            (DType::I64, crate::ir::POp::Const(Scalar::Int(v))) if !fits(v as f64) => v as f64,
+            (DType::I64, crate::ir::POp::Const(Scalar::Float(v))) if !fits(v.trunc()) => v,
+            _ => continue,
+        };
+        return Err(TpuError::Unsupported(format!(
+            "{op}: the int64 value {v} needs more than 32 bits, and the tpu computes int64 in \
+             32-bit lanes"
+        )));
+    }
+    Ok(())
 }
 
 impl Drop for OpScope {

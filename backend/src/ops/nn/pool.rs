@@ -108,7 +108,8 @@ fn pool_window(
 pub(super) fn lowest(dt: DType) -> Scalar {
     match dt {
         DType::I32 => Scalar::Int(i32::MIN as i64),
-        DType::I64 => Scalar::Int(i64::MIN),
+        // int64 lanes hold 32 bits on the device: no value lies below i32::MIN.
+        DType::I64 => Scalar::Int(i32::MIN as i64),
         DType::Bool => Scalar::Bool(false),
         _ => Scalar::Float(f64::NEG_INFINITY),
     }
