@@ -15,7 +15,7 @@
 //! (`floor`); integer division by zero, which PyTorch raises as ZeroDivisionError, gives 0 here
 //! (a kernel cannot raise).
 
-use super::{Arg, NUM, Number, arg, common_dtype, promoted_as, promoted_in, t1};
+use super::{Arg, NUM, Number, arg, common_dtype, promoted_as, promoted_in, t1, tensors_of};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
@@ -87,13 +87,7 @@ fn divide(
     let common = common_dtype(&args);
     let path = path(common, &b);
     let raw_b = matches!(b, Arg::T(_)) && path == Path::Opmath;
-    let ins: Vec<&Tensor> = std::iter::once(a)
-        .chain(match b {
-            Arg::T(t) => Some(t),
-            Arg::N(_) => None,
-        })
-        .collect();
-    let op = OpScope::new(name, &ins)?;
+    let op = OpScope::new(name, &tensors_of(&args))?;
     let out = out(common);
     // Integer division (an integer result; true division of integers gives floats).
     let check = if path == Path::Int && !out.is_float() {
@@ -295,13 +289,7 @@ pub fn fmod(a: &Tensor, b: Arg) -> Result<Tensor> {
             p.bin(BinOp::Rem, v[0], v[1], compute(c))
         });
     }
-    let ins: Vec<&Tensor> = std::iter::once(a)
-        .chain(match b {
-            Arg::T(t) => Some(t),
-            Arg::N(_) => None,
-        })
-        .collect();
-    let op = OpScope::new(name, &ins)?;
+    let op = OpScope::new(name, &tensors_of(&args))?;
     let check = int_divisor_check(&op, b)?;
     let r = promoted_in(&op, &args, common, Number::Common, common, |p, v, c| {
         p.bin(BinOp::Rem, v[0], v[1], compute(c))

@@ -104,6 +104,16 @@ pub fn promoted(
     promoted_as(name, args, common, number, out(common), f)
 }
 
+/// The tensors among `args`, in order.
+pub(crate) fn tensors_of<'a>(args: &[Arg<'a>]) -> Vec<&'a Tensor> {
+    args.iter()
+        .filter_map(|a| match a {
+            Arg::T(t) => Some(*t),
+            Arg::N(_) => None,
+        })
+        .collect()
+}
+
 /// [`promoted`] with the common dtype given (operators whose inputs do not promote together).
 pub fn promoted_as(
     name: &str,
@@ -113,13 +123,7 @@ pub fn promoted_as(
     out: DType,
     f: impl FnOnce(&mut ProgBuilder, &[PRef], DType) -> PRef,
 ) -> Result<Tensor> {
-    let tensors: Vec<&Tensor> = args
-        .iter()
-        .filter_map(|a| match a {
-            Arg::T(t) => Some(*t),
-            Arg::N(_) => None,
-        })
-        .collect();
+    let tensors = tensors_of(args);
     if tensors.is_empty() {
         return Err(TpuError::BadArgs(format!("{name}: no tensor arguments")));
     }
@@ -136,13 +140,7 @@ pub(crate) fn promoted_in(
     out: DType,
     f: impl FnOnce(&mut ProgBuilder, &[PRef], DType) -> PRef,
 ) -> Result<Tensor> {
-    let tensors: Vec<&Tensor> = args
-        .iter()
-        .filter_map(|a| match a {
-            Arg::T(t) => Some(*t),
-            Arg::N(_) => None,
-        })
-        .collect();
+    let tensors = tensors_of(args);
     Ok(map(op, &tensors, &[out], |p, r| {
         let mut next = r.iter();
         let vals: Vec<PRef> = args
