@@ -216,3 +216,20 @@ def test_an_int64_number_beyond_32_bits_is_exact_or_refused(fallback):
         [sys.executable, "-c", _WIDE_CHECK], env=env, cwd=here, capture_output=True, text=True
     )
     assert r.returncode == 0 and f"checked {len(WIDE_NUMBERS)}" in r.stdout, r.stderr[-2000:]
+
+
+def test_an_int64_sum_beyond_int32_is_refused_not_wrapped(mode):
+    # The device accumulates int64 in 32-bit lanes: these sums wrapped (704982704, 3, -2).
+    for make in (
+        lambda d: torch.arange(100000, device=d),
+        lambda d: torch.tensor([2**31 - 1, 2**31 - 1, 5], device=d),
+        lambda d: torch.tensor([2**31 - 1, 2**31 - 1], dtype=torch.int32, device=d),
+    ):
+        assert make("cpu").sum().item() >= 2**31
+        with pytest.raises(RuntimeError, match="int64 sum beyond int32's range"):
+            make("tpu").sum().cpu()
+    # A sum that fits is exact, even when partial sums wrap on the way.
+    for v in ([2**30, 2**30, -(2**30), -(2**30)], list(range(1000))):
+        assert torch.tensor(v, device="tpu").sum().item() == sum(v)
+    x = torch.arange(12).reshape(3, 4)
+    assert torch.equal(x.to("tpu").sum(1).cpu(), x.sum(1))

@@ -4,9 +4,10 @@ use super::split::Split;
 use super::{columns, reduce};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
-use crate::ir::{BinOp, RedKind};
+use crate::ir::{BinOp, RedKind, UnOp};
 use crate::layout::wrap_dim;
-use crate::ops::helpers::{OpScope, dims_of};
+use crate::ops::checks::{Pending, check_float_ranges};
+use crate::ops::helpers::{OpScope, dims_of, map_contiguous};
 use crate::ops::reduce::scalar_type_name;
 use crate::tensor::Tensor;
 
@@ -42,23 +43,70 @@ fn sum_impl(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     let out = accumulate_dtype(x, dtype);
-    if let Some(t) = columns::leading(op, x, dims, keepdim, out, false)? {
-        return Ok(t);
-    }
-    Ok(reduce(
+    let check = if out == DType::I64 {
+        int_sum_check(op, x, dims, keepdim)?
+    } else {
+        Pending::none()
+    };
+    let r = match columns::leading(op, x, dims, keepdim, out, false)? {
+        Some(t) => t,
+        None => reduce(
+            op,
+            x,
+            dims,
+            keepdim,
+            &[(out, Scalar::Int(0))],
+            Some(accumulation(RedKind::Sum, out, false)),
+            |p, v, _| {
+                // The input is converted to the result dtype first, as PyTorch does.
+                let v = p.cast(v, out);
+                vec![p.reduce(RedKind::Sum, v, out)]
+            },
+        )?
+        .remove(0),
+    };
+    check.guards(op.rt(), &[&r]);
+    Ok(r)
+}
+
+/// An int64 sum accumulates in the device's 32-bit lanes, which wrap: exact exactly when the
+/// true sum fits int32 (wrap-around arithmetic is exact modulo 2^32). Checked on the device
+/// (see `ops::checks`): the sum in f32, `e`, and of the magnitudes, `s`, bound the true sum by
+/// `|e| + n u s` (`n` elements, `u` = 2^-24, the rounding of each element and each addition, in
+/// any order); a sum not provably inside int32 is refused, never wrapped.
+fn int_sum_check(op: &OpScope, x: &Tensor, dims: &[usize], keepdim: bool) -> Result<Pending> {
+    let f = DType::F32;
+    let n: usize = dims.iter().map(|d| x.shape()[*d]).product::<usize>().max(1);
+    let zero = Scalar::Float(0.0);
+    let parts = reduce(
         op,
         x,
         dims,
         keepdim,
-        &[(out, Scalar::Int(0))],
-        Some(accumulation(RedKind::Sum, out, false)),
+        &[(f, zero), (f, zero)],
+        None,
         |p, v, _| {
-            // The input is converted to the result dtype first, as PyTorch does.
-            let v = p.cast(v, out);
-            vec![p.reduce(RedKind::Sum, v, out)]
+            let v = p.cast(v, f);
+            let a = p.un(UnOp::Abs, v, f);
+            vec![p.reduce(RedKind::Sum, v, f), p.reduce(RedKind::Sum, a, f)]
         },
-    )?
-    .remove(0))
+    )?;
+    // A little over n u, for the rounding of this bound itself.
+    let k = n as f64 * 2f64.powi(-24) * (1.0 + 2f64.powi(-10));
+    let bound = map_contiguous(op, &[&parts[0], &parts[1]], &[f], |p, r| {
+        let e = p.un(UnOp::Abs, r[0], f);
+        let k = p.constant(Scalar::Float(k), f);
+        let err = p.bin(BinOp::Mul, r[1], k, f);
+        vec![p.bin(BinOp::Add, e, err, f)]
+    })?
+    .remove(0);
+    check_float_ranges(op, &bound, &[(2f64.powi(31), f64::INFINITY)], || {
+        TpuError::BadArgs(
+            "an int64 sum beyond int32's range: the tpu accumulates int64 in 32-bit lanes and \
+             would wrap it; sum on the CPU instead (x.cpu().sum())"
+                .into(),
+        )
+    })
 }
 
 /// `torch.sum(x, dims, keepdim, dtype=dtype)` (`aten::sum.dim_IntList`); an empty `dims` sums
