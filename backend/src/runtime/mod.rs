@@ -512,21 +512,15 @@ impl Runtime {
     /// tried again.
     pub(crate) fn new_storage(&self, st: &mut State, bytes: u64) -> Result<StorageRef> {
         let id = st.core.q.next_id();
-        let pool = &self.inner.pool;
-        let e = match Storage::reserve(id, bytes, pool.clone()) {
-            Ok(s) => return Ok(Arc::new(s)),
-            Err(e) => e,
+        let reserve = || Storage::reserve(id, bytes, self.inner.pool.clone());
+        let reserved = match reserve() {
+            Err(_) if st.exec.holds_work() => {
+                st.flush(self, "memory")?;
+                reserve()
+            }
+            r => r,
         };
-        if !st.exec.holds_work() {
-            return Err(TpuError::out_of_memory(
-                self.inner.chip,
-                e.asked,
-                e.free,
-                e.capacity,
-            ));
-        }
-        st.flush(self, "memory")?;
-        Storage::reserve(id, bytes, pool.clone())
+        reserved
             .map(Arc::new)
             .map_err(|e| TpuError::out_of_memory(self.inner.chip, e.asked, e.free, e.capacity))
     }
