@@ -70,6 +70,9 @@ pub enum TpuError {
     /// Any other device error.
     #[error("RuntimeError: TPU device error: {0}")]
     Device(String),
+    /// The user stopped a run (Ctrl-C): the launch it stopped wrote nothing.
+    #[error("KeyboardInterrupt: {0}")]
+    Interrupted(String),
 }
 
 impl TpuError {
@@ -106,6 +109,7 @@ impl From<DeviceError> for TpuError {
     fn from(e: DeviceError) -> Self {
         match e {
             DeviceError::OutOfMemory { .. } => TpuError::OutOfMemory(e.to_string()),
+            DeviceError::Interrupted { .. } => TpuError::Interrupted(e.to_string()),
             DeviceError::Fault(f) => TpuError::Fault {
                 op: "unknown".into(),
                 shapes: "?".into(),

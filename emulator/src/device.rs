@@ -306,6 +306,12 @@ impl Emulator {
         }
         let error = match out.ending {
             Ending::Ok => None,
+            Ending::Fault {
+                kind: crate::FaultKind::Interrupted,
+                ..
+            } => Some(DeviceError::Interrupted {
+                program: program.name.clone(),
+            }),
             Ending::Fault { target, pc, kind } => Some(DeviceError::Fault(Box::new(Fault {
                 program: program.name.clone(),
                 chip: targets[target].chip,

@@ -73,6 +73,9 @@ pub enum FaultKind {
         /// The command-line flag that sets it.
         flag: &'static str,
     },
+    /// The run was stopped from outside (Ctrl-C; see [`crate::interrupt`]).
+    #[error("interrupted (Ctrl-C)")]
+    Interrupted,
     /// A semaphore still holds a count when the program ends.
     #[error(
         "{sem} holds {value} at exit{pending} (every DMA must be waited for, every signal consumed)"

@@ -26,6 +26,7 @@ mod device;
 pub mod fault;
 mod fold;
 pub mod ici;
+pub mod interrupt;
 mod launch;
 mod launches;
 pub mod limits;

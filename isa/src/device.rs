@@ -252,6 +252,13 @@ pub enum DeviceError {
     /// A kernel faulted.
     #[error("{0}")]
     Fault(Box<Fault>),
+    /// The launch was stopped from outside before it ended (Ctrl-C): its outputs are not
+    /// written.
+    #[error("interrupted: program `{program}` was stopped (Ctrl-C)")]
+    Interrupted {
+        /// Program name.
+        program: String,
+    },
     /// A kernel could make no progress.
     #[error("deadlock: {0}")]
     Deadlock(Box<DeadlockReport>),

@@ -33,6 +33,8 @@ pub const INDEX_ERROR: i32 = 3;
 pub const RESIZE: i32 = 4;
 /// Out of device memory (raised as `torch.OutOfMemoryError`).
 pub const OUT_OF_MEMORY: i32 = 5;
+/// The user stopped a run (Ctrl-C): raised as `KeyboardInterrupt`.
+pub const INTERRUPTED: i32 = 6;
 
 /// A backend storage held by a PyTorch storage.
 pub struct Handle {
@@ -94,12 +96,37 @@ pub fn status_of(e: &TpuError) -> i32 {
         TpuError::UnknownOp(_) | TpuError::Unsupported(_) => UNSUPPORTED,
         TpuError::BadDim(_) | TpuError::IndexOutOfRange(_) => INDEX_ERROR,
         TpuError::OutOfMemory(_) => OUT_OF_MEMORY,
+        TpuError::Interrupted(_) => {
+            // Told to the user now: runs go on again.
+            tpuemu_emulator::interrupt::clear();
+            INTERRUPTED
+        }
         _ => ERROR,
     }
 }
 
-/// Runs `f`, turning a panic into [`ERROR`].
+/// Runs `f`, turning a panic into [`ERROR`], and a run the user stopped during the call
+/// (Ctrl-C) into [`INTERRUPTED`].
 pub fn guard(what: &str, f: impl FnOnce() -> i32) -> i32 {
+    let rc = guard_panics(what, f);
+    if rc != INTERRUPTED && tpuemu_emulator::interrupt::pending() {
+        return interrupted();
+    }
+    rc
+}
+
+/// A launch was stopped by Ctrl-C during this call: what was launched is waited for and
+/// reported now (every launch stops at once while the interrupt is pending), so that no later
+/// synchronisation reports it again, and the call raises `KeyboardInterrupt`.
+fn interrupted() -> i32 {
+    let e = match runtime().and_then(|rt| rt.sync()) {
+        Err(e @ TpuError::Interrupted(_)) => e,
+        _ => TpuError::Interrupted("interrupted (Ctrl-C)".into()),
+    };
+    status_of(&e)
+}
+
+fn guard_panics(what: &str, f: impl FnOnce() -> i32) -> i32 {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(rc) => rc,
         Err(p) => {
@@ -455,7 +482,7 @@ pub struct VTable {
 }
 
 /// The ABI version; bump it with any change to [`VTable`] or the argument structs.
-pub const ABI_VERSION: u64 = 3;
+pub const ABI_VERSION: u64 = 4;
 
 /// The table.
 pub static VTABLE: VTable = VTable {

@@ -15,7 +15,7 @@ mod wide;
 
 use std::sync::atomic::Ordering;
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use tpuemu_backend::{MatmulPrecision, Mode, Runtime, TpuError};
 
@@ -26,7 +26,20 @@ use tpuemu_backend::{MatmulPrecision, Mode, Runtime, TpuError};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub(crate) fn err(e: TpuError) -> PyErr {
+    if let TpuError::Interrupted(m) = &e {
+        // Told to the user now: runs go on again.
+        tpuemu_emulator::interrupt::clear();
+        return PyKeyboardInterrupt::new_err(m.clone());
+    }
     PyRuntimeError::new_err(e.to_string())
+}
+
+/// The emulator's interrupt poll (see `tpuemu_emulator::interrupt`): runs Python's signal
+/// handlers, which a long launch would otherwise hold off until it ends; a Ctrl-C makes the
+/// default handler raise `KeyboardInterrupt`, which stops the run. The exception itself is
+/// raised again when the stopped launch is reported.
+fn python_interrupted() -> bool {
+    Python::attach(|py| py.check_signals().is_err())
 }
 
 fn rt() -> PyResult<Runtime> {
@@ -336,6 +349,7 @@ mod rust_module {
     #[pymodule_init]
     fn init(_m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         tpuemu_backend::ops::set_call_site(super::python_call_site);
+        tpuemu_emulator::interrupt::set_poll(super::python_interrupted);
         Ok(())
     }
 }

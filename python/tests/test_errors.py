@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import tpuemu
+from tpuemu._compile import compiled_graphs
 
 
 def test_memory_is_reserved_by_the_call_that_makes_a_tensor(mode):
@@ -97,6 +98,17 @@ REFUSED = {
     "div_trunc": lambda d: torch.div(
         torch.tensor([2, 3], device=d), torch.tensor([1, 0], device=d), rounding_mode="trunc"
     ),
+    "take": lambda d: torch.take(torch.arange(4.0, device=d), torch.tensor([7], device=d)),
+    "take_negative": lambda d: torch.take(
+        torch.arange(4.0, device=d), torch.tensor([-5], device=d)
+    ),
+    "put": lambda d: torch.zeros(4, device=d).put(
+        torch.tensor([9], device=d), torch.ones(1, device=d)
+    ),
+    "put_accumulate": lambda d: torch.zeros(4, device=d).put(
+        torch.tensor([-9], device=d), torch.ones(1, device=d), accumulate=True
+    ),
+    "repeat_interleave": lambda d: torch.repeat_interleave(torch.tensor([-1, 2], device=d)),
 }
 
 
@@ -226,10 +238,173 @@ def test_an_int64_sum_beyond_int32_is_refused_not_wrapped(mode):
         lambda d: torch.tensor([2**31 - 1, 2**31 - 1], dtype=torch.int32, device=d),
     ):
         assert make("cpu").sum().item() >= 2**31
-        with pytest.raises(RuntimeError, match="int64 sum beyond int32's range"):
+        with pytest.raises(RuntimeError, match="int64 result beyond int32's range"):
             make("tpu").sum().cpu()
     # A sum that fits is exact, even when partial sums wrap on the way.
     for v in ([2**30, 2**30, -(2**30), -(2**30)], list(range(1000))):
         assert torch.tensor(v, device="tpu").sum().item() == sum(v)
     x = torch.arange(12).reshape(3, 4)
     assert torch.equal(x.to("tpu").sum(1).cpu(), x.sum(1))
+
+
+def _i(*v, dtype=torch.int64):
+    return lambda d: torch.tensor(list(v), dtype=dtype, device=d)
+
+
+# int64 results beyond int32 that the device's 32-bit lanes wrapped without a word (the
+# values in the comments are what the tpu returned): each is refused on the device now.
+OUTGROWN = {
+    "mul": lambda d: _i(100000)(d) * _i(100000)(d),  # 1410065408
+    "mul_scalar": lambda d: _i(100000)(d) * 100000,
+    "square": lambda d: _i(65536)(d).square(),  # 2147483647
+    "add": lambda d: _i(2**31 - 1)(d) + _i(1)(d),  # -2**31
+    "add_alpha": lambda d: _i(2**31 - 1)(d).add(_i(2**31 - 1)(d), alpha=2),
+    "sub_scalar": lambda d: _i(-(2**31))(d) - 1,  # 2**31 - 1
+    "rsub": lambda d: torch.rsub(_i(2**31 - 1)(d), -(2**31)),
+    "neg": lambda d: -_i(-(2**31))(d),  # -2**31
+    "abs": lambda d: _i(5, -(2**31))(d).abs(),
+    "pow": lambda d: _i(3)(d) ** 25,  # 2147483647
+    "pow_tensor": lambda d: _i(2, 3)(d) ** _i(31, 20)(d),
+    "floor_divide": lambda d: _i(-(2**31))(d) // -1,  # 0
+    "cumsum": lambda d: _i(2**31 - 1, 5)(d).cumsum(0),
+    "cumsum_int32": lambda d: _i(2**31 - 1, 5, dtype=torch.int32)(d).cumsum(0),
+    "cumprod": lambda d: _i(65536, 65536)(d).cumprod(0),  # [65536, 0]
+    "prod": lambda d: _i(65536, 65536)(d).prod(),  # 0
+    "prod_dim": lambda d: _i(65536, 65536, 65536, 5)(d).reshape(2, 2).prod(0),
+    "dot": lambda d: torch.dot(_i(65536, 1)(d), _i(65536, 1)(d)),  # 1
+    "mm": lambda d: _i(100000)(d).reshape(1, 1) @ _i(100000)(d).reshape(1, 1),
+    "addcmul": lambda d: torch.addcmul(_i(1)(d), _i(65536)(d), _i(65536)(d)),  # 1
+    "diff": lambda d: torch.diff(_i(-(2**31), 2**31 - 1)(d)),  # -1
+    "trace": lambda d: torch.trace(torch.full((2, 2), 2**30, device=d)),
+    "index_computed": lambda d: torch.arange(10.0, device=d)[_i(65536)(d) * _i(65536)(d)],
+    "index_add": lambda d: _i(2**31 - 1, 0)(d).index_add(0, _i(0)(d), _i(1)(d)),
+    "scatter_add": lambda d: _i(2**31 - 1, 0)(d).scatter_add(0, _i(0, 0)(d), _i(1, 1)(d)),
+    "index_put_accumulate": lambda d: _i(2**31 - 1)(d).index_put(
+        (_i(0)(d),), _i(1)(d), accumulate=True
+    ),
+    "put_accumulate": lambda d: _i(2**31 - 1, 0)(d).put(_i(0)(d), _i(1)(d), accumulate=True),
+    "scatter_reduce_prod": lambda d: _i(65536, 1)(d).scatter_reduce(
+        0, _i(0)(d), _i(65536)(d), "prod"
+    ),
+}
+
+# The same operators where the true result fits int32: exact, even when a partial result
+# wraps on the way (wrap-around arithmetic is exact modulo 2^32).
+FITS = {
+    "mul": lambda d: _i(46340, -46341)(d) * _i(46340, 46340)(d),
+    "add": lambda d: _i(2**31 - 2, -(2**31) + 1)(d) + _i(1, -1)(d),
+    "neg": lambda d: -_i(2**31 - 1, -(2**31) + 1)(d),
+    "pow": lambda d: _i(3, -3, 2, 1, -1, 0)(d) ** 19,
+    "pow_exact": lambda d: _i(3)(d) ** 19,  # 1162261467; f32 gave 1162261504
+    "pow_tensor": lambda d: _i(3, -2, 7, 1, -1, 5, 0)(d) ** _i(19, 31, 0, -3, -3, -1, 5)(d),
+    # Within n 2^-24 sum(|x|) of 2^31 a sum cannot be told from one beyond (refused).
+    "cumsum": lambda d: _i(2**30, -5, 5, 2**30 - 4096, -(2**31) + 1)(d).cumsum(0),
+    "cumprod": lambda d: _i(-2, 3, 5, 7, 11, -13, 17, 19)(d).cumprod(0),
+    "prod": lambda d: _i(65536, 65536, 0)(d).prod(),
+    "prod_large": lambda d: _i(1024, 1024, 1024, 1)(d).prod(),
+    "floor_divide": lambda d: _i(-(2**31), 7)(d) // _i(2, -2)(d),
+    "addcmul": lambda d: torch.addcmul(_i(-(2**30))(d), _i(32768)(d), _i(32768)(d)),
+    "mm": lambda d: torch.arange(12, device=d).reshape(3, 4) @ torch.arange(8, device=d).reshape(4, 2),
+    "index_add": lambda d: _i(2**31 - 5000, -(2**31) + 5000)(d).index_add(
+        0, _i(0, 1, 0)(d), _i(1000, -1000, -7)(d)
+    ),
+    "scatter_reduce_prod": lambda d: _i(65536, 3)(d).scatter_reduce(
+        0, _i(0, 1)(d), _i(-32768, 5)(d), "prod"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OUTGROWN))
+def test_an_int64_result_beyond_int32_is_refused_not_wrapped(mode, case):
+    if case == "index_computed":
+        # The CPU computes the index 2**32 and refuses it; the tpu refuses the product.
+        with pytest.raises(IndexError, match="index 4294967296 is out of bounds"):
+            OUTGROWN[case]("cpu")
+    else:
+        assert OUTGROWN[case]("cpu").abs().max().item() >= 2**31
+    with pytest.raises(RuntimeError, match="int64 result beyond int32's range"):
+        OUTGROWN[case]("tpu").cpu()
+
+
+@pytest.mark.parametrize("case", sorted(FITS))
+def test_an_int64_result_inside_int32_is_exact(mode, case):
+    want = FITS[case]("cpu")
+    got = FITS[case]("tpu").cpu()
+    assert got.dtype == want.dtype and torch.equal(got, want), (case, got, want)
+
+
+@pytest.mark.parametrize("case", sorted(OUTGROWN))
+def test_an_int64_result_beyond_int32_is_refused_in_a_compiled_graph(case):
+    # The same operators compiled whole (a compiled int64 sum gave 704982704): each graph is
+    # compiled, not run eagerly, and its check is part of it.
+    torch._dynamo.reset()
+    before = len(compiled_graphs())
+    with pytest.raises(RuntimeError, match="int64 result beyond int32's range"):
+        torch.compile(lambda: OUTGROWN[case]("tpu"), backend="tpu")().cpu()
+    graphs = compiled_graphs()[before:]
+    assert graphs and all(kind == "compiled" for _, kind in graphs), graphs
+
+
+def _compiled(f, *args):
+    torch._dynamo.reset()
+    return torch.compile(f, backend="tpu")(*args)
+
+
+def test_compiled_graphs_check_values_as_eager_mode_does():
+    # A compiled graph wrapped int64 results (a compiled int64 sum gave 704982704) and let bad
+    # indices through: its checks are part of the graph now, raised by the first read of a
+    # result of the call that broke one, and by every later one.
+    d = "tpu"
+    big = torch.arange(100000, device=d)
+    with pytest.raises(RuntimeError, match="int64 result beyond int32's range"):
+        _compiled(lambda x: x.sum(), big).cpu()
+    r = _compiled(lambda x: (x * x, x + 1), _i(100000)(d))
+    for t in r:
+        with pytest.raises(RuntimeError, match="aten::mul.Tensor: an int64 result beyond"):
+            t.cpu()
+    x = torch.arange(3.0, device=d)
+    f = torch.compile(lambda x, i: x.index_select(0, i) * 2, backend="tpu")
+    torch._dynamo.reset()
+    assert f(x, _i(2, 0)(d)).cpu().tolist() == [4.0, 0.0]
+    bad = f(x, _i(5, 0)(d))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        bad.cpu()
+    # The same graph, called again with good values: no error, and earlier results stay failed.
+    assert f(x, _i(1, 1)(d)).cpu().tolist() == [2.0, 2.0]
+    with pytest.raises(IndexError):
+        bad.cpu()
+    # A result that fits is exact.
+    got = _compiled(lambda x: (x.sum(), x.cumsum(0)), torch.arange(1000, device=d))
+    assert got[0].item() == 499500 and torch.equal(got[1].cpu(), torch.arange(1000).cumsum(0))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        _compiled(lambda a, b: a // b, _i(3, 4)(d), _i(1, 0)(d)).cpu()
+
+
+_CTRL_C = """
+import os, signal, threading, time, torch, tpuemu
+a = torch.ones(4096, 4096, device="tpu")
+torch.tpu.synchronize()
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+t0 = time.time()
+try:
+    (a @ a).cpu()
+    print("not stopped")
+except KeyboardInterrupt as e:
+    print("stopped:", e)
+assert torch.ones(3, device="tpu").add(1).cpu().tolist() == [2.0, 2.0, 2.0]
+torch.tpu.synchronize()
+print("still working")
+"""
+
+
+def test_ctrl_c_stops_a_long_launch_and_the_device_keeps_working():
+    # A 4096-cube product emulates for seconds; Python runs its Ctrl-C handler only between
+    # bytecodes, so before the emulator polled for it the product ran to its end. Now the
+    # launch stops where it is (the message names the stopped program, which only the
+    # emulator's stop writes), KeyboardInterrupt reaches the caller, and the device goes on.
+    r = subprocess.run(
+        [sys.executable, "-c", _CTRL_C], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "stopped: aten::mm: interrupted: program `mm` was stopped (Ctrl-C)" in r.stdout
+    assert "still working" in r.stdout

@@ -25,8 +25,9 @@ use crate::fusion::{FusedGroup, plan_groups};
 use crate::ir::{NodeKind, OpTag};
 use crate::layout::Layout;
 use crate::ops::helpers::OpScope;
+use crate::runtime::checks::Check;
 use crate::runtime::exec::ArgSpec;
-use crate::runtime::{Compiled, Runtime};
+use crate::runtime::{Compiled, Mode, Runtime};
 use crate::storage::StorageRef;
 use crate::tensor::Tensor;
 use link::Pending;
@@ -79,6 +80,20 @@ struct Executable {
     results: Vec<(Returned, Layout, DType)>,
     arena: Option<StorageRef>,
     kernels: usize,
+    /// The graph's device-side checks, each flag an output storage (see [`GraphCheck`]).
+    checks: Vec<GraphCheck>,
+    /// The slots a call writes whole: what a broken check fails.
+    written: Vec<usize>,
+}
+
+/// A device-side check inside a compiled graph (an index, a divisor, an int64 result; see
+/// `runtime::checks`): its flag is an output storage of every call, and each call registers
+/// the check on what it wrote, raised by the first read of a failing result as in eager mode.
+struct GraphCheck {
+    /// Output storage of the flag.
+    flag: usize,
+    ok: i32,
+    error: Arc<dyn Fn(i32) -> TpuError + Send + Sync>,
 }
 
 /// The input signature a compiled graph is specialised to.
@@ -198,7 +213,18 @@ impl CompiledFn {
         let first_new = self.rt.begin_capture();
         let traced = (self.f)(inputs);
         let nodes = self.rt.end_capture();
-        let outputs = traced?;
+        let captured = self.rt.take_captured_checks();
+        let returned = traced?;
+        // Each check's flag is an output of the graph, after the returned tensors.
+        let mut outputs = returned.clone();
+        for c in &captured {
+            outputs.push(Tensor::from_parts(
+                self.rt.clone(),
+                c.flag.clone(),
+                c.layout.clone(),
+                DType::I32,
+            ));
+        }
         // Each group's kernel; a product fused with a twin or a row reduction that this chip
         // cannot run as one kernel runs as its two parts (before the storages are classified:
         // the parts may write a value the fused kernel kept in VMEM).
@@ -250,7 +276,22 @@ impl CompiledFn {
         let (steps, kernels) = linker.finish()?;
         self.charge_compile();
         let arena = self.allocate_arena(&storages)?;
-        let results = storages.results(&outputs);
+        let mut results = storages.results(&outputs);
+        let mut checks = Vec::new();
+        for (c, (src, _, _)) in captured.into_iter().zip(results.drain(returned.len()..)) {
+            let Returned::Output(flag) = src else {
+                return Err(TpuError::Unsupported(format!(
+                    "compiled `{}`: the flag of a check of {} is not computed by the graph",
+                    self.name, c.op
+                )));
+            };
+            checks.push(GraphCheck {
+                flag,
+                ok: c.ok,
+                error: c.error,
+            });
+        }
+        let written = storages.written_slots();
         Ok(Executable {
             slots: storages.slots,
             steps,
@@ -258,6 +299,8 @@ impl CompiledFn {
             results,
             arena,
             kernels,
+            checks,
+            written,
         })
     }
 
@@ -345,6 +388,38 @@ impl CompiledFn {
             st.core.q.launch(self.rt.device().as_ref(), launch, &tag)?;
         }
         st.core.q.metrics.fused_groups += exe.kernels as u64;
+        // What the call wrote fails with a broken check, and with a failing input.
+        let written: Vec<&StorageRef> = exe
+            .written
+            .iter()
+            .map(|slot| match &exe.slots[*slot] {
+                Slot::Input(i) => &inputs[*i].storage,
+                Slot::Fixed(s) => s,
+                Slot::Output(j) => &outs[*j],
+                Slot::Arena => unreachable!("the arena is not bound whole"),
+            })
+            .collect();
+        if st.checks.tracking() {
+            st.checks.taint(inputs.iter().map(|t| &t.storage), &written);
+        }
+        for c in &exe.checks {
+            let error = c.error.clone();
+            st.checks.add(Check {
+                // The launch's name: a fault of the graph that the broken rule explains (an
+                // out-of-range gather's DMA) is not an error of its own.
+                op: tag.name.to_string(),
+                flag: outs[c.flag].clone(),
+                ok: c.ok,
+                error: Box::new(move |v| error(v)),
+                outputs: written.iter().map(|s| Arc::downgrade(s)).collect(),
+            });
+        }
+        if !exe.checks.is_empty() && st.mode() == Mode::Debug {
+            // Debug waits for every kernel: a broken rule is raised by the call.
+            if let Some((_, e)) = self.rt.synchronize(&mut st, "check")?.into_iter().next() {
+                return Err(e);
+            }
+        }
         drop(st);
         Ok(exe
             .results

@@ -32,6 +32,8 @@ pub(super) struct Storages {
     pub arena_slot: Option<usize>,
     /// Bytes the arena needs.
     pub arena_bytes: u64,
+    /// Ids of the storages some kernel of the graph writes.
+    written: HashSet<u64>,
 }
 
 /// An intermediate and its lifetime: storage, first and last group that uses it.
@@ -62,8 +64,10 @@ impl Storages {
             arena_off: HashMap::new(),
             arena_slot: None,
             arena_bytes: 0,
+            written: HashSet::new(),
         };
         let arena_members = s.bind_slots(groups, &written, first_new);
+        s.written = written;
         s.plan_arena(&arena_members);
         s
     }
@@ -151,6 +155,19 @@ impl Storages {
         self.arena_off
             .get(&v.storage.id())
             .map_or(0, |o| (*o / v.dtype.size() as u64) as usize)
+    }
+
+    /// The slots a call writes whole: fresh outputs, and inputs and captured storages the graph
+    /// updates in place (the arena excluded).
+    pub fn written_slots(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self
+            .slot_of
+            .iter()
+            .filter(|(id, _)| self.written.contains(id))
+            .map(|(_, slot)| *slot)
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// Where each returned tensor's storage comes from at each call, with its layout and dtype.

@@ -9,9 +9,10 @@ use super::pointwise::Arg;
 use super::pointwise::division::int_divisor_check;
 use super::registry::{OpDef, OpImpl};
 use super::t1;
+use super::wide::exact_int64;
 use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
-use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
+use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -58,6 +59,18 @@ enum NumberAs {
     Common,
 }
 
+/// What a binary operator checks on the device about its values.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Guard {
+    /// Nothing.
+    None,
+    /// `b` divides: an integer division by zero is PyTorch's `ZeroDivisionError`.
+    Divisor,
+    /// An int64 result may leave int32: refused, never wrapped (`ops::wide`), the operator
+    /// computed again in f32 to tell.
+    Outgrows,
+}
+
 /// Runs `f(a, b)` elementwise in the promoted dtype (`out` overrides the result dtype, for
 /// comparisons and true division).
 fn binary(
@@ -65,7 +78,7 @@ fn binary(
     a: &Tensor,
     b: Rhs,
     out: impl FnOnce(DType) -> DType,
-    f: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
+    f: impl Fn(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
 ) -> Result<Tensor> {
     binary_with(name, a, b, NumberAs::Opmath, out, f)
 }
@@ -77,27 +90,34 @@ fn binary_with(
     b: Rhs,
     number: NumberAs,
     out: impl FnOnce(DType) -> DType,
-    f: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
+    f: impl Fn(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
 ) -> Result<Tensor> {
-    binary_checked(name, a, b, number, out, f, false)
+    binary_checked(name, a, b, number, out, f, Guard::None)
 }
 
-/// [`binary_with`]; `divisor`: `b` divides, and an integer division by zero is PyTorch's
-/// `ZeroDivisionError` (checked on the device for a tensor).
+/// [`binary_with`], with what `guard` checks on the device.
 fn binary_checked(
     name: &str,
     a: &Tensor,
     b: Rhs,
     number: NumberAs,
     out: impl FnOnce(DType) -> DType,
-    f: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
-    divisor: bool,
+    f: impl Fn(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
+    guard: Guard,
 ) -> Result<Tensor> {
     let common = result_type(&[operand(a), b.operand()]);
     let out_dtype = out(common);
     let check = |op: &OpScope, arg| {
-        if divisor && !common.is_float() {
+        if guard == Guard::Divisor && !common.is_float() {
             int_divisor_check(op, arg)
+        } else {
+            Ok(Pending::none())
+        }
+    };
+    // The operator again in f32, for an int64 result that may outgrow int32.
+    let outgrows = |op: &OpScope, y: Arg, r: &Tensor| {
+        if guard == Guard::Outgrows && common == DType::I64 {
+            exact_int64(op, &[Arg::T(a), y], r, |p, v| f(p, v[0], v[1], DType::F32))
         } else {
             Ok(Pending::none())
         }
@@ -118,13 +138,14 @@ fn binary_checked(
             })?
             .remove(0);
             check.guards(op.rt(), &[&r]);
+            outgrows(&op, Arg::T(t), &r)?.guards(op.rt(), &[&r]);
             Ok(r)
         }
         Rhs::Scalar(s) => {
             let op = OpScope::new(name, &[a])?;
             fits_lanes(name, s, common)?;
             check(&op, Arg::N(s))?.guards(op.rt(), &[]);
-            Ok(map(&op, &[a], &[out_dtype], |p, r| {
+            let r = map(&op, &[a], &[out_dtype], |p, r| {
                 let x = p.cast(r[0], common);
                 // Program constants of float dtypes hold f32 values: round on the host.
                 let s = if number == NumberAs::Common && common.is_float() {
@@ -135,7 +156,9 @@ fn binary_checked(
                 let y = p.constant(s, compute(common));
                 vec![f(p, x, y, common)]
             })?
-            .remove(0))
+            .remove(0);
+            outgrows(&op, Arg::N(s), &r)?.guards(op.rt(), &[&r]);
+            Ok(r)
         }
     }
 }
@@ -171,7 +194,7 @@ fn add_like(name: &str, a: &Tensor, b: Rhs, alpha: Scalar, negate: bool) -> Resu
     fits_lanes(name, alpha, common)?;
     let one = alpha.to_f64() == 1.0;
     // The number is rounded to a bf16/f16 common dtype first (PyTorch 2.15's `add` kernel).
-    binary_with(
+    binary_checked(
         name,
         a,
         b,
@@ -192,6 +215,7 @@ fn add_like(name: &str, a: &Tensor, b: Rhs, alpha: Scalar, negate: bool) -> Resu
                 p.bin(if negate { BinOp::Sub } else { BinOp::Add }, x, y, ct)
             }
         },
+        Guard::Outgrows,
     )
 }
 
@@ -212,10 +236,11 @@ pub fn mul(a: &Tensor, b: Rhs) -> Result<Tensor> {
     } else {
         "aten::mul.Scalar"
     };
-    binary(
+    binary_checked(
         name,
         a,
         b,
+        NumberAs::Opmath,
         |c| c,
         |p, x, y, c| {
             if c == DType::Bool {
@@ -224,11 +249,13 @@ pub fn mul(a: &Tensor, b: Rhs) -> Result<Tensor> {
                 p.bin(BinOp::Mul, x, y, compute(c))
             }
         },
+        Guard::Outgrows,
     )
 }
 
 /// `a ** b`. An integer (or bool) tensor to a negative integer power is an error, as on
-/// PyTorch's CPU (a float exponent makes the result float instead).
+/// PyTorch's CPU (a float exponent makes the result float instead); to a negative power from
+/// a tensor it is 0, or 1 and -1 for bases 1 and -1 (ATen's `powi`).
 pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
     if let Rhs::Scalar(Scalar::Int(e)) = b
         && e < 0
@@ -243,24 +270,79 @@ pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
     } else {
         "aten::pow.Tensor_Scalar"
     };
-    binary_with(
+    let known = match b {
+        Rhs::Scalar(Scalar::Int(e)) => Some(e),
+        _ => None,
+    };
+    binary_checked(
         name,
         a,
         b,
         NumberAs::Common,
         |c| c,
-        |p, x, y, c| {
+        move |p, x, y, c| {
             if c.is_float() {
                 p.bin(BinOp::Pow, x, y, DType::F32)
             } else {
-                // Integer powers through f32 (exact for the values i32 lanes hold up to 2^24).
-                let (fx, fy) = (p.cast(x, DType::F32), p.cast(y, DType::F32));
-                let r = p.bin(BinOp::Pow, fx, fy, DType::F32);
-                let r = p.un(UnOp::Round, r, DType::F32);
-                p.cast(r, compute(c))
+                int_pow(p, x, y, known)
             }
         },
+        // x ** 0 and x ** 1 cannot outgrow x.
+        if matches!(known, Some(0 | 1)) {
+            Guard::None
+        } else {
+            Guard::Outgrows
+        },
     )
+}
+
+/// `x ** y` in 32-bit integer lanes, exactly modulo 2^32 (as ATen's `powi` wraps in int32;
+/// an int64 result beyond int32 is caught by the operator's check): square and multiply over
+/// the exponent's bits (`known`: a number's, unrolled), and for a negative exponent 0, or 1 and
+/// -1 for bases 1 and -1.
+fn int_pow(p: &mut ProgBuilder, x: PRef, y: PRef, known: Option<i64>) -> PRef {
+    let i = DType::I32;
+    let one = p.constant(Scalar::Int(1), i);
+    let mut r = one;
+    let mut base = x;
+    if let Some(e) = known {
+        // Non-negative (checked by the caller); beyond bit 31 the base's square is 0 or 1 mod
+        // 2^32 only for even or unit bases, so every bit counts.
+        let mut e = e as u64;
+        while e > 0 {
+            if e & 1 == 1 {
+                r = p.bin(BinOp::Mul, r, base, i);
+            }
+            e >>= 1;
+            if e > 0 {
+                base = p.bin(BinOp::Mul, base, base, i);
+            }
+        }
+        return r;
+    }
+    let zero = p.constant(Scalar::Int(0), i);
+    for k in 0..31 {
+        let sh = p.constant(Scalar::Int(k), i);
+        let bit = p.bin(BinOp::Shr, y, sh, i);
+        let bit = p.bin(BinOp::And, bit, one, i);
+        let set = p.cmp(CmpKind::Ne, bit, zero, i);
+        let times = p.bin(BinOp::Mul, r, base, i);
+        r = p.select(set, times, r, i);
+        if k < 30 {
+            base = p.bin(BinOp::Mul, base, base, i);
+        }
+    }
+    // A negative exponent: 1 ** y = 1, (-1) ** y = -1 for odd y, else 0.
+    let negative = p.cmp(CmpKind::Lt, y, zero, i);
+    let odd = p.bin(BinOp::And, y, one, i);
+    let odd = p.cmp(CmpKind::Ne, odd, zero, i);
+    let minus = p.constant(Scalar::Int(-1), i);
+    let is_one = p.cmp(CmpKind::Eq, x, one, i);
+    let is_minus = p.cmp(CmpKind::Eq, x, minus, i);
+    let sign = p.select(odd, minus, one, i);
+    let unit = p.select(is_minus, sign, zero, i);
+    let unit = p.select(is_one, one, unit, i);
+    p.select(negative, unit, r, i)
 }
 
 /// `torch.maximum` / `torch.minimum`.
@@ -404,7 +486,7 @@ pub fn remainder(a: &Tensor, b: Rhs) -> Result<Tensor> {
             let plus = p.bin(BinOp::Add, m, y, ct);
             p.select(fix, plus, m, ct)
         },
-        true,
+        Guard::Divisor,
     )
 }
 

@@ -9,7 +9,7 @@ use super::reduce::reduce_unsplit;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
-use crate::runtime::checks::Check;
+use crate::runtime::checks::{CapturedCheck, Check};
 use crate::runtime::{Mode, Runtime};
 use crate::tensor::Tensor;
 
@@ -42,14 +42,15 @@ fn at_site(e: TpuError, site: &Option<String>) -> TpuError {
 /// Debug mode, which waits for every kernel) and the outputs stay failed. Costs two small
 /// kernels (fused with the operator's in DeferAndFuse) and, at that synchronisation, a 4-byte
 /// read. A meta runtime runs, times and keeps the check as any other but has no value to read
-/// (it never fails); a shapes-only runtime runs nothing, and a graph captured for compilation
-/// is not checked.
+/// (it never fails); a shapes-only runtime runs nothing; in a graph captured for compilation
+/// the check is part of the graph (its flag an output of the compiled program, checked after
+/// each call: `compile`).
 pub(crate) fn check_range(
     op: &OpScope,
     values: &Tensor,
     lo: i64,
     hi: i64,
-    error: impl Fn(i32) -> TpuError + Send + 'static,
+    error: impl Fn(i32) -> TpuError + Send + Sync + 'static,
 ) -> Result<Pending> {
     check_range_except(op, values, lo, hi, None, error)
 }
@@ -62,7 +63,7 @@ pub(crate) fn check_range_except(
     lo: i64,
     hi: i64,
     except: Option<i64>,
-    error: impl Fn(i32) -> TpuError + Send + 'static,
+    error: impl Fn(i32) -> TpuError + Send + Sync + 'static,
 ) -> Result<Pending> {
     let (lo, hi) = (clamp_i32(lo), clamp_i32(hi));
     check_values(
@@ -93,7 +94,7 @@ pub(crate) fn check_values(
     op: &OpScope,
     values: &Tensor,
     keeps: impl FnOnce(&mut ProgBuilder, PRef) -> PRef,
-    error: impl Fn(i32) -> TpuError + Send + 'static,
+    error: impl Fn(i32) -> TpuError + Send + Sync + 'static,
 ) -> Result<Pending> {
     check_flag(
         op,
@@ -117,7 +118,7 @@ pub(crate) fn check_float_ranges(
     op: &OpScope,
     values: &Tensor,
     refused: &[(f64, f64)],
-    error: impl Fn() -> TpuError + Send + 'static,
+    error: impl Fn() -> TpuError + Send + Sync + 'static,
 ) -> Result<Pending> {
     let refused = refused.to_vec();
     check_flag(
@@ -149,7 +150,7 @@ fn check_flag(
     op: &OpScope,
     values: &Tensor,
     rule: impl FnOnce(&mut ProgBuilder, PRef) -> (PRef, PRef),
-    error: impl Fn(i32) -> TpuError + Send + 'static,
+    error: impl Fn(i32) -> TpuError + Send + Sync + 'static,
 ) -> Result<Pending> {
     let rt = op.rt();
     if values.numel() == 0 || !rt.checks_values() {
@@ -168,11 +169,23 @@ fn check_flag(
     .remove(0);
     let name = op.tag().name.to_string();
     let site = CALL_SITE.get().and_then(|f| f());
+    let error = move |v| at_site(super::name_the_op(&name, error(v)), &site);
+    if rt.capturing() {
+        // Part of a graph being compiled: each call of the compiled graph checks its flag.
+        rt.capture_check(CapturedCheck {
+            op: op.tag().name.to_string(),
+            flag: flag.storage().clone(),
+            layout: flag.layout().clone(),
+            ok: i32::MIN,
+            error: Arc::new(error),
+        });
+        return Ok(Pending(None));
+    }
     let check = Check {
-        op: name.clone(),
+        op: op.tag().name.to_string(),
         flag: flag.storage().clone(),
         ok: i32::MIN,
-        error: Box::new(move |v| at_site(super::name_the_op(&name, error(v)), &site)),
+        error: Box::new(error),
         outputs: Vec::new(),
     };
     if rt.mode() == Mode::Debug {
@@ -203,6 +216,12 @@ impl Pending {
             rt.add_check(c);
         }
     }
+}
+
+/// Whether the operator's values are checked on the device (not on a shapes-only or meta
+/// runtime, nor in a captured graph).
+pub(crate) fn checks_on(op: &OpScope) -> bool {
+    op.rt().checks_values()
 }
 
 /// A bound as the device's 32-bit lanes hold it.

@@ -37,6 +37,7 @@ pub mod shape;
 pub mod sharding;
 pub mod unary;
 mod value;
+pub(crate) mod wide;
 
 use crate::error::{Result, TpuError};
 use crate::runtime::Runtime;

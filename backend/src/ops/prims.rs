@@ -121,7 +121,67 @@ pub fn dim_back(y: &Tensor, d: usize) -> Result<Tensor> {
 /// `dst[index[i], :] = combine(dst[index[i], :], src[i, :])` in index order: `dst` a `[rows,
 /// row_len]` view with unit steps along its rows, `index` a contiguous int vector, `src`
 /// `[count, row_len]`. With `check_bounds`, an index outside `[0, rows)` faults the kernel.
+///
+/// int64 sums and products accumulate in 32-bit lanes: one that leaves int32 is refused on the
+/// device (`ops::wide`), told by the same accumulation in f32 (and, for sums, of magnitudes).
 pub fn put_rows(
+    op: &OpScope,
+    dst: &Tensor,
+    index: &Tensor,
+    src: &Tensor,
+    combine: Combine,
+    check_bounds: bool,
+) -> Result<()> {
+    let wide = dst.dtype() == DType::I64
+        && matches!(combine, Combine::Add | Combine::Mul)
+        && index.numel() > 0
+        && dst.numel() > 0
+        && crate::ops::checks::checks_on(op);
+    if !wide {
+        return put_rows_unchecked(op, dst, index, src, combine, check_bounds);
+    }
+    let count = index.numel();
+    if combine == Combine::Mul && count + 1 > crate::ops::wide::MAX_PRODUCT_FACTORS {
+        return Err(TpuError::Unsupported(format!(
+            "an int64 product accumulating {count} rows: the tpu computes int64 in 32-bit lanes \
+             and checks a product of at most {} factors",
+            crate::ops::wide::MAX_PRODUCT_FACTORS
+        )));
+    }
+    // The accumulation again in f32 (and of magnitudes), from dst's values before it.
+    let f = DType::F32;
+    let shadow = |t: &Tensor, magnitude: bool| -> Result<Tensor> {
+        Ok(map_shape(op, t.shape(), &[t], &[f], |p, r| {
+            let v = p.cast(r[0], f);
+            vec![if magnitude {
+                p.un(crate::ir::UnOp::Abs, v, f)
+            } else {
+                v
+            }]
+        })?
+        .remove(0))
+    };
+    let (e_dst, e_src) = (shadow(dst, false)?, shadow(src, false)?);
+    let magnitudes = if combine == Combine::Add {
+        Some((shadow(dst, true)?, shadow(src, true)?))
+    } else {
+        None
+    };
+    put_rows_unchecked(op, dst, index, src, combine, check_bounds)?;
+    put_rows_unchecked(op, &e_dst, index, &e_src, combine, check_bounds)?;
+    let check = match magnitudes {
+        Some((a_dst, a_src)) => {
+            put_rows_unchecked(op, &a_dst, index, &a_src, Combine::Add, check_bounds)?;
+            crate::ops::wide::sums_fit(op, &e_dst, &a_dst, count + 1)?
+        }
+        None => crate::ops::wide::products_fit(op, dst, &e_dst)?,
+    };
+    check.guards(op.rt(), &[dst]);
+    Ok(())
+}
+
+/// [`put_rows`] without the int64 check.
+fn put_rows_unchecked(
     op: &OpScope,
     dst: &Tensor,
     index: &Tensor,

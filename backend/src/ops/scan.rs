@@ -10,9 +10,11 @@
 //! index of the latest NaN. `logcumsumexp` subtracts the running maximum before exponentiating.
 
 use super::Value;
+use super::checks::checks_on;
 use super::helpers::{OpScope, map_shape};
 use super::prims::{self, dim_back, dim_last, isnan, pairwise, tile};
 use super::registry::{OpDef, OpImpl};
+use super::wide;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, RedKind, UnOp};
@@ -57,12 +59,38 @@ fn cum(name: &str, x: &Tensor, dim: i64, dtype: Option<DType>, kind: RedKind) ->
         xl
     };
     let acc = lanes(out);
+    let n = src.shape().last().copied().unwrap_or(1);
+    let wide = out == DType::I64 && checks_on(&op);
+    if wide && kind == RedKind::Prod && n > wide::MAX_PRODUCT_FACTORS {
+        return Err(TpuError::Unsupported(format!(
+            "{name}: an int64 running product of {n} factors: the tpu computes int64 in 32-bit \
+             lanes and checks a product of at most {} factors",
+            wide::MAX_PRODUCT_FACTORS
+        )));
+    }
     let s = prims::scan(&op, &src, kind, acc, false)?;
     let s = if s.dtype() != out {
         map_shape(&op, s.shape(), &[&s], &[out], |_, r| vec![r[0]])?.remove(0)
     } else {
         s
     };
+    if wide && s.numel() > 0 {
+        // The running values again in f32 tell whether the lanes' ones wrapped (`ops::wide`).
+        let f = DType::F32;
+        let vf = map_shape(&op, src.shape(), &[&src], &[f], |_, r| vec![r[0]])?.remove(0);
+        let e = prims::scan(&op, &vf, kind, f, false)?;
+        let check = if kind == RedKind::Sum {
+            let a = map_shape(&op, vf.shape(), &[&vf], &[f], |p, r| {
+                vec![p.un(UnOp::Abs, r[0], f)]
+            })?
+            .remove(0);
+            let a = prims::scan(&op, &a, RedKind::Sum, f, false)?;
+            wide::sums_fit(&op, &e, &a, n)?
+        } else {
+            wide::products_fit(&op, &s, &e)?
+        };
+        check.guards(op.rt(), &[&s]);
+    }
     back(x, &s, d)
 }
 

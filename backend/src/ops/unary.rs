@@ -86,14 +86,32 @@ fn keeping(
     x: &Tensor,
     f: impl FnOnce(&mut ProgBuilder, PRef, DType) -> PRef,
 ) -> Result<Tensor> {
+    keeping_checked(name, x, f, false)
+}
+
+/// [`keeping`]; `negates`: the operator negates some values, and an int64 `-2^31` is refused
+/// on the device (its negation needs 33 bits: `ops::wide`).
+fn keeping_checked(
+    name: &str,
+    x: &Tensor,
+    f: impl FnOnce(&mut ProgBuilder, PRef, DType) -> PRef,
+    negates: bool,
+) -> Result<Tensor> {
     let op = OpScope::new(name, &[x])?;
+    let check = if negates {
+        super::wide::negatable(&op, x)?
+    } else {
+        super::checks::Pending::none()
+    };
     let d = x.dtype();
     let ct = super::binary::compute(d);
-    Ok(map(&op, &[x], &[d], |p, r| {
+    let r = map(&op, &[x], &[d], |p, r| {
         let v = p.cast(r[0], ct);
         vec![f(p, v, ct)]
     })?
-    .remove(0))
+    .remove(0);
+    check.guards(op.rt(), &[&r]);
+    Ok(r)
 }
 
 fn un(name: &str, x: &Tensor, u: UnOp) -> Result<Tensor> {
@@ -107,7 +125,7 @@ pub fn neg(x: &Tensor) -> Result<Tensor> {
             "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.".into(),
         ));
     }
-    keeping("aten::neg", x, |p, v, ct| p.un(UnOp::Neg, v, ct))
+    keeping_checked("aten::neg", x, |p, v, ct| p.un(UnOp::Neg, v, ct), true)
 }
 
 /// `|x|`.
@@ -115,7 +133,7 @@ pub fn abs(x: &Tensor) -> Result<Tensor> {
     if x.dtype() == DType::Bool {
         return Err(not_implemented("abs_cpu", x.dtype()));
     }
-    keeping("aten::abs", x, |p, v, ct| p.un(UnOp::Abs, v, ct))
+    keeping_checked("aten::abs", x, |p, v, ct| p.un(UnOp::Abs, v, ct), true)
 }
 
 /// `sign(x)`: -1, 0 or 1 in the input's dtype; `sign(NaN)` is 0 as in ATen; bool is the

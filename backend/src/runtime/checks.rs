@@ -36,6 +36,20 @@ pub(crate) struct Check {
     pub outputs: Vec<Weak<Storage>>,
 }
 
+/// A check in a graph captured for compilation: its flag is a tensor of the graph, and each
+/// call of the compiled graph makes a [`Check`] of the flag it wrote.
+pub(crate) struct CapturedCheck {
+    /// The operator.
+    pub op: String,
+    /// The flag's storage and layout in the captured graph (one int32).
+    pub flag: StorageRef,
+    pub layout: crate::layout::Layout,
+    /// The flag's value when every value keeps the rule.
+    pub ok: i32,
+    /// The error for a value that breaks it.
+    pub error: Arc<dyn Fn(i32) -> TpuError + Send + Sync>,
+}
+
 /// A storage's identity while a weak reference to it is held (its allocation cannot be reused).
 fn key(s: &StorageRef) -> usize {
     Arc::as_ptr(s) as usize
@@ -49,6 +63,8 @@ pub(crate) struct Checks {
     guarded: HashMap<usize, usize>,
     /// Failed storages and their error.
     failed: HashMap<usize, (Weak<Storage>, TpuError)>,
+    /// The checks of the graph being captured.
+    pub captured: Vec<CapturedCheck>,
 }
 
 impl Checks {

@@ -228,10 +228,26 @@ impl Runtime {
     }
 
     /// Whether operators called now run their device-side checks ([`checks`]): on a runtime
-    /// that runs kernels (with values, or a meta one, which times them), outside a graph
-    /// capture.
+    /// that runs kernels (with values, or a meta one, which times them); in a graph capture
+    /// the checks become part of the graph ([`Runtime::capture_check`]).
     pub(crate) fn checks_values(&self) -> bool {
-        !self.shapes_only() && self.lock().exec.mode().is_some()
+        !self.shapes_only()
+    }
+
+    /// Whether a graph is being captured for compilation.
+    pub(crate) fn capturing(&self) -> bool {
+        self.lock().suspended.is_some()
+    }
+
+    /// Keeps a device-side check of a captured graph: compiling the graph makes its flag an
+    /// output, and every call of the compiled graph registers the check on its results.
+    pub(crate) fn capture_check(&self, c: checks::CapturedCheck) {
+        self.lock().checks.captured.push(c);
+    }
+
+    /// The checks of the graph captured since [`Runtime::begin_capture`].
+    pub(crate) fn take_captured_checks(&self) -> Vec<checks::CapturedCheck> {
+        std::mem::take(&mut self.lock().checks.captured)
     }
 
     /// A runtime on chip `chip` of `device`.
@@ -490,6 +506,7 @@ impl Runtime {
             st.core.deferred_error.get_or_insert(e);
         }
         let charged_as = st.exec.mode();
+        st.checks.captured.clear();
         let previous = std::mem::replace(&mut st.exec, Box::new(Capture::new(charged_as)));
         st.suspended = Some(previous);
         st.core.q.peek_id()

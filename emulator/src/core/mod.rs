@@ -160,6 +160,12 @@ impl Core {
             {
                 return Status::Fault { pc, kind };
             }
+            if crate::interrupt::stop(self.stats.instructions) {
+                return Status::Fault {
+                    pc,
+                    kind: FaultKind::Interrupted,
+                };
+            }
             let flow = match self.exec(instr, env, chip, out, rec) {
                 Ok(f) => f,
                 Err(kind) => return Status::Fault { pc, kind },

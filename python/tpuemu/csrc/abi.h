@@ -7,7 +7,7 @@
 
 namespace tpuemu {
 
-constexpr uint64_t TPU_ABI_VERSION = 3;
+constexpr uint64_t TPU_ABI_VERSION = 4;
 
 // Status codes.
 enum : int32_t {
@@ -17,6 +17,7 @@ enum : int32_t {
   TPU_INDEX_ERROR = 3,
   TPU_RESIZE = 4,  // an out= tensor has the wrong shape: resize it to the result's and call again
   TPU_OUT_OF_MEMORY = 5,  // raised as torch.OutOfMemoryError
+  TPU_INTERRUPTED = 6,    // the user stopped a run (Ctrl-C): raised as KeyboardInterrupt
 };
 
 // Argument and result tags.

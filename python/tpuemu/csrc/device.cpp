@@ -1,6 +1,8 @@
 // The "tpu" device itself: the Rust table, errors, the allocator, the device guard, the
 // PrivateUse1 hooks and the generator.
 
+#include <torch/csrc/Exceptions.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -70,7 +72,8 @@ std::string last_error() {
   size_t len = 0;
   const uint8_t* p = vt().last_error(&len);
   std::string s(reinterpret_cast<const char*>(p), len);
-  for (const char* prefix : {"IndexError: ", "NotImplementedError: ", "RuntimeError: "}) {
+  for (const char* prefix :
+       {"IndexError: ", "NotImplementedError: ", "RuntimeError: ", "KeyboardInterrupt: "}) {
     if (s.rfind(prefix, 0) == 0) s = s.substr(std::string(prefix).size());
   }
   return s;
@@ -86,6 +89,17 @@ void raise(int32_t rc, const std::string& where) {
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
     case TPU_OUT_OF_MEMORY:
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+    case TPU_INTERRUPTED: {
+      // KeyboardInterrupt, as Python's own handler raises it (operators run with the GIL
+      // released: take it to set the error).
+      python_error e;
+      {
+        pybind11::gil_scoped_acquire gil;
+        PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
+        e.persist();
+      }
+      throw e;
+    }
     default:
       TORCH_CHECK(false, msg);
   }

@@ -85,6 +85,19 @@ pub(super) fn merge(g: &mut Group, n: &Node, fit: Fit) -> bool {
     if prog.nodes.len() + nprog.nodes.len() > MAX_NODES {
         return false;
     }
+    // A fill writes a constant, which a program marks constant along the row: in a node that
+    // reduces along the row that would make the fill's output a per-row one, written once a
+    // row instead of in full. A fill stays out of a reduction's kernel.
+    if rows > 0 {
+        let fills = |rd: usize, p: &crate::ir::Prog, outs: &[PRef]| {
+            rd == 0 && outs.iter().any(|r| p.node(*r).per_row)
+        };
+        if fills(*row_dims, prog, &g.out_refs)
+            || (!per_row_n && fills(*nrows, nprog, &nprog.outputs))
+        {
+            return false;
+        }
+    }
     let mut map: HashMap<u32, PRef> = HashMap::new();
     let mut new_inputs: Vec<View> = Vec::new();
     let mut merged = prog.clone();

@@ -258,6 +258,7 @@ fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
     }
     prims::fits_i32(x.numel())?;
     let n = x.numel();
+    let check = flat_index_check(&op, index, n)?;
     let flat = map_contiguous(&op, &[index], &[DType::I32], |p, r| {
         vec![bounded(p, r[0], n, Bound::Check)]
     })?
@@ -265,7 +266,18 @@ fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
     let flat = reshaped(&flat, &[index.numel()]);
     let src = prims::dense(&op, x)?;
     let g = gather_rows(&op, &reshaped(&src, &[n, 1]), &flat)?;
+    check.guards(op.rt(), &[&g]);
     Ok(g.with_layout(Layout::contiguous(index.shape())))
+}
+
+/// Checks on the device that every flat index of `take`/`put` lies in `-n..n`: PyTorch's
+/// `IndexError` otherwise, naming the value.
+fn flat_index_check(op: &OpScope, index: &Tensor, n: usize) -> Result<Pending> {
+    check_range(op, index, -(n as i64), n as i64, move |v| {
+        TpuError::IndexOutOfRange(format!(
+            "out of range: tried to access index {v} on a tensor of {n} elements."
+        ))
+    })
 }
 
 /// `torch.put(x, index, source, accumulate)`: a copy of `x` with its flat elements at `index`
@@ -298,6 +310,7 @@ fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<
     }
     let n = x.numel();
     prims::fits_i32(n)?;
+    flat_index_check(&op, index, n)?.guards(op.rt(), &[&out]);
     let flat = map_contiguous(&op, &[index], &[DType::I32], |p, r| {
         vec![bounded(p, r[0], n, Bound::Check)]
     })?

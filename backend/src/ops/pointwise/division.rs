@@ -115,6 +115,22 @@ fn divide(
         float(p, x, y, &round)
     })?;
     check.guards(op.rt(), &[&r]);
+    if path == Path::Int && out == DType::I64 {
+        // -2^31 // -1 is 2^31, which int32 cannot hold (`ops::wide`); the quotient again in
+        // f32 tells (a zero divisor, refused by the check above, is read as one here).
+        super::super::wide::exact_int64(&op, &args, &r, |p, v| {
+            let f = DType::F32;
+            let (zero, one) = (
+                p.constant(Scalar::Float(0.0), f),
+                p.constant(Scalar::Float(1.0), f),
+            );
+            let z = p.cmp(CmpKind::Eq, v[1], zero, f);
+            let y = p.select(z, one, v[1], f);
+            let q = p.bin(BinOp::Div, v[0], y, f);
+            p.un(UnOp::Trunc, q, f)
+        })?
+        .guards(op.rt(), &[&r]);
+    }
     Ok(r)
 }
 

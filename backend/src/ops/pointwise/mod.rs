@@ -104,6 +104,26 @@ pub fn promoted(
     promoted_as(name, args, common, number, out(common), f)
 }
 
+/// [`promoted`] for integer arithmetic that may outgrow int32 (`+`, `-`, `*`): an int64
+/// result is checked on the device, `f` computing the operator again in f32 to tell
+/// (`ops::wide`), and refused rather than wrapped.
+pub fn promoted_exact(
+    name: &str,
+    args: &[Arg],
+    number: Number,
+    f: impl Fn(&mut ProgBuilder, &[PRef], DType) -> PRef,
+) -> Result<Tensor> {
+    let common = common_dtype(args);
+    let tensors = tensors_of(args);
+    if tensors.is_empty() {
+        return Err(TpuError::BadArgs(format!("{name}: no tensor arguments")));
+    }
+    let op = OpScope::new(name, &tensors)?;
+    let r = promoted_in(&op, args, common, number, common, &f)?;
+    super::wide::exact_int64(&op, args, &r, |p, v| f(p, v, DType::F32))?.guards(op.rt(), &[&r]);
+    Ok(r)
+}
+
 /// The tensors among `args`, in order.
 pub(crate) fn tensors_of<'a>(args: &[Arg<'a>]) -> Vec<&'a Tensor> {
     args.iter()

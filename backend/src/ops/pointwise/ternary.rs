@@ -8,7 +8,9 @@
 //! multiply-adds (one rounding instead of two): results may differ in the last bit of f32,
 //! well inside `torch.testing`'s tolerance.
 
-use super::{Arg, FLOAT, NUM, Number, arg, common_dtype, not_implemented, promoted, t1};
+use super::{
+    Arg, FLOAT, NUM, Number, arg, common_dtype, not_implemented, promoted, promoted_exact, t1,
+};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, PRef, ProgBuilder};
@@ -41,24 +43,21 @@ pub fn addcmul_div(
     if common == DType::Bool {
         return Err(not_implemented(kernel, common));
     }
-    promoted(
-        name,
-        &args,
-        Number::Opmath,
-        |c| c,
-        move |p, v, c| {
-            let ct = compute(c);
-            let value = if c.is_float() {
-                value
-            } else {
-                Scalar::Int(value.to_i64())
-            };
-            let k = p.constant(value, ct);
-            let m = p.bin(BinOp::Mul, k, v[1], ct);
-            let m = p.bin(if div { BinOp::Div } else { BinOp::Mul }, m, v[2], ct);
-            p.bin(BinOp::Add, v[0], m, ct)
-        },
-    )
+    let product = move |p: &mut ProgBuilder, v: &[PRef], c: DType| {
+        let ct = compute(c);
+        let value = if c.is_float() {
+            value
+        } else {
+            Scalar::Int(value.to_i64())
+        };
+        let k = p.constant(value, ct);
+        let m = p.bin(BinOp::Mul, k, v[1], ct);
+        let m = p.bin(if div { BinOp::Div } else { BinOp::Mul }, m, v[2], ct);
+        p.bin(BinOp::Add, v[0], m, ct)
+    };
+    // An int64 result is checked; a wrapped intermediate does not matter (the lanes'
+    // arithmetic is exact modulo 2^32, so the result is exact whenever it fits int32).
+    promoted_exact(name, &args, Number::Opmath, product)
 }
 
 fn same_dtype(what: &str, x: &Tensor, other: &Tensor) -> Result<()> {
@@ -186,22 +185,16 @@ fn sub_like(name: &str, a: Arg, b: Arg, alpha: Scalar, number: Number) -> Result
             "For integral input tensors, argument alpha must not be a floating point number (result type {common})"
         )));
     }
-    promoted(
-        name,
-        &[a, b],
-        number,
-        |c| c,
-        move |p, v, c| {
-            let ct = compute(c);
-            let y = if alpha.to_f64() == 1.0 {
-                v[1]
-            } else {
-                let k = p.constant(alpha, ct);
-                p.bin(BinOp::Mul, v[1], k, ct)
-            };
-            p.bin(BinOp::Sub, v[0], y, ct)
-        },
-    )
+    promoted_exact(name, &[a, b], number, move |p, v, c| {
+        let ct = compute(c);
+        let y = if alpha.to_f64() == 1.0 {
+            v[1]
+        } else {
+            let k = p.constant(alpha, ct);
+            p.bin(BinOp::Mul, v[1], k, ct)
+        };
+        p.bin(BinOp::Sub, v[0], y, ct)
+    })
 }
 
 /// `torch.rsub(self, other, alpha)`: `other - alpha * self`.

@@ -6,9 +6,10 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, RedKind, UnOp};
 use crate::layout::wrap_dim;
-use crate::ops::checks::{Pending, check_float_ranges};
-use crate::ops::helpers::{OpScope, dims_of, map_contiguous};
+use crate::ops::checks::{Pending, checks_on};
+use crate::ops::helpers::{OpScope, dims_of};
 use crate::ops::reduce::scalar_type_name;
+use crate::ops::wide;
 use crate::tensor::Tensor;
 
 /// The dtype `sum` and `prod` give: `dtype` if given, else int64 for integer and bool inputs.
@@ -76,7 +77,11 @@ fn sum_impl(
 /// any order); a sum not provably inside int32 is refused, never wrapped.
 fn int_sum_check(op: &OpScope, x: &Tensor, dims: &[usize], keepdim: bool) -> Result<Pending> {
     let f = DType::F32;
-    let n: usize = dims.iter().map(|d| x.shape()[*d]).product::<usize>().max(1);
+    let n: usize = dims
+        .iter()
+        .map(|d| x.shape().get(*d).copied().unwrap_or(1))
+        .product::<usize>()
+        .max(1);
     let zero = Scalar::Float(0.0);
     let parts = reduce(
         op,
@@ -91,22 +96,7 @@ fn int_sum_check(op: &OpScope, x: &Tensor, dims: &[usize], keepdim: bool) -> Res
             vec![p.reduce(RedKind::Sum, v, f), p.reduce(RedKind::Sum, a, f)]
         },
     )?;
-    // A little over n u, for the rounding of this bound itself.
-    let k = n as f64 * 2f64.powi(-24) * (1.0 + 2f64.powi(-10));
-    let bound = map_contiguous(op, &[&parts[0], &parts[1]], &[f], |p, r| {
-        let e = p.un(UnOp::Abs, r[0], f);
-        let k = p.constant(Scalar::Float(k), f);
-        let err = p.bin(BinOp::Mul, r[1], k, f);
-        vec![p.bin(BinOp::Add, e, err, f)]
-    })?
-    .remove(0);
-    check_float_ranges(op, &bound, &[(2f64.powi(31), f64::INFINITY)], || {
-        TpuError::BadArgs(
-            "an int64 sum beyond int32's range: the tpu accumulates int64 in 32-bit lanes and \
-             would wrap it; sum on the CPU instead (x.cpu().sum())"
-                .into(),
-        )
-    })
+    crate::ops::wide::sums_fit(op, &parts[0], &parts[1], n)
 }
 
 /// `torch.sum(x, dims, keepdim, dtype=dtype)` (`aten::sum.dim_IntList`); an empty `dims` sums
@@ -190,7 +180,19 @@ fn prod_impl(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     let out = accumulate_dtype(x, dtype);
-    Ok(reduce(
+    let n: usize = dims
+        .iter()
+        .map(|d| x.shape().get(*d).copied().unwrap_or(1))
+        .product();
+    let wide = out == DType::I64 && checks_on(op);
+    if wide && n > wide::MAX_PRODUCT_FACTORS {
+        return Err(TpuError::Unsupported(format!(
+            "an int64 product of {n} factors: the tpu computes int64 in 32-bit lanes and checks \
+             a product of at most {} factors",
+            wide::MAX_PRODUCT_FACTORS
+        )));
+    }
+    let r = reduce(
         op,
         x,
         dims,
@@ -202,7 +204,26 @@ fn prod_impl(
             vec![p.reduce(RedKind::Prod, v, out)]
         },
     )?
-    .remove(0))
+    .remove(0);
+    if wide && r.numel() > 0 {
+        // The product again in f32 tells whether the lanes' one wrapped (`ops::wide`).
+        let f = DType::F32;
+        let shadow = reduce(
+            op,
+            x,
+            dims,
+            keepdim,
+            &[(f, Scalar::Float(1.0))],
+            None,
+            |p, v, _| {
+                let v = p.cast(v, f);
+                vec![p.reduce(RedKind::Prod, v, f)]
+            },
+        )?
+        .remove(0);
+        wide::products_fit(op, &r, &shadow)?.guards(op.rt(), &[&r]);
+    }
+    Ok(r)
 }
 
 /// `torch.prod(x, dtype=dtype)`: the product of every element (`aten::prod`).

@@ -13,6 +13,7 @@ use crate::dtype::{DType, Scalar, promote_types};
 use crate::error::{Result, TpuError};
 use crate::ir::{CmpKind, RedKind};
 use crate::layout::{Layout, wrap_dim};
+use crate::ops::checks::check_values;
 use crate::ops::helpers::{OpScope, map_contiguous, write_into};
 use crate::ops::prims::{self, fill, reshaped, tile};
 use crate::ops::registry::{OpDef, OpImpl};
@@ -201,12 +202,25 @@ fn repeat_index(op: &OpScope, repeats: &Tensor, output_size: Option<i64>) -> Res
     }
     let n = repeats.numel();
     let r = reshaped(&prims::dense(op, repeats)?, &[n]);
+    let negative = || TpuError::BadArgs("repeats can not be negative".into());
+    let check = check_values(
+        op,
+        &r,
+        |p, v| {
+            let zero = p.constant(Scalar::Int(0), DType::I32);
+            p.cmp(CmpKind::Ge, v, zero, DType::I32)
+        },
+        move |_| negative(),
+    )?;
     let incl = prims::scan(op, &r, RedKind::Sum, DType::I32, false)?;
+    // The running counts fail with a negative repeat: reading the total raises it.
+    check.guards(op.rt(), &[&incl]);
     let total = match output_size {
         Some(s) => s as usize,
         None if n == 0 => 0,
         None => {
-            prims::host_int(&incl.with_layout(incl.layout().select(0, n as i64 - 1)?))? as usize
+            let t = prims::host_int(&incl.with_layout(incl.layout().select(0, n as i64 - 1)?))?;
+            usize::try_from(t).map_err(|_| negative())?
         }
     };
     if total == 0 || n == 0 {
