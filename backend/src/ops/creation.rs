@@ -3,13 +3,15 @@
 
 use super::Value;
 use super::checks::{Pending, check_float_ranges};
-use super::helpers::{OpScope, map_contiguous, map_shape, write_into};
+use super::helpers::{OpScope, map_contiguous, map_into_layout, map_shape, write_into};
 use super::registry::{OpDef, OpImpl};
 use super::t1;
+use super::value::MemoryFormat;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::BinOp;
 use crate::ir::Shapes;
+use crate::layout::Layout;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
@@ -117,10 +119,35 @@ pub fn clone(x: &Tensor) -> Result<Tensor> {
 
 /// `x.to(dtype)`: a contiguous copy converted to `dtype`.
 pub fn to_copy(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
+    to_copy_as(x, dtype, Some(MemoryFormat::Contiguous))
+}
+
+/// `aten::_to_copy(x, dtype, memory_format)`: a copy converted to `dtype`, laid out as
+/// PyTorch lays it out: `preserve_format` (the default) keeps the strides of an input that is
+/// non-overlapping and dense (a transposed view's copy is transposed too: a compiled graph's
+/// later `view` counts on it, as PyTorch's meta function says), otherwise contiguous.
+pub fn to_copy_as(
+    x: &Tensor,
+    dtype: Option<DType>,
+    format: Option<MemoryFormat>,
+) -> Result<Tensor> {
     let op = OpScope::new("aten::_to_copy", &[x])?;
     let d = dtype.unwrap_or(x.dtype());
     let check = wide_cast_check(&op, x, d)?;
-    let r = map_contiguous(&op, &[x], &[d], |_, r| vec![r[0]])?.remove(0);
+    let keep = matches!(format, None | Some(MemoryFormat::Preserve))
+        && x.layout().is_non_overlapping_and_dense()
+        && !x.layout().is_contiguous();
+    let r = if keep {
+        let layout = Layout {
+            shape: x.shape().to_vec(),
+            strides: x.strides().to_vec(),
+            offset: 0,
+        };
+        map_into_layout(&op, layout, &[x], &[d], |_, r| vec![r[0]])?
+    } else {
+        map_contiguous(&op, &[x], &[d], |_, r| vec![r[0]])?
+    }
+    .remove(0);
     check.guards(op.rt(), &[&r]);
     Ok(r)
 }
@@ -251,7 +278,11 @@ pub(super) fn defs() -> Vec<OpDef> {
         OpDef::new("aten::clone", k, all, |_, a| t1(clone(a.tensor(0)?)))
             .shard(Sharding::pointwise(Lin::All)),
         OpDef::new("aten::_to_copy", k, all, |_, a| {
-            t1(to_copy(a.tensor(0)?, a.opt_dtype(1)?))
+            let format = match a.get(6) {
+                Some(Value::MemoryFormat(f)) => Some(*f),
+                _ => None,
+            };
+            t1(to_copy_as(a.tensor(0)?, a.opt_dtype(1)?, format))
         })
         .shard(Sharding::pointwise(Lin::All)),
         OpDef::new("aten::copy_", k, all, |_, a| {

@@ -172,7 +172,7 @@ pub fn map_contiguous(
 }
 
 /// The body of [`map_shape`]: outputs of `out_layout` (dense, offset 0).
-fn map_into_layout(
+pub(crate) fn map_into_layout(
     op: &OpScope,
     out_layout: Layout,
     inputs: &[&Tensor],
