@@ -26,9 +26,11 @@ if [[ -z "$so" || ! -f "$stamp" || "$installed" != "$root/python/tpuemu" ]] ||
     "$root/backend/src" "$root/emulator/src" "$root/isa/src" "$root/Cargo.lock" \
     -newer "$stamp" -print -quit)" ]]; then
   log "building the Rust extension (maturin develop --release)"
-  # Installed from this tree already: only the extension module needs rebuilding in place.
+  # Installed from this tree already: only the extension module needs rebuilding in place
+  # (unless the package's metadata, its entry points, changed).
   skip=()
-  [[ "$installed" == "$root/python/tpuemu" ]] && skip=(--skip-install)
+  [[ "$installed" == "$root/python/tpuemu" && -f "$stamp" && ! "$root/python/pyproject.toml" -nt "$stamp" ]] &&
+    skip=(--skip-install)
   (cd "$root/python" && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" \
     "$venv/bin/maturin" develop --release --quiet "${skip[@]}" >&2)
   touch "$stamp"

@@ -3,7 +3,9 @@
     import torch, tpuemu
     model = MyModel().to("tpu")
 
-Importing the package registers PrivateUse1 renamed "tpu": tensors on it are ordinary
+Installed, the package loads with ``import torch`` (PyTorch's ``torch.backends`` entry point for
+device backends; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns that off), so code that never names
+tpuemu finds the device. Importing it registers PrivateUse1 renamed "tpu": tensors on it are ordinary
 ``torch.Tensor``s whose storage lives in the emulated chip's HBM, and every aten operator goes to
 the Rust backend by its overload name (operators it lacks run on the CPU, with a one-time
 warning; ``TORCH_TPU_CPU_FALLBACK=0`` makes that an error). Modes come from the environment as in
@@ -190,3 +192,8 @@ from . import _module  # noqa: E402,F401  (keeps tied weights tied in Module.to(
 from . import distributed  # noqa: E402  (registers the c10d backend "tpu")
 # torch.compile(backend="tpu") finds tpuemu._compile.tpu_backend through the
 # "torch_dynamo_backends" entry point (python/pyproject.toml), imported only when used.
+
+
+def _autoload() -> None:
+    """The ``torch.backends`` entry point (python/pyproject.toml): ``import torch`` calls it at
+    its end, after importing this package, which registered everything already."""

@@ -1,5 +1,6 @@
 // The kernels every PrivateUse1 device provides itself: empty tensors, copies between the host
-// and the device, resize_, set_, the generic view kernels, and item().
+// and the device, resize_, set_ and the generic view kernels. (`item()` and `zero_` are the Rust
+// backend's, registered by name with the other operators: one kernel each, no override.)
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
@@ -119,12 +120,6 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
   return copy_from(src, dst, false);
 }
 
-at::Scalar local_scalar_dense(const at::Tensor& self) {
-  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
-              " elements cannot be converted to Scalar");
-  return read_host(self).item();
-}
-
 const at::Tensor& resize_(const at::Tensor& self, c10::SymIntArrayRef size_sym,
                           std::optional<c10::MemoryFormat> memory_format) {
   auto size = C10_AS_INTARRAYREF_SLOW(size_sym);
@@ -187,7 +182,6 @@ bool is_set_to(const at::Tensor& self, const at::Tensor& src) {
          self.strides() == src.strides();
 }
 
-at::Tensor& zero_(at::Tensor& self) { return self.fill_(0); }
 
 at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
   return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
@@ -218,14 +212,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
-  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
   m.impl("set_.source_Storage", TORCH_FN(set_storage));
   m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
   m.impl("set_", TORCH_FN(set_empty));
   m.impl("is_set_to", TORCH_FN(is_set_to));
-  m.impl("zero_", TORCH_FN(zero_));
   m.impl("view", TORCH_FN(view));
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));

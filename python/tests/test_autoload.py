@@ -1,0 +1,36 @@
+"""Installed, tpuemu loads with ``import torch`` (PyTorch's ``torch.backends`` entry point for
+out-of-tree device backends): code that never names tpuemu finds the device the way libraries
+look for one; ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` turns it off."""
+
+import os
+import subprocess
+import sys
+
+_NEVER_NAMES_TPUEMU = """
+import sys, torch
+dev = torch._utils._get_available_device_type()
+acc = torch.accelerator.current_accelerator()
+x = torch.arange(6.0, device=dev).reshape(2, 3)
+print("loaded" if "tpuemu" in sys.modules else "not loaded", dev, acc, (x @ x.T).sum().item())
+"""
+
+
+def _run(env_extra):
+    env = {**os.environ, **env_extra}
+    return subprocess.run(
+        [sys.executable, "-c", _NEVER_NAMES_TPUEMU], env=env, capture_output=True, text=True
+    )
+
+
+def test_import_torch_alone_finds_the_tpu():
+    r = _run({})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["loaded", "tpu", "tpu", "83.0"], r.stdout
+    # Loading prints nothing (a kernel registered twice made PyTorch warn on every import).
+    assert r.stderr == "", r.stderr[-2000:]
+
+
+def test_autoload_can_be_turned_off():
+    r = _run({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[:3] == ["not", "loaded", "None"], r.stdout
