@@ -76,31 +76,5 @@ def run_python(code: str, env: dict | None = None, check: bool = True) -> subpro
         assert r.returncode == 0, r.stdout + r.stderr
     return r
 
-
-# CPU fallbacks over the whole session (tests reset the metrics).
-_FALLBACKS: dict = {}
-_reset = tpuemu.reset_metrics
-
-
-def _tally():
-    for k, v in tpuemu.metrics()["cpu_fallbacks"].items():
-        _FALLBACKS[k] = _FALLBACKS.get(k, 0) + v
-
-
-def _reset_metrics():
-    _tally()
-    _reset()
-
-
-tpuemu.reset_metrics = _reset_metrics
-
-
-def pytest_terminal_summary(terminalreporter):
-    """Which operators ran on the CPU during the tests (what the backend still lacks)."""
-    _tally()
-    _reset()
-    fb = _FALLBACKS
-    if fb:
-        terminalreporter.write_sep("-", "operators that ran on the CPU (fallback) in this process")
-        for name, n in sorted(fb.items(), key=lambda kv: -kv[1]):
-            terminalreporter.write_line(f"{n:8d}  {name}")
+# The operators that ran on the CPU are listed at the end by tpuemu's pytest plugin
+# (tpuemu/pytest_plugin.py).

@@ -40,6 +40,7 @@ __all__ = [
     "timing",
     "reset_timing",
     "cpu_fallback_enabled",
+    "set_cpu_fallback",
 ]
 
 # A switch variable with a value that means nothing (TORCH_TPU_DEFER_AND_FUSE=banana) is a
@@ -88,6 +89,14 @@ def cpu_fallback_enabled() -> bool:
 
 
 _C.set_cpu_fallback(cpu_fallback_enabled())
+
+
+def set_cpu_fallback(on: bool) -> None:
+    """Allows (or forbids) running on the CPU the operators the backend lacks, from now on (as
+    ``TORCH_TPU_CPU_FALLBACK`` does at import; forbidden, such an operator raises
+    ``NotImplementedError``)."""
+    os.environ["TORCH_TPU_CPU_FALLBACK"] = "1" if on else "0"
+    _C.set_cpu_fallback(bool(on))
 
 
 def set_chip(name: str) -> None:
@@ -193,7 +202,3 @@ from . import distributed  # noqa: E402  (registers the c10d backend "tpu")
 # torch.compile(backend="tpu") finds tpuemu._compile.tpu_backend through the
 # "torch_dynamo_backends" entry point (python/pyproject.toml), imported only when used.
 
-
-def _autoload() -> None:
-    """The ``torch.backends`` entry point (python/pyproject.toml): ``import torch`` calls it at
-    its end, after importing this package, which registered everything already."""

@@ -1,0 +1,62 @@
+"""tpuemu's pytest plugin (the ``pytest11`` entry point): ``--tpu-mode``, ``--tpu-no-fallback``,
+the ``tpu_device`` fixture and the summary of operators that ran on the CPU; and a test written
+as Hugging Face writes its model tests, run on the tpu by its environment variables."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_SUITE = '''
+import torch, tpuemu
+
+def test_mode(tpu_device):
+    assert tpu_device == torch.device("tpu")
+    print("MODE", tpuemu.mode())
+
+def test_an_operator_the_backend_lacks():
+    x = torch.tensor([0.5, 2.0], device="tpu")
+    assert torch.special.gammainc(x, x).device.type == "tpu"
+'''
+
+
+def _pytest(args, cwd, env_extra=None):
+    env = {**os.environ, **(env_extra or {})}
+    for k in ("TORCH_TPU_DEFER_AND_FUSE", "TORCH_TPU_LAUNCH_BLOCKING", "TORCH_TPU_CPU_FALLBACK"):
+        env.pop(k, None)
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+    )
+
+
+def test_mode_option_fixture_and_fallback_summary(tmp_path):
+    (tmp_path / "test_suite.py").write_text(_SUITE)
+    r = _pytest(["--tpu-mode", "defer", "test_suite.py"], tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "MODE defer" in r.stdout and "2 passed" in r.stdout
+    # The operator the backend lacks ran on the CPU, and the summary says so.
+    assert "operators that ran on the CPU (tpuemu's fallback)" in r.stdout
+    assert "aten::igamma" in r.stdout
+
+
+def test_no_fallback_fails_a_test_that_runs_an_operator_on_the_cpu(tmp_path):
+    (tmp_path / "test_suite.py").write_text(_SUITE)
+    r = _pytest(["--tpu-mode", "debug", "--tpu-no-fallback", "test_suite.py"], tmp_path)
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert "MODE debug" in r.stdout
+    assert "1 failed, 1 passed" in r.stdout, r.stdout[-3000:]
+    assert "NotImplementedError" in r.stdout and "aten::igamma" in r.stdout
+
+
+def test_a_hugging_face_style_test_runs_on_the_tpu_from_its_environment():
+    r = _pytest(
+        ["--tpu-mode", "strict", str(ROOT / "examples" / "ci")],
+        ROOT,
+        {"TRANSFORMERS_TEST_DEVICE": "tpu", "TRANSFORMERS_TEST_BACKEND": "tpuemu"},
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "2 passed" in r.stdout, r.stdout[-3000:]

@@ -1,0 +1,118 @@
+"""pytest plugin: a test suite on the tpu (the ``pytest11`` entry point, so installing the
+package enables it).
+
+    pytest --tpu-mode defer           # Strict (default), Debug or DeferAndFuse for the session
+    pytest --tpu-no-fallback          # an operator the backend lacks fails its test
+    def test_x(tpu_device): ...       # torch.device("tpu")
+
+At the end of a session that used the device it lists the operators that ran on the CPU (the
+fallback), with how many calls. Nothing is imported until a test uses the device, so a suite that
+never does pays nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+_MODE_VARIABLES = {
+    "strict": {},
+    "debug": {"TORCH_TPU_LAUNCH_BLOCKING": "1"},
+    "defer": {"TORCH_TPU_DEFER_AND_FUSE": "1"},
+}
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("tpuemu", "tpuemu: the emulated TPU device")
+    group.addoption(
+        "--tpu-mode",
+        choices=sorted(_MODE_VARIABLES),
+        default=None,
+        help="the tpu's eager mode for the session: strict (each operator launched as called), "
+        "debug (launch-blocking) or defer (DeferAndFuse)",
+    )
+    group.addoption(
+        "--tpu-no-fallback",
+        action="store_true",
+        default=False,
+        help="fail any test that runs an operator on the CPU because the tpu backend lacks it "
+        "(TORCH_TPU_CPU_FALLBACK=0)",
+    )
+
+
+def pytest_configure(config):
+    mode = config.getoption("--tpu-mode")
+    no_fallback = config.getoption("--tpu-no-fallback")
+    # Read when tpuemu is imported; set now, before any test module imports torch.
+    if mode is not None:
+        for var in ("TORCH_TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE"):
+            os.environ.pop(var, None)
+        os.environ.update(_MODE_VARIABLES[mode])
+    if no_fallback:
+        os.environ["TORCH_TPU_CPU_FALLBACK"] = "0"
+    tpuemu = sys.modules.get("tpuemu")
+    if tpuemu is not None:
+        # Imported already (by ``import torch``'s autoload, say): switch it now.
+        if mode is not None:
+            tpuemu.set_mode(mode)
+        if no_fallback:
+            tpuemu.set_cpu_fallback(False)
+    config.pluginmanager.register(_Fallbacks(), "tpuemu-fallbacks")
+
+
+@pytest.fixture
+def tpu_device():
+    """``torch.device("tpu")`` (importing tpuemu if ``import torch`` did not)."""
+    import torch
+
+    import tpuemu  # noqa: F401
+
+    return torch.device("tpu")
+
+
+class _Fallbacks:
+    """Counts the operators that ran on the CPU over the session (tests may reset tpuemu's
+    metrics: each reset adds what it clears to the tally first)."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self.wrapped = False
+
+    def _wrap(self):
+        tpuemu = sys.modules.get("tpuemu")
+        if self.wrapped or tpuemu is None:
+            return tpuemu
+        reset = tpuemu.reset_metrics
+
+        def reset_metrics():
+            self._add(tpuemu)
+            reset()
+
+        tpuemu.reset_metrics = reset_metrics
+        self.reset = reset
+        self.wrapped = True
+        return tpuemu
+
+    def _add(self, tpuemu):
+        for name, n in tpuemu.metrics()["cpu_fallbacks"].items():
+            self.counts[name] = self.counts.get(name, 0) + n
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        self._wrap()
+        yield
+        self._wrap()
+
+    def pytest_terminal_summary(self, terminalreporter):
+        tpuemu = self._wrap()
+        if tpuemu is None:
+            return
+        self._add(tpuemu)
+        self.reset()
+        if not self.counts:
+            return
+        terminalreporter.write_sep("-", "operators that ran on the CPU (tpuemu's fallback)")
+        for name, n in sorted(self.counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            terminalreporter.write_line(f"{n:8d}  {name}")
