@@ -67,17 +67,27 @@ pub(crate) fn exact_int64(
             });
         }
         let e = shadow(p, &fs);
-        let got = p.cast(r[next], f);
-        let d = p.bin(BinOp::Sub, got, e, f);
-        let d = p.un(UnOp::Abs, d, f);
-        // An infinite `e` (a power) is as far as 2^31.
-        let cap = p.constant(Scalar::Float(2f64.powi(31)), f);
-        vec![p.bin(BinOp::Min, d, cap, f)]
+        vec![distance_to(p, r[next], e)]
     })?
     .remove(0);
+    within_2_30(op, &distance)
+}
+
+/// `|f32(got) - e|`, at most 2^31 (an infinite `e`, a power, is as far as 2^31).
+fn distance_to(p: &mut ProgBuilder, got: PRef, e: PRef) -> PRef {
+    let f = DType::F32;
+    let got = p.cast(got, f);
+    let d = p.bin(BinOp::Sub, got, e, f);
+    let d = p.un(UnOp::Abs, d, f);
+    let cap = p.constant(Scalar::Float(2f64.powi(31)), f);
+    p.bin(BinOp::Min, d, cap, f)
+}
+
+/// Refuses (on the device) a distance of 2^30 or more between a result and its f32 shadow.
+fn within_2_30(op: &OpScope, distance: &Tensor) -> Result<Pending> {
     check_float_ranges(
         op,
-        &distance,
+        distance,
         &[(2f64.powi(30), f64::INFINITY)],
         beyond_int32,
     )
@@ -137,17 +147,8 @@ pub(crate) const MAX_PRODUCT_FACTORS: usize = 1 << 22;
 pub(crate) fn products_fit(op: &OpScope, result: &Tensor, shadow: &Tensor) -> Result<Pending> {
     let f = DType::F32;
     let distance = map_contiguous(op, &[result, shadow], &[f], |p, r| {
-        let got = p.cast(r[0], f);
-        let d = p.bin(BinOp::Sub, got, r[1], f);
-        let d = p.un(UnOp::Abs, d, f);
-        let cap = p.constant(Scalar::Float(2f64.powi(31)), f);
-        vec![p.bin(BinOp::Min, d, cap, f)]
+        vec![distance_to(p, r[0], r[1])]
     })?
     .remove(0);
-    check_float_ranges(
-        op,
-        &distance,
-        &[(2f64.powi(30), f64::INFINITY)],
-        beyond_int32,
-    )
+    within_2_30(op, &distance)
 }
