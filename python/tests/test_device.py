@@ -97,6 +97,24 @@ def test_random_factories_follow_the_tpu_generator(mode):
     assert torch.tpu.initial_seed() == 5
 
 
+def test_a_generator_made_for_the_tpu_draws_as_a_cpu_one(mode):
+    # torch.Generator(device="tpu") (it raised: the hooks had no getNewGenerator). Random
+    # operators run on the host, so the tpu's generators are host generators.
+    g = torch.Generator(device="tpu")
+    assert g.initial_seed() == torch.Generator().initial_seed()
+    g.manual_seed(3)
+    a = torch.randn(3, 4, device="tpu", generator=g)
+    b = torch.rand(5, device="tpu", generator=g)
+    c = torch.Generator().manual_seed(3)
+    assert_same(a, torch.randn(3, 4, generator=c), exact=True)
+    assert_same(b, torch.rand(5, generator=c), exact=True)
+    # Its own stream: the default generator is untouched.
+    torch.tpu.manual_seed(9)
+    g.manual_seed(3)
+    torch.randn(2, device="tpu", generator=g)
+    assert_same(torch.rand(2, device="tpu"), torch.rand(2, generator=torch.Generator().manual_seed(9)), exact=True)
+
+
 def test_dtype_conversions_match_the_cpu(mode):
     x = torch.tensor([-2.7, -0.5, 0.0, 0.4999, 1.5, 3.25, 1e4])
     t = x.to("tpu")

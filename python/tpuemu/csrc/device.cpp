@@ -225,6 +225,12 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
     return generator();
   }
+  // torch.Generator(device="tpu"): random operators run on the host (see dispatch.cpp), so a
+  // tpu generator is a host generator, as the default one is (its `.device` reads cpu),
+  // seeded with PyTorch's CPU default seed until `manual_seed`.
+  at::Generator getNewGenerator(c10::DeviceIndex) const override {
+    return at::make_generator<at::CPUGeneratorImpl>(67280421310721ULL);
+  }
   at::Device getDeviceFromPtr(void*) const override { return own(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage, newsize);
