@@ -34,3 +34,17 @@ def test_autoload_can_be_turned_off():
     r = _run({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[:3] == ["not", "loaded", "None"], r.stdout
+
+
+def test_a_torch_outside_the_supported_range_is_refused_with_the_range():
+    import re
+
+    import pytest
+
+    import tpuemu
+
+    for ok in ("2.15.0", "2.15.3+cpu", "2.15.0a0+git1234"):
+        tpuemu._check_torch(ok)
+    for bad in ("2.14.1", "2.16.0", "3.0.0", "1.13.1+cu117"):
+        with pytest.raises(ImportError, match=r"supports torch >=2\.15,<2\.16 .* torch " + re.escape(bad)):
+            tpuemu._check_torch(bad)

@@ -43,6 +43,32 @@ __all__ = [
     "set_cpu_fallback",
 ]
 
+# The torch releases this package supports. The C++ shim is compiled against the installed torch
+# at the first import (so the C++ ABI of any build of a supported release matches), but it
+# uses ATen's internal C++ API — the PrivateUse1 hooks, the dispatcher's boxed CPU fallback, the
+# autocast op lists — which changes between minor releases: the supported range is the minor
+# release the package is tested with (python/pyproject.toml declares the same).
+TORCH_SUPPORTED = ((2, 15), (2, 16))
+
+
+def _check_torch(version: str) -> None:
+    """Refuses a torch outside :data:`TORCH_SUPPORTED` (``ImportError`` naming the range)."""
+    parts = version.split("+")[0].split(".")
+    try:
+        have = (int(parts[0]), int(parts[1]))
+    except (IndexError, ValueError):
+        raise ImportError(f"tpuemu: cannot read the torch version {version!r}") from None
+    lo, hi = TORCH_SUPPORTED
+    if not lo <= have < hi:
+        raise ImportError(
+            f"tpuemu supports torch >={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]} (its C++ shim uses "
+            f"ATen's internal API, which changes between minor releases); torch {version} is "
+            f"installed"
+        )
+
+
+_check_torch(torch.__version__)
+
 # A switch variable with a value that means nothing (TORCH_TPU_DEFER_AND_FUSE=banana) is a
 # ValueError here, before any work, never a silent default.
 _rust.check_env()
