@@ -48,3 +48,20 @@ def test_a_torch_outside_the_supported_range_is_refused_with_the_range():
     for bad in ("2.14.1", "2.16.0", "3.0.0", "1.13.1+cu117"):
         with pytest.raises(ImportError, match=r"supports torch >=2\.15,<2\.16 .* torch " + re.escape(bad)):
             tpuemu._check_torch(bad)
+
+
+def test_the_shim_is_rebuilt_for_another_torch(tmp_path):
+    # The C++ shim is compiled against the installed torch's headers: one built for another
+    # torch (even a patch release) is stale, as one built from other sources is.
+    from importlib.metadata import version
+
+    from tpuemu import _build
+
+    so = tmp_path / "tpuemu_C.so"
+    so.write_bytes(b"")
+    names = _build._names()
+    assert f"torch {version('torch')}" in names
+    _build._manifest(tmp_path).write_text(names)
+    assert not _build._stale(so)
+    _build._manifest(tmp_path).write_text(names.replace(version("torch"), "2.15.99"))
+    assert _build._stale(so)

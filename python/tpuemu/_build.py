@@ -3,7 +3,7 @@
 The shim is compiled with ``torch.utils.cpp_extension`` (g++ and ninja) into ``_cpp_build/``
 next to this file; ``scripts/python.sh`` builds it ahead of time, and ``import tpuemu`` builds it
 if it is missing, older than its sources, or built from another set of sources (a file added
-or removed; about a minute, once).
+or removed) or for another torch (about a minute, once).
 """
 
 from __future__ import annotations
@@ -40,7 +40,16 @@ def _manifest(d: Path) -> Path:
 
 
 def _names() -> str:
-    return "\n".join(s.name for s in SOURCES + HEADERS) + "\n"
+    """What the shim is built from: its sources' names and the installed torch's version (the
+    shim is compiled against torch's headers: another torch, even a patch release, rebuilds
+    it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "not installed"
+    return "\n".join(s.name for s in SOURCES + HEADERS) + f"\ntorch {torch_version}\n"
 
 
 def _stale(so: Path) -> bool:
