@@ -1,0 +1,92 @@
+"""Installed as a user installs it: the wheel ``maturin build`` makes, ``pip install``ed into a
+new environment that has torch and no Rust toolchain, with no repository on the path; there, a
+training script that never names tpuemu, an autocast step, and a test suite through the
+package's pytest plugin with the fallback off."""
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_TRAIN = """
+import torch
+dev = torch._utils._get_available_device_type()   # never names tpuemu
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2)).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(32, 8).to(dev), torch.randint(0, 2, (32,)).to(dev)
+losses = []
+for step in range(5):
+    with torch.autocast(dev, dtype=torch.bfloat16, enabled=step >= 3):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    losses.append(loss.item())
+import tpuemu
+print("device", dev, "from", os.path.dirname(tpuemu.__file__) if (os := __import__("os")) else "")
+print("losses", losses[0] > losses[-1], tpuemu.metrics()["kernels_launched"] > 0)
+"""
+
+_SUITE = """
+import torch
+
+def test_matmul(tpu_device):
+    a = torch.arange(6.0).reshape(2, 3)
+    assert torch.equal((a.to(tpu_device) @ a.T.to(tpu_device)).cpu(), a @ a.T)
+
+def test_lacking_operator(tpu_device):
+    torch.special.gammainc(torch.ones(2, device=tpu_device), torch.ones(2, device=tpu_device))
+"""
+
+
+def _run(cmd, env, cwd):
+    return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.skipif(shutil.which("cargo") is None, reason="building the wheel needs cargo")
+def test_the_wheel_installs_and_runs_where_there_is_torch_and_no_rust(tmp_path):
+    # The wheel, from the release build scripts/python.sh made (seconds when it is current).
+    maturin = Path(sys.executable).parent / "maturin"
+    r = _run([str(maturin), "build", "--release", "--quiet", "-o", str(tmp_path / "dist")],
+             dict(os.environ), ROOT / "python")
+    assert r.returncode == 0, r.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("tpuemu-*.whl")
+
+    # A new environment that sees this environment's torch (no download) and nothing of the
+    # repository; PATH without cargo or rustc.
+    env_dir = tmp_path / "env"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    site = _run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                dict(os.environ), tmp_path).stdout.strip()
+    Path(site, "torch_from_the_project.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # The package's other dependencies, as pip would put them there: ninja's executable (the
+    # shim's build runs it from the environment's bin/).
+    (env_dir / "bin" / "ninja").symlink_to(Path(sys.executable).parent / "ninja")
+    path = [p for p in os.environ["PATH"].split(os.pathsep)
+            if not (Path(p) / "cargo").exists() and not (Path(p) / "rustc").exists()]
+    env = {"PATH": os.pathsep.join([str(env_dir / "bin"), *path]), "HOME": os.environ["HOME"]}
+    r = _run([str(py), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)], env, tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    installed = Path(site, "tpuemu")
+    assert (installed / "_rust.abi3.so").exists()
+
+    # Training on the device torch reports, the shim compiled once on first use (told on stderr).
+    r = _run([str(py), "-c", _TRAIN], env, tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "compiling the C++ shim" in r.stderr
+    assert f"device tpu from {installed}" in r.stdout, r.stdout
+    assert "losses True True" in r.stdout
+
+    # A user's suite through the package's plugin: the lacking operator fails its test.
+    (tmp_path / "test_user.py").write_text(_SUITE)
+    r = _run([str(py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tpu-no-fallback",
+              "test_user.py"], env, tmp_path)
+    assert r.returncode == 1 and "1 failed, 1 passed" in r.stdout, r.stdout[-3000:]
+    assert "NotImplementedError" in r.stdout
