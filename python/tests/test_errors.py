@@ -286,6 +286,7 @@ OUTGROWN = {
     "scatter_reduce_prod": lambda d: _i(65536, 1)(d).scatter_reduce(
         0, _i(0)(d), _i(65536)(d), "prod"
     ),
+    "index_reduce_prod": lambda d: _i(65536, 1)(d).index_reduce(0, _i(0)(d), _i(65536)(d), "prod"),
 }
 
 # The same operators where the true result fits int32: exact, even when a partial result
