@@ -98,6 +98,10 @@ REFUSED = {
     "div_trunc": lambda d: torch.div(
         torch.tensor([2, 3], device=d), torch.tensor([1, 0], device=d), rounding_mode="trunc"
     ),
+    # A result with two checks (the divisor and the quotient's range), read through another op.
+    "floor_divide_then_float": lambda d: (
+        torch.tensor([2, 3], device=d) // torch.tensor([0, 1], device=d)
+    ).float(),
     "take": lambda d: torch.take(torch.arange(4.0, device=d), torch.tensor([7], device=d)),
     "take_negative": lambda d: torch.take(
         torch.arange(4.0, device=d), torch.tensor([-5], device=d)
@@ -287,6 +291,9 @@ OUTGROWN = {
         0, _i(0)(d), _i(65536)(d), "prod"
     ),
     "index_reduce_prod": lambda d: _i(65536, 1)(d).index_reduce(0, _i(0)(d), _i(65536)(d), "prod"),
+    # Computed from two checked results: fails with either (it followed only the first).
+    "two_checked_inputs": lambda d: _i(3)(d) * 2 + _i(70000)(d) * _i(70000)(d),
+    "in_place_after_a_checked_op": lambda d: (_i(2**30)(d) * 1).add_(2**30),
 }
 
 # The same operators where the true result fits int32: exact, even when a partial result

@@ -59,8 +59,9 @@ fn key(s: &StorageRef) -> usize {
 #[derive(Default)]
 pub(crate) struct Checks {
     pending: Vec<Check>,
-    /// Storages a pending check guards, and which.
-    guarded: HashMap<usize, usize>,
+    /// Storages pending checks guard, and which (a storage may be guarded by several: two
+    /// checks of one operator, or inputs of two checked operators).
+    guarded: HashMap<usize, Vec<usize>>,
     /// Failed storages and their error.
     failed: HashMap<usize, (Weak<Storage>, TpuError)>,
     /// The checks of the graph being captured.
@@ -72,7 +73,7 @@ impl Checks {
     pub fn add(&mut self, c: Check) {
         let k = self.pending.len();
         for o in &c.outputs {
-            self.guarded.insert(o.as_ptr() as usize, k);
+            self.guarded.entry(o.as_ptr() as usize).or_default().push(k);
         }
         self.pending.push(c);
     }
@@ -91,17 +92,23 @@ impl Checks {
         outputs: &[&StorageRef],
     ) {
         for i in inputs {
-            if let Some(&k) = self.guarded.get(&key(i)) {
+            if let Some(ks) = self.guarded.get(&key(i)).cloned() {
                 for o in outputs {
-                    if self.guarded.insert(key(o), k).is_none() {
-                        self.pending[k].outputs.push(Arc::downgrade(o));
+                    let mine = self.guarded.entry(key(o)).or_default();
+                    for k in ks.iter().copied() {
+                        if !mine.contains(&k) {
+                            mine.push(k);
+                            self.pending[k].outputs.push(Arc::downgrade(o));
+                        }
                     }
                 }
             }
             if let Some((_, e)) = self.failed.get(&key(i)) {
                 let e = e.clone();
                 for o in outputs {
-                    self.failed.insert(key(o), (Arc::downgrade(o), e.clone()));
+                    self.failed
+                        .entry(key(o))
+                        .or_insert_with(|| (Arc::downgrade(o), e.clone()));
                 }
             }
         }
@@ -128,7 +135,10 @@ impl Checks {
             }
             let e = (c.error)(v);
             for o in c.outputs {
-                self.failed.insert(o.as_ptr() as usize, (o, e.clone()));
+                // The first broken rule (in the order the operators were called) is the error.
+                self.failed
+                    .entry(o.as_ptr() as usize)
+                    .or_insert_with(|| (o, e.clone()));
             }
             broken.push((c.op, e));
         }
@@ -190,6 +200,47 @@ mod tests {
         drop((o2, derived, later));
         c.settle(|_| None);
         assert!(c.failed.is_empty() && !c.tracking());
+    }
+
+    #[test]
+    fn a_storage_guarded_by_two_checks_fails_with_either_and_the_first_wins() {
+        let (f1, f2, out, a, b, derived) = (
+            storage(),
+            storage(),
+            storage(),
+            storage(),
+            storage(),
+            storage(),
+        );
+        let mut c = Checks::default();
+        // Two checks of one operator on its output; only the second breaks.
+        c.add(check(&f1, &out));
+        c.add(check(&f2, &out));
+        let broken = c.settle(|s| Some(if Arc::ptr_eq(s, &f2) { 3 } else { i32::MIN }));
+        assert_eq!(broken.len(), 1);
+        assert_eq!(
+            c.failure_of(&out),
+            Some(TpuError::IndexOutOfRange("index 3".into()))
+        );
+        // An operator reading outputs of two checked operators fails with either's rule.
+        let mut c = Checks::default();
+        c.add(check(&f1, &a));
+        c.add(check(&f2, &b));
+        c.taint([&a, &b].into_iter(), &[&derived]);
+        c.settle(|s| Some(if Arc::ptr_eq(s, &f2) { 9 } else { i32::MIN }));
+        assert_eq!(
+            c.failure_of(&derived),
+            Some(TpuError::IndexOutOfRange("index 9".into()))
+        );
+        // Both broken: the first registered is the error.
+        let mut c = Checks::default();
+        c.add(check(&f1, &a));
+        c.add(check(&f2, &a));
+        c.settle(|s| Some(if Arc::ptr_eq(s, &f1) { 1 } else { 2 }));
+        assert_eq!(
+            c.failure_of(&a),
+            Some(TpuError::IndexOutOfRange("index 1".into()))
+        );
     }
 
     #[test]
