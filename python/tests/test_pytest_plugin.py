@@ -38,6 +38,9 @@ def test_mode_option_fixture_and_fallback_summary(tmp_path):
     r = _pytest(["--tpu-mode", "defer", "test_suite.py"], tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "MODE defer" in r.stdout and "2 passed" in r.stdout
+    # The option wins over the environment's switches (the TPU_ spellings too).
+    r2 = _pytest(["--tpu-mode", "strict", "test_suite.py"], tmp_path, {"TPU_DEFER_AND_FUSE": "1"})
+    assert "MODE strict" in r2.stdout, r2.stdout[-3000:]
     # The operator the backend lacks ran on the CPU, and the summary says so.
     assert "operators that ran on the CPU (tpuemu's fallback)" in r.stdout
     assert "aten::igamma" in r.stdout

@@ -47,7 +47,8 @@ def pytest_configure(config):
     no_fallback = config.getoption("--tpu-no-fallback")
     # Read when tpuemu is imported; set now, before any test module imports torch.
     if mode is not None:
-        for var in ("TORCH_TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE"):
+        for var in ("TORCH_TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE",
+                    "TPU_LAUNCH_BLOCKING", "TPU_DEFER_AND_FUSE"):
             os.environ.pop(var, None)
         os.environ.update(_MODE_VARIABLES[mode])
     if no_fallback:
