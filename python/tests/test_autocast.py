@@ -34,6 +34,13 @@ def test_autocast_casts_as_the_policy_says(mode):
     assert (xt @ wt).dtype == torch.float32
 
 
+def test_the_default_autocast_dtype_is_bfloat16():
+    # A TPU's matrix units take bfloat16 (PyTorch's default for a new device type is float16).
+    assert torch.get_autocast_dtype("tpu") == torch.bfloat16
+    with torch.autocast("tpu"):
+        assert (torch.ones(2, 2, device="tpu") @ torch.ones(2, 2, device="tpu")).dtype == torch.bfloat16
+
+
 def test_binary_cross_entropy_is_refused_under_autocast_as_on_cuda():
     p = torch.full((3,), 0.5, device="tpu")
     with torch.autocast("tpu", dtype=torch.bfloat16):

@@ -98,6 +98,8 @@ _process_layout()
 if torch._C._get_privateuse1_backend_name() != "tpu":
     torch.utils.rename_privateuse1_backend("tpu")
 torch._register_device_module("tpu", _device)
+# A TPU's matrix units take bfloat16: `torch.autocast("tpu")` without a dtype uses it.
+torch.set_autocast_dtype("tpu", torch.bfloat16)
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
