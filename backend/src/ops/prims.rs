@@ -141,12 +141,8 @@ pub fn put_rows(
         return put_rows_unchecked(op, dst, index, src, combine, check_bounds);
     }
     let count = index.numel();
-    if combine == Combine::Mul && count + 1 > crate::ops::wide::MAX_PRODUCT_FACTORS {
-        return Err(TpuError::Unsupported(format!(
-            "an int64 product accumulating {count} rows: the tpu computes int64 in 32-bit lanes \
-             and checks a product of at most {} factors",
-            crate::ops::wide::MAX_PRODUCT_FACTORS
-        )));
+    if combine == Combine::Mul {
+        crate::ops::wide::checkable_product(count + 1)?;
     }
     // The accumulation again in f32 (and of magnitudes), from dst's values before it.
     let f = DType::F32;

@@ -61,12 +61,8 @@ fn cum(name: &str, x: &Tensor, dim: i64, dtype: Option<DType>, kind: RedKind) ->
     let acc = lanes(out);
     let n = src.shape().last().copied().unwrap_or(1);
     let wide = out == DType::I64 && checks_on(&op);
-    if wide && kind == RedKind::Prod && n > wide::MAX_PRODUCT_FACTORS {
-        return Err(TpuError::Unsupported(format!(
-            "{name}: an int64 running product of {n} factors: the tpu computes int64 in 32-bit \
-             lanes and checks a product of at most {} factors",
-            wide::MAX_PRODUCT_FACTORS
-        )));
+    if wide && kind == RedKind::Prod {
+        wide::checkable_product(n)?;
     }
     let s = prims::scan(&op, &src, kind, acc, false)?;
     let s = if s.dtype() != out {

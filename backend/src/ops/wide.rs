@@ -139,6 +139,17 @@ pub(crate) fn sums_fit(
 /// 2^29): a longer product is refused as unsupported (the CPU fallback computes it).
 pub(crate) const MAX_PRODUCT_FACTORS: usize = 1 << 22;
 
+/// Refuses, as unsupported, an int64 product of more than [`MAX_PRODUCT_FACTORS`] factors.
+pub(crate) fn checkable_product(n: usize) -> Result<()> {
+    if n <= MAX_PRODUCT_FACTORS {
+        return Ok(());
+    }
+    Err(TpuError::Unsupported(format!(
+        "an int64 product of {n} factors: the tpu computes int64 in 32-bit lanes and checks a \
+         product of at most {MAX_PRODUCT_FACTORS} factors"
+    )))
+}
+
 /// Checks on the device that `result`, int64 products computed in 32-bit lanes, equals
 /// `shadow`, the same products in f32, to within 2^30 (as [`exact_int64`]; wrap-around
 /// multiplication is exact modulo 2^32, and `n` factors put the f32 product within `n u` of

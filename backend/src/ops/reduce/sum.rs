@@ -185,12 +185,8 @@ fn prod_impl(
         .map(|d| x.shape().get(*d).copied().unwrap_or(1))
         .product();
     let wide = out == DType::I64 && checks_on(op);
-    if wide && n > wide::MAX_PRODUCT_FACTORS {
-        return Err(TpuError::Unsupported(format!(
-            "an int64 product of {n} factors: the tpu computes int64 in 32-bit lanes and checks \
-             a product of at most {} factors",
-            wide::MAX_PRODUCT_FACTORS
-        )));
+    if wide {
+        wide::checkable_product(n)?;
     }
     let r = reduce(
         op,
