@@ -46,6 +46,17 @@ def test_mode_option_fixture_and_fallback_summary(tmp_path):
     assert "aten::igamma" in r.stdout
 
 
+def test_the_summary_adds_up_the_workers_of_pytest_xdist(tmp_path):
+    # Two files, so that each of two workers runs one; both call the lacking operator.
+    (tmp_path / "test_one.py").write_text(_SUITE)
+    (tmp_path / "test_two.py").write_text(_SUITE)
+    r = _pytest(["-n", "2", "--dist", "loadfile", "test_one.py", "test_two.py"], tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "4 passed" in r.stdout
+    lines = [ln.split() for ln in r.stdout.splitlines() if ln.strip().endswith("aten::igamma")]
+    assert lines == [["2", "aten::igamma"]], r.stdout[-3000:]
+
+
 def test_no_fallback_fails_a_test_that_runs_an_operator_on_the_cpu(tmp_path):
     (tmp_path / "test_suite.py").write_text(_SUITE)
     r = _pytest(["--tpu-mode", "debug", "--tpu-no-fallback", "test_suite.py"], tmp_path)

@@ -6,8 +6,9 @@ package enables it).
     def test_x(tpu_device): ...       # torch.device("tpu")
 
 At the end of a session that used the device it lists the operators that ran on the CPU (the
-fallback), with how many calls. Nothing is imported until a test uses the device, so a suite that
-never does pays nothing.
+fallback), with how many calls; under pytest-xdist (``-n``) the workers' counts are added up in
+the controller's summary. Nothing is imported until a test uses the device, so a suite that never
+does pays nothing.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def pytest_configure(config):
             tpuemu.set_mode(mode)
         if no_fallback:
             tpuemu.set_cpu_fallback(False)
-    config.pluginmanager.register(_Fallbacks(), "tpuemu-fallbacks")
+    config.pluginmanager.register(_Fallbacks(config), "tpuemu-fallbacks")
 
 
 @pytest.fixture
@@ -75,9 +76,11 @@ def tpu_device():
 
 class _Fallbacks:
     """Counts the operators that ran on the CPU over the session (tests may reset tpuemu's
-    metrics: each reset adds what it clears to the tally first)."""
+    metrics: each reset adds what it clears to the tally first). An xdist worker hands its tally
+    to the controller when it finishes."""
 
-    def __init__(self):
+    def __init__(self, config):
+        self.config = config
         self.counts: dict[str, int] = {}
         self.wrapped = False
 
@@ -97,8 +100,19 @@ class _Fallbacks:
         return tpuemu
 
     def _add(self, tpuemu):
-        for name, n in tpuemu.metrics()["cpu_fallbacks"].items():
+        self._merge(tpuemu.metrics()["cpu_fallbacks"])
+
+    def _merge(self, counts):
+        for name, n in counts.items():
             self.counts[name] = self.counts.get(name, 0) + n
+
+    def _collect(self):
+        """Adds what the metrics hold now to the tally and clears them (so a second call adds
+        nothing)."""
+        tpuemu = self._wrap()
+        if tpuemu is not None:
+            self._add(tpuemu)
+            self.reset()
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
@@ -106,12 +120,20 @@ class _Fallbacks:
         yield
         self._wrap()
 
+    def pytest_sessionfinish(self, session):
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:
+            # An xdist worker: the controller prints the summary.
+            self._collect()
+            workeroutput["tpuemu_fallbacks"] = dict(self.counts)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error):
+        # xdist's controller, as each worker finishes.
+        self._merge(getattr(node, "workeroutput", {}).get("tpuemu_fallbacks", {}))
+
     def pytest_terminal_summary(self, terminalreporter):
-        tpuemu = self._wrap()
-        if tpuemu is None:
-            return
-        self._add(tpuemu)
-        self.reset()
+        self._collect()
         if not self.counts:
             return
         terminalreporter.write_sep("-", "operators that ran on the CPU (tpuemu's fallback)")
