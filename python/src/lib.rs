@@ -6,6 +6,7 @@
 
 mod abi;
 mod call;
+mod cli;
 mod device;
 mod dist;
 mod dist_time;
@@ -334,6 +335,8 @@ fn python_call_site() -> Option<String> {
 
 #[pymodule(name = "_rust")]
 mod rust_module {
+    #[pymodule_export]
+    use super::cli::cli_main;
     #[pymodule_export]
     use super::dist::{begin_collective, device_time_ns, end_collective, slice_info, wait_until};
     #[pymodule_export]

@@ -1,8 +1,10 @@
 """Installed as a user installs it: the wheel ``maturin build`` makes, ``pip install``ed into a
 new environment that has torch and no Rust toolchain, with no repository on the path; there, a
-training script that never names tpuemu, an autocast step, and a test suite through the
+training script that never names tpuemu (with an autocast step, writing a trace), the ``tpuemu``
+command (``predict``, ``viz --screenshot`` of that trace), and a test suite through the
 package's pytest plugin with the fallback off."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -29,6 +31,8 @@ for step in range(5):
     opt.zero_grad(); loss.backward(); opt.step()
     losses.append(loss.item())
 import tpuemu
+with tpuemu.trace("step.json"):   # for `tpuemu viz` below
+    model(x).sum().backward()
 print("device", dev, "from", os.path.dirname(tpuemu.__file__) if (os := __import__("os")) else "")
 print("losses", losses[0] > losses[-1], tpuemu.metrics()["kernels_launched"] > 0)
 """
@@ -83,6 +87,23 @@ def test_the_wheel_installs_and_runs_where_there_is_torch_and_no_rust(tmp_path):
     assert "compiling the C++ shim" in r.stderr
     assert f"device tpu from {installed}" in r.stdout, r.stdout
     assert "losses True True" in r.stdout
+
+    # The command line, from the wheel (no cargo): its help, a prediction, a screenshot of the
+    # training's trace, and a usage error.
+    cli = str(env_dir / "bin" / "tpuemu")
+    r = _run([cli, "--help"], env, tmp_path)
+    assert r.returncode == 0 and "predict" in r.stdout and "viz" in r.stdout, r.stdout + r.stderr
+    r = _run([cli, "predict", "--model", "llama3.1-8b", "--slice", "v5p:2x2x2", "--seq", "1024",
+              "--json"], env, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    prediction = json.loads(r.stdout)
+    assert prediction["chips"] == 8 and 0 < prediction["mfu"] < 1, r.stdout[:2000]
+    r = _run([cli, "viz", "step.json", "--screenshot", "step.png", "--width", "400",
+              "--height", "300"], env, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "step.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = _run([cli, "predict", "--model", "no-such-model", "--slice", "v5e:2x2"], env, tmp_path)
+    assert r.returncode == 1 and "no-such-model" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
     # A user's suite through the package's plugin: the lacking operator fails its test.
     (tmp_path / "test_user.py").write_text(_SUITE)

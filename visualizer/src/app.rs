@@ -33,15 +33,22 @@ pub fn run_window(viewer: Viewer, title: &str) -> Result<(), VizError> {
         renderer: eframe::Renderer::Wgpu,
         ..Default::default()
     };
-    eframe::run_native(
+    // Our own event loop (eframe::run_native would keep one in a thread-local; see Cargo.toml).
+    let event_loop = winit::event_loop::EventLoop::<eframe::UserEvent>::with_user_event()
+        .build()
+        .map_err(|e| from_eframe(eframe::Error::WinitEventLoop(e)))?;
+    let mut app = eframe::create_native(
         title,
         options,
         Box::new(|cc| {
             cc.egui_ctx.set_theme(egui::Theme::Dark);
             Ok(Box::new(VizApp { viewer }))
         }),
-    )
-    .map_err(from_eframe)
+        &event_loop,
+    );
+    event_loop
+        .run_app(&mut app)
+        .map_err(|e| from_eframe(eframe::Error::WinitEventLoop(e)))
 }
 
 fn from_eframe(e: eframe::Error) -> VizError {
