@@ -108,6 +108,7 @@ pub fn status_of(e: &TpuError) -> i32 {
 /// Runs `f`, turning a panic into [`ERROR`], and a run the user stopped during the call
 /// (Ctrl-C) into [`INTERRUPTED`].
 pub fn guard(what: &str, f: impl FnOnce() -> i32) -> i32 {
+    let _watch = crate::sigint::watch();
     let rc = guard_panics(what, f);
     if rc != INTERRUPTED && tpuemu_emulator::interrupt::pending() {
         return interrupted();

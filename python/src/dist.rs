@@ -173,6 +173,7 @@ pub fn begin_collective(
     name: &str,
     shapes: &str,
 ) -> PyResult<(u64, f64, f64, f64)> {
+    let _watch = crate::sigint::watch();
     let rt = runtime().map_err(crate::err)?;
     let e = py
         .detach(|| rt.begin_collective(name, shapes.to_string()))
@@ -216,6 +217,7 @@ pub fn end_collective(
 /// time; the host clock does not move.
 #[pyfunction]
 pub fn device_time_ns(py: Python<'_>) -> PyResult<f64> {
+    let _watch = crate::sigint::watch();
     let rt = runtime().map_err(crate::err)?;
     py.detach(|| rt.device_time_ns()).map_err(crate::err)
 }

@@ -12,11 +12,12 @@ mod dist;
 mod dist_time;
 mod graph;
 mod results;
+mod sigint;
 mod wide;
 
 use std::sync::atomic::Ordering;
 
-use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use tpuemu_backend::{MatmulPrecision, Mode, Runtime, TpuError};
 
@@ -30,17 +31,9 @@ pub(crate) fn err(e: TpuError) -> PyErr {
     if let TpuError::Interrupted(m) = &e {
         // Told to the user now: runs go on again.
         tpuemu_emulator::interrupt::clear();
-        return PyKeyboardInterrupt::new_err(m.clone());
+        return Python::attach(|py| sigint::keyboard_interrupt(py, m.clone()));
     }
     PyRuntimeError::new_err(e.to_string())
-}
-
-/// The emulator's interrupt poll (see `tpuemu_emulator::interrupt`): runs Python's signal
-/// handlers, which a long launch would otherwise hold off until it ends; a Ctrl-C makes the
-/// default handler raise `KeyboardInterrupt`, which stops the run. The exception itself is
-/// raised again when the stopped launch is reported.
-fn python_interrupted() -> bool {
-    Python::attach(|py| py.check_signals().is_err())
 }
 
 fn rt() -> PyResult<Runtime> {
@@ -92,6 +85,7 @@ fn chip_info() -> PyResult<String> {
 /// Runs everything recorded and waits for the device (`torch.tpu.synchronize()`).
 #[pyfunction]
 fn sync(py: Python<'_>) -> PyResult<()> {
+    let _watch = sigint::watch();
     let rt = rt()?;
     py.detach(|| rt.sync()).map_err(err)
 }
@@ -115,6 +109,7 @@ fn set_mode(py: Python<'_>, mode: &str) -> PyResult<()> {
             )));
         }
     };
+    let _watch = sigint::watch();
     let rt = rt()?;
     py.detach(|| rt.set_mode(m)).map_err(err)
 }
@@ -350,9 +345,8 @@ mod rust_module {
     };
 
     #[pymodule_init]
-    fn init(_m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+    fn init(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         tpuemu_backend::ops::set_call_site(super::python_call_site);
-        tpuemu_emulator::interrupt::set_poll(super::python_interrupted);
-        Ok(())
+        super::sigint::install(m.py())
     }
 }

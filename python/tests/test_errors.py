@@ -405,6 +405,52 @@ print("still working")
 """
 
 
+_CTRL_C_IN_PYTHON = """
+import os, signal, time, torch, tpuemu
+x = torch.ones(3, device="tpu")
+try:
+    os.kill(os.getpid(), signal.SIGINT)   # while Python runs, not the device
+    time.sleep(1)
+    print("not raised")
+except KeyboardInterrupt:
+    print("raised by Python")
+# The Ctrl-C was Python's: the next operators are not stopped by it.
+print(x.add(1).cpu().tolist(), (x @ x).item())
+"""
+
+_OWN_HANDLER = """
+import os, signal, threading, time
+hits = []
+signal.signal(signal.SIGINT, lambda *a: hits.append(1))   # before tpuemu is imported
+import torch, tpuemu
+a = torch.ones(2048, 2048, device="tpu")
+torch.tpu.synchronize()
+# Sent while the product emulates (about a second on a 2-core machine).
+threading.Timer(0.05, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+r = (a @ a)[0, 0].item()
+time.sleep(0.3)   # the handler has run, wherever the signal landed
+print("result", r, "hits", len(hits))
+"""
+
+
+def test_ctrl_c_outside_a_call_is_pythons_and_stops_nothing_later():
+    r = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_IN_PYTHON], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == ["raised by Python", "[2.0, 2.0, 2.0] 3.0"], r.stdout
+
+
+def test_ctrl_c_with_the_users_own_handler_runs_it_and_stops_no_launch():
+    # A program that handles SIGINT itself decides what Ctrl-C means: the product runs to its
+    # end and the handler runs once.
+    r = subprocess.run(
+        [sys.executable, "-c", _OWN_HANDLER], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "result 2048.0 hits 1", r.stdout
+
+
 def test_ctrl_c_stops_a_long_launch_and_the_device_keeps_working():
     # A 4096-cube product emulates for seconds; Python runs its Ctrl-C handler only between
     # bytecodes, so before the emulator polled for it the product ran to its end. Now the

@@ -160,7 +160,7 @@ impl Core {
             {
                 return Status::Fault { pc, kind };
             }
-            if crate::interrupt::stop(self.stats.instructions) {
+            if crate::interrupt::pending() {
                 return Status::Fault {
                     pc,
                     kind: FaultKind::Interrupted,

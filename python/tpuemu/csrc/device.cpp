@@ -91,10 +91,13 @@ void raise(int32_t rc, const std::string& where) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
     case TPU_INTERRUPTED: {
       // KeyboardInterrupt, as Python's own handler raises it (operators run with the GIL
-      // released: take it to set the error).
+      // released: take it to set the error). Python's handler, which saw the same Ctrl-C, runs
+      // now, so that it does not raise a second KeyboardInterrupt later; ours, which says what
+      // was stopped, replaces its exception.
       python_error e;
       {
         pybind11::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) PyErr_Clear();
         PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
         e.persist();
       }
