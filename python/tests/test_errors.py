@@ -433,6 +433,43 @@ print("result", r, "hits", len(hits))
 """
 
 
+_CTRL_C_DEFERRED = """
+import os, signal, threading, torch, tpuemu
+tpuemu.set_mode("defer")
+a = torch.ones(4096, 4096, device="tpu")
+small = torch.arange(3.0, device="tpu")
+tpuemu.sync()
+threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+try:
+    b = a @ a                 # recorded; the flush at sync() runs it
+    c = b[0, :3] + 1
+    d = small * 2
+    tpuemu.sync()
+    print("not stopped")
+except KeyboardInterrupt:
+    print("stopped")
+for t in (b, c, d):
+    try:
+        print(t.flatten()[:3].cpu().tolist())
+    except RuntimeError as e:
+        print("raises:", "not computed" in str(e))
+print((small + 1).cpu().tolist())
+"""
+
+
+def test_results_a_stopped_flush_did_not_compute_raise_when_read():
+    # The flush stopped at the product: its result, what was fused after it, and an
+    # unrelated group of the same flush were never computed. They read as zeros before; now
+    # each read raises, and new work runs.
+    r = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_DEFERRED], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.splitlines() == [
+        "stopped", "raises: True", "raises: True", "raises: True", "[1.0, 2.0, 3.0]"
+    ], r.stdout
+
+
 def test_ctrl_c_outside_a_call_is_pythons_and_stops_nothing_later():
     r = subprocess.run(
         [sys.executable, "-c", _CTRL_C_IN_PYTHON], capture_output=True, text=True, timeout=300

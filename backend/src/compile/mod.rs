@@ -361,6 +361,18 @@ impl CompiledFn {
             };
             buffers.push(self.rt.ensure_buffer(&storage)?);
         }
+        let written: Vec<&StorageRef> = exe
+            .written
+            .iter()
+            .map(|slot| match &exe.slots[*slot] {
+                Slot::Input(i) => &inputs[*i].storage,
+                Slot::Fixed(s) => s,
+                Slot::Output(j) => &outs[*j],
+                Slot::Arena => unreachable!("the arena is not bound whole"),
+            })
+            .collect();
+        // A step that faults leaves what the call writes not computed.
+        let writes: Vec<_> = written.iter().map(|s| Arc::downgrade(s)).collect();
         let tag: OpTag = op.tag().clone();
         let mut st = self.rt.lock();
         for step in &exe.steps {
@@ -385,20 +397,12 @@ impl CompiledFn {
                 op_id: Some(tag.id),
                 group_id: None,
             };
-            st.core.q.launch(self.rt.device().as_ref(), launch, &tag)?;
+            st.core
+                .q
+                .launch(self.rt.device().as_ref(), launch, &tag, writes.clone())?;
         }
         st.core.q.metrics.fused_groups += exe.kernels as u64;
         // What the call wrote fails with a broken check, and with a failing input.
-        let written: Vec<&StorageRef> = exe
-            .written
-            .iter()
-            .map(|slot| match &exe.slots[*slot] {
-                Slot::Input(i) => &inputs[*i].storage,
-                Slot::Fixed(s) => s,
-                Slot::Output(j) => &outs[*j],
-                Slot::Arena => unreachable!("the arena is not bound whole"),
-            })
-            .collect();
         if st.checks.tracking() {
             st.checks.taint(inputs.iter().map(|t| &t.storage), &written);
         }

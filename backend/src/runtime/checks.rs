@@ -146,6 +146,14 @@ impl Checks {
         broken
     }
 
+    /// `s` was not computed (its launch faulted or was stopped): reading it raises `e`, unless
+    /// it failed already (the first error stays).
+    pub fn fail(&mut self, s: Weak<Storage>, e: TpuError) {
+        if s.strong_count() > 0 {
+            self.failed.entry(s.as_ptr() as usize).or_insert((s, e));
+        }
+    }
+
     /// The error of the failed operator `s` holds the result of (or a value computed from it).
     pub fn failure_of(&self, s: &StorageRef) -> Option<TpuError> {
         self.failed.get(&key(s)).map(|(_, e)| e.clone())
@@ -169,6 +177,26 @@ mod tests {
             error: Box::new(|v| TpuError::IndexOutOfRange(format!("index {v}"))),
             outputs: vec![Arc::downgrade(out)],
         }
+    }
+
+    #[test]
+    fn a_storage_not_computed_fails_with_its_first_error_and_taints_what_reads_it() {
+        let (out, later, gone) = (storage(), storage(), storage());
+        let mut c = Checks::default();
+        let (first, second) = (
+            TpuError::Device("stopped".into()),
+            TpuError::Device("again".into()),
+        );
+        c.fail(Arc::downgrade(&out), first.clone());
+        c.fail(Arc::downgrade(&out), second);
+        let w = Arc::downgrade(&gone);
+        drop(gone);
+        c.fail(w, first.clone());
+        assert_eq!(c.failure_of(&out), Some(first.clone()));
+        assert!(c.tracking());
+        c.taint([&out].into_iter(), &[&later]);
+        assert_eq!(c.failure_of(&later), Some(first));
+        assert_eq!(c.failed.len(), 2, "a dropped storage is not kept");
     }
 
     #[test]

@@ -285,7 +285,13 @@ impl Runtime {
             op_id: Some(node.op.id),
             group_id: group,
         };
-        core.q.launch(self.inner.device.as_ref(), launch, &node.op)
+        let writes = node
+            .outputs
+            .iter()
+            .map(|v| std::sync::Arc::downgrade(&v.storage))
+            .collect();
+        core.q
+            .launch(self.inner.device.as_ref(), launch, &node.op, writes)
     }
 }
 

@@ -1,8 +1,11 @@
 //! Running a recorded graph (a DeferAndFuse flush): its kept plan bound to its storages, or a
 //! fresh one from the planner ([`crate::fusion`]), then each fused group launched in order.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
+use super::queue::Writes;
 use super::{Core, Runtime};
 use crate::error::{Result, TpuError};
 use crate::fusion::plans::GraphKey;
@@ -32,12 +35,19 @@ pub(crate) fn run_graph(
             drop(nodes);
             let open: Vec<Node> = t.open.iter().map(|n| b.node(n)).collect();
             debug_plan(core, reason, ops, &t.groups, open.len());
-            for g in &t.groups {
+            for (i, g) in t.groups.iter().enumerate() {
                 let members = (g.members.len(), || {
                     g.members.iter().map(|m| b.node(m)).collect()
                 });
                 let ids = b.op_ids(&g.op_ids);
-                run_group(rt, core, b.node(&g.node), &g.ops, ids, &g.joins, members)?;
+                let node = b.node(&g.node);
+                let writes = writes_of(&node);
+                if let Err(e) = run_group(rt, core, node, &g.ops, ids, &g.joins, members) {
+                    let rest: Vec<Node> =
+                        t.groups[i + 1..].iter().map(|g| b.node(&g.node)).collect();
+                    not_computed(core, writes, rest.iter().chain(&open), &e);
+                    return Err(e);
+                }
             }
             open
         }
@@ -46,7 +56,8 @@ pub(crate) fn run_graph(
             let (plans, open) = split_open(plan_groups(nodes), recent);
             core.plans.insert(gk, &plans, &open);
             debug_plan(core, reason, ops, &plans, open.len());
-            for g in plans {
+            let mut plans = plans.into_iter();
+            while let Some(g) = plans.next() {
                 let FusedGroup {
                     node,
                     ops,
@@ -54,7 +65,8 @@ pub(crate) fn run_graph(
                     joins,
                     members,
                 } = g;
-                run_group(
+                let writes = writes_of(&node);
+                let ran = run_group(
                     rt,
                     core,
                     node,
@@ -62,7 +74,12 @@ pub(crate) fn run_graph(
                     op_ids,
                     &joins,
                     (members.len(), || members),
-                )?;
+                );
+                if let Err(e) = ran {
+                    let rest: Vec<FusedGroup> = plans.collect();
+                    not_computed(core, writes, rest.iter().map(|g| &g.node).chain(&open), &e);
+                    return Err(e);
+                }
             }
             open
         }
@@ -104,6 +121,30 @@ fn debug_plan(core: &Core, reason: &str, ops: usize, plans: &[FusedGroup], open:
 
 /// Runs one fused group: its fused node, or its parts, or (no kernel for it) its operators
 /// as recorded: `members` counts them and gives them (only then).
+/// The storages `node` writes.
+fn writes_of(node: &Node) -> Writes {
+    node.outputs
+        .iter()
+        .map(|v| Arc::downgrade(&v.storage))
+        .collect()
+}
+
+/// A group failed with `e` (having written `writes`, or not): what it and the groups after it
+/// would have written, and what the flush kept open, raise `e` when read (they are not
+/// recorded any more: nothing would compute them).
+fn not_computed<'a>(
+    core: &mut Core,
+    writes: Writes,
+    rest: impl Iterator<Item = &'a Node>,
+    e: &TpuError,
+) {
+    let mut all = writes;
+    for n in rest {
+        all.extend(writes_of(n));
+    }
+    core.q.not_computed(all, "a DeferAndFuse flush", e);
+}
+
 fn run_group(
     rt: &Runtime,
     core: &mut Core,

@@ -470,6 +470,11 @@ impl Runtime {
         } else {
             Vec::new()
         };
+        // What a faulted or stopped launch (or a failed flush) left uncomputed raises when read
+        // (after the checks: a broken rule that explains a fault is the error to keep).
+        for (w, e) in std::mem::take(&mut st.core.q.not_computed) {
+            st.checks.fail(w, e);
+        }
         let explained = |e: &TpuError| matches!(e, TpuError::Fault { op, .. } if broken.iter().any(|(b, _)| op.contains(b.as_str())));
         match (flushed, waited) {
             (Err(e), _) | (Ok(()), Err(e)) if !explained(&e) => Err(e),
@@ -572,7 +577,8 @@ impl Runtime {
             name: name.into(),
             shapes: Shapes::text(shapes),
         };
-        q.adopt(self.inner.device.as_ref(), id, tag)
+        // A collective's outputs are other runtimes' too: its fault is reported, not kept.
+        q.adopt(self.inner.device.as_ref(), id, tag, Vec::new())
     }
 
     /// Starts an operator call: charges dispatch (or recording, or a view's) time and opens its

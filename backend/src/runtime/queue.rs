@@ -13,6 +13,7 @@
 //! landing buffer starts after it lands; synchronising waits for all of it.
 
 use std::collections::HashMap;
+use std::sync::Weak;
 
 use tpuemu_isa::{BufferId, Device, KernelArg, Launch, LaunchId};
 
@@ -20,6 +21,10 @@ use super::config::HostCosts;
 use super::metrics::Metrics;
 use crate::error::{Result, TpuError};
 use crate::ir::OpTag;
+use crate::storage::Storage;
+
+/// The storages a launch writes (what is not computed if it faults).
+pub(crate) type Writes = Vec<Weak<Storage>>;
 
 /// Host clock, metrics and outstanding launches of one runtime.
 pub(crate) struct LaunchQueue {
@@ -32,7 +37,11 @@ pub(crate) struct LaunchQueue {
     /// Wait for each launch as it is made (Debug mode).
     pub blocking: bool,
     next_id: u64,
-    outstanding: Vec<(LaunchId, OpTag)>,
+    outstanding: Vec<(LaunchId, OpTag, Writes)>,
+    /// Storages whose launch faulted or was stopped (or never ran, a flush having failed
+    /// before it), with the error to raise when they are read: the runtime marks them failed
+    /// at its next synchronisation ([`super::checks`]).
+    pub not_computed: Vec<(Weak<Storage>, TpuError)>,
     /// Buffers being written by work outside the device's launches, and when they land (ns).
     landing: HashMap<BufferId, f64>,
     /// No launch starts before this (a stream waiting for an event).
@@ -51,6 +60,7 @@ impl LaunchQueue {
             blocking: false,
             next_id: 1,
             outstanding: Vec::new(),
+            not_computed: Vec::new(),
             landing: HashMap::new(),
             fence_ns: 0.0,
             device_done_ns: 0.0,
@@ -129,8 +139,15 @@ impl LaunchQueue {
         }
     }
 
-    /// Starts `launch` on `device` for operator `tag`, submitted at the host's current time.
-    pub fn launch(&mut self, device: &dyn Device, mut launch: Launch, tag: &OpTag) -> Result<()> {
+    /// Starts `launch` on `device` for operator `tag`, submitted at the host's current time;
+    /// it writes `writes`.
+    pub fn launch(
+        &mut self,
+        device: &dyn Device,
+        mut launch: Launch,
+        tag: &OpTag,
+        writes: Writes,
+    ) -> Result<()> {
         launch.submit_ns = self.start_ns(launch.targets.iter().flat_map(|t| {
             t.args.iter().filter_map(|a| match a {
                 KernelArg::Buffer(b) => Some(*b),
@@ -140,16 +157,22 @@ impl LaunchQueue {
         let id = device
             .launch(&launch)
             .map_err(|e| super::fault_at(tag, e))?;
-        self.adopt(device, id, tag.clone())
+        self.adopt(device, id, tag.clone(), writes)
     }
 
     /// Takes over the bookkeeping of a launch made elsewhere (a collective launched once for
     /// every runtime of a mesh): the host pays the launch, it counts, and it is waited for
     /// like this runtime's own.
-    pub fn adopt(&mut self, device: &dyn Device, id: LaunchId, tag: OpTag) -> Result<()> {
+    pub fn adopt(
+        &mut self,
+        device: &dyn Device,
+        id: LaunchId,
+        tag: OpTag,
+        writes: Writes,
+    ) -> Result<()> {
         self.charge("launch", self.costs.launch_ns);
         self.metrics.kernels_launched += 1;
-        self.outstanding.push((id, tag));
+        self.outstanding.push((id, tag, writes));
         if self.blocking {
             self.wait_all(device)?;
         }
@@ -173,7 +196,7 @@ impl LaunchQueue {
     fn wait_launches(&mut self, device: &dyn Device) -> (f64, Option<TpuError>) {
         let mut last: f64 = 0.0;
         let mut first: Option<TpuError> = None;
-        for (id, tag) in std::mem::take(&mut self.outstanding) {
+        for (id, tag, writes) in std::mem::take(&mut self.outstanding) {
             match device.wait(id) {
                 Ok(c) => {
                     last = last.max(c.end_ns);
@@ -183,12 +206,32 @@ impl LaunchQueue {
                     self.metrics.ici_bytes += c.counters.ici_bytes;
                 }
                 Err(e) => {
+                    let e = super::fault_at(&tag, e);
+                    self.not_computed(writes, &tag.name, &e);
                     if first.is_none() {
-                        first = Some(super::fault_at(&tag, e));
+                        first = Some(e);
                     }
                 }
             }
         }
         (last, first)
+    }
+
+    /// `writes` were not computed because of `e` (an error of operator `op`): reading them
+    /// raises. A stopped launch's storages raise an error, not the `KeyboardInterrupt` that
+    /// reported the Ctrl-C.
+    pub fn not_computed(&mut self, writes: Writes, op: &str, e: &TpuError) {
+        if writes.is_empty() {
+            return;
+        }
+        let e = match e {
+            TpuError::Interrupted(m) => TpuError::InOp {
+                op: op.to_string(),
+                message: format!("this result was not computed: its kernel was stopped ({m})"),
+            },
+            other => other.clone(),
+        };
+        self.not_computed
+            .extend(writes.into_iter().map(|w| (w, e.clone())));
     }
 }
