@@ -282,6 +282,8 @@ OUTGROWN = {
     "trace": lambda d: torch.trace(torch.full((2, 2), 2**30, device=d)),
     "index_computed": lambda d: torch.arange(10.0, device=d)[_i(65536)(d) * _i(65536)(d)],
     "index_add": lambda d: _i(2**31 - 1, 0)(d).index_add(0, _i(0)(d), _i(1)(d)),
+    "index_add_alpha": lambda d: _i(0, 0)(d).index_add(0, _i(0)(d), _i(70000)(d), alpha=70000),
+    "lcm": lambda d: torch.lcm(_i(65537)(d), _i(65539)(d)),  # 262147
     "scatter_add": lambda d: _i(2**31 - 1, 0)(d).scatter_add(0, _i(0, 0)(d), _i(1, 1)(d)),
     "index_put_accumulate": lambda d: _i(2**31 - 1)(d).index_put(
         (_i(0)(d),), _i(1)(d), accumulate=True
@@ -305,6 +307,8 @@ FITS = {
     "pow": lambda d: _i(3, -3, 2, 1, -1, 0)(d) ** 19,
     "pow_exact": lambda d: _i(3)(d) ** 19,  # 1162261467; f32 gave 1162261504
     "pow_tensor": lambda d: _i(3, -2, 7, 1, -1, 5, 0)(d) ** _i(19, 31, 0, -3, -3, -1, 5)(d),
+    # A negative power of 0 from a tensor is 0 (ATen's powi), not refused.
+    "pow_tensor_zero_base": lambda d: _i(0, 0, 2)(d) ** _i(-1, -2, -1)(d),
     # Within n 2^-24 sum(|x|) of 2^31 a sum cannot be told from one beyond (refused).
     "cumsum": lambda d: _i(2**30, -5, 5, 2**30 - 4096, -(2**31) + 1)(d).cumsum(0),
     "cumprod": lambda d: _i(-2, 3, 5, 7, 11, -13, 17, 19)(d).cumprod(0),
@@ -316,6 +320,8 @@ FITS = {
     "index_add": lambda d: _i(2**31 - 5000, -(2**31) + 5000)(d).index_add(
         0, _i(0, 1, 0)(d), _i(1000, -1000, -7)(d)
     ),
+    "index_add_alpha": lambda d: _i(5, 0)(d).index_add(0, _i(0, 1)(d), _i(3, -70000)(d), alpha=30000),
+    "lcm": lambda d: torch.lcm(_i(46340, -6, 0, 65536)(d), _i(46341, 4, 5, 32768)(d)),
     "scatter_reduce_prod": lambda d: _i(65536, 3)(d).scatter_reduce(
         0, _i(0, 1)(d), _i(-32768, 5)(d), "prod"
     ),

@@ -274,6 +274,7 @@ pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
         Rhs::Scalar(Scalar::Int(e)) => Some(e),
         _ => None,
     };
+    let integral = !result_type(&[operand(a), b.operand()]).is_float();
     binary_checked(
         name,
         a,
@@ -281,7 +282,14 @@ pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
         NumberAs::Common,
         |c| c,
         move |p, x, y, c| {
-            if c.is_float() {
+            if c.is_float() && integral {
+                // The int64 check's f32 shadow: a negative exponent gives 0 there (the exact
+                // result is 0, 1 or -1, within the check's margin), not 1/x (inf for x = 0).
+                let z = p.constant(Scalar::Float(0.0), DType::F32);
+                let negative = p.cmp(CmpKind::Lt, y, z, DType::F32);
+                let r = p.bin(BinOp::Pow, x, y, DType::F32);
+                p.select(negative, z, r, DType::F32)
+            } else if c.is_float() {
                 p.bin(BinOp::Pow, x, y, DType::F32)
             } else {
                 int_pow(p, x, y, known)

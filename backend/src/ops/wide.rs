@@ -42,32 +42,48 @@ pub(crate) fn exact_int64(
     result: &Tensor,
     shadow: impl FnOnce(&mut ProgBuilder, &[PRef]) -> PRef,
 ) -> Result<Pending> {
-    if result.dtype() != DType::I64 || result.numel() == 0 || !checks_on(op) {
-        return Ok(Pending::none());
-    }
     let f = DType::F32;
-    let mut tensors: Vec<&Tensor> = operands
+    let tensors: Vec<&Tensor> = operands
         .iter()
         .filter_map(|a| match a {
             Arg::T(t) => Some(*t),
             Arg::N(_) => None,
         })
         .collect();
-    tensors.push(result);
-    let distance = map(op, &tensors, &[f], |p, r| {
+    exact_int64_raw(op, &tensors, result, |p, raw| {
         let mut next = 0;
         let mut fs = Vec::new();
         for a in operands {
             fs.push(match a {
                 Arg::T(_) => {
                     next += 1;
-                    p.cast(r[next - 1], f)
+                    p.cast(raw[next - 1], f)
                 }
                 Arg::N(s) => p.constant(Scalar::Float(s.to_f64()), f),
             });
         }
-        let e = shadow(p, &fs);
-        vec![distance_to(p, r[next], e)]
+        shadow(p, &fs)
+    })
+}
+
+/// [`exact_int64`] with a shadow that takes the tensors' own values (in their dtypes, as
+/// loaded) and returns the f32 estimate: for an operator whose estimate needs exact integer
+/// steps first (`lcm`: the quotient by the gcd).
+pub(crate) fn exact_int64_raw(
+    op: &OpScope,
+    tensors: &[&Tensor],
+    result: &Tensor,
+    shadow: impl FnOnce(&mut ProgBuilder, &[PRef]) -> PRef,
+) -> Result<Pending> {
+    if result.dtype() != DType::I64 || result.numel() == 0 || !checks_on(op) {
+        return Ok(Pending::none());
+    }
+    let mut all = tensors.to_vec();
+    all.push(result);
+    let n = tensors.len();
+    let distance = map(op, &all, &[DType::F32], |p, r| {
+        let e = shadow(p, &r[..n]);
+        vec![distance_to(p, r[n], e)]
     })?
     .remove(0);
     within_2_30(op, &distance)

@@ -13,6 +13,7 @@ use crate::ir::{BinOp, CmpKind, Combine, RedKind, UnOp};
 use crate::layout::wrap_dim;
 use crate::ops::checks::check_range;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
+use crate::ops::pointwise::Arg;
 use crate::ops::prims::{self, fill, put_rows, reshaped};
 use crate::ops::reduce::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
@@ -122,7 +123,7 @@ fn put_along(
                 Some(l) => s.with_layout(l),
                 None => reshaped(&prims::dense(op, s)?, &shape3),
             };
-            map_shape(op, &shape3, &[&sv], &[dt], |p, r| {
+            let scaled = map_shape(op, &shape3, &[&sv], &[dt], |p, r| {
                 vec![match alpha {
                     Some(a) if a.to_f64() != 1.0 => {
                         let k = p.constant(a, dt);
@@ -131,7 +132,16 @@ fn put_along(
                     _ => r[0],
                 }]
             })?
-            .remove(0)
+            .remove(0);
+            // An int64 `source * alpha` beyond int32 is refused (the sum is checked in
+            // put_rows).
+            if let Some(a) = alpha.filter(|a| a.to_f64() != 1.0) {
+                crate::ops::wide::exact_int64(op, &[Arg::T(&sv), Arg::N(a)], &scaled, |p, v| {
+                    p.bin(BinOp::Mul, v[0], v[1], DType::F32)
+                })?
+                .guards(op.rt(), &[&out]);
+            }
+            scaled
         }
         Fill::Tensor(v) => map_shape(op, &shape3, &[v], &[dt], |_, r| vec![r[0]])?.remove(0),
         Fill::Value(v) => fill(op, &shape3, v, dt)?,
@@ -154,6 +164,7 @@ fn index_add(
     source: &Tensor,
     alpha: Scalar,
 ) -> Result<Tensor> {
+    crate::ops::binary::fits_lanes("aten::index_add", alpha, x.dtype())?;
     let op = OpScope::new("aten::index_add", &[x, index, source])?;
     check_index("index_add", index)?;
     Ok(put_along(

@@ -13,7 +13,7 @@
 //!   allows (consecutive Fibonacci numbers: 47 steps for int32, 92 for int64); `lcm(a, b) = |a /
 //!   gcd * b|`, 0 when the gcd is.
 
-use super::{Arg, Ex, FLOAT, Number, promoted, t1};
+use super::{Arg, Ex, FLOAT, Number, common_dtype, promoted, promoted_exact_raw, t1};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder};
@@ -192,21 +192,37 @@ pub fn gcd(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 /// `torch.lcm(a, b)`.
 pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     integral("lcm", a, b)?;
-    promoted(
+    // The quotient a / gcd, exact in the lanes (it divides), and whether the gcd is 0.
+    fn quotient(p: &mut ProgBuilder, a: PRef, b: PRef, c: DType) -> (PRef, PRef) {
+        let g = gcd_prog(p, a, b, c);
+        let zero = p.constant(Scalar::Int(0), c);
+        let one = p.constant(Scalar::Int(1), c);
+        let gz = p.cmp(CmpKind::Eq, g, zero, c);
+        let safe = p.select(gz, one, g, c);
+        (p.bin(BinOp::Div, a, safe, c), gz)
+    }
+    let c = common_dtype(&[Arg::T(a), Arg::T(b)]);
+    promoted_exact_raw(
         "aten::lcm",
         &[Arg::T(a), Arg::T(b)],
         Number::Common,
-        |c| c,
         |p, v, c| {
-            let g = gcd_prog(p, v[0], v[1], c);
+            let (q, gz) = quotient(p, v[0], v[1], c);
             let zero = p.constant(Scalar::Int(0), c);
-            let one = p.constant(Scalar::Int(1), c);
-            let gz = p.cmp(CmpKind::Eq, g, zero, c);
-            let safe = p.select(gz, one, g, c);
-            let q = p.bin(BinOp::Div, v[0], safe, c);
             let m = p.bin(BinOp::Mul, q, v[1], c);
             let m = p.un(crate::ir::UnOp::Abs, m, c);
             p.select(gz, zero, m, c)
+        },
+        // An int64 lcm beyond int32 is refused: the estimate |q| |b| in f32 (0 when the gcd is).
+        |p, raw| {
+            let (x, y) = (p.cast(raw[0], c), p.cast(raw[1], c));
+            let (q, gz) = quotient(p, x, y, c);
+            let f = DType::F32;
+            let (q, y) = (p.cast(q, f), p.cast(y, f));
+            let m = p.bin(BinOp::Mul, q, y, f);
+            let m = p.un(crate::ir::UnOp::Abs, m, f);
+            let zero = p.constant(Scalar::Float(0.0), f);
+            p.select(gz, zero, m, f)
         },
     )
 }

@@ -124,6 +124,26 @@ pub fn promoted_exact(
     Ok(r)
 }
 
+/// [`promoted_exact`] for operators whose f32 estimate needs the inputs' own values: `shadow`
+/// takes the tensors' registers as loaded (see [`super::wide::exact_int64_raw`]).
+pub fn promoted_exact_raw(
+    name: &str,
+    args: &[Arg],
+    number: Number,
+    f: impl Fn(&mut ProgBuilder, &[PRef], DType) -> PRef,
+    shadow: impl FnOnce(&mut ProgBuilder, &[PRef]) -> PRef,
+) -> Result<Tensor> {
+    let common = common_dtype(args);
+    let tensors = tensors_of(args);
+    if tensors.is_empty() {
+        return Err(TpuError::BadArgs(format!("{name}: no tensor arguments")));
+    }
+    let op = OpScope::new(name, &tensors)?;
+    let r = promoted_in(&op, args, common, number, common, &f)?;
+    super::wide::exact_int64_raw(&op, &tensors, &r, shadow)?.guards(op.rt(), &[&r]);
+    Ok(r)
+}
+
 /// The tensors among `args`, in order.
 pub(crate) fn tensors_of<'a>(args: &[Arg<'a>]) -> Vec<&'a Tensor> {
     args.iter()
