@@ -84,7 +84,8 @@ def test_the_wheel_installs_and_runs_where_there_is_torch_and_no_rust(tmp_path):
     # Training on the device torch reports, the shim compiled once on first use (told on stderr).
     r = _run([str(py), "-c", _TRAIN], env, tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    assert "compiling the C++ shim" in r.stderr
+    assert "compiling the C++ shim against torch 2.15" in r.stderr
+    assert f"cached in {installed / '_cpp_build'}" in r.stderr, r.stderr[-2000:]
     assert f"device tpu from {installed}" in r.stdout, r.stdout
     assert "losses True True" in r.stdout
 
@@ -111,3 +112,17 @@ def test_the_wheel_installs_and_runs_where_there_is_torch_and_no_rust(tmp_path):
               "test_user.py"], env, tmp_path)
     assert r.returncode == 1 and "1 failed, 1 passed" in r.stdout, r.stdout[-3000:]
     assert "NotImplementedError" in r.stdout
+
+
+def test_the_shim_is_cached_in_the_users_cache_where_the_package_is_read_only(tmp_path, monkeypatch):
+    from tpuemu import _build
+
+    monkeypatch.delenv("TPUEMU_CPP_BUILD", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(_build, "HERE", tmp_path / "site-packages" / "tpuemu")
+    assert _build.build_dir() == tmp_path / "site-packages" / "tpuemu" / "_cpp_build"
+    # A package directory the user cannot write (checked as the OS would answer for them).
+    monkeypatch.setattr(_build.os, "access", lambda path, mode: False)
+    assert _build.build_dir() == tmp_path / "cache" / "tpuemu" / "cpp_build"
+    monkeypatch.setenv("TPUEMU_CPP_BUILD", str(tmp_path / "chosen"))
+    assert _build.build_dir() == tmp_path / "chosen"

@@ -21,7 +21,22 @@ NAME = "tpuemu_C"
 
 
 def build_dir() -> Path:
-    d = Path(os.environ.get("TPUEMU_CPP_BUILD", HERE / "_cpp_build"))
+    """Where the shim is built: ``$TPUEMU_CPP_BUILD``, else the package's ``_cpp_build/``, else
+    (a package directory the user cannot write, as a system-wide install) the user's cache,
+    ``${XDG_CACHE_HOME:-~/.cache}/tpuemu/cpp_build``."""
+    if "TPUEMU_CPP_BUILD" in os.environ:
+        d = Path(os.environ["TPUEMU_CPP_BUILD"])
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    d = HERE / "_cpp_build"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        if os.access(d, os.W_OK):
+            return d
+    except OSError:
+        pass
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    d = cache / "tpuemu" / "cpp_build"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -43,13 +58,17 @@ def _names() -> str:
     """What the shim is built from: its sources' names and the installed torch's version (the
     shim is compiled against torch's headers: another torch, even a patch release, rebuilds
     it)."""
+    return "\n".join(s.name for s in SOURCES + HEADERS) + f"\ntorch {torch_version()}\n"
+
+
+def torch_version() -> str:
+    """The installed torch's version, read without importing it."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        torch_version = version("torch")
+        return version("torch")
     except PackageNotFoundError:
-        torch_version = "not installed"
-    return "\n".join(s.name for s in SOURCES + HEADERS) + f"\ntorch {torch_version}\n"
+        return "not installed"
 
 
 def _stale(so: Path) -> bool:
@@ -81,7 +100,8 @@ def _compile(d: Path, verbose: bool):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
     if not verbose:
-        print("tpuemu: compiling the C++ shim (once, about a minute)...", file=sys.stderr)
+        print(f"tpuemu: compiling the C++ shim against torch {torch_version()} (once, about a "
+              f"minute; cached in {d})...", file=sys.stderr)
     mod = cpp_extension.load(
         name=NAME,
         sources=[str(s) for s in SOURCES],
