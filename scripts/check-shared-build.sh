@@ -5,9 +5,13 @@
 # builds are current; on a mismatch it names the crates built twice.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-libs() { grep -o 'libtpuemu\(_[a-z]*\)\?-[0-9a-f]*\.rlib' | sort -u; }
+libs() { { grep -o 'libtpuemu\(_[a-z]*\)\?-[0-9a-f]*\.rlib' || true; } | sort -u; }
 tests="$(cargo test --workspace --release --locked --no-run -q --message-format=json | libs)"
 ext="$(cargo build --release --locked -p tpuemu-python -q --message-format=json | libs)"
+if [[ -z "$tests" || -z "$ext" ]]; then
+  echo "error: cargo named no workspace crate for one of the builds (did it fail?)" >&2
+  exit 1
+fi
 twice="$(comm -13 <(echo "$tests") <(echo "$ext"))"
 if [[ -n "$twice" ]]; then
   echo "error: the extension's build compiles these crates apart from the test build:" >&2

@@ -16,15 +16,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { echo "python.sh: $*" >&2; }
 venv="$("$root/scripts/python-env.sh")"
 
-# Rebuild the Rust extension when a source it depends on is newer than the last build from
-# this tree (or another tree's build is installed).
+# Rebuild the Rust extension (which links the command line too) when a source it depends on
+# is newer than the last build from this tree (or another tree's build is installed).
 stamp="$root/python/tpuemu/.built"
 so="$(ls "$root"/python/tpuemu/_rust*.so 2>/dev/null | head -1 || true)"
 installed="$("$venv/bin/python" -c 'import importlib.util as u; s = u.find_spec("tpuemu"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null || true)"
 if [[ -z "$so" || ! -f "$stamp" || "$installed" != "$root/python/tpuemu" ]] ||
   [[ -n "$(find "$root/python/src" "$root/python/Cargo.toml" "$root/python/pyproject.toml" \
     "$root/backend/src" "$root/emulator/src" "$root/isa/src" "$root/Cargo.lock" \
-    -newer "$stamp" -print -quit)" ]]; then
+    "$root/src" "$root/visualizer/src" "$root/workloads/src" "$root/golden/src" \
+    "$root/Cargo.toml" -newer "$stamp" -print -quit)" ]]; then
   log "building the Rust extension (maturin develop --release)"
   # Installed from this tree already: only the extension module needs rebuilding in place
   # (unless the package's metadata, its entry points, changed).

@@ -158,6 +158,11 @@ impl Runtime {
         if held {
             st.flush(self, "host to device copy")?;
         }
+        if offset == 0 && data.len() as u64 == storage.bytes() {
+            // Written whole from the host: a value that was not computed is replaced.
+            st.checks.overwritten(storage);
+            st.core.q.overwritten(storage);
+        }
         let q = &mut st.core.q;
         let done = self
             .inner

@@ -319,6 +319,11 @@ impl Runtime {
     pub(crate) fn upload(&self, s: &StorageRef, bytes: &[u8]) -> Result<()> {
         let buf = self.ensure_buffer(s)?;
         let mut st = self.lock();
+        if bytes.len() as u64 == s.bytes() {
+            // Written whole from the host: a value that was not computed is replaced.
+            st.checks.overwritten(s);
+            st.core.q.overwritten(s);
+        }
         let q = &mut st.core.q;
         let done = self.inner.device.write(buf, 0, bytes, q.start_ns([buf]))?;
         q.host_ns = q.host_ns.max(done.end_ns);

@@ -284,6 +284,7 @@ OUTGROWN = {
     "index_add": lambda d: _i(2**31 - 1, 0)(d).index_add(0, _i(0)(d), _i(1)(d)),
     "index_add_alpha": lambda d: _i(0, 0)(d).index_add(0, _i(0)(d), _i(70000)(d), alpha=70000),
     "lcm": lambda d: torch.lcm(_i(65537)(d), _i(65539)(d)),  # 262147
+    "lcm_just_beyond": lambda d: torch.lcm(_i(2, -2)(d), _i(2**30 + 1, 2**30 + 1)(d)),
     "scatter_add": lambda d: _i(2**31 - 1, 0)(d).scatter_add(0, _i(0, 0)(d), _i(1, 1)(d)),
     "index_put_accumulate": lambda d: _i(2**31 - 1)(d).index_put(
         (_i(0)(d),), _i(1)(d), accumulate=True
@@ -460,6 +461,10 @@ for t in (b, c, d):
     except RuntimeError as e:
         print("raises:", "not computed" in str(e))
 print((small + 1).cpu().tolist())
+# Written whole again (by an operator, from the host), they hold values again.
+b.zero_()
+c.copy_(torch.ones(3))
+print(b[0, :2].cpu().tolist(), c.cpu().tolist())
 """
 
 
@@ -472,7 +477,8 @@ def test_results_a_stopped_flush_did_not_compute_raise_when_read():
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.splitlines() == [
-        "stopped", "raises: True", "raises: True", "raises: True", "[1.0, 2.0, 3.0]"
+        "stopped", "raises: True", "raises: True", "raises: True", "[1.0, 2.0, 3.0]",
+        "[0.0, 0.0] [1.0, 1.0, 1.0]",
     ], r.stdout
 
 

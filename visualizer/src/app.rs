@@ -37,10 +37,14 @@ pub fn run_window(viewer: Viewer, title: &str) -> Result<(), VizError> {
     let event_loop = winit::event_loop::EventLoop::<eframe::UserEvent>::with_user_event()
         .build()
         .map_err(|e| from_eframe(eframe::Error::WinitEventLoop(e)))?;
+    // eframe keeps a start-up failure (the window, the GPU adapter) to itself when it runs on
+    // an event loop it did not make: the app is created only once both are up.
+    let opened = std::cell::Cell::new(false);
     let mut app = eframe::create_native(
         title,
         options,
         Box::new(|cc| {
+            opened.set(true);
             cc.egui_ctx.set_theme(egui::Theme::Dark);
             Ok(Box::new(VizApp { viewer }))
         }),
@@ -48,7 +52,15 @@ pub fn run_window(viewer: Viewer, title: &str) -> Result<(), VizError> {
     );
     event_loop
         .run_app(&mut app)
-        .map_err(|e| from_eframe(eframe::Error::WinitEventLoop(e)))
+        .map_err(|e| from_eframe(eframe::Error::WinitEventLoop(e)))?;
+    if !opened.get() {
+        return Err(VizError::Window(
+            "the window or its GPU renderer could not be set up (no usable display, or no GPU \
+             adapter); use --screenshot OUT.png, which needs neither"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 fn from_eframe(e: eframe::Error) -> VizError {

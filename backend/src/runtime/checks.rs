@@ -154,6 +154,12 @@ impl Checks {
         }
     }
 
+    /// `s` was written whole by an operator that did not read it (`zero_`, `fill_`, a copy
+    /// into it, a host upload): it holds a computed value again.
+    pub fn overwritten(&mut self, s: &StorageRef) {
+        self.failed.remove(&key(s));
+    }
+
     /// The error of the failed operator `s` holds the result of (or a value computed from it).
     pub fn failure_of(&self, s: &StorageRef) -> Option<TpuError> {
         self.failed.get(&key(s)).map(|(_, e)| e.clone())

@@ -641,7 +641,22 @@ impl Runtime {
         let State {
             exec, core, checks, ..
         } = &mut *st;
-        if checks.tracking() {
+        if checks.tracking() || !core.q.not_computed.is_empty() {
+            // An output written whole, and not read, holds a computed value again.
+            for v in &node.outputs {
+                let whole = v.layout.offset == 0
+                    && v.layout.is_contiguous()
+                    && (v.layout.numel() * v.dtype.size()) as u64 == v.storage.bytes();
+                if whole
+                    && !node
+                        .inputs
+                        .iter()
+                        .any(|i| Arc::ptr_eq(&i.storage, &v.storage))
+                {
+                    checks.overwritten(&v.storage);
+                    core.q.overwritten(&v.storage);
+                }
+            }
             let outputs: Vec<&StorageRef> = node.outputs.iter().map(|v| &v.storage).collect();
             checks.taint(node.inputs.iter().map(|v| &v.storage), &outputs);
         }

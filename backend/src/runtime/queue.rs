@@ -217,6 +217,15 @@ impl LaunchQueue {
         (last, first)
     }
 
+    /// `s` is written whole again before the next synchronisation marks it: it will hold a
+    /// computed value (see [`super::checks::Checks::overwritten`]).
+    pub fn overwritten(&mut self, s: &std::sync::Arc<Storage>) {
+        if !self.not_computed.is_empty() {
+            let p = std::sync::Arc::as_ptr(s);
+            self.not_computed.retain(|(w, _)| w.as_ptr() != p);
+        }
+    }
+
     /// `writes` were not computed because of `e` (an error of operator `op`): reading them
     /// raises. A stopped launch's storages raise an error, not the `KeyboardInterrupt` that
     /// reported the Ctrl-C.

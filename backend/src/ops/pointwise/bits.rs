@@ -207,10 +207,13 @@ pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         &[Arg::T(a), Arg::T(b)],
         Number::Common,
         |p, v, c| {
+            // |q| |b|, not |q b|: an absolute value taken after the lanes wrapped would fold a
+            // result just beyond 2^31 back near it, where the int64 check cannot tell it.
             let (q, gz) = quotient(p, v[0], v[1], c);
             let zero = p.constant(Scalar::Int(0), c);
-            let m = p.bin(BinOp::Mul, q, v[1], c);
-            let m = p.un(crate::ir::UnOp::Abs, m, c);
+            let q = p.un(crate::ir::UnOp::Abs, q, c);
+            let b = p.un(crate::ir::UnOp::Abs, v[1], c);
+            let m = p.bin(BinOp::Mul, q, b, c);
             p.select(gz, zero, m, c)
         },
         // An int64 lcm beyond int32 is refused: the estimate |q| |b| in f32 (0 when the gcd is).
@@ -219,8 +222,9 @@ pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
             let (q, gz) = quotient(p, x, y, c);
             let f = DType::F32;
             let (q, y) = (p.cast(q, f), p.cast(y, f));
+            let q = p.un(crate::ir::UnOp::Abs, q, f);
+            let y = p.un(crate::ir::UnOp::Abs, y, f);
             let m = p.bin(BinOp::Mul, q, y, f);
-            let m = p.un(crate::ir::UnOp::Abs, m, f);
             let zero = p.constant(Scalar::Float(0.0), f);
             p.select(gz, zero, m, f)
         },
