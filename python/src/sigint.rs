@@ -120,8 +120,10 @@ pub(crate) fn install(py: Python<'_>) -> PyResult<()> {
 /// The `KeyboardInterrupt` for a stopped launch, with `message` (what was stopped). Python's
 /// handler runs first, so the Ctrl-C it was told about is not raised a second time later.
 pub(crate) fn keyboard_interrupt(py: Python<'_>, message: String) -> PyErr {
-    // Its own KeyboardInterrupt (or whatever a handler raised) is replaced by ours, which says
-    // what was stopped.
-    let _ = py.check_signals();
-    PyKeyboardInterrupt::new_err(message)
+    // Its own KeyboardInterrupt is replaced by ours, which says what was stopped; another
+    // handler's exception (a SIGTERM handler's, say) is kept.
+    match py.check_signals() {
+        Err(e) if !e.is_instance_of::<PyKeyboardInterrupt>(py) => e,
+        _ => PyKeyboardInterrupt::new_err(message),
+    }
 }

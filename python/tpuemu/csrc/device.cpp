@@ -97,8 +97,12 @@ void raise(int32_t rc, const std::string& where) {
       python_error e;
       {
         pybind11::gil_scoped_acquire gil;
-        if (PyErr_CheckSignals() != 0) PyErr_Clear();
-        PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
+        // Another handler's exception (a SIGTERM handler's, say) is kept, not replaced.
+        bool raised = PyErr_CheckSignals() != 0;
+        if (!raised || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+          PyErr_Clear();
+          PyErr_SetString(PyExc_KeyboardInterrupt, msg.c_str());
+        }
         e.persist();
       }
       throw e;
