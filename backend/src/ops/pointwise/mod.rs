@@ -113,15 +113,9 @@ pub fn promoted_exact(
     number: Number,
     f: impl Fn(&mut ProgBuilder, &[PRef], DType) -> PRef,
 ) -> Result<Tensor> {
-    let common = common_dtype(args);
-    let tensors = tensors_of(args);
-    if tensors.is_empty() {
-        return Err(TpuError::BadArgs(format!("{name}: no tensor arguments")));
-    }
-    let op = OpScope::new(name, &tensors)?;
-    let r = promoted_in(&op, args, common, number, common, &f)?;
-    super::wide::exact_int64(&op, args, &r, |p, v| f(p, v, DType::F32))?.guards(op.rt(), &[&r]);
-    Ok(r)
+    promoted_checked(name, args, number, &f, |op, r| {
+        super::wide::exact_int64(op, args, r, |p, v| f(p, v, DType::F32))
+    })
 }
 
 /// [`promoted_exact`] for operators whose f32 estimate needs the inputs' own values: `shadow`
@@ -133,14 +127,27 @@ pub fn promoted_exact_raw(
     f: impl Fn(&mut ProgBuilder, &[PRef], DType) -> PRef,
     shadow: impl FnOnce(&mut ProgBuilder, &[PRef]) -> PRef,
 ) -> Result<Tensor> {
+    promoted_checked(name, args, number, &f, |op, r| {
+        super::wide::exact_int64_raw(op, &tensors_of(args), r, shadow)
+    })
+}
+
+/// [`promoted`], then `check` of the result, which guards it.
+fn promoted_checked(
+    name: &str,
+    args: &[Arg],
+    number: Number,
+    f: &impl Fn(&mut ProgBuilder, &[PRef], DType) -> PRef,
+    check: impl FnOnce(&OpScope, &Tensor) -> Result<super::checks::Pending>,
+) -> Result<Tensor> {
     let common = common_dtype(args);
     let tensors = tensors_of(args);
     if tensors.is_empty() {
         return Err(TpuError::BadArgs(format!("{name}: no tensor arguments")));
     }
     let op = OpScope::new(name, &tensors)?;
-    let r = promoted_in(&op, args, common, number, common, &f)?;
-    super::wide::exact_int64_raw(&op, &tensors, &r, shadow)?.guards(op.rt(), &[&r]);
+    let r = promoted_in(&op, args, common, number, common, f)?;
+    check(&op, &r)?.guards(op.rt(), &[&r]);
     Ok(r)
 }
 
