@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates golden/cases/ and the backend's ATen schema table
-# (backend/src/ops/schema/aten-2.15.0.txt) from PyTorch (see golden/README.md).
+# (backend/schema/src/aten-2.15.0.txt) from PyTorch (see golden/README.md).
 #
 #   golden/regenerate.sh           regenerate into golden/cases/
 #   golden/regenerate.sh --check   regenerate, then fail if golden/cases/ differs from git (CI)
@@ -22,20 +22,20 @@ rm -rf "$here/cases"
 start=$(date +%s)
 "$venv/bin/python" "$here/generate.py" --out "$here/cases" --quiet "$@"
 # The backend's table of PyTorch's operator schemas comes from the same PyTorch.
-schemas="$here/../backend/src/ops/schema/aten-2.15.0.txt"
-"$venv/bin/python" "$here/../backend/src/ops/schema/generate.py" "$schemas"
+schemas="$here/../backend/schema/src/aten-2.15.0.txt"
+"$venv/bin/python" "$here/../backend/schema/generate.py" "$schemas"
 echo "generated in $(( $(date +%s) - start )) s" >&2
 
 if (( check )); then
   cd "$here/.."
-  changes="$(git status --porcelain -- golden/cases backend/src/ops/schema/aten-2.15.0.txt)"  # modified, deleted and new files
+  changes="$(git status --porcelain -- golden/cases backend/schema/src/aten-2.15.0.txt)"  # modified, deleted and new files
   # Floating-point values of a few kernels depend on the host CPU in their last bits (see
   # compare_cases.py): modified case tensors within rounding of the committed ones pass.
   rounding="$(grep -E '^ M golden/cases/.*\.safetensors$' <<<"$changes" | cut -c4- || true)"
   if [[ -n "$rounding" ]] && "$venv/bin/python" golden/compare_cases.py $rounding; then
     echo "golden/cases/: $(wc -l <<<"$rounding") case files differ from the committed ones only by floating-point rounding (host-CPU-dependent kernels); the committed files are kept" >&2
     git checkout -- $rounding
-    changes="$(git status --porcelain -- golden/cases backend/src/ops/schema/aten-2.15.0.txt)"
+    changes="$(git status --porcelain -- golden/cases backend/schema/src/aten-2.15.0.txt)"
   fi
   if [[ -n "$changes" ]]; then
     echo "golden/cases/ (or the schema table) differs from the committed files after regeneration:" >&2

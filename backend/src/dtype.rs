@@ -47,6 +47,55 @@ impl DType {
         DType::F32,
     ];
 
+    /// The dtypes an operator supports, named once (an `OpDef`'s `dtypes`). `uint8` and `int8`
+    /// are storage types here: operators compute them after a cast, so the sets leave them out.
+    ///
+    /// Floating point: float32, bfloat16, float16.
+    pub const FLOATING: &'static [DType] = &[DType::F32, DType::BF16, DType::F16];
+    /// Floating point and bool (attention masks).
+    pub const FLOATING_AND_BOOL: &'static [DType] =
+        &[DType::F32, DType::BF16, DType::F16, DType::Bool];
+    /// Floating point and int64 (class-index targets, index outputs).
+    pub const FLOATING_AND_I64: &'static [DType] =
+        &[DType::F32, DType::BF16, DType::F16, DType::I64];
+    /// Numbers: floating point, int32, int64 (no bool).
+    pub const NUMERIC: &'static [DType] =
+        &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    /// Integers and bool (the bitwise operators).
+    pub const INTEGRAL_AND_BOOL: &'static [DType] = &[DType::I32, DType::I64, DType::Bool];
+    /// Every dtype a kernel computes: numbers and bool.
+    pub const ALL_TPU: &'static [DType] = &[
+        DType::F32,
+        DType::BF16,
+        DType::F16,
+        DType::I32,
+        DType::I64,
+        DType::Bool,
+    ];
+
+    /// PyTorch's C++ `ScalarType` name (`Float`, `BFloat16`, `Long`, ...), as its messages
+    /// print it ("not implemented for 'Bool'").
+    pub const fn scalar_type_name(self) -> &'static str {
+        match self {
+            DType::Bool => "Bool",
+            DType::U8 => "Byte",
+            DType::I8 => "Char",
+            DType::I32 => "Int",
+            DType::I64 => "Long",
+            DType::F16 => "Half",
+            DType::BF16 => "BFloat16",
+            DType::F32 => "Float",
+        }
+    }
+
+    /// PyTorch's `canCast`: whether an in-place or `out=` result of `self` may be written to
+    /// `to` (no float to integer, no number to bool).
+    pub const fn can_cast(self, to: DType) -> bool {
+        let float_to_integer = self.is_float() && !to.is_float();
+        let number_to_bool = !matches!(self, DType::Bool) && matches!(to, DType::Bool);
+        !float_to_integer && !number_to_bool
+    }
+
     /// Bytes per element in memory.
     pub const fn size(self) -> usize {
         match self {

@@ -414,11 +414,6 @@ fn bind_wrapped(
     Ok(name)
 }
 
-/// Whether PyTorch lets an in-place or `out=` result of `from` be written to `to`.
-fn can_cast(from: DType, to: DType) -> bool {
-    !((from.is_float() && !to.is_float()) || (from != DType::Bool && to == DType::Bool))
-}
-
 /// Calls a backend operator (by its definition when the caller has it), timing it.
 pub fn timed_call(
     rt: &Runtime,
@@ -482,7 +477,7 @@ fn write_results(
         if t.shape() != r.shape() {
             return Ok(RESIZE);
         }
-        if !can_cast(r.dtype(), t.dtype()) {
+        if !r.dtype().can_cast(t.dtype()) {
             return Err(TpuError::DtypeMismatch(format!(
                 "{name}: result type {} can't be cast to the desired output type {}",
                 pretty(r.dtype()),

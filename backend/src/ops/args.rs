@@ -1,7 +1,7 @@
 //! Reading an operator's positional arguments, with errors that name the operator and the
 //! argument.
 
-use super::Value;
+use super::{MemoryFormat, Value};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::tensor::Tensor;
@@ -216,6 +216,87 @@ impl Args {
             None => Ok(None),
             Some(Value::Str(s)) => Ok(Some(s)),
             _ => Err(self.bad(i, "str")),
+        }
+    }
+
+    /// A list of optional tensors (`Tensor?[]`).
+    pub fn opt_tensors(&self, i: usize) -> Result<Vec<Option<Tensor>>> {
+        match self.get(i) {
+            Some(Value::OptTensors(t)) => Ok(t.clone()),
+            Some(Value::Tensors(t)) => Ok(t.iter().cloned().map(Some).collect()),
+            _ => Err(self.bad(i, "a list of optional Tensors")),
+        }
+    }
+
+    /// A required string.
+    pub fn str(&self, i: usize) -> Result<&str> {
+        match self.get(i) {
+            Some(Value::Str(s)) => Ok(s),
+            _ => Err(self.bad(i, "str")),
+        }
+    }
+
+    /// A required dtype.
+    pub fn dtype(&self, i: usize) -> Result<DType> {
+        self.opt_dtype(i)?.ok_or_else(|| self.bad(i, "a dtype"))
+    }
+
+    /// An optional bool (`bool?`).
+    pub fn opt_bool(&self, i: usize) -> Result<Option<bool>> {
+        match self.get(i) {
+            None => Ok(None),
+            _ => self.bool(i).map(Some),
+        }
+    }
+
+    /// An optional number (`Scalar?`).
+    pub fn opt_scalar(&self, i: usize) -> Result<Option<Scalar>> {
+        match self.get(i) {
+            None => Ok(None),
+            _ => self.scalar(i).map(Some),
+        }
+    }
+
+    /// An optional memory format.
+    pub fn opt_memory_format(&self, i: usize) -> Result<Option<MemoryFormat>> {
+        match self.get(i) {
+            None => Ok(None),
+            Some(Value::MemoryFormat(m)) => Ok(Some(*m)),
+            _ => Err(self.bad(i, "a memory format")),
+        }
+    }
+
+    /// A list of floats (ints accepted; a single number is a one-element list).
+    pub fn floats(&self, i: usize) -> Result<Vec<f64>> {
+        match self.get(i) {
+            Some(Value::Floats(v)) => Ok(v.clone()),
+            Some(Value::Ints(v)) => Ok(v.iter().map(|&x| x as f64).collect()),
+            Some(Value::Float(v)) => Ok(vec![*v]),
+            Some(Value::Int(v)) => Ok(vec![*v as f64]),
+            _ => Err(self.bad(i, "a list of floats")),
+        }
+    }
+
+    /// A list of bools.
+    pub fn bools(&self, i: usize) -> Result<Vec<bool>> {
+        match self.get(i) {
+            Some(Value::Bools(v)) => Ok(v.clone()),
+            Some(Value::Bool(v)) => Ok(vec![*v]),
+            _ => Err(self.bad(i, "a list of bools")),
+        }
+    }
+
+    /// A list of numbers (`Scalar[]`).
+    pub fn scalars(&self, i: usize) -> Result<Vec<Scalar>> {
+        match self.get(i) {
+            Some(Value::Ints(v)) => Ok(v.iter().map(|&x| Scalar::Int(x)).collect()),
+            Some(Value::Floats(v)) => Ok(v.iter().map(|&x| Scalar::Float(x)).collect()),
+            Some(Value::Bools(v)) => Ok(v.iter().map(|&x| Scalar::Bool(x)).collect()),
+            Some(v) => v
+                .as_scalar()
+                .map(|s| vec![s])
+                .ok_or_else(|| self.bad(i, "a list of numbers")),
+            None => Err(self.bad(i, "a list of numbers")),
         }
     }
 }

@@ -85,7 +85,7 @@ fn binary_backward(
     if !common.is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"{name}\" not implemented for '{}'",
-            super::matrix::scalar_type_name(common)
+            common.scalar_type_name()
         )));
     }
     Ok(map(&op, &[grad, x], &[common], |p, r| {
@@ -299,7 +299,7 @@ fn softmax_like_backward(
     if !input_dtype.is_float() || !grad.dtype().is_float() || !output.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"{name}\" not implemented for '{}'",
-            super::matrix::scalar_type_name(grad.dtype())
+            grad.dtype().scalar_type_name()
         )));
     }
     let d = wrap_dim(dim, grad.dim())?;
@@ -392,15 +392,12 @@ fn dtype_arg(a: &super::Args, i: usize) -> Result<DType> {
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = &[DType::F32, DType::BF16, DType::F16];
+    let f = DType::FLOATING;
     let kern = OpImpl::Kernel;
     let mut v = vec![
-        OpDef::new(
-            "aten::threshold_backward",
-            kern,
-            &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64],
-            |_, a| t1(threshold_backward(a.tensor(0)?, a.tensor(1)?, a.scalar(2)?)),
-        )
+        OpDef::new("aten::threshold_backward", kern, DType::NUMERIC, |_, a| {
+            t1(threshold_backward(a.tensor(0)?, a.tensor(1)?, a.scalar(2)?))
+        })
         .shard(Sharding::pointwise(Lin::First)),
         OpDef::new("aten::gelu_backward", kern, f, |_, a| {
             t1(gelu_backward(

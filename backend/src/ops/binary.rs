@@ -575,7 +575,7 @@ fn rhs<'a>(a: &'a Args, i: usize) -> Result<Rhs<'a>> {
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    let f = DType::NUMERIC;
     let all = &[
         DType::F32,
         DType::BF16,

@@ -111,19 +111,14 @@ fn derived(def: &OpDef, s: &'static Schema, implementation: OpImpl) -> OpDef {
     }
 }
 
-/// PyTorch's `canCast`: no float to integer, no number to bool.
-pub(crate) fn can_cast(from: DType, to: DType) -> bool {
-    !(from.is_float() && !to.is_float() || from != DType::Bool && to == DType::Bool)
-}
-
 fn check_cast(name: &str, from: DType, to: DType) -> Result<()> {
-    if can_cast(from, to) {
+    if from.can_cast(to) {
         Ok(())
     } else {
         Err(TpuError::DtypeMismatch(format!(
             "{name}: result type {} can't be cast to the desired output type {}",
-            super::unary::scalar_type_name(from),
-            super::unary::scalar_type_name(to)
+            from.scalar_type_name(),
+            to.scalar_type_name()
         )))
     }
 }

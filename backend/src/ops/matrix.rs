@@ -51,20 +51,6 @@ pub(crate) fn meta_name(d: DType) -> &'static str {
     }
 }
 
-/// PyTorch's `ScalarType` name of a dtype (`Float`, `BFloat16`, ...).
-pub(crate) fn scalar_type_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "Float",
-        DType::BF16 => "BFloat16",
-        DType::F16 => "Half",
-        DType::U8 => "Byte",
-        DType::I8 => "Char",
-        DType::I32 => "Int",
-        DType::I64 => "Long",
-        DType::Bool => "Bool",
-    }
-}
-
 /// The error for integer and bool products.
 fn no_int(name: &str, d: DType) -> TpuError {
     TpuError::Unsupported(format!(
@@ -228,8 +214,8 @@ fn same_dtype_bmm(a: &Tensor, b: &Tensor) -> Result<()> {
     if a.dtype() != b.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "expected scalar type {} but found {}",
-            scalar_type_name(a.dtype()),
-            scalar_type_name(b.dtype())
+            a.dtype().scalar_type_name(),
+            b.dtype().scalar_type_name()
         )));
     }
     Ok(())
@@ -300,15 +286,15 @@ pub fn addmm(
     if self_.dtype() != mat2.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "self and mat2 must have the same dtype, but got {} and {}",
-            scalar_type_name(self_.dtype()),
-            scalar_type_name(mat2.dtype())
+            self_.dtype().scalar_type_name(),
+            mat2.dtype().scalar_type_name()
         )));
     }
     if mat1.dtype() != mat2.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "mat1 and mat2 must have the same dtype, but got {} and {}",
-            scalar_type_name(mat1.dtype()),
-            scalar_type_name(mat2.dtype())
+            mat1.dtype().scalar_type_name(),
+            mat2.dtype().scalar_type_name()
         )));
     }
     for (t, what) in [(mat1, "mat1"), (mat2, "mat2")] {
@@ -390,8 +376,8 @@ pub fn dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if a.dtype() != b.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "dot : expected both vectors to have same dtype, but found {} and {}",
-            scalar_type_name(a.dtype()),
-            scalar_type_name(b.dtype())
+            a.dtype().scalar_type_name(),
+            b.dtype().scalar_type_name()
         )));
     }
     let (ka, kb) = (a.numel(), b.numel());
@@ -476,7 +462,7 @@ fn one(a: &Args, i: usize) -> Result<Scalar> {
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    let f = DType::NUMERIC;
     let k = OpImpl::Kernel;
     let mut v = vec![
         OpDef::new("aten::mm", k, f, |rt, a| {

@@ -35,16 +35,20 @@ pub mod scan;
 pub mod schema;
 pub mod shape;
 pub mod sharding;
+mod typed;
 pub mod unary;
 mod value;
 pub(crate) mod wide;
 
 use crate::error::{Result, TpuError};
 use crate::runtime::Runtime;
+use schema::Bind;
 
 pub use args::Args;
 pub use registry::{OpDef, OpImpl, Run, RunFn, registry};
 pub use sharding::Sharding;
+pub use tpuemu_macros::aten;
+pub use typed::IntoValues;
 pub use value::{MemoryFormat, Value};
 
 /// Runs the operator registered as `name` (`aten::add.Tensor`) with `args` in schema order

@@ -42,20 +42,6 @@ pub use norms::{logsumexp, vector_norm};
 pub use pairs::{aminmax, var_mean};
 pub use sum::{mean, mean_all, prod, prod_dim, sum, sum_all};
 
-/// PyTorch's `ScalarType` name of a dtype (`Float`, `BFloat16`, `Long`, ...), for messages.
-pub(crate) fn scalar_type_name(d: DType) -> &'static str {
-    match d {
-        DType::F32 => "Float",
-        DType::BF16 => "BFloat16",
-        DType::F16 => "Half",
-        DType::U8 => "Byte",
-        DType::I8 => "Char",
-        DType::I32 => "Int",
-        DType::I64 => "Long",
-        DType::Bool => "Bool",
-    }
-}
-
 /// The shape of a reduction's result: `x_shape` without `dims`, or with them as size 1 when
 /// `keepdim`.
 pub(crate) fn reduced_shape(x_shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
@@ -237,8 +223,8 @@ pub(super) fn defs() -> Vec<OpDef> {
         DType::I64,
         DType::Bool,
     ];
-    let num = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
-    let float = &[DType::F32, DType::BF16, DType::F16];
+    let num = DType::NUMERIC;
+    let float = DType::FLOATING;
     let k = OpImpl::Kernel;
     vec![
         OpDef::new("aten::sum", k, all, |_, a| {
@@ -366,7 +352,7 @@ fn more_defs() -> Vec<OpDef> {
         DType::I64,
         DType::Bool,
     ];
-    let float = &[DType::F32, DType::BF16, DType::F16];
+    let float = DType::FLOATING;
     let (k, dec) = (OpImpl::Kernel, OpImpl::Decomposition);
     let red = |dims, keep| Sharding::reduction(RedOp::Other, dims, keep);
     vec![

@@ -117,7 +117,6 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .into_iter()
             .chain(super::creation::defs())
             .chain(super::layout_ops::defs())
-            .chain(super::unary::defs())
             .chain(super::data::defs())
             .chain(super::reduce::defs())
             .chain(super::nn::defs())
@@ -132,6 +131,7 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::random::defs())
             .chain(super::decomp::defs())
             .chain(super::compose::defs())
+            .chain(super::typed::aten_defs())
         {
             let name = d.name;
             if m.insert(name, d).is_some() {

@@ -163,7 +163,7 @@ pub fn logcumsumexp(x: &Tensor, dim: i64) -> Result<Tensor> {
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"logcumsumexp_out_cpu\" not implemented for '{}'",
-            super::reduce::scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     let (xl, d) = along(x, dim)?;
@@ -215,7 +215,7 @@ fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
     let all = super::data::ALL;
-    let float = &[DType::F32, DType::BF16, DType::F16];
+    let float = DType::FLOATING;
     let k = OpImpl::Kernel;
     let along_dim = Sharding::Replicate("a scan along a sharded dim needs the preceding shards");
     vec![

@@ -14,34 +14,19 @@
 //! NaN: `relu(NaN)` is NaN (it is `clamp_min(x, 0)`), and `sign(NaN)` is 0, as ATen computes it
 //! (`(0 < x) - (x < 0)`; pytorch/pytorch#41245 is still open).
 
+use super::aten;
 use super::helpers::{OpScope, map};
-use super::registry::{OpDef, OpImpl};
-use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
-/// PyTorch's C++ name of a dtype, as it appears in "not implemented for 'Bool'" errors.
-pub(crate) fn scalar_type_name(d: DType) -> &'static str {
-    match d {
-        DType::Bool => "Bool",
-        DType::U8 => "Byte",
-        DType::I8 => "Char",
-        DType::I32 => "Int",
-        DType::I64 => "Long",
-        DType::F16 => "Half",
-        DType::BF16 => "BFloat16",
-        DType::F32 => "Float",
-    }
-}
-
 /// The error ATen's dispatch macros raise for a dtype a kernel was not built for.
 fn not_implemented(kernel: &str, d: DType) -> TpuError {
     TpuError::Unsupported(format!(
         "\"{kernel}\" not implemented for '{}'",
-        scalar_type_name(d)
+        d.scalar_type_name()
     ))
 }
 
@@ -397,57 +382,99 @@ impl Tensor {
     }
 }
 
-/// A one-argument overload `name(Tensor self) -> Tensor`.
-fn simple(name: &'static str, dtypes: &'static [DType], run: super::RunFn) -> OpDef {
-    OpDef::new(name, OpImpl::Kernel, dtypes, run)
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::neg", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::All))]
+fn neg_op(a: Neg<'_>) -> Result<Tensor> {
+    neg(a.self_)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    const ALL: &[DType] = &[
-        DType::F32,
-        DType::BF16,
-        DType::F16,
-        DType::I32,
-        DType::I64,
-        DType::Bool,
-    ];
-    const NUM: &[DType] = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
-    const FLOAT: &[DType] = &[DType::F32, DType::BF16, DType::F16];
-    vec![
-        simple("aten::neg", NUM, |_, a| t1(neg(a.tensor(0)?))).shard(Sharding::pointwise(Lin::All)),
-        simple("aten::abs", NUM, |_, a| t1(abs(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
-        simple("aten::sign", ALL, |_, a| t1(sign(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::floor", NUM, |_, a| t1(floor(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::ceil", NUM, |_, a| t1(ceil(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::relu", NUM, |_, a| t1(relu(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::exp", ALL, |_, a| t1(exp(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
-        simple("aten::log", ALL, |_, a| t1(log(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
-        simple("aten::log1p", ALL, |_, a| t1(log1p(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::sqrt", ALL, |_, a| t1(sqrt(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::rsqrt", ALL, |_, a| t1(rsqrt(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::reciprocal", ALL, |_, a| t1(reciprocal(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::sin", ALL, |_, a| t1(sin(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
-        simple("aten::cos", ALL, |_, a| t1(cos(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
-        simple("aten::tanh", ALL, |_, a| t1(tanh(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::erf", ALL, |_, a| t1(erf(a.tensor(0)?))).shard(Sharding::pointwise(Lin::No)),
-        simple("aten::sigmoid", ALL, |_, a| t1(sigmoid(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::silu", FLOAT, |_, a| t1(silu(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::No)),
-        simple("aten::gelu", FLOAT, |_, a| {
-            let approx = GeluApprox::parse(a.opt_str(1)?.unwrap_or("none"))?;
-            t1(gelu(a.tensor(0)?, approx))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-    ]
+#[aten("aten::abs", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn abs_op(a: Abs<'_>) -> Result<Tensor> {
+    abs(a.self_)
+}
+
+#[aten("aten::sign", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn sign_op(a: Sign<'_>) -> Result<Tensor> {
+    sign(a.self_)
+}
+
+#[aten("aten::floor", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn floor_op(a: Floor<'_>) -> Result<Tensor> {
+    floor(a.self_)
+}
+
+#[aten("aten::ceil", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn ceil_op(a: Ceil<'_>) -> Result<Tensor> {
+    ceil(a.self_)
+}
+
+#[aten("aten::relu", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn relu_op(a: Relu<'_>) -> Result<Tensor> {
+    relu(a.self_)
+}
+
+#[aten("aten::exp", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn exp_op(a: Exp<'_>) -> Result<Tensor> {
+    exp(a.self_)
+}
+
+#[aten("aten::log", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn log_op(a: Log<'_>) -> Result<Tensor> {
+    log(a.self_)
+}
+
+#[aten("aten::log1p", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn log1p_op(a: Log1p<'_>) -> Result<Tensor> {
+    log1p(a.self_)
+}
+
+#[aten("aten::sqrt", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn sqrt_op(a: Sqrt<'_>) -> Result<Tensor> {
+    sqrt(a.self_)
+}
+
+#[aten("aten::rsqrt", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn rsqrt_op(a: Rsqrt<'_>) -> Result<Tensor> {
+    rsqrt(a.self_)
+}
+
+#[aten("aten::reciprocal", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn reciprocal_op(a: Reciprocal<'_>) -> Result<Tensor> {
+    reciprocal(a.self_)
+}
+
+#[aten("aten::sin", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn sin_op(a: Sin<'_>) -> Result<Tensor> {
+    sin(a.self_)
+}
+
+#[aten("aten::cos", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn cos_op(a: Cos<'_>) -> Result<Tensor> {
+    cos(a.self_)
+}
+
+#[aten("aten::tanh", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn tanh_op(a: Tanh<'_>) -> Result<Tensor> {
+    tanh(a.self_)
+}
+
+#[aten("aten::erf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn erf_op(a: Erf<'_>) -> Result<Tensor> {
+    erf(a.self_)
+}
+
+#[aten("aten::sigmoid", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn sigmoid_op(a: Sigmoid<'_>) -> Result<Tensor> {
+    sigmoid(a.self_)
+}
+
+#[aten("aten::silu", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn silu_op(a: Silu<'_>) -> Result<Tensor> {
+    silu(a.self_)
+}
+
+#[aten("aten::gelu", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn gelu_op(a: Gelu<'_>) -> Result<Tensor> {
+    gelu(a.self_, GeluApprox::parse(a.approximate)?)
 }

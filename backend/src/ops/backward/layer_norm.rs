@@ -8,7 +8,6 @@ use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder, RedKind, UnOp};
 use crate::ops::Value;
 use crate::ops::helpers::{OpScope, map_shape, rows};
-use crate::ops::matrix::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
@@ -78,7 +77,7 @@ pub fn native_layer_norm_backward(
         if !t.dtype().is_float() {
             return Err(TpuError::Unsupported(format!(
                 "\"native_layer_norm_backward\" not implemented for '{}'",
-                scalar_type_name(t.dtype())
+                t.dtype().scalar_type_name()
             )));
         }
     }
@@ -245,7 +244,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         OpDef::new(
             "aten::native_layer_norm_backward",
             OpImpl::Kernel,
-            &[DType::F32, DType::BF16, DType::F16],
+            DType::FLOATING,
             |_, a| {
                 let (dx, dw, db) = native_layer_norm_backward(
                     a.tensor(0)?,

@@ -9,7 +9,6 @@ use crate::ir::{BinOp, CmpKind, GatherNode, NodeKind, UnOp};
 use crate::ops::Value;
 use crate::ops::helpers::{OpScope, map_shape, write_into};
 use crate::ops::layout_ops;
-use crate::ops::matrix::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
@@ -51,13 +50,13 @@ pub fn nll_loss_backward(
     if !target.dtype().is_int() {
         return Err(TpuError::DtypeMismatch(format!(
             "expected scalar type Long but found {}",
-            scalar_type_name(target.dtype())
+            target.dtype().scalar_type_name()
         )));
     }
     if !input.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"nll_loss_backward\" not implemented for '{}'",
-            scalar_type_name(input.dtype())
+            input.dtype().scalar_type_name()
         )));
     }
     if total_weight.numel() != 1 {
@@ -166,13 +165,13 @@ pub fn embedding_dense_backward(
     if !matches!(indices.dtype(), DType::I32 | DType::I64) {
         return Err(TpuError::DtypeMismatch(format!(
             "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got {} instead (while checking arguments for embedding_backward)",
-            scalar_type_name(indices.dtype())
+            indices.dtype().scalar_type_name()
         )));
     }
     if !grad_output.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"embedding_dense_backward\" not implemented for '{}'",
-            scalar_type_name(grad_output.dtype())
+            grad_output.dtype().scalar_type_name()
         )));
     }
     let rows_n = usize::try_from(num_weights)
@@ -262,7 +261,7 @@ pub fn embedding_dense_backward(
 }
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let fi = &[DType::F32, DType::BF16, DType::F16, DType::I64, DType::I32];
+    let fi = DType::NUMERIC;
     vec![
         OpDef::new("aten::nll_loss_backward", OpImpl::Kernel, fi, |_, a| {
             Ok(vec![Value::Tensor(nll_loss_backward(

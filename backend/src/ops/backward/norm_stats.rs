@@ -12,7 +12,6 @@ use crate::ir::{PRef, ProgBuilder, RedKind, UnOp};
 use crate::layout::Layout;
 use crate::ops::Value;
 use crate::ops::helpers::{OpScope, rows};
-use crate::ops::matrix::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
@@ -22,7 +21,7 @@ fn float_only(name: &str, ts: &[&Tensor]) -> Result<()> {
         if !t.dtype().is_float() {
             return Err(TpuError::Unsupported(format!(
                 "\"{name}\" not implemented for '{}'",
-                scalar_type_name(t.dtype())
+                t.dtype().scalar_type_name()
             )));
         }
     }
@@ -395,7 +394,7 @@ fn opt(t: Option<Tensor>) -> Value {
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let float = &[DType::F32, DType::BF16, DType::F16];
+    let float = DType::FLOATING;
     vec![
         OpDef::new(
             "aten::native_batch_norm_backward",

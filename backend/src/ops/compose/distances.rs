@@ -217,7 +217,7 @@ pub fn multi_margin_loss(
 pub(super) fn defs() -> Vec<OpDef> {
     let dec = OpImpl::Decomposition;
     let rep = |why| Sharding::Replicate(why);
-    let loss = &[DType::F32, DType::BF16, DType::F16, DType::I64];
+    let loss = DType::FLOATING_AND_I64;
     vec![
         OpDef::new("aten::_euclidean_dist", dec, FLOAT, |rt, a| {
             t1(euclidean_dist(rt, a.tensor(0)?, a.tensor(1)?))

@@ -248,8 +248,8 @@ fn index_put_in(
     if values.dtype() != x.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "Index put requires the source and destination dtypes match, got {} for the destination and {} for the source.",
-            super::super::reduce::scalar_type_name(x.dtype()),
-            super::super::reduce::scalar_type_name(values.dtype())
+            x.dtype().scalar_type_name(),
+            values.dtype().scalar_type_name()
         )));
     }
     let out = map_contiguous(op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0);

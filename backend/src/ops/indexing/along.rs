@@ -15,7 +15,6 @@ use crate::ops::checks::check_range;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::pointwise::Arg;
 use crate::ops::prims::{self, fill, put_rows, reshaped};
-use crate::ops::reduce::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
@@ -64,8 +63,8 @@ fn put_along(
         if s.dtype() != x.dtype() {
             return Err(TpuError::DtypeMismatch(format!(
                 "{name}(): self ({}) and source ({}) must have the same scalar type",
-                scalar_type_name(x.dtype()),
-                scalar_type_name(s.dtype())
+                x.dtype().scalar_type_name(),
+                s.dtype().scalar_type_name()
             )));
         }
         let mut want = x.shape().to_vec();
@@ -184,7 +183,7 @@ fn index_copy(x: &Tensor, dim: i64, index: &Tensor, source: &Tensor) -> Result<T
     if index.dtype() != DType::I64 {
         return Err(TpuError::DtypeMismatch(
             "index_copy_(): Expected a long tensor for index, but got ".to_string()
-                + scalar_type_name(index.dtype()),
+                + index.dtype().scalar_type_name(),
         ));
     }
     Ok(put_along(

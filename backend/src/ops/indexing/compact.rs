@@ -133,7 +133,7 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     if mask.dtype() != DType::Bool {
         return Err(TpuError::DtypeMismatch(format!(
             "masked_select: expected BoolTensor for mask, got {}",
-            super::super::reduce::scalar_type_name(mask.dtype())
+            mask.dtype().scalar_type_name()
         )));
     }
     let shape = broadcast_shapes(x.shape(), mask.shape())?;
@@ -168,14 +168,14 @@ pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tens
     if mask.dtype() != DType::Bool {
         return Err(TpuError::DtypeMismatch(format!(
             "masked_scatter_ only supports boolean masks, but got mask with dtype {}",
-            super::super::reduce::scalar_type_name(mask.dtype())
+            mask.dtype().scalar_type_name()
         )));
     }
     if source.dtype() != x.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "masked_scatter: expected self and source to have same dtypes but got {} and {}",
-            super::super::reduce::scalar_type_name(x.dtype()),
-            super::super::reduce::scalar_type_name(source.dtype())
+            x.dtype().scalar_type_name(),
+            source.dtype().scalar_type_name()
         )));
     }
     let shape = broadcast_shapes(x.shape(), mask.shape())?;

@@ -64,7 +64,7 @@ pub(crate) fn check_index(what: &str, t: &Tensor) -> Result<()> {
     if !matches!(t.dtype(), DType::I32 | DType::I64) {
         return Err(TpuError::DtypeMismatch(format!(
             "{what}(): Expected dtype int32/int64 for index, got {}",
-            super::reduce::scalar_type_name(t.dtype())
+            t.dtype().scalar_type_name()
         )));
     }
     Ok(())

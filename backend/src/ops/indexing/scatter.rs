@@ -19,7 +19,6 @@ use crate::ops::checks::{Pending, check_range};
 use crate::ops::data::{gather, gather_rows};
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
-use crate::ops::reduce::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
@@ -245,7 +244,7 @@ fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
     if index.dtype() != DType::I64 {
         return Err(TpuError::DtypeMismatch(format!(
             "take(): Expected a long tensor for index, but got {}",
-            scalar_type_name(index.dtype())
+            index.dtype().scalar_type_name()
         )));
     }
     if index.numel() == 0 {
@@ -287,14 +286,14 @@ fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<
     if index.dtype() != DType::I64 {
         return Err(TpuError::DtypeMismatch(format!(
             "put_(): Expected a long tensor for index, but got {}",
-            scalar_type_name(index.dtype())
+            index.dtype().scalar_type_name()
         )));
     }
     if source.dtype() != x.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "put_(): self and source expected to have the same dtype, but got self.dtype = {} and source.dtype = {}",
-            scalar_type_name(x.dtype()),
-            scalar_type_name(source.dtype())
+            x.dtype().scalar_type_name(),
+            source.dtype().scalar_type_name()
         )));
     }
     if source.numel() != index.numel() {

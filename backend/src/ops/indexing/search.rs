@@ -18,7 +18,6 @@ use crate::ops::Value;
 use crate::ops::args::Args;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped, tile};
-use crate::ops::reduce::scalar_type_name;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
@@ -222,7 +221,7 @@ fn bincount(x: &Tensor, weights: Option<&Tensor>, minlength: i64) -> Result<Tens
         Some(w) => {
             return Err(TpuError::Unsupported(format!(
                 "bincount with {} weights gives float64, which TPUs do not have",
-                scalar_type_name(w.dtype())
+                w.dtype().scalar_type_name()
             )));
         }
     };
@@ -395,7 +394,7 @@ fn histc(x: &Tensor, bins: i64, min: f64, max: f64) -> Result<Tensor> {
     if !(x.dtype().is_float() || matches!(x.dtype(), DType::I32 | DType::I64)) {
         return Err(TpuError::Unsupported(format!(
             "\"histogram_cpu\" not implemented for '{}'",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     if bins <= 0 {
@@ -429,7 +428,7 @@ fn histogram_bin_ct(
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "torch.histogram: input tensor and bins tensors should have the same dtype, got {}",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     let (lo, hi) = match range {
@@ -486,8 +485,8 @@ fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
     let all = crate::ops::data::ALL;
-    let num = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
-    let float = &[DType::F32, DType::BF16, DType::F16];
+    let num = DType::NUMERIC;
+    let float = DType::FLOATING;
     let k = OpImpl::Kernel;
     let rep = Sharding::Replicate("each value is searched among all boundaries");
     vec![
@@ -558,19 +557,14 @@ pub(super) fn defs() -> Vec<OpDef> {
             |_, a| t1(bincount(a.tensor(0)?, a.opt_tensor(1)?, a.int_or(2, 0)?)),
         )
         .shard(rep),
-        OpDef::new(
-            "aten::histc",
-            k,
-            &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64],
-            |_, a| {
-                t1(histc(
-                    a.tensor(0)?,
-                    a.int(1)?,
-                    a.scalar(2)?.to_f64(),
-                    a.scalar(3)?.to_f64(),
-                ))
-            },
-        )
+        OpDef::new("aten::histc", k, DType::NUMERIC, |_, a| {
+            t1(histc(
+                a.tensor(0)?,
+                a.int(1)?,
+                a.scalar(2)?.to_f64(),
+                a.scalar(3)?.to_f64(),
+            ))
+        })
         .shard(rep),
         OpDef::new("aten::histogram.bin_ct", k, float, |_, a| {
             let range = match a.get(2) {

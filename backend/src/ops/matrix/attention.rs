@@ -459,7 +459,7 @@ fn weights(
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = &[DType::F32, DType::BF16, DType::F16, DType::Bool];
+    let f = DType::FLOATING_AND_BOOL;
     vec![
         OpDef::new(
             "aten::scaled_dot_product_attention",
@@ -521,7 +521,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         OpDef::new(
             "aten::_scaled_dot_product_fused_attention_overrideable_backward",
             OpImpl::Decomposition,
-            &[DType::F32, DType::BF16, DType::F16, DType::Bool],
+            DType::FLOATING_AND_BOOL,
             |_, a| {
                 // grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp,
                 // cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox seed and
@@ -555,7 +555,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         OpDef::new(
             "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
             OpImpl::Decomposition,
-            &[DType::F32, DType::BF16, DType::F16, DType::Bool],
+            DType::FLOATING_AND_BOOL,
             |_, a| {
                 let (dq, dk, dv) = super::attention_backward::flash_attention_backward(
                     a.tensor(0)?,

@@ -164,20 +164,15 @@ fn offs_len(o: &Tensor) -> Result<usize> {
 /// The registered overload.
 pub(super) fn defs() -> Vec<OpDef> {
     vec![
-        OpDef::new(
-            NAME,
-            OpImpl::Decomposition,
-            &[DType::F32, DType::BF16, DType::F16],
-            |_, a| {
-                t1(grouped_mm(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.opt_tensor(2)?,
-                    a.opt_tensor(3)?,
-                    a.opt_dtype(4)?,
-                ))
-            },
-        )
+        OpDef::new(NAME, OpImpl::Decomposition, DType::FLOATING, |_, a| {
+            t1(grouped_mm(
+                a.tensor(0)?,
+                a.tensor(1)?,
+                a.opt_tensor(2)?,
+                a.opt_tensor(3)?,
+                a.opt_dtype(4)?,
+            ))
+        })
         .shard(Sharding::Replicate(
             "groups are given by offsets on the device",
         )),

@@ -175,7 +175,7 @@ fn adaptive(
     if !max && !dt.is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"adaptive_avg_pool{nd}d\" not implemented for '{}'",
-            crate::ops::reduce::scalar_type_name(dt)
+            dt.scalar_type_name()
         )));
     }
     let lead = x.dim() - nd;

@@ -72,7 +72,7 @@ fn run_upsample_backward(
 
 /// The registered resampling and shuffle overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let float = &[DType::F32, DType::BF16, DType::F16];
+    let float = DType::FLOATING;
     let k = OpImpl::Kernel;
     let windows = "spatial windows cross shard boundaries";
     vec![

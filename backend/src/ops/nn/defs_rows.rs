@@ -15,9 +15,9 @@ fn nll_args(a: &Args) -> Result<(&Tensor, &Tensor, Option<&Tensor>, Reduction, i
 
 /// The registered softmax, norm, loss and dropout overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let float = &[DType::F32, DType::BF16, DType::F16];
+    let float = DType::FLOATING;
     // Float inputs with int64 targets.
-    let loss = &[DType::F32, DType::BF16, DType::F16, DType::I64];
+    let loss = DType::FLOATING_AND_I64;
     let k = OpImpl::Kernel;
     // bf16 is left to the CPU: PyTorch's bf16 kernel rounds its statistics in a way the golden
     // instance-norm case shows and this kernel does not yet follow (off by up to 5 ulps).

@@ -22,10 +22,10 @@ fn opt(t: Option<Tensor>) -> Value {
 
 /// The registered convolution, pooling and padding overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let float = &[DType::F32, DType::BF16, DType::F16];
+    let float = DType::FLOATING;
     // The float gradients and their int64 indices (an integer gradient is refused by the
     // kernel).
-    let float_idx = &[DType::F32, DType::BF16, DType::F16, DType::I64];
+    let float_idx = DType::FLOATING_AND_I64;
     let k = OpImpl::Kernel;
     let all = &[
         DType::F32,
@@ -35,7 +35,7 @@ pub(super) fn defs() -> Vec<OpDef> {
         DType::I64,
         DType::Bool,
     ];
-    let num = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
+    let num = DType::NUMERIC;
     let windows = "spatial windows cross shard boundaries";
     vec![
         OpDef::new("aten::convolution", k, float, |_, a| {

@@ -9,7 +9,7 @@ use crate::ops::checks::check_range_except;
 use crate::ops::creation;
 use crate::ops::helpers::{OpScope, rows};
 use crate::ops::prims::reshaped;
-use crate::ops::reduce::{reduced_shape, scalar_type_name};
+use crate::ops::reduce::reduced_shape;
 use crate::tensor::Tensor;
 
 /// How a loss reduces over the batch (PyTorch's `reduction` enum: 0, 1, 2).
@@ -43,7 +43,7 @@ fn check_target_dtype(target: &Tensor) -> Result<()> {
     if target.dtype() != DType::I64 {
         return Err(TpuError::DtypeMismatch(format!(
             "expected scalar type Long but found {}",
-            scalar_type_name(target.dtype())
+            target.dtype().scalar_type_name()
         )));
     }
     Ok(())
@@ -64,7 +64,7 @@ fn nll_impl(
     if !dt.is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"nll_loss_out_frame\" not implemented for '{}'",
-            scalar_type_name(dt)
+            dt.scalar_type_name()
         )));
     }
     let classes = x.shape()[class_dim];

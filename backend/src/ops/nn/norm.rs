@@ -9,7 +9,7 @@ use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, PRef, ProgBuilder, RedKind, UnOp};
 use crate::ops::creation;
 use crate::ops::helpers::{OpScope, rows};
-use crate::ops::reduce::{reduced_shape, scalar_type_name};
+use crate::ops::reduce::reduced_shape;
 use crate::tensor::Tensor;
 
 /// Checks `normalized_shape` against the input's trailing dims and an affine parameter's shape;
@@ -60,7 +60,7 @@ fn norm_dims(
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"LayerNormKernelImpl\" not implemented for '{}'",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     Ok((n - k..n).collect())
@@ -223,7 +223,7 @@ pub fn native_group_norm(
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"GroupNormKernelImpl\" not implemented for '{}'",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     let (n, c, hw, g) = (n as usize, c as usize, hxw as usize, group as usize);
@@ -399,7 +399,7 @@ fn check_batch_norm(name: &str, x: &Tensor, params: [(&str, Option<&Tensor>); 4]
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"batch_norm\" not implemented for '{}'",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     if x.dim() < 2 {

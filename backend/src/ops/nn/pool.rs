@@ -209,7 +209,7 @@ pub fn avg_pool(
     if !xb.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"avg_pool{nd}d\" not implemented for '{}'",
-            crate::ops::reduce::scalar_type_name(xb.dtype())
+            xb.dtype().scalar_type_name()
         )));
     }
     if divisor_override == Some(0) {

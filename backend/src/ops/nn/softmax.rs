@@ -6,7 +6,6 @@ use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, RedKind, UnOp};
 use crate::layout::wrap_dim;
 use crate::ops::helpers::{OpScope, rows};
-use crate::ops::reduce::scalar_type_name;
 use crate::tensor::Tensor;
 
 /// A zero-dimensional tensor seen as one element along a new dim 0 (softmax over a scalar).
@@ -46,7 +45,7 @@ fn softmax_impl(
         };
         return Err(TpuError::Unsupported(format!(
             "\"{kernel}_{which}\" not implemented for '{}'",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     let out = if half_to_float {
@@ -120,7 +119,7 @@ pub fn safe_softmax(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor
     if !out.is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"softmax_lastdim_kernel_impl\" not implemented for '{}'",
-            scalar_type_name(out)
+            out.scalar_type_name()
         )));
     }
     let xl = lift_scalar(x)?;

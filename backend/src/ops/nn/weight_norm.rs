@@ -81,7 +81,7 @@ fn two((a, b): (Tensor, Tensor)) -> Result<Vec<Value>> {
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = &[DType::F32, DType::BF16, DType::F16];
+    let f = DType::FLOATING;
     let why = "the norm spans every dim but one";
     vec![
         OpDef::new(

@@ -39,21 +39,14 @@ pub(crate) use division::is_scalar;
 pub use division::{div, floor_divide, fmod};
 pub use expr::Ex;
 
-/// Every dtype.
-pub(crate) const ALL: &[DType] = &[
-    DType::F32,
-    DType::BF16,
-    DType::F16,
-    DType::I32,
-    DType::I64,
-    DType::Bool,
-];
-/// Numbers (no bool).
-pub(crate) const NUM: &[DType] = &[DType::F32, DType::BF16, DType::F16, DType::I32, DType::I64];
-/// Floating dtypes.
-pub(crate) const FLOAT: &[DType] = &[DType::F32, DType::BF16, DType::F16];
-/// Integers and bool.
-pub(crate) const INTEGRAL: &[DType] = &[DType::I32, DType::I64, DType::Bool];
+/// Every dtype ([`DType::ALL_TPU`]).
+pub(crate) const ALL: &[DType] = DType::ALL_TPU;
+/// Numbers, no bool ([`DType::NUMERIC`]).
+pub(crate) const NUM: &[DType] = DType::NUMERIC;
+/// Floating dtypes ([`DType::FLOATING`]).
+pub(crate) const FLOAT: &[DType] = DType::FLOATING;
+/// Integers and bool ([`DType::INTEGRAL_AND_BOOL`]).
+pub(crate) const INTEGRAL: &[DType] = DType::INTEGRAL_AND_BOOL;
 
 /// An operand of an elementwise operator: a tensor or a Python number.
 #[derive(Clone, Copy, Debug)]
@@ -254,7 +247,7 @@ pub fn float2(
 pub fn not_implemented(kernel: &str, d: DType) -> TpuError {
     TpuError::Unsupported(format!(
         "\"{kernel}\" not implemented for '{}'",
-        super::unary::scalar_type_name(d)
+        d.scalar_type_name()
     ))
 }
 

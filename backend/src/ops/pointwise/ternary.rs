@@ -17,7 +17,6 @@ use crate::ir::{BinOp, PRef, ProgBuilder};
 use crate::ops::binary::compute;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
-use crate::ops::unary::scalar_type_name;
 use crate::tensor::Tensor;
 
 /// `self + value * t1 * t2` (`div`: `self + value * t1 / t2`).
@@ -154,7 +153,7 @@ pub fn where_args(name: &str, cond: &Tensor, a: Arg, b: Arg) -> Result<Tensor> {
     if cond.dtype() != DType::Bool {
         return Err(TpuError::DtypeMismatch(format!(
             "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
-            scalar_type_name(cond.dtype())
+            cond.dtype().scalar_type_name()
         )));
     }
     let common = common_dtype(&[a, b]);

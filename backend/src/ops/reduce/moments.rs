@@ -1,7 +1,7 @@
 //! `var` and `std`: two passes over the row in one kernel.
 
+use super::reduce;
 use super::split::Split;
-use super::{reduce, scalar_type_name};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, RedKind, UnOp};
@@ -22,7 +22,7 @@ fn var_std(
     if !x.dtype().is_float() {
         return Err(TpuError::DtypeMismatch(format!(
             "std and var only support floating point and complex dtypes, got {}",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;

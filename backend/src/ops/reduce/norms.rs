@@ -4,7 +4,7 @@
 //! CPU kernel does) and rounded once: `ord` 0 counts the non-zero elements, 1 sums `|x|`, 2 is
 //! `sqrt(Σ x²)`, ±inf the largest (smallest) `|x|`, any other `p` is `(Σ |x|^p)^(1/p)`.
 
-use super::{reduce, scalar_type_name};
+use super::reduce;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, RedKind, UnOp};
@@ -25,14 +25,14 @@ pub fn vector_norm(
     if !x.dtype().is_float() {
         return Err(TpuError::DtypeMismatch(format!(
             "linalg.vector_norm: Expected a floating point or complex tensor as input. Got {}",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     let out = match dtype {
         Some(d) if !d.is_float() => {
             return Err(TpuError::DtypeMismatch(format!(
                 "linalg.vector_norm: dtype should be floating point or complex. Got {}",
-                scalar_type_name(d)
+                d.scalar_type_name()
             )));
         }
         Some(d) => d,

@@ -1,7 +1,7 @@
 //! Reductions with two results from one kernel: `aminmax` (the minimum and the maximum, NaN
 //! propagating) and `var_mean`/`std_mean` (the variance or standard deviation, and the mean).
 
-use super::{check_nonempty, reduce, scalar_type_name};
+use super::{check_nonempty, reduce};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, RedKind, UnOp};
@@ -60,7 +60,7 @@ pub fn var_mean(
     if !x.dtype().is_float() {
         return Err(TpuError::DtypeMismatch(format!(
             "std and var only support floating point and complex dtypes, got {}",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         )));
     }
     let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;

@@ -8,7 +8,6 @@ use crate::ir::{BinOp, RedKind, UnOp};
 use crate::layout::wrap_dim;
 use crate::ops::checks::{Pending, checks_on};
 use crate::ops::helpers::{OpScope, dims_of};
-use crate::ops::reduce::scalar_type_name;
 use crate::ops::wide;
 use crate::tensor::Tensor;
 
@@ -119,12 +118,12 @@ fn mean_dtype(x: &Tensor, dtype: Option<DType>) -> Result<DType> {
     match dtype {
         Some(d) if !d.is_float() => Err(TpuError::DtypeMismatch(format!(
             "mean(): could not infer output dtype. Optional dtype must be either a floating point or complex dtype. Got: {}",
-            scalar_type_name(d)
+            d.scalar_type_name()
         ))),
         Some(d) => Ok(d),
         None if !x.dtype().is_float() => Err(TpuError::DtypeMismatch(format!(
             "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {}",
-            scalar_type_name(x.dtype())
+            x.dtype().scalar_type_name()
         ))),
         None => Ok(x.dtype()),
     }

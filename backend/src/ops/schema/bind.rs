@@ -12,10 +12,15 @@ use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::ops::value::{MemoryFormat, Value};
 
-impl Schema {
+/// Binding a call's values to a [`Schema`].
+pub trait Bind {
     /// Binds `positional` values (schema order; keyword-only arguments may be given
     /// positionally too, as a boxed dispatcher stack holds them) and `kwargs` (by name).
-    pub fn bind(&self, positional: Vec<Value>, kwargs: Vec<(String, Value)>) -> Result<Vec<Value>> {
+    fn bind(&self, positional: Vec<Value>, kwargs: Vec<(String, Value)>) -> Result<Vec<Value>>;
+}
+
+impl Bind for Schema {
+    fn bind(&self, positional: Vec<Value>, kwargs: Vec<(String, Value)>) -> Result<Vec<Value>> {
         // The name is written out only for an error.
         let bad = |m: String| TpuError::BadArgs(format!("{}(): {m}", self.full_name()));
         if positional.len() > self.args.len() {

@@ -1,0 +1,326 @@
+//! `#[aten]`: an ATen operator written as one typed function.
+//!
+//! ```ignore
+//! /// `x.clamp(min, max)` on tensors' elements.
+//! #[aten("aten::hardtanh", dtypes = NUMERIC, shard = Sharding::pointwise(Lin::No))]
+//! fn hardtanh_op(a: Hardtanh<'_>) -> Result<Tensor> {
+//!     hardtanh(a.self_, a.min_val.to_f64(), a.max_val.to_f64())
+//! }
+//! ```
+//!
+//! The attribute looks the overload up in PyTorch's schemas (`tpuemu-schema`: every ATen
+//! overload of PyTorch 2.15.0) and generates, next to the function:
+//! - the argument struct named by the function's (last) parameter type — here `Hardtanh<'a>`,
+//!   one public field per schema argument in schema order, typed from the schema (`Tensor` →
+//!   `&Tensor`, `Tensor?` → `Option<&Tensor>`, `int[]` → `Vec<i64>`, `Scalar` → `Scalar`,
+//!   `ScalarType?` → `Option<DType>`, ...; `self` is spelled `self_`), its `NAME` and
+//!   `SCHEMA` text as constants, and `bind`, which reads it from the bound argument list (the
+//!   registry fills in the schema's defaults before, so every field has its value);
+//! - `__aten_<function>() -> OpDef`: the registration — the overload's name from the schema,
+//!   the implementation kind (`kind = Decomposition` / `View`; `Kernel` when not given), the
+//!   `dtypes` and the `shard` rule given, and a runner that binds the struct, calls the
+//!   function and turns its result (`Tensor`, a tuple of tensors, `Vec<Tensor>`, `Vec<Value>`,
+//!   `()`) into the calling convention's values.
+//!
+//! The backend's build script finds every `#[aten]` function under `src/ops` and lists their
+//! registrations, so an operator needs no edit outside its own function (and its test).
+//!
+//! The function takes the struct alone, or `(rt: &Runtime, args: Struct)` when it needs the
+//! runtime. A name PyTorch does not have, a missing `dtypes`, or a schema type the struct
+//! cannot hold is a compile error at the attribute.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as Tokens};
+use quote::{format_ident, quote};
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Expr, FnArg, Ident, ItemFn, LitStr, Token, Type as SynType};
+use tpuemu_schema::{Schema, Type};
+
+/// See the crate's documentation.
+#[proc_macro_attribute]
+pub fn aten(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let attr = syn::parse_macro_input!(attr as Attr);
+    let func = syn::parse_macro_input!(item as ItemFn);
+    match expand(attr, func) {
+        Ok(t) => t.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// `"name", key = expr, ...`.
+struct Attr {
+    name: LitStr,
+    options: Vec<(Ident, Expr)>,
+}
+
+impl Parse for Attr {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let name: LitStr = input.parse()?;
+        let mut options = Vec::new();
+        if input.parse::<Option<Token![,]>>()?.is_some() {
+            let rest = Punctuated::<syn::MetaNameValue, Token![,]>::parse_terminated(input)?;
+            for kv in rest {
+                let key = kv.path.get_ident().cloned().ok_or_else(|| {
+                    syn::Error::new_spanned(&kv.path, "expected `dtypes`, `shard` or `kind`")
+                })?;
+                options.push((key, kv.value));
+            }
+        }
+        Ok(Attr { name, options })
+    }
+}
+
+fn expand(attr: Attr, func: ItemFn) -> syn::Result<Tokens> {
+    let mut name = attr.name.value();
+    if !name.contains("::") {
+        name = format!("aten::{name}");
+    }
+    let schema = tpuemu_schema::aten::get(&name).ok_or_else(|| {
+        syn::Error::new_spanned(
+            &attr.name,
+            format!("{name} is not an ATen overload of PyTorch 2.15.0"),
+        )
+    })?;
+    let (mut dtypes, mut shard, mut kind) = (None, None, None);
+    for (key, value) in attr.options {
+        match key.to_string().as_str() {
+            "dtypes" => dtypes = Some(value),
+            "shard" => shard = Some(value),
+            "kind" => kind = Some(value),
+            _ => {
+                return Err(syn::Error::new_spanned(
+                    key,
+                    "unknown option: expected `dtypes`, `shard` or `kind`",
+                ));
+            }
+        }
+    }
+    let dtypes = dtypes.ok_or_else(|| {
+        syn::Error::new_spanned(
+            &attr.name,
+            "say which input dtypes the operator supports: `dtypes = FLOATING`",
+        )
+    })?;
+    let kind = match kind {
+        Some(k) => quote!(crate::ops::OpImpl::#k),
+        None => quote!(crate::ops::OpImpl::Kernel),
+    };
+    let shard = shard.map(|s| quote!(.shard(#s)));
+
+    let params: Vec<&FnArg> = func.sig.inputs.iter().collect();
+    let takes_runtime = match params.len() {
+        1 => false,
+        2 => true,
+        _ => {
+            return Err(syn::Error::new_spanned(
+                &func.sig,
+                "an #[aten] function takes its argument struct, or (rt: &Runtime, args: Struct)",
+            ));
+        }
+    };
+    let strukt = struct_name(params[params.len() - 1])?;
+    let fields = fields(schema, &strukt)?;
+    let field_decls = fields.iter().map(|f| {
+        let (name, ty, doc) = (&f.name, &f.ty, &f.doc);
+        quote!(#[doc = #doc] pub #name: #ty,)
+    });
+    let field_binds = fields.iter().map(|f| {
+        let (name, read) = (&f.name, &f.read);
+        quote!(#name: #read,)
+    });
+    let fname = &func.sig.ident;
+    let reg = format_ident!("__aten_{}", fname);
+    let text = schema.to_string();
+    let doc = format!("The arguments of `{text}`, typed (generated by `#[aten]`).");
+    let call = if takes_runtime {
+        quote!(#fname(rt, #strukt::bind(args)?))
+    } else {
+        quote!({
+            let _ = rt;
+            #fname(#strukt::bind(args)?)
+        })
+    };
+    Ok(quote! {
+        #[doc = #doc]
+        #[allow(dead_code)]
+        pub struct #strukt<'a> {
+            #(#field_decls)*
+            #[doc(hidden)]
+            pub _args: ::std::marker::PhantomData<&'a ()>,
+        }
+
+        impl<'a> #strukt<'a> {
+            /// The overload's name.
+            #[allow(dead_code)]
+            pub const NAME: &'static str = #name;
+            /// The overload's schema, as PyTorch prints it.
+            #[allow(dead_code)]
+            pub const SCHEMA: &'static str = #text;
+
+            /// Reads the arguments from a list bound to the schema (defaults filled in).
+            #[allow(clippy::needless_question_mark, unused_variables)]
+            pub fn bind(args: &'a crate::ops::Args) -> crate::error::Result<Self> {
+                Ok(#strukt {
+                    #(#field_binds)*
+                    _args: ::std::marker::PhantomData,
+                })
+            }
+        }
+
+        #func
+
+        /// The registration of the function above (listed by the backend's build script).
+        pub(crate) fn #reg() -> crate::ops::OpDef {
+            crate::ops::OpDef::new(#name, #kind, #dtypes, |rt, args| {
+                Ok(crate::ops::IntoValues::into_values(#call?))
+            })
+            #shard
+        }
+    })
+}
+
+/// The struct's name: the last segment of the parameter's type (`Hardtanh<'_>` → `Hardtanh`).
+fn struct_name(param: &FnArg) -> syn::Result<Ident> {
+    let FnArg::Typed(p) = param else {
+        return Err(syn::Error::new_spanned(
+            param,
+            "an #[aten] function is a free function",
+        ));
+    };
+    match &*p.ty {
+        SynType::Path(tp) => tp
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.clone())
+            .ok_or_else(|| syn::Error::new_spanned(&p.ty, "expected the argument struct's name")),
+        other => Err(syn::Error::new_spanned(
+            other,
+            "the argument struct is taken by value: `args: AddTensor<'_>`",
+        )),
+    }
+}
+
+/// One generated field.
+struct Field {
+    name: Ident,
+    ty: Tokens,
+    read: Tokens,
+    doc: String,
+}
+
+/// Rust's keywords, which an argument name cannot be spelled as.
+const KEYWORDS: &[&str] = &[
+    "as", "async", "await", "box", "break", "const", "continue", "crate", "dyn", "else", "enum",
+    "extern", "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod",
+    "move", "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super", "trait",
+    "true", "try", "type", "unsafe", "use", "where", "while", "yield",
+];
+
+fn fields(schema: &Schema, strukt: &Ident) -> syn::Result<Vec<Field>> {
+    let mut out = Vec::new();
+    for (i, arg) in schema.args.iter().enumerate() {
+        let name = if KEYWORDS.contains(&arg.name.as_str()) {
+            format!("{}_", arg.name)
+        } else {
+            arg.name.clone()
+        };
+        let (ty, read) = typed(&arg.ty, i).ok_or_else(|| {
+            syn::Error::new(
+                strukt.span(),
+                format!(
+                    "{}: argument `{}` has type `{}`, which #[aten] cannot type",
+                    schema.full_name(),
+                    arg.name,
+                    arg.ty
+                ),
+            )
+        })?;
+        let doc = match &arg.default {
+            Some(d) => format!("`{} {}={d}`", arg.ty, arg.name),
+            None => format!("`{} {}`", arg.ty, arg.name),
+        };
+        out.push(Field {
+            name: Ident::new(&name, Span::call_site()),
+            ty,
+            read,
+            doc,
+        });
+    }
+    Ok(out)
+}
+
+/// The Rust type of a schema type and the expression reading argument `i` of `args` as it.
+fn typed(ty: &Type, i: usize) -> Option<(Tokens, Tokens)> {
+    let opt = matches!(ty, Type::Optional(_));
+    let inner = match ty {
+        Type::Optional(t) => t,
+        t => t,
+    };
+    let element = |t: &Type| match t {
+        Type::Optional(e) => (true, (**e).clone()),
+        e => (false, e.clone()),
+    };
+    Some(match (inner, opt) {
+        (Type::Tensor(_), false) => (quote!(&'a crate::tensor::Tensor), quote!(args.tensor(#i)?)),
+        (Type::Tensor(_), true) => (
+            quote!(Option<&'a crate::tensor::Tensor>),
+            quote!(args.opt_tensor(#i)?),
+        ),
+        (Type::Int | Type::SymInt, false) => (quote!(i64), quote!(args.int(#i)?)),
+        (Type::Int | Type::SymInt, true) => (quote!(Option<i64>), quote!(args.opt_int(#i)?)),
+        (Type::Float, false) => (quote!(f64), quote!(args.float(#i)?)),
+        (Type::Float, true) => (quote!(Option<f64>), quote!(args.opt_float(#i)?)),
+        (Type::Bool, false) => (quote!(bool), quote!(args.bool(#i)?)),
+        (Type::Bool, true) => (quote!(Option<bool>), quote!(args.opt_bool(#i)?)),
+        (Type::Str, false) => (quote!(&'a str), quote!(args.str(#i)?)),
+        (Type::Str, true) => (quote!(Option<&'a str>), quote!(args.opt_str(#i)?)),
+        (Type::Scalar, false) => (quote!(crate::dtype::Scalar), quote!(args.scalar(#i)?)),
+        (Type::Scalar, true) => (
+            quote!(Option<crate::dtype::Scalar>),
+            quote!(args.opt_scalar(#i)?),
+        ),
+        (Type::ScalarType, false) => (quote!(crate::dtype::DType), quote!(args.dtype(#i)?)),
+        (Type::ScalarType, true) => (
+            quote!(Option<crate::dtype::DType>),
+            quote!(args.opt_dtype(#i)?),
+        ),
+        (Type::MemoryFormat, _) => (
+            quote!(Option<crate::ops::MemoryFormat>),
+            quote!(args.opt_memory_format(#i)?),
+        ),
+        (Type::Layout | Type::Device | Type::Generator, _) => {
+            (quote!(Option<&'a crate::ops::Value>), quote!(args.get(#i)))
+        }
+        (Type::List(e, _), o) => {
+            let (elem_opt, e) = element(e);
+            let (t, r) = match (e, elem_opt) {
+                (Type::Tensor(_), false) => (
+                    quote!(Vec<crate::tensor::Tensor>),
+                    quote!(args.tensors(#i)?),
+                ),
+                (Type::Tensor(_), true) => (
+                    quote!(Vec<Option<crate::tensor::Tensor>>),
+                    quote!(args.opt_tensors(#i)?),
+                ),
+                (Type::Int | Type::SymInt, false) => (quote!(Vec<i64>), quote!(args.ints(#i)?)),
+                (Type::Float, false) => (quote!(Vec<f64>), quote!(args.floats(#i)?)),
+                (Type::Bool, false) => (quote!(Vec<bool>), quote!(args.bools(#i)?)),
+                (Type::Scalar, false) => {
+                    (quote!(Vec<crate::dtype::Scalar>), quote!(args.scalars(#i)?))
+                }
+                _ => return None,
+            };
+            if o {
+                (
+                    quote!(Option<#t>),
+                    quote!(match args.get(#i) { None => None, Some(_) => Some(#r) }),
+                )
+            } else {
+                (t, r)
+            }
+        }
+        _ => return None,
+    })
+}
