@@ -146,3 +146,31 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
         m
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes every registration (name, kind, dtypes, sharding rule, derived-from) one per line
+    /// to `$TPUEMU_REGISTRY_DUMP`: two trees' dumps compared show that a change to how
+    /// operators are written (the `#[aten]` conversion) registered exactly the same operators.
+    #[test]
+    #[ignore = "a tool: run with TPUEMU_REGISTRY_DUMP=FILE"]
+    fn dump_registry() {
+        let path = std::env::var("TPUEMU_REGISTRY_DUMP").expect("TPUEMU_REGISTRY_DUMP=FILE");
+        let mut out = String::new();
+        for d in registry().values() {
+            let mut dtypes: Vec<DType> = d.dtypes.to_vec();
+            dtypes.sort();
+            out += &format!(
+                "{} {:?} {:?} {:?} {:?}\n",
+                d.name,
+                d.implementation,
+                dtypes,
+                d.sharding,
+                d.derived_from()
+            );
+        }
+        std::fs::write(path, out).unwrap();
+    }
+}
