@@ -10,11 +10,8 @@ use tpuemu_backend::{DType, Mode, Runtime, Tensor};
 
 use super::eager::rt;
 
-/// Deterministic values in [-2, 2).
 fn data(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 4001) as f32 / 1000.0 - 2.0)
-        .collect()
+    crate::inputs::hashed(n, seed, 2)
 }
 
 /// Attention on the host in f64: `q [B, H, L, E]`, `k [B, Hk, S, E]`, `v [B, Hk, S, Ev]`.

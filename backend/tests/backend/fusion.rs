@@ -8,9 +8,7 @@ use tpuemu_backend::{DType, Mode, Runtime, Scalar, Tensor};
 use super::eager::rt;
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0)
-        .collect()
+    crate::inputs::hashed(n, seed, 1)
 }
 
 /// Runs `f` in Strict and in DeferAndFuse (one graph per flush, no size limit), returns both

@@ -8,9 +8,7 @@ use tpuemu_backend::{Mode, Runtime, Tensor};
 use super::eager::rt;
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0)
-        .collect()
+    crate::inputs::hashed(n, seed, 1)
 }
 
 /// A small forward and backward-like step: a product, its activation, a softmax and a

@@ -37,15 +37,8 @@ fn rt(mode: Mode) -> Runtime {
     rt
 }
 
-/// Deterministic values in [-2, 2).
 fn data(n: usize, seed: u32) -> Vec<f64> {
-    let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(12345);
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            ((x >> 8) as f64 / (1u32 << 24) as f64) * 4.0 - 2.0
-        })
-        .collect()
+    crate::inputs::lcg(n, seed.wrapping_mul(2_654_435_761).wrapping_add(12345))
 }
 
 /// `v` as the device holds it in `dt`.

@@ -21,13 +21,7 @@ fn bytes(v: &[f32]) -> Vec<u8> {
 }
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
-    let mut x = seed;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            ((x >> 8) as f32 / (1u32 << 24) as f32) * 4.0 - 2.0
-        })
-        .collect()
+    crate::inputs::lcg(n, seed).into_iter().map(|x| x as f32).collect()
 }
 
 /// Runs a tile kernel with the given input arrays (f32, given layouts) and output sizes.
