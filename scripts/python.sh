@@ -23,7 +23,8 @@ so="$(ls "$root"/python/tpuemu/_rust*.so 2>/dev/null | head -1 || true)"
 installed="$("$venv/bin/python" -c 'import importlib.util as u; s = u.find_spec("tpuemu"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null || true)"
 if [[ -z "$so" || ! -f "$stamp" || "$installed" != "$root/python/tpuemu" ]] ||
   [[ -n "$(find "$root/python/src" "$root/python/Cargo.toml" "$root/python/pyproject.toml" \
-    "$root/backend/src" "$root/emulator/src" "$root/isa/src" "$root/Cargo.lock" \
+    "$root/backend/src" "$root/backend/kernels/src" "$root/backend/schema/src" \
+    "$root/backend/macros/src" "$root/backend/build.rs" "$root/emulator/src" "$root/isa/src" "$root/Cargo.lock" \
     "$root/src" "$root/visualizer/src" "$root/workloads/src" "$root/golden/src" \
     "$root/Cargo.toml" -newer "$stamp" -print -quit)" ]]; then
   log "building the Rust extension (maturin develop --release)"

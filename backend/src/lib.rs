@@ -5,22 +5,18 @@
 
 #![deny(rustdoc::broken_intra_doc_links)]
 
-pub mod codegen;
 pub mod compile;
 pub mod dtensor;
-pub mod dtype;
-pub mod error;
 pub mod foreign;
 mod fusion;
-pub mod ir;
-pub mod kernels;
-pub mod layout;
 pub mod ops;
-mod raw_view;
-pub mod rng;
 pub mod runtime;
-pub mod storage;
 pub mod tensor;
+
+// The lower layers are the `tpuemu-kernels` crate (Cargo keeps them from naming anything
+// above), under the same names.
+use tpuemu_kernels::raw_view;
+pub use tpuemu_kernels::{codegen, dtype, error, ir, kernels, layout, rng, storage};
 
 pub use dtype::{DType, Scalar};
 pub use error::{Result, TpuError};

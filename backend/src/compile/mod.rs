@@ -9,7 +9,6 @@
 //! graph, and no gaps between kernels on the device. A new signature compiles again, and the runtime's
 //! metrics say why (`graph_compiles`).
 
-mod link;
 mod plan;
 mod slots;
 
@@ -19,6 +18,7 @@ use std::sync::Arc;
 
 use tpuemu_isa::{CoreRef, KernelArg, Launch, LaunchTarget, ProgramId};
 
+use crate::codegen::link::{self, Pending};
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::fusion::{FusedGroup, plan_groups};
@@ -30,7 +30,6 @@ use crate::runtime::exec::ArgSpec;
 use crate::runtime::{Compiled, Mode, Runtime};
 use crate::storage::StorageRef;
 use crate::tensor::Tensor;
-use link::Pending;
 use slots::Storages;
 
 /// What binds to a buffer slot of a compiled graph at each call.

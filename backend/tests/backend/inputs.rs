@@ -6,9 +6,7 @@
 pub fn hashed(n: usize, seed: u32, w: u32) -> Vec<f32> {
     let span = 2000 * w + 1;
     (0..n)
-        .map(|i| {
-            (((i as u32).wrapping_mul(2654435761) ^ seed) % span) as f32 / 1000.0 - w as f32
-        })
+        .map(|i| (((i as u32).wrapping_mul(2654435761) ^ seed) % span) as f32 / 1000.0 - w as f32)
         .collect()
 }
 

@@ -21,7 +21,10 @@ fn bytes(v: &[f32]) -> Vec<u8> {
 }
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
-    crate::inputs::lcg(n, seed).into_iter().map(|x| x as f32).collect()
+    crate::inputs::lcg(n, seed)
+        .into_iter()
+        .map(|x| x as f32)
+        .collect()
 }
 
 /// Runs a tile kernel with the given input arrays (f32, given layouts) and output sizes.

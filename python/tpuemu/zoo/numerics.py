@@ -84,7 +84,7 @@ _KEY_BLOCK = 128
 
 
 class _FlashReference(torch.autograd.Function):
-    """Attention as the tpu's flash kernels compute it (``backend/src/kernels/attention``),
+    """Attention as the tpu's flash kernels compute it (``backend/kernels/src/kernels/attention``),
     written with plain CPU operators in f32 whose matmul operands the enclosing
     :class:`TpuMatmulNumerics` rounds to bf16 (the weights and ``dS`` are first stored in the
     inputs' dtype, as the kernels store them). Forward, per key block of 128: the scores in f32
