@@ -11,10 +11,10 @@
 //!
 //! Cost: ranks are quadratic in the row length (see [`prims`]).
 
-use super::Value;
+use super::aten;
 use super::helpers::{OpScope, map_shape};
 use super::prims::{self, dim_back, dim_last, isnan, pairwise, place, ranks, tile};
-use super::registry::{OpDef, OpImpl};
+use super::registry::OpDef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
@@ -314,67 +314,74 @@ pub fn mode(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     Ok((finish(values)?, finish(idx)?))
 }
 
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
-}
-
-fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
-    r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
-}
-
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let all = super::data::ALL;
-    let k = OpImpl::Kernel;
-    let rows = Sharding::Replicate("ordering a sharded dim needs the whole row");
-    vec![
-        OpDef::new("aten::sort", k, all, |_, a| {
-            t2(sort(a.tensor(0)?, a.int(1)?, a.bool(2)?))
-        })
-        .shard(rows),
-        OpDef::new("aten::sort.stable", k, all, |_, a| {
-            a.get(1).map(|_| a.bool(1)).transpose()?;
-            t2(sort(a.tensor(0)?, a.int(2)?, a.bool(3)?))
-        })
-        .shard(rows),
-        OpDef::new("aten::argsort", k, all, |_, a| {
-            t1(sort(a.tensor(0)?, a.int(1)?, a.bool(2)?).map(|r| r.1))
-        })
-        .shard(rows),
-        OpDef::new("aten::argsort.stable", k, all, |_, a| {
-            a.bool(1)?;
-            t1(sort(a.tensor(0)?, a.int(2)?, a.bool(3)?).map(|r| r.1))
-        })
-        .shard(rows),
-        OpDef::new("aten::msort", k, all, |_, a| {
-            t1(sort(a.tensor(0)?, 0, false).map(|r| r.0))
-        })
-        .shard(rows),
-        OpDef::new("aten::topk", k, all, |_, a| {
-            a.bool(4)?;
-            t2(topk(a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?))
-        })
-        .shard(rows),
-        OpDef::new("aten::kthvalue", k, all, |_, a| {
-            t2(kthvalue(a.tensor(0)?, a.int(1)?, a.int(2)?, a.bool(3)?))
-        })
-        .shard(rows),
-        OpDef::new("aten::median", k, all, |_, a| t1(median(a.tensor(0)?))).shard(rows),
-        OpDef::new("aten::nanmedian", k, all, |_, a| {
-            t1(nanmedian(a.tensor(0)?))
-        })
-        .shard(rows),
-        OpDef::new("aten::median.dim", k, all, |_, a| {
-            t2(median_dim(a.tensor(0)?, a.int(1)?, a.bool(2)?))
-        })
-        .shard(rows),
-        OpDef::new("aten::nanmedian.dim", k, all, |_, a| {
-            t2(nanmedian_dim(a.tensor(0)?, a.int(1)?, a.bool(2)?))
-        })
-        .shard(rows),
-        OpDef::new("aten::mode", k, all, |_, a| {
-            t2(mode(a.tensor(0)?, a.int(1)?, a.bool(2)?))
-        })
-        .shard(rows),
-    ]
+    // every overload is an #[aten] function
+    Vec::new()
+}
+
+/// Every order statistic's rule.
+const ROWS: Sharding = Sharding::Replicate("ordering a sharded dim needs the whole row");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema;
+// binding it checks the arguments the computation does not read, `stable` and `sorted`).
+
+#[aten("aten::sort", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn sort_op(a: Sort<'_>) -> Result<(Tensor, Tensor)> {
+    sort(a.self_, a.dim, a.descending)
+}
+
+#[aten("aten::sort.stable", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn sort_stable_op(a: SortStable<'_>) -> Result<(Tensor, Tensor)> {
+    sort(a.self_, a.dim, a.descending)
+}
+
+#[aten("aten::argsort", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn argsort_op(a: Argsort<'_>) -> Result<Tensor> {
+    Ok(sort(a.self_, a.dim, a.descending)?.1)
+}
+
+#[aten("aten::argsort.stable", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn argsort_stable_op(a: ArgsortStable<'_>) -> Result<Tensor> {
+    Ok(sort(a.self_, a.dim, a.descending)?.1)
+}
+
+#[aten("aten::msort", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn msort_op(a: Msort<'_>) -> Result<Tensor> {
+    Ok(sort(a.self_, 0, false)?.0)
+}
+
+#[aten("aten::topk", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn topk_op(a: Topk<'_>) -> Result<(Tensor, Tensor)> {
+    topk(a.self_, a.k, a.dim, a.largest)
+}
+
+#[aten("aten::kthvalue", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn kthvalue_op(a: Kthvalue<'_>) -> Result<(Tensor, Tensor)> {
+    kthvalue(a.self_, a.k, a.dim, a.keepdim)
+}
+
+#[aten("aten::median", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn median_op(a: Median<'_>) -> Result<Tensor> {
+    median(a.self_)
+}
+
+#[aten("aten::nanmedian", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn nanmedian_op(a: Nanmedian<'_>) -> Result<Tensor> {
+    nanmedian(a.self_)
+}
+
+#[aten("aten::median.dim", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn median_dim_op(a: MedianDim<'_>) -> Result<(Tensor, Tensor)> {
+    median_dim(a.self_, a.dim, a.keepdim)
+}
+
+#[aten("aten::nanmedian.dim", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn nanmedian_dim_op(a: NanmedianDim<'_>) -> Result<(Tensor, Tensor)> {
+    nanmedian_dim(a.self_, a.dim, a.keepdim)
+}
+
+#[aten("aten::mode", dtypes = DType::ALL_TPU, shard = ROWS)]
+fn mode_op(a: Mode<'_>) -> Result<(Tensor, Tensor)> {
+    mode(a.self_, a.dim, a.keepdim)
 }

@@ -23,11 +23,10 @@ mod pairs;
 mod split;
 mod sum;
 
-use super::args::Args;
+use super::aten;
 use super::creation;
 use super::helpers::{OpScope, rows};
-use super::registry::{OpDef, OpImpl};
-use super::{t1, t2};
+use super::registry::OpDef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder};
@@ -206,131 +205,20 @@ impl Tensor {
     }
 }
 
-/// An optional `Scalar` argument as f64.
-fn opt_f64(a: &Args, i: usize) -> Result<Option<f64>> {
-    a.get(i)
-        .map(|_| a.scalar(i).map(Scalar::to_f64))
-        .transpose()
-}
-
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let all = &[
-        DType::F32,
-        DType::BF16,
-        DType::F16,
-        DType::I32,
-        DType::I64,
-        DType::Bool,
-    ];
-    let num = DType::NUMERIC;
-    let float = DType::FLOATING;
-    let k = OpImpl::Kernel;
-    vec![
-        OpDef::new("aten::sum", k, all, |_, a| {
-            t1(sum_all(a.tensor(0)?, a.opt_dtype(1)?))
-        })
-        .shard(Sharding::reduction(RedOp::Sum, Dims::All, None)),
-        OpDef::new("aten::sum.dim_IntList", k, all, |_, a| {
-            t1(sum(
-                a.tensor(0)?,
-                &a.opt_ints(1)?.unwrap_or_default(),
-                a.bool(2)?,
-                a.opt_dtype(3)?,
-            ))
-        })
-        .shard(Sharding::reduction(RedOp::Sum, Dims::List(1), Some(2))),
-        OpDef::new("aten::mean", k, all, |_, a| {
-            t1(mean_all(a.tensor(0)?, a.opt_dtype(1)?))
-        })
-        .shard(Sharding::reduction(RedOp::Mean, Dims::All, None)),
-        OpDef::new("aten::mean.dim", k, all, |_, a| {
-            t1(mean(
-                a.tensor(0)?,
-                &a.opt_ints(1)?.unwrap_or_default(),
-                a.bool(2)?,
-                a.opt_dtype(3)?,
-            ))
-        })
-        .shard(Sharding::reduction(RedOp::Mean, Dims::List(1), Some(2))),
-        OpDef::new("aten::prod", k, all, |_, a| {
-            t1(prod(a.tensor(0)?, a.opt_dtype(1)?))
-        })
-        .shard(Sharding::reduction(RedOp::Other, Dims::All, None)),
-        OpDef::new("aten::prod.dim_int", k, all, |_, a| {
-            t1(prod_dim(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.bool(2)?,
-                a.opt_dtype(3)?,
-            ))
-        })
-        .shard(Sharding::reduction(RedOp::Other, Dims::One(1), Some(2))),
-        OpDef::new("aten::amax", k, all, |_, a| {
-            t1(amax(a.tensor(0)?, &a.ints(1)?, a.bool(2)?))
-        })
-        .shard(Sharding::reduction(RedOp::Max, Dims::List(1), Some(2))),
-        OpDef::new("aten::amin", k, all, |_, a| {
-            t1(amin(a.tensor(0)?, &a.ints(1)?, a.bool(2)?))
-        })
-        .shard(Sharding::reduction(RedOp::Min, Dims::List(1), Some(2))),
-        OpDef::new("aten::max", k, all, |_, a| t1(max_all(a.tensor(0)?)))
-            .shard(Sharding::reduction(RedOp::Max, Dims::All, None)),
-        OpDef::new("aten::min", k, all, |_, a| t1(min_all(a.tensor(0)?)))
-            .shard(Sharding::reduction(RedOp::Min, Dims::All, None)),
-        OpDef::new("aten::max.dim", k, all, |_, a| {
-            t2(max_dim(a.tensor(0)?, a.int(1)?, a.bool(2)?))
-        })
-        .shard(Sharding::Reduction {
-            kind: RedOp::Other,
-            dims: Dims::One(1),
-            keepdim: Some(2),
-            outputs: 2,
-        }),
-        OpDef::new("aten::min.dim", k, all, |_, a| {
-            t2(min_dim(a.tensor(0)?, a.int(1)?, a.bool(2)?))
-        })
-        .shard(Sharding::Reduction {
-            kind: RedOp::Other,
-            dims: Dims::One(1),
-            keepdim: Some(2),
-            outputs: 2,
-        }),
-        OpDef::new("aten::argmax", k, num, |_, a| {
-            t1(argmax(a.tensor(0)?, a.opt_int(1)?, a.bool(2)?))
-        })
-        .shard(Sharding::reduction(RedOp::Other, Dims::OptOne(1), Some(2))),
-        OpDef::new("aten::argmin", k, num, |_, a| {
-            t1(argmin(a.tensor(0)?, a.opt_int(1)?, a.bool(2)?))
-        })
-        .shard(Sharding::reduction(RedOp::Other, Dims::OptOne(1), Some(2))),
-        OpDef::new("aten::var.correction", k, float, |_, a| {
-            t1(var(
-                a.tensor(0)?,
-                a.opt_ints(1)?.as_deref(),
-                opt_f64(a, 2)?,
-                a.bool(3)?,
-            ))
-        })
-        .shard(Sharding::reduction(RedOp::Other, Dims::List(1), Some(3))),
-        OpDef::new("aten::std.correction", k, float, |_, a| {
-            t1(std(
-                a.tensor(0)?,
-                a.opt_ints(1)?.as_deref(),
-                opt_f64(a, 2)?,
-                a.bool(3)?,
-            ))
-        })
-        .shard(Sharding::reduction(RedOp::Other, Dims::List(1), Some(3))),
-    ]
-    .into_iter()
-    .chain(more_defs())
-    .collect()
+    // every overload is an #[aten] function
+    Vec::new()
 }
 
 /// An `unbiased` argument as a correction.
-fn unbiased(a: &Args, i: usize) -> Result<Option<f64>> {
-    Ok(Some(if a.bool_or(i, true)? { 1.0 } else { 0.0 }))
+fn unbiased(unbiased: bool) -> Option<f64> {
+    Some(if unbiased { 1.0 } else { 0.0 })
+}
+
+/// A one-output reduction's rule that is neither a sum, a mean, a max nor a min.
+fn red(dims: Dims, keepdim: Option<usize>) -> Sharding {
+    Sharding::reduction(RedOp::Other, dims, keepdim)
 }
 
 fn two_out(dims: Dims, keepdim: Option<usize>) -> Sharding {
@@ -342,233 +230,316 @@ fn two_out(dims: Dims, keepdim: Option<usize>) -> Sharding {
     }
 }
 
-/// `any`/`all`, `aminmax`, `var_mean`/`std_mean`, the vector norms and `logsumexp`.
-fn more_defs() -> Vec<OpDef> {
-    let all = &[
-        DType::F32,
-        DType::BF16,
-        DType::F16,
-        DType::I32,
-        DType::I64,
-        DType::Bool,
-    ];
-    let float = DType::FLOATING;
-    let (k, dec) = (OpImpl::Kernel, OpImpl::Decomposition);
-    let red = |dims, keep| Sharding::reduction(RedOp::Other, dims, keep);
-    vec![
-        OpDef::new("aten::any", k, all, |_, a| {
-            t1(any_all("aten::any", a.tensor(0)?, None, false, true))
-        })
-        .shard(red(Dims::All, None)),
-        OpDef::new("aten::any.dim", k, all, |_, a| {
-            let d = [a.int(1)?];
-            t1(any_all(
-                "aten::any.dim",
-                a.tensor(0)?,
-                Some(&d),
-                a.bool(2)?,
-                true,
-            ))
-        })
-        .shard(red(Dims::One(1), Some(2))),
-        OpDef::new("aten::any.dims", k, all, |_, a| {
-            let d = a.opt_ints(1)?;
-            t1(any_all(
-                "aten::any.dims",
-                a.tensor(0)?,
-                d.as_deref(),
-                a.bool(2)?,
-                true,
-            ))
-        })
-        .shard(red(Dims::List(1), Some(2))),
-        OpDef::new("aten::all", k, all, |_, a| {
-            t1(any_all("aten::all", a.tensor(0)?, None, false, false))
-        })
-        .shard(red(Dims::All, None)),
-        OpDef::new("aten::all.dim", k, all, |_, a| {
-            let d = [a.int(1)?];
-            t1(any_all(
-                "aten::all.dim",
-                a.tensor(0)?,
-                Some(&d),
-                a.bool(2)?,
-                false,
-            ))
-        })
-        .shard(red(Dims::One(1), Some(2))),
-        OpDef::new("aten::all.dims", k, all, |_, a| {
-            let d = a.opt_ints(1)?;
-            t1(any_all(
-                "aten::all.dims",
-                a.tensor(0)?,
-                d.as_deref(),
-                a.bool(2)?,
-                false,
-            ))
-        })
-        .shard(red(Dims::List(1), Some(2))),
-        OpDef::new("aten::count_nonzero", k, all, |_, a| {
-            let d = a.opt_int(1)?.map(|d| vec![d]);
-            t1(count_nonzero(
-                "aten::count_nonzero",
-                a.tensor(0)?,
-                d.as_deref(),
-            ))
-        })
-        .shard(red(Dims::OptOne(1), None)),
-        OpDef::new("aten::count_nonzero.dim_IntList", k, all, |_, a| {
-            let d = a.ints(1)?;
-            t1(count_nonzero(
-                "aten::count_nonzero.dim_IntList",
-                a.tensor(0)?,
-                Some(&d),
-            ))
-        })
-        .shard(red(Dims::List(1), None)),
-        OpDef::new("aten::aminmax", k, all, |_, a| {
-            t2(aminmax(a.tensor(0)?, a.opt_int(1)?, a.bool(2)?))
-        })
-        .shard(two_out(Dims::OptOne(1), Some(2))),
-        OpDef::new("aten::var_mean.correction", k, float, |_, a| {
-            let d = a.opt_ints(1)?;
-            t2(var_mean(
-                "aten::var_mean.correction",
-                a.tensor(0)?,
-                d.as_deref(),
-                opt_f64(a, 2)?,
-                a.bool(3)?,
-                false,
-            ))
-        })
-        .shard(two_out(Dims::List(1), Some(3))),
-        OpDef::new("aten::std_mean.correction", k, float, |_, a| {
-            let d = a.opt_ints(1)?;
-            t2(var_mean(
-                "aten::std_mean.correction",
-                a.tensor(0)?,
-                d.as_deref(),
-                opt_f64(a, 2)?,
-                a.bool(3)?,
-                true,
-            ))
-        })
-        .shard(two_out(Dims::List(1), Some(3))),
-        OpDef::new("aten::var_mean", k, float, |_, a| {
-            let c = unbiased(a, 1)?;
-            t2(var_mean(
-                "aten::var_mean",
-                a.tensor(0)?,
-                None,
-                c,
-                false,
-                false,
-            ))
-        })
-        .shard(two_out(Dims::All, None)),
-        OpDef::new("aten::std_mean", k, float, |_, a| {
-            let c = unbiased(a, 1)?;
-            t2(var_mean(
-                "aten::std_mean",
-                a.tensor(0)?,
-                None,
-                c,
-                false,
-                true,
-            ))
-        })
-        .shard(two_out(Dims::All, None)),
-        OpDef::new("aten::var_mean.dim", k, float, |_, a| {
-            let d = a.opt_ints(1)?;
-            let c = unbiased(a, 2)?;
-            t2(var_mean(
-                "aten::var_mean.dim",
-                a.tensor(0)?,
-                d.as_deref(),
-                c,
-                a.bool(3)?,
-                false,
-            ))
-        })
-        .shard(two_out(Dims::List(1), Some(3))),
-        OpDef::new("aten::std_mean.dim", k, float, |_, a| {
-            let d = a.opt_ints(1)?;
-            let c = unbiased(a, 2)?;
-            t2(var_mean(
-                "aten::std_mean.dim",
-                a.tensor(0)?,
-                d.as_deref(),
-                c,
-                a.bool(3)?,
-                true,
-            ))
-        })
-        .shard(two_out(Dims::List(1), Some(3))),
-        OpDef::new("aten::linalg_vector_norm", k, float, |_, a| {
-            let d = a.opt_ints(2)?;
-            t1(vector_norm(
-                "aten::linalg_vector_norm",
-                a.tensor(0)?,
-                a.scalar_or(1, Scalar::Int(2))?.to_f64(),
-                d.as_deref(),
-                a.bool(3)?,
-                a.opt_dtype(4)?,
-            ))
-        })
-        .shard(red(Dims::List(2), Some(3))),
-        OpDef::new("aten::norm.Scalar", dec, float, |_, a| {
-            let p = a.scalar_or(1, Scalar::Int(2))?.to_f64();
-            t1(vector_norm(
-                "aten::norm.Scalar",
-                a.tensor(0)?,
-                p,
-                None,
-                false,
-                None,
-            ))
-        })
-        .shard(red(Dims::All, None)),
-        OpDef::new("aten::norm.ScalarOpt_dim", dec, float, |_, a| {
-            let p = opt_f64(a, 1)?.unwrap_or(2.0);
-            let d = a.ints(2)?;
-            t1(vector_norm(
-                "aten::norm.ScalarOpt_dim",
-                a.tensor(0)?,
-                p,
-                Some(&d),
-                a.bool(3)?,
-                None,
-            ))
-        })
-        .shard(red(Dims::List(2), Some(3))),
-        OpDef::new("aten::norm.ScalarOpt_dim_dtype", dec, float, |_, a| {
-            let p = opt_f64(a, 1)?.unwrap_or(2.0);
-            let d = a.ints(2)?;
-            t1(vector_norm(
-                "aten::norm.ScalarOpt_dim_dtype",
-                a.tensor(0)?,
-                p,
-                Some(&d),
-                a.bool(3)?,
-                a.opt_dtype(4)?,
-            ))
-        })
-        .shard(red(Dims::List(2), Some(3))),
-        OpDef::new("aten::norm.ScalarOpt_dtype", dec, float, |_, a| {
-            let p = opt_f64(a, 1)?.unwrap_or(2.0);
-            t1(vector_norm(
-                "aten::norm.ScalarOpt_dtype",
-                a.tensor(0)?,
-                p,
-                None,
-                false,
-                a.opt_dtype(2)?,
-            ))
-        })
-        .shard(red(Dims::All, None)),
-        OpDef::new("aten::logsumexp", k, all, |_, a| {
-            t1(logsumexp(a.tensor(0)?, &a.ints(1)?, a.bool(2)?))
-        })
-        .shard(red(Dims::List(1), Some(2))),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::sum", dtypes = DType::ALL_TPU, shard = Sharding::reduction(RedOp::Sum, Dims::All, None))]
+fn sum_op(a: Sum<'_>) -> Result<Tensor> {
+    sum_all(a.self_, a.dtype)
+}
+
+#[aten(
+    "aten::sum.dim_IntList",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::reduction(RedOp::Sum, Dims::List(1), Some(2))
+)]
+fn sum_dim_int_list_op(a: SumDimIntList<'_>) -> Result<Tensor> {
+    sum(a.self_, &a.dim.unwrap_or_default(), a.keepdim, a.dtype)
+}
+
+#[aten("aten::mean", dtypes = DType::ALL_TPU, shard = Sharding::reduction(RedOp::Mean, Dims::All, None))]
+fn mean_op(a: Mean<'_>) -> Result<Tensor> {
+    mean_all(a.self_, a.dtype)
+}
+
+#[aten(
+    "aten::mean.dim",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::reduction(RedOp::Mean, Dims::List(1), Some(2))
+)]
+fn mean_dim_op(a: MeanDim<'_>) -> Result<Tensor> {
+    mean(a.self_, &a.dim.unwrap_or_default(), a.keepdim, a.dtype)
+}
+
+#[aten("aten::prod", dtypes = DType::ALL_TPU, shard = red(Dims::All, None))]
+fn prod_op(a: Prod<'_>) -> Result<Tensor> {
+    prod(a.self_, a.dtype)
+}
+
+#[aten("aten::prod.dim_int", dtypes = DType::ALL_TPU, shard = red(Dims::One(1), Some(2)))]
+fn prod_dim_int_op(a: ProdDimInt<'_>) -> Result<Tensor> {
+    prod_dim(a.self_, a.dim, a.keepdim, a.dtype)
+}
+
+#[aten(
+    "aten::amax",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::reduction(RedOp::Max, Dims::List(1), Some(2))
+)]
+fn amax_op(a: Amax<'_>) -> Result<Tensor> {
+    amax(a.self_, &a.dim, a.keepdim)
+}
+
+#[aten(
+    "aten::amin",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::reduction(RedOp::Min, Dims::List(1), Some(2))
+)]
+fn amin_op(a: Amin<'_>) -> Result<Tensor> {
+    amin(a.self_, &a.dim, a.keepdim)
+}
+
+#[aten("aten::max", dtypes = DType::ALL_TPU, shard = Sharding::reduction(RedOp::Max, Dims::All, None))]
+fn max_op(a: Max<'_>) -> Result<Tensor> {
+    max_all(a.self_)
+}
+
+#[aten("aten::min", dtypes = DType::ALL_TPU, shard = Sharding::reduction(RedOp::Min, Dims::All, None))]
+fn min_op(a: Min<'_>) -> Result<Tensor> {
+    min_all(a.self_)
+}
+
+#[aten("aten::max.dim", dtypes = DType::ALL_TPU, shard = two_out(Dims::One(1), Some(2)))]
+fn max_dim_op(a: MaxDim<'_>) -> Result<(Tensor, Tensor)> {
+    max_dim(a.self_, a.dim, a.keepdim)
+}
+
+#[aten("aten::min.dim", dtypes = DType::ALL_TPU, shard = two_out(Dims::One(1), Some(2)))]
+fn min_dim_op(a: MinDim<'_>) -> Result<(Tensor, Tensor)> {
+    min_dim(a.self_, a.dim, a.keepdim)
+}
+
+#[aten("aten::argmax", dtypes = DType::NUMERIC, shard = red(Dims::OptOne(1), Some(2)))]
+fn argmax_op(a: Argmax<'_>) -> Result<Tensor> {
+    argmax(a.self_, a.dim, a.keepdim)
+}
+
+#[aten("aten::argmin", dtypes = DType::NUMERIC, shard = red(Dims::OptOne(1), Some(2)))]
+fn argmin_op(a: Argmin<'_>) -> Result<Tensor> {
+    argmin(a.self_, a.dim, a.keepdim)
+}
+
+#[aten("aten::var.correction", dtypes = DType::FLOATING, shard = red(Dims::List(1), Some(3)))]
+fn var_correction_op(a: VarCorrection<'_>) -> Result<Tensor> {
+    let c = a.correction.map(Scalar::to_f64);
+    var(a.self_, a.dim.as_deref(), c, a.keepdim)
+}
+
+#[aten("aten::std.correction", dtypes = DType::FLOATING, shard = red(Dims::List(1), Some(3)))]
+fn std_correction_op(a: StdCorrection<'_>) -> Result<Tensor> {
+    let c = a.correction.map(Scalar::to_f64);
+    std(a.self_, a.dim.as_deref(), c, a.keepdim)
+}
+
+#[aten("aten::any", dtypes = DType::ALL_TPU, shard = red(Dims::All, None))]
+fn any_op(a: Any<'_>) -> Result<Tensor> {
+    any_all(Any::NAME, a.self_, None, false, true)
+}
+
+#[aten("aten::any.dim", dtypes = DType::ALL_TPU, shard = red(Dims::One(1), Some(2)))]
+fn any_dim_op(a: AnyDim<'_>) -> Result<Tensor> {
+    any_all(AnyDim::NAME, a.self_, Some(&[a.dim]), a.keepdim, true)
+}
+
+#[aten("aten::any.dims", dtypes = DType::ALL_TPU, shard = red(Dims::List(1), Some(2)))]
+fn any_dims_op(a: AnyDims<'_>) -> Result<Tensor> {
+    any_all(AnyDims::NAME, a.self_, a.dim.as_deref(), a.keepdim, true)
+}
+
+#[aten("aten::all", dtypes = DType::ALL_TPU, shard = red(Dims::All, None))]
+fn all_op(a: All<'_>) -> Result<Tensor> {
+    any_all(All::NAME, a.self_, None, false, false)
+}
+
+#[aten("aten::all.dim", dtypes = DType::ALL_TPU, shard = red(Dims::One(1), Some(2)))]
+fn all_dim_op(a: AllDim<'_>) -> Result<Tensor> {
+    any_all(AllDim::NAME, a.self_, Some(&[a.dim]), a.keepdim, false)
+}
+
+#[aten("aten::all.dims", dtypes = DType::ALL_TPU, shard = red(Dims::List(1), Some(2)))]
+fn all_dims_op(a: AllDims<'_>) -> Result<Tensor> {
+    any_all(AllDims::NAME, a.self_, a.dim.as_deref(), a.keepdim, false)
+}
+
+#[aten("aten::count_nonzero", dtypes = DType::ALL_TPU, shard = red(Dims::OptOne(1), None))]
+fn count_nonzero_op(a: CountNonzero<'_>) -> Result<Tensor> {
+    let d = a.dim.map(|d| vec![d]);
+    count_nonzero(CountNonzero::NAME, a.self_, d.as_deref())
+}
+
+#[aten(
+    "aten::count_nonzero.dim_IntList",
+    dtypes = DType::ALL_TPU,
+    shard = red(Dims::List(1), None)
+)]
+fn count_nonzero_dim_int_list_op(a: CountNonzeroDimIntList<'_>) -> Result<Tensor> {
+    count_nonzero(CountNonzeroDimIntList::NAME, a.self_, Some(&a.dim))
+}
+
+#[aten("aten::aminmax", dtypes = DType::ALL_TPU, shard = two_out(Dims::OptOne(1), Some(2)))]
+fn aminmax_op(a: Aminmax<'_>) -> Result<(Tensor, Tensor)> {
+    aminmax(a.self_, a.dim, a.keepdim)
+}
+
+#[aten(
+    "aten::var_mean.correction",
+    dtypes = DType::FLOATING,
+    shard = two_out(Dims::List(1), Some(3))
+)]
+fn var_mean_correction_op(a: VarMeanCorrection<'_>) -> Result<(Tensor, Tensor)> {
+    let c = a.correction.map(Scalar::to_f64);
+    var_mean(
+        VarMeanCorrection::NAME,
+        a.self_,
+        a.dim.as_deref(),
+        c,
+        a.keepdim,
+        false,
+    )
+}
+
+#[aten(
+    "aten::std_mean.correction",
+    dtypes = DType::FLOATING,
+    shard = two_out(Dims::List(1), Some(3))
+)]
+fn std_mean_correction_op(a: StdMeanCorrection<'_>) -> Result<(Tensor, Tensor)> {
+    let c = a.correction.map(Scalar::to_f64);
+    var_mean(
+        StdMeanCorrection::NAME,
+        a.self_,
+        a.dim.as_deref(),
+        c,
+        a.keepdim,
+        true,
+    )
+}
+
+#[aten("aten::var_mean", dtypes = DType::FLOATING, shard = two_out(Dims::All, None))]
+fn var_mean_op(a: VarMean<'_>) -> Result<(Tensor, Tensor)> {
+    var_mean(
+        VarMean::NAME,
+        a.self_,
+        None,
+        unbiased(a.unbiased),
+        false,
+        false,
+    )
+}
+
+#[aten("aten::std_mean", dtypes = DType::FLOATING, shard = two_out(Dims::All, None))]
+fn std_mean_op(a: StdMean<'_>) -> Result<(Tensor, Tensor)> {
+    var_mean(
+        StdMean::NAME,
+        a.self_,
+        None,
+        unbiased(a.unbiased),
+        false,
+        true,
+    )
+}
+
+#[aten("aten::var_mean.dim", dtypes = DType::FLOATING, shard = two_out(Dims::List(1), Some(3)))]
+fn var_mean_dim_op(a: VarMeanDim<'_>) -> Result<(Tensor, Tensor)> {
+    let c = unbiased(a.unbiased);
+    var_mean(
+        VarMeanDim::NAME,
+        a.self_,
+        a.dim.as_deref(),
+        c,
+        a.keepdim,
+        false,
+    )
+}
+
+#[aten("aten::std_mean.dim", dtypes = DType::FLOATING, shard = two_out(Dims::List(1), Some(3)))]
+fn std_mean_dim_op(a: StdMeanDim<'_>) -> Result<(Tensor, Tensor)> {
+    let c = unbiased(a.unbiased);
+    var_mean(
+        StdMeanDim::NAME,
+        a.self_,
+        a.dim.as_deref(),
+        c,
+        a.keepdim,
+        true,
+    )
+}
+
+#[aten("aten::linalg_vector_norm", dtypes = DType::FLOATING, shard = red(Dims::List(2), Some(3)))]
+fn linalg_vector_norm_op(a: LinalgVectorNorm<'_>) -> Result<Tensor> {
+    let (p, d) = (a.ord.to_f64(), a.dim.as_deref());
+    vector_norm(LinalgVectorNorm::NAME, a.self_, p, d, a.keepdim, a.dtype)
+}
+
+#[aten(
+    "aten::norm.Scalar",
+    dtypes = DType::FLOATING,
+    shard = red(Dims::All, None),
+    kind = Decomposition
+)]
+fn norm_scalar_op(a: NormScalar<'_>) -> Result<Tensor> {
+    vector_norm(NormScalar::NAME, a.self_, a.p.to_f64(), None, false, None)
+}
+
+/// A `Scalar? p` of the `norm` overloads: 2 when `None`.
+fn norm_p(p: Option<Scalar>) -> f64 {
+    p.map_or(2.0, Scalar::to_f64)
+}
+
+#[aten(
+    "aten::norm.ScalarOpt_dim",
+    dtypes = DType::FLOATING,
+    shard = red(Dims::List(2), Some(3)),
+    kind = Decomposition
+)]
+fn norm_scalar_opt_dim_op(a: NormScalarOptDim<'_>) -> Result<Tensor> {
+    let p = norm_p(a.p);
+    vector_norm(
+        NormScalarOptDim::NAME,
+        a.self_,
+        p,
+        Some(&a.dim),
+        a.keepdim,
+        None,
+    )
+}
+
+#[aten(
+    "aten::norm.ScalarOpt_dim_dtype",
+    dtypes = DType::FLOATING,
+    shard = red(Dims::List(2), Some(3)),
+    kind = Decomposition
+)]
+fn norm_scalar_opt_dim_dtype_op(a: NormScalarOptDimDtype<'_>) -> Result<Tensor> {
+    let (p, d) = (norm_p(a.p), Some(a.dim.as_slice()));
+    vector_norm(
+        NormScalarOptDimDtype::NAME,
+        a.self_,
+        p,
+        d,
+        a.keepdim,
+        Some(a.dtype),
+    )
+}
+
+#[aten(
+    "aten::norm.ScalarOpt_dtype",
+    dtypes = DType::FLOATING,
+    shard = red(Dims::All, None),
+    kind = Decomposition
+)]
+fn norm_scalar_opt_dtype_op(a: NormScalarOptDtype<'_>) -> Result<Tensor> {
+    let p = norm_p(a.p);
+    vector_norm(
+        NormScalarOptDtype::NAME,
+        a.self_,
+        p,
+        None,
+        false,
+        Some(a.dtype),
+    )
+}
+
+#[aten("aten::logsumexp", dtypes = DType::ALL_TPU, shard = red(Dims::List(1), Some(2)))]
+fn logsumexp_op(a: Logsumexp<'_>) -> Result<Tensor> {
+    logsumexp(a.self_, &a.dim, a.keepdim)
 }

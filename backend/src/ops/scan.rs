@@ -9,11 +9,11 @@
 //! extreme (a tie moves the index forward), and once a NaN appears the value stays NaN with the
 //! index of the latest NaN. `logcumsumexp` subtracts the running maximum before exponentiating.
 
-use super::Value;
+use super::aten;
 use super::checks::checks_on;
 use super::helpers::{OpScope, map_shape};
 use super::prims::{self, dim_back, dim_last, isnan, pairwise, tile};
-use super::registry::{OpDef, OpImpl};
+use super::registry::OpDef;
 use super::wide;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
@@ -204,40 +204,39 @@ pub fn logcumsumexp(x: &Tensor, dim: i64) -> Result<Tensor> {
     back(x, &out, d)
 }
 
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
-}
-
-fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
-    r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
-}
-
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let all = super::data::ALL;
-    let float = DType::FLOATING;
-    let k = OpImpl::Kernel;
-    let along_dim = Sharding::Replicate("a scan along a sharded dim needs the preceding shards");
-    vec![
-        OpDef::new("aten::cumsum", k, all, |_, a| {
-            t1(cumsum(a.tensor(0)?, a.int(1)?, a.opt_dtype(2)?))
-        })
-        .shard(along_dim),
-        OpDef::new("aten::cumprod", k, all, |_, a| {
-            t1(cumprod(a.tensor(0)?, a.int(1)?, a.opt_dtype(2)?))
-        })
-        .shard(along_dim),
-        OpDef::new("aten::cummax", k, all, |_, a| {
-            t2(cummax(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(along_dim),
-        OpDef::new("aten::cummin", k, all, |_, a| {
-            t2(cummin(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(along_dim),
-        OpDef::new("aten::logcumsumexp", k, float, |_, a| {
-            t1(logcumsumexp(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(along_dim),
-    ]
+    // every overload is an #[aten] function
+    Vec::new()
+}
+
+/// Every scan's rule.
+const ALONG_DIM: Sharding =
+    Sharding::Replicate("a scan along a sharded dim needs the preceding shards");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::cumsum", dtypes = DType::ALL_TPU, shard = ALONG_DIM)]
+fn cumsum_op(a: Cumsum<'_>) -> Result<Tensor> {
+    cumsum(a.self_, a.dim, a.dtype)
+}
+
+#[aten("aten::cumprod", dtypes = DType::ALL_TPU, shard = ALONG_DIM)]
+fn cumprod_op(a: Cumprod<'_>) -> Result<Tensor> {
+    cumprod(a.self_, a.dim, a.dtype)
+}
+
+#[aten("aten::cummax", dtypes = DType::ALL_TPU, shard = ALONG_DIM)]
+fn cummax_op(a: Cummax<'_>) -> Result<(Tensor, Tensor)> {
+    cummax(a.self_, a.dim)
+}
+
+#[aten("aten::cummin", dtypes = DType::ALL_TPU, shard = ALONG_DIM)]
+fn cummin_op(a: Cummin<'_>) -> Result<(Tensor, Tensor)> {
+    cummin(a.self_, a.dim)
+}
+
+#[aten("aten::logcumsumexp", dtypes = DType::FLOATING, shard = ALONG_DIM)]
+fn logcumsumexp_op(a: Logcumsumexp<'_>) -> Result<Tensor> {
+    logcumsumexp(a.self_, a.dim)
 }

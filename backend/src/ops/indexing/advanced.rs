@@ -11,16 +11,16 @@
 //! of a large tensor (`emb[ids]`, `x[mask]`) moves whole rows; indexing the last dim moves single
 //! elements.
 
-use super::{Bound, bounded, check_index, compact, opt_tensors, t1};
+use super::{Bound, bounded, check_index, compact};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine};
 use crate::layout::{Layout, broadcast_shapes};
+use crate::ops::aten;
 use crate::ops::checks::{Pending, check_range};
 use crate::ops::data::{gather_rows, table_view};
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{fits_i32, put_rows, reshaped};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -399,76 +399,56 @@ fn unsafe_masked_index_put_accumulate(
     index_put_in(&op, x, indices, &masked, true, Bound::ClampWrap)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("indices address the global tensor");
-    vec![
-        OpDef::new("aten::index.Tensor", k, all, |_, a| {
-            t1(index(a.tensor(0)?, &opt_tensors(a, 1)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::_unsafe_index.Tensor", k, all, |_, a| {
-            let x = a.tensor(0)?;
-            let idx = opt_tensors(a, 1)?;
-            let mut ins = vec![x];
-            ins.extend(idx.iter().flatten());
-            let op = OpScope::new("aten::_unsafe_index.Tensor", &ins)?;
-            t1(index_in(&op, x, &idx, Bound::Check))
-        })
-        .shard(rep),
-        OpDef::new("aten::index_put", k, all, |_, a| {
-            t1(index_put(
-                a.tensor(0)?,
-                &opt_tensors(a, 1)?,
-                a.tensor(2)?,
-                a.bool(3)?,
-            ))
-        })
-        .shard(rep),
-        // What `index_put_` and the backward of `x[indices]` call; `unsafe` only lets PyTorch
-        // skip its index checks, which are kept here.
-        OpDef::new("aten::_index_put_impl", k, all, |_, a| {
-            t1(index_put(
-                a.tensor(0)?,
-                &opt_tensors(a, 1)?,
-                a.tensor(2)?,
-                a.bool_or(3, false)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::_unsafe_index_put", k, all, |_, a| {
-            let (x, v) = (a.tensor(0)?, a.tensor(2)?);
-            let idx = opt_tensors(a, 1)?;
-            let mut ins = vec![x, v];
-            ins.extend(idx.iter().flatten());
-            let op = OpScope::new("aten::_unsafe_index_put", &ins)?;
-            t1(index_put_in(&op, x, &idx, v, a.bool(3)?, Bound::Check))
-        })
-        .shard(rep),
-        OpDef::new("aten::_unsafe_masked_index", k, all, |_, a| {
-            t1(unsafe_masked_index(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                &opt_tensors(a, 2)?,
-                a.scalar(3)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new(
-            "aten::_unsafe_masked_index_put_accumulate",
-            k,
-            all,
-            |_, a| {
-                t1(unsafe_masked_index_put_accumulate(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    &opt_tensors(a, 2)?,
-                    a.tensor(3)?,
-                ))
-            },
-        )
-        .shard(rep),
-    ]
+/// Every advanced indexing operator's rule.
+const REP: Sharding = Sharding::Replicate("indices address the global tensor");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::index.Tensor", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_tensor_op(a: IndexTensor<'_>) -> Result<Tensor> {
+    index(a.self_, &a.indices)
+}
+
+#[aten("aten::_unsafe_index.Tensor", dtypes = DType::ALL_TPU, shard = REP)]
+fn unsafe_index_tensor_op(a: UnsafeIndexTensor<'_>) -> Result<Tensor> {
+    let (x, idx) = (a.self_, &a.indices);
+    let mut ins = vec![x];
+    ins.extend(idx.iter().flatten());
+    let op = OpScope::new(UnsafeIndexTensor::NAME, &ins)?;
+    index_in(&op, x, idx, Bound::Check)
+}
+
+#[aten("aten::index_put", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_put_op(a: IndexPut<'_>) -> Result<Tensor> {
+    index_put(a.self_, &a.indices, a.values, a.accumulate)
+}
+
+/// What `index_put_` and the backward of `x[indices]` call; `unsafe` only lets PyTorch skip its
+/// index checks, which are kept here.
+#[aten("aten::_index_put_impl", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_put_impl_op(a: IndexPutImpl<'_>) -> Result<Tensor> {
+    index_put(a.self_, &a.indices, a.values, a.accumulate)
+}
+
+#[aten("aten::_unsafe_index_put", dtypes = DType::ALL_TPU, shard = REP)]
+fn unsafe_index_put_op(a: UnsafeIndexPut<'_>) -> Result<Tensor> {
+    let (x, v, idx) = (a.self_, a.values, &a.indices);
+    let mut ins = vec![x, v];
+    ins.extend(idx.iter().flatten());
+    let op = OpScope::new(UnsafeIndexPut::NAME, &ins)?;
+    index_put_in(&op, x, idx, v, a.accumulate, Bound::Check)
+}
+
+#[aten("aten::_unsafe_masked_index", dtypes = DType::ALL_TPU, shard = REP)]
+fn unsafe_masked_index_op(a: UnsafeMaskedIndex<'_>) -> Result<Tensor> {
+    unsafe_masked_index(a.self_, a.mask, &a.indices, a.fill)
+}
+
+#[aten(
+    "aten::_unsafe_masked_index_put_accumulate",
+    dtypes = DType::ALL_TPU,
+    shard = REP
+)]
+fn unsafe_masked_index_put_accumulate_op(a: UnsafeMaskedIndexPutAccumulate<'_>) -> Result<Tensor> {
+    unsafe_masked_index_put_accumulate(a.self_, a.mask, &a.indices, a.values)
 }

@@ -6,16 +6,16 @@
 //! outer block `o`, by one index-put kernel (adding, copying, multiplying or maxing whole
 //! `inner` rows, in index order).
 
-use super::{Bound, bounded, check_index, t1};
+use super::{Bound, bounded, check_index};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, RedKind, UnOp};
 use crate::layout::wrap_dim;
+use crate::ops::aten;
 use crate::ops::checks::check_range;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::pointwise::Arg;
 use crate::ops::prims::{self, fill, put_rows, reshaped};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -300,49 +300,51 @@ fn index_select_backward(grad: &Tensor, sizes: &[i64], dim: i64, index: &Tensor)
     .0)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("indices address the global tensor");
-    vec![
-        OpDef::new("aten::index_add", k, all, |_, a| {
-            t1(index_add(a.tensor(0)?, a.int(1)?, a.tensor(2)?, a.tensor(3)?, a.scalar_or(4, Scalar::Int(1))?))
-        })
-        .shard(rep),
-        OpDef::new("aten::index_copy", k, all, |_, a| {
-            t1(index_copy(a.tensor(0)?, a.int(1)?, a.tensor(2)?, a.tensor(3)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::index_fill.int_Scalar", k, all, |_, a| {
-            t1(index_fill("aten::index_fill.int_Scalar", a.tensor(0)?, a.int(1)?, a.tensor(2)?, Fill::Value(a.scalar(3)?)))
-        })
-        .shard(rep),
-        OpDef::new("aten::index_fill.int_Tensor", k, all, |_, a| {
-            let v = a.tensor(3)?;
-            if v.dim() != 0 {
-                return Err(TpuError::BadArgs(format!(
-                    "index_fill_ only supports a 0-dimensional value tensor, but got tensor with {} dimension(s).",
-                    v.dim()
-                )));
-            }
-            t1(index_fill("aten::index_fill.int_Tensor", a.tensor(0)?, a.int(1)?, a.tensor(2)?, Fill::Tensor(v)))
-        })
-        .shard(rep),
-        OpDef::new("aten::index_reduce", k, all, |_, a| {
-            t1(index_reduce(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-                a.tensor(3)?,
-                a.opt_str(4)?.unwrap_or(""),
-                a.bool(5)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::index_select_backward", k, all, |_, a| {
-            t1(index_select_backward(a.tensor(0)?, &a.ints(1)?, a.int(2)?, a.tensor(3)?))
-        })
-        .shard(rep),
-    ]
+/// Every put along a dim's rule.
+const REP: Sharding = Sharding::Replicate("indices address the global tensor");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::index_add", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_add_op(a: IndexAdd<'_>) -> Result<Tensor> {
+    index_add(a.self_, a.dim, a.index, a.source, a.alpha)
+}
+
+#[aten("aten::index_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_copy_op(a: IndexCopy<'_>) -> Result<Tensor> {
+    index_copy(a.self_, a.dim, a.index, a.source)
+}
+
+#[aten("aten::index_fill.int_Scalar", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_fill_int_scalar_op(a: IndexFillIntScalar<'_>) -> Result<Tensor> {
+    let value = Fill::Value(a.value);
+    index_fill(IndexFillIntScalar::NAME, a.self_, a.dim, a.index, value)
+}
+
+#[aten("aten::index_fill.int_Tensor", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_fill_int_tensor_op(a: IndexFillIntTensor<'_>) -> Result<Tensor> {
+    let v = a.value;
+    if v.dim() != 0 {
+        return Err(TpuError::BadArgs(format!(
+            "index_fill_ only supports a 0-dimensional value tensor, but got tensor with {} dimension(s).",
+            v.dim()
+        )));
+    }
+    index_fill(
+        IndexFillIntTensor::NAME,
+        a.self_,
+        a.dim,
+        a.index,
+        Fill::Tensor(v),
+    )
+}
+
+#[aten("aten::index_reduce", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_reduce_op(a: IndexReduce<'_>) -> Result<Tensor> {
+    index_reduce(a.self_, a.dim, a.index, a.source, a.reduce, a.include_self)
+}
+
+#[aten("aten::index_select_backward", dtypes = DType::ALL_TPU, shard = REP)]
+fn index_select_backward_op(a: IndexSelectBackward<'_>) -> Result<Tensor> {
+    index_select_backward(a.grad, &a.self_sizes, a.dim, a.index)
 }

@@ -9,16 +9,14 @@
 //! at its running count. `nonzero_static` puts at most `size` rows into a tensor filled with
 //! `fill_value`.
 
-use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, RedKind};
 use crate::layout::{Layout, broadcast_shapes};
-use crate::ops::Value;
+use crate::ops::aten;
 use crate::ops::data::gather_rows;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, host_int, put_rows, reshaped};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -219,10 +217,6 @@ pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tens
     .remove(0))
 }
 
-fn ts(r: Result<Vec<Tensor>>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensors(t)])
-}
-
 /// `nonzero(x).unbind(1)` (`where(cond)`, `nonzero_numpy`).
 fn nonzero_columns(name: &str, x: &Tensor) -> Result<Vec<Tensor>> {
     let op = OpScope::new(name, &[x])?;
@@ -232,38 +226,46 @@ fn nonzero_columns(name: &str, x: &Tensor) -> Result<Vec<Tensor>> {
         .collect()
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("the output's shape depends on every shard's values");
-    vec![
-        OpDef::new("aten::nonzero", k, all, |_, a| t1(nonzero(a.tensor(0)?))).shard(rep),
-        OpDef::new("aten::argwhere", OpImpl::Decomposition, all, |_, a| {
-            t1(nonzero(a.tensor(0)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::nonzero_static", k, all, |_, a| {
-            t1(nonzero_static(a.tensor(0)?, a.int(1)?, a.int(2)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::nonzero_numpy", OpImpl::Decomposition, all, |_, a| {
-            ts(nonzero_columns("aten::nonzero_numpy", a.tensor(0)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::where", OpImpl::Decomposition, all, |_, a| {
-            ts(nonzero_columns("aten::where", a.tensor(0)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::masked_select", k, all, |_, a| {
-            t1(masked_select(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::masked_scatter", k, all, |_, a| {
-            t1(masked_scatter(a.tensor(0)?, a.tensor(1)?, a.tensor(2)?))
-        })
-        .shard(Sharding::Replicate(
-            "the source is consumed in the global order",
-        )),
-    ]
+/// The rule of the operators whose output's shape depends on the values.
+const REP: Sharding = Sharding::Replicate("the output's shape depends on every shard's values");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::nonzero", dtypes = DType::ALL_TPU, shard = REP)]
+fn nonzero_op(a: Nonzero<'_>) -> Result<Tensor> {
+    nonzero(a.self_)
+}
+
+#[aten("aten::argwhere", dtypes = DType::ALL_TPU, shard = REP, kind = Decomposition)]
+fn argwhere_op(a: Argwhere<'_>) -> Result<Tensor> {
+    nonzero(a.self_)
+}
+
+#[aten("aten::nonzero_static", dtypes = DType::ALL_TPU, shard = REP)]
+fn nonzero_static_op(a: NonzeroStatic<'_>) -> Result<Tensor> {
+    nonzero_static(a.self_, a.size, a.fill_value)
+}
+
+#[aten("aten::nonzero_numpy", dtypes = DType::ALL_TPU, shard = REP, kind = Decomposition)]
+fn nonzero_numpy_op(a: NonzeroNumpy<'_>) -> Result<Vec<Tensor>> {
+    nonzero_columns(NonzeroNumpy::NAME, a.self_)
+}
+
+#[aten("aten::where", dtypes = DType::ALL_TPU, shard = REP, kind = Decomposition)]
+fn where_op(a: Where<'_>) -> Result<Vec<Tensor>> {
+    nonzero_columns(Where::NAME, a.condition)
+}
+
+#[aten("aten::masked_select", dtypes = DType::ALL_TPU, shard = REP)]
+fn masked_select_op(a: MaskedSelect<'_>) -> Result<Tensor> {
+    masked_select(a.self_, a.mask)
+}
+
+#[aten(
+    "aten::masked_scatter",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("the source is consumed in the global order")
+)]
+fn masked_scatter_op(a: MaskedScatter<'_>) -> Result<Tensor> {
+    masked_scatter(a.self_, a.mask, a.source)
 }

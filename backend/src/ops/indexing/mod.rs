@@ -14,19 +14,17 @@
 //! depends on values (`nonzero`, `masked_select`, `unique*`, `bincount`) read one count back to
 //! the host, as every TPU runtime must.
 
-mod advanced;
-mod along;
-mod compact;
-mod scatter;
-mod search;
-mod unique;
-mod view_backward;
+pub(crate) mod advanced;
+pub(crate) mod along;
+pub(crate) mod compact;
+pub(crate) mod scatter;
+pub(crate) mod search;
+pub(crate) mod unique;
+pub(crate) mod view_backward;
 
 pub use advanced::{index, index_put};
 pub use compact::{masked_scatter, masked_select, nonzero};
 
-use super::Value;
-use super::args::Args;
 use super::registry::OpDef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
@@ -35,28 +33,8 @@ use crate::tensor::Tensor;
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let mut d = advanced::defs();
-    d.extend(compact::defs());
-    d.extend(scatter::defs());
-    d.extend(along::defs());
-    d.extend(search::defs());
-    d.extend(unique::defs());
-    d.extend(view_backward::defs());
-    d
-}
-
-/// A `Tensor?[]` argument.
-pub(crate) fn opt_tensors(a: &Args, i: usize) -> Result<Vec<Option<Tensor>>> {
-    match a.get(i) {
-        None => Ok(Vec::new()),
-        Some(Value::OptTensors(t)) => Ok(t.clone()),
-        Some(Value::Tensors(t)) => Ok(t.iter().cloned().map(Some).collect()),
-        Some(v) => Err(TpuError::BadArgs(format!(
-            "{}(): argument {i} must be a list of optional Tensors, not {}",
-            a.op(),
-            v.kind()
-        ))),
-    }
+    // every overload is an #[aten] function
+    Vec::new()
 }
 
 /// Checks an index tensor's dtype (int32 or int64).
@@ -117,8 +95,4 @@ pub(crate) fn keep_invalid(p: &mut ProgBuilder, idx: PRef, flat: PRef) -> PRef {
     let bad = p.constant(Scalar::Int(-1), i);
     let ok = p.cmp(CmpKind::Ne, idx, bad, i);
     p.select(ok, flat, bad, i)
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }

@@ -8,18 +8,16 @@
 //! `scatter_reduce` with `include_self=False` first puts the reduction's identity at every
 //! target; `mean` divides by the count of elements that landed (integers: floor division).
 
-use super::{Bound, bounded, t1};
+use super::{Bound, bounded};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, RedKind};
 use crate::layout::{Layout, contiguous_strides, wrap_dim};
-use crate::ops::Value;
-use crate::ops::args::Args;
+use crate::ops::aten;
 use crate::ops::checks::{Pending, check_range};
 use crate::ops::data::{gather, gather_rows};
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -368,75 +366,119 @@ fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<i64>) -> Result<Tens
     gather(&xv, d as i64, &iv)
 }
 
-/// `scatter(self, dim, index, src|value[, reduce])` under the overload's own name: `value`
-/// says whether argument 3 is a scalar; `combine` is fixed, or `None` to read `reduce`
-/// (argument 4).
-fn scatter_call(a: &Args, value: bool, combine: Option<Combine>) -> Result<Vec<Value>> {
-    let (x, index) = (a.tensor(0)?, a.tensor(2)?);
-    let (op, src) = if value {
-        (OpScope::new(a.op(), &[x, index])?, Src::Value(a.scalar(3)?))
-    } else {
-        let src = a.tensor(3)?;
-        (OpScope::new(a.op(), &[x, index, src])?, Src::Tensor(src))
+/// `scatter(self, dim, index, src|value[, reduce])` under the overload's own name `name`: the
+/// writes combine as `reduce` says (`scatter.reduce`, `.value_reduce`), else as `fixed`.
+fn scatter_call(
+    name: &str,
+    x: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src: Src<'_>,
+    fixed: Combine,
+    reduce: Option<&str>,
+) -> Result<Tensor> {
+    let op = match src {
+        Src::Value(_) => OpScope::new(name, &[x, index])?,
+        Src::Tensor(t) => OpScope::new(name, &[x, index, t])?,
     };
-    let c = match combine {
-        Some(c) => c,
-        None => reduce_of("scatter", a.opt_str(4)?.unwrap_or(""))?,
+    let c = match reduce {
+        None => fixed,
+        Some(r) => reduce_of("scatter", r)?,
     };
-    t1(scatter_in(&op, x, a.int(1)?, index, src, c))
+    scatter_in(&op, x, dim, index, src, c)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("indices address the global tensor");
-    vec![
-        OpDef::new("aten::scatter.src", k, all, |_, a| {
-            scatter_call(a, false, Some(Combine::Copy))
-        })
-        .shard(rep),
-        OpDef::new("aten::scatter.value", k, all, |_, a| {
-            scatter_call(a, true, Some(Combine::Copy))
-        })
-        .shard(rep),
-        OpDef::new("aten::scatter.reduce", k, all, |_, a| {
-            scatter_call(a, false, None)
-        })
-        .shard(rep),
-        OpDef::new("aten::scatter.value_reduce", k, all, |_, a| {
-            scatter_call(a, true, None)
-        })
-        .shard(rep),
-        OpDef::new("aten::scatter_add", k, all, |_, a| {
-            scatter_call(a, false, Some(Combine::Add))
-        })
-        .shard(rep),
-        OpDef::new("aten::scatter_reduce.two", k, all, |_, a| {
-            t1(scatter_reduce(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-                a.tensor(3)?,
-                a.opt_str(4)?.unwrap_or(""),
-                a.bool(5)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::take", k, all, |_, a| {
-            t1(take(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::put", k, all, |_, a| {
-            t1(put(a.tensor(0)?, a.tensor(1)?, a.tensor(2)?, a.bool(3)?))
-        })
-        .shard(rep),
-        OpDef::new(
-            "aten::take_along_dim",
-            OpImpl::Decomposition,
-            all,
-            |_, a| t1(take_along_dim(a.tensor(0)?, a.tensor(1)?, a.opt_int(2)?)),
-        )
-        .shard(rep),
-    ]
+/// Every scatter's and gather's rule.
+const REP: Sharding = Sharding::Replicate("indices address the global tensor");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::scatter.src", dtypes = DType::ALL_TPU, shard = REP)]
+fn scatter_src_op(a: ScatterSrc<'_>) -> Result<Tensor> {
+    let src = Src::Tensor(a.src);
+    scatter_call(
+        ScatterSrc::NAME,
+        a.self_,
+        a.dim,
+        a.index,
+        src,
+        Combine::Copy,
+        None,
+    )
+}
+
+#[aten("aten::scatter.value", dtypes = DType::ALL_TPU, shard = REP)]
+fn scatter_value_op(a: ScatterValue<'_>) -> Result<Tensor> {
+    let src = Src::Value(a.value);
+    scatter_call(
+        ScatterValue::NAME,
+        a.self_,
+        a.dim,
+        a.index,
+        src,
+        Combine::Copy,
+        None,
+    )
+}
+
+#[aten("aten::scatter.reduce", dtypes = DType::ALL_TPU, shard = REP)]
+fn scatter_reduce_op(a: ScatterReduce<'_>) -> Result<Tensor> {
+    let (src, r) = (Src::Tensor(a.src), Some(a.reduce));
+    scatter_call(
+        ScatterReduce::NAME,
+        a.self_,
+        a.dim,
+        a.index,
+        src,
+        Combine::Copy,
+        r,
+    )
+}
+
+#[aten("aten::scatter.value_reduce", dtypes = DType::ALL_TPU, shard = REP)]
+fn scatter_value_reduce_op(a: ScatterValueReduce<'_>) -> Result<Tensor> {
+    let (src, r) = (Src::Value(a.value), Some(a.reduce));
+    scatter_call(
+        ScatterValueReduce::NAME,
+        a.self_,
+        a.dim,
+        a.index,
+        src,
+        Combine::Copy,
+        r,
+    )
+}
+
+#[aten("aten::scatter_add", dtypes = DType::ALL_TPU, shard = REP)]
+fn scatter_add_op(a: ScatterAdd<'_>) -> Result<Tensor> {
+    let src = Src::Tensor(a.src);
+    scatter_call(
+        ScatterAdd::NAME,
+        a.self_,
+        a.dim,
+        a.index,
+        src,
+        Combine::Add,
+        None,
+    )
+}
+
+#[aten("aten::scatter_reduce.two", dtypes = DType::ALL_TPU, shard = REP)]
+fn scatter_reduce_two_op(a: ScatterReduceTwo<'_>) -> Result<Tensor> {
+    scatter_reduce(a.self_, a.dim, a.index, a.src, a.reduce, a.include_self)
+}
+
+#[aten("aten::take", dtypes = DType::ALL_TPU, shard = REP)]
+fn take_op(a: Take<'_>) -> Result<Tensor> {
+    take(a.self_, a.index)
+}
+
+#[aten("aten::put", dtypes = DType::ALL_TPU, shard = REP)]
+fn put_op(a: Put<'_>) -> Result<Tensor> {
+    put(a.self_, a.index, a.source, a.accumulate)
+}
+
+#[aten("aten::take_along_dim", dtypes = DType::ALL_TPU, shard = REP, kind = Decomposition)]
+fn take_along_dim_op(a: TakeAlongDim<'_>) -> Result<Tensor> {
+    take_along_dim(a.self_, a.indices, a.dim)
 }

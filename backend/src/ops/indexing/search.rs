@@ -9,16 +9,13 @@
 //! elements. Histograms compute each element's bin in a tile kernel, correct it against the
 //! bin edges as PyTorch does, and add ones (or weights) into the bins with one index-add kernel.
 
-use super::t1;
 use crate::dtype::{DType, Scalar, promote_types};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, PRef, ProgBuilder, RedKind, UnOp};
 use crate::layout::Layout;
-use crate::ops::Value;
-use crate::ops::args::Args;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape};
 use crate::ops::prims::{self, fill, put_rows, reshaped, tile};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -93,16 +90,21 @@ fn out_dtype(out_int32: bool) -> DType {
     if out_int32 { DType::I32 } else { DType::I64 }
 }
 
-/// `searchsorted(seq, values, out_int32, right, side, sorter)`.
-fn searchsorted(a: &Args, values: Result<&Tensor, Scalar>, name: &str) -> Result<Tensor> {
-    let seq = a.tensor(0)?;
-    let sorter = a.opt_tensor(5)?;
+/// `searchsorted(seq, values, out_int32, right, side, sorter)` under the overload's name `name`.
+fn searchsorted(
+    name: &str,
+    seq: &Tensor,
+    values: Result<&Tensor, Scalar>,
+    out_int32: bool,
+    right: bool,
+    side: Option<&str>,
+    sorter: Option<&Tensor>,
+) -> Result<Tensor> {
     let mut ins = vec![seq];
     ins.extend(values.as_ref().ok().copied());
     ins.extend(sorter);
     let op = OpScope::new(name, &ins)?;
-    let side = a.opt_str(4)?;
-    let mut right = a.bool(3)?;
+    let mut right = right;
     match side {
         Some("right") => right = true,
         Some("left") if right => {
@@ -125,7 +127,7 @@ fn searchsorted(a: &Args, values: Result<&Tensor, Scalar>, name: &str) -> Result
         Ok(t) => t.clone(),
         Err(s) => fill(&op, &[], s, s.dtype())?,
     };
-    search_in(&op, &seq, &v, right, out_dtype(a.bool(2)?))
+    search_in(&op, &seq, &v, right, out_dtype(out_int32))
 }
 
 /// `bucketize(values, boundaries, out_int32, right)`.
@@ -478,113 +480,82 @@ fn histogram_bin_ct(
     Ok((hist, edges))
 }
 
-fn t2(r: Result<(Tensor, Tensor)>) -> Result<Vec<Value>> {
-    r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
+/// The rule of the searches and counts (but `isin` of a tensor's elements).
+const REP: Sharding = Sharding::Replicate("each value is searched among all boundaries");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::bucketize.Tensor", dtypes = DType::NUMERIC, shard = REP)]
+fn bucketize_tensor_op(a: BucketizeTensor<'_>) -> Result<Tensor> {
+    let v = Ok(a.self_);
+    bucketize(v, a.boundaries, a.out_int32, a.right, BucketizeTensor::NAME)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let num = DType::NUMERIC;
-    let float = DType::FLOATING;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("each value is searched among all boundaries");
-    vec![
-        OpDef::new("aten::bucketize.Tensor", k, num, |_, a| {
-            t1(bucketize(
-                Ok(a.tensor(0)?),
-                a.tensor(1)?,
-                a.bool(2)?,
-                a.bool(3)?,
-                "aten::bucketize.Tensor",
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::bucketize.Scalar", k, num, |_, a| {
-            t1(bucketize(
-                Err(a.scalar(0)?),
-                a.tensor(1)?,
-                a.bool(2)?,
-                a.bool(3)?,
-                "aten::bucketize.Scalar",
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::searchsorted.Tensor", k, num, |_, a| {
-            t1(searchsorted(
-                a,
-                Ok(a.tensor(1)?),
-                "aten::searchsorted.Tensor",
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::searchsorted.Scalar", k, num, |_, a| {
-            t1(searchsorted(
-                a,
-                Err(a.scalar(1)?),
-                "aten::searchsorted.Scalar",
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::isin.Tensor_Tensor", k, all, |_, a| {
-            t1(isin(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.bool(3)?,
-                "aten::isin.Tensor_Tensor",
-                &[],
-            ))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::isin.Tensor_Scalar", k, all, |_, a| {
-            let e = a.tensor(0)?;
-            let op = OpScope::new("aten::isin.Tensor_Scalar", &[e])?;
-            let t = number(&op, a.scalar(1)?)?;
-            t1(isin(e, &t, a.bool(3)?, "aten::isin", &[]))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::isin.Scalar_Tensor", k, all, |_, a| {
-            let t = a.tensor(1)?;
-            let op = OpScope::new("aten::isin.Scalar_Tensor", &[t])?;
-            let e = number(&op, a.scalar(0)?)?;
-            t1(isin(&e, t, a.bool(3)?, "aten::isin", &[]))
-        })
-        .shard(rep),
-        OpDef::new(
-            "aten::bincount",
-            k,
-            &[DType::I32, DType::I64, DType::Bool, DType::F32],
-            |_, a| t1(bincount(a.tensor(0)?, a.opt_tensor(1)?, a.int_or(2, 0)?)),
-        )
-        .shard(rep),
-        OpDef::new("aten::histc", k, DType::NUMERIC, |_, a| {
-            t1(histc(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.scalar(2)?.to_f64(),
-                a.scalar(3)?.to_f64(),
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::histogram.bin_ct", k, float, |_, a| {
-            let range = match a.get(2) {
-                None => None,
-                Some(Value::Floats(f)) => Some(f.clone()),
-                Some(Value::Ints(i)) => Some(i.iter().map(|v| *v as f64).collect()),
-                Some(_) => {
-                    return Err(TpuError::BadArgs(
-                        "histogram(): range must be a list of floats".into(),
-                    ));
-                }
-            };
-            t2(histogram_bin_ct(
-                a.tensor(0)?,
-                a.int(1)?,
-                range,
-                a.opt_tensor(3)?,
-                a.bool(4)?,
-            ))
-        })
-        .shard(rep),
-    ]
+#[aten("aten::bucketize.Scalar", dtypes = DType::NUMERIC, shard = REP)]
+fn bucketize_scalar_op(a: BucketizeScalar<'_>) -> Result<Tensor> {
+    let v = Err(a.self_);
+    bucketize(v, a.boundaries, a.out_int32, a.right, BucketizeScalar::NAME)
+}
+
+#[aten("aten::searchsorted.Tensor", dtypes = DType::NUMERIC, shard = REP)]
+fn searchsorted_tensor_op(a: SearchsortedTensor<'_>) -> Result<Tensor> {
+    let (seq, v) = (a.sorted_sequence, Ok(a.self_));
+    let name = SearchsortedTensor::NAME;
+    searchsorted(name, seq, v, a.out_int32, a.right, a.side, a.sorter)
+}
+
+#[aten("aten::searchsorted.Scalar", dtypes = DType::NUMERIC, shard = REP)]
+fn searchsorted_scalar_op(a: SearchsortedScalar<'_>) -> Result<Tensor> {
+    let (seq, v) = (a.sorted_sequence, Err(a.self_));
+    let name = SearchsortedScalar::NAME;
+    searchsorted(name, seq, v, a.out_int32, a.right, a.side, a.sorter)
+}
+
+#[aten(
+    "aten::isin.Tensor_Tensor",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No)
+)]
+fn isin_tensor_tensor_op(a: IsinTensorTensor<'_>) -> Result<Tensor> {
+    let name = IsinTensorTensor::NAME;
+    isin(a.elements, a.test_elements, a.invert, name, &[])
+}
+
+#[aten(
+    "aten::isin.Tensor_Scalar",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No)
+)]
+fn isin_tensor_scalar_op(a: IsinTensorScalar<'_>) -> Result<Tensor> {
+    let e = a.elements;
+    let op = OpScope::new(IsinTensorScalar::NAME, &[e])?;
+    let t = number(&op, a.test_element)?;
+    isin(e, &t, a.invert, "aten::isin", &[])
+}
+
+#[aten("aten::isin.Scalar_Tensor", dtypes = DType::ALL_TPU, shard = REP)]
+fn isin_scalar_tensor_op(a: IsinScalarTensor<'_>) -> Result<Tensor> {
+    let t = a.test_elements;
+    let op = OpScope::new(IsinScalarTensor::NAME, &[t])?;
+    let e = number(&op, a.element)?;
+    isin(&e, t, a.invert, "aten::isin", &[])
+}
+
+#[aten(
+    "aten::bincount",
+    dtypes = &[DType::I32, DType::I64, DType::Bool, DType::F32],
+    shard = REP
+)]
+fn bincount_op(a: Bincount<'_>) -> Result<Tensor> {
+    bincount(a.self_, a.weights, a.minlength)
+}
+
+#[aten("aten::histc", dtypes = DType::NUMERIC, shard = REP)]
+fn histc_op(a: Histc<'_>) -> Result<Tensor> {
+    histc(a.self_, a.bins, a.min.to_f64(), a.max.to_f64())
+}
+
+#[aten("aten::histogram.bin_ct", dtypes = DType::FLOATING, shard = REP)]
+fn histogram_bin_ct_op(a: HistogramBinCt<'_>) -> Result<(Tensor, Tensor)> {
+    histogram_bin_ct(a.self_, a.bins, a.range, a.weight, a.density)
 }

@@ -11,11 +11,10 @@ use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::ir::{BinOp, CmpKind, Combine, RedKind};
 use crate::layout::{Layout, wrap_dim};
-use crate::ops::Value;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape, write_into};
 use crate::ops::prims::{self, dim_last, fill, host_int, put_rows, reshaped, tile};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
+use crate::ops::{Value, aten};
 use crate::tensor::Tensor;
 
 /// Runs of `rows [n, r]` (contiguous): the run number of each row (int32 `[n]`) and the count
@@ -218,25 +217,25 @@ fn unique2(x: &Tensor, inverse: bool, counts: bool) -> Result<(Tensor, Tensor, T
     Ok((values, inv, cnt))
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("the output's shape depends on every shard's values");
-    vec![
-        OpDef::new("aten::unique_consecutive", k, all, |_, a| {
-            unique_consecutive(a.tensor(0)?, a.bool(1)?, a.bool(2)?, a.opt_int(3)?)
-        })
-        .shard(rep),
-        OpDef::new("aten::_unique2", k, all, |_, a| {
-            let (v, i, c) = unique2(a.tensor(0)?, a.bool(2)?, a.bool(3)?)?;
-            Ok(vec![Value::Tensor(v), Value::Tensor(i), Value::Tensor(c)])
-        })
-        .shard(rep),
-        OpDef::new("aten::_unique", k, all, |_, a| {
-            let (v, i, _) = unique2(a.tensor(0)?, a.bool(2)?, false)?;
-            Ok(vec![Value::Tensor(v), Value::Tensor(i)])
-        })
-        .shard(rep),
-    ]
+/// Every `unique` form's rule.
+const REP: Sharding = Sharding::Replicate("the output's shape depends on every shard's values");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::unique_consecutive", dtypes = DType::ALL_TPU, shard = REP)]
+fn unique_consecutive_op(a: UniqueConsecutive<'_>) -> Result<Vec<Value>> {
+    unique_consecutive(a.self_, a.return_inverse, a.return_counts, a.dim)
+}
+
+/// `sorted` is ignored: the values come sorted.
+#[aten("aten::_unique2", dtypes = DType::ALL_TPU, shard = REP)]
+fn unique2_op(a: Unique2<'_>) -> Result<(Tensor, Tensor, Tensor)> {
+    unique2(a.self_, a.return_inverse, a.return_counts)
+}
+
+/// `sorted` is ignored: the values come sorted.
+#[aten("aten::_unique", dtypes = DType::ALL_TPU, shard = REP)]
+fn unique_op(a: Unique<'_>) -> Result<(Tensor, Tensor)> {
+    let (v, i, _) = unique2(a.self_, a.return_inverse, false)?;
+    Ok((v, i))
 }

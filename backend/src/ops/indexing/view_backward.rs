@@ -6,14 +6,13 @@
 //! the scatters) with one tile kernel; `unfold_backward`, whose windows may overlap, adds every
 //! gradient element at its input position with one index-add kernel.
 
-use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, Combine};
 use crate::layout::{Layout, wrap_dim};
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_contiguous, map_shape, write_into};
 use crate::ops::prims::{self, fill, put_rows, reshaped};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::shape::diagonal_layout;
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
@@ -104,82 +103,109 @@ fn unfold_backward(grad: &Tensor, input_sizes: &[i64], dim: i64, step: i64) -> R
     Ok(map_contiguous(&op, &[&out], &[dt], |_, r| vec![r[0]])?.remove(0))
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("writes into a view of the global tensor");
-    vec![
-        OpDef::new("aten::slice_backward", k, all, |_, a| {
-            let g = a.tensor(0)?;
-            let op = OpScope::new("aten::slice_backward", &[g])?;
-            let shape = sizes(&a.ints(1)?)?;
-            let (dim, start, end, step) = (a.int(2)?, a.int(3)?, a.int(4)?, a.int(5)?);
-            t1(into_view(&op, Err((&shape, g.dtype())), g, |l| l.slice(dim, Some(start), Some(end), step)))
-        })
-        .shard(rep),
-        OpDef::new("aten::select_backward", k, all, |_, a| {
-            let g = a.tensor(0)?;
-            let op = OpScope::new("aten::select_backward", &[g])?;
-            let shape = sizes(&a.ints(1)?)?;
-            let (dim, index) = (a.int(2)?, a.int(3)?);
-            t1(into_view(&op, Err((&shape, g.dtype())), g, |l| l.select(dim, index)))
-        })
-        .shard(rep),
-        OpDef::new("aten::diagonal_backward", k, all, |_, a| {
-            let g = a.tensor(0)?;
-            let op = OpScope::new("aten::diagonal_backward", &[g])?;
-            let shape = sizes(&a.ints(1)?)?;
-            let (off, d1, d2) = (a.int(2)?, a.int(3)?, a.int(4)?);
-            t1(into_view(&op, Err((&shape, g.dtype())), g, |l| diagonal_layout(l, off, d1, d2)))
-        })
-        .shard(rep),
-        OpDef::new("aten::unfold_backward", k, all, |_, a| {
-            a.int(3)?;
-            t1(unfold_backward(a.tensor(0)?, &a.ints(1)?, a.int(2)?, a.int(4)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::slice_scatter", k, all, |_, a| {
-            let (x, s) = (a.tensor(0)?, a.tensor(1)?);
-            let op = OpScope::new("aten::slice_scatter", &[x, s])?;
-            let (dim, start, end, step) = (a.int(2)?, a.opt_int(3)?, a.opt_int(4)?, a.int(5)?);
-            t1(into_view(&op, Ok(x), s, |l| l.slice(dim, start, end, step)))
-        })
-        .shard(rep),
-        OpDef::new("aten::select_scatter", k, all, |_, a| {
-            let (x, s) = (a.tensor(0)?, a.tensor(1)?);
-            let op = OpScope::new("aten::select_scatter", &[x, s])?;
-            let (dim, index) = (a.int(2)?, a.int(3)?);
-            t1(into_view(&op, Ok(x), s, |l| l.select(dim, index)))
-        })
-        .shard(rep),
-        OpDef::new("aten::diagonal_scatter", k, all, |_, a| {
-            let (x, s) = (a.tensor(0)?, a.tensor(1)?);
-            let op = OpScope::new("aten::diagonal_scatter", &[x, s])?;
-            let (off, d1, d2) = (a.int(2)?, a.int(3)?, a.int(4)?);
-            t1(into_view(&op, Ok(x), s, |l| diagonal_layout(l, off, d1, d2)))
-        })
-        .shard(rep),
-        OpDef::new("aten::as_strided_scatter", k, all, |_, a| {
-            let (x, s) = (a.tensor(0)?, a.tensor(1)?);
-            let op = OpScope::new("aten::as_strided_scatter", &[x, s])?;
-            let (size, stride, off) = (a.ints(2)?, a.ints(3)?, a.opt_int(4)?);
-            let base_off = x.storage_offset() as i64;
-            t1(into_view(&op, Ok(x), s, |l| {
-                // `self`'s copy is contiguous at offset 0; the view addresses it as PyTorch
-                // addresses `self`'s storage, relative to `self`'s own offset.
-                let nl = Layout::as_strided(&size, &stride, off.unwrap_or(base_off) - base_off + l.offset as i64)?;
-                let (_, hi) = nl.storage_span();
-                if nl.numel() > 0 && hi > l.numel() + l.offset {
-                    return Err(TpuError::BadArgs(format!(
-                        "as_strided_scatter: size {size:?}, stride {stride:?} and offset {:?} are out of bounds for self of {} elements",
-                        off,
-                        l.numel()
-                    )));
-                }
-                Ok(nl)
-            }))
-        })
-        .shard(rep),
-    ]
+/// A view's backward under the overload's name `name`: `grad` written into `view` of zeros of
+/// `input_sizes`.
+fn backward_into(
+    name: &str,
+    grad: &Tensor,
+    input_sizes: &[i64],
+    view: impl FnOnce(&Layout) -> Result<Layout>,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[grad])?;
+    let shape = sizes(input_sizes)?;
+    into_view(&op, Err((&shape, grad.dtype())), grad, view)
+}
+
+/// A `*_scatter` under the overload's name `name`: `src` written into `view` of a copy of `x`.
+fn scatter_into(
+    name: &str,
+    x: &Tensor,
+    src: &Tensor,
+    view: impl FnOnce(&Layout) -> Result<Layout>,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[x, src])?;
+    into_view(&op, Ok(x), src, view)
+}
+
+/// Every operator's rule here.
+const REP: Sharding = Sharding::Replicate("writes into a view of the global tensor");
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::slice_backward", dtypes = DType::ALL_TPU, shard = REP)]
+fn slice_backward_op(a: SliceBackward<'_>) -> Result<Tensor> {
+    let (dim, start, end, step) = (a.dim, a.start, a.end, a.step);
+    backward_into(SliceBackward::NAME, a.grad_output, &a.input_sizes, |l| {
+        l.slice(dim, Some(start), Some(end), step)
+    })
+}
+
+#[aten("aten::select_backward", dtypes = DType::ALL_TPU, shard = REP)]
+fn select_backward_op(a: SelectBackward<'_>) -> Result<Tensor> {
+    let (dim, index) = (a.dim, a.index);
+    backward_into(SelectBackward::NAME, a.grad_output, &a.input_sizes, |l| {
+        l.select(dim, index)
+    })
+}
+
+#[aten("aten::diagonal_backward", dtypes = DType::ALL_TPU, shard = REP)]
+fn diagonal_backward_op(a: DiagonalBackward<'_>) -> Result<Tensor> {
+    let (off, d1, d2) = (a.offset, a.dim1, a.dim2);
+    backward_into(DiagonalBackward::NAME, a.grad_output, &a.input_sizes, |l| {
+        diagonal_layout(l, off, d1, d2)
+    })
+}
+
+/// `size` is not needed: the windows' count and length are `grad_in`'s.
+#[aten("aten::unfold_backward", dtypes = DType::ALL_TPU, shard = REP)]
+fn unfold_backward_op(a: UnfoldBackward<'_>) -> Result<Tensor> {
+    unfold_backward(a.grad_in, &a.input_sizes, a.dim, a.step)
+}
+
+#[aten("aten::slice_scatter", dtypes = DType::ALL_TPU, shard = REP)]
+fn slice_scatter_op(a: SliceScatter<'_>) -> Result<Tensor> {
+    let (dim, start, end, step) = (a.dim, a.start, a.end, a.step);
+    scatter_into(SliceScatter::NAME, a.self_, a.src, |l| {
+        l.slice(dim, start, end, step)
+    })
+}
+
+#[aten("aten::select_scatter", dtypes = DType::ALL_TPU, shard = REP)]
+fn select_scatter_op(a: SelectScatter<'_>) -> Result<Tensor> {
+    let (dim, index) = (a.dim, a.index);
+    scatter_into(SelectScatter::NAME, a.self_, a.src, |l| {
+        l.select(dim, index)
+    })
+}
+
+#[aten("aten::diagonal_scatter", dtypes = DType::ALL_TPU, shard = REP)]
+fn diagonal_scatter_op(a: DiagonalScatter<'_>) -> Result<Tensor> {
+    let (off, d1, d2) = (a.offset, a.dim1, a.dim2);
+    scatter_into(DiagonalScatter::NAME, a.self_, a.src, |l| {
+        diagonal_layout(l, off, d1, d2)
+    })
+}
+
+#[aten("aten::as_strided_scatter", dtypes = DType::ALL_TPU, shard = REP)]
+fn as_strided_scatter_op(a: AsStridedScatter<'_>) -> Result<Tensor> {
+    let (x, size, stride, off) = (a.self_, &a.size, &a.stride, a.storage_offset);
+    let base_off = x.storage_offset() as i64;
+    scatter_into(AsStridedScatter::NAME, x, a.src, |l| {
+        // `self`'s copy is contiguous at offset 0; the view addresses it as PyTorch
+        // addresses `self`'s storage, relative to `self`'s own offset.
+        let nl = Layout::as_strided(
+            size,
+            stride,
+            off.unwrap_or(base_off) - base_off + l.offset as i64,
+        )?;
+        let (_, hi) = nl.storage_span();
+        if nl.numel() > 0 && hi > l.numel() + l.offset {
+            return Err(TpuError::BadArgs(format!(
+                "as_strided_scatter: size {size:?}, stride {stride:?} and offset {:?} are out of bounds for self of {} elements",
+                off,
+                l.numel()
+            )));
+        }
+        Ok(nl)
+    })
 }
