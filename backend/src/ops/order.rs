@@ -14,7 +14,6 @@
 use super::aten;
 use super::helpers::{OpScope, map_shape};
 use super::prims::{self, dim_back, dim_last, isnan, pairwise, place, ranks, tile};
-use super::registry::OpDef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
@@ -312,12 +311,6 @@ pub fn mode(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
         }
     };
     Ok((finish(values)?, finish(idx)?))
-}
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
 }
 
 /// Every order statistic's rule.

@@ -26,7 +26,6 @@ mod sum;
 use super::aten;
 use super::creation;
 use super::helpers::{OpScope, rows};
-use super::registry::OpDef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder};
@@ -203,12 +202,6 @@ impl Tensor {
     pub fn std(&self, dims: &[i64], correction: f64, keepdim: bool) -> Result<Tensor> {
         std(self, Some(dims), Some(correction), keepdim)
     }
-}
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
 }
 
 /// An `unbiased` argument as a correction.

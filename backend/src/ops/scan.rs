@@ -13,7 +13,6 @@ use super::aten;
 use super::checks::checks_on;
 use super::helpers::{OpScope, map_shape};
 use super::prims::{self, dim_back, dim_last, isnan, pairwise, tile};
-use super::registry::OpDef;
 use super::wide;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
@@ -202,12 +201,6 @@ pub fn logcumsumexp(x: &Tensor, dim: i64) -> Result<Tensor> {
     )?
     .remove(0);
     back(x, &out, d)
-}
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
 }
 
 /// Every scan's rule.

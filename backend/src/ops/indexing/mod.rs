@@ -25,17 +25,10 @@ pub(crate) mod view_backward;
 pub use advanced::{index, index_put};
 pub use compact::{masked_scatter, masked_select, nonzero};
 
-use super::registry::OpDef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder};
 use crate::tensor::Tensor;
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
-}
 
 /// Checks an index tensor's dtype (int32 or int64).
 pub(crate) fn check_index(what: &str, t: &Tensor) -> Result<()> {
