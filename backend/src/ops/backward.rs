@@ -9,15 +9,15 @@
 //! once to the result dtype, as PyTorch's CPU kernels do for bf16 and f16. The activation
 //! backwards promote `grad_output` with the other input, as PyTorch's binary kernels do.
 
-mod layer_norm;
-mod lookup;
-mod norm_stats;
+pub(crate) mod layer_norm;
+pub(crate) mod lookup;
+pub(crate) mod norm_stats;
 
 use super::binary::operand;
 use super::helpers::{OpScope, map, map_shape, rows};
 use super::layout_ops;
-use super::registry::{OpDef, OpImpl};
-use super::t1;
+use super::registry::OpDef;
+use super::{Value, aten};
 use crate::dtype::{DType, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
@@ -385,80 +385,125 @@ pub fn log_softmax_backward_data(
     )
 }
 
-fn dtype_arg(a: &super::Args, i: usize) -> Result<DType> {
-    a.opt_dtype(i)?
-        .ok_or_else(|| TpuError::BadArgs(format!("{}(): argument {i} must be a dtype", a.op())))
+/// An `output_mask` (`bool[3]`) as an array; `i` is its argument's position, for the error.
+fn mask3(name: &str, i: usize, m: &[bool]) -> Result<[bool; 3]> {
+    match m {
+        &[a, b, c] => Ok([a, b, c]),
+        _ => Err(TpuError::BadArgs(format!(
+            "{name}(): argument {i} must be a list of 3 bools"
+        ))),
+    }
+}
+
+/// Three optional gradients as the calling convention's values (`None` where not computed).
+fn opt3((a, b, c): (Option<Tensor>, Option<Tensor>, Option<Tensor>)) -> Vec<Value> {
+    [a, b, c]
+        .into_iter()
+        .map(|t| t.map_or(Value::None, Value::Tensor))
+        .collect()
+}
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten(
+    "aten::threshold_backward",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn threshold_backward_op(a: ThresholdBackward<'_>) -> Result<Tensor> {
+    threshold_backward(a.grad_output, a.self_, a.threshold)
+}
+
+#[aten(
+    "aten::gelu_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn gelu_backward_op(a: GeluBackward<'_>) -> Result<Tensor> {
+    gelu_backward(a.grad_output, a.self_, a.approximate)
+}
+
+#[aten(
+    "aten::hardswish_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn hardswish_backward_op(a: HardswishBackward<'_>) -> Result<Tensor> {
+    hardswish_backward(a.grad_output, a.self_)
+}
+
+#[aten(
+    "aten::mish_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn mish_backward_op(a: MishBackward<'_>) -> Result<Tensor> {
+    mish_backward(a.grad_output, a.self_)
+}
+
+#[aten(
+    "aten::elu_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn elu_backward_op(a: EluBackward<'_>) -> Result<Tensor> {
+    elu_backward(
+        a.grad_output,
+        a.alpha.to_f64(),
+        a.scale.to_f64(),
+        a.input_scale.to_f64(),
+        a.is_result,
+        a.self_or_result,
+    )
+}
+
+#[aten(
+    "aten::silu_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn silu_backward_op(a: SiluBackward<'_>) -> Result<Tensor> {
+    silu_backward(a.grad_output, a.self_)
+}
+
+#[aten(
+    "aten::sigmoid_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn sigmoid_backward_op(a: SigmoidBackward<'_>) -> Result<Tensor> {
+    sigmoid_backward(a.grad_output, a.output)
+}
+
+#[aten(
+    "aten::tanh_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn tanh_backward_op(a: TanhBackward<'_>) -> Result<Tensor> {
+    tanh_backward(a.grad_output, a.output)
+}
+
+#[aten(
+    "aten::_softmax_backward_data",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Special(Special::SoftmaxBackward)
+)]
+fn softmax_backward_data_op(a: SoftmaxBackwardData<'_>) -> Result<Tensor> {
+    softmax_backward_data(a.grad_output, a.output, a.dim, a.input_dtype)
+}
+
+#[aten(
+    "aten::_log_softmax_backward_data",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Special(Special::SoftmaxBackward)
+)]
+fn log_softmax_backward_data_op(a: LogSoftmaxBackwardData<'_>) -> Result<Tensor> {
+    log_softmax_backward_data(a.grad_output, a.output, a.dim, a.input_dtype)
 }
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = DType::FLOATING;
-    let kern = OpImpl::Kernel;
-    let mut v = vec![
-        OpDef::new("aten::threshold_backward", kern, DType::NUMERIC, |_, a| {
-            t1(threshold_backward(a.tensor(0)?, a.tensor(1)?, a.scalar(2)?))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::gelu_backward", kern, f, |_, a| {
-            t1(gelu_backward(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.opt_str(2)?.unwrap_or("none"),
-            ))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::hardswish_backward", kern, f, |_, a| {
-            t1(hardswish_backward(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::mish_backward", kern, f, |_, a| {
-            t1(mish_backward(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::elu_backward", kern, f, |_, a| {
-            t1(elu_backward(
-                a.tensor(0)?,
-                a.scalar(1)?.to_f64(),
-                a.scalar(2)?.to_f64(),
-                a.scalar(3)?.to_f64(),
-                a.bool(4)?,
-                a.tensor(5)?,
-            ))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::silu_backward", kern, f, |_, a| {
-            t1(silu_backward(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::sigmoid_backward", kern, f, |_, a| {
-            t1(sigmoid_backward(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::tanh_backward", kern, f, |_, a| {
-            t1(tanh_backward(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::_softmax_backward_data", kern, f, |_, a| {
-            t1(softmax_backward_data(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int(2)?,
-                dtype_arg(a, 3)?,
-            ))
-        })
-        .shard(Sharding::Special(Special::SoftmaxBackward)),
-        OpDef::new("aten::_log_softmax_backward_data", kern, f, |_, a| {
-            t1(log_softmax_backward_data(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int(2)?,
-                dtype_arg(a, 3)?,
-            ))
-        })
-        .shard(Sharding::Special(Special::SoftmaxBackward)),
-    ];
-    v.extend(layer_norm::defs());
-    v.extend(norm_stats::defs());
-    v.extend(lookup::defs());
-    v
+    // every overload is an #[aten] function
+    Vec::new()
 }

@@ -18,19 +18,19 @@
 pub mod attention;
 pub mod attention_backward;
 mod flash;
-mod grouped;
+pub(crate) mod grouped;
 mod integer;
 mod matmul;
 
-use super::args::Args;
+use super::aten;
 use super::helpers::{OpScope, map_shape};
-use super::registry::{OpDef, OpImpl};
-use super::t1;
+use super::registry::OpDef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, MatmulNode, NodeKind, PRef, ProgBuilder};
 use crate::layout::Layout;
 use crate::ops::sharding::{Sharding, Special};
+use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
 pub use attention::{flash_attention_for_cpu, scaled_dot_product_attention};
@@ -451,66 +451,80 @@ impl Tensor {
     }
 }
 
-/// The first operand is an integer tensor: the vector-unit path.
-fn int(a: &Args) -> Result<bool> {
-    Ok(a.tensor(0)?.dtype().is_int())
+/// A two-operand product: the vector-unit path (`integer.rs`) when the first operand is an
+/// integer tensor, else the matrix units.
+fn by_dtype(
+    rt: &Runtime,
+    a: &Tensor,
+    b: &Tensor,
+    int: fn(&Runtime, &Tensor, &Tensor) -> Result<Tensor>,
+    float: fn(&Tensor, &Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    if a.dtype().is_int() {
+        int(rt, a, b)
+    } else {
+        float(a, b)
+    }
 }
 
-fn one(a: &Args, i: usize) -> Result<Scalar> {
-    a.scalar(i)
+/// `addmm`/`baddbmm` on the matrix units: `(self, factor1, factor2, beta, alpha)`.
+type AddProduct = fn(&Tensor, &Tensor, &Tensor, Scalar, Scalar) -> Result<Tensor>;
+
+/// Their vector-unit forms (`integer.rs`), which take the runtime too.
+type IntAddProduct = fn(&Runtime, &Tensor, &Tensor, &Tensor, Scalar, Scalar) -> Result<Tensor>;
+
+/// An `addmm`-like product of `[self, factor1, factor2]`: the vector-unit path when the first
+/// factor is an integer tensor, else the matrix units.
+fn add_by_dtype(
+    rt: &Runtime,
+    [s, x, y]: [&Tensor; 3],
+    beta: Scalar,
+    alpha: Scalar,
+    int: IntAddProduct,
+    float: AddProduct,
+) -> Result<Tensor> {
+    if x.dtype().is_int() {
+        int(rt, s, x, y, beta, alpha)
+    } else {
+        float(s, x, y, beta, alpha)
+    }
 }
 
-/// The registered overloads.
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::mm", dtypes = DType::NUMERIC, shard = Sharding::Special(Special::Mm))]
+fn mm_op(rt: &Runtime, a: Mm<'_>) -> Result<Tensor> {
+    by_dtype(rt, a.self_, a.mat2, integer::mm, mm)
+}
+
+#[aten("aten::bmm", dtypes = DType::NUMERIC, shard = Sharding::Special(Special::Bmm))]
+fn bmm_op(rt: &Runtime, a: Bmm<'_>) -> Result<Tensor> {
+    by_dtype(rt, a.self_, a.mat2, integer::bmm, bmm)
+}
+
+#[aten("aten::addmm", dtypes = DType::NUMERIC, shard = Sharding::Special(Special::Addmm))]
+fn addmm_op(rt: &Runtime, a: Addmm<'_>) -> Result<Tensor> {
+    let ts = [a.self_, a.mat1, a.mat2];
+    add_by_dtype(rt, ts, a.beta, a.alpha, integer::addmm, addmm)
+}
+
+#[aten("aten::baddbmm", dtypes = DType::NUMERIC, shard = Sharding::Special(Special::Baddbmm))]
+fn baddbmm_op(rt: &Runtime, a: Baddbmm<'_>) -> Result<Tensor> {
+    let ts = [a.self_, a.batch1, a.batch2];
+    add_by_dtype(rt, ts, a.beta, a.alpha, integer::baddbmm, baddbmm)
+}
+
+#[aten("aten::dot", dtypes = DType::NUMERIC, shard = Sharding::Special(Special::Dot))]
+fn dot_op(rt: &Runtime, a: Dot<'_>) -> Result<Tensor> {
+    by_dtype(rt, a.self_, a.tensor, integer::dot, dot)
+}
+
+#[aten("aten::mv", dtypes = DType::NUMERIC, shard = Sharding::Special(Special::Mv))]
+fn mv_op(rt: &Runtime, a: Mv<'_>) -> Result<Tensor> {
+    by_dtype(rt, a.self_, a.vec, integer::mv, mv)
+}
+
+/// The registered overloads not written as `#[aten]` functions (one attention backward).
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = DType::NUMERIC;
-    let k = OpImpl::Kernel;
-    let mut v = vec![
-        OpDef::new("aten::mm", k, f, |rt, a| {
-            if int(a)? {
-                return t1(integer::mm(rt, a.tensor(0)?, a.tensor(1)?));
-            }
-            t1(mm(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::Special(Special::Mm)),
-        OpDef::new("aten::bmm", k, f, |rt, a| {
-            if int(a)? {
-                return t1(integer::bmm(rt, a.tensor(0)?, a.tensor(1)?));
-            }
-            t1(bmm(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::Special(Special::Bmm)),
-        OpDef::new("aten::addmm", k, f, |rt, a| {
-            let (s, x, y) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
-            if x.dtype().is_int() {
-                return t1(integer::addmm(rt, s, x, y, one(a, 3)?, one(a, 4)?));
-            }
-            t1(addmm(s, x, y, one(a, 3)?, one(a, 4)?))
-        })
-        .shard(Sharding::Special(Special::Addmm)),
-        OpDef::new("aten::baddbmm", k, f, |rt, a| {
-            let (s, x, y) = (a.tensor(0)?, a.tensor(1)?, a.tensor(2)?);
-            if x.dtype().is_int() {
-                return t1(integer::baddbmm(rt, s, x, y, one(a, 3)?, one(a, 4)?));
-            }
-            t1(baddbmm(s, x, y, one(a, 3)?, one(a, 4)?))
-        })
-        .shard(Sharding::Special(Special::Baddbmm)),
-        OpDef::new("aten::dot", k, f, |rt, a| {
-            if int(a)? {
-                return t1(integer::dot(rt, a.tensor(0)?, a.tensor(1)?));
-            }
-            t1(dot(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::Special(Special::Dot)),
-        OpDef::new("aten::mv", k, f, |rt, a| {
-            if int(a)? {
-                return t1(integer::mv(rt, a.tensor(0)?, a.tensor(1)?));
-            }
-            t1(mv(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::Special(Special::Mv)),
-    ];
-    v.extend(attention::defs());
-    v.extend(grouped::defs());
-    v
+    attention::defs()
 }

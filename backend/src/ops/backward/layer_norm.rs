@@ -2,13 +2,13 @@
 //! gradient and one column-sum kernel (a rows kernel over the leading dims) for the weight's and
 //! bias's.
 
-use super::{F, add, as_shape, k, mul, sub, zeros};
+use super::{F, add, as_shape, k, mask3, mul, opt3, sub, zeros};
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder, RedKind, UnOp};
 use crate::ops::Value;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_shape, rows};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
@@ -224,41 +224,21 @@ pub fn native_layer_norm_backward(
     }
     Ok((dx, dw, db))
 }
-fn bools3(a: &crate::ops::Args, i: usize) -> Result<[bool; 3]> {
-    match a.get(i) {
-        Some(Value::Bools(b)) if b.len() == 3 => Ok([b[0], b[1], b[2]]),
-        None => Ok([true; 3]),
-        _ => Err(TpuError::BadArgs(format!(
-            "{}(): argument {i} must be a list of 3 bools",
-            a.op()
-        ))),
-    }
-}
-
-fn opt(t: Option<Tensor>) -> Value {
-    t.map_or(Value::None, Value::Tensor)
-}
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    vec![
-        OpDef::new(
-            "aten::native_layer_norm_backward",
-            OpImpl::Kernel,
-            DType::FLOATING,
-            |_, a| {
-                let (dx, dw, db) = native_layer_norm_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    &a.ints(2)?,
-                    a.tensor(3)?,
-                    a.tensor(4)?,
-                    a.opt_tensor(5)?,
-                    a.opt_tensor(6)?,
-                    bools3(a, 7)?,
-                )?;
-                Ok(vec![opt(dx), opt(dw), opt(db)])
-            },
-        )
-        .shard(Sharding::Special(Special::LayerNormBackward)),
-    ]
+#[aten(
+    "aten::native_layer_norm_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Special(Special::LayerNormBackward)
+)]
+fn native_layer_norm_backward_op(a: NativeLayerNormBackward<'_>) -> Result<Vec<Value>> {
+    let mask = mask3(NativeLayerNormBackward::NAME, 7, &a.output_mask)?;
+    Ok(opt3(native_layer_norm_backward(
+        a.grad_out,
+        a.input,
+        &a.normalized_shape,
+        a.mean,
+        a.rstd,
+        a.weight,
+        a.bias,
+        mask,
+    )?))
 }

@@ -6,10 +6,9 @@ use super::{F, as_shape, k, mul, zeros};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, GatherNode, NodeKind, UnOp};
-use crate::ops::Value;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_shape, write_into};
 use crate::ops::layout_ops;
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
@@ -259,36 +258,34 @@ pub fn embedding_dense_backward(
     }
     Ok(out)
 }
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let fi = DType::NUMERIC;
-    vec![
-        OpDef::new("aten::nll_loss_backward", OpImpl::Kernel, fi, |_, a| {
-            Ok(vec![Value::Tensor(nll_loss_backward(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                a.opt_tensor(3)?,
-                a.int(4)?,
-                a.int(5)?,
-                a.tensor(6)?,
-            )?)])
-        })
-        .shard(Sharding::Special(Special::NllLossBackward)),
-        OpDef::new(
-            "aten::embedding_dense_backward",
-            OpImpl::Kernel,
-            fi,
-            |_, a| {
-                Ok(vec![Value::Tensor(embedding_dense_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.int(2)?,
-                    a.int(3)?,
-                    a.bool(4)?,
-                )?)])
-            },
-        )
-        .shard(Sharding::Special(Special::EmbeddingBackward)),
-    ]
+#[aten(
+    "aten::nll_loss_backward",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Special(Special::NllLossBackward)
+)]
+fn nll_loss_backward_op(a: NllLossBackward<'_>) -> Result<Tensor> {
+    nll_loss_backward(
+        a.grad_output,
+        a.self_,
+        a.target,
+        a.weight,
+        a.reduction,
+        a.ignore_index,
+        a.total_weight,
+    )
+}
+
+#[aten(
+    "aten::embedding_dense_backward",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Special(Special::EmbeddingBackward)
+)]
+fn embedding_dense_backward_op(a: EmbeddingDenseBackward<'_>) -> Result<Tensor> {
+    embedding_dense_backward(
+        a.grad_output,
+        a.indices,
+        a.num_weights,
+        a.padding_idx,
+        a.scale_grad_by_freq,
+    )
 }

@@ -5,14 +5,14 @@
 //! norm: one rows kernel per `(n, group)` row for the input's gradient, and one rows kernel over
 //! `(n, positions)` per channel for the weight's and bias's.
 
-use super::{F, add, as_shape, k, mul, sub};
+use super::{F, add, as_shape, k, mask3, mul, opt3, sub};
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder, RedKind, UnOp};
 use crate::layout::Layout;
 use crate::ops::Value;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, rows};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -377,70 +377,35 @@ pub fn native_group_norm_backward(
     Ok((dx, dw, db))
 }
 
-fn bools3(a: &crate::ops::Args, i: usize) -> Result<[bool; 3]> {
-    match a.get(i) {
-        Some(Value::Bools(b)) if b.len() == 3 => Ok([b[0], b[1], b[2]]),
-        None => Ok([true; 3]),
-        _ => Err(TpuError::BadArgs(format!(
-            "{}(): argument {i} must be a list of 3 bools",
-            a.op()
-        ))),
-    }
+#[aten(
+    "aten::native_batch_norm_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("per-channel sums span every dim but the channels")
+)]
+fn native_batch_norm_backward_op(a: NativeBatchNormBackward<'_>) -> Result<Vec<Value>> {
+    let mask = mask3(NativeBatchNormBackward::NAME, 9, &a.output_mask)?;
+    Ok(opt3(native_batch_norm_backward(
+        a.grad_out,
+        a.input,
+        a.weight,
+        a.running_mean,
+        a.running_var,
+        a.save_mean,
+        a.save_invstd,
+        a.train,
+        a.eps,
+        mask,
+    )?))
 }
 
-fn opt(t: Option<Tensor>) -> Value {
-    t.map_or(Value::None, Value::Tensor)
-}
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let float = DType::FLOATING;
-    vec![
-        OpDef::new(
-            "aten::native_batch_norm_backward",
-            OpImpl::Kernel,
-            float,
-            |_, a| {
-                let (dx, dw, db) = native_batch_norm_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.opt_tensor(2)?,
-                    a.opt_tensor(3)?,
-                    a.opt_tensor(4)?,
-                    a.opt_tensor(5)?,
-                    a.opt_tensor(6)?,
-                    a.bool(7)?,
-                    a.float(8)?,
-                    bools3(a, 9)?,
-                )?;
-                Ok(vec![opt(dx), opt(dw), opt(db)])
-            },
-        )
-        .shard(Sharding::Replicate(
-            "per-channel sums span every dim but the channels",
-        )),
-        OpDef::new(
-            "aten::native_group_norm_backward",
-            OpImpl::Kernel,
-            float,
-            |_, a| {
-                let (dx, dw, db) = native_group_norm_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    a.tensor(3)?,
-                    a.opt_tensor(4)?,
-                    a.int(5)?,
-                    a.int(6)?,
-                    a.int(7)?,
-                    a.int(8)?,
-                    bools3(a, 9)?,
-                )?;
-                Ok(vec![opt(dx), opt(dw), opt(db)])
-            },
-        )
-        .shard(Sharding::Replicate(
-            "group statistics span channels and positions",
-        )),
-    ]
+#[aten(
+    "aten::native_group_norm_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("group statistics span channels and positions")
+)]
+fn native_group_norm_backward_op(a: NativeGroupNormBackward<'_>) -> Result<Vec<Value>> {
+    let mask = mask3(NativeGroupNormBackward::NAME, 9, &a.output_mask)?;
+    Ok(opt3(native_group_norm_backward(
+        a.grad_out, a.input, a.mean, a.rstd, a.weight, a.N, a.C, a.HxW, a.group, mask,
+    )?))
 }

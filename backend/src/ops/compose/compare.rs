@@ -16,10 +16,9 @@ use super::{cast, op, sv, tv};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ops::Value;
-use crate::ops::pointwise::{ALL, Arg, FLOAT, float2};
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
+use crate::ops::pointwise::{Arg, float2};
 use crate::ops::sharding::{Lin, Sharding};
-use crate::ops::t1;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
@@ -178,59 +177,67 @@ pub fn prelu_kernel(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     })
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let dec = OpImpl::Decomposition;
-    let host = || Sharding::Replicate("reads one bool back to the host");
-    vec![
-        OpDef::new("aten::equal", dec, ALL, |rt, a| {
-            Ok(vec![Value::Bool(equal(rt, a.tensor(0)?, a.tensor(1)?)?)])
-        })
-        .shard(host()),
-        OpDef::new("aten::allclose", dec, FLOAT, |rt, a| {
-            let c = isclose(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.float_or(2, 1e-5)?,
-                a.float_or(3, 1e-8)?,
-                a.bool_or(4, false)?,
-            )?;
-            Ok(vec![Value::Bool(read_all(rt, &c)?)])
-        })
-        .shard(host()),
-        OpDef::new("aten::dist", dec, FLOAT, |rt, a| {
-            t1(dist(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.scalar_or(2, Scalar::Int(2))?,
-            ))
-        })
-        .shard(Sharding::Replicate(
-            "a norm of a difference: no sharding rule yet",
-        )),
-        OpDef::new("aten::renorm", dec, FLOAT, |rt, a| {
-            t1(renorm(
-                rt,
-                a.tensor(0)?,
-                a.scalar(1)?,
-                a.int(2)?,
-                a.scalar(3)?,
-            ))
-        })
-        .shard(Sharding::Replicate(
-            "norms across every other dimension: no sharding rule yet",
-        )),
-        OpDef::new("aten::glu", dec, FLOAT, |rt, a| {
-            t1(glu(rt, a.tensor(0)?, a.int_or(1, -1)?))
-        })
-        .shard(Sharding::Replicate(
-            "halves of one dimension: no sharding rule yet",
-        )),
-        OpDef::new("aten::_prelu_kernel", OpImpl::Kernel, FLOAT, |_, a| {
-            t1(prelu_kernel(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten(
+    "aten::equal",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate(HOST),
+    kind = Decomposition
+)]
+fn equal_op(rt: &Runtime, a: Equal<'_>) -> Result<Value> {
+    Ok(Value::Bool(equal(rt, a.self_, a.other)?))
 }
+
+#[aten(
+    "aten::allclose",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(HOST),
+    kind = Decomposition
+)]
+fn allclose_op(rt: &Runtime, a: Allclose<'_>) -> Result<Value> {
+    let c = isclose(rt, a.self_, a.other, a.rtol, a.atol, a.equal_nan)?;
+    Ok(Value::Bool(read_all(rt, &c)?))
+}
+
+#[aten(
+    "aten::dist",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("a norm of a difference: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn dist_op(rt: &Runtime, a: Dist<'_>) -> Result<Tensor> {
+    dist(rt, a.self_, a.other, a.p)
+}
+
+#[aten(
+    "aten::renorm",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("norms across every other dimension: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn renorm_op(rt: &Runtime, a: Renorm<'_>) -> Result<Tensor> {
+    renorm(rt, a.self_, a.p, a.dim, a.maxnorm)
+}
+
+#[aten(
+    "aten::glu",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("halves of one dimension: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn glu_op(rt: &Runtime, a: Glu<'_>) -> Result<Tensor> {
+    glu(rt, a.self_, a.dim)
+}
+
+#[aten(
+    "aten::_prelu_kernel",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::No)
+)]
+fn prelu_kernel_op(a: PreluKernel<'_>) -> Result<Tensor> {
+    prelu_kernel(a.self_, a.weight)
+}
+
+/// Why `equal` and `allclose` replicate.
+const HOST: &str = "reads one bool back to the host";

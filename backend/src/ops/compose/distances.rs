@@ -13,10 +13,8 @@ use super::{contract, op, sv, tv};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ops::Value;
-use crate::ops::pointwise::FLOAT;
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::Sharding;
-use crate::ops::t1;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
@@ -213,43 +211,58 @@ pub fn multi_margin_loss(
     }
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let dec = OpImpl::Decomposition;
-    let rep = |why| Sharding::Replicate(why);
-    let loss = DType::FLOATING_AND_I64;
-    vec![
-        OpDef::new("aten::_euclidean_dist", dec, FLOAT, |rt, a| {
-            t1(euclidean_dist(rt, a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(rep("pairwise distances: no sharding rule yet")),
-        OpDef::new("aten::_cdist_forward", dec, FLOAT, |rt, a| {
-            t1(cdist(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.float(2)?,
-                a.opt_int(3)?,
-            ))
-        })
-        .shard(rep("pairwise distances: no sharding rule yet")),
-        OpDef::new("aten::_pdist_forward", dec, FLOAT, |rt, a| {
-            t1(pdist(rt, a.tensor(0)?, a.float_or(1, 2.0)?))
-        })
-        .shard(rep("pairwise distances: no sharding rule yet")),
-        OpDef::new("aten::multi_margin_loss", dec, loss, |rt, a| {
-            t1(multi_margin_loss(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int_or(2, 1)?,
-                a.scalar_or(3, Scalar::Int(1))?,
-                a.opt_tensor(4)?,
-                a.int_or(5, 1)?,
-            ))
-        })
-        .shard(rep(
-            "a loss reduced over every element: no sharding rule yet",
-        )),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten(
+    "aten::_euclidean_dist",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(PAIRWISE),
+    kind = Decomposition
+)]
+fn euclidean_dist_op(rt: &Runtime, a: EuclideanDist<'_>) -> Result<Tensor> {
+    euclidean_dist(rt, a.x1, a.x2)
 }
+
+#[aten(
+    "aten::_cdist_forward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(PAIRWISE),
+    kind = Decomposition
+)]
+fn cdist_forward_op(rt: &Runtime, a: CdistForward<'_>) -> Result<Tensor> {
+    cdist(rt, a.x1, a.x2, a.p, a.compute_mode)
+}
+
+#[aten(
+    "aten::_pdist_forward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(PAIRWISE),
+    kind = Decomposition
+)]
+fn pdist_forward_op(rt: &Runtime, a: PdistForward<'_>) -> Result<Tensor> {
+    pdist(rt, a.self_, a.p)
+}
+
+#[aten(
+    "aten::multi_margin_loss",
+    dtypes = DType::FLOATING_AND_I64,
+    shard = Sharding::Replicate("a loss reduced over every element: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn multi_margin_loss_op(rt: &Runtime, a: MultiMarginLoss<'_>) -> Result<Tensor> {
+    // `p` is a `Scalar` in the schema but read as an int, as it always was here.
+    let p = match a.p {
+        Scalar::Int(p) => p,
+        Scalar::Bool(b) => b as i64,
+        Scalar::Float(_) => {
+            return Err(TpuError::BadArgs(format!(
+                "{}(): argument 2 must be int, not float",
+                MultiMarginLoss::NAME
+            )));
+        }
+    };
+    multi_margin_loss(rt, a.self_, a.target, p, a.margin, a.weight, a.reduction)
+}
+
+/// Why the pairwise distances replicate.
+const PAIRWISE: &str = "pairwise distances: no sharding rule yet";

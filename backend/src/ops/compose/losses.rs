@@ -18,10 +18,9 @@ use super::{op, tv};
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::ir::PRef;
-use crate::ops::pointwise::{Arg, Ex, FLOAT, Number, float_out, promoted};
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
+use crate::ops::pointwise::{Arg, Ex, Number, float_out, promoted};
 use crate::ops::sharding::Sharding;
-use crate::ops::t1;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
@@ -256,80 +255,79 @@ pub fn bce_with_logits(
     reduce(rt, l, reduction)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let dec = OpImpl::Decomposition;
-    let rep = || Sharding::Replicate("a loss reduced over every element: no sharding rule yet");
-    vec![
-        OpDef::new("aten::mse_loss", dec, FLOAT, |rt, a| {
-            t1(mse_loss(rt, a.tensor(0)?, a.tensor(1)?, a.int_or(2, 1)?))
-        })
-        .shard(rep()),
-        OpDef::new("aten::mse_loss_backward", OpImpl::Kernel, FLOAT, |_, a| {
-            t1(mse_loss_backward(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                a.int(3)?,
-            ))
-        })
-        .shard(Sharding::Replicate(
-            "the mean's scale needs the global count: no sharding rule yet",
-        )),
-        OpDef::new("aten::huber_loss", dec, FLOAT, |rt, a| {
-            t1(huber_loss(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int_or(2, 1)?,
-                a.float_or(3, 1.0)?,
-            ))
-        })
-        .shard(rep()),
-        OpDef::new("aten::smooth_l1_loss", dec, FLOAT, |rt, a| {
-            t1(smooth_l1_loss(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int_or(2, 1)?,
-                a.float_or(3, 1.0)?,
-            ))
-        })
-        .shard(rep()),
-        OpDef::new("aten::soft_margin_loss", dec, FLOAT, |rt, a| {
-            t1(soft_margin_loss(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int_or(2, 1)?,
-            ))
-        })
-        .shard(rep()),
-        OpDef::new("aten::binary_cross_entropy", dec, FLOAT, |rt, a| {
-            t1(binary_cross_entropy(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.opt_tensor(2)?,
-                a.int_or(3, 1)?,
-            ))
-        })
-        .shard(rep()),
-        OpDef::new(
-            "aten::binary_cross_entropy_with_logits",
-            dec,
-            FLOAT,
-            |rt, a| {
-                t1(bce_with_logits(
-                    rt,
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.opt_tensor(2)?,
-                    a.opt_tensor(3)?,
-                    a.int_or(4, 1)?,
-                ))
-            },
-        )
-        .shard(rep()),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten(
+    "aten::mse_loss",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition
+)]
+fn mse_loss_op(rt: &Runtime, a: MseLoss<'_>) -> Result<Tensor> {
+    mse_loss(rt, a.self_, a.target, a.reduction)
 }
+
+#[aten(
+    "aten::mse_loss_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("the mean's scale needs the global count: no sharding rule yet")
+)]
+fn mse_loss_backward_op(a: MseLossBackward<'_>) -> Result<Tensor> {
+    mse_loss_backward(a.grad_output, a.self_, a.target, a.reduction)
+}
+
+#[aten(
+    "aten::huber_loss",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition
+)]
+fn huber_loss_op(rt: &Runtime, a: HuberLoss<'_>) -> Result<Tensor> {
+    huber_loss(rt, a.self_, a.target, a.reduction, a.delta)
+}
+
+#[aten(
+    "aten::smooth_l1_loss",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition
+)]
+fn smooth_l1_loss_op(rt: &Runtime, a: SmoothL1Loss<'_>) -> Result<Tensor> {
+    smooth_l1_loss(rt, a.self_, a.target, a.reduction, a.beta)
+}
+
+#[aten(
+    "aten::soft_margin_loss",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition
+)]
+fn soft_margin_loss_op(rt: &Runtime, a: SoftMarginLoss<'_>) -> Result<Tensor> {
+    soft_margin_loss(rt, a.self_, a.target, a.reduction)
+}
+
+#[aten(
+    "aten::binary_cross_entropy",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition
+)]
+fn binary_cross_entropy_op(rt: &Runtime, a: BinaryCrossEntropy<'_>) -> Result<Tensor> {
+    binary_cross_entropy(rt, a.self_, a.target, a.weight, a.reduction)
+}
+
+#[aten(
+    "aten::binary_cross_entropy_with_logits",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition
+)]
+fn binary_cross_entropy_with_logits_op(
+    rt: &Runtime,
+    a: BinaryCrossEntropyWithLogits<'_>,
+) -> Result<Tensor> {
+    bce_with_logits(rt, a.self_, a.target, a.weight, a.pos_weight, a.reduction)
+}
+
+/// Why the losses replicate.
+const REDUCED: &str = "a loss reduced over every element: no sharding rule yet";

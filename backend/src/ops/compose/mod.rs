@@ -14,10 +14,10 @@
 //!   `_prelu_kernel`;
 //! - `distances`: `_euclidean_dist`, `_cdist_forward`, `_pdist_forward`, `multi_margin_loss`.
 
-mod compare;
-mod distances;
-mod losses;
-mod products;
+pub(crate) mod compare;
+pub(crate) mod distances;
+pub(crate) mod losses;
+pub(crate) mod products;
 
 use super::registry::OpDef;
 use super::{Value, call};
@@ -64,9 +64,6 @@ pub(crate) fn cast(t: &Tensor, d: DType) -> Result<Tensor> {
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let mut v = products::defs();
-    v.extend(losses::defs());
-    v.extend(compare::defs());
-    v.extend(distances::defs());
-    v
+    // every overload is an #[aten] function
+    Vec::new()
 }

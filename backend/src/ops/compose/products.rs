@@ -13,10 +13,8 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::layout::broadcast_shapes;
 use crate::ops::Value;
-use crate::ops::pointwise::{ALL, NUM};
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::Sharding;
-use crate::ops::t1;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
@@ -350,66 +348,62 @@ pub fn linalg_cross(rt: &Runtime, a: &Tensor, b: &Tensor, dim: i64) -> Result<Te
     )
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let dec = OpImpl::Decomposition;
-    let rep = |why| Sharding::Replicate(why);
-    vec![
-        OpDef::new("aten::addr", dec, ALL, |rt, a| {
-            t1(addr(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                a.scalar(3)?,
-                a.scalar(4)?,
-            ))
-        })
-        .shard(rep(
-            "an outer product on the vector unit: no sharding rule yet",
-        )),
-        OpDef::new("aten::addmv", dec, NUM, |rt, a| {
-            t1(addmv(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                a.scalar(3)?,
-                a.scalar(4)?,
-            ))
-        })
-        .shard(rep("a vector-unit contraction: no sharding rule yet")),
-        OpDef::new("aten::addbmm", dec, NUM, |rt, a| {
-            t1(addbmm(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                a.scalar(3)?,
-                a.scalar(4)?,
-            ))
-        })
-        .shard(rep("a vector-unit contraction: no sharding rule yet")),
-        OpDef::new("aten::_trilinear", dec, NUM, |rt, a| {
-            let (e1, e2, e3, s) = (a.ints(3)?, a.ints(4)?, a.ints(5)?, a.ints(6)?);
-            t1(trilinear(
-                rt,
-                &[a.tensor(0)?, a.tensor(1)?, a.tensor(2)?],
-                [&e1, &e2, &e3],
-                &s,
-            ))
-        })
-        .shard(rep("a vector-unit contraction: no sharding rule yet")),
-        OpDef::new("aten::linalg_cross", dec, NUM, |rt, a| {
-            t1(linalg_cross(
-                rt,
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int_or(2, -1)?,
-            ))
-        })
-        .shard(rep(
-            "slices along the cross dimension: no sharding rule yet",
-        )),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten(
+    "aten::addr",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("an outer product on the vector unit: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn addr_op(rt: &Runtime, a: Addr<'_>) -> Result<Tensor> {
+    addr(rt, a.self_, a.vec1, a.vec2, a.beta, a.alpha)
 }
+
+#[aten(
+    "aten::addmv",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate(CONTRACTION),
+    kind = Decomposition
+)]
+fn addmv_op(rt: &Runtime, a: Addmv<'_>) -> Result<Tensor> {
+    addmv(rt, a.self_, a.mat, a.vec, a.beta, a.alpha)
+}
+
+#[aten(
+    "aten::addbmm",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate(CONTRACTION),
+    kind = Decomposition
+)]
+fn addbmm_op(rt: &Runtime, a: Addbmm<'_>) -> Result<Tensor> {
+    addbmm(rt, a.self_, a.batch1, a.batch2, a.beta, a.alpha)
+}
+
+#[aten(
+    "aten::_trilinear",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate(CONTRACTION),
+    kind = Decomposition
+)]
+fn trilinear_op(rt: &Runtime, a: Trilinear<'_>) -> Result<Tensor> {
+    trilinear(
+        rt,
+        &[a.i1, a.i2, a.i3],
+        [&a.expand1, &a.expand2, &a.expand3],
+        &a.sumdim,
+    )
+}
+
+#[aten(
+    "aten::linalg_cross",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate("slices along the cross dimension: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn linalg_cross_op(rt: &Runtime, a: LinalgCross<'_>) -> Result<Tensor> {
+    linalg_cross(rt, a.self_, a.other, a.dim)
+}
+
+/// Why the vector-unit contractions replicate.
+const CONTRACTION: &str = "a vector-unit contraction: no sharding rule yet";

@@ -14,11 +14,11 @@ use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, RedKind, UnOp};
 use crate::layout::Layout;
 use crate::ops::Value;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::ops::layout_ops;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Sharding, Special};
-use crate::ops::t1;
 use crate::tensor::Tensor;
 
 /// `torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p,
@@ -457,67 +457,99 @@ fn weights(
     Ok((r.remove(0), lse))
 }
 
-/// The registered overloads.
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten(
+    "aten::scaled_dot_product_attention",
+    dtypes = DType::FLOATING_AND_BOOL,
+    shard = Sharding::Special(Special::Attention),
+    kind = Decomposition
+)]
+fn scaled_dot_product_attention_op(a: ScaledDotProductAttention<'_>) -> Result<Tensor> {
+    scaled_dot_product_attention(
+        a.query,
+        a.key,
+        a.value,
+        a.attn_mask,
+        a.dropout_p,
+        a.is_causal,
+        a.scale,
+        a.enable_gqa,
+    )
+}
+
+#[aten(
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    dtypes = DType::FLOATING_AND_BOOL,
+    shard = Sharding::Special(Special::FlashAttention),
+    kind = Decomposition
+)]
+fn scaled_dot_product_flash_attention_for_cpu_op(
+    a: ScaledDotProductFlashAttentionForCpu<'_>,
+) -> Result<(Tensor, Tensor)> {
+    flash_attention_for_cpu(
+        a.query,
+        a.key,
+        a.value,
+        a.dropout_p,
+        a.is_causal,
+        a.attn_mask,
+        a.scale,
+    )
+}
+
+#[aten(
+    "aten::_scaled_dot_product_fused_attention_overrideable",
+    dtypes = DType::FLOATING_AND_BOOL,
+    shard = Sharding::Replicate(
+        "the fused attention runs on whole heads (DTensor shards scaled_dot_product_attention by its own rule)",
+    ),
+    kind = Decomposition
+)]
+fn scaled_dot_product_fused_attention_overrideable_op(
+    a: ScaledDotProductFusedAttentionOverrideable<'_>,
+) -> Result<Vec<Value>> {
+    fused_attention_overrideable(
+        a.query,
+        a.key,
+        a.value,
+        a.attn_bias,
+        a.dropout_p,
+        a.is_causal,
+        a.scale,
+    )
+}
+
+#[aten(
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+    dtypes = DType::FLOATING_AND_BOOL,
+    shard = Sharding::Replicate(
+        "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
+    ),
+    kind = Decomposition
+)]
+fn scaled_dot_product_flash_attention_for_cpu_backward_op(
+    a: ScaledDotProductFlashAttentionForCpuBackward<'_>,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    super::attention_backward::flash_attention_backward(
+        a.grad_out,
+        a.query,
+        a.key,
+        a.value,
+        a.out,
+        a.logsumexp,
+        a.dropout_p,
+        a.is_causal,
+        a.attn_mask,
+        a.scale,
+    )
+}
+
+/// The overloads not written as `#[aten]` functions: the fused attention's backward, whose
+/// `Tensor attn_bias` PyTorch's autograd passes as `None` for an unmasked call (the schema
+/// binder keeps it), which `#[aten]`'s `&Tensor` field cannot hold.
 pub(super) fn defs() -> Vec<OpDef> {
-    let f = DType::FLOATING_AND_BOOL;
     vec![
-        OpDef::new(
-            "aten::scaled_dot_product_attention",
-            OpImpl::Decomposition,
-            f,
-            |_, a| {
-                let scale = a.opt_float(6)?;
-                t1(scaled_dot_product_attention(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    a.opt_tensor(3)?,
-                    a.float(4)?,
-                    a.bool(5)?,
-                    scale,
-                    a.bool(7)?,
-                ))
-            },
-        )
-        .shard(Sharding::Special(Special::Attention)),
-        OpDef::new(
-            "aten::_scaled_dot_product_flash_attention_for_cpu",
-            OpImpl::Decomposition,
-            f,
-            |_, a| {
-                let scale = a.opt_float(6)?;
-                let (o, l) = flash_attention_for_cpu(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    a.float(3)?,
-                    a.bool(4)?,
-                    a.opt_tensor(5)?,
-                    scale,
-                )?;
-                Ok(vec![Value::Tensor(o), Value::Tensor(l)])
-            },
-        )
-        .shard(Sharding::Special(Special::FlashAttention)),
-        OpDef::new(
-            "aten::_scaled_dot_product_fused_attention_overrideable",
-            OpImpl::Decomposition,
-            f,
-            |_, a| {
-                fused_attention_overrideable(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    a.opt_tensor(3)?,
-                    a.float(4)?,
-                    a.bool(5)?,
-                    a.opt_float(7)?,
-                )
-            },
-        )
-        .shard(Sharding::Replicate(
-            "the fused attention runs on whole heads (DTensor shards scaled_dot_product_attention by its own rule)",
-        )),
         OpDef::new(
             "aten::_scaled_dot_product_fused_attention_overrideable_backward",
             OpImpl::Decomposition,
@@ -546,33 +578,6 @@ pub(super) fn defs() -> Vec<OpDef> {
                     Value::Tensor(dk),
                     Value::Tensor(dv),
                     Value::None,
-                ])
-            },
-        )
-        .shard(Sharding::Replicate(
-            "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
-        )),
-        OpDef::new(
-            "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
-            OpImpl::Decomposition,
-            DType::FLOATING_AND_BOOL,
-            |_, a| {
-                let (dq, dk, dv) = super::attention_backward::flash_attention_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    a.tensor(3)?,
-                    a.tensor(4)?,
-                    a.tensor(5)?,
-                    a.float(6)?,
-                    a.bool(7)?,
-                    a.opt_tensor(8)?,
-                    a.opt_float(9)?,
-                )?;
-                Ok(vec![
-                    Value::Tensor(dq),
-                    Value::Tensor(dk),
-                    Value::Tensor(dv),
                 ])
             },
         )

@@ -19,10 +19,9 @@
 
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
+use crate::ops::aten;
 use crate::ops::creation;
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
-use crate::ops::t1;
 use crate::tensor::Tensor;
 
 const NAME: &str = "aten::_grouped_mm";
@@ -161,20 +160,12 @@ fn offs_len(o: &Tensor) -> Result<usize> {
     Ok(o.shape()[0])
 }
 
-/// The registered overload.
-pub(super) fn defs() -> Vec<OpDef> {
-    vec![
-        OpDef::new(NAME, OpImpl::Decomposition, DType::FLOATING, |_, a| {
-            t1(grouped_mm(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.opt_tensor(2)?,
-                a.opt_tensor(3)?,
-                a.opt_dtype(4)?,
-            ))
-        })
-        .shard(Sharding::Replicate(
-            "groups are given by offsets on the device",
-        )),
-    ]
+#[aten(
+    "aten::_grouped_mm",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("groups are given by offsets on the device"),
+    kind = Decomposition
+)]
+fn grouped_mm_op(a: GroupedMm<'_>) -> Result<Tensor> {
+    grouped_mm(a.self_, a.mat2, a.offs, a.bias, a.out_dtype)
 }
