@@ -25,6 +25,9 @@
 //! The backend's build script finds every `#[aten]` function under `src/ops` and lists their
 //! registrations, so an operator needs no edit outside its own function (and its test).
 //!
+//! `optional = "attn_bias"` types a required `Tensor` argument as `Option<&Tensor>`: PyTorch's
+//! autograd passes an undefined tensor there in some calls (the attention backwards' bias).
+//!
 //! The function takes the struct alone, or `(rt: &Runtime, args: Struct)` when it needs the
 //! runtime. A name PyTorch does not have, a missing `dtypes`, or a schema type the struct
 //! cannot hold is a compile error at the attribute.
@@ -83,15 +86,28 @@ fn expand(attr: Attr, func: ItemFn) -> syn::Result<Tokens> {
         )
     })?;
     let (mut dtypes, mut shard, mut kind) = (None, None, None);
+    let mut optional: Vec<String> = Vec::new();
     for (key, value) in attr.options {
         match key.to_string().as_str() {
             "dtypes" => dtypes = Some(value),
             "shard" => shard = Some(value),
             "kind" => kind = Some(value),
+            "optional" => match &value {
+                Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => optional = s.value().split(',').map(|n| n.trim().to_string()).collect(),
+                other => {
+                    return Err(syn::Error::new_spanned(
+                        other,
+                        "`optional` is a string of argument names: optional = \"attn_bias\"",
+                    ));
+                }
+            },
             _ => {
                 return Err(syn::Error::new_spanned(
                     key,
-                    "unknown option: expected `dtypes`, `shard` or `kind`",
+                    "unknown option: expected `dtypes`, `shard`, `kind` or `optional`",
                 ));
             }
         }
@@ -120,7 +136,16 @@ fn expand(attr: Attr, func: ItemFn) -> syn::Result<Tokens> {
         }
     };
     let strukt = struct_name(params[params.len() - 1])?;
-    let fields = fields(schema, &strukt)?;
+    let fields = fields(schema, &strukt, &optional)?;
+    if let Some(bad) = optional
+        .iter()
+        .find(|n| !schema.args.iter().any(|a| &a.name == *n))
+    {
+        return Err(syn::Error::new_spanned(
+            &attr.name,
+            format!("`optional`: {name} has no argument `{bad}`"),
+        ));
+    }
     let field_decls = fields.iter().map(|f| {
         let (name, ty, doc) = (&f.name, &f.ty, &f.doc);
         quote!(#[doc = #doc] pub #name: #ty,)
@@ -218,7 +243,7 @@ const KEYWORDS: &[&str] = &[
     "true", "try", "type", "unsafe", "use", "where", "while", "yield",
 ];
 
-fn fields(schema: &Schema, strukt: &Ident) -> syn::Result<Vec<Field>> {
+fn fields(schema: &Schema, strukt: &Ident, optional: &[String]) -> syn::Result<Vec<Field>> {
     let mut out = Vec::new();
     for (i, arg) in schema.args.iter().enumerate() {
         let name = if KEYWORDS.contains(&arg.name.as_str()) {
@@ -226,7 +251,16 @@ fn fields(schema: &Schema, strukt: &Ident) -> syn::Result<Vec<Field>> {
         } else {
             arg.name.clone()
         };
-        let (ty, read) = typed(&arg.ty, i).ok_or_else(|| {
+        // `optional = "name"`: a `Tensor` the caller may leave undefined although the schema
+        // requires it (PyTorch's autograd passes an undefined attention bias to the attention
+        // backwards for an unmasked call; the schema binder keeps it as `None`).
+        let ty = match &arg.ty {
+            Type::Tensor(a) if optional.contains(&arg.name) => {
+                Type::Optional(Box::new(Type::Tensor(a.clone())))
+            }
+            t => t.clone(),
+        };
+        let (ty, read) = typed(&ty, i).ok_or_else(|| {
             syn::Error::new(
                 strukt.span(),
                 format!(

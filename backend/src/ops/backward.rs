@@ -16,7 +16,6 @@ pub(crate) mod norm_stats;
 use super::binary::operand;
 use super::helpers::{OpScope, map, map_shape, rows};
 use super::layout_ops;
-use super::registry::OpDef;
 use super::{Value, aten};
 use crate::dtype::{DType, Scalar, result_type};
 use crate::error::{Result, TpuError};
@@ -500,10 +499,4 @@ fn softmax_backward_data_op(a: SoftmaxBackwardData<'_>) -> Result<Tensor> {
 )]
 fn log_softmax_backward_data_op(a: LogSoftmaxBackwardData<'_>) -> Result<Tensor> {
     log_softmax_backward_data(a.grad_output, a.output, a.dim, a.input_dtype)
-}
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
 }

@@ -24,7 +24,6 @@ mod matmul;
 
 use super::aten;
 use super::helpers::{OpScope, map_shape};
-use super::registry::OpDef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, MatmulNode, NodeKind, PRef, ProgBuilder};
@@ -522,9 +521,4 @@ fn dot_op(rt: &Runtime, a: Dot<'_>) -> Result<Tensor> {
 #[aten("aten::mv", dtypes = DType::NUMERIC, shard = Sharding::Special(Special::Mv))]
 fn mv_op(rt: &Runtime, a: Mv<'_>) -> Result<Tensor> {
     by_dtype(rt, a.self_, a.vec, integer::mv, mv)
-}
-
-/// The registered overloads not written as `#[aten]` functions (one attention backward).
-pub(super) fn defs() -> Vec<OpDef> {
-    attention::defs()
 }

@@ -119,14 +119,11 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::layout_ops::defs())
             .chain(super::data::defs())
             .chain(super::nn::defs())
-            .chain(super::matrix::defs())
-            .chain(super::backward::defs())
             .chain(super::shape::defs())
             .chain(super::pointwise::defs())
             .chain(super::like::defs())
             .chain(super::random::defs())
             .chain(super::decomp::defs())
-            .chain(super::compose::defs())
             .chain(super::typed::aten_defs())
         {
             let name = d.name;

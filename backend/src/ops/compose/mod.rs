@@ -19,7 +19,6 @@ pub(crate) mod distances;
 pub(crate) mod losses;
 pub(crate) mod products;
 
-use super::registry::OpDef;
 use super::{Value, call};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
@@ -60,10 +59,4 @@ pub(crate) fn cast(t: &Tensor, d: DType) -> Result<Tensor> {
     } else {
         t.to_dtype(d)
     }
-}
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
 }

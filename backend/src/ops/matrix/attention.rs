@@ -17,7 +17,6 @@ use crate::ops::Value;
 use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::ops::layout_ops;
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
@@ -545,44 +544,38 @@ fn scaled_dot_product_flash_attention_for_cpu_backward_op(
     )
 }
 
-/// The overloads not written as `#[aten]` functions: the fused attention's backward, whose
-/// `Tensor attn_bias` PyTorch's autograd passes as `None` for an unmasked call (the schema
-/// binder keeps it), which `#[aten]`'s `&Tensor` field cannot hold.
-pub(super) fn defs() -> Vec<OpDef> {
-    vec![
-        OpDef::new(
-            "aten::_scaled_dot_product_fused_attention_overrideable_backward",
-            OpImpl::Decomposition,
-            DType::FLOATING_AND_BOOL,
-            |_, a| {
-                // grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp,
-                // cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox seed and
-                // offset, scale.
-                let bias = a.opt_tensor(4)?;
-                let (dq, dk, dv) = super::attention_backward::flash_attention_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    a.tensor(3)?,
-                    a.tensor(6)?,
-                    a.tensor(7)?,
-                    a.float(12)?,
-                    a.bool(13)?,
-                    bias,
-                    a.opt_float(16)?,
-                )?;
-                // The bias is never a leaf the tpu's choice of backend differentiates: masked
-                // calls take the math path.
-                Ok(vec![
-                    Value::Tensor(dq),
-                    Value::Tensor(dk),
-                    Value::Tensor(dv),
-                    Value::None,
-                ])
-            },
-        )
-        .shard(Sharding::Replicate(
-            "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
-        )),
-    ]
+/// The fused attention's backward (`attn_bias` is optional here: PyTorch's autograd passes an
+/// undefined one for an unmasked call).
+#[aten(
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+    dtypes = DType::FLOATING_AND_BOOL,
+    kind = Decomposition,
+    optional = "attn_bias",
+    shard = Sharding::Replicate(
+        "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
+    )
+)]
+fn scaled_dot_product_fused_attention_overrideable_backward_op(
+    a: ScaledDotProductFusedAttentionOverrideableBackward<'_>,
+) -> Result<Vec<Value>> {
+    let (dq, dk, dv) = super::attention_backward::flash_attention_backward(
+        a.grad_out,
+        a.query,
+        a.key,
+        a.value,
+        a.out,
+        a.logsumexp,
+        a.dropout_p,
+        a.is_causal,
+        a.attn_bias,
+        a.scale,
+    )?;
+    // The bias is never a leaf the tpu's choice of backend differentiates: masked calls take
+    // the math path.
+    Ok(vec![
+        Value::Tensor(dq),
+        Value::Tensor(dk),
+        Value::Tensor(dv),
+        Value::None,
+    ])
 }
