@@ -1,411 +1,442 @@
 //! The registered resampling overloads: `upsample_*` forward and backward (plain and `.vec`
-//! forms), `grid_sampler_2d` and the pixel and channel shuffles, with the argument parsing
-//! they share (`output_size` or `scale_factors`, `align_corners`).
+//! forms) and `grid_sampler_2d`, one `#[aten]` function each; all of them run replicated when
+//! sharded, since windows cross shard bounds.
 
-use super::*;
+use super::{Interp, WINDOWS, grid_sampler_2d, sizes_of, upsample, upsample_backward};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::aten;
+use crate::tensor::Tensor;
 
-/// A `float[]?` argument.
-fn opt_floats(a: &Args, i: usize) -> Result<Option<Vec<f64>>> {
-    match a.get(i) {
-        None => Ok(None),
-        Some(Value::Floats(v)) => Ok(Some(v.clone())),
-        Some(Value::Ints(v)) => Ok(Some(v.iter().map(|&x| x as f64).collect())),
-        Some(_) => Err(crate::error::TpuError::BadArgs(format!(
-            "{}(): argument {i} must be float[]",
-            a.op()
-        ))),
-    }
-}
-
-/// Runs an `upsample_*` overload: `align` says whether it has `align_corners` (argument 2);
-/// the `.vec` form takes `output_size?` and `scale_factors?`, the plain one `output_size` and
-/// one optional scale per dim.
-fn run_upsample(
-    a: &Args,
+/// A `.vec` overload: the output size from `output_size` or from `scale_factors` (one per
+/// spatial dim), then [`upsample`].
+fn upsample_vec(
     name: &str,
     nd: usize,
+    x: &Tensor,
+    output_size: Option<Vec<i64>>,
+    align: bool,
+    scale_factors: Option<Vec<f64>>,
     mode: Interp,
-    has_align: bool,
-    vec_form: bool,
-) -> Result<Vec<Value>> {
-    let x = a.tensor(0)?;
-    let align = has_align && a.bool(2)?;
-    let first_scale = if has_align { 3 } else { 2 };
-    let (size, scales) = if vec_form {
-        let o = a.opt_ints(1)?;
-        let s = opt_floats(a, first_scale)?;
-        sizes_of(name, x, nd, o.as_deref(), s.as_deref())?
-    } else {
-        let s: Vec<Option<f64>> = (0..nd)
-            .map(|i| a.opt_float(first_scale + i))
-            .collect::<Result<_>>()?;
-        (a.ints(1)?, s)
-    };
-    t1(upsample(name, nd, x, &size, align, &scales, mode))
-}
-
-/// Runs an `upsample_*_backward` overload (`grad, output_size, input_size, [align_corners,]
-/// scales...`).
-fn run_upsample_backward(
-    a: &Args,
-    name: &str,
-    nd: usize,
-    mode: Interp,
-    has_align: bool,
-) -> Result<Vec<Value>> {
-    let align = has_align && a.bool(3)?;
-    let first = if has_align { 4 } else { 3 };
-    let s: Vec<Option<f64>> = (0..nd)
-        .map(|i| a.opt_float(first + i))
-        .collect::<Result<_>>()?;
-    t1(upsample_backward(
+) -> Result<Tensor> {
+    let (size, scales) = sizes_of(
         name,
+        x,
         nd,
-        a.tensor(0)?,
-        &a.ints(1)?,
-        &a.ints(2)?,
-        align,
-        &s,
-        mode,
-    ))
+        output_size.as_deref(),
+        scale_factors.as_deref(),
+    )?;
+    upsample(name, nd, x, &size, align, &scales, mode)
 }
 
-/// The registered resampling and shuffle overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let float = DType::FLOATING;
-    let k = OpImpl::Kernel;
-    let windows = "spatial windows cross shard boundaries";
-    vec![
-        OpDef::new("aten::upsample_nearest1d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest1d",
-                1,
-                Interp::Nearest,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest1d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest1d.vec",
-                1,
-                Interp::Nearest,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest2d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest2d",
-                2,
-                Interp::Nearest,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest2d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest2d.vec",
-                2,
-                Interp::Nearest,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest3d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest3d",
-                3,
-                Interp::Nearest,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest3d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest3d.vec",
-                3,
-                Interp::Nearest,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact1d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact1d",
-                1,
-                Interp::NearestExact,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact1d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact1d.vec",
-                1,
-                Interp::NearestExact,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact2d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact2d",
-                2,
-                Interp::NearestExact,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact2d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact2d.vec",
-                2,
-                Interp::NearestExact,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact3d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact3d",
-                3,
-                Interp::NearestExact,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact3d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact3d.vec",
-                3,
-                Interp::NearestExact,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_linear1d", k, float, |_, a| {
-            run_upsample(a, "aten::upsample_linear1d", 1, Interp::Linear, true, false)
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_linear1d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_linear1d.vec",
-                1,
-                Interp::Linear,
-                true,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bilinear2d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_bilinear2d",
-                2,
-                Interp::Linear,
-                true,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bilinear2d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_bilinear2d.vec",
-                2,
-                Interp::Linear,
-                true,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_trilinear3d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_trilinear3d",
-                3,
-                Interp::Linear,
-                true,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_trilinear3d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_trilinear3d.vec",
-                3,
-                Interp::Linear,
-                true,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bicubic2d", k, float, |_, a| {
-            run_upsample(a, "aten::upsample_bicubic2d", 2, Interp::Cubic, true, false)
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bicubic2d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_bicubic2d.vec",
-                2,
-                Interp::Cubic,
-                true,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest1d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_nearest1d_backward",
-                1,
-                Interp::Nearest,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest2d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_nearest2d_backward",
-                2,
-                Interp::Nearest,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest3d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_nearest3d_backward",
-                3,
-                Interp::Nearest,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new(
-            "aten::_upsample_nearest_exact1d_backward",
-            k,
-            float,
-            |_, a| {
-                run_upsample_backward(
-                    a,
-                    "aten::_upsample_nearest_exact1d_backward",
-                    1,
-                    Interp::NearestExact,
-                    false,
-                )
-            },
-        )
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new(
-            "aten::_upsample_nearest_exact2d_backward",
-            k,
-            float,
-            |_, a| {
-                run_upsample_backward(
-                    a,
-                    "aten::_upsample_nearest_exact2d_backward",
-                    2,
-                    Interp::NearestExact,
-                    false,
-                )
-            },
-        )
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new(
-            "aten::_upsample_nearest_exact3d_backward",
-            k,
-            float,
-            |_, a| {
-                run_upsample_backward(
-                    a,
-                    "aten::_upsample_nearest_exact3d_backward",
-                    3,
-                    Interp::NearestExact,
-                    false,
-                )
-            },
-        )
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_linear1d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_linear1d_backward",
-                1,
-                Interp::Linear,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bilinear2d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_bilinear2d_backward",
-                2,
-                Interp::Linear,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_trilinear3d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_trilinear3d_backward",
-                3,
-                Interp::Linear,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bicubic2d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_bicubic2d_backward",
-                2,
-                Interp::Cubic,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::grid_sampler_2d", k, &[DType::F32], |_, a| {
-            t1(grid_sampler_2d(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int(2)?,
-                a.int(3)?,
-                a.bool(4)?,
-            ))
-        })
-        .shard(Sharding::Replicate(windows)),
-    ]
+// Upsampling: `output_size` and an optional scale per spatial dim, or (`.vec`) either
+// `output_size` or `scale_factors`.
+
+#[aten("aten::upsample_nearest1d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest1d_op(a: UpsampleNearest1d<'_>) -> Result<Tensor> {
+    upsample(
+        UpsampleNearest1d::NAME,
+        1,
+        a.self_,
+        &a.output_size,
+        false,
+        &[a.scales],
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::upsample_nearest1d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest1d_vec_op(a: UpsampleNearest1dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        UpsampleNearest1dVec::NAME,
+        1,
+        a.input,
+        a.output_size,
+        false,
+        a.scale_factors,
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::upsample_nearest2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest2d_op(a: UpsampleNearest2d<'_>) -> Result<Tensor> {
+    upsample(
+        UpsampleNearest2d::NAME,
+        2,
+        a.self_,
+        &a.output_size,
+        false,
+        &[a.scales_h, a.scales_w],
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::upsample_nearest2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest2d_vec_op(a: UpsampleNearest2dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        UpsampleNearest2dVec::NAME,
+        2,
+        a.input,
+        a.output_size,
+        false,
+        a.scale_factors,
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::upsample_nearest3d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest3d_op(a: UpsampleNearest3d<'_>) -> Result<Tensor> {
+    upsample(
+        UpsampleNearest3d::NAME,
+        3,
+        a.self_,
+        &a.output_size,
+        false,
+        &[a.scales_d, a.scales_h, a.scales_w],
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::upsample_nearest3d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest3d_vec_op(a: UpsampleNearest3dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        UpsampleNearest3dVec::NAME,
+        3,
+        a.input,
+        a.output_size,
+        false,
+        a.scale_factors,
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact1d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact1d_op(a: _UpsampleNearestExact1d<'_>) -> Result<Tensor> {
+    upsample(
+        _UpsampleNearestExact1d::NAME,
+        1,
+        a.self_,
+        &a.output_size,
+        false,
+        &[a.scales],
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact1d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact1d_vec_op(a: _UpsampleNearestExact1dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        _UpsampleNearestExact1dVec::NAME,
+        1,
+        a.input,
+        a.output_size,
+        false,
+        a.scale_factors,
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact2d_op(a: _UpsampleNearestExact2d<'_>) -> Result<Tensor> {
+    upsample(
+        _UpsampleNearestExact2d::NAME,
+        2,
+        a.self_,
+        &a.output_size,
+        false,
+        &[a.scales_h, a.scales_w],
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact2d_vec_op(a: _UpsampleNearestExact2dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        _UpsampleNearestExact2dVec::NAME,
+        2,
+        a.input,
+        a.output_size,
+        false,
+        a.scale_factors,
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact3d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact3d_op(a: _UpsampleNearestExact3d<'_>) -> Result<Tensor> {
+    upsample(
+        _UpsampleNearestExact3d::NAME,
+        3,
+        a.self_,
+        &a.output_size,
+        false,
+        &[a.scales_d, a.scales_h, a.scales_w],
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact3d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact3d_vec_op(a: _UpsampleNearestExact3dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        _UpsampleNearestExact3dVec::NAME,
+        3,
+        a.input,
+        a.output_size,
+        false,
+        a.scale_factors,
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::upsample_linear1d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_linear1d_op(a: UpsampleLinear1d<'_>) -> Result<Tensor> {
+    upsample(
+        UpsampleLinear1d::NAME,
+        1,
+        a.self_,
+        &a.output_size,
+        a.align_corners,
+        &[a.scales],
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_linear1d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_linear1d_vec_op(a: UpsampleLinear1dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        UpsampleLinear1dVec::NAME,
+        1,
+        a.input,
+        a.output_size,
+        a.align_corners,
+        a.scale_factors,
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_bilinear2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bilinear2d_op(a: UpsampleBilinear2d<'_>) -> Result<Tensor> {
+    upsample(
+        UpsampleBilinear2d::NAME,
+        2,
+        a.self_,
+        &a.output_size,
+        a.align_corners,
+        &[a.scales_h, a.scales_w],
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_bilinear2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bilinear2d_vec_op(a: UpsampleBilinear2dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        UpsampleBilinear2dVec::NAME,
+        2,
+        a.input,
+        a.output_size,
+        a.align_corners,
+        a.scale_factors,
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_trilinear3d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_trilinear3d_op(a: UpsampleTrilinear3d<'_>) -> Result<Tensor> {
+    upsample(
+        UpsampleTrilinear3d::NAME,
+        3,
+        a.self_,
+        &a.output_size,
+        a.align_corners,
+        &[a.scales_d, a.scales_h, a.scales_w],
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_trilinear3d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_trilinear3d_vec_op(a: UpsampleTrilinear3dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        UpsampleTrilinear3dVec::NAME,
+        3,
+        a.input,
+        a.output_size,
+        a.align_corners,
+        a.scale_factors,
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_bicubic2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bicubic2d_op(a: UpsampleBicubic2d<'_>) -> Result<Tensor> {
+    upsample(
+        UpsampleBicubic2d::NAME,
+        2,
+        a.self_,
+        &a.output_size,
+        a.align_corners,
+        &[a.scales_h, a.scales_w],
+        Interp::Cubic,
+    )
+}
+
+#[aten("aten::upsample_bicubic2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bicubic2d_vec_op(a: UpsampleBicubic2dVec<'_>) -> Result<Tensor> {
+    upsample_vec(
+        UpsampleBicubic2dVec::NAME,
+        2,
+        a.input,
+        a.output_size,
+        a.align_corners,
+        a.scale_factors,
+        Interp::Cubic,
+    )
+}
+
+// The gradients of upsampling.
+
+#[aten("aten::upsample_nearest1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest1d_backward_op(a: UpsampleNearest1dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        UpsampleNearest1dBackward::NAME,
+        1,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        false,
+        &[a.scales],
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::upsample_nearest2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest2d_backward_op(a: UpsampleNearest2dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        UpsampleNearest2dBackward::NAME,
+        2,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        false,
+        &[a.scales_h, a.scales_w],
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::upsample_nearest3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest3d_backward_op(a: UpsampleNearest3dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        UpsampleNearest3dBackward::NAME,
+        3,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        false,
+        &[a.scales_d, a.scales_h, a.scales_w],
+        Interp::Nearest,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact1d_backward_op(a: _UpsampleNearestExact1dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        _UpsampleNearestExact1dBackward::NAME,
+        1,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        false,
+        &[a.scales],
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact2d_backward_op(a: _UpsampleNearestExact2dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        _UpsampleNearestExact2dBackward::NAME,
+        2,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        false,
+        &[a.scales_h, a.scales_w],
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::_upsample_nearest_exact3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact3d_backward_op(a: _UpsampleNearestExact3dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        _UpsampleNearestExact3dBackward::NAME,
+        3,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        false,
+        &[a.scales_d, a.scales_h, a.scales_w],
+        Interp::NearestExact,
+    )
+}
+
+#[aten("aten::upsample_linear1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_linear1d_backward_op(a: UpsampleLinear1dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        UpsampleLinear1dBackward::NAME,
+        1,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        a.align_corners,
+        &[a.scales],
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_bilinear2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bilinear2d_backward_op(a: UpsampleBilinear2dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        UpsampleBilinear2dBackward::NAME,
+        2,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        a.align_corners,
+        &[a.scales_h, a.scales_w],
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_trilinear3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_trilinear3d_backward_op(a: UpsampleTrilinear3dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        UpsampleTrilinear3dBackward::NAME,
+        3,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        a.align_corners,
+        &[a.scales_d, a.scales_h, a.scales_w],
+        Interp::Linear,
+    )
+}
+
+#[aten("aten::upsample_bicubic2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bicubic2d_backward_op(a: UpsampleBicubic2dBackward<'_>) -> Result<Tensor> {
+    upsample_backward(
+        UpsampleBicubic2dBackward::NAME,
+        2,
+        a.grad_output,
+        &a.output_size,
+        &a.input_size,
+        a.align_corners,
+        &[a.scales_h, a.scales_w],
+        Interp::Cubic,
+    )
+}
+
+/// Float32 only: half-precision grids fall back to the CPU (see `grid.rs`).
+#[aten("aten::grid_sampler_2d", dtypes = &[DType::F32], shard = WINDOWS)]
+fn grid_sampler_2d_op(a: GridSampler2d<'_>) -> Result<Tensor> {
+    let (mode, padding) = (a.interpolation_mode, a.padding_mode);
+    grid_sampler_2d(a.input, a.grid, mode, padding, a.align_corners)
 }
