@@ -117,35 +117,15 @@ fn avg_pool1d_op(a: AvgPool1d<'_>) -> Result<Tensor> {
 #[aten("aten::avg_pool2d", dtypes = DType::FLOATING, shard = WINDOWS)]
 fn avg_pool2d_op(a: AvgPool2d<'_>) -> Result<Tensor> {
     let (k, s, p) = (&a.kernel_size, &a.stride, &a.padding);
-    let (ceil, count_pad) = (a.ceil_mode, a.count_include_pad);
-    avg_pool(
-        AvgPool2d::NAME,
-        2,
-        a.self_,
-        k,
-        s,
-        p,
-        ceil,
-        count_pad,
-        a.divisor_override,
-    )
+    let (ceil, count_pad, div) = (a.ceil_mode, a.count_include_pad, a.divisor_override);
+    avg_pool(AvgPool2d::NAME, 2, a.self_, k, s, p, ceil, count_pad, div)
 }
 
 #[aten("aten::avg_pool3d", dtypes = DType::FLOATING, shard = WINDOWS)]
 fn avg_pool3d_op(a: AvgPool3d<'_>) -> Result<Tensor> {
     let (k, s, p) = (&a.kernel_size, &a.stride, &a.padding);
-    let (ceil, count_pad) = (a.ceil_mode, a.count_include_pad);
-    avg_pool(
-        AvgPool3d::NAME,
-        3,
-        a.self_,
-        k,
-        s,
-        p,
-        ceil,
-        count_pad,
-        a.divisor_override,
-    )
+    let (ceil, count_pad, div) = (a.ceil_mode, a.count_include_pad, a.divisor_override);
+    avg_pool(AvgPool3d::NAME, 3, a.self_, k, s, p, ceil, count_pad, div)
 }
 
 // Adaptive pooling.
@@ -224,18 +204,8 @@ fn avg_pool2d_backward_op(a: AvgPool2dBackward<'_>) -> Result<Tensor> {
     let (g, x) = (a.grad_output, a.self_);
     let (k, s, p) = (&a.kernel_size, &a.stride, &a.padding);
     let (ceil, count_pad, div) = (a.ceil_mode, a.count_include_pad, a.divisor_override);
-    avg_pool_backward(
-        AvgPool2dBackward::NAME,
-        2,
-        g,
-        x,
-        k,
-        s,
-        p,
-        ceil,
-        count_pad,
-        div,
-    )
+    let name = AvgPool2dBackward::NAME;
+    avg_pool_backward(name, 2, g, x, k, s, p, ceil, count_pad, div)
 }
 
 #[aten("aten::avg_pool3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
@@ -243,18 +213,8 @@ fn avg_pool3d_backward_op(a: AvgPool3dBackward<'_>) -> Result<Tensor> {
     let (g, x) = (a.grad_output, a.self_);
     let (k, s, p) = (&a.kernel_size, &a.stride, &a.padding);
     let (ceil, count_pad, div) = (a.ceil_mode, a.count_include_pad, a.divisor_override);
-    avg_pool_backward(
-        AvgPool3dBackward::NAME,
-        3,
-        g,
-        x,
-        k,
-        s,
-        p,
-        ceil,
-        count_pad,
-        div,
-    )
+    let name = AvgPool3dBackward::NAME;
+    avg_pool_backward(name, 3, g, x, k, s, p, ceil, count_pad, div)
 }
 
 #[aten("aten::_adaptive_avg_pool2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
