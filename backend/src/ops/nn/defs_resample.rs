@@ -1,411 +1,289 @@
 //! The registered resampling overloads: `upsample_*` forward and backward (plain and `.vec`
-//! forms), `grid_sampler_2d` and the pixel and channel shuffles, with the argument parsing
-//! they share (`output_size` or `scale_factors`, `align_corners`).
+//! forms) and `grid_sampler_2d`, one `#[aten]` function each; all of them run replicated when
+//! sharded, since windows cross shard bounds.
 
-use super::*;
+use super::Interp::{Cubic, Linear, Nearest, NearestExact};
+use super::{Interp, WINDOWS, grid_sampler_2d, sizes_of, upsample, upsample_backward};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::aten;
+use crate::tensor::Tensor;
 
-/// A `float[]?` argument.
-fn opt_floats(a: &Args, i: usize) -> Result<Option<Vec<f64>>> {
-    match a.get(i) {
-        None => Ok(None),
-        Some(Value::Floats(v)) => Ok(Some(v.clone())),
-        Some(Value::Ints(v)) => Ok(Some(v.iter().map(|&x| x as f64).collect())),
-        Some(_) => Err(crate::error::TpuError::BadArgs(format!(
-            "{}(): argument {i} must be float[]",
-            a.op()
-        ))),
-    }
+/// A plain overload: `output_size` and one optional scale per spatial dim.
+fn resample(
+    name: &str,
+    x: &Tensor,
+    output_size: &[i64],
+    align: bool,
+    scales: &[Option<f64>],
+    mode: Interp,
+) -> Result<Tensor> {
+    upsample(name, scales.len(), x, output_size, align, scales, mode)
 }
 
-/// Runs an `upsample_*` overload: `align` says whether it has `align_corners` (argument 2);
-/// the `.vec` form takes `output_size?` and `scale_factors?`, the plain one `output_size` and
-/// one optional scale per dim.
-fn run_upsample(
-    a: &Args,
+/// A `.vec` overload: the output size from `output_size` or from `scale_factors` (one per
+/// spatial dim).
+fn resample_vec(
     name: &str,
     nd: usize,
+    x: &Tensor,
+    output_size: Option<Vec<i64>>,
+    align: bool,
+    scale_factors: Option<Vec<f64>>,
     mode: Interp,
-    has_align: bool,
-    vec_form: bool,
-) -> Result<Vec<Value>> {
-    let x = a.tensor(0)?;
-    let align = has_align && a.bool(2)?;
-    let first_scale = if has_align { 3 } else { 2 };
-    let (size, scales) = if vec_form {
-        let o = a.opt_ints(1)?;
-        let s = opt_floats(a, first_scale)?;
-        sizes_of(name, x, nd, o.as_deref(), s.as_deref())?
-    } else {
-        let s: Vec<Option<f64>> = (0..nd)
-            .map(|i| a.opt_float(first_scale + i))
-            .collect::<Result<_>>()?;
-        (a.ints(1)?, s)
-    };
-    t1(upsample(name, nd, x, &size, align, &scales, mode))
-}
-
-/// Runs an `upsample_*_backward` overload (`grad, output_size, input_size, [align_corners,]
-/// scales...`).
-fn run_upsample_backward(
-    a: &Args,
-    name: &str,
-    nd: usize,
-    mode: Interp,
-    has_align: bool,
-) -> Result<Vec<Value>> {
-    let align = has_align && a.bool(3)?;
-    let first = if has_align { 4 } else { 3 };
-    let s: Vec<Option<f64>> = (0..nd)
-        .map(|i| a.opt_float(first + i))
-        .collect::<Result<_>>()?;
-    t1(upsample_backward(
+) -> Result<Tensor> {
+    let (size, scales) = sizes_of(
         name,
+        x,
         nd,
-        a.tensor(0)?,
-        &a.ints(1)?,
-        &a.ints(2)?,
-        align,
-        &s,
-        mode,
-    ))
+        output_size.as_deref(),
+        scale_factors.as_deref(),
+    )?;
+    upsample(name, nd, x, &size, align, &scales, mode)
 }
 
-/// The registered resampling and shuffle overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let float = DType::FLOATING;
-    let k = OpImpl::Kernel;
-    let windows = "spatial windows cross shard boundaries";
-    vec![
-        OpDef::new("aten::upsample_nearest1d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest1d",
-                1,
-                Interp::Nearest,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest1d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest1d.vec",
-                1,
-                Interp::Nearest,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest2d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest2d",
-                2,
-                Interp::Nearest,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest2d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest2d.vec",
-                2,
-                Interp::Nearest,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest3d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest3d",
-                3,
-                Interp::Nearest,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest3d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_nearest3d.vec",
-                3,
-                Interp::Nearest,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact1d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact1d",
-                1,
-                Interp::NearestExact,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact1d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact1d.vec",
-                1,
-                Interp::NearestExact,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact2d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact2d",
-                2,
-                Interp::NearestExact,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact2d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact2d.vec",
-                2,
-                Interp::NearestExact,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact3d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact3d",
-                3,
-                Interp::NearestExact,
-                false,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::_upsample_nearest_exact3d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::_upsample_nearest_exact3d.vec",
-                3,
-                Interp::NearestExact,
-                false,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_linear1d", k, float, |_, a| {
-            run_upsample(a, "aten::upsample_linear1d", 1, Interp::Linear, true, false)
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_linear1d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_linear1d.vec",
-                1,
-                Interp::Linear,
-                true,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bilinear2d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_bilinear2d",
-                2,
-                Interp::Linear,
-                true,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bilinear2d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_bilinear2d.vec",
-                2,
-                Interp::Linear,
-                true,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_trilinear3d", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_trilinear3d",
-                3,
-                Interp::Linear,
-                true,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_trilinear3d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_trilinear3d.vec",
-                3,
-                Interp::Linear,
-                true,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bicubic2d", k, float, |_, a| {
-            run_upsample(a, "aten::upsample_bicubic2d", 2, Interp::Cubic, true, false)
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bicubic2d.vec", k, float, |_, a| {
-            run_upsample(
-                a,
-                "aten::upsample_bicubic2d.vec",
-                2,
-                Interp::Cubic,
-                true,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest1d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_nearest1d_backward",
-                1,
-                Interp::Nearest,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest2d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_nearest2d_backward",
-                2,
-                Interp::Nearest,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_nearest3d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_nearest3d_backward",
-                3,
-                Interp::Nearest,
-                false,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new(
-            "aten::_upsample_nearest_exact1d_backward",
-            k,
-            float,
-            |_, a| {
-                run_upsample_backward(
-                    a,
-                    "aten::_upsample_nearest_exact1d_backward",
-                    1,
-                    Interp::NearestExact,
-                    false,
-                )
-            },
-        )
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new(
-            "aten::_upsample_nearest_exact2d_backward",
-            k,
-            float,
-            |_, a| {
-                run_upsample_backward(
-                    a,
-                    "aten::_upsample_nearest_exact2d_backward",
-                    2,
-                    Interp::NearestExact,
-                    false,
-                )
-            },
-        )
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new(
-            "aten::_upsample_nearest_exact3d_backward",
-            k,
-            float,
-            |_, a| {
-                run_upsample_backward(
-                    a,
-                    "aten::_upsample_nearest_exact3d_backward",
-                    3,
-                    Interp::NearestExact,
-                    false,
-                )
-            },
-        )
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_linear1d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_linear1d_backward",
-                1,
-                Interp::Linear,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bilinear2d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_bilinear2d_backward",
-                2,
-                Interp::Linear,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_trilinear3d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_trilinear3d_backward",
-                3,
-                Interp::Linear,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::upsample_bicubic2d_backward", k, float, |_, a| {
-            run_upsample_backward(
-                a,
-                "aten::upsample_bicubic2d_backward",
-                2,
-                Interp::Cubic,
-                true,
-            )
-        })
-        .shard(Sharding::Replicate(windows)),
-        OpDef::new("aten::grid_sampler_2d", k, &[DType::F32], |_, a| {
-            t1(grid_sampler_2d(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.int(2)?,
-                a.int(3)?,
-                a.bool(4)?,
-            ))
-        })
-        .shard(Sharding::Replicate(windows)),
-    ]
+/// A backward overload: the gradient of [`resample`].
+fn resample_grad(
+    name: &str,
+    grad: &Tensor,
+    output_size: &[i64],
+    input_size: &[i64],
+    align: bool,
+    scales: &[Option<f64>],
+    mode: Interp,
+) -> Result<Tensor> {
+    let nd = scales.len();
+    upsample_backward(name, nd, grad, output_size, input_size, align, scales, mode)
+}
+
+// Upsampling: `output_size` and an optional scale per spatial dim, or (`.vec`) either
+// `output_size` or `scale_factors`.
+
+#[aten("aten::upsample_nearest1d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest1d_op(a: UpsampleNearest1d<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest1d::NAME;
+    let s = [a.scales];
+    resample(name, a.self_, &a.output_size, false, &s, Nearest)
+}
+
+#[aten("aten::upsample_nearest1d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest1d_vec_op(a: UpsampleNearest1dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest1dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 1, a.input, size, false, s, Nearest)
+}
+
+#[aten("aten::upsample_nearest2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest2d_op(a: UpsampleNearest2d<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest2d::NAME;
+    let s = [a.scales_h, a.scales_w];
+    resample(name, a.self_, &a.output_size, false, &s, Nearest)
+}
+
+#[aten("aten::upsample_nearest2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest2d_vec_op(a: UpsampleNearest2dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest2dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 2, a.input, size, false, s, Nearest)
+}
+
+#[aten("aten::upsample_nearest3d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest3d_op(a: UpsampleNearest3d<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest3d::NAME;
+    let s = [a.scales_d, a.scales_h, a.scales_w];
+    resample(name, a.self_, &a.output_size, false, &s, Nearest)
+}
+
+#[aten("aten::upsample_nearest3d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest3d_vec_op(a: UpsampleNearest3dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest3dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 3, a.input, size, false, s, Nearest)
+}
+
+#[aten("aten::_upsample_nearest_exact1d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact1d_op(a: _UpsampleNearestExact1d<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact1d::NAME;
+    let s = [a.scales];
+    resample(name, a.self_, &a.output_size, false, &s, NearestExact)
+}
+
+#[aten("aten::_upsample_nearest_exact1d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact1d_vec_op(a: _UpsampleNearestExact1dVec<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact1dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 1, a.input, size, false, s, NearestExact)
+}
+
+#[aten("aten::_upsample_nearest_exact2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact2d_op(a: _UpsampleNearestExact2d<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact2d::NAME;
+    let s = [a.scales_h, a.scales_w];
+    resample(name, a.self_, &a.output_size, false, &s, NearestExact)
+}
+
+#[aten("aten::_upsample_nearest_exact2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact2d_vec_op(a: _UpsampleNearestExact2dVec<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact2dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 2, a.input, size, false, s, NearestExact)
+}
+
+#[aten("aten::_upsample_nearest_exact3d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact3d_op(a: _UpsampleNearestExact3d<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact3d::NAME;
+    let s = [a.scales_d, a.scales_h, a.scales_w];
+    resample(name, a.self_, &a.output_size, false, &s, NearestExact)
+}
+
+#[aten("aten::_upsample_nearest_exact3d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact3d_vec_op(a: _UpsampleNearestExact3dVec<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact3dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 3, a.input, size, false, s, NearestExact)
+}
+
+#[aten("aten::upsample_linear1d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_linear1d_op(a: UpsampleLinear1d<'_>) -> Result<Tensor> {
+    let name = UpsampleLinear1d::NAME;
+    let s = [a.scales];
+    resample(name, a.self_, &a.output_size, a.align_corners, &s, Linear)
+}
+
+#[aten("aten::upsample_linear1d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_linear1d_vec_op(a: UpsampleLinear1dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleLinear1dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 1, a.input, size, a.align_corners, s, Linear)
+}
+
+#[aten("aten::upsample_bilinear2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bilinear2d_op(a: UpsampleBilinear2d<'_>) -> Result<Tensor> {
+    let name = UpsampleBilinear2d::NAME;
+    let s = [a.scales_h, a.scales_w];
+    resample(name, a.self_, &a.output_size, a.align_corners, &s, Linear)
+}
+
+#[aten("aten::upsample_bilinear2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bilinear2d_vec_op(a: UpsampleBilinear2dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleBilinear2dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 2, a.input, size, a.align_corners, s, Linear)
+}
+
+#[aten("aten::upsample_trilinear3d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_trilinear3d_op(a: UpsampleTrilinear3d<'_>) -> Result<Tensor> {
+    let name = UpsampleTrilinear3d::NAME;
+    let s = [a.scales_d, a.scales_h, a.scales_w];
+    resample(name, a.self_, &a.output_size, a.align_corners, &s, Linear)
+}
+
+#[aten("aten::upsample_trilinear3d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_trilinear3d_vec_op(a: UpsampleTrilinear3dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleTrilinear3dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 3, a.input, size, a.align_corners, s, Linear)
+}
+
+#[aten("aten::upsample_bicubic2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bicubic2d_op(a: UpsampleBicubic2d<'_>) -> Result<Tensor> {
+    let name = UpsampleBicubic2d::NAME;
+    let s = [a.scales_h, a.scales_w];
+    resample(name, a.self_, &a.output_size, a.align_corners, &s, Cubic)
+}
+
+#[aten("aten::upsample_bicubic2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bicubic2d_vec_op(a: UpsampleBicubic2dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleBicubic2dVec::NAME;
+    let (size, s) = (a.output_size, a.scale_factors);
+    resample_vec(name, 2, a.input, size, a.align_corners, s, Cubic)
+}
+
+// The gradients of upsampling.
+
+#[aten("aten::upsample_nearest1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest1d_backward_op(a: UpsampleNearest1dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest1dBackward::NAME;
+    let s = [a.scales];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, false, &s, Nearest)
+}
+
+#[aten("aten::upsample_nearest2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest2d_backward_op(a: UpsampleNearest2dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest2dBackward::NAME;
+    let s = [a.scales_h, a.scales_w];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, false, &s, Nearest)
+}
+
+#[aten("aten::upsample_nearest3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest3d_backward_op(a: UpsampleNearest3dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleNearest3dBackward::NAME;
+    let s = [a.scales_d, a.scales_h, a.scales_w];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, false, &s, Nearest)
+}
+
+#[aten("aten::_upsample_nearest_exact1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact1d_backward_op(a: _UpsampleNearestExact1dBackward<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact1dBackward::NAME;
+    let s = [a.scales];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, false, &s, NearestExact)
+}
+
+#[aten("aten::_upsample_nearest_exact2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact2d_backward_op(a: _UpsampleNearestExact2dBackward<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact2dBackward::NAME;
+    let s = [a.scales_h, a.scales_w];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, false, &s, NearestExact)
+}
+
+#[aten("aten::_upsample_nearest_exact3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_nearest_exact3d_backward_op(a: _UpsampleNearestExact3dBackward<'_>) -> Result<Tensor> {
+    let name = _UpsampleNearestExact3dBackward::NAME;
+    let s = [a.scales_d, a.scales_h, a.scales_w];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, false, &s, NearestExact)
+}
+
+#[aten("aten::upsample_linear1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_linear1d_backward_op(a: UpsampleLinear1dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleLinear1dBackward::NAME;
+    let s = [a.scales];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, a.align_corners, &s, Linear)
+}
+
+#[aten("aten::upsample_bilinear2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bilinear2d_backward_op(a: UpsampleBilinear2dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleBilinear2dBackward::NAME;
+    let s = [a.scales_h, a.scales_w];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, a.align_corners, &s, Linear)
+}
+
+#[aten("aten::upsample_trilinear3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_trilinear3d_backward_op(a: UpsampleTrilinear3dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleTrilinear3dBackward::NAME;
+    let s = [a.scales_d, a.scales_h, a.scales_w];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, a.align_corners, &s, Linear)
+}
+
+#[aten("aten::upsample_bicubic2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn upsample_bicubic2d_backward_op(a: UpsampleBicubic2dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleBicubic2dBackward::NAME;
+    let s = [a.scales_h, a.scales_w];
+    let (out, inp) = (&a.output_size, &a.input_size);
+    resample_grad(name, a.grad_output, out, inp, a.align_corners, &s, Cubic)
+}
+
+/// Float32 only: half-precision grids fall back to the CPU (see `grid.rs`).
+#[aten("aten::grid_sampler_2d", dtypes = &[DType::F32], shard = WINDOWS)]
+fn grid_sampler_2d_op(a: GridSampler2d<'_>) -> Result<Tensor> {
+    let (mode, padding) = (a.interpolation_mode, a.padding_mode);
+    grid_sampler_2d(a.input, a.grid, mode, padding, a.align_corners)
 }

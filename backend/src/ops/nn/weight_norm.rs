@@ -8,8 +8,7 @@
 
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
-use crate::ops::Value;
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -75,42 +74,17 @@ pub fn weight_norm_interface_backward(
     Ok((grad_v, grad_g))
 }
 
-fn two((a, b): (Tensor, Tensor)) -> Result<Vec<Value>> {
-    Ok(vec![Value::Tensor(a), Value::Tensor(b)])
+/// Replicated: the norm spans every dim but one.
+const NORM: Sharding = Sharding::Replicate("the norm spans every dim but one");
+
+#[aten("aten::_weight_norm_interface", dtypes = DType::FLOATING, shard = NORM, kind = Decomposition)]
+fn weight_norm_interface_op(a: _WeightNormInterface<'_>) -> Result<(Tensor, Tensor)> {
+    weight_norm_interface(a.v, a.g, a.dim)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let f = DType::FLOATING;
-    let why = "the norm spans every dim but one";
-    vec![
-        OpDef::new(
-            "aten::_weight_norm_interface",
-            OpImpl::Decomposition,
-            f,
-            |_, a| {
-                two(weight_norm_interface(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.int_or(2, 0)?,
-                )?)
-            },
-        )
-        .shard(Sharding::Replicate(why)),
-        OpDef::new(
-            "aten::_weight_norm_interface_backward",
-            OpImpl::Decomposition,
-            f,
-            |_, a| {
-                two(weight_norm_interface_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.tensor(2)?,
-                    a.tensor(3)?,
-                    a.int(4)?,
-                )?)
-            },
-        )
-        .shard(Sharding::Replicate(why)),
-    ]
+#[aten("aten::_weight_norm_interface_backward", dtypes = DType::FLOATING, shard = NORM, kind = Decomposition)]
+fn weight_norm_interface_backward_op(
+    a: _WeightNormInterfaceBackward<'_>,
+) -> Result<(Tensor, Tensor)> {
+    weight_norm_interface_backward(a.grad_w, a.saved_v, a.saved_g, a.saved_norms, a.dim)
 }
