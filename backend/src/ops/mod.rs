@@ -89,22 +89,6 @@ pub(crate) fn t1(r: Result<crate::tensor::Tensor>) -> Result<Vec<Value>> {
     r.map(|t| vec![Value::Tensor(t)])
 }
 
-/// Two tensor results (`values, indices`; `mean, rstd`) in the calling convention's form.
-pub(crate) fn t2(r: Result<(crate::tensor::Tensor, crate::tensor::Tensor)>) -> Result<Vec<Value>> {
-    r.map(|(a, b)| vec![Value::Tensor(a), Value::Tensor(b)])
-}
-
-/// Three tensor results (`output, mean, rstd`) in the calling convention's form.
-pub(crate) fn t3(
-    r: Result<(
-        crate::tensor::Tensor,
-        crate::tensor::Tensor,
-        crate::tensor::Tensor,
-    )>,
-) -> Result<Vec<Value>> {
-    r.map(|(a, b, c)| vec![Value::Tensor(a), Value::Tensor(b), Value::Tensor(c)])
-}
-
 /// Runs a registered operator on arguments already bound to its schema.
 pub(crate) fn run(rt: &Runtime, def: &OpDef, args: &Args) -> Result<Vec<Value>> {
     match def.run {

@@ -40,7 +40,6 @@ mod upsample;
 pub(crate) mod weight_norm;
 mod window;
 
-use super::registry::OpDef;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::sharding::Sharding;
@@ -127,10 +126,4 @@ pub fn native_dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Resu
         vec![p.bin(BinOp::Mul, gm, s, F)]
     })?
     .remove(0))
-}
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
 }

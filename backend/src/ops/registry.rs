@@ -118,7 +118,6 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
             .chain(super::creation::defs())
             .chain(super::layout_ops::defs())
             .chain(super::data::defs())
-            .chain(super::nn::defs())
             .chain(super::shape::defs())
             .chain(super::pointwise::defs())
             .chain(super::like::defs())
