@@ -1,11 +1,9 @@
 //! Factories and copies: `zeros`, `ones`, `full`, `empty`, `arange`, `scalar_tensor`, `clone`,
 //! `_to_copy`, `copy_`, `fill_`.
 
-use super::Value;
+use super::aten;
 use super::checks::{Pending, check_float_ranges};
 use super::helpers::{OpScope, map_contiguous, map_into_layout, map_shape, write_into};
-use super::registry::{OpDef, OpImpl};
-use super::t1;
 use super::value::MemoryFormat;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
@@ -200,106 +198,84 @@ pub fn fill_(x: &Tensor, value: Scalar) -> Result<Tensor> {
     Ok(x.clone())
 }
 
-fn full_dtype(v: Scalar) -> DType {
-    v.dtype()
+/// The registered overloads.
+pub(super) fn defs() -> Vec<super::OpDef> {
+    // every overload is an #[aten] function
+    Vec::new()
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = &[
-        DType::F32,
-        DType::BF16,
-        DType::F16,
-        DType::I32,
-        DType::I64,
-        DType::Bool,
-    ];
-    let k = OpImpl::Kernel;
-    vec![
-        OpDef::new("aten::zeros", k, all, |rt, a| {
-            t1(zeros(
-                rt,
-                &shape_of(&a.ints(0)?)?,
-                a.opt_dtype(1)?.unwrap_or(DType::F32),
-            ))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::ones", k, all, |rt, a| {
-            t1(ones(
-                rt,
-                &shape_of(&a.ints(0)?)?,
-                a.opt_dtype(1)?.unwrap_or(DType::F32),
-            ))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::full", k, all, |rt, a| {
-            let v = a.scalar(1)?;
-            t1(full(
-                rt,
-                &shape_of(&a.ints(0)?)?,
-                v,
-                a.opt_dtype(2)?.unwrap_or(full_dtype(v)),
-            ))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::empty.memory_format", OpImpl::View, all, |rt, a| {
-            Ok(vec![Value::Tensor(empty(
-                rt,
-                &shape_of(&a.ints(0)?)?,
-                a.opt_dtype(1)?.unwrap_or(DType::F32),
-            )?)])
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::scalar_tensor", k, all, |rt, a| {
-            let v = a.scalar(0)?;
-            t1(scalar_tensor(rt, v, a.opt_dtype(1)?.unwrap_or(DType::F32)))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::arange", k, all, |rt, a| {
-            t1(arange(
-                rt,
-                Scalar::Int(0),
-                a.scalar(0)?,
-                Scalar::Int(1),
-                a.opt_dtype(1)?,
-            ))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::arange.start_step", k, all, |rt, a| {
-            t1(arange(
-                rt,
-                a.scalar(0)?,
-                a.scalar(1)?,
-                a.scalar(2)?,
-                a.opt_dtype(3)?,
-            ))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::clone", k, all, |_, a| t1(clone(a.tensor(0)?)))
-            .shard(Sharding::pointwise(Lin::All)),
-        OpDef::new("aten::_to_copy", k, all, |_, a| {
-            let format = match a.get(6) {
-                Some(Value::MemoryFormat(f)) => Some(*f),
-                _ => None,
-            };
-            t1(to_copy_as(a.tensor(0)?, a.opt_dtype(1)?, format))
-        })
-        .shard(Sharding::pointwise(Lin::All)),
-        OpDef::new("aten::copy_", k, all, |_, a| {
-            t1(copy_(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(Sharding::Pointwise {
-            lin: Lin::All,
-            inplace: true,
-        }),
-        OpDef::new("aten::fill_.Scalar", k, all, |_, a| {
-            t1(fill_(a.tensor(0)?, a.scalar(1)?))
-        })
-        .shard(Sharding::Pointwise {
-            lin: Lin::No,
-            inplace: true,
-        }),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+// The factories ignore `layout`, `device` and `pin_memory`.
+
+#[aten("aten::zeros", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn zeros_op(rt: &Runtime, a: Zeros<'_>) -> Result<Tensor> {
+    zeros(rt, &shape_of(&a.size)?, a.dtype.unwrap_or(DType::F32))
+}
+
+#[aten("aten::ones", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn ones_op(rt: &Runtime, a: Ones<'_>) -> Result<Tensor> {
+    ones(rt, &shape_of(&a.size)?, a.dtype.unwrap_or(DType::F32))
+}
+
+/// The dtype defaults to the fill value's.
+#[aten("aten::full", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn full_op(rt: &Runtime, a: Full<'_>) -> Result<Tensor> {
+    let v = a.fill_value;
+    full(rt, &shape_of(&a.size)?, v, a.dtype.unwrap_or(v.dtype()))
+}
+
+#[aten("aten::empty.memory_format", dtypes = DType::ALL_TPU, shard = Sharding::Creation, kind = View)]
+fn empty_memory_format_op(rt: &Runtime, a: EmptyMemoryFormat<'_>) -> Result<Tensor> {
+    empty(rt, &shape_of(&a.size)?, a.dtype.unwrap_or(DType::F32))
+}
+
+#[aten("aten::scalar_tensor", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn scalar_tensor_op(rt: &Runtime, a: ScalarTensor<'_>) -> Result<Tensor> {
+    scalar_tensor(rt, a.s, a.dtype.unwrap_or(DType::F32))
+}
+
+#[aten("aten::arange", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn arange_op(rt: &Runtime, a: Arange<'_>) -> Result<Tensor> {
+    arange(rt, Scalar::Int(0), a.end, Scalar::Int(1), a.dtype)
+}
+
+#[aten("aten::arange.start_step", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn arange_start_step_op(rt: &Runtime, a: ArangeStartStep<'_>) -> Result<Tensor> {
+    arange(rt, a.start, a.end, a.step, a.dtype)
+}
+
+#[aten("aten::clone", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
+fn clone_op(a: Clone<'_>) -> Result<Tensor> {
+    clone(a.self_)
+}
+
+#[aten("aten::_to_copy", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
+fn to_copy_op(a: ToCopy<'_>) -> Result<Tensor> {
+    to_copy_as(a.self_, a.dtype, a.memory_format)
+}
+
+#[aten(
+    "aten::copy_",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Pointwise {
+        lin: Lin::All,
+        inplace: true,
+    }
+)]
+fn copy_inplace_op(a: CopyInplace<'_>) -> Result<Tensor> {
+    copy_(a.self_, a.src)
+}
+
+#[aten(
+    "aten::fill_.Scalar",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Pointwise {
+        lin: Lin::No,
+        inplace: true,
+    }
+)]
+fn fill_inplace_scalar_op(a: FillInplaceScalar<'_>) -> Result<Tensor> {
+    fill_(a.self_, a.value)
 }
 
 /// `torch.empty`: storage whose contents are unspecified (no kernel runs).

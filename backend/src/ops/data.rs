@@ -10,9 +10,9 @@
 //! operator, at once in Debug mode, at the next synchronisation otherwise) instead of reading
 //! other memory.
 
-mod concat;
-mod index;
-mod regions;
+pub(crate) mod concat;
+pub(crate) mod index;
+pub(crate) mod regions;
 
 pub use concat::{cat, split, stack};
 pub use index::{embedding, gather, index_select};
@@ -23,18 +23,11 @@ use super::registry::OpDef;
 
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let mut d = concat::defs();
-    d.extend(index::defs());
-    d.extend(regions::defs());
-    d
+    // every overload is an #[aten] function
+    Vec::new()
 }
 
-/// Every dtype (data movement is defined for all of them).
-pub(crate) const ALL: &[crate::dtype::DType] = &[
-    crate::dtype::DType::F32,
-    crate::dtype::DType::BF16,
-    crate::dtype::DType::F16,
-    crate::dtype::DType::I32,
-    crate::dtype::DType::I64,
-    crate::dtype::DType::Bool,
-];
+/// Every dtype (data movement is defined for all of them): [`DType::ALL_TPU`].
+///
+/// [`DType::ALL_TPU`]: crate::dtype::DType::ALL_TPU
+pub(crate) const ALL: &[crate::dtype::DType] = crate::dtype::DType::ALL_TPU;

@@ -3,63 +3,83 @@
 //! dtype rule: integers to int64), `vdot` (for real dtypes, `dot`)
 //! and `nansum` (`sum` of `where(isnan(x), 0, x)`; integers have no NaN: `sum`).
 
-use super::pointwise::{ALL, NUM};
-use super::registry::{OpDef, OpImpl};
 use super::sharding::Sharding;
-use super::{Value, call};
-use crate::error::TpuError;
+use super::{Value, aten, call};
+use crate::dtype::DType;
+use crate::error::{Result, TpuError};
+use crate::runtime::Runtime;
 
 /// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let dec = OpImpl::Decomposition;
-    vec![
-        OpDef::new("aten::trace", dec, ALL, |rt, a| {
-            let x = a.tensor(0)?;
-            if x.shape().len() != 2 {
-                return Err(TpuError::BadArgs(format!(
-                    "trace: expected a matrix, but got tensor with dim {}",
-                    x.shape().len()
-                )));
-            }
-            let d = call(
-                rt,
-                "aten::diagonal",
-                vec![
-                    Value::Tensor(x.clone()),
-                    Value::Int(0),
-                    Value::Int(0),
-                    Value::Int(1),
-                ],
-            )?;
-            call(rt, "aten::sum", d)
-        })
-        .shard(Sharding::Replicate(
-            "a reduction of the diagonal: no sharding rule yet",
-        )),
-        OpDef::new("aten::vdot", dec, NUM, |rt, a| {
-            let (x, y) = (a.tensor(0)?, a.tensor(1)?);
-            call(
-                rt,
-                "aten::dot",
-                vec![Value::Tensor(x.clone()), Value::Tensor(y.clone())],
-            )
-        })
-        .shard(Sharding::Replicate("a dot product: no sharding rule yet")),
-        OpDef::new("aten::nansum", dec, ALL, |rt, a| {
-            let x = a.tensor(0)?;
-            let x = if x.dtype().is_float() {
-                let nan = call(rt, "aten::isnan", vec![Value::Tensor(x.clone())])?;
-                let mut args = nan;
-                args.extend([Value::Float(0.0), Value::Tensor(x.clone())]);
-                call(rt, "aten::where.ScalarSelf", args)?.remove(0)
-            } else {
-                Value::Tensor(x.clone())
-            };
-            let rest = (1..4).map(|i| a.get(i).cloned().unwrap_or(Value::None));
-            let mut args = vec![x];
-            args.extend(rest);
-            call(rt, "aten::sum.dim_IntList", args)
-        })
-        .shard(Sharding::Replicate("a masked sum: no sharding rule yet")),
-    ]
+pub(super) fn defs() -> Vec<super::OpDef> {
+    // every overload is an #[aten] function
+    Vec::new()
+}
+
+#[aten(
+    "aten::trace",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("a reduction of the diagonal: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn trace_op(rt: &Runtime, a: Trace<'_>) -> Result<Vec<Value>> {
+    let x = a.self_;
+    if x.shape().len() != 2 {
+        return Err(TpuError::BadArgs(format!(
+            "trace: expected a matrix, but got tensor with dim {}",
+            x.shape().len()
+        )));
+    }
+    let d = call(
+        rt,
+        "aten::diagonal",
+        vec![
+            Value::Tensor(x.clone()),
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(1),
+        ],
+    )?;
+    call(rt, "aten::sum", d)
+}
+
+#[aten(
+    "aten::vdot",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate("a dot product: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn vdot_op(rt: &Runtime, a: Vdot<'_>) -> Result<Vec<Value>> {
+    call(
+        rt,
+        "aten::dot",
+        vec![
+            Value::Tensor(a.self_.clone()),
+            Value::Tensor(a.other.clone()),
+        ],
+    )
+}
+
+#[aten(
+    "aten::nansum",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("a masked sum: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn nansum_op(rt: &Runtime, a: Nansum<'_>) -> Result<Vec<Value>> {
+    let x = a.self_;
+    let x = if x.dtype().is_float() {
+        let nan = call(rt, "aten::isnan", vec![Value::Tensor(x.clone())])?;
+        let mut args = nan;
+        args.extend([Value::Float(0.0), Value::Tensor(x.clone())]);
+        call(rt, "aten::where.ScalarSelf", args)?.remove(0)
+    } else {
+        Value::Tensor(x.clone())
+    };
+    let dim = a.dim.map_or(Value::None, Value::Ints);
+    let dtype = a.dtype.map_or(Value::None, Value::Dtype);
+    call(
+        rt,
+        "aten::sum.dim_IntList",
+        vec![x, dim, Value::Bool(a.keepdim), dtype],
+    )
 }

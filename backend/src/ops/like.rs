@@ -7,13 +7,10 @@
 //! `*_like` results are contiguous (PyTorch's `preserve_format` would keep a permuted input's
 //! strides; values and shapes are the same); their dtype defaults to the input's.
 
-use super::Value;
-use super::args::Args;
-use super::creation::{empty, full};
+use super::creation::{clone, empty, full};
 use super::helpers::{OpScope, map_shape};
-use super::pointwise::{ALL, t1};
-use super::registry::{OpDef, OpImpl};
 use super::sharding::{Lin, Sharding};
+use super::{Value, aten};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::layout::Layout;
@@ -140,123 +137,132 @@ fn alias(name: &str, x: &Tensor) -> Result<Vec<Value>> {
     Ok(vec![Value::Tensor(x.clone())])
 }
 
-fn like_dtype(a: &Args, i: usize) -> Result<Option<DType>> {
-    a.opt_dtype(i)
+/// The registered overloads.
+pub(super) fn defs() -> Vec<super::OpDef> {
+    // every overload is an #[aten] function
+    Vec::new()
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    let v = OpImpl::View;
-    let pw = Sharding::pointwise(Lin::No);
-    let same = Sharding::pointwise(Lin::All);
-    vec![
-        OpDef::new("aten::alias", v, ALL, |_, a| {
-            alias("aten::alias", a.tensor(0)?)
-        })
-        .shard(same),
-        OpDef::new("aten::detach", v, ALL, |_, a| {
-            alias("aten::detach", a.tensor(0)?)
-        })
-        .shard(same),
-        OpDef::new("aten::lift_fresh", v, ALL, |_, a| {
-            alias("aten::lift_fresh", a.tensor(0)?)
-        })
-        .shard(same),
-        OpDef::new("aten::lift", v, ALL, |_, a| {
-            alias("aten::lift", a.tensor(0)?)
-        })
-        .shard(same),
-        OpDef::new("aten::alias_copy", k, ALL, |_, a| {
-            t1(super::creation::clone(a.tensor(0)?))
-        })
-        .shard(same),
-        OpDef::new("aten::detach_copy", k, ALL, |_, a| {
-            t1(super::creation::clone(a.tensor(0)?))
-        })
-        .shard(same),
-        OpDef::new("aten::lift_fresh_copy", k, ALL, |_, a| {
-            t1(super::creation::clone(a.tensor(0)?))
-        })
-        .shard(same),
-        OpDef::new("aten::zeros_like", k, ALL, |_, a| {
-            t1(full_like(a.tensor(0)?, Scalar::Int(0), like_dtype(a, 1)?))
-        })
-        .shard(pw),
-        OpDef::new("aten::ones_like", k, ALL, |_, a| {
-            t1(full_like(a.tensor(0)?, Scalar::Int(1), like_dtype(a, 1)?))
-        })
-        .shard(pw),
-        OpDef::new("aten::full_like", k, ALL, |_, a| {
-            t1(full_like(a.tensor(0)?, a.scalar(1)?, like_dtype(a, 2)?))
-        })
-        .shard(pw),
-        OpDef::new("aten::empty_like", v, ALL, |_, a| {
-            Ok(vec![Value::Tensor(empty_like(
-                a.tensor(0)?,
-                like_dtype(a, 1)?,
-            )?)])
-        })
-        .shard(pw),
-        OpDef::new("aten::new_zeros", k, ALL, |rt, a| {
-            let x = a.tensor(0)?;
-            let d = like_dtype(a, 2)?.unwrap_or(x.dtype());
-            t1(full(rt, &shape_of(&a.ints(1)?)?, Scalar::Int(0), d))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::new_ones", k, ALL, |rt, a| {
-            let x = a.tensor(0)?;
-            let d = like_dtype(a, 2)?.unwrap_or(x.dtype());
-            t1(full(rt, &shape_of(&a.ints(1)?)?, Scalar::Int(1), d))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::new_full", k, ALL, |rt, a| {
-            let x = a.tensor(0)?;
-            let d = like_dtype(a, 3)?.unwrap_or(x.dtype());
-            t1(full(rt, &shape_of(&a.ints(1)?)?, a.scalar(2)?, d))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::new_empty", v, ALL, |rt, a| {
-            let x = a.tensor(0)?;
-            let d = like_dtype(a, 2)?.unwrap_or(x.dtype());
-            Ok(vec![Value::Tensor(empty(rt, &shape_of(&a.ints(1)?)?, d)?)])
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::new_empty_strided", v, ALL, |rt, a| {
-            let x = a.tensor(0)?;
-            let d = like_dtype(a, 3)?.unwrap_or(x.dtype());
-            t1(empty_strided(rt, &a.ints(1)?, &a.ints(2)?, d))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::empty_strided", v, ALL, |rt, a| {
-            let d = like_dtype(a, 2)?.unwrap_or(DType::F32);
-            t1(empty_strided(rt, &a.ints(0)?, &a.ints(1)?, d))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::empty_permuted", v, ALL, |rt, a| {
-            let d = like_dtype(a, 2)?.unwrap_or(DType::F32);
-            t1(empty_permuted(rt, &a.ints(0)?, &a.ints(1)?, d))
-        })
-        .shard(Sharding::Creation),
-        OpDef::new("aten::fill.Scalar", k, ALL, |_, a| {
-            let x = a.tensor(0)?;
-            t1(full_like(x, a.scalar(1)?, None))
-        })
-        .shard(pw),
-        OpDef::new("aten::fill.Tensor", k, ALL, |_, a| {
-            t1(fill_tensor(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(pw),
-        OpDef::new("aten::zero", k, ALL, |_, a| {
-            t1(full_like(a.tensor(0)?, Scalar::Int(0), None))
-        })
-        .shard(pw),
-        OpDef::new(
-            "aten::_local_scalar_dense",
-            OpImpl::Decomposition,
-            ALL,
-            |_, a| Ok(vec![local_scalar_dense(a.tensor(0)?)?]),
-        )
-        .shard(Sharding::Replicate("reads a value back to the host")),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+// The factories ignore `layout`, `device`, `pin_memory` and `memory_format`.
+
+#[aten("aten::alias", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All), kind = View)]
+fn alias_op(a: Alias<'_>) -> Result<Vec<Value>> {
+    alias(Alias::NAME, a.self_)
+}
+
+#[aten("aten::detach", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All), kind = View)]
+fn detach_op(a: Detach<'_>) -> Result<Vec<Value>> {
+    alias(Detach::NAME, a.self_)
+}
+
+#[aten("aten::lift_fresh", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All), kind = View)]
+fn lift_fresh_op(a: LiftFresh<'_>) -> Result<Vec<Value>> {
+    alias(LiftFresh::NAME, a.self_)
+}
+
+#[aten("aten::lift", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All), kind = View)]
+fn lift_op(a: Lift<'_>) -> Result<Vec<Value>> {
+    alias(Lift::NAME, a.self_)
+}
+
+#[aten("aten::alias_copy", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
+fn alias_copy_op(a: AliasCopy<'_>) -> Result<Tensor> {
+    clone(a.self_)
+}
+
+#[aten("aten::detach_copy", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
+fn detach_copy_op(a: DetachCopy<'_>) -> Result<Tensor> {
+    clone(a.self_)
+}
+
+#[aten("aten::lift_fresh_copy", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
+fn lift_fresh_copy_op(a: LiftFreshCopy<'_>) -> Result<Tensor> {
+    clone(a.self_)
+}
+
+#[aten("aten::zeros_like", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn zeros_like_op(a: ZerosLike<'_>) -> Result<Tensor> {
+    full_like(a.self_, Scalar::Int(0), a.dtype)
+}
+
+#[aten("aten::ones_like", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn ones_like_op(a: OnesLike<'_>) -> Result<Tensor> {
+    full_like(a.self_, Scalar::Int(1), a.dtype)
+}
+
+#[aten("aten::full_like", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn full_like_op(a: FullLike<'_>) -> Result<Tensor> {
+    full_like(a.self_, a.fill_value, a.dtype)
+}
+
+#[aten("aten::empty_like", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), kind = View)]
+fn empty_like_op(a: EmptyLike<'_>) -> Result<Tensor> {
+    empty_like(a.self_, a.dtype)
+}
+
+#[aten("aten::new_zeros", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn new_zeros_op(rt: &Runtime, a: NewZeros<'_>) -> Result<Tensor> {
+    let d = a.dtype.unwrap_or(a.self_.dtype());
+    full(rt, &shape_of(&a.size)?, Scalar::Int(0), d)
+}
+
+#[aten("aten::new_ones", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn new_ones_op(rt: &Runtime, a: NewOnes<'_>) -> Result<Tensor> {
+    let d = a.dtype.unwrap_or(a.self_.dtype());
+    full(rt, &shape_of(&a.size)?, Scalar::Int(1), d)
+}
+
+#[aten("aten::new_full", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn new_full_op(rt: &Runtime, a: NewFull<'_>) -> Result<Tensor> {
+    let d = a.dtype.unwrap_or(a.self_.dtype());
+    full(rt, &shape_of(&a.size)?, a.fill_value, d)
+}
+
+#[aten("aten::new_empty", dtypes = DType::ALL_TPU, shard = Sharding::Creation, kind = View)]
+fn new_empty_op(rt: &Runtime, a: NewEmpty<'_>) -> Result<Tensor> {
+    let d = a.dtype.unwrap_or(a.self_.dtype());
+    empty(rt, &shape_of(&a.size)?, d)
+}
+
+#[aten("aten::new_empty_strided", dtypes = DType::ALL_TPU, shard = Sharding::Creation, kind = View)]
+fn new_empty_strided_op(rt: &Runtime, a: NewEmptyStrided<'_>) -> Result<Tensor> {
+    let d = a.dtype.unwrap_or(a.self_.dtype());
+    empty_strided(rt, &a.size, &a.stride, d)
+}
+
+#[aten("aten::empty_strided", dtypes = DType::ALL_TPU, shard = Sharding::Creation, kind = View)]
+fn empty_strided_op(rt: &Runtime, a: EmptyStrided<'_>) -> Result<Tensor> {
+    empty_strided(rt, &a.size, &a.stride, a.dtype.unwrap_or(DType::F32))
+}
+
+#[aten("aten::empty_permuted", dtypes = DType::ALL_TPU, shard = Sharding::Creation, kind = View)]
+fn empty_permuted_op(rt: &Runtime, a: EmptyPermuted<'_>) -> Result<Tensor> {
+    let d = a.dtype.unwrap_or(DType::F32);
+    empty_permuted(rt, &a.size, &a.physical_layout, d)
+}
+
+#[aten("aten::fill.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn fill_scalar_op(a: FillScalar<'_>) -> Result<Tensor> {
+    full_like(a.self_, a.value, None)
+}
+
+#[aten("aten::fill.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn fill_tensor_op(a: FillTensor<'_>) -> Result<Tensor> {
+    fill_tensor(a.self_, a.value)
+}
+
+#[aten("aten::zero", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn zero_op(a: Zero<'_>) -> Result<Tensor> {
+    full_like(a.self_, Scalar::Int(0), None)
+}
+
+#[aten(
+    "aten::_local_scalar_dense",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("reads a value back to the host"),
+    kind = Decomposition
+)]
+fn local_scalar_dense_op(a: LocalScalarDense<'_>) -> Result<Value> {
+    local_scalar_dense(a.self_)
 }

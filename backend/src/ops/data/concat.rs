@@ -1,9 +1,7 @@
 //! `cat`, `stack` and `split`: joining tensors along a dim, and splitting one into views.
 
-use super::super::Value;
+use super::super::aten;
 use super::super::helpers::{OpScope, write_into};
-use super::super::registry::{OpDef, OpImpl};
-use super::ALL;
 use crate::dtype::{DType, promote_types};
 use crate::error::{Result, TpuError};
 use crate::layout::wrap_dim;
@@ -160,24 +158,19 @@ impl Tensor {
     }
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    vec![
-        OpDef::new("aten::cat", OpImpl::Kernel, ALL, |_, a| {
-            Ok(vec![Value::Tensor(cat(&a.tensors(0)?, a.int(1)?)?)])
-        })
-        .shard(Sharding::Special(Special::Cat)),
-        OpDef::new("aten::stack", OpImpl::Kernel, ALL, |_, a| {
-            Ok(vec![Value::Tensor(stack(&a.tensors(0)?, a.int(1)?)?)])
-        })
-        .shard(Sharding::Special(Special::Stack)),
-        OpDef::new("aten::split.Tensor", OpImpl::View, ALL, |_, a| {
-            Ok(vec![Value::Tensors(split(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.int(2)?,
-            )?)])
-        })
-        .shard(Sharding::Special(Special::Split)),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::cat", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Cat))]
+fn cat_op(a: Cat<'_>) -> Result<Tensor> {
+    cat(&a.tensors, a.dim)
+}
+
+#[aten("aten::stack", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Stack))]
+fn stack_op(a: Stack<'_>) -> Result<Tensor> {
+    stack(&a.tensors, a.dim)
+}
+
+#[aten("aten::split.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Split), kind = View)]
+fn split_tensor_op(a: SplitTensor<'_>) -> Result<Vec<Tensor>> {
+    split(a.self_, a.split_size, a.dim)
 }

@@ -13,11 +13,9 @@
 //! outside its own dimension by -1, which the gather then rejects, so an out-of-range index
 //! never reads a neighbouring row.
 
-use super::super::Value;
+use super::super::aten;
 use super::super::checks::check_range;
 use super::super::helpers::{OpScope, map_contiguous, map_shape};
-use super::super::registry::{OpDef, OpImpl};
-use super::ALL;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, GatherNode, NodeKind, PRef, ProgBuilder};
@@ -305,32 +303,20 @@ impl Tensor {
     }
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    vec![
-        OpDef::new("aten::index_select", OpImpl::Kernel, ALL, |_, a| {
-            Ok(vec![Value::Tensor(index_select(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-            )?)])
-        })
-        .shard(Sharding::Special(Special::IndexSelect)),
-        OpDef::new("aten::gather", OpImpl::Kernel, ALL, |_, a| {
-            Ok(vec![Value::Tensor(gather(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.tensor(2)?,
-            )?)])
-        })
-        .shard(Sharding::Special(Special::Gather)),
-        OpDef::new("aten::embedding", OpImpl::Kernel, ALL, |_, a| {
-            // Validate the backward-only arguments' kinds.
-            a.int(2)?;
-            a.bool(3)?;
-            a.bool(4)?;
-            Ok(vec![Value::Tensor(embedding(a.tensor(0)?, a.tensor(1)?)?)])
-        })
-        .shard(Sharding::Special(Special::Embedding)),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::index_select", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::IndexSelect))]
+fn index_select_op(a: IndexSelect<'_>) -> Result<Tensor> {
+    index_select(a.self_, a.dim, a.index)
+}
+
+#[aten("aten::gather", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Gather))]
+fn gather_op(a: Gather<'_>) -> Result<Tensor> {
+    gather(a.self_, a.dim, a.index)
+}
+
+/// `padding_idx`, `scale_grad_by_freq` and `sparse` only matter to the backward.
+#[aten("aten::embedding", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Embedding))]
+fn embedding_op(a: Embedding<'_>) -> Result<Tensor> {
+    embedding(a.weight, a.indices)
 }

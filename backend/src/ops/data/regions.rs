@@ -1,10 +1,8 @@
 //! Region operators: `masked_fill`, `tril`/`triu`, `constant_pad_nd` and `flip`, as tile
 //! kernels over the output.
 
-use super::super::Value;
+use super::super::aten;
 use super::super::helpers::{OpScope, dims_of, map, map_contiguous, write_into};
-use super::super::registry::{OpDef, OpImpl};
-use super::ALL;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind};
@@ -199,45 +197,34 @@ impl Tensor {
     }
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    vec![
-        OpDef::new("aten::masked_fill.Scalar", k, ALL, |_, a| {
-            Ok(vec![Value::Tensor(masked_fill(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.scalar(2)?,
-            )?)])
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::masked_fill.Tensor", k, ALL, |_, a| {
-            Ok(vec![Value::Tensor(masked_fill_tensor(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-            )?)])
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::tril", k, ALL, |_, a| {
-            Ok(vec![Value::Tensor(tril(a.tensor(0)?, a.int(1)?)?)])
-        })
-        .shard(Sharding::Special(Special::Tril)),
-        OpDef::new("aten::triu", k, ALL, |_, a| {
-            Ok(vec![Value::Tensor(triu(a.tensor(0)?, a.int(1)?)?)])
-        })
-        .shard(Sharding::Special(Special::Tril)),
-        OpDef::new("aten::constant_pad_nd", k, ALL, |_, a| {
-            Ok(vec![Value::Tensor(constant_pad_nd(
-                a.tensor(0)?,
-                &a.ints(1)?,
-                a.scalar(2)?,
-            )?)])
-        })
-        .shard(Sharding::Special(Special::Pad)),
-        OpDef::new("aten::flip", k, ALL, |_, a| {
-            Ok(vec![Value::Tensor(flip(a.tensor(0)?, &a.ints(1)?)?)])
-        })
-        .shard(Sharding::Special(Special::Flip)),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten("aten::masked_fill.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn masked_fill_scalar_op(a: MaskedFillScalar<'_>) -> Result<Tensor> {
+    masked_fill(a.self_, a.mask, a.value)
+}
+
+#[aten("aten::masked_fill.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn masked_fill_tensor_op(a: MaskedFillTensor<'_>) -> Result<Tensor> {
+    masked_fill_tensor(a.self_, a.mask, a.value)
+}
+
+#[aten("aten::tril", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Tril))]
+fn tril_op(a: Tril<'_>) -> Result<Tensor> {
+    tril(a.self_, a.diagonal)
+}
+
+#[aten("aten::triu", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Tril))]
+fn triu_op(a: Triu<'_>) -> Result<Tensor> {
+    triu(a.self_, a.diagonal)
+}
+
+#[aten("aten::constant_pad_nd", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Pad))]
+fn constant_pad_nd_op(a: ConstantPadNd<'_>) -> Result<Tensor> {
+    constant_pad_nd(a.self_, &a.pad, a.value)
+}
+
+#[aten("aten::flip", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Flip))]
+fn flip_op(a: Flip<'_>) -> Result<Tensor> {
+    flip(a.self_, &a.dims)
 }

@@ -1,268 +1,226 @@
-//! The random operators' registry entries (argument positions are PyTorch's schemas').
+//! The random operators' registrations: one `#[aten]` function per overload (the struct comes
+//! from PyTorch's schema). A trailing `_` of an in-place overload is spelled `inplace` in the
+//! function's and the struct's names (`uniform_` → `uniform_inplace_op`, `UniformInplace`).
 
-use super::super::Value;
-use super::super::args::Args;
-use super::super::registry::{OpDef, OpImpl};
-use super::super::sharding::Sharding;
+use super::super::aten;
+use super::super::sharding::{Lin, Sharding};
 use super::*;
 
 const NOTE: &str = "random values depend on the global element index and the stream";
 
-fn dtype_or(a: &Args, i: usize, d: DType) -> Result<DType> {
-    Ok(a.opt_dtype(i)?.unwrap_or(d))
+// Distributions.
+
+#[aten("aten::uniform", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn uniform_op(a: Uniform<'_>) -> Result<Tensor> {
+    let x = Dest::Like(a.self_);
+    uniform(Uniform::NAME, x, a.from, a.to, generator(a.generator))
 }
 
-fn size(a: &Args, i: usize) -> Result<Vec<usize>> {
-    shape_of(&a.ints(i)?)
+#[aten("aten::uniform_", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn uniform_inplace_op(a: UniformInplace<'_>) -> Result<Tensor> {
+    let x = Dest::Into(a.self_);
+    uniform(
+        UniformInplace::NAME,
+        x,
+        a.from,
+        a.to,
+        generator(a.generator),
+    )
 }
 
-fn kernel(name: &'static str, dtypes: &'static [DType], run: super::super::RunFn) -> OpDef {
-    OpDef::new(name, OpImpl::Kernel, dtypes, run).shard(Sharding::Replicate(NOTE))
+#[aten("aten::normal_functional", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn normal_functional_op(rt: &Runtime, a: NormalFunctional<'_>) -> Result<Tensor> {
+    let x = a.self_;
+    let (m, s, g) = (Ok(a.mean), Ok(a.std), generator(a.generator));
+    normal(
+        NormalFunctional::NAME,
+        rt,
+        x.shape(),
+        x.dtype(),
+        m,
+        s,
+        None,
+        g,
+    )
 }
 
-fn distributions() -> Vec<OpDef> {
-    vec![
-        kernel("aten::uniform", FLOAT, |_, a| {
-            let x = Dest::Like(a.tensor(0)?);
-            t1(uniform(
-                "aten::uniform",
-                x,
-                a.float(1)?,
-                a.float(2)?,
-                generator(a, 3),
-            ))
-        }),
-        kernel("aten::uniform_", FLOAT, |_, a| {
-            let x = Dest::Into(a.tensor(0)?);
-            t1(uniform(
-                "aten::uniform_",
-                x,
-                a.float(1)?,
-                a.float(2)?,
-                generator(a, 3),
-            ))
-        }),
-        kernel("aten::normal_functional", FLOAT, |rt, a| {
-            let x = a.tensor(0)?;
-            let (m, s) = (Ok(a.float(1)?), Ok(a.float(2)?));
-            let g = generator(a, 3);
-            t1(normal(
-                "aten::normal_functional",
-                rt,
-                x.shape(),
-                x.dtype(),
-                m,
-                s,
-                None,
-                g,
-            ))
-        }),
-        kernel("aten::normal_", FLOAT, |rt, a| {
-            let x = a.tensor(0)?;
-            let (m, s) = (Ok(a.float(1)?), Ok(a.float(2)?));
-            let g = generator(a, 3);
-            t1(normal(
-                "aten::normal_",
-                rt,
-                x.shape(),
-                x.dtype(),
-                m,
-                s,
-                Some(x),
-                g,
-            ))
-        }),
-        kernel("aten::normal.Tensor_float", FLOAT, |rt, a| {
-            let m = a.tensor(0)?;
-            let s = Ok(a.float(1)?);
-            let name = "aten::normal.Tensor_float";
-            t1(normal(
-                name,
-                rt,
-                m.shape(),
-                m.dtype(),
-                Err(m),
-                s,
-                None,
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::normal.float_Tensor", FLOAT, |rt, a| {
-            let s = a.tensor(1)?;
-            let m = Ok(a.float(0)?);
-            let name = "aten::normal.float_Tensor";
-            t1(normal(
-                name,
-                rt,
-                s.shape(),
-                s.dtype(),
-                m,
-                Err(s),
-                None,
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::normal.Tensor_Tensor", FLOAT, |rt, a| {
-            let (m, s) = (a.tensor(0)?, a.tensor(1)?);
-            let shape = broadcast_shapes(m.shape(), s.shape())?;
-            let name = "aten::normal.Tensor_Tensor";
-            t1(normal(
-                name,
-                rt,
-                &shape,
-                m.dtype(),
-                Err(m),
-                Err(s),
-                None,
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::normal.float_float", FLOAT, |rt, a| {
-            let (m, s) = (Ok(a.float(0)?), Ok(a.float(1)?));
-            let d = dtype_or(a, 4, DType::F32)?;
-            let name = "aten::normal.float_float";
-            t1(normal(
-                name,
-                rt,
-                &size(a, 2)?,
-                d,
-                m,
-                s,
-                None,
-                generator(a, 3),
-            ))
-        }),
-        kernel("aten::bernoulli", FLOAT, |_, a| {
-            let x = a.tensor(0)?;
-            t1(bernoulli(
-                "aten::bernoulli",
-                Dest::Like(x),
-                Err(x),
-                generator(a, 1),
-            ))
-        }),
-        kernel("aten::bernoulli.p", ALL, |_, a| {
-            let x = Dest::Like(a.tensor(0)?);
-            t1(bernoulli(
-                "aten::bernoulli.p",
-                x,
-                Ok(a.float(1)?),
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::bernoulli.Tensor", ALL, |_, a| {
-            let x = Dest::Like(a.tensor(0)?);
-            let p = Err(a.tensor(1)?);
-            t1(bernoulli("aten::bernoulli.Tensor", x, p, generator(a, 2)))
-        }),
-        kernel("aten::bernoulli_.float", ALL, |_, a| {
-            let x = Dest::Into(a.tensor(0)?);
-            t1(bernoulli(
-                "aten::bernoulli_.float",
-                x,
-                Ok(a.float(1)?),
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::bernoulli_.Tensor", ALL, |_, a| {
-            let x = Dest::Into(a.tensor(0)?);
-            let p = Err(a.tensor(1)?);
-            t1(bernoulli("aten::bernoulli_.Tensor", x, p, generator(a, 2)))
-        }),
-    ]
+#[aten("aten::normal_", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn normal_inplace_op(rt: &Runtime, a: NormalInplace<'_>) -> Result<Tensor> {
+    let x = a.self_;
+    let (m, s, g) = (Ok(a.mean), Ok(a.std), generator(a.generator));
+    normal(
+        NormalInplace::NAME,
+        rt,
+        x.shape(),
+        x.dtype(),
+        m,
+        s,
+        Some(x),
+        g,
+    )
 }
 
-fn transforms() -> Vec<OpDef> {
-    vec![
-        kernel("aten::exponential", FLOAT, |_, a| {
-            t1(exponential(
-                Dest::Like(a.tensor(0)?),
-                a.float(1)?,
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::exponential_", FLOAT, |_, a| {
-            t1(exponential(
-                Dest::Into(a.tensor(0)?),
-                a.float(1)?,
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::geometric", FLOAT, |_, a| {
-            t1(geometric(
-                Dest::Like(a.tensor(0)?),
-                a.float(1)?,
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::geometric_", FLOAT, |_, a| {
-            t1(geometric(
-                Dest::Into(a.tensor(0)?),
-                a.float(1)?,
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::log_normal", FLOAT, |_, a| {
-            let x = Dest::Like(a.tensor(0)?);
-            t1(log_normal(x, a.float(1)?, a.float(2)?, generator(a, 3)))
-        }),
-        kernel("aten::log_normal_", FLOAT, |_, a| {
-            let x = Dest::Into(a.tensor(0)?);
-            t1(log_normal(x, a.float(1)?, a.float(2)?, generator(a, 3)))
-        }),
-        kernel("aten::cauchy", FLOAT, |_, a| {
-            let x = Dest::Like(a.tensor(0)?);
-            t1(cauchy(x, a.float(1)?, a.float(2)?, generator(a, 3)))
-        }),
-        kernel("aten::cauchy_", FLOAT, |_, a| {
-            let x = Dest::Into(a.tensor(0)?);
-            t1(cauchy(x, a.float(1)?, a.float(2)?, generator(a, 3)))
-        }),
-    ]
+#[aten("aten::normal.Tensor_float", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn normal_tensor_float_op(rt: &Runtime, a: NormalTensorFloat<'_>) -> Result<Tensor> {
+    let (m, g) = (a.mean, generator(a.generator));
+    let name = NormalTensorFloat::NAME;
+    normal(name, rt, m.shape(), m.dtype(), Err(m), Ok(a.std), None, g)
 }
 
-fn integers() -> Vec<OpDef> {
-    vec![
-        kernel("aten::random", ALL, |_, a| {
-            let x = Dest::Like(a.tensor(0)?);
-            t1(random_from("aten::random", x, 0, None, generator(a, 1)))
-        }),
-        kernel("aten::random_", ALL, |_, a| {
-            let x = Dest::Into(a.tensor(0)?);
-            t1(random_from("aten::random_", x, 0, None, generator(a, 1)))
-        }),
-        kernel("aten::random.from", ALL, |_, a| {
-            let x = Dest::Like(a.tensor(0)?);
-            let (f, t) = (a.int(1)?, a.opt_int(2)?);
-            t1(random_from("aten::random.from", x, f, t, generator(a, 3)))
-        }),
-        kernel("aten::random_.from", ALL, |_, a| {
-            let x = Dest::Into(a.tensor(0)?);
-            let (f, t) = (a.int(1)?, a.opt_int(2)?);
-            t1(random_from("aten::random_.from", x, f, t, generator(a, 3)))
-        }),
-        kernel("aten::random.to", ALL, |_, a| {
-            let x = Dest::Like(a.tensor(0)?);
-            t1(random_range(
-                "aten::random.to",
-                x,
-                0,
-                a.int(1)?,
-                generator(a, 2),
-            ))
-        }),
-        kernel("aten::random_.to", ALL, |_, a| {
-            let x = Dest::Into(a.tensor(0)?);
-            t1(random_range(
-                "aten::random_.to",
-                x,
-                0,
-                a.int(1)?,
-                generator(a, 2),
-            ))
-        }),
-    ]
+#[aten("aten::normal.float_Tensor", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn normal_float_tensor_op(rt: &Runtime, a: NormalFloatTensor<'_>) -> Result<Tensor> {
+    let (s, g) = (a.std, generator(a.generator));
+    let name = NormalFloatTensor::NAME;
+    normal(name, rt, s.shape(), s.dtype(), Ok(a.mean), Err(s), None, g)
 }
+
+#[aten("aten::normal.Tensor_Tensor", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn normal_tensor_tensor_op(rt: &Runtime, a: NormalTensorTensor<'_>) -> Result<Tensor> {
+    let (m, s, g) = (a.mean, a.std, generator(a.generator));
+    let shape = broadcast_shapes(m.shape(), s.shape())?;
+    let name = NormalTensorTensor::NAME;
+    normal(name, rt, &shape, m.dtype(), Err(m), Err(s), None, g)
+}
+
+#[aten("aten::normal.float_float", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn normal_float_float_op(rt: &Runtime, a: NormalFloatFloat<'_>) -> Result<Tensor> {
+    let (m, s, g) = (Ok(a.mean), Ok(a.std), generator(a.generator));
+    let d = a.dtype.unwrap_or(DType::F32);
+    let name = NormalFloatFloat::NAME;
+    normal(name, rt, &shape_of(&a.size)?, d, m, s, None, g)
+}
+
+#[aten("aten::bernoulli", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn bernoulli_op(a: Bernoulli<'_>) -> Result<Tensor> {
+    let x = a.self_;
+    bernoulli(
+        Bernoulli::NAME,
+        Dest::Like(x),
+        Err(x),
+        generator(a.generator),
+    )
+}
+
+#[aten("aten::bernoulli.p", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn bernoulli_p_op(a: BernoulliP<'_>) -> Result<Tensor> {
+    let x = Dest::Like(a.self_);
+    bernoulli(BernoulliP::NAME, x, Ok(a.p), generator(a.generator))
+}
+
+#[aten("aten::bernoulli.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn bernoulli_tensor_op(a: BernoulliTensor<'_>) -> Result<Tensor> {
+    let x = Dest::Like(a.self_);
+    bernoulli(BernoulliTensor::NAME, x, Err(a.p), generator(a.generator))
+}
+
+#[aten("aten::bernoulli_.float", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn bernoulli_inplace_float_op(a: BernoulliInplaceFloat<'_>) -> Result<Tensor> {
+    let x = Dest::Into(a.self_);
+    bernoulli(
+        BernoulliInplaceFloat::NAME,
+        x,
+        Ok(a.p),
+        generator(a.generator),
+    )
+}
+
+#[aten("aten::bernoulli_.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn bernoulli_inplace_tensor_op(a: BernoulliInplaceTensor<'_>) -> Result<Tensor> {
+    let x = Dest::Into(a.self_);
+    bernoulli(
+        BernoulliInplaceTensor::NAME,
+        x,
+        Err(a.p),
+        generator(a.generator),
+    )
+}
+
+// Transforms of a uniform or normal value.
+
+#[aten("aten::exponential", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn exponential_op(a: Exponential<'_>) -> Result<Tensor> {
+    exponential(Dest::Like(a.self_), a.lambd, generator(a.generator))
+}
+
+#[aten("aten::exponential_", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn exponential_inplace_op(a: ExponentialInplace<'_>) -> Result<Tensor> {
+    exponential(Dest::Into(a.self_), a.lambd, generator(a.generator))
+}
+
+#[aten("aten::geometric", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn geometric_op(a: Geometric<'_>) -> Result<Tensor> {
+    geometric(Dest::Like(a.self_), a.p, generator(a.generator))
+}
+
+#[aten("aten::geometric_", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn geometric_inplace_op(a: GeometricInplace<'_>) -> Result<Tensor> {
+    geometric(Dest::Into(a.self_), a.p, generator(a.generator))
+}
+
+#[aten("aten::log_normal", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn log_normal_op(a: LogNormal<'_>) -> Result<Tensor> {
+    let x = Dest::Like(a.self_);
+    log_normal(x, a.mean, a.std, generator(a.generator))
+}
+
+#[aten("aten::log_normal_", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn log_normal_inplace_op(a: LogNormalInplace<'_>) -> Result<Tensor> {
+    let x = Dest::Into(a.self_);
+    log_normal(x, a.mean, a.std, generator(a.generator))
+}
+
+#[aten("aten::cauchy", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn cauchy_op(a: Cauchy<'_>) -> Result<Tensor> {
+    let x = Dest::Like(a.self_);
+    cauchy(x, a.median, a.sigma, generator(a.generator))
+}
+
+#[aten("aten::cauchy_", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn cauchy_inplace_op(a: CauchyInplace<'_>) -> Result<Tensor> {
+    let x = Dest::Into(a.self_);
+    cauchy(x, a.median, a.sigma, generator(a.generator))
+}
+
+// Integers.
+
+#[aten("aten::random", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn random_op(a: Random<'_>) -> Result<Tensor> {
+    let x = Dest::Like(a.self_);
+    random_from(Random::NAME, x, 0, None, generator(a.generator))
+}
+
+#[aten("aten::random_", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn random_inplace_op(a: RandomInplace<'_>) -> Result<Tensor> {
+    let x = Dest::Into(a.self_);
+    random_from(RandomInplace::NAME, x, 0, None, generator(a.generator))
+}
+
+#[aten("aten::random.from", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn random_from_op(a: RandomFrom<'_>) -> Result<Tensor> {
+    let x = Dest::Like(a.self_);
+    random_from(RandomFrom::NAME, x, a.from, a.to, generator(a.generator))
+}
+
+#[aten("aten::random_.from", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn random_inplace_from_op(a: RandomInplaceFrom<'_>) -> Result<Tensor> {
+    let x = Dest::Into(a.self_);
+    let g = generator(a.generator);
+    random_from(RandomInplaceFrom::NAME, x, a.from, a.to, g)
+}
+
+#[aten("aten::random.to", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn random_to_op(a: RandomTo<'_>) -> Result<Tensor> {
+    let x = Dest::Like(a.self_);
+    random_range(RandomTo::NAME, x, 0, a.to, generator(a.generator))
+}
+
+#[aten("aten::random_.to", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn random_inplace_to_op(a: RandomInplaceTo<'_>) -> Result<Tensor> {
+    let x = Dest::Into(a.self_);
+    random_range(RandomInplaceTo::NAME, x, 0, a.to, generator(a.generator))
+}
+
+// Factories.
 
 /// A fresh tensor of `size` and `dtype` filled by `f`.
 fn fresh(
@@ -270,144 +228,132 @@ fn fresh(
     size: &[usize],
     dtype: DType,
     f: impl FnOnce(Dest) -> Result<Tensor>,
-) -> Result<Vec<Value>> {
+) -> Result<Tensor> {
     let x = empty(rt, size, dtype)?;
-    t1(f(Dest::Into(&x)))
+    f(Dest::Into(&x))
 }
 
-fn factories() -> Vec<OpDef> {
-    vec![
-        kernel("aten::rand", FLOAT, |rt, a| {
-            fresh(rt, &size(a, 0)?, dtype_or(a, 1, DType::F32)?, |x| {
-                uniform("aten::rand", x, 0.0, 1.0, None)
-            })
-        }),
-        kernel("aten::rand.generator", FLOAT, |rt, a| {
-            let g = generator(a, 1);
-            fresh(rt, &size(a, 0)?, dtype_or(a, 2, DType::F32)?, |x| {
-                uniform("aten::rand.generator", x, 0.0, 1.0, g)
-            })
-        }),
-        kernel("aten::randn", FLOAT, |rt, a| {
-            let d = dtype_or(a, 1, DType::F32)?;
-            t1(normal(
-                "aten::randn",
-                rt,
-                &size(a, 0)?,
-                d,
-                Ok(0.0),
-                Ok(1.0),
-                None,
-                None,
-            ))
-        }),
-        kernel("aten::randn.generator", FLOAT, |rt, a| {
-            let d = dtype_or(a, 2, DType::F32)?;
-            let (s, g) = (size(a, 0)?, generator(a, 1));
-            t1(normal(
-                "aten::randn.generator",
-                rt,
-                &s,
-                d,
-                Ok(0.0),
-                Ok(1.0),
-                None,
-                g,
-            ))
-        }),
-        kernel("aten::randint", ALL, |rt, a| {
-            let high = a.int(0)?;
-            fresh(rt, &size(a, 1)?, dtype_or(a, 2, DType::I64)?, |x| {
-                random_range("aten::randint", x, 0, high, None)
-            })
-        }),
-        kernel("aten::randint.generator", ALL, |rt, a| {
-            let (high, g) = (a.int(0)?, generator(a, 2));
-            fresh(rt, &size(a, 1)?, dtype_or(a, 3, DType::I64)?, |x| {
-                random_range("aten::randint.generator", x, 0, high, g)
-            })
-        }),
-        kernel("aten::randint.low", ALL, |rt, a| {
-            let (low, high) = (a.int(0)?, a.int(1)?);
-            fresh(rt, &size(a, 2)?, dtype_or(a, 3, DType::I64)?, |x| {
-                random_range("aten::randint.low", x, low, high, None)
-            })
-        }),
-        kernel("aten::randint.low_generator", ALL, |rt, a| {
-            let (low, high, g) = (a.int(0)?, a.int(1)?, generator(a, 3));
-            fresh(rt, &size(a, 2)?, dtype_or(a, 4, DType::I64)?, |x| {
-                random_range("aten::randint.low_generator", x, low, high, g)
-            })
-        }),
-        kernel("aten::rand_like", FLOAT, |rt, a| {
-            let x = a.tensor(0)?;
-            fresh(rt, x.shape(), dtype_or(a, 1, x.dtype())?, |x| {
-                uniform("aten::rand_like", x, 0.0, 1.0, None)
-            })
-        }),
-        kernel("aten::randn_like", FLOAT, |rt, a| {
-            let x = a.tensor(0)?;
-            let d = dtype_or(a, 1, x.dtype())?;
-            t1(normal(
-                "aten::randn_like",
-                rt,
-                x.shape(),
-                d,
-                Ok(0.0),
-                Ok(1.0),
-                None,
-                None,
-            ))
-        }),
-        kernel("aten::randint_like", ALL, |rt, a| {
-            let (x, high) = (a.tensor(0)?, a.int(1)?);
-            fresh(rt, x.shape(), dtype_or(a, 2, x.dtype())?, |x| {
-                random_range("aten::randint_like", x, 0, high, None)
-            })
-        }),
-        kernel("aten::randint_like.low_dtype", ALL, |rt, a| {
-            let (x, low, high) = (a.tensor(0)?, a.int(1)?, a.int(2)?);
-            fresh(rt, x.shape(), dtype_or(a, 3, x.dtype())?, |x| {
-                random_range("aten::randint_like.low_dtype", x, low, high, None)
-            })
-        }),
-    ]
+#[aten("aten::rand", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn rand_op(rt: &Runtime, a: Rand<'_>) -> Result<Tensor> {
+    let d = a.dtype.unwrap_or(DType::F32);
+    fresh(rt, &shape_of(&a.size)?, d, |x| {
+        uniform(Rand::NAME, x, 0.0, 1.0, None)
+    })
 }
 
-fn dropout() -> Vec<OpDef> {
-    vec![
-        kernel("aten::native_dropout", FLOAT, |_, a| {
-            let train = !matches!(a.get(2), Some(Value::Bool(false)));
-            let (o, m) = native_dropout(a.tensor(0)?, a.float(1)?, train)?;
-            Ok(vec![Value::Tensor(o), Value::Tensor(m)])
-        }),
-        OpDef::new(
-            "aten::native_dropout_backward",
-            OpImpl::Kernel,
-            ALL,
-            |_, a| {
-                t1(native_dropout_backward(
-                    a.tensor(0)?,
-                    a.tensor(1)?,
-                    a.float(2)?,
-                ))
-            },
-        )
-        .shard(Sharding::pointwise(super::super::sharding::Lin::No)),
-        OpDef::new("aten::dropout", OpImpl::Decomposition, FLOAT, |_, a| {
-            let (o, _) = native_dropout(a.tensor(0)?, a.float(1)?, a.bool(2)?)?;
-            Ok(vec![Value::Tensor(o)])
-        })
-        .shard(Sharding::Replicate(NOTE)),
-    ]
+#[aten("aten::rand.generator", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn rand_generator_op(rt: &Runtime, a: RandGenerator<'_>) -> Result<Tensor> {
+    let (d, g) = (a.dtype.unwrap_or(DType::F32), generator(a.generator));
+    fresh(rt, &shape_of(&a.size)?, d, |x| {
+        uniform(RandGenerator::NAME, x, 0.0, 1.0, g)
+    })
 }
 
-/// The registered overloads.
-pub(in crate::ops) fn defs() -> Vec<OpDef> {
-    let mut v = distributions();
-    v.extend(transforms());
-    v.extend(integers());
-    v.extend(factories());
-    v.extend(dropout());
-    v
+#[aten("aten::randn", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn randn_op(rt: &Runtime, a: Randn<'_>) -> Result<Tensor> {
+    let (d, s) = (a.dtype.unwrap_or(DType::F32), shape_of(&a.size)?);
+    normal(Randn::NAME, rt, &s, d, Ok(0.0), Ok(1.0), None, None)
+}
+
+#[aten("aten::randn.generator", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn randn_generator_op(rt: &Runtime, a: RandnGenerator<'_>) -> Result<Tensor> {
+    let (d, s) = (a.dtype.unwrap_or(DType::F32), shape_of(&a.size)?);
+    let (name, g) = (RandnGenerator::NAME, generator(a.generator));
+    normal(name, rt, &s, d, Ok(0.0), Ok(1.0), None, g)
+}
+
+/// Integers in `[low, high)` in a fresh tensor of `size` (`dtype` defaults to int64).
+fn randint_fresh(
+    rt: &Runtime,
+    name: &str,
+    (low, high): (i64, i64),
+    size: &[i64],
+    dtype: Option<DType>,
+    g: Option<u64>,
+) -> Result<Tensor> {
+    fresh(rt, &shape_of(size)?, dtype.unwrap_or(DType::I64), |x| {
+        random_range(name, x, low, high, g)
+    })
+}
+
+#[aten("aten::randint", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn randint_op(rt: &Runtime, a: Randint<'_>) -> Result<Tensor> {
+    randint_fresh(rt, Randint::NAME, (0, a.high), &a.size, a.dtype, None)
+}
+
+#[aten("aten::randint.generator", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn randint_generator_op(rt: &Runtime, a: RandintGenerator<'_>) -> Result<Tensor> {
+    let (name, g) = (RandintGenerator::NAME, generator(a.generator));
+    randint_fresh(rt, name, (0, a.high), &a.size, a.dtype, g)
+}
+
+#[aten("aten::randint.low", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn randint_low_op(rt: &Runtime, a: RandintLow<'_>) -> Result<Tensor> {
+    let name = RandintLow::NAME;
+    randint_fresh(rt, name, (a.low, a.high), &a.size, a.dtype, None)
+}
+
+#[aten("aten::randint.low_generator", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn randint_low_generator_op(rt: &Runtime, a: RandintLowGenerator<'_>) -> Result<Tensor> {
+    let (name, g) = (RandintLowGenerator::NAME, generator(a.generator));
+    randint_fresh(rt, name, (a.low, a.high), &a.size, a.dtype, g)
+}
+
+#[aten("aten::rand_like", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn rand_like_op(rt: &Runtime, a: RandLike<'_>) -> Result<Tensor> {
+    let x = a.self_;
+    fresh(rt, x.shape(), a.dtype.unwrap_or(x.dtype()), |x| {
+        uniform(RandLike::NAME, x, 0.0, 1.0, None)
+    })
+}
+
+#[aten("aten::randn_like", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn randn_like_op(rt: &Runtime, a: RandnLike<'_>) -> Result<Tensor> {
+    let x = a.self_;
+    let d = a.dtype.unwrap_or(x.dtype());
+    let name = RandnLike::NAME;
+    normal(name, rt, x.shape(), d, Ok(0.0), Ok(1.0), None, None)
+}
+
+#[aten("aten::randint_like", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn randint_like_op(rt: &Runtime, a: RandintLike<'_>) -> Result<Tensor> {
+    let (x, high) = (a.self_, a.high);
+    fresh(rt, x.shape(), a.dtype.unwrap_or(x.dtype()), |x| {
+        random_range(RandintLike::NAME, x, 0, high, None)
+    })
+}
+
+#[aten("aten::randint_like.low_dtype", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
+fn randint_like_low_dtype_op(rt: &Runtime, a: RandintLikeLowDtype<'_>) -> Result<Tensor> {
+    let (x, low, high) = (a.self_, a.low, a.high);
+    fresh(rt, x.shape(), a.dtype.unwrap_or(x.dtype()), |x| {
+        random_range(RandintLikeLowDtype::NAME, x, low, high, None)
+    })
+}
+
+// Dropout.
+
+/// `train` left out (`None`) trains.
+#[aten("aten::native_dropout", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn native_dropout_op(a: NativeDropout<'_>) -> Result<(Tensor, Tensor)> {
+    native_dropout(a.input, a.p, a.train != Some(false))
+}
+
+#[aten(
+    "aten::native_dropout_backward",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No)
+)]
+fn native_dropout_backward_op(a: NativeDropoutBackward<'_>) -> Result<Tensor> {
+    native_dropout_backward(a.grad_output, a.mask, a.scale)
+}
+
+#[aten(
+    "aten::dropout",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(NOTE),
+    kind = Decomposition
+)]
+fn dropout_op(a: Dropout<'_>) -> Result<Tensor> {
+    Ok(native_dropout(a.input, a.p, a.train)?.0)
 }
