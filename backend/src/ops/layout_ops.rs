@@ -1,25 +1,24 @@
 //! View operators (no kernel: they change only the layout) and `contiguous`/`reshape`, which
 //! copy when a view is impossible.
 
-use super::args::Args;
+use super::aten;
 use super::creation;
 use super::helpers::OpScope;
-use super::registry::{OpDef, OpImpl};
-use super::t1;
+use super::registry::OpDef;
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::{Layout, infer_size};
 use crate::ops::sharding::{Lin, Sharding, ViewKind};
 use crate::tensor::Tensor;
 
-fn view_op(name: &str, x: &Tensor, f: impl FnOnce(&Layout) -> Result<Layout>) -> Result<Tensor> {
+fn view_with(name: &str, x: &Tensor, f: impl FnOnce(&Layout) -> Result<Layout>) -> Result<Tensor> {
     let _op = OpScope::view(name, &[x])?;
     Ok(x.with_layout(f(x.layout())?))
 }
 
 /// `x.view(shape)`.
 pub fn view(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
-    view_op("aten::view", x, |l| l.view(shape))
+    view_with("aten::view", x, |l| l.view(shape))
 }
 
 /// `x.reshape(shape)`: a view when the strides allow, else a copy. Charged as a view, as
@@ -46,12 +45,12 @@ pub fn contiguous(x: &Tensor) -> Result<Tensor> {
 
 /// `x.permute(dims)`.
 pub fn permute(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
-    view_op("aten::permute", x, |l| l.permute(dims))
+    view_with("aten::permute", x, |l| l.permute(dims))
 }
 
 /// `x.transpose(a, b)`.
 pub fn transpose(x: &Tensor, a: i64, b: i64) -> Result<Tensor> {
-    view_op("aten::transpose.int", x, |l| l.transpose(a, b))
+    view_with("aten::transpose.int", x, |l| l.transpose(a, b))
 }
 
 /// `x.t()` (at most 2 dims).
@@ -62,7 +61,7 @@ pub fn t(x: &Tensor) -> Result<Tensor> {
             x.dim()
         )));
     }
-    view_op("aten::t", x, |l| {
+    view_with("aten::t", x, |l| {
         if l.ndim() == 2 {
             l.transpose(0, 1)
         } else {
@@ -73,7 +72,7 @@ pub fn t(x: &Tensor) -> Result<Tensor> {
 
 /// `x.expand(shape)`.
 pub fn expand(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
-    view_op("aten::expand", x, |l| l.expand(shape))
+    view_with("aten::expand", x, |l| l.expand(shape))
 }
 
 /// `x[..., start:end:step, ...]` along `dim`.
@@ -84,27 +83,27 @@ pub fn slice(
     end: Option<i64>,
     step: i64,
 ) -> Result<Tensor> {
-    view_op("aten::slice.Tensor", x, |l| l.slice(dim, start, end, step))
+    view_with("aten::slice.Tensor", x, |l| l.slice(dim, start, end, step))
 }
 
 /// `x.select(dim, index)`.
 pub fn select(x: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
-    view_op("aten::select.int", x, |l| l.select(dim, index))
+    view_with("aten::select.int", x, |l| l.select(dim, index))
 }
 
 /// `x.unsqueeze(dim)`.
 pub fn unsqueeze(x: &Tensor, dim: i64) -> Result<Tensor> {
-    view_op("aten::unsqueeze", x, |l| l.unsqueeze(dim))
+    view_with("aten::unsqueeze", x, |l| l.unsqueeze(dim))
 }
 
 /// `x.squeeze(dim)`.
 pub fn squeeze(x: &Tensor, dim: i64) -> Result<Tensor> {
-    view_op("aten::squeeze.dim", x, |l| l.squeeze(dim))
+    view_with("aten::squeeze.dim", x, |l| l.squeeze(dim))
 }
 
 /// `x.as_strided(size, stride, offset)`.
 pub fn as_strided(x: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) -> Result<Tensor> {
-    view_op("aten::as_strided", x, |l| {
+    view_with("aten::as_strided", x, |l| {
         let nl = Layout::as_strided(size, stride, offset.unwrap_or(l.offset as i64))?;
         let (_, hi) = nl.storage_span();
         let cap = (x.storage.bytes() / x.dtype().size().max(1) as u64) as usize;
@@ -171,84 +170,142 @@ impl Tensor {
     }
 }
 
-fn opt(a: &Args, i: usize) -> Result<Option<i64>> {
-    a.opt_int(i)
-}
-
 /// The registered overloads.
 pub(super) fn defs() -> Vec<OpDef> {
-    let all = &[
-        DType::F32,
-        DType::BF16,
-        DType::F16,
-        DType::I32,
-        DType::I64,
-        DType::Bool,
-    ];
-    let v = OpImpl::View;
-    vec![
-        OpDef::new("aten::view", v, all, |_, a| {
-            t1(view(a.tensor(0)?, &a.ints(1)?))
-        })
-        .shard(Sharding::View(ViewKind::Reshape)),
-        OpDef::new("aten::_unsafe_view", v, all, |_, a| {
-            t1(reshape(a.tensor(0)?, &a.ints(1)?))
-        })
-        .shard(Sharding::View(ViewKind::Reshape)),
-        OpDef::new("aten::reshape", OpImpl::Decomposition, all, |_, a| {
-            t1(reshape(a.tensor(0)?, &a.ints(1)?))
-        })
-        .shard(Sharding::View(ViewKind::Reshape)),
-        OpDef::new("aten::contiguous", OpImpl::Decomposition, all, |_, a| {
-            t1(contiguous(a.tensor(0)?))
-        })
-        .shard(Sharding::pointwise(Lin::All)),
-        OpDef::new("aten::permute", v, all, |_, a| {
-            t1(permute(a.tensor(0)?, &a.ints(1)?))
-        })
-        .shard(Sharding::View(ViewKind::Permute)),
-        OpDef::new("aten::transpose.int", v, all, |_, a| {
-            t1(transpose(a.tensor(0)?, a.int(1)?, a.int(2)?))
-        })
-        .shard(Sharding::View(ViewKind::Transpose)),
-        OpDef::new("aten::t", v, all, |_, a| t1(t(a.tensor(0)?)))
-            .shard(Sharding::View(ViewKind::T)),
-        OpDef::new("aten::expand", v, all, |_, a| {
-            t1(expand(a.tensor(0)?, &a.ints(1)?))
-        })
-        .shard(Sharding::View(ViewKind::Expand)),
-        OpDef::new("aten::slice.Tensor", v, all, |_, a| {
-            t1(slice(
-                a.tensor(0)?,
-                a.int(1)?,
-                opt(a, 2)?,
-                opt(a, 3)?,
-                a.int(4)?,
-            ))
-        })
-        .shard(Sharding::View(ViewKind::Slice)),
-        OpDef::new("aten::select.int", v, all, |_, a| {
-            t1(select(a.tensor(0)?, a.int(1)?, a.int(2)?))
-        })
-        .shard(Sharding::View(ViewKind::Select)),
-        OpDef::new("aten::unsqueeze", v, all, |_, a| {
-            t1(unsqueeze(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(Sharding::View(ViewKind::Unsqueeze)),
-        OpDef::new("aten::squeeze.dim", v, all, |_, a| {
-            t1(squeeze(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(Sharding::View(ViewKind::SqueezeDim)),
-        OpDef::new("aten::as_strided", v, all, |_, a| {
-            t1(as_strided(
-                a.tensor(0)?,
-                &a.ints(1)?,
-                &a.ints(2)?,
-                a.opt_int(3)?,
-            ))
-        })
-        .shard(Sharding::Replicate(
-            "strides and offsets address the global storage, which no rank has",
-        )),
-    ]
+    // every overload is an #[aten] function
+    Vec::new()
+}
+
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+#[aten(
+    "aten::view",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Reshape),
+    kind = View
+)]
+fn view_op(a: View<'_>) -> Result<Tensor> {
+    view(a.self_, &a.size)
+}
+
+#[aten(
+    "aten::_unsafe_view",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Reshape),
+    kind = View
+)]
+fn unsafe_view_op(a: UnsafeView<'_>) -> Result<Tensor> {
+    reshape(a.self_, &a.size)
+}
+
+#[aten(
+    "aten::reshape",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Reshape),
+    kind = Decomposition
+)]
+fn reshape_op(a: Reshape<'_>) -> Result<Tensor> {
+    reshape(a.self_, &a.shape)
+}
+
+#[aten(
+    "aten::contiguous",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::All),
+    kind = Decomposition
+)]
+fn contiguous_op(a: Contiguous<'_>) -> Result<Tensor> {
+    contiguous(a.self_)
+}
+
+#[aten(
+    "aten::permute",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Permute),
+    kind = View
+)]
+fn permute_op(a: Permute<'_>) -> Result<Tensor> {
+    permute(a.self_, &a.dims)
+}
+
+#[aten(
+    "aten::transpose.int",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Transpose),
+    kind = View
+)]
+fn transpose_int_op(a: TransposeInt<'_>) -> Result<Tensor> {
+    transpose(a.self_, a.dim0, a.dim1)
+}
+
+#[aten(
+    "aten::t",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::T),
+    kind = View
+)]
+fn t_op(a: T<'_>) -> Result<Tensor> {
+    t(a.self_)
+}
+
+#[aten(
+    "aten::expand",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Expand),
+    kind = View
+)]
+fn expand_op(a: Expand<'_>) -> Result<Tensor> {
+    expand(a.self_, &a.size)
+}
+
+#[aten(
+    "aten::slice.Tensor",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Slice),
+    kind = View
+)]
+fn slice_tensor_op(a: SliceTensor<'_>) -> Result<Tensor> {
+    slice(a.self_, a.dim, a.start, a.end, a.step)
+}
+
+#[aten(
+    "aten::select.int",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Select),
+    kind = View
+)]
+fn select_int_op(a: SelectInt<'_>) -> Result<Tensor> {
+    select(a.self_, a.dim, a.index)
+}
+
+#[aten(
+    "aten::unsqueeze",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Unsqueeze),
+    kind = View
+)]
+fn unsqueeze_op(a: Unsqueeze<'_>) -> Result<Tensor> {
+    unsqueeze(a.self_, a.dim)
+}
+
+#[aten(
+    "aten::squeeze.dim",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::SqueezeDim),
+    kind = View
+)]
+fn squeeze_dim_op(a: SqueezeDim<'_>) -> Result<Tensor> {
+    squeeze(a.self_, a.dim)
+}
+
+#[aten(
+    "aten::as_strided",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate(
+        "strides and offsets address the global storage, which no rank has"
+    ),
+    kind = View
+)]
+fn as_strided_op(a: AsStrided<'_>) -> Result<Tensor> {
+    as_strided(a.self_, &a.size, &a.stride, a.storage_offset)
 }

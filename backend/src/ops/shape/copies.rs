@@ -2,12 +2,11 @@
 //! tile kernel copying it into a new contiguous tensor.
 
 use super::views::{diagonal_layout, narrow_layout, split_sizes, unbind_views, unfold_layout};
-use super::{t1, ts};
+use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::{Layout, infer_size};
-use crate::ops::args::Args;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_contiguous};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -57,10 +56,9 @@ fn squeeze_dims(l: &Layout, dims: Option<Vec<i64>>) -> Result<Layout> {
 }
 
 /// `as_strided` over `x`'s storage, bounds-checked.
-fn strided(x: &Tensor, a: &Args) -> Result<Layout> {
-    let (size, stride) = (a.ints(1)?, a.ints(2)?);
-    let off = a.opt_int(3)?.unwrap_or(x.storage_offset() as i64);
-    let nl = Layout::as_strided(&size, &stride, off)?;
+fn strided(x: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) -> Result<Layout> {
+    let off = offset.unwrap_or(x.storage_offset() as i64);
+    let nl = Layout::as_strided(size, stride, off)?;
     let (_, hi) = nl.storage_span();
     let cap = (x.storage.bytes() / x.dtype().size().max(1) as u64) as usize;
     if nl.numel() > 0 && hi > cap {
@@ -71,155 +69,145 @@ fn strided(x: &Tensor, a: &Args) -> Result<Layout> {
     Ok(nl)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("a copy of a view without a sharding rule");
-    vec![
-        OpDef::new("aten::as_strided_copy", k, all, |_, a| {
-            t1(copied("aten::as_strided_copy", a.tensor(0)?, |x| {
-                strided(x, a)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::diagonal_copy", k, all, |_, a| {
-            let (o, d1, d2) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(copied("aten::diagonal_copy", a.tensor(0)?, |x| {
-                diagonal_layout(x.layout(), o, d1, d2)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::expand_copy", k, all, |_, a| {
-            let s = a.ints(1)?;
-            t1(copied("aten::expand_copy", a.tensor(0)?, |x| {
-                x.layout().expand(&s)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::narrow_copy", k, all, |_, a| {
-            let (d, s, n) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(copied("aten::narrow_copy", a.tensor(0)?, |x| {
-                narrow_layout(x.layout(), d, s, n)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::permute_copy", k, all, |_, a| {
-            let p = a.ints(1)?;
-            t1(copied("aten::permute_copy", a.tensor(0)?, |x| {
-                x.layout().permute(&p)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::select_copy.int", k, all, |_, a| {
-            let (d, i) = (a.int(1)?, a.int(2)?);
-            t1(copied("aten::select_copy.int", a.tensor(0)?, |x| {
-                x.layout().select(d, i)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::slice_copy.Tensor", k, all, |_, a| {
-            let (d, s, e, st) = (a.int(1)?, a.opt_int(2)?, a.opt_int(3)?, a.int(4)?);
-            t1(copied("aten::slice_copy.Tensor", a.tensor(0)?, |x| {
-                x.layout().slice(d, s, e, st)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::split_copy.Tensor", k, all, |_, a| {
-            let (s, d) = (a.int(1)?, a.int(2)?);
-            ts(copied_all("aten::split_copy.Tensor", a.tensor(0)?, |x| {
-                crate::ops::data::split(x, s, d)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::split_with_sizes_copy", k, all, |_, a| {
-            let (s, d) = (a.ints(1)?, a.int(2)?);
-            ts(copied_all(
-                "aten::split_with_sizes_copy",
-                a.tensor(0)?,
-                |x| split_sizes(x, &s, d),
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::squeeze_copy", k, all, |_, a| {
-            t1(copied("aten::squeeze_copy", a.tensor(0)?, |x| {
-                squeeze_dims(x.layout(), None)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::squeeze_copy.dim", k, all, |_, a| {
-            let d = a.int(1)?;
-            t1(copied("aten::squeeze_copy.dim", a.tensor(0)?, |x| {
-                x.layout().squeeze(d)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::squeeze_copy.dims", k, all, |_, a| {
-            let d = a.ints(1)?;
-            t1(copied("aten::squeeze_copy.dims", a.tensor(0)?, |x| {
-                squeeze_dims(x.layout(), Some(d))
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::t_copy", k, all, |_, a| {
-            t1(copied("aten::t_copy", a.tensor(0)?, |x| {
-                if x.dim() > 2 {
-                    return Err(TpuError::BadArgs(format!(
-                        "t() expects a tensor with <= 2 dimensions, but self is {}D",
-                        x.dim()
-                    )));
-                }
-                if x.dim() == 2 {
-                    x.layout().transpose(0, 1)
-                } else {
-                    Ok(x.layout().clone())
-                }
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::transpose_copy.int", k, all, |_, a| {
-            let (d0, d1) = (a.int(1)?, a.int(2)?);
-            t1(copied("aten::transpose_copy.int", a.tensor(0)?, |x| {
-                x.layout().transpose(d0, d1)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::unbind_copy.int", k, all, |_, a| {
-            let d = a.int(1)?;
-            ts(copied_all("aten::unbind_copy.int", a.tensor(0)?, |x| {
-                unbind_views(x, d)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::unfold_copy", k, all, |_, a| {
-            let (d, s, st) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(copied("aten::unfold_copy", a.tensor(0)?, |x| {
-                unfold_layout(x.layout(), d, s, st)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::unsqueeze_copy", k, all, |_, a| {
-            let d = a.int(1)?;
-            t1(copied("aten::unsqueeze_copy", a.tensor(0)?, |x| {
-                x.layout().unsqueeze(d)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::view_copy", k, all, |_, a| {
-            let s = a.ints(1)?;
-            t1(copied("aten::view_copy", a.tensor(0)?, |x| {
-                x.layout().view(&s)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::_reshape_copy", k, all, |_, a| {
-            let s = a.ints(1)?;
-            let x = a.tensor(0)?;
-            let op = OpScope::new("aten::_reshape_copy", &[x])?;
-            let shape = infer_size(&s, x.numel())?;
-            let c = copy(&op, x)?;
-            t1(Ok(c.with_layout(Layout::contiguous(&shape))))
-        })
-        .shard(rep),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+const REP: Sharding = Sharding::Replicate("a copy of a view without a sharding rule");
+
+#[aten("aten::as_strided_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn as_strided_copy_op(a: AsStridedCopy<'_>) -> Result<Tensor> {
+    copied("aten::as_strided_copy", a.self_, |x| {
+        strided(x, &a.size, &a.stride, a.storage_offset)
+    })
+}
+
+#[aten("aten::diagonal_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn diagonal_copy_op(a: DiagonalCopy<'_>) -> Result<Tensor> {
+    copied("aten::diagonal_copy", a.self_, |x| {
+        diagonal_layout(x.layout(), a.offset, a.dim1, a.dim2)
+    })
+}
+
+#[aten("aten::expand_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn expand_copy_op(a: ExpandCopy<'_>) -> Result<Tensor> {
+    copied("aten::expand_copy", a.self_, |x| x.layout().expand(&a.size))
+}
+
+#[aten("aten::narrow_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn narrow_copy_op(a: NarrowCopy<'_>) -> Result<Tensor> {
+    copied("aten::narrow_copy", a.self_, |x| {
+        narrow_layout(x.layout(), a.dim, a.start, a.length)
+    })
+}
+
+#[aten("aten::permute_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn permute_copy_op(a: PermuteCopy<'_>) -> Result<Tensor> {
+    copied("aten::permute_copy", a.self_, |x| {
+        x.layout().permute(&a.dims)
+    })
+}
+
+#[aten("aten::select_copy.int", dtypes = DType::ALL_TPU, shard = REP)]
+fn select_copy_int_op(a: SelectCopyInt<'_>) -> Result<Tensor> {
+    copied("aten::select_copy.int", a.self_, |x| {
+        x.layout().select(a.dim, a.index)
+    })
+}
+
+#[aten("aten::slice_copy.Tensor", dtypes = DType::ALL_TPU, shard = REP)]
+fn slice_copy_tensor_op(a: SliceCopyTensor<'_>) -> Result<Tensor> {
+    copied("aten::slice_copy.Tensor", a.self_, |x| {
+        x.layout().slice(a.dim, a.start, a.end, a.step)
+    })
+}
+
+#[aten("aten::split_copy.Tensor", dtypes = DType::ALL_TPU, shard = REP)]
+fn split_copy_tensor_op(a: SplitCopyTensor<'_>) -> Result<Vec<Tensor>> {
+    copied_all("aten::split_copy.Tensor", a.self_, |x| {
+        crate::ops::data::split(x, a.split_size, a.dim)
+    })
+}
+
+#[aten("aten::split_with_sizes_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn split_with_sizes_copy_op(a: SplitWithSizesCopy<'_>) -> Result<Vec<Tensor>> {
+    copied_all("aten::split_with_sizes_copy", a.self_, |x| {
+        split_sizes(x, &a.split_sizes, a.dim)
+    })
+}
+
+#[aten("aten::squeeze_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn squeeze_copy_op(a: SqueezeCopy<'_>) -> Result<Tensor> {
+    copied("aten::squeeze_copy", a.self_, |x| {
+        squeeze_dims(x.layout(), None)
+    })
+}
+
+#[aten("aten::squeeze_copy.dim", dtypes = DType::ALL_TPU, shard = REP)]
+fn squeeze_copy_dim_op(a: SqueezeCopyDim<'_>) -> Result<Tensor> {
+    copied("aten::squeeze_copy.dim", a.self_, |x| {
+        x.layout().squeeze(a.dim)
+    })
+}
+
+#[aten("aten::squeeze_copy.dims", dtypes = DType::ALL_TPU, shard = REP)]
+fn squeeze_copy_dims_op(a: SqueezeCopyDims<'_>) -> Result<Tensor> {
+    copied("aten::squeeze_copy.dims", a.self_, |x| {
+        squeeze_dims(x.layout(), Some(a.dim))
+    })
+}
+
+#[aten("aten::t_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn t_copy_op(a: TCopy<'_>) -> Result<Tensor> {
+    copied("aten::t_copy", a.self_, |x| {
+        if x.dim() > 2 {
+            return Err(TpuError::BadArgs(format!(
+                "t() expects a tensor with <= 2 dimensions, but self is {}D",
+                x.dim()
+            )));
+        }
+        if x.dim() == 2 {
+            x.layout().transpose(0, 1)
+        } else {
+            Ok(x.layout().clone())
+        }
+    })
+}
+
+#[aten("aten::transpose_copy.int", dtypes = DType::ALL_TPU, shard = REP)]
+fn transpose_copy_int_op(a: TransposeCopyInt<'_>) -> Result<Tensor> {
+    copied("aten::transpose_copy.int", a.self_, |x| {
+        x.layout().transpose(a.dim0, a.dim1)
+    })
+}
+
+#[aten("aten::unbind_copy.int", dtypes = DType::ALL_TPU, shard = REP)]
+fn unbind_copy_int_op(a: UnbindCopyInt<'_>) -> Result<Vec<Tensor>> {
+    copied_all("aten::unbind_copy.int", a.self_, |x| unbind_views(x, a.dim))
+}
+
+#[aten("aten::unfold_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn unfold_copy_op(a: UnfoldCopy<'_>) -> Result<Tensor> {
+    copied("aten::unfold_copy", a.self_, |x| {
+        unfold_layout(x.layout(), a.dimension, a.size, a.step)
+    })
+}
+
+#[aten("aten::unsqueeze_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn unsqueeze_copy_op(a: UnsqueezeCopy<'_>) -> Result<Tensor> {
+    copied("aten::unsqueeze_copy", a.self_, |x| {
+        x.layout().unsqueeze(a.dim)
+    })
+}
+
+#[aten("aten::view_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn view_copy_op(a: ViewCopy<'_>) -> Result<Tensor> {
+    copied("aten::view_copy", a.self_, |x| x.layout().view(&a.size))
+}
+
+#[aten("aten::_reshape_copy", dtypes = DType::ALL_TPU, shard = REP)]
+fn reshape_copy_op(a: ReshapeCopy<'_>) -> Result<Tensor> {
+    let x = a.self_;
+    let op = OpScope::new("aten::_reshape_copy", &[x])?;
+    let shape = infer_size(&a.size, x.numel())?;
+    let c = copy(&op, x)?;
+    Ok(c.with_layout(Layout::contiguous(&shape)))
 }

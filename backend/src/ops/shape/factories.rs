@@ -15,6 +15,7 @@ use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
 use crate::layout::Layout;
 use crate::ops::Value;
 use crate::ops::args::Args;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_shape};
 use crate::ops::prims::{self, reshaped, tile};
 use crate::ops::registry::{OpDef, OpImpl};
@@ -293,53 +294,50 @@ fn end<'a>(a: &'a Args, i: usize) -> Result<End<'a>> {
     }
 }
 
-/// The registered overloads.
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema),
+// but `linspace` and `logspace`, listed in `defs`.
+
+#[aten("aten::eye", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn eye_op(rt: &Runtime, a: Eye<'_>) -> Result<Tensor> {
+    eye(rt, a.n, a.n, a.dtype)
+}
+
+#[aten("aten::eye.m", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn eye_m_op(rt: &Runtime, a: EyeM<'_>) -> Result<Tensor> {
+    eye(rt, a.n, a.m, a.dtype)
+}
+
+#[aten("aten::tril_indices", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn tril_indices_op(rt: &Runtime, a: TrilIndices<'_>) -> Result<Tensor> {
+    tri_indices(rt, true, a.row, a.col, a.offset, a.dtype)
+}
+
+#[aten("aten::triu_indices", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn triu_indices_op(rt: &Runtime, a: TriuIndices<'_>) -> Result<Tensor> {
+    tri_indices(rt, false, a.row, a.col, a.offset, a.dtype)
+}
+
+const RESIZE: Sharding = Sharding::Replicate("resizes the global tensor");
+
+#[aten("aten::resize_", dtypes = DType::ALL_TPU, shard = RESIZE)]
+fn resize_inplace_op(a: ResizeInplace<'_>) -> Result<Tensor> {
+    resize(a.self_, &a.size)
+}
+
+#[aten("aten::resize_as_", dtypes = DType::ALL_TPU, shard = RESIZE)]
+fn resize_as_inplace_op(a: ResizeAsInplace<'_>) -> Result<Tensor> {
+    let size: Vec<i64> = a.the_template.shape().iter().map(|s| *s as i64).collect();
+    resize(a.self_, &size)
+}
+
+/// `linspace` and `logspace`, whose ends may be numbers or tensors in any overload (the binder
+/// passes a number in a `Tensor` argument and a one-element tensor in a `Scalar` one), which
+/// an `#[aten]` struct cannot hold.
 pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
+    let all = DType::ALL_TPU;
     let k = OpImpl::Kernel;
     let c = Sharding::Creation;
-    let mut v = vec![
-        OpDef::new("aten::eye", k, all, |rt, a| {
-            t1(eye(rt, a.int(0)?, a.int(0)?, a.opt_dtype(1)?))
-        })
-        .shard(c),
-        OpDef::new("aten::eye.m", k, all, |rt, a| {
-            t1(eye(rt, a.int(0)?, a.int(1)?, a.opt_dtype(2)?))
-        })
-        .shard(c),
-        OpDef::new("aten::tril_indices", k, all, |rt, a| {
-            t1(tri_indices(
-                rt,
-                true,
-                a.int(0)?,
-                a.int(1)?,
-                a.int(2)?,
-                a.opt_dtype(3)?,
-            ))
-        })
-        .shard(c),
-        OpDef::new("aten::triu_indices", k, all, |rt, a| {
-            t1(tri_indices(
-                rt,
-                false,
-                a.int(0)?,
-                a.int(1)?,
-                a.int(2)?,
-                a.opt_dtype(3)?,
-            ))
-        })
-        .shard(c),
-        OpDef::new("aten::resize_", k, all, |_, a| {
-            t1(resize(a.tensor(0)?, &a.ints(1)?))
-        })
-        .shard(Sharding::Replicate("resizes the global tensor")),
-        OpDef::new("aten::resize_as_", k, all, |_, a| {
-            let t = a.tensor(1)?;
-            let size: Vec<i64> = t.shape().iter().map(|s| *s as i64).collect();
-            t1(resize(a.tensor(0)?, &size))
-        })
-        .shard(Sharding::Replicate("resizes the global tensor")),
-    ];
+    let mut v = Vec::new();
     for (name, base) in [
         ("aten::linspace", None),
         ("aten::linspace.Tensor_Tensor", None),

@@ -9,10 +9,10 @@
 //! that read the input through a strided view (a rearrangement that no single view expresses,
 //! such as `roll`, writes each contiguous piece with its own node).
 
-mod copies;
-mod factories;
-mod rearrange;
-mod views;
+pub(crate) mod copies;
+pub(crate) mod factories;
+pub(crate) mod rearrange;
+pub(crate) mod views;
 mod windows;
 
 pub use views::diagonal_layout;
@@ -22,19 +22,11 @@ use super::registry::OpDef;
 use crate::error::Result;
 use crate::tensor::Tensor;
 
-/// The registered overloads.
+/// The overloads not written as `#[aten]` functions (`linspace`, `logspace`).
 pub(super) fn defs() -> Vec<OpDef> {
-    let mut d = views::defs();
-    d.extend(copies::defs());
-    d.extend(rearrange::defs());
-    d.extend(factories::defs());
-    d
+    factories::defs()
 }
 
 fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
     r.map(|t| vec![Value::Tensor(t)])
-}
-
-fn ts(r: Result<Vec<Tensor>>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensors(t)])
 }

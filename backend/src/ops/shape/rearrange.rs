@@ -7,16 +7,16 @@
 //! overlapping windows); `roll` copies two pieces per dim; `col2im` adds every patch element at
 //! its image position with one index-add kernel.
 
+use super::views::diagonal_layout;
 use super::windows::{channel_shuffle, col2im, copy_as, im2col, pixel};
-use super::{t1, views::diagonal_layout};
 use crate::dtype::{DType, Scalar, promote_types};
 use crate::error::{Result, TpuError};
 use crate::ir::{CmpKind, RedKind};
 use crate::layout::{Layout, wrap_dim};
+use crate::ops::aten;
 use crate::ops::checks::check_values;
 use crate::ops::helpers::{OpScope, map_contiguous, write_into};
 use crate::ops::prims::{self, fill, reshaped, tile};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -421,130 +421,116 @@ fn chunk_cat(ts: &[Tensor], dim: i64, chunks: i64) -> Result<Tensor> {
     Ok(out)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let k = OpImpl::Kernel;
-    let rep = Sharding::Replicate("a rearrangement without a sharding rule");
-    vec![
-        OpDef::new("aten::roll", k, all, |_, a| {
-            t1(roll(a.tensor(0)?, &a.ints(1)?, &a.ints(2)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::rot90", k, all, |_, a| {
-            t1(rot90(a.tensor(0)?, a.int(1)?, &a.ints(2)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::repeat", k, all, |_, a| {
-            t1(repeat(a.tensor(0)?, &a.ints(1)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::repeat_interleave.self_int", k, all, |_, a| {
-            t1(repeat_interleave_int(
-                a.tensor(0)?,
-                a.int(1)?,
-                a.opt_int(2)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new(
-            "aten::repeat_interleave.Tensor",
-            k,
-            &[DType::I32, DType::I64],
-            |_, a| {
-                let r = a.tensor(0)?;
-                let op = OpScope::new("aten::repeat_interleave.Tensor", &[r])?;
-                t1(repeat_index(&op, r, a.opt_int(1)?))
-            },
-        )
-        .shard(rep),
-        OpDef::new(
-            "aten::repeat_interleave.self_Tensor",
-            OpImpl::Decomposition,
-            all,
-            |_, a| {
-                let (x, r) = (a.tensor(0)?, a.tensor(1)?);
-                let op = OpScope::new("aten::repeat_interleave.self_Tensor", &[x, r])?;
-                let (x, d) = match a.opt_int(2)? {
-                    None => (reshaped(&prims::dense(&op, x)?, &[x.numel()]), 0),
-                    Some(d) => (x.clone(), d),
-                };
-                let n = if x.dim() == 0 {
-                    1
-                } else {
-                    x.shape()[wrap_dim(d, x.dim())?]
-                };
-                let r = if r.numel() == 1 && n != 1 {
-                    let rv = r.with_layout(Layout {
-                        shape: vec![n],
-                        strides: vec![0],
-                        offset: r.layout().offset,
-                    });
-                    map_contiguous(&op, &[&rv], &[r.dtype()], |_, v| vec![v[0]])?.remove(0)
-                } else {
-                    r.clone()
-                };
-                let idx = repeat_index(&op, &r, a.opt_int(3)?)?;
-                t1(crate::ops::data::index_select(&x, d, &idx))
-            },
-        )
-        .shard(rep),
-        OpDef::new("aten::block_diag", k, all, |_, a| {
-            t1(block_diag(&a.tensors(0)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::diag_embed", k, all, |_, a| {
-            t1(diag_embed(a.tensor(0)?, a.int(1)?, a.int(2)?, a.int(3)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::pixel_shuffle", k, all, |_, a| {
-            t1(pixel(a.tensor(0)?, a.int(1)?, true))
-        })
-        .shard(rep),
-        OpDef::new("aten::pixel_unshuffle", k, all, |_, a| {
-            t1(pixel(a.tensor(0)?, a.int(1)?, false))
-        })
-        .shard(rep),
-        OpDef::new("aten::channel_shuffle", k, all, |_, a| {
-            t1(channel_shuffle(
-                "aten::channel_shuffle",
-                a.tensor(0)?,
-                a.int(1)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::native_channel_shuffle", k, all, |_, a| {
-            t1(channel_shuffle(
-                "aten::native_channel_shuffle",
-                a.tensor(0)?,
-                a.int(1)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::im2col", k, all, |_, a| {
-            t1(im2col(
-                a.tensor(0)?,
-                &a.ints(1)?,
-                &a.ints(2)?,
-                &a.ints(3)?,
-                &a.ints(4)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::col2im", k, all, |_, a| {
-            t1(col2im(
-                a.tensor(0)?,
-                &a.ints(1)?,
-                &a.ints(2)?,
-                &a.ints(3)?,
-                &a.ints(4)?,
-                &a.ints(5)?,
-            ))
-        })
-        .shard(rep),
-        OpDef::new("aten::_chunk_cat", k, all, |_, a| {
-            t1(chunk_cat(&a.tensors(0)?, a.int(1)?, a.int(2)?))
-        })
-        .shard(rep),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+const REP: Sharding = Sharding::Replicate("a rearrangement without a sharding rule");
+
+#[aten("aten::roll", dtypes = DType::ALL_TPU, shard = REP)]
+fn roll_op(a: Roll<'_>) -> Result<Tensor> {
+    roll(a.self_, &a.shifts, &a.dims)
+}
+
+#[aten("aten::rot90", dtypes = DType::ALL_TPU, shard = REP)]
+fn rot90_op(a: Rot90<'_>) -> Result<Tensor> {
+    rot90(a.self_, a.k, &a.dims)
+}
+
+#[aten("aten::repeat", dtypes = DType::ALL_TPU, shard = REP)]
+fn repeat_op(a: Repeat<'_>) -> Result<Tensor> {
+    repeat(a.self_, &a.repeats)
+}
+
+#[aten("aten::repeat_interleave.self_int", dtypes = DType::ALL_TPU, shard = REP)]
+fn repeat_interleave_self_int_op(a: RepeatInterleaveSelfInt<'_>) -> Result<Tensor> {
+    repeat_interleave_int(a.self_, a.repeats, a.dim)
+}
+
+#[aten("aten::repeat_interleave.Tensor", dtypes = &[DType::I32, DType::I64], shard = REP)]
+fn repeat_interleave_tensor_op(a: RepeatInterleaveTensor<'_>) -> Result<Tensor> {
+    let op = OpScope::new("aten::repeat_interleave.Tensor", &[a.repeats])?;
+    repeat_index(&op, a.repeats, a.output_size)
+}
+
+#[aten(
+    "aten::repeat_interleave.self_Tensor",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    kind = Decomposition
+)]
+fn repeat_interleave_self_tensor_op(a: RepeatInterleaveSelfTensor<'_>) -> Result<Tensor> {
+    let (x, r) = (a.self_, a.repeats);
+    let op = OpScope::new("aten::repeat_interleave.self_Tensor", &[x, r])?;
+    let (x, d) = match a.dim {
+        None => (reshaped(&prims::dense(&op, x)?, &[x.numel()]), 0),
+        Some(d) => (x.clone(), d),
+    };
+    let n = if x.dim() == 0 {
+        1
+    } else {
+        x.shape()[wrap_dim(d, x.dim())?]
+    };
+    let r = if r.numel() == 1 && n != 1 {
+        let rv = r.with_layout(Layout {
+            shape: vec![n],
+            strides: vec![0],
+            offset: r.layout().offset,
+        });
+        map_contiguous(&op, &[&rv], &[r.dtype()], |_, v| vec![v[0]])?.remove(0)
+    } else {
+        r.clone()
+    };
+    let idx = repeat_index(&op, &r, a.output_size)?;
+    crate::ops::data::index_select(&x, d, &idx)
+}
+
+#[aten("aten::block_diag", dtypes = DType::ALL_TPU, shard = REP)]
+fn block_diag_op(a: BlockDiag<'_>) -> Result<Tensor> {
+    block_diag(&a.tensors)
+}
+
+#[aten("aten::diag_embed", dtypes = DType::ALL_TPU, shard = REP)]
+fn diag_embed_op(a: DiagEmbed<'_>) -> Result<Tensor> {
+    diag_embed(a.self_, a.offset, a.dim1, a.dim2)
+}
+
+#[aten("aten::pixel_shuffle", dtypes = DType::ALL_TPU, shard = REP)]
+fn pixel_shuffle_op(a: PixelShuffle<'_>) -> Result<Tensor> {
+    pixel(a.self_, a.upscale_factor, true)
+}
+
+#[aten("aten::pixel_unshuffle", dtypes = DType::ALL_TPU, shard = REP)]
+fn pixel_unshuffle_op(a: PixelUnshuffle<'_>) -> Result<Tensor> {
+    pixel(a.self_, a.downscale_factor, false)
+}
+
+#[aten("aten::channel_shuffle", dtypes = DType::ALL_TPU, shard = REP)]
+fn channel_shuffle_op(a: ChannelShuffle<'_>) -> Result<Tensor> {
+    channel_shuffle("aten::channel_shuffle", a.self_, a.groups)
+}
+
+#[aten("aten::native_channel_shuffle", dtypes = DType::ALL_TPU, shard = REP)]
+fn native_channel_shuffle_op(a: NativeChannelShuffle<'_>) -> Result<Tensor> {
+    channel_shuffle("aten::native_channel_shuffle", a.self_, a.groups)
+}
+
+#[aten("aten::im2col", dtypes = DType::ALL_TPU, shard = REP)]
+fn im2col_op(a: Im2col<'_>) -> Result<Tensor> {
+    im2col(a.self_, &a.kernel_size, &a.dilation, &a.padding, &a.stride)
+}
+
+#[aten("aten::col2im", dtypes = DType::ALL_TPU, shard = REP)]
+fn col2im_op(a: Col2im<'_>) -> Result<Tensor> {
+    col2im(
+        a.self_,
+        &a.output_size,
+        &a.kernel_size,
+        &a.dilation,
+        &a.padding,
+        &a.stride,
+    )
+}
+
+#[aten("aten::_chunk_cat", dtypes = DType::ALL_TPU, shard = REP)]
+fn chunk_cat_op(a: ChunkCat<'_>) -> Result<Tensor> {
+    chunk_cat(&a.tensors, a.dim, a.num_chunks)
 }

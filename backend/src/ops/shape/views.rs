@@ -5,11 +5,11 @@
 //! An in-place view form returns `self` with its new shape over the same storage: a caller that
 //! holds `self` (a framework bridge) takes the returned layout as its tensor's new metadata.
 
-use super::{t1, ts};
+use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::{Layout, wrap_dim};
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, dims_of};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Sharding, ViewKind};
 use crate::tensor::Tensor;
 
@@ -173,114 +173,127 @@ pub(super) fn unbind_views(x: &Tensor, dim: i64) -> Result<Vec<Tensor>> {
         .collect()
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = crate::ops::data::ALL;
-    let v = OpImpl::View;
-    let rep = Sharding::Replicate("a view without a sharding rule of its own");
-    vec![
-        OpDef::new("aten::squeeze", v, all, |_, a| {
-            t1(view("aten::squeeze", a.tensor(0)?, |l| {
-                squeeze_layout(l, None)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::squeeze.dims", v, all, |_, a| {
-            let ds = a.ints(1)?;
-            t1(view("aten::squeeze.dims", a.tensor(0)?, |l| {
-                squeeze_layout(l, Some(&ds))
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::squeeze_", v, all, |_, a| {
-            t1(view("aten::squeeze_", a.tensor(0)?, |l| {
-                squeeze_layout(l, None)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::squeeze_.dim", v, all, |_, a| {
-            let d = a.int(1)?;
-            t1(view("aten::squeeze_.dim", a.tensor(0)?, |l| l.squeeze(d)))
-        })
-        .shard(Sharding::View(ViewKind::SqueezeDim)),
-        OpDef::new("aten::squeeze_.dims", v, all, |_, a| {
-            let ds = a.ints(1)?;
-            t1(view("aten::squeeze_.dims", a.tensor(0)?, |l| {
-                squeeze_layout(l, Some(&ds))
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::unsqueeze_", v, all, |_, a| {
-            let d = a.int(1)?;
-            t1(view("aten::unsqueeze_", a.tensor(0)?, |l| l.unsqueeze(d)))
-        })
-        .shard(Sharding::View(ViewKind::Unsqueeze)),
-        OpDef::new("aten::transpose_", v, all, |_, a| {
-            let (d0, d1) = (a.int(1)?, a.int(2)?);
-            t1(view("aten::transpose_", a.tensor(0)?, |l| {
-                l.transpose(d0, d1)
-            }))
-        })
-        .shard(Sharding::View(ViewKind::Transpose)),
-        OpDef::new("aten::t_", v, all, |_, a| {
-            let x = a.tensor(0)?;
-            if x.dim() > 2 {
-                return Err(TpuError::BadArgs(format!(
-                    "t_() expects a tensor with <= 2 dimensions, but self is {}D",
-                    x.dim()
-                )));
-            }
-            t1(view("aten::t_", x, |l| {
-                if l.ndim() == 2 {
-                    l.transpose(0, 1)
-                } else {
-                    Ok(l.clone())
-                }
-            }))
-        })
-        .shard(Sharding::View(ViewKind::T)),
-        OpDef::new("aten::split_with_sizes", v, all, |_, a| {
-            let x = a.tensor(0)?;
-            let _op = OpScope::view("aten::split_with_sizes", &[x])?;
-            ts(split_sizes(x, &a.ints(1)?, a.int(2)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::unsafe_split.Tensor", v, all, |_, a| {
-            ts(crate::ops::data::split(a.tensor(0)?, a.int(1)?, a.int(2)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::unsafe_split_with_sizes", v, all, |_, a| {
-            let x = a.tensor(0)?;
-            let _op = OpScope::view("aten::unsafe_split_with_sizes", &[x])?;
-            ts(split_sizes(x, &a.ints(1)?, a.int(2)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::unbind.int", v, all, |_, a| {
-            let x = a.tensor(0)?;
-            let _op = OpScope::view("aten::unbind.int", &[x])?;
-            ts(unbind_views(x, a.int(1)?))
-        })
-        .shard(rep),
-        OpDef::new("aten::narrow", v, all, |_, a| {
-            let (d, s, n) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(view("aten::narrow", a.tensor(0)?, |l| {
-                narrow_layout(l, d, s, n)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::diagonal", v, all, |_, a| {
-            let (o, d1, d2) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(view("aten::diagonal", a.tensor(0)?, |l| {
-                diagonal_layout(l, o, d1, d2)
-            }))
-        })
-        .shard(rep),
-        OpDef::new("aten::unfold", v, all, |_, a| {
-            let (d, s, st) = (a.int(1)?, a.int(2)?, a.int(3)?);
-            t1(view("aten::unfold", a.tensor(0)?, |l| {
-                unfold_layout(l, d, s, st)
-            }))
-        })
-        .shard(rep),
-    ]
+// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
+
+const REP: Sharding = Sharding::Replicate("a view without a sharding rule of its own");
+
+#[aten("aten::squeeze", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn squeeze_op(a: Squeeze<'_>) -> Result<Tensor> {
+    view("aten::squeeze", a.self_, |l| squeeze_layout(l, None))
+}
+
+#[aten("aten::squeeze.dims", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn squeeze_dims_op(a: SqueezeDims<'_>) -> Result<Tensor> {
+    view("aten::squeeze.dims", a.self_, |l| {
+        squeeze_layout(l, Some(&a.dim))
+    })
+}
+
+#[aten("aten::squeeze_", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn squeeze_inplace_op(a: SqueezeInplace<'_>) -> Result<Tensor> {
+    view("aten::squeeze_", a.self_, |l| squeeze_layout(l, None))
+}
+
+#[aten(
+    "aten::squeeze_.dim",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::SqueezeDim),
+    kind = View
+)]
+fn squeeze_inplace_dim_op(a: SqueezeInplaceDim<'_>) -> Result<Tensor> {
+    view("aten::squeeze_.dim", a.self_, |l| l.squeeze(a.dim))
+}
+
+#[aten("aten::squeeze_.dims", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn squeeze_inplace_dims_op(a: SqueezeInplaceDims<'_>) -> Result<Tensor> {
+    view("aten::squeeze_.dims", a.self_, |l| {
+        squeeze_layout(l, Some(&a.dim))
+    })
+}
+
+#[aten(
+    "aten::unsqueeze_",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Unsqueeze),
+    kind = View
+)]
+fn unsqueeze_inplace_op(a: UnsqueezeInplace<'_>) -> Result<Tensor> {
+    view("aten::unsqueeze_", a.self_, |l| l.unsqueeze(a.dim))
+}
+
+#[aten(
+    "aten::transpose_",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Transpose),
+    kind = View
+)]
+fn transpose_inplace_op(a: TransposeInplace<'_>) -> Result<Tensor> {
+    view("aten::transpose_", a.self_, |l| l.transpose(a.dim0, a.dim1))
+}
+
+#[aten(
+    "aten::t_",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::T),
+    kind = View
+)]
+fn t_inplace_op(a: TInplace<'_>) -> Result<Tensor> {
+    let x = a.self_;
+    if x.dim() > 2 {
+        return Err(TpuError::BadArgs(format!(
+            "t_() expects a tensor with <= 2 dimensions, but self is {}D",
+            x.dim()
+        )));
+    }
+    view("aten::t_", x, |l| {
+        if l.ndim() == 2 {
+            l.transpose(0, 1)
+        } else {
+            Ok(l.clone())
+        }
+    })
+}
+
+#[aten("aten::split_with_sizes", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn split_with_sizes_op(a: SplitWithSizes<'_>) -> Result<Vec<Tensor>> {
+    let _op = OpScope::view("aten::split_with_sizes", &[a.self_])?;
+    split_sizes(a.self_, &a.split_sizes, a.dim)
+}
+
+#[aten("aten::unsafe_split.Tensor", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn unsafe_split_tensor_op(a: UnsafeSplitTensor<'_>) -> Result<Vec<Tensor>> {
+    crate::ops::data::split(a.self_, a.split_size, a.dim)
+}
+
+#[aten("aten::unsafe_split_with_sizes", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn unsafe_split_with_sizes_op(a: UnsafeSplitWithSizes<'_>) -> Result<Vec<Tensor>> {
+    let _op = OpScope::view("aten::unsafe_split_with_sizes", &[a.self_])?;
+    split_sizes(a.self_, &a.split_sizes, a.dim)
+}
+
+#[aten("aten::unbind.int", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn unbind_int_op(a: UnbindInt<'_>) -> Result<Vec<Tensor>> {
+    let _op = OpScope::view("aten::unbind.int", &[a.self_])?;
+    unbind_views(a.self_, a.dim)
+}
+
+#[aten("aten::narrow", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn narrow_op(a: Narrow<'_>) -> Result<Tensor> {
+    view("aten::narrow", a.self_, |l| {
+        narrow_layout(l, a.dim, a.start, a.length)
+    })
+}
+
+#[aten("aten::diagonal", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn diagonal_op(a: Diagonal<'_>) -> Result<Tensor> {
+    view("aten::diagonal", a.self_, |l| {
+        diagonal_layout(l, a.offset, a.dim1, a.dim2)
+    })
+}
+
+#[aten("aten::unfold", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
+fn unfold_op(a: Unfold<'_>) -> Result<Tensor> {
+    view("aten::unfold", a.self_, |l| {
+        unfold_layout(l, a.dimension, a.size, a.step)
+    })
 }
