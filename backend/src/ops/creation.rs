@@ -198,12 +198,6 @@ pub fn fill_(x: &Tensor, value: Scalar) -> Result<Tensor> {
     Ok(x.clone())
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<super::OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
-}
-
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
 // The factories ignore `layout`, `device` and `pin_memory`.
 
@@ -245,7 +239,7 @@ fn arange_start_step_op(rt: &Runtime, a: ArangeStartStep<'_>) -> Result<Tensor> 
 }
 
 #[aten("aten::clone", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
-fn clone_op(a: Clone<'_>) -> Result<Tensor> {
+fn clone_op(a: AtenClone<'_>) -> Result<Tensor> {
     clone(a.self_)
 }
 

@@ -19,15 +19,3 @@ pub use index::{embedding, gather, index_select};
 pub(crate) use index::{gather_rows, table_view};
 pub use regions::{constant_pad_nd, flip, masked_fill, masked_fill_tensor, tril, triu};
 
-use super::registry::OpDef;
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
-}
-
-/// Every dtype (data movement is defined for all of them): [`DType::ALL_TPU`].
-///
-/// [`DType::ALL_TPU`]: crate::dtype::DType::ALL_TPU
-pub(crate) const ALL: &[crate::dtype::DType] = crate::dtype::DType::ALL_TPU;

@@ -9,12 +9,6 @@ use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::runtime::Runtime;
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<super::OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
-}
-
 #[aten(
     "aten::trace",
     dtypes = DType::ALL_TPU,

@@ -4,7 +4,6 @@
 use super::aten;
 use super::creation;
 use super::helpers::OpScope;
-use super::registry::OpDef;
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::{Layout, infer_size};
@@ -168,12 +167,6 @@ impl Tensor {
         }
         creation::to_copy(self, Some(dtype))
     }
-}
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
 }
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).

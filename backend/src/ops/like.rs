@@ -137,12 +137,6 @@ fn alias(name: &str, x: &Tensor) -> Result<Vec<Value>> {
     Ok(vec![Value::Tensor(x.clone())])
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<super::OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
-}
-
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
 // The factories ignore `layout`, `device`, `pin_memory` and `memory_format`.
 

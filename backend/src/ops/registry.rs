@@ -115,14 +115,8 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
         let mut twice = Vec::new();
         for d in super::binary::defs()
             .into_iter()
-            .chain(super::creation::defs())
-            .chain(super::layout_ops::defs())
-            .chain(super::data::defs())
             .chain(super::shape::defs())
             .chain(super::pointwise::defs())
-            .chain(super::like::defs())
-            .chain(super::random::defs())
-            .chain(super::decomp::defs())
             .chain(super::typed::aten_defs())
         {
             let name = d.name;

@@ -533,9 +533,3 @@ pub fn threefry_words(rt: &Runtime, n: usize, seed: u64, offset: u64) -> Result<
 }
 
 pub(crate) mod defs;
-
-/// The registered overloads.
-pub(super) fn defs() -> Vec<super::OpDef> {
-    // every overload is an #[aten] function
-    Vec::new()
-}
