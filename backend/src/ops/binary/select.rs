@@ -2,8 +2,7 @@
 //! numbers for `where`'s values or tensors for the bounds are in `pointwise::ternary`).
 
 use super::{compute, fits_lanes, operand};
-use crate::dtype::Scalar;
-use crate::dtype::{DType, Operand, result_type};
+use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::BinOp;
 use crate::ops::aten;
