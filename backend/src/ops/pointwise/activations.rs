@@ -9,14 +9,12 @@
 //! `log_sigmoid(x) = min(x, 0) - log1p(exp(-|x|))` (its forward also returns the buffer
 //! `exp(-|x|)`). `hardtanh` and `threshold` also take integer tensors (in their dtype).
 
-use super::{ALL, Arg, Ex, FLOAT, NUM, Number, float1, not_implemented, promoted_as, t1};
+use super::{Arg, Ex, Number, float1, not_implemented, promoted_as};
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::ir::{BinOp, CmpKind, PRef};
-use crate::ops::Value;
-use crate::ops::args::Args;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -118,13 +116,13 @@ pub fn threshold(x: &Tensor, th: f64, value: f64) -> Result<Tensor> {
 
 /// ELU's coefficients: `alpha`, `scale`, `input_scale`.
 #[derive(Clone, Copy)]
-struct Elu {
+struct EluCoefficients {
     alpha: f64,
     scale: f64,
     input_scale: f64,
 }
 
-fn elu(name: &str, x: &Tensor, c: Elu) -> Result<Tensor> {
+fn elu(name: &str, x: &Tensor, c: EluCoefficients) -> Result<Tensor> {
     act(name, "elu", x, move |e, x| {
         let t = e.mulk(x, c.input_scale);
         let m = e.expm1(t);
@@ -174,151 +172,6 @@ fn log_sigmoid_backward(g: &Tensor, x: &Tensor) -> Result<Tensor> {
     })
 }
 
-fn pw() -> Sharding {
-    Sharding::pointwise(Lin::No)
-}
-
-fn elu_args(a: &Args, i: usize) -> Result<Elu> {
-    Ok(Elu {
-        alpha: a.float_or(i, 1.0)?,
-        scale: a.float_or(i + 1, 1.0)?,
-        input_scale: a.float_or(i + 2, 1.0)?,
-    })
-}
-
-fn forward_defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    vec![
-        OpDef::new("aten::hardtanh", k, NUM, |_, a| {
-            t1(hardtanh(
-                a.tensor(0)?,
-                a.float_or(1, -1.0)?,
-                a.float_or(2, 1.0)?,
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::threshold", k, ALL, |_, a| {
-            t1(threshold(a.tensor(0)?, a.float(1)?, a.float(2)?))
-        })
-        .shard(pw()),
-        OpDef::new("aten::elu", k, FLOAT, |_, a| {
-            t1(elu("aten::elu", a.tensor(0)?, elu_args(a, 1)?))
-        })
-        .shard(pw()),
-        OpDef::new("aten::celu", k, FLOAT, |_, a| {
-            let alpha = a.float_or(1, 1.0)?;
-            let c = Elu {
-                alpha,
-                scale: 1.0,
-                input_scale: 1.0 / alpha,
-            };
-            t1(elu("aten::celu", a.tensor(0)?, c))
-        })
-        .shard(pw()),
-        OpDef::new("aten::leaky_relu", k, FLOAT, |_, a| {
-            let s = a.float_or(1, 0.01)?;
-            t1(act(
-                "aten::leaky_relu",
-                "leaky_relu",
-                a.tensor(0)?,
-                move |e, x| {
-                    let m = e.mulk(x, s);
-                    let gt = e.gtk(x, 0.0);
-                    e.sel(gt, x, m)
-                },
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::hardsigmoid", k, FLOAT, |_, a| {
-            t1(act(
-                "aten::hardsigmoid",
-                "hardsigmoid",
-                a.tensor(0)?,
-                hard01,
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::hardswish", k, FLOAT, |_, a| {
-            t1(act("aten::hardswish", "hardswish", a.tensor(0)?, |e, x| {
-                // x * min(max(x + 3, 0), 6) / 6
-                let t = e.addk(x, 3.0);
-                let z = e.k(0.0);
-                let t = e.max(t, z);
-                let six = e.k(6.0);
-                let t = e.min(t, six);
-                let m = e.mul(x, t);
-                e.div(m, six)
-            }))
-        })
-        .shard(pw()),
-        OpDef::new("aten::softplus", k, FLOAT, |_, a| {
-            let (beta, th) = (a.float_or(1, 1.0)?, a.float_or(2, 20.0)?);
-            t1(act(
-                "aten::softplus",
-                "softplus",
-                a.tensor(0)?,
-                move |e, x| {
-                    let xb = e.mulk(x, beta);
-                    let ex = e.exp(xb);
-                    let l = e.log1p(ex);
-                    let l = e.mulk(l, 1.0 / beta);
-                    let over = e.gtk(xb, th);
-                    e.sel(over, x, l)
-                },
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::mish", k, FLOAT, |_, a| {
-            t1(act("aten::mish", "mish", a.tensor(0)?, |e, x| {
-                let ex = e.exp(x);
-                let sp = e.log1p(ex);
-                let t = e.tanh(sp);
-                e.mul(x, t)
-            }))
-        })
-        .shard(pw()),
-        OpDef::new("aten::hardshrink", k, FLOAT, |_, a| {
-            let l = a.float_or(1, 0.5)?;
-            t1(act(
-                "aten::hardshrink",
-                "hardshrink",
-                a.tensor(0)?,
-                move |e, x| {
-                    let lo = e.gek(x, -l);
-                    let hi = e.lek(x, l);
-                    let inside = e.and(lo, hi);
-                    e.selk(inside, 0.0, x)
-                },
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::softshrink", k, FLOAT, |_, a| {
-            let l = a.float_or(1, 0.5)?;
-            t1(act(
-                "aten::softshrink",
-                "softshrink",
-                a.tensor(0)?,
-                move |e, x| {
-                    // a > l ? a - l : (a < -l ? a + l : a * 0)
-                    let z = e.mulk(x, 0.0);
-                    let up = e.addk(x, -l);
-                    let dn = e.addk(x, l);
-                    let lt = e.ltk(x, -l);
-                    let r = e.sel(lt, dn, z);
-                    let gt = e.gtk(x, l);
-                    e.sel(gt, up, r)
-                },
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::log_sigmoid_forward", k, FLOAT, |_, a| {
-            let (o, b) = log_sigmoid_forward(a.tensor(0)?)?;
-            Ok(vec![Value::Tensor(o), Value::Tensor(b)])
-        })
-        .shard(pw()),
-    ]
-}
-
 /// `min(max(x + 3, 0), 6) / 6`.
 fn hard01(e: &mut Ex, x: PRef) -> PRef {
     let t = e.addk(x, 3.0);
@@ -329,48 +182,154 @@ fn hard01(e: &mut Ex, x: PRef) -> PRef {
     e.div(t, six)
 }
 
-fn backward_defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    vec![
-        OpDef::new("aten::hardtanh_backward", k, FLOAT, |_, a| {
-            let (lo, hi) = (a.float(2)?, a.float(3)?);
-            t1(grad2(
-                "aten::hardtanh_backward",
-                a.tensor(0)?,
-                a.tensor(1)?,
-                move |e, g, x| {
-                    let l = e.lek(x, lo);
-                    let h = e.gek(x, hi);
-                    let out = e.or(l, h);
-                    e.selk(out, 0.0, g)
-                },
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::leaky_relu_backward", k, FLOAT, |_, a| {
-            let s = a.float(2)?;
-            t1(grad2(
-                "aten::leaky_relu_backward",
-                a.tensor(0)?,
-                a.tensor(1)?,
-                move |e, g, x| {
-                    let m = e.mulk(g, s);
-                    let gt = e.gtk(x, 0.0);
-                    e.sel(gt, g, m)
-                },
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::log_sigmoid_backward", k, FLOAT, |_, a| {
-            t1(log_sigmoid_backward(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(pw()),
-    ]
+// The registered overloads: one `#[aten]` function each.
+
+#[aten("aten::hardtanh", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn hardtanh_op(a: Hardtanh<'_>) -> Result<Tensor> {
+    hardtanh(a.self_, a.min_val.to_f64(), a.max_val.to_f64())
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let mut v = forward_defs();
-    v.extend(backward_defs());
-    v
+#[aten("aten::threshold", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn threshold_op(a: Threshold<'_>) -> Result<Tensor> {
+    threshold(a.self_, a.threshold.to_f64(), a.value.to_f64())
+}
+
+#[aten("aten::elu", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn elu_op(a: Elu<'_>) -> Result<Tensor> {
+    let c = EluCoefficients {
+        alpha: a.alpha.to_f64(),
+        scale: a.scale.to_f64(),
+        input_scale: a.input_scale.to_f64(),
+    };
+    elu(Elu::NAME, a.self_, c)
+}
+
+#[aten("aten::celu", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn celu_op(a: Celu<'_>) -> Result<Tensor> {
+    let alpha = a.alpha.to_f64();
+    let c = EluCoefficients {
+        alpha,
+        scale: 1.0,
+        input_scale: 1.0 / alpha,
+    };
+    elu(Celu::NAME, a.self_, c)
+}
+
+#[aten("aten::leaky_relu", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn leaky_relu_op(a: LeakyRelu<'_>) -> Result<Tensor> {
+    let s = a.negative_slope.to_f64();
+    act(LeakyRelu::NAME, "leaky_relu", a.self_, move |e, x| {
+        let m = e.mulk(x, s);
+        let gt = e.gtk(x, 0.0);
+        e.sel(gt, x, m)
+    })
+}
+
+#[aten("aten::hardsigmoid", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn hardsigmoid_op(a: Hardsigmoid<'_>) -> Result<Tensor> {
+    act(Hardsigmoid::NAME, "hardsigmoid", a.self_, hard01)
+}
+
+#[aten("aten::hardswish", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn hardswish_op(a: Hardswish<'_>) -> Result<Tensor> {
+    act(Hardswish::NAME, "hardswish", a.self_, |e, x| {
+        // x * min(max(x + 3, 0), 6) / 6
+        let t = e.addk(x, 3.0);
+        let z = e.k(0.0);
+        let t = e.max(t, z);
+        let six = e.k(6.0);
+        let t = e.min(t, six);
+        let m = e.mul(x, t);
+        e.div(m, six)
+    })
+}
+
+#[aten("aten::softplus", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn softplus_op(a: Softplus<'_>) -> Result<Tensor> {
+    let (beta, th) = (a.beta.to_f64(), a.threshold.to_f64());
+    act(Softplus::NAME, "softplus", a.self_, move |e, x| {
+        let xb = e.mulk(x, beta);
+        let ex = e.exp(xb);
+        let l = e.log1p(ex);
+        let l = e.mulk(l, 1.0 / beta);
+        let over = e.gtk(xb, th);
+        e.sel(over, x, l)
+    })
+}
+
+#[aten("aten::mish", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn mish_op(a: Mish<'_>) -> Result<Tensor> {
+    act(Mish::NAME, "mish", a.self_, |e, x| {
+        let ex = e.exp(x);
+        let sp = e.log1p(ex);
+        let t = e.tanh(sp);
+        e.mul(x, t)
+    })
+}
+
+#[aten("aten::hardshrink", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn hardshrink_op(a: Hardshrink<'_>) -> Result<Tensor> {
+    let l = a.lambd.to_f64();
+    act(Hardshrink::NAME, "hardshrink", a.self_, move |e, x| {
+        let lo = e.gek(x, -l);
+        let hi = e.lek(x, l);
+        let inside = e.and(lo, hi);
+        e.selk(inside, 0.0, x)
+    })
+}
+
+#[aten("aten::softshrink", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn softshrink_op(a: Softshrink<'_>) -> Result<Tensor> {
+    let l = a.lambd.to_f64();
+    act(Softshrink::NAME, "softshrink", a.self_, move |e, x| {
+        // a > l ? a - l : (a < -l ? a + l : a * 0)
+        let z = e.mulk(x, 0.0);
+        let up = e.addk(x, -l);
+        let dn = e.addk(x, l);
+        let lt = e.ltk(x, -l);
+        let r = e.sel(lt, dn, z);
+        let gt = e.gtk(x, l);
+        e.sel(gt, up, r)
+    })
+}
+
+#[aten("aten::log_sigmoid_forward", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn log_sigmoid_forward_op(a: LogSigmoidForward<'_>) -> Result<(Tensor, Tensor)> {
+    log_sigmoid_forward(a.self_)
+}
+
+#[aten("aten::hardtanh_backward", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn hardtanh_backward_op(a: HardtanhBackward<'_>) -> Result<Tensor> {
+    let (lo, hi) = (a.min_val.to_f64(), a.max_val.to_f64());
+    grad2(
+        HardtanhBackward::NAME,
+        a.grad_output,
+        a.self_,
+        move |e, g, x| {
+            let l = e.lek(x, lo);
+            let h = e.gek(x, hi);
+            let out = e.or(l, h);
+            e.selk(out, 0.0, g)
+        },
+    )
+}
+
+#[aten("aten::leaky_relu_backward", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn leaky_relu_backward_op(a: LeakyReluBackward<'_>) -> Result<Tensor> {
+    let s = a.negative_slope.to_f64();
+    grad2(
+        LeakyReluBackward::NAME,
+        a.grad_output,
+        a.self_,
+        move |e, g, x| {
+            let m = e.mulk(g, s);
+            let gt = e.gtk(x, 0.0);
+            e.sel(gt, g, m)
+        },
+    )
+}
+
+#[aten("aten::log_sigmoid_backward", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn log_sigmoid_backward_op(a: LogSigmoidBackward<'_>) -> Result<Tensor> {
+    log_sigmoid_backward(a.grad_output, a.self_)
 }

@@ -17,10 +17,11 @@
 use std::f64::consts::{FRAC_PI_4, PI};
 
 use super::cephes::*;
-use super::{ALL, Ex, float1, t1};
+use super::{Ex, float1};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::ir::PRef;
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -394,38 +395,98 @@ fn spherical_j0(e: &mut Ex, x: PRef) -> PRef {
     e.selk(inf, 0.0, out)
 }
 
-/// A floating unary operator.
-fn unary(name: &'static str, f: fn(&mut Ex, PRef) -> PRef) -> impl Fn(&Tensor) -> Result<Tensor> {
-    move |x| float1(name, x, f)
+// The registered overloads: one `#[aten]` function each.
+
+#[aten("aten::i0", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn i0_op(a: I0<'_>) -> Result<Tensor> {
+    float1(I0::NAME, a.self_, i0)
 }
 
-macro_rules! defs_of {
-    ($($name:literal => $f:expr),* $(,)?) => {
-        vec![$(
-            OpDef::new($name, OpImpl::Kernel, ALL, |_, a| t1(unary($name, $f)(a.tensor(0)?)))
-                .shard(Sharding::pointwise(Lin::No)),
-        )*]
-    };
+#[aten("aten::special_i0e", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_i0e_op(a: SpecialI0e<'_>) -> Result<Tensor> {
+    float1(SpecialI0e::NAME, a.self_, i0e)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    defs_of! {
-        "aten::i0" => i0,
-        "aten::special_i0e" => i0e,
-        "aten::special_i1" => |e, x| i1_with(e, x, &I1E_A_F32, &I1E_B_F32, false),
-        "aten::special_i1e" => |e, x| i1_with(e, x, &I1E_A_F32, &I1E_B_F32, true),
-        "aten::special_modified_bessel_i0" => i0,
-        "aten::special_modified_bessel_i1" => |e, x| i1_with(e, x, &I1E_A, &I1E_B, false),
-        "aten::special_modified_bessel_k0" => |e, x| k0(e, x, false),
-        "aten::special_modified_bessel_k1" => |e, x| k1(e, x, false),
-        "aten::special_scaled_modified_bessel_k0" => |e, x| k0(e, x, true),
-        "aten::special_scaled_modified_bessel_k1" => |e, x| k1(e, x, true),
-        "aten::special_bessel_j0" => j0,
-        "aten::special_bessel_j1" => j1,
-        "aten::special_bessel_y0" => y0,
-        "aten::special_bessel_y1" => y1,
-        "aten::special_airy_ai" => airy_ai,
-        "aten::special_spherical_bessel_j0" => spherical_j0,
-    }
+#[aten("aten::special_i1", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_i1_op(a: SpecialI1<'_>) -> Result<Tensor> {
+    float1(SpecialI1::NAME, a.self_, |e, x| {
+        i1_with(e, x, &I1E_A_F32, &I1E_B_F32, false)
+    })
+}
+
+#[aten("aten::special_i1e", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_i1e_op(a: SpecialI1e<'_>) -> Result<Tensor> {
+    float1(SpecialI1e::NAME, a.self_, |e, x| {
+        i1_with(e, x, &I1E_A_F32, &I1E_B_F32, true)
+    })
+}
+
+#[aten("aten::special_modified_bessel_i0", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_modified_bessel_i0_op(a: SpecialModifiedBesselI0<'_>) -> Result<Tensor> {
+    float1(SpecialModifiedBesselI0::NAME, a.self_, i0)
+}
+
+#[aten("aten::special_modified_bessel_i1", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_modified_bessel_i1_op(a: SpecialModifiedBesselI1<'_>) -> Result<Tensor> {
+    float1(SpecialModifiedBesselI1::NAME, a.self_, |e, x| {
+        i1_with(e, x, &I1E_A, &I1E_B, false)
+    })
+}
+
+#[aten("aten::special_modified_bessel_k0", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_modified_bessel_k0_op(a: SpecialModifiedBesselK0<'_>) -> Result<Tensor> {
+    float1(SpecialModifiedBesselK0::NAME, a.self_, |e, x| {
+        k0(e, x, false)
+    })
+}
+
+#[aten("aten::special_modified_bessel_k1", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_modified_bessel_k1_op(a: SpecialModifiedBesselK1<'_>) -> Result<Tensor> {
+    float1(SpecialModifiedBesselK1::NAME, a.self_, |e, x| {
+        k1(e, x, false)
+    })
+}
+
+#[aten("aten::special_scaled_modified_bessel_k0", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_scaled_modified_bessel_k0_op(a: SpecialScaledModifiedBesselK0<'_>) -> Result<Tensor> {
+    float1(SpecialScaledModifiedBesselK0::NAME, a.x, |e, x| {
+        k0(e, x, true)
+    })
+}
+
+#[aten("aten::special_scaled_modified_bessel_k1", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_scaled_modified_bessel_k1_op(a: SpecialScaledModifiedBesselK1<'_>) -> Result<Tensor> {
+    float1(SpecialScaledModifiedBesselK1::NAME, a.x, |e, x| {
+        k1(e, x, true)
+    })
+}
+
+#[aten("aten::special_bessel_j0", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_bessel_j0_op(a: SpecialBesselJ0<'_>) -> Result<Tensor> {
+    float1(SpecialBesselJ0::NAME, a.self_, j0)
+}
+
+#[aten("aten::special_bessel_j1", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_bessel_j1_op(a: SpecialBesselJ1<'_>) -> Result<Tensor> {
+    float1(SpecialBesselJ1::NAME, a.self_, j1)
+}
+
+#[aten("aten::special_bessel_y0", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_bessel_y0_op(a: SpecialBesselY0<'_>) -> Result<Tensor> {
+    float1(SpecialBesselY0::NAME, a.self_, y0)
+}
+
+#[aten("aten::special_bessel_y1", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_bessel_y1_op(a: SpecialBesselY1<'_>) -> Result<Tensor> {
+    float1(SpecialBesselY1::NAME, a.self_, y1)
+}
+
+#[aten("aten::special_airy_ai", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_airy_ai_op(a: SpecialAiryAi<'_>) -> Result<Tensor> {
+    float1(SpecialAiryAi::NAME, a.x, airy_ai)
+}
+
+#[aten("aten::special_spherical_bessel_j0", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_spherical_bessel_j0_op(a: SpecialSphericalBesselJ0<'_>) -> Result<Tensor> {
+    float1(SpecialSphericalBesselJ0::NAME, a.x, spherical_j0)
 }

@@ -13,13 +13,12 @@
 //!   allows (consecutive Fibonacci numbers: 47 steps for int32, 92 for int64); `lcm(a, b) = |a /
 //!   gcd * b|`, 0 when the gcd is.
 
-use super::{Arg, Ex, FLOAT, Number, common_dtype, promoted, promoted_exact_raw, t1};
+use super::{Arg, Ex, Number, common_dtype, promoted, promoted_exact_raw};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder};
-use crate::ops::Value;
+use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -231,28 +230,27 @@ pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     )
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    let ints = &[DType::I32, DType::I64];
-    let pw = || Sharding::pointwise(Lin::No);
-    vec![
-        OpDef::new("aten::frexp.Tensor", k, FLOAT, |_, a| {
-            let (m, e) = frexp(a.tensor(0)?)?;
-            Ok(vec![Value::Tensor(m), Value::Tensor(e)])
-        })
-        .shard(pw()),
-        OpDef::new("aten::nextafter", k, FLOAT, |_, a| {
-            t1(nextafter(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(pw()),
-        OpDef::new("aten::gcd", k, ints, |_, a| {
-            t1(gcd(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(pw()),
-        OpDef::new("aten::lcm", k, ints, |_, a| {
-            t1(lcm(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(pw()),
-    ]
+/// Integer dtypes, for `gcd` and `lcm`.
+const INTS: &[DType] = &[DType::I32, DType::I64];
+
+// The registered overloads: one `#[aten]` function each.
+
+#[aten("aten::frexp.Tensor", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn frexp_tensor_op(a: FrexpTensor<'_>) -> Result<(Tensor, Tensor)> {
+    frexp(a.self_)
+}
+
+#[aten("aten::nextafter", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn nextafter_op(a: Nextafter<'_>) -> Result<Tensor> {
+    nextafter(a.self_, a.other)
+}
+
+#[aten("aten::gcd", dtypes = INTS, shard = Sharding::pointwise(Lin::No))]
+fn gcd_op(a: Gcd<'_>) -> Result<Tensor> {
+    gcd(a.self_, a.other)
+}
+
+#[aten("aten::lcm", dtypes = INTS, shard = Sharding::pointwise(Lin::No))]
+fn lcm_op(a: Lcm<'_>) -> Result<Tensor> {
+    lcm(a.self_, a.other)
 }

@@ -5,11 +5,11 @@
 //! or more gives 0; a right shift by a negative amount or by the width less one or more gives
 //! the sign fill (`a >> (width - 1)`). Floating inputs are refused with PyTorch's errors.
 
-use super::{Arg, INTEGRAL, Number, common_dtype, not_implemented, promoted, t1};
+use super::{Arg, Number, common_dtype, not_implemented, promoted};
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -147,72 +147,87 @@ pub fn bitwise_shift(a: Arg, b: Arg, left: bool) -> Result<Tensor> {
     )
 }
 
-fn arg_t(a: &crate::ops::Args, i: usize) -> Result<Arg<'_>> {
-    Ok(Arg::T(a.tensor(i)?))
+/// The dtypes the shifts take.
+const SHIFTABLE: &[DType] = &[DType::I32, DType::I64];
+
+// The registered overloads: one `#[aten]` function each.
+
+#[aten("aten::bitwise_and.Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_and_tensor_op(a: BitwiseAndTensor<'_>) -> Result<Tensor> {
+    bitwise(Logic::And, Arg::T(a.self_), Arg::T(a.other))
 }
 
-fn arg_n(a: &crate::ops::Args, i: usize) -> Result<Arg<'_>> {
-    Ok(Arg::N(a.scalar(i)?))
+#[aten("aten::bitwise_and.Scalar", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_and_scalar_op(a: BitwiseAndScalar<'_>) -> Result<Tensor> {
+    bitwise(Logic::And, Arg::T(a.self_), Arg::N(a.other))
 }
 
-/// `(name, run)` of the three forms of an and/or/xor.
-macro_rules! logic {
-    ($base:literal, $kind:expr) => {
-        [
-            (
-                concat!($base, ".Tensor"),
-                (|_, a| t1(bitwise($kind, arg_t(a, 0)?, arg_t(a, 1)?))) as crate::ops::RunFn,
-            ),
-            (concat!($base, ".Scalar"), |_, a| {
-                t1(bitwise($kind, arg_t(a, 0)?, arg_n(a, 1)?))
-            }),
-            (concat!($base, ".Scalar_Tensor"), |_, a| {
-                t1(bitwise($kind, arg_n(a, 0)?, arg_t(a, 1)?))
-            }),
-        ]
-    };
+#[aten("aten::bitwise_and.Scalar_Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_and_scalar_tensor_op(a: BitwiseAndScalarTensor<'_>) -> Result<Tensor> {
+    bitwise(Logic::And, Arg::N(a.self_), Arg::T(a.other))
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    let pw = Sharding::pointwise(Lin::No);
-    let mut v = Vec::new();
-    for (name, run) in logic!("aten::bitwise_and", Logic::And)
-        .into_iter()
-        .chain(logic!("aten::bitwise_or", Logic::Or))
-        .chain(logic!("aten::bitwise_xor", Logic::Xor))
-    {
-        v.push(OpDef::new(name, k, INTEGRAL, run).shard(pw));
-    }
-    v.push(
-        OpDef::new("aten::bitwise_not", k, INTEGRAL, |_, a| {
-            t1(bitwise_not(a.tensor(0)?))
-        })
-        .shard(pw),
-    );
-    let shifts: [(&'static str, crate::ops::RunFn); 6] = [
-        ("aten::bitwise_left_shift.Tensor", |_, a| {
-            t1(bitwise_shift(arg_t(a, 0)?, arg_t(a, 1)?, true))
-        }),
-        ("aten::bitwise_left_shift.Tensor_Scalar", |_, a| {
-            t1(bitwise_shift(arg_t(a, 0)?, arg_n(a, 1)?, true))
-        }),
-        ("aten::bitwise_left_shift.Scalar_Tensor", |_, a| {
-            t1(bitwise_shift(arg_n(a, 0)?, arg_t(a, 1)?, true))
-        }),
-        ("aten::bitwise_right_shift.Tensor", |_, a| {
-            t1(bitwise_shift(arg_t(a, 0)?, arg_t(a, 1)?, false))
-        }),
-        ("aten::bitwise_right_shift.Tensor_Scalar", |_, a| {
-            t1(bitwise_shift(arg_t(a, 0)?, arg_n(a, 1)?, false))
-        }),
-        ("aten::bitwise_right_shift.Scalar_Tensor", |_, a| {
-            t1(bitwise_shift(arg_n(a, 0)?, arg_t(a, 1)?, false))
-        }),
-    ];
-    for (name, run) in shifts {
-        v.push(OpDef::new(name, k, &[DType::I32, DType::I64], run).shard(pw));
-    }
-    v
+#[aten("aten::bitwise_or.Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_or_tensor_op(a: BitwiseOrTensor<'_>) -> Result<Tensor> {
+    bitwise(Logic::Or, Arg::T(a.self_), Arg::T(a.other))
+}
+
+#[aten("aten::bitwise_or.Scalar", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_or_scalar_op(a: BitwiseOrScalar<'_>) -> Result<Tensor> {
+    bitwise(Logic::Or, Arg::T(a.self_), Arg::N(a.other))
+}
+
+#[aten("aten::bitwise_or.Scalar_Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_or_scalar_tensor_op(a: BitwiseOrScalarTensor<'_>) -> Result<Tensor> {
+    bitwise(Logic::Or, Arg::N(a.self_), Arg::T(a.other))
+}
+
+#[aten("aten::bitwise_xor.Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_xor_tensor_op(a: BitwiseXorTensor<'_>) -> Result<Tensor> {
+    bitwise(Logic::Xor, Arg::T(a.self_), Arg::T(a.other))
+}
+
+#[aten("aten::bitwise_xor.Scalar", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_xor_scalar_op(a: BitwiseXorScalar<'_>) -> Result<Tensor> {
+    bitwise(Logic::Xor, Arg::T(a.self_), Arg::N(a.other))
+}
+
+#[aten("aten::bitwise_xor.Scalar_Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_xor_scalar_tensor_op(a: BitwiseXorScalarTensor<'_>) -> Result<Tensor> {
+    bitwise(Logic::Xor, Arg::N(a.self_), Arg::T(a.other))
+}
+
+#[aten("aten::bitwise_not", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_not_op(a: BitwiseNot<'_>) -> Result<Tensor> {
+    bitwise_not(a.self_)
+}
+
+#[aten("aten::bitwise_left_shift.Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_left_shift_tensor_op(a: BitwiseLeftShiftTensor<'_>) -> Result<Tensor> {
+    bitwise_shift(Arg::T(a.self_), Arg::T(a.other), true)
+}
+
+#[aten("aten::bitwise_left_shift.Tensor_Scalar", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_left_shift_tensor_scalar_op(a: BitwiseLeftShiftTensorScalar<'_>) -> Result<Tensor> {
+    bitwise_shift(Arg::T(a.self_), Arg::N(a.other), true)
+}
+
+#[aten("aten::bitwise_left_shift.Scalar_Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_left_shift_scalar_tensor_op(a: BitwiseLeftShiftScalarTensor<'_>) -> Result<Tensor> {
+    bitwise_shift(Arg::N(a.self_), Arg::T(a.other), true)
+}
+
+#[aten("aten::bitwise_right_shift.Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_right_shift_tensor_op(a: BitwiseRightShiftTensor<'_>) -> Result<Tensor> {
+    bitwise_shift(Arg::T(a.self_), Arg::T(a.other), false)
+}
+
+#[aten("aten::bitwise_right_shift.Tensor_Scalar", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_right_shift_tensor_scalar_op(a: BitwiseRightShiftTensorScalar<'_>) -> Result<Tensor> {
+    bitwise_shift(Arg::T(a.self_), Arg::N(a.other), false)
+}
+
+#[aten("aten::bitwise_right_shift.Scalar_Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
+fn bitwise_right_shift_scalar_tensor_op(a: BitwiseRightShiftScalarTensor<'_>) -> Result<Tensor> {
+    bitwise_shift(Arg::N(a.self_), Arg::T(a.other), false)
 }

@@ -19,6 +19,7 @@ use super::{Arg, NUM, Number, arg, common_dtype, promoted_as, promoted_in, t1, t
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
+use crate::ops::aten;
 use crate::ops::binary::compute;
 use crate::ops::checks::{Pending, check_values};
 use crate::ops::helpers::OpScope;
@@ -321,7 +322,31 @@ impl Tensor {
     }
 }
 
-/// The registered overloads.
+// The registered overloads: one `#[aten]` function each (and, in `defs`, those taking a
+// Python number where the schema says `Tensor`, which `#[aten]` cannot type yet).
+
+#[aten("aten::div.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
+fn div_scalar_op(a: DivScalar<'_>) -> Result<Tensor> {
+    div(a.self_, Arg::N(a.other), None)
+}
+
+#[aten("aten::div.Scalar_mode", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn div_scalar_mode_op(a: DivScalarMode<'_>) -> Result<Tensor> {
+    div(a.self_, Arg::N(a.other), a.rounding_mode)
+}
+
+#[aten("aten::floor_divide.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn floor_divide_scalar_op(a: FloorDivideScalar<'_>) -> Result<Tensor> {
+    floor_divide(a.self_, Arg::N(a.other))
+}
+
+#[aten("aten::fmod.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn fmod_scalar_op(a: FmodScalar<'_>) -> Result<Tensor> {
+    fmod(a.self_, Arg::N(a.other))
+}
+
+/// The overloads whose divisor may be a Python number where the schema says `Tensor` (the
+/// binder keeps a number there: `x / 2` reaches `div.Tensor`), which `#[aten]` cannot type yet.
 pub(super) fn defs() -> Vec<OpDef> {
     let k = OpImpl::Kernel;
     let all = super::ALL;
@@ -334,28 +359,12 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(div(a.tensor(0)?, arg(a, 1)?, a.opt_str(2)?))
         })
         .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::div.Scalar", k, all, |_, a| {
-            t1(div(a.tensor(0)?, Arg::N(a.scalar(1)?), None))
-        })
-        .shard(Sharding::pointwise(Lin::All)),
-        OpDef::new("aten::div.Scalar_mode", k, all, |_, a| {
-            t1(div(a.tensor(0)?, Arg::N(a.scalar(1)?), a.opt_str(2)?))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
         OpDef::new("aten::floor_divide", k, NUM, |_, a| {
             t1(floor_divide(a.tensor(0)?, arg(a, 1)?))
         })
         .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::floor_divide.Scalar", k, NUM, |_, a| {
-            t1(floor_divide(a.tensor(0)?, Arg::N(a.scalar(1)?)))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
         OpDef::new("aten::fmod.Tensor", k, NUM, |_, a| {
             t1(fmod(a.tensor(0)?, arg(a, 1)?))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::fmod.Scalar", k, NUM, |_, a| {
-            t1(fmod(a.tensor(0)?, Arg::N(a.scalar(1)?)))
         })
         .shard(Sharding::pointwise(Lin::No)),
         OpDef::new(

@@ -19,10 +19,11 @@
 
 use std::f64::consts::PI;
 
-use super::{ALL, Ex, float1, t1};
+use super::{Ex, float1};
+use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::ir::PRef;
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -277,7 +278,7 @@ pub fn mvlgamma(x: &Tensor, p: i64) -> Result<Tensor> {
     let x = if x.dtype().is_float() {
         x.clone()
     } else {
-        x.to_dtype(crate::dtype::DType::F32)?
+        x.to_dtype(DType::F32)?
     };
     let mut acc = float1("aten::lgamma", &x, lgamma)?;
     for i in 1..p {
@@ -287,29 +288,29 @@ pub fn mvlgamma(x: &Tensor, p: i64) -> Result<Tensor> {
     acc.add_scalar((p * (p - 1)) as f64 / 4.0 * PI.ln())
 }
 
-fn pw() -> Sharding {
-    Sharding::pointwise(Lin::No)
+// The registered overloads: one `#[aten]` function each.
+
+#[aten("aten::lgamma", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn lgamma_op(a: Lgamma<'_>) -> Result<Tensor> {
+    float1(Lgamma::NAME, a.self_, lgamma)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    vec![
-        OpDef::new("aten::lgamma", k, ALL, |_, a| {
-            t1(float1("aten::lgamma", a.tensor(0)?, lgamma))
-        })
-        .shard(pw()),
-        OpDef::new("aten::digamma", k, ALL, |_, a| {
-            t1(float1("aten::digamma", a.tensor(0)?, digamma))
-        })
-        .shard(pw()),
-        OpDef::new("aten::polygamma", k, ALL, |_, a| {
-            t1(polygamma(a.int(0)?, a.tensor(1)?))
-        })
-        .shard(pw()),
-        OpDef::new("aten::mvlgamma", OpImpl::Decomposition, ALL, |_, a| {
-            t1(mvlgamma(a.tensor(0)?, a.int(1)?))
-        })
-        .shard(pw()),
-    ]
+#[aten("aten::digamma", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn digamma_op(a: Digamma<'_>) -> Result<Tensor> {
+    float1(Digamma::NAME, a.self_, digamma)
+}
+
+#[aten("aten::polygamma", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn polygamma_op(a: Polygamma<'_>) -> Result<Tensor> {
+    polygamma(a.n, a.self_)
+}
+
+#[aten(
+    "aten::mvlgamma",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    kind = Decomposition
+)]
+fn mvlgamma_op(a: Mvlgamma<'_>) -> Result<Tensor> {
+    mvlgamma(a.self_, a.p)
 }

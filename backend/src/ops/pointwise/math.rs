@@ -16,13 +16,12 @@ use std::f64::consts::{LN_2, LN_10, PI};
 use super::inverse_trig::{acos, acosh, asin, asinh, atan, atan2, atanh};
 use super::predicates::sign_bit;
 use super::{
-    ALL, Arg, Ex, FLOAT, NUM, Number, arg, float1, float2, not_implemented, promoted, promoted_as,
-    t1,
+    ALL, Arg, Ex, FLOAT, Number, arg, float1, float2, not_implemented, promoted, promoted_as, t1,
 };
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::PRef;
-use crate::ops::args::Args;
+use crate::ops::aten;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
@@ -155,64 +154,38 @@ fn logaddexp(e: &mut Ex, a: PRef, b: PRef, base2: bool) -> PRef {
     e.sel(keep, a, r)
 }
 
-/// Runs the floating unary operator `name` (its function is looked up in [`UNARY`]).
-fn run_unary(a: &Args) -> Result<Vec<crate::ops::Value>> {
-    // A derived form (`atan_`, `atan.out`) runs this with its own name.
-    let name = crate::ops::registry::registry()
-        .get(a.op())
-        .and_then(|d| d.derived_from())
-        .unwrap_or(a.op());
-    let f = UNARY
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, f)| *f)
-        .ok_or_else(|| TpuError::Device(format!("{name}: no unary function")))?;
-    t1(float1(name, a.tensor(0)?, f))
+/// `tan(x) = sin(x) / cos(x)`.
+fn tan(e: &mut Ex, x: PRef) -> PRef {
+    let (s, c) = (e.sin(x), e.cos(x));
+    e.div(s, c)
 }
 
-/// The floating unary operators of this file and their f32 programs.
-/// An f32 program of one value.
-type Fn1 = fn(&mut Ex, PRef) -> PRef;
+/// `2^x = e^(x ln 2)`.
+fn exp2(e: &mut Ex, x: PRef) -> PRef {
+    let t = e.mulk(x, LN_2);
+    e.exp(t)
+}
 
-const UNARY: &[(&str, Fn1)] = &[
-    ("aten::atan", atan),
-    ("aten::asin", asin),
-    ("aten::acos", acos),
-    ("aten::asinh", asinh),
-    ("aten::acosh", acosh),
-    ("aten::atanh", atanh),
-    ("aten::sinh", sinh),
-    ("aten::cosh", cosh),
-    ("aten::tan", |e, x| {
-        let (s, c) = (e.sin(x), e.cos(x));
-        e.div(s, c)
-    }),
-    ("aten::exp2", |e, x| {
-        let t = e.mulk(x, LN_2);
-        e.exp(t)
-    }),
-    ("aten::expm1", |e, x| e.expm1(x)),
-    ("aten::log2", |e, x| {
-        let l = e.log(x);
-        e.mulk(l, 1.0 / LN_2)
-    }),
-    ("aten::log10", |e, x| {
-        let l = e.log(x);
-        e.mulk(l, 1.0 / LN_10)
-    }),
-    ("aten::erfc", erfc),
-    ("aten::sinc", sinc),
-    ("aten::rad2deg", |e, x| e.mulk(x, 180.0 / PI)),
-    ("aten::deg2rad", |e, x| e.mulk(x, PI / 180.0)),
-    ("aten::angle", |e, x| {
-        // Real inputs: pi below 0, else 0; NaN stays.
-        let z = e.k(0.0);
-        let n = e.ltk(x, 0.0);
-        let r = e.selk(n, PI, z);
-        let isnan = e.isnan(x);
-        e.sel(isnan, x, r)
-    }),
-];
+/// `log2(x) = ln(x) / ln 2`.
+fn log2(e: &mut Ex, x: PRef) -> PRef {
+    let l = e.log(x);
+    e.mulk(l, 1.0 / LN_2)
+}
+
+/// `log10(x) = ln(x) / ln 10`.
+fn log10(e: &mut Ex, x: PRef) -> PRef {
+    let l = e.log(x);
+    e.mulk(l, 1.0 / LN_10)
+}
+
+/// `angle(x)` of a real `x`: pi below 0, else 0; NaN stays.
+fn angle(e: &mut Ex, x: PRef) -> PRef {
+    let z = e.k(0.0);
+    let n = e.ltk(x, 0.0);
+    let r = e.selk(n, PI, z);
+    let isnan = e.isnan(x);
+    e.sel(isnan, x, r)
+}
 
 /// A dtype-keeping rounding operator: integers are the identity (bool is an error).
 fn rounding(
@@ -347,63 +320,168 @@ fn ldexp(x: &Tensor, ex: &Tensor) -> Result<Tensor> {
     )
 }
 
+// The registered overloads: one `#[aten]` function each (and, in `defs`, those taking a
+// Python number where the schema says `Tensor`, which `#[aten]` cannot type yet).
+
+#[aten("aten::atan", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn atan_op(a: Atan<'_>) -> Result<Tensor> {
+    float1(Atan::NAME, a.self_, atan)
+}
+
+#[aten("aten::asin", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn asin_op(a: Asin<'_>) -> Result<Tensor> {
+    float1(Asin::NAME, a.self_, asin)
+}
+
+#[aten("aten::acos", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn acos_op(a: Acos<'_>) -> Result<Tensor> {
+    float1(Acos::NAME, a.self_, acos)
+}
+
+#[aten("aten::asinh", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn asinh_op(a: Asinh<'_>) -> Result<Tensor> {
+    float1(Asinh::NAME, a.self_, asinh)
+}
+
+#[aten("aten::acosh", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn acosh_op(a: Acosh<'_>) -> Result<Tensor> {
+    float1(Acosh::NAME, a.self_, acosh)
+}
+
+#[aten("aten::atanh", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn atanh_op(a: Atanh<'_>) -> Result<Tensor> {
+    float1(Atanh::NAME, a.self_, atanh)
+}
+
+#[aten("aten::sinh", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn sinh_op(a: Sinh<'_>) -> Result<Tensor> {
+    float1(Sinh::NAME, a.self_, sinh)
+}
+
+#[aten("aten::cosh", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn cosh_op(a: Cosh<'_>) -> Result<Tensor> {
+    float1(Cosh::NAME, a.self_, cosh)
+}
+
+#[aten("aten::tan", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn tan_op(a: Tan<'_>) -> Result<Tensor> {
+    float1(Tan::NAME, a.self_, tan)
+}
+
+#[aten("aten::exp2", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn exp2_op(a: Exp2<'_>) -> Result<Tensor> {
+    float1(Exp2::NAME, a.self_, exp2)
+}
+
+#[aten("aten::expm1", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn expm1_op(a: Expm1<'_>) -> Result<Tensor> {
+    float1(Expm1::NAME, a.self_, |e, x| e.expm1(x))
+}
+
+#[aten("aten::log2", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn log2_op(a: Log2<'_>) -> Result<Tensor> {
+    float1(Log2::NAME, a.self_, log2)
+}
+
+#[aten("aten::log10", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn log10_op(a: Log10<'_>) -> Result<Tensor> {
+    float1(Log10::NAME, a.self_, log10)
+}
+
+#[aten("aten::erfc", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn erfc_op(a: Erfc<'_>) -> Result<Tensor> {
+    float1(Erfc::NAME, a.self_, erfc)
+}
+
+#[aten("aten::sinc", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn sinc_op(a: Sinc<'_>) -> Result<Tensor> {
+    float1(Sinc::NAME, a.self_, sinc)
+}
+
+#[aten("aten::rad2deg", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn rad2deg_op(a: Rad2deg<'_>) -> Result<Tensor> {
+    float1(Rad2deg::NAME, a.self_, |e, x| e.mulk(x, 180.0 / PI))
+}
+
+#[aten("aten::deg2rad", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn deg2rad_op(a: Deg2rad<'_>) -> Result<Tensor> {
+    float1(Deg2rad::NAME, a.self_, |e, x| e.mulk(x, PI / 180.0))
+}
+
+#[aten("aten::angle", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn angle_op(a: Angle<'_>) -> Result<Tensor> {
+    float1(Angle::NAME, a.self_, angle)
+}
+
+#[aten("aten::logit", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn logit_op(a: Logit<'_>) -> Result<Tensor> {
+    let (eps, d) = (a.eps, a.self_.dtype());
+    float1(Logit::NAME, a.self_, move |e, v| logit(e, v, eps, d))
+}
+
+#[aten("aten::round", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn round_op(a: Round<'_>) -> Result<Tensor> {
+    rounding(Round::NAME, "round_cpu", a.self_, |e, x| e.round(x))
+}
+
+#[aten("aten::round.decimals", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn round_decimals_op(a: RoundDecimals<'_>) -> Result<Tensor> {
+    round_decimals(a.self_, a.decimals)
+}
+
+#[aten("aten::trunc", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn trunc_op(a: Trunc<'_>) -> Result<Tensor> {
+    rounding(Trunc::NAME, "trunc_cpu", a.self_, |e, x| e.trunc(x))
+}
+
+#[aten("aten::frac", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn frac_op(a: Frac<'_>) -> Result<Tensor> {
+    let x = a.self_;
+    if !x.dtype().is_float() {
+        return Err(not_implemented("frac_cpu", x.dtype()));
+    }
+    rounding(Frac::NAME, "frac_cpu", x, |e, v| {
+        let t = e.trunc(v);
+        e.sub(v, t)
+    })
+}
+
+#[aten("aten::special_entr", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_entr_op(a: SpecialEntr<'_>) -> Result<Tensor> {
+    float1(SpecialEntr::NAME, a.self_, entr)
+}
+
+#[aten("aten::fmax", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn fmax_op(a: Fmax<'_>) -> Result<Tensor> {
+    fmaxmin(Fmax::NAME, a.self_, a.other, true)
+}
+
+#[aten("aten::fmin", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn fmin_op(a: Fmin<'_>) -> Result<Tensor> {
+    fmaxmin(Fmin::NAME, a.self_, a.other, false)
+}
+
+#[aten("aten::heaviside", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn heaviside_op(a: Heaviside<'_>) -> Result<Tensor> {
+    heaviside(a.self_, a.values)
+}
+
+#[aten("aten::ldexp.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn ldexp_tensor_op(a: LdexpTensor<'_>) -> Result<Tensor> {
+    ldexp(a.self_, a.other)
+}
+
 fn pw() -> Sharding {
     Sharding::pointwise(Lin::No)
 }
 
-fn unary_defs() -> Vec<OpDef> {
-    UNARY
-        .iter()
-        .map(|(name, _)| OpDef::new(name, OpImpl::Kernel, ALL, |_, a| run_unary(a)).shard(pw()))
-        .collect()
-}
-
-/// The registered overloads.
+/// The overloads whose operands may be Python numbers where the schema says `Tensor` (the
+/// binder keeps a number there: `torch.atan2(x, 2.0)`), which `#[aten]` cannot type yet.
 pub(super) fn defs() -> Vec<OpDef> {
     let k = OpImpl::Kernel;
-    let mut v = unary_defs();
-    v.extend([
+    vec![
         OpDef::new("aten::atan2", k, ALL, |_, a| {
             t1(float2("aten::atan2", arg(a, 0)?, arg(a, 1)?, atan2))
-        })
-        .shard(pw()),
-        OpDef::new("aten::logit", k, ALL, |_, a| {
-            let (x, eps) = (a.tensor(0)?, a.opt_float(1)?);
-            let d = x.dtype();
-            t1(float1("aten::logit", x, move |e, v| logit(e, v, eps, d)))
-        })
-        .shard(pw()),
-        OpDef::new("aten::round", k, NUM, |_, a| {
-            t1(rounding(
-                "aten::round",
-                "round_cpu",
-                a.tensor(0)?,
-                |e, x| e.round(x),
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::round.decimals", k, FLOAT, |_, a| {
-            t1(round_decimals(a.tensor(0)?, a.int_or(1, 0)?))
-        })
-        .shard(pw()),
-        OpDef::new("aten::trunc", k, NUM, |_, a| {
-            t1(rounding(
-                "aten::trunc",
-                "trunc_cpu",
-                a.tensor(0)?,
-                |e, x| e.trunc(x),
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::frac", k, FLOAT, |_, a| {
-            let x = a.tensor(0)?;
-            if !x.dtype().is_float() {
-                return Err(not_implemented("frac_cpu", x.dtype()));
-            }
-            t1(rounding("aten::frac", "frac_cpu", x, |e, v| {
-                let t = e.trunc(v);
-                e.sub(v, t)
-            }))
         })
         .shard(pw()),
         OpDef::new("aten::xlogy.Tensor", k, ALL, |_, a| {
@@ -442,10 +520,6 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(pw()),
-        OpDef::new("aten::special_entr", k, ALL, |_, a| {
-            t1(float1("aten::special_entr", a.tensor(0)?, entr))
-        })
-        .shard(pw()),
         OpDef::new("aten::logaddexp", k, FLOAT, |_, a| {
             t1(float2(
                 "aten::logaddexp",
@@ -462,14 +536,6 @@ pub(super) fn defs() -> Vec<OpDef> {
                 arg(a, 1)?,
                 |e, x, y| logaddexp(e, x, y, true),
             ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::fmax", k, ALL, |_, a| {
-            t1(fmaxmin("aten::fmax", a.tensor(0)?, a.tensor(1)?, true))
-        })
-        .shard(pw()),
-        OpDef::new("aten::fmin", k, ALL, |_, a| {
-            t1(fmaxmin("aten::fmin", a.tensor(0)?, a.tensor(1)?, false))
         })
         .shard(pw()),
         OpDef::new("aten::hypot", k, FLOAT, |_, a| {
@@ -500,14 +566,5 @@ pub(super) fn defs() -> Vec<OpDef> {
             t1(copysign("aten::copysign.Scalar", arg(a, 0)?, arg(a, 1)?))
         })
         .shard(pw()),
-        OpDef::new("aten::heaviside", k, ALL, |_, a| {
-            t1(heaviside(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(pw()),
-        OpDef::new("aten::ldexp.Tensor", k, ALL, |_, a| {
-            t1(ldexp(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(pw()),
-    ]);
-    v
+    ]
 }

@@ -11,19 +11,19 @@
 
 pub mod expr;
 
-mod activations;
-mod bessel;
-mod bits;
-mod bitwise;
+pub(crate) mod activations;
+pub(crate) mod bessel;
+pub(crate) mod bits;
+pub(crate) mod bitwise;
 mod cephes;
 pub(crate) mod division;
-mod gamma;
+pub(crate) mod gamma;
 mod inverse_trig;
-mod math;
-mod polynomials;
-mod predicates;
-mod special;
-mod ternary;
+pub(crate) mod math;
+pub(crate) mod polynomials;
+pub(crate) mod predicates;
+pub(crate) mod special;
+pub(crate) mod ternary;
 
 use super::Value;
 use super::args::Args;
@@ -45,8 +45,6 @@ pub(crate) const ALL: &[DType] = DType::ALL_TPU;
 pub(crate) const NUM: &[DType] = DType::NUMERIC;
 /// Floating dtypes ([`DType::FLOATING`]).
 pub(crate) const FLOAT: &[DType] = DType::FLOATING;
-/// Integers and bool ([`DType::INTEGRAL_AND_BOOL`]).
-pub(crate) const INTEGRAL: &[DType] = DType::INTEGRAL_AND_BOOL;
 
 /// An operand of an elementwise operator: a tensor or a Python number.
 #[derive(Clone, Copy, Debug)]
@@ -264,18 +262,11 @@ pub(crate) fn arg<'a>(a: &'a Args, i: usize) -> Result<Arg<'a>> {
     }
 }
 
-/// The registered overloads of the families here.
+/// The overloads of the families here that are not `#[aten]` functions yet: those taking a
+/// Python number where the schema says `Tensor` (see each family's `defs`).
 pub(super) fn defs() -> Vec<OpDef> {
     let mut v = division::defs();
     v.extend(ternary::defs());
-    v.extend(predicates::defs());
-    v.extend(bitwise::defs());
     v.extend(math::defs());
-    v.extend(activations::defs());
-    v.extend(gamma::defs());
-    v.extend(polynomials::defs());
-    v.extend(bessel::defs());
-    v.extend(special::defs());
-    v.extend(bits::defs());
     v
 }

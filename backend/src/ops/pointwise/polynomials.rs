@@ -8,12 +8,13 @@
 //! synchronisation point); each step updates only the elements whose degree reaches it.
 
 use super::inverse_trig::acos;
-use super::{ALL, Arg, Ex, Value, float2, t1};
+use super::{Arg, Ex, float2};
+use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::ir::PRef;
-use crate::ops::args::Args;
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::{Lin, Sharding};
+use crate::tensor::Tensor;
 
 /// The largest degree the unrolled recurrence serves.
 const MAX_DEGREE: f64 = 1024.0;
@@ -39,7 +40,7 @@ enum Kind {
 /// it, so the degrees must be read: where they cannot be (a meta tensor, a compiled function)
 /// this is that error — a compiled graph breaks here and runs the call eagerly, as it does for
 /// other value-dependent operators — never a guess that would be wrong for larger degrees.
-fn max_degree(name: &str, n: &crate::tensor::Tensor) -> Result<usize> {
+fn max_degree(name: &str, n: &Tensor) -> Result<usize> {
     let values = n.to_f64_vec()?;
     let m = values
         .into_iter()
@@ -268,37 +269,100 @@ fn polynomial(e: &mut Ex, k: Kind, x: PRef, nf: PRef, degree: usize) -> PRef {
     e.selk(neg, 0.0, r)
 }
 
-fn run(name: &str, k: Kind, a: &Args) -> Result<Vec<Value>> {
-    let (x, n) = (a.tensor(0)?, a.tensor(1)?);
+/// The polynomial of kind `k` at `x` of degrees `n`, as operator `name`.
+fn run(name: &str, k: Kind, x: &Tensor, n: &Tensor) -> Result<Tensor> {
     let degree = max_degree(name, n)?;
-    t1(float2(name, Arg::T(x), Arg::T(n), |e, x, n| {
+    float2(name, Arg::T(x), Arg::T(n), |e, x, n| {
         polynomial(e, k, x, n, degree)
-    }))
+    })
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    let pw = || Sharding::pointwise(Lin::No);
-    macro_rules! defs {
-        ($($name:literal => $kind:ident),* $(,)?) => {
-            vec![$(
-                OpDef::new($name, k, ALL, |_, a| run($name, Kind::$kind, a)).shard(pw()),
-            )*]
-        };
-    }
-    defs![
-        "aten::special_chebyshev_polynomial_t" => T,
-        "aten::special_chebyshev_polynomial_u" => U,
-        "aten::special_chebyshev_polynomial_v" => V,
-        "aten::special_chebyshev_polynomial_w" => W,
-        "aten::special_shifted_chebyshev_polynomial_t" => ShiftedT,
-        "aten::special_shifted_chebyshev_polynomial_u" => ShiftedU,
-        "aten::special_shifted_chebyshev_polynomial_v" => ShiftedV,
-        "aten::special_shifted_chebyshev_polynomial_w" => ShiftedW,
-        "aten::special_hermite_polynomial_h" => H,
-        "aten::special_hermite_polynomial_he" => He,
-        "aten::special_laguerre_polynomial_l" => L,
-        "aten::special_legendre_polynomial_p" => P,
-    ]
+// The registered overloads: one `#[aten]` function each.
+
+#[aten("aten::special_chebyshev_polynomial_t", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_chebyshev_polynomial_t_op(a: SpecialChebyshevPolynomialT<'_>) -> Result<Tensor> {
+    run(SpecialChebyshevPolynomialT::NAME, Kind::T, a.x, a.n)
+}
+
+#[aten("aten::special_chebyshev_polynomial_u", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_chebyshev_polynomial_u_op(a: SpecialChebyshevPolynomialU<'_>) -> Result<Tensor> {
+    run(SpecialChebyshevPolynomialU::NAME, Kind::U, a.x, a.n)
+}
+
+#[aten("aten::special_chebyshev_polynomial_v", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_chebyshev_polynomial_v_op(a: SpecialChebyshevPolynomialV<'_>) -> Result<Tensor> {
+    run(SpecialChebyshevPolynomialV::NAME, Kind::V, a.x, a.n)
+}
+
+#[aten("aten::special_chebyshev_polynomial_w", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_chebyshev_polynomial_w_op(a: SpecialChebyshevPolynomialW<'_>) -> Result<Tensor> {
+    run(SpecialChebyshevPolynomialW::NAME, Kind::W, a.x, a.n)
+}
+
+#[aten("aten::special_shifted_chebyshev_polynomial_t", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_shifted_chebyshev_polynomial_t_op(
+    a: SpecialShiftedChebyshevPolynomialT<'_>,
+) -> Result<Tensor> {
+    run(
+        SpecialShiftedChebyshevPolynomialT::NAME,
+        Kind::ShiftedT,
+        a.x,
+        a.n,
+    )
+}
+
+#[aten("aten::special_shifted_chebyshev_polynomial_u", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_shifted_chebyshev_polynomial_u_op(
+    a: SpecialShiftedChebyshevPolynomialU<'_>,
+) -> Result<Tensor> {
+    run(
+        SpecialShiftedChebyshevPolynomialU::NAME,
+        Kind::ShiftedU,
+        a.x,
+        a.n,
+    )
+}
+
+#[aten("aten::special_shifted_chebyshev_polynomial_v", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_shifted_chebyshev_polynomial_v_op(
+    a: SpecialShiftedChebyshevPolynomialV<'_>,
+) -> Result<Tensor> {
+    run(
+        SpecialShiftedChebyshevPolynomialV::NAME,
+        Kind::ShiftedV,
+        a.x,
+        a.n,
+    )
+}
+
+#[aten("aten::special_shifted_chebyshev_polynomial_w", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_shifted_chebyshev_polynomial_w_op(
+    a: SpecialShiftedChebyshevPolynomialW<'_>,
+) -> Result<Tensor> {
+    run(
+        SpecialShiftedChebyshevPolynomialW::NAME,
+        Kind::ShiftedW,
+        a.x,
+        a.n,
+    )
+}
+
+#[aten("aten::special_hermite_polynomial_h", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_hermite_polynomial_h_op(a: SpecialHermitePolynomialH<'_>) -> Result<Tensor> {
+    run(SpecialHermitePolynomialH::NAME, Kind::H, a.x, a.n)
+}
+
+#[aten("aten::special_hermite_polynomial_he", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_hermite_polynomial_he_op(a: SpecialHermitePolynomialHe<'_>) -> Result<Tensor> {
+    run(SpecialHermitePolynomialHe::NAME, Kind::He, a.x, a.n)
+}
+
+#[aten("aten::special_laguerre_polynomial_l", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_laguerre_polynomial_l_op(a: SpecialLaguerrePolynomialL<'_>) -> Result<Tensor> {
+    run(SpecialLaguerrePolynomialL::NAME, Kind::L, a.x, a.n)
+}
+
+#[aten("aten::special_legendre_polynomial_p", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_legendre_polynomial_p_op(a: SpecialLegendrePolynomialP<'_>) -> Result<Tensor> {
+    run(SpecialLegendrePolynomialP::NAME, Kind::P, a.x, a.n)
 }

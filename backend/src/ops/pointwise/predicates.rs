@@ -6,11 +6,11 @@
 //! `nan_to_num` replaces NaN with `nan` (default 0) and the infinities with `posinf`/`neginf`
 //! (default: the dtype's largest and lowest finite values), converted to the dtype.
 
-use super::{ALL, Arg, Ex, Number, promoted_as, t1};
+use super::{Arg, Ex, Number, promoted_as};
 use crate::dtype::{DType, Scalar};
 use crate::error::Result;
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder};
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -160,33 +160,54 @@ pub fn logical_xor(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     )
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    let pw = Sharding::pointwise(Lin::No);
-    vec![
-        OpDef::new("aten::isnan", k, ALL, |_, a| t1(isnan(a.tensor(0)?))).shard(pw),
-        OpDef::new("aten::isinf", k, ALL, |_, a| t1(isinf(a.tensor(0)?))).shard(pw),
-        OpDef::new("aten::isposinf", k, ALL, |_, a| t1(isposinf(a.tensor(0)?))).shard(pw),
-        OpDef::new("aten::isneginf", k, ALL, |_, a| t1(isneginf(a.tensor(0)?))).shard(pw),
-        OpDef::new("aten::isfinite", k, ALL, |_, a| t1(isfinite(a.tensor(0)?))).shard(pw),
-        OpDef::new("aten::signbit", k, ALL, |_, a| t1(signbit(a.tensor(0)?))).shard(pw),
-        OpDef::new("aten::nan_to_num", k, ALL, |_, a| {
-            t1(nan_to_num(
-                a.tensor(0)?,
-                a.opt_float(1)?,
-                a.opt_float(2)?,
-                a.opt_float(3)?,
-            ))
-        })
-        .shard(pw),
-        OpDef::new("aten::logical_xor", k, ALL, |_, a| {
-            t1(logical_xor(a.tensor(0)?, a.tensor(1)?))
-        })
-        .shard(pw),
-        OpDef::new("aten::sgn", OpImpl::Decomposition, ALL, |_, a| {
-            t1(crate::ops::unary::sign(a.tensor(0)?))
-        })
-        .shard(pw),
-    ]
+// The registered overloads: one `#[aten]` function each.
+
+#[aten("aten::isnan", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn isnan_op(a: Isnan<'_>) -> Result<Tensor> {
+    isnan(a.self_)
+}
+
+#[aten("aten::isinf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn isinf_op(a: Isinf<'_>) -> Result<Tensor> {
+    isinf(a.self_)
+}
+
+#[aten("aten::isposinf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn isposinf_op(a: Isposinf<'_>) -> Result<Tensor> {
+    isposinf(a.self_)
+}
+
+#[aten("aten::isneginf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn isneginf_op(a: Isneginf<'_>) -> Result<Tensor> {
+    isneginf(a.self_)
+}
+
+#[aten("aten::isfinite", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn isfinite_op(a: Isfinite<'_>) -> Result<Tensor> {
+    isfinite(a.self_)
+}
+
+#[aten("aten::signbit", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn signbit_op(a: Signbit<'_>) -> Result<Tensor> {
+    signbit(a.self_)
+}
+
+#[aten("aten::nan_to_num", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn nan_to_num_op(a: NanToNum<'_>) -> Result<Tensor> {
+    nan_to_num(a.self_, a.nan, a.posinf, a.neginf)
+}
+
+#[aten("aten::logical_xor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn logical_xor_op(a: LogicalXor<'_>) -> Result<Tensor> {
+    logical_xor(a.self_, a.other)
+}
+
+#[aten(
+    "aten::sgn",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    kind = Decomposition
+)]
+fn sgn_op(a: Sgn<'_>) -> Result<Tensor> {
+    crate::ops::unary::sign(a.self_)
 }

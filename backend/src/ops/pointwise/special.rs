@@ -20,10 +20,13 @@
 //!   `x` NaN.
 
 use super::cephes::*;
-use super::{ALL, Arg, Ex, float1, float2, t1};
+use super::{Arg, Ex, float1, float2};
+use crate::dtype::DType;
+use crate::error::Result;
 use crate::ir::PRef;
-use crate::ops::registry::{OpDef, OpImpl};
+use crate::ops::aten;
 use crate::ops::sharding::{Lin, Sharding};
+use crate::tensor::Tensor;
 
 /// `erfinv(y)`.
 fn erfinv(e: &mut Ex, y: PRef) -> PRef {
@@ -272,35 +275,29 @@ fn zeta(e: &mut Ex, x: PRef, q: PRef) -> PRef {
     e.selk(one, f64::INFINITY, out)
 }
 
-/// The registered overloads.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    let pw = || Sharding::pointwise(Lin::No);
-    vec![
-        OpDef::new("aten::erfinv", k, ALL, |_, a| {
-            t1(float1("aten::erfinv", a.tensor(0)?, erfinv))
-        })
-        .shard(pw()),
-        OpDef::new("aten::special_ndtri", k, ALL, |_, a| {
-            t1(float1("aten::special_ndtri", a.tensor(0)?, ndtri))
-        })
-        .shard(pw()),
-        OpDef::new("aten::special_erfcx", k, ALL, |_, a| {
-            t1(float1("aten::special_erfcx", a.tensor(0)?, erfcx))
-        })
-        .shard(pw()),
-        OpDef::new("aten::special_log_ndtr", k, ALL, |_, a| {
-            t1(float1("aten::special_log_ndtr", a.tensor(0)?, log_ndtr))
-        })
-        .shard(pw()),
-        OpDef::new("aten::special_zeta", k, ALL, |_, a| {
-            t1(float2(
-                "aten::special_zeta",
-                Arg::T(a.tensor(0)?),
-                Arg::T(a.tensor(1)?),
-                zeta,
-            ))
-        })
-        .shard(pw()),
-    ]
+// The registered overloads: one `#[aten]` function each.
+
+#[aten("aten::erfinv", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn erfinv_op(a: Erfinv<'_>) -> Result<Tensor> {
+    float1(Erfinv::NAME, a.self_, erfinv)
+}
+
+#[aten("aten::special_ndtri", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_ndtri_op(a: SpecialNdtri<'_>) -> Result<Tensor> {
+    float1(SpecialNdtri::NAME, a.self_, ndtri)
+}
+
+#[aten("aten::special_erfcx", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_erfcx_op(a: SpecialErfcx<'_>) -> Result<Tensor> {
+    float1(SpecialErfcx::NAME, a.self_, erfcx)
+}
+
+#[aten("aten::special_log_ndtr", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_log_ndtr_op(a: SpecialLogNdtr<'_>) -> Result<Tensor> {
+    float1(SpecialLogNdtr::NAME, a.self_, log_ndtr)
+}
+
+#[aten("aten::special_zeta", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn special_zeta_op(a: SpecialZeta<'_>) -> Result<Tensor> {
+    float2(SpecialZeta::NAME, Arg::T(a.self_), Arg::T(a.other), zeta)
 }

@@ -8,12 +8,11 @@
 //! multiply-adds (one rounding instead of two): results may differ in the last bit of f32,
 //! well inside `torch.testing`'s tolerance.
 
-use super::{
-    Arg, FLOAT, NUM, Number, arg, common_dtype, not_implemented, promoted, promoted_exact, t1,
-};
+use super::{Arg, NUM, Number, arg, common_dtype, not_implemented, promoted, promoted_exact, t1};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, PRef, ProgBuilder};
+use crate::ops::aten;
 use crate::ops::binary::compute;
 use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
@@ -218,45 +217,87 @@ pub fn sub_scalar(x: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
     )
 }
 
+// The registered overloads: one `#[aten]` function each (and, in `defs`, those taking a
+// Python number where the schema says `Tensor`, which `#[aten]` cannot type yet).
+
+#[aten("aten::addcmul", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn addcmul_op(a: Addcmul<'_>) -> Result<Tensor> {
+    addcmul_div(a.self_, a.tensor1, a.tensor2, a.value, false)
+}
+
+#[aten("aten::addcdiv", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn addcdiv_op(a: Addcdiv<'_>) -> Result<Tensor> {
+    addcmul_div(a.self_, a.tensor1, a.tensor2, a.value, true)
+}
+
+#[aten("aten::lerp.Scalar", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn lerp_scalar_op(a: LerpScalar<'_>) -> Result<Tensor> {
+    lerp(a.self_, a.end, Arg::N(a.weight))
+}
+
+#[aten("aten::lerp.Tensor", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
+fn lerp_tensor_op(a: LerpTensor<'_>) -> Result<Tensor> {
+    lerp(a.self_, a.end, Arg::T(a.weight))
+}
+
+#[aten("aten::clamp_min", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn clamp_min_op(a: ClampMin<'_>) -> Result<Tensor> {
+    clamp_args(ClampMin::NAME, a.self_, Some(Arg::N(a.min)), None)
+}
+
+#[aten("aten::clamp_max", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn clamp_max_op(a: ClampMax<'_>) -> Result<Tensor> {
+    clamp_args(ClampMax::NAME, a.self_, None, Some(Arg::N(a.max)))
+}
+
+#[aten("aten::clamp_min.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn clamp_min_tensor_op(a: ClampMinTensor<'_>) -> Result<Tensor> {
+    clamp_args(ClampMinTensor::NAME, a.self_, Some(Arg::T(a.min)), None)
+}
+
+#[aten("aten::clamp_max.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn clamp_max_tensor_op(a: ClampMaxTensor<'_>) -> Result<Tensor> {
+    clamp_args(ClampMaxTensor::NAME, a.self_, None, Some(Arg::T(a.max)))
+}
+
+#[aten("aten::where.ScalarOther", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn where_scalar_other_op(a: WhereScalarOther<'_>) -> Result<Tensor> {
+    let (x, y) = (Arg::T(a.self_), Arg::N(a.other));
+    where_args(WhereScalarOther::NAME, a.condition, x, y)
+}
+
+#[aten("aten::where.ScalarSelf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn where_scalar_self_op(a: WhereScalarSelf<'_>) -> Result<Tensor> {
+    let (x, y) = (Arg::N(a.self_), Arg::T(a.other));
+    where_args(WhereScalarSelf::NAME, a.condition, x, y)
+}
+
+#[aten("aten::where.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
+fn where_scalar_op(a: WhereScalar<'_>) -> Result<Tensor> {
+    let (x, y) = (Arg::N(a.self_), Arg::N(a.other));
+    where_args(WhereScalar::NAME, a.condition, x, y)
+}
+
+#[aten("aten::rsub.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn rsub_scalar_op(a: RsubScalar<'_>) -> Result<Tensor> {
+    rsub(a.self_, Arg::N(a.other), a.alpha)
+}
+
+#[aten("aten::sub.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn sub_scalar_op(a: SubScalar<'_>) -> Result<Tensor> {
+    sub_scalar(a.self_, a.other, a.alpha)
+}
+
 fn opt_arg<'a>(a: &'a crate::ops::Args, i: usize) -> Result<Option<Arg<'a>>> {
     a.get(i).map(|_| arg(a, i)).transpose()
 }
 
-/// The registered overloads.
+/// The overloads whose bounds or `other` may be Python numbers where the schema says `Tensor`
+/// (the binder keeps a number there), which `#[aten]` cannot type yet.
 pub(super) fn defs() -> Vec<OpDef> {
     let k = OpImpl::Kernel;
     let pw = |lin| Sharding::pointwise(lin);
     vec![
-        OpDef::new("aten::addcmul", k, NUM, |_, a| {
-            let v = a.scalar(3)?;
-            t1(addcmul_div(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                v,
-                false,
-            ))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::addcdiv", k, NUM, |_, a| {
-            let v = a.scalar(3)?;
-            t1(addcmul_div(
-                a.tensor(0)?,
-                a.tensor(1)?,
-                a.tensor(2)?,
-                v,
-                true,
-            ))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::lerp.Scalar", k, FLOAT, |_, a| {
-            t1(lerp(a.tensor(0)?, a.tensor(1)?, Arg::N(a.scalar(2)?)))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::lerp.Tensor", k, FLOAT, |_, a| {
-            t1(lerp(a.tensor(0)?, a.tensor(1)?, Arg::T(a.tensor(2)?)))
-        })
-        .shard(pw(Lin::No)),
         OpDef::new("aten::clamp.Tensor", k, NUM, |_, a| {
             let x = a.tensor(0)?;
             t1(clamp_args(
@@ -267,62 +308,9 @@ pub(super) fn defs() -> Vec<OpDef> {
             ))
         })
         .shard(pw(Lin::No)),
-        OpDef::new("aten::clamp_min", k, NUM, |_, a| {
-            let lo = Arg::N(a.scalar(1)?);
-            t1(clamp_args("aten::clamp_min", a.tensor(0)?, Some(lo), None))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::clamp_max", k, NUM, |_, a| {
-            let hi = Arg::N(a.scalar(1)?);
-            t1(clamp_args("aten::clamp_max", a.tensor(0)?, None, Some(hi)))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::clamp_min.Tensor", k, super::ALL, |_, a| {
-            let lo = Arg::T(a.tensor(1)?);
-            t1(clamp_args(
-                "aten::clamp_min.Tensor",
-                a.tensor(0)?,
-                Some(lo),
-                None,
-            ))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::clamp_max.Tensor", k, super::ALL, |_, a| {
-            let hi = Arg::T(a.tensor(1)?);
-            t1(clamp_args(
-                "aten::clamp_max.Tensor",
-                a.tensor(0)?,
-                None,
-                Some(hi),
-            ))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::where.ScalarOther", k, super::ALL, |_, a| {
-            let (c, x, y) = (a.tensor(0)?, Arg::T(a.tensor(1)?), Arg::N(a.scalar(2)?));
-            t1(where_args("aten::where.ScalarOther", c, x, y))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::where.ScalarSelf", k, super::ALL, |_, a| {
-            let (c, x, y) = (a.tensor(0)?, Arg::N(a.scalar(1)?), Arg::T(a.tensor(2)?));
-            t1(where_args("aten::where.ScalarSelf", c, x, y))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::where.Scalar", k, super::ALL, |_, a| {
-            let (c, x, y) = (a.tensor(0)?, Arg::N(a.scalar(1)?), Arg::N(a.scalar(2)?));
-            t1(where_args("aten::where.Scalar", c, x, y))
-        })
-        .shard(pw(Lin::No)),
         OpDef::new("aten::rsub.Tensor", k, NUM, |_, a| {
             t1(rsub(a.tensor(0)?, arg(a, 1)?, a.scalar(2)?))
         })
         .shard(pw(Lin::All)),
-        OpDef::new("aten::rsub.Scalar", k, NUM, |_, a| {
-            t1(rsub(a.tensor(0)?, Arg::N(a.scalar(1)?), a.scalar(2)?))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::sub.Scalar", k, NUM, |_, a| {
-            t1(sub_scalar(a.tensor(0)?, a.scalar(1)?, a.scalar(2)?))
-        })
-        .shard(pw(Lin::No)),
     ]
 }
