@@ -28,6 +28,11 @@
 //! `optional = "attn_bias"` types a required `Tensor` argument as `Option<&Tensor>`: PyTorch's
 //! autograd passes an undefined tensor there in some calls (the attention backwards' bias).
 //!
+//! `numbers = "other"` types a `Tensor` (or `Tensor?`) argument as `TensorOrNumber` (or
+//! `Option<TensorOrNumber>`): the schema binder keeps a Python number passed there (`x + 2`
+//! reaches `add.Tensor` with `other = 2`), and the operator computes with it as a scalar. On a
+//! `Scalar` argument it keeps a tensor passed there as a tensor (`linspace`'s ends).
+//!
 //! The function takes the struct alone, or `(rt: &Runtime, args: Struct)` when it needs the
 //! runtime. A name PyTorch does not have, a missing `dtypes`, or a schema type the struct
 //! cannot hold is a compile error at the attribute.
@@ -87,27 +92,18 @@ fn expand(attr: Attr, func: ItemFn) -> syn::Result<Tokens> {
     })?;
     let (mut dtypes, mut shard, mut kind) = (None, None, None);
     let mut optional: Vec<String> = Vec::new();
+    let mut numbers: Vec<String> = Vec::new();
     for (key, value) in attr.options {
         match key.to_string().as_str() {
             "dtypes" => dtypes = Some(value),
             "shard" => shard = Some(value),
             "kind" => kind = Some(value),
-            "optional" => match &value {
-                Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) => optional = s.value().split(',').map(|n| n.trim().to_string()).collect(),
-                other => {
-                    return Err(syn::Error::new_spanned(
-                        other,
-                        "`optional` is a string of argument names: optional = \"attn_bias\"",
-                    ));
-                }
-            },
+            "optional" => optional = names(&value, "optional")?,
+            "numbers" => numbers = names(&value, "numbers")?,
             _ => {
                 return Err(syn::Error::new_spanned(
                     key,
-                    "unknown option: expected `dtypes`, `shard`, `kind` or `optional`",
+                    "unknown option: expected `dtypes`, `shard`, `kind`, `optional` or `numbers`",
                 ));
             }
         }
@@ -136,16 +132,18 @@ fn expand(attr: Attr, func: ItemFn) -> syn::Result<Tokens> {
         }
     };
     let strukt = struct_name(params[params.len() - 1])?;
-    let fields = fields(schema, &strukt, &optional)?;
-    if let Some(bad) = optional
-        .iter()
-        .find(|n| !schema.args.iter().any(|a| &a.name == *n))
-    {
-        return Err(syn::Error::new_spanned(
-            &attr.name,
-            format!("`optional`: {name} has no argument `{bad}`"),
-        ));
+    for (option, list) in [("optional", &optional), ("numbers", &numbers)] {
+        if let Some(bad) = list
+            .iter()
+            .find(|n| !schema.args.iter().any(|a| &a.name == *n))
+        {
+            return Err(syn::Error::new_spanned(
+                &attr.name,
+                format!("`{option}`: {name} has no argument `{bad}`"),
+            ));
+        }
     }
+    let fields = fields(schema, &strukt, &optional, &numbers)?;
     let field_decls = fields.iter().map(|f| {
         let (name, ty, doc) = (&f.name, &f.ty, &f.doc);
         quote!(#[doc = #doc] pub #name: #ty,)
@@ -205,6 +203,20 @@ fn expand(attr: Attr, func: ItemFn) -> syn::Result<Tokens> {
     })
 }
 
+/// The argument names a string option lists: `optional = "a, b"`.
+fn names(value: &Expr, option: &str) -> syn::Result<Vec<String>> {
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        }) => Ok(s.value().split(',').map(|n| n.trim().to_string()).collect()),
+        other => Err(syn::Error::new_spanned(
+            other,
+            format!("`{option}` is a string of argument names: {option} = \"other\""),
+        )),
+    }
+}
+
 /// The struct's name: the last segment of the parameter's type (`Hardtanh<'_>` → `Hardtanh`).
 fn struct_name(param: &FnArg) -> syn::Result<Ident> {
     let FnArg::Typed(p) = param else {
@@ -243,7 +255,12 @@ const KEYWORDS: &[&str] = &[
     "true", "try", "type", "unsafe", "use", "where", "while", "yield",
 ];
 
-fn fields(schema: &Schema, strukt: &Ident, optional: &[String]) -> syn::Result<Vec<Field>> {
+fn fields(
+    schema: &Schema,
+    strukt: &Ident,
+    optional: &[String],
+    numbers: &[String],
+) -> syn::Result<Vec<Field>> {
     let mut out = Vec::new();
     for (i, arg) in schema.args.iter().enumerate() {
         let name = if KEYWORDS.contains(&arg.name.as_str()) {
@@ -260,7 +277,26 @@ fn fields(schema: &Schema, strukt: &Ident, optional: &[String]) -> syn::Result<V
             }
             t => t.clone(),
         };
-        let (ty, read) = typed(&ty, i).ok_or_else(|| {
+        // `numbers = "other"`: a `Tensor` (or `Tensor?`) argument that may hold a Python number
+        // (the binder keeps a number there: `x + 2` reaches `add.Tensor` with `other = 2`), or a
+        // `Scalar` one that may hold a one-element tensor read on the device (`linspace`).
+        let number = numbers.contains(&arg.name);
+        let typed = if number {
+            match &ty {
+                Type::Tensor(_) | Type::Scalar => Some((
+                    quote!(crate::ops::TensorOrNumber<'a>),
+                    quote!(args.tensor_or_number(#i)?),
+                )),
+                Type::Optional(t) if t.is_tensor() => Some((
+                    quote!(Option<crate::ops::TensorOrNumber<'a>>),
+                    quote!(match args.get(#i) { None => None, Some(_) => Some(args.tensor_or_number(#i)?) }),
+                )),
+                _ => None,
+            }
+        } else {
+            typed(&ty, i)
+        };
+        let (ty, read) = typed.ok_or_else(|| {
             syn::Error::new(
                 strukt.span(),
                 format!(

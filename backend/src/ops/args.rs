@@ -6,6 +6,18 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::tensor::Tensor;
 
+/// A `Tensor` argument that may hold a Python number: the schema binder keeps a number passed
+/// where the schema says `Tensor` (a "wrapped number": `x + 2` reaches `add.Tensor` with
+/// `other = 2`), and an operator declared with `#[aten(..., numbers = "other")]` computes with it
+/// as a scalar operand.
+#[derive(Clone, Copy, Debug)]
+pub enum TensorOrNumber<'a> {
+    /// A tensor.
+    Tensor(&'a Tensor),
+    /// A number.
+    Number(Scalar),
+}
+
 /// An operator's arguments in schema order.
 pub struct Args {
     op: String,
@@ -216,6 +228,14 @@ impl Args {
             None => Ok(None),
             Some(Value::Str(s)) => Ok(Some(s)),
             _ => Err(self.bad(i, "str")),
+        }
+    }
+
+    /// A tensor, or the number the binder kept in its place ([`TensorOrNumber`]).
+    pub fn tensor_or_number(&self, i: usize) -> Result<TensorOrNumber<'_>> {
+        match self.get(i) {
+            Some(Value::Tensor(t)) => Ok(TensorOrNumber::Tensor(t)),
+            _ => Ok(TensorOrNumber::Number(self.scalar(i)?)),
         }
     }
 

@@ -18,4 +18,3 @@ pub use concat::{cat, split, stack};
 pub use index::{embedding, gather, index_select};
 pub(crate) use index::{gather_rows, table_view};
 pub use regions::{constant_pad_nd, flip, masked_fill, masked_fill_tensor, tril, triu};
-

@@ -44,7 +44,7 @@ use crate::error::{Result, TpuError};
 use crate::runtime::Runtime;
 use schema::Bind;
 
-pub use args::Args;
+pub use args::{Args, TensorOrNumber};
 pub use registry::{OpDef, OpImpl, Run, RunFn, registry};
 pub use sharding::Sharding;
 pub use tpuemu_macros::aten;
@@ -81,12 +81,6 @@ pub fn call_kw(
 pub fn call_def(rt: &Runtime, def: &OpDef, args: Vec<Value>) -> Result<Vec<Value>> {
     let bound = def.schema.bind(args, Vec::new())?;
     run(rt, def, &Args::new(def.name, bound)).map_err(|e| name_the_op(def.name, e))
-}
-
-/// One tensor result in the calling convention's form: an implementation's `Ok(t)` becomes
-/// `[Value::Tensor(t)]`.
-pub(crate) fn t1(r: Result<crate::tensor::Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
 }
 
 /// Runs a registered operator on arguments already bound to its schema.

@@ -1,12 +1,13 @@
 //! The operator registry: every overload with its schema, dtypes, implementation, sharding
 //! rule, and the in-place and `out=` forms derived from the functional ones.
 //!
-//! An operator family lists [`OpDef`]s built with [`OpDef::new`] (name, implementation kind,
-//! dtypes, the function that runs it) and [`OpDef::shard`] (its sharding rule). The schema is
-//! not typed by hand: it is PyTorch's, looked up by name in [`super::schema::aten`]. For every
-//! functional operator, the registry also registers the in-place form (`add_.Tensor`) and the
-//! `out=` forms (`add.out`) that PyTorch has, whose arguments are the functional's (plus the
-//! outputs): see [`super::derive`].
+//! Every operator is an `#[aten("aten::name.overload", dtypes = ..., shard = ...)]` function
+//! (the `tpuemu-macros` crate): the attribute generates its typed argument struct from
+//! PyTorch's schema (looked up in [`super::schema::aten`], never typed by hand) and its
+//! [`OpDef`], and `build.rs` lists every such function ([`super::typed`]). For every functional
+//! operator the registry also registers the in-place form (`add_.Tensor`) and the `out=` forms
+//! (`add.out`) that PyTorch has, whose arguments are the functional's (plus the outputs): see
+//! [`super::derive`].
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -113,12 +114,7 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
     REG.get_or_init(|| {
         let mut m = BTreeMap::new();
         let mut twice = Vec::new();
-        for d in super::binary::defs()
-            .into_iter()
-            .chain(super::shape::defs())
-            .chain(super::pointwise::defs())
-            .chain(super::typed::aten_defs())
-        {
+        for d in super::typed::aten_defs() {
             let name = d.name;
             if m.insert(name, d).is_some() {
                 twice.push(name);

@@ -7,14 +7,11 @@ pub(crate) mod arith;
 pub(crate) mod compare;
 pub(crate) mod select;
 
-use super::Value;
-use super::args::Args;
+use super::aten;
 use super::checks::Pending;
 use super::helpers::{OpScope, map};
 use super::pointwise::Arg;
 use super::pointwise::division::int_divisor_check;
-use super::registry::{OpDef, OpImpl};
-use super::t1;
 use super::wide::exact_int64;
 use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
@@ -47,6 +44,15 @@ pub enum Rhs<'a> {
     Tensor(&'a Tensor),
     /// A number.
     Scalar(Scalar),
+}
+
+impl<'a> From<crate::ops::TensorOrNumber<'a>> for Rhs<'a> {
+    fn from(v: crate::ops::TensorOrNumber<'a>) -> Self {
+        match v {
+            crate::ops::TensorOrNumber::Tensor(t) => Rhs::Tensor(t),
+            crate::ops::TensorOrNumber::Number(s) => Rhs::Scalar(s),
+        }
+    }
 }
 
 impl Rhs<'_> {
@@ -188,76 +194,60 @@ pub(crate) fn fits_lanes(name: &str, s: Scalar, common: DType) -> Result<()> {
     }
 }
 
-fn rhs<'a>(a: &'a Args, i: usize) -> Result<Rhs<'a>> {
-    match a.get(i) {
-        Some(Value::Tensor(t)) => Ok(Rhs::Tensor(t)),
-        _ => Ok(Rhs::Scalar(a.scalar(i)?)),
-    }
+// The overloads whose `other` may be a Python number where the schema says `Tensor` (the
+// binder keeps a number there: `x + 2` reaches `add.Tensor`): `numbers = "other"`.
+
+#[aten("aten::add.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::All))]
+fn add_tensor_op(a: AddTensor<'_>) -> Result<Tensor> {
+    arith::add_like(AddTensor::NAME, a.self_, a.other.into(), a.alpha, false)
 }
 
-/// The overloads whose `other` may be a Python number where the schema says `Tensor` (the
-/// binder keeps a number there: `x + 2` reaches `add.Tensor`), which `#[aten]` cannot type yet;
-/// every other overload here is an `#[aten]` function.
-pub(super) fn defs() -> Vec<OpDef> {
-    let (all, f) = (DType::ALL_TPU, DType::NUMERIC);
-    let k = OpImpl::Kernel;
-    let pw = Sharding::pointwise(Lin::No);
-    vec![
-        OpDef::new("aten::add.Tensor", k, all, |_, a| {
-            t1(arith::add_like(
-                "aten::add.Tensor",
-                a.tensor(0)?,
-                rhs(a, 1)?,
-                a.scalar(2)?,
-                false,
-            ))
-        })
-        .shard(Sharding::pointwise(Lin::All)),
-        OpDef::new("aten::sub.Tensor", k, f, |_, a| {
-            t1(arith::add_like(
-                "aten::sub.Tensor",
-                a.tensor(0)?,
-                rhs(a, 1)?,
-                a.scalar(2)?,
-                true,
-            ))
-        })
-        .shard(Sharding::pointwise(Lin::All)),
-        OpDef::new("aten::mul.Tensor", k, all, |_, a| {
-            t1(mul(a.tensor(0)?, rhs(a, 1)?))
-        })
-        .shard(Sharding::pointwise(Lin::Either)),
-        OpDef::new("aten::pow.Tensor_Tensor", k, f, |_, a| {
-            t1(pow(a.tensor(0)?, rhs(a, 1)?))
-        })
-        .shard(pw),
-        OpDef::new("aten::eq.Tensor", k, all, |_, a| {
-            t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Eq))
-        })
-        .shard(pw),
-        OpDef::new("aten::ne.Tensor", k, all, |_, a| {
-            t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Ne))
-        })
-        .shard(pw),
-        OpDef::new("aten::lt.Tensor", k, all, |_, a| {
-            t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Lt))
-        })
-        .shard(pw),
-        OpDef::new("aten::le.Tensor", k, all, |_, a| {
-            t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Le))
-        })
-        .shard(pw),
-        OpDef::new("aten::gt.Tensor", k, all, |_, a| {
-            t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Gt))
-        })
-        .shard(pw),
-        OpDef::new("aten::ge.Tensor", k, all, |_, a| {
-            t1(compare(a.tensor(0)?, rhs(a, 1)?, CmpKind::Ge))
-        })
-        .shard(pw),
-        OpDef::new("aten::remainder.Tensor", k, f, |_, a| {
-            t1(remainder(a.tensor(0)?, rhs(a, 1)?))
-        })
-        .shard(pw),
-    ]
+#[aten("aten::sub.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::All))]
+fn sub_tensor_op(a: SubTensor<'_>) -> Result<Tensor> {
+    arith::add_like(SubTensor::NAME, a.self_, a.other.into(), a.alpha, true)
+}
+
+#[aten("aten::mul.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::Either))]
+fn mul_tensor_op(a: MulTensor<'_>) -> Result<Tensor> {
+    mul(a.self_, a.other.into())
+}
+
+#[aten("aten::pow.Tensor_Tensor", dtypes = DType::NUMERIC, numbers = "exponent", shard = Sharding::pointwise(Lin::No))]
+fn pow_tensor_tensor_op(a: PowTensorTensor<'_>) -> Result<Tensor> {
+    pow(a.self_, a.exponent.into())
+}
+
+#[aten("aten::remainder.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn remainder_tensor_op(a: RemainderTensor<'_>) -> Result<Tensor> {
+    remainder(a.self_, a.other.into())
+}
+
+#[aten("aten::eq.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn eq_tensor_op(a: EqTensor<'_>) -> Result<Tensor> {
+    compare(a.self_, a.other.into(), CmpKind::Eq)
+}
+
+#[aten("aten::ne.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn ne_tensor_op(a: NeTensor<'_>) -> Result<Tensor> {
+    compare(a.self_, a.other.into(), CmpKind::Ne)
+}
+
+#[aten("aten::lt.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn lt_tensor_op(a: LtTensor<'_>) -> Result<Tensor> {
+    compare(a.self_, a.other.into(), CmpKind::Lt)
+}
+
+#[aten("aten::le.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn le_tensor_op(a: LeTensor<'_>) -> Result<Tensor> {
+    compare(a.self_, a.other.into(), CmpKind::Le)
+}
+
+#[aten("aten::gt.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn gt_tensor_op(a: GtTensor<'_>) -> Result<Tensor> {
+    compare(a.self_, a.other.into(), CmpKind::Gt)
+}
+
+#[aten("aten::ge.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn ge_tensor_op(a: GeTensor<'_>) -> Result<Tensor> {
+    compare(a.self_, a.other.into(), CmpKind::Ge)
 }

@@ -15,7 +15,7 @@
 //! (`floor`); integer division by zero, which PyTorch raises as ZeroDivisionError, gives 0 here
 //! (a kernel cannot raise).
 
-use super::{Arg, NUM, Number, arg, common_dtype, promoted_as, promoted_in, t1, tensors_of};
+use super::{Arg, Number, common_dtype, promoted_as, promoted_in, tensors_of};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
@@ -23,7 +23,6 @@ use crate::ops::aten;
 use crate::ops::binary::compute;
 use crate::ops::checks::{Pending, check_values};
 use crate::ops::helpers::OpScope;
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -345,34 +344,36 @@ fn fmod_scalar_op(a: FmodScalar<'_>) -> Result<Tensor> {
     fmod(a.self_, Arg::N(a.other))
 }
 
-/// The overloads whose divisor may be a Python number where the schema says `Tensor` (the
-/// binder keeps a number there: `x / 2` reaches `div.Tensor`), which `#[aten]` cannot type yet.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    let all = super::ALL;
-    vec![
-        OpDef::new("aten::div.Tensor", k, all, |_, a| {
-            t1(div(a.tensor(0)?, arg(a, 1)?, None))
-        })
-        .shard(Sharding::pointwise(Lin::First)),
-        OpDef::new("aten::div.Tensor_mode", k, all, |_, a| {
-            t1(div(a.tensor(0)?, arg(a, 1)?, a.opt_str(2)?))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::floor_divide", k, NUM, |_, a| {
-            t1(floor_divide(a.tensor(0)?, arg(a, 1)?))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new("aten::fmod.Tensor", k, NUM, |_, a| {
-            t1(fmod(a.tensor(0)?, arg(a, 1)?))
-        })
-        .shard(Sharding::pointwise(Lin::No)),
-        OpDef::new(
-            "aten::true_divide.Tensor",
-            OpImpl::Decomposition,
-            all,
-            |_, a| t1(div(a.tensor(0)?, arg(a, 1)?, None)),
-        )
-        .shard(Sharding::pointwise(Lin::First)),
-    ]
+// The overloads whose divisor may be a Python number where the schema says `Tensor` (the
+// binder keeps a number there: `x / 2` reaches `div.Tensor`): `numbers = "other"`.
+
+#[aten("aten::div.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::First))]
+fn div_tensor_op(a: DivTensor<'_>) -> Result<Tensor> {
+    div(a.self_, a.other.into(), None)
+}
+
+#[aten("aten::div.Tensor_mode", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn div_tensor_mode_op(a: DivTensorMode<'_>) -> Result<Tensor> {
+    div(a.self_, a.other.into(), a.rounding_mode)
+}
+
+#[aten("aten::floor_divide", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn floor_divide_op(a: FloorDivide<'_>) -> Result<Tensor> {
+    floor_divide(a.self_, a.other.into())
+}
+
+#[aten("aten::fmod.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
+fn fmod_tensor_op(a: FmodTensor<'_>) -> Result<Tensor> {
+    fmod(a.self_, a.other.into())
+}
+
+#[aten(
+    "aten::true_divide.Tensor",
+    dtypes = DType::ALL_TPU,
+    kind = Decomposition,
+    numbers = "other",
+    shard = Sharding::pointwise(Lin::First)
+)]
+fn true_divide_tensor_op(a: TrueDivideTensor<'_>) -> Result<Tensor> {
+    div(a.self_, a.other.into(), None)
 }

@@ -15,14 +15,11 @@ use std::f64::consts::{LN_2, LN_10, PI};
 
 use super::inverse_trig::{acos, acosh, asin, asinh, atan, atan2, atanh};
 use super::predicates::sign_bit;
-use super::{
-    ALL, Arg, Ex, FLOAT, Number, arg, float1, float2, not_implemented, promoted, promoted_as, t1,
-};
+use super::{Arg, Ex, Number, float1, float2, not_implemented, promoted, promoted_as};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::PRef;
 use crate::ops::aten;
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -475,96 +472,101 @@ fn pw() -> Sharding {
     Sharding::pointwise(Lin::No)
 }
 
-/// The overloads whose operands may be Python numbers where the schema says `Tensor` (the
-/// binder keeps a number there: `torch.atan2(x, 2.0)`), which `#[aten]` cannot type yet.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    vec![
-        OpDef::new("aten::atan2", k, ALL, |_, a| {
-            t1(float2("aten::atan2", arg(a, 0)?, arg(a, 1)?, atan2))
-        })
-        .shard(pw()),
-        OpDef::new("aten::xlogy.Tensor", k, ALL, |_, a| {
-            t1(float2(
-                "aten::xlogy.Tensor",
-                arg(a, 0)?,
-                arg(a, 1)?,
-                |e, x, y| xlogy(e, x, y, false),
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::xlogy.Scalar_Self", k, ALL, |_, a| {
-            t1(float2(
-                "aten::xlogy.Scalar_Self",
-                arg(a, 0)?,
-                arg(a, 1)?,
-                |e, x, y| xlogy(e, x, y, false),
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::xlogy.Scalar_Other", k, ALL, |_, a| {
-            t1(float2(
-                "aten::xlogy.Scalar_Other",
-                arg(a, 0)?,
-                arg(a, 1)?,
-                |e, x, y| xlogy(e, x, y, false),
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::special_xlog1py", k, ALL, |_, a| {
-            t1(float2(
-                "aten::special_xlog1py",
-                arg(a, 0)?,
-                arg(a, 1)?,
-                |e, x, y| xlogy(e, x, y, true),
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::logaddexp", k, FLOAT, |_, a| {
-            t1(float2(
-                "aten::logaddexp",
-                arg(a, 0)?,
-                arg(a, 1)?,
-                |e, x, y| logaddexp(e, x, y, false),
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::logaddexp2", k, FLOAT, |_, a| {
-            t1(float2(
-                "aten::logaddexp2",
-                arg(a, 0)?,
-                arg(a, 1)?,
-                |e, x, y| logaddexp(e, x, y, true),
-            ))
-        })
-        .shard(pw()),
-        OpDef::new("aten::hypot", k, FLOAT, |_, a| {
-            t1(float2("aten::hypot", arg(a, 0)?, arg(a, 1)?, |e, x, y| {
-                // m sqrt(1 + (n / m)^2) with m = max(|x|, |y|): no overflow on the way.
-                let (ax, ay) = (e.abs(x), e.abs(y));
-                let m = e.max(ax, ay);
-                let n = e.min(ax, ay);
-                let q = e.div(n, m);
-                let q2 = e.mul(q, q);
-                let s = e.addk(q2, 1.0);
-                let s = e.sqrt(s);
-                let r = e.mul(m, s);
-                let z = e.eqk(m, 0.0);
-                let r = e.selk(z, 0.0, r);
-                // C: an infinite operand gives +inf, even with a NaN one.
-                let (xi, yi) = (e.isinf(x), e.isinf(y));
-                let inf = e.or(xi, yi);
-                e.selk(inf, f64::INFINITY, r)
-            }))
-        })
-        .shard(pw()),
-        OpDef::new("aten::copysign.Tensor", k, ALL, |_, a| {
-            t1(copysign("aten::copysign.Tensor", arg(a, 0)?, arg(a, 1)?))
-        })
-        .shard(pw()),
-        OpDef::new("aten::copysign.Scalar", k, ALL, |_, a| {
-            t1(copysign("aten::copysign.Scalar", arg(a, 0)?, arg(a, 1)?))
-        })
-        .shard(pw()),
-    ]
+// The overloads whose operands may be Python numbers where the schema says `Tensor` (the
+// binder keeps a number there: `torch.atan2(x, 2.0)`): `numbers = "self, other"`.
+
+#[aten("aten::atan2", dtypes = DType::ALL_TPU, numbers = "self, other", shard = pw())]
+fn atan2_op(a: Atan2<'_>) -> Result<Tensor> {
+    float2(Atan2::NAME, a.self_.into(), a.other.into(), atan2)
+}
+
+#[aten("aten::xlogy.Tensor", dtypes = DType::ALL_TPU, numbers = "self, other", shard = pw())]
+fn xlogy_tensor_op(a: XlogyTensor<'_>) -> Result<Tensor> {
+    float2(
+        XlogyTensor::NAME,
+        a.self_.into(),
+        a.other.into(),
+        |e, x, y| xlogy(e, x, y, false),
+    )
+}
+
+#[aten("aten::xlogy.Scalar_Self", dtypes = DType::ALL_TPU, numbers = "other", shard = pw())]
+fn xlogy_scalar_self_op(a: XlogyScalarSelf<'_>) -> Result<Tensor> {
+    float2(
+        XlogyScalarSelf::NAME,
+        Arg::N(a.self_),
+        a.other.into(),
+        |e, x, y| xlogy(e, x, y, false),
+    )
+}
+
+#[aten("aten::xlogy.Scalar_Other", dtypes = DType::ALL_TPU, numbers = "self", shard = pw())]
+fn xlogy_scalar_other_op(a: XlogyScalarOther<'_>) -> Result<Tensor> {
+    float2(
+        XlogyScalarOther::NAME,
+        a.self_.into(),
+        Arg::N(a.other),
+        |e, x, y| xlogy(e, x, y, false),
+    )
+}
+
+#[aten("aten::special_xlog1py", dtypes = DType::ALL_TPU, numbers = "self, other", shard = pw())]
+fn special_xlog1py_op(a: SpecialXlog1py<'_>) -> Result<Tensor> {
+    float2(
+        SpecialXlog1py::NAME,
+        a.self_.into(),
+        a.other.into(),
+        |e, x, y| xlogy(e, x, y, true),
+    )
+}
+
+#[aten("aten::logaddexp", dtypes = DType::FLOATING, numbers = "self, other", shard = pw())]
+fn logaddexp_op(a: Logaddexp<'_>) -> Result<Tensor> {
+    float2(
+        Logaddexp::NAME,
+        a.self_.into(),
+        a.other.into(),
+        |e, x, y| logaddexp(e, x, y, false),
+    )
+}
+
+#[aten("aten::logaddexp2", dtypes = DType::FLOATING, numbers = "self, other", shard = pw())]
+fn logaddexp2_op(a: Logaddexp2<'_>) -> Result<Tensor> {
+    float2(
+        Logaddexp2::NAME,
+        a.self_.into(),
+        a.other.into(),
+        |e, x, y| logaddexp(e, x, y, true),
+    )
+}
+
+#[aten("aten::hypot", dtypes = DType::FLOATING, numbers = "self, other", shard = pw())]
+fn hypot_op(a: Hypot<'_>) -> Result<Tensor> {
+    float2(Hypot::NAME, a.self_.into(), a.other.into(), |e, x, y| {
+        // m sqrt(1 + (n / m)^2) with m = max(|x|, |y|): no overflow on the way.
+        let (ax, ay) = (e.abs(x), e.abs(y));
+        let m = e.max(ax, ay);
+        let n = e.min(ax, ay);
+        let q = e.div(n, m);
+        let q2 = e.mul(q, q);
+        let s = e.addk(q2, 1.0);
+        let s = e.sqrt(s);
+        let r = e.mul(m, s);
+        let z = e.eqk(m, 0.0);
+        let r = e.selk(z, 0.0, r);
+        // C: an infinite operand gives +inf, even with a NaN one.
+        let (xi, yi) = (e.isinf(x), e.isinf(y));
+        let inf = e.or(xi, yi);
+        e.selk(inf, f64::INFINITY, r)
+    })
+}
+
+#[aten("aten::copysign.Tensor", dtypes = DType::ALL_TPU, numbers = "self, other", shard = pw())]
+fn copysign_tensor_op(a: CopysignTensor<'_>) -> Result<Tensor> {
+    copysign(CopysignTensor::NAME, a.self_.into(), a.other.into())
+}
+
+#[aten("aten::copysign.Scalar", dtypes = DType::ALL_TPU, numbers = "self", shard = pw())]
+fn copysign_scalar_op(a: CopysignScalar<'_>) -> Result<Tensor> {
+    copysign(CopysignScalar::NAME, a.self_.into(), Arg::N(a.other))
 }

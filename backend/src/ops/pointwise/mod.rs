@@ -25,11 +25,8 @@ pub(crate) mod predicates;
 pub(crate) mod special;
 pub(crate) mod ternary;
 
-use super::Value;
-use super::args::Args;
 use super::binary::{compute, operand};
 use super::helpers::{OpScope, map};
-use super::registry::OpDef;
 use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder};
@@ -39,13 +36,6 @@ pub(crate) use division::is_scalar;
 pub use division::{div, floor_divide, fmod};
 pub use expr::Ex;
 
-/// Every dtype ([`DType::ALL_TPU`]).
-pub(crate) const ALL: &[DType] = DType::ALL_TPU;
-/// Numbers, no bool ([`DType::NUMERIC`]).
-pub(crate) const NUM: &[DType] = DType::NUMERIC;
-/// Floating dtypes ([`DType::FLOATING`]).
-pub(crate) const FLOAT: &[DType] = DType::FLOATING;
-
 /// An operand of an elementwise operator: a tensor or a Python number.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg<'a> {
@@ -53,6 +43,15 @@ pub enum Arg<'a> {
     T(&'a Tensor),
     /// A number.
     N(Scalar),
+}
+
+impl<'a> From<crate::ops::TensorOrNumber<'a>> for Arg<'a> {
+    fn from(v: crate::ops::TensorOrNumber<'a>) -> Self {
+        match v {
+            crate::ops::TensorOrNumber::Tensor(t) => Arg::T(t),
+            crate::ops::TensorOrNumber::Number(s) => Arg::N(s),
+        }
+    }
 }
 
 impl Arg<'_> {
@@ -247,26 +246,4 @@ pub fn not_implemented(kernel: &str, d: DType) -> TpuError {
         "\"{kernel}\" not implemented for '{}'",
         d.scalar_type_name()
     ))
-}
-
-/// One tensor result.
-pub(crate) fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
-}
-
-/// Argument `i` as an operand (a tensor, or a number).
-pub(crate) fn arg<'a>(a: &'a Args, i: usize) -> Result<Arg<'a>> {
-    match a.get(i) {
-        Some(Value::Tensor(t)) => Ok(Arg::T(t)),
-        _ => Ok(Arg::N(a.scalar(i)?)),
-    }
-}
-
-/// The overloads of the families here that are not `#[aten]` functions yet: those taking a
-/// Python number where the schema says `Tensor` (see each family's `defs`).
-pub(super) fn defs() -> Vec<OpDef> {
-    let mut v = division::defs();
-    v.extend(ternary::defs());
-    v.extend(math::defs());
-    v
 }

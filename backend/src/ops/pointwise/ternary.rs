@@ -8,13 +8,12 @@
 //! multiply-adds (one rounding instead of two): results may differ in the last bit of f32,
 //! well inside `torch.testing`'s tolerance.
 
-use super::{Arg, NUM, Number, arg, common_dtype, not_implemented, promoted, promoted_exact, t1};
+use super::{Arg, Number, common_dtype, not_implemented, promoted, promoted_exact};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, PRef, ProgBuilder};
 use crate::ops::aten;
 use crate::ops::binary::compute;
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
@@ -288,29 +287,20 @@ fn sub_scalar_op(a: SubScalar<'_>) -> Result<Tensor> {
     sub_scalar(a.self_, a.other, a.alpha)
 }
 
-fn opt_arg<'a>(a: &'a crate::ops::Args, i: usize) -> Result<Option<Arg<'a>>> {
-    a.get(i).map(|_| arg(a, i)).transpose()
+// The overloads whose bounds or `other` may be Python numbers where the schema says `Tensor`
+// (the binder keeps a number there): `numbers = ...`.
+
+#[aten("aten::clamp.Tensor", dtypes = DType::NUMERIC, numbers = "min, max", shard = Sharding::pointwise(Lin::No))]
+fn clamp_tensor_op(a: ClampTensor<'_>) -> Result<Tensor> {
+    clamp_args(
+        ClampTensor::NAME,
+        a.self_,
+        a.min.map(Arg::from),
+        a.max.map(Arg::from),
+    )
 }
 
-/// The overloads whose bounds or `other` may be Python numbers where the schema says `Tensor`
-/// (the binder keeps a number there), which `#[aten]` cannot type yet.
-pub(super) fn defs() -> Vec<OpDef> {
-    let k = OpImpl::Kernel;
-    let pw = |lin| Sharding::pointwise(lin);
-    vec![
-        OpDef::new("aten::clamp.Tensor", k, NUM, |_, a| {
-            let x = a.tensor(0)?;
-            t1(clamp_args(
-                "aten::clamp.Tensor",
-                x,
-                opt_arg(a, 1)?,
-                opt_arg(a, 2)?,
-            ))
-        })
-        .shard(pw(Lin::No)),
-        OpDef::new("aten::rsub.Tensor", k, NUM, |_, a| {
-            t1(rsub(a.tensor(0)?, arg(a, 1)?, a.scalar(2)?))
-        })
-        .shard(pw(Lin::All)),
-    ]
+#[aten("aten::rsub.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::All))]
+fn rsub_tensor_op(a: RsubTensor<'_>) -> Result<Tensor> {
+    rsub(a.self_, a.other.into(), a.alpha)
 }

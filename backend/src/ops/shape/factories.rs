@@ -7,18 +7,15 @@
 //! running count of each row's elements. The `layout`, `device` and `pin_memory` arguments are
 //! accepted as PyTorch accepts them.
 
-use super::t1;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::Shapes;
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
 use crate::layout::Layout;
-use crate::ops::Value;
-use crate::ops::args::Args;
+use crate::ops::TensorOrNumber;
 use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map_shape};
 use crate::ops::prims::{self, reshaped, tile};
-use crate::ops::registry::{OpDef, OpImpl};
 use crate::ops::sharding::Sharding;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
@@ -55,12 +52,6 @@ fn eye(rt: &Runtime, n: i64, m: i64, dtype: Option<DType>) -> Result<Tensor> {
     )
 }
 
-/// An end of a range: a number, or a zero-dimensional tensor read on the device.
-enum End<'a> {
-    Number(Scalar),
-    Tensor(&'a Tensor),
-}
-
 /// `start + (end - start) * i / (steps - 1)` as PyTorch's `linspace` kernel computes it.
 fn lin(p: &mut ProgBuilder, s: PRef, e: PRef, steps: usize) -> PRef {
     let (f, i32t) = (DType::F32, DType::I32);
@@ -85,8 +76,8 @@ fn lin(p: &mut ProgBuilder, s: PRef, e: PRef, steps: usize) -> PRef {
 fn space(
     rt: &Runtime,
     name: &str,
-    start: End<'_>,
-    end: End<'_>,
+    start: TensorOrNumber<'_>,
+    end: TensorOrNumber<'_>,
     steps: i64,
     base: Option<f64>,
     dtype: Option<DType>,
@@ -94,8 +85,8 @@ fn space(
     let ins: Vec<&Tensor> = [&start, &end]
         .iter()
         .filter_map(|e| match e {
-            End::Tensor(t) => Some(*t),
-            End::Number(_) => None,
+            TensorOrNumber::Tensor(t) => Some(*t),
+            TensorOrNumber::Number(_) => None,
         })
         .collect();
     let op = if ins.is_empty() {
@@ -126,9 +117,9 @@ fn space(
     let int_out = !d.is_float();
     Ok(map_shape(&op, &[n], &ins, &[d], |p, r| {
         let mut k = 0;
-        let mut val = |p: &mut ProgBuilder, e: &End<'_>| match e {
-            End::Number(s) => p.constant(*s, f),
-            End::Tensor(_) => {
+        let mut val = |p: &mut ProgBuilder, e: &TensorOrNumber<'_>| match e {
+            TensorOrNumber::Number(s) => p.constant(*s, f),
+            TensorOrNumber::Tensor(_) => {
                 k += 1;
                 p.cast(r[k - 1], f)
             }
@@ -287,13 +278,6 @@ fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
     Ok(reshaped(&t, &shape))
 }
 
-fn end<'a>(a: &'a Args, i: usize) -> Result<End<'a>> {
-    match a.get(i) {
-        Some(Value::Tensor(t)) => Ok(End::Tensor(t)),
-        _ => Ok(End::Number(a.scalar(i)?)),
-    }
-}
-
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema),
 // but `linspace` and `logspace`, listed in `defs`.
 
@@ -330,52 +314,102 @@ fn resize_as_inplace_op(a: ResizeAsInplace<'_>) -> Result<Tensor> {
     resize(a.self_, &size)
 }
 
-/// `linspace` and `logspace`, whose ends may be numbers or tensors in any overload (the binder
-/// passes a number in a `Tensor` argument and a one-element tensor in a `Scalar` one), which
-/// an `#[aten]` struct cannot hold.
-pub(super) fn defs() -> Vec<OpDef> {
-    let all = DType::ALL_TPU;
-    let k = OpImpl::Kernel;
-    let c = Sharding::Creation;
-    let mut v = Vec::new();
-    for (name, base) in [
-        ("aten::linspace", None),
-        ("aten::linspace.Tensor_Tensor", None),
-        ("aten::linspace.Tensor_Scalar", None),
-        ("aten::linspace.Scalar_Tensor", None),
-        ("aten::logspace", Some(())),
-        ("aten::logspace.Tensor_Tensor", Some(())),
-        ("aten::logspace.Tensor_Scalar", Some(())),
-        ("aten::logspace.Scalar_Tensor", Some(())),
-    ] {
-        let f: crate::ops::RunFn = if base.is_none() {
-            |rt, a| {
-                let name: &str = a.op();
-                t1(space(
-                    rt,
-                    name,
-                    end(a, 0)?,
-                    end(a, 1)?,
-                    a.int(2)?,
-                    None,
-                    a.opt_dtype(3)?,
-                ))
-            }
-        } else {
-            |rt, a| {
-                let name: &str = a.op();
-                t1(space(
-                    rt,
-                    name,
-                    end(a, 0)?,
-                    end(a, 1)?,
-                    a.int(2)?,
-                    Some(a.float(3)?),
-                    a.opt_dtype(4)?,
-                ))
-            }
-        };
-        v.push(OpDef::new(name, k, all, f).shard(c));
-    }
-    v
+// `linspace` and `logspace`: their ends may be numbers or tensors in any overload (the binder
+// passes a number in a `Tensor` argument and a one-element tensor in a `Scalar` one), so both
+// are `numbers`.
+
+#[aten("aten::linspace", dtypes = DType::ALL_TPU, numbers = "start, end", shard = Sharding::Creation)]
+fn linspace_op(rt: &Runtime, a: Linspace<'_>) -> Result<Tensor> {
+    space(rt, Linspace::NAME, a.start, a.end, a.steps, None, a.dtype)
+}
+
+#[aten("aten::linspace.Tensor_Tensor", dtypes = DType::ALL_TPU, numbers = "start, end", shard = Sharding::Creation)]
+fn linspace_tensor_tensor_op(rt: &Runtime, a: LinspaceTensorTensor<'_>) -> Result<Tensor> {
+    space(
+        rt,
+        LinspaceTensorTensor::NAME,
+        a.start,
+        a.end,
+        a.steps,
+        None,
+        a.dtype,
+    )
+}
+
+#[aten("aten::linspace.Tensor_Scalar", dtypes = DType::ALL_TPU, numbers = "start, end", shard = Sharding::Creation)]
+fn linspace_tensor_scalar_op(rt: &Runtime, a: LinspaceTensorScalar<'_>) -> Result<Tensor> {
+    space(
+        rt,
+        LinspaceTensorScalar::NAME,
+        a.start,
+        a.end,
+        a.steps,
+        None,
+        a.dtype,
+    )
+}
+
+#[aten("aten::linspace.Scalar_Tensor", dtypes = DType::ALL_TPU, numbers = "start, end", shard = Sharding::Creation)]
+fn linspace_scalar_tensor_op(rt: &Runtime, a: LinspaceScalarTensor<'_>) -> Result<Tensor> {
+    space(
+        rt,
+        LinspaceScalarTensor::NAME,
+        a.start,
+        a.end,
+        a.steps,
+        None,
+        a.dtype,
+    )
+}
+
+#[aten("aten::logspace", dtypes = DType::ALL_TPU, numbers = "start, end", shard = Sharding::Creation)]
+fn logspace_op(rt: &Runtime, a: Logspace<'_>) -> Result<Tensor> {
+    space(
+        rt,
+        Logspace::NAME,
+        a.start,
+        a.end,
+        a.steps,
+        Some(a.base),
+        a.dtype,
+    )
+}
+
+#[aten("aten::logspace.Tensor_Tensor", dtypes = DType::ALL_TPU, numbers = "start, end", shard = Sharding::Creation)]
+fn logspace_tensor_tensor_op(rt: &Runtime, a: LogspaceTensorTensor<'_>) -> Result<Tensor> {
+    space(
+        rt,
+        LogspaceTensorTensor::NAME,
+        a.start,
+        a.end,
+        a.steps,
+        Some(a.base),
+        a.dtype,
+    )
+}
+
+#[aten("aten::logspace.Tensor_Scalar", dtypes = DType::ALL_TPU, numbers = "start, end", shard = Sharding::Creation)]
+fn logspace_tensor_scalar_op(rt: &Runtime, a: LogspaceTensorScalar<'_>) -> Result<Tensor> {
+    space(
+        rt,
+        LogspaceTensorScalar::NAME,
+        a.start,
+        a.end,
+        a.steps,
+        Some(a.base),
+        a.dtype,
+    )
+}
+
+#[aten("aten::logspace.Scalar_Tensor", dtypes = DType::ALL_TPU, numbers = "start, end", shard = Sharding::Creation)]
+fn logspace_scalar_tensor_op(rt: &Runtime, a: LogspaceScalarTensor<'_>) -> Result<Tensor> {
+    space(
+        rt,
+        LogspaceScalarTensor::NAME,
+        a.start,
+        a.end,
+        a.steps,
+        Some(a.base),
+        a.dtype,
+    )
 }

@@ -16,17 +16,3 @@ pub(crate) mod views;
 mod windows;
 
 pub use views::diagonal_layout;
-
-use super::Value;
-use super::registry::OpDef;
-use crate::error::Result;
-use crate::tensor::Tensor;
-
-/// The overloads not written as `#[aten]` functions (`linspace`, `logspace`).
-pub(super) fn defs() -> Vec<OpDef> {
-    factories::defs()
-}
-
-fn t1(r: Result<Tensor>) -> Result<Vec<Value>> {
-    r.map(|t| vec![Value::Tensor(t)])
-}
