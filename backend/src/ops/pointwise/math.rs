@@ -520,6 +520,22 @@ fn special_xlog1py_op(a: SpecialXlog1py<'_>) -> Result<Tensor> {
     )
 }
 
+#[aten("aten::special_xlog1py.other_scalar", dtypes = DType::ALL_TPU, numbers = "self", shard = pw())]
+fn special_xlog1py_other_scalar_op(a: SpecialXlog1pyOtherScalar<'_>) -> Result<Tensor> {
+    let name = SpecialXlog1pyOtherScalar::NAME;
+    float2(name, a.self_.into(), Arg::N(a.other), |e, x, y| {
+        xlogy(e, x, y, true)
+    })
+}
+
+#[aten("aten::special_xlog1py.self_scalar", dtypes = DType::ALL_TPU, numbers = "other", shard = pw())]
+fn special_xlog1py_self_scalar_op(a: SpecialXlog1pySelfScalar<'_>) -> Result<Tensor> {
+    let name = SpecialXlog1pySelfScalar::NAME;
+    float2(name, Arg::N(a.self_), a.other.into(), |e, x, y| {
+        xlogy(e, x, y, true)
+    })
+}
+
 #[aten("aten::logaddexp", dtypes = DType::FLOATING, numbers = "self, other", shard = pw())]
 fn logaddexp_op(a: Logaddexp<'_>) -> Result<Tensor> {
     float2(

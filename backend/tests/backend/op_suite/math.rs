@@ -45,6 +45,8 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::xlogy.Scalar_Self", scalars),
     ("aten::xlogy.Scalar_Other", scalars),
     ("aten::special_xlog1py", binary),
+    ("aten::special_xlog1py.other_scalar", scalars),
+    ("aten::special_xlog1py.self_scalar", scalars),
     ("aten::logaddexp", binary),
     ("aten::logaddexp2", binary),
     ("aten::hypot", binary),
@@ -309,10 +311,13 @@ fn binary() {
 /// `copysign(tensor, number)`; the number takes part as a float32 value.
 #[test]
 fn scalars() {
-    for (op, number_first) in [
-        ("aten::xlogy.Scalar_Self", true),
-        ("aten::xlogy.Scalar_Other", false),
-        ("aten::copysign.Scalar", false),
+    // (operator, the number comes first, log1p of the second operand)
+    for (op, number_first, log1p) in [
+        ("aten::xlogy.Scalar_Self", true, false),
+        ("aten::xlogy.Scalar_Other", false, false),
+        ("aten::special_xlog1py.self_scalar", true, true),
+        ("aten::special_xlog1py.other_scalar", false, true),
+        ("aten::copysign.Scalar", false, false),
     ] {
         check(
             op,
@@ -323,8 +328,8 @@ fn scalars() {
                     let kr = super::reference::round(k, d);
                     let want = zip_map(&[&x.host], d, |v| match op {
                         "aten::copysign.Scalar" => v[0].copysign(kr),
-                        _ if number_first => xlogy(kr, v[0], false),
-                        _ => xlogy(v[0], kr, false),
+                        _ if number_first => xlogy(kr, v[0], log1p),
+                        _ => xlogy(v[0], kr, log1p),
                     });
                     let args = if number_first {
                         vec![v(Value::Float(k)), t(x)]
