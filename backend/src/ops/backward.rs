@@ -35,6 +35,38 @@ fn k(p: &mut ProgBuilder, v: f64) -> PRef {
     p.constant(Scalar::Float(v), F)
 }
 
+/// The per-row terms of a normalization's input gradient, as ATen's layer- and group-norm
+/// backward kernels compute them: with `g` the output gradient (times the weight where there is
+/// one), `x` the input, `mu` the mean, `a` the reciprocal standard deviation and `scale`
+/// 1 / (elements a statistic covers): `b = (sum(g) mu - sum(g x)) a^3 scale` and
+/// `c = -b mu - sum(g) a scale`, so that `dx = a g + b x + c`. Returns `(b, c)`.
+fn norm_terms(
+    p: &mut ProgBuilder,
+    g: PRef,
+    x: PRef,
+    mu: PRef,
+    a: PRef,
+    scale: f64,
+) -> (PRef, PRef) {
+    let gx = mul(p, g, x);
+    let ds = p.reduce(RedKind::Sum, gx, F);
+    let db = p.reduce(RedKind::Sum, g, F);
+    let sc = k(p, scale);
+    // b = (db * mean - ds) * a * a * a * scale
+    let dbm = mul(p, db, mu);
+    let t = sub(p, dbm, ds);
+    let t = mul(p, t, a);
+    let t = mul(p, t, a);
+    let t = mul(p, t, a);
+    let b = mul(p, t, sc);
+    // c = -b * mean - db * a * scale
+    let nb = p.un(UnOp::Neg, b, F);
+    let nbm = mul(p, nb, mu);
+    let dba = mul(p, db, a);
+    let dbas = mul(p, dba, sc);
+    (b, sub(p, nbm, dbas))
+}
+
 fn mul(p: &mut ProgBuilder, a: PRef, b: PRef) -> PRef {
     p.bin(BinOp::Mul, a, b, F)
 }

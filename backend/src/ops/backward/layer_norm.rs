@@ -2,7 +2,7 @@
 //! gradient and one column-sum kernel (a rows kernel over the leading dims) for the weight's and
 //! bias's.
 
-use super::{F, add, as_shape, k, mask3, mul, opt3, sub, zeros};
+use super::{F, add, as_shape, mask3, mul, norm_terms, opt3, zeros};
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder, RedKind, UnOp};
@@ -112,23 +112,7 @@ pub fn native_layer_norm_backward(
                     } else {
                         dy
                     };
-                    let gx = mul(p, g, x);
-                    let ds = p.reduce(RedKind::Sum, gx, F);
-                    let db = p.reduce(RedKind::Sum, g, F);
-                    let sc = k(p, scale);
-                    // b = (db * mean - ds) * a * a * a * scale
-                    let dbm = mul(p, db, mu);
-                    let t = sub(p, dbm, ds);
-                    let t = mul(p, t, a);
-                    let t = mul(p, t, a);
-                    let t = mul(p, t, a);
-                    let b = mul(p, t, sc);
-                    // c = -b * mean - db * a * scale
-                    let nb = p.un(UnOp::Neg, b, F);
-                    let nbm = mul(p, nb, mu);
-                    let dba = mul(p, db, a);
-                    let dbas = mul(p, dba, sc);
-                    let c = sub(p, nbm, dbas);
+                    let (b, c) = norm_terms(p, g, x, mu, a, scale);
                     // dx = a * dy * w + b * x + c
                     let ady = mul(p, a, dy);
                     let ag = if has_w {

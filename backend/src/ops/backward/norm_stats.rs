@@ -272,21 +272,7 @@ pub fn native_group_norm_backward(
                 } else {
                     dyv
                 };
-                let gx = mul(p, gv, xv);
-                let ds = p.reduce(RedKind::Sum, gx, F);
-                let db = p.reduce(RedKind::Sum, gv, F);
-                let sc = k(p, inv_k);
-                let dbm = mul(p, db, mu);
-                let t = sub(p, dbm, ds);
-                let t = mul(p, t, a);
-                let t = mul(p, t, a);
-                let t = mul(p, t, a);
-                let b = mul(p, t, sc);
-                let nb = p.un(UnOp::Neg, b, F);
-                let nbm = mul(p, nb, mu);
-                let dba = mul(p, db, a);
-                let dbas = mul(p, dba, sc);
-                let cc = sub(p, nbm, dbas);
+                let (b, cc) = super::norm_terms(p, gv, xv, mu, a, inv_k);
                 let ag = mul(p, a, gv);
                 let bx = mul(p, b, xv);
                 let s = add(p, ag, bx);
