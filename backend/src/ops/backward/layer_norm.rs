@@ -12,29 +12,16 @@ use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
 
-/// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
-/// output_mask)`: `(grad_input, grad_weight, grad_bias)`, each computed when its
-/// `output_mask` entry is set (grad_weight / grad_bias also need the weight / bias).
-///
-/// With `g = dy * weight`, per row of `N` elements: `ds = sum(g * x)`, `db = sum(g)`, `b =
-/// (db * mean - ds) * rstd^3 / N`, `c = -b * mean - db * rstd / N`, `dx = rstd * g + b * x +
-/// c`; `grad_weight = sum over rows of dy * (x - mean) * rstd`, `grad_bias = sum over rows of
-/// dy`.
-#[allow(clippy::too_many_arguments)]
-pub fn native_layer_norm_backward(
+/// The normalized shape of a layer norm's backward, after PyTorch's checks of the arguments
+/// (shapes of the input, weight, bias and gradient; floating dtypes).
+fn checked_shape(
     grad_out: &Tensor,
     input: &Tensor,
     normalized_shape: &[i64],
-    mean: &Tensor,
-    rstd: &Tensor,
     weight: Option<&Tensor>,
     bias: Option<&Tensor>,
-    output_mask: [bool; 3],
-) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-    let mut ins = vec![grad_out, input, mean, rstd];
-    ins.extend(weight);
-    ins.extend(bias);
-    let op = OpScope::new("aten::native_layer_norm_backward", &ins)?;
+    ins: &[&Tensor],
+) -> Result<Vec<usize>> {
     let ns: Vec<usize> = normalized_shape
         .iter()
         .map(|d| usize::try_from(*d))
@@ -73,7 +60,7 @@ pub fn native_layer_norm_backward(
             input.shape()
         )));
     }
-    for t in &ins {
+    for t in ins {
         if !t.dtype().is_float() {
             return Err(TpuError::Unsupported(format!(
                 "\"native_layer_norm_backward\" not implemented for '{}'",
@@ -81,6 +68,34 @@ pub fn native_layer_norm_backward(
             )));
         }
     }
+    Ok(ns)
+}
+
+/// `native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+/// output_mask)`: `(grad_input, grad_weight, grad_bias)`, each computed when its
+/// `output_mask` entry is set (grad_weight / grad_bias also need the weight / bias).
+///
+/// With `g = dy * weight`, per row of `N` elements: `ds = sum(g * x)`, `db = sum(g)`, `b =
+/// (db * mean - ds) * rstd^3 / N`, `c = -b * mean - db * rstd / N`, `dx = rstd * g + b * x +
+/// c`; `grad_weight = sum over rows of dy * (x - mean) * rstd`, `grad_bias = sum over rows of
+/// dy`.
+#[allow(clippy::too_many_arguments)]
+pub fn native_layer_norm_backward(
+    grad_out: &Tensor,
+    input: &Tensor,
+    normalized_shape: &[i64],
+    mean: &Tensor,
+    rstd: &Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    output_mask: [bool; 3],
+) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    let mut ins = vec![grad_out, input, mean, rstd];
+    ins.extend(weight);
+    ins.extend(bias);
+    let op = OpScope::new("aten::native_layer_norm_backward", &ins)?;
+    let ns = checked_shape(grad_out, input, normalized_shape, weight, bias, &ins)?;
+    let nd = input.dim();
     let axis = nd - ns.len();
     let outer = &input.shape()[..axis];
     let m: usize = outer.iter().product();

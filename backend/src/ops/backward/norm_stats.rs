@@ -182,6 +182,40 @@ pub fn native_batch_norm_backward(
     Ok((dx, dw, db))
 }
 
+/// A group norm's backward's sizes `(N, C, HxW, group)` as `usize`, after PyTorch's checks (none
+/// negative, `C` divisible by `group`, the input `N x C x HxW`, the gradient of its shape).
+fn group_dims(
+    name: &str,
+    grad_out: &Tensor,
+    input: &Tensor,
+    [n, c, hxw, group]: [i64; 4],
+) -> Result<(usize, usize, usize, usize)> {
+    let dim = |v: i64, what: &str| {
+        usize::try_from(v)
+            .map_err(|_| TpuError::BadArgs(format!("{name}: {what} = {v} is negative")))
+    };
+    let (n, c, hw, g) = (
+        dim(n, "N")?,
+        dim(c, "C")?,
+        dim(hxw, "HxW")?,
+        dim(group, "group")?,
+    );
+    if g == 0 || !c.is_multiple_of(g) || n * c * hw != input.numel() {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: input of shape {:?} is not N={n} x C={c} x HxW={hw} with C divisible by group={g}",
+            input.shape()
+        )));
+    }
+    if grad_out.shape() != input.shape() {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: grad_out of shape {:?} does not match input of shape {:?}",
+            grad_out.shape(),
+            input.shape()
+        )));
+    }
+    Ok((n, c, hw, g))
+}
+
 /// `native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
 /// output_mask)`: `(grad_input, grad_weight, grad_bias)`.
 ///
@@ -207,29 +241,7 @@ pub fn native_group_norm_backward(
     ins.extend(weight);
     let op = OpScope::new(name, &ins)?;
     float_only("native_group_norm_backward", &ins)?;
-    let dim = |v: i64, what: &str| {
-        usize::try_from(v)
-            .map_err(|_| TpuError::BadArgs(format!("{name}: {what} = {v} is negative")))
-    };
-    let (n, c, hw, g) = (
-        dim(n, "N")?,
-        dim(c, "C")?,
-        dim(hxw, "HxW")?,
-        dim(group, "group")?,
-    );
-    if g == 0 || !c.is_multiple_of(g) || n * c * hw != input.numel() {
-        return Err(TpuError::ShapeMismatch(format!(
-            "{name}: input of shape {:?} is not N={n} x C={c} x HxW={hw} with C divisible by group={g}",
-            input.shape()
-        )));
-    }
-    if grad_out.shape() != input.shape() {
-        return Err(TpuError::ShapeMismatch(format!(
-            "{name}: grad_out of shape {:?} does not match input of shape {:?}",
-            grad_out.shape(),
-            input.shape()
-        )));
-    }
+    let (n, c, hw, g) = group_dims(name, grad_out, input, [n, c, hxw, group])?;
     let cg = c / g;
     let shape4 = [n, g, cg, hw];
     let dy = as_shape(grad_out, &shape4, "grad_out")?;
