@@ -17,8 +17,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tpuemu::backend::dtensor::{self, DTensor, DeviceMesh};
 use tpuemu::backend::{DType, Mode, Runtime};
+use tpuemu::dtensor::{self, DTensor, DeviceMesh};
 use tpuemu::emulator::{Emulator, builtin};
 use tpuemu::workloads::MlpConfig;
 use tpuemu::workloads::sharded_mlp::{self as mlp, MlpData, Parallel};

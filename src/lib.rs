@@ -4,6 +4,7 @@
 //! ([`cli`]).
 
 pub use tpuemu_backend as backend;
+pub use tpuemu_dtensor as dtensor;
 pub use tpuemu_emulator as emulator;
 pub use tpuemu_golden as golden;
 pub use tpuemu_isa as isa;

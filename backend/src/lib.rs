@@ -6,7 +6,6 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod compile;
-pub mod dtensor;
 pub mod foreign;
 mod fusion;
 pub mod ops;

@@ -42,9 +42,6 @@ mod fusion;
 #[path = "backend/collective.rs"]
 mod collective;
 
-#[path = "backend/dtensor.rs"]
-mod dtensor;
-
 #[path = "backend/layering.rs"]
 mod layering;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::Args;
-use tpuemu_backend::dtensor::DeviceMesh;
 use tpuemu_backend::runtime::Runtime;
+use tpuemu_dtensor::DeviceMesh;
 use tpuemu_emulator::{ChipPreset, Emulator};
 use tpuemu_isa::Device;
 use tpuemu_workloads::llm::comm::CommTimer;

@@ -14,15 +14,15 @@
 //! | [`Parallel::FullyShard`] | `Shard(0)` | `Shard(0)` | `Shard(0)` | parameters all-gathered before use, gradients reduce-scattered back to `Shard(0)` |
 
 use crate::MlpConfig;
-use tpuemu_backend::dtensor::api::{DTensor, distribute_f64s};
-use tpuemu_backend::dtensor::mesh::DeviceMesh;
-use tpuemu_backend::dtensor::ops::{DValue, call, call1};
-use tpuemu_backend::dtensor::placement::Placement;
 use tpuemu_backend::dtype::{DType, Scalar};
 use tpuemu_backend::error::Result;
 use tpuemu_backend::ops::{self, Value};
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_backend::tensor::Tensor;
+use tpuemu_dtensor::api::{DTensor, distribute_f64s};
+use tpuemu_dtensor::mesh::DeviceMesh;
+use tpuemu_dtensor::ops::{DValue, call, call1};
+use tpuemu_dtensor::placement::Placement;
 
 /// Learning rate of the SGD update.
 pub const LR: f64 = 0.1;

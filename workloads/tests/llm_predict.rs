@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use tpuemu_backend::dtensor::DeviceMesh;
 use tpuemu_backend::runtime::Runtime;
+use tpuemu_dtensor::DeviceMesh;
 use tpuemu_emulator::{Emulator, builtin};
 use tpuemu_isa::Device;
 use tpuemu_workloads::llm::comm::{CommTimer, PeerComm};

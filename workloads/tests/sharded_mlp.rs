@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use tpuemu_backend::dtensor::Placement;
-use tpuemu_backend::dtensor::{self, DeviceMesh};
 use tpuemu_backend::{DType, Mode, Runtime, TpuError};
+use tpuemu_dtensor::Placement;
+use tpuemu_dtensor::{self as dtensor, DeviceMesh};
 use tpuemu_emulator::{Emulator, builtin};
 use tpuemu_isa::Device;
 use tpuemu_workloads::MlpConfig;

@@ -427,7 +427,8 @@ impl Runtime {
     }
 
     /// Updates a counter.
-    pub(crate) fn count(&self, f: impl FnOnce(&mut Metrics)) {
+    #[doc(hidden)] // for DTensor (tpuemu-dtensor)
+    pub fn count(&self, f: impl FnOnce(&mut Metrics)) {
         f(&mut self.lock().core.q.metrics)
     }
 
@@ -498,13 +499,15 @@ impl Runtime {
     }
 
     /// Runs what DeferAndFuse recorded, giving `reason`.
-    pub(crate) fn flush_for(&self, reason: &str) -> Result<()> {
+    #[doc(hidden)] // for DTensor (tpuemu-dtensor)
+    pub fn flush_for(&self, reason: &str) -> Result<()> {
         self.lock().flush(self, reason)
     }
 
     /// Starts recording a graph for compilation (after running what was pending); returns the
     /// first storage id the graph can create.
-    pub(crate) fn begin_capture(&self) -> u64 {
+    #[doc(hidden)] // for DTensor (tpuemu-dtensor)
+    pub fn begin_capture(&self) -> u64 {
         let mut st = self.lock();
         // A failing flush surfaces at the next synchronisation.
         if let Err(e) = st.flush(self, "compile") {
@@ -518,7 +521,8 @@ impl Runtime {
     }
 
     /// Stops recording and returns the graph.
-    pub(crate) fn end_capture(&self) -> Vec<Node> {
+    #[doc(hidden)] // for DTensor (tpuemu-dtensor)
+    pub fn end_capture(&self) -> Vec<Node> {
         let mut st = self.lock();
         let nodes = st.exec.take_nodes();
         if let Some(previous) = st.suspended.take() {
@@ -556,7 +560,8 @@ impl Runtime {
     }
 
     /// Makes sure `s` has device memory.
-    pub(crate) fn ensure_buffer(&self, s: &Storage) -> Result<tpuemu_isa::BufferId> {
+    #[doc(hidden)] // for DTensor (tpuemu-dtensor)
+    pub fn ensure_buffer(&self, s: &Storage) -> Result<tpuemu_isa::BufferId> {
         if let Some(b) = s.buffer() {
             return Ok(b);
         }
@@ -568,7 +573,8 @@ impl Runtime {
 
     /// Takes over the bookkeeping of a launch made for several runtimes at once (a
     /// collective): see [`LaunchQueue::adopt`].
-    pub(crate) fn adopt_launch(&self, id: LaunchId, name: String, shapes: String) -> Result<()> {
+    #[doc(hidden)] // for DTensor (tpuemu-dtensor)
+    pub fn adopt_launch(&self, id: LaunchId, name: String, shapes: String) -> Result<()> {
         let mut st = self.lock();
         let q = &mut st.core.q;
         *q.metrics.ops_by_name.entry(name.clone()).or_default() += 1;

@@ -9,11 +9,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier, Mutex};
 
-use tpuemu_backend::dtensor::{DTensor, DeviceMesh, Placement, Reduce};
 use tpuemu_backend::dtype::DType;
 use tpuemu_backend::error::{Result, TpuError};
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_backend::tensor::Tensor;
+use tpuemu_dtensor::{DTensor, DeviceMesh, Placement, Reduce};
 
 use super::ctx::{Coll, CollKind, Comm};
 

@@ -544,13 +544,14 @@ fn scaled_dot_product_flash_attention_for_cpu_backward_op(
     )
 }
 
-/// The fused attention's backward (`attn_bias` is optional here: PyTorch's autograd passes an
-/// undefined one for an unmasked call).
+/// The fused attention's backward. The tensors it does not read (`cum_seq_*`, `philox_*`) and
+/// `attn_bias` are optional here: PyTorch's autograd passes undefined ones (an unmasked call's
+/// bias; the sequence offsets and the RNG state of a call without nested tensors or dropout).
 #[aten(
     "aten::_scaled_dot_product_fused_attention_overrideable_backward",
     dtypes = DType::FLOATING_AND_BOOL,
     kind = Decomposition,
-    optional = "attn_bias",
+    optional = "attn_bias, cum_seq_q, cum_seq_k, philox_seed, philox_offset",
     shard = Sharding::Replicate(
         "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
     )

@@ -8,8 +8,8 @@
 use super::super::placement::{Placement, Reduce};
 use super::{Chosen, OpCtx, R, Rule, Strategy, st};
 use crate::error::Result;
-use crate::ops::Value;
-use crate::ops::sharding::{Dims, RedOp, Sharding};
+use tpuemu_backend::ops::Value;
+use tpuemu_backend::ops::sharding::{Dims, RedOp, Sharding};
 
 /// What a call reduces: its kind, the reduced dimensions (sorted), keepdim, outputs.
 type Reduction = (RedOp, Vec<usize>, bool, usize);
@@ -23,7 +23,7 @@ fn parse(ctx: &OpCtx) -> Result<Option<Reduction>> {
         match v {
             None => Ok(all.clone()),
             Some(v) if v.is_empty() => Ok(all.clone()),
-            Some(v) => crate::ops::helpers::dims_of(&v, nd, true),
+            Some(v) => tpuemu_backend::ops::helpers::dims_of(&v, nd, true),
         }
     };
     let one =

@@ -11,8 +11,8 @@
 use super::events::{Coll, Event, OutT, TRef};
 use super::mesh::DeviceMesh;
 use crate::error::Result;
-use crate::ops::{self, Value};
 use crate::tensor::Tensor;
+use tpuemu_backend::ops::{self, Value};
 
 /// Runs operator `name` on `rank`'s runtime with local arguments (recorded while tracing).
 pub(crate) fn local_call(

@@ -5,11 +5,12 @@
 
 use std::sync::Arc;
 
-use tpuemu_backend::dtensor::{
-    self, DTensor, DValue, DeviceMesh, Placement, Reduce, distribute_slice, distribute_tensor,
-};
 use tpuemu_backend::ops::{self, Value};
 use tpuemu_backend::{Runtime, Tensor, TpuError};
+use tpuemu_dtensor::{
+    self as dtensor, DTensor, DValue, DeviceMesh, Placement, Reduce, distribute_slice,
+    distribute_tensor,
+};
 use tpuemu_emulator::{Emulator, builtin};
 use tpuemu_isa::Device;
 

@@ -32,8 +32,8 @@ use super::mesh::DeviceMesh;
 use super::placement::{self, Placement, Reduce};
 use super::trace::local1;
 use crate::error::{Result, TpuError};
-use crate::ops::Value;
 use crate::tensor::Tensor;
+use tpuemu_backend::ops::Value;
 
 struct Moving {
     mesh: DeviceMesh,

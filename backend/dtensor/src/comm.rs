@@ -32,8 +32,8 @@ use crate::error::{Result, TpuError};
 use crate::kernels::collective::{
     BufferSlice, ChipBuffers, Collective, CollectiveError, CollectiveOp, CollectiveSpec,
 };
-use crate::ops::Value;
 use crate::tensor::Tensor;
+use tpuemu_backend::ops::Value;
 
 /// The ranks of a group over `mesh_dims`.
 fn group_size(mesh: &DeviceMesh, mesh_dims: &[usize]) -> usize {
@@ -134,8 +134,8 @@ pub(crate) fn run(
     let mut bufs = Vec::with_capacity(ins.len());
     for (r, (i, o)) in ins.iter().zip(&outs).enumerate() {
         let rt = mesh.runtime(r);
-        let ib = rt.ensure_buffer(&i.storage)?;
-        let ob = rt.ensure_buffer(&o.storage)?;
+        let ib = rt.ensure_buffer(i.storage())?;
+        let ob = rt.ensure_buffer(o.storage())?;
         bufs.push(ChipBuffers {
             chip: mesh.chip(r),
             input: BufferSlice {

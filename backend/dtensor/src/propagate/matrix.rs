@@ -12,7 +12,7 @@ use super::super::placement::Placement;
 use super::pointwise::broadcast_input;
 use super::{OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
-use crate::ops::sharding::{Sharding, Special};
+use tpuemu_backend::ops::sharding::{Sharding, Special};
 
 pub(crate) fn rule(special: Special) -> Option<Rule> {
     let c: super::Candidates = match special {

@@ -18,8 +18,8 @@ use super::super::value::DValue;
 use super::{OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
 use crate::layout::wrap_dim;
-use crate::ops::Value;
-use crate::ops::sharding::{Sharding, Special};
+use tpuemu_backend::ops::Value;
+use tpuemu_backend::ops::sharding::{Sharding, Special};
 
 pub(crate) fn rule(special: Special) -> Option<Rule> {
     Some(match special {

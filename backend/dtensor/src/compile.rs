@@ -4,11 +4,11 @@
 //! (global shapes, dtypes, placements) *traces* it: every rank's runtime captures instead of
 //! running, and the DTensor layer records, per rank, each local operator and each collective
 //! ([`super::trace`]). The trace is cut at the collectives: each rank's local work between two
-//! collectives becomes one [`crate::compile::CompiledFn`] on that rank (fused, memory planned,
+//! collectives becomes one [`tpuemu_backend::compile::CompiledFn`] on that rank (fused, memory planned,
 //! linked into one program, launched once), and the collectives run between them as the
 //! graph breaks. Later calls with the same signature replay that plan: per segment one launch
 //! per rank, per collective one launch over the mesh. Tensors the function captures (weights
-//! closed over) are constants of the compiled graphs, as in [`crate::compile`].
+//! closed over) are constants of the compiled graphs, as in [`tpuemu_backend::compile`].
 //!
 //! The function must not read values back (`to_vec`) or depend on them: like
 //! `torch.compile(fullgraph=True)`, it is traced once per signature.
@@ -21,11 +21,11 @@ use super::events::Coll;
 use super::events::{ArgT, Event, OutT, TRef, Trace};
 use super::mesh::DeviceMesh;
 use super::placement::Placement;
-use crate::compile::CompiledFn;
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
-use crate::ops::{self, Value};
 use crate::tensor::Tensor;
+use tpuemu_backend::compile::CompiledFn;
+use tpuemu_backend::ops::{self, Value};
 
 type DFn = dyn Fn(&[DTensor]) -> Result<Vec<DTensor>> + Send + Sync;
 type DSig = Vec<(Vec<usize>, DType, Vec<Placement>)>;
@@ -387,7 +387,7 @@ fn segment(
     outs: Vec<u64>,
 ) -> CompiledFn {
     let rt = mesh.runtime(rank).clone();
-    crate::compile::compile(&rt.clone(), name, move |xs: &[Tensor]| {
+    tpuemu_backend::compile::compile(&rt.clone(), name, move |xs: &[Tensor]| {
         let mut env: HashMap<u64, Tensor> = ins.iter().copied().zip(xs.iter().cloned()).collect();
         for op in &ops {
             let args = op

@@ -12,7 +12,7 @@
 use super::{OpCtx, R, Rule, Strategy, st};
 use crate::error::Result;
 use crate::layout::broadcast_shapes;
-use crate::ops::sharding::{Lin, Sharding};
+use tpuemu_backend::ops::sharding::{Lin, Sharding};
 
 use super::super::placement::Placement;
 

@@ -1,5 +1,5 @@
 //! Operators on DTensors: [`call`] runs any registered ATen operator (the DTensor form of
-//! [`crate::ops::call`]), and the tensor-like methods of [`DTensor`] call it.
+//! [`tpuemu_backend::ops::call`]), and the tensor-like methods of [`DTensor`] call it.
 //!
 //! A call finds the operator's sharding rule ([`super::propagate`]), picks a strategy per mesh
 //! dimension, redistributes the inputs to it (collectives where values must move), runs the
@@ -15,7 +15,7 @@ use super::trace::local_call;
 pub use super::value::DValue;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
-use crate::ops::Value;
+use tpuemu_backend::ops::Value;
 
 /// Runs the operator registered as `name` on DTensors (see the module docs). `mesh` is the mesh
 /// of the DTensor arguments (and where creation operators put their result).

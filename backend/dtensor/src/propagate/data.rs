@@ -17,8 +17,8 @@ use super::super::trace::{local_call, local1};
 use super::{Chosen, OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
 use crate::layout::wrap_dim;
-use crate::ops::Value;
-use crate::ops::sharding::Special;
+use tpuemu_backend::ops::Value;
+use tpuemu_backend::ops::sharding::Special;
 
 pub(crate) fn rule(special: Special) -> Option<Rule> {
     let c: super::Candidates = match special {
@@ -226,7 +226,7 @@ fn tril(ctx: &OpCtx) -> Result<Vec<Strategy>> {
 
 fn flip(ctx: &OpCtx) -> Result<Vec<Strategy>> {
     let nd = ctx.ndim(0);
-    let dims = crate::ops::helpers::dims_of(&ctx.plain.ints(1)?, nd, false)?;
+    let dims = tpuemu_backend::ops::helpers::dims_of(&ctx.plain.ints(1)?, nd, false)?;
     Ok(except(ctx, &dims, true))
 }
 

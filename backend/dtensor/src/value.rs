@@ -2,7 +2,7 @@
 //! [`super::ops`] and the sharding rules in [`super::propagate`] both speak it).
 
 use super::api::DTensor;
-use crate::ops::Value;
+use tpuemu_backend::ops::Value;
 
 /// An argument or result of a DTensor operator.
 #[derive(Clone, Debug)]

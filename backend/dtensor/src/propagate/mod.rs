@@ -14,7 +14,7 @@
 //! [`reduce`], [`matrix`] (column-, row- and batch-parallel products, attention), [`nn`]
 //! (softmaxes and norms along unsharded dimensions, losses), [`data`] (cat, gathers,
 //! embedding), [`views`] (shard dimensions mapped through every view) and creation operators
-//! (replicated). Each operator declares its rule in the registry ([`crate::ops::Sharding`]);
+//! (replicated). Each operator declares its rule in the registry ([`tpuemu_backend::ops::Sharding`]);
 //! those declared `Replicate` (with their reason), and any operator the registry does not know
 //! (a custom operator), run on replicated inputs and count in `metrics().sharding_fallbacks`.
 
@@ -32,7 +32,7 @@ use super::redistribute::cost;
 use super::trace::local_call;
 use super::value::DValue;
 use crate::error::{Result, TpuError};
-use crate::ops::{Args, Sharding, Value};
+use tpuemu_backend::ops::{Args, Sharding, Value};
 
 pub(crate) const R: Placement = Placement::Replicate;
 pub(crate) const P: Placement = Placement::PARTIAL;
@@ -248,7 +248,7 @@ impl Chosen<'_> {
 /// The sharding rule `name` declares (a replicated fallback for an operator the registry does
 /// not know, such as a custom one).
 pub(crate) fn declared(name: &str) -> Sharding {
-    crate::ops::registry()
+    tpuemu_backend::ops::registry()
         .get(name)
         .map_or(Sharding::Replicate("not a registered operator"), |d| {
             d.sharding

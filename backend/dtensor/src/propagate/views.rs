@@ -11,8 +11,8 @@ use super::super::placement::{self, Placement};
 use super::{Chosen, OpCtx, P, R, Rule, Strategy, s, st};
 use crate::error::Result;
 use crate::layout::{infer_size, wrap_dim};
-use crate::ops::Value;
-use crate::ops::sharding::{Sharding, ViewKind};
+use tpuemu_backend::ops::Value;
+use tpuemu_backend::ops::sharding::{Sharding, ViewKind};
 
 pub(crate) fn rule(kind: ViewKind) -> Rule {
     let r = Rule::new("view", candidates).out_shape(out_shape);

@@ -11,8 +11,8 @@ use super::placement::Reduce;
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::Layout;
-use crate::ops::Value;
 use crate::tensor::Tensor;
+use tpuemu_backend::ops::Value;
 
 /// A collective primitive (see [`super::comm`]'s module docs).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -111,7 +111,7 @@ pub(crate) enum Event {
 type Key = (u64, Layout, DType);
 
 fn key(t: &Tensor) -> Key {
-    (t.storage.id(), t.layout.clone(), t.dtype)
+    (t.storage().id(), t.layout().clone(), t.dtype())
 }
 
 /// A trace in progress.

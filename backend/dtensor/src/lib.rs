@@ -8,7 +8,7 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use tpuemu_backend::dtensor::{DeviceMesh, Placement, distribute_slice};
+//! use tpuemu_dtensor::{DeviceMesh, Placement, distribute_slice};
 //! # fn device() -> Arc<dyn tpuemu_isa::Device> { unimplemented!() }
 //! let mesh = DeviceMesh::new(device(), &[("dp", 2), ("tp", 4)]).unwrap();
 //! let x = distribute_slice(&mesh, &[1.0f32; 64], &[8, 8], &[Placement::Shard(0), Placement::Replicate]).unwrap();
@@ -29,6 +29,9 @@
 //!   rank's deferred graph runs (flush reason `collective`), so DeferAndFuse works unchanged.
 //! - [`compile()`] compiles a function over DTensors: each rank's local work between
 //!   collectives becomes one compiled graph per rank, collectives are the graph breaks.
+
+// The backend's layers this crate builds on, under the names its modules use.
+use tpuemu_backend::{dtype, error, kernels, layout, runtime, tensor};
 
 pub mod api;
 pub(crate) mod comm;
