@@ -20,15 +20,17 @@ pub enum TensorOrNumber<'a> {
 
 /// An operator's arguments in schema order.
 pub struct Args {
-    op: String,
+    /// The overload's name: the registry's `&'static str` (no allocation per call), or a name
+    /// owned by the caller (DTensor's propagation).
+    op: std::borrow::Cow<'static, str>,
     vals: Vec<Value>,
 }
 
 impl Args {
     /// Arguments of `op`.
-    pub fn new(op: &str, vals: Vec<Value>) -> Self {
+    pub fn new(op: impl Into<std::borrow::Cow<'static, str>>, vals: Vec<Value>) -> Self {
         Args {
-            op: op.to_string(),
+            op: op.into(),
             vals,
         }
     }

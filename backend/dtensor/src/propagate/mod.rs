@@ -125,7 +125,7 @@ impl<'a> OpCtx<'a> {
             name,
             args,
             inputs,
-            plain: Args::new(name, plain),
+            plain: Args::new(name.to_string(), plain),
             sharding: declared(name),
             call,
         })
