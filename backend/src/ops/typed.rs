@@ -4,7 +4,7 @@
 //! An operator written with `#[aten("aten::name.overload", dtypes = ..., shard = ...)]` (the
 //! `tpuemu-macros` crate) takes a struct generated from PyTorch's schema and returns any
 //! [`IntoValues`]; `build.rs` finds every such function under `src/ops` and writes
-//! [`aten_defs`], which the registry adds to the hand-listed families.
+//! [`aten_defs`]: the registry is that list plus the derived in-place and `out=` forms.
 
 use super::{OpDef, Value};
 use crate::tensor::Tensor;
