@@ -102,43 +102,43 @@ fn upsample_nearest3d_vec_op(a: UpsampleNearest3dVec<'_>) -> Result<Tensor> {
 }
 
 #[aten("aten::_upsample_nearest_exact1d", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact1d_op(a: _UpsampleNearestExact1d<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact1d::NAME;
+fn upsample_nearest_exact1d_op(a: UpsampleNearestExact1d<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact1d::NAME;
     let s = [a.scales];
     resample(name, a.self_, &a.output_size, false, &s, NearestExact)
 }
 
 #[aten("aten::_upsample_nearest_exact1d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact1d_vec_op(a: _UpsampleNearestExact1dVec<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact1dVec::NAME;
+fn upsample_nearest_exact1d_vec_op(a: UpsampleNearestExact1dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact1dVec::NAME;
     let (size, s) = (a.output_size, a.scale_factors);
     resample_vec(name, 1, a.input, size, false, s, NearestExact)
 }
 
 #[aten("aten::_upsample_nearest_exact2d", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact2d_op(a: _UpsampleNearestExact2d<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact2d::NAME;
+fn upsample_nearest_exact2d_op(a: UpsampleNearestExact2d<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact2d::NAME;
     let s = [a.scales_h, a.scales_w];
     resample(name, a.self_, &a.output_size, false, &s, NearestExact)
 }
 
 #[aten("aten::_upsample_nearest_exact2d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact2d_vec_op(a: _UpsampleNearestExact2dVec<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact2dVec::NAME;
+fn upsample_nearest_exact2d_vec_op(a: UpsampleNearestExact2dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact2dVec::NAME;
     let (size, s) = (a.output_size, a.scale_factors);
     resample_vec(name, 2, a.input, size, false, s, NearestExact)
 }
 
 #[aten("aten::_upsample_nearest_exact3d", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact3d_op(a: _UpsampleNearestExact3d<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact3d::NAME;
+fn upsample_nearest_exact3d_op(a: UpsampleNearestExact3d<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact3d::NAME;
     let s = [a.scales_d, a.scales_h, a.scales_w];
     resample(name, a.self_, &a.output_size, false, &s, NearestExact)
 }
 
 #[aten("aten::_upsample_nearest_exact3d.vec", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact3d_vec_op(a: _UpsampleNearestExact3dVec<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact3dVec::NAME;
+fn upsample_nearest_exact3d_vec_op(a: UpsampleNearestExact3dVec<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact3dVec::NAME;
     let (size, s) = (a.output_size, a.scale_factors);
     resample_vec(name, 3, a.input, size, false, s, NearestExact)
 }
@@ -226,24 +226,24 @@ fn upsample_nearest3d_backward_op(a: UpsampleNearest3dBackward<'_>) -> Result<Te
 }
 
 #[aten("aten::_upsample_nearest_exact1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact1d_backward_op(a: _UpsampleNearestExact1dBackward<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact1dBackward::NAME;
+fn upsample_nearest_exact1d_backward_op(a: UpsampleNearestExact1dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact1dBackward::NAME;
     let s = [a.scales];
     let (out, inp) = (&a.output_size, &a.input_size);
     resample_grad(name, a.grad_output, out, inp, false, &s, NearestExact)
 }
 
 #[aten("aten::_upsample_nearest_exact2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact2d_backward_op(a: _UpsampleNearestExact2dBackward<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact2dBackward::NAME;
+fn upsample_nearest_exact2d_backward_op(a: UpsampleNearestExact2dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact2dBackward::NAME;
     let s = [a.scales_h, a.scales_w];
     let (out, inp) = (&a.output_size, &a.input_size);
     resample_grad(name, a.grad_output, out, inp, false, &s, NearestExact)
 }
 
 #[aten("aten::_upsample_nearest_exact3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn upsample_nearest_exact3d_backward_op(a: _UpsampleNearestExact3dBackward<'_>) -> Result<Tensor> {
-    let name = _UpsampleNearestExact3dBackward::NAME;
+fn upsample_nearest_exact3d_backward_op(a: UpsampleNearestExact3dBackward<'_>) -> Result<Tensor> {
+    let name = UpsampleNearestExact3dBackward::NAME;
     let s = [a.scales_d, a.scales_h, a.scales_w];
     let (out, inp) = (&a.output_size, &a.input_size);
     resample_grad(name, a.grad_output, out, inp, false, &s, NearestExact)

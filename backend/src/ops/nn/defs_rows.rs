@@ -48,11 +48,11 @@ fn native_batch_norm_op(a: NativeBatchNorm<'_>) -> Result<Three> {
 }
 
 #[aten("aten::_native_batch_norm_legit", dtypes = BATCH_NORM, shard = STATS)]
-fn native_batch_norm_legit_op(a: _NativeBatchNormLegit<'_>) -> Result<Three> {
+fn native_batch_norm_legit_op(a: NativeBatchNormLegit<'_>) -> Result<Three> {
     let (w, b, mean, var) = (a.weight, a.bias, Some(a.running_mean), Some(a.running_var));
     let (training, momentum, eps) = (a.training, a.momentum, a.eps);
     native_batch_norm(
-        _NativeBatchNormLegit::NAME,
+        NativeBatchNormLegit::NAME,
         a.input,
         w,
         b,
@@ -65,31 +65,31 @@ fn native_batch_norm_legit_op(a: _NativeBatchNormLegit<'_>) -> Result<Three> {
 }
 
 #[aten("aten::_native_batch_norm_legit.no_stats", dtypes = BATCH_NORM, shard = STATS)]
-fn native_batch_norm_legit_no_stats_op(a: _NativeBatchNormLegitNoStats<'_>) -> Result<Three> {
-    let name = _NativeBatchNormLegitNoStats::NAME;
+fn native_batch_norm_legit_no_stats_op(a: NativeBatchNormLegitNoStats<'_>) -> Result<Three> {
+    let name = NativeBatchNormLegitNoStats::NAME;
     let (x, w, b) = (a.input, a.weight, a.bias);
     native_batch_norm(name, x, w, b, None, None, a.training, a.momentum, a.eps)
 }
 
 #[aten("aten::_native_batch_norm_legit_no_training", dtypes = BATCH_NORM, shard = STATS)]
-fn native_batch_norm_legit_no_training_op(a: _NativeBatchNormLegitNoTraining<'_>) -> Result<Three> {
+fn native_batch_norm_legit_no_training_op(a: NativeBatchNormLegitNoTraining<'_>) -> Result<Three> {
     let (w, b, mean, var) = (a.weight, a.bias, Some(a.running_mean), Some(a.running_var));
-    let name = _NativeBatchNormLegitNoTraining::NAME;
+    let name = NativeBatchNormLegitNoTraining::NAME;
     native_batch_norm(name, a.input, w, b, mean, var, false, a.momentum, a.eps)
 }
 
 #[aten("aten::_safe_softmax", dtypes = DType::FLOATING, shard = Sharding::Special(Special::Softmax))]
-fn safe_softmax_op(a: _SafeSoftmax<'_>) -> Result<Tensor> {
+fn safe_softmax_op(a: SafeSoftmax<'_>) -> Result<Tensor> {
     safe_softmax(a.self_, a.dim, a.dtype)
 }
 
 #[aten("aten::_softmax", dtypes = DType::FLOATING, shard = Sharding::Special(Special::Softmax))]
-fn softmax_op(a: _Softmax<'_>) -> Result<Tensor> {
+fn softmax_op(a: Softmax<'_>) -> Result<Tensor> {
     softmax_(a.self_, a.dim, a.half_to_float)
 }
 
 #[aten("aten::_log_softmax", dtypes = DType::FLOATING, shard = Sharding::Special(Special::Softmax))]
-fn log_softmax_op(a: _LogSoftmax<'_>) -> Result<Tensor> {
+fn log_softmax_op(a: LogSoftmax<'_>) -> Result<Tensor> {
     log_softmax_(a.self_, a.dim, a.half_to_float)
 }
 

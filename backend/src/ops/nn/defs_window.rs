@@ -32,7 +32,7 @@ fn convolution_op(a: Convolution<'_>) -> Result<Tensor> {
 
 /// `convolution` with cuDNN's flags (ignored).
 #[aten("aten::_convolution", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn private_convolution_op(a: _Convolution<'_>) -> Result<Tensor> {
+fn private_convolution_op(a: PrivateConvolution<'_>) -> Result<Tensor> {
     let p = ConvParams {
         stride: a.stride,
         padding: a.padding,
@@ -161,13 +161,13 @@ fn adaptive_avg_pool3d_op(a: AdaptiveAvgPool3d<'_>) -> Result<Tensor> {
 }
 
 #[aten("aten::_adaptive_avg_pool2d", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn private_adaptive_avg_pool2d_op(a: _AdaptiveAvgPool2d<'_>) -> Result<Tensor> {
-    adaptive_avg_pool(_AdaptiveAvgPool2d::NAME, 2, a.self_, &a.output_size)
+fn private_adaptive_avg_pool2d_op(a: PrivateAdaptiveAvgPool2d<'_>) -> Result<Tensor> {
+    adaptive_avg_pool(PrivateAdaptiveAvgPool2d::NAME, 2, a.self_, &a.output_size)
 }
 
 #[aten("aten::_adaptive_avg_pool3d", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn private_adaptive_avg_pool3d_op(a: _AdaptiveAvgPool3d<'_>) -> Result<Tensor> {
-    adaptive_avg_pool(_AdaptiveAvgPool3d::NAME, 3, a.self_, &a.output_size)
+fn private_adaptive_avg_pool3d_op(a: PrivateAdaptiveAvgPool3d<'_>) -> Result<Tensor> {
+    adaptive_avg_pool(PrivateAdaptiveAvgPool3d::NAME, 3, a.self_, &a.output_size)
 }
 
 // Unpooling (`max_unpool3d`'s `stride` and `padding` are not needed: the indices say where
@@ -218,14 +218,14 @@ fn avg_pool3d_backward_op(a: AvgPool3dBackward<'_>) -> Result<Tensor> {
 }
 
 #[aten("aten::_adaptive_avg_pool2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn adaptive_avg_pool2d_backward_op(a: _AdaptiveAvgPool2dBackward<'_>) -> Result<Tensor> {
-    let name = _AdaptiveAvgPool2dBackward::NAME;
+fn adaptive_avg_pool2d_backward_op(a: AdaptiveAvgPool2dBackward<'_>) -> Result<Tensor> {
+    let name = AdaptiveAvgPool2dBackward::NAME;
     adaptive_avg_pool_backward(name, 2, a.grad_output, a.self_)
 }
 
 #[aten("aten::_adaptive_avg_pool3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
-fn adaptive_avg_pool3d_backward_op(a: _AdaptiveAvgPool3dBackward<'_>) -> Result<Tensor> {
-    let name = _AdaptiveAvgPool3dBackward::NAME;
+fn adaptive_avg_pool3d_backward_op(a: AdaptiveAvgPool3dBackward<'_>) -> Result<Tensor> {
+    let name = AdaptiveAvgPool3dBackward::NAME;
     adaptive_avg_pool_backward(name, 3, a.grad_output, a.self_)
 }
 

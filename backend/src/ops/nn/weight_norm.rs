@@ -78,7 +78,7 @@ pub fn weight_norm_interface_backward(
 const NORM: Sharding = Sharding::Replicate("the norm spans every dim but one");
 
 #[aten("aten::_weight_norm_interface", dtypes = DType::FLOATING, shard = NORM, kind = Decomposition)]
-fn weight_norm_interface_op(a: _WeightNormInterface<'_>) -> Result<(Tensor, Tensor)> {
+fn weight_norm_interface_op(a: WeightNormInterface<'_>) -> Result<(Tensor, Tensor)> {
     weight_norm_interface(a.v, a.g, a.dim)
 }
 
