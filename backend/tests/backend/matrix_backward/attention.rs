@@ -221,3 +221,80 @@ fn sdpa_gqa_flash_logsumexp_and_errors() {
     let Value::Tensor(t) = &out[0] else { panic!() };
     assert_close(&t.to_f64_vec().unwrap(), &want, 1e-5, 1e-5, "registry sdpa");
 }
+
+/// PyTorch's autograd calls the fused attention's backward with undefined tensors where the
+/// forward had none to save (the bias of an unmasked call, the sequence offsets, the dropout
+/// RNG state): the registry takes them as `None`, and the gradients are those of the CPU
+/// path's backward on the same inputs. (A typed argument struct once required them: every
+/// PyTorch training step with attention failed.)
+#[test]
+fn the_fused_attention_backward_takes_the_tensors_autograd_leaves_undefined() {
+    let rt = rt(Mode::Strict);
+    rt.set_precision(MatmulPrecision::Highest);
+    let (h, l, e) = (2, 8, 16);
+    let (q, _) = tensor(&rt, &rand(h * l * e, 70), &[1, h, l, e], DType::F32);
+    let (k, _) = tensor(&rt, &rand(h * l * e, 71), &[1, h, l, e], DType::F32);
+    let (v, _) = tensor(&rt, &rand(h * l * e, 72), &[1, h, l, e], DType::F32);
+    let (g, _) = tensor(&rt, &rand(h * l * e, 73), &[1, h, l, e], DType::F32);
+    let t = |x: &Tensor| Value::Tensor(x.clone());
+    let fwd = ops::call(
+        &rt,
+        "aten::_scaled_dot_product_fused_attention_overrideable",
+        vec![t(&q), t(&k), t(&v)],
+    )
+    .unwrap();
+    let (Value::Tensor(out), Value::Tensor(lse)) = (&fwd[0], &fwd[1]) else {
+        panic!("forward results: {fwd:?}")
+    };
+    let grads = ops::call(
+        &rt,
+        "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+        vec![
+            t(&g),
+            t(&q),
+            t(&k),
+            t(&v),
+            Value::None, // attn_bias
+            Value::Bools(vec![true, true, true, false]),
+            t(out),
+            t(lse),
+            Value::None, // cum_seq_q
+            Value::None, // cum_seq_k
+            Value::Int(l as i64),
+            Value::Int(l as i64),
+            Value::Float(0.0),
+            Value::Bool(false),
+            Value::None, // philox_seed
+            Value::None, // philox_offset
+        ],
+    )
+    .unwrap();
+    let cpu_path = ops::call(
+        &rt,
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+        vec![
+            t(&g),
+            t(&q),
+            t(&k),
+            t(&v),
+            t(out),
+            t(lse),
+            Value::Float(0.0),
+            Value::Bool(false),
+        ],
+    )
+    .unwrap();
+    for (i, what) in ["dq", "dk", "dv"].iter().enumerate() {
+        let (Value::Tensor(a), Value::Tensor(b)) = (&grads[i], &cpu_path[i]) else {
+            panic!("{what}: not a tensor")
+        };
+        assert_close(
+            &a.to_f64_vec().unwrap(),
+            &b.to_f64_vec().unwrap(),
+            1e-6,
+            1e-6,
+            what,
+        );
+    }
+    assert!(matches!(grads[3], Value::None), "no bias, no bias gradient");
+}
