@@ -18,6 +18,16 @@ pub enum TensorOrNumber<'a> {
     Number(Scalar),
 }
 
+impl TensorOrNumber<'_> {
+    /// The operand as PyTorch's type promotion sees it.
+    pub(crate) fn promotion(&self) -> crate::dtype::Operand {
+        match self {
+            TensorOrNumber::Tensor(t) => super::binary::operand(t),
+            TensorOrNumber::Number(s) => crate::dtype::Operand::Number(*s),
+        }
+    }
+}
+
 /// An operator's arguments in schema order.
 pub struct Args {
     /// The overload's name: the registry's `&'static str` (no allocation per call), or a name

@@ -46,8 +46,8 @@ pub(crate) fn exact_int64(
     let tensors: Vec<&Tensor> = operands
         .iter()
         .filter_map(|a| match a {
-            Arg::T(t) => Some(*t),
-            Arg::N(_) => None,
+            Arg::Tensor(t) => Some(*t),
+            Arg::Number(_) => None,
         })
         .collect();
     exact_int64_raw(op, &tensors, result, |p, raw| {
@@ -55,11 +55,11 @@ pub(crate) fn exact_int64(
         let mut fs = Vec::new();
         for a in operands {
             fs.push(match a {
-                Arg::T(_) => {
+                Arg::Tensor(_) => {
                     next += 1;
                     p.cast(raw[next - 1], f)
                 }
-                Arg::N(s) => p.constant(Scalar::Float(s.to_f64()), f),
+                Arg::Number(s) => p.constant(Scalar::Float(s.to_f64()), f),
             });
         }
         shadow(p, &fs)

@@ -17,7 +17,7 @@ pub(super) fn add_like(
     alpha: Scalar,
     negate: bool,
 ) -> Result<Tensor> {
-    let common = result_type(&[operand(a), b.operand()]);
+    let common = result_type(&[operand(a), b.promotion()]);
     if negate && common == DType::Bool {
         return Err(TpuError::BadArgs(
             "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead.".into(),
@@ -94,7 +94,7 @@ pub fn mul(a: &Tensor, b: Rhs) -> Result<Tensor> {
 /// PyTorch's CPU (a float exponent makes the result float instead); to a negative power from
 /// a tensor it is 0, or 1 and -1 for bases 1 and -1 (ATen's `powi`).
 pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
-    if let Rhs::Scalar(Scalar::Int(e)) = b
+    if let Rhs::Number(Scalar::Int(e)) = b
         && e < 0
         && !a.dtype().is_float()
     {
@@ -108,10 +108,10 @@ pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
         "aten::pow.Tensor_Scalar"
     };
     let known = match b {
-        Rhs::Scalar(Scalar::Int(e)) => Some(e),
+        Rhs::Number(Scalar::Int(e)) => Some(e),
         _ => None,
     };
-    let integral = !result_type(&[operand(a), b.operand()]).is_float();
+    let integral = !result_type(&[operand(a), b.promotion()]).is_float();
     binary_checked(
         name,
         a,
@@ -240,7 +240,7 @@ impl Tensor {
         add_like(
             "aten::add.Scalar",
             self,
-            Rhs::Scalar(s.into()),
+            Rhs::Number(s.into()),
             Scalar::Int(1),
             false,
         )
@@ -248,12 +248,12 @@ impl Tensor {
 
     /// `self * s`.
     pub fn mul_scalar(&self, s: impl Into<Scalar>) -> Result<Tensor> {
-        mul(self, Rhs::Scalar(s.into()))
+        mul(self, Rhs::Number(s.into()))
     }
 
     /// `self ** e`.
     pub fn pow_scalar(&self, e: impl Into<Scalar>) -> Result<Tensor> {
-        pow(self, Rhs::Scalar(e.into()))
+        pow(self, Rhs::Number(e.into()))
     }
 }
 
@@ -265,7 +265,7 @@ fn add_scalar_op(a: AddScalar<'_>) -> Result<Tensor> {
     add_like(
         AddScalar::NAME,
         a.self_,
-        Rhs::Scalar(a.other),
+        Rhs::Number(a.other),
         a.alpha,
         false,
     )
@@ -273,15 +273,15 @@ fn add_scalar_op(a: AddScalar<'_>) -> Result<Tensor> {
 
 #[aten("aten::mul.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
 fn mul_scalar_op(a: MulScalar<'_>) -> Result<Tensor> {
-    mul(a.self_, Rhs::Scalar(a.other))
+    mul(a.self_, Rhs::Number(a.other))
 }
 
 #[aten("aten::pow.Tensor_Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn pow_tensor_scalar_op(a: PowTensorScalar<'_>) -> Result<Tensor> {
-    pow(a.self_, Rhs::Scalar(a.exponent))
+    pow(a.self_, Rhs::Number(a.exponent))
 }
 
 #[aten("aten::remainder.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn remainder_scalar_op(a: RemainderScalar<'_>) -> Result<Tensor> {
-    remainder(a.self_, Rhs::Scalar(a.other))
+    remainder(a.self_, Rhs::Number(a.other))
 }

@@ -122,32 +122,32 @@ fn minimum_op(a: Minimum<'_>) -> Result<Tensor> {
 
 #[aten("aten::eq.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn eq_scalar_op(a: EqScalar<'_>) -> Result<Tensor> {
-    compare(a.self_, Rhs::Scalar(a.other), CmpKind::Eq)
+    compare(a.self_, Rhs::Number(a.other), CmpKind::Eq)
 }
 
 #[aten("aten::ne.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn ne_scalar_op(a: NeScalar<'_>) -> Result<Tensor> {
-    compare(a.self_, Rhs::Scalar(a.other), CmpKind::Ne)
+    compare(a.self_, Rhs::Number(a.other), CmpKind::Ne)
 }
 
 #[aten("aten::lt.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn lt_scalar_op(a: LtScalar<'_>) -> Result<Tensor> {
-    compare(a.self_, Rhs::Scalar(a.other), CmpKind::Lt)
+    compare(a.self_, Rhs::Number(a.other), CmpKind::Lt)
 }
 
 #[aten("aten::le.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn le_scalar_op(a: LeScalar<'_>) -> Result<Tensor> {
-    compare(a.self_, Rhs::Scalar(a.other), CmpKind::Le)
+    compare(a.self_, Rhs::Number(a.other), CmpKind::Le)
 }
 
 #[aten("aten::gt.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn gt_scalar_op(a: GtScalar<'_>) -> Result<Tensor> {
-    compare(a.self_, Rhs::Scalar(a.other), CmpKind::Gt)
+    compare(a.self_, Rhs::Number(a.other), CmpKind::Gt)
 }
 
 #[aten("aten::ge.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn ge_scalar_op(a: GeScalar<'_>) -> Result<Tensor> {
-    compare(a.self_, Rhs::Scalar(a.other), CmpKind::Ge)
+    compare(a.self_, Rhs::Number(a.other), CmpKind::Ge)
 }
 
 #[aten("aten::logical_and", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]

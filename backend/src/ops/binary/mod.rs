@@ -38,31 +38,7 @@ pub(crate) fn compute(d: DType) -> DType {
 }
 
 /// A binary operand: a tensor or a Python number.
-#[derive(Clone, Debug)]
-pub enum Rhs<'a> {
-    /// A tensor.
-    Tensor(&'a Tensor),
-    /// A number.
-    Scalar(Scalar),
-}
-
-impl<'a> From<crate::ops::TensorOrNumber<'a>> for Rhs<'a> {
-    fn from(v: crate::ops::TensorOrNumber<'a>) -> Self {
-        match v {
-            crate::ops::TensorOrNumber::Tensor(t) => Rhs::Tensor(t),
-            crate::ops::TensorOrNumber::Number(s) => Rhs::Scalar(s),
-        }
-    }
-}
-
-impl Rhs<'_> {
-    fn operand(&self) -> Operand {
-        match self {
-            Rhs::Tensor(t) => operand(t),
-            Rhs::Scalar(s) => Operand::Number(*s),
-        }
-    }
-}
+pub type Rhs<'a> = crate::ops::TensorOrNumber<'a>;
 
 /// How a Python number takes part in a binary operator whose common dtype is bf16/f16.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -121,7 +97,7 @@ fn binary_checked(
     f: impl Fn(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
     guard: Guard,
 ) -> Result<Tensor> {
-    let common = result_type(&[operand(a), b.operand()]);
+    let common = result_type(&[operand(a), b.promotion()]);
     let out_dtype = out(common);
     let check = |op: &OpScope, arg| {
         if guard == Guard::Divisor && !common.is_float() {
@@ -133,7 +109,9 @@ fn binary_checked(
     // The operator again in f32, for an int64 result that may outgrow int32.
     let outgrows = |op: &OpScope, y: Arg, r: &Tensor| {
         if guard == Guard::Outgrows && common == DType::I64 {
-            exact_int64(op, &[Arg::T(a), y], r, |p, v| f(p, v[0], v[1], DType::F32))
+            exact_int64(op, &[Arg::Tensor(a), y], r, |p, v| {
+                f(p, v[0], v[1], DType::F32)
+            })
         } else {
             Ok(Pending::none())
         }
@@ -141,12 +119,12 @@ fn binary_checked(
     match b {
         Rhs::Tensor(t) => {
             let op = OpScope::new(name, &[a, t])?;
-            let check = check(&op, Arg::T(t))?;
+            let check = check(&op, Arg::Tensor(t))?;
             // A divisor or factor that is one value broadcast over the iteration keeps its
             // own value in opmath (ATen's `is_scalar` fast path for bf16/f16).
             let raw = number == NumberAs::Opmath
                 && common.is_float()
-                && super::pointwise::is_scalar(&super::pointwise::Arg::T(t));
+                && super::pointwise::is_scalar(&super::pointwise::Arg::Tensor(t));
             let r = map(&op, &[a, t], &[out_dtype], |p, r| {
                 let x = p.cast(r[0], common);
                 let y = if raw { r[1] } else { p.cast(r[1], common) };
@@ -154,13 +132,13 @@ fn binary_checked(
             })?
             .remove(0);
             check.guards(op.rt(), &[&r]);
-            outgrows(&op, Arg::T(t), &r)?.guards(op.rt(), &[&r]);
+            outgrows(&op, Arg::Tensor(t), &r)?.guards(op.rt(), &[&r]);
             Ok(r)
         }
-        Rhs::Scalar(s) => {
+        Rhs::Number(s) => {
             let op = OpScope::new(name, &[a])?;
             fits_lanes(name, s, common)?;
-            check(&op, Arg::N(s))?.guards(op.rt(), &[]);
+            check(&op, Arg::Number(s))?.guards(op.rt(), &[]);
             let r = map(&op, &[a], &[out_dtype], |p, r| {
                 let x = p.cast(r[0], common);
                 // Program constants of float dtypes hold f32 values: round on the host.
@@ -173,7 +151,7 @@ fn binary_checked(
                 vec![f(p, x, y, common)]
             })?
             .remove(0);
-            outgrows(&op, Arg::N(s), &r)?.guards(op.rt(), &[&r]);
+            outgrows(&op, Arg::Number(s), &r)?.guards(op.rt(), &[&r]);
             Ok(r)
         }
     }
@@ -199,55 +177,55 @@ pub(crate) fn fits_lanes(name: &str, s: Scalar, common: DType) -> Result<()> {
 
 #[aten("aten::add.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::All))]
 fn add_tensor_op(a: AddTensor<'_>) -> Result<Tensor> {
-    arith::add_like(AddTensor::NAME, a.self_, a.other.into(), a.alpha, false)
+    arith::add_like(AddTensor::NAME, a.self_, a.other, a.alpha, false)
 }
 
 #[aten("aten::sub.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::All))]
 fn sub_tensor_op(a: SubTensor<'_>) -> Result<Tensor> {
-    arith::add_like(SubTensor::NAME, a.self_, a.other.into(), a.alpha, true)
+    arith::add_like(SubTensor::NAME, a.self_, a.other, a.alpha, true)
 }
 
 #[aten("aten::mul.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::Either))]
 fn mul_tensor_op(a: MulTensor<'_>) -> Result<Tensor> {
-    mul(a.self_, a.other.into())
+    mul(a.self_, a.other)
 }
 
 #[aten("aten::pow.Tensor_Tensor", dtypes = DType::NUMERIC, numbers = "exponent", shard = Sharding::pointwise(Lin::No))]
 fn pow_tensor_tensor_op(a: PowTensorTensor<'_>) -> Result<Tensor> {
-    pow(a.self_, a.exponent.into())
+    pow(a.self_, a.exponent)
 }
 
 #[aten("aten::remainder.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn remainder_tensor_op(a: RemainderTensor<'_>) -> Result<Tensor> {
-    remainder(a.self_, a.other.into())
+    remainder(a.self_, a.other)
 }
 
 #[aten("aten::eq.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn eq_tensor_op(a: EqTensor<'_>) -> Result<Tensor> {
-    compare(a.self_, a.other.into(), CmpKind::Eq)
+    compare(a.self_, a.other, CmpKind::Eq)
 }
 
 #[aten("aten::ne.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn ne_tensor_op(a: NeTensor<'_>) -> Result<Tensor> {
-    compare(a.self_, a.other.into(), CmpKind::Ne)
+    compare(a.self_, a.other, CmpKind::Ne)
 }
 
 #[aten("aten::lt.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn lt_tensor_op(a: LtTensor<'_>) -> Result<Tensor> {
-    compare(a.self_, a.other.into(), CmpKind::Lt)
+    compare(a.self_, a.other, CmpKind::Lt)
 }
 
 #[aten("aten::le.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn le_tensor_op(a: LeTensor<'_>) -> Result<Tensor> {
-    compare(a.self_, a.other.into(), CmpKind::Le)
+    compare(a.self_, a.other, CmpKind::Le)
 }
 
 #[aten("aten::gt.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn gt_tensor_op(a: GtTensor<'_>) -> Result<Tensor> {
-    compare(a.self_, a.other.into(), CmpKind::Gt)
+    compare(a.self_, a.other, CmpKind::Gt)
 }
 
 #[aten("aten::ge.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn ge_tensor_op(a: GeTensor<'_>) -> Result<Tensor> {
-    compare(a.self_, a.other.into(), CmpKind::Ge)
+    compare(a.self_, a.other, CmpKind::Ge)
 }

@@ -162,7 +162,7 @@ pub fn glu(rt: &Runtime, x: &Tensor, dim: i64) -> Result<Tensor> {
         )
     };
     let (a, b) = (half(0)?, half(size / 2)?);
-    float2("aten::glu", Arg::T(&a), Arg::T(&b), |e, a, b| {
+    float2("aten::glu", Arg::Tensor(&a), Arg::Tensor(&b), |e, a, b| {
         let s = e.sigmoid(b);
         e.mul(a, s)
     })
@@ -170,11 +170,16 @@ pub fn glu(rt: &Runtime, x: &Tensor, dim: i64) -> Result<Tensor> {
 
 /// `torch._prelu_kernel(x, w)`.
 pub fn prelu_kernel(x: &Tensor, w: &Tensor) -> Result<Tensor> {
-    float2("aten::_prelu_kernel", Arg::T(x), Arg::T(w), |e, x, w| {
-        let pos = e.gtk(x, 0.0);
-        let wx = e.mul(w, x);
-        e.sel(pos, x, wx)
-    })
+    float2(
+        "aten::_prelu_kernel",
+        Arg::Tensor(x),
+        Arg::Tensor(w),
+        |e, x, w| {
+            let pos = e.gtk(x, 0.0);
+            let wx = e.mul(w, x);
+            e.sel(pos, x, wx)
+        },
+    )
 }
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).

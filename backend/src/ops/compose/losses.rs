@@ -31,7 +31,7 @@ fn elementwise(
     ts: &[&Tensor],
     f: impl FnOnce(&mut Ex, &[PRef], DType) -> PRef,
 ) -> Result<Tensor> {
-    let args: Vec<Arg> = ts.iter().map(|t| Arg::T(t)).collect();
+    let args: Vec<Arg> = ts.iter().map(|t| Arg::Tensor(t)).collect();
     promoted(name, &args, Number::Common, float_out, |p, v, c| {
         let v: Vec<PRef> = v.iter().map(|x| p.cast(*x, DType::F32)).collect();
         f(&mut Ex::new(p), &v, c)

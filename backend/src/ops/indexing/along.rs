@@ -135,9 +135,12 @@ fn put_along(
             // An int64 `source * alpha` beyond int32 is refused (the sum is checked in
             // put_rows).
             if let Some(a) = alpha.filter(|a| a.to_f64() != 1.0) {
-                crate::ops::wide::exact_int64(op, &[Arg::T(&sv), Arg::N(a)], &scaled, |p, v| {
-                    p.bin(BinOp::Mul, v[0], v[1], DType::F32)
-                })?
+                crate::ops::wide::exact_int64(
+                    op,
+                    &[Arg::Tensor(&sv), Arg::Number(a)],
+                    &scaled,
+                    |p, v| p.bin(BinOp::Mul, v[0], v[1], DType::F32),
+                )?
                 .guards(op.rt(), &[&out]);
             }
             scaled

@@ -49,7 +49,7 @@ fn grad2(
     }
     promoted_as(
         name,
-        &[Arg::T(g), Arg::T(x)],
+        &[Arg::Tensor(g), Arg::Tensor(x)],
         d,
         Number::Common,
         d,
@@ -68,7 +68,7 @@ pub fn hardtanh(x: &Tensor, lo: f64, hi: f64) -> Result<Tensor> {
     }
     promoted_as(
         "aten::hardtanh",
-        &[Arg::T(x)],
+        &[Arg::Tensor(x)],
         d,
         Number::Common,
         d,
@@ -94,7 +94,7 @@ pub fn threshold(x: &Tensor, th: f64, value: f64) -> Result<Tensor> {
     let d = x.dtype();
     promoted_as(
         "aten::threshold",
-        &[Arg::T(x)],
+        &[Arg::Tensor(x)],
         d,
         Number::Common,
         d,

@@ -94,7 +94,7 @@ pub fn nextafter(x: &Tensor, y: &Tensor) -> Result<Tensor> {
     };
     promoted(
         name,
-        &[Arg::T(x), Arg::T(y)],
+        &[Arg::Tensor(x), Arg::Tensor(y)],
         Number::Common,
         |c| c,
         |p, v, _| {
@@ -181,7 +181,7 @@ pub fn gcd(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     integral("gcd", a, b)?;
     promoted(
         "aten::gcd",
-        &[Arg::T(a), Arg::T(b)],
+        &[Arg::Tensor(a), Arg::Tensor(b)],
         Number::Common,
         |c| c,
         |p, v, c| gcd_prog(p, v[0], v[1], c),
@@ -200,10 +200,10 @@ pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
         let safe = p.select(gz, one, g, c);
         (p.bin(BinOp::Div, a, safe, c), gz)
     }
-    let c = common_dtype(&[Arg::T(a), Arg::T(b)]);
+    let c = common_dtype(&[Arg::Tensor(a), Arg::Tensor(b)]);
     promoted_exact_raw(
         "aten::lcm",
-        &[Arg::T(a), Arg::T(b)],
+        &[Arg::Tensor(a), Arg::Tensor(b)],
         Number::Common,
         |p, v, c| {
             // |q| |b|, not |q b|: an absolute value taken after the lanes wrapped would fold a

@@ -44,8 +44,8 @@ impl Logic {
 
 fn overload(a: &Arg, b: &Arg) -> &'static str {
     match (a, b) {
-        (Arg::T(_), Arg::T(_)) => "Tensor",
-        (Arg::T(_), Arg::N(_)) => "Scalar",
+        (Arg::Tensor(_), Arg::Tensor(_)) => "Tensor",
+        (Arg::Tensor(_), Arg::Number(_)) => "Scalar",
         _ => "Scalar_Tensor",
     }
 }
@@ -77,7 +77,7 @@ pub fn bitwise_not(x: &Tensor) -> Result<Tensor> {
     }
     promoted(
         "aten::bitwise_not",
-        &[Arg::T(x)],
+        &[Arg::Tensor(x)],
         Number::Common,
         |c| c,
         move |p, v, _| {
@@ -125,8 +125,8 @@ pub fn bitwise_shift(a: Arg, b: Arg, left: bool) -> Result<Tensor> {
     let name = format!(
         "aten::bitwise_{dir}_shift.{}",
         match (&a, &b) {
-            (Arg::T(_), Arg::T(_)) => "Tensor",
-            (Arg::T(_), Arg::N(_)) => "Tensor_Scalar",
+            (Arg::Tensor(_), Arg::Tensor(_)) => "Tensor",
+            (Arg::Tensor(_), Arg::Number(_)) => "Tensor_Scalar",
             _ => "Scalar_Tensor",
         }
     );
@@ -154,47 +154,47 @@ const SHIFTABLE: &[DType] = &[DType::I32, DType::I64];
 
 #[aten("aten::bitwise_and.Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_and_tensor_op(a: BitwiseAndTensor<'_>) -> Result<Tensor> {
-    bitwise(Logic::And, Arg::T(a.self_), Arg::T(a.other))
+    bitwise(Logic::And, Arg::Tensor(a.self_), Arg::Tensor(a.other))
 }
 
 #[aten("aten::bitwise_and.Scalar", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_and_scalar_op(a: BitwiseAndScalar<'_>) -> Result<Tensor> {
-    bitwise(Logic::And, Arg::T(a.self_), Arg::N(a.other))
+    bitwise(Logic::And, Arg::Tensor(a.self_), Arg::Number(a.other))
 }
 
 #[aten("aten::bitwise_and.Scalar_Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_and_scalar_tensor_op(a: BitwiseAndScalarTensor<'_>) -> Result<Tensor> {
-    bitwise(Logic::And, Arg::N(a.self_), Arg::T(a.other))
+    bitwise(Logic::And, Arg::Number(a.self_), Arg::Tensor(a.other))
 }
 
 #[aten("aten::bitwise_or.Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_or_tensor_op(a: BitwiseOrTensor<'_>) -> Result<Tensor> {
-    bitwise(Logic::Or, Arg::T(a.self_), Arg::T(a.other))
+    bitwise(Logic::Or, Arg::Tensor(a.self_), Arg::Tensor(a.other))
 }
 
 #[aten("aten::bitwise_or.Scalar", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_or_scalar_op(a: BitwiseOrScalar<'_>) -> Result<Tensor> {
-    bitwise(Logic::Or, Arg::T(a.self_), Arg::N(a.other))
+    bitwise(Logic::Or, Arg::Tensor(a.self_), Arg::Number(a.other))
 }
 
 #[aten("aten::bitwise_or.Scalar_Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_or_scalar_tensor_op(a: BitwiseOrScalarTensor<'_>) -> Result<Tensor> {
-    bitwise(Logic::Or, Arg::N(a.self_), Arg::T(a.other))
+    bitwise(Logic::Or, Arg::Number(a.self_), Arg::Tensor(a.other))
 }
 
 #[aten("aten::bitwise_xor.Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_xor_tensor_op(a: BitwiseXorTensor<'_>) -> Result<Tensor> {
-    bitwise(Logic::Xor, Arg::T(a.self_), Arg::T(a.other))
+    bitwise(Logic::Xor, Arg::Tensor(a.self_), Arg::Tensor(a.other))
 }
 
 #[aten("aten::bitwise_xor.Scalar", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_xor_scalar_op(a: BitwiseXorScalar<'_>) -> Result<Tensor> {
-    bitwise(Logic::Xor, Arg::T(a.self_), Arg::N(a.other))
+    bitwise(Logic::Xor, Arg::Tensor(a.self_), Arg::Number(a.other))
 }
 
 #[aten("aten::bitwise_xor.Scalar_Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_xor_scalar_tensor_op(a: BitwiseXorScalarTensor<'_>) -> Result<Tensor> {
-    bitwise(Logic::Xor, Arg::N(a.self_), Arg::T(a.other))
+    bitwise(Logic::Xor, Arg::Number(a.self_), Arg::Tensor(a.other))
 }
 
 #[aten("aten::bitwise_not", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
@@ -204,30 +204,30 @@ fn bitwise_not_op(a: BitwiseNot<'_>) -> Result<Tensor> {
 
 #[aten("aten::bitwise_left_shift.Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_left_shift_tensor_op(a: BitwiseLeftShiftTensor<'_>) -> Result<Tensor> {
-    bitwise_shift(Arg::T(a.self_), Arg::T(a.other), true)
+    bitwise_shift(Arg::Tensor(a.self_), Arg::Tensor(a.other), true)
 }
 
 #[aten("aten::bitwise_left_shift.Tensor_Scalar", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_left_shift_tensor_scalar_op(a: BitwiseLeftShiftTensorScalar<'_>) -> Result<Tensor> {
-    bitwise_shift(Arg::T(a.self_), Arg::N(a.other), true)
+    bitwise_shift(Arg::Tensor(a.self_), Arg::Number(a.other), true)
 }
 
 #[aten("aten::bitwise_left_shift.Scalar_Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_left_shift_scalar_tensor_op(a: BitwiseLeftShiftScalarTensor<'_>) -> Result<Tensor> {
-    bitwise_shift(Arg::N(a.self_), Arg::T(a.other), true)
+    bitwise_shift(Arg::Number(a.self_), Arg::Tensor(a.other), true)
 }
 
 #[aten("aten::bitwise_right_shift.Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_right_shift_tensor_op(a: BitwiseRightShiftTensor<'_>) -> Result<Tensor> {
-    bitwise_shift(Arg::T(a.self_), Arg::T(a.other), false)
+    bitwise_shift(Arg::Tensor(a.self_), Arg::Tensor(a.other), false)
 }
 
 #[aten("aten::bitwise_right_shift.Tensor_Scalar", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_right_shift_tensor_scalar_op(a: BitwiseRightShiftTensorScalar<'_>) -> Result<Tensor> {
-    bitwise_shift(Arg::T(a.self_), Arg::N(a.other), false)
+    bitwise_shift(Arg::Tensor(a.self_), Arg::Number(a.other), false)
 }
 
 #[aten("aten::bitwise_right_shift.Scalar_Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_right_shift_scalar_tensor_op(a: BitwiseRightShiftScalarTensor<'_>) -> Result<Tensor> {
-    bitwise_shift(Arg::N(a.self_), Arg::T(a.other), false)
+    bitwise_shift(Arg::Number(a.self_), Arg::Tensor(a.other), false)
 }

@@ -30,8 +30,8 @@ use crate::tensor::Tensor;
 /// number, or a tensor every dim of which has size 1 or stride 0.
 pub(crate) fn is_scalar(b: &Arg) -> bool {
     match b {
-        Arg::N(_) => true,
-        Arg::T(t) => t
+        Arg::Number(_) => true,
+        Arg::Tensor(t) => t
             .layout()
             .shape
             .iter()
@@ -83,10 +83,10 @@ fn divide(
     float: impl FnOnce(&mut ProgBuilder, PRef, PRef, &dyn Fn(&mut ProgBuilder, PRef) -> PRef) -> PRef,
     int: impl FnOnce(&mut ProgBuilder, PRef, PRef, DType) -> PRef,
 ) -> Result<Tensor> {
-    let args = [Arg::T(a), b];
+    let args = [Arg::Tensor(a), b];
     let common = common_dtype(&args);
     let path = path(common, &b);
-    let raw_b = matches!(b, Arg::T(_)) && path == Path::Opmath;
+    let raw_b = matches!(b, Arg::Tensor(_)) && path == Path::Opmath;
     let op = OpScope::new(name, &tensors_of(&args))?;
     let out = out(common);
     // Integer division (an integer result; true division of integers gives floats).
@@ -139,9 +139,9 @@ fn divide(
 pub(crate) fn int_divisor_check(op: &OpScope, b: Arg) -> Result<Pending> {
     let zero = || TpuError::BadArgs("ZeroDivisionError".into());
     match b {
-        Arg::N(s) if s.to_f64() == 0.0 => Err(zero()),
-        Arg::N(_) => Ok(Pending::none()),
-        Arg::T(t) => check_values(
+        Arg::Number(s) if s.to_f64() == 0.0 => Err(zero()),
+        Arg::Number(_) => Ok(Pending::none()),
+        Arg::Tensor(t) => check_values(
             op,
             t,
             |p, v| {
@@ -246,7 +246,7 @@ fn floor_div_float(
 
 /// `a / b` with an optional rounding mode (`trunc`, `floor`).
 pub fn div(a: &Tensor, b: Arg, rounding: Option<&str>) -> Result<Tensor> {
-    let name = match (rounding.is_some(), matches!(b, Arg::T(_))) {
+    let name = match (rounding.is_some(), matches!(b, Arg::Tensor(_))) {
         (true, true) => "aten::div.Tensor_mode",
         (true, false) => "aten::div.Scalar_mode",
         (false, true) => "aten::div.Tensor",
@@ -279,7 +279,7 @@ fn floor_named(name: &str, a: &Tensor, b: Arg) -> Result<Tensor> {
 
 /// `torch.floor_divide(a, b)`: `div(a, b, rounding_mode='floor')`.
 pub fn floor_divide(a: &Tensor, b: Arg) -> Result<Tensor> {
-    let name = if matches!(b, Arg::T(_)) {
+    let name = if matches!(b, Arg::Tensor(_)) {
         "aten::floor_divide"
     } else {
         "aten::floor_divide.Scalar"
@@ -290,12 +290,12 @@ pub fn floor_divide(a: &Tensor, b: Arg) -> Result<Tensor> {
 /// `torch.fmod(a, b)`: the remainder of truncating division, with the sign of `a` (C `fmod`,
 /// exact in floating point; integer `%`).
 pub fn fmod(a: &Tensor, b: Arg) -> Result<Tensor> {
-    let name = if matches!(b, Arg::T(_)) {
+    let name = if matches!(b, Arg::Tensor(_)) {
         "aten::fmod.Tensor"
     } else {
         "aten::fmod.Scalar"
     };
-    let args = [Arg::T(a), b];
+    let args = [Arg::Tensor(a), b];
     let common = common_dtype(&args);
     if common == DType::Bool {
         return Err(super::not_implemented("fmod_cpu", common));
@@ -317,7 +317,7 @@ pub fn fmod(a: &Tensor, b: Arg) -> Result<Tensor> {
 impl Tensor {
     /// `self / other`.
     pub fn div(&self, other: &Tensor) -> Result<Tensor> {
-        div(self, Arg::T(other), None)
+        div(self, Arg::Tensor(other), None)
     }
 }
 
@@ -326,22 +326,22 @@ impl Tensor {
 
 #[aten("aten::div.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
 fn div_scalar_op(a: DivScalar<'_>) -> Result<Tensor> {
-    div(a.self_, Arg::N(a.other), None)
+    div(a.self_, Arg::Number(a.other), None)
 }
 
 #[aten("aten::div.Scalar_mode", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn div_scalar_mode_op(a: DivScalarMode<'_>) -> Result<Tensor> {
-    div(a.self_, Arg::N(a.other), a.rounding_mode)
+    div(a.self_, Arg::Number(a.other), a.rounding_mode)
 }
 
 #[aten("aten::floor_divide.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn floor_divide_scalar_op(a: FloorDivideScalar<'_>) -> Result<Tensor> {
-    floor_divide(a.self_, Arg::N(a.other))
+    floor_divide(a.self_, Arg::Number(a.other))
 }
 
 #[aten("aten::fmod.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn fmod_scalar_op(a: FmodScalar<'_>) -> Result<Tensor> {
-    fmod(a.self_, Arg::N(a.other))
+    fmod(a.self_, Arg::Number(a.other))
 }
 
 // The overloads whose divisor may be a Python number where the schema says `Tensor` (the
@@ -349,22 +349,22 @@ fn fmod_scalar_op(a: FmodScalar<'_>) -> Result<Tensor> {
 
 #[aten("aten::div.Tensor", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::First))]
 fn div_tensor_op(a: DivTensor<'_>) -> Result<Tensor> {
-    div(a.self_, a.other.into(), None)
+    div(a.self_, a.other, None)
 }
 
 #[aten("aten::div.Tensor_mode", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn div_tensor_mode_op(a: DivTensorMode<'_>) -> Result<Tensor> {
-    div(a.self_, a.other.into(), a.rounding_mode)
+    div(a.self_, a.other, a.rounding_mode)
 }
 
 #[aten("aten::floor_divide", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn floor_divide_op(a: FloorDivide<'_>) -> Result<Tensor> {
-    floor_divide(a.self_, a.other.into())
+    floor_divide(a.self_, a.other)
 }
 
 #[aten("aten::fmod.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn fmod_tensor_op(a: FmodTensor<'_>) -> Result<Tensor> {
-    fmod(a.self_, a.other.into())
+    fmod(a.self_, a.other)
 }
 
 #[aten(
@@ -375,5 +375,5 @@ fn fmod_tensor_op(a: FmodTensor<'_>) -> Result<Tensor> {
     shard = Sharding::pointwise(Lin::First)
 )]
 fn true_divide_tensor_op(a: TrueDivideTensor<'_>) -> Result<Tensor> {
-    div(a.self_, a.other.into(), None)
+    div(a.self_, a.other, None)
 }

@@ -195,14 +195,21 @@ fn rounding(
     if d == DType::Bool {
         return Err(not_implemented(kernel, d));
     }
-    promoted_as(name, &[Arg::T(x)], d, Number::Common, d, move |p, v, _| {
-        if d.is_float() {
-            let v = p.cast(v[0], DType::F32);
-            f(&mut Ex::new(p), v)
-        } else {
-            v[0]
-        }
-    })
+    promoted_as(
+        name,
+        &[Arg::Tensor(x)],
+        d,
+        Number::Common,
+        d,
+        move |p, v, _| {
+            if d.is_float() {
+                let v = p.cast(v[0], DType::F32);
+                f(&mut Ex::new(p), v)
+            } else {
+                v[0]
+            }
+        },
+    )
 }
 
 /// `round(x, decimals)`: ATen's `nearbyint(x * 10^d) / 10^d` (for negative `d`,
@@ -231,7 +238,7 @@ pub fn round_decimals(x: &Tensor, decimals: i64) -> Result<Tensor> {
 fn fmaxmin(name: &str, a: &Tensor, b: &Tensor, max: bool) -> Result<Tensor> {
     promoted(
         name,
-        &[Arg::T(a), Arg::T(b)],
+        &[Arg::Tensor(a), Arg::Tensor(b)],
         Number::Common,
         |c| c,
         |p, v, c| {
@@ -277,7 +284,7 @@ fn heaviside(x: &Tensor, values: &Tensor) -> Result<Tensor> {
     let d = x.dtype();
     promoted_as(
         "aten::heaviside",
-        &[Arg::T(x), Arg::T(values)],
+        &[Arg::Tensor(x), Arg::Tensor(values)],
         d,
         Number::Common,
         d,
@@ -304,7 +311,7 @@ fn ldexp(x: &Tensor, ex: &Tensor) -> Result<Tensor> {
     };
     promoted_as(
         "aten::ldexp.Tensor",
-        &[Arg::T(x), Arg::T(ex)],
+        &[Arg::Tensor(x), Arg::Tensor(ex)],
         DType::F32,
         Number::Common,
         out,
@@ -477,25 +484,22 @@ fn pw() -> Sharding {
 
 #[aten("aten::atan2", dtypes = DType::ALL_TPU, numbers = "self, other", shard = pw())]
 fn atan2_op(a: Atan2<'_>) -> Result<Tensor> {
-    float2(Atan2::NAME, a.self_.into(), a.other.into(), atan2)
+    float2(Atan2::NAME, a.self_, a.other, atan2)
 }
 
 #[aten("aten::xlogy.Tensor", dtypes = DType::ALL_TPU, numbers = "self, other", shard = pw())]
 fn xlogy_tensor_op(a: XlogyTensor<'_>) -> Result<Tensor> {
-    float2(
-        XlogyTensor::NAME,
-        a.self_.into(),
-        a.other.into(),
-        |e, x, y| xlogy(e, x, y, false),
-    )
+    float2(XlogyTensor::NAME, a.self_, a.other, |e, x, y| {
+        xlogy(e, x, y, false)
+    })
 }
 
 #[aten("aten::xlogy.Scalar_Self", dtypes = DType::ALL_TPU, numbers = "other", shard = pw())]
 fn xlogy_scalar_self_op(a: XlogyScalarSelf<'_>) -> Result<Tensor> {
     float2(
         XlogyScalarSelf::NAME,
-        Arg::N(a.self_),
-        a.other.into(),
+        Arg::Number(a.self_),
+        a.other,
         |e, x, y| xlogy(e, x, y, false),
     )
 }
@@ -504,26 +508,23 @@ fn xlogy_scalar_self_op(a: XlogyScalarSelf<'_>) -> Result<Tensor> {
 fn xlogy_scalar_other_op(a: XlogyScalarOther<'_>) -> Result<Tensor> {
     float2(
         XlogyScalarOther::NAME,
-        a.self_.into(),
-        Arg::N(a.other),
+        a.self_,
+        Arg::Number(a.other),
         |e, x, y| xlogy(e, x, y, false),
     )
 }
 
 #[aten("aten::special_xlog1py", dtypes = DType::ALL_TPU, numbers = "self, other", shard = pw())]
 fn special_xlog1py_op(a: SpecialXlog1py<'_>) -> Result<Tensor> {
-    float2(
-        SpecialXlog1py::NAME,
-        a.self_.into(),
-        a.other.into(),
-        |e, x, y| xlogy(e, x, y, true),
-    )
+    float2(SpecialXlog1py::NAME, a.self_, a.other, |e, x, y| {
+        xlogy(e, x, y, true)
+    })
 }
 
 #[aten("aten::special_xlog1py.other_scalar", dtypes = DType::ALL_TPU, numbers = "self", shard = pw())]
 fn special_xlog1py_other_scalar_op(a: SpecialXlog1pyOtherScalar<'_>) -> Result<Tensor> {
     let name = SpecialXlog1pyOtherScalar::NAME;
-    float2(name, a.self_.into(), Arg::N(a.other), |e, x, y| {
+    float2(name, a.self_, Arg::Number(a.other), |e, x, y| {
         xlogy(e, x, y, true)
     })
 }
@@ -531,34 +532,28 @@ fn special_xlog1py_other_scalar_op(a: SpecialXlog1pyOtherScalar<'_>) -> Result<T
 #[aten("aten::special_xlog1py.self_scalar", dtypes = DType::ALL_TPU, numbers = "other", shard = pw())]
 fn special_xlog1py_self_scalar_op(a: SpecialXlog1pySelfScalar<'_>) -> Result<Tensor> {
     let name = SpecialXlog1pySelfScalar::NAME;
-    float2(name, Arg::N(a.self_), a.other.into(), |e, x, y| {
+    float2(name, Arg::Number(a.self_), a.other, |e, x, y| {
         xlogy(e, x, y, true)
     })
 }
 
 #[aten("aten::logaddexp", dtypes = DType::FLOATING, numbers = "self, other", shard = pw())]
 fn logaddexp_op(a: Logaddexp<'_>) -> Result<Tensor> {
-    float2(
-        Logaddexp::NAME,
-        a.self_.into(),
-        a.other.into(),
-        |e, x, y| logaddexp(e, x, y, false),
-    )
+    float2(Logaddexp::NAME, a.self_, a.other, |e, x, y| {
+        logaddexp(e, x, y, false)
+    })
 }
 
 #[aten("aten::logaddexp2", dtypes = DType::FLOATING, numbers = "self, other", shard = pw())]
 fn logaddexp2_op(a: Logaddexp2<'_>) -> Result<Tensor> {
-    float2(
-        Logaddexp2::NAME,
-        a.self_.into(),
-        a.other.into(),
-        |e, x, y| logaddexp(e, x, y, true),
-    )
+    float2(Logaddexp2::NAME, a.self_, a.other, |e, x, y| {
+        logaddexp(e, x, y, true)
+    })
 }
 
 #[aten("aten::hypot", dtypes = DType::FLOATING, numbers = "self, other", shard = pw())]
 fn hypot_op(a: Hypot<'_>) -> Result<Tensor> {
-    float2(Hypot::NAME, a.self_.into(), a.other.into(), |e, x, y| {
+    float2(Hypot::NAME, a.self_, a.other, |e, x, y| {
         // m sqrt(1 + (n / m)^2) with m = max(|x|, |y|): no overflow on the way.
         let (ax, ay) = (e.abs(x), e.abs(y));
         let m = e.max(ax, ay);
@@ -579,10 +574,10 @@ fn hypot_op(a: Hypot<'_>) -> Result<Tensor> {
 
 #[aten("aten::copysign.Tensor", dtypes = DType::ALL_TPU, numbers = "self, other", shard = pw())]
 fn copysign_tensor_op(a: CopysignTensor<'_>) -> Result<Tensor> {
-    copysign(CopysignTensor::NAME, a.self_.into(), a.other.into())
+    copysign(CopysignTensor::NAME, a.self_, a.other)
 }
 
 #[aten("aten::copysign.Scalar", dtypes = DType::ALL_TPU, numbers = "self", shard = pw())]
 fn copysign_scalar_op(a: CopysignScalar<'_>) -> Result<Tensor> {
-    copysign(CopysignScalar::NAME, a.self_.into(), Arg::N(a.other))
+    copysign(CopysignScalar::NAME, a.self_, Arg::Number(a.other))
 }

@@ -25,7 +25,7 @@ pub(crate) mod predicates;
 pub(crate) mod special;
 pub(crate) mod ternary;
 
-use super::binary::{compute, operand};
+use super::binary::compute;
 use super::helpers::{OpScope, map};
 use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
@@ -37,31 +37,7 @@ pub use division::{div, floor_divide, fmod};
 pub use expr::Ex;
 
 /// An operand of an elementwise operator: a tensor or a Python number.
-#[derive(Clone, Copy, Debug)]
-pub enum Arg<'a> {
-    /// A tensor.
-    T(&'a Tensor),
-    /// A number.
-    N(Scalar),
-}
-
-impl<'a> From<crate::ops::TensorOrNumber<'a>> for Arg<'a> {
-    fn from(v: crate::ops::TensorOrNumber<'a>) -> Self {
-        match v {
-            crate::ops::TensorOrNumber::Tensor(t) => Arg::T(t),
-            crate::ops::TensorOrNumber::Number(s) => Arg::N(s),
-        }
-    }
-}
-
-impl Arg<'_> {
-    fn promotion(&self) -> Operand {
-        match self {
-            Arg::T(t) => operand(t),
-            Arg::N(s) => Operand::Number(*s),
-        }
-    }
-}
+pub type Arg<'a> = crate::ops::TensorOrNumber<'a>;
 
 /// How a Python number joins a computation whose common dtype is bf16 or f16.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -145,8 +121,8 @@ fn promoted_checked(
 pub(crate) fn tensors_of<'a>(args: &[Arg<'a>]) -> Vec<&'a Tensor> {
     args.iter()
         .filter_map(|a| match a {
-            Arg::T(t) => Some(*t),
-            Arg::N(_) => None,
+            Arg::Tensor(t) => Some(*t),
+            Arg::Number(_) => None,
         })
         .collect()
 }
@@ -183,11 +159,11 @@ pub(crate) fn promoted_in(
         let vals: Vec<PRef> = args
             .iter()
             .map(|a| match a {
-                Arg::T(_) => {
+                Arg::Tensor(_) => {
                     let x = *next.next().expect("one input per tensor");
                     p.cast(x, common)
                 }
-                Arg::N(s) => number_const(p, *s, common, number),
+                Arg::Number(s) => number_const(p, *s, common, number),
             })
             .collect();
         vec![f(p, &vals, common)]
@@ -216,7 +192,7 @@ pub fn float_out(d: DType) -> DType {
 pub fn float1(name: &str, x: &Tensor, f: impl FnOnce(&mut Ex, PRef) -> PRef) -> Result<Tensor> {
     promoted_as(
         name,
-        &[Arg::T(x)],
+        &[Arg::Tensor(x)],
         x.dtype(),
         Number::Common,
         float_out(x.dtype()),

@@ -272,7 +272,7 @@ fn polynomial(e: &mut Ex, k: Kind, x: PRef, nf: PRef, degree: usize) -> PRef {
 /// The polynomial of kind `k` at `x` of degrees `n`, as operator `name`.
 fn run(name: &str, k: Kind, x: &Tensor, n: &Tensor) -> Result<Tensor> {
     let degree = max_degree(name, n)?;
-    float2(name, Arg::T(x), Arg::T(n), |e, x, n| {
+    float2(name, Arg::Tensor(x), Arg::Tensor(n), |e, x, n| {
         polynomial(e, k, x, n, degree)
     })
 }

@@ -25,7 +25,7 @@ fn test(
     let float = x.dtype().is_float();
     promoted_as(
         name,
-        &[Arg::T(x)],
+        &[Arg::Tensor(x)],
         x.dtype(),
         Number::Common,
         DType::Bool,
@@ -83,7 +83,7 @@ pub fn signbit(x: &Tensor) -> Result<Tensor> {
     let d = x.dtype();
     promoted_as(
         "aten::signbit",
-        &[Arg::T(x)],
+        &[Arg::Tensor(x)],
         d,
         Number::Common,
         DType::Bool,
@@ -128,7 +128,7 @@ pub fn nan_to_num(
     let conv = |v: f64| f32::from_bits(Scalar::Float(v).lane_bits(d)) as f64;
     promoted_as(
         "aten::nan_to_num",
-        &[Arg::T(x)],
+        &[Arg::Tensor(x)],
         d,
         Number::Common,
         d,
@@ -152,7 +152,7 @@ pub fn nan_to_num(
 pub fn logical_xor(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     promoted_as(
         "aten::logical_xor",
-        &[Arg::T(a), Arg::T(b)],
+        &[Arg::Tensor(a), Arg::Tensor(b)],
         DType::Bool,
         Number::Common,
         DType::Bool,

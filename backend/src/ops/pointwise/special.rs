@@ -299,5 +299,10 @@ fn special_log_ndtr_op(a: SpecialLogNdtr<'_>) -> Result<Tensor> {
 
 #[aten("aten::special_zeta", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn special_zeta_op(a: SpecialZeta<'_>) -> Result<Tensor> {
-    float2(SpecialZeta::NAME, Arg::T(a.self_), Arg::T(a.other), zeta)
+    float2(
+        SpecialZeta::NAME,
+        Arg::Tensor(a.self_),
+        Arg::Tensor(a.other),
+        zeta,
+    )
 }

@@ -35,7 +35,7 @@ pub fn addcmul_div(
             "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), for all dtypes.".into(),
         ));
     }
-    let args = [Arg::T(x), Arg::T(t1_), Arg::T(t2_)];
+    let args = [Arg::Tensor(x), Arg::Tensor(t1_), Arg::Tensor(t2_)];
     let common = common_dtype(&args);
     if common == DType::Bool {
         return Err(not_implemented(kernel, common));
@@ -88,18 +88,18 @@ fn lerp_prog(p: &mut ProgBuilder, s: PRef, e: PRef, w: PRef) -> PRef {
 pub fn lerp(x: &Tensor, end: &Tensor, weight: Arg) -> Result<Tensor> {
     same_dtype("end", x, end)?;
     let name = match weight {
-        Arg::T(w) => {
+        Arg::Tensor(w) => {
             same_dtype("weight", x, w)?;
             "aten::lerp.Tensor"
         }
-        Arg::N(_) => "aten::lerp.Scalar",
+        Arg::Number(_) => "aten::lerp.Scalar",
     };
     if !x.dtype().is_float() {
         return Err(not_implemented("lerp_kernel_scalar", x.dtype()));
     }
     promoted(
         name,
-        &[Arg::T(x), Arg::T(end), weight],
+        &[Arg::Tensor(x), Arg::Tensor(end), weight],
         Number::Opmath,
         |c| c,
         |p, v, _| lerp_prog(p, v[0], v[1], v[2]),
@@ -114,13 +114,16 @@ pub fn clamp_args(name: &str, x: &Tensor, lo: Option<Arg>, hi: Option<Arg>) -> R
             "torch.clamp: At least one of 'min' or 'max' must not be None".into(),
         ));
     }
-    let mut args = vec![Arg::T(x)];
+    let mut args = vec![Arg::Tensor(x)];
     args.extend(lo);
     args.extend(hi);
     let common = common_dtype(&args);
     // `clamp_min.Tensor` / `clamp_max.Tensor` are PyTorch's `maximum` / `minimum` kernels, which
     // take bool (an or / an and); the other forms' kernels do not.
-    let one_tensor_bound = matches!((lo, hi), (Some(Arg::T(_)), None) | (None, Some(Arg::T(_))));
+    let one_tensor_bound = matches!(
+        (lo, hi),
+        (Some(Arg::Tensor(_)), None) | (None, Some(Arg::Tensor(_)))
+    );
     if common == DType::Bool && !one_tensor_bound {
         return Err(not_implemented("clamp_cpu", common));
     }
@@ -157,7 +160,7 @@ pub fn where_args(name: &str, cond: &Tensor, a: Arg, b: Arg) -> Result<Tensor> {
     let common = common_dtype(&[a, b]);
     super::promoted_as(
         name,
-        &[Arg::T(cond), a, b],
+        &[Arg::Tensor(cond), a, b],
         common,
         Number::Common,
         common,
@@ -197,20 +200,20 @@ fn sub_like(name: &str, a: Arg, b: Arg, alpha: Scalar, number: Number) -> Result
 /// `torch.rsub(self, other, alpha)`: `other - alpha * self`.
 pub fn rsub(x: &Tensor, other: Arg, alpha: Scalar) -> Result<Tensor> {
     let name = match other {
-        Arg::T(_) => "aten::rsub.Tensor",
-        Arg::N(_) => "aten::rsub.Scalar",
+        Arg::Tensor(_) => "aten::rsub.Tensor",
+        Arg::Number(_) => "aten::rsub.Scalar",
     };
     // The number is wrapped into a tensor of the common dtype (it is not the second operand of
     // ATen's `sub`, whose scalar fast path keeps it unrounded).
-    sub_like(name, other, Arg::T(x), alpha, Number::Common)
+    sub_like(name, other, Arg::Tensor(x), alpha, Number::Common)
 }
 
 /// `torch.sub(self, number, alpha)`.
 pub fn sub_scalar(x: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
     sub_like(
         "aten::sub.Scalar",
-        Arg::T(x),
-        Arg::N(other),
+        Arg::Tensor(x),
+        Arg::Number(other),
         alpha,
         Number::Common,
     )
@@ -231,55 +234,65 @@ fn addcdiv_op(a: Addcdiv<'_>) -> Result<Tensor> {
 
 #[aten("aten::lerp.Scalar", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
 fn lerp_scalar_op(a: LerpScalar<'_>) -> Result<Tensor> {
-    lerp(a.self_, a.end, Arg::N(a.weight))
+    lerp(a.self_, a.end, Arg::Number(a.weight))
 }
 
 #[aten("aten::lerp.Tensor", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
 fn lerp_tensor_op(a: LerpTensor<'_>) -> Result<Tensor> {
-    lerp(a.self_, a.end, Arg::T(a.weight))
+    lerp(a.self_, a.end, Arg::Tensor(a.weight))
 }
 
 #[aten("aten::clamp_min", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn clamp_min_op(a: ClampMin<'_>) -> Result<Tensor> {
-    clamp_args(ClampMin::NAME, a.self_, Some(Arg::N(a.min)), None)
+    clamp_args(ClampMin::NAME, a.self_, Some(Arg::Number(a.min)), None)
 }
 
 #[aten("aten::clamp_max", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn clamp_max_op(a: ClampMax<'_>) -> Result<Tensor> {
-    clamp_args(ClampMax::NAME, a.self_, None, Some(Arg::N(a.max)))
+    clamp_args(ClampMax::NAME, a.self_, None, Some(Arg::Number(a.max)))
 }
 
 #[aten("aten::clamp_min.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn clamp_min_tensor_op(a: ClampMinTensor<'_>) -> Result<Tensor> {
-    clamp_args(ClampMinTensor::NAME, a.self_, Some(Arg::T(a.min)), None)
+    clamp_args(
+        ClampMinTensor::NAME,
+        a.self_,
+        Some(Arg::Tensor(a.min)),
+        None,
+    )
 }
 
 #[aten("aten::clamp_max.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn clamp_max_tensor_op(a: ClampMaxTensor<'_>) -> Result<Tensor> {
-    clamp_args(ClampMaxTensor::NAME, a.self_, None, Some(Arg::T(a.max)))
+    clamp_args(
+        ClampMaxTensor::NAME,
+        a.self_,
+        None,
+        Some(Arg::Tensor(a.max)),
+    )
 }
 
 #[aten("aten::where.ScalarOther", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn where_scalar_other_op(a: WhereScalarOther<'_>) -> Result<Tensor> {
-    let (x, y) = (Arg::T(a.self_), Arg::N(a.other));
+    let (x, y) = (Arg::Tensor(a.self_), Arg::Number(a.other));
     where_args(WhereScalarOther::NAME, a.condition, x, y)
 }
 
 #[aten("aten::where.ScalarSelf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn where_scalar_self_op(a: WhereScalarSelf<'_>) -> Result<Tensor> {
-    let (x, y) = (Arg::N(a.self_), Arg::T(a.other));
+    let (x, y) = (Arg::Number(a.self_), Arg::Tensor(a.other));
     where_args(WhereScalarSelf::NAME, a.condition, x, y)
 }
 
 #[aten("aten::where.Scalar", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn where_scalar_op(a: WhereScalar<'_>) -> Result<Tensor> {
-    let (x, y) = (Arg::N(a.self_), Arg::N(a.other));
+    let (x, y) = (Arg::Number(a.self_), Arg::Number(a.other));
     where_args(WhereScalar::NAME, a.condition, x, y)
 }
 
 #[aten("aten::rsub.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn rsub_scalar_op(a: RsubScalar<'_>) -> Result<Tensor> {
-    rsub(a.self_, Arg::N(a.other), a.alpha)
+    rsub(a.self_, Arg::Number(a.other), a.alpha)
 }
 
 #[aten("aten::sub.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
@@ -292,15 +305,10 @@ fn sub_scalar_op(a: SubScalar<'_>) -> Result<Tensor> {
 
 #[aten("aten::clamp.Tensor", dtypes = DType::NUMERIC, numbers = "min, max", shard = Sharding::pointwise(Lin::No))]
 fn clamp_tensor_op(a: ClampTensor<'_>) -> Result<Tensor> {
-    clamp_args(
-        ClampTensor::NAME,
-        a.self_,
-        a.min.map(Arg::from),
-        a.max.map(Arg::from),
-    )
+    clamp_args(ClampTensor::NAME, a.self_, a.min, a.max)
 }
 
 #[aten("aten::rsub.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::All))]
 fn rsub_tensor_op(a: RsubTensor<'_>) -> Result<Tensor> {
-    rsub(a.self_, a.other.into(), a.alpha)
+    rsub(a.self_, a.other, a.alpha)
 }
