@@ -257,23 +257,36 @@ fn record_span(lane: &str, name: &str, start_ns: f64, end_ns: f64) -> PyResult<(
     Ok(())
 }
 
-/// Every registered operator: (overload, implementation kind).
+/// Every registered operator: (overload, implementation kind, and for a derived in-place or
+/// `out=` form its functional overload, where each of that overload's arguments comes from —
+/// a position, -1 for `None`, -2 for the first output's dtype — and the written arguments).
 #[pyfunction]
-fn registry() -> Vec<(String, String)> {
+fn registry() -> Vec<RegistryRow> {
+    use tpuemu_backend::ops::OpImpl;
     tpuemu_backend::ops::registry()
         .values()
         .map(|d| {
             let k = match d.implementation {
-                tpuemu_backend::ops::OpImpl::Kernel => "kernel",
-                tpuemu_backend::ops::OpImpl::Decomposition => "decomposition",
-                tpuemu_backend::ops::OpImpl::View => "view",
-                tpuemu_backend::ops::OpImpl::InPlace => "inplace",
-                tpuemu_backend::ops::OpImpl::Out => "out",
+                OpImpl::Kernel => "kernel",
+                OpImpl::Decomposition => "decomposition",
+                OpImpl::View => "view",
+                OpImpl::InPlace => "inplace",
+                OpImpl::Out => "out",
             };
-            (d.name.to_string(), k.to_string())
+            let (functional, fargs, writes) = d.derivation().map_or_else(Default::default, |h| {
+                (
+                    h.functional.to_string(),
+                    h.args.iter().map(|a| a.code()).collect(),
+                    h.writes.iter().map(|&w| w as i64).collect(),
+                )
+            });
+            (d.name.to_string(), k.to_string(), functional, fargs, writes)
         })
         .collect()
 }
+
+/// A row of [`registry`].
+type RegistryRow = (String, String, String, Vec<i64>, Vec<i64>);
 
 /// Registers a serialised ATen graph for whole-graph compilation; its id.
 #[pyfunction]

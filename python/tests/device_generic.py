@@ -23,7 +23,7 @@ import tpuemu
 
 tpuemu.set_matmul_precision("highest")
 
-_BACKEND = {n.split("::")[1].split(".")[0] for n, _ in tpuemu._rust.registry()}
+_BACKEND = {row[0].split("::")[1].split(".")[0] for row in tpuemu._rust.registry()}
 # Factories of uninitialised memory have nothing to compare.
 OPS = [
     op

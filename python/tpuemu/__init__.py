@@ -104,7 +104,7 @@ torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
 
-_KERNELS, _VARIANTS = _registry.plan(dict(_rust.registry()))
+_KERNELS, _VARIANTS = _registry.plan(_rust.registry())
 for _v in _VARIANTS:
     _C.set_variant(*_v)
 _C.register_kernels(_KERNELS)

@@ -66,7 +66,7 @@ def op_name(op) -> str:
 
 
 def _rust_ops() -> set[str]:
-    return {name for name, _ in _rust.registry()}
+    return {row[0] for row in _rust.registry()}
 
 
 def _copy(self, src, non_blocking=False):

@@ -1,10 +1,14 @@
 """Which aten overloads go to the Rust backend, and how.
 
-For every overload the backend registers (``tpuemu._rust.registry()``), the device registers a
-PrivateUse1 kernel for it, and for its in-place and ``out=`` forms, which run as the functional
-overload followed by a copy into the written arguments. Overloads PyTorch itself implements by
-decomposition on every device (CompositeImplicitAutograd), views (PyTorch's own view kernels
-keep aliasing), factories and conversions between devices are left to PyTorch.
+The backend exports one table (``tpuemu._rust.registry()``): every overload it registers, and
+for each in-place and ``out=`` form it derives, the functional overload it runs, where each of
+that overload's arguments comes from and which arguments receive the results (derived once, in
+``backend/src/ops/derive.rs``). The device registers a PrivateUse1 kernel for each row, and
+the shim runs a derived form as its functional overload followed by a copy into the written
+arguments. What stays here is policy about PyTorch's dispatcher: overloads PyTorch itself
+implements by decomposition on every device (CompositeImplicitAutograd), views (PyTorch's own
+view kernels keep aliasing), random operators, factories and conversions between devices are
+left to PyTorch.
 """
 
 from __future__ import annotations
@@ -73,12 +77,6 @@ def _implicit(name: str) -> bool:
     return _has(name, "CompositeImplicitAutograd")
 
 
-def _same_args(a, b) -> bool:
-    if len(a.arguments) != len(b.arguments):
-        return False
-    return all(x.name == y.name and str(x.type) == str(y.type) for x, y in zip(a.arguments, b.arguments))
-
-
 def _out_mapping(out, functional) -> list[int] | None:
     """Indices into ``out``'s arguments forming ``functional``'s (-1: left to its default; -2:
     the dtype of the first out= tensor)."""
@@ -128,8 +126,9 @@ def _structured_functionals(by_name, by_base) -> list[str]:
     return names
 
 
-def plan(rust_ops: dict[str, str]):
-    """(kernels to register, variants as (name, functional, fargs, writes))."""
+def plan(rows):
+    """(kernels to register, variants as (name, functional, fargs, writes)) from the backend's
+    table: rows of (overload, kind, functional, fargs, writes)."""
     by_name = {}
     by_base = defaultdict(list)
     for s in torch._C._jit_get_all_schemas():
@@ -146,40 +145,13 @@ def plan(rust_ops: dict[str, str]):
             seen.add(name)
             kernels.append(short_name(name))
 
-    for name, impl in sorted(rust_ops.items()):
+    for name, kind, functional, fargs, writes in sorted(rows):
         s = by_name.get(name)
-        # The backend's derived in-place and out= forms are registered below from their
-        # functional operator, through the shim (which resizes PyTorch's out= tensors itself).
-        if s is None or impl in ("view", "inplace", "out") or _is_view(s) or _random(s):
+        if s is None or kind == "view" or _is_view(s) or _random(s) or name in EXCLUDED:
             continue
-        n_tensor_returns = len(s.returns)
-        if _writes(s):
-            # The backend's own in-place overloads (fill_.Scalar) run as they are.
-            if name not in EXCLUDED:
-                add_kernel(name)
-            continue
-        if name not in EXCLUDED:
-            add_kernel(name)
-        base, ov = s.name, s.overload_name
-        inplace = by_name.get(base + "_" + ("." + ov if ov else ""))
-        if inplace is not None and _writes(inplace) == [0] and _same_args(inplace, s) and n_tensor_returns == 1:
-            iname = full_name(inplace)
-            variants.append((iname, name, list(range(len(s.arguments))), [0]))
-            add_kernel(iname)
-        for o in by_base[base]:
-            w = _writes(o)
-            if not w or o is s or rust_ops.get(full_name(o)) not in (None, "out") or len(w) != n_tensor_returns:
-                continue
-            if not all(o.arguments[i].kwarg_only for i in w):
-                continue
-            fargs = _out_mapping(o, s)
-            if fargs is None:
-                continue
-            oname = full_name(o)
-            if any(v[0] == oname for v in variants):
-                continue
-            variants.append((oname, name, fargs, w))
-            add_kernel(oname)
+        if kind in ("inplace", "out"):
+            variants.append((name, functional, list(fargs), list(writes)))
+        add_kernel(name)
     for name in _structured_functionals(by_name, by_base):
         add_kernel(name)
     return kernels, variants

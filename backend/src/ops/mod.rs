@@ -45,6 +45,7 @@ use crate::runtime::Runtime;
 use schema::Bind;
 
 pub use args::{Args, TensorOrNumber};
+pub use derive::{ArgSource, Derivation};
 pub use registry::{OpDef, OpImpl, Run, RunFn, registry};
 pub use sharding::Sharding;
 pub use tpuemu_macros::aten;
@@ -87,8 +88,8 @@ pub fn call_def(rt: &Runtime, def: &OpDef, args: Vec<Value>) -> Result<Vec<Value
 pub(crate) fn run(rt: &Runtime, def: &OpDef, args: &Args) -> Result<Vec<Value>> {
     match def.run {
         Run::Direct(f) => f(rt, args),
-        Run::InPlace(f) => derive::inplace(rt, def, &registry()[f], args),
-        Run::Out(f) => derive::out(rt, def, &registry()[f], args),
+        Run::InPlace(how) => derive::inplace(rt, def, how, args),
+        Run::Out(how) => derive::out(rt, def, how, args),
     }
 }
 

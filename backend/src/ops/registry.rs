@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+use super::derive::{ArgSource, Derivation};
 use super::schema::{self, Schema};
 use super::sharding::Sharding;
 use super::{Args, Value};
@@ -45,10 +46,10 @@ pub type RunFn = fn(&Runtime, &Args) -> Result<Vec<Value>>;
 pub enum Run {
     /// Its own implementation.
     Direct(RunFn),
-    /// The functional operator of this name, then a copy into the first argument.
-    InPlace(&'static str),
-    /// The functional operator of this name, then a copy into the `out` arguments.
-    Out(&'static str),
+    /// A functional operator, then a copy into the first argument.
+    InPlace(&'static Derivation),
+    /// A functional operator, then a copy into the `out` arguments.
+    Out(&'static Derivation),
 }
 
 /// A registered overload.
@@ -99,11 +100,19 @@ impl OpDef {
         self
     }
 
+    /// How a derived (in-place or `out=`) form runs, if this is one.
+    pub fn derivation(&self) -> Option<&'static Derivation> {
+        match self.run {
+            Run::Direct(_) => None,
+            Run::InPlace(d) | Run::Out(d) => Some(d),
+        }
+    }
+
     /// The functional operator a derived form runs, if this is one.
     pub fn derived_from(&self) -> Option<&'static str> {
         match self.run {
             Run::Direct(_) => None,
-            Run::InPlace(f) | Run::Out(f) => Some(f),
+            Run::InPlace(d) | Run::Out(d) => Some(d.functional),
         }
     }
 }
@@ -133,6 +142,49 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
 mod tests {
     use super::*;
 
+    /// Every derived form passes its functional operator each argument by the same name and
+    /// type, leaves only optional ones `None` and takes only a `dtype` from its output: a form
+    /// matched to the wrong functional (`scatter.src_out` to `scatter.reduce`, whose `reduce`
+    /// it lacks) fails here.
+    #[test]
+    fn derived_forms_pass_their_functional_the_arguments_it_names() {
+        let reg = registry();
+        let mut n = 0;
+        for d in reg.values() {
+            let Some(how) = d.derivation() else { continue };
+            let f = reg[how.functional].schema;
+            assert_eq!(how.args.len(), f.args.len(), "{}", d.name);
+            for (fa, src) in f.args.iter().zip(&how.args) {
+                match *src {
+                    ArgSource::Arg(i) => {
+                        let a = &d.schema.args[i];
+                        assert_eq!(a.name, fa.name, "{}: argument {i}", d.name);
+                        // An in-place form computes from the `self` it writes.
+                        assert!(
+                            d.implementation == OpImpl::InPlace || !a.is_written(),
+                            "{}: {} is written",
+                            d.name,
+                            a.name
+                        );
+                    }
+                    ArgSource::Default => assert!(
+                        matches!(fa.ty, schema::Type::Optional(_)),
+                        "{}: {} left None",
+                        d.name,
+                        fa.name
+                    ),
+                    ArgSource::OutDtype => assert_eq!(fa.name, "dtype", "{}", d.name),
+                }
+            }
+            for &w in &how.writes {
+                assert!(d.schema.args[w].is_written(), "{}: {w} not written", d.name);
+            }
+            n += 1;
+        }
+        // PyTorch 2.15 has in-place or out= forms for most of the ~600 functional operators.
+        assert!(n > 500, "only {n} derived forms");
+    }
+
     /// Writes every registration (name, kind, dtypes, sharding rule, derived-from) one per line
     /// to `$TPUEMU_REGISTRY_DUMP`: two trees' dumps compared show that a change to how
     /// operators are written (the `#[aten]` conversion) registered exactly the same operators.
@@ -150,7 +202,7 @@ mod tests {
                 d.implementation,
                 dtypes,
                 d.sharding,
-                d.derived_from()
+                d.derivation()
             );
         }
         std::fs::write(path, out).unwrap();

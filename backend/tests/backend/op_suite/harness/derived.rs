@@ -20,27 +20,45 @@ pub(super) fn verify_derived(
         .map(|x| materialize(rt, x))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
-    let mut args = bind(&slots, &xs);
+    let args = bind(&slots, &xs);
     let meta = |o: &Out| match o {
         Out::Close(h, _) => (h.shape.clone(), h.dtype),
         Out::Meta(sh, dt) => (sh.clone(), *dt),
     };
     match d.implementation {
         ops::OpImpl::Out => {
-            // The sample may leave trailing arguments to their defaults; outs come after all.
-            let written = d.schema.written_args().len();
-            args.resize(d.schema.args.len() - written, Value::None);
-            if written != want.len() {
+            // The form's arguments by name from the sample's (the derivation says which of
+            // the functional's each is: `zeros.out` has `size` but not `dtype`, which is the
+            // out tensor's), then fresh, empty outs.
+            let Some(how) = d.derivation() else {
+                return Err("an out= form without its derivation".into());
+            };
+            let mut kwargs: Vec<(String, Value)> = Vec::new();
+            for (j, src) in how.args.iter().enumerate() {
+                if let (ops::ArgSource::Arg(i), Some(v)) = (src, args.get(j)) {
+                    kwargs.push((d.schema.args[*i].name.clone(), v.clone()));
+                }
+            }
+            let mut outs = Vec::with_capacity(want.len());
+            for o in want {
+                let (_, dt) = meta(o);
+                outs.push(Tensor::empty(rt, &[0], dt).map_err(|e| e.to_string())?);
+            }
+            let written = &how.writes;
+            let list = written.len() == 1
+                && matches!(d.schema.args[written[0]].ty, ops::schema::Type::List(..));
+            if list {
+                kwargs.push((d.schema.args[written[0]].name.clone(), Value::Tensors(outs)));
+            } else if written.len() == want.len() {
+                for (&w, o) in written.iter().zip(outs) {
+                    kwargs.push((d.schema.args[w].name.clone(), Value::Tensor(o)));
+                }
+            } else {
                 // Some results are absent (an output mask): not compared here.
                 return Ok(());
             }
-            for o in want {
-                let (_, dt) = meta(o);
-                args.push(Value::Tensor(
-                    Tensor::empty(rt, &[0], dt).map_err(|e| e.to_string())?,
-                ));
-            }
-            let outs = flatten(ops::call(rt, d.name, args).map_err(|e| e.to_string())?);
+            let outs =
+                flatten(ops::call_kw(rt, d.name, Vec::new(), kwargs).map_err(|e| e.to_string())?);
             if outs.len() != want.len() {
                 return Err(format!("{} outputs, want {}", outs.len(), want.len()));
             }
