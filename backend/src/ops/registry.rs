@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use super::derive::{ArgSource, Derivation};
+use super::derive::Derivation;
 use super::schema::{self, Schema};
 use super::sharding::Sharding;
 use super::{Args, Value};
@@ -141,6 +141,7 @@ pub fn registry() -> &'static BTreeMap<&'static str, OpDef> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::ArgSource;
 
     /// Every derived form passes its functional operator each argument by the same name and
     /// type, leaves only optional ones `None` and takes only a `dtype` from its output: a form
