@@ -16,7 +16,7 @@
 use tpuemu_backend::DType;
 use tpuemu_backend::ops::Value;
 
-use super::harness::{Out, Sample, Tol, check_samples, tp, v};
+use super::harness::{Arg, Out, Sample, Tol, check_samples, tp, v};
 use super::reference::{HostTensor, indices, numel, ravel};
 use conv::{convolution, convolution_backward, im2col_col2im};
 use norm::{batch_norms, dropout_backward, group_norm, safe_softmax};

@@ -52,81 +52,35 @@ pub(super) fn batch_norms() {
         Out::exact(empty.clone()),
     ];
     let f = |a: f64| v(Value::Float(a));
+    // Every overload takes `input, weight, bias`, then its running statistics (none, `None`s or
+    // the tensors), then `training` (where it has one), `momentum` and `eps`.
+    let args = |stats: Vec<Arg>, training: Option<bool>| {
+        let mut a = vec![tp(x.clone()), tp(w.clone()), tp(b.clone())];
+        a.extend(stats);
+        a.extend(training.map(|t| v(Value::Bool(t))));
+        a.extend([f(0.1), f(eps)]);
+        a
+    };
+    let nones = || vec![v(Value::None), v(Value::None)];
+    let running = || vec![tp(rm.clone()), tp(rv.clone())];
     check_samples(
         "aten::native_batch_norm",
         vec![
-            Sample::new(
-                vec![
-                    tp(x.clone()),
-                    tp(w.clone()),
-                    tp(b.clone()),
-                    v(Value::None),
-                    v(Value::None),
-                    v(Value::Bool(true)),
-                    f(0.1),
-                    f(eps),
-                ],
-                trained.clone(),
-            ),
-            Sample::new(
-                vec![
-                    tp(x.clone()),
-                    tp(w.clone()),
-                    tp(b.clone()),
-                    tp(rm.clone()),
-                    tp(rv.clone()),
-                    v(Value::Bool(false)),
-                    f(0.1),
-                    f(eps),
-                ],
-                evaluated.clone(),
-            ),
+            Sample::new(args(nones(), Some(true)), trained.clone()),
+            Sample::new(args(running(), Some(false)), evaluated.clone()),
         ],
     );
     check_samples(
         "aten::_native_batch_norm_legit",
-        vec![Sample::new(
-            vec![
-                tp(x.clone()),
-                tp(w.clone()),
-                tp(b.clone()),
-                tp(rm.clone()),
-                tp(rv.clone()),
-                v(Value::Bool(false)),
-                f(0.1),
-                f(eps),
-            ],
-            evaluated.clone(),
-        )],
+        vec![Sample::new(args(running(), Some(false)), evaluated.clone())],
     );
     check_samples(
         "aten::_native_batch_norm_legit_no_training",
-        vec![Sample::new(
-            vec![
-                tp(x.clone()),
-                tp(w.clone()),
-                tp(b.clone()),
-                tp(rm.clone()),
-                tp(rv.clone()),
-                f(0.1),
-                f(eps),
-            ],
-            evaluated,
-        )],
+        vec![Sample::new(args(running(), None), evaluated)],
     );
     check_samples(
         "aten::_native_batch_norm_legit.no_stats",
-        vec![Sample::new(
-            vec![
-                tp(x.clone()),
-                tp(w.clone()),
-                tp(b.clone()),
-                v(Value::Bool(true)),
-                f(0.1),
-                f(eps),
-            ],
-            trained,
-        )],
+        vec![Sample::new(args(vec![], Some(true)), trained)],
     );
 }
 
