@@ -253,9 +253,9 @@ impl Sample {
         }
     }
 
-    /// The same call under a matmul precision.
-    pub fn at(mut self, p: MatmulPrecision) -> Sample {
-        self.precision = Some(p);
+    /// The same call under a matmul precision (`None`: the runtime's default).
+    pub fn at(mut self, p: Option<MatmulPrecision>) -> Sample {
+        self.precision = p;
         self
     }
 }

@@ -124,10 +124,7 @@ fn product(
                 vec![t(a), t(b)],
                 vec![Out::Close(want, Tol::of(d).with_extra(extra))],
             );
-            match p {
-                Some(p) => s.at(p),
-                None => s,
-            }
+            s.at(p)
         })
 }
 
@@ -237,91 +234,56 @@ fn bias_shape(out: Vec<usize>) -> impl Strategy<Value = Vec<usize>> {
     })
 }
 
+/// `beta·bias + alpha·(a @ b)` with `lead` batch dims (none: `addmm`, one: `baddbmm`) and a
+/// bias that broadcasts to the result.
+fn biased_product(lead: impl Strategy<Value = Vec<usize>>) -> impl Strategy<Value = Sample> {
+    (
+        lead,
+        mdim(),
+        mdim(),
+        mdim(),
+        float_dtype(),
+        precision(),
+        coefficients(),
+    )
+        .prop_flat_map(|(lead, m, k, n, d, p, c)| {
+            let shape = |r: usize, c: usize| [lead.clone(), vec![r, c]].concat();
+            (
+                bias_shape(shape(m, n)).prop_flat_map(move |s| input(s, d, Values::Range(2.0))),
+                input(shape(m, k), d, Values::Range(2.0)),
+                input(shape(k, n), d, Values::Range(2.0)),
+                Just((p, c)),
+            )
+        })
+        .prop_map(|(bias, a, b, (p, (beta, alpha)))| {
+            let prod = bmm_ref(&as3(&a.host, 0), &as3(&b.host, 0), p);
+            let mut shape = a.host.shape.clone();
+            *shape.last_mut().unwrap() = *b.host.shape.last().unwrap();
+            let d = a.host.dtype;
+            let want = add_product(
+                &bias.host,
+                prod,
+                &shape,
+                beta.unwrap_or(1.0),
+                alpha.unwrap_or(1.0),
+                d,
+            );
+            let mut args = vec![t(bias), t(a), t(b)];
+            args.extend(coefficient_args(beta, alpha));
+            Sample::new(args, vec![want]).at(p)
+        })
+}
+
 #[test]
 fn addmm() {
-    check(
-        "aten::addmm",
-        (
-            mdim(),
-            mdim(),
-            mdim(),
-            float_dtype(),
-            precision(),
-            coefficients(),
-        )
-            .prop_flat_map(|(m, k, n, d, p, c)| {
-                (
-                    bias_shape(vec![m, n]).prop_flat_map(move |s| input(s, d, Values::Range(2.0))),
-                    input(vec![m, k], d, Values::Range(2.0)),
-                    input(vec![k, n], d, Values::Range(2.0)),
-                    Just((p, c)),
-                )
-            })
-            .prop_map(|(bias, a, b, (p, (beta, alpha)))| {
-                let prod = bmm_ref(&as3(&a.host, 0), &as3(&b.host, 0), p);
-                let shape = vec![a.host.shape[0], b.host.shape[1]];
-                let d = a.host.dtype;
-                let want = add_product(
-                    &bias.host,
-                    prod,
-                    &shape,
-                    beta.unwrap_or(1.0),
-                    alpha.unwrap_or(1.0),
-                    d,
-                );
-                let mut args = vec![t(bias), t(a), t(b)];
-                args.extend(coefficient_args(beta, alpha));
-                let s = Sample::new(args, vec![want]);
-                match p {
-                    Some(p) => s.at(p),
-                    None => s,
-                }
-            }),
-    );
+    check("aten::addmm", biased_product(Just(vec![])));
 }
 
 #[test]
 fn baddbmm() {
     check(
         "aten::baddbmm",
-        (
-            0usize..4,
-            mdim(),
-            mdim(),
-            mdim(),
-            float_dtype(),
-            precision(),
-            coefficients(),
-        )
-            .prop_flat_map(|(bs, m, k, n, d, p, c)| {
-                (
-                    bias_shape(vec![bs, m, n])
-                        .prop_flat_map(move |s| input(s, d, Values::Range(2.0))),
-                    input(vec![bs, m, k], d, Values::Range(2.0)),
-                    input(vec![bs, k, n], d, Values::Range(2.0)),
-                    Just((p, c)),
-                )
-            })
-            .prop_map(|(bias, a, b, (p, (beta, alpha)))| {
-                let prod = bmm_ref(&a.host, &b.host, p);
-                let shape = vec![a.host.shape[0], a.host.shape[1], b.host.shape[2]];
-                let d = a.host.dtype;
-                let want = add_product(
-                    &bias.host,
-                    prod,
-                    &shape,
-                    beta.unwrap_or(1.0),
-                    alpha.unwrap_or(1.0),
-                    d,
-                );
-                let mut args = vec![t(bias), t(a), t(b)];
-                args.extend(coefficient_args(beta, alpha));
-                let s = Sample::new(args, vec![want]);
-                match p {
-                    Some(p) => s.at(p),
-                    None => s,
-                }
-            }),
+        biased_product((0usize..4).prop_map(|bs| vec![bs])),
     );
 }
 
@@ -556,10 +518,7 @@ fn sdpa() {
                 v(Value::Bool(a.gqa)),
             ];
             let s = Sample::new(args, vec![Out::Close(o, Tol::of(d).with_extra(eo))]);
-            match a.precision {
-                Some(p) => s.at(p),
-                None => s,
-            }
+            s.at(a.precision)
         }),
     );
 }
@@ -587,10 +546,7 @@ fn flash_for_cpu() {
                     Out::Close(lse, Tol::of(DType::F32).with_extra(el)),
                 ],
             );
-            match a.precision {
-                Some(p) => s.at(p),
-                None => s,
-            }
+            s.at(a.precision)
         }),
     );
 }
