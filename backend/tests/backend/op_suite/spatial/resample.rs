@@ -114,49 +114,74 @@ fn interp_weights(
     }
 }
 
+/// The upsampling overloads (without `aten::`): interpolation mode, spatial dims, and whether
+/// the overload takes `align_corners`.
+const UPSAMPLES: &[(&str, &str, usize, bool)] = &[
+    ("upsample_nearest1d", "nearest", 1, false),
+    ("upsample_nearest2d", "nearest", 2, false),
+    ("upsample_nearest3d", "nearest", 3, false),
+    ("_upsample_nearest_exact1d", "exact", 1, false),
+    ("_upsample_nearest_exact2d", "exact", 2, false),
+    ("_upsample_nearest_exact3d", "exact", 3, false),
+    ("upsample_linear1d", "linear", 1, true),
+    ("upsample_bilinear2d", "linear", 2, true),
+    ("upsample_trilinear3d", "linear", 3, true),
+    ("upsample_bicubic2d", "cubic", 2, true),
+];
+
+/// The `align_corners` values an overload is tested with (only `false` where it takes none).
+fn aligns(has_align: bool) -> Vec<bool> {
+    if has_align {
+        vec![false, true]
+    } else {
+        vec![false]
+    }
+}
+
+/// The input positions that output position `yi` (of an upsampling of `shape` to the spatial
+/// sizes `outs`) reads, each with its weight: the product of the per-dim taps' weights.
+fn taps(
+    mode: &str,
+    shape: &[usize],
+    outs: &[usize],
+    yi: &[usize],
+    align: bool,
+) -> Vec<(Vec<usize>, f64)> {
+    let nd = outs.len();
+    let per: Vec<Vec<(usize, f64)>> = (0..nd)
+        .map(|i| interp_weights(mode, shape[2 + i], outs[i], yi[2 + i], align))
+        .collect();
+    let sizes: Vec<usize> = per.iter().map(|p| p.len()).collect();
+    indices(&sizes)
+        .map(|kk| {
+            let mut pos = yi[..2].to_vec();
+            let mut w = 1.0;
+            for i in 0..nd {
+                let (p, wi) = per[i][kk[i]];
+                pos.push(p);
+                w *= wi;
+            }
+            (pos, w)
+        })
+        .collect()
+}
+
 #[test]
 pub(super) fn upsamples() {
-    let cases: &[(&str, &str, usize, bool)] = &[
-        ("upsample_nearest1d", "nearest", 1, false),
-        ("upsample_nearest2d", "nearest", 2, false),
-        ("upsample_nearest3d", "nearest", 3, false),
-        ("_upsample_nearest_exact1d", "exact", 1, false),
-        ("_upsample_nearest_exact2d", "exact", 2, false),
-        ("_upsample_nearest_exact3d", "exact", 3, false),
-        ("upsample_linear1d", "linear", 1, true),
-        ("upsample_bilinear2d", "linear", 2, true),
-        ("upsample_trilinear3d", "linear", 3, true),
-        ("upsample_bicubic2d", "cubic", 2, true),
-    ];
-    for &(base, mode, nd, has_align) in cases {
+    for &(base, mode, nd, has_align) in UPSAMPLES {
         let shape: Vec<usize> = [2, 2, 5, 3, 4][..2 + nd].to_vec();
         let outs: Vec<usize> = [8, 7, 3][..nd].to_vec();
         let x = vals(&shape, DType::F32, nd as u64 + 20);
         let mut plain = Vec::new();
         let mut vecs = Vec::new();
-        for align in if has_align {
-            vec![false, true]
-        } else {
-            vec![false]
-        } {
+        for align in aligns(has_align) {
             let mut ys = shape[..2].to_vec();
             ys.extend(&outs);
             let mut want = Vec::new();
             let mut extra = Vec::new();
             for yi in indices(&ys) {
-                let per: Vec<Vec<(usize, f64)>> = (0..nd)
-                    .map(|i| interp_weights(mode, shape[2 + i], outs[i], yi[2 + i], align))
-                    .collect();
-                let sizes: Vec<usize> = per.iter().map(|p| p.len()).collect();
                 let (mut acc, mut mag) = (0.0, 0.0);
-                for kk in indices(&sizes) {
-                    let mut pos = yi[..2].to_vec();
-                    let mut w = 1.0;
-                    for i in 0..nd {
-                        let (p, wi) = per[i][kk[i]];
-                        pos.push(p);
-                        w *= wi;
-                    }
+                for (pos, w) in taps(mode, &shape, &outs, &yi, align) {
                     acc += w * x.at(&pos);
                     mag += (w * x.at(&pos)).abs();
                 }
@@ -165,7 +190,7 @@ pub(super) fn upsamples() {
                 extra.push(mag * 64.0 * U + 1e-6);
             }
             let o = ints(&outs.iter().map(|&a| a as i64).collect::<Vec<_>>());
-            let mut args = vec![tp(x.clone()), v(o.clone())];
+            let mut args = vec![tp(x.clone()), v(o)];
             if has_align {
                 args.push(v(Value::Bool(align)));
             }
@@ -173,12 +198,10 @@ pub(super) fn upsamples() {
                 HostTensor::new(&ys, DType::F32, want),
                 Tol::of(DType::F32).with_extra(extra),
             );
-            plain.push(Sample::new(args, vec![out.clone()]));
-            let mut vargs = vec![tp(x.clone()), v(o)];
-            if has_align {
-                vargs.push(v(Value::Bool(align)));
-            }
+            // The `.vec` overload: the same, with `scale_factors` None.
+            let mut vargs = args.clone();
             vargs.push(v(Value::None));
+            plain.push(Sample::new(args, vec![out.clone()]));
             vecs.push(Sample::new(vargs, vec![out]));
         }
         let name: &'static str = Box::leak(format!("aten::{base}").into_boxed_str());
@@ -190,46 +213,19 @@ pub(super) fn upsamples() {
 
 #[test]
 pub(super) fn upsample_backwards() {
-    let cases: &[(&str, &str, usize, bool)] = &[
-        ("upsample_nearest1d", "nearest", 1, false),
-        ("upsample_nearest2d", "nearest", 2, false),
-        ("upsample_nearest3d", "nearest", 3, false),
-        ("_upsample_nearest_exact1d", "exact", 1, false),
-        ("_upsample_nearest_exact2d", "exact", 2, false),
-        ("_upsample_nearest_exact3d", "exact", 3, false),
-        ("upsample_linear1d", "linear", 1, true),
-        ("upsample_bilinear2d", "linear", 2, true),
-        ("upsample_trilinear3d", "linear", 3, true),
-        ("upsample_bicubic2d", "cubic", 2, true),
-    ];
-    for &(base, mode, nd, has_align) in cases {
+    for &(base, mode, nd, has_align) in UPSAMPLES {
         let shape: Vec<usize> = [2, 2, 5, 3, 4][..2 + nd].to_vec();
         let outs: Vec<usize> = [8, 2, 3][..nd].to_vec();
         let mut ys = shape[..2].to_vec();
         ys.extend(&outs);
         let g = vals(&ys, DType::F32, nd as u64 + 40);
         let mut samples = Vec::new();
-        for align in if has_align {
-            vec![false, true]
-        } else {
-            vec![false]
-        } {
+        for align in aligns(has_align) {
             // The adjoint: every output's gradient goes to its taps with their weights.
             let mut gx = vec![0.0; numel(&shape)];
             let mut mag = vec![0.0; numel(&shape)];
             for (f, yi) in indices(&ys).enumerate() {
-                let per: Vec<Vec<(usize, f64)>> = (0..nd)
-                    .map(|i| interp_weights(mode, shape[2 + i], outs[i], yi[2 + i], align))
-                    .collect();
-                let sizes: Vec<usize> = per.iter().map(|p| p.len()).collect();
-                for kk in indices(&sizes) {
-                    let mut pos = yi[..2].to_vec();
-                    let mut w = 1.0;
-                    for i in 0..nd {
-                        let (p, wi) = per[i][kk[i]];
-                        pos.push(p);
-                        w *= wi;
-                    }
+                for (pos, w) in taps(mode, &shape, &outs, &yi, align) {
                     gx[ravel(&pos, &shape)] += w * g.data[f];
                     mag[ravel(&pos, &shape)] += (w * g.data[f]).abs();
                 }
