@@ -117,20 +117,7 @@ const UNARY: [Unary; 19] = [
 #[test]
 fn unary() {
     for (op, f, vals) in UNARY {
-        check(
-            op,
-            (shape(), any_dtype())
-                .prop_flat_map(move |(s, d)| input(s, d, vals))
-                .prop_map(move |x| {
-                    let out = if x.host.dtype.is_float() {
-                        x.host.dtype
-                    } else {
-                        DType::F32
-                    };
-                    let want = zip_map(&[&x.host], out, |v| f(v[0]));
-                    Sample::new(vec![t(x)], vec![Out::close(want)])
-                }),
-        );
+        check(op, super::unary::float_unary(f, vals));
     }
 }
 

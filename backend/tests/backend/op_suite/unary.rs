@@ -114,23 +114,27 @@ const FLOATING: [Unary; 11] = [
     ("aten::sigmoid", sigmoid),
 ];
 
+/// Samples of a floating unary operator over inputs of any dtype with values from `vals`: `f`
+/// in f64, rounded to the input's dtype where it is a float one, else to f32 (PyTorch's
+/// integer-to-float promotion).
+pub(super) fn float_unary(f: fn(f64) -> f64, vals: Values) -> impl Strategy<Value = Sample> {
+    (shape(), any_dtype())
+        .prop_flat_map(move |(s, d)| input(s, d, vals))
+        .prop_map(move |x| {
+            let out = if x.host.dtype.is_float() {
+                x.host.dtype
+            } else {
+                DType::F32
+            };
+            let want = zip_map(&[&x.host], out, |v| f(v[0]));
+            Sample::new(vec![t(x)], vec![Out::close(want)])
+        })
+}
+
 #[test]
 fn floating() {
     for (op, f) in FLOATING {
-        check(
-            op,
-            (shape(), any_dtype())
-                .prop_flat_map(|(s, d)| input(s, d, Values::Special(6.0)))
-                .prop_map(move |x| {
-                    let out = if x.host.dtype.is_float() {
-                        x.host.dtype
-                    } else {
-                        DType::F32
-                    };
-                    let want = zip_map(&[&x.host], out, |v| f(v[0]));
-                    Sample::new(vec![t(x)], vec![Out::close(want)])
-                }),
-        );
+        check(op, float_unary(f, Values::Special(6.0)));
     }
 }
 
