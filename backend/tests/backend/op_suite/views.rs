@@ -12,7 +12,7 @@
 use proptest::prelude::*;
 use tpuemu_backend::ops::Value;
 
-use super::harness::{Input, Out, Sample, check, t, v};
+use super::harness::{Input, Out, Sample, check, ints, t, v};
 use super::reference::{HostTensor, indices, numel, unravel, wrap};
 use super::strategies::{Values, any_dtype, contiguous, dim_of, input, shape};
 
@@ -32,10 +32,6 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::squeeze.dim", unsqueeze_squeeze),
     ("aten::as_strided", as_strided),
 ];
-
-fn ints(xs: &[i64]) -> Value {
-    Value::Ints(xs.to_vec())
-}
 
 /// Any input of rank `lo..=hi`.
 fn any_input(lo: usize, hi: usize) -> impl Strategy<Value = Input> {
@@ -138,55 +134,50 @@ fn viewable(x: &Input, new: &[usize]) -> bool {
     })
 }
 
+/// Inputs from `inputs`, each with a new shape for its elements (see [`new_shape`]).
+fn with_new_shape(
+    inputs: impl Strategy<Value = Input>,
+) -> impl Strategy<Value = (Input, Vec<i64>)> {
+    inputs.prop_flat_map(|x| {
+        let s = x.host.shape.clone();
+        (Just(x), new_shape(s))
+    })
+}
+
+/// Samples of a reshaping operator (`reshape`, `_unsafe_view`): the input's elements in
+/// row-major order under a new shape.
+fn reshaped(inputs: impl Strategy<Value = Input>) -> impl Strategy<Value = Sample> {
+    with_new_shape(inputs).prop_map(|(x, shape)| {
+        let new = resolve(&shape, x.host.numel());
+        let want = x.host.reshaped(&new);
+        Sample::new(vec![t(x), v(ints(&shape))], vec![Out::exact(want)])
+    })
+}
+
 #[test]
 fn view() {
     check(
         "aten::view",
-        any_input(0, 4)
-            .prop_flat_map(|x| {
-                let s = x.host.shape.clone();
-                (Just(x), new_shape(s))
-            })
-            .prop_map(|(x, shape)| {
-                let new = resolve(&shape, x.host.numel());
-                let args = vec![t(x.clone()), v(ints(&shape))];
-                if viewable(&x, &new) {
-                    Sample::new(args, vec![Out::exact(x.host.reshaped(&new))])
-                } else {
-                    Sample::error(args, &["view size is not compatible"])
-                }
-            }),
+        with_new_shape(any_input(0, 4)).prop_map(|(x, shape)| {
+            let new = resolve(&shape, x.host.numel());
+            let args = vec![t(x.clone()), v(ints(&shape))];
+            if viewable(&x, &new) {
+                Sample::new(args, vec![Out::exact(x.host.reshaped(&new))])
+            } else {
+                Sample::error(args, &["view size is not compatible"])
+            }
+        }),
     );
 }
 
 #[test]
 fn reshape() {
-    check(
-        "aten::reshape",
-        any_input(0, 4)
-            .prop_flat_map(|x| {
-                let s = x.host.shape.clone();
-                (Just(x), new_shape(s))
-            })
-            .prop_map(|(x, shape)| {
-                let new = resolve(&shape, x.host.numel());
-                let want = x.host.reshaped(&new);
-                Sample::new(vec![t(x), v(ints(&shape))], vec![Out::exact(want)])
-            }),
-    );
+    check("aten::reshape", reshaped(any_input(0, 4)));
     check(
         "aten::_unsafe_view",
-        (shape(), any_dtype())
-            .prop_flat_map(|(s, d)| contiguous(s, d, Values::Range(9.0)))
-            .prop_flat_map(|x| {
-                let s = x.host.shape.clone();
-                (Just(x), new_shape(s))
-            })
-            .prop_map(|(x, shape)| {
-                let new = resolve(&shape, x.host.numel());
-                let want = x.host.reshaped(&new);
-                Sample::new(vec![t(x), v(ints(&shape))], vec![Out::exact(want)])
-            }),
+        reshaped(
+            (shape(), any_dtype()).prop_flat_map(|(s, d)| contiguous(s, d, Values::Range(9.0))),
+        ),
     );
     check(
         "aten::contiguous",
