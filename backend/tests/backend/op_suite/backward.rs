@@ -21,7 +21,7 @@ use proptest::prelude::*;
 use tpuemu_backend::ops::Value;
 use tpuemu_backend::{DType, Scalar};
 
-use super::harness::{Arg, Input, Out, Sample, Tol, check, t, v};
+use super::harness::{Input, Out, Sample, Tol, check, opt_tensor, t, v};
 use super::reference::{
     HostTensor, indices, numel, operand, ravel, result_type, round, unit_roundoff, wrap, zip_map,
 };
@@ -284,13 +284,6 @@ fn softmax_backwards() {
     }
 }
 
-fn opt_tensor(x: &Option<Input>) -> Arg {
-    match x {
-        Some(i) => t(i.clone()),
-        None => v(Value::None),
-    }
-}
-
 #[test]
 fn layer_norm_backward() {
     check(
@@ -412,8 +405,8 @@ fn layer_norm_backward_sample(
             v(Value::Ints(ns_arg)),
             t(Input::plain(mean_t)),
             t(Input::plain(rstd_t)),
-            opt_tensor(&w),
-            opt_tensor(&b),
+            opt_tensor(w.clone()),
+            opt_tensor(b.clone()),
             v(Value::Bools(mask.to_vec())),
         ],
         outs,
@@ -424,14 +417,7 @@ fn layer_norm_backward_sample(
 fn nll_loss_backward() {
     check(
         "aten::nll_loss_backward",
-        (
-            prop_oneof![Just(None), (0usize..6).prop_map(Some)],
-            1usize..7,
-            float_dtype(),
-            0i64..3,
-            prop_oneof![Just(None), (0i64..3).prop_map(Some)],
-            any::<bool>(),
-        )
+        super::nn::nll_draws()
             .prop_flat_map(|(batch, c, d, red, ignore, weighted)| {
                 let xshape = batch.map_or(vec![c], |b| vec![b, c]);
                 let tshape = batch.map_or(vec![], |b| vec![b]);
@@ -439,13 +425,7 @@ fn nll_loss_backward() {
                 (
                     input(xshape, d, Values::Range(2.0)),
                     index_input(tshape, DType::I64, 0, c as i64 - 1),
-                    if weighted {
-                        input(vec![c], d, Values::Between(0.0, 2.0))
-                            .prop_map(Some)
-                            .boxed()
-                    } else {
-                        Just(None).boxed()
-                    },
+                    super::nn::class_weights(weighted, c, d),
                     input(gshape, d, Values::Range(2.0)),
                     Just((red, ignore)),
                     proptest::collection::vec(any::<bool>(), 8),
@@ -492,7 +472,7 @@ fn nll_loss_backward() {
                         t(g),
                         t(x),
                         t(tg),
-                        opt_tensor(&w),
+                        opt_tensor(w.clone()),
                         v(Value::Int(red)),
                         v(Value::Int(ig)),
                         t(tw),

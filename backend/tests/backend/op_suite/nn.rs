@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use tpuemu_backend::DType;
 use tpuemu_backend::ops::Value;
 
-use super::harness::{Input, Out, Sample, Tol, check, t, v};
+use super::harness::{Input, Out, Sample, Tol, check, ints, opt_tensor, t, v};
 use super::reference::{HostTensor, indices, numel, promote, ravel, round, wrap};
 use super::strategies::{Values, dim_of, float_dtype, indices as index_input, input, shape_rank};
 
@@ -31,10 +31,6 @@ pub const OPS: &[(&str, fn())] = &[
 ];
 
 const U: f64 = 1.0 / 16_777_216.0;
-
-fn ints(xs: &[i64]) -> Value {
-    Value::Ints(xs.to_vec())
-}
 
 /// Applies `f` to each row along `d` of `x` (a 0-dim tensor is one row of one), putting the
 /// results back in place; `f` returns values and their error bounds.
@@ -129,13 +125,6 @@ fn norm_input() -> impl Strategy<Value = (Input, usize)> {
         let n = s.len();
         (input(s, d, Values::Range(4.0)), 1..=n)
     })
-}
-
-fn opt_tensor(x: Option<Input>) -> super::harness::Arg {
-    match x {
-        Some(i) => t(i),
-        None => v(Value::None),
-    }
 }
 
 #[test]
@@ -380,18 +369,42 @@ fn nll_sample(
     Sample::new(args, outs)
 }
 
+/// An `nll_loss` call's `ignore_index`: none (PyTorch's default, -100) or a class.
+fn ignore_index() -> impl Strategy<Value = Option<i64>> {
+    prop_oneof![Just(None), (0i64..3).prop_map(Some)]
+}
+
+/// What an `nll_loss` (forward or backward) call draws: the batch size (`None`: unbatched),
+/// the class count, the dtype, the reduction (0 none, 1 mean, 2 sum), the `ignore_index` and
+/// whether it has class weights.
+pub(super) fn nll_draws()
+-> impl Strategy<Value = (Option<usize>, usize, DType, i64, Option<i64>, bool)> {
+    (
+        prop_oneof![Just(None), (0usize..6).prop_map(Some)],
+        1usize..7,
+        float_dtype(),
+        0i64..3,
+        ignore_index(),
+        any::<bool>(),
+    )
+}
+
+/// Per-class weights of `c` classes in `[0, 2]` where `weighted`, else none.
+pub(super) fn class_weights(weighted: bool, c: usize, d: DType) -> BoxedStrategy<Option<Input>> {
+    if weighted {
+        input(vec![c], d, Values::Between(0.0, 2.0))
+            .prop_map(Some)
+            .boxed()
+    } else {
+        Just(None).boxed()
+    }
+}
+
 #[test]
 fn nll_loss() {
     check(
         "aten::nll_loss_forward",
-        (
-            prop_oneof![Just(None), (0usize..6).prop_map(Some)],
-            1usize..7,
-            float_dtype(),
-            0i64..3,
-            prop_oneof![Just(None), (0i64..3).prop_map(Some)],
-            any::<bool>(),
-        )
+        nll_draws()
             .prop_flat_map(|(batch, c, d, red, ignore, weighted)| {
                 let xshape = match batch {
                     Some(b) => vec![b, c],
@@ -402,13 +415,7 @@ fn nll_loss() {
                 (
                     input(xshape, d, Values::Range(4.0)),
                     targets(tshape, c, ig),
-                    if weighted {
-                        input(vec![c], d, Values::Between(0.0, 2.0))
-                            .prop_map(Some)
-                            .boxed()
-                    } else {
-                        Just(None).boxed()
-                    },
+                    class_weights(weighted, c, d),
                     Just((red, ignore)),
                 )
             })
@@ -427,7 +434,7 @@ fn nll_loss2d() {
             (0usize..3, 1usize..5, 0usize..4, 1usize..4),
             float_dtype(),
             0i64..3,
-            prop_oneof![Just(None), (0i64..3).prop_map(Some)],
+            ignore_index(),
             any::<bool>(),
         )
             .prop_flat_map(|((n, c, h, w), d, red, ignore, weighted)| {
@@ -435,13 +442,7 @@ fn nll_loss2d() {
                 (
                     input(vec![n, c, h, w], d, Values::Range(4.0)),
                     targets(vec![n, h, w], c, ig),
-                    if weighted {
-                        input(vec![c], d, Values::Between(0.0, 2.0))
-                            .prop_map(Some)
-                            .boxed()
-                    } else {
-                        Just(None).boxed()
-                    },
+                    class_weights(weighted, c, d),
                     Just((red, ignore)),
                 )
             })
