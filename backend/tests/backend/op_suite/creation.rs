@@ -9,13 +9,12 @@
 //! f32 on the device (in double on PyTorch's CPU): within the f32 tolerance.
 
 use proptest::prelude::*;
-use tpuemu_backend::ops::Value;
 use tpuemu_backend::{DType, Scalar};
 
-use super::harness::{Out, Sample, check, t, v};
+use super::harness::{Out, Sample, check, dtype_arg, ints, scalar_value, t, v};
 use super::reference::{HostTensor, numel, round, zip_map};
 use super::strategies::{
-    Values, any_dtype, broadcast_pair, input, input_no_expand, num_dtype, shape,
+    Values, any_dtype, broadcast_pair, input, input_no_expand, num_dtype, number, shape,
 };
 
 /// The overloads this file covers.
@@ -32,31 +31,6 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::copy_", copy_),
     ("aten::fill_.Scalar", fill_),
 ];
-
-fn ints(shape: &[usize]) -> Value {
-    Value::Ints(shape.iter().map(|d| *d as i64).collect())
-}
-
-fn dtype_arg(d: Option<DType>) -> Value {
-    d.map_or(Value::None, Value::Dtype)
-}
-
-/// A fill value: a bool, an int or a float.
-fn fill_value() -> impl Strategy<Value = Scalar> {
-    prop_oneof![
-        any::<bool>().prop_map(Scalar::Bool),
-        (-9i64..=9).prop_map(Scalar::Int),
-        (-9.0f64..9.0).prop_map(Scalar::Float),
-    ]
-}
-
-fn scalar_value(s: Scalar) -> Value {
-    match s {
-        Scalar::Bool(b) => Value::Bool(b),
-        Scalar::Int(i) => Value::Int(i),
-        Scalar::Float(f) => Value::Float(f),
-    }
-}
 
 fn opt_dtype() -> impl Strategy<Value = Option<DType>> {
     prop_oneof![1 => Just(None), 2 => any_dtype().prop_map(Some)]
@@ -76,7 +50,7 @@ fn factories() {
     }
     check(
         "aten::full",
-        (shape(), fill_value(), opt_dtype()).prop_map(|(s, x, d)| {
+        (shape(), number(), opt_dtype()).prop_map(|(s, x, d)| {
             let dt = d.unwrap_or(x.dtype());
             let want = HostTensor::new(&s, dt, vec![x.to_f64(); numel(&s)]);
             Sample::new(
@@ -98,7 +72,7 @@ fn factories() {
 fn scalar_tensor() {
     check(
         "aten::scalar_tensor",
-        (fill_value(), opt_dtype()).prop_map(|(x, d)| {
+        (number(), opt_dtype()).prop_map(|(x, d)| {
             let want = HostTensor::scalar(x.to_f64(), d.unwrap_or(DType::F32));
             Sample::new(
                 vec![v(scalar_value(x)), v(dtype_arg(d))],
@@ -246,7 +220,7 @@ fn copy_() {
 fn fill_() {
     check(
         "aten::fill_.Scalar",
-        (shape(), any_dtype(), fill_value())
+        (shape(), any_dtype(), number())
             .prop_flat_map(|(s, d, x)| (input_no_expand(s, d, Values::Range(4.0)), Just(x)))
             .prop_map(|(dst, x)| {
                 let want = HostTensor::new(

@@ -7,13 +7,13 @@
 
 use proptest::collection::vec;
 use proptest::prelude::*;
+use tpuemu_backend::DType;
 use tpuemu_backend::ops::Value;
-use tpuemu_backend::{DType, Scalar};
 
-use super::harness::{Arg, Input, Out, Sample, check, t, v};
+use super::harness::{Arg, Input, Out, Sample, check, ints, scalar_value, t, v};
 use super::reference::{HostTensor, promote, round, wrap, zip_map};
 use super::strategies::{
-    Values, any_dtype, dim_of, dims_of, index_dtype, indices, input, shape, shape_rank,
+    Values, any_dtype, dim_of, dims_of, index_dtype, indices, input, number, shape, shape_rank,
 };
 
 /// The overloads this file covers.
@@ -31,26 +31,6 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::constant_pad_nd", constant_pad_nd),
     ("aten::flip", flip),
 ];
-
-fn ints(xs: &[i64]) -> Value {
-    Value::Ints(xs.to_vec())
-}
-
-fn number() -> impl Strategy<Value = Scalar> {
-    prop_oneof![
-        any::<bool>().prop_map(Scalar::Bool),
-        (-9i64..=9).prop_map(Scalar::Int),
-        (-9.0f64..9.0).prop_map(Scalar::Float),
-    ]
-}
-
-fn scalar_value(s: Scalar) -> Value {
-    match s {
-        Scalar::Bool(b) => Value::Bool(b),
-        Scalar::Int(i) => Value::Int(i),
-        Scalar::Float(f) => Value::Float(f),
-    }
-}
 
 /// Joins `parts` along `d` (all of one rank), converting to `dtype`.
 fn join(parts: &[&HostTensor], d: usize, dtype: DType) -> HostTensor {

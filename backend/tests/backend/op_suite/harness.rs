@@ -15,7 +15,7 @@ use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 use tpuemu_backend::compile::compile;
 use tpuemu_backend::ops::{self, Value};
-use tpuemu_backend::{DType, MatmulPrecision, Mode, Runtime, Tensor, TpuError};
+use tpuemu_backend::{DType, MatmulPrecision, Mode, Runtime, Scalar, Tensor, TpuError};
 use tpuemu_emulator::{Emulator, builtin};
 
 use super::reference::{HostTensor, indices};
@@ -273,6 +273,36 @@ pub fn tp(h: HostTensor) -> Arg {
 /// A non-tensor argument.
 pub fn v(x: Value) -> Arg {
     Arg::V(x)
+}
+
+/// An `int[]` argument.
+pub fn ints<T: Copy + TryInto<i64>>(xs: &[T]) -> Value
+where
+    T::Error: std::fmt::Debug,
+{
+    Value::Ints(xs.iter().map(|x| (*x).try_into().unwrap()).collect())
+}
+
+/// An optional `ScalarType` argument (`None` where absent).
+pub fn dtype_arg(d: Option<DType>) -> Value {
+    d.map_or(Value::None, Value::Dtype)
+}
+
+/// A `Scalar` argument: the Python number `s`.
+pub fn scalar_value(s: Scalar) -> Value {
+    match s {
+        Scalar::Bool(b) => Value::Bool(b),
+        Scalar::Int(i) => Value::Int(i),
+        Scalar::Float(f) => Value::Float(f),
+    }
+}
+
+/// An optional tensor argument (`None` where absent).
+pub fn opt_tensor(x: Option<Input>) -> Arg {
+    match x {
+        Some(i) => t(i),
+        None => v(Value::None),
+    }
 }
 
 /// `dtype` as bytes of its device format.

@@ -8,12 +8,12 @@
 
 use proptest::prelude::*;
 use tpuemu_backend::ops::{self, Value};
-use tpuemu_backend::{DType, Scalar, Tensor};
+use tpuemu_backend::{DType, Tensor};
 
 use super::binary::value_of;
-use super::harness::{MODES, Out, Sample, check, runtime, t, v};
+use super::harness::{MODES, Out, Sample, check, ints, runtime, t, v};
 use super::reference::{HostTensor, numel, zip_map};
-use super::strategies::{Values, any_dtype, input, shape};
+use super::strategies::{Values, any_dtype, input, number, shape};
 
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
@@ -41,20 +41,8 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::_local_scalar_dense", local_scalar_dense),
 ];
 
-fn ints(s: &[usize]) -> Value {
-    Value::Ints(s.iter().map(|d| *d as i64).collect())
-}
-
 fn opt_dtype() -> impl Strategy<Value = Option<DType>> {
     prop_oneof![Just(None), any_dtype().prop_map(Some)]
-}
-
-fn fill_value() -> impl Strategy<Value = Scalar> {
-    prop_oneof![
-        any::<bool>().prop_map(Scalar::Bool),
-        (-9i64..=9).prop_map(Scalar::Int),
-        (-9.0f64..9.0).prop_map(Scalar::Float),
-    ]
 }
 
 #[test]
@@ -98,7 +86,7 @@ fn like() {
     }
     check(
         "aten::full_like",
-        (base(), fill_value(), opt_dtype()).prop_map(|(x, f, d)| {
+        (base(), number(), opt_dtype()).prop_map(|(x, f, d)| {
             let dt = d.unwrap_or(x.host.dtype);
             let want = HostTensor::new(&x.host.shape, dt, vec![f.to_f64(); x.host.numel()]);
             let dv = d.map_or(Value::None, Value::Dtype);
@@ -118,7 +106,7 @@ fn like() {
     );
     check(
         "aten::fill.Scalar",
-        (base(), fill_value()).prop_map(|(x, f)| {
+        (base(), number()).prop_map(|(x, f)| {
             let want = zip_map(&[&x.host], x.host.dtype, |_| f.to_f64());
             Sample::new(vec![t(x), v(value_of(f))], vec![Out::exact(want)])
         }),
@@ -174,7 +162,7 @@ fn new_factories() {
     }
     check(
         "aten::new_full",
-        (base(), shape(), fill_value(), opt_dtype()).prop_map(|(x, s, f, d)| {
+        (base(), shape(), number(), opt_dtype()).prop_map(|(x, s, f, d)| {
             let dt = d.unwrap_or(x.host.dtype);
             let want = HostTensor::new(&s, dt, vec![f.to_f64(); numel(&s)]);
             let dv = d.map_or(Value::None, Value::Dtype);

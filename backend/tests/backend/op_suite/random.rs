@@ -10,7 +10,7 @@ use tpuemu_backend::compile::compile;
 use tpuemu_backend::ops::{self, Value};
 use tpuemu_backend::{DType, Runtime, Tensor};
 
-use super::harness::{MODES, SuiteMode, runtime};
+use super::harness::{MODES, SuiteMode, ints, runtime};
 
 #[path = "random/streams.rs"]
 mod streams;
@@ -82,10 +82,6 @@ fn call(rt: &Runtime, op: &str, args: Vec<Value>) -> Vec<Tensor> {
 
 fn one(rt: &Runtime, op: &str, args: Vec<Value>) -> Vec<f64> {
     call(rt, op, args)[0].to_f64_vec().expect("values")
-}
-
-fn ints(v: &[i64]) -> Value {
-    Value::Ints(v.to_vec())
 }
 
 fn zeros(rt: &Runtime, n: usize, d: DType) -> Tensor {

@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use tpuemu_backend::DType;
 use tpuemu_backend::ops::Value;
 
-use super::harness::{Input, Out, Sample, Tol, check, check_samples, t, tp, v};
+use super::harness::{Input, Out, Sample, Tol, check, check_samples, dtype_arg, ints, t, tp, v};
 use super::reference::{HostTensor, numel, reduced_shape, rows, wrap};
 use super::strategies::{
     Values, any_dtype, dim_of, dims_of, float_dtype, input, num_dtype, shape, shape_rank,
@@ -44,14 +44,6 @@ pub const OPS: &[(&str, fn())] = &[
 ];
 
 const U: f64 = 1.0 / 16_777_216.0;
-
-fn ints(xs: &[i64]) -> Value {
-    Value::Ints(xs.to_vec())
-}
-
-fn dtype_arg(d: Option<DType>) -> Value {
-    d.map_or(Value::None, Value::Dtype)
-}
 
 /// A reduction's output: `f(row)` per kept index, with an error bound per element.
 fn reduce_ref(

@@ -16,7 +16,7 @@
 use tpuemu_backend::DType;
 use tpuemu_backend::ops::Value;
 
-use super::harness::{Arg, Out, Sample, Tol, check_samples, tp, v};
+use super::harness::{Arg, Out, Sample, Tol, check_samples, ints, tp, v};
 use super::reference::{HostTensor, indices, numel, ravel};
 use conv::{convolution, convolution_backward, im2col_col2im};
 use norm::{batch_norms, dropout_backward, group_norm, safe_softmax};
@@ -138,10 +138,6 @@ fn vals(shape: &[usize], dtype: DType, seed: u64) -> HostTensor {
             .wrapping_add(1_442_695_040_888_963_407);
         ((s >> 33) % 4096) as f64 / 1024.0 - 2.0
     })
-}
-
-fn ints(x: &[i64]) -> Value {
-    Value::Ints(x.to_vec())
 }
 
 /// Every (input index, weight index, output index) of a convolution's products: the plain

@@ -9,7 +9,7 @@ use proptest::sample::select;
 
 use super::harness::{Input, Placement};
 use super::reference::{HostTensor, numel};
-use tpuemu_backend::DType;
+use tpuemu_backend::{DType, Scalar};
 
 /// One dim: mostly small, sometimes 1, rarely 0.
 pub fn dim_size() -> impl Strategy<Value = usize> {
@@ -101,6 +101,15 @@ pub fn num_dtype() -> BoxedStrategy<DType> {
 /// An integer index dtype.
 pub fn index_dtype() -> BoxedStrategy<DType> {
     select(vec![DType::I64, DType::I32]).boxed()
+}
+
+/// A Python number: a bool, an int in `[-9, 9]` or a float in `[-9, 9)`.
+pub fn number() -> impl Strategy<Value = Scalar> {
+    prop_oneof![
+        any::<bool>().prop_map(Scalar::Bool),
+        (-9i64..=9).prop_map(Scalar::Int),
+        (-9.0f64..9.0).prop_map(Scalar::Float),
+    ]
 }
 
 /// Which values an input holds.
