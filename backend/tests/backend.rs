@@ -3,6 +3,9 @@
 #[path = "backend/inputs.rs"]
 mod inputs;
 
+#[path = "backend/host.rs"]
+mod host;
+
 #[path = "backend/tile_kernel.rs"]
 mod tile_kernel;
 

@@ -4,7 +4,7 @@
 use tpuemu_backend::compile::compile;
 use tpuemu_backend::{Mode, Tensor};
 
-use super::eager::rt;
+use crate::host::rt;
 
 fn f(xs: &[Tensor]) -> tpuemu_backend::Result<Vec<Tensor>> {
     let (x, y) = (&xs[0], &xs[1]);

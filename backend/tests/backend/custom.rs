@@ -7,7 +7,7 @@ use tpuemu_backend::ops::custom::{self, CustomOp};
 use tpuemu_backend::ops::{self, Value};
 use tpuemu_backend::{DType, Mode, Tensor};
 
-use super::eager::rt;
+use crate::host::rt;
 
 fn register() {
     let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/swiglu.s"))

@@ -1,17 +1,8 @@
 //! The backend end to end on the emulator: tensors, a few operators, the modes.
 
-use std::sync::Arc;
-
+use crate::host::rt;
 use tpuemu_backend::ops::{self, Value};
-use tpuemu_backend::{DType, Mode, Runtime, Scalar, Tensor};
-use tpuemu_emulator::{Emulator, builtin};
-
-pub fn rt(mode: Mode) -> Runtime {
-    let emu = Emulator::new(builtin("v5e").unwrap()).unwrap();
-    let rt = Runtime::new(Arc::new(emu)).unwrap();
-    rt.set_mode(mode).unwrap();
-    rt
-}
+use tpuemu_backend::{DType, Mode, Scalar, Tensor};
 
 #[test]
 fn add_broadcast_and_promotion() {

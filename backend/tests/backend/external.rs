@@ -8,7 +8,7 @@ use tpuemu_backend::runtime::{CollectiveRecord, external::CollectiveEntry};
 use tpuemu_backend::{HostCosts, Mode, Runtime, Tensor};
 use tpuemu_isa::trace::{TraceEvent, Track};
 
-use super::eager::rt;
+use crate::host::rt;
 
 fn costs(rt: &Runtime) {
     rt.set_costs(HostCosts {
@@ -176,7 +176,7 @@ fn waiting_for_a_collective_fences_every_later_kernel_and_sync_waits_for_it() {
     assert!(rt.host_time_ns() >= end);
 
     // Without a wait, synchronising still waits for a collective in flight.
-    let rt = super::eager::rt(Mode::Strict);
+    let rt = crate::host::rt(Mode::Strict);
     let e = rt
         .begin_collective("c10d::broadcast_", "[]".into())
         .unwrap();

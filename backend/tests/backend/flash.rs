@@ -8,7 +8,7 @@
 use tpuemu_backend::ops::matrix::attention::scaled_dot_product_attention;
 use tpuemu_backend::{DType, Mode, Runtime, Tensor};
 
-use super::eager::rt;
+use crate::host::rt;
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     crate::inputs::hashed(n, seed, 2)

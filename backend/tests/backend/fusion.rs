@@ -5,7 +5,7 @@
 use tpuemu_backend::ops::matrix::addmm;
 use tpuemu_backend::{DType, Mode, Runtime, Scalar, Tensor};
 
-use super::eager::rt;
+use crate::host::rt;
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     crate::inputs::hashed(n, seed, 1)

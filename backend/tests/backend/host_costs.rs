@@ -6,7 +6,7 @@ use tpuemu_backend::compile::compile;
 use tpuemu_backend::ops::{self, Value};
 use tpuemu_backend::{HostCosts, Mode, Runtime, Tensor};
 
-use super::eager::rt;
+use crate::host::rt;
 
 /// Costs that tell the charges apart: operators 1,000 ns (dispatched) or 2,000 ns (recorded),
 /// views 7 ns, nothing else.

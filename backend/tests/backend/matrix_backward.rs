@@ -2,12 +2,10 @@
 //! Debug and DeferAndFuse: `matmul`, `attention` and `backward_ops`, with the runtimes, references
 //! and comparisons they share here.
 
-use std::sync::Arc;
-
+use crate::host::{MODES, rt};
 use half::bf16;
 use tpuemu_backend::ops::{self, Value, backward, matrix};
 use tpuemu_backend::{DType, MatmulPrecision, Mode, Runtime, Scalar, Tensor};
-use tpuemu_emulator::{Emulator, builtin};
 
 #[path = "matrix_backward/matmul.rs"]
 mod matmul;
@@ -17,15 +15,6 @@ mod attention;
 
 #[path = "matrix_backward/backward_ops.rs"]
 mod backward_ops;
-
-const MODES: [Mode; 3] = [Mode::Strict, Mode::Debug, Mode::DeferAndFuse];
-
-fn rt(mode: Mode) -> Runtime {
-    let emu = Emulator::new(builtin("v5e").unwrap()).unwrap();
-    let rt = Runtime::new(Arc::new(emu)).unwrap();
-    rt.set_mode(mode).unwrap();
-    rt
-}
 
 /// Deterministic values in [-1, 1) (xorshift).
 fn rand(n: usize, seed: u64) -> Vec<f64> {
@@ -42,14 +31,7 @@ fn rand(n: usize, seed: u64) -> Vec<f64> {
 
 /// `v` as `dtype` holds it (the values a tensor of that dtype really contains).
 fn round(v: &[f64], dtype: DType) -> Vec<f64> {
-    v.iter()
-        .map(|&x| match dtype {
-            DType::BF16 => bf16::from_f64(x).to_f64(),
-            DType::F16 => half::f16::from_f64(x).to_f64(),
-            DType::F32 => x as f32 as f64,
-            _ => x,
-        })
-        .collect()
+    v.iter().map(|&x| crate::host::round(x, dtype)).collect()
 }
 
 /// A tensor of `dtype` holding `v` rounded to it, and the rounded values.

@@ -5,7 +5,7 @@
 
 use tpuemu_backend::{Mode, Runtime, Tensor};
 
-use super::eager::rt;
+use crate::host::rt;
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     crate::inputs::hashed(n, seed, 1)

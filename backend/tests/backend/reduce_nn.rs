@@ -21,42 +21,18 @@ mod loss;
 #[path = "reduce_nn/kernels.rs"]
 mod kernels;
 
-use std::sync::Arc;
-
+use crate::host::{MODES, ravel, reduced_shape, round, rt, tol, unravel};
 use tpuemu_backend::ops::nn::Reduction;
 use tpuemu_backend::ops::{self, Value};
 use tpuemu_backend::{DType, Mode, Runtime, Scalar, Tensor, TpuError};
-use tpuemu_emulator::{Emulator, builtin};
-
-const MODES: [Mode; 3] = [Mode::Strict, Mode::Debug, Mode::DeferAndFuse];
-
-fn rt(mode: Mode) -> Runtime {
-    let emu = Emulator::new(builtin("v5e").unwrap()).unwrap();
-    let rt = Runtime::new(Arc::new(emu)).unwrap();
-    rt.set_mode(mode).unwrap();
-    rt
-}
 
 fn data(n: usize, seed: u32) -> Vec<f64> {
     crate::inputs::lcg(n, seed.wrapping_mul(2_654_435_761).wrapping_add(12345))
 }
 
-/// `v` as the device holds it in `dt`.
-fn round_to(v: f64, dt: DType) -> f64 {
-    match dt {
-        DType::F32 => v as f32 as f64,
-        DType::BF16 => half::bf16::from_f64(v).to_f64(),
-        DType::F16 => half::f16::from_f64(v).to_f64(),
-        DType::I32 | DType::I64 => v.trunc(),
-        DType::Bool => (v != 0.0) as u8 as f64,
-        DType::U8 => v.trunc() as i64 as u8 as f64,
-        DType::I8 => v.trunc() as i64 as i8 as f64,
-    }
-}
-
 /// A tensor of `dt` from `vals`, and the values it holds.
 fn tensor(rt: &Runtime, vals: &[f64], shape: &[usize], dt: DType) -> (Tensor, Vec<f64>) {
-    let held: Vec<f64> = vals.iter().map(|v| round_to(*v, dt)).collect();
+    let held: Vec<f64> = vals.iter().map(|v| round(*v, dt)).collect();
     let t = Tensor::from_f64s(rt, held.iter().copied(), held.len(), shape, dt).unwrap();
     (t, held)
 }
@@ -79,30 +55,7 @@ fn transposed(rt: &Runtime, vals: &[f64], shape: &[usize], dt: DType) -> (Tensor
     if n > 1 {
         assert!(!t.is_contiguous());
     }
-    (t, vals.iter().map(|v| round_to(*v, dt)).collect())
-}
-
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        idx[d] = flat % shape[d];
-        flat /= shape[d];
-    }
-    idx
-}
-
-fn ravel(idx: &[usize], shape: &[usize]) -> usize {
-    idx.iter().zip(shape).fold(0, |acc, (i, s)| acc * s + i)
-}
-
-/// `torch.testing` tolerances.
-fn tol(dt: DType) -> (f64, f64) {
-    match dt {
-        DType::F32 => (1.3e-6, 1e-5),
-        DType::BF16 => (1.6e-2, 1e-5),
-        DType::F16 => (1e-3, 1e-5),
-        _ => (0.0, 0.0),
-    }
+    (t, vals.iter().map(|v| round(*v, dt)).collect())
 }
 
 /// Checks shape, dtype and values (`equal_nan`; infinities exact).
@@ -160,16 +113,6 @@ fn ref_full(
         }
     }
     out
-}
-
-fn out_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
-    (0..shape.len())
-        .filter_map(|d| match (dims.contains(&d), keepdim) {
-            (false, _) => Some(shape[d]),
-            (true, true) => Some(1),
-            (true, false) => None,
-        })
-        .collect()
 }
 
 fn wrap(dims: &[i64], n: usize) -> Vec<usize> {
@@ -239,7 +182,7 @@ fn log_softmax_ref_in(r: &[f64], dt: DType) -> Vec<f64> {
     let lse = if dt == DType::F32 {
         s.ln()
     } else {
-        round_to(round_to(s, dt).ln(), dt)
+        round(round(s, dt).ln(), dt)
     };
     r.iter().map(|v| v - m - lse).collect()
 }

@@ -8,9 +8,7 @@
 use tpuemu_backend::compile::compile;
 use tpuemu_backend::{Mode, Tensor};
 
-use super::eager::rt;
-
-const MODES: [Mode; 3] = [Mode::Strict, Mode::Debug, Mode::DeferAndFuse];
+use crate::host::{MODES, rt};
 
 /// `[3, 4]` holding 0, 1, .., 11 / 4.
 fn x34(rt: &tpuemu_backend::Runtime) -> Tensor {

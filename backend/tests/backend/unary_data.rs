@@ -3,44 +3,9 @@
 //! inputs, zero-size tensors, errors, and calls by overload name with the argument lists
 //! PyTorch passes (as recorded in `golden/cases`).
 
-use std::sync::Arc;
-
-use half::{bf16, f16};
+use crate::host::{MODES, ravel, round, rt, tol, unravel};
 use tpuemu_backend::ops::{self, Value, data, layout_ops, unary};
 use tpuemu_backend::{DType, Mode, Runtime, Scalar, Tensor};
-use tpuemu_emulator::{Emulator, builtin};
-
-const MODES: [Mode; 3] = [Mode::Strict, Mode::Debug, Mode::DeferAndFuse];
-
-fn rt(mode: Mode) -> Runtime {
-    let emu = Emulator::new(builtin("v5e").unwrap()).unwrap();
-    let rt = Runtime::new(Arc::new(emu)).unwrap();
-    rt.set_mode(mode).unwrap();
-    rt
-}
-
-/// A value as PyTorch stores it in `d`.
-fn round(v: f64, d: DType) -> f64 {
-    match d {
-        DType::F32 => v as f32 as f64,
-        DType::BF16 => bf16::from_f64(v).to_f64(),
-        DType::F16 => f16::from_f64(v).to_f64(),
-        DType::I32 | DType::I64 => v.trunc(),
-        DType::Bool => (v != 0.0) as u8 as f64,
-        DType::U8 => v.trunc() as i64 as u8 as f64,
-        DType::I8 => v.trunc() as i64 as i8 as f64,
-    }
-}
-
-/// `torch.testing` tolerances.
-fn tol(d: DType) -> (f64, f64) {
-    match d {
-        DType::F32 => (1.3e-6, 1e-5),
-        DType::BF16 => (1.6e-2, 1e-5),
-        DType::F16 => (1e-3, 1e-5),
-        _ => (0.0, 0.0),
-    }
-}
 
 /// `assert_close` with `equal_nan`: infinities and NaN positions must match exactly.
 fn close(got: &[f64], want: &[f64], d: DType, what: &str) {
@@ -80,29 +45,6 @@ fn values(n: usize, seed: u64) -> Vec<f64> {
 }
 
 // Host arrays
-
-/// Row-major strides of `shape`.
-fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        s[d] = s[d + 1] * shape[d + 1];
-    }
-    s
-}
-
-/// The multi-index of flat position `i`.
-fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        idx[d] = i % shape[d];
-        i /= shape[d];
-    }
-    idx
-}
-
-fn ravel(idx: &[usize], shape: &[usize]) -> usize {
-    idx.iter().zip(strides(shape)).map(|(i, s)| i * s).sum()
-}
 
 /// Transposes a row-major `[r, c]` array.
 fn transposed(v: &[f64], r: usize, c: usize) -> Vec<f64> {

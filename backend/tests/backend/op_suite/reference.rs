@@ -8,6 +8,9 @@
 
 use tpuemu_backend::{DType, Scalar};
 
+/// The index arithmetic and rounding the rest of the suite shares.
+pub use crate::host::{numel, ravel, reduced_shape, round, unravel};
+
 /// Values of one tensor on the host, row-major, each exactly representable in `dtype`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostTensor {
@@ -97,46 +100,9 @@ impl HostTensor {
     }
 }
 
-/// Number of elements of `shape`.
-pub fn numel(shape: &[usize]) -> usize {
-    shape.iter().product()
-}
-
-/// Row-major position of `idx` in `shape`.
-pub fn ravel(idx: &[usize], shape: &[usize]) -> usize {
-    idx.iter().zip(shape).fold(0, |acc, (i, s)| acc * s + i)
-}
-
-/// The index of row-major position `flat` in `shape`.
-pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        if shape[d] > 0 {
-            idx[d] = flat % shape[d];
-            flat /= shape[d];
-        }
-    }
-    idx
-}
-
 /// Every index of `shape`, row-major.
 pub fn indices(shape: &[usize]) -> impl Iterator<Item = Vec<usize>> + '_ {
     (0..numel(shape)).map(move |f| unravel(f, shape))
-}
-
-/// `v` as a `dtype` value, as PyTorch converts: floats round to nearest even, floats to
-/// integers truncate toward zero, int32, uint8 and int8 wrap, anything non-zero is `True`.
-pub fn round(v: f64, dtype: DType) -> f64 {
-    match dtype {
-        DType::F32 => v as f32 as f64,
-        DType::BF16 => half::bf16::from_f64(v).to_f64(),
-        DType::F16 => half::f16::from_f64(v).to_f64(),
-        DType::I32 => (v.trunc() as i64) as i32 as f64,
-        DType::I64 => v.trunc(),
-        DType::Bool => (v != 0.0) as u8 as f64,
-        DType::U8 => (v.trunc() as i64) as u8 as f64,
-        DType::I8 => (v.trunc() as i64) as i8 as f64,
-    }
 }
 
 /// The unit roundoff of a float dtype (half an ulp of 1), or 0 for exact types.
@@ -268,15 +234,4 @@ pub fn rows(x: &HostTensor, dims: &[usize]) -> (Vec<Vec<f64>>, Vec<usize>) {
         out[ravel(&k, &kshape)].push(*v);
     }
     (out, kshape)
-}
-
-/// The shape of a reduction's result: the kept dims, with the reduced ones as 1 for `keepdim`.
-pub fn reduced_shape(shape: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
-    (0..shape.len())
-        .filter_map(|d| match (dims.contains(&d), keepdim) {
-            (false, _) => Some(shape[d]),
-            (true, true) => Some(1),
-            (true, false) => None,
-        })
-        .collect()
 }

@@ -12,7 +12,7 @@ fn amax_and_integer_extremes() {
             for dims in [&[0i64][..], &[1], &[]] {
                 let d = wrap(dims, 2);
                 let rows = ref_rows(&xv, &[5, 6], &d);
-                let os = out_shape(&[5, 6], &d, false);
+                let os = reduced_shape(&[5, 6], &d, false);
                 let mx: Vec<f64> = rows.iter().map(|r| nan_max(r)).collect();
                 let mn: Vec<f64> = rows.iter().map(|r| nan_min(r)).collect();
                 check(&x.amax(dims, false).unwrap(), &mx, &os, dt, "int amax");

@@ -244,7 +244,7 @@ fn large_whole_tensor_reductions_split_in_two_kernels() {
                     let wide: Vec<f64> = (0..2 * n).map(|i| v[i / 2]).collect();
                     let (w, _) = tensor(&rt, &wide, &[300, 800], dt);
                     let x = ops::layout_ops::slice(&w, 1, Some(0), None, 2).unwrap();
-                    let xv = (0..n).map(|i| round_to(v[i], dt)).collect();
+                    let xv = (0..n).map(|i| round(v[i], dt)).collect();
                     (x, xv)
                 }
             };

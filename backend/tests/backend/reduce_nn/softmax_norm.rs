@@ -121,7 +121,7 @@ fn layer_norm_with_and_without_affine() {
                 let mean: Vec<f64> = stats.iter().map(|r| layer_norm_ref(r, eps).1).collect();
                 let rstd: Vec<f64> = stats.iter().map(|r| layer_norm_ref(r, eps).2).collect();
                 let plain = ref_full(&xv, shape, &dims, |r| layer_norm_ref(r, eps).0);
-                let sshape = out_shape(shape, &dims, true);
+                let sshape = reduced_shape(shape, &dims, true);
                 let what = format!("layer_norm {shape:?} {ns:?} {dt:?} {mode:?}");
                 let (y, m, r) = ops::nn::native_layer_norm(&x, &nsi, None, None, eps).unwrap();
                 check(&y, &plain, shape, dt, &what);
@@ -192,7 +192,7 @@ fn rms_norm_as_pytorch_composes_it() {
                 let (w, wv) = tensor(&rt, &data(k, 4), &[k], dt);
                 for eps in [Some(1e-6), None] {
                     // PyTorch holds eps in the input's dtype; the default is f32's epsilon.
-                    let e = round_to(eps.unwrap_or(f32::EPSILON as f64), dt);
+                    let e = round(eps.unwrap_or(f32::EPSILON as f64), dt);
                     let plain = ref_full(&xv, shape, &dims, |r| {
                         let ms = r.iter().map(|v| v * v).sum::<f64>() / r.len() as f64;
                         r.iter().map(|v| v / (ms + e).sqrt()).collect()
@@ -204,7 +204,7 @@ fn rms_norm_as_pytorch_composes_it() {
                     let weighted: Vec<f64> = plain
                         .iter()
                         .enumerate()
-                        .map(|(i, y)| round_to(*y, dt) * wv[i % k])
+                        .map(|(i, y)| round(*y, dt) * wv[i % k])
                         .collect();
                     let y = x.rms_norm(&[k as i64], Some(&w), eps).unwrap();
                     check(&y, &weighted, shape, dt, &what);
@@ -215,11 +215,11 @@ fn rms_norm_as_pytorch_composes_it() {
         let (x, xv) = tensor(&rt, &data(8, 1), &[2, 4], DType::BF16);
         let (w, wv) = tensor(&rt, &[0.5, 1.0, 2.0, -1.0], &[4], DType::F32);
         let y = x.rms_norm(&[4], Some(&w), Some(1e-6)).unwrap();
-        let e = round_to(1e-6, DType::BF16);
+        let e = round(1e-6, DType::BF16);
         let want = ref_full(&xv, &[2, 4], &[1], |r| {
             let ms = r.iter().map(|v| v * v).sum::<f64>() / 4.0;
             r.iter()
-                .map(|v| round_to(v / (ms + e).sqrt(), DType::BF16))
+                .map(|v| round(v / (ms + e).sqrt(), DType::BF16))
                 .collect()
         });
         let want: Vec<f64> = want

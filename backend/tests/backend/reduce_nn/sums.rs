@@ -31,7 +31,7 @@ fn sum_mean_amax_amin_over_dims() {
                         transposed(&rt, &data(n, ci as u32), shape, dt)
                     };
                     let rows = ref_rows(&xv, shape, &d);
-                    let os = out_shape(shape, &d, keepdim);
+                    let os = reduced_shape(shape, &d, keepdim);
                     let what = |op: &str| {
                         format!("{op} {shape:?} {dims:?} {dt:?} keepdim={keepdim} {mode:?}")
                     };
@@ -126,7 +126,7 @@ fn var_and_std_two_pass() {
                 let (x, xv) = tensor(&rt, &v, shape, dt);
                 for (c, keepdim) in [(1.0, false), (0.0, true), (2.5, false)] {
                     let rows = ref_rows(&xv, shape, &d);
-                    let os = out_shape(shape, &d, keepdim);
+                    let os = reduced_shape(shape, &d, keepdim);
                     let want: Vec<f64> = rows.iter().map(|r| variance(r, c)).collect();
                     let what = format!("var {shape:?} {dims:?} c={c} {dt:?} {mode:?}");
                     check(&x.var(dims, c, keepdim).unwrap(), &want, &os, dt, &what);
@@ -220,7 +220,7 @@ fn sums_over_leading_dims_read_the_input_once() {
                     let x = ops::layout_ops::slice(&b, 0, Some(7), None, 1).unwrap();
                     let xv = bv[extra..].to_vec();
                     let rows = ref_rows(&xv, shape, &d);
-                    let os = out_shape(shape, &d, keepdim);
+                    let os = reduced_shape(shape, &d, keepdim);
                     let what = |op: &str| {
                         format!("{op} {shape:?} {dims:?} {dt:?} keepdim={keepdim} {mode:?}")
                     };
