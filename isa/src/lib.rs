@@ -27,6 +27,7 @@ pub mod program;
 pub mod reg;
 pub mod text;
 pub mod trace;
+pub mod units;
 pub mod verify;
 
 pub use builder::{BuildError, Label, ProgramBuilder};

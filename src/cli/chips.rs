@@ -43,12 +43,10 @@ fn row(p: &ChipPreset) -> serde_json::Value {
     })
 }
 
+/// A capacity in the unit its vendor states it in (v5e's HBM: 16 GB; v4's: 32 GiB).
 fn gib(b: u64) -> String {
-    if b >= 1 << 30 {
-        format!("{} GiB", b >> 30)
-    } else {
-        format!("{} MiB", b >> 20)
-    }
+    let u = tpuemu_isa::units::ByteUnit::of(b);
+    format!("{} {}", u.of_bytes(b), u.name)
 }
 
 /// The runtime's host costs as a `[host]` table, each figure with what it costs.

@@ -255,19 +255,20 @@ fn state_verdict(spec: &StepSpec, chip: &tpuemu_isa::ChipInfo) -> String {
     if state + gathered <= chip.hbm_bytes as f64 {
         return String::new();
     }
-    let gib = (1u64 << 30) as f64;
+    let u = tpuemu_isa::units::ByteUnit::of(chip.hbm_bytes);
+    let unit = u.bytes as f64;
     format!(
-        "; besides, its parameters and optimizer state ({:.1} GiB) and gathered layers ({:.1} \
-         GiB) alone exceed a chip's {:.1} GiB: OUT OF MEMORY (shard over more chips, or add --tp)",
-        state / gib,
-        gathered / gib,
-        chip.hbm_bytes as f64 / gib
+        "; besides, its parameters and optimizer state ({:.1} {n}) and gathered layers ({:.1} \
+         {n}) alone exceed a chip's {:.1} {n}: OUT OF MEMORY (shard over more chips, or add --tp)",
+        state / unit,
+        gathered / unit,
+        u.of_bytes(chip.hbm_bytes),
+        n = u.name
     )
 }
 
 fn report(p: &Prediction, slice: &str, host_s: f64) -> String {
     let s = &p.spec;
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let pct = |x: f64| 100.0 * x / p.step_s;
     let par: Vec<String> = s
         .mesh_dims()
@@ -292,10 +293,12 @@ fn report(p: &Prediction, slice: &str, host_s: f64) -> String {
     o += &format!("step time         {:.3} s\n", p.step_s);
     o += &format!("tokens/s/chip     {:.0}\n", p.tokens_per_s_per_chip);
     o += &format!(
-        "MFU               {:.1}% ({:.3e} model FLOPs per step over {} chips' peak; the matrix units did {:.3e} per chip)\n",
+        "MFU               {:.1}% with causal attention counted in full (PaLM's 6ND + 12LHQST: {:.3e} model FLOPs per step over {} chips' peak); {:.1}% with it halved (MaxText's, the work the kernels do: {:.3e}); the matrix units did {:.3e} per chip\n",
         100.0 * p.mfu,
         p.model_flops,
         p.chips,
+        100.0 * p.mfu_causal,
+        p.model_flops_causal,
         p.mxu_flops_per_chip
     );
     o += &format!(
@@ -320,14 +323,18 @@ fn report(p: &Prediction, slice: &str, host_s: f64) -> String {
         p.collectives_timed
     );
     let h = &p.hbm;
+    // In the unit the vendor states the chip's HBM in (v5e: 16 GB, v4: 32 GiB).
+    let u = tpuemu_isa::units::ByteUnit::of(h.capacity);
     o += &format!(
-        "HBM per chip      {:.1} GiB = state {:.1} + gathered weights {:.1} + activations {:.1} + transient {:.1}, of {:.1} GiB: {}\n",
-        gib(h.total),
-        gib(h.state),
-        gib(h.gathered),
-        gib(h.activations),
-        gib(h.transient),
-        gib(h.capacity),
+        "HBM per chip      {:.1} {} = state {:.1} + gathered weights {:.1} + activations {:.1} + transient {:.1}, of {:.1} {}: {}\n",
+        u.of_bytes(h.total),
+        u.name,
+        u.of_bytes(h.state),
+        u.of_bytes(h.gathered),
+        u.of_bytes(h.activations),
+        u.of_bytes(h.transient),
+        u.of_bytes(h.capacity),
+        u.name,
         if p.fits { "fits" } else { "OUT OF MEMORY" }
     );
     if let Some(sug) = &p.suggestion {

@@ -4,9 +4,10 @@
 
 use std::process::{Command, Output};
 
-/// TPU v5e: 197 TFLOP/s bf16 and 16 GiB of HBM per chip (Google Cloud's published figures).
+/// TPU v5e: 197 TFLOP/s bf16 and 16 GB (10^9 bytes) of HBM per chip (Google Cloud's published
+/// figures).
 const V5E_PEAK: f64 = 197e12;
-const V5E_HBM: f64 = 16.0 * (1u64 << 30) as f64;
+const V5E_HBM: f64 = 16e9;
 
 fn tpuemu(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tpuemu"))
@@ -91,6 +92,20 @@ fn a_small_model_on_a_v5e_slice_obeys_hand_derived_bounds() {
     assert!(mfu > 0.0 && mfu <= 1.0, "MFU {mfu}");
     let want = model_flops / (chips * V5E_PEAK * step);
     assert!((mfu / want - 1.0).abs() < 1e-6, "MFU {mfu}, by hand {want}");
+    // The other convention (MaxText's): causal attention's masked half not counted,
+    // 6 N T + 6 L H Q S T.
+    let causal_flops = (6.0 * (params - lookup) + 6.0 * 2.0 * 256.0 * seq) * tokens;
+    let got = f(&v, "model_flops_causal");
+    assert!(
+        (got / causal_flops - 1.0).abs() < 1e-9,
+        "causal model FLOPs {got:e}, by hand {causal_flops:e}"
+    );
+    let mfu_causal = f(&v, "mfu_causal");
+    let want = causal_flops / (chips * V5E_PEAK * step);
+    assert!(
+        (mfu_causal / want - 1.0).abs() < 1e-6 && mfu_causal < mfu,
+        "causal MFU {mfu_causal}, by hand {want}"
+    );
     // Nothing beats the matrix units at peak: the chip's share of the model FLOPs takes at
     // least that long.
     assert!(step >= model_flops / chips / V5E_PEAK);
@@ -115,7 +130,7 @@ fn a_small_model_on_a_v5e_slice_obeys_hand_derived_bounds() {
         mxu >= 6.0 * (params - lookup) * seq * batch,
         "MXU FLOPs {mxu:e}"
     );
-    // HBM: 16 bytes of state per parameter, sharded over 4 chips; small against 16 GiB.
+    // HBM: 16 bytes of state per parameter, sharded over 4 chips; small against 16 GB.
     let hbm = &v["hbm"];
     let state = f(hbm, "state");
     assert!(state >= 16.0 * params / chips && state < 16.0 * params / chips * 1.05);
@@ -157,7 +172,7 @@ fn the_text_report_names_every_figure() {
     ] {
         assert!(text.contains(what), "no `{what}` in:\n{text}");
     }
-    // 8B parameters x 16 bytes of state over 4 chips of 16 GiB: 32 GB each, out of memory.
+    // 8B parameters x 16 bytes of state over 4 chips of 16 GB: 32 GB each, out of memory.
     assert!(text.contains("OUT OF MEMORY"), "{text}");
     assert!(text.contains("shard them over more chips"), "{text}");
 }
@@ -175,7 +190,7 @@ fn a_model_too_large_for_the_slice_gets_an_out_of_memory_verdict_and_advice() {
         "128",
     ]);
     assert_eq!(v["fits"], serde_json::json!(false));
-    // 69B parameters x 16 bytes over 4 chips: far beyond 16 GiB each.
+    // 69B parameters x 16 bytes over 4 chips: far beyond 16 GB each.
     assert!(f(&v["hbm"], "total") > 16.0 * 69e9 / 4.0);
     let advice = v["suggestion"].as_str().expect("advice");
     assert!(advice.contains("more chips"), "{advice}");

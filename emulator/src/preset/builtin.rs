@@ -19,6 +19,8 @@ use super::{ChipPreset, Costs, MxuModel};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
+/// 10^9 bytes: the unit Google states v5e's and v6e's HBM in.
+const GB: u64 = 1_000_000_000;
 
 /// Names of the built-in presets.
 pub fn builtin_names() -> &'static [&'static str] {
@@ -231,8 +233,7 @@ fn v4() -> ChipPreset {
 fn v5e() -> ChipPreset {
     let p = ChipPreset {
         name: "v5e".into(),
-        description: "TPU v5e: 1 TensorCore, 4 MXUs of 128x128, 197 TFLOP/s bf16, 16 GiB HBM"
-            .into(),
+        description: "TPU v5e: 1 TensorCore, 4 MXUs of 128x128, 197 TFLOP/s bf16, 16 GB HBM".into(),
         cores_per_chip: 1,
         mxus_per_core: 4,
         mxu_rows: 128,
@@ -240,7 +241,7 @@ fn v5e() -> ChipPreset {
         mxu_model: MxuModel::Pipelined,
         mxu_weight_buffers: 2,
         clock_hz: clock_for(197e12, 1, 4, 128, 128),
-        hbm_bytes: 16 * GIB,
+        hbm_bytes: 16 * GB,
         hbm_bytes_per_s: 8.2e11,
         hbm_latency_ns: 400.0,
         vmem_bytes: 128 * MIB,
@@ -272,7 +273,7 @@ fn v5e() -> ChipPreset {
             ),
             (
                 "hbm_bytes",
-                "[GC] 16 GB (taken as 16 GiB, the HBM2e stack size)",
+                "[GC] 16 GB (10^9 bytes, as the vendor states it; reports show HBM in GB for this chip)",
             ),
             ("hbm_bytes_per_s", "[TI,SB] 8.2e11 B/s"),
             ("vmem_bytes", "[TI] 128 MiB"),
@@ -378,7 +379,7 @@ fn v6e() -> ChipPreset {
         mxu_model: MxuModel::Pipelined,
         mxu_weight_buffers: 2,
         clock_hz: clock_for(918e12, 1, 4, 256, 256),
-        hbm_bytes: 32 * GIB,
+        hbm_bytes: 32 * GB,
         hbm_bytes_per_s: 1.64e12,
         hbm_latency_ns: 400.0,
         vmem_bytes: 128 * MIB,
@@ -411,7 +412,10 @@ fn v6e() -> ChipPreset {
                 "clock_hz",
                 "not published; 918 TFLOP/s [GC] / (4 x 256 x 256 x 2) = 1.751 GHz",
             ),
-            ("hbm_bytes", "[GC] 32 GB (taken as 32 GiB)"),
+            (
+                "hbm_bytes",
+                "[GC] 32 GB (10^9 bytes, as the vendor states it)",
+            ),
             ("hbm_bytes_per_s", "[GC] 1.64 TB/s"),
             ("vmem_bytes", "[TI] 128 MiB"),
             (

@@ -323,15 +323,29 @@ impl ModelConfig {
     /// convention (Chowdhery et al. 2022, appendix B), `6 N T + 12 L H Q S T` — `N` the active
     /// parameters that multiply (all but the input embedding, which is a lookup), `L` layers,
     /// `H Q` the attention width (heads x head width), `S` the sequence; causal masking is not
-    /// discounted, rematerialisation is not counted.
+    /// discounted, rematerialisation is not counted. See [`ModelConfig::model_flops_causal`]
+    /// for the other convention.
     pub fn model_flops(&self, tokens: u64, seq: u64) -> f64 {
+        self.flops(tokens, seq, 12.0)
+    }
+
+    /// Model FLOPs with causal attention's masked half not counted, `6 N T + 6 L H Q S T`:
+    /// the work causal attention kernels do (they skip the masked blocks), and MaxText's
+    /// convention (`maxtext_utils.py`: `causal_attention_flops = noncausal_attention_flops /
+    /// 2`). A published MFU is only comparable in the convention it was computed in.
+    pub fn model_flops_causal(&self, tokens: u64, seq: u64) -> f64 {
+        self.flops(tokens, seq, 6.0)
+    }
+
+    /// `6 N T + a L H Q S T`.
+    fn flops(&self, tokens: u64, seq: u64, a: f64) -> f64 {
         let lookup = (self.vocab * self.d_model) as u64;
         let n = if self.tied_embeddings {
             self.active_params()
         } else {
             self.active_params() - lookup
         };
-        let attn = 12.0 * self.layers as f64 * (self.heads * self.head_dim()) as f64 * seq as f64;
+        let attn = a * self.layers as f64 * (self.heads * self.head_dim()) as f64 * seq as f64;
         (6.0 * n as f64 + attn) * tokens as f64
     }
 }

@@ -157,10 +157,16 @@ pub struct Prediction {
     pub step_s: f64,
     /// Tokens per second per chip.
     pub tokens_per_s_per_chip: f64,
-    /// Model FLOPs of the step (all chips).
+    /// Model FLOPs of the step (all chips), causal attention counted in full (PaLM's
+    /// convention, [`super::ModelConfig::model_flops`]).
     pub model_flops: f64,
-    /// Model FLOPs utilisation over the slice's peak.
+    /// Model FLOPs utilisation over the slice's peak, causal attention counted in full.
     pub mfu: f64,
+    /// Model FLOPs of the step with causal attention halved (MaxText's convention, the work
+    /// the kernels do: [`super::ModelConfig::model_flops_causal`]).
+    pub model_flops_causal: f64,
+    /// Model FLOPs utilisation with causal attention halved.
+    pub mfu_causal: f64,
     /// Matrix-unit FLOPs the chip's kernels did (rematerialisation included).
     pub mxu_flops_per_chip: f64,
     /// Breakdown of the step, s: matrix units busy (FLOPs at peak rate).
@@ -251,27 +257,30 @@ fn suggestion(spec: &StepSpec, hbm: &Footprint) -> Option<String> {
     if hbm.total <= hbm.capacity {
         return None;
     }
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    // In the unit the vendor states the chip's HBM in (v5e: 16 GB, v4: 32 GiB).
+    let u = tpuemu_isa::units::ByteUnit::of(hbm.capacity);
+    let gib = |b: u64| u.of_bytes(b);
+    let n = u.name;
     let mut s = format!(
-        "needs {:.1} GiB of {:.1} GiB per chip: ",
+        "needs {:.1} {n} of {:.1} {n} per chip: ",
         gib(hbm.total),
         gib(hbm.capacity)
     );
     let fixed = hbm.state + hbm.gathered;
     if fixed > hbm.capacity {
         s += &format!(
-            "parameters and optimizer state alone take {:.1} GiB; shard them over more chips (a larger slice, or fsdp over more of it instead of dp)",
+            "parameters and optimizer state alone take {:.1} {n}; shard them over more chips (a larger slice, or fsdp over more of it instead of dp)",
             gib(fixed)
         );
     } else if spec.remat != Remat::Full {
         s += "activations take ";
         s += &format!(
-            "{:.1} GiB; try --remat full, or a smaller --batch-per-chip or --seq",
+            "{:.1} {n}; try --remat full, or a smaller --batch-per-chip or --seq",
             gib(hbm.activations)
         );
     } else {
         s += &format!(
-            "activations take {:.1} GiB even with --remat full; lower --batch-per-chip or --seq, or add tensor parallelism (--tp)",
+            "activations take {:.1} {n} even with --remat full; lower --batch-per-chip or --seq, or add tensor parallelism (--tp)",
             gib(hbm.activations)
         );
     }
@@ -313,6 +322,10 @@ pub fn predict(
     let model_flops = spec
         .model
         .model_flops(spec.global_tokens(), spec.seq as u64);
+    let model_flops_causal = spec
+        .model
+        .model_flops_causal(spec.global_tokens(), spec.seq as u64);
+    let peak_flops = chips as f64 * chip.peak_bf16_flops * step_s;
     let hbm = footprint(spec, &facts, chip.hbm_bytes);
     let mut shortcuts = vec![format!(
         "one chip stands for its {} symmetric peers: its kernels are simulated once, each distinct collective is run once on every chip of the slice",
@@ -336,7 +349,9 @@ pub fn predict(
         step_s,
         tokens_per_s_per_chip: spec.global_tokens() as f64 / chips as f64 / step_s,
         model_flops,
-        mfu: model_flops / (chips as f64 * chip.peak_bf16_flops * step_s),
+        mfu: model_flops / peak_flops,
+        model_flops_causal,
+        mfu_causal: model_flops_causal / peak_flops,
         mxu_flops_per_chip: flops,
         mxu_busy_s,
         hbm_vector_s,
