@@ -255,6 +255,12 @@ fn tri_indices(
 
 /// `self.resize_(size)`: the same storage seen contiguously when it holds enough elements, else
 /// a new storage holding the old elements first.
+#[aten(
+    "aten::resize_",
+    dtypes = DType::ALL_TPU,
+    shard = RESIZE,
+    call = ResizeInplace(self_, &size)
+)]
 fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
     let op = OpScope::new("aten::resize_", &[x])?;
     let shape = shape_of(size)?;
@@ -302,11 +308,6 @@ fn triu_indices_op(rt: &Runtime, a: TriuIndices<'_>) -> Result<Tensor> {
 }
 
 const RESIZE: Sharding = Sharding::Replicate("resizes the global tensor");
-
-#[aten("aten::resize_", dtypes = DType::ALL_TPU, shard = RESIZE)]
-fn resize_inplace_op(a: ResizeInplace<'_>) -> Result<Tensor> {
-    resize(a.self_, &a.size)
-}
 
 #[aten("aten::resize_as_", dtypes = DType::ALL_TPU, shard = RESIZE)]
 fn resize_as_inplace_op(a: ResizeAsInplace<'_>) -> Result<Tensor> {
