@@ -4,7 +4,7 @@
 use super::{check_nonempty, reduce};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
-use crate::ir::{BinOp, RedKind, UnOp};
+use crate::ir::{RedKind, UnOp};
 use crate::layout::wrap_dim;
 use crate::ops::helpers::{OpScope, dims_of};
 use crate::tensor::Tensor;
@@ -76,15 +76,7 @@ pub fn var_mean(
         &[(dt, nan), (dt, nan)],
         None,
         |p, v, n| {
-            let v = p.cast(v, f);
-            let s = p.reduce(RedKind::Sum, v, f);
-            let k = p.constant(Scalar::Float(n as f64), f);
-            let mean = p.bin(BinOp::Div, s, k, f);
-            let d = p.bin(BinOp::Sub, v, mean, f);
-            let d2 = p.bin(BinOp::Mul, d, d, f);
-            let ss = p.reduce(RedKind::Sum, d2, f);
-            let denom = p.constant(Scalar::Float((n as f64 - c).max(0.0)), f);
-            let var = p.bin(BinOp::Div, ss, denom, f);
+            let (var, mean) = super::moments::var_and_mean(p, v, n, c);
             let first = if sqrt { p.un(UnOp::Sqrt, var, f) } else { var };
             vec![first, mean]
         },
