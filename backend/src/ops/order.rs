@@ -123,12 +123,7 @@ fn at_rank(
 }
 
 /// `torch.kthvalue(x, k, dim, keepdim)`: the `k`-th smallest element of each row (1-based).
-#[aten(
-    "aten::kthvalue",
-    dtypes = DType::ALL_TPU,
-    shard = ROWS,
-    call = Kthvalue(self_, k, dim, keepdim)
-)]
+#[aten("aten::kthvalue", dtypes = DType::ALL_TPU, shard = ROWS, call = Kthvalue(self_, k, dim, keepdim))]
 pub fn kthvalue(x: &Tensor, k: i64, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let op = OpScope::new("aten::kthvalue", &[x])?;
     let (xl, d) = along(x, dim)?;
@@ -210,24 +205,14 @@ fn median_dim_in(
 }
 
 /// `torch.median(x, dim, keepdim)`.
-#[aten(
-    "aten::median.dim",
-    dtypes = DType::ALL_TPU,
-    shard = ROWS,
-    call = MedianDim(self_, dim, keepdim)
-)]
+#[aten("aten::median.dim", dtypes = DType::ALL_TPU, shard = ROWS, call = MedianDim(self_, dim, keepdim))]
 pub fn median_dim(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let op = OpScope::new("aten::median.dim", &[x])?;
     median_dim_in(&op, x, dim, keepdim, false)
 }
 
 /// `torch.nanmedian(x, dim, keepdim)`.
-#[aten(
-    "aten::nanmedian.dim",
-    dtypes = DType::ALL_TPU,
-    shard = ROWS,
-    call = NanmedianDim(self_, dim, keepdim)
-)]
+#[aten("aten::nanmedian.dim", dtypes = DType::ALL_TPU, shard = ROWS, call = NanmedianDim(self_, dim, keepdim))]
 pub fn nanmedian_dim(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let op = OpScope::new("aten::nanmedian.dim", &[x])?;
     median_dim_in(&op, x, dim, keepdim, true)

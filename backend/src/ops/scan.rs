@@ -90,23 +90,13 @@ fn cum(name: &str, x: &Tensor, dim: i64, dtype: Option<DType>, kind: RedKind) ->
 }
 
 /// `torch.cumsum(x, dim, dtype=None)`.
-#[aten(
-    "aten::cumsum",
-    dtypes = DType::ALL_TPU,
-    shard = ALONG_DIM,
-    call = Cumsum(self_, dim, dtype)
-)]
+#[aten("aten::cumsum", dtypes = DType::ALL_TPU, shard = ALONG_DIM, call = Cumsum(self_, dim, dtype))]
 pub fn cumsum(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
     cum("aten::cumsum", x, dim, dtype, RedKind::Sum)
 }
 
 /// `torch.cumprod(x, dim, dtype=None)`.
-#[aten(
-    "aten::cumprod",
-    dtypes = DType::ALL_TPU,
-    shard = ALONG_DIM,
-    call = Cumprod(self_, dim, dtype)
-)]
+#[aten("aten::cumprod", dtypes = DType::ALL_TPU, shard = ALONG_DIM, call = Cumprod(self_, dim, dtype))]
 pub fn cumprod(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
     cum("aten::cumprod", x, dim, dtype, RedKind::Prod)
 }
@@ -171,12 +161,7 @@ pub fn cummin(x: &Tensor, dim: i64) -> Result<(Tensor, Tensor)> {
 }
 
 /// `torch.logcumsumexp(x, dim)`: `log(sum_{j<=i} exp(x_j))`, shifted by the running maximum.
-#[aten(
-    "aten::logcumsumexp",
-    dtypes = DType::FLOATING,
-    shard = ALONG_DIM,
-    call = Logcumsumexp(self_, dim)
-)]
+#[aten("aten::logcumsumexp", dtypes = DType::FLOATING, shard = ALONG_DIM, call = Logcumsumexp(self_, dim))]
 pub fn logcumsumexp(x: &Tensor, dim: i64) -> Result<Tensor> {
     let op = OpScope::new("aten::logcumsumexp", &[x])?;
     if !x.dtype().is_float() {

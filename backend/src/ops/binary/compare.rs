@@ -70,12 +70,7 @@ pub fn logical(a: &Tensor, b: &Tensor, or: bool) -> Result<Tensor> {
 }
 
 /// `logical_not`.
-#[aten(
-    "aten::logical_not",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::pointwise(Lin::No),
-    call = LogicalNot(self_)
-)]
+#[aten("aten::logical_not", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = LogicalNot(self_))]
 pub fn logical_not(a: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::logical_not", &[a])?;
     Ok(map(&op, &[a], &[DType::Bool], |p, r| {

@@ -15,12 +15,7 @@ fn skipped(t: &Tensor) -> bool {
 }
 
 /// `torch.cat(tensors, dim)`: the inputs promoted to their common dtype, joined along `dim`.
-#[aten(
-    "aten::cat",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::Special(Special::Cat),
-    call = Cat(&tensors, dim)
-)]
+#[aten("aten::cat", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Cat), call = Cat(&tensors, dim))]
 pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     if tensors.is_empty() {
         return Err(TpuError::BadArgs(
@@ -93,12 +88,7 @@ fn cat_in(op: &OpScope, tensors: &[Tensor], dim: i64) -> Result<Tensor> {
 }
 
 /// `torch.stack(tensors, dim)`: equal-shaped tensors joined along a new dim.
-#[aten(
-    "aten::stack",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::Special(Special::Stack),
-    call = Stack(&tensors, dim)
-)]
+#[aten("aten::stack", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Stack), call = Stack(&tensors, dim))]
 pub fn stack(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     let Some(first) = tensors.first() else {
         return Err(TpuError::BadArgs(

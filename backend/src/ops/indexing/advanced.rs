@@ -229,12 +229,7 @@ fn index_in(op: &OpScope, x: &Tensor, indices: &[Option<Tensor>], bound: Bound) 
 
 /// `x[indices]` (`aten::index.Tensor`): `None` keeps a dim, int tensors select, bool tensors
 /// mask; negative indices count from the end.
-#[aten(
-    "aten::index.Tensor",
-    dtypes = DType::ALL_TPU,
-    shard = REP,
-    call = IndexTensor(self_, &indices)
-)]
+#[aten("aten::index.Tensor", dtypes = DType::ALL_TPU, shard = REP, call = IndexTensor(self_, &indices))]
 pub fn index(x: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor> {
     let mut ins = vec![x];
     ins.extend(indices.iter().flatten());

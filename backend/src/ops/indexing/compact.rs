@@ -105,12 +105,7 @@ pub fn nonzero(x: &Tensor) -> Result<Tensor> {
 
 /// `torch.nonzero_static(x, size=size, fill_value=fill)`: the first `size` coordinates, the
 /// rest `fill_value` (no synchronisation).
-#[aten(
-    "aten::nonzero_static",
-    dtypes = DType::ALL_TPU,
-    shard = REP,
-    call = NonzeroStatic(self_, size, fill_value)
-)]
+#[aten("aten::nonzero_static", dtypes = DType::ALL_TPU, shard = REP, call = NonzeroStatic(self_, size, fill_value))]
 pub fn nonzero_static(x: &Tensor, size: i64, fill_value: i64) -> Result<Tensor> {
     let op = OpScope::new("aten::nonzero_static", &[x])?;
     if size < 0 {
@@ -132,12 +127,7 @@ pub fn nonzero_static(x: &Tensor, size: i64, fill_value: i64) -> Result<Tensor> 
 
 /// `torch.masked_select(x, mask)`: the elements of the broadcast of `x` where `mask` is true,
 /// as a vector.
-#[aten(
-    "aten::masked_select",
-    dtypes = DType::ALL_TPU,
-    shard = REP,
-    call = MaskedSelect(self_, mask)
-)]
+#[aten("aten::masked_select", dtypes = DType::ALL_TPU, shard = REP, call = MaskedSelect(self_, mask))]
 pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::masked_select", &[x, mask])?;
     if mask.dtype() != DType::Bool {

@@ -286,12 +286,7 @@ fn flat_index_check(op: &OpScope, index: &Tensor, n: usize) -> Result<Pending> {
 
 /// `torch.put(x, index, source, accumulate)`: a copy of `x` with its flat elements at `index`
 /// set to (or increased by) `source`'s.
-#[aten(
-    "aten::put",
-    dtypes = DType::ALL_TPU,
-    shard = REP,
-    call = Put(self_, index, source, accumulate)
-)]
+#[aten("aten::put", dtypes = DType::ALL_TPU, shard = REP, call = Put(self_, index, source, accumulate))]
 fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<Tensor> {
     let op = OpScope::new("aten::put", &[x, index, source])?;
     if index.dtype() != DType::I64 {

@@ -397,12 +397,7 @@ fn hist_counts(
 /// `torch.histc(x, bins, min, max)`: counts in the input's dtype. Integer inputs are taken as
 /// PyTorch's CUDA kernel takes them (its CPU kernel refuses them); Hugging Face's grouped
 /// mixture-of-experts path calls `histc` on int32 expert ids on a "tpu" device.
-#[aten(
-    "aten::histc",
-    dtypes = DType::NUMERIC,
-    shard = REP,
-    call = Histc(self_, bins, min.to_f64(), max.to_f64())
-)]
+#[aten("aten::histc", dtypes = DType::NUMERIC, shard = REP, call = Histc(self_, bins, min.to_f64(), max.to_f64()))]
 fn histc(x: &Tensor, bins: i64, min: f64, max: f64) -> Result<Tensor> {
     let op = OpScope::new("aten::histc", &[x])?;
     if !(x.dtype().is_float() || matches!(x.dtype(), DType::I32 | DType::I64)) {

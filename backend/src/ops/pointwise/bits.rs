@@ -29,12 +29,7 @@ fn int(p: &mut ProgBuilder, v: i64) -> PRef {
 }
 
 /// `torch.frexp(x)`.
-#[aten(
-    "aten::frexp.Tensor",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::No),
-    call = FrexpTensor(self_)
-)]
+#[aten("aten::frexp.Tensor", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No), call = FrexpTensor(self_))]
 pub fn frexp(x: &Tensor) -> Result<(Tensor, Tensor)> {
     let d = x.dtype();
     if !d.is_float() {

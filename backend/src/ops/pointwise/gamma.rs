@@ -243,12 +243,7 @@ fn zeta_int(e: &mut Ex, s: u32, q: PRef) -> PRef {
 }
 
 /// `polygamma(n, x)`.
-#[aten(
-    "aten::polygamma",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::pointwise(Lin::No),
-    call = Polygamma(n, self_)
-)]
+#[aten("aten::polygamma", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Polygamma(n, self_))]
 pub fn polygamma(n: i64, x: &Tensor) -> Result<Tensor> {
     let name = "aten::polygamma";
     match n {

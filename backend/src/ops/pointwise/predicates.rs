@@ -51,23 +51,13 @@ pub fn isinf(x: &Tensor) -> Result<Tensor> {
 }
 
 /// `torch.isposinf`.
-#[aten(
-    "aten::isposinf",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::pointwise(Lin::No),
-    call = Isposinf(self_)
-)]
+#[aten("aten::isposinf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isposinf(self_))]
 pub fn isposinf(x: &Tensor) -> Result<Tensor> {
     test("aten::isposinf", x, false, |e, v| e.eqk(v, f64::INFINITY))
 }
 
 /// `torch.isneginf`.
-#[aten(
-    "aten::isneginf",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::pointwise(Lin::No),
-    call = Isneginf(self_)
-)]
+#[aten("aten::isneginf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isneginf(self_))]
 pub fn isneginf(x: &Tensor) -> Result<Tensor> {
     test("aten::isneginf", x, false, |e, v| {
         e.eqk(v, f64::NEG_INFINITY)
@@ -75,12 +65,7 @@ pub fn isneginf(x: &Tensor) -> Result<Tensor> {
 }
 
 /// `torch.isfinite`.
-#[aten(
-    "aten::isfinite",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::pointwise(Lin::No),
-    call = Isfinite(self_)
-)]
+#[aten("aten::isfinite", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isfinite(self_))]
 pub fn isfinite(x: &Tensor) -> Result<Tensor> {
     test("aten::isfinite", x, true, |e, v| {
         // |x| < inf is false for NaN and the infinities.
@@ -97,12 +82,7 @@ pub fn sign_bit(p: &mut ProgBuilder, v: PRef) -> PRef {
 }
 
 /// `torch.signbit`: integers test `x < 0`, bool is never negative.
-#[aten(
-    "aten::signbit",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::pointwise(Lin::No),
-    call = Signbit(self_)
-)]
+#[aten("aten::signbit", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Signbit(self_))]
 pub fn signbit(x: &Tensor) -> Result<Tensor> {
     let d = x.dtype();
     promoted_as(

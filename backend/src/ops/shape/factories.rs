@@ -255,12 +255,7 @@ fn tri_indices(
 
 /// `self.resize_(size)`: the same storage seen contiguously when it holds enough elements, else
 /// a new storage holding the old elements first.
-#[aten(
-    "aten::resize_",
-    dtypes = DType::ALL_TPU,
-    shard = RESIZE,
-    call = ResizeInplace(self_, &size)
-)]
+#[aten("aten::resize_", dtypes = DType::ALL_TPU, shard = RESIZE, call = ResizeInplace(self_, &size))]
 fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
     let op = OpScope::new("aten::resize_", &[x])?;
     let shape = shape_of(size)?;

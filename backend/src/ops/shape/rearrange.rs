@@ -315,12 +315,7 @@ fn block_diag(ts: &[Tensor]) -> Result<Tensor> {
 }
 
 /// `torch.diag_embed(x, offset, dim1, dim2)`.
-#[aten(
-    "aten::diag_embed",
-    dtypes = DType::ALL_TPU,
-    shard = REP,
-    call = DiagEmbed(self_, offset, dim1, dim2)
-)]
+#[aten("aten::diag_embed", dtypes = DType::ALL_TPU, shard = REP, call = DiagEmbed(self_, offset, dim1, dim2))]
 fn diag_embed(x: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
     let op = OpScope::new("aten::diag_embed", &[x])?;
     let nd = x.dim() + 1;
@@ -345,12 +340,7 @@ fn diag_embed(x: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
 
 /// `_chunk_cat(tensors, dim, num_chunks)`: each tensor split into `num_chunks` equal chunks
 /// along `dim` (zero-padded), the chunks of all tensors joined: `[pre..., num_chunks, *]`.
-#[aten(
-    "aten::_chunk_cat",
-    dtypes = DType::ALL_TPU,
-    shard = REP,
-    call = ChunkCat(&tensors, dim, num_chunks)
-)]
+#[aten("aten::_chunk_cat", dtypes = DType::ALL_TPU, shard = REP, call = ChunkCat(&tensors, dim, num_chunks))]
 fn chunk_cat(ts: &[Tensor], dim: i64, chunks: i64) -> Result<Tensor> {
     let refs: Vec<&Tensor> = ts.iter().collect();
     if ts.is_empty() || chunks < 1 {
