@@ -13,30 +13,12 @@
 
 use super::aten;
 use super::helpers::{OpScope, map_shape};
-use super::prims::{self, dim_back, dim_last, isnan, pairwise, place, ranks, tile};
+use super::prims::{self, along, back, dim_back, isnan, pairwise, place, ranks, tile};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
-use crate::layout::wrap_dim;
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
-
-/// `x` with `dim` last (0-d: one element), and the dim.
-fn along(x: &Tensor, dim: i64) -> Result<(Tensor, usize)> {
-    let d = wrap_dim(dim, x.dim())?;
-    if x.dim() == 0 {
-        return Ok((x.with_layout(x.layout().unsqueeze(0)?), 0));
-    }
-    Ok((dim_last(x, d)?, d))
-}
-
-/// A result computed with the dim last, back in `x`'s order (0-d stays 0-d).
-fn back(x: &Tensor, y: &Tensor, d: usize) -> Result<Tensor> {
-    if x.dim() == 0 {
-        return Ok(y.with_layout(y.layout().squeeze(0)?));
-    }
-    dim_back(y, d)
-}
 
 /// Positions `0..n` along the last dim of `shape`, as int64.
 fn positions(op: &OpScope, shape: &[usize]) -> Result<Tensor> {

@@ -12,31 +12,13 @@
 use super::aten;
 use super::checks::checks_on;
 use super::helpers::{OpScope, map_shape};
-use super::prims::{self, dim_back, dim_last, isnan, pairwise, tile};
+use super::prims::{self, along, back, isnan, pairwise, tile};
 use super::wide;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, RedKind, UnOp};
-use crate::layout::wrap_dim;
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
-
-/// `x` with dim `dim` last, and the dim (a 0-d tensor is seen as one element).
-fn along(x: &Tensor, dim: i64) -> Result<(Tensor, usize)> {
-    let d = wrap_dim(dim, x.dim())?;
-    if x.dim() == 0 {
-        return Ok((x.with_layout(x.layout().unsqueeze(0)?), 0));
-    }
-    Ok((dim_last(x, d)?, d))
-}
-
-/// The scan's result (last dim) back in `x`'s dim order and rank.
-fn back(x: &Tensor, y: &Tensor, d: usize) -> Result<Tensor> {
-    if x.dim() == 0 {
-        return Ok(y.with_layout(y.layout().squeeze(0)?));
-    }
-    dim_back(y, d)
-}
 
 fn lanes(d: DType) -> DType {
     if d.is_float() { DType::F32 } else { DType::I32 }
