@@ -132,10 +132,7 @@ pub fn map(
     out_dtypes: &[DType],
     f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
-    let mut shape: Vec<usize> = Vec::new();
-    for t in inputs {
-        shape = broadcast_shapes(&shape, t.shape())?;
-    }
+    let shape = broadcast_all(inputs)?;
     let layouts: Vec<&Layout> = inputs.iter().map(|t| t.layout()).collect();
     let out_layout = if layouts.is_empty() {
         Layout::contiguous(&shape)
@@ -143,6 +140,15 @@ pub fn map(
         crate::layout::elementwise_layout(&shape, &layouts)
     };
     map_into_layout(op, out_layout, inputs, out_dtypes, f)
+}
+
+/// The shape `inputs` broadcast to.
+fn broadcast_all(inputs: &[&Tensor]) -> Result<Vec<usize>> {
+    let mut shape: Vec<usize> = Vec::new();
+    for t in inputs {
+        shape = broadcast_shapes(&shape, t.shape())?;
+    }
+    Ok(shape)
 }
 
 /// Like [`map`] over an explicit iteration `shape` (inputs must broadcast to it).
@@ -164,10 +170,7 @@ pub fn map_contiguous(
     out_dtypes: &[DType],
     f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
-    let mut shape: Vec<usize> = Vec::new();
-    for t in inputs {
-        shape = broadcast_shapes(&shape, t.shape())?;
-    }
+    let shape = broadcast_all(inputs)?;
     map_into_layout(op, Layout::contiguous(&shape), inputs, out_dtypes, f)
 }
 
