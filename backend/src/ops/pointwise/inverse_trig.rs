@@ -70,8 +70,9 @@ fn asin_small(e: &mut Ex, a: PRef) -> PRef {
     e.add(pza, a)
 }
 
-/// `asin(x)`; NaN outside `[-1, 1]`.
-pub(super) fn asin(e: &mut Ex, x: PRef) -> PRef {
+/// What `asin` and `acos` start from: `|x|`, whether it is above 1/2, and `r = asin(s)` with
+/// `s = sqrt((1 - |x|) / 2)` there (else `asin(|x|)`), and `2r`.
+fn asin_halves(e: &mut Ex, x: PRef) -> (PRef, PRef, PRef, PRef) {
     let a = e.abs(x);
     let big = e.gtk(a, 0.5);
     let one_m = e.ksub(1.0, a);
@@ -80,6 +81,12 @@ pub(super) fn asin(e: &mut Ex, x: PRef) -> PRef {
     let arg = e.sel(big, s, a);
     let r = asin_small(e, arg);
     let r2 = e.add(r, r);
+    (a, big, r, r2)
+}
+
+/// `asin(x)`; NaN outside `[-1, 1]`.
+pub(super) fn asin(e: &mut Ex, x: PRef) -> PRef {
+    let (a, big, r, r2) = asin_halves(e, x);
     let rb = e.ksub(FRAC_PI_2, r2);
     let r = e.sel(big, rb, r);
     let neg = e.ltk(x, 0.0);
@@ -94,14 +101,7 @@ pub(super) fn asin(e: &mut Ex, x: PRef) -> PRef {
 /// `acos(x)` (Cephes `acosf`): `pi - 2 asin(sqrt((1 + x) / 2))` below -1/2, `2 asin(sqrt((1 -
 /// x) / 2))` above 1/2, `pi/2 - asin(x)` between.
 pub(super) fn acos(e: &mut Ex, x: PRef) -> PRef {
-    let a = e.abs(x);
-    let big = e.gtk(a, 0.5);
-    let one_m = e.ksub(1.0, a);
-    let half = e.mulk(one_m, 0.5);
-    let s = e.sqrt(half);
-    let arg = e.sel(big, s, a);
-    let r = asin_small(e, arg);
-    let r2 = e.add(r, r);
+    let (a, big, r, r2) = asin_halves(e, x);
     let neg = e.ltk(x, 0.0);
     // |x| > 1/2: 2 asin(s), or pi - 2 asin(s) for negative x.
     let pi_m = e.ksub(PI, r2);
