@@ -10,21 +10,10 @@ use crate::error::{Result, TpuError};
 use crate::ir::BinOp;
 use crate::ir::Shapes;
 use crate::layout::Layout;
+use crate::ops::helpers::shape_of;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
-
-fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
-    size.iter()
-        .map(|d| {
-            usize::try_from(*d).map_err(|_| {
-                TpuError::BadArgs(format!(
-                    "Trying to create tensor with negative dimension {d}: {size:?}"
-                ))
-            })
-        })
-        .collect()
-}
 
 /// A tensor of `shape` filled with `value` (`torch.full`).
 pub fn full(rt: &Runtime, shape: &[usize], value: Scalar, dtype: DType) -> Result<Tensor> {

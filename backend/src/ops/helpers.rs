@@ -120,6 +120,19 @@ pub fn same_runtime(op: &str, inputs: &[&Tensor]) -> Result<Runtime> {
     Ok(first.runtime().clone())
 }
 
+/// A factory's `size` as a shape; PyTorch's error for a negative dimension.
+pub(crate) fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
+    size.iter()
+        .map(|d| {
+            usize::try_from(*d).map_err(|_| {
+                TpuError::BadArgs(format!(
+                    "Trying to create tensor with negative dimension {d}: {size:?}"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Elementwise work over the broadcast of `inputs`: `f` gets each input's program node (in the
 /// input's dtype) and returns one node per output; outputs are new tensors of `out_dtypes`
 /// (values are converted to them), laid out as PyTorch's `TensorIterator` lays out the output of

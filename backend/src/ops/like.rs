@@ -14,20 +14,9 @@ use super::{Value, aten};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::layout::Layout;
+use crate::ops::helpers::shape_of;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
-
-fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
-    size.iter()
-        .map(|d| {
-            usize::try_from(*d).map_err(|_| {
-                TpuError::BadArgs(format!(
-                    "Trying to create tensor with negative dimension {d}: {size:?}"
-                ))
-            })
-        })
-        .collect()
-}
 
 /// A tensor of `x`'s shape filled with `value` (`full_like`; `zeros_like`, `ones_like`).
 #[aten(

@@ -14,23 +14,12 @@ use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
 use crate::layout::Layout;
 use crate::ops::TensorOrNumber;
 use crate::ops::aten;
+use crate::ops::helpers::shape_of;
 use crate::ops::helpers::{OpScope, map_shape};
 use crate::ops::prims::{self, reshaped, tile};
 use crate::ops::sharding::Sharding;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
-
-fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
-    size.iter()
-        .map(|d| {
-            usize::try_from(*d).map_err(|_| {
-                TpuError::BadArgs(format!(
-                    "Trying to create tensor with negative dimension {d}: {size:?}"
-                ))
-            })
-        })
-        .collect()
-}
 
 /// `torch.eye(n, m)`.
 fn eye(rt: &Runtime, n: i64, m: i64, dtype: Option<DType>) -> Result<Tensor> {
