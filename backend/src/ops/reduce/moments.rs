@@ -18,15 +18,7 @@ fn var_std(
     keepdim: bool,
     sqrt: bool,
 ) -> Result<Tensor> {
-    let op = OpScope::new(name, &[x])?;
-    if !x.dtype().is_float() {
-        return Err(TpuError::DtypeMismatch(format!(
-            "std and var only support floating point and complex dtypes, got {}",
-            x.dtype().scalar_type_name()
-        )));
-    }
-    let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;
-    let c = correction.unwrap_or(1.0);
+    let (op, dims, c) = var_args(name, x, dims, correction)?;
     let dt = x.dtype();
     let f = DType::F32;
     Ok(reduce(
@@ -45,6 +37,26 @@ fn var_std(
         },
     )?
     .remove(0))
+}
+
+/// The scope, dims and correction of a variance (`var`, `std`, `var_mean`, `std_mean`):
+/// floating dtypes only; `dims` None or empty is every dim; `correction` defaults to 1.
+pub(super) fn var_args(
+    name: &str,
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    correction: Option<f64>,
+) -> Result<(OpScope, Vec<usize>, f64)> {
+    let op = OpScope::new(name, &[x])?;
+    if !x.dtype().is_float() {
+        return Err(TpuError::DtypeMismatch(format!(
+            "std and var only support floating point and complex dtypes, got {}",
+            x.dtype().scalar_type_name()
+        )));
+    }
+    let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;
+    let c = correction.unwrap_or(1.0);
+    Ok((op, dims, c))
 }
 
 /// A row's variance with `correction` (two passes: the mean, then the squared deviations) and

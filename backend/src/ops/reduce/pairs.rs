@@ -6,7 +6,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{RedKind, UnOp};
 use crate::layout::wrap_dim;
-use crate::ops::helpers::{OpScope, dims_of};
+use crate::ops::helpers::OpScope;
 use crate::tensor::Tensor;
 
 /// `torch.aminmax(x, dim=dim, keepdim=keepdim)`: `(min, max)` over one dim or everything.
@@ -56,15 +56,7 @@ pub fn var_mean(
     keepdim: bool,
     sqrt: bool,
 ) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new(name, &[x])?;
-    if !x.dtype().is_float() {
-        return Err(TpuError::DtypeMismatch(format!(
-            "std and var only support floating point and complex dtypes, got {}",
-            x.dtype().scalar_type_name()
-        )));
-    }
-    let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;
-    let c = correction.unwrap_or(1.0);
+    let (op, dims, c) = super::moments::var_args(name, x, dims, correction)?;
     let dt = x.dtype();
     let f = DType::F32;
     let nan = Scalar::Float(f64::NAN);
