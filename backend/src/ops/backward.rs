@@ -132,6 +132,12 @@ fn binary_backward(
 /// `threshold_backward(grad_output, self, threshold)`: `self <= threshold ? 0 : grad_output`
 /// in the promoted dtype (the threshold rounded to it first, as PyTorch compares in it; NaN
 /// passes the gradient through). Integer dtypes work too, as in PyTorch.
+#[aten(
+    "aten::threshold_backward",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::pointwise(Lin::First),
+    call = ThresholdBackward(grad_output, self_, threshold)
+)]
 pub fn threshold_backward(grad: &Tensor, x: &Tensor, threshold: Scalar) -> Result<Tensor> {
     let op = OpScope::new("aten::threshold_backward", &[grad, x])?;
     let common = result_type(&[operand(grad), operand(x)]);
@@ -148,6 +154,12 @@ pub fn threshold_backward(grad: &Tensor, x: &Tensor, threshold: Scalar) -> Resul
 
 /// `gelu_backward(grad_output, self, approximate)` for `approximate` `"none"` (erf) or
 /// `"tanh"`, with PyTorch's derivative formulas.
+#[aten(
+    "aten::gelu_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First),
+    call = GeluBackward(grad_output, self_, approximate)
+)]
 pub fn gelu_backward(grad: &Tensor, x: &Tensor, approximate: &str) -> Result<Tensor> {
     use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, SQRT_2};
     let tanh = match approximate {
@@ -205,6 +217,12 @@ pub fn gelu_backward(grad: &Tensor, x: &Tensor, approximate: &str) -> Result<Ten
 }
 
 /// `hardswish_backward(grad_output, self)`: 0 below -3, `dy·(x/3 + 1/2)` up to 3, `dy` above.
+#[aten(
+    "aten::hardswish_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First),
+    call = HardswishBackward(grad_output, self_)
+)]
 pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     binary_backward("aten::hardswish_backward", grad, x, |p, dy, x| {
         let (m3, p3) = (k(p, -3.0), k(p, 3.0));
@@ -224,6 +242,12 @@ pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
 }
 
 /// `mish_backward(grad_output, self)`: `dy·(t + x·σ(x)·(1 - t²))` with `t = tanh(softplus(x))`.
+#[aten(
+    "aten::mish_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First),
+    call = MishBackward(grad_output, self_)
+)]
 pub fn mish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     binary_backward("aten::mish_backward", grad, x, |p, dy, x| {
         let one = k(p, 1.0);
@@ -244,6 +268,12 @@ pub fn mish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
 /// `elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)`: for
 /// `x > 0`, `dy·scale`; else `dy·input_scale·alpha·scale·exp(x·input_scale)` (or, from the
 /// result `y`, `dy·input_scale·(y + alpha·scale)`).
+#[aten(
+    "aten::elu_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First),
+    call = EluBackward(grad_output, alpha.to_f64(), scale.to_f64(), input_scale.to_f64(), is_result, self_or_result)
+)]
 pub fn elu_backward(
     grad: &Tensor,
     alpha: f64,
@@ -275,6 +305,12 @@ pub fn elu_backward(
 }
 
 /// `silu_backward(grad_output, self)`: `dy * s * (1 + x * (1 - s))` with `s = sigmoid(x)`.
+#[aten(
+    "aten::silu_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First),
+    call = SiluBackward(grad_output, self_)
+)]
 pub fn silu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     binary_backward("aten::silu_backward", grad, x, |p, dy, x| {
         let one = k(p, 1.0);
@@ -291,6 +327,12 @@ pub fn silu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
 }
 
 /// `sigmoid_backward(grad_output, output)`: `g * (1 - y) * y`.
+#[aten(
+    "aten::sigmoid_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First),
+    call = SigmoidBackward(grad_output, output)
+)]
 pub fn sigmoid_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
     binary_backward("aten::sigmoid_backward", grad, output, |p, g, y| {
         let one = k(p, 1.0);
@@ -301,6 +343,12 @@ pub fn sigmoid_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
 }
 
 /// `tanh_backward(grad_output, output)`: `g * (1 - y * y)`.
+#[aten(
+    "aten::tanh_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::First),
+    call = TanhBackward(grad_output, output)
+)]
 pub fn tanh_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
     binary_backward("aten::tanh_backward", grad, output, |p, g, y| {
         let one = k(p, 1.0);
@@ -372,6 +420,12 @@ fn softmax_like_backward(
 
 /// `_softmax_backward_data(grad_output, output, dim, input_dtype)`: `y * (g - sum(g * y))`
 /// along `dim`, as `input_dtype`.
+#[aten(
+    "aten::_softmax_backward_data",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Special(Special::SoftmaxBackward),
+    call = SoftmaxBackwardData(grad_output, output, dim, input_dtype)
+)]
 pub fn softmax_backward_data(
     grad: &Tensor,
     output: &Tensor,
@@ -395,6 +449,12 @@ pub fn softmax_backward_data(
 
 /// `_log_softmax_backward_data(grad_output, output, dim, input_dtype)`: `g - exp(y) * sum(g)`
 /// along `dim`, as `input_dtype`.
+#[aten(
+    "aten::_log_softmax_backward_data",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Special(Special::SoftmaxBackward),
+    call = LogSoftmaxBackwardData(grad_output, output, dim, input_dtype)
+)]
 pub fn log_softmax_backward_data(
     grad: &Tensor,
     output: &Tensor,
@@ -432,103 +492,4 @@ fn opt3((a, b, c): (Option<Tensor>, Option<Tensor>, Option<Tensor>)) -> Vec<Valu
         .into_iter()
         .map(|t| t.map_or(Value::None, Value::Tensor))
         .collect()
-}
-
-// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
-
-#[aten(
-    "aten::threshold_backward",
-    dtypes = DType::NUMERIC,
-    shard = Sharding::pointwise(Lin::First)
-)]
-fn threshold_backward_op(a: ThresholdBackward<'_>) -> Result<Tensor> {
-    threshold_backward(a.grad_output, a.self_, a.threshold)
-}
-
-#[aten(
-    "aten::gelu_backward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::First)
-)]
-fn gelu_backward_op(a: GeluBackward<'_>) -> Result<Tensor> {
-    gelu_backward(a.grad_output, a.self_, a.approximate)
-}
-
-#[aten(
-    "aten::hardswish_backward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::First)
-)]
-fn hardswish_backward_op(a: HardswishBackward<'_>) -> Result<Tensor> {
-    hardswish_backward(a.grad_output, a.self_)
-}
-
-#[aten(
-    "aten::mish_backward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::First)
-)]
-fn mish_backward_op(a: MishBackward<'_>) -> Result<Tensor> {
-    mish_backward(a.grad_output, a.self_)
-}
-
-#[aten(
-    "aten::elu_backward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::First)
-)]
-fn elu_backward_op(a: EluBackward<'_>) -> Result<Tensor> {
-    elu_backward(
-        a.grad_output,
-        a.alpha.to_f64(),
-        a.scale.to_f64(),
-        a.input_scale.to_f64(),
-        a.is_result,
-        a.self_or_result,
-    )
-}
-
-#[aten(
-    "aten::silu_backward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::First)
-)]
-fn silu_backward_op(a: SiluBackward<'_>) -> Result<Tensor> {
-    silu_backward(a.grad_output, a.self_)
-}
-
-#[aten(
-    "aten::sigmoid_backward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::First)
-)]
-fn sigmoid_backward_op(a: SigmoidBackward<'_>) -> Result<Tensor> {
-    sigmoid_backward(a.grad_output, a.output)
-}
-
-#[aten(
-    "aten::tanh_backward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::First)
-)]
-fn tanh_backward_op(a: TanhBackward<'_>) -> Result<Tensor> {
-    tanh_backward(a.grad_output, a.output)
-}
-
-#[aten(
-    "aten::_softmax_backward_data",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Special(Special::SoftmaxBackward)
-)]
-fn softmax_backward_data_op(a: SoftmaxBackwardData<'_>) -> Result<Tensor> {
-    softmax_backward_data(a.grad_output, a.output, a.dim, a.input_dtype)
-}
-
-#[aten(
-    "aten::_log_softmax_backward_data",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Special(Special::SoftmaxBackward)
-)]
-fn log_softmax_backward_data_op(a: LogSoftmaxBackwardData<'_>) -> Result<Tensor> {
-    log_softmax_backward_data(a.grad_output, a.output, a.dim, a.input_dtype)
 }

@@ -10,21 +10,10 @@ use crate::error::{Result, TpuError};
 use crate::ir::BinOp;
 use crate::ir::Shapes;
 use crate::layout::Layout;
+use crate::ops::helpers::shape_of;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
-
-fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
-    size.iter()
-        .map(|d| {
-            usize::try_from(*d).map_err(|_| {
-                TpuError::BadArgs(format!(
-                    "Trying to create tensor with negative dimension {d}: {size:?}"
-                ))
-            })
-        })
-        .collect()
-}
 
 /// A tensor of `shape` filled with `value` (`torch.full`).
 pub fn full(rt: &Runtime, shape: &[usize], value: Scalar, dtype: DType) -> Result<Tensor> {
@@ -52,6 +41,12 @@ pub fn scalar_tensor(rt: &Runtime, value: Scalar, dtype: DType) -> Result<Tensor
 
 /// `torch.arange(start, end, step)`: int64 when every argument is an integer, else float32
 /// (unless `dtype` says otherwise).
+#[aten(
+    "aten::arange.start_step",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Creation,
+    call = ArangeStartStep(rt, start, end, step, dtype)
+)]
 pub fn arange(
     rt: &Runtime,
     start: Scalar,
@@ -124,6 +119,12 @@ pub fn to_copy(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
 /// PyTorch lays it out: `preserve_format` (the default) keeps the strides of an input that is
 /// non-overlapping and dense (a transposed view's copy is transposed too: a compiled graph's
 /// later `view` counts on it, as PyTorch's meta function says), otherwise contiguous.
+#[aten(
+    "aten::_to_copy",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::All),
+    call = ToCopy(self_, dtype, memory_format)
+)]
 pub fn to_copy_as(
     x: &Tensor,
     dtype: Option<DType>,
@@ -172,6 +173,12 @@ fn wide_cast_check(op: &OpScope, x: &Tensor, to: DType) -> Result<Pending> {
 }
 
 /// `dst.copy_(src)`: converts and broadcasts `src` into `dst`'s storage.
+#[aten(
+    "aten::copy_",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Pointwise { lin: Lin::All, inplace: true, },
+    call = CopyInplace(self_, src)
+)]
 pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::copy_", &[dst, src])?;
     crate::layout::broadcast_shapes(dst.shape(), src.shape())
@@ -191,6 +198,12 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<Tensor> {
 }
 
 /// `x.fill_(value)`.
+#[aten(
+    "aten::fill_.Scalar",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Pointwise { lin: Lin::No, inplace: true, },
+    call = FillInplaceScalar(self_, value)
+)]
 pub fn fill_(x: &Tensor, value: Scalar) -> Result<Tensor> {
     let op = OpScope::new("aten::fill_.Scalar", &[x])?;
     let d = x.dtype();
@@ -233,43 +246,9 @@ fn arange_op(rt: &Runtime, a: Arange<'_>) -> Result<Tensor> {
     arange(rt, Scalar::Int(0), a.end, Scalar::Int(1), a.dtype)
 }
 
-#[aten("aten::arange.start_step", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
-fn arange_start_step_op(rt: &Runtime, a: ArangeStartStep<'_>) -> Result<Tensor> {
-    arange(rt, a.start, a.end, a.step, a.dtype)
-}
-
 #[aten("aten::clone", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
 fn clone_op(a: AtenClone<'_>) -> Result<Tensor> {
     clone(a.self_)
-}
-
-#[aten("aten::_to_copy", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::All))]
-fn to_copy_op(a: ToCopy<'_>) -> Result<Tensor> {
-    to_copy_as(a.self_, a.dtype, a.memory_format)
-}
-
-#[aten(
-    "aten::copy_",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::Pointwise {
-        lin: Lin::All,
-        inplace: true,
-    }
-)]
-fn copy_inplace_op(a: CopyInplace<'_>) -> Result<Tensor> {
-    copy_(a.self_, a.src)
-}
-
-#[aten(
-    "aten::fill_.Scalar",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::Pointwise {
-        lin: Lin::No,
-        inplace: true,
-    }
-)]
-fn fill_inplace_scalar_op(a: FillInplaceScalar<'_>) -> Result<Tensor> {
-    fill_(a.self_, a.value)
 }
 
 /// `torch.empty`: storage whose contents are unspecified (no kernel runs).

@@ -120,6 +120,19 @@ pub fn same_runtime(op: &str, inputs: &[&Tensor]) -> Result<Runtime> {
     Ok(first.runtime().clone())
 }
 
+/// A factory's `size` as a shape; PyTorch's error for a negative dimension.
+pub(crate) fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
+    size.iter()
+        .map(|d| {
+            usize::try_from(*d).map_err(|_| {
+                TpuError::BadArgs(format!(
+                    "Trying to create tensor with negative dimension {d}: {size:?}"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// Elementwise work over the broadcast of `inputs`: `f` gets each input's program node (in the
 /// input's dtype) and returns one node per output; outputs are new tensors of `out_dtypes`
 /// (values are converted to them), laid out as PyTorch's `TensorIterator` lays out the output of
@@ -132,10 +145,7 @@ pub fn map(
     out_dtypes: &[DType],
     f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
-    let mut shape: Vec<usize> = Vec::new();
-    for t in inputs {
-        shape = broadcast_shapes(&shape, t.shape())?;
-    }
+    let shape = broadcast_all(inputs)?;
     let layouts: Vec<&Layout> = inputs.iter().map(|t| t.layout()).collect();
     let out_layout = if layouts.is_empty() {
         Layout::contiguous(&shape)
@@ -143,6 +153,15 @@ pub fn map(
         crate::layout::elementwise_layout(&shape, &layouts)
     };
     map_into_layout(op, out_layout, inputs, out_dtypes, f)
+}
+
+/// The shape `inputs` broadcast to.
+fn broadcast_all(inputs: &[&Tensor]) -> Result<Vec<usize>> {
+    let mut shape: Vec<usize> = Vec::new();
+    for t in inputs {
+        shape = broadcast_shapes(&shape, t.shape())?;
+    }
+    Ok(shape)
 }
 
 /// Like [`map`] over an explicit iteration `shape` (inputs must broadcast to it).
@@ -164,10 +183,7 @@ pub fn map_contiguous(
     out_dtypes: &[DType],
     f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
-    let mut shape: Vec<usize> = Vec::new();
-    for t in inputs {
-        shape = broadcast_shapes(&shape, t.shape())?;
-    }
+    let shape = broadcast_all(inputs)?;
     map_into_layout(op, Layout::contiguous(&shape), inputs, out_dtypes, f)
 }
 

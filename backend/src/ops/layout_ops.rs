@@ -75,6 +75,13 @@ pub fn expand(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
 }
 
 /// `x[..., start:end:step, ...]` along `dim`.
+#[aten(
+    "aten::slice.Tensor",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Slice),
+    kind = View,
+    call = SliceTensor(self_, dim, start, end, step)
+)]
 pub fn slice(
     x: &Tensor,
     dim: i64,
@@ -86,6 +93,13 @@ pub fn slice(
 }
 
 /// `x.select(dim, index)`.
+#[aten(
+    "aten::select.int",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::Select),
+    kind = View,
+    call = SelectInt(self_, dim, index)
+)]
 pub fn select(x: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
     view_with("aten::select.int", x, |l| l.select(dim, index))
 }
@@ -96,11 +110,25 @@ pub fn unsqueeze(x: &Tensor, dim: i64) -> Result<Tensor> {
 }
 
 /// `x.squeeze(dim)`.
+#[aten(
+    "aten::squeeze.dim",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::View(ViewKind::SqueezeDim),
+    kind = View,
+    call = SqueezeDim(self_, dim)
+)]
 pub fn squeeze(x: &Tensor, dim: i64) -> Result<Tensor> {
     view_with("aten::squeeze.dim", x, |l| l.squeeze(dim))
 }
 
 /// `x.as_strided(size, stride, offset)`.
+#[aten(
+    "aten::as_strided",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("strides and offsets address the global storage, which no rank has"),
+    kind = View,
+    call = AsStrided(self_, &size, &stride, storage_offset)
+)]
 pub fn as_strided(x: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) -> Result<Tensor> {
     view_with("aten::as_strided", x, |l| {
         let nl = Layout::as_strided(size, stride, offset.unwrap_or(l.offset as i64))?;
@@ -252,26 +280,6 @@ fn expand_op(a: Expand<'_>) -> Result<Tensor> {
 }
 
 #[aten(
-    "aten::slice.Tensor",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::View(ViewKind::Slice),
-    kind = View
-)]
-fn slice_tensor_op(a: SliceTensor<'_>) -> Result<Tensor> {
-    slice(a.self_, a.dim, a.start, a.end, a.step)
-}
-
-#[aten(
-    "aten::select.int",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::View(ViewKind::Select),
-    kind = View
-)]
-fn select_int_op(a: SelectInt<'_>) -> Result<Tensor> {
-    select(a.self_, a.dim, a.index)
-}
-
-#[aten(
     "aten::unsqueeze",
     dtypes = DType::ALL_TPU,
     shard = Sharding::View(ViewKind::Unsqueeze),
@@ -279,26 +287,4 @@ fn select_int_op(a: SelectInt<'_>) -> Result<Tensor> {
 )]
 fn unsqueeze_op(a: Unsqueeze<'_>) -> Result<Tensor> {
     unsqueeze(a.self_, a.dim)
-}
-
-#[aten(
-    "aten::squeeze.dim",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::View(ViewKind::SqueezeDim),
-    kind = View
-)]
-fn squeeze_dim_op(a: SqueezeDim<'_>) -> Result<Tensor> {
-    squeeze(a.self_, a.dim)
-}
-
-#[aten(
-    "aten::as_strided",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::Replicate(
-        "strides and offsets address the global storage, which no rank has"
-    ),
-    kind = View
-)]
-fn as_strided_op(a: AsStrided<'_>) -> Result<Tensor> {
-    as_strided(a.self_, &a.size, &a.stride, a.storage_offset)
 }

@@ -14,22 +14,17 @@ use super::{Value, aten};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::layout::Layout;
+use crate::ops::helpers::shape_of;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
-fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
-    size.iter()
-        .map(|d| {
-            usize::try_from(*d).map_err(|_| {
-                TpuError::BadArgs(format!(
-                    "Trying to create tensor with negative dimension {d}: {size:?}"
-                ))
-            })
-        })
-        .collect()
-}
-
 /// A tensor of `x`'s shape filled with `value` (`full_like`; `zeros_like`, `ones_like`).
+#[aten(
+    "aten::full_like",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = FullLike(self_, fill_value, dtype)
+)]
 pub fn full_like(x: &Tensor, value: Scalar, dtype: Option<DType>) -> Result<Tensor> {
     full(x.runtime(), x.shape(), value, dtype.unwrap_or(x.dtype()))
 }
@@ -110,6 +105,12 @@ pub fn empty_permuted(
 }
 
 /// `torch.fill(x, value)` with a zero-dimensional tensor value (converted to `x`'s dtype).
+#[aten(
+    "aten::fill.Tensor",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = FillTensor(self_, value)
+)]
 pub fn fill_tensor(x: &Tensor, value: &Tensor) -> Result<Tensor> {
     if value.dim() != 0 {
         return Err(TpuError::BadArgs(format!(
@@ -122,6 +123,13 @@ pub fn fill_tensor(x: &Tensor, value: &Tensor) -> Result<Tensor> {
 }
 
 /// `x.item()` as an operator result.
+#[aten(
+    "aten::_local_scalar_dense",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("reads a value back to the host"),
+    kind = Decomposition,
+    call = LocalScalarDense(self_)
+)]
 pub fn local_scalar_dense(x: &Tensor) -> Result<Value> {
     let _op = OpScope::new("aten::_local_scalar_dense", &[x])?;
     Ok(match x.item()? {
@@ -185,11 +193,6 @@ fn ones_like_op(a: OnesLike<'_>) -> Result<Tensor> {
     full_like(a.self_, Scalar::Int(1), a.dtype)
 }
 
-#[aten("aten::full_like", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn full_like_op(a: FullLike<'_>) -> Result<Tensor> {
-    full_like(a.self_, a.fill_value, a.dtype)
-}
-
 #[aten("aten::empty_like", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), kind = View)]
 fn empty_like_op(a: EmptyLike<'_>) -> Result<Tensor> {
     empty_like(a.self_, a.dtype)
@@ -241,22 +244,7 @@ fn fill_scalar_op(a: FillScalar<'_>) -> Result<Tensor> {
     full_like(a.self_, a.value, None)
 }
 
-#[aten("aten::fill.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn fill_tensor_op(a: FillTensor<'_>) -> Result<Tensor> {
-    fill_tensor(a.self_, a.value)
-}
-
 #[aten("aten::zero", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn zero_op(a: Zero<'_>) -> Result<Tensor> {
     full_like(a.self_, Scalar::Int(0), None)
-}
-
-#[aten(
-    "aten::_local_scalar_dense",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::Replicate("reads a value back to the host"),
-    kind = Decomposition
-)]
-fn local_scalar_dense_op(a: LocalScalarDense<'_>) -> Result<Value> {
-    local_scalar_dense(a.self_)
 }

@@ -13,30 +13,12 @@
 
 use super::aten;
 use super::helpers::{OpScope, map_shape};
-use super::prims::{self, dim_back, dim_last, isnan, pairwise, place, ranks, tile};
+use super::prims::{self, along, back, dim_back, isnan, pairwise, place, ranks, tile};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
-use crate::layout::wrap_dim;
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
-
-/// `x` with `dim` last (0-d: one element), and the dim.
-fn along(x: &Tensor, dim: i64) -> Result<(Tensor, usize)> {
-    let d = wrap_dim(dim, x.dim())?;
-    if x.dim() == 0 {
-        return Ok((x.with_layout(x.layout().unsqueeze(0)?), 0));
-    }
-    Ok((dim_last(x, d)?, d))
-}
-
-/// A result computed with the dim last, back in `x`'s order (0-d stays 0-d).
-fn back(x: &Tensor, y: &Tensor, d: usize) -> Result<Tensor> {
-    if x.dim() == 0 {
-        return Ok(y.with_layout(y.layout().squeeze(0)?));
-    }
-    dim_back(y, d)
-}
 
 /// Positions `0..n` along the last dim of `shape`, as int64.
 fn positions(op: &OpScope, shape: &[usize]) -> Result<Tensor> {
@@ -64,6 +46,7 @@ pub fn sort(x: &Tensor, dim: i64, descending: bool) -> Result<(Tensor, Tensor)> 
 
 /// `torch.topk(x, k, dim, largest, sorted)`: the `k` largest (smallest) elements of each row,
 /// in sorted order.
+#[aten("aten::topk", dtypes = DType::ALL_TPU, shard = ROWS, call = Topk(self_, k, dim, largest))]
 pub fn topk(x: &Tensor, k: i64, dim: i64, largest: bool) -> Result<(Tensor, Tensor)> {
     let op = OpScope::new("aten::topk", &[x])?;
     let (xl, d) = along(x, dim)?;
@@ -122,6 +105,7 @@ fn at_rank(
 }
 
 /// `torch.kthvalue(x, k, dim, keepdim)`: the `k`-th smallest element of each row (1-based).
+#[aten("aten::kthvalue", dtypes = DType::ALL_TPU, shard = ROWS, call = Kthvalue(self_, k, dim, keepdim))]
 pub fn kthvalue(x: &Tensor, k: i64, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let op = OpScope::new("aten::kthvalue", &[x])?;
     let (xl, d) = along(x, dim)?;
@@ -203,12 +187,14 @@ fn median_dim_in(
 }
 
 /// `torch.median(x, dim, keepdim)`.
+#[aten("aten::median.dim", dtypes = DType::ALL_TPU, shard = ROWS, call = MedianDim(self_, dim, keepdim))]
 pub fn median_dim(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let op = OpScope::new("aten::median.dim", &[x])?;
     median_dim_in(&op, x, dim, keepdim, false)
 }
 
 /// `torch.nanmedian(x, dim, keepdim)`.
+#[aten("aten::nanmedian.dim", dtypes = DType::ALL_TPU, shard = ROWS, call = NanmedianDim(self_, dim, keepdim))]
 pub fn nanmedian_dim(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let op = OpScope::new("aten::nanmedian.dim", &[x])?;
     median_dim_in(&op, x, dim, keepdim, true)
@@ -226,11 +212,13 @@ fn median_all(name: &str, x: &Tensor, ignore_nan: bool) -> Result<Tensor> {
 }
 
 /// `torch.median(x)`.
+#[aten("aten::median", dtypes = DType::ALL_TPU, shard = ROWS, call = Median(self_))]
 pub fn median(x: &Tensor) -> Result<Tensor> {
     median_all("aten::median", x, false)
 }
 
 /// `torch.nanmedian(x)`.
+#[aten("aten::nanmedian", dtypes = DType::ALL_TPU, shard = ROWS, call = Nanmedian(self_))]
 pub fn nanmedian(x: &Tensor) -> Result<Tensor> {
     median_all("aten::nanmedian", x, true)
 }
@@ -242,6 +230,7 @@ fn same(p: &mut ProgBuilder, a: PRef, b: PRef, dt: DType) -> PRef {
 
 /// `torch.mode(x, dim, keepdim)`: the most frequent value of each row (the smallest among
 /// equally frequent ones) and the last index holding it.
+#[aten("aten::mode", dtypes = DType::ALL_TPU, shard = ROWS, call = Mode(self_, dim, keepdim))]
 pub fn mode(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
     let op = OpScope::new("aten::mode", &[x])?;
     let (xl, d) = along(x, dim)?;
@@ -342,39 +331,4 @@ fn argsort_stable_op(a: ArgsortStable<'_>) -> Result<Tensor> {
 #[aten("aten::msort", dtypes = DType::ALL_TPU, shard = ROWS)]
 fn msort_op(a: Msort<'_>) -> Result<Tensor> {
     Ok(sort(a.self_, 0, false)?.0)
-}
-
-#[aten("aten::topk", dtypes = DType::ALL_TPU, shard = ROWS)]
-fn topk_op(a: Topk<'_>) -> Result<(Tensor, Tensor)> {
-    topk(a.self_, a.k, a.dim, a.largest)
-}
-
-#[aten("aten::kthvalue", dtypes = DType::ALL_TPU, shard = ROWS)]
-fn kthvalue_op(a: Kthvalue<'_>) -> Result<(Tensor, Tensor)> {
-    kthvalue(a.self_, a.k, a.dim, a.keepdim)
-}
-
-#[aten("aten::median", dtypes = DType::ALL_TPU, shard = ROWS)]
-fn median_op(a: Median<'_>) -> Result<Tensor> {
-    median(a.self_)
-}
-
-#[aten("aten::nanmedian", dtypes = DType::ALL_TPU, shard = ROWS)]
-fn nanmedian_op(a: Nanmedian<'_>) -> Result<Tensor> {
-    nanmedian(a.self_)
-}
-
-#[aten("aten::median.dim", dtypes = DType::ALL_TPU, shard = ROWS)]
-fn median_dim_op(a: MedianDim<'_>) -> Result<(Tensor, Tensor)> {
-    median_dim(a.self_, a.dim, a.keepdim)
-}
-
-#[aten("aten::nanmedian.dim", dtypes = DType::ALL_TPU, shard = ROWS)]
-fn nanmedian_dim_op(a: NanmedianDim<'_>) -> Result<(Tensor, Tensor)> {
-    nanmedian_dim(a.self_, a.dim, a.keepdim)
-}
-
-#[aten("aten::mode", dtypes = DType::ALL_TPU, shard = ROWS)]
-fn mode_op(a: Mode<'_>) -> Result<(Tensor, Tensor)> {
-    mode(a.self_, a.dim, a.keepdim)
 }

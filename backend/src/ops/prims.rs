@@ -12,7 +12,7 @@
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, Combine, GatherNode, NodeKind, PRef, ProgBuilder, RedKind};
-use crate::layout::Layout;
+use crate::layout::{Layout, wrap_dim};
 use crate::ops::helpers::{OpScope, map_shape, write_into};
 use crate::tensor::Tensor;
 
@@ -116,6 +116,24 @@ pub fn dim_back(y: &Tensor, d: usize) -> Result<Tensor> {
     let mut perm: Vec<i64> = (0..n as i64 - 1).collect();
     perm.insert(d, n as i64 - 1);
     Ok(y.with_layout(y.layout().permute(&perm)?))
+}
+
+/// `x` with dim `dim` last, and the dim (a 0-d tensor is seen as one element): how the scans,
+/// sorts and ranks see their input.
+pub fn along(x: &Tensor, dim: i64) -> Result<(Tensor, usize)> {
+    let d = wrap_dim(dim, x.dim())?;
+    if x.dim() == 0 {
+        return Ok((x.with_layout(x.layout().unsqueeze(0)?), 0));
+    }
+    Ok((dim_last(x, d)?, d))
+}
+
+/// A result computed by [`along`]'s view, back in `x`'s dim order and rank (0-d stays 0-d).
+pub fn back(x: &Tensor, y: &Tensor, d: usize) -> Result<Tensor> {
+    if x.dim() == 0 {
+        return Ok(y.with_layout(y.layout().squeeze(0)?));
+    }
+    dim_back(y, d)
 }
 
 /// `dst[index[i], :] = combine(dst[index[i], :], src[i, :])` in index order: `dst` a `[rows,

@@ -12,31 +12,13 @@
 use super::aten;
 use super::checks::checks_on;
 use super::helpers::{OpScope, map_shape};
-use super::prims::{self, dim_back, dim_last, isnan, pairwise, tile};
+use super::prims::{self, along, back, isnan, pairwise, tile};
 use super::wide;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, RedKind, UnOp};
-use crate::layout::wrap_dim;
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
-
-/// `x` with dim `dim` last, and the dim (a 0-d tensor is seen as one element).
-fn along(x: &Tensor, dim: i64) -> Result<(Tensor, usize)> {
-    let d = wrap_dim(dim, x.dim())?;
-    if x.dim() == 0 {
-        return Ok((x.with_layout(x.layout().unsqueeze(0)?), 0));
-    }
-    Ok((dim_last(x, d)?, d))
-}
-
-/// The scan's result (last dim) back in `x`'s dim order and rank.
-fn back(x: &Tensor, y: &Tensor, d: usize) -> Result<Tensor> {
-    if x.dim() == 0 {
-        return Ok(y.with_layout(y.layout().squeeze(0)?));
-    }
-    dim_back(y, d)
-}
 
 fn lanes(d: DType) -> DType {
     if d.is_float() { DType::F32 } else { DType::I32 }
@@ -90,11 +72,13 @@ fn cum(name: &str, x: &Tensor, dim: i64, dtype: Option<DType>, kind: RedKind) ->
 }
 
 /// `torch.cumsum(x, dim, dtype=None)`.
+#[aten("aten::cumsum", dtypes = DType::ALL_TPU, shard = ALONG_DIM, call = Cumsum(self_, dim, dtype))]
 pub fn cumsum(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
     cum("aten::cumsum", x, dim, dtype, RedKind::Sum)
 }
 
 /// `torch.cumprod(x, dim, dtype=None)`.
+#[aten("aten::cumprod", dtypes = DType::ALL_TPU, shard = ALONG_DIM, call = Cumprod(self_, dim, dtype))]
 pub fn cumprod(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
     cum("aten::cumprod", x, dim, dtype, RedKind::Prod)
 }
@@ -147,16 +131,19 @@ fn cum_extreme(x: &Tensor, dim: i64, max: bool) -> Result<(Tensor, Tensor)> {
 }
 
 /// `torch.cummax(x, dim)`: `(values, indices)`.
+#[aten("aten::cummax", dtypes = DType::ALL_TPU, shard = ALONG_DIM, call = Cummax(self_, dim))]
 pub fn cummax(x: &Tensor, dim: i64) -> Result<(Tensor, Tensor)> {
     cum_extreme(x, dim, true)
 }
 
 /// `torch.cummin(x, dim)`: `(values, indices)`.
+#[aten("aten::cummin", dtypes = DType::ALL_TPU, shard = ALONG_DIM, call = Cummin(self_, dim))]
 pub fn cummin(x: &Tensor, dim: i64) -> Result<(Tensor, Tensor)> {
     cum_extreme(x, dim, false)
 }
 
 /// `torch.logcumsumexp(x, dim)`: `log(sum_{j<=i} exp(x_j))`, shifted by the running maximum.
+#[aten("aten::logcumsumexp", dtypes = DType::FLOATING, shard = ALONG_DIM, call = Logcumsumexp(self_, dim))]
 pub fn logcumsumexp(x: &Tensor, dim: i64) -> Result<Tensor> {
     let op = OpScope::new("aten::logcumsumexp", &[x])?;
     if !x.dtype().is_float() {
@@ -206,30 +193,3 @@ pub fn logcumsumexp(x: &Tensor, dim: i64) -> Result<Tensor> {
 /// Every scan's rule.
 const ALONG_DIM: Sharding =
     Sharding::Replicate("a scan along a sharded dim needs the preceding shards");
-
-// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
-
-#[aten("aten::cumsum", dtypes = DType::ALL_TPU, shard = ALONG_DIM)]
-fn cumsum_op(a: Cumsum<'_>) -> Result<Tensor> {
-    cumsum(a.self_, a.dim, a.dtype)
-}
-
-#[aten("aten::cumprod", dtypes = DType::ALL_TPU, shard = ALONG_DIM)]
-fn cumprod_op(a: Cumprod<'_>) -> Result<Tensor> {
-    cumprod(a.self_, a.dim, a.dtype)
-}
-
-#[aten("aten::cummax", dtypes = DType::ALL_TPU, shard = ALONG_DIM)]
-fn cummax_op(a: Cummax<'_>) -> Result<(Tensor, Tensor)> {
-    cummax(a.self_, a.dim)
-}
-
-#[aten("aten::cummin", dtypes = DType::ALL_TPU, shard = ALONG_DIM)]
-fn cummin_op(a: Cummin<'_>) -> Result<(Tensor, Tensor)> {
-    cummin(a.self_, a.dim)
-}
-
-#[aten("aten::logcumsumexp", dtypes = DType::FLOATING, shard = ALONG_DIM)]
-fn logcumsumexp_op(a: Logcumsumexp<'_>) -> Result<Tensor> {
-    logcumsumexp(a.self_, a.dim)
-}

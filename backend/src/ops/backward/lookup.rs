@@ -17,6 +17,12 @@ use crate::tensor::Tensor;
 /// `mean`): `-w[t] * g` at each row's target class, 0 elsewhere and on rows whose target is
 /// `ignore_index`. Targets are not range-checked here (the forward `nll_loss` checks them).
 #[allow(clippy::too_many_arguments)]
+#[aten(
+    "aten::nll_loss_backward",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Special(Special::NllLossBackward),
+    call = NllLossBackward(grad_output, self_, target, weight, reduction, ignore_index, total_weight)
+)]
 pub fn nll_loss_backward(
     grad_output: &Tensor,
     input: &Tensor,
@@ -153,6 +159,12 @@ pub fn nll_loss_backward(
 /// `grad_output[i]` in index order (rounding after each addition, as PyTorch's CPU kernel
 /// does); the `padding_idx` row stays zero. With `scale_grad_by_freq` each gradient row is
 /// first divided by how often its index occurs.
+#[aten(
+    "aten::embedding_dense_backward",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Special(Special::EmbeddingBackward),
+    call = EmbeddingDenseBackward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+)]
 pub fn embedding_dense_backward(
     grad_output: &Tensor,
     indices: &Tensor,
@@ -257,35 +269,4 @@ pub fn embedding_dense_backward(
         write_into(&op, &row, &[], |p, _| p.constant(Scalar::Int(0), dtype))?;
     }
     Ok(out)
-}
-#[aten(
-    "aten::nll_loss_backward",
-    dtypes = DType::NUMERIC,
-    shard = Sharding::Special(Special::NllLossBackward)
-)]
-fn nll_loss_backward_op(a: NllLossBackward<'_>) -> Result<Tensor> {
-    nll_loss_backward(
-        a.grad_output,
-        a.self_,
-        a.target,
-        a.weight,
-        a.reduction,
-        a.ignore_index,
-        a.total_weight,
-    )
-}
-
-#[aten(
-    "aten::embedding_dense_backward",
-    dtypes = DType::NUMERIC,
-    shard = Sharding::Special(Special::EmbeddingBackward)
-)]
-fn embedding_dense_backward_op(a: EmbeddingDenseBackward<'_>) -> Result<Tensor> {
-    embedding_dense_backward(
-        a.grad_output,
-        a.indices,
-        a.num_weights,
-        a.padding_idx,
-        a.scale_grad_by_freq,
-    )
 }

@@ -70,6 +70,7 @@ pub fn logical(a: &Tensor, b: &Tensor, or: bool) -> Result<Tensor> {
 }
 
 /// `logical_not`.
+#[aten("aten::logical_not", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = LogicalNot(self_))]
 pub fn logical_not(a: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::logical_not", &[a])?;
     Ok(map(&op, &[a], &[DType::Bool], |p, r| {
@@ -158,9 +159,4 @@ fn logical_and_op(a: LogicalAnd<'_>) -> Result<Tensor> {
 #[aten("aten::logical_or", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn logical_or_op(a: LogicalOr<'_>) -> Result<Tensor> {
     logical(a.self_, a.other, true)
-}
-
-#[aten("aten::logical_not", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn logical_not_op(a: LogicalNot<'_>) -> Result<Tensor> {
-    logical_not(a.self_)
 }

@@ -11,6 +11,12 @@ use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
 /// `torch.where(cond, a, b)`.
+#[aten(
+    "aten::where.self",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = WhereSelf(condition, self_, other)
+)]
 pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::where.self", &[cond, a, b])?;
     if cond.dtype() != DType::Bool {
@@ -64,11 +70,6 @@ impl Tensor {
 }
 
 // The registered overloads: one `#[aten]` function each.
-
-#[aten("aten::where.self", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn where_self_op(a: WhereSelf<'_>) -> Result<Tensor> {
-    where_(a.condition, a.self_, a.other)
-}
 
 #[aten("aten::clamp", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn clamp_op(a: Clamp<'_>) -> Result<Tensor> {

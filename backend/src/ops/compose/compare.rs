@@ -80,12 +80,26 @@ pub fn isclose(
 }
 
 /// `torch.dist(a, b, p)`.
+#[aten(
+    "aten::dist",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("a norm of a difference: no sharding rule yet"),
+    kind = Decomposition,
+    call = Dist(rt, self_, other, p)
+)]
 pub fn dist(rt: &Runtime, a: &Tensor, b: &Tensor, p: Scalar) -> Result<Tensor> {
     let d = op(rt, "aten::sub.Tensor", vec![tv(a), tv(b)])?;
     op(rt, "aten::linalg_vector_norm", vec![tv(&d), sv(p)])
 }
 
 /// `torch.renorm(x, p, dim, maxnorm)`.
+#[aten(
+    "aten::renorm",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("norms across every other dimension: no sharding rule yet"),
+    kind = Decomposition,
+    call = Renorm(rt, self_, p, dim, maxnorm)
+)]
 pub fn renorm(rt: &Runtime, x: &Tensor, p: Scalar, dim: i64, maxnorm: Scalar) -> Result<Tensor> {
     let n = x.dim() as i64;
     let d = if dim < 0 { dim + n } else { dim };
@@ -135,6 +149,13 @@ pub fn renorm(rt: &Runtime, x: &Tensor, p: Scalar, dim: i64, maxnorm: Scalar) ->
 }
 
 /// `torch.nn.functional.glu(x, dim)`.
+#[aten(
+    "aten::glu",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("halves of one dimension: no sharding rule yet"),
+    kind = Decomposition,
+    call = Glu(rt, self_, dim)
+)]
 pub fn glu(rt: &Runtime, x: &Tensor, dim: i64) -> Result<Tensor> {
     let n = x.dim() as i64;
     let d = if dim < 0 { dim + n } else { dim };
@@ -169,6 +190,12 @@ pub fn glu(rt: &Runtime, x: &Tensor, dim: i64) -> Result<Tensor> {
 }
 
 /// `torch._prelu_kernel(x, w)`.
+#[aten(
+    "aten::_prelu_kernel",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::No),
+    call = PreluKernel(self_, weight)
+)]
 pub fn prelu_kernel(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     float2(
         "aten::_prelu_kernel",
@@ -203,45 +230,6 @@ fn equal_op(rt: &Runtime, a: Equal<'_>) -> Result<Value> {
 fn allclose_op(rt: &Runtime, a: Allclose<'_>) -> Result<Value> {
     let c = isclose(rt, a.self_, a.other, a.rtol, a.atol, a.equal_nan)?;
     Ok(Value::Bool(read_all(rt, &c)?))
-}
-
-#[aten(
-    "aten::dist",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate("a norm of a difference: no sharding rule yet"),
-    kind = Decomposition
-)]
-fn dist_op(rt: &Runtime, a: Dist<'_>) -> Result<Tensor> {
-    dist(rt, a.self_, a.other, a.p)
-}
-
-#[aten(
-    "aten::renorm",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate("norms across every other dimension: no sharding rule yet"),
-    kind = Decomposition
-)]
-fn renorm_op(rt: &Runtime, a: Renorm<'_>) -> Result<Tensor> {
-    renorm(rt, a.self_, a.p, a.dim, a.maxnorm)
-}
-
-#[aten(
-    "aten::glu",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate("halves of one dimension: no sharding rule yet"),
-    kind = Decomposition
-)]
-fn glu_op(rt: &Runtime, a: Glu<'_>) -> Result<Tensor> {
-    glu(rt, a.self_, a.dim)
-}
-
-#[aten(
-    "aten::_prelu_kernel",
-    dtypes = DType::FLOATING,
-    shard = Sharding::pointwise(Lin::No)
-)]
-fn prelu_kernel_op(a: PreluKernel<'_>) -> Result<Tensor> {
-    prelu_kernel(a.self_, a.weight)
 }
 
 /// Why `equal` and `allclose` replicate.

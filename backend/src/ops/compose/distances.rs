@@ -36,6 +36,13 @@ fn unsqueeze(rt: &Runtime, t: &Tensor, d: i64) -> Result<Tensor> {
 }
 
 /// `torch._euclidean_dist(x1, x2)`.
+#[aten(
+    "aten::_euclidean_dist",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(PAIRWISE),
+    kind = Decomposition,
+    call = EuclideanDist(rt, x1, x2)
+)]
 pub fn euclidean_dist(rt: &Runtime, x1: &Tensor, x2: &Tensor) -> Result<Tensor> {
     let sq = |x: &Tensor| -> Result<Tensor> {
         let s = op(rt, "aten::mul.Tensor", vec![tv(x), tv(x)])?;
@@ -68,6 +75,13 @@ pub fn euclidean_dist(rt: &Runtime, x1: &Tensor, x2: &Tensor) -> Result<Tensor> 
 }
 
 /// `torch._cdist_forward(x1, x2, p, compute_mode)`.
+#[aten(
+    "aten::_cdist_forward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(PAIRWISE),
+    kind = Decomposition,
+    call = CdistForward(rt, x1, x2, p, compute_mode)
+)]
 pub fn cdist(rt: &Runtime, x1: &Tensor, x2: &Tensor, p: f64, mode: Option<i64>) -> Result<Tensor> {
     if x1.dim() < 2 || x2.dim() < 2 {
         return Err(TpuError::BadArgs(format!(
@@ -96,6 +110,13 @@ pub fn cdist(rt: &Runtime, x1: &Tensor, x2: &Tensor, p: f64, mode: Option<i64>) 
 }
 
 /// `torch._pdist_forward(x, p)`.
+#[aten(
+    "aten::_pdist_forward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(PAIRWISE),
+    kind = Decomposition,
+    call = PdistForward(rt, self_, p)
+)]
 pub fn pdist(rt: &Runtime, x: &Tensor, p: f64) -> Result<Tensor> {
     if x.dim() != 2 {
         return Err(TpuError::BadArgs(format!(
@@ -212,36 +233,6 @@ pub fn multi_margin_loss(
 }
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
-
-#[aten(
-    "aten::_euclidean_dist",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(PAIRWISE),
-    kind = Decomposition
-)]
-fn euclidean_dist_op(rt: &Runtime, a: EuclideanDist<'_>) -> Result<Tensor> {
-    euclidean_dist(rt, a.x1, a.x2)
-}
-
-#[aten(
-    "aten::_cdist_forward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(PAIRWISE),
-    kind = Decomposition
-)]
-fn cdist_forward_op(rt: &Runtime, a: CdistForward<'_>) -> Result<Tensor> {
-    cdist(rt, a.x1, a.x2, a.p, a.compute_mode)
-}
-
-#[aten(
-    "aten::_pdist_forward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(PAIRWISE),
-    kind = Decomposition
-)]
-fn pdist_forward_op(rt: &Runtime, a: PdistForward<'_>) -> Result<Tensor> {
-    pdist(rt, a.self_, a.p)
-}
 
 #[aten(
     "aten::multi_margin_loss",

@@ -76,6 +76,13 @@ fn absdiff(e: &mut Ex, v: &[PRef]) -> PRef {
 }
 
 /// `mse_loss(x, y, reduction)`.
+#[aten(
+    "aten::mse_loss",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition,
+    call = MseLoss(rt, self_, target, reduction)
+)]
 pub fn mse_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64) -> Result<Tensor> {
     need_float("aten::mse_loss", &[x, y])?;
     let l = elementwise("aten::mse_loss", &[x, y], |e, v, _| {
@@ -86,6 +93,12 @@ pub fn mse_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64) -> Result<
 }
 
 /// `mse_loss_backward(grad, x, y, reduction)`.
+#[aten(
+    "aten::mse_loss_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("the mean's scale needs the global count: no sharding rule yet"),
+    call = MseLossBackward(grad_output, self_, target, reduction)
+)]
 pub fn mse_loss_backward(g: &Tensor, x: &Tensor, y: &Tensor, reduction: i64) -> Result<Tensor> {
     need_float("aten::mse_loss_backward", &[g, x, y])?;
     let norm = if reduction == 1 {
@@ -101,6 +114,13 @@ pub fn mse_loss_backward(g: &Tensor, x: &Tensor, y: &Tensor, reduction: i64) -> 
 }
 
 /// `huber_loss(x, y, reduction, delta)`.
+#[aten(
+    "aten::huber_loss",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition,
+    call = HuberLoss(rt, self_, target, reduction, delta)
+)]
 pub fn huber_loss(
     rt: &Runtime,
     x: &Tensor,
@@ -122,6 +142,13 @@ pub fn huber_loss(
 }
 
 /// `smooth_l1_loss(x, y, reduction, beta)`.
+#[aten(
+    "aten::smooth_l1_loss",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition,
+    call = SmoothL1Loss(rt, self_, target, reduction, beta)
+)]
 pub fn smooth_l1_loss(
     rt: &Runtime,
     x: &Tensor,
@@ -150,6 +177,13 @@ pub fn smooth_l1_loss(
 }
 
 /// `soft_margin_loss(x, y, reduction)`.
+#[aten(
+    "aten::soft_margin_loss",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition,
+    call = SoftMarginLoss(rt, self_, target, reduction)
+)]
 pub fn soft_margin_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64) -> Result<Tensor> {
     need_float("aten::soft_margin_loss", &[x, y])?;
     // PyTorch's composite, `log1p(exp(-x * y))`, rounds after each operator.
@@ -165,6 +199,13 @@ pub fn soft_margin_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64) ->
 }
 
 /// `binary_cross_entropy(x, y, weight, reduction)`.
+#[aten(
+    "aten::binary_cross_entropy",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition,
+    call = BinaryCrossEntropy(rt, self_, target, weight, reduction)
+)]
 pub fn binary_cross_entropy(
     rt: &Runtime,
     x: &Tensor,
@@ -210,6 +251,13 @@ fn log_sigmoid(e: &mut Ex, x: PRef) -> PRef {
 }
 
 /// `binary_cross_entropy_with_logits(x, y, weight, pos_weight, reduction)`.
+#[aten(
+    "aten::binary_cross_entropy_with_logits",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(REDUCED),
+    kind = Decomposition,
+    call = BinaryCrossEntropyWithLogits(rt, self_, target, weight, pos_weight, reduction)
+)]
 pub fn bce_with_logits(
     rt: &Runtime,
     x: &Tensor,
@@ -253,80 +301,6 @@ pub fn bce_with_logits(
         }
     })?;
     reduce(rt, l, reduction)
-}
-
-// The registered overloads: one `#[aten]` function each (the struct comes from the schema).
-
-#[aten(
-    "aten::mse_loss",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(REDUCED),
-    kind = Decomposition
-)]
-fn mse_loss_op(rt: &Runtime, a: MseLoss<'_>) -> Result<Tensor> {
-    mse_loss(rt, a.self_, a.target, a.reduction)
-}
-
-#[aten(
-    "aten::mse_loss_backward",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate("the mean's scale needs the global count: no sharding rule yet")
-)]
-fn mse_loss_backward_op(a: MseLossBackward<'_>) -> Result<Tensor> {
-    mse_loss_backward(a.grad_output, a.self_, a.target, a.reduction)
-}
-
-#[aten(
-    "aten::huber_loss",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(REDUCED),
-    kind = Decomposition
-)]
-fn huber_loss_op(rt: &Runtime, a: HuberLoss<'_>) -> Result<Tensor> {
-    huber_loss(rt, a.self_, a.target, a.reduction, a.delta)
-}
-
-#[aten(
-    "aten::smooth_l1_loss",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(REDUCED),
-    kind = Decomposition
-)]
-fn smooth_l1_loss_op(rt: &Runtime, a: SmoothL1Loss<'_>) -> Result<Tensor> {
-    smooth_l1_loss(rt, a.self_, a.target, a.reduction, a.beta)
-}
-
-#[aten(
-    "aten::soft_margin_loss",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(REDUCED),
-    kind = Decomposition
-)]
-fn soft_margin_loss_op(rt: &Runtime, a: SoftMarginLoss<'_>) -> Result<Tensor> {
-    soft_margin_loss(rt, a.self_, a.target, a.reduction)
-}
-
-#[aten(
-    "aten::binary_cross_entropy",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(REDUCED),
-    kind = Decomposition
-)]
-fn binary_cross_entropy_op(rt: &Runtime, a: BinaryCrossEntropy<'_>) -> Result<Tensor> {
-    binary_cross_entropy(rt, a.self_, a.target, a.weight, a.reduction)
-}
-
-#[aten(
-    "aten::binary_cross_entropy_with_logits",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate(REDUCED),
-    kind = Decomposition
-)]
-fn binary_cross_entropy_with_logits_op(
-    rt: &Runtime,
-    a: BinaryCrossEntropyWithLogits<'_>,
-) -> Result<Tensor> {
-    bce_with_logits(rt, a.self_, a.target, a.weight, a.pos_weight, a.reduction)
 }
 
 /// Why the losses replicate.

@@ -114,6 +114,13 @@ fn need_dims(name: &str, t: &Tensor, what: &str, n: usize) -> Result<()> {
 
 /// `torch.addr(self, vec1, vec2, beta=, alpha=)`: `beta * self + alpha * outer(vec1, vec2)`; on
 /// bool, `(beta and self) or (alpha and vec1 and vec2)`.
+#[aten(
+    "aten::addr",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("an outer product on the vector unit: no sharding rule yet"),
+    kind = Decomposition,
+    call = Addr(rt, self_, vec1, vec2, beta, alpha)
+)]
 pub fn addr(
     rt: &Runtime,
     self_: &Tensor,
@@ -164,6 +171,13 @@ pub fn addr(
 }
 
 /// `torch.addmv(self, mat, vec, beta=, alpha=)`.
+#[aten(
+    "aten::addmv",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate(CONTRACTION),
+    kind = Decomposition,
+    call = Addmv(rt, self_, mat, vec, beta, alpha)
+)]
 pub fn addmv(
     rt: &Runtime,
     self_: &Tensor,
@@ -190,6 +204,13 @@ pub fn addmv(
 }
 
 /// `torch.addbmm(self, batch1, batch2, beta=, alpha=)`: the batch's products summed.
+#[aten(
+    "aten::addbmm",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate(CONTRACTION),
+    kind = Decomposition,
+    call = Addbmm(rt, self_, batch1, batch2, beta, alpha)
+)]
 pub fn addbmm(
     rt: &Runtime,
     self_: &Tensor,
@@ -296,6 +317,13 @@ pub fn trilinear(rt: &Runtime, a: &Args3, expand: [&[i64]; 3], sumdim: &[i64]) -
 pub type Args3<'a> = [&'a Tensor; 3];
 
 /// `torch.linalg.cross(self, other, dim=)`: the inputs broadcast, `dim` of size 3.
+#[aten(
+    "aten::linalg_cross",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate("slices along the cross dimension: no sharding rule yet"),
+    kind = Decomposition,
+    call = LinalgCross(rt, self_, other, dim)
+)]
 pub fn linalg_cross(rt: &Runtime, a: &Tensor, b: &Tensor, dim: i64) -> Result<Tensor> {
     let name = "aten::linalg_cross";
     same_dtypes(name, &[a, b])?;
@@ -351,36 +379,6 @@ pub fn linalg_cross(rt: &Runtime, a: &Tensor, b: &Tensor, dim: i64) -> Result<Te
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
 
 #[aten(
-    "aten::addr",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::Replicate("an outer product on the vector unit: no sharding rule yet"),
-    kind = Decomposition
-)]
-fn addr_op(rt: &Runtime, a: Addr<'_>) -> Result<Tensor> {
-    addr(rt, a.self_, a.vec1, a.vec2, a.beta, a.alpha)
-}
-
-#[aten(
-    "aten::addmv",
-    dtypes = DType::NUMERIC,
-    shard = Sharding::Replicate(CONTRACTION),
-    kind = Decomposition
-)]
-fn addmv_op(rt: &Runtime, a: Addmv<'_>) -> Result<Tensor> {
-    addmv(rt, a.self_, a.mat, a.vec, a.beta, a.alpha)
-}
-
-#[aten(
-    "aten::addbmm",
-    dtypes = DType::NUMERIC,
-    shard = Sharding::Replicate(CONTRACTION),
-    kind = Decomposition
-)]
-fn addbmm_op(rt: &Runtime, a: Addbmm<'_>) -> Result<Tensor> {
-    addbmm(rt, a.self_, a.batch1, a.batch2, a.beta, a.alpha)
-}
-
-#[aten(
     "aten::_trilinear",
     dtypes = DType::NUMERIC,
     shard = Sharding::Replicate(CONTRACTION),
@@ -393,16 +391,6 @@ fn trilinear_op(rt: &Runtime, a: Trilinear<'_>) -> Result<Tensor> {
         [&a.expand1, &a.expand2, &a.expand3],
         &a.sumdim,
     )
-}
-
-#[aten(
-    "aten::linalg_cross",
-    dtypes = DType::NUMERIC,
-    shard = Sharding::Replicate("slices along the cross dimension: no sharding rule yet"),
-    kind = Decomposition
-)]
-fn linalg_cross_op(rt: &Runtime, a: LinalgCross<'_>) -> Result<Tensor> {
-    linalg_cross(rt, a.self_, a.other, a.dim)
 }
 
 /// Why the vector-unit contractions replicate.

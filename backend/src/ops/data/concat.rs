@@ -15,6 +15,7 @@ fn skipped(t: &Tensor) -> bool {
 }
 
 /// `torch.cat(tensors, dim)`: the inputs promoted to their common dtype, joined along `dim`.
+#[aten("aten::cat", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Cat), call = Cat(&tensors, dim))]
 pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     if tensors.is_empty() {
         return Err(TpuError::BadArgs(
@@ -87,6 +88,7 @@ fn cat_in(op: &OpScope, tensors: &[Tensor], dim: i64) -> Result<Tensor> {
 }
 
 /// `torch.stack(tensors, dim)`: equal-shaped tensors joined along a new dim.
+#[aten("aten::stack", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Stack), call = Stack(&tensors, dim))]
 pub fn stack(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
     let Some(first) = tensors.first() else {
         return Err(TpuError::BadArgs(
@@ -159,16 +161,6 @@ impl Tensor {
 }
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
-
-#[aten("aten::cat", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Cat))]
-fn cat_op(a: Cat<'_>) -> Result<Tensor> {
-    cat(&a.tensors, a.dim)
-}
-
-#[aten("aten::stack", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Stack))]
-fn stack_op(a: Stack<'_>) -> Result<Tensor> {
-    stack(&a.tensors, a.dim)
-}
 
 #[aten("aten::split.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Split), kind = View)]
 fn split_tensor_op(a: SplitTensor<'_>) -> Result<Vec<Tensor>> {

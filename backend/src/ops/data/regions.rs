@@ -33,6 +33,12 @@ pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
 }
 
 /// `x.masked_fill(mask, value)` with a zero-dimensional tensor `value`.
+#[aten(
+    "aten::masked_fill.Tensor",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = MaskedFillTensor(self_, mask, value)
+)]
 pub fn masked_fill_tensor(x: &Tensor, mask: &Tensor, value: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::masked_fill.Tensor", &[x, mask, value])?;
     check_mask(mask)?;
@@ -94,6 +100,12 @@ pub fn triu(x: &Tensor, diagonal: i64) -> Result<Tensor> {
 
 /// `torch.constant_pad_nd(x, pad, value)`: `pad` holds (before, after) pairs from the last dim
 /// backwards; negative amounts crop.
+#[aten(
+    "aten::constant_pad_nd",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Special(Special::Pad),
+    call = ConstantPadNd(self_, &pad, value)
+)]
 pub fn constant_pad_nd(x: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor> {
     let op = OpScope::new("aten::constant_pad_nd", &[x])?;
     if !pad.len().is_multiple_of(2) {
@@ -204,11 +216,6 @@ fn masked_fill_scalar_op(a: MaskedFillScalar<'_>) -> Result<Tensor> {
     masked_fill(a.self_, a.mask, a.value)
 }
 
-#[aten("aten::masked_fill.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn masked_fill_tensor_op(a: MaskedFillTensor<'_>) -> Result<Tensor> {
-    masked_fill_tensor(a.self_, a.mask, a.value)
-}
-
 #[aten("aten::tril", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Tril))]
 fn tril_op(a: Tril<'_>) -> Result<Tensor> {
     tril(a.self_, a.diagonal)
@@ -217,11 +224,6 @@ fn tril_op(a: Tril<'_>) -> Result<Tensor> {
 #[aten("aten::triu", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Tril))]
 fn triu_op(a: Triu<'_>) -> Result<Tensor> {
     triu(a.self_, a.diagonal)
-}
-
-#[aten("aten::constant_pad_nd", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Pad))]
-fn constant_pad_nd_op(a: ConstantPadNd<'_>) -> Result<Tensor> {
-    constant_pad_nd(a.self_, &a.pad, a.value)
 }
 
 #[aten("aten::flip", dtypes = DType::ALL_TPU, shard = Sharding::Special(Special::Flip))]

@@ -229,6 +229,7 @@ fn index_in(op: &OpScope, x: &Tensor, indices: &[Option<Tensor>], bound: Bound) 
 
 /// `x[indices]` (`aten::index.Tensor`): `None` keeps a dim, int tensors select, bool tensors
 /// mask; negative indices count from the end.
+#[aten("aten::index.Tensor", dtypes = DType::ALL_TPU, shard = REP, call = IndexTensor(self_, &indices))]
 pub fn index(x: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor> {
     let mut ins = vec![x];
     ins.extend(indices.iter().flatten());
@@ -325,6 +326,12 @@ pub fn index_put(
 
 /// `_unsafe_masked_index(x, mask, indices, fill)`: `x[indices]` with each index clamped to its
 /// dim (negative to 0), and `fill` where `mask` is false.
+#[aten(
+    "aten::_unsafe_masked_index",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    call = UnsafeMaskedIndex(self_, mask, &indices, fill)
+)]
 fn unsafe_masked_index(
     x: &Tensor,
     mask: &Tensor,
@@ -378,6 +385,12 @@ fn unsafe_masked_index(
 
 /// `_unsafe_masked_index_put_accumulate(x, mask, indices, values)`: `x[indices] += values`
 /// where `mask` is true, indices clamped to `[-size, size)`.
+#[aten(
+    "aten::_unsafe_masked_index_put_accumulate",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    call = UnsafeMaskedIndexPutAccumulate(self_, mask, &indices, values)
+)]
 fn unsafe_masked_index_put_accumulate(
     x: &Tensor,
     mask: &Tensor,
@@ -403,11 +416,6 @@ fn unsafe_masked_index_put_accumulate(
 const REP: Sharding = Sharding::Replicate("indices address the global tensor");
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
-
-#[aten("aten::index.Tensor", dtypes = DType::ALL_TPU, shard = REP)]
-fn index_tensor_op(a: IndexTensor<'_>) -> Result<Tensor> {
-    index(a.self_, &a.indices)
-}
 
 #[aten("aten::_unsafe_index.Tensor", dtypes = DType::ALL_TPU, shard = REP)]
 fn unsafe_index_tensor_op(a: UnsafeIndexTensor<'_>) -> Result<Tensor> {
@@ -437,18 +445,4 @@ fn unsafe_index_put_op(a: UnsafeIndexPut<'_>) -> Result<Tensor> {
     ins.extend(idx.iter().flatten());
     let op = OpScope::new(UnsafeIndexPut::NAME, &ins)?;
     index_put_in(&op, x, idx, v, a.accumulate, Bound::Check)
-}
-
-#[aten("aten::_unsafe_masked_index", dtypes = DType::ALL_TPU, shard = REP)]
-fn unsafe_masked_index_op(a: UnsafeMaskedIndex<'_>) -> Result<Tensor> {
-    unsafe_masked_index(a.self_, a.mask, &a.indices, a.fill)
-}
-
-#[aten(
-    "aten::_unsafe_masked_index_put_accumulate",
-    dtypes = DType::ALL_TPU,
-    shard = REP
-)]
-fn unsafe_masked_index_put_accumulate_op(a: UnsafeMaskedIndexPutAccumulate<'_>) -> Result<Tensor> {
-    unsafe_masked_index_put_accumulate(a.self_, a.mask, &a.indices, a.values)
 }

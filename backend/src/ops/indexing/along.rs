@@ -217,6 +217,12 @@ fn index_fill(name: &str, x: &Tensor, dim: i64, index: &Tensor, value: Fill<'_>)
 
 /// `index_reduce(x, dim, index, source, reduce, include_self)` for `prod`, `mean`, `amax`,
 /// `amin`.
+#[aten(
+    "aten::index_reduce",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    call = IndexReduce(self_, dim, index, source, reduce, include_self)
+)]
 fn index_reduce(
     x: &Tensor,
     dim: i64,
@@ -286,6 +292,12 @@ fn index_reduce(
 
 /// `index_select_backward(grad, self_sizes, dim, index)`: zeros with `grad`'s slices added at
 /// `index`.
+#[aten(
+    "aten::index_select_backward",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    call = IndexSelectBackward(grad, &self_sizes, dim, index)
+)]
 fn index_select_backward(grad: &Tensor, sizes: &[i64], dim: i64, index: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::index_select_backward", &[grad, index])?;
     check_index("index_select_backward", index)?;
@@ -340,14 +352,4 @@ fn index_fill_int_tensor_op(a: IndexFillIntTensor<'_>) -> Result<Tensor> {
         a.index,
         Fill::Tensor(v),
     )
-}
-
-#[aten("aten::index_reduce", dtypes = DType::ALL_TPU, shard = REP)]
-fn index_reduce_op(a: IndexReduce<'_>) -> Result<Tensor> {
-    index_reduce(a.self_, a.dim, a.index, a.source, a.reduce, a.include_self)
-}
-
-#[aten("aten::index_select_backward", dtypes = DType::ALL_TPU, shard = REP)]
-fn index_select_backward_op(a: IndexSelectBackward<'_>) -> Result<Tensor> {
-    index_select_backward(a.grad, &a.self_sizes, a.dim, a.index)
 }

@@ -105,6 +105,7 @@ pub fn nonzero(x: &Tensor) -> Result<Tensor> {
 
 /// `torch.nonzero_static(x, size=size, fill_value=fill)`: the first `size` coordinates, the
 /// rest `fill_value` (no synchronisation).
+#[aten("aten::nonzero_static", dtypes = DType::ALL_TPU, shard = REP, call = NonzeroStatic(self_, size, fill_value))]
 pub fn nonzero_static(x: &Tensor, size: i64, fill_value: i64) -> Result<Tensor> {
     let op = OpScope::new("aten::nonzero_static", &[x])?;
     if size < 0 {
@@ -126,6 +127,7 @@ pub fn nonzero_static(x: &Tensor, size: i64, fill_value: i64) -> Result<Tensor> 
 
 /// `torch.masked_select(x, mask)`: the elements of the broadcast of `x` where `mask` is true,
 /// as a vector.
+#[aten("aten::masked_select", dtypes = DType::ALL_TPU, shard = REP, call = MaskedSelect(self_, mask))]
 pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::masked_select", &[x, mask])?;
     if mask.dtype() != DType::Bool {
@@ -161,6 +163,12 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
 
 /// `x.masked_scatter(mask, source)`: `x` where `mask` is false; where it is true, the
 /// elements of `source` in order. A `source` with too few elements faults the gather.
+#[aten(
+    "aten::masked_scatter",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::Replicate("the source is consumed in the global order"),
+    call = MaskedScatter(self_, mask, source)
+)]
 pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::masked_scatter", &[x, mask, source])?;
     if mask.dtype() != DType::Bool {
@@ -241,11 +249,6 @@ fn argwhere_op(a: Argwhere<'_>) -> Result<Tensor> {
     nonzero(a.self_)
 }
 
-#[aten("aten::nonzero_static", dtypes = DType::ALL_TPU, shard = REP)]
-fn nonzero_static_op(a: NonzeroStatic<'_>) -> Result<Tensor> {
-    nonzero_static(a.self_, a.size, a.fill_value)
-}
-
 #[aten("aten::nonzero_numpy", dtypes = DType::ALL_TPU, shard = REP, kind = Decomposition)]
 fn nonzero_numpy_op(a: NonzeroNumpy<'_>) -> Result<Vec<Tensor>> {
     nonzero_columns(NonzeroNumpy::NAME, a.self_)
@@ -254,18 +257,4 @@ fn nonzero_numpy_op(a: NonzeroNumpy<'_>) -> Result<Vec<Tensor>> {
 #[aten("aten::where", dtypes = DType::ALL_TPU, shard = REP, kind = Decomposition)]
 fn where_op(a: Where<'_>) -> Result<Vec<Tensor>> {
     nonzero_columns(Where::NAME, a.condition)
-}
-
-#[aten("aten::masked_select", dtypes = DType::ALL_TPU, shard = REP)]
-fn masked_select_op(a: MaskedSelect<'_>) -> Result<Tensor> {
-    masked_select(a.self_, a.mask)
-}
-
-#[aten(
-    "aten::masked_scatter",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::Replicate("the source is consumed in the global order")
-)]
-fn masked_scatter_op(a: MaskedScatter<'_>) -> Result<Tensor> {
-    masked_scatter(a.self_, a.mask, a.source)
 }

@@ -168,6 +168,12 @@ fn reduce_of(name: &str, reduce: &str) -> Result<Combine> {
 }
 
 /// `scatter_reduce.two(x, dim, index, src, reduce, include_self)`.
+#[aten(
+    "aten::scatter_reduce.two",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    call = ScatterReduceTwo(self_, dim, index, src, reduce, include_self)
+)]
 fn scatter_reduce(
     x: &Tensor,
     dim: i64,
@@ -237,6 +243,7 @@ fn scatter_reduce(
 }
 
 /// `torch.take(x, index)`: elements of flattened `x` (negative indices from the end).
+#[aten("aten::take", dtypes = DType::ALL_TPU, shard = REP, call = Take(self_, index))]
 fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
     let op = OpScope::new("aten::take", &[x, index])?;
     if index.dtype() != DType::I64 {
@@ -279,6 +286,7 @@ fn flat_index_check(op: &OpScope, index: &Tensor, n: usize) -> Result<Pending> {
 
 /// `torch.put(x, index, source, accumulate)`: a copy of `x` with its flat elements at `index`
 /// set to (or increased by) `source`'s.
+#[aten("aten::put", dtypes = DType::ALL_TPU, shard = REP, call = Put(self_, index, source, accumulate))]
 fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<Tensor> {
     let op = OpScope::new("aten::put", &[x, index, source])?;
     if index.dtype() != DType::I64 {
@@ -332,6 +340,13 @@ fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<
 
 /// `torch.take_along_dim(x, indices, dim)`: `gather` along `dim` after broadcasting the other
 /// dims (`dim` None: of the flattened tensor).
+#[aten(
+    "aten::take_along_dim",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    kind = Decomposition,
+    call = TakeAlongDim(self_, indices, dim)
+)]
 fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<i64>) -> Result<Tensor> {
     let op = OpScope::new("aten::take_along_dim", &[x, indices])?;
     let Some(dim) = dim else {
@@ -461,24 +476,4 @@ fn scatter_add_op(a: ScatterAdd<'_>) -> Result<Tensor> {
         Combine::Add,
         None,
     )
-}
-
-#[aten("aten::scatter_reduce.two", dtypes = DType::ALL_TPU, shard = REP)]
-fn scatter_reduce_two_op(a: ScatterReduceTwo<'_>) -> Result<Tensor> {
-    scatter_reduce(a.self_, a.dim, a.index, a.src, a.reduce, a.include_self)
-}
-
-#[aten("aten::take", dtypes = DType::ALL_TPU, shard = REP)]
-fn take_op(a: Take<'_>) -> Result<Tensor> {
-    take(a.self_, a.index)
-}
-
-#[aten("aten::put", dtypes = DType::ALL_TPU, shard = REP)]
-fn put_op(a: Put<'_>) -> Result<Tensor> {
-    put(a.self_, a.index, a.source, a.accumulate)
-}
-
-#[aten("aten::take_along_dim", dtypes = DType::ALL_TPU, shard = REP, kind = Decomposition)]
-fn take_along_dim_op(a: TakeAlongDim<'_>) -> Result<Tensor> {
-    take_along_dim(a.self_, a.indices, a.dim)
 }

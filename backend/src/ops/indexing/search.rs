@@ -205,6 +205,12 @@ fn number(op: &OpScope, s: Scalar) -> Result<Tensor> {
 
 /// `bincount(x, weights, minlength)`: counts (or summed weights) of each value of a 1-D
 /// non-negative integer tensor.
+#[aten(
+    "aten::bincount",
+    dtypes = &[DType::I32, DType::I64, DType::Bool, DType::F32],
+    shard = REP,
+    call = Bincount(self_, weights, minlength)
+)]
 fn bincount(x: &Tensor, weights: Option<&Tensor>, minlength: i64) -> Result<Tensor> {
     let mut ins = vec![x];
     ins.extend(weights);
@@ -391,6 +397,7 @@ fn hist_counts(
 /// `torch.histc(x, bins, min, max)`: counts in the input's dtype. Integer inputs are taken as
 /// PyTorch's CUDA kernel takes them (its CPU kernel refuses them); Hugging Face's grouped
 /// mixture-of-experts path calls `histc` on int32 expert ids on a "tpu" device.
+#[aten("aten::histc", dtypes = DType::NUMERIC, shard = REP, call = Histc(self_, bins, min.to_f64(), max.to_f64()))]
 fn histc(x: &Tensor, bins: i64, min: f64, max: f64) -> Result<Tensor> {
     let op = OpScope::new("aten::histc", &[x])?;
     if !(x.dtype().is_float() || matches!(x.dtype(), DType::I32 | DType::I64)) {
@@ -412,6 +419,12 @@ fn histc(x: &Tensor, bins: i64, min: f64, max: f64) -> Result<Tensor> {
 }
 
 /// `torch.histogram(x, bins, range, weight, density)`: `(hist, bin_edges)`.
+#[aten(
+    "aten::histogram.bin_ct",
+    dtypes = DType::FLOATING,
+    shard = REP,
+    call = HistogramBinCt(self_, bins, range, weight, density)
+)]
 fn histogram_bin_ct(
     x: &Tensor,
     bins: i64,
@@ -539,23 +552,4 @@ fn isin_scalar_tensor_op(a: IsinScalarTensor<'_>) -> Result<Tensor> {
     let op = OpScope::new(IsinScalarTensor::NAME, &[t])?;
     let e = number(&op, a.element)?;
     isin(&e, t, a.invert, "aten::isin", &[])
-}
-
-#[aten(
-    "aten::bincount",
-    dtypes = &[DType::I32, DType::I64, DType::Bool, DType::F32],
-    shard = REP
-)]
-fn bincount_op(a: Bincount<'_>) -> Result<Tensor> {
-    bincount(a.self_, a.weights, a.minlength)
-}
-
-#[aten("aten::histc", dtypes = DType::NUMERIC, shard = REP)]
-fn histc_op(a: Histc<'_>) -> Result<Tensor> {
-    histc(a.self_, a.bins, a.min.to_f64(), a.max.to_f64())
-}
-
-#[aten("aten::histogram.bin_ct", dtypes = DType::FLOATING, shard = REP)]
-fn histogram_bin_ct_op(a: HistogramBinCt<'_>) -> Result<(Tensor, Tensor)> {
-    histogram_bin_ct(a.self_, a.bins, a.range, a.weight, a.density)
 }

@@ -97,6 +97,12 @@ fn empty_i64(op: &OpScope) -> Result<Tensor> {
 }
 
 /// `torch.unique_consecutive(x, return_inverse, return_counts, dim)`.
+#[aten(
+    "aten::unique_consecutive",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    call = UniqueConsecutive(self_, return_inverse, return_counts, dim)
+)]
 fn unique_consecutive(
     x: &Tensor,
     inverse: bool,
@@ -221,11 +227,6 @@ fn unique2(x: &Tensor, inverse: bool, counts: bool) -> Result<(Tensor, Tensor, T
 const REP: Sharding = Sharding::Replicate("the output's shape depends on every shard's values");
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
-
-#[aten("aten::unique_consecutive", dtypes = DType::ALL_TPU, shard = REP)]
-fn unique_consecutive_op(a: UniqueConsecutive<'_>) -> Result<Vec<Value>> {
-    unique_consecutive(a.self_, a.return_inverse, a.return_counts, a.dim)
-}
 
 /// `sorted` is ignored: the values come sorted.
 #[aten("aten::_unique2", dtypes = DType::ALL_TPU, shard = REP)]

@@ -25,6 +25,13 @@ use crate::tensor::Tensor;
 /// dims broadcast) give `[..., L, Ev]`. A bool mask keeps the positions where it is true, a
 /// float mask is added to the scores; `is_causal` keeps key `j <= i` for query `i`.
 #[allow(clippy::too_many_arguments)]
+#[aten(
+    "aten::scaled_dot_product_attention",
+    dtypes = DType::FLOATING_AND_BOOL,
+    shard = Sharding::Special(Special::Attention),
+    kind = Decomposition,
+    call = ScaledDotProductAttention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+)]
 pub fn scaled_dot_product_attention(
     query: &Tensor,
     key: &Tensor,
@@ -78,6 +85,13 @@ pub fn scaled_dot_product_attention_lse(
 
 /// `aten::_scaled_dot_product_flash_attention_for_cpu`: 4-D `[B, H, L, E]` inputs; returns the
 /// output and the logsumexp of each row of scaled, masked scores (`[B, H, L]`, float32).
+#[aten(
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    dtypes = DType::FLOATING_AND_BOOL,
+    shard = Sharding::Special(Special::FlashAttention),
+    kind = Decomposition,
+    call = ScaledDotProductFlashAttentionForCpu(query, key, value, dropout_p, is_causal, attn_mask, scale)
+)]
 pub fn flash_attention_for_cpu(
     query: &Tensor,
     key: &Tensor,
@@ -117,6 +131,13 @@ pub fn flash_attention_for_cpu(
 /// for the fields it has no use for what PyTorch's meta function gives: no sequence offsets
 /// and no debug mask, zero-dimensional dropout seed and offset. Key and value may have fewer heads than the query (they
 /// serve groups of query heads).
+#[aten(
+    "aten::_scaled_dot_product_fused_attention_overrideable",
+    dtypes = DType::FLOATING_AND_BOOL,
+    shard = Sharding::Replicate("the fused attention runs on whole heads (DTensor shards scaled_dot_product_attention by its own rule)", ),
+    kind = Decomposition,
+    call = ScaledDotProductFusedAttentionOverrideable(query, key, value, attn_bias, dropout_p, is_causal, scale)
+)]
 pub fn fused_attention_overrideable(
     query: &Tensor,
     key: &Tensor,
@@ -457,67 +478,6 @@ fn weights(
 }
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
-
-#[aten(
-    "aten::scaled_dot_product_attention",
-    dtypes = DType::FLOATING_AND_BOOL,
-    shard = Sharding::Special(Special::Attention),
-    kind = Decomposition
-)]
-fn scaled_dot_product_attention_op(a: ScaledDotProductAttention<'_>) -> Result<Tensor> {
-    scaled_dot_product_attention(
-        a.query,
-        a.key,
-        a.value,
-        a.attn_mask,
-        a.dropout_p,
-        a.is_causal,
-        a.scale,
-        a.enable_gqa,
-    )
-}
-
-#[aten(
-    "aten::_scaled_dot_product_flash_attention_for_cpu",
-    dtypes = DType::FLOATING_AND_BOOL,
-    shard = Sharding::Special(Special::FlashAttention),
-    kind = Decomposition
-)]
-fn scaled_dot_product_flash_attention_for_cpu_op(
-    a: ScaledDotProductFlashAttentionForCpu<'_>,
-) -> Result<(Tensor, Tensor)> {
-    flash_attention_for_cpu(
-        a.query,
-        a.key,
-        a.value,
-        a.dropout_p,
-        a.is_causal,
-        a.attn_mask,
-        a.scale,
-    )
-}
-
-#[aten(
-    "aten::_scaled_dot_product_fused_attention_overrideable",
-    dtypes = DType::FLOATING_AND_BOOL,
-    shard = Sharding::Replicate(
-        "the fused attention runs on whole heads (DTensor shards scaled_dot_product_attention by its own rule)",
-    ),
-    kind = Decomposition
-)]
-fn scaled_dot_product_fused_attention_overrideable_op(
-    a: ScaledDotProductFusedAttentionOverrideable<'_>,
-) -> Result<Vec<Value>> {
-    fused_attention_overrideable(
-        a.query,
-        a.key,
-        a.value,
-        a.attn_bias,
-        a.dropout_p,
-        a.is_causal,
-        a.scale,
-    )
-}
 
 #[aten(
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward",

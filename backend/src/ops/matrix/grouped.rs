@@ -61,6 +61,13 @@ fn check(cond: bool, msg: impl FnOnce() -> String) -> Result<()> {
 }
 
 /// `torch._grouped_mm(a, b, offs, bias, out_dtype)`; see the module doc for the forms.
+#[aten(
+    "aten::_grouped_mm",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("groups are given by offsets on the device"),
+    kind = Decomposition,
+    call = GroupedMm(self_, mat2, offs, bias, out_dtype)
+)]
 pub fn grouped_mm(
     a: &Tensor,
     b: &Tensor,
@@ -158,14 +165,4 @@ fn offs_len(o: &Tensor) -> Result<usize> {
         )));
     }
     Ok(o.shape()[0])
-}
-
-#[aten(
-    "aten::_grouped_mm",
-    dtypes = DType::FLOATING,
-    shard = Sharding::Replicate("groups are given by offsets on the device"),
-    kind = Decomposition
-)]
-fn grouped_mm_op(a: GroupedMm<'_>) -> Result<Tensor> {
-    grouped_mm(a.self_, a.mat2, a.offs, a.bias, a.out_dtype)
 }

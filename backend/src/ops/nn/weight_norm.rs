@@ -37,6 +37,13 @@ fn check_float(name: &str, ts: &[&Tensor]) -> Result<()> {
 }
 
 /// `_weight_norm_interface(v, g, dim)`: `(w, norms)`.
+#[aten(
+    "aten::_weight_norm_interface",
+    dtypes = DType::FLOATING,
+    shard = NORM,
+    kind = Decomposition,
+    call = WeightNormInterface(v, g, dim)
+)]
 pub fn weight_norm_interface(v: &Tensor, g: &Tensor, dim: i64) -> Result<(Tensor, Tensor)> {
     check_float("aten::_weight_norm_interface", &[v, g])?;
     let dims = norm_dims(v, dim)?;
@@ -47,6 +54,13 @@ pub fn weight_norm_interface(v: &Tensor, g: &Tensor, dim: i64) -> Result<(Tensor
 
 /// `_weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim)`:
 /// `(grad_v, grad_g)`.
+#[aten(
+    "aten::_weight_norm_interface_backward",
+    dtypes = DType::FLOATING,
+    shard = NORM,
+    kind = Decomposition,
+    call = _WeightNormInterfaceBackward(grad_w, saved_v, saved_g, saved_norms, dim)
+)]
 pub fn weight_norm_interface_backward(
     grad_w: &Tensor,
     v: &Tensor,
@@ -76,15 +90,3 @@ pub fn weight_norm_interface_backward(
 
 /// Replicated: the norm spans every dim but one.
 const NORM: Sharding = Sharding::Replicate("the norm spans every dim but one");
-
-#[aten("aten::_weight_norm_interface", dtypes = DType::FLOATING, shard = NORM, kind = Decomposition)]
-fn weight_norm_interface_op(a: WeightNormInterface<'_>) -> Result<(Tensor, Tensor)> {
-    weight_norm_interface(a.v, a.g, a.dim)
-}
-
-#[aten("aten::_weight_norm_interface_backward", dtypes = DType::FLOATING, shard = NORM, kind = Decomposition)]
-fn weight_norm_interface_backward_op(
-    a: _WeightNormInterfaceBackward<'_>,
-) -> Result<(Tensor, Tensor)> {
-    weight_norm_interface_backward(a.grad_w, a.saved_v, a.saved_g, a.saved_norms, a.dim)
-}

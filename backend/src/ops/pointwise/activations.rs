@@ -61,6 +61,12 @@ fn grad2(
 }
 
 /// `hardtanh(x, min, max)`: `clamp(x, min, max)` with NaN kept; integers in their dtype.
+#[aten(
+    "aten::hardtanh",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::pointwise(Lin::No),
+    call = Hardtanh(self_, min_val.to_f64(), max_val.to_f64())
+)]
 pub fn hardtanh(x: &Tensor, lo: f64, hi: f64) -> Result<Tensor> {
     let d = x.dtype();
     if d == DType::Bool {
@@ -90,6 +96,12 @@ pub fn hardtanh(x: &Tensor, lo: f64, hi: f64) -> Result<Tensor> {
 }
 
 /// `threshold(x, threshold, value)`: `x <= threshold ? value : x`, in `x`'s dtype.
+#[aten(
+    "aten::threshold",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = Threshold(self_, threshold.to_f64(), value.to_f64())
+)]
 pub fn threshold(x: &Tensor, th: f64, value: f64) -> Result<Tensor> {
     let d = x.dtype();
     promoted_as(
@@ -134,6 +146,12 @@ fn elu(name: &str, x: &Tensor, c: EluCoefficients) -> Result<Tensor> {
 }
 
 /// `log_sigmoid_forward(x)`: the output and the buffer `exp(-|x|)`.
+#[aten(
+    "aten::log_sigmoid_forward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::No),
+    call = LogSigmoidForward(self_)
+)]
 fn log_sigmoid_forward(x: &Tensor) -> Result<(Tensor, Tensor)> {
     let d = x.dtype();
     if !d.is_float() {
@@ -158,6 +176,12 @@ fn log_sigmoid_forward(x: &Tensor) -> Result<(Tensor, Tensor)> {
 /// `log_sigmoid_backward(grad, x, buffer)`: `grad * (max_deriv - sign * z / (1 + z))` with
 /// `z = exp(-|x|)`, `max_deriv = x < 0`, `sign = x < 0 ? 1 : -1` (ATen's CPU kernel, which
 /// recomputes `z` from `x`).
+#[aten(
+    "aten::log_sigmoid_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::No),
+    call = LogSigmoidBackward(grad_output, self_)
+)]
 fn log_sigmoid_backward(g: &Tensor, x: &Tensor) -> Result<Tensor> {
     grad2("aten::log_sigmoid_backward", g, x, |e, g, x| {
         let a = e.abs(x);
@@ -183,16 +207,6 @@ fn hard01(e: &mut Ex, x: PRef) -> PRef {
 }
 
 // The registered overloads: one `#[aten]` function each.
-
-#[aten("aten::hardtanh", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
-fn hardtanh_op(a: Hardtanh<'_>) -> Result<Tensor> {
-    hardtanh(a.self_, a.min_val.to_f64(), a.max_val.to_f64())
-}
-
-#[aten("aten::threshold", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn threshold_op(a: Threshold<'_>) -> Result<Tensor> {
-    threshold(a.self_, a.threshold.to_f64(), a.value.to_f64())
-}
 
 #[aten("aten::elu", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
 fn elu_op(a: Elu<'_>) -> Result<Tensor> {
@@ -293,11 +307,6 @@ fn softshrink_op(a: Softshrink<'_>) -> Result<Tensor> {
     })
 }
 
-#[aten("aten::log_sigmoid_forward", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
-fn log_sigmoid_forward_op(a: LogSigmoidForward<'_>) -> Result<(Tensor, Tensor)> {
-    log_sigmoid_forward(a.self_)
-}
-
 #[aten("aten::hardtanh_backward", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
 fn hardtanh_backward_op(a: HardtanhBackward<'_>) -> Result<Tensor> {
     let (lo, hi) = (a.min_val.to_f64(), a.max_val.to_f64());
@@ -327,9 +336,4 @@ fn leaky_relu_backward_op(a: LeakyReluBackward<'_>) -> Result<Tensor> {
             e.sel(gt, g, m)
         },
     )
-}
-
-#[aten("aten::log_sigmoid_backward", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
-fn log_sigmoid_backward_op(a: LogSigmoidBackward<'_>) -> Result<Tensor> {
-    log_sigmoid_backward(a.grad_output, a.self_)
 }

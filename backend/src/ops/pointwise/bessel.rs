@@ -88,47 +88,41 @@ fn i1_with(e: &mut Ex, x: PRef, ta: &[f64], tb: &[f64], scaled: bool) -> PRef {
 
 /// `K0(x)` (`scaled`: `exp(x) K0(x)`).
 fn k0(e: &mut Ex, x: PRef, scaled: bool) -> PRef {
-    let small = e.lek(x, 2.0);
-    let xx = e.mul(x, x);
-    let ya = e.addk(xx, -2.0);
-    let ca = e.chbevl(ya, &K0_A);
-    let h = e.mulk(x, 0.5);
-    let l = e.log(h);
+    let (small, ca, l) = k_small(e, x, &K0_A);
     let i = i0(e, x);
     let li = e.mul(l, i);
-    let mut lo = e.sub(ca, li);
-    let r = e.kdiv(8.0, x);
-    let yb = e.addk(r, -2.0);
-    let mut hi = e.chbevl(yb, &K0_B);
-    let s = e.sqrt(x);
-    if scaled {
-        let ex = e.exp(x);
-        lo = e.mul(lo, ex);
-    } else {
-        let nx = e.neg(x);
-        let ex = e.exp(nx);
-        hi = e.mul(ex, hi);
-    }
-    let hi = e.div(hi, s);
-    let out = e.sel(small, lo, hi);
-    k_edges(e, x, out)
+    let lo = e.sub(ca, li);
+    k_join(e, x, small, lo, &K0_B, scaled)
 }
 
 /// `K1(x)` (`scaled`: `exp(x) K1(x)`).
 fn k1(e: &mut Ex, x: PRef, scaled: bool) -> PRef {
-    let small = e.lek(x, 2.0);
-    let xx = e.mul(x, x);
-    let ya = e.addk(xx, -2.0);
-    let ca = e.chbevl(ya, &K1_A);
-    let h = e.mulk(x, 0.5);
-    let l = e.log(h);
+    let (small, ca, l) = k_small(e, x, &K1_A);
     let i = i1_with(e, x, &I1E_A, &I1E_B, false);
     let li = e.mul(l, i);
     let cx = e.div(ca, x);
-    let mut lo = e.add(li, cx);
+    let lo = e.add(li, cx);
+    k_join(e, x, small, lo, &K1_B, scaled)
+}
+
+/// The start of `K0`/`K1` below 2: `x <= 2`, the series `chbevl(x² - 2, a)` and `log(x / 2)`.
+fn k_small(e: &mut Ex, x: PRef, a: &[f64]) -> (PRef, PRef, PRef) {
+    let small = e.lek(x, 2.0);
+    let xx = e.mul(x, x);
+    let ya = e.addk(xx, -2.0);
+    let ca = e.chbevl(ya, a);
+    let h = e.mulk(x, 0.5);
+    let l = e.log(h);
+    (small, ca, l)
+}
+
+/// The rest of `K0`/`K1`: above 2, `chbevl(8 / x - 2, b) / sqrt(x)` times `exp(-x)`
+/// (`scaled`: `lo`, the value below 2, times `exp(x)` instead); `lo` where `small`; the edges.
+fn k_join(e: &mut Ex, x: PRef, small: PRef, lo: PRef, b: &[f64], scaled: bool) -> PRef {
+    let mut lo = lo;
     let r = e.kdiv(8.0, x);
     let yb = e.addk(r, -2.0);
-    let mut hi = e.chbevl(yb, &K1_B);
+    let mut hi = e.chbevl(yb, b);
     let s = e.sqrt(x);
     if scaled {
         let ex = e.exp(x);

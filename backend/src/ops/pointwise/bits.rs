@@ -29,6 +29,7 @@ fn int(p: &mut ProgBuilder, v: i64) -> PRef {
 }
 
 /// `torch.frexp(x)`.
+#[aten("aten::frexp.Tensor", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No), call = FrexpTensor(self_))]
 pub fn frexp(x: &Tensor) -> Result<(Tensor, Tensor)> {
     let d = x.dtype();
     if !d.is_float() {
@@ -77,6 +78,12 @@ pub fn frexp(x: &Tensor) -> Result<(Tensor, Tensor)> {
 }
 
 /// `torch.nextafter(x, y)`.
+#[aten(
+    "aten::nextafter",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::No),
+    call = Nextafter(self_, other)
+)]
 pub fn nextafter(x: &Tensor, y: &Tensor) -> Result<Tensor> {
     let name = "aten::nextafter";
     if !x.dtype().is_float() || x.dtype() != y.dtype() {
@@ -177,6 +184,7 @@ fn integral(name: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 }
 
 /// `torch.gcd(a, b)`.
+#[aten("aten::gcd", dtypes = INTS, shard = Sharding::pointwise(Lin::No), call = Gcd(self_, other))]
 pub fn gcd(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     integral("gcd", a, b)?;
     promoted(
@@ -189,6 +197,7 @@ pub fn gcd(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 }
 
 /// `torch.lcm(a, b)`.
+#[aten("aten::lcm", dtypes = INTS, shard = Sharding::pointwise(Lin::No), call = Lcm(self_, other))]
 pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     integral("lcm", a, b)?;
     // The quotient a / gcd, exact in the lanes (it divides), and whether the gcd is 0.
@@ -232,25 +241,3 @@ pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// Integer dtypes, for `gcd` and `lcm`.
 const INTS: &[DType] = &[DType::I32, DType::I64];
-
-// The registered overloads: one `#[aten]` function each.
-
-#[aten("aten::frexp.Tensor", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
-fn frexp_tensor_op(a: FrexpTensor<'_>) -> Result<(Tensor, Tensor)> {
-    frexp(a.self_)
-}
-
-#[aten("aten::nextafter", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
-fn nextafter_op(a: Nextafter<'_>) -> Result<Tensor> {
-    nextafter(a.self_, a.other)
-}
-
-#[aten("aten::gcd", dtypes = INTS, shard = Sharding::pointwise(Lin::No))]
-fn gcd_op(a: Gcd<'_>) -> Result<Tensor> {
-    gcd(a.self_, a.other)
-}
-
-#[aten("aten::lcm", dtypes = INTS, shard = Sharding::pointwise(Lin::No))]
-fn lcm_op(a: Lcm<'_>) -> Result<Tensor> {
-    lcm(a.self_, a.other)
-}

@@ -70,6 +70,12 @@ pub fn bitwise(kind: Logic, a: Arg, b: Arg) -> Result<Tensor> {
 }
 
 /// `torch.bitwise_not(x)` (`logical_not` for bool).
+#[aten(
+    "aten::bitwise_not",
+    dtypes = DType::INTEGRAL_AND_BOOL,
+    shard = Sharding::pointwise(Lin::No),
+    call = BitwiseNot(self_)
+)]
 pub fn bitwise_not(x: &Tensor) -> Result<Tensor> {
     let d = x.dtype();
     if d.is_float() {
@@ -195,11 +201,6 @@ fn bitwise_xor_scalar_op(a: BitwiseXorScalar<'_>) -> Result<Tensor> {
 #[aten("aten::bitwise_xor.Scalar_Tensor", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
 fn bitwise_xor_scalar_tensor_op(a: BitwiseXorScalarTensor<'_>) -> Result<Tensor> {
     bitwise(Logic::Xor, Arg::Number(a.self_), Arg::Tensor(a.other))
-}
-
-#[aten("aten::bitwise_not", dtypes = DType::INTEGRAL_AND_BOOL, shard = Sharding::pointwise(Lin::No))]
-fn bitwise_not_op(a: BitwiseNot<'_>) -> Result<Tensor> {
-    bitwise_not(a.self_)
 }
 
 #[aten("aten::bitwise_left_shift.Tensor", dtypes = SHIFTABLE, shard = Sharding::pointwise(Lin::No))]

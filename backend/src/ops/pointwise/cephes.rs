@@ -1,8 +1,19 @@
 //! Coefficients of the Cephes approximations ATen evaluates (`aten/src/ATen/native/Math.h`,
 //! PyTorch 2.15.0), highest order first, as `chbevl` and `polevl` read them: data only; the
 //! functions are in `bessel.rs` and `special.rs`. `_F32` tables are the shorter ones ATen uses
-//! for float32. `ERF_*`/`ERFC_*` are Cephes' `ndtr.c` tables (`erf` below 1, `erfc` above;
+//! for float32: the lowest orders of the f64 ones ([`lowest`]). `ERF_*`/`ERFC_*` are Cephes' `ndtr.c` tables (`erf` below 1, `erfc` above;
 //! `ERF_U`, `ERFC_Q`, `ERFC_S` have an implicit leading 1, as `p1evl` reads them).
+
+/// The last `N` of `M` coefficients (highest order first): the lowest orders.
+const fn lowest<const N: usize, const M: usize>(c: &[f64; M]) -> [f64; N] {
+    let mut out = [0.0; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = c[M - N + i];
+        i += 1;
+    }
+    out
+}
 
 pub(super) const I0E_A: [f64; 30] = [
     -4.4153416464793395e-18,
@@ -94,25 +105,7 @@ pub(super) const I1E_A: [f64; 29] = [
     -0.17641651835783406,
     0.25258718644363365,
 ];
-pub(super) const I1E_A_F32: [f64; 17] = [
-    9.381537386495773e-09,
-    -4.445059128796328e-08,
-    2.0032947535521353e-07,
-    -8.568720264695455e-07,
-    3.4702513081376785e-06,
-    -1.3273163656039436e-05,
-    4.781565107550054e-05,
-    -0.00016176081582589674,
-    0.0005122859561685758,
-    -0.0015135724506312532,
-    0.004156422944312888,
-    -0.010564084894626197,
-    0.024726449030626516,
-    -0.05294598120809499,
-    0.1026436586898471,
-    -0.17641651835783406,
-    0.25258718644363365,
-];
+pub(super) const I1E_A_F32: [f64; 17] = lowest(&I1E_A);
 pub(super) const I1E_B: [f64; 25] = [
     7.517296310842105e-18,
     4.414348323071708e-18,
@@ -140,15 +133,7 @@ pub(super) const I1E_B: [f64; 25] = [
     -0.009761097491361469,
     0.7785762350182801,
 ];
-pub(super) const I1E_B_F32: [f64; 7] = [
-    -3.835380385964237e-09,
-    -2.6314688468895196e-08,
-    -2.512236237870209e-07,
-    -3.882564808877691e-06,
-    -0.00011058893876262371,
-    -0.009761097491361469,
-    0.7785762350182801,
-];
+pub(super) const I1E_B_F32: [f64; 7] = lowest(&I1E_B);
 pub(super) const J0_PP: [f64; 7] = [
     0.0007969367292973471,
     0.08283523921074408,

@@ -278,6 +278,13 @@ fn floor_named(name: &str, a: &Tensor, b: Arg) -> Result<Tensor> {
 }
 
 /// `torch.floor_divide(a, b)`: `div(a, b, rounding_mode='floor')`.
+#[aten(
+    "aten::floor_divide",
+    dtypes = DType::NUMERIC,
+    numbers = "other",
+    shard = Sharding::pointwise(Lin::No),
+    call = FloorDivide(self_, other)
+)]
 pub fn floor_divide(a: &Tensor, b: Arg) -> Result<Tensor> {
     let name = if matches!(b, Arg::Tensor(_)) {
         "aten::floor_divide"
@@ -289,6 +296,13 @@ pub fn floor_divide(a: &Tensor, b: Arg) -> Result<Tensor> {
 
 /// `torch.fmod(a, b)`: the remainder of truncating division, with the sign of `a` (C `fmod`,
 /// exact in floating point; integer `%`).
+#[aten(
+    "aten::fmod.Tensor",
+    dtypes = DType::NUMERIC,
+    numbers = "other",
+    shard = Sharding::pointwise(Lin::No),
+    call = FmodTensor(self_, other)
+)]
 pub fn fmod(a: &Tensor, b: Arg) -> Result<Tensor> {
     let name = if matches!(b, Arg::Tensor(_)) {
         "aten::fmod.Tensor"
@@ -355,16 +369,6 @@ fn div_tensor_op(a: DivTensor<'_>) -> Result<Tensor> {
 #[aten("aten::div.Tensor_mode", dtypes = DType::ALL_TPU, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn div_tensor_mode_op(a: DivTensorMode<'_>) -> Result<Tensor> {
     div(a.self_, a.other, a.rounding_mode)
-}
-
-#[aten("aten::floor_divide", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
-fn floor_divide_op(a: FloorDivide<'_>) -> Result<Tensor> {
-    floor_divide(a.self_, a.other)
-}
-
-#[aten("aten::fmod.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
-fn fmod_tensor_op(a: FmodTensor<'_>) -> Result<Tensor> {
-    fmod(a.self_, a.other)
 }
 
 #[aten(

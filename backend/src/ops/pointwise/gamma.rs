@@ -243,6 +243,7 @@ fn zeta_int(e: &mut Ex, s: u32, q: PRef) -> PRef {
 }
 
 /// `polygamma(n, x)`.
+#[aten("aten::polygamma", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Polygamma(n, self_))]
 pub fn polygamma(n: i64, x: &Tensor) -> Result<Tensor> {
     let name = "aten::polygamma";
     match n {
@@ -267,6 +268,13 @@ pub fn polygamma(n: i64, x: &Tensor) -> Result<Tensor> {
 }
 
 /// `mvlgamma(x, p)`.
+#[aten(
+    "aten::mvlgamma",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    kind = Decomposition,
+    call = Mvlgamma(self_, p)
+)]
 pub fn mvlgamma(x: &Tensor, p: i64) -> Result<Tensor> {
     if p < 1 {
         return Err(TpuError::BadArgs(
@@ -298,19 +306,4 @@ fn lgamma_op(a: Lgamma<'_>) -> Result<Tensor> {
 #[aten("aten::digamma", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn digamma_op(a: Digamma<'_>) -> Result<Tensor> {
     float1(Digamma::NAME, a.self_, digamma)
-}
-
-#[aten("aten::polygamma", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn polygamma_op(a: Polygamma<'_>) -> Result<Tensor> {
-    polygamma(a.n, a.self_)
-}
-
-#[aten(
-    "aten::mvlgamma",
-    dtypes = DType::ALL_TPU,
-    shard = Sharding::pointwise(Lin::No),
-    kind = Decomposition
-)]
-fn mvlgamma_op(a: Mvlgamma<'_>) -> Result<Tensor> {
-    mvlgamma(a.self_, a.p)
 }

@@ -70,8 +70,9 @@ fn asin_small(e: &mut Ex, a: PRef) -> PRef {
     e.add(pza, a)
 }
 
-/// `asin(x)`; NaN outside `[-1, 1]`.
-pub(super) fn asin(e: &mut Ex, x: PRef) -> PRef {
+/// What `asin` and `acos` start from: `|x|`, whether it is above 1/2, and `r = asin(s)` with
+/// `s = sqrt((1 - |x|) / 2)` there (else `asin(|x|)`), and `2r`.
+fn asin_halves(e: &mut Ex, x: PRef) -> (PRef, PRef, PRef, PRef) {
     let a = e.abs(x);
     let big = e.gtk(a, 0.5);
     let one_m = e.ksub(1.0, a);
@@ -80,10 +81,18 @@ pub(super) fn asin(e: &mut Ex, x: PRef) -> PRef {
     let arg = e.sel(big, s, a);
     let r = asin_small(e, arg);
     let r2 = e.add(r, r);
-    let rb = e.ksub(FRAC_PI_2, r2);
-    let r = e.sel(big, rb, r);
+    (a, big, r, r2)
+}
+
+/// `r` with `x`'s sign, then [`nan_off_unit`]: how the odd functions of `[-1, 1]` end.
+fn odd_on_unit(e: &mut Ex, x: PRef, a: PRef, r: PRef) -> PRef {
     let neg = e.ltk(x, 0.0);
     let r = e.with_sign(r, neg);
+    nan_off_unit(e, x, a, r)
+}
+
+/// `r`, NaN where `|x|` (`a`) is above 1, and `x` where `x` is NaN.
+fn nan_off_unit(e: &mut Ex, x: PRef, a: PRef, r: PRef) -> PRef {
     let out = e.gtk(a, 1.0);
     let nan = e.k(f64::NAN);
     let r = e.sel(out, nan, r);
@@ -91,17 +100,18 @@ pub(super) fn asin(e: &mut Ex, x: PRef) -> PRef {
     e.sel(isnan, x, r)
 }
 
+/// `asin(x)`; NaN outside `[-1, 1]`.
+pub(super) fn asin(e: &mut Ex, x: PRef) -> PRef {
+    let (a, big, r, r2) = asin_halves(e, x);
+    let rb = e.ksub(FRAC_PI_2, r2);
+    let r = e.sel(big, rb, r);
+    odd_on_unit(e, x, a, r)
+}
+
 /// `acos(x)` (Cephes `acosf`): `pi - 2 asin(sqrt((1 + x) / 2))` below -1/2, `2 asin(sqrt((1 -
 /// x) / 2))` above 1/2, `pi/2 - asin(x)` between.
 pub(super) fn acos(e: &mut Ex, x: PRef) -> PRef {
-    let a = e.abs(x);
-    let big = e.gtk(a, 0.5);
-    let one_m = e.ksub(1.0, a);
-    let half = e.mulk(one_m, 0.5);
-    let s = e.sqrt(half);
-    let arg = e.sel(big, s, a);
-    let r = asin_small(e, arg);
-    let r2 = e.add(r, r);
+    let (a, big, r, r2) = asin_halves(e, x);
     let neg = e.ltk(x, 0.0);
     // |x| > 1/2: 2 asin(s), or pi - 2 asin(s) for negative x.
     let pi_m = e.ksub(PI, r2);
@@ -110,11 +120,7 @@ pub(super) fn acos(e: &mut Ex, x: PRef) -> PRef {
     let sr = e.with_sign(r, neg);
     let rsmall = e.ksub(FRAC_PI_2, sr);
     let r = e.sel(big, rbig, rsmall);
-    let out = e.gtk(a, 1.0);
-    let nan = e.k(f64::NAN);
-    let r = e.sel(out, nan, r);
-    let isnan = e.isnan(x);
-    e.sel(isnan, x, r)
+    nan_off_unit(e, x, a, r)
 }
 
 /// `atan2(y, x)` with C's special cases for zeros and infinities.
@@ -195,11 +201,5 @@ pub(super) fn atanh(e: &mut Ex, x: PRef) -> PRef {
     let q = e.div(n, d);
     let l = e.log1p(q);
     let r = e.mulk(l, 0.5);
-    let neg = e.ltk(x, 0.0);
-    let r = e.with_sign(r, neg);
-    let out = e.gtk(a, 1.0);
-    let nan = e.k(f64::NAN);
-    let r = e.sel(out, nan, r);
-    let isnan = e.isnan(x);
-    e.sel(isnan, x, r)
+    odd_on_unit(e, x, a, r)
 }

@@ -214,6 +214,12 @@ fn rounding(
 
 /// `round(x, decimals)`: ATen's `nearbyint(x * 10^d) / 10^d` (for negative `d`,
 /// `nearbyint(x / 10^-d) * 10^-d`) in f32.
+#[aten(
+    "aten::round.decimals",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::No),
+    call = RoundDecimals(self_, decimals)
+)]
 pub fn round_decimals(x: &Tensor, decimals: i64) -> Result<Tensor> {
     if !x.dtype().is_float() {
         return Err(not_implemented("round_cpu", x.dtype()));
@@ -275,6 +281,12 @@ fn copysign(name: &str, a: Arg, b: Arg) -> Result<Tensor> {
 }
 
 /// `heaviside(x, values)`: `values` where `x == 0`, else `x > 0`, in the (common) dtype.
+#[aten(
+    "aten::heaviside",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = Heaviside(self_, values)
+)]
 fn heaviside(x: &Tensor, values: &Tensor) -> Result<Tensor> {
     if x.dtype() != values.dtype() {
         return Err(TpuError::DtypeMismatch(
@@ -301,6 +313,12 @@ fn heaviside(x: &Tensor, values: &Tensor) -> Result<Tensor> {
 
 /// `ldexp(x, e) = x * 2^e`, as ATen's composite `mul(x, pow(2, e))`: the result is floating
 /// (`torch.result_type(x, float32)`).
+#[aten(
+    "aten::ldexp.Tensor",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = LdexpTensor(self_, other)
+)]
 fn ldexp(x: &Tensor, ex: &Tensor) -> Result<Tensor> {
     use crate::dtype::{Operand, result_type};
     // PyTorch 2.15 keeps a floating `x`'s dtype for an integer exponent.
@@ -428,11 +446,6 @@ fn round_op(a: Round<'_>) -> Result<Tensor> {
     rounding(Round::NAME, "round_cpu", a.self_, |e, x| e.round(x))
 }
 
-#[aten("aten::round.decimals", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
-fn round_decimals_op(a: RoundDecimals<'_>) -> Result<Tensor> {
-    round_decimals(a.self_, a.decimals)
-}
-
 #[aten("aten::trunc", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
 fn trunc_op(a: Trunc<'_>) -> Result<Tensor> {
     rounding(Trunc::NAME, "trunc_cpu", a.self_, |e, x| e.trunc(x))
@@ -463,16 +476,6 @@ fn fmax_op(a: Fmax<'_>) -> Result<Tensor> {
 #[aten("aten::fmin", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn fmin_op(a: Fmin<'_>) -> Result<Tensor> {
     fmaxmin(Fmin::NAME, a.self_, a.other, false)
-}
-
-#[aten("aten::heaviside", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn heaviside_op(a: Heaviside<'_>) -> Result<Tensor> {
-    heaviside(a.self_, a.values)
-}
-
-#[aten("aten::ldexp.Tensor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn ldexp_tensor_op(a: LdexpTensor<'_>) -> Result<Tensor> {
-    ldexp(a.self_, a.other)
 }
 
 fn pw() -> Sharding {

@@ -51,11 +51,13 @@ pub fn isinf(x: &Tensor) -> Result<Tensor> {
 }
 
 /// `torch.isposinf`.
+#[aten("aten::isposinf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isposinf(self_))]
 pub fn isposinf(x: &Tensor) -> Result<Tensor> {
     test("aten::isposinf", x, false, |e, v| e.eqk(v, f64::INFINITY))
 }
 
 /// `torch.isneginf`.
+#[aten("aten::isneginf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isneginf(self_))]
 pub fn isneginf(x: &Tensor) -> Result<Tensor> {
     test("aten::isneginf", x, false, |e, v| {
         e.eqk(v, f64::NEG_INFINITY)
@@ -63,6 +65,7 @@ pub fn isneginf(x: &Tensor) -> Result<Tensor> {
 }
 
 /// `torch.isfinite`.
+#[aten("aten::isfinite", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isfinite(self_))]
 pub fn isfinite(x: &Tensor) -> Result<Tensor> {
     test("aten::isfinite", x, true, |e, v| {
         // |x| < inf is false for NaN and the infinities.
@@ -79,6 +82,7 @@ pub fn sign_bit(p: &mut ProgBuilder, v: PRef) -> PRef {
 }
 
 /// `torch.signbit`: integers test `x < 0`, bool is never negative.
+#[aten("aten::signbit", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Signbit(self_))]
 pub fn signbit(x: &Tensor) -> Result<Tensor> {
     let d = x.dtype();
     promoted_as(
@@ -111,6 +115,12 @@ pub fn finite_max(d: DType) -> f64 {
 }
 
 /// `torch.nan_to_num(x, nan, posinf, neginf)`.
+#[aten(
+    "aten::nan_to_num",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = NanToNum(self_, nan, posinf, neginf)
+)]
 pub fn nan_to_num(
     x: &Tensor,
     nan: Option<f64>,
@@ -149,6 +159,12 @@ pub fn nan_to_num(
 }
 
 /// `torch.logical_xor(a, b)`: bool, non-zero is true.
+#[aten(
+    "aten::logical_xor",
+    dtypes = DType::ALL_TPU,
+    shard = Sharding::pointwise(Lin::No),
+    call = LogicalXor(self_, other)
+)]
 pub fn logical_xor(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     promoted_as(
         "aten::logical_xor",
@@ -170,36 +186,6 @@ fn isnan_op(a: Isnan<'_>) -> Result<Tensor> {
 #[aten("aten::isinf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
 fn isinf_op(a: Isinf<'_>) -> Result<Tensor> {
     isinf(a.self_)
-}
-
-#[aten("aten::isposinf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn isposinf_op(a: Isposinf<'_>) -> Result<Tensor> {
-    isposinf(a.self_)
-}
-
-#[aten("aten::isneginf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn isneginf_op(a: Isneginf<'_>) -> Result<Tensor> {
-    isneginf(a.self_)
-}
-
-#[aten("aten::isfinite", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn isfinite_op(a: Isfinite<'_>) -> Result<Tensor> {
-    isfinite(a.self_)
-}
-
-#[aten("aten::signbit", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn signbit_op(a: Signbit<'_>) -> Result<Tensor> {
-    signbit(a.self_)
-}
-
-#[aten("aten::nan_to_num", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn nan_to_num_op(a: NanToNum<'_>) -> Result<Tensor> {
-    nan_to_num(a.self_, a.nan, a.posinf, a.neginf)
-}
-
-#[aten("aten::logical_xor", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No))]
-fn logical_xor_op(a: LogicalXor<'_>) -> Result<Tensor> {
-    logical_xor(a.self_, a.other)
 }
 
 #[aten(

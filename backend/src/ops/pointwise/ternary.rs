@@ -198,6 +198,13 @@ fn sub_like(name: &str, a: Arg, b: Arg, alpha: Scalar, number: Number) -> Result
 }
 
 /// `torch.rsub(self, other, alpha)`: `other - alpha * self`.
+#[aten(
+    "aten::rsub.Tensor",
+    dtypes = DType::NUMERIC,
+    numbers = "other",
+    shard = Sharding::pointwise(Lin::All),
+    call = RsubTensor(self_, other, alpha)
+)]
 pub fn rsub(x: &Tensor, other: Arg, alpha: Scalar) -> Result<Tensor> {
     let name = match other {
         Arg::Tensor(_) => "aten::rsub.Tensor",
@@ -209,6 +216,12 @@ pub fn rsub(x: &Tensor, other: Arg, alpha: Scalar) -> Result<Tensor> {
 }
 
 /// `torch.sub(self, number, alpha)`.
+#[aten(
+    "aten::sub.Scalar",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::pointwise(Lin::No),
+    call = SubScalar(self_, other, alpha)
+)]
 pub fn sub_scalar(x: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
     sub_like(
         "aten::sub.Scalar",
@@ -295,20 +308,10 @@ fn rsub_scalar_op(a: RsubScalar<'_>) -> Result<Tensor> {
     rsub(a.self_, Arg::Number(a.other), a.alpha)
 }
 
-#[aten("aten::sub.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
-fn sub_scalar_op(a: SubScalar<'_>) -> Result<Tensor> {
-    sub_scalar(a.self_, a.other, a.alpha)
-}
-
 // The overloads whose bounds or `other` may be Python numbers where the schema says `Tensor`
 // (the binder keeps a number there): `numbers = ...`.
 
 #[aten("aten::clamp.Tensor", dtypes = DType::NUMERIC, numbers = "min, max", shard = Sharding::pointwise(Lin::No))]
 fn clamp_tensor_op(a: ClampTensor<'_>) -> Result<Tensor> {
     clamp_args(ClampTensor::NAME, a.self_, a.min, a.max)
-}
-
-#[aten("aten::rsub.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::All))]
-fn rsub_tensor_op(a: RsubTensor<'_>) -> Result<Tensor> {
-    rsub(a.self_, a.other, a.alpha)
 }

@@ -4,9 +4,9 @@
 use super::{check_nonempty, reduce};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
-use crate::ir::{BinOp, RedKind, UnOp};
+use crate::ir::{RedKind, UnOp};
 use crate::layout::wrap_dim;
-use crate::ops::helpers::{OpScope, dims_of};
+use crate::ops::helpers::OpScope;
 use crate::tensor::Tensor;
 
 /// `torch.aminmax(x, dim=dim, keepdim=keepdim)`: `(min, max)` over one dim or everything.
@@ -56,15 +56,7 @@ pub fn var_mean(
     keepdim: bool,
     sqrt: bool,
 ) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new(name, &[x])?;
-    if !x.dtype().is_float() {
-        return Err(TpuError::DtypeMismatch(format!(
-            "std and var only support floating point and complex dtypes, got {}",
-            x.dtype().scalar_type_name()
-        )));
-    }
-    let dims = dims_of(dims.unwrap_or(&[]), x.dim(), true)?;
-    let c = correction.unwrap_or(1.0);
+    let (op, dims, c) = super::moments::var_args(name, x, dims, correction)?;
     let dt = x.dtype();
     let f = DType::F32;
     let nan = Scalar::Float(f64::NAN);
@@ -76,15 +68,7 @@ pub fn var_mean(
         &[(dt, nan), (dt, nan)],
         None,
         |p, v, n| {
-            let v = p.cast(v, f);
-            let s = p.reduce(RedKind::Sum, v, f);
-            let k = p.constant(Scalar::Float(n as f64), f);
-            let mean = p.bin(BinOp::Div, s, k, f);
-            let d = p.bin(BinOp::Sub, v, mean, f);
-            let d2 = p.bin(BinOp::Mul, d, d, f);
-            let ss = p.reduce(RedKind::Sum, d2, f);
-            let denom = p.constant(Scalar::Float((n as f64 - c).max(0.0)), f);
-            let var = p.bin(BinOp::Div, ss, denom, f);
+            let (var, mean) = super::moments::var_and_mean(p, v, n, c);
             let first = if sqrt { p.un(UnOp::Sqrt, var, f) } else { var };
             vec![first, mean]
         },

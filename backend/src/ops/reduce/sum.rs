@@ -98,19 +98,40 @@ fn int_sum_check(op: &OpScope, x: &Tensor, dims: &[usize], keepdim: bool) -> Res
     crate::ops::wide::sums_fit(op, &parts[0], &parts[1], n)
 }
 
+/// The reduction `f` as operator `name`: over `dims` (PyTorch's rules: empty is every dim),
+/// or with `None` over every dim without `keepdim` (the overloads without a dim).
+fn over(
+    name: &str,
+    x: &Tensor,
+    dims: Option<&[i64]>,
+    keepdim: bool,
+    dtype: Option<DType>,
+    f: impl FnOnce(&OpScope, &Tensor, &[usize], bool, Option<DType>) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[x])?;
+    let (dims, keepdim) = match dims {
+        Some(d) => (dims_of(d, x.dim(), true)?, keepdim),
+        None => ((0..x.dim()).collect(), false),
+    };
+    f(&op, x, &dims, keepdim, dtype)
+}
+
 /// `torch.sum(x, dims, keepdim, dtype=dtype)` (`aten::sum.dim_IntList`); an empty `dims` sums
 /// everything.
 pub fn sum(x: &Tensor, dims: &[i64], keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
-    let op = OpScope::new("aten::sum.dim_IntList", &[x])?;
-    let dims = dims_of(dims, x.dim(), true)?;
-    sum_impl(&op, x, &dims, keepdim, dtype)
+    over(
+        "aten::sum.dim_IntList",
+        x,
+        Some(dims),
+        keepdim,
+        dtype,
+        sum_impl,
+    )
 }
 
 /// `torch.sum(x, dtype=dtype)`: every element (`aten::sum`).
 pub fn sum_all(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    let op = OpScope::new("aten::sum", &[x])?;
-    let dims: Vec<usize> = (0..x.dim()).collect();
-    sum_impl(&op, x, &dims, false, dtype)
+    over("aten::sum", x, None, false, dtype, sum_impl)
 }
 
 /// The dtype `mean` gives; PyTorch's errors for integer inputs and integer `dtype`s.
@@ -159,16 +180,12 @@ fn mean_impl(
 
 /// `torch.mean(x, dims, keepdim, dtype=dtype)` (`aten::mean.dim`); floating dtypes only.
 pub fn mean(x: &Tensor, dims: &[i64], keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
-    let op = OpScope::new("aten::mean.dim", &[x])?;
-    let dims = dims_of(dims, x.dim(), true)?;
-    mean_impl(&op, x, &dims, keepdim, dtype)
+    over("aten::mean.dim", x, Some(dims), keepdim, dtype, mean_impl)
 }
 
 /// `torch.mean(x, dtype=dtype)`: every element (`aten::mean`).
 pub fn mean_all(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    let op = OpScope::new("aten::mean", &[x])?;
-    let dims: Vec<usize> = (0..x.dim()).collect();
-    mean_impl(&op, x, &dims, false, dtype)
+    over("aten::mean", x, None, false, dtype, mean_impl)
 }
 
 fn prod_impl(
@@ -223,9 +240,7 @@ fn prod_impl(
 
 /// `torch.prod(x, dtype=dtype)`: the product of every element (`aten::prod`).
 pub fn prod(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    let op = OpScope::new("aten::prod", &[x])?;
-    let dims: Vec<usize> = (0..x.dim()).collect();
-    prod_impl(&op, x, &dims, false, dtype)
+    over("aten::prod", x, None, false, dtype, prod_impl)
 }
 
 /// `torch.prod(x, dim, keepdim, dtype=dtype)` (`aten::prod.dim_int`).

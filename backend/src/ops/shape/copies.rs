@@ -1,7 +1,9 @@
 //! The `*_copy` forms of view operators (functionalization's names for them): the view, then one
 //! tile kernel copying it into a new contiguous tensor.
 
-use super::views::{diagonal_layout, narrow_layout, split_sizes, unbind_views, unfold_layout};
+use super::views::{
+    diagonal_layout, narrow_layout, split_sizes, squeeze_layout, unbind_views, unfold_layout,
+};
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::{Layout, infer_size};
@@ -29,30 +31,6 @@ fn copied_all(
 ) -> Result<Vec<Tensor>> {
     let op = OpScope::new(name, &[x])?;
     f(x)?.iter().map(|v| copy(&op, v)).collect()
-}
-
-fn squeeze_dims(l: &Layout, dims: Option<Vec<i64>>) -> Result<Layout> {
-    let keep: Vec<usize> = match dims {
-        None => (0..l.ndim()).filter(|d| l.shape[*d] != 1).collect(),
-        Some(ds) => {
-            let ds = if l.ndim() == 0 {
-                for &d in &ds {
-                    crate::layout::wrap_dim(d, 0)?;
-                }
-                Vec::new()
-            } else {
-                crate::ops::helpers::dims_of(&ds, l.ndim(), false)?
-            };
-            (0..l.ndim())
-                .filter(|d| !(ds.contains(d) && l.shape[*d] == 1))
-                .collect()
-        }
-    };
-    Ok(Layout {
-        shape: keep.iter().map(|d| l.shape[*d]).collect(),
-        strides: keep.iter().map(|d| l.strides[*d]).collect(),
-        offset: l.offset,
-    })
 }
 
 /// `as_strided` over `x`'s storage, bounds-checked.
@@ -137,7 +115,7 @@ fn split_with_sizes_copy_op(a: SplitWithSizesCopy<'_>) -> Result<Vec<Tensor>> {
 #[aten("aten::squeeze_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn squeeze_copy_op(a: SqueezeCopy<'_>) -> Result<Tensor> {
     copied("aten::squeeze_copy", a.self_, |x| {
-        squeeze_dims(x.layout(), None)
+        squeeze_layout(x.layout(), None)
     })
 }
 
@@ -151,7 +129,7 @@ fn squeeze_copy_dim_op(a: SqueezeCopyDim<'_>) -> Result<Tensor> {
 #[aten("aten::squeeze_copy.dims", dtypes = DType::ALL_TPU, shard = REP)]
 fn squeeze_copy_dims_op(a: SqueezeCopyDims<'_>) -> Result<Tensor> {
     copied("aten::squeeze_copy.dims", a.self_, |x| {
-        squeeze_dims(x.layout(), Some(a.dim))
+        squeeze_layout(x.layout(), Some(&a.dim))
     })
 }
 

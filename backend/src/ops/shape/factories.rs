@@ -14,23 +14,12 @@ use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
 use crate::layout::Layout;
 use crate::ops::TensorOrNumber;
 use crate::ops::aten;
+use crate::ops::helpers::shape_of;
 use crate::ops::helpers::{OpScope, map_shape};
 use crate::ops::prims::{self, reshaped, tile};
 use crate::ops::sharding::Sharding;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
-
-fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
-    size.iter()
-        .map(|d| {
-            usize::try_from(*d).map_err(|_| {
-                TpuError::BadArgs(format!(
-                    "Trying to create tensor with negative dimension {d}: {size:?}"
-                ))
-            })
-        })
-        .collect()
-}
 
 /// `torch.eye(n, m)`.
 fn eye(rt: &Runtime, n: i64, m: i64, dtype: Option<DType>) -> Result<Tensor> {
@@ -255,6 +244,7 @@ fn tri_indices(
 
 /// `self.resize_(size)`: the same storage seen contiguously when it holds enough elements, else
 /// a new storage holding the old elements first.
+#[aten("aten::resize_", dtypes = DType::ALL_TPU, shard = RESIZE, call = ResizeInplace(self_, &size))]
 fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
     let op = OpScope::new("aten::resize_", &[x])?;
     let shape = shape_of(size)?;
@@ -302,11 +292,6 @@ fn triu_indices_op(rt: &Runtime, a: TriuIndices<'_>) -> Result<Tensor> {
 }
 
 const RESIZE: Sharding = Sharding::Replicate("resizes the global tensor");
-
-#[aten("aten::resize_", dtypes = DType::ALL_TPU, shard = RESIZE)]
-fn resize_inplace_op(a: ResizeInplace<'_>) -> Result<Tensor> {
-    resize(a.self_, &a.size)
-}
 
 #[aten("aten::resize_as_", dtypes = DType::ALL_TPU, shard = RESIZE)]
 fn resize_as_inplace_op(a: ResizeAsInplace<'_>) -> Result<Tensor> {

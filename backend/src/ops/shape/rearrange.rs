@@ -21,6 +21,7 @@ use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
 /// `torch.roll(x, shifts, dims)`.
+#[aten("aten::roll", dtypes = DType::ALL_TPU, shard = REP, call = Roll(self_, &shifts, &dims))]
 fn roll(x: &Tensor, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
     let op = OpScope::new("aten::roll", &[x])?;
     if dims.is_empty() && shifts.len() == 1 {
@@ -72,6 +73,7 @@ fn roll_dim(op: &OpScope, x: &Tensor, shift: i64, d: usize) -> Result<Tensor> {
 }
 
 /// `torch.rot90(x, k, dims)`.
+#[aten("aten::rot90", dtypes = DType::ALL_TPU, shard = REP, call = Rot90(self_, k, &dims))]
 fn rot90(x: &Tensor, k: i64, dims: &[i64]) -> Result<Tensor> {
     let op = OpScope::new("aten::rot90", &[x])?;
     if dims.len() != 2 {
@@ -116,6 +118,7 @@ fn rot90(x: &Tensor, k: i64, dims: &[i64]) -> Result<Tensor> {
 }
 
 /// `x.repeat(repeats)`.
+#[aten("aten::repeat", dtypes = DType::ALL_TPU, shard = REP, call = Repeat(self_, &repeats))]
 fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
     let op = OpScope::new("aten::repeat", &[x])?;
     if repeats.len() < x.dim() {
@@ -157,6 +160,12 @@ fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
 }
 
 /// `repeat_interleave(x, repeats: int, dim)`.
+#[aten(
+    "aten::repeat_interleave.self_int",
+    dtypes = DType::ALL_TPU,
+    shard = REP,
+    call = RepeatInterleaveSelfInt(self_, repeats, dim)
+)]
 fn repeat_interleave_int(x: &Tensor, repeats: i64, dim: Option<i64>) -> Result<Tensor> {
     let op = OpScope::new("aten::repeat_interleave.self_int", &[x])?;
     if repeats < 0 {
@@ -249,6 +258,7 @@ fn repeat_index(op: &OpScope, repeats: &Tensor, output_size: Option<i64>) -> Res
 }
 
 /// `torch.block_diag(tensors)`.
+#[aten("aten::block_diag", dtypes = DType::ALL_TPU, shard = REP, call = BlockDiag(&tensors))]
 fn block_diag(ts: &[Tensor]) -> Result<Tensor> {
     let refs: Vec<&Tensor> = ts.iter().collect();
     let rt = ts.first().map(|t| t.runtime().clone());
@@ -305,6 +315,7 @@ fn block_diag(ts: &[Tensor]) -> Result<Tensor> {
 }
 
 /// `torch.diag_embed(x, offset, dim1, dim2)`.
+#[aten("aten::diag_embed", dtypes = DType::ALL_TPU, shard = REP, call = DiagEmbed(self_, offset, dim1, dim2))]
 fn diag_embed(x: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
     let op = OpScope::new("aten::diag_embed", &[x])?;
     let nd = x.dim() + 1;
@@ -329,6 +340,7 @@ fn diag_embed(x: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
 
 /// `_chunk_cat(tensors, dim, num_chunks)`: each tensor split into `num_chunks` equal chunks
 /// along `dim` (zero-padded), the chunks of all tensors joined: `[pre..., num_chunks, *]`.
+#[aten("aten::_chunk_cat", dtypes = DType::ALL_TPU, shard = REP, call = ChunkCat(&tensors, dim, num_chunks))]
 fn chunk_cat(ts: &[Tensor], dim: i64, chunks: i64) -> Result<Tensor> {
     let refs: Vec<&Tensor> = ts.iter().collect();
     if ts.is_empty() || chunks < 1 {
@@ -425,26 +437,6 @@ fn chunk_cat(ts: &[Tensor], dim: i64, chunks: i64) -> Result<Tensor> {
 
 const REP: Sharding = Sharding::Replicate("a rearrangement without a sharding rule");
 
-#[aten("aten::roll", dtypes = DType::ALL_TPU, shard = REP)]
-fn roll_op(a: Roll<'_>) -> Result<Tensor> {
-    roll(a.self_, &a.shifts, &a.dims)
-}
-
-#[aten("aten::rot90", dtypes = DType::ALL_TPU, shard = REP)]
-fn rot90_op(a: Rot90<'_>) -> Result<Tensor> {
-    rot90(a.self_, a.k, &a.dims)
-}
-
-#[aten("aten::repeat", dtypes = DType::ALL_TPU, shard = REP)]
-fn repeat_op(a: Repeat<'_>) -> Result<Tensor> {
-    repeat(a.self_, &a.repeats)
-}
-
-#[aten("aten::repeat_interleave.self_int", dtypes = DType::ALL_TPU, shard = REP)]
-fn repeat_interleave_self_int_op(a: RepeatInterleaveSelfInt<'_>) -> Result<Tensor> {
-    repeat_interleave_int(a.self_, a.repeats, a.dim)
-}
-
 #[aten("aten::repeat_interleave.Tensor", dtypes = &[DType::I32, DType::I64], shard = REP)]
 fn repeat_interleave_tensor_op(a: RepeatInterleaveTensor<'_>) -> Result<Tensor> {
     let op = OpScope::new("aten::repeat_interleave.Tensor", &[a.repeats])?;
@@ -483,16 +475,6 @@ fn repeat_interleave_self_tensor_op(a: RepeatInterleaveSelfTensor<'_>) -> Result
     crate::ops::data::index_select(&x, d, &idx)
 }
 
-#[aten("aten::block_diag", dtypes = DType::ALL_TPU, shard = REP)]
-fn block_diag_op(a: BlockDiag<'_>) -> Result<Tensor> {
-    block_diag(&a.tensors)
-}
-
-#[aten("aten::diag_embed", dtypes = DType::ALL_TPU, shard = REP)]
-fn diag_embed_op(a: DiagEmbed<'_>) -> Result<Tensor> {
-    diag_embed(a.self_, a.offset, a.dim1, a.dim2)
-}
-
 #[aten("aten::pixel_shuffle", dtypes = DType::ALL_TPU, shard = REP)]
 fn pixel_shuffle_op(a: PixelShuffle<'_>) -> Result<Tensor> {
     pixel(a.self_, a.upscale_factor, true)
@@ -528,9 +510,4 @@ fn col2im_op(a: Col2im<'_>) -> Result<Tensor> {
         &a.padding,
         &a.stride,
     )
-}
-
-#[aten("aten::_chunk_cat", dtypes = DType::ALL_TPU, shard = REP)]
-fn chunk_cat_op(a: ChunkCat<'_>) -> Result<Tensor> {
-    chunk_cat(&a.tensors, a.dim, a.num_chunks)
 }

@@ -19,7 +19,7 @@ fn view(name: &str, x: &Tensor, f: impl FnOnce(&Layout) -> Result<Layout>) -> Re
 }
 
 /// `squeeze` of the size-1 dims among `dims` (all dims when `None`).
-fn squeeze_layout(l: &Layout, dims: Option<&[i64]>) -> Result<Layout> {
+pub(super) fn squeeze_layout(l: &Layout, dims: Option<&[i64]>) -> Result<Layout> {
     let keep: Vec<usize> = match dims {
         None => (0..l.ndim()).filter(|d| l.shape[*d] != 1).collect(),
         Some(ds) => {

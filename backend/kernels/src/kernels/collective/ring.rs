@@ -472,17 +472,16 @@ impl Gen<'_, '_> {
         }
         let (r, m) = self.task(it);
         self.block_addr(r, T1, m.shift, m.off);
-        let v = self.vmem(s, 1);
         let src = self.args.slot(self.rounds[r].src.slot);
-        dma(
-            self.e,
-            MemRef::vmem(v),
-            MemRef::hbm(src, T1),
-            m.bytes,
-            SEM_LOAD,
-            None,
-        );
-        self.issued[SEM_LOAD as usize] += m.bytes;
+        self.load(s, 1, MemRef::hbm(src, T1), m.bytes);
+    }
+
+    /// Loads `bytes` from `from` into buffer `buf` of slot `s`, which waits for them before it
+    /// is read.
+    fn load(&mut self, s: u32, buf: u32, from: MemRef, bytes: u64) {
+        let v = self.vmem(s, buf);
+        dma(self.e, MemRef::vmem(v), from, bytes, SEM_LOAD, None);
+        self.issued[SEM_LOAD as usize] += bytes;
         self.load_need[s as usize] = self.issued[SEM_LOAD as usize];
     }
 
@@ -495,18 +494,8 @@ impl Gen<'_, '_> {
             SCR_OFF,
             self.rounds[r].chains[c].recv_base + a.cum,
         );
-        let v = self.vmem(s, buf);
         let scr = self.args.slot(Slot::Scratch);
-        dma(
-            self.e,
-            MemRef::vmem(v),
-            MemRef::hbm(scr, T2),
-            a.bytes,
-            SEM_LOAD,
-            None,
-        );
-        self.issued[SEM_LOAD as usize] += a.bytes;
-        self.load_need[s as usize] = self.issued[SEM_LOAD as usize];
+        self.load(s, buf, MemRef::hbm(scr, T2), a.bytes);
     }
 
     /// Waits for the partials the task adds and loads them: buffer 0 (the message's chain, or a

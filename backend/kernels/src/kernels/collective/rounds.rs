@@ -139,6 +139,39 @@ struct RoundSpec {
     own_from_input: bool,
 }
 
+/// The messages that carry piece `h` (`(offset, elements)` of a row) of every row, in chunks
+/// of at most `chunk` elements, row by row: step 0, no shift, no reduction, `cum` 0 (the caller
+/// sets what its messages need).
+fn piece_msgs(
+    h: usize,
+    (poff, elems): (u64, u64),
+    rows: &[(u64, u64)],
+    chunk: u64,
+    esz: u64,
+) -> impl Iterator<Item = Msg> + '_ {
+    rows.iter()
+        .enumerate()
+        .flat_map(move |(ri, &(roff, rown))| {
+            (0..elems.div_ceil(chunk)).map(move |j| {
+                let e = chunk.min(elems - j * chunk);
+                let col = (poff + j * chunk) * esz;
+                Msg {
+                    step: 0,
+                    piece: h,
+                    row: ri as u32,
+                    chunk: j as u32,
+                    off: roff + col,
+                    own: rown + col,
+                    elems: e,
+                    bytes: e * esz,
+                    shift: 0,
+                    reduce: false,
+                    cum: 0,
+                }
+            })
+        })
+}
+
 /// Builds the chains and final tasks of a round, taking receive semaphores from `sem` and
 /// reduce-scatter arrival space from `recv`.
 fn ring(p: &Plan, r: RoundSpec, recv: &mut u64, sem: &mut u8) -> RingStage {
@@ -167,29 +200,19 @@ fn ring(p: &Plan, r: RoundSpec, recv: &mut u64, sem: &mut u8) -> RingStage {
                 (k + 1, -(k as i64))
             };
             let shift = if plus { rel } else { -rel };
-            for (h, &(poff, elems)) in pieces.iter().enumerate() {
-                if elems == 0 || reach[h] < d {
+            for (h, &piece) in pieces.iter().enumerate() {
+                if piece.1 == 0 || reach[h] < d {
                     continue;
                 }
-                for (ri, &(roff, rown)) in r.rows.iter().enumerate() {
-                    for j in 0..elems.div_ceil(chunk) {
-                        let e = chunk.min(elems - j * chunk);
-                        let col = (poff + j * chunk) * esz;
-                        msgs.push(Msg {
-                            step: k,
-                            piece: h,
-                            row: ri as u32,
-                            chunk: j as u32,
-                            off: roff + col,
-                            own: rown + col,
-                            elems: e,
-                            bytes: e * esz,
-                            shift: shift.rem_euclid(n as i64),
-                            reduce: scatter && reach[h] > d,
-                            cum,
-                        });
-                        cum += e * esz;
-                    }
+                for m in piece_msgs(h, piece, &r.rows, chunk, esz) {
+                    msgs.push(Msg {
+                        step: k,
+                        shift: shift.rem_euclid(n as i64),
+                        reduce: scatter && reach[h] > d,
+                        cum,
+                        ..m
+                    });
+                    cum += m.bytes;
                 }
             }
         }
@@ -214,26 +237,10 @@ fn ring(p: &Plan, r: RoundSpec, recv: &mut u64, sem: &mut u8) -> RingStage {
     }
     let mut finals = Vec::new();
     if scatter {
-        for (h, &(poff, elems)) in pieces.iter().enumerate() {
-            for (ri, &(roff, rown)) in r.rows.iter().enumerate() {
-                for j in 0..elems.div_ceil(chunk) {
-                    let e = chunk.min(elems - j * chunk);
-                    let col = (poff + j * chunk) * esz;
-                    finals.push(Msg {
-                        step: 0,
-                        piece: h,
-                        row: ri as u32,
-                        chunk: j as u32,
-                        off: roff + col,
-                        own: rown + col,
-                        elems: e,
-                        bytes: e * esz,
-                        shift: 0,
-                        reduce: true,
-                        cum: 0,
-                    });
-                }
-            }
+        for (h, &piece) in pieces.iter().enumerate() {
+            finals.extend(
+                piece_msgs(h, piece, &r.rows, chunk, esz).map(|m| Msg { reduce: true, ..m }),
+            );
         }
     }
     RingStage {
