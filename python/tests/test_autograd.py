@@ -27,7 +27,7 @@ def test_backward_matches_cpu(mode):
 
 
 def test_no_grad_and_detach(mode):
-    w = torch.randn(3, device="tpu", requires_grad=True)
+    w = torch.randn(3).to("tpu").requires_grad_()
     with torch.no_grad():
         y = w * 2
     assert not y.requires_grad

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import tpuemu  # noqa: F401
+from conftest import RANDOM_ON_CPU
 
 MIB = 1 << 20
 
@@ -60,6 +61,7 @@ def test_one_device_to_select():
         torch.tpu.set_device(1)
 
 
+@RANDOM_ON_CPU
 def test_manual_seed_all_seeds_the_tpus_draws_as_the_cpus():
     torch.tpu.manual_seed_all(1234)
     a = torch.randn(5, device="tpu").cpu()

@@ -129,7 +129,7 @@ def test_integer_and_bool_ops(mode):
 
 def test_operators_arrive_by_overload_name():
     tpuemu.reset_metrics()
-    a = torch.randn(4, 4, device="tpu")
+    a = torch.randn(4, 4).to("tpu")
     b = torch.addmm(a[0], a, a)
     (b + a).relu_()
     by = tpuemu.metrics()["ops_by_name"]

@@ -1,4 +1,5 @@
 """tpuemu's pytest plugin (the ``pytest11`` entry point): ``--tpu-mode``, ``--tpu-no-fallback``,
+``--tpu-check-fallback`` with ``@pytest.mark.cpu_fallback``,
 the ``tpu_device`` fixture and the summary of operators that ran on the CPU; and a test written
 as Hugging Face writes its model tests, run on the tpu by its environment variables."""
 
@@ -64,6 +65,35 @@ def test_no_fallback_fails_a_test_that_runs_an_operator_on_the_cpu(tmp_path):
     assert "MODE debug" in r.stdout
     assert "1 failed, 1 passed" in r.stdout, r.stdout[-3000:]
     assert "NotImplementedError" in r.stdout and "aten::igamma" in r.stdout
+
+
+_DECLARED = '''
+import pytest, torch, tpuemu
+
+@pytest.mark.cpu_fallback("aten::igamma", reason="what this test checks")
+def test_declared():
+    x = torch.tensor([0.5, 2.0], device="tpu")
+    assert torch.special.gammainc(x, x).device.type == "tpu"
+
+def test_undeclared():
+    x = torch.tensor([0.5, 2.0], device="tpu")
+    assert torch.special.gammainc(x, x).device.type == "tpu"
+
+def test_on_the_device():
+    x = torch.tensor([0.5, 2.0], device="tpu")
+    assert (x * 2).sum().item() == 5.0
+'''
+
+
+def test_check_fallback_fails_a_test_whose_cpu_fallback_is_not_declared(tmp_path):
+    (tmp_path / "test_suite.py").write_text(_DECLARED)
+    r = _pytest(["--tpu-check-fallback", "test_suite.py"], tmp_path)
+    assert r.returncode == 1, r.stdout[-3000:]
+    assert "1 failed, 2 passed" in r.stdout, r.stdout[-3000:]
+    assert "test_undeclared" in r.stdout and "ran on the CPU, not the tpu: aten::igamma (1 call)" in r.stdout
+    # Without the option the fallback is allowed (and listed).
+    r2 = _pytest(["test_suite.py"], tmp_path)
+    assert r2.returncode == 0 and "3 passed" in r2.stdout, r2.stdout[-3000:]
 
 
 def test_a_hugging_face_style_test_runs_on_the_tpu_from_its_environment():

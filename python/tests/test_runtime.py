@@ -25,6 +25,9 @@ def test_metrics():
     assert "OperatorCalls" in tpuemu.metrics_report()
 
 
+@pytest.mark.cpu_fallback(
+    "aten::igamma", "aten::uniform_", reason="what this test checks: the fallback's warning and counts"
+)
 def test_cpu_fallback_warns_once_and_counts():
     x = torch.rand(5, device="tpu") + 0.5
     q = torch.full_like(x, 2.0)  # an operator no other test calls: the warning is still due
@@ -53,6 +56,7 @@ def test_fallback_off_is_an_error_naming_the_overload():
     assert "still 6.0" in r.stdout
 
 
+@pytest.mark.cpu_fallback("aten::igammac", reason="the trace shows a CPU fallback's span")
 def test_trace(tmp_path):
     path = tmp_path / "step.json"
     x = torch.randn(8, 8).to("tpu")

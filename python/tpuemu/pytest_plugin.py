@@ -3,6 +3,8 @@ package enables it).
 
     pytest --tpu-mode defer           # Strict (default), Debug or DeferAndFuse for the session
     pytest --tpu-no-fallback          # an operator the backend lacks fails its test
+    pytest --tpu-check-fallback       # so does any CPU fallback a test does not declare:
+    @pytest.mark.cpu_fallback("aten::normal_", reason="...")   # declared
     def test_x(tpu_device): ...       # torch.device("tpu")
 
 At the end of a session that used the device it lists the operators that ran on the CPU (the
@@ -41,9 +43,21 @@ def pytest_addoption(parser):
         help="fail any test that runs an operator on the CPU because the tpu backend lacks it "
         "(TORCH_TPU_CPU_FALLBACK=0)",
     )
+    group.addoption(
+        "--tpu-check-fallback",
+        action="store_true",
+        default=False,
+        help="keep the CPU fallback on, but fail a test during which an operator ran on the CPU "
+        "unless the test declares it: @pytest.mark.cpu_fallback(\"aten::normal_\", reason=...)",
+    )
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "cpu_fallback(*overloads, reason): the operators this test may run on the CPU "
+        "(checked with --tpu-check-fallback)",
+    )
     mode = config.getoption("--tpu-mode")
     no_fallback = config.getoption("--tpu-no-fallback")
     # Read when tpuemu is imported; set now, before any test module imports torch.
@@ -114,11 +128,34 @@ class _Fallbacks:
             self._add(tpuemu)
             self.reset()
 
-    @pytest.hookimpl(hookwrapper=True)
+    def _total(self) -> dict[str, int]:
+        """The session's tally so far, what the metrics hold now included (nothing cleared)."""
+        tpuemu = self._wrap()
+        total = dict(self.counts)
+        if tpuemu is not None:
+            for name, n in tpuemu.metrics()["cpu_fallbacks"].items():
+                total[name] = total.get(name, 0) + n
+        return total
+
+    @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
-        self._wrap()
-        yield
-        self._wrap()
+        check = self.config.getoption("--tpu-check-fallback", default=False)
+        before = self._total() if check else {}
+        result = yield
+        if check:
+            after = self._total()
+            ran = {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}
+            declared = {name for m in item.iter_markers("cpu_fallback") for name in m.args}
+            undeclared = {k: n for k, n in ran.items() if k not in declared}
+            if undeclared:
+                listed = ", ".join(f"{k} ({n} call{'s' if n > 1 else ''})" for k, n in sorted(undeclared.items()))
+                pytest.fail(
+                    f"ran on the CPU, not the tpu: {listed}; implement it in the backend, or declare "
+                    f"it with @pytest.mark.cpu_fallback({', '.join(repr(k) for k in sorted(undeclared))}, "
+                    "reason=...)",
+                    pytrace=False,
+                )
+        return result
 
     def pytest_sessionfinish(self, session):
         workeroutput = getattr(self.config, "workeroutput", None)
