@@ -139,7 +139,7 @@ fn binary_backward(
     call = ThresholdBackward(grad_output, self_, threshold)
 )]
 pub fn threshold_backward(grad: &Tensor, x: &Tensor, threshold: Scalar) -> Result<Tensor> {
-    let op = OpScope::new("aten::threshold_backward", &[grad, x])?;
+    let op = OpScope::new(ThresholdBackward::NAME, &[grad, x])?;
     let common = result_type(&[operand(grad), operand(x)]);
     Ok(map(&op, &[grad, x], &[common], |p, r| {
         let g = p.cast(r[0], common);
@@ -171,7 +171,7 @@ pub fn gelu_backward(grad: &Tensor, x: &Tensor, approximate: &str) -> Result<Ten
             )));
         }
     };
-    binary_backward("aten::gelu_backward", grad, x, move |p, dy, x| {
+    binary_backward(GeluBackward::NAME, grad, x, move |p, dy, x| {
         if tanh {
             // kBeta = sqrt(2/pi), kKappa = 0.044715.
             let beta = k(p, SQRT_2 * FRAC_2_SQRT_PI * 0.5);
@@ -224,7 +224,7 @@ pub fn gelu_backward(grad: &Tensor, x: &Tensor, approximate: &str) -> Result<Ten
     call = HardswishBackward(grad_output, self_)
 )]
 pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
-    binary_backward("aten::hardswish_backward", grad, x, |p, dy, x| {
+    binary_backward(HardswishBackward::NAME, grad, x, |p, dy, x| {
         let (m3, p3) = (k(p, -3.0), k(p, 3.0));
         let (half, zero) = (k(p, 0.5), k(p, 0.0));
         // The slope from x clamped to [-3, 3], so that infinities give no NaN; NaN takes
@@ -249,7 +249,7 @@ pub fn hardswish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     call = MishBackward(grad_output, self_)
 )]
 pub fn mish_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
-    binary_backward("aten::mish_backward", grad, x, |p, dy, x| {
+    binary_backward(MishBackward::NAME, grad, x, |p, dy, x| {
         let one = k(p, 1.0);
         let e = p.un(UnOp::Exp, x, F);
         let sp = add(p, one, e);
@@ -282,7 +282,7 @@ pub fn elu_backward(
     is_result: bool,
     x: &Tensor,
 ) -> Result<Tensor> {
-    binary_backward("aten::elu_backward", grad, x, move |p, dy, x| {
+    binary_backward(EluBackward::NAME, grad, x, move |p, dy, x| {
         let neg = k(p, alpha * scale);
         let pos = k(p, scale);
         let ipt = k(p, input_scale);
@@ -312,7 +312,7 @@ pub fn elu_backward(
     call = SiluBackward(grad_output, self_)
 )]
 pub fn silu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
-    binary_backward("aten::silu_backward", grad, x, |p, dy, x| {
+    binary_backward(SiluBackward::NAME, grad, x, |p, dy, x| {
         let one = k(p, 1.0);
         let nx = p.un(UnOp::Neg, x, F);
         let e = p.un(UnOp::Exp, nx, F);
@@ -334,7 +334,7 @@ pub fn silu_backward(grad: &Tensor, x: &Tensor) -> Result<Tensor> {
     call = SigmoidBackward(grad_output, output)
 )]
 pub fn sigmoid_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
-    binary_backward("aten::sigmoid_backward", grad, output, |p, g, y| {
+    binary_backward(SigmoidBackward::NAME, grad, output, |p, g, y| {
         let one = k(p, 1.0);
         let omy = sub(p, one, y);
         let a = mul(p, g, omy);
@@ -350,7 +350,7 @@ pub fn sigmoid_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
     call = TanhBackward(grad_output, output)
 )]
 pub fn tanh_backward(grad: &Tensor, output: &Tensor) -> Result<Tensor> {
-    binary_backward("aten::tanh_backward", grad, output, |p, g, y| {
+    binary_backward(TanhBackward::NAME, grad, output, |p, g, y| {
         let one = k(p, 1.0);
         let y2 = mul(p, y, y);
         let d = sub(p, one, y2);
@@ -433,7 +433,7 @@ pub fn softmax_backward_data(
     input_dtype: DType,
 ) -> Result<Tensor> {
     softmax_like_backward(
-        "aten::_softmax_backward_data",
+        SoftmaxBackwardData::NAME,
         grad,
         output,
         dim,
@@ -462,7 +462,7 @@ pub fn log_softmax_backward_data(
     input_dtype: DType,
 ) -> Result<Tensor> {
     softmax_like_backward(
-        "aten::_log_softmax_backward_data",
+        LogSoftmaxBackwardData::NAME,
         grad,
         output,
         dim,

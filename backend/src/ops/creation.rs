@@ -17,7 +17,7 @@ use crate::tensor::Tensor;
 
 /// A tensor of `shape` filled with `value` (`torch.full`).
 pub fn full(rt: &Runtime, shape: &[usize], value: Scalar, dtype: DType) -> Result<Tensor> {
-    let op = OpScope::on(rt, "aten::full", Shapes::sizes(shape));
+    let op = OpScope::on(rt, Full::NAME, Shapes::sizes(shape));
     Ok(map_shape(&op, shape, &[], &[dtype], |p, _| {
         vec![p.constant(value, dtype)]
     })?
@@ -83,7 +83,7 @@ pub fn arange(
     let n = n as usize;
     let op = OpScope::on(
         rt,
-        "aten::arange.start_step",
+        ArangeStartStep::NAME,
         Shapes::text(format!("[{s}, {e}, {st}]")),
     );
     Ok(map_shape(&op, &[n], &[], &[dtype], |p, _| {
@@ -106,7 +106,7 @@ pub fn arange(
 
 /// `x.clone()`: a contiguous copy.
 pub fn clone(x: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::clone", &[x])?;
+    let op = OpScope::new(AtenClone::NAME, &[x])?;
     Ok(map_contiguous(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0))
 }
 
@@ -130,7 +130,7 @@ pub fn to_copy_as(
     dtype: Option<DType>,
     format: Option<MemoryFormat>,
 ) -> Result<Tensor> {
-    let op = OpScope::new("aten::_to_copy", &[x])?;
+    let op = OpScope::new(ToCopy::NAME, &[x])?;
     let d = dtype.unwrap_or(x.dtype());
     let check = wide_cast_check(&op, x, d)?;
     let keep = matches!(format, None | Some(MemoryFormat::Preserve))
@@ -180,7 +180,7 @@ fn wide_cast_check(op: &OpScope, x: &Tensor, to: DType) -> Result<Pending> {
     call = CopyInplace(self_, src)
 )]
 pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::copy_", &[dst, src])?;
+    let op = OpScope::new(CopyInplace::NAME, &[dst, src])?;
     crate::layout::broadcast_shapes(dst.shape(), src.shape())
         .ok()
         .filter(|s| s == dst.shape())
@@ -205,7 +205,7 @@ pub fn copy_(dst: &Tensor, src: &Tensor) -> Result<Tensor> {
     call = FillInplaceScalar(self_, value)
 )]
 pub fn fill_(x: &Tensor, value: Scalar) -> Result<Tensor> {
-    let op = OpScope::new("aten::fill_.Scalar", &[x])?;
+    let op = OpScope::new(FillInplaceScalar::NAME, &[x])?;
     let d = x.dtype();
     write_into(&op, x, &[], |p, _| p.constant(value, d))?;
     Ok(x.clone())
@@ -253,6 +253,6 @@ fn clone_op(a: AtenClone<'_>) -> Result<Tensor> {
 
 /// `torch.empty`: storage whose contents are unspecified (no kernel runs).
 pub fn empty(rt: &Runtime, shape: &[usize], dtype: DType) -> Result<Tensor> {
-    let _op = OpScope::on(rt, "aten::empty.memory_format", Shapes::sizes(shape));
+    let _op = OpScope::on(rt, EmptyMemoryFormat::NAME, Shapes::sizes(shape));
     Tensor::empty(rt, shape, dtype)
 }

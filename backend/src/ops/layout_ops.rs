@@ -17,13 +17,13 @@ fn view_with(name: &str, x: &Tensor, f: impl FnOnce(&Layout) -> Result<Layout>) 
 
 /// `x.view(shape)`.
 pub fn view(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
-    view_with("aten::view", x, |l| l.view(shape))
+    view_with(View::NAME, x, |l| l.view(shape))
 }
 
 /// `x.reshape(shape)`: a view when the strides allow, else a copy. Charged as a view, as
 /// PyTorch's composite `reshape` is; a copy is a `clone` charged as its own operator.
 pub fn reshape(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
-    let _op = OpScope::view("aten::reshape", &[x])?;
+    let _op = OpScope::view(Reshape::NAME, &[x])?;
     let new = infer_size(shape, x.numel())?;
     match x.layout().view_as(&new) {
         Some(l) => Ok(x.with_layout(l)),
@@ -44,12 +44,12 @@ pub fn contiguous(x: &Tensor) -> Result<Tensor> {
 
 /// `x.permute(dims)`.
 pub fn permute(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
-    view_with("aten::permute", x, |l| l.permute(dims))
+    view_with(Permute::NAME, x, |l| l.permute(dims))
 }
 
 /// `x.transpose(a, b)`.
 pub fn transpose(x: &Tensor, a: i64, b: i64) -> Result<Tensor> {
-    view_with("aten::transpose.int", x, |l| l.transpose(a, b))
+    view_with(TransposeInt::NAME, x, |l| l.transpose(a, b))
 }
 
 /// `x.t()` (at most 2 dims).
@@ -60,7 +60,7 @@ pub fn t(x: &Tensor) -> Result<Tensor> {
             x.dim()
         )));
     }
-    view_with("aten::t", x, |l| {
+    view_with(T::NAME, x, |l| {
         if l.ndim() == 2 {
             l.transpose(0, 1)
         } else {
@@ -71,7 +71,7 @@ pub fn t(x: &Tensor) -> Result<Tensor> {
 
 /// `x.expand(shape)`.
 pub fn expand(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
-    view_with("aten::expand", x, |l| l.expand(shape))
+    view_with(Expand::NAME, x, |l| l.expand(shape))
 }
 
 /// `x[..., start:end:step, ...]` along `dim`.
@@ -89,7 +89,7 @@ pub fn slice(
     end: Option<i64>,
     step: i64,
 ) -> Result<Tensor> {
-    view_with("aten::slice.Tensor", x, |l| l.slice(dim, start, end, step))
+    view_with(SliceTensor::NAME, x, |l| l.slice(dim, start, end, step))
 }
 
 /// `x.select(dim, index)`.
@@ -101,12 +101,12 @@ pub fn slice(
     call = SelectInt(self_, dim, index)
 )]
 pub fn select(x: &Tensor, dim: i64, index: i64) -> Result<Tensor> {
-    view_with("aten::select.int", x, |l| l.select(dim, index))
+    view_with(SelectInt::NAME, x, |l| l.select(dim, index))
 }
 
 /// `x.unsqueeze(dim)`.
 pub fn unsqueeze(x: &Tensor, dim: i64) -> Result<Tensor> {
-    view_with("aten::unsqueeze", x, |l| l.unsqueeze(dim))
+    view_with(Unsqueeze::NAME, x, |l| l.unsqueeze(dim))
 }
 
 /// `x.squeeze(dim)`.
@@ -118,7 +118,7 @@ pub fn unsqueeze(x: &Tensor, dim: i64) -> Result<Tensor> {
     call = SqueezeDim(self_, dim)
 )]
 pub fn squeeze(x: &Tensor, dim: i64) -> Result<Tensor> {
-    view_with("aten::squeeze.dim", x, |l| l.squeeze(dim))
+    view_with(SqueezeDim::NAME, x, |l| l.squeeze(dim))
 }
 
 /// `x.as_strided(size, stride, offset)`.
@@ -130,7 +130,7 @@ pub fn squeeze(x: &Tensor, dim: i64) -> Result<Tensor> {
     call = AsStrided(self_, &size, &stride, storage_offset)
 )]
 pub fn as_strided(x: &Tensor, size: &[i64], stride: &[i64], offset: Option<i64>) -> Result<Tensor> {
-    view_with("aten::as_strided", x, |l| {
+    view_with(AsStrided::NAME, x, |l| {
         let nl = Layout::as_strided(size, stride, offset.unwrap_or(l.offset as i64))?;
         let (_, hi) = nl.storage_span();
         let cap = (x.storage.bytes() / x.dtype().size().max(1) as u64) as usize;

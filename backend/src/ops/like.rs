@@ -118,7 +118,7 @@ pub fn fill_tensor(x: &Tensor, value: &Tensor) -> Result<Tensor> {
             value.dim()
         )));
     }
-    let op = OpScope::new("aten::fill.Tensor", &[x, value])?;
+    let op = OpScope::new(FillTensor::NAME, &[x, value])?;
     Ok(map_shape(&op, x.shape(), &[value], &[x.dtype()], |_, r| vec![r[0]])?.remove(0))
 }
 
@@ -131,7 +131,7 @@ pub fn fill_tensor(x: &Tensor, value: &Tensor) -> Result<Tensor> {
     call = LocalScalarDense(self_)
 )]
 pub fn local_scalar_dense(x: &Tensor) -> Result<Value> {
-    let _op = OpScope::new("aten::_local_scalar_dense", &[x])?;
+    let _op = OpScope::new(LocalScalarDense::NAME, &[x])?;
     Ok(match x.item()? {
         Scalar::Bool(b) => Value::Bool(b),
         Scalar::Int(i) => Value::Int(i),

@@ -160,7 +160,7 @@ fn reshaped(t: &Tensor, shape: &[usize]) -> Tensor {
 
 /// `torch.mm(a, b)`: `[m, k] @ [k, n]`.
 pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::mm", &[a, b])?;
+    let op = OpScope::new(Mm::NAME, &[a, b])?;
     if a.dim() != 2 {
         return Err(TpuError::BadArgs("self must be a matrix".into()));
     }
@@ -169,7 +169,7 @@ pub fn mm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     check_inner(a, b)?;
     same_dtype_mm(a, b)?;
-    let (x, y) = mxu_operands("aten::mm", a, b)?;
+    let (x, y) = mxu_operands(Mm::NAME, a, b)?;
     let (m, n) = (a.shape()[0], b.shape()[1]);
     let r = product(
         &op,
@@ -222,10 +222,10 @@ fn same_dtype_bmm(a: &Tensor, b: &Tensor) -> Result<()> {
 
 /// `torch.bmm(a, b)`: `[b, m, k] @ [b, k, n]`.
 pub fn bmm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::bmm", &[a, b])?;
+    let op = OpScope::new(Bmm::NAME, &[a, b])?;
     check_bmm(a, b)?;
     same_dtype_bmm(a, b)?;
-    let (x, y) = mxu_operands("aten::bmm", a, b)?;
+    let (x, y) = mxu_operands(Bmm::NAME, a, b)?;
     product(&op, &x, &y, a.dtype(), &[], plain)
 }
 
@@ -281,7 +281,7 @@ pub fn addmm(
     beta: Scalar,
     alpha: Scalar,
 ) -> Result<Tensor> {
-    let op = OpScope::new("aten::addmm", &[self_, mat1, mat2])?;
+    let op = OpScope::new(Addmm::NAME, &[self_, mat1, mat2])?;
     if self_.dtype() != mat2.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "self and mat2 must have the same dtype, but got {} and {}",
@@ -307,7 +307,7 @@ pub fn addmm(
     check_inner(mat1, mat2)?;
     let (m, n) = (mat1.shape()[0], mat2.shape()[1]);
     let bias = relayout(self_, |l| l.broadcast_to(&[m, n])?.unsqueeze(0))?;
-    let (x, y) = mxu_operands("aten::addmm", mat1, mat2)?;
+    let (x, y) = mxu_operands(Addmm::NAME, mat1, mat2)?;
     let extras: Vec<&Tensor> = if beta.to_f64() == 0.0 {
         vec![]
     } else {
@@ -333,7 +333,7 @@ pub fn baddbmm(
     beta: Scalar,
     alpha: Scalar,
 ) -> Result<Tensor> {
-    let op = OpScope::new("aten::baddbmm", &[self_, batch1, batch2])?;
+    let op = OpScope::new(Baddbmm::NAME, &[self_, batch1, batch2])?;
     check_bmm(batch1, batch2)?;
     let shape = [batch1.shape()[0], batch1.shape()[1], batch2.shape()[2]];
     let bias = relayout(self_, |l| l.broadcast_to(&shape))?;
@@ -346,7 +346,7 @@ pub fn baddbmm(
         )));
     }
     same_dtype_bmm(batch1, batch2)?;
-    let (x, y) = mxu_operands("aten::baddbmm", batch1, batch2)?;
+    let (x, y) = mxu_operands(Baddbmm::NAME, batch1, batch2)?;
     let extras: Vec<&Tensor> = if beta.to_f64() == 0.0 {
         vec![]
     } else {
@@ -364,7 +364,7 @@ pub fn baddbmm(
 
 /// `torch.dot(a, b)` of two vectors: a 0-dim tensor.
 pub fn dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::dot", &[a, b])?;
+    let op = OpScope::new(Dot::NAME, &[a, b])?;
     if a.dim() != 1 || b.dim() != 1 {
         return Err(TpuError::BadArgs(format!(
             "1D tensors expected, but got {}D and {}D tensors",
@@ -385,7 +385,7 @@ pub fn dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
             "inconsistent tensor size, expected tensor [{ka}] and src [{kb}] to have the same number of elements, but got {ka} and {kb} elements respectively"
         )));
     }
-    let (x, y) = mxu_operands("aten::dot", a, b)?;
+    let (x, y) = mxu_operands(Dot::NAME, a, b)?;
     // [1, 1, k] @ [1, k, 1].
     let r = product(
         &op,
@@ -400,7 +400,7 @@ pub fn dot(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 
 /// `torch.mv(mat, vec)`: `[m, k] @ [k]`.
 pub fn mv(mat: &Tensor, vec: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::mv", &[mat, vec])?;
+    let op = OpScope::new(Mv::NAME, &[mat, vec])?;
     if mat.dim() != 2 || vec.dim() != 1 {
         return Err(TpuError::BadArgs(format!(
             "vector + matrix @ vector expected, got 1, {}, {}",
@@ -416,7 +416,7 @@ pub fn mv(mat: &Tensor, vec: &Tensor) -> Result<Tensor> {
         )));
     }
     same_dtype_mm(mat, vec)?;
-    let (x, y) = mxu_operands("aten::mv", mat, vec)?;
+    let (x, y) = mxu_operands(Mv::NAME, mat, vec)?;
     let r = product(
         &op,
         &relayout(&x, |l| l.unsqueeze(0))?,

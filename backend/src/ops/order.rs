@@ -37,7 +37,7 @@ fn sorted_rows(op: &OpScope, xl: &Tensor, k: usize, descending: bool) -> Result<
 
 /// `torch.sort(x, dim, descending, stable)`: `(values, indices)` (always stable here).
 pub fn sort(x: &Tensor, dim: i64, descending: bool) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new("aten::sort", &[x])?;
+    let op = OpScope::new(Sort::NAME, &[x])?;
     let (xl, d) = along(x, dim)?;
     let n = *xl.shape().last().unwrap_or(&1);
     let (v, i) = sorted_rows(&op, &xl, n, descending)?;
@@ -48,7 +48,7 @@ pub fn sort(x: &Tensor, dim: i64, descending: bool) -> Result<(Tensor, Tensor)> 
 /// in sorted order.
 #[aten("aten::topk", dtypes = DType::ALL_TPU, shard = ROWS, call = Topk(self_, k, dim, largest))]
 pub fn topk(x: &Tensor, k: i64, dim: i64, largest: bool) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new("aten::topk", &[x])?;
+    let op = OpScope::new(Topk::NAME, &[x])?;
     let (xl, d) = along(x, dim)?;
     let n = *xl.shape().last().unwrap_or(&1);
     if k < 0 || k as usize > n {
@@ -107,7 +107,7 @@ fn at_rank(
 /// `torch.kthvalue(x, k, dim, keepdim)`: the `k`-th smallest element of each row (1-based).
 #[aten("aten::kthvalue", dtypes = DType::ALL_TPU, shard = ROWS, call = Kthvalue(self_, k, dim, keepdim))]
 pub fn kthvalue(x: &Tensor, k: i64, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new("aten::kthvalue", &[x])?;
+    let op = OpScope::new(Kthvalue::NAME, &[x])?;
     let (xl, d) = along(x, dim)?;
     let n = *xl.shape().last().unwrap_or(&1) as i64;
     if k < 1 || k > n {
@@ -189,14 +189,14 @@ fn median_dim_in(
 /// `torch.median(x, dim, keepdim)`.
 #[aten("aten::median.dim", dtypes = DType::ALL_TPU, shard = ROWS, call = MedianDim(self_, dim, keepdim))]
 pub fn median_dim(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new("aten::median.dim", &[x])?;
+    let op = OpScope::new(MedianDim::NAME, &[x])?;
     median_dim_in(&op, x, dim, keepdim, false)
 }
 
 /// `torch.nanmedian(x, dim, keepdim)`.
 #[aten("aten::nanmedian.dim", dtypes = DType::ALL_TPU, shard = ROWS, call = NanmedianDim(self_, dim, keepdim))]
 pub fn nanmedian_dim(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new("aten::nanmedian.dim", &[x])?;
+    let op = OpScope::new(NanmedianDim::NAME, &[x])?;
     median_dim_in(&op, x, dim, keepdim, true)
 }
 
@@ -214,13 +214,13 @@ fn median_all(name: &str, x: &Tensor, ignore_nan: bool) -> Result<Tensor> {
 /// `torch.median(x)`.
 #[aten("aten::median", dtypes = DType::ALL_TPU, shard = ROWS, call = Median(self_))]
 pub fn median(x: &Tensor) -> Result<Tensor> {
-    median_all("aten::median", x, false)
+    median_all(Median::NAME, x, false)
 }
 
 /// `torch.nanmedian(x)`.
 #[aten("aten::nanmedian", dtypes = DType::ALL_TPU, shard = ROWS, call = Nanmedian(self_))]
 pub fn nanmedian(x: &Tensor) -> Result<Tensor> {
-    median_all("aten::nanmedian", x, true)
+    median_all(Nanmedian::NAME, x, true)
 }
 
 /// `a` and `b` the same value (NaN equal to NaN) in `dt`'s lanes.
@@ -232,7 +232,7 @@ fn same(p: &mut ProgBuilder, a: PRef, b: PRef, dt: DType) -> PRef {
 /// equally frequent ones) and the last index holding it.
 #[aten("aten::mode", dtypes = DType::ALL_TPU, shard = ROWS, call = Mode(self_, dim, keepdim))]
 pub fn mode(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new("aten::mode", &[x])?;
+    let op = OpScope::new(Mode::NAME, &[x])?;
     let (xl, d) = along(x, dim)?;
     let n = *xl.shape().last().unwrap_or(&1);
     if n == 0 {

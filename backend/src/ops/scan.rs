@@ -74,18 +74,18 @@ fn cum(name: &str, x: &Tensor, dim: i64, dtype: Option<DType>, kind: RedKind) ->
 /// `torch.cumsum(x, dim, dtype=None)`.
 #[aten("aten::cumsum", dtypes = DType::ALL_TPU, shard = ALONG_DIM, call = Cumsum(self_, dim, dtype))]
 pub fn cumsum(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
-    cum("aten::cumsum", x, dim, dtype, RedKind::Sum)
+    cum(Cumsum::NAME, x, dim, dtype, RedKind::Sum)
 }
 
 /// `torch.cumprod(x, dim, dtype=None)`.
 #[aten("aten::cumprod", dtypes = DType::ALL_TPU, shard = ALONG_DIM, call = Cumprod(self_, dim, dtype))]
 pub fn cumprod(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
-    cum("aten::cumprod", x, dim, dtype, RedKind::Prod)
+    cum(Cumprod::NAME, x, dim, dtype, RedKind::Prod)
 }
 
 /// `cummax`/`cummin`: values and int64 indices.
 fn cum_extreme(x: &Tensor, dim: i64, max: bool) -> Result<(Tensor, Tensor)> {
-    let name = if max { "aten::cummax" } else { "aten::cummin" };
+    let name = if max { Cummax::NAME } else { Cummin::NAME };
     let op = OpScope::new(name, &[x])?;
     let (xl, d) = along(x, dim)?;
     if x.numel() == 0 {
@@ -145,7 +145,7 @@ pub fn cummin(x: &Tensor, dim: i64) -> Result<(Tensor, Tensor)> {
 /// `torch.logcumsumexp(x, dim)`: `log(sum_{j<=i} exp(x_j))`, shifted by the running maximum.
 #[aten("aten::logcumsumexp", dtypes = DType::FLOATING, shard = ALONG_DIM, call = Logcumsumexp(self_, dim))]
 pub fn logcumsumexp(x: &Tensor, dim: i64) -> Result<Tensor> {
-    let op = OpScope::new("aten::logcumsumexp", &[x])?;
+    let op = OpScope::new(Logcumsumexp::NAME, &[x])?;
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"logcumsumexp_out_cpu\" not implemented for '{}'",

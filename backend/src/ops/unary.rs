@@ -110,7 +110,7 @@ pub fn neg(x: &Tensor) -> Result<Tensor> {
             "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.".into(),
         ));
     }
-    keeping_checked("aten::neg", x, |p, v, ct| p.un(UnOp::Neg, v, ct), true)
+    keeping_checked(Neg::NAME, x, |p, v, ct| p.un(UnOp::Neg, v, ct), true)
 }
 
 /// `|x|`.
@@ -118,13 +118,13 @@ pub fn abs(x: &Tensor) -> Result<Tensor> {
     if x.dtype() == DType::Bool {
         return Err(not_implemented("abs_cpu", x.dtype()));
     }
-    keeping_checked("aten::abs", x, |p, v, ct| p.un(UnOp::Abs, v, ct), true)
+    keeping_checked(Abs::NAME, x, |p, v, ct| p.un(UnOp::Abs, v, ct), true)
 }
 
 /// `sign(x)`: -1, 0 or 1 in the input's dtype; `sign(NaN)` is 0 as in ATen; bool is the
 /// identity.
 pub fn sign(x: &Tensor) -> Result<Tensor> {
-    keeping("aten::sign", x, |p, v, ct| {
+    keeping(Sign::NAME, x, |p, v, ct| {
         // (0 < x) - (x < 0), as ATen's kernel: NaN compares false both ways.
         let zero = p.constant(Scalar::Int(0), ct);
         let pos = p.cmp(CmpKind::Gt, v, zero, ct);
@@ -139,7 +139,7 @@ pub fn floor(x: &Tensor) -> Result<Tensor> {
     if x.dtype() == DType::Bool {
         return Err(not_implemented("floor_cpu", x.dtype()));
     }
-    keeping("aten::floor", x, |p, v, ct| p.un(UnOp::Floor, v, ct))
+    keeping(Floor::NAME, x, |p, v, ct| p.un(UnOp::Floor, v, ct))
 }
 
 /// `ceil(x)` (the identity on integers).
@@ -147,7 +147,7 @@ pub fn ceil(x: &Tensor) -> Result<Tensor> {
     if x.dtype() == DType::Bool {
         return Err(not_implemented("ceil_cpu", x.dtype()));
     }
-    keeping("aten::ceil", x, |p, v, ct| p.un(UnOp::Ceil, v, ct))
+    keeping(Ceil::NAME, x, |p, v, ct| p.un(UnOp::Ceil, v, ct))
 }
 
 /// `relu(x) = max(x, 0)`; NaN stays NaN; integers keep their dtype.
@@ -157,7 +157,7 @@ pub fn relu(x: &Tensor) -> Result<Tensor> {
             "Boolean inputs not supported for relu".into(),
         ));
     }
-    keeping("aten::relu", x, |p, v, ct| {
+    keeping(Relu::NAME, x, |p, v, ct| {
         let zero = p.constant(Scalar::Int(0), ct);
         p.bin(BinOp::Max, v, zero, ct)
     })
@@ -165,62 +165,62 @@ pub fn relu(x: &Tensor) -> Result<Tensor> {
 
 /// `exp(x)`.
 pub fn exp(x: &Tensor) -> Result<Tensor> {
-    un("aten::exp", x, UnOp::Exp)
+    un(Exp::NAME, x, UnOp::Exp)
 }
 
 /// `log(x)`.
 pub fn log(x: &Tensor) -> Result<Tensor> {
-    un("aten::log", x, UnOp::Log)
+    un(Log::NAME, x, UnOp::Log)
 }
 
 /// `log1p(x)`.
 pub fn log1p(x: &Tensor) -> Result<Tensor> {
-    un("aten::log1p", x, UnOp::Log1p)
+    un(Log1p::NAME, x, UnOp::Log1p)
 }
 
 /// `sqrt(x)`.
 pub fn sqrt(x: &Tensor) -> Result<Tensor> {
-    un("aten::sqrt", x, UnOp::Sqrt)
+    un(Sqrt::NAME, x, UnOp::Sqrt)
 }
 
 /// `1 / sqrt(x)`.
 pub fn rsqrt(x: &Tensor) -> Result<Tensor> {
-    un("aten::rsqrt", x, UnOp::Rsqrt)
+    un(Rsqrt::NAME, x, UnOp::Rsqrt)
 }
 
 /// `1 / x`.
 pub fn reciprocal(x: &Tensor) -> Result<Tensor> {
-    un("aten::reciprocal", x, UnOp::Rcp)
+    un(Reciprocal::NAME, x, UnOp::Rcp)
 }
 
 /// `sin(x)`.
 pub fn sin(x: &Tensor) -> Result<Tensor> {
-    un("aten::sin", x, UnOp::Sin)
+    un(Sin::NAME, x, UnOp::Sin)
 }
 
 /// `cos(x)`.
 pub fn cos(x: &Tensor) -> Result<Tensor> {
-    un("aten::cos", x, UnOp::Cos)
+    un(Cos::NAME, x, UnOp::Cos)
 }
 
 /// `tanh(x)`.
 pub fn tanh(x: &Tensor) -> Result<Tensor> {
-    un("aten::tanh", x, UnOp::Tanh)
+    un(Tanh::NAME, x, UnOp::Tanh)
 }
 
 /// `erf(x)`.
 pub fn erf(x: &Tensor) -> Result<Tensor> {
-    un("aten::erf", x, UnOp::Erf)
+    un(Erf::NAME, x, UnOp::Erf)
 }
 
 /// `sigmoid(x) = 1 / (1 + exp(-x))`.
 pub fn sigmoid(x: &Tensor) -> Result<Tensor> {
-    un("aten::sigmoid", x, UnOp::Sigmoid)
+    un(Sigmoid::NAME, x, UnOp::Sigmoid)
 }
 
 /// `silu(x) = x / (1 + exp(-x))` (ATen's formula, one division).
 pub fn silu(x: &Tensor) -> Result<Tensor> {
-    floating_only("aten::silu", "silu_cpu", x, |p, v| {
+    floating_only(Silu::NAME, "silu_cpu", x, |p, v| {
         let f = DType::F32;
         let n = p.un(UnOp::Neg, v, f);
         let e = p.un(UnOp::Exp, n, f);
@@ -254,7 +254,7 @@ impl GeluApprox {
 
 /// `gelu(x, approximate)`, computed as ATen's CPU kernel does (in f32).
 pub fn gelu(x: &Tensor, approximate: GeluApprox) -> Result<Tensor> {
-    floating_only("aten::gelu", "GeluKernelImpl", x, move |p, v| {
+    floating_only(Gelu::NAME, "GeluKernelImpl", x, move |p, v| {
         let f = DType::F32;
         let c = |p: &mut ProgBuilder, k: f64| p.constant(Scalar::Float(k), f);
         let half = c(p, 0.5);

@@ -93,7 +93,7 @@ pub fn native_layer_norm_backward(
     let mut ins = vec![grad_out, input, mean, rstd];
     ins.extend(weight);
     ins.extend(bias);
-    let op = OpScope::new("aten::native_layer_norm_backward", &ins)?;
+    let op = OpScope::new(NativeLayerNormBackward::NAME, &ins)?;
     let ns = checked_shape(grad_out, input, normalized_shape, weight, bias, &ins)?;
     let nd = input.dim();
     let axis = nd - ns.len();

@@ -35,7 +35,7 @@ pub fn nll_loss_backward(
     let mut ins = vec![grad_output, input, target];
     ins.extend(weight);
     ins.push(total_weight);
-    let op = OpScope::new("aten::nll_loss_backward", &ins)?;
+    let op = OpScope::new(NllLossBackward::NAME, &ins)?;
     if !(1..=2).contains(&input.dim()) {
         return Err(TpuError::BadArgs("input tensor should be 1D or 2D".into()));
     }
@@ -172,7 +172,7 @@ pub fn embedding_dense_backward(
     padding_idx: i64,
     scale_grad_by_freq: bool,
 ) -> Result<Tensor> {
-    let op = OpScope::new("aten::embedding_dense_backward", &[grad_output, indices])?;
+    let op = OpScope::new(EmbeddingDenseBackward::NAME, &[grad_output, indices])?;
     if !matches!(indices.dtype(), DType::I32 | DType::I64) {
         return Err(TpuError::DtypeMismatch(format!(
             "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, Int; but got {} instead (while checking arguments for embedding_backward)",

@@ -54,7 +54,7 @@ pub fn native_batch_norm_backward(
     eps: f64,
     output_mask: [bool; 3],
 ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-    let name = "aten::native_batch_norm_backward";
+    let name = NativeBatchNormBackward::NAME;
     let mut ins = vec![grad_out, input];
     ins.extend(weight);
     ins.extend(running_mean);
@@ -236,7 +236,7 @@ pub fn native_group_norm_backward(
     group: i64,
     output_mask: [bool; 3],
 ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-    let name = "aten::native_group_norm_backward";
+    let name = NativeGroupNormBackward::NAME;
     let mut ins = vec![grad_out, input, mean, rstd];
     ins.extend(weight);
     let op = OpScope::new(name, &ins)?;

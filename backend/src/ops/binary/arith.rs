@@ -71,7 +71,7 @@ pub fn mul(a: &Tensor, b: Rhs) -> Result<Tensor> {
     let name = if matches!(b, Rhs::Tensor(_)) {
         "aten::mul.Tensor"
     } else {
-        "aten::mul.Scalar"
+        MulScalar::NAME
     };
     binary_checked(
         name,
@@ -105,7 +105,7 @@ pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
     let name = if matches!(b, Rhs::Tensor(_)) {
         "aten::pow.Tensor_Tensor"
     } else {
-        "aten::pow.Tensor_Scalar"
+        PowTensorScalar::NAME
     };
     let known = match b {
         Rhs::Number(Scalar::Int(e)) => Some(e),
@@ -195,7 +195,7 @@ pub fn remainder(a: &Tensor, b: Rhs) -> Result<Tensor> {
     let name = if matches!(b, Rhs::Tensor(_)) {
         "aten::remainder.Tensor"
     } else {
-        "aten::remainder.Scalar"
+        RemainderScalar::NAME
     };
     binary_checked(
         name,
@@ -238,7 +238,7 @@ impl Tensor {
     /// `self + s`.
     pub fn add_scalar(&self, s: impl Into<Scalar>) -> Result<Tensor> {
         add_like(
-            "aten::add.Scalar",
+            AddScalar::NAME,
             self,
             Rhs::Number(s.into()),
             Scalar::Int(1),

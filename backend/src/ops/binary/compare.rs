@@ -12,11 +12,7 @@ use crate::tensor::Tensor;
 
 /// `torch.maximum` / `torch.minimum`.
 pub fn max_min(a: &Tensor, b: &Tensor, max: bool) -> Result<Tensor> {
-    let name = if max {
-        "aten::maximum"
-    } else {
-        "aten::minimum"
-    };
+    let name = if max { Maximum::NAME } else { Minimum::NAME };
     binary(
         name,
         a,
@@ -57,9 +53,9 @@ pub fn compare(a: &Tensor, b: Rhs, kind: CmpKind) -> Result<Tensor> {
 /// `logical_and`, `logical_or` (bool result; non-zero is true).
 pub fn logical(a: &Tensor, b: &Tensor, or: bool) -> Result<Tensor> {
     let name = if or {
-        "aten::logical_or"
+        LogicalOr::NAME
     } else {
-        "aten::logical_and"
+        LogicalAnd::NAME
     };
     let op = OpScope::new(name, &[a, b])?;
     Ok(map(&op, &[a, b], &[DType::Bool], |p, r| {
@@ -72,7 +68,7 @@ pub fn logical(a: &Tensor, b: &Tensor, or: bool) -> Result<Tensor> {
 /// `logical_not`.
 #[aten("aten::logical_not", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = LogicalNot(self_))]
 pub fn logical_not(a: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::logical_not", &[a])?;
+    let op = OpScope::new(LogicalNot::NAME, &[a])?;
     Ok(map(&op, &[a], &[DType::Bool], |p, r| {
         let x = p.cast(r[0], DType::Bool);
         let one = p.constant(Scalar::Int(1), DType::I32);

@@ -18,7 +18,7 @@ use crate::tensor::Tensor;
     call = WhereSelf(condition, self_, other)
 )]
 pub fn where_(cond: &Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::where.self", &[cond, a, b])?;
+    let op = OpScope::new(WhereSelf::NAME, &[cond, a, b])?;
     if cond.dtype() != DType::Bool {
         return Err(TpuError::DtypeMismatch(format!(
             "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
@@ -43,9 +43,9 @@ pub fn clamp(x: &Tensor, lo: Option<Scalar>, hi: Option<Scalar>) -> Result<Tenso
     ops.extend(lo.iter().chain(hi.iter()).map(|s| Operand::Number(*s)));
     let common = result_type(&ops);
     for s in lo.iter().chain(hi.iter()) {
-        fits_lanes("aten::clamp", *s, common)?;
+        fits_lanes(Clamp::NAME, *s, common)?;
     }
-    let op = OpScope::new("aten::clamp", &[x])?;
+    let op = OpScope::new(Clamp::NAME, &[x])?;
     Ok(map(&op, &[x], &[common], |p, r| {
         let ct = compute(common);
         let mut v = p.cast(r[0], common);

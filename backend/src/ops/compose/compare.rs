@@ -183,7 +183,7 @@ pub fn glu(rt: &Runtime, x: &Tensor, dim: i64) -> Result<Tensor> {
         )
     };
     let (a, b) = (half(0)?, half(size / 2)?);
-    float2("aten::glu", Arg::Tensor(&a), Arg::Tensor(&b), |e, a, b| {
+    float2(Glu::NAME, Arg::Tensor(&a), Arg::Tensor(&b), |e, a, b| {
         let s = e.sigmoid(b);
         e.mul(a, s)
     })
@@ -198,7 +198,7 @@ pub fn glu(rt: &Runtime, x: &Tensor, dim: i64) -> Result<Tensor> {
 )]
 pub fn prelu_kernel(x: &Tensor, w: &Tensor) -> Result<Tensor> {
     float2(
-        "aten::_prelu_kernel",
+        PreluKernel::NAME,
         Arg::Tensor(x),
         Arg::Tensor(w),
         |e, x, w| {

@@ -84,8 +84,8 @@ fn absdiff(e: &mut Ex, v: &[PRef]) -> PRef {
     call = MseLoss(rt, self_, target, reduction)
 )]
 pub fn mse_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64) -> Result<Tensor> {
-    need_float("aten::mse_loss", &[x, y])?;
-    let l = elementwise("aten::mse_loss", &[x, y], |e, v, _| {
+    need_float(MseLoss::NAME, &[x, y])?;
+    let l = elementwise(MseLoss::NAME, &[x, y], |e, v, _| {
         let d = e.sub(v[0], v[1]);
         e.mul(d, d)
     })?;
@@ -100,13 +100,13 @@ pub fn mse_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64) -> Result<
     call = MseLossBackward(grad_output, self_, target, reduction)
 )]
 pub fn mse_loss_backward(g: &Tensor, x: &Tensor, y: &Tensor, reduction: i64) -> Result<Tensor> {
-    need_float("aten::mse_loss_backward", &[g, x, y])?;
+    need_float(MseLossBackward::NAME, &[g, x, y])?;
     let norm = if reduction == 1 {
         2.0 / x.numel() as f64
     } else {
         2.0
     };
-    elementwise("aten::mse_loss_backward", &[g, x, y], |e, v, _| {
+    elementwise(MseLossBackward::NAME, &[g, x, y], |e, v, _| {
         let d = e.sub(v[1], v[2]);
         let d = e.mulk(d, norm);
         e.mul(d, v[0])
@@ -128,8 +128,8 @@ pub fn huber_loss(
     reduction: i64,
     delta: f64,
 ) -> Result<Tensor> {
-    need_float("aten::huber_loss", &[x, y])?;
-    let l = elementwise("aten::huber_loss", &[x, y], |e, v, _| {
+    need_float(HuberLoss::NAME, &[x, y])?;
+    let l = elementwise(HuberLoss::NAME, &[x, y], |e, v, _| {
         let z = absdiff(e, v);
         let small = e.ltk(z, delta);
         let zz = e.mul(z, z);
@@ -156,13 +156,13 @@ pub fn smooth_l1_loss(
     reduction: i64,
     beta: f64,
 ) -> Result<Tensor> {
-    need_float("aten::smooth_l1_loss", &[x, y])?;
+    need_float(SmoothL1Loss::NAME, &[x, y])?;
     if beta < 0.0 {
         return Err(TpuError::BadArgs(
             "smooth_l1_loss does not support negative values for beta.".into(),
         ));
     }
-    let l = elementwise("aten::smooth_l1_loss", &[x, y], |e, v, _| {
+    let l = elementwise(SmoothL1Loss::NAME, &[x, y], |e, v, _| {
         let z = absdiff(e, v);
         if beta == 0.0 {
             return z;
@@ -185,9 +185,9 @@ pub fn smooth_l1_loss(
     call = SoftMarginLoss(rt, self_, target, reduction)
 )]
 pub fn soft_margin_loss(rt: &Runtime, x: &Tensor, y: &Tensor, reduction: i64) -> Result<Tensor> {
-    need_float("aten::soft_margin_loss", &[x, y])?;
+    need_float(SoftMarginLoss::NAME, &[x, y])?;
     // PyTorch's composite, `log1p(exp(-x * y))`, rounds after each operator.
-    let l = elementwise("aten::soft_margin_loss", &[x, y], |e, v, d| {
+    let l = elementwise(SoftMarginLoss::NAME, &[x, y], |e, v, d| {
         let m = e.neg(v[0]);
         let m = e.mul(m, v[1]);
         let m = rnd(e, m, d);
@@ -215,7 +215,7 @@ pub fn binary_cross_entropy(
 ) -> Result<Tensor> {
     let mut ts = vec![x, y];
     ts.extend(w);
-    need_float("aten::binary_cross_entropy", &ts)?;
+    need_float(BinaryCrossEntropy::NAME, &ts)?;
     if x.shape() != y.shape() {
         return Err(TpuError::ShapeMismatch(format!(
             "Using a target size ({:?}) that is different to the input size ({:?}) is deprecated. Please ensure they have the same size.",
@@ -223,7 +223,7 @@ pub fn binary_cross_entropy(
             x.shape()
         )));
     }
-    let l = elementwise("aten::binary_cross_entropy", &ts, |e, v, _| {
+    let l = elementwise(BinaryCrossEntropy::NAME, &ts, |e, v, _| {
         let lo = e.k(-100.0);
         let nx = e.neg(v[0]);
         let l1 = e.log1p(nx);
@@ -266,7 +266,7 @@ pub fn bce_with_logits(
     pw: Option<&Tensor>,
     reduction: i64,
 ) -> Result<Tensor> {
-    let name = "aten::binary_cross_entropy_with_logits";
+    let name = BinaryCrossEntropyWithLogits::NAME;
     let mut ts = vec![x, y];
     ts.extend(w);
     ts.extend(pw);

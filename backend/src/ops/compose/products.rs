@@ -129,7 +129,7 @@ pub fn addr(
     beta: Scalar,
     alpha: Scalar,
 ) -> Result<Tensor> {
-    let name = "aten::addr";
+    let name = Addr::NAME;
     need_dims(name, v1, "vec1", 1)?;
     need_dims(name, v2, "vec2", 1)?;
     let d = same_dtypes(name, &[self_, v1, v2])?;
@@ -186,7 +186,7 @@ pub fn addmv(
     beta: Scalar,
     alpha: Scalar,
 ) -> Result<Tensor> {
-    let name = "aten::addmv";
+    let name = Addmv::NAME;
     need_dims(name, mat, "mat", 2)?;
     need_dims(name, vec, "vec", 1)?;
     if mat.shape()[1] != vec.shape()[0] {
@@ -219,7 +219,7 @@ pub fn addbmm(
     beta: Scalar,
     alpha: Scalar,
 ) -> Result<Tensor> {
-    let name = "aten::addbmm";
+    let name = Addbmm::NAME;
     need_dims(name, b1, "batch1", 3)?;
     need_dims(name, b2, "batch2", 3)?;
     let (s1, s2) = (b1.shape(), b2.shape());
@@ -267,7 +267,7 @@ pub fn addbmm(
 /// rounded to the dtype, then contracted with `i3` over the other summed dims and rounded again
 /// (f32 accumulation for floats, exact for integers); the summed dims are dropped.
 pub fn trilinear(rt: &Runtime, a: &Args3, expand: [&[i64]; 3], sumdim: &[i64]) -> Result<Tensor> {
-    let d = same_dtypes("aten::_trilinear", a)?;
+    let d = same_dtypes(Trilinear::NAME, a)?;
     let mut ts = Vec::with_capacity(3);
     for (t, e) in a.iter().zip(expand) {
         let mut e = e.to_vec();
@@ -325,7 +325,7 @@ pub type Args3<'a> = [&'a Tensor; 3];
     call = LinalgCross(rt, self_, other, dim)
 )]
 pub fn linalg_cross(rt: &Runtime, a: &Tensor, b: &Tensor, dim: i64) -> Result<Tensor> {
-    let name = "aten::linalg_cross";
+    let name = LinalgCross::NAME;
     same_dtypes(name, &[a, b])?;
     if a.dim() != b.dim() {
         return Err(TpuError::BadArgs(format!(

@@ -23,7 +23,7 @@ pub fn cat(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
         ));
     }
     let refs: Vec<&Tensor> = tensors.iter().collect();
-    let op = OpScope::new("aten::cat", &refs)?;
+    let op = OpScope::new(Cat::NAME, &refs)?;
     cat_in(&op, tensors, dim)
 }
 
@@ -96,7 +96,7 @@ pub fn stack(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
         ));
     };
     let refs: Vec<&Tensor> = tensors.iter().collect();
-    let op = OpScope::new("aten::stack", &refs)?;
+    let op = OpScope::new(Stack::NAME, &refs)?;
     let d = wrap_dim(dim, first.dim() + 1)?;
     for (i, t) in tensors.iter().enumerate() {
         if t.shape() != first.shape() {
@@ -117,7 +117,7 @@ pub fn stack(tensors: &[Tensor], dim: i64) -> Result<Tensor> {
 /// `torch.split(x, split_size, dim)`: views of `split_size` along `dim` (the last one may be
 /// shorter).
 pub fn split(x: &Tensor, split_size: i64, dim: i64) -> Result<Vec<Tensor>> {
-    let _op = OpScope::view("aten::split.Tensor", &[x])?;
+    let _op = OpScope::view(SplitTensor::NAME, &[x])?;
     if x.dim() == 0 {
         return Err(TpuError::BadArgs(
             "split expects at least a 1-dimensional tensor".into(),

@@ -111,7 +111,7 @@ fn fits_i32(n: usize, what: &str) -> Result<()> {
 /// `torch.index_select(x, dim, index)`: the slices of `x` along `dim` at `index` (a vector or
 /// a scalar of int32/int64).
 pub fn index_select(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::index_select", &[x, index])?;
+    let op = OpScope::new(IndexSelect::NAME, &[x, index])?;
     if index.dim() > 1 {
         return Err(TpuError::BadArgs(
             "index_select(): Index is supposed to be a vector".into(),
@@ -187,7 +187,7 @@ pub fn index_select(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
 /// `torch.gather(x, dim, index)`: `out[i][j][k] = x[i][index[i][j][k]][k]` (for `dim == 1`),
 /// with PyTorch's shape checks.
 pub fn gather(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::gather", &[x, index])?;
+    let op = OpScope::new(Gather::NAME, &[x, index])?;
     let d = wrap_dim(dim, x.dim())?;
     if index.numel() == 0 {
         return Tensor::empty(op.rt(), index.shape(), x.dtype());
@@ -260,7 +260,7 @@ pub fn gather(x: &Tensor, dim: i64, index: &Tensor) -> Result<Tensor> {
 /// `indices.shape + [weight.shape[1]]` (`padding_idx` and the other arguments only matter for
 /// the backward).
 pub fn embedding(weight: &Tensor, indices: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::embedding", &[weight, indices])?;
+    let op = OpScope::new(Embedding::NAME, &[weight, indices])?;
     if weight.dim() != 2 {
         return Err(TpuError::BadArgs("'weight' must be 2-D".into()));
     }

@@ -22,7 +22,7 @@ fn check_mask(mask: &Tensor) -> Result<()> {
 /// `x.masked_fill(mask, value)`: `value` (converted to `x`'s dtype) where `mask` is true; the
 /// result has the broadcast shape of `x` and `mask`.
 pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
-    let op = OpScope::new("aten::masked_fill.Scalar", &[x, mask])?;
+    let op = OpScope::new(MaskedFillScalar::NAME, &[x, mask])?;
     check_mask(mask)?;
     let d = x.dtype();
     Ok(map(&op, &[x, mask], &[d], |p, r| {
@@ -40,7 +40,7 @@ pub fn masked_fill(x: &Tensor, mask: &Tensor, value: Scalar) -> Result<Tensor> {
     call = MaskedFillTensor(self_, mask, value)
 )]
 pub fn masked_fill_tensor(x: &Tensor, mask: &Tensor, value: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::masked_fill.Tensor", &[x, mask, value])?;
+    let op = OpScope::new(MaskedFillTensor::NAME, &[x, mask, value])?;
     check_mask(mask)?;
     if value.dim() != 0 {
         return Err(TpuError::BadArgs(format!(
@@ -90,12 +90,12 @@ fn triangle(name: &str, x: &Tensor, diagonal: i64, lower: bool) -> Result<Tensor
 
 /// `torch.tril(x, diagonal)`.
 pub fn tril(x: &Tensor, diagonal: i64) -> Result<Tensor> {
-    triangle("aten::tril", x, diagonal, true)
+    triangle(Tril::NAME, x, diagonal, true)
 }
 
 /// `torch.triu(x, diagonal)`.
 pub fn triu(x: &Tensor, diagonal: i64) -> Result<Tensor> {
-    triangle("aten::triu", x, diagonal, false)
+    triangle(Triu::NAME, x, diagonal, false)
 }
 
 /// `torch.constant_pad_nd(x, pad, value)`: `pad` holds (before, after) pairs from the last dim
@@ -107,7 +107,7 @@ pub fn triu(x: &Tensor, diagonal: i64) -> Result<Tensor> {
     call = ConstantPadNd(self_, &pad, value)
 )]
 pub fn constant_pad_nd(x: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor> {
-    let op = OpScope::new("aten::constant_pad_nd", &[x])?;
+    let op = OpScope::new(ConstantPadNd::NAME, &[x])?;
     if !pad.len().is_multiple_of(2) {
         return Err(TpuError::BadArgs(format!(
             "Length of pad must be even but instead it equals {}",
@@ -165,7 +165,7 @@ pub fn constant_pad_nd(x: &Tensor, pad: &[i64], value: Scalar) -> Result<Tensor>
 
 /// `torch.flip(x, dims)`: a copy with the order of `dims` reversed.
 pub fn flip(x: &Tensor, dims: &[i64]) -> Result<Tensor> {
-    let op = OpScope::new("aten::flip", &[x])?;
+    let op = OpScope::new(Flip::NAME, &[x])?;
     let dims = dims_of(dims, x.dim(), false)?;
     let mut l = x.layout().clone();
     if x.numel() > 0 {

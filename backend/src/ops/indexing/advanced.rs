@@ -233,7 +233,7 @@ fn index_in(op: &OpScope, x: &Tensor, indices: &[Option<Tensor>], bound: Bound) 
 pub fn index(x: &Tensor, indices: &[Option<Tensor>]) -> Result<Tensor> {
     let mut ins = vec![x];
     ins.extend(indices.iter().flatten());
-    let op = OpScope::new("aten::index.Tensor", &ins)?;
+    let op = OpScope::new(IndexTensor::NAME, &ins)?;
     index_in(&op, x, indices, Bound::Check)
 }
 
@@ -320,7 +320,7 @@ pub fn index_put(
 ) -> Result<Tensor> {
     let mut ins = vec![x, values];
     ins.extend(indices.iter().flatten());
-    let op = OpScope::new("aten::index_put", &ins)?;
+    let op = OpScope::new(IndexPut::NAME, &ins)?;
     index_put_in(&op, x, indices, values, accumulate, Bound::Check)
 }
 
@@ -340,7 +340,7 @@ fn unsafe_masked_index(
 ) -> Result<Tensor> {
     let mut ins = vec![x, mask];
     ins.extend(indices.iter().flatten());
-    let op = OpScope::new("aten::_unsafe_masked_index", &ins)?;
+    let op = OpScope::new(UnsafeMaskedIndex::NAME, &ins)?;
     if mask.dtype() != DType::Bool {
         return Err(TpuError::DtypeMismatch(
             "_unsafe_masked_index found mask with dtype other than bool".into(),
@@ -399,7 +399,7 @@ fn unsafe_masked_index_put_accumulate(
 ) -> Result<Tensor> {
     let mut ins = vec![x, mask, values];
     ins.extend(indices.iter().flatten());
-    let op = OpScope::new("aten::_unsafe_masked_index_put_accumulate", &ins)?;
+    let op = OpScope::new(UnsafeMaskedIndexPutAccumulate::NAME, &ins)?;
     if x.numel() == 0 {
         return Ok(map_contiguous(&op, &[x], &[x.dtype()], |_, r| vec![r[0]])?.remove(0));
     }

@@ -166,8 +166,8 @@ fn index_add(
     source: &Tensor,
     alpha: Scalar,
 ) -> Result<Tensor> {
-    crate::ops::binary::fits_lanes("aten::index_add", alpha, x.dtype())?;
-    let op = OpScope::new("aten::index_add", &[x, index, source])?;
+    crate::ops::binary::fits_lanes(IndexAdd::NAME, alpha, x.dtype())?;
+    let op = OpScope::new(IndexAdd::NAME, &[x, index, source])?;
     check_index("index_add", index)?;
     Ok(put_along(
         &op,
@@ -182,7 +182,7 @@ fn index_add(
 }
 
 fn index_copy(x: &Tensor, dim: i64, index: &Tensor, source: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::index_copy", &[x, index, source])?;
+    let op = OpScope::new(IndexCopy::NAME, &[x, index, source])?;
     if index.dtype() != DType::I64 {
         return Err(TpuError::DtypeMismatch(
             "index_copy_(): Expected a long tensor for index, but got ".to_string()
@@ -231,7 +231,7 @@ fn index_reduce(
     reduce: &str,
     include_self: bool,
 ) -> Result<Tensor> {
-    let op = OpScope::new("aten::index_reduce", &[x, index, source])?;
+    let op = OpScope::new(IndexReduce::NAME, &[x, index, source])?;
     check_index("index_reduce", index)?;
     let (combine, kind) = match reduce {
         "prod" => (Combine::Mul, RedKind::Prod),
@@ -299,7 +299,7 @@ fn index_reduce(
     call = IndexSelectBackward(grad, &self_sizes, dim, index)
 )]
 fn index_select_backward(grad: &Tensor, sizes: &[i64], dim: i64, index: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::index_select_backward", &[grad, index])?;
+    let op = OpScope::new(IndexSelectBackward::NAME, &[grad, index])?;
     check_index("index_select_backward", index)?;
     let shape: Vec<usize> = sizes.iter().map(|s| (*s).max(0) as usize).collect();
     let z = fill(&op, &shape, Scalar::Int(0), grad.dtype())?;

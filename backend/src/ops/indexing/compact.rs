@@ -99,7 +99,7 @@ pub(crate) fn nonzero_in(op: &OpScope, x: &Tensor) -> Result<Tensor> {
 
 /// `torch.nonzero(x)`.
 pub fn nonzero(x: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::nonzero", &[x])?;
+    let op = OpScope::new(Nonzero::NAME, &[x])?;
     nonzero_in(&op, x)
 }
 
@@ -107,7 +107,7 @@ pub fn nonzero(x: &Tensor) -> Result<Tensor> {
 /// rest `fill_value` (no synchronisation).
 #[aten("aten::nonzero_static", dtypes = DType::ALL_TPU, shard = REP, call = NonzeroStatic(self_, size, fill_value))]
 pub fn nonzero_static(x: &Tensor, size: i64, fill_value: i64) -> Result<Tensor> {
-    let op = OpScope::new("aten::nonzero_static", &[x])?;
+    let op = OpScope::new(NonzeroStatic::NAME, &[x])?;
     if size < 0 {
         return Err(TpuError::BadArgs(format!(
             "nonzero_static: 'size' must be an non-negative integer, but got {size}"
@@ -129,7 +129,7 @@ pub fn nonzero_static(x: &Tensor, size: i64, fill_value: i64) -> Result<Tensor> 
 /// as a vector.
 #[aten("aten::masked_select", dtypes = DType::ALL_TPU, shard = REP, call = MaskedSelect(self_, mask))]
 pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::masked_select", &[x, mask])?;
+    let op = OpScope::new(MaskedSelect::NAME, &[x, mask])?;
     if mask.dtype() != DType::Bool {
         return Err(TpuError::DtypeMismatch(format!(
             "masked_select: expected BoolTensor for mask, got {}",
@@ -170,7 +170,7 @@ pub fn masked_select(x: &Tensor, mask: &Tensor) -> Result<Tensor> {
     call = MaskedScatter(self_, mask, source)
 )]
 pub fn masked_scatter(x: &Tensor, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::masked_scatter", &[x, mask, source])?;
+    let op = OpScope::new(MaskedScatter::NAME, &[x, mask, source])?;
     if mask.dtype() != DType::Bool {
         return Err(TpuError::DtypeMismatch(format!(
             "masked_scatter_ only supports boolean masks, but got mask with dtype {}",

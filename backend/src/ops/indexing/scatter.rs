@@ -182,7 +182,7 @@ fn scatter_reduce(
     reduce: &str,
     include_self: bool,
 ) -> Result<Tensor> {
-    let op = OpScope::new("aten::scatter_reduce.two", &[x, index, src])?;
+    let op = OpScope::new(ScatterReduceTwo::NAME, &[x, index, src])?;
     let (combine, kind) = match reduce {
         "sum" | "mean" => (Combine::Add, RedKind::Sum),
         "prod" => (Combine::Mul, RedKind::Prod),
@@ -245,7 +245,7 @@ fn scatter_reduce(
 /// `torch.take(x, index)`: elements of flattened `x` (negative indices from the end).
 #[aten("aten::take", dtypes = DType::ALL_TPU, shard = REP, call = Take(self_, index))]
 fn take(x: &Tensor, index: &Tensor) -> Result<Tensor> {
-    let op = OpScope::new("aten::take", &[x, index])?;
+    let op = OpScope::new(Take::NAME, &[x, index])?;
     if index.dtype() != DType::I64 {
         return Err(TpuError::DtypeMismatch(format!(
             "take(): Expected a long tensor for index, but got {}",
@@ -288,7 +288,7 @@ fn flat_index_check(op: &OpScope, index: &Tensor, n: usize) -> Result<Pending> {
 /// set to (or increased by) `source`'s.
 #[aten("aten::put", dtypes = DType::ALL_TPU, shard = REP, call = Put(self_, index, source, accumulate))]
 fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<Tensor> {
-    let op = OpScope::new("aten::put", &[x, index, source])?;
+    let op = OpScope::new(Put::NAME, &[x, index, source])?;
     if index.dtype() != DType::I64 {
         return Err(TpuError::DtypeMismatch(format!(
             "put_(): Expected a long tensor for index, but got {}",
@@ -348,7 +348,7 @@ fn put(x: &Tensor, index: &Tensor, source: &Tensor, accumulate: bool) -> Result<
     call = TakeAlongDim(self_, indices, dim)
 )]
 fn take_along_dim(x: &Tensor, indices: &Tensor, dim: Option<i64>) -> Result<Tensor> {
-    let op = OpScope::new("aten::take_along_dim", &[x, indices])?;
+    let op = OpScope::new(TakeAlongDim::NAME, &[x, indices])?;
     let Some(dim) = dim else {
         let xf = prims::dense(&op, x)?;
         let xf = reshaped(&xf, &[x.numel()]);

@@ -214,7 +214,7 @@ fn number(op: &OpScope, s: Scalar) -> Result<Tensor> {
 fn bincount(x: &Tensor, weights: Option<&Tensor>, minlength: i64) -> Result<Tensor> {
     let mut ins = vec![x];
     ins.extend(weights);
-    let op = OpScope::new("aten::bincount", &ins)?;
+    let op = OpScope::new(Bincount::NAME, &ins)?;
     if x.dim() != 1 || !x.dtype().is_int() && x.dtype() != DType::Bool {
         return Err(TpuError::BadArgs(
             "bincount only supports 1-d non-negative integral inputs.".into(),
@@ -399,7 +399,7 @@ fn hist_counts(
 /// mixture-of-experts path calls `histc` on int32 expert ids on a "tpu" device.
 #[aten("aten::histc", dtypes = DType::NUMERIC, shard = REP, call = Histc(self_, bins, min.to_f64(), max.to_f64()))]
 fn histc(x: &Tensor, bins: i64, min: f64, max: f64) -> Result<Tensor> {
-    let op = OpScope::new("aten::histc", &[x])?;
+    let op = OpScope::new(Histc::NAME, &[x])?;
     if !(x.dtype().is_float() || matches!(x.dtype(), DType::I32 | DType::I64)) {
         return Err(TpuError::Unsupported(format!(
             "\"histogram_cpu\" not implemented for '{}'",
@@ -434,7 +434,7 @@ fn histogram_bin_ct(
 ) -> Result<(Tensor, Tensor)> {
     let mut ins = vec![x];
     ins.extend(w);
-    let op = OpScope::new("aten::histogram.bin_ct", &ins)?;
+    let op = OpScope::new(HistogramBinCt::NAME, &ins)?;
     if bins <= 0 {
         return Err(TpuError::BadArgs(
             "torch.histogram(): bins must be > 0".into(),

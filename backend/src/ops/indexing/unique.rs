@@ -109,7 +109,7 @@ fn unique_consecutive(
     counts: bool,
     dim: Option<i64>,
 ) -> Result<Vec<Value>> {
-    let op = OpScope::new("aten::unique_consecutive", &[x])?;
+    let op = OpScope::new(UniqueConsecutive::NAME, &[x])?;
     let (rows, d) = match dim {
         None => (reshaped(&prims::dense(&op, x)?, &[x.numel(), 1]), None),
         Some(dim) => {
@@ -188,7 +188,7 @@ fn unique_consecutive(
 
 /// `_unique2(x, sorted, return_inverse, return_counts)`: the sorted unique elements.
 fn unique2(x: &Tensor, inverse: bool, counts: bool) -> Result<(Tensor, Tensor, Tensor)> {
-    let op = OpScope::new("aten::_unique2", &[x])?;
+    let op = OpScope::new(Unique2::NAME, &[x])?;
     let n = x.numel();
     if n == 0 {
         let inv = Tensor::empty(op.rt(), if inverse { x.shape() } else { &[0] }, DType::I64)?;

@@ -57,7 +57,7 @@ fn into_view(
 /// `unfold_backward(grad, input_sizes, dim, size, step)`: the sum of the windows' gradients at
 /// their input positions.
 fn unfold_backward(grad: &Tensor, input_sizes: &[i64], dim: i64, step: i64) -> Result<Tensor> {
-    let op = OpScope::new("aten::unfold_backward", &[grad])?;
+    let op = OpScope::new(UnfoldBackward::NAME, &[grad])?;
     let shape = sizes(input_sizes)?;
     let d = wrap_dim(dim, shape.len())?;
     let dt = grad.dtype();

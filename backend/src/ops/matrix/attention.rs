@@ -44,7 +44,7 @@ pub fn scaled_dot_product_attention(
 ) -> Result<Tensor> {
     let mut ins = vec![query, key, value];
     ins.extend(attn_mask);
-    let op = OpScope::new("aten::scaled_dot_product_attention", &ins)?;
+    let op = OpScope::new(ScaledDotProductAttention::NAME, &ins)?;
     let a = Attention {
         mask: attn_mask,
         dropout_p,
@@ -69,7 +69,7 @@ pub fn scaled_dot_product_attention_lse(
     scale: Option<f64>,
     enable_gqa: bool,
 ) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new("aten::scaled_dot_product_attention", &[query, key, value])?;
+    let op = OpScope::new(ScaledDotProductAttention::NAME, &[query, key, value])?;
     let a = Attention {
         mask: None,
         dropout_p: 0.0,
@@ -103,7 +103,7 @@ pub fn flash_attention_for_cpu(
 ) -> Result<(Tensor, Tensor)> {
     let mut ins = vec![query, key, value];
     ins.extend(attn_mask);
-    let op = OpScope::new("aten::_scaled_dot_product_flash_attention_for_cpu", &ins)?;
+    let op = OpScope::new(ScaledDotProductFlashAttentionForCpu::NAME, &ins)?;
     if [query, key, value].iter().any(|t| t.dim() != 4) {
         return Err(TpuError::BadArgs(
             "scaled_dot_product_attention_flash_attention: Accept only 4 dims inputs shape of {B, H, T, K}".into(),
@@ -149,10 +149,7 @@ pub fn fused_attention_overrideable(
 ) -> Result<Vec<Value>> {
     let mut ins = vec![query, key, value];
     ins.extend(attn_bias);
-    let op = OpScope::new(
-        "aten::_scaled_dot_product_fused_attention_overrideable",
-        &ins,
-    )?;
+    let op = OpScope::new(ScaledDotProductFusedAttentionOverrideable::NAME, &ins)?;
     if [query, key, value].iter().any(|t| t.dim() != 4) {
         return Err(TpuError::BadArgs(
             "_scaled_dot_product_fused_attention_overrideable: expected 4-D query, key and value [B, H, L, E]".into(),

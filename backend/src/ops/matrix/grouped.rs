@@ -24,7 +24,7 @@ use crate::ops::creation;
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
-const NAME: &str = "aten::_grouped_mm";
+const NAME: &str = GroupedMm::NAME;
 
 /// `mask[g, i]` (in `dtype`): 1 when index `i` of a split dimension of `len` belongs to group
 /// `g` under the cumulative offsets `offs`, else 0.

@@ -45,7 +45,7 @@ fn check_float(name: &str, ts: &[&Tensor]) -> Result<()> {
     call = WeightNormInterface(v, g, dim)
 )]
 pub fn weight_norm_interface(v: &Tensor, g: &Tensor, dim: i64) -> Result<(Tensor, Tensor)> {
-    check_float("aten::_weight_norm_interface", &[v, g])?;
+    check_float(WeightNormInterface::NAME, &[v, g])?;
     let dims = norm_dims(v, dim)?;
     let norms = v.mul(v)?.sum(&dims, true)?.sqrt()?;
     let w = v.mul(&g.mul(&norms.reciprocal()?)?)?;

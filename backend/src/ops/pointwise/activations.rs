@@ -73,7 +73,7 @@ pub fn hardtanh(x: &Tensor, lo: f64, hi: f64) -> Result<Tensor> {
         return Err(not_implemented("hardtanh", d));
     }
     promoted_as(
-        "aten::hardtanh",
+        Hardtanh::NAME,
         &[Arg::Tensor(x)],
         d,
         Number::Common,
@@ -105,7 +105,7 @@ pub fn hardtanh(x: &Tensor, lo: f64, hi: f64) -> Result<Tensor> {
 pub fn threshold(x: &Tensor, th: f64, value: f64) -> Result<Tensor> {
     let d = x.dtype();
     promoted_as(
-        "aten::threshold",
+        Threshold::NAME,
         &[Arg::Tensor(x)],
         d,
         Number::Common,
@@ -157,7 +157,7 @@ fn log_sigmoid_forward(x: &Tensor) -> Result<(Tensor, Tensor)> {
     if !d.is_float() {
         return Err(not_implemented("log_sigmoid_forward", d));
     }
-    let op = OpScope::new("aten::log_sigmoid_forward", &[x])?;
+    let op = OpScope::new(LogSigmoidForward::NAME, &[x])?;
     let mut outs = map(&op, &[x], &[d, d], |p, r| {
         let mut e = Ex::new(p);
         let x = e.f(r[0]);
@@ -183,7 +183,7 @@ fn log_sigmoid_forward(x: &Tensor) -> Result<(Tensor, Tensor)> {
     call = LogSigmoidBackward(grad_output, self_)
 )]
 fn log_sigmoid_backward(g: &Tensor, x: &Tensor) -> Result<Tensor> {
-    grad2("aten::log_sigmoid_backward", g, x, |e, g, x| {
+    grad2(LogSigmoidBackward::NAME, g, x, |e, g, x| {
         let a = e.abs(x);
         let na = e.neg(a);
         let z = e.exp(na);

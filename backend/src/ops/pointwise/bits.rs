@@ -37,7 +37,7 @@ pub fn frexp(x: &Tensor) -> Result<(Tensor, Tensor)> {
             "torch.frexp() only supports floating-point dtypes".into(),
         ));
     }
-    let op = OpScope::new("aten::frexp.Tensor", &[x])?;
+    let op = OpScope::new(FrexpTensor::NAME, &[x])?;
     let mut outs = map(&op, &[x], &[d, I], |p, r| {
         let v = p.cast(r[0], DType::F32);
         let mut e = Ex::new(p);
@@ -85,7 +85,7 @@ pub fn frexp(x: &Tensor) -> Result<(Tensor, Tensor)> {
     call = Nextafter(self_, other)
 )]
 pub fn nextafter(x: &Tensor, y: &Tensor) -> Result<Tensor> {
-    let name = "aten::nextafter";
+    let name = Nextafter::NAME;
     if !x.dtype().is_float() || x.dtype() != y.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
             "{name}: expected two tensors of the same floating dtype, got {} and {}",
@@ -188,7 +188,7 @@ fn integral(name: &str, a: &Tensor, b: &Tensor) -> Result<()> {
 pub fn gcd(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     integral("gcd", a, b)?;
     promoted(
-        "aten::gcd",
+        Gcd::NAME,
         &[Arg::Tensor(a), Arg::Tensor(b)],
         Number::Common,
         |c| c,
@@ -211,7 +211,7 @@ pub fn lcm(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     }
     let c = common_dtype(&[Arg::Tensor(a), Arg::Tensor(b)]);
     promoted_exact_raw(
-        "aten::lcm",
+        Lcm::NAME,
         &[Arg::Tensor(a), Arg::Tensor(b)],
         Number::Common,
         |p, v, c| {

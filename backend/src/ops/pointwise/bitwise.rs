@@ -82,7 +82,7 @@ pub fn bitwise_not(x: &Tensor) -> Result<Tensor> {
         return Err(not_implemented("bitwise_not_cpu", d));
     }
     promoted(
-        "aten::bitwise_not",
+        BitwiseNot::NAME,
         &[Arg::Tensor(x)],
         Number::Common,
         |c| c,

@@ -247,10 +247,10 @@ fn floor_div_float(
 /// `a / b` with an optional rounding mode (`trunc`, `floor`).
 pub fn div(a: &Tensor, b: Arg, rounding: Option<&str>) -> Result<Tensor> {
     let name = match (rounding.is_some(), matches!(b, Arg::Tensor(_))) {
-        (true, true) => "aten::div.Tensor_mode",
-        (true, false) => "aten::div.Scalar_mode",
-        (false, true) => "aten::div.Tensor",
-        (false, false) => "aten::div.Scalar",
+        (true, true) => DivTensorMode::NAME,
+        (true, false) => DivScalarMode::NAME,
+        (false, true) => DivTensor::NAME,
+        (false, false) => DivScalar::NAME,
     };
     match rounding {
         None => true_div(name, a, b),
@@ -287,9 +287,9 @@ fn floor_named(name: &str, a: &Tensor, b: Arg) -> Result<Tensor> {
 )]
 pub fn floor_divide(a: &Tensor, b: Arg) -> Result<Tensor> {
     let name = if matches!(b, Arg::Tensor(_)) {
-        "aten::floor_divide"
+        FloorDivide::NAME
     } else {
-        "aten::floor_divide.Scalar"
+        FloorDivideScalar::NAME
     };
     floor_named(name, a, b)
 }
@@ -305,9 +305,9 @@ pub fn floor_divide(a: &Tensor, b: Arg) -> Result<Tensor> {
 )]
 pub fn fmod(a: &Tensor, b: Arg) -> Result<Tensor> {
     let name = if matches!(b, Arg::Tensor(_)) {
-        "aten::fmod.Tensor"
+        FmodTensor::NAME
     } else {
-        "aten::fmod.Scalar"
+        FmodScalar::NAME
     };
     let args = [Arg::Tensor(a), b];
     let common = common_dtype(&args);

@@ -245,7 +245,7 @@ fn zeta_int(e: &mut Ex, s: u32, q: PRef) -> PRef {
 /// `polygamma(n, x)`.
 #[aten("aten::polygamma", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Polygamma(n, self_))]
 pub fn polygamma(n: i64, x: &Tensor) -> Result<Tensor> {
-    let name = "aten::polygamma";
+    let name = Polygamma::NAME;
     match n {
         i64::MIN..=-1 => Err(TpuError::BadArgs(
             "polygamma(n, x) does not support negative n.".into(),
@@ -288,10 +288,10 @@ pub fn mvlgamma(x: &Tensor, p: i64) -> Result<Tensor> {
     } else {
         x.to_dtype(DType::F32)?
     };
-    let mut acc = float1("aten::lgamma", &x, lgamma)?;
+    let mut acc = float1(Lgamma::NAME, &x, lgamma)?;
     for i in 1..p {
         let t = x.add_scalar(-(i as f64) / 2.0)?;
-        acc = acc.add(&float1("aten::lgamma", &t, lgamma)?)?;
+        acc = acc.add(&float1(Lgamma::NAME, &t, lgamma)?)?;
     }
     acc.add_scalar((p * (p - 1)) as f64 / 4.0 * PI.ln())
 }

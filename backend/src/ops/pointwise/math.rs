@@ -225,7 +225,7 @@ pub fn round_decimals(x: &Tensor, decimals: i64) -> Result<Tensor> {
         return Err(not_implemented("round_cpu", x.dtype()));
     }
     let p10 = 10f64.powi(decimals.unsigned_abs().min(300) as i32) as f32 as f64;
-    rounding("aten::round.decimals", "round_cpu", x, move |e, v| {
+    rounding(RoundDecimals::NAME, "round_cpu", x, move |e, v| {
         if decimals >= 0 {
             let s = e.mulk(v, p10);
             let r = e.round(s);
@@ -295,7 +295,7 @@ fn heaviside(x: &Tensor, values: &Tensor) -> Result<Tensor> {
     }
     let d = x.dtype();
     promoted_as(
-        "aten::heaviside",
+        Heaviside::NAME,
         &[Arg::Tensor(x), Arg::Tensor(values)],
         d,
         Number::Common,
@@ -328,7 +328,7 @@ fn ldexp(x: &Tensor, ex: &Tensor) -> Result<Tensor> {
         (false, false) => DType::F32,
     };
     promoted_as(
-        "aten::ldexp.Tensor",
+        LdexpTensor::NAME,
         &[Arg::Tensor(x), Arg::Tensor(ex)],
         DType::F32,
         Number::Common,

@@ -42,32 +42,30 @@ fn test(
 
 /// `torch.isnan`.
 pub fn isnan(x: &Tensor) -> Result<Tensor> {
-    test("aten::isnan", x, false, |e, v| e.isnan(v))
+    test(Isnan::NAME, x, false, |e, v| e.isnan(v))
 }
 
 /// `torch.isinf`.
 pub fn isinf(x: &Tensor) -> Result<Tensor> {
-    test("aten::isinf", x, false, |e, v| e.isinf(v))
+    test(Isinf::NAME, x, false, |e, v| e.isinf(v))
 }
 
 /// `torch.isposinf`.
 #[aten("aten::isposinf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isposinf(self_))]
 pub fn isposinf(x: &Tensor) -> Result<Tensor> {
-    test("aten::isposinf", x, false, |e, v| e.eqk(v, f64::INFINITY))
+    test(Isposinf::NAME, x, false, |e, v| e.eqk(v, f64::INFINITY))
 }
 
 /// `torch.isneginf`.
 #[aten("aten::isneginf", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isneginf(self_))]
 pub fn isneginf(x: &Tensor) -> Result<Tensor> {
-    test("aten::isneginf", x, false, |e, v| {
-        e.eqk(v, f64::NEG_INFINITY)
-    })
+    test(Isneginf::NAME, x, false, |e, v| e.eqk(v, f64::NEG_INFINITY))
 }
 
 /// `torch.isfinite`.
 #[aten("aten::isfinite", dtypes = DType::ALL_TPU, shard = Sharding::pointwise(Lin::No), call = Isfinite(self_))]
 pub fn isfinite(x: &Tensor) -> Result<Tensor> {
-    test("aten::isfinite", x, true, |e, v| {
+    test(Isfinite::NAME, x, true, |e, v| {
         // |x| < inf is false for NaN and the infinities.
         let m = e.abs(v);
         e.ltk(m, f64::INFINITY)
@@ -86,7 +84,7 @@ pub fn sign_bit(p: &mut ProgBuilder, v: PRef) -> PRef {
 pub fn signbit(x: &Tensor) -> Result<Tensor> {
     let d = x.dtype();
     promoted_as(
-        "aten::signbit",
+        Signbit::NAME,
         &[Arg::Tensor(x)],
         d,
         Number::Common,
@@ -137,7 +135,7 @@ pub fn nan_to_num(
     // Each replacement converted to the dtype, as `static_cast<scalar_t>` does.
     let conv = |v: f64| f32::from_bits(Scalar::Float(v).lane_bits(d)) as f64;
     promoted_as(
-        "aten::nan_to_num",
+        NanToNum::NAME,
         &[Arg::Tensor(x)],
         d,
         Number::Common,
@@ -167,7 +165,7 @@ pub fn nan_to_num(
 )]
 pub fn logical_xor(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     promoted_as(
-        "aten::logical_xor",
+        LogicalXor::NAME,
         &[Arg::Tensor(a), Arg::Tensor(b)],
         DType::Bool,
         Number::Common,

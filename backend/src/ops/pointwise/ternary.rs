@@ -26,9 +26,9 @@ pub fn addcmul_div(
     div: bool,
 ) -> Result<Tensor> {
     let (name, kernel) = if div {
-        ("aten::addcdiv", "addcdiv_cpu_out")
+        (Addcdiv::NAME, "addcdiv_cpu_out")
     } else {
-        ("aten::addcmul", "addcmul_cpu_out")
+        (Addcmul::NAME, "addcmul_cpu_out")
     };
     if div && !t1_.dtype().is_float() && !t2_.dtype().is_float() {
         return Err(TpuError::BadArgs(
@@ -90,9 +90,9 @@ pub fn lerp(x: &Tensor, end: &Tensor, weight: Arg) -> Result<Tensor> {
     let name = match weight {
         Arg::Tensor(w) => {
             same_dtype("weight", x, w)?;
-            "aten::lerp.Tensor"
+            LerpTensor::NAME
         }
-        Arg::Number(_) => "aten::lerp.Scalar",
+        Arg::Number(_) => LerpScalar::NAME,
     };
     if !x.dtype().is_float() {
         return Err(not_implemented("lerp_kernel_scalar", x.dtype()));
@@ -207,8 +207,8 @@ fn sub_like(name: &str, a: Arg, b: Arg, alpha: Scalar, number: Number) -> Result
 )]
 pub fn rsub(x: &Tensor, other: Arg, alpha: Scalar) -> Result<Tensor> {
     let name = match other {
-        Arg::Tensor(_) => "aten::rsub.Tensor",
-        Arg::Number(_) => "aten::rsub.Scalar",
+        Arg::Tensor(_) => RsubTensor::NAME,
+        Arg::Number(_) => RsubScalar::NAME,
     };
     // The number is wrapped into a tensor of the common dtype (it is not the second operand of
     // ATen's `sub`, whose scalar fast path keeps it unrounded).
@@ -224,7 +224,7 @@ pub fn rsub(x: &Tensor, other: Arg, alpha: Scalar) -> Result<Tensor> {
 )]
 pub fn sub_scalar(x: &Tensor, other: Scalar, alpha: Scalar) -> Result<Tensor> {
     sub_like(
-        "aten::sub.Scalar",
+        SubScalar::NAME,
         Arg::Tensor(x),
         Arg::Number(other),
         alpha,

@@ -53,89 +53,85 @@ const REP: Sharding = Sharding::Replicate("a copy of a view without a sharding r
 
 #[aten("aten::as_strided_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn as_strided_copy_op(a: AsStridedCopy<'_>) -> Result<Tensor> {
-    copied("aten::as_strided_copy", a.self_, |x| {
+    copied(AsStridedCopy::NAME, a.self_, |x| {
         strided(x, &a.size, &a.stride, a.storage_offset)
     })
 }
 
 #[aten("aten::diagonal_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn diagonal_copy_op(a: DiagonalCopy<'_>) -> Result<Tensor> {
-    copied("aten::diagonal_copy", a.self_, |x| {
+    copied(DiagonalCopy::NAME, a.self_, |x| {
         diagonal_layout(x.layout(), a.offset, a.dim1, a.dim2)
     })
 }
 
 #[aten("aten::expand_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn expand_copy_op(a: ExpandCopy<'_>) -> Result<Tensor> {
-    copied("aten::expand_copy", a.self_, |x| x.layout().expand(&a.size))
+    copied(ExpandCopy::NAME, a.self_, |x| x.layout().expand(&a.size))
 }
 
 #[aten("aten::narrow_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn narrow_copy_op(a: NarrowCopy<'_>) -> Result<Tensor> {
-    copied("aten::narrow_copy", a.self_, |x| {
+    copied(NarrowCopy::NAME, a.self_, |x| {
         narrow_layout(x.layout(), a.dim, a.start, a.length)
     })
 }
 
 #[aten("aten::permute_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn permute_copy_op(a: PermuteCopy<'_>) -> Result<Tensor> {
-    copied("aten::permute_copy", a.self_, |x| {
-        x.layout().permute(&a.dims)
-    })
+    copied(PermuteCopy::NAME, a.self_, |x| x.layout().permute(&a.dims))
 }
 
 #[aten("aten::select_copy.int", dtypes = DType::ALL_TPU, shard = REP)]
 fn select_copy_int_op(a: SelectCopyInt<'_>) -> Result<Tensor> {
-    copied("aten::select_copy.int", a.self_, |x| {
+    copied(SelectCopyInt::NAME, a.self_, |x| {
         x.layout().select(a.dim, a.index)
     })
 }
 
 #[aten("aten::slice_copy.Tensor", dtypes = DType::ALL_TPU, shard = REP)]
 fn slice_copy_tensor_op(a: SliceCopyTensor<'_>) -> Result<Tensor> {
-    copied("aten::slice_copy.Tensor", a.self_, |x| {
+    copied(SliceCopyTensor::NAME, a.self_, |x| {
         x.layout().slice(a.dim, a.start, a.end, a.step)
     })
 }
 
 #[aten("aten::split_copy.Tensor", dtypes = DType::ALL_TPU, shard = REP)]
 fn split_copy_tensor_op(a: SplitCopyTensor<'_>) -> Result<Vec<Tensor>> {
-    copied_all("aten::split_copy.Tensor", a.self_, |x| {
+    copied_all(SplitCopyTensor::NAME, a.self_, |x| {
         crate::ops::data::split(x, a.split_size, a.dim)
     })
 }
 
 #[aten("aten::split_with_sizes_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn split_with_sizes_copy_op(a: SplitWithSizesCopy<'_>) -> Result<Vec<Tensor>> {
-    copied_all("aten::split_with_sizes_copy", a.self_, |x| {
+    copied_all(SplitWithSizesCopy::NAME, a.self_, |x| {
         split_sizes(x, &a.split_sizes, a.dim)
     })
 }
 
 #[aten("aten::squeeze_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn squeeze_copy_op(a: SqueezeCopy<'_>) -> Result<Tensor> {
-    copied("aten::squeeze_copy", a.self_, |x| {
+    copied(SqueezeCopy::NAME, a.self_, |x| {
         squeeze_layout(x.layout(), None)
     })
 }
 
 #[aten("aten::squeeze_copy.dim", dtypes = DType::ALL_TPU, shard = REP)]
 fn squeeze_copy_dim_op(a: SqueezeCopyDim<'_>) -> Result<Tensor> {
-    copied("aten::squeeze_copy.dim", a.self_, |x| {
-        x.layout().squeeze(a.dim)
-    })
+    copied(SqueezeCopyDim::NAME, a.self_, |x| x.layout().squeeze(a.dim))
 }
 
 #[aten("aten::squeeze_copy.dims", dtypes = DType::ALL_TPU, shard = REP)]
 fn squeeze_copy_dims_op(a: SqueezeCopyDims<'_>) -> Result<Tensor> {
-    copied("aten::squeeze_copy.dims", a.self_, |x| {
+    copied(SqueezeCopyDims::NAME, a.self_, |x| {
         squeeze_layout(x.layout(), Some(&a.dim))
     })
 }
 
 #[aten("aten::t_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn t_copy_op(a: TCopy<'_>) -> Result<Tensor> {
-    copied("aten::t_copy", a.self_, |x| {
+    copied(TCopy::NAME, a.self_, |x| {
         if x.dim() > 2 {
             return Err(TpuError::BadArgs(format!(
                 "t() expects a tensor with <= 2 dimensions, but self is {}D",
@@ -152,39 +148,39 @@ fn t_copy_op(a: TCopy<'_>) -> Result<Tensor> {
 
 #[aten("aten::transpose_copy.int", dtypes = DType::ALL_TPU, shard = REP)]
 fn transpose_copy_int_op(a: TransposeCopyInt<'_>) -> Result<Tensor> {
-    copied("aten::transpose_copy.int", a.self_, |x| {
+    copied(TransposeCopyInt::NAME, a.self_, |x| {
         x.layout().transpose(a.dim0, a.dim1)
     })
 }
 
 #[aten("aten::unbind_copy.int", dtypes = DType::ALL_TPU, shard = REP)]
 fn unbind_copy_int_op(a: UnbindCopyInt<'_>) -> Result<Vec<Tensor>> {
-    copied_all("aten::unbind_copy.int", a.self_, |x| unbind_views(x, a.dim))
+    copied_all(UnbindCopyInt::NAME, a.self_, |x| unbind_views(x, a.dim))
 }
 
 #[aten("aten::unfold_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn unfold_copy_op(a: UnfoldCopy<'_>) -> Result<Tensor> {
-    copied("aten::unfold_copy", a.self_, |x| {
+    copied(UnfoldCopy::NAME, a.self_, |x| {
         unfold_layout(x.layout(), a.dimension, a.size, a.step)
     })
 }
 
 #[aten("aten::unsqueeze_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn unsqueeze_copy_op(a: UnsqueezeCopy<'_>) -> Result<Tensor> {
-    copied("aten::unsqueeze_copy", a.self_, |x| {
+    copied(UnsqueezeCopy::NAME, a.self_, |x| {
         x.layout().unsqueeze(a.dim)
     })
 }
 
 #[aten("aten::view_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn view_copy_op(a: ViewCopy<'_>) -> Result<Tensor> {
-    copied("aten::view_copy", a.self_, |x| x.layout().view(&a.size))
+    copied(ViewCopy::NAME, a.self_, |x| x.layout().view(&a.size))
 }
 
 #[aten("aten::_reshape_copy", dtypes = DType::ALL_TPU, shard = REP)]
 fn reshape_copy_op(a: ReshapeCopy<'_>) -> Result<Tensor> {
     let x = a.self_;
-    let op = OpScope::new("aten::_reshape_copy", &[x])?;
+    let op = OpScope::new(ReshapeCopy::NAME, &[x])?;
     let shape = infer_size(&a.size, x.numel())?;
     let c = copy(&op, x)?;
     Ok(c.with_layout(Layout::contiguous(&shape)))

@@ -29,7 +29,7 @@ fn eye(rt: &Runtime, n: i64, m: i64, dtype: Option<DType>) -> Result<Tensor> {
             n.min(m)
         )));
     }
-    let op = OpScope::on(rt, "aten::eye", Shapes::text(format!("[{n}, {m}]")));
+    let op = OpScope::on(rt, Eye::NAME, Shapes::text(format!("[{n}, {m}]")));
     let d = dtype.unwrap_or(DType::F32);
     Ok(
         map_shape(&op, &[n as usize, m as usize], &[], &[d], |p, _| {
@@ -142,9 +142,9 @@ fn tri_indices(
     dtype: Option<DType>,
 ) -> Result<Tensor> {
     let name = if lower {
-        "aten::tril_indices"
+        TrilIndices::NAME
     } else {
-        "aten::triu_indices"
+        TriuIndices::NAME
     };
     let op = OpScope::on(rt, name, Shapes::text(format!("[{row}, {col}, {offset}]")));
     if row < 0 || col < 0 {
@@ -246,7 +246,7 @@ fn tri_indices(
 /// a new storage holding the old elements first.
 #[aten("aten::resize_", dtypes = DType::ALL_TPU, shard = RESIZE, call = ResizeInplace(self_, &size))]
 fn resize(x: &Tensor, size: &[i64]) -> Result<Tensor> {
-    let op = OpScope::new("aten::resize_", &[x])?;
+    let op = OpScope::new(ResizeInplace::NAME, &[x])?;
     let shape = shape_of(size)?;
     let n: usize = shape.iter().product();
     let cap = (x.storage.bytes() / x.dtype().size() as u64) as usize;

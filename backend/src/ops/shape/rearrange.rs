@@ -23,7 +23,7 @@ use crate::tensor::Tensor;
 /// `torch.roll(x, shifts, dims)`.
 #[aten("aten::roll", dtypes = DType::ALL_TPU, shard = REP, call = Roll(self_, &shifts, &dims))]
 fn roll(x: &Tensor, shifts: &[i64], dims: &[i64]) -> Result<Tensor> {
-    let op = OpScope::new("aten::roll", &[x])?;
+    let op = OpScope::new(Roll::NAME, &[x])?;
     if dims.is_empty() && shifts.len() == 1 {
         let flat = reshaped(&prims::dense(&op, x)?, &[x.numel()]);
         let r = roll_dim(&op, &flat, shifts[0], 0)?;
@@ -75,7 +75,7 @@ fn roll_dim(op: &OpScope, x: &Tensor, shift: i64, d: usize) -> Result<Tensor> {
 /// `torch.rot90(x, k, dims)`.
 #[aten("aten::rot90", dtypes = DType::ALL_TPU, shard = REP, call = Rot90(self_, k, &dims))]
 fn rot90(x: &Tensor, k: i64, dims: &[i64]) -> Result<Tensor> {
-    let op = OpScope::new("aten::rot90", &[x])?;
+    let op = OpScope::new(Rot90::NAME, &[x])?;
     if dims.len() != 2 {
         return Err(TpuError::BadArgs(format!(
             "expected total rotation dims == 2, but got dims = {}",
@@ -120,7 +120,7 @@ fn rot90(x: &Tensor, k: i64, dims: &[i64]) -> Result<Tensor> {
 /// `x.repeat(repeats)`.
 #[aten("aten::repeat", dtypes = DType::ALL_TPU, shard = REP, call = Repeat(self_, &repeats))]
 fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
-    let op = OpScope::new("aten::repeat", &[x])?;
+    let op = OpScope::new(Repeat::NAME, &[x])?;
     if repeats.len() < x.dim() {
         return Err(TpuError::BadArgs(
             "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor".into(),
@@ -167,7 +167,7 @@ fn repeat(x: &Tensor, repeats: &[i64]) -> Result<Tensor> {
     call = RepeatInterleaveSelfInt(self_, repeats, dim)
 )]
 fn repeat_interleave_int(x: &Tensor, repeats: i64, dim: Option<i64>) -> Result<Tensor> {
-    let op = OpScope::new("aten::repeat_interleave.self_int", &[x])?;
+    let op = OpScope::new(RepeatInterleaveSelfInt::NAME, &[x])?;
     if repeats < 0 {
         return Err(TpuError::BadArgs("repeats can not be negative".into()));
     }
@@ -263,7 +263,7 @@ fn block_diag(ts: &[Tensor]) -> Result<Tensor> {
     let refs: Vec<&Tensor> = ts.iter().collect();
     let rt = ts.first().map(|t| t.runtime().clone());
     let op = match rt {
-        Some(_) => OpScope::new("aten::block_diag", &refs)?,
+        Some(_) => OpScope::new(BlockDiag::NAME, &refs)?,
         None => {
             return Err(TpuError::BadArgs(
                 "block_diag: expected a non-empty list of tensors".into(),
@@ -317,7 +317,7 @@ fn block_diag(ts: &[Tensor]) -> Result<Tensor> {
 /// `torch.diag_embed(x, offset, dim1, dim2)`.
 #[aten("aten::diag_embed", dtypes = DType::ALL_TPU, shard = REP, call = DiagEmbed(self_, offset, dim1, dim2))]
 fn diag_embed(x: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
-    let op = OpScope::new("aten::diag_embed", &[x])?;
+    let op = OpScope::new(DiagEmbed::NAME, &[x])?;
     let nd = x.dim() + 1;
     let (a, b) = (wrap_dim(dim1, nd)?, wrap_dim(dim2, nd)?);
     if a == b {
@@ -348,7 +348,7 @@ fn chunk_cat(ts: &[Tensor], dim: i64, chunks: i64) -> Result<Tensor> {
             "_chunk_cat expects a non-empty input tensor list and a positive num_chunks".into(),
         ));
     }
-    let op = OpScope::new("aten::_chunk_cat", &refs)?;
+    let op = OpScope::new(ChunkCat::NAME, &refs)?;
     let d = wrap_dim(dim, ts[0].dim())?;
     let pre: Vec<usize> = ts[0].shape()[..d].to_vec();
     let k = chunks as usize;
@@ -439,7 +439,7 @@ const REP: Sharding = Sharding::Replicate("a rearrangement without a sharding ru
 
 #[aten("aten::repeat_interleave.Tensor", dtypes = &[DType::I32, DType::I64], shard = REP)]
 fn repeat_interleave_tensor_op(a: RepeatInterleaveTensor<'_>) -> Result<Tensor> {
-    let op = OpScope::new("aten::repeat_interleave.Tensor", &[a.repeats])?;
+    let op = OpScope::new(RepeatInterleaveTensor::NAME, &[a.repeats])?;
     repeat_index(&op, a.repeats, a.output_size)
 }
 
@@ -451,7 +451,7 @@ fn repeat_interleave_tensor_op(a: RepeatInterleaveTensor<'_>) -> Result<Tensor> 
 )]
 fn repeat_interleave_self_tensor_op(a: RepeatInterleaveSelfTensor<'_>) -> Result<Tensor> {
     let (x, r) = (a.self_, a.repeats);
-    let op = OpScope::new("aten::repeat_interleave.self_Tensor", &[x, r])?;
+    let op = OpScope::new(RepeatInterleaveSelfTensor::NAME, &[x, r])?;
     let (x, d) = match a.dim {
         None => (reshaped(&prims::dense(&op, x)?, &[x.numel()]), 0),
         Some(d) => (x.clone(), d),
@@ -487,12 +487,12 @@ fn pixel_unshuffle_op(a: PixelUnshuffle<'_>) -> Result<Tensor> {
 
 #[aten("aten::channel_shuffle", dtypes = DType::ALL_TPU, shard = REP)]
 fn channel_shuffle_op(a: ChannelShuffle<'_>) -> Result<Tensor> {
-    channel_shuffle("aten::channel_shuffle", a.self_, a.groups)
+    channel_shuffle(ChannelShuffle::NAME, a.self_, a.groups)
 }
 
 #[aten("aten::native_channel_shuffle", dtypes = DType::ALL_TPU, shard = REP)]
 fn native_channel_shuffle_op(a: NativeChannelShuffle<'_>) -> Result<Tensor> {
-    channel_shuffle("aten::native_channel_shuffle", a.self_, a.groups)
+    channel_shuffle(NativeChannelShuffle::NAME, a.self_, a.groups)
 }
 
 #[aten("aten::im2col", dtypes = DType::ALL_TPU, shard = REP)]

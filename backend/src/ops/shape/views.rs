@@ -179,19 +179,19 @@ const REP: Sharding = Sharding::Replicate("a view without a sharding rule of its
 
 #[aten("aten::squeeze", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn squeeze_op(a: Squeeze<'_>) -> Result<Tensor> {
-    view("aten::squeeze", a.self_, |l| squeeze_layout(l, None))
+    view(Squeeze::NAME, a.self_, |l| squeeze_layout(l, None))
 }
 
 #[aten("aten::squeeze.dims", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn squeeze_dims_op(a: SqueezeDims<'_>) -> Result<Tensor> {
-    view("aten::squeeze.dims", a.self_, |l| {
+    view(SqueezeDims::NAME, a.self_, |l| {
         squeeze_layout(l, Some(&a.dim))
     })
 }
 
 #[aten("aten::squeeze_", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn squeeze_inplace_op(a: SqueezeInplace<'_>) -> Result<Tensor> {
-    view("aten::squeeze_", a.self_, |l| squeeze_layout(l, None))
+    view(SqueezeInplace::NAME, a.self_, |l| squeeze_layout(l, None))
 }
 
 #[aten(
@@ -201,12 +201,12 @@ fn squeeze_inplace_op(a: SqueezeInplace<'_>) -> Result<Tensor> {
     kind = View
 )]
 fn squeeze_inplace_dim_op(a: SqueezeInplaceDim<'_>) -> Result<Tensor> {
-    view("aten::squeeze_.dim", a.self_, |l| l.squeeze(a.dim))
+    view(SqueezeInplaceDim::NAME, a.self_, |l| l.squeeze(a.dim))
 }
 
 #[aten("aten::squeeze_.dims", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn squeeze_inplace_dims_op(a: SqueezeInplaceDims<'_>) -> Result<Tensor> {
-    view("aten::squeeze_.dims", a.self_, |l| {
+    view(SqueezeInplaceDims::NAME, a.self_, |l| {
         squeeze_layout(l, Some(&a.dim))
     })
 }
@@ -218,7 +218,7 @@ fn squeeze_inplace_dims_op(a: SqueezeInplaceDims<'_>) -> Result<Tensor> {
     kind = View
 )]
 fn unsqueeze_inplace_op(a: UnsqueezeInplace<'_>) -> Result<Tensor> {
-    view("aten::unsqueeze_", a.self_, |l| l.unsqueeze(a.dim))
+    view(UnsqueezeInplace::NAME, a.self_, |l| l.unsqueeze(a.dim))
 }
 
 #[aten(
@@ -228,7 +228,9 @@ fn unsqueeze_inplace_op(a: UnsqueezeInplace<'_>) -> Result<Tensor> {
     kind = View
 )]
 fn transpose_inplace_op(a: TransposeInplace<'_>) -> Result<Tensor> {
-    view("aten::transpose_", a.self_, |l| l.transpose(a.dim0, a.dim1))
+    view(TransposeInplace::NAME, a.self_, |l| {
+        l.transpose(a.dim0, a.dim1)
+    })
 }
 
 #[aten(
@@ -245,7 +247,7 @@ fn t_inplace_op(a: TInplace<'_>) -> Result<Tensor> {
             x.dim()
         )));
     }
-    view("aten::t_", x, |l| {
+    view(TInplace::NAME, x, |l| {
         if l.ndim() == 2 {
             l.transpose(0, 1)
         } else {
@@ -256,7 +258,7 @@ fn t_inplace_op(a: TInplace<'_>) -> Result<Tensor> {
 
 #[aten("aten::split_with_sizes", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn split_with_sizes_op(a: SplitWithSizes<'_>) -> Result<Vec<Tensor>> {
-    let _op = OpScope::view("aten::split_with_sizes", &[a.self_])?;
+    let _op = OpScope::view(SplitWithSizes::NAME, &[a.self_])?;
     split_sizes(a.self_, &a.split_sizes, a.dim)
 }
 
@@ -267,33 +269,33 @@ fn unsafe_split_tensor_op(a: UnsafeSplitTensor<'_>) -> Result<Vec<Tensor>> {
 
 #[aten("aten::unsafe_split_with_sizes", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn unsafe_split_with_sizes_op(a: UnsafeSplitWithSizes<'_>) -> Result<Vec<Tensor>> {
-    let _op = OpScope::view("aten::unsafe_split_with_sizes", &[a.self_])?;
+    let _op = OpScope::view(UnsafeSplitWithSizes::NAME, &[a.self_])?;
     split_sizes(a.self_, &a.split_sizes, a.dim)
 }
 
 #[aten("aten::unbind.int", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn unbind_int_op(a: UnbindInt<'_>) -> Result<Vec<Tensor>> {
-    let _op = OpScope::view("aten::unbind.int", &[a.self_])?;
+    let _op = OpScope::view(UnbindInt::NAME, &[a.self_])?;
     unbind_views(a.self_, a.dim)
 }
 
 #[aten("aten::narrow", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn narrow_op(a: Narrow<'_>) -> Result<Tensor> {
-    view("aten::narrow", a.self_, |l| {
+    view(Narrow::NAME, a.self_, |l| {
         narrow_layout(l, a.dim, a.start, a.length)
     })
 }
 
 #[aten("aten::diagonal", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn diagonal_op(a: Diagonal<'_>) -> Result<Tensor> {
-    view("aten::diagonal", a.self_, |l| {
+    view(Diagonal::NAME, a.self_, |l| {
         diagonal_layout(l, a.offset, a.dim1, a.dim2)
     })
 }
 
 #[aten("aten::unfold", dtypes = DType::ALL_TPU, shard = REP, kind = View)]
 fn unfold_op(a: Unfold<'_>) -> Result<Tensor> {
-    view("aten::unfold", a.self_, |l| {
+    view(Unfold::NAME, a.self_, |l| {
         unfold_layout(l, a.dimension, a.size, a.step)
     })
 }
