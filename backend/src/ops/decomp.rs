@@ -25,7 +25,7 @@ fn trace_op(rt: &Runtime, a: Trace<'_>) -> Result<Vec<Value>> {
     }
     let d = call(
         rt,
-        crate::ops::shape::views::Diagonal::NAME,
+        "aten::diagonal",
         vec![
             Value::Tensor(x.clone()),
             Value::Int(0),
@@ -33,7 +33,7 @@ fn trace_op(rt: &Runtime, a: Trace<'_>) -> Result<Vec<Value>> {
             Value::Int(1),
         ],
     )?;
-    call(rt, crate::ops::reduce::Sum::NAME, d)
+    call(rt, "aten::sum", d)
 }
 
 #[aten(
@@ -45,7 +45,7 @@ fn trace_op(rt: &Runtime, a: Trace<'_>) -> Result<Vec<Value>> {
 fn vdot_op(rt: &Runtime, a: Vdot<'_>) -> Result<Vec<Value>> {
     call(
         rt,
-        crate::ops::matrix::Dot::NAME,
+        "aten::dot",
         vec![
             Value::Tensor(a.self_.clone()),
             Value::Tensor(a.other.clone()),
@@ -62,19 +62,10 @@ fn vdot_op(rt: &Runtime, a: Vdot<'_>) -> Result<Vec<Value>> {
 fn nansum_op(rt: &Runtime, a: Nansum<'_>) -> Result<Vec<Value>> {
     let x = a.self_;
     let x = if x.dtype().is_float() {
-        let nan = call(
-            rt,
-            crate::ops::pointwise::predicates::Isnan::NAME,
-            vec![Value::Tensor(x.clone())],
-        )?;
+        let nan = call(rt, "aten::isnan", vec![Value::Tensor(x.clone())])?;
         let mut args = nan;
         args.extend([Value::Float(0.0), Value::Tensor(x.clone())]);
-        call(
-            rt,
-            crate::ops::pointwise::ternary::WhereScalarSelf::NAME,
-            args,
-        )?
-        .remove(0)
+        call(rt, "aten::where.ScalarSelf", args)?.remove(0)
     } else {
         Value::Tensor(x.clone())
     };
@@ -82,7 +73,7 @@ fn nansum_op(rt: &Runtime, a: Nansum<'_>) -> Result<Vec<Value>> {
     let dtype = a.dtype.map_or(Value::None, Value::Dtype);
     call(
         rt,
-        crate::ops::reduce::SumDimIntList::NAME,
+        "aten::sum.dim_IntList",
         vec![x, dim, Value::Bool(a.keepdim), dtype],
     )
 }

@@ -116,10 +116,7 @@ impl Tensor {
 /// `native_dropout_backward(grad, mask, scale)`: `grad · mask · scale` in f32, rounded once.
 pub fn native_dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
     use crate::ir::BinOp;
-    let op = super::helpers::OpScope::new(
-        crate::ops::random::defs::NativeDropoutBackward::NAME,
-        &[grad, mask],
-    )?;
+    let op = super::helpers::OpScope::new("aten::native_dropout_backward", &[grad, mask])?;
     let d = grad.dtype();
     Ok(super::helpers::map(&op, &[grad, mask], &[d], |p, r| {
         let g = p.cast(r[0], F);

@@ -58,30 +58,18 @@ pub(super) fn add_like(
 
 /// `torch.add(a, b, alpha=alpha)`.
 pub fn add(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
-    add_like(
-        crate::ops::binary::AddTensor::NAME,
-        a,
-        Rhs::Tensor(b),
-        alpha,
-        false,
-    )
+    add_like("aten::add.Tensor", a, Rhs::Tensor(b), alpha, false)
 }
 
 /// `torch.sub(a, b, alpha=alpha)`.
 pub fn sub(a: &Tensor, b: &Tensor, alpha: Scalar) -> Result<Tensor> {
-    add_like(
-        crate::ops::binary::SubTensor::NAME,
-        a,
-        Rhs::Tensor(b),
-        alpha,
-        true,
-    )
+    add_like("aten::sub.Tensor", a, Rhs::Tensor(b), alpha, true)
 }
 
 /// `a * b`.
 pub fn mul(a: &Tensor, b: Rhs) -> Result<Tensor> {
     let name = if matches!(b, Rhs::Tensor(_)) {
-        crate::ops::binary::MulTensor::NAME
+        "aten::mul.Tensor"
     } else {
         MulScalar::NAME
     };
@@ -115,7 +103,7 @@ pub fn pow(a: &Tensor, b: Rhs) -> Result<Tensor> {
         ));
     }
     let name = if matches!(b, Rhs::Tensor(_)) {
-        crate::ops::binary::PowTensorTensor::NAME
+        "aten::pow.Tensor_Tensor"
     } else {
         PowTensorScalar::NAME
     };
@@ -205,7 +193,7 @@ fn int_pow(p: &mut ProgBuilder, x: PRef, y: PRef, known: Option<i64>) -> PRef {
 /// `torch.remainder(a, b)`: the result has the sign of `b` (Python's `%`).
 pub fn remainder(a: &Tensor, b: Rhs) -> Result<Tensor> {
     let name = if matches!(b, Rhs::Tensor(_)) {
-        crate::ops::binary::RemainderTensor::NAME
+        "aten::remainder.Tensor"
     } else {
         RemainderScalar::NAME
     };

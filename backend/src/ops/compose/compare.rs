@@ -24,7 +24,7 @@ use crate::tensor::Tensor;
 
 /// A bool tensor's single value, read back.
 fn read_all(rt: &Runtime, t: &Tensor) -> Result<bool> {
-    let all = op(rt, crate::ops::reduce::All::NAME, vec![tv(t)])?;
+    let all = op(rt, "aten::all", vec![tv(t)])?;
     Ok(all.item()?.to_f64() != 0.0)
 }
 
@@ -33,7 +33,7 @@ pub fn equal(rt: &Runtime, a: &Tensor, b: &Tensor) -> Result<bool> {
     if a.shape() != b.shape() {
         return Ok(false);
     }
-    let eq = op(rt, crate::ops::binary::EqTensor::NAME, vec![tv(a), tv(b)])?;
+    let eq = op(rt, "aten::eq.Tensor", vec![tv(a), tv(b)])?;
     read_all(rt, &eq)
 }
 
@@ -58,65 +58,25 @@ pub fn isclose(
             "rtol and atol must be non-negative, got rtol={rtol} and atol={atol}"
         )));
     }
-    let mut close = op(rt, crate::ops::binary::EqTensor::NAME, vec![tv(a), tv(b)])?;
+    let mut close = op(rt, "aten::eq.Tensor", vec![tv(a), tv(b)])?;
     if equal_nan && a.dtype().is_float() {
-        let na = op(
-            rt,
-            crate::ops::pointwise::predicates::Isnan::NAME,
-            vec![tv(a)],
-        )?;
-        let nb = op(
-            rt,
-            crate::ops::pointwise::predicates::Isnan::NAME,
-            vec![tv(b)],
-        )?;
-        let both = op(
-            rt,
-            crate::ops::binary::compare::LogicalAnd::NAME,
-            vec![tv(&na), tv(&nb)],
-        )?;
-        close = op(
-            rt,
-            crate::ops::binary::compare::LogicalOr::NAME,
-            vec![tv(&close), tv(&both)],
-        )?;
+        let na = op(rt, "aten::isnan", vec![tv(a)])?;
+        let nb = op(rt, "aten::isnan", vec![tv(b)])?;
+        let both = op(rt, "aten::logical_and", vec![tv(&na), tv(&nb)])?;
+        close = op(rt, "aten::logical_or", vec![tv(&close), tv(&both)])?;
     }
     if rtol == 0.0 && atol == 0.0 {
         return Ok(close);
     }
-    let rb = op(
-        rt,
-        crate::ops::binary::arith::MulScalar::NAME,
-        vec![tv(b), Value::Float(rtol)],
-    )?;
-    let rb = op(rt, crate::ops::unary::Abs::NAME, vec![tv(&rb)])?;
-    let allowed = op(
-        rt,
-        crate::ops::binary::arith::AddScalar::NAME,
-        vec![tv(&rb), Value::Float(atol)],
-    )?;
-    let diff = op(rt, crate::ops::binary::SubTensor::NAME, vec![tv(a), tv(b)])?;
-    let actual = op(rt, crate::ops::unary::Abs::NAME, vec![tv(&diff)])?;
-    let fin = op(
-        rt,
-        crate::ops::pointwise::predicates::Isfinite::NAME,
-        vec![tv(&actual)],
-    )?;
-    let le = op(
-        rt,
-        crate::ops::binary::LeTensor::NAME,
-        vec![tv(&actual), tv(&allowed)],
-    )?;
-    let ok = op(
-        rt,
-        crate::ops::binary::compare::LogicalAnd::NAME,
-        vec![tv(&fin), tv(&le)],
-    )?;
-    op(
-        rt,
-        crate::ops::binary::compare::LogicalOr::NAME,
-        vec![tv(&close), tv(&ok)],
-    )
+    let rb = op(rt, "aten::mul.Scalar", vec![tv(b), Value::Float(rtol)])?;
+    let rb = op(rt, "aten::abs", vec![tv(&rb)])?;
+    let allowed = op(rt, "aten::add.Scalar", vec![tv(&rb), Value::Float(atol)])?;
+    let diff = op(rt, "aten::sub.Tensor", vec![tv(a), tv(b)])?;
+    let actual = op(rt, "aten::abs", vec![tv(&diff)])?;
+    let fin = op(rt, "aten::isfinite", vec![tv(&actual)])?;
+    let le = op(rt, "aten::le.Tensor", vec![tv(&actual), tv(&allowed)])?;
+    let ok = op(rt, "aten::logical_and", vec![tv(&fin), tv(&le)])?;
+    op(rt, "aten::logical_or", vec![tv(&close), tv(&ok)])
 }
 
 /// `torch.dist(a, b, p)`.
@@ -128,12 +88,8 @@ pub fn isclose(
     call = Dist(rt, self_, other, p)
 )]
 pub fn dist(rt: &Runtime, a: &Tensor, b: &Tensor, p: Scalar) -> Result<Tensor> {
-    let d = op(rt, crate::ops::binary::SubTensor::NAME, vec![tv(a), tv(b)])?;
-    op(
-        rt,
-        crate::ops::reduce::LinalgVectorNorm::NAME,
-        vec![tv(&d), sv(p)],
-    )
+    let d = op(rt, "aten::sub.Tensor", vec![tv(a), tv(b)])?;
+    op(rt, "aten::linalg_vector_norm", vec![tv(&d), sv(p)])
 }
 
 /// `torch.renorm(x, p, dim, maxnorm)`.
@@ -170,7 +126,7 @@ pub fn renorm(rt: &Runtime, x: &Tensor, p: Scalar, dim: i64, maxnorm: Scalar) ->
     let acc = DType::F32;
     let norm = op(
         rt,
-        crate::ops::reduce::LinalgVectorNorm::NAME,
+        "aten::linalg_vector_norm",
         vec![
             tv(x),
             sv(p),
@@ -179,33 +135,17 @@ pub fn renorm(rt: &Runtime, x: &Tensor, p: Scalar, dim: i64, maxnorm: Scalar) ->
             Value::Dtype(acc),
         ],
     )?;
-    let big = op(
-        rt,
-        crate::ops::binary::compare::GtScalar::NAME,
-        vec![tv(&norm), sv(maxnorm)],
-    )?;
-    let den = op(
-        rt,
-        crate::ops::binary::arith::AddScalar::NAME,
-        vec![tv(&norm), Value::Float(1e-7)],
-    )?;
-    let num = op(
-        rt,
-        crate::ops::like::FullLike::NAME,
-        vec![tv(&den), sv(maxnorm)],
-    )?;
+    let big = op(rt, "aten::gt.Scalar", vec![tv(&norm), sv(maxnorm)])?;
+    let den = op(rt, "aten::add.Scalar", vec![tv(&norm), Value::Float(1e-7)])?;
+    let num = op(rt, "aten::full_like", vec![tv(&den), sv(maxnorm)])?;
+    let f = op(rt, "aten::div.Tensor", vec![tv(&num), tv(&den)])?;
     let f = op(
         rt,
-        crate::ops::pointwise::division::DivTensor::NAME,
-        vec![tv(&num), tv(&den)],
-    )?;
-    let f = op(
-        rt,
-        crate::ops::pointwise::ternary::WhereScalarOther::NAME,
+        "aten::where.ScalarOther",
         vec![tv(&big), tv(&f), Value::Float(1.0)],
     )?;
     let f = cast(&f, x.dtype())?;
-    op(rt, crate::ops::binary::MulTensor::NAME, vec![tv(x), tv(&f)])
+    op(rt, "aten::mul.Tensor", vec![tv(x), tv(&f)])
 }
 
 /// `torch.nn.functional.glu(x, dim)`.
@@ -233,7 +173,7 @@ pub fn glu(rt: &Runtime, x: &Tensor, dim: i64) -> Result<Tensor> {
     let half = |start| {
         op(
             rt,
-            crate::ops::shape::views::Narrow::NAME,
+            "aten::narrow",
             vec![
                 tv(x),
                 Value::Int(d),

@@ -21,7 +21,7 @@ use crate::tensor::Tensor;
 fn norm_last(rt: &Runtime, d: &Tensor, p: f64) -> Result<Tensor> {
     op(
         rt,
-        crate::ops::reduce::LinalgVectorNorm::NAME,
+        "aten::linalg_vector_norm",
         vec![
             tv(d),
             Value::Float(p),
@@ -32,11 +32,7 @@ fn norm_last(rt: &Runtime, d: &Tensor, p: f64) -> Result<Tensor> {
 }
 
 fn unsqueeze(rt: &Runtime, t: &Tensor, d: i64) -> Result<Tensor> {
-    op(
-        rt,
-        crate::ops::layout_ops::Unsqueeze::NAME,
-        vec![tv(t), Value::Int(d)],
-    )
+    op(rt, "aten::unsqueeze", vec![tv(t), Value::Int(d)])
 }
 
 /// `torch._euclidean_dist(x1, x2)`.
@@ -49,40 +45,32 @@ fn unsqueeze(rt: &Runtime, t: &Tensor, d: i64) -> Result<Tensor> {
 )]
 pub fn euclidean_dist(rt: &Runtime, x1: &Tensor, x2: &Tensor) -> Result<Tensor> {
     let sq = |x: &Tensor| -> Result<Tensor> {
-        let s = op(rt, crate::ops::binary::MulTensor::NAME, vec![tv(x), tv(x)])?;
+        let s = op(rt, "aten::mul.Tensor", vec![tv(x), tv(x)])?;
         op(
             rt,
-            crate::ops::reduce::SumDimIntList::NAME,
+            "aten::sum.dim_IntList",
             vec![tv(&s), Value::Ints(vec![-1]), Value::Bool(true)],
         )
     };
     let (n1, n2) = (sq(x1)?, sq(x2)?);
     let (o1, o2) = (
-        op(rt, crate::ops::like::OnesLike::NAME, vec![tv(&n1)])?,
-        op(rt, crate::ops::like::OnesLike::NAME, vec![tv(&n2)])?,
+        op(rt, "aten::ones_like", vec![tv(&n1)])?,
+        op(rt, "aten::ones_like", vec![tv(&n2)])?,
     );
-    let m2 = op(
-        rt,
-        crate::ops::binary::arith::MulScalar::NAME,
-        vec![tv(x1), Value::Int(-2)],
-    )?;
+    let m2 = op(rt, "aten::mul.Scalar", vec![tv(x1), Value::Int(-2)])?;
     let a = op(
         rt,
-        crate::ops::data::concat::Cat::NAME,
+        "aten::cat",
         vec![Value::Tensors(vec![m2, n1, o1]), Value::Int(-1)],
     )?;
     let b = op(
         rt,
-        crate::ops::data::concat::Cat::NAME,
+        "aten::cat",
         vec![Value::Tensors(vec![x2.clone(), o2, n2]), Value::Int(-1)],
     )?;
     let r = contract(rt, &unsqueeze(rt, &a, -2)?, &unsqueeze(rt, &b, -3)?, &[-1])?;
-    let r = op(
-        rt,
-        crate::ops::pointwise::ternary::ClampMin::NAME,
-        vec![tv(&r), Value::Float(0.0)],
-    )?;
-    let r = op(rt, crate::ops::unary::Sqrt::NAME, vec![tv(&r)])?;
+    let r = op(rt, "aten::clamp_min", vec![tv(&r), Value::Float(0.0)])?;
+    let r = op(rt, "aten::sqrt", vec![tv(&r)])?;
     super::cast(&r, x1.dtype())
 }
 
@@ -115,7 +103,7 @@ pub fn cdist(rt: &Runtime, x1: &Tensor, x2: &Tensor, p: f64, mode: Option<i64>) 
     }
     let d = op(
         rt,
-        crate::ops::binary::SubTensor::NAME,
+        "aten::sub.Tensor",
         vec![tv(&unsqueeze(rt, x1, -2)?), tv(&unsqueeze(rt, x2, -3)?)],
     )?;
     norm_last(rt, &d, p)
@@ -139,26 +127,18 @@ pub fn pdist(rt: &Runtime, x: &Tensor, p: f64) -> Result<Tensor> {
     let n = x.shape()[0] as i64;
     let idx = op(
         rt,
-        crate::ops::shape::factories::TriuIndices::NAME,
+        "aten::triu_indices",
         vec![Value::Int(n), Value::Int(n), Value::Int(1)],
     )?;
     let pick = |row: i64| -> Result<Tensor> {
         let i = op(
             rt,
-            crate::ops::layout_ops::SelectInt::NAME,
+            "aten::select.int",
             vec![tv(&idx), Value::Int(0), Value::Int(row)],
         )?;
-        op(
-            rt,
-            crate::ops::data::index::IndexSelect::NAME,
-            vec![tv(x), Value::Int(0), tv(&i)],
-        )
+        op(rt, "aten::index_select", vec![tv(x), Value::Int(0), tv(&i)])
     };
-    let d = op(
-        rt,
-        crate::ops::binary::SubTensor::NAME,
-        vec![tv(&pick(0)?), tv(&pick(1)?)],
-    )?;
+    let d = op(rt, "aten::sub.Tensor", vec![tv(&pick(0)?), tv(&pick(1)?)])?;
     norm_last(rt, &d, p)
 }
 
@@ -200,88 +180,52 @@ pub fn multi_margin_loss(
     let n = batch.first().copied().unwrap_or(1);
     let x2 = op(
         rt,
-        crate::ops::layout_ops::Reshape::NAME,
+        "aten::reshape",
         vec![tv(x), Value::Ints(vec![n, c as i64])],
     )?;
-    let t2 = op(
-        rt,
-        crate::ops::layout_ops::Reshape::NAME,
-        vec![tv(y), Value::Ints(vec![n, 1])],
-    )?;
-    let xt = op(
-        rt,
-        crate::ops::data::index::Gather::NAME,
-        vec![tv(&x2), Value::Int(1), tv(&t2)],
-    )?;
+    let t2 = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n, 1])])?;
+    let xt = op(rt, "aten::gather", vec![tv(&x2), Value::Int(1), tv(&t2)])?;
     // (margin - x[y]) + x[j], as ATen's kernel adds them.
-    let m = op(
-        rt,
-        crate::ops::pointwise::ternary::RsubScalar::NAME,
-        vec![tv(&xt), sv(margin)],
-    )?;
-    let z = op(
-        rt,
-        crate::ops::binary::AddTensor::NAME,
-        vec![tv(&m), tv(&x2)],
-    )?;
-    let mut h = op(rt, crate::ops::unary::Relu::NAME, vec![tv(&z)])?;
+    let m = op(rt, "aten::rsub.Scalar", vec![tv(&xt), sv(margin)])?;
+    let z = op(rt, "aten::add.Tensor", vec![tv(&m), tv(&x2)])?;
+    let mut h = op(rt, "aten::relu", vec![tv(&z)])?;
     if p == 2 {
-        h = op(
-            rt,
-            crate::ops::binary::MulTensor::NAME,
-            vec![tv(&h), tv(&h)],
-        )?;
+        h = op(rt, "aten::mul.Tensor", vec![tv(&h), tv(&h)])?;
     }
     if let Some(w) = weight {
-        let flat = op(
-            rt,
-            crate::ops::layout_ops::Reshape::NAME,
-            vec![tv(y), Value::Ints(vec![n])],
-        )?;
+        let flat = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n])])?;
         let wt = op(
             rt,
-            crate::ops::data::index::IndexSelect::NAME,
+            "aten::index_select",
             vec![tv(w), Value::Int(0), tv(&flat)],
         )?;
         h = op(
             rt,
-            crate::ops::binary::MulTensor::NAME,
+            "aten::mul.Tensor",
             vec![tv(&h), tv(&unsqueeze(rt, &wt, 1)?)],
         )?;
     }
     let cols = op(
         rt,
-        crate::ops::creation::Arange::NAME,
+        "aten::arange",
         vec![Value::Int(c as i64), Value::Dtype(DType::I64)],
     )?;
-    let own = op(
-        rt,
-        crate::ops::binary::EqTensor::NAME,
-        vec![tv(&cols), tv(&t2)],
-    )?;
+    let own = op(rt, "aten::eq.Tensor", vec![tv(&cols), tv(&t2)])?;
     let h = op(
         rt,
-        crate::ops::pointwise::ternary::WhereScalarSelf::NAME,
+        "aten::where.ScalarSelf",
         vec![tv(&own), Value::Float(0.0), tv(&h)],
     )?;
     let s = op(
         rt,
-        crate::ops::reduce::SumDimIntList::NAME,
+        "aten::sum.dim_IntList",
         vec![tv(&h), Value::Ints(vec![1]), Value::Bool(false)],
     )?;
-    let l = op(
-        rt,
-        crate::ops::pointwise::division::DivScalar::NAME,
-        vec![tv(&s), Value::Int(c as i64)],
-    )?;
+    let l = op(rt, "aten::div.Scalar", vec![tv(&s), Value::Int(c as i64)])?;
     match reduction {
-        0 => op(
-            rt,
-            crate::ops::layout_ops::Reshape::NAME,
-            vec![tv(&l), Value::Ints(batch)],
-        ),
-        1 => op(rt, crate::ops::reduce::Mean::NAME, vec![tv(&l)]),
-        2 => op(rt, crate::ops::reduce::Sum::NAME, vec![tv(&l)]),
+        0 => op(rt, "aten::reshape", vec![tv(&l), Value::Ints(batch)]),
+        1 => op(rt, "aten::mean", vec![tv(&l)]),
+        2 => op(rt, "aten::sum", vec![tv(&l)]),
         r => Err(TpuError::BadArgs(format!(
             "{r} is not a valid value for reduction"
         ))),

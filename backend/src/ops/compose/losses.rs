@@ -51,8 +51,8 @@ fn rnd(e: &mut Ex, v: PRef, d: DType) -> PRef {
 fn reduce(rt: &Runtime, l: Tensor, reduction: i64) -> Result<Tensor> {
     match reduction {
         0 => Ok(l),
-        1 => op(rt, crate::ops::reduce::Mean::NAME, vec![tv(&l)]),
-        2 => op(rt, crate::ops::reduce::Sum::NAME, vec![tv(&l)]),
+        1 => op(rt, "aten::mean", vec![tv(&l)]),
+        2 => op(rt, "aten::sum", vec![tv(&l)]),
         r => Err(TpuError::BadArgs(format!(
             "{r} is not a valid value for reduction"
         ))),

@@ -30,18 +30,14 @@ fn wide(t: &Tensor) -> Result<Tensor> {
 /// `sum(a * b, dims)` (broadcasting `a` and `b`): f32 for float inputs, the integer dtype
 /// (exact, wrapping) for integer ones.
 pub(crate) fn contract(rt: &Runtime, a: &Tensor, b: &Tensor, dims: &[i64]) -> Result<Tensor> {
-    let p = op(
-        rt,
-        crate::ops::binary::MulTensor::NAME,
-        vec![tv(&wide(a)?), tv(&wide(b)?)],
-    )?;
+    let p = op(rt, "aten::mul.Tensor", vec![tv(&wide(a)?), tv(&wide(b)?)])?;
     if dims.is_empty() {
         return Ok(p);
     }
     let d = p.dtype();
     op(
         rt,
-        crate::ops::reduce::SumDimIntList::NAME,
+        "aten::sum.dim_IntList",
         vec![
             tv(&p),
             Value::Ints(dims.to_vec()),
@@ -52,11 +48,7 @@ pub(crate) fn contract(rt: &Runtime, a: &Tensor, b: &Tensor, dims: &[i64]) -> Re
 }
 
 fn unsqueeze(rt: &Runtime, t: &Tensor, d: i64) -> Result<Tensor> {
-    op(
-        rt,
-        crate::ops::layout_ops::Unsqueeze::NAME,
-        vec![tv(t), Value::Int(d)],
-    )
+    op(rt, "aten::unsqueeze", vec![tv(t), Value::Int(d)])
 }
 
 fn is_zero(s: Scalar) -> bool {
@@ -84,28 +76,16 @@ pub(crate) fn axpby(
     let mut r = if alpha.to_f64() == 1.0 {
         prod.clone()
     } else {
-        op(
-            rt,
-            crate::ops::binary::arith::MulScalar::NAME,
-            vec![tv(prod), sv(alpha)],
-        )?
+        op(rt, "aten::mul.Scalar", vec![tv(prod), sv(alpha)])?
     };
     if !is_zero(beta) {
         let s = cast(self_, prod.dtype())?;
         let s = if beta.to_f64() == 1.0 {
             s
         } else {
-            op(
-                rt,
-                crate::ops::binary::arith::MulScalar::NAME,
-                vec![tv(&s), sv(beta)],
-            )?
+            op(rt, "aten::mul.Scalar", vec![tv(&s), sv(beta)])?
         };
-        r = op(
-            rt,
-            crate::ops::binary::AddTensor::NAME,
-            vec![tv(&r), tv(&s)],
-        )?;
+        r = op(rt, "aten::add.Tensor", vec![tv(&r), tv(&s)])?;
     }
     cast(&r, out)
 }
@@ -155,14 +135,10 @@ pub fn addr(
     let d = same_dtypes(name, &[self_, v1, v2])?;
     let (c, r) = (unsqueeze(rt, v1, 1)?, unsqueeze(rt, v2, 0)?);
     if d == DType::Bool {
-        let outer = op(
-            rt,
-            crate::ops::binary::compare::LogicalAnd::NAME,
-            vec![tv(&c), tv(&r)],
-        )?;
+        let outer = op(rt, "aten::logical_and", vec![tv(&c), tv(&r)])?;
         let shape = [v1.shape()[0] as i64, v2.shape()[0] as i64];
         let a = if is_zero(alpha) {
-            op(rt, crate::ops::like::ZerosLike::NAME, vec![tv(&outer)])?
+            op(rt, "aten::zeros_like", vec![tv(&outer)])?
         } else {
             outer
         };
@@ -171,47 +147,27 @@ pub fn addr(
         }
         let s = op(
             rt,
-            crate::ops::layout_ops::Expand::NAME,
+            "aten::expand",
             vec![tv(self_), Value::Ints(shape.to_vec())],
         )?;
-        return op(
-            rt,
-            crate::ops::binary::compare::LogicalOr::NAME,
-            vec![tv(&a), tv(&s)],
-        );
+        return op(rt, "aten::logical_or", vec![tv(&a), tv(&s)]);
     }
     // In the dtype, as PyTorch's kernel: `beta * self + (alpha * vec1) * vec2`.
     let c = if alpha.to_f64() == 1.0 {
         c
     } else {
-        op(
-            rt,
-            crate::ops::binary::arith::MulScalar::NAME,
-            vec![tv(&c), sv(alpha)],
-        )?
+        op(rt, "aten::mul.Scalar", vec![tv(&c), sv(alpha)])?
     };
-    let outer = op(
-        rt,
-        crate::ops::binary::MulTensor::NAME,
-        vec![tv(&c), tv(&r)],
-    )?;
+    let outer = op(rt, "aten::mul.Tensor", vec![tv(&c), tv(&r)])?;
     if is_zero(beta) {
         return Ok(outer);
     }
     let s = if beta.to_f64() == 1.0 {
         self_.clone()
     } else {
-        op(
-            rt,
-            crate::ops::binary::arith::MulScalar::NAME,
-            vec![tv(self_), sv(beta)],
-        )?
+        op(rt, "aten::mul.Scalar", vec![tv(self_), sv(beta)])?
     };
-    op(
-        rt,
-        crate::ops::binary::AddTensor::NAME,
-        vec![tv(&s), tv(&outer)],
-    )
+    op(rt, "aten::add.Tensor", vec![tv(&s), tv(&outer)])
 }
 
 /// `torch.addmv(self, mat, vec, beta=, alpha=)`.
@@ -277,19 +233,11 @@ pub fn addbmm(
     // dtype, `beta` applying to the first only.
     if s1[0] == 0 {
         let shape = vec![s1[1] as i64, s2[2] as i64];
-        let s = op(
-            rt,
-            crate::ops::layout_ops::Expand::NAME,
-            vec![tv(self_), Value::Ints(shape)],
-        )?;
+        let s = op(rt, "aten::expand", vec![tv(self_), Value::Ints(shape)])?;
         return if is_zero(beta) {
-            op(rt, crate::ops::like::ZerosLike::NAME, vec![tv(&s)])
+            op(rt, "aten::zeros_like", vec![tv(&s)])
         } else {
-            op(
-                rt,
-                crate::ops::binary::arith::MulScalar::NAME,
-                vec![tv(&s), sv(beta)],
-            )
+            op(rt, "aten::mul.Scalar", vec![tv(&s), sv(beta)])
         };
     }
     let mut r = self_.clone();
@@ -298,7 +246,7 @@ pub fn addbmm(
         let pick = |t: &Tensor| {
             op(
                 rt,
-                crate::ops::layout_ops::SelectInt::NAME,
+                "aten::select.int",
                 vec![tv(t), Value::Int(0), Value::Int(i)],
             )
         };
@@ -342,7 +290,7 @@ pub fn trilinear(rt: &Runtime, a: &Args3, expand: [&[i64]; 3], sumdim: &[i64]) -
         let dt = t.dtype();
         op(
             rt,
-            crate::ops::reduce::SumDimIntList::NAME,
+            "aten::sum.dim_IntList",
             vec![
                 tv(t),
                 Value::Ints(dims.to_vec()),
@@ -362,11 +310,7 @@ pub fn trilinear(rt: &Runtime, a: &Args3, expand: [&[i64]; 3], sumdim: &[i64]) -
         .filter(|(i, _)| !sums.contains(&(*i as i64)))
         .map(|(_, &s)| s as i64)
         .collect();
-    op(
-        rt,
-        crate::ops::layout_ops::Reshape::NAME,
-        vec![tv(&r), Value::Ints(shape)],
-    )
+    op(rt, "aten::reshape", vec![tv(&r), Value::Ints(shape)])
 }
 
 /// The three inputs of `_trilinear`.
@@ -406,38 +350,28 @@ pub fn linalg_cross(rt: &Runtime, a: &Tensor, b: &Tensor, dim: i64) -> Result<Te
         )));
     }
     let sz: Vec<i64> = shape.iter().map(|&s| s as i64).collect();
-    let expand = |t: &Tensor| {
-        op(
-            rt,
-            crate::ops::layout_ops::Expand::NAME,
-            vec![tv(t), Value::Ints(sz.clone())],
-        )
-    };
+    let expand = |t: &Tensor| op(rt, "aten::expand", vec![tv(t), Value::Ints(sz.clone())]);
     let (a, b) = (expand(a)?, expand(b)?);
     let part = |t: &Tensor, i: i64| {
         op(
             rt,
-            crate::ops::shape::views::Narrow::NAME,
+            "aten::narrow",
             vec![tv(t), Value::Int(d), Value::Int(i), Value::Int(1)],
         )
     };
     let (a0, a1, a2) = (part(&a, 0)?, part(&a, 1)?, part(&a, 2)?);
     let (b0, b1, b2) = (part(&b, 0)?, part(&b, 1)?, part(&b, 2)?);
     let term = |x: &Tensor, y: &Tensor, u: &Tensor, v: &Tensor| -> Result<Tensor> {
-        let p = op(rt, crate::ops::binary::MulTensor::NAME, vec![tv(x), tv(y)])?;
-        let q = op(rt, crate::ops::binary::MulTensor::NAME, vec![tv(u), tv(v)])?;
-        op(
-            rt,
-            crate::ops::binary::SubTensor::NAME,
-            vec![tv(&p), tv(&q)],
-        )
+        let p = op(rt, "aten::mul.Tensor", vec![tv(x), tv(y)])?;
+        let q = op(rt, "aten::mul.Tensor", vec![tv(u), tv(v)])?;
+        op(rt, "aten::sub.Tensor", vec![tv(&p), tv(&q)])
     };
     let c0 = term(&a1, &b2, &a2, &b1)?;
     let c1 = term(&a2, &b0, &a0, &b2)?;
     let c2 = term(&a0, &b1, &a1, &b0)?;
     op(
         rt,
-        crate::ops::data::concat::Cat::NAME,
+        "aten::cat",
         vec![Value::Tensors(vec![c0, c1, c2]), Value::Int(d)],
     )
 }

@@ -28,7 +28,7 @@ pub fn flash_attention_backward(
     let mut ins = vec![grad_out, q, k, v, out, lse];
     ins.extend(attn_mask);
     let op = OpScope::new(
-        crate::ops::matrix::attention::ScaledDotProductFlashAttentionForCpuBackward::NAME,
+        "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
         &ins,
     )?;
     if dropout_p != 0.0 {

@@ -11,11 +11,7 @@ use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
 fn unsqueeze(rt: &Runtime, t: &Tensor, d: i64) -> Result<Tensor> {
-    op(
-        rt,
-        crate::ops::layout_ops::Unsqueeze::NAME,
-        vec![tv(t), Value::Int(d)],
-    )
+    op(rt, "aten::unsqueeze", vec![tv(t), Value::Int(d)])
 }
 
 fn same(name: &str, a: &Tensor, b: &Tensor) -> Result<()> {
@@ -50,19 +46,19 @@ fn inner(name: &str, k1: usize, k2: usize) -> Result<()> {
 
 /// `[m, k] @ [k, n]`.
 pub(super) fn mm(rt: &Runtime, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    dims(crate::ops::matrix::Mm::NAME, a, 2)?;
-    dims(crate::ops::matrix::Mm::NAME, b, 2)?;
-    same(crate::ops::matrix::Mm::NAME, a, b)?;
-    inner(crate::ops::matrix::Mm::NAME, a.shape()[1], b.shape()[0])?;
+    dims("aten::mm", a, 2)?;
+    dims("aten::mm", b, 2)?;
+    same("aten::mm", a, b)?;
+    inner("aten::mm", a.shape()[1], b.shape()[0])?;
     contract(rt, &unsqueeze(rt, a, 2)?, &unsqueeze(rt, b, 0)?, &[1])
 }
 
 /// `[b, m, k] @ [b, k, n]`.
 pub(super) fn bmm(rt: &Runtime, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    dims(crate::ops::matrix::Bmm::NAME, a, 3)?;
-    dims(crate::ops::matrix::Bmm::NAME, b, 3)?;
-    same(crate::ops::matrix::Bmm::NAME, a, b)?;
-    inner(crate::ops::matrix::Bmm::NAME, a.shape()[2], b.shape()[1])?;
+    dims("aten::bmm", a, 3)?;
+    dims("aten::bmm", b, 3)?;
+    same("aten::bmm", a, b)?;
+    inner("aten::bmm", a.shape()[2], b.shape()[1])?;
     if a.shape()[0] != b.shape()[0] {
         return Err(TpuError::ShapeMismatch(format!(
             "aten::bmm: batch sizes differ ({} and {})",
@@ -82,7 +78,7 @@ pub(super) fn addmm(
     beta: Scalar,
     alpha: Scalar,
 ) -> Result<Tensor> {
-    same(crate::ops::matrix::Addmm::NAME, s, a)?;
+    same("aten::addmm", s, a)?;
     let p = mm(rt, a, b)?;
     axpby(rt, s, &p, beta, alpha, a.dtype())
 }
@@ -96,25 +92,25 @@ pub(super) fn baddbmm(
     beta: Scalar,
     alpha: Scalar,
 ) -> Result<Tensor> {
-    same(crate::ops::matrix::Baddbmm::NAME, s, a)?;
+    same("aten::baddbmm", s, a)?;
     let p = bmm(rt, a, b)?;
     axpby(rt, s, &p, beta, alpha, a.dtype())
 }
 
 /// `a . b` of two vectors.
 pub(super) fn dot(rt: &Runtime, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    dims(crate::ops::matrix::Dot::NAME, a, 1)?;
-    dims(crate::ops::matrix::Dot::NAME, b, 1)?;
-    same(crate::ops::matrix::Dot::NAME, a, b)?;
-    inner(crate::ops::matrix::Dot::NAME, a.shape()[0], b.shape()[0])?;
+    dims("aten::dot", a, 1)?;
+    dims("aten::dot", b, 1)?;
+    same("aten::dot", a, b)?;
+    inner("aten::dot", a.shape()[0], b.shape()[0])?;
     contract(rt, a, b, &[0])
 }
 
 /// `[m, k] @ [k]`.
 pub(super) fn mv(rt: &Runtime, a: &Tensor, v: &Tensor) -> Result<Tensor> {
-    dims(crate::ops::matrix::Mv::NAME, a, 2)?;
-    dims(crate::ops::matrix::Mv::NAME, v, 1)?;
-    same(crate::ops::matrix::Mv::NAME, a, v)?;
-    inner(crate::ops::matrix::Mv::NAME, a.shape()[1], v.shape()[0])?;
+    dims("aten::mv", a, 2)?;
+    dims("aten::mv", v, 1)?;
+    same("aten::mv", a, v)?;
+    inner("aten::mv", a.shape()[1], v.shape()[0])?;
     contract(rt, a, &unsqueeze(rt, v, 0)?, &[1])
 }

@@ -482,7 +482,7 @@ pub fn convolution(
     bias: Option<&Tensor>,
     p: &ConvParams,
 ) -> Result<Tensor> {
-    let name = crate::ops::nn::defs_window::Convolution::NAME;
+    let name = "aten::convolution";
     let mut ins = vec![input, weight];
     ins.extend(bias);
     let op = OpScope::new(name, &ins)?;
@@ -521,7 +521,7 @@ pub fn convolution_backward(
     p: &ConvParams,
     mask: [bool; 3],
 ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-    let name = crate::ops::nn::defs_window::ConvolutionBackward::NAME;
+    let name = "aten::convolution_backward";
     let op = OpScope::new(name, &[grad, input, weight])?;
     let (x, was) = batchify(input, weight)?;
     let (g, _) = batchify(grad, weight)?;

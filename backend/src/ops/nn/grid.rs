@@ -369,7 +369,7 @@ impl Sampler {
 
 /// The argument checks of `grid_sampler_2d`.
 fn check_args(x: &Tensor, grid: &Tensor, interpolation: i64, padding: i64) -> Result<()> {
-    let name = crate::ops::nn::defs_resample::GridSampler2d::NAME;
+    let name = "aten::grid_sampler_2d";
     if x.dim() != 4 || grid.dim() != 4 || grid.shape()[3] != 2 || grid.shape()[0] != x.shape()[0] {
         return Err(TpuError::ShapeMismatch(format!(
             "{name}: expected 4-D input and a [N, H, W, 2] grid with the same batch size, but got input {:?} and grid {:?}",
@@ -400,10 +400,7 @@ pub fn grid_sampler_2d(
     padding: i64,
     align: bool,
 ) -> Result<Tensor> {
-    let op = OpScope::new(
-        crate::ops::nn::defs_resample::GridSampler2d::NAME,
-        &[x, grid],
-    )?;
+    let op = OpScope::new("aten::grid_sampler_2d", &[x, grid])?;
     check_args(x, grid, interpolation, padding)?;
     let (n, c, hs, ws) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
     let (ho, wo) = (grid.shape()[1], grid.shape()[2]);

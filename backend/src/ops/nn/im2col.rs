@@ -52,7 +52,7 @@ pub fn im2col_op(
     padding: &[i64],
     stride: &[i64],
 ) -> Result<Tensor> {
-    let name = crate::ops::shape::rearrange::Im2col::NAME;
+    let name = "aten::im2col";
     let op = OpScope::new(name, &[x])?;
     let (xb, was) = if x.dim() == 3 {
         (x.with_layout(x.layout().unsqueeze(0)?), true)
@@ -82,7 +82,7 @@ pub fn col2im_op(
     padding: &[i64],
     stride: &[i64],
 ) -> Result<Tensor> {
-    let name = crate::ops::shape::rearrange::Col2im::NAME;
+    let name = "aten::col2im";
     let op = OpScope::new(name, &[cols])?;
     let (cb, was) = if cols.dim() == 2 {
         (cols.with_layout(cols.layout().unsqueeze(0)?), true)

@@ -390,7 +390,7 @@ pub fn nll_loss_forward(
 ) -> Result<(Tensor, Tensor)> {
     let mut inputs = vec![x, target];
     inputs.extend(weight);
-    let op = OpScope::new(crate::ops::nn::defs_rows::NllLossForward::NAME, &inputs)?;
+    let op = OpScope::new("aten::nll_loss_forward", &inputs)?;
     if x.dim() == 0 || x.dim() > 2 {
         return Err(TpuError::ShapeMismatch(
             "input tensor should be 1D or 2D".into(),
@@ -433,7 +433,7 @@ pub fn nll_loss2d_forward(
 ) -> Result<(Tensor, Tensor)> {
     let mut inputs = vec![x, target];
     inputs.extend(weight);
-    let op = OpScope::new(crate::ops::nn::defs_rows::NllLoss2dForward::NAME, &inputs)?;
+    let op = OpScope::new("aten::nll_loss2d_forward", &inputs)?;
     if target.dim() != 3 {
         return Err(TpuError::ShapeMismatch(format!(
             "only batches of spatial targets supported (3D tensors) but got targets of dimension: {}",

@@ -103,7 +103,7 @@ pub fn native_layer_norm(
     let mut inputs: Vec<&Tensor> = vec![x];
     inputs.extend(weight);
     inputs.extend(bias);
-    let op = OpScope::new(crate::ops::nn::defs_rows::NativeLayerNorm::NAME, &inputs)?;
+    let op = OpScope::new("aten::native_layer_norm", &inputs)?;
     let dims = norm_dims(x, normalized_shape, &[("weight", weight), ("bias", bias)])?;
     let dt = x.dtype();
     let n: usize = dims.iter().map(|d| x.shape()[*d]).product();
@@ -158,7 +158,7 @@ pub fn rms_norm(
 ) -> Result<Tensor> {
     let mut inputs: Vec<&Tensor> = vec![x];
     inputs.extend(weight);
-    let op = OpScope::new(crate::ops::nn::defs_rows::RmsNorm::NAME, &inputs)?;
+    let op = OpScope::new("aten::rms_norm", &inputs)?;
     let dims = norm_dims(x, normalized_shape, &[("weight", weight)])?;
     let dt = x.dtype();
     let out = weight.map_or(dt, |w| promote_types(dt, w.dtype()));
@@ -219,7 +219,7 @@ pub fn native_group_norm(
     let mut inputs: Vec<&Tensor> = vec![x];
     inputs.extend(weight);
     inputs.extend(bias);
-    let op = OpScope::new(crate::ops::nn::defs_rows::NativeGroupNorm::NAME, &inputs)?;
+    let op = OpScope::new("aten::native_group_norm", &inputs)?;
     if !x.dtype().is_float() {
         return Err(TpuError::Unsupported(format!(
             "\"GroupNormKernelImpl\" not implemented for '{}'",

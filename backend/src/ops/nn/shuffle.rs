@@ -39,7 +39,7 @@ fn perm_of(lead: usize, tail: &[usize]) -> Vec<i64> {
 
 /// `F.pixel_shuffle(x, r)`: `[*, C·r², H, W]` to `[*, C, H·r, W·r]`.
 pub fn pixel_shuffle(x: &Tensor, r: i64) -> Result<Tensor> {
-    let op = OpScope::new(crate::ops::shape::rearrange::PixelShuffle::NAME, &[x])?;
+    let op = OpScope::new("aten::pixel_shuffle", &[x])?;
     if x.dim() < 3 {
         return Err(TpuError::BadArgs(format!(
             "pixel_shuffle expects input to have at least 3 dimensions, but got input with {} dimension(s)",
@@ -69,7 +69,7 @@ pub fn pixel_shuffle(x: &Tensor, r: i64) -> Result<Tensor> {
 
 /// `F.pixel_unshuffle(x, r)`: `[*, C, H·r, W·r]` to `[*, C·r², H, W]`.
 pub fn pixel_unshuffle(x: &Tensor, r: i64) -> Result<Tensor> {
-    let op = OpScope::new(crate::ops::shape::rearrange::PixelUnshuffle::NAME, &[x])?;
+    let op = OpScope::new("aten::pixel_unshuffle", &[x])?;
     if x.dim() < 3 {
         return Err(TpuError::BadArgs(format!(
             "pixel_unshuffle expects input to have at least 3 dimensions, but got input with {} dimension(s)",
@@ -106,7 +106,7 @@ pub fn pixel_unshuffle(x: &Tensor, r: i64) -> Result<Tensor> {
 /// `F.channel_shuffle(x, groups)`: `[N, g·k, *]` seen as `[N, g, k, *]`, transposed to
 /// `[N, k, g, *]`.
 pub fn channel_shuffle(x: &Tensor, groups: i64) -> Result<Tensor> {
-    let op = OpScope::new(crate::ops::shape::rearrange::ChannelShuffle::NAME, &[x])?;
+    let op = OpScope::new("aten::channel_shuffle", &[x])?;
     if x.dim() < 3 {
         return Err(TpuError::BadArgs(format!(
             "channel_shuffle expects input to have at least 3 dimensions, but got input with {} dimension(s)",

@@ -101,31 +101,19 @@ fn softmax_impl(
 
 /// `torch._softmax(x, dim, half_to_float)`: with `half_to_float`, bf16/f16 inputs give f32.
 pub fn softmax_(x: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
-    softmax_impl(
-        crate::ops::nn::defs_rows::Softmax::NAME,
-        x,
-        dim,
-        half_to_float,
-        false,
-    )
+    softmax_impl("aten::_softmax", x, dim, half_to_float, false)
 }
 
 /// `torch._log_softmax(x, dim, half_to_float)`.
 pub fn log_softmax_(x: &Tensor, dim: i64, half_to_float: bool) -> Result<Tensor> {
-    softmax_impl(
-        crate::ops::nn::defs_rows::LogSoftmax::NAME,
-        x,
-        dim,
-        half_to_float,
-        true,
-    )
+    softmax_impl("aten::_log_softmax", x, dim, half_to_float, true)
 }
 
 /// `torch._safe_softmax(x, dim, dtype)`: softmax (of `x` converted to `dtype`), with zeros for
 /// rows whose every element is `-inf` (where softmax gives NaN): attention over fully masked
 /// rows. One rows kernel.
 pub fn safe_softmax(x: &Tensor, dim: i64, dtype: Option<DType>) -> Result<Tensor> {
-    let op = OpScope::new(crate::ops::nn::defs_rows::SafeSoftmax::NAME, &[x])?;
+    let op = OpScope::new("aten::_safe_softmax", &[x])?;
     let d = wrap_dim(dim, x.dim())?;
     let out = dtype.unwrap_or(x.dtype());
     if !out.is_float() {

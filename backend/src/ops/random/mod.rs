@@ -302,18 +302,13 @@ fn exponential(x: Dest, lambd: f64, g: Option<u64>) -> Result<Tensor> {
             "exponential_ expects lambda > 0.0, but found lambda={lambd}"
         )));
     }
-    transformed(
-        crate::ops::random::defs::Exponential::NAME,
-        x,
-        g,
-        move |p, w| {
-            let u = unit(p, w[0], 24);
-            let m = p.un(UnOp::Neg, u, DType::F32);
-            let l = p.un(UnOp::Log1p, m, DType::F32);
-            let k = f32c(p, -1.0 / lambd);
-            fbin(p, BinOp::Mul, l, k)
-        },
-    )
+    transformed("aten::exponential", x, g, move |p, w| {
+        let u = unit(p, w[0], 24);
+        let m = p.un(UnOp::Neg, u, DType::F32);
+        let l = p.un(UnOp::Log1p, m, DType::F32);
+        let k = f32c(p, -1.0 / lambd);
+        fbin(p, BinOp::Mul, l, k)
+    })
 }
 
 fn geometric(x: Dest, q: f64, g: Option<u64>) -> Result<Tensor> {
@@ -322,18 +317,13 @@ fn geometric(x: Dest, q: f64, g: Option<u64>) -> Result<Tensor> {
             "geometric_ expects p to be in (0, 1), got p = {q}"
         )));
     }
-    transformed(
-        crate::ops::random::defs::Geometric::NAME,
-        x,
-        g,
-        move |p, w| {
-            let u = open_unit(p, w[0]);
-            let l = p.un(UnOp::Log, u, DType::F32);
-            let k = f32c(p, 1.0 / (-q).ln_1p());
-            let v = fbin(p, BinOp::Mul, l, k);
-            p.un(UnOp::Ceil, v, DType::F32)
-        },
-    )
+    transformed("aten::geometric", x, g, move |p, w| {
+        let u = open_unit(p, w[0]);
+        let l = p.un(UnOp::Log, u, DType::F32);
+        let k = f32c(p, 1.0 / (-q).ln_1p());
+        let v = fbin(p, BinOp::Mul, l, k);
+        p.un(UnOp::Ceil, v, DType::F32)
+    })
 }
 
 fn log_normal(x: Dest, mean: f64, std: f64, g: Option<u64>) -> Result<Tensor> {
@@ -342,19 +332,14 @@ fn log_normal(x: Dest, mean: f64, std: f64, g: Option<u64>) -> Result<Tensor> {
             "log_normal_ expects std > 0.0, but found std={std}"
         )));
     }
-    transformed(
-        crate::ops::random::defs::LogNormal::NAME,
-        x,
-        g,
-        move |p, w| {
-            let z = gaussian(p, w);
-            let s = f32c(p, std);
-            let m = f32c(p, mean);
-            let v = fbin(p, BinOp::Mul, z, s);
-            let v = fbin(p, BinOp::Add, v, m);
-            p.un(UnOp::Exp, v, DType::F32)
-        },
-    )
+    transformed("aten::log_normal", x, g, move |p, w| {
+        let z = gaussian(p, w);
+        let s = f32c(p, std);
+        let m = f32c(p, mean);
+        let v = fbin(p, BinOp::Mul, z, s);
+        let v = fbin(p, BinOp::Add, v, m);
+        p.un(UnOp::Exp, v, DType::F32)
+    })
 }
 
 fn cauchy(x: Dest, median: f64, sigma: f64, g: Option<u64>) -> Result<Tensor> {
@@ -363,7 +348,7 @@ fn cauchy(x: Dest, median: f64, sigma: f64, g: Option<u64>) -> Result<Tensor> {
             "cauchy_ expects sigma > 0.0, but found sigma={sigma}"
         )));
     }
-    transformed(crate::ops::random::defs::Cauchy::NAME, x, g, move |p, w| {
+    transformed("aten::cauchy", x, g, move |p, w| {
         let u = open_unit(p, w[0]);
         let h = f32c(p, -0.5);
         let u = fbin(p, BinOp::Add, u, h);
@@ -449,54 +434,28 @@ fn shape_of(size: &[i64]) -> Result<Vec<usize>> {
 /// `torch.rand(size)`: uniform in `[0, 1)`.
 pub fn rand(rt: &Runtime, size: &[usize], dtype: DType) -> Result<Tensor> {
     let x = empty(rt, size, dtype)?;
-    uniform(
-        crate::ops::random::defs::Rand::NAME,
-        Dest::Into(&x),
-        0.0,
-        1.0,
-        None,
-    )
+    uniform("aten::rand", Dest::Into(&x), 0.0, 1.0, None)
 }
 
 /// `torch.randn(size)`: standard normal.
 pub fn randn(rt: &Runtime, size: &[usize], dtype: DType) -> Result<Tensor> {
-    normal(
-        crate::ops::random::defs::Randn::NAME,
-        rt,
-        size,
-        dtype,
-        Ok(0.0),
-        Ok(1.0),
-        None,
-        None,
-    )
+    normal("aten::randn", rt, size, dtype, Ok(0.0), Ok(1.0), None, None)
 }
 
 /// `torch.randint(low, high, size)`.
 pub fn randint(rt: &Runtime, low: i64, high: i64, size: &[usize], dtype: DType) -> Result<Tensor> {
     let x = empty(rt, size, dtype)?;
-    random_range(
-        crate::ops::random::defs::RandintLow::NAME,
-        Dest::Into(&x),
-        low,
-        high,
-        None,
-    )
+    random_range("aten::randint.low", Dest::Into(&x), low, high, None)
 }
 
 /// `x.bernoulli_(p)` / `torch.bernoulli(x, p)` as a new tensor.
 pub fn bernoulli_p(x: &Tensor, p: f64) -> Result<Tensor> {
-    bernoulli(
-        crate::ops::random::defs::BernoulliP::NAME,
-        Dest::Like(x),
-        Ok(p),
-        None,
-    )
+    bernoulli("aten::bernoulli.p", Dest::Like(x), Ok(p), None)
 }
 
 /// `torch.ops.aten.native_dropout(x, p, train)`: the output and the keep mask (bool).
 pub fn native_dropout(x: &Tensor, p: f64, train: bool) -> Result<(Tensor, Tensor)> {
-    need_float(crate::ops::random::defs::NativeDropout::NAME, x.dtype())?;
+    need_float("aten::native_dropout", x.dtype())?;
     if !(0.0..=1.0).contains(&p) {
         return Err(bad(format!(
             "dropout probability has to be between 0 and 1, but got {p}"
@@ -509,7 +468,7 @@ pub fn native_dropout(x: &Tensor, p: f64, train: bool) -> Result<(Tensor, Tensor
     }
     let keep = 1.0 - p;
     let scale = if keep == 0.0 { 0.0 } else { 1.0 / keep };
-    let op = OpScope::new(crate::ops::random::defs::NativeDropout::NAME, &[x])?;
+    let op = OpScope::new("aten::native_dropout", &[x])?;
     let n = x.numel();
     let (seed, offset) = rt.rng_state().reserve(None, n as u64);
     let stream = stream_inputs(rt, seed, offset)?;
@@ -541,10 +500,7 @@ pub fn native_dropout(x: &Tensor, p: f64, train: bool) -> Result<(Tensor, Tensor
 /// rounded once; integer and bool gradients give float32 (`scale` is a Python float), as
 /// PyTorch's composite does.
 pub fn native_dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Result<Tensor> {
-    let op = OpScope::new(
-        crate::ops::random::defs::NativeDropoutBackward::NAME,
-        &[grad, mask],
-    )?;
+    let op = OpScope::new("aten::native_dropout_backward", &[grad, mask])?;
     let d = grad.dtype();
     let out = if d.is_float() { d } else { DType::F32 };
     let shape = broadcast_shapes(grad.shape(), mask.shape())?;

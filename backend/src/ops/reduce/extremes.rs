@@ -42,24 +42,17 @@ fn extreme(name: &str, x: &Tensor, dims: &[i64], keepdim: bool, max: bool) -> Re
 
 /// `torch.amax(x, dims, keepdim)`: NaN propagates; an empty `dims` reduces everything.
 pub fn amax(x: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-    extreme(crate::ops::reduce::Amax::NAME, x, dims, keepdim, true)
+    extreme("aten::amax", x, dims, keepdim, true)
 }
 
 /// `torch.amin(x, dims, keepdim)`.
 pub fn amin(x: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-    extreme(crate::ops::reduce::Amin::NAME, x, dims, keepdim, false)
+    extreme("aten::amin", x, dims, keepdim, false)
 }
 
 /// `max`/`min` of every element (`aten::max`, `aten::min`).
 fn extreme_all(x: &Tensor, max: bool) -> Result<Tensor> {
-    let op = OpScope::new(
-        if max {
-            crate::ops::reduce::Max::NAME
-        } else {
-            crate::ops::reduce::Min::NAME
-        },
-        &[x],
-    )?;
+    let op = OpScope::new(if max { "aten::max" } else { "aten::min" }, &[x])?;
     check_nonempty(if max { "max()" } else { "min()" }, x, None)?;
     let dims: Vec<usize> = (0..x.dim()).collect();
     let dt = x.dtype();
@@ -89,9 +82,9 @@ pub fn min_all(x: &Tensor) -> Result<Tensor> {
 /// `max.dim`/`min.dim`: values and int64 indices (the first extreme; NaN counts as extreme).
 fn extreme_dim(x: &Tensor, dim: i64, keepdim: bool, max: bool) -> Result<(Tensor, Tensor)> {
     let name = if max {
-        crate::ops::reduce::MaxDim::NAME
+        "aten::max.dim"
     } else {
-        crate::ops::reduce::MinDim::NAME
+        "aten::min.dim"
     };
     let op = OpScope::new(name, &[x])?;
     let d = wrap_dim(dim, x.dim())?;
@@ -124,9 +117,9 @@ pub fn min_dim(x: &Tensor, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> 
 /// `argmax`/`argmin`: `dim` None flattens (with `keepdim`, every dim becomes size 1).
 fn arg_extreme(x: &Tensor, dim: Option<i64>, keepdim: bool, max: bool) -> Result<Tensor> {
     let (name, short) = if max {
-        (crate::ops::reduce::Argmax::NAME, "argmax()")
+        ("aten::argmax", "argmax()")
     } else {
-        (crate::ops::reduce::Argmin::NAME, "argmin()")
+        ("aten::argmin", "argmin()")
     };
     let op = OpScope::new(name, &[x])?;
     if x.dtype() == DType::Bool {

@@ -82,14 +82,7 @@ pub fn var(
     correction: Option<f64>,
     keepdim: bool,
 ) -> Result<Tensor> {
-    var_std(
-        crate::ops::reduce::VarCorrection::NAME,
-        x,
-        dims,
-        correction,
-        keepdim,
-        false,
-    )
+    var_std("aten::var.correction", x, dims, correction, keepdim, false)
 }
 
 /// `torch.std(x, dims, correction=correction, keepdim=keepdim)` (`aten::std.correction`).
@@ -99,12 +92,5 @@ pub fn std(
     correction: Option<f64>,
     keepdim: bool,
 ) -> Result<Tensor> {
-    var_std(
-        crate::ops::reduce::StdCorrection::NAME,
-        x,
-        dims,
-        correction,
-        keepdim,
-        true,
-    )
+    var_std("aten::std.correction", x, dims, correction, keepdim, true)
 }

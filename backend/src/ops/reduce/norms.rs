@@ -101,7 +101,7 @@ pub fn vector_norm(
 /// after each of PyTorch's steps (the difference, the exponential, the sum, the logarithm).
 /// Over no elements it is `-inf`.
 pub fn logsumexp(x: &Tensor, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-    let op = OpScope::new(crate::ops::reduce::Logsumexp::NAME, &[x])?;
+    let op = OpScope::new("aten::logsumexp", &[x])?;
     let dims = dims_of(dims, x.dim(), true)?;
     let out = if x.dtype().is_float() {
         x.dtype()

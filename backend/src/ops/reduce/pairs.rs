@@ -11,7 +11,7 @@ use crate::tensor::Tensor;
 
 /// `torch.aminmax(x, dim=dim, keepdim=keepdim)`: `(min, max)` over one dim or everything.
 pub fn aminmax(x: &Tensor, dim: Option<i64>, keepdim: bool) -> Result<(Tensor, Tensor)> {
-    let op = OpScope::new(crate::ops::reduce::Aminmax::NAME, &[x])?;
+    let op = OpScope::new("aten::aminmax", &[x])?;
     let dims: Vec<usize> = match dim {
         Some(d) => {
             check_nonempty("aminmax", x, Some(&[d]))?;

@@ -120,7 +120,7 @@ fn over(
 /// everything.
 pub fn sum(x: &Tensor, dims: &[i64], keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
     over(
-        crate::ops::reduce::SumDimIntList::NAME,
+        "aten::sum.dim_IntList",
         x,
         Some(dims),
         keepdim,
@@ -131,14 +131,7 @@ pub fn sum(x: &Tensor, dims: &[i64], keepdim: bool, dtype: Option<DType>) -> Res
 
 /// `torch.sum(x, dtype=dtype)`: every element (`aten::sum`).
 pub fn sum_all(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    over(
-        crate::ops::reduce::Sum::NAME,
-        x,
-        None,
-        false,
-        dtype,
-        sum_impl,
-    )
+    over("aten::sum", x, None, false, dtype, sum_impl)
 }
 
 /// The dtype `mean` gives; PyTorch's errors for integer inputs and integer `dtype`s.
@@ -187,26 +180,12 @@ fn mean_impl(
 
 /// `torch.mean(x, dims, keepdim, dtype=dtype)` (`aten::mean.dim`); floating dtypes only.
 pub fn mean(x: &Tensor, dims: &[i64], keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
-    over(
-        crate::ops::reduce::MeanDim::NAME,
-        x,
-        Some(dims),
-        keepdim,
-        dtype,
-        mean_impl,
-    )
+    over("aten::mean.dim", x, Some(dims), keepdim, dtype, mean_impl)
 }
 
 /// `torch.mean(x, dtype=dtype)`: every element (`aten::mean`).
 pub fn mean_all(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    over(
-        crate::ops::reduce::Mean::NAME,
-        x,
-        None,
-        false,
-        dtype,
-        mean_impl,
-    )
+    over("aten::mean", x, None, false, dtype, mean_impl)
 }
 
 fn prod_impl(
@@ -261,19 +240,12 @@ fn prod_impl(
 
 /// `torch.prod(x, dtype=dtype)`: the product of every element (`aten::prod`).
 pub fn prod(x: &Tensor, dtype: Option<DType>) -> Result<Tensor> {
-    over(
-        crate::ops::reduce::Prod::NAME,
-        x,
-        None,
-        false,
-        dtype,
-        prod_impl,
-    )
+    over("aten::prod", x, None, false, dtype, prod_impl)
 }
 
 /// `torch.prod(x, dim, keepdim, dtype=dtype)` (`aten::prod.dim_int`).
 pub fn prod_dim(x: &Tensor, dim: i64, keepdim: bool, dtype: Option<DType>) -> Result<Tensor> {
-    let op = OpScope::new(crate::ops::reduce::ProdDimInt::NAME, &[x])?;
+    let op = OpScope::new("aten::prod.dim_int", &[x])?;
     let d = wrap_dim(dim, x.dim())?;
     prod_impl(&op, x, &[d], keepdim, dtype)
 }

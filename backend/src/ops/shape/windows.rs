@@ -22,9 +22,9 @@ pub(super) fn copy_as(op: &OpScope, x: &Tensor, l: Layout, shape: &[usize]) -> R
 /// `pixel_shuffle` (`up`) / `pixel_unshuffle`.
 pub(super) fn pixel(x: &Tensor, r: i64, up: bool) -> Result<Tensor> {
     let name = if up {
-        crate::ops::shape::rearrange::PixelShuffle::NAME
+        "aten::pixel_shuffle"
     } else {
-        crate::ops::shape::rearrange::PixelUnshuffle::NAME
+        "aten::pixel_unshuffle"
     };
     let op = OpScope::new(name, &[x])?;
     let nd = x.dim();
@@ -102,7 +102,7 @@ pub(crate) fn out_size(n: usize, k: i64, d: i64, p: i64, s: i64) -> i64 {
 
 /// `im2col(x, kernel_size, dilation, padding, stride)`: `[N, C*kh*kw, L]` (or unbatched).
 pub(super) fn im2col(x: &Tensor, k: &[i64], d: &[i64], p: &[i64], s: &[i64]) -> Result<Tensor> {
-    let op = OpScope::new(crate::ops::shape::rearrange::Im2col::NAME, &[x])?;
+    let op = OpScope::new("aten::im2col", &[x])?;
     let batched = x.dim() == 4;
     if !(x.dim() == 3 || batched) || [k, d, p, s].iter().any(|v| v.len() != 2) {
         return Err(TpuError::BadArgs(format!(
@@ -160,7 +160,7 @@ pub(super) fn col2im(
     p: &[i64],
     s: &[i64],
 ) -> Result<Tensor> {
-    let op = OpScope::new(crate::ops::shape::rearrange::Col2im::NAME, &[x])?;
+    let op = OpScope::new("aten::col2im", &[x])?;
     let batched = x.dim() == 3;
     if !(x.dim() == 2 || batched) || [size, k, d, p, s].iter().any(|v| v.len() != 2) {
         return Err(TpuError::BadArgs(format!(
