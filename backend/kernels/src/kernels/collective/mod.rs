@@ -61,6 +61,7 @@ mod a2a;
 mod emit;
 mod launch;
 pub mod plan;
+mod planner;
 mod ring;
 mod rounds;
 mod shares;
@@ -200,7 +201,7 @@ pub struct Collective {
 impl Collective {
     /// Plans and generates the program for `spec` on `topo`.
     pub fn new(spec: &CollectiveSpec, topo: &Topology) -> Result<Self, KernelError> {
-        let plan = plan::plan(spec, topo)?;
+        let plan = planner::plan(spec, topo)?;
         let axes: Vec<String> = spec.axes.iter().map(|a| a.to_string()).collect();
         let name = format!(
             "{}_{}_axes{}",

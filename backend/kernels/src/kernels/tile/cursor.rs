@@ -9,11 +9,8 @@
 use tpuemu_isa::ops::CmpOp;
 use tpuemu_isa::{Addr, ArgSlot, DmaShape, MemRef, SReg, Sem};
 
-use super::program::Gen;
+use super::program::{Gen, SCRATCH};
 use crate::kernels::{KernelError, sreg};
-
-/// The generator's scratch register.
-pub(super) const SCRATCH: SReg = SReg::n(15);
 
 impl Gen<'_> {
     /// Loads the level counters of a cursor into registers.

@@ -13,7 +13,6 @@ use tpuemu_isa::ops::CmpOp;
 use tpuemu_isa::{Addr, ChipInfo, Label, Program, SReg};
 
 use super::body::{self, IndexCtx, RowsGeom, VOperand};
-use super::cursor::SCRATCH;
 use super::plan::{Plan, choose_plan, descriptor, vmem_elems};
 use super::spec::TileSpec;
 use crate::codegen::{BufferArgs, Emitter, RegPool};
@@ -31,6 +30,9 @@ pub(super) struct Smem {
     pub pend_in: u32,
     pub pend_out: u32,
 }
+
+/// The generator's scratch register (the cursors' address arithmetic uses it).
+pub(super) const SCRATCH: SReg = SReg::n(15);
 
 /// A tile kernel being generated.
 pub(super) struct Gen<'a> {
