@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::registry::{OpDef, OpImpl, Run};
+use super::registry::{ArgSource, Derivation, OpDef, OpImpl, Run};
 use super::schema::{Argument, Schema, Type, aten};
 use super::sharding::Sharding;
 use super::{Args, Value};
@@ -32,40 +32,6 @@ use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
-
-/// Where a derived form's functional operator takes one of its arguments from.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum ArgSource {
-    /// The derived form's argument at this position.
-    Arg(usize),
-    /// Not given: an optional argument, `None`.
-    Default,
-    /// The dtype of the first written tensor (`zeros.out` creates in `out`'s dtype).
-    OutDtype,
-}
-
-impl ArgSource {
-    /// The bridge's encoding: the position, -1 for [`ArgSource::Default`], -2 for
-    /// [`ArgSource::OutDtype`].
-    pub fn code(self) -> i64 {
-        match self {
-            ArgSource::Arg(i) => i as i64,
-            ArgSource::Default => -1,
-            ArgSource::OutDtype => -2,
-        }
-    }
-}
-
-/// How a derived (in-place or `out=`) form runs.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Derivation {
-    /// The functional operator it computes (`aten::add.Tensor`).
-    pub functional: &'static str,
-    /// Where each of the functional's arguments comes from.
-    pub args: Vec<ArgSource>,
-    /// The arguments that receive the results, in result order (`Tensor[]` lists included).
-    pub writes: Vec<usize>,
-}
 
 /// `ty` without alias annotations.
 fn plain(ty: &Type) -> Type {
@@ -303,11 +269,12 @@ pub(crate) fn inplace(
     rt: &Runtime,
     def: &OpDef,
     how: &Derivation,
+    functional: &OpDef,
     args: &Args,
 ) -> Result<Vec<Value>> {
     let dst = how.targets(def.name, args)?.remove(0);
     check_no_overlap(def.name, &dst)?;
-    let res = super::run(rt, functional(how)?, &how.inputs(def.name, args))?;
+    let res = super::run(rt, functional, &how.inputs(def.name, args))?;
     let Some(Value::Tensor(r)) = res.first() else {
         return Err(TpuError::Device(format!(
             "{}: the functional form gave no tensor",
@@ -330,8 +297,14 @@ pub(crate) fn inplace(
 /// Runs the `out=` form `def` (computing `how.functional`) on bound `args`: returns the
 /// written tensors (a `Tensor[]` output as one list), each the argument itself or, where it
 /// had to be resized, its replacement.
-pub(crate) fn out(rt: &Runtime, def: &OpDef, how: &Derivation, args: &Args) -> Result<Vec<Value>> {
-    let res = super::run(rt, functional(how)?, &how.inputs(def.name, args))?;
+pub(crate) fn out(
+    rt: &Runtime,
+    def: &OpDef,
+    how: &Derivation,
+    functional: &OpDef,
+    args: &Args,
+) -> Result<Vec<Value>> {
+    let res = super::run(rt, functional, &how.inputs(def.name, args))?;
     let targets = how.targets(def.name, args)?;
     let results: Vec<Option<&Tensor>> = res
         .iter()
@@ -375,10 +348,4 @@ pub(crate) fn out(rt: &Runtime, def: &OpDef, how: &Derivation, args: &Args) -> R
     } else {
         written.into_iter().map(Value::Tensor).collect()
     })
-}
-
-fn functional(how: &Derivation) -> Result<&'static OpDef> {
-    super::registry()
-        .get(how.functional)
-        .ok_or_else(|| TpuError::UnknownOp(format!("{} (the functional form)", how.functional)))
 }

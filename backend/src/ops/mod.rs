@@ -35,6 +35,7 @@ pub mod scan;
 pub mod schema;
 pub mod shape;
 pub mod sharding;
+mod table;
 mod typed;
 pub mod unary;
 mod value;
@@ -45,9 +46,9 @@ use crate::runtime::Runtime;
 use schema::Bind;
 
 pub use args::{Args, TensorOrNumber};
-pub use derive::{ArgSource, Derivation};
-pub use registry::{OpDef, OpImpl, Run, RunFn, registry};
+pub use registry::{ArgSource, Derivation, OpDef, OpImpl, Run, RunFn};
 pub use sharding::Sharding;
+pub use table::registry;
 pub use tpuemu_macros::aten;
 pub use typed::IntoValues;
 pub use value::{MemoryFormat, Value};
@@ -88,9 +89,16 @@ pub fn call_def(rt: &Runtime, def: &OpDef, args: Vec<Value>) -> Result<Vec<Value
 pub(crate) fn run(rt: &Runtime, def: &OpDef, args: &Args) -> Result<Vec<Value>> {
     match def.run {
         Run::Direct(f) => f(rt, args),
-        Run::InPlace(how) => derive::inplace(rt, def, how, args),
-        Run::Out(how) => derive::out(rt, def, how, args),
+        Run::InPlace(how) => derive::inplace(rt, def, how, functional(how)?, args),
+        Run::Out(how) => derive::out(rt, def, how, functional(how)?, args),
     }
+}
+
+/// The functional operator a derived form computes.
+fn functional(how: &Derivation) -> Result<&'static OpDef> {
+    registry()
+        .get(how.functional)
+        .ok_or_else(|| TpuError::UnknownOp(format!("{} (the functional form)", how.functional)))
 }
 
 /// Puts the overload's name in front of an argument, shape, dtype, dim or index error that does
