@@ -2,7 +2,7 @@
 //! argument.
 
 use super::{MemoryFormat, Value};
-use crate::dtype::{DType, Scalar};
+use crate::dtype::{DType, Operand, Scalar};
 use crate::error::{Result, TpuError};
 use crate::tensor::Tensor;
 
@@ -22,8 +22,8 @@ impl TensorOrNumber<'_> {
     /// The operand as PyTorch's type promotion sees it.
     pub(crate) fn promotion(&self) -> crate::dtype::Operand {
         match self {
-            TensorOrNumber::Tensor(t) => super::binary::operand(t),
-            TensorOrNumber::Number(s) => crate::dtype::Operand::Number(*s),
+            TensorOrNumber::Tensor(t) => operand(t),
+            TensorOrNumber::Number(s) => Operand::Number(*s),
         }
     }
 }
@@ -330,5 +330,14 @@ impl Args {
                 .ok_or_else(|| self.bad(i, "a list of numbers")),
             None => Err(self.bad(i, "a list of numbers")),
         }
+    }
+}
+
+/// The promotion operand of a tensor (zero-dim tensors rank below dimensioned ones).
+pub(crate) fn operand(t: &Tensor) -> Operand {
+    if t.dim() == 0 {
+        Operand::ZeroDim(t.dtype())
+    } else {
+        Operand::Tensor(t.dtype())
     }
 }

@@ -8,6 +8,12 @@ use crate::layout::{Layout, broadcast_shapes, wrap_dim};
 use crate::runtime::{Call, Runtime};
 use crate::tensor::Tensor;
 
+/// The lane-precision type an operation on `d` computes in (f32 for floats, i32 for the
+/// rest: the vector unit's 32-bit lanes).
+pub(crate) fn compute(d: DType) -> DType {
+    if d.is_float() { DType::F32 } else { DType::I32 }
+}
+
 /// An operator call in progress: charges dispatch time on entry, closes its trace span on drop.
 pub struct OpScope {
     rt: Runtime,

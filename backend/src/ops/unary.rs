@@ -89,7 +89,7 @@ fn keeping_checked(
         super::checks::Pending::none()
     };
     let d = x.dtype();
-    let ct = super::binary::compute(d);
+    let ct = super::helpers::compute(d);
     let r = map(&op, &[x], &[d], |p, r| {
         let v = p.cast(r[0], ct);
         vec![f(p, v, ct)]

@@ -15,9 +15,9 @@
 //! When it does not, `r = t - k 2^32` with `k != 0`: for |t| < 2^33 that puts `r` at least
 //! 2^32 - 2^12 from `e`, and for a larger |t| (a product), `|e| > 2^32` against |r| <= 2^31.
 
+use super::args::TensorOrNumber as Arg;
 use super::checks::{Pending, check_float_ranges, checks_on};
 use super::helpers::{OpScope, map, map_contiguous};
-use super::pointwise::Arg;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, PRef, ProgBuilder, UnOp};

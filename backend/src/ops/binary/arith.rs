@@ -1,11 +1,12 @@
 //! Arithmetic: `add`, `sub`, `mul`, `pow` (integer powers exactly, as ATen's `powi`),
 //! `remainder` (the sign of the divisor, Python's `%`).
 
-use super::{Guard, NumberAs, Rhs, binary_checked, compute, fits_lanes, operand};
+use super::{Guard, NumberAs, Rhs, binary_checked, fits_lanes, operand};
 use crate::dtype::{DType, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder};
 use crate::ops::aten;
+use crate::ops::helpers::compute;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 

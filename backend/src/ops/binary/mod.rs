@@ -7,13 +7,13 @@ pub(crate) mod arith;
 pub(crate) mod compare;
 pub(crate) mod select;
 
+use super::args::TensorOrNumber as Arg;
 use super::aten;
 use super::checks::Pending;
-use super::helpers::{OpScope, map};
-use super::pointwise::Arg;
+use super::helpers::{OpScope, compute, map};
 use super::pointwise::division::int_divisor_check;
 use super::wide::exact_int64;
-use crate::dtype::{DType, Operand, Scalar, result_type};
+use crate::dtype::{DType, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{CmpKind, PRef, ProgBuilder};
 use crate::ops::sharding::{Lin, Sharding};
@@ -23,19 +23,7 @@ pub use arith::{add, mul, pow, remainder, sub};
 pub use compare::{compare, logical, logical_not, max_min};
 pub use select::{clamp, where_};
 
-/// The promotion operand of a tensor (zero-dim tensors rank below dimensioned ones).
-pub(crate) fn operand(t: &Tensor) -> Operand {
-    if t.dim() == 0 {
-        Operand::ZeroDim(t.dtype())
-    } else {
-        Operand::Tensor(t.dtype())
-    }
-}
-
-/// The lane-precision type an operation on `d` computes in.
-pub(crate) fn compute(d: DType) -> DType {
-    if d.is_float() { DType::F32 } else { DType::I32 }
-}
+pub(crate) use super::args::operand;
 
 /// A binary operand: a tensor or a Python number.
 pub type Rhs<'a> = crate::ops::TensorOrNumber<'a>;

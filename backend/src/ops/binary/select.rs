@@ -1,11 +1,12 @@
 //! Selection: `where(cond, a, b)` and `clamp(x, min, max)` with number bounds (the forms with
 //! numbers for `where`'s values or tensors for the bounds are in `pointwise::ternary`).
 
-use super::{compute, fits_lanes, operand};
+use super::{fits_lanes, operand};
 use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::BinOp;
 use crate::ops::aten;
+use crate::ops::helpers::compute;
 use crate::ops::helpers::{OpScope, map};
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;

@@ -111,7 +111,7 @@ pub fn threshold(x: &Tensor, th: f64, value: f64) -> Result<Tensor> {
         Number::Common,
         d,
         move |p, v, _| {
-            let ct = super::super::binary::compute(d);
+            let ct = super::super::helpers::compute(d);
             let (t, val) = if d.is_float() {
                 (Scalar::Float(conv(th, d)), Scalar::Float(conv(value, d)))
             } else {

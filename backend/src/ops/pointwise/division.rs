@@ -20,9 +20,9 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, UnOp};
 use crate::ops::aten;
-use crate::ops::binary::compute;
 use crate::ops::checks::{Pending, check_values};
 use crate::ops::helpers::OpScope;
+use crate::ops::helpers::compute;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 

@@ -25,8 +25,7 @@ pub(crate) mod predicates;
 pub(crate) mod special;
 pub(crate) mod ternary;
 
-use super::binary::compute;
-use super::helpers::{OpScope, map};
+use super::helpers::{OpScope, compute, map};
 use crate::dtype::{DType, Operand, Scalar, result_type};
 use crate::error::{Result, TpuError};
 use crate::ir::{PRef, ProgBuilder};

@@ -13,7 +13,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, PRef, ProgBuilder};
 use crate::ops::aten;
-use crate::ops::binary::compute;
+use crate::ops::helpers::compute;
 use crate::ops::sharding::{Lin, Sharding};
 use crate::tensor::Tensor;
 
