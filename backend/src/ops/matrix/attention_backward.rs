@@ -9,6 +9,8 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ops::creation;
 use crate::ops::helpers::OpScope;
+use crate::ops::sharding::Sharding;
+use crate::ops::{Value, aten};
 use crate::tensor::Tensor;
 
 /// The gradients `(dq, dk, dv)`.
@@ -120,4 +122,68 @@ fn decomposed(
         dk.to_dtype(k.dtype())?,
         dv.to_dtype(v.dtype())?,
     ))
+}
+
+// The registered backward overloads: one `#[aten]` function each.
+
+#[aten(
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+    dtypes = DType::FLOATING_AND_BOOL,
+    shard = Sharding::Replicate(
+        "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
+    ),
+    kind = Decomposition
+)]
+fn scaled_dot_product_flash_attention_for_cpu_backward_op(
+    a: ScaledDotProductFlashAttentionForCpuBackward<'_>,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    flash_attention_backward(
+        a.grad_out,
+        a.query,
+        a.key,
+        a.value,
+        a.out,
+        a.logsumexp,
+        a.dropout_p,
+        a.is_causal,
+        a.attn_mask,
+        a.scale,
+    )
+}
+
+/// The fused attention's backward. The tensors it does not read (`cum_seq_*`, `philox_*`) and
+/// `attn_bias` are optional here: PyTorch's autograd passes undefined ones (an unmasked call's
+/// bias; the sequence offsets and the RNG state of a call without nested tensors or dropout).
+#[aten(
+    "aten::_scaled_dot_product_fused_attention_overrideable_backward",
+    dtypes = DType::FLOATING_AND_BOOL,
+    kind = Decomposition,
+    optional = "attn_bias, cum_seq_q, cum_seq_k, philox_seed, philox_offset",
+    shard = Sharding::Replicate(
+        "the attention backward runs on whole heads (DTensor shards attention by its forward's rule)",
+    )
+)]
+fn scaled_dot_product_fused_attention_overrideable_backward_op(
+    a: ScaledDotProductFusedAttentionOverrideableBackward<'_>,
+) -> Result<Vec<Value>> {
+    let (dq, dk, dv) = flash_attention_backward(
+        a.grad_out,
+        a.query,
+        a.key,
+        a.value,
+        a.out,
+        a.logsumexp,
+        a.dropout_p,
+        a.is_causal,
+        a.attn_bias,
+        a.scale,
+    )?;
+    // The bias is never a leaf the tpu's choice of backend differentiates: masked calls take
+    // the math path.
+    Ok(vec![
+        Value::Tensor(dq),
+        Value::Tensor(dk),
+        Value::Tensor(dv),
+        Value::None,
+    ])
 }
