@@ -4,8 +4,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::helpers::OpScope;
-use super::reduce::reduce_unsplit;
+use super::helpers::{OpScope, rows};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
@@ -158,14 +157,29 @@ fn check_flag(
     }
     let i = DType::I32;
     let none = Scalar::Int(i32::MIN as i64);
-    // One rows kernel over every element: the largest value that breaks the rule.
-    let all: Vec<usize> = (0..values.dim()).collect();
-    let flag = reduce_unsplit(op, values, &all, false, &[(i, none)], |p, v, _| {
-        let (ok, shown) = rule(p, v);
-        let none = p.constant(none, i);
-        let flagged = p.select(ok, none, shown, i);
-        vec![p.reduce(RedKind::Max, flagged, i)]
-    })?
+    // One rows kernel over every element (a zero-dimensional tensor as a row of one): the
+    // largest value that breaks the rule.
+    let x = if values.dim() == 0 {
+        values.with_layout(values.layout().unsqueeze(0)?)
+    } else {
+        values.clone()
+    };
+    let all: Vec<usize> = (0..x.dim()).collect();
+    let flag = rows(
+        op,
+        x.shape(),
+        &all,
+        false,
+        &[&x],
+        &[false],
+        &[(i, true)],
+        |p, r| {
+            let (ok, shown) = rule(p, r[0]);
+            let none = p.constant(none, i);
+            let flagged = p.select(ok, none, shown, i);
+            vec![p.reduce(RedKind::Max, flagged, i)]
+        },
+    )?
     .remove(0);
     let name = op.tag().name.to_string();
     let site = CALL_SITE.get().and_then(|f| f());

@@ -57,18 +57,6 @@ pub(crate) fn reduced_shape(x_shape: &[usize], dims: &[usize], keepdim: bool) ->
 /// `outs` gives each output's dtype and its value when the row is empty. A single-output
 /// reduction that can be split (`split`) reduces a large tensor's every element in two kernels
 /// instead.
-/// [`reduce`] in one rows kernel, never split (for other operators' own reductions).
-pub(crate) fn reduce_unsplit(
-    op: &OpScope,
-    x: &Tensor,
-    dims: &[usize],
-    keepdim: bool,
-    outs: &[(DType, Scalar)],
-    f: impl FnOnce(&mut ProgBuilder, PRef, usize) -> Vec<PRef>,
-) -> Result<Vec<Tensor>> {
-    reduce(op, x, dims, keepdim, outs, None, f)
-}
-
 fn reduce(
     op: &OpScope,
     x: &Tensor,
