@@ -39,14 +39,10 @@ fn files(p: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `crate::NAME` in code (doc comments may link upwards: they are not imports; nor is a
-/// file's `#[cfg(test)]` module, last in the file, whose tests build what they test on the
-/// layers above).
-fn names_module(text: &str, module: &str) -> Option<String> {
-    let needle = format!("crate::{module}");
-    let lines: Vec<&str> = text.lines().collect();
-    // Where an inline test module starts (`#[cfg(test)]` then `mod NAME {`; a `mod testing;`
-    // declaration is not one).
+/// The lines of `text` before its inline test module (`#[cfg(test)]` then `mod NAME {`; a
+/// `mod testing;` declaration is not one).
+fn before_tests(text: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = text.lines().collect();
     let end = lines
         .windows(2)
         .position(|w| {
@@ -55,7 +51,16 @@ fn names_module(text: &str, module: &str) -> Option<String> {
                 && w[1].trim_end().ends_with('{')
         })
         .unwrap_or(lines.len());
-    lines[..end]
+    lines.truncate(end);
+    lines
+}
+
+/// `crate::NAME` in code (doc comments may link upwards: they are not imports; nor is a
+/// file's `#[cfg(test)]` module, last in the file, whose tests build what they test on the
+/// layers above).
+fn names_module(text: &str, module: &str) -> Option<String> {
+    let needle = format!("crate::{module}");
+    before_tests(text)
         .iter()
         .filter(|l| !l.trim_start().starts_with("//"))
         .find(|l| {
@@ -323,16 +328,7 @@ fn file_of(src: &Path, m: &[String]) -> Option<PathBuf> {
 
 /// The code of a file: comments and the trailing `#[cfg(test)]` module left out.
 fn code_of(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let end = lines
-        .windows(2)
-        .position(|w| {
-            w[0].trim() == "#[cfg(test)]"
-                && w[1].trim_start().starts_with("mod ")
-                && w[1].trim_end().ends_with('{')
-        })
-        .unwrap_or(lines.len());
-    lines[..end]
+    before_tests(text)
         .iter()
         .map(|l| l.split("//").next().unwrap_or(""))
         .collect::<Vec<_>>()
