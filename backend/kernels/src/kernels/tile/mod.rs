@@ -2,7 +2,7 @@
 //!
 //! [`spec::lower`] turns a tile node into a [`TileSpec`] (the cache key) and the operands'
 //! storage offsets; [`program::build`] generates the program — the tiling (`plan`), the loop
-//! state in SMEM (`cursor`), the double-buffered tile loop — and [`body`] is the vector code
+//! state in SMEM (`cursor`), the double-buffered tile loop, or straight-line code for one tile (`single`) — and [`body`] is the vector code
 //! that runs on each tile in VMEM (`vexpr`: one node as vector instructions).
 
 pub mod body;
@@ -11,6 +11,7 @@ mod one_hot;
 mod plan;
 pub mod program;
 mod selects;
+mod single;
 pub mod spec;
 mod vexpr;
 

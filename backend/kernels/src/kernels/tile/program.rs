@@ -51,7 +51,7 @@ pub(super) struct Gen<'a> {
 
 impl Gen<'_> {
     /// The compute of one tile in buffers `parity`.
-    fn compute(&mut self, parity: usize) -> Result<(), KernelError> {
+    pub(super) fn compute(&mut self, parity: usize) -> Result<(), KernelError> {
         let ops: Vec<VOperand> = self
             .spec
             .operands
@@ -166,7 +166,7 @@ impl Gen<'_> {
 }
 
 /// Whether the program reads coordinates (`Index` nodes).
-fn uses_index(spec: &TileSpec) -> bool {
+pub(super) fn uses_index(spec: &TileSpec) -> bool {
     spec.prog
         .nodes
         .iter()
@@ -256,6 +256,10 @@ pub fn build(spec: &TileSpec, chip: &ChipInfo, name: &str) -> Result<Program, Ke
         vregs: chip.core.vregs,
     };
     let _ = g.pool.take_specific(SCRATCH);
+    if total == 1 {
+        g.single(&args, name)?;
+        return Ok(g.e.finish()?);
+    }
     g.prologue(&args)?;
     g.e.mark_begin(name);
     g.transfers(g.sm.load_cnt, 0, false)?;
