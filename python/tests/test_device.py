@@ -214,3 +214,16 @@ def test_int64_beyond_32_bits_computes_exactly_on_the_cpu(mode):
     c.copy_(t)  # the copy keeps the values, and so does what is computed from it
     assert_same(c - 3, a - 3, exact=True)
 
+
+
+def test_non_blocking_copies_and_pinned_memory():
+    """`.to("cpu", non_blocking=True)` (a training loop's habit) needs pinned host memory: it
+    raised "implement getPinnedMemoryAllocator" (found by the op_db run's `to` entry)."""
+    x = torch.arange(6.0).to("tpu")
+    y = x.to("cpu", non_blocking=True)
+    assert y.is_pinned() and torch.equal(y, torch.arange(6.0))
+    z = x.to("cpu", torch.float64, non_blocking=True, copy=True)
+    assert z.dtype == torch.float64 and torch.equal(z, torch.arange(6.0, dtype=torch.float64))
+    p = torch.ones(3).pin_memory()
+    assert p.is_pinned() and p[1:].is_pinned() and not torch.ones(3).is_pinned()
+    assert torch.equal(p.to("tpu", non_blocking=True).cpu(), torch.ones(3))

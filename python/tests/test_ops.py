@@ -127,6 +127,66 @@ def test_integer_and_bool_ops(mode):
     assert_same(t.sum(1), a.sum(1), exact=True)
 
 
+def test_integer_products_take_alpha_and_beta_as_integers(mode):
+    """PyTorch's kernels make alpha and beta integers for an integer product (0.6 is 0; found
+    by the op_db run: addmv, addbmm and baddbmm of int64 returned alpha applied as a float)."""
+    g = torch.Generator().manual_seed(0)
+    s2, m, v = (torch.randint(-9, 9, shape, generator=g) for shape in [(5,), (5, 10), (10,)])
+    b1, b2, s3 = (torch.randint(-9, 9, shape, generator=g) for shape in [(3, 5, 4), (3, 4, 6), (3, 5, 6)])
+    s1 = torch.randint(-9, 9, (5, 6), generator=g)
+    for beta, alpha in [(0.2, 0.6), (1.9, 2.7), (-1.5, 3)]:
+        kw = dict(beta=beta, alpha=alpha)
+        assert_same(torch.addmv(*tpu((s2, m, v)), **kw), torch.addmv(s2, m, v, **kw), exact=True)
+        assert_same(torch.addbmm(*tpu((s1, b1, b2)), **kw), torch.addbmm(s1, b1, b2, **kw), exact=True)
+        assert_same(torch.baddbmm(*tpu((s3, b1, b2)), **kw), torch.baddbmm(s3, b1, b2, **kw), exact=True)
+        assert_same(torch.addmm(*tpu((s1, b1[0], b2[0])), **kw), torch.addmm(s1, b1[0], b2[0], **kw), exact=True)
+
+
+def test_addr_takes_alpha_and_beta_in_bfloat16():
+    """addr computes in its dtype, alpha and beta rounded to it (0.2 is 0.2002 in bfloat16)."""
+    g = torch.Generator().manual_seed(1)
+    s, a, b = (torch.randn(shape, generator=g).to(torch.bfloat16) * 4 for shape in [(7, 9), (7,), (9,)])
+    want = torch.addr(s, a, b, beta=0.2, alpha=0.6)
+    assert_same(torch.addr(*tpu((s, a, b)), beta=0.2, alpha=0.6), want, exact=True)
+
+
+def test_scatter_takes_int32_indices(mode):
+    """PyTorch accepts int32 indices in every scatter form (the op_db run found them refused)."""
+    x, src = torch.zeros(4, 3), torch.arange(6.0).reshape(2, 3)
+    i = torch.tensor([[0, 1, 2], [3, 2, 1]], dtype=torch.int32)
+    t = tpu((x, i, src))
+    assert_same(t[0].scatter(0, t[1], t[2]), x.scatter(0, i, src), exact=True)
+    assert_same(t[0].scatter_add(0, t[1], t[2]), x.scatter_add(0, i, src), exact=True)
+    assert_same(t[0].scatter_reduce(0, t[1], t[2], "amax"), x.scatter_reduce(0, i, src, "amax"), exact=True)
+    assert_same(t[0].scatter(0, t[1], 2.5), x.scatter(0, i, 2.5), exact=True)
+
+
+def test_integer_and_bfloat16_spaces_take_their_ends_as_the_cpu(mode):
+    """linspace/logspace take their ends in the result's dtype (4.3 is 4 for int64, 4.3125 for
+    bfloat16), an integer step as a double, and one step is `start` as given."""
+    cases = [
+        lambda dev: torch.linspace(4.3, -3, 50, dtype=torch.int64, device=dev),
+        lambda dev: torch.linspace(torch.tensor(4.3, device=dev), torch.tensor(-3, device=dev), 50, dtype=torch.int64),
+        lambda dev: torch.linspace(-2.0, -3, 1, dtype=torch.int64, device=dev),
+        lambda dev: torch.logspace(0, 1.2, 2, dtype=torch.int64, device=dev),
+        lambda dev: torch.logspace(0, -3, 1, dtype=torch.int64, device=dev),
+        lambda dev: torch.logspace(4.3, -3, 2, dtype=torch.bfloat16, device=dev),
+        lambda dev: torch.logspace(4.3, -3, 1, dtype=torch.bfloat16, device=dev),
+    ]
+    for f in cases:
+        assert_same(f("tpu"), f("cpu"), exact=True)
+
+
+def test_a_number_to_a_tensors_powers(mode):
+    """`torch.pow(2, x)` and `2 ** x` (`aten::pow.Scalar`) were missing (found by the op_db
+    run's gradients of logaddexp2): in the promoted dtype, as the CPU."""
+    x = torch.tensor([[-1.5, 0.0, 2.0], [3.0, 0.5, -4.0]])
+    i = torch.tensor([[0, 1, 2], [5, -1, 3]])
+    for base, e in [(2, x), (2.5, x), (2, i), (3, i), (-2, i), (1.5, i), (True, i)]:
+        assert_same(torch.pow(base, tpu(e)), torch.pow(base, e))
+    assert_same(2 ** tpu(x), 2 ** x)
+
+
 def test_operators_arrive_by_overload_name():
     tpuemu.reset_metrics()
     a = torch.randn(4, 4).to("tpu")

@@ -231,6 +231,19 @@ impl Scalar {
         }
     }
 
+    /// The value as PyTorch's `Scalar::to<scalar_t>()` gives it for `dtype` (what a kernel that
+    /// computes in the dtype multiplies by): integers truncate toward zero (`0.6` is `0` for
+    /// int64), bool is "not zero", bf16/f16 round to the dtype, f32 rounds to f32.
+    pub fn as_dtype(self, dtype: DType) -> Scalar {
+        match dtype {
+            DType::Bool => Scalar::Bool(self.to_f64() != 0.0),
+            DType::U8 | DType::I8 | DType::I32 | DType::I64 => Scalar::Int(self.to_i64()),
+            DType::F32 => Scalar::Float(self.to_f64() as f32 as f64),
+            DType::BF16 => Scalar::Float(half::bf16::from_f64(self.to_f64()).to_f64()),
+            DType::F16 => Scalar::Float(half::f16::from_f64(self.to_f64()).to_f64()),
+        }
+    }
+
     /// The 32 bits of a lane holding this value as `dtype` (f32 bits for floats, i32 for the
     /// rest; bf16/f16 values are rounded to the dtype first, as PyTorch does).
     pub fn lane_bits(self, dtype: DType) -> u32 {

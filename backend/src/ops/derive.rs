@@ -138,8 +138,20 @@ pub(crate) fn forms(registered: &BTreeMap<&'static str, OpDef>) -> Vec<OpDef> {
         let n = f.args.len();
         let inplace_name = format!("{}_", f.name);
         let single = f.returns.len() == 1 && f.returns[0].ty == Type::Tensor(None);
+        // The in-place form of the same overload name; or, where PyTorch names them apart
+        // (`pow_.Scalar` of `pow.Tensor_Scalar`), the one functional with the same arguments.
+        let twin = |s: &Schema| {
+            s.overload == f.overload
+                || by_base
+                    .get(f.name.as_str())
+                    .into_iter()
+                    .flatten()
+                    .filter(|g| !g.is_inplace() && !g.is_out() && same_args(g, &s.args))
+                    .count()
+                    == 1
+        };
         for s in by_base.get(inplace_name.as_str()).into_iter().flatten() {
-            if single && s.overload == f.overload && s.is_inplace() && same_args(f, &s.args) {
+            if single && s.is_inplace() && same_args(f, &s.args) && twin(s) {
                 add(
                     def,
                     s,

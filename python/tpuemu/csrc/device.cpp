@@ -6,9 +6,12 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <map>
+#include <mutex>
 
 #include "tpuemu.h"
 
@@ -219,6 +222,51 @@ at::Generator& generator() {
 }
 
 namespace {
+// Pinned host memory (`pin_memory()`, `.to("cpu", non_blocking=True)`): the emulator copies
+// from any host memory, so pinned memory is ordinary host memory that remembers it was asked
+// for pinned (`is_pinned()` says so for exactly these allocations).
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* p = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    if (p) {
+      std::lock_guard<std::mutex> lock(mu());
+      live()[reinterpret_cast<uintptr_t>(p)] = nbytes;
+    }
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+  static bool pinned(const void* ptr) {
+    const auto at = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mu());
+    auto it = live().upper_bound(at);
+    if (it == live().begin()) return false;
+    --it;
+    return at < it->first + std::max<size_t>(it->second, 1);
+  }
+
+ private:
+  static void release(void* p) {
+    if (!p) return;
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      live().erase(reinterpret_cast<uintptr_t>(p));
+    }
+    c10::free_cpu(p);
+  }
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<uintptr_t, size_t>& live() {
+    static std::map<uintptr_t, size_t> m;
+    return m;
+  }
+};
+PinnedAllocator g_pinned;
+
 struct TpuHooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
@@ -239,6 +287,8 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     return at::make_generator<at::CPUGeneratorImpl>(67280421310721ULL);
   }
   at::Device getDeviceFromPtr(void*) const override { return own(); }
+  bool isPinnedPtr(const void* data) const override { return PinnedAllocator::pinned(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage, newsize);
   }

@@ -183,6 +183,18 @@ fn pow_tensor_tensor_op(a: PowTensorTensor<'_>) -> Result<Tensor> {
     pow(a.self_, a.exponent)
 }
 
+/// `torch.pow(2, x)`: a number to a tensor's powers, as `pow.Tensor_Tensor` of the number as a
+/// zero-dimensional tensor of the promoted dtype (broadcast, not filled).
+#[aten("aten::pow.Scalar", dtypes = DType::NUMERIC, shard = Sharding::pointwise(Lin::No))]
+fn pow_scalar_op(rt: &crate::runtime::Runtime, a: PowScalar<'_>) -> Result<Tensor> {
+    let d = result_type(&[
+        Arg::Number(a.self_).promotion(),
+        super::args::operand(a.exponent),
+    ]);
+    let base = super::creation::scalar_tensor(rt, a.self_, d)?;
+    pow(&base, Rhs::Tensor(a.exponent))
+}
+
 #[aten("aten::remainder.Tensor", dtypes = DType::NUMERIC, numbers = "other", shard = Sharding::pointwise(Lin::No))]
 fn remainder_tensor_op(a: RemainderTensor<'_>) -> Result<Tensor> {
     remainder(a.self_, a.other)

@@ -56,7 +56,9 @@ fn is_zero(s: Scalar) -> bool {
 }
 
 /// `beta * self + alpha * prod` in `prod`'s dtype (f32 or an integer), rounded to `out`; `beta
-/// == 0` ignores `self` (its NaNs too), as PyTorch's BLAS-style operators do.
+/// == 0` ignores `self` (its NaNs too), as PyTorch's BLAS-style operators do. For an integer
+/// product `alpha` and `beta` are first made integers as PyTorch's kernels make them
+/// (`Scalar::to<int64_t>`: `alpha=0.6` is 0), not applied as floats.
 pub(crate) fn axpby(
     rt: &Runtime,
     self_: &Tensor,
@@ -65,6 +67,11 @@ pub(crate) fn axpby(
     alpha: Scalar,
     out: DType,
 ) -> Result<Tensor> {
+    let (beta, alpha) = if prod.dtype().is_float() {
+        (beta, alpha)
+    } else {
+        (beta.as_dtype(prod.dtype()), alpha.as_dtype(prod.dtype()))
+    };
     let shape = broadcast_shapes(self_.shape(), prod.shape())?;
     if shape != prod.shape() {
         return Err(TpuError::ShapeMismatch(format!(
@@ -152,7 +159,9 @@ pub fn addr(
         )?;
         return op(rt, "aten::logical_or", vec![tv(&a), tv(&s)]);
     }
-    // In the dtype, as PyTorch's kernel: `beta * self + (alpha * vec1) * vec2`.
+    // In the dtype, as PyTorch's kernel: `beta * self + (alpha * vec1) * vec2`, with `alpha` and
+    // `beta` in the dtype (`Scalar::to<scalar_t>`: truncated for integers, rounded to bf16).
+    let (beta, alpha) = (beta.as_dtype(d), alpha.as_dtype(d));
     let c = if alpha.to_f64() == 1.0 {
         c
     } else {
@@ -229,6 +238,7 @@ pub fn addbmm(
         )));
     }
     let d = same_dtypes(name, &[self_, b1, b2])?;
+    let beta = if d.is_float() { beta } else { beta.as_dtype(d) };
     // As PyTorch's CPU kernel: one `addmm` per batch into the result, each rounded to the
     // dtype, `beta` applying to the first only.
     if s1[0] == 0 {

@@ -29,7 +29,7 @@ enum Src<'a> {
 }
 
 /// Flat offsets into contiguous `x` of every element of `index` along `dim`, with PyTorch's
-/// checks (`int64` index of `x`'s rank, no larger than `x` off `dim` and than `src`).
+/// checks (an int32 or int64 index of `x`'s rank, no larger than `x` off `dim` and than `src`).
 fn targets(
     op: &OpScope,
     x: &Tensor,
@@ -37,12 +37,8 @@ fn targets(
     index: &Tensor,
     src: Option<&Tensor>,
 ) -> Result<Tensor> {
-    let name = op.tag().name.trim_start_matches("aten::").to_string();
-    if index.dtype() != DType::I64 {
-        return Err(TpuError::DtypeMismatch(format!(
-            "{name}(): Expected dtype int64 for index"
-        )));
-    }
+    // PyTorch's message names `scatter` for every scatter form (int32 indices are accepted).
+    super::check_index("scatter", index)?;
     let rank = |t: &Tensor| t.dim().max(1);
     if rank(index) != rank(x) || src.is_some_and(|s| rank(s) != rank(index)) {
         return Err(TpuError::BadArgs(

@@ -4,7 +4,10 @@
 //!
 //! Values are computed on the device by tile kernels: `linspace` as PyTorch's kernel does (from
 //! `start` for the first half, from `end` for the second, in f32 lanes), `tril_indices` from the
-//! running count of each row's elements. The `layout`, `device` and `pin_memory` arguments are
+//! running count of each row's elements. An integer `linspace`/`logspace` is computed on the host
+//! in f64 as PyTorch's kernel computes it (its step is a double; f32 lanes would round
+//! `4 - 3/7 * 7` below 1 and truncate it to 0) and uploaded: its ends are read as PyTorch's
+//! tensor overloads read them (`item()`). The `layout`, `device` and `pin_memory` arguments are
 //! accepted as PyTorch accepts them.
 
 use crate::dtype::{DType, Scalar};
@@ -104,13 +107,25 @@ fn space(
     let n = steps as usize;
     let f = DType::F32;
     let int_out = !d.is_float();
+    if int_out {
+        return integer_space(op.rt(), &start, &end, n, base, d);
+    }
     Ok(map_shape(&op, &[n], &ins, &[d], |p, r| {
+        // The ends in the result's dtype first, as PyTorch's kernels take them
+        // (`start.to<scalar_t>()`: 4.3 is 4 for int64 and 4.3125 for bfloat16).
         let mut k = 0;
         let mut val = |p: &mut ProgBuilder, e: &TensorOrNumber<'_>| match e {
-            TensorOrNumber::Number(s) => p.constant(*s, f),
+            // (One step is `start` itself, as given: PyTorch fills the result with it.)
+            TensorOrNumber::Number(s) if n == 1 => p.constant(*s, f),
+            TensorOrNumber::Number(s) => p.constant(s.as_dtype(d), f),
             TensorOrNumber::Tensor(_) => {
                 k += 1;
-                p.cast(r[k - 1], f)
+                let v = if n == 1 {
+                    r[k - 1]
+                } else {
+                    p.cast(r[k - 1], d)
+                };
+                p.cast(v, f)
             }
         };
         let s = val(p, &start);
@@ -130,6 +145,54 @@ fn space(
         }]
     })?
     .remove(0))
+}
+
+/// An integer (or bool) `linspace`/`logspace`, as PyTorch's CPU kernel computes it: the ends in
+/// the dtype, a double step, the first half from `start` and the rest from `end`, each value
+/// truncated to the dtype.
+fn integer_space(
+    rt: &Runtime,
+    start: &TensorOrNumber<'_>,
+    end: &TensorOrNumber<'_>,
+    n: usize,
+    base: Option<f64>,
+    d: DType,
+) -> Result<Tensor> {
+    let value = |e: &TensorOrNumber<'_>| -> Result<Scalar> {
+        Ok(match e {
+            TensorOrNumber::Number(s) => *s,
+            TensorOrNumber::Tensor(t) => t.item()?,
+        })
+    };
+    let (a, b) = (value(start)?, value(end)?);
+    // One step is `start` itself, as given (PyTorch fills the result with it).
+    let first = a.to_f64();
+    let (a, b) = (a.as_dtype(d).to_f64(), b.as_dtype(d).to_f64());
+    let step = if n > 1 { (b - a) / (n - 1) as f64 } else { 0.0 };
+    let half = n / 2;
+    let values: Vec<i64> = (0..n)
+        .map(|i| {
+            let x = if n == 1 {
+                first
+            } else if i < half {
+                a + step * i as f64
+            } else {
+                b - step * (n - i - 1) as f64
+            };
+            let v = base.map_or(x, |bb| bb.powf(x));
+            if d == DType::Bool {
+                (v != 0.0) as i64
+            } else {
+                v as i64
+            }
+        })
+        .collect();
+    let t = Tensor::from_slice(rt, &values, &[n])?;
+    if d == DType::I64 {
+        Ok(t)
+    } else {
+        crate::ops::compose::cast(&t, d)
+    }
 }
 
 /// `tril_indices`/`triu_indices(row, col, offset)`: `[2, N]` coordinates in row-major order.
