@@ -37,7 +37,7 @@ fn act(
 }
 
 /// A float-only backward formula of `(grad, x)`.
-fn grad2(
+pub(super) fn grad2(
     name: &str,
     g: &Tensor,
     x: &Tensor,

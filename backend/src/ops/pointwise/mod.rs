@@ -11,6 +11,7 @@
 
 pub mod expr;
 
+pub(crate) mod activation_grads;
 pub(crate) mod activations;
 pub(crate) mod bessel;
 pub(crate) mod bits;
