@@ -12,6 +12,15 @@ pub struct OpsArgs {
     /// Print JSON for machines.
     #[arg(long)]
     pub json: bool,
+    /// Instead of the registry: run PyTorch's operator database (`op_db`) on the tpu with the
+    /// CPU fallback off and print which entries pass natively (`python -m tpuemu.op_db`, in the
+    /// project's Python environment or `TPUEMU_PYTHON`; minutes). Arguments after `--` go to it,
+    /// e.g. `tpuemu ops --op-db -- -k linalg --json op_db.json`.
+    #[arg(long)]
+    pub op_db: bool,
+    /// Arguments for `--op-db`.
+    #[arg(last = true, requires = "op_db")]
+    pub rest: Vec<String>,
 }
 
 fn kind(k: OpImpl) -> &'static str {
@@ -24,8 +33,29 @@ fn kind(k: OpImpl) -> &'static str {
     }
 }
 
+/// Runs PyTorch's operator database through the bridge (`python -m tpuemu.op_db`).
+fn op_db(rest: &[String]) -> Result<(), CliError> {
+    let py = super::bench::host::python();
+    let status = std::process::Command::new(&py)
+        .args(["-m", "tpuemu.op_db"])
+        .args(rest)
+        .status()
+        .map_err(|e| CliError::Other(format!("cannot run {py} for the op_db run: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(CliError::Other(format!(
+            "python -m tpuemu.op_db failed ({status}); scripts/python.sh builds the bridge into \
+             the project's environment"
+        )))
+    }
+}
+
 /// Runs `tpuemu ops`.
 pub fn run(args: &OpsArgs) -> Result<(), CliError> {
+    if args.op_db {
+        return op_db(&args.rest);
+    }
     let reg = registry();
     if args.json {
         let v: Vec<_> = reg

@@ -515,6 +515,16 @@ fn battery(d: &Path) -> Vec<Case> {
         &["golden", "run", &p("golden_bad"), "--mode", "fast"],
         "--mode",
     ));
+    // The op_db run needs PyTorch: a Python that cannot start is named; arguments meant for it
+    // without `--op-db` are a usage error.
+    v.push(Case {
+        env: vec![("TPUEMU_PYTHON", "/nonexistent/python")],
+        ..case(
+            &["ops", "--op-db", "--", "-k", "abs"],
+            "/nonexistent/python",
+        )
+    });
+    v.push(case(&["ops", "--", "-k", "abs"], "--op-db"));
     v
 }
 

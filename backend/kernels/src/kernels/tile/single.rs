@@ -1,9 +1,10 @@
 //! The tile kernel of a single tile: straight-line code, no loop.
 //!
 //! When the whole operation fits one tile (every small eager operator: a [8, 128] add is one
-//! tile), the double-buffered loop of [`super::program`] would run its prologue, cursors,
-//! loop tests and pending-byte bookkeeping (about 55 scalar instructions) around five DMAs and
-//! the vector body. A compiler emits straight-line code for a loop of one trip; so does this:
+//! tile), the double-buffered loop of [`super::program`] would run its prologue, cursors, loop
+//! tests and pending-byte bookkeeping around the DMAs and the body (a [8, 128] add: 67
+//! instructions run; straight-line, 22 — `tpuemu run` of both programs). A compiler emits
+//! straight-line code for a loop of one trip; so does this:
 //! each operand's byte offset straight into a register, the input DMAs on one semaphore, one
 //! wait for their bytes (a constant), the body, the output DMAs, one wait. Same DMAs (the same
 //! descriptor the loop would pick for its only tile), same body, same results.
