@@ -28,6 +28,11 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::hardtanh_backward", backward),
     ("aten::elu_backward", backward),
     ("aten::leaky_relu_backward", backward),
+    ("aten::hardsigmoid_backward", derivatives),
+    ("aten::softplus_backward", derivatives),
+    ("aten::hardshrink_backward", derivatives),
+    ("aten::softshrink_backward", derivatives),
+    ("aten::logit_backward", derivatives),
 ];
 
 fn softplus_ref(x: f64, beta: f64, th: f64) -> f64 {
@@ -260,6 +265,80 @@ fn backward() {
                 super::harness::tp(other),
             ];
             Sample::new(args, vec![Out::close(want)])
+        }),
+    );
+}
+
+/// The backward formulas of `hardsigmoid`, `softplus`, `hardshrink`, `softshrink` and
+/// `logit` against the derivatives of the forward definitions (PyTorch's documentation), times
+/// the incoming gradient; at the kinks, ATen's side (the flat one).
+#[test]
+fn derivatives() {
+    let pair = |r: f64| {
+        (shape(), float_dtype()).prop_flat_map(move |(s, d)| {
+            (
+                input(s.clone(), d, Values::Range(3.0)),
+                input(s, d, Values::Range(r)),
+            )
+        })
+    };
+    check(
+        "aten::hardsigmoid_backward",
+        pair(5.0).prop_map(|(g, x)| {
+            let want = zip_map(&[&g.host, &x.host], g.host.dtype, |v| {
+                if v[1] > -3.0 && v[1] < 3.0 {
+                    v[0] / 6.0
+                } else {
+                    0.0
+                }
+            });
+            Sample::new(vec![t(g), t(x)], vec![Out::close(want)])
+        }),
+    );
+    check(
+        "aten::softplus_backward",
+        (pair(10.0), 0.5f64..3.0, 1.0f64..20.0).prop_map(|((g, x), b, th)| {
+            // d/dx log1p(e^(bx)) / b = sigmoid(bx); linear (slope 1) past the threshold.
+            let want = zip_map(&[&g.host, &x.host], g.host.dtype, |v| {
+                if v[1] * b > th {
+                    v[0]
+                } else {
+                    v[0] / (1.0 + (-v[1] * b).exp())
+                }
+            });
+            let args = vec![t(g), t(x), v(Value::Float(b)), v(Value::Float(th))];
+            Sample::new(args, vec![Out::close(want)])
+        }),
+    );
+    for op in ["aten::hardshrink_backward", "aten::softshrink_backward"] {
+        check(
+            op,
+            (pair(4.0), 0.25f64..2.0).prop_map(|((g, x), l)| {
+                let want = zip_map(&[&g.host, &x.host], g.host.dtype, |v| {
+                    if v[1] >= -l && v[1] <= l { 0.0 } else { v[0] }
+                });
+                Sample::new(vec![t(g), t(x), v(Value::Float(l))], vec![Out::close(want)])
+            }),
+        );
+    }
+    check(
+        "aten::logit_backward",
+        (pair(1.5), prop::option::of(0.01f64..0.2)).prop_map(|((g, x), eps)| {
+            // d/dx log(x / (1 - x)) = 1 / (x (1 - x)) inside [lo, hi]; outside NaN without
+            // eps (logit is undefined there), 0 with it (the clamped input is constant).
+            let (lo, hi, out) = match eps {
+                Some(e) => (e, 1.0 - e, 0.0),
+                None => (0.0, 1.0, f64::NAN),
+            };
+            let want = zip_map(&[&g.host, &x.host], g.host.dtype, |v| {
+                if v[1] < lo || v[1] > hi {
+                    out
+                } else {
+                    v[0] / (v[1] * (1.0 - v[1]))
+                }
+            });
+            let e = eps.map_or(Value::None, Value::Float);
+            Sample::new(vec![t(g), t(x), v(e)], vec![Out::close(want)])
         }),
     );
 }

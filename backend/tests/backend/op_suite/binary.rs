@@ -36,6 +36,7 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::mul.Scalar", mul_scalar),
     ("aten::pow.Tensor_Tensor", pow_tensor),
     ("aten::pow.Tensor_Scalar", pow_scalar),
+    ("aten::pow.Scalar", pow_number_base),
     ("aten::maximum", maximum_minimum),
     ("aten::minimum", maximum_minimum),
     ("aten::where.self", where_self),
@@ -321,6 +322,24 @@ fn pow_tensor() {
             };
             let want = pow_ref(&a.host, &b.host, c);
             Sample::new(vec![t(a), t(b)], vec![Out::close(want)])
+        }),
+    );
+}
+
+/// `torch.pow(number, tensor)`: the number as the base, in the common dtype.
+#[test]
+fn pow_number_base() {
+    check(
+        "aten::pow.Scalar",
+        with_number(num_dtype(), Values::Special(3.0)).prop_map(|(x, n, c)| {
+            let x = exponent(x);
+            let n = match n {
+                Scalar::Int(i) if !c.is_float() => Scalar::Int(i.clamp(-3, 3)),
+                other => other,
+            };
+            let base = HostTensor::scalar(round(n.to_f64(), c), c);
+            let want = pow_ref(&base, &x.host, c);
+            Sample::new(vec![v(value_of(n)), t(x)], vec![Out::close(want)])
         }),
     );
 }
