@@ -26,7 +26,7 @@ use crate::tensor::Tensor;
 
 /// One elementwise kernel over `ts` (promoted together, computed in f32); `f` also gets the
 /// common dtype, to round where PyTorch's composite rounds.
-fn elementwise(
+pub(super) fn elementwise(
     name: &str,
     ts: &[&Tensor],
     f: impl FnOnce(&mut Ex, &[PRef], DType) -> PRef,
@@ -59,7 +59,7 @@ fn reduce(rt: &Runtime, l: Tensor, reduction: i64) -> Result<Tensor> {
     }
 }
 
-fn need_float(name: &str, ts: &[&Tensor]) -> Result<()> {
+pub(super) fn need_float(name: &str, ts: &[&Tensor]) -> Result<()> {
     match ts.iter().find(|t| !t.dtype().is_float()) {
         Some(t) => Err(TpuError::Unsupported(format!(
             "{name}: expected a floating tensor, got {}",

@@ -5,6 +5,8 @@
 //!   contraction [`contract`] they share with the integer matrix products (the matrix units
 //!   have no integer path; PyTorch's CPU kernels accumulate integers exactly, and so does a
 //!   multiply followed by an integer sum);
+//! - `loss_grads`: the backward kernels of `smooth_l1_loss`, `huber_loss` and
+//!   `binary_cross_entropy`;
 //! - `losses`: `mse_loss` (and its backward), `huber_loss`, `smooth_l1_loss`,
 //!   `soft_margin_loss`, `binary_cross_entropy`, `binary_cross_entropy_with_logits`: one
 //!   elementwise kernel computing the loss in f32 and rounding once, then PyTorch's reduction
@@ -16,6 +18,7 @@
 
 pub(crate) mod compare;
 pub(crate) mod distances;
+pub(crate) mod loss_grads;
 pub(crate) mod losses;
 pub(crate) mod products;
 

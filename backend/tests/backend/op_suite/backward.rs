@@ -27,12 +27,15 @@ use super::reference::{
 };
 use super::strategies::{
     Values, broadcast_pair, dim_of, float_dtype, index_dtype, indices as index_input, input,
-    num_dtype, shape_rank,
+    num_dtype, shape, shape_rank,
 };
 use super::unary::sigmoid;
 
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
+    ("aten::smooth_l1_loss_backward", loss_backwards),
+    ("aten::huber_loss_backward", loss_backwards),
+    ("aten::binary_cross_entropy_backward", loss_backwards),
     ("aten::threshold_backward", threshold_backward),
     ("aten::gelu_backward", activation_backwards),
     ("aten::silu_backward", activation_backwards),
@@ -543,6 +546,96 @@ fn embedding_dense_backward() {
                     ],
                     vec![Out::Close(want, Tol::of(dt).with_extra(extra))],
                 )
+            }),
+    );
+}
+
+/// `smooth_l1_loss_backward`, `huber_loss_backward` and `binary_cross_entropy_backward`: the
+/// derivatives of the losses' definitions (PyTorch's documentation) in `z = input - target`,
+/// times the incoming gradient (a scalar for `mean` and `sum`), divided by the element count
+/// for `mean`; at the kinks, ATen's side.
+#[test]
+fn loss_backwards() {
+    let case = |xs: Values, ys: Values| {
+        (shape(), float_dtype(), 0i64..3).prop_flat_map(move |(s, d, r)| {
+            let gs = if r == 0 { s.clone() } else { vec![] };
+            (
+                input(gs, d, Values::Range(3.0)),
+                input(s.clone(), d, xs),
+                input(s, d, ys),
+                Just(r),
+            )
+        })
+    };
+    let norm = |x: &Input, r: i64| {
+        if r == 1 {
+            1.0 / numel(&x.host.shape).max(1) as f64
+        } else {
+            1.0
+        }
+    };
+    check(
+        "aten::smooth_l1_loss_backward",
+        (case(Values::Range(3.0), Values::Range(3.0)), 0.5f64..2.0).prop_map(
+            move |((g, x, y, r), beta)| {
+                let n = norm(&x, r);
+                let want = zip_map(&[&g.host, &x.host, &y.host], x.host.dtype, |v| {
+                    let z = v[1] - v[2];
+                    let s = if z <= -beta {
+                        -1.0
+                    } else if z >= beta {
+                        1.0
+                    } else {
+                        z / beta
+                    };
+                    n * s * v[0]
+                });
+                let args = vec![t(g), t(x), t(y), v(Value::Int(r)), v(Value::Float(beta))];
+                Sample::new(args, vec![Out::close(want)])
+            },
+        ),
+    );
+    check(
+        "aten::huber_loss_backward",
+        (case(Values::Range(3.0), Values::Range(3.0)), 0.5f64..2.0).prop_map(
+            move |((g, x, y, r), delta)| {
+                let n = norm(&x, r);
+                let want = zip_map(&[&g.host, &x.host, &y.host], x.host.dtype, |v| {
+                    let z = v[1] - v[2];
+                    n * z.clamp(-delta, delta) * v[0]
+                });
+                let args = vec![t(g), t(x), t(y), v(Value::Int(r)), v(Value::Float(delta))];
+                Sample::new(args, vec![Out::close(want)])
+            },
+        ),
+    );
+    check(
+        "aten::binary_cross_entropy_backward",
+        (
+            case(Values::Between(0.05, 0.95), Values::Between(0.0, 1.0)),
+            any::<bool>(),
+        )
+            .prop_flat_map(|((g, x, y, r), weighted)| {
+                let (s, d) = (x.host.shape.clone(), x.host.dtype);
+                let w = if weighted {
+                    input(s, d, Values::Between(0.0, 2.0))
+                        .prop_map(Some)
+                        .boxed()
+                } else {
+                    Just(None).boxed()
+                };
+                (Just((g, x, y, r)), w)
+            })
+            .prop_map(move |((g, x, y, r), w)| {
+                // d/dx -(y log x + (1 - y) log(1 - x)) = (x - y) / (x (1 - x)).
+                let n = norm(&x, r);
+                let ones = HostTensor::scalar(1.0, x.host.dtype);
+                let wh = w.as_ref().map_or(ones, |w| w.host.clone());
+                let want = zip_map(&[&g.host, &x.host, &y.host, &wh], x.host.dtype, |v| {
+                    n * v[0] * (v[1] - v[2]) / (v[1] * (1.0 - v[1])) * v[3]
+                });
+                let args = vec![t(g), t(x), t(y), opt_tensor(w), v(Value::Int(r))];
+                Sample::new(args, vec![Out::close(want)])
             }),
     );
 }
