@@ -108,28 +108,27 @@ def _short(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:240]}"
 
 
-def _to_tpu(t):
+def _to_tpu(t, grad: bool = False):
     """The tensor on the tpu with the same storage layout (a view stays a view of a copy of its
-    whole storage: ``as_strided`` samples address it)."""
+    whole storage: ``as_strided`` samples address it). With `grad`, a tensor that requires
+    gradients keeps requiring them: the moved storage is the leaf, the result a view of it."""
     if not isinstance(t, torch.Tensor):
         return t
+    grad = grad and t.requires_grad
     if t.numel() == 0 or t.untyped_storage().nbytes() == 0:
-        return t.detach().to("tpu")
+        return t.detach().to("tpu").requires_grad_(grad)
     n = t.untyped_storage().nbytes() // t.element_size()
-    whole = t.detach().as_strided((n,), (1,), 0).to("tpu")
+    whole = t.detach().as_strided((n,), (1,), 0).to("tpu").requires_grad_(grad)
     return whole.as_strided(t.size(), t.stride(), t.storage_offset())
 
 
+def _to_tpu_grad(t):
+    return _to_tpu(t, grad=True)
+
+
 def _to_cpu(x):
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu()
-    if isinstance(x, list):
-        return [_to_cpu(v) for v in x]
-    if isinstance(x, tuple):  # named results (values, indices) become plain tuples
-        return tuple(_to_cpu(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _to_cpu(v) for k, v in x.items()}
-    return x
+    """`x` on the CPU; named results (values, indices) become plain tuples."""
+    return _map(lambda t: t.detach().cpu(), x)
 
 
 def _compare(got, want, dtype: torch.dtype, meta_only: bool) -> str | None:
@@ -319,15 +318,6 @@ def _leaves(x) -> list:
     if isinstance(x, dict):
         return [t for v in x.values() for t in _leaves(v)]
     return []
-
-
-def _to_tpu_grad(t):
-    """As `_to_tpu`, keeping `requires_grad`: the moved storage is the leaf, `t` a view of it."""
-    if not isinstance(t, torch.Tensor) or not t.requires_grad:
-        return _to_tpu(t)
-    n = t.untyped_storage().nbytes() // t.element_size()
-    whole = t.detach().as_strided((n,), (1,), 0).to("tpu").requires_grad_()
-    return whole.as_strided(t.size(), t.stride(), t.storage_offset())
 
 
 def _map(f, x):

@@ -11,7 +11,9 @@
 use super::losses::{elementwise, need_float};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ir::PRef;
 use crate::ops::aten;
+use crate::ops::pointwise::Ex;
 use crate::ops::sharding::Sharding;
 use crate::tensor::Tensor;
 
@@ -27,48 +29,67 @@ fn norm(x: &Tensor, reduction: i64) -> f64 {
     }
 }
 
+/// A pointwise loss's gradient: `f(z, ng)` of `z = input - target` and `ng = norm g`.
+fn loss_grad(
+    name: &str,
+    (g, x, y): (&Tensor, &Tensor, &Tensor),
+    reduction: i64,
+    f: impl FnOnce(&mut Ex, PRef, PRef) -> PRef,
+) -> Result<Tensor> {
+    need_float(name, &[g, x, y])?;
+    let n = norm(x, reduction);
+    elementwise(name, &[g, x, y], move |e, v, _| {
+        let z = e.sub(v[1], v[2]);
+        let ng = e.mulk(v[0], n);
+        f(e, z, ng)
+    })
+}
+
 #[aten("aten::smooth_l1_loss_backward", dtypes = DType::FLOATING, shard = SCALE)]
 fn smooth_l1_loss_backward_op(a: SmoothL1LossBackward<'_>) -> Result<Tensor> {
-    let (g, x, y) = (a.grad_output, a.self_, a.target);
-    need_float(SmoothL1LossBackward::NAME, &[g, x, y])?;
-    let (n, beta) = (norm(x, a.reduction), a.beta);
-    elementwise(SmoothL1LossBackward::NAME, &[g, x, y], move |e, v, _| {
-        let d = e.sub(v[1], v[2]);
-        let ng = e.mulk(v[0], n);
-        if beta <= 0.0 {
-            let pos = e.gtk(d, 0.0);
-            let neg = e.ltk(d, 0.0);
+    let beta = a.beta;
+    let args = (a.grad_output, a.self_, a.target);
+    loss_grad(
+        SmoothL1LossBackward::NAME,
+        args,
+        a.reduction,
+        move |e, z, ng| {
             let minus = e.mulk(ng, -1.0);
-            let z = e.k(0.0);
-            let r = e.sel(neg, minus, z);
-            return e.sel(pos, ng, r);
-        }
-        let lo = e.lek(d, -beta);
-        let hi = e.gek(d, beta);
-        let minus = e.mulk(ng, -1.0);
-        let dg = e.mul(d, ng);
-        let mid = e.mulk(dg, 1.0 / beta);
-        let r = e.sel(hi, ng, mid);
-        e.sel(lo, minus, r)
-    })
+            if beta <= 0.0 {
+                let pos = e.gtk(z, 0.0);
+                let neg = e.ltk(z, 0.0);
+                let zero = e.k(0.0);
+                let r = e.sel(neg, minus, zero);
+                return e.sel(pos, ng, r);
+            }
+            let lo = e.lek(z, -beta);
+            let hi = e.gek(z, beta);
+            let zg = e.mul(z, ng);
+            let mid = e.mulk(zg, 1.0 / beta);
+            let r = e.sel(hi, ng, mid);
+            e.sel(lo, minus, r)
+        },
+    )
 }
 
 #[aten("aten::huber_loss_backward", dtypes = DType::FLOATING, shard = SCALE)]
 fn huber_loss_backward_op(a: HuberLossBackward<'_>) -> Result<Tensor> {
-    let (g, x, y) = (a.grad_output, a.self_, a.target);
-    need_float(HuberLossBackward::NAME, &[g, x, y])?;
-    let (n, delta) = (norm(x, a.reduction), a.delta);
-    elementwise(HuberLossBackward::NAME, &[g, x, y], move |e, v, _| {
-        let d = e.sub(v[1], v[2]);
-        let ng = e.mulk(v[0], n);
-        let lo = e.lek(d, -delta);
-        let hi = e.gek(d, delta);
-        let up = e.mulk(ng, delta);
-        let dn = e.mulk(ng, -delta);
-        let mid = e.mul(d, ng);
-        let r = e.sel(hi, up, mid);
-        e.sel(lo, dn, r)
-    })
+    let delta = a.delta;
+    let args = (a.grad_output, a.self_, a.target);
+    loss_grad(
+        HuberLossBackward::NAME,
+        args,
+        a.reduction,
+        move |e, z, ng| {
+            let lo = e.lek(z, -delta);
+            let hi = e.gek(z, delta);
+            let up = e.mulk(ng, delta);
+            let dn = e.mulk(ng, -delta);
+            let mid = e.mul(z, ng);
+            let r = e.sel(hi, up, mid);
+            e.sel(lo, dn, r)
+        },
+    )
 }
 
 #[aten("aten::binary_cross_entropy_backward", dtypes = DType::FLOATING, shard = SCALE)]

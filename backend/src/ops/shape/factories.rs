@@ -106,8 +106,7 @@ fn space(
     let d = dtype.unwrap_or(DType::F32);
     let n = steps as usize;
     let f = DType::F32;
-    let int_out = !d.is_float();
-    if int_out {
+    if !d.is_float() {
         return integer_space(op.rt(), &start, &end, n, base, d);
     }
     Ok(map_shape(&op, &[n], &ins, &[d], |p, r| {
@@ -138,11 +137,7 @@ fn space(
             }
             None => v,
         };
-        vec![if int_out {
-            p.un(crate::ir::UnOp::Trunc, v, f)
-        } else {
-            v
-        }]
+        vec![v]
     })?
     .remove(0))
 }
