@@ -35,6 +35,11 @@ pub const RESIZE: i32 = 4;
 pub const OUT_OF_MEMORY: i32 = 5;
 /// The user stopped a run (Ctrl-C): raised as `KeyboardInterrupt`.
 pub const INTERRUPTED: i32 = 6;
+/// A linear-algebra routine failed on its input: raised as `torch.linalg.LinAlgError`.
+pub const LINALG_ERROR: i32 = 7;
+/// A `RuntimeError` whose message is PyTorch's own, raised without the operator's name put in
+/// front.
+pub const VERBATIM_ERROR: i32 = 8;
 
 /// A backend storage held by a PyTorch storage.
 pub struct Handle {
@@ -96,6 +101,8 @@ pub fn status_of(e: &TpuError) -> i32 {
         TpuError::UnknownOp(_) | TpuError::Unsupported(_) => UNSUPPORTED,
         TpuError::BadDim(_) | TpuError::IndexOutOfRange(_) => INDEX_ERROR,
         TpuError::OutOfMemory(_) => OUT_OF_MEMORY,
+        TpuError::LinAlg(_) => LINALG_ERROR,
+        TpuError::Verbatim(_) => VERBATIM_ERROR,
         TpuError::Interrupted(_) => {
             // Told to the user now: runs go on again.
             tpuemu_emulator::interrupt::clear();
@@ -483,7 +490,7 @@ pub struct VTable {
 }
 
 /// The ABI version; bump it with any change to [`VTable`] or the argument structs.
-pub const ABI_VERSION: u64 = 4;
+pub const ABI_VERSION: u64 = 5;
 
 /// The table.
 pub static VTABLE: VTable = VTable {

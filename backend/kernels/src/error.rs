@@ -64,6 +64,14 @@ pub enum TpuError {
         /// The device's report, with pc and instruction.
         fault: String,
     },
+    /// An error whose message is PyTorch's own, word for word (it names the API as PyTorch
+    /// does): a `RuntimeError` with nothing put in front.
+    #[error("RuntimeError: {0}")]
+    Verbatim(String),
+    /// A linear-algebra routine failed on its input (a singular or not positive-definite
+    /// matrix): PyTorch's `torch.linalg.LinAlgError`.
+    #[error("LinAlgError: {0}")]
+    LinAlg(String),
     /// Out of device memory.
     #[error("RuntimeError: TPU out of memory. {0}")]
     OutOfMemory(String),

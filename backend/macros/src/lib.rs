@@ -189,7 +189,7 @@ fn expand(attr: Attr, func: ItemFn) -> syn::Result<Tokens> {
     };
     Ok(quote! {
         #[doc = #doc]
-        #[allow(dead_code)]
+        #[allow(dead_code, non_snake_case)]
         pub struct #strukt<'a> {
             #(#field_decls)*
             #[doc(hidden)]

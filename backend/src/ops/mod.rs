@@ -22,6 +22,7 @@ pub mod helpers;
 pub mod indexing;
 pub mod layout_ops;
 pub mod like;
+pub mod linalg;
 pub mod matrix;
 pub mod nn;
 pub mod order;

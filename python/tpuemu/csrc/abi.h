@@ -7,7 +7,7 @@
 
 namespace tpuemu {
 
-constexpr uint64_t TPU_ABI_VERSION = 4;
+constexpr uint64_t TPU_ABI_VERSION = 5;
 
 // Status codes.
 enum : int32_t {
@@ -18,6 +18,8 @@ enum : int32_t {
   TPU_RESIZE = 4,  // an out= tensor has the wrong shape: resize it to the result's and call again
   TPU_OUT_OF_MEMORY = 5,  // raised as torch.OutOfMemoryError
   TPU_INTERRUPTED = 6,    // the user stopped a run (Ctrl-C): raised as KeyboardInterrupt
+  TPU_LINALG_ERROR = 7,   // a singular or not positive-definite input: torch.linalg.LinAlgError
+  TPU_VERBATIM_ERROR = 8,  // a RuntimeError whose message is PyTorch's own (nothing put in front)
 };
 
 // Argument and result tags.

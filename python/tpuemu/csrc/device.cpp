@@ -76,7 +76,8 @@ std::string last_error() {
   const uint8_t* p = vt().last_error(&len);
   std::string s(reinterpret_cast<const char*>(p), len);
   for (const char* prefix :
-       {"IndexError: ", "NotImplementedError: ", "RuntimeError: ", "KeyboardInterrupt: "}) {
+       {"IndexError: ", "NotImplementedError: ", "RuntimeError: ", "KeyboardInterrupt: ",
+        "LinAlgError: "}) {
     if (s.rfind(prefix, 0) == 0) s = s.substr(std::string(prefix).size());
   }
   return s;
@@ -84,7 +85,10 @@ std::string last_error() {
 
 void raise(int32_t rc, const std::string& where) {
   std::string msg = last_error();
-  if (!where.empty() && msg.find(where) == std::string::npos) msg = where + ": " + msg;
+  // A LinAlgError and a verbatim error carry PyTorch's own message (it names the API).
+  bool verbatim = rc == TPU_LINALG_ERROR || rc == TPU_VERBATIM_ERROR;
+  if (!verbatim && !where.empty() && msg.find(where) == std::string::npos)
+    msg = where + ": " + msg;
   switch (rc) {
     case TPU_INDEX_ERROR:
       TORCH_CHECK_INDEX(false, msg);
@@ -92,6 +96,8 @@ void raise(int32_t rc, const std::string& where) {
       TORCH_CHECK_NOT_IMPLEMENTED(false, msg);
     case TPU_OUT_OF_MEMORY:
       TORCH_CHECK_WITH(OutOfMemoryError, false, msg);
+    case TPU_LINALG_ERROR:
+      TORCH_CHECK_LINALG(false, msg);
     case TPU_INTERRUPTED: {
       // KeyboardInterrupt, as Python's own handler raises it (operators run with the GIL
       // released: take it to set the error). Python's handler, which saw the same Ctrl-C, runs

@@ -609,6 +609,85 @@ sample("_weight_norm_interface", wv, wg, 0)
 _, wn = aten._weight_norm_interface(wv, wg, 0)
 sample("_weight_norm_interface_backward", q(4, 3), wv, wg, wn, 0)
 
+# --- linear algebra (ops/linalg): well-conditioned float32 matrices; the rows of the LU
+# samples are shuffled so that partial pivoting swaps rows ---------------------------------
+
+
+def well(*shape):
+    """A diagonally dominant matrix (or batch): entries in [-1, 1), n on the diagonal."""
+    n = shape[-1]
+    return q(*shape) / 8 + n * torch.eye(n)
+
+
+def shuffled(*shape):
+    """`well` with its rows in a fixed shuffled order."""
+    return well(*shape)[..., torch.randperm(shape[-2]), :].contiguous()
+
+
+def spd(*shape):
+    """Symmetric positive-definite: M Mᵀ + n I."""
+    m = q(*shape) / 8
+    return m @ m.mT + shape[-1] * torch.eye(shape[-1])
+
+
+la, lb = shuffled(3, 4, 4), q(3, 4, 2) / 4
+sample("linalg_lu_factor_ex", la)
+sample("linalg_lu_factor_ex", q(5, 3) / 4)
+sample("linalg_lu_factor_ex", q(2, 3, 5) / 4)
+sample("linalg_lu", la)
+sample("linalg_lu", q(5, 3) / 4)
+sample("linalg_lu", t(q(3, 5) / 4))
+lu_, piv_ = torch.linalg.lu_factor(la)
+sample("lu_unpack", lu_, piv_)
+sample("lu_unpack", lu_, piv_, False, True)
+lur, pivr = torch.linalg.lu_factor(q(5, 3) / 4)
+sample("lu_unpack", lur, pivr)
+sample("linalg_lu_solve", lu_, piv_, lb)
+sample("linalg_lu_solve", lu_, piv_, lb, adjoint=True)
+sample("linalg_lu_solve", lu_, piv_, q(3, 2, 4) / 4, left=False)
+sample("_linalg_solve_ex", la, lb)
+sample("_linalg_solve_ex", la, q(3, 4) / 4)
+sample("_linalg_solve_ex", shuffled(4, 4), q(2, 3, 4) / 4, left=False)
+sample("linalg_inv_ex", la)
+sample("linalg_inv_ex", shuffled(5, 5))
+singular = torch.tensor([[1.0, 2.0, 0.5], [2.0, 4.0, 1.0], [0.25, -1.0, 3.0]])
+sample("_linalg_det", la)
+sample("_linalg_det", singular)
+sample("_linalg_det", torch.zeros(2, 0, 0))
+sample("_linalg_slogdet", la)
+sample("_linalg_slogdet", -shuffled(5, 5))
+sample("_linalg_slogdet", singular)
+sa = spd(2, 4, 4)
+sample("linalg_cholesky_ex", sa)
+sample("linalg_cholesky_ex", t(spd(5, 5)), upper=True)
+cl = torch.linalg.cholesky(sa)
+sample("_cholesky_solve_helper", lb[:2], cl, False)
+sample("_cholesky_solve_helper", lb[:2], cl.mT.contiguous(), True)
+sample("cholesky_inverse", cl)
+sample("cholesky_inverse", cl[0].mT.contiguous(), True)
+tu = well(2, 4, 4).triu()
+sample("linalg_solve_triangular", tu, lb[:2], upper=True)
+sample("linalg_solve_triangular", well(4, 4).tril(), q(3, 4, 2) / 4, upper=False)
+sample("linalg_solve_triangular", tu, q(2, 3, 4) / 4, upper=True, left=False)
+sample("linalg_solve_triangular", q(4, 4).tril() / 4, lb, upper=False, unitriangular=True)
+sample("triangular_solve", lb[:2], tu)
+sample("triangular_solve", lb[:2], tu, True, True)
+sample("triangular_solve", q(4, 3) / 4, well(4, 4).tril(), False, False, True)
+qa = q(5, 3) / 4
+sample("geqrf", qa)
+sample("geqrf", q(3, 5) / 4)
+sample("geqrf", t(q(2, 4, 4) / 4))
+qv, qtau = torch.geqrf(qa)
+sample("linalg_householder_product", qv, qtau)
+sample("linalg_householder_product", qv[:, :2].contiguous(), qtau[:1].contiguous())
+sample("linalg_qr", qa)
+sample("linalg_qr", qa, "complete")
+sample("linalg_qr", q(2, 3, 5) / 4, "r")
+sample("ormqr", qv, qtau, q(5, 2) / 4)
+sample("ormqr", qv, qtau, q(5, 2) / 4, True, True)
+sample("ormqr", qv, qtau, q(3, 5) / 4, False)
+sample("ormqr", qv, qtau, q(3, 5) / 4, False, True)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))
