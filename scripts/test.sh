@@ -19,8 +19,9 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 cargo test --workspace --release --locked -- "$@"
 
 # The Python tests (python/tests), against the package built from this tree; one worker per
-# core (at most 4), each running whole files (a file's module fixtures are built once).
-pytest_args=(-q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadfile python/tests)
+# core (at most 4), each running whole files (a file's module fixtures are built once) but the
+# operator database's entries, dealt into shards (python/tests/conftest.py).
+pytest_args=(-q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadgroup python/tests)
 if [[ $# -gt 0 ]]; then pytest_args+=(-k "$1"); fi
 rc=0
 scripts/python.sh -m pytest "${pytest_args[@]}" || rc=$?

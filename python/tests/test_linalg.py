@@ -1,4 +1,5 @@
-"""Linear algebra on the tpu (backend ops/linalg): LU, Cholesky, QR and triangular solves, in
+"""Linear algebra on the tpu (backend ops/linalg): LU, Cholesky, QR, triangular solves, eigh and
+the SVD, in
 every eager mode and under compile, against PyTorch's CPU (LAPACK) results, gradients included;
 and the errors PyTorch raises from LAPACK's `info`, raised the same way (`LinAlgError` with
 PyTorch's message, batch element included). The CPU fallback never runs here (the suite's
@@ -41,6 +42,13 @@ CASES = {
     "qr": lambda a, b, s: torch.linalg.qr(b),
     "qr_complete": lambda a, b, s: torch.linalg.qr(b, mode="complete"),
     "solve_triangular": lambda a, b, s: torch.linalg.solve_triangular(a.triu(), b, upper=True),
+    # Eigenvectors and singular vectors are unique up to sign: compared as PyTorch's own tests
+    # compare them (op_db's output_process_fn_grad), by sign-invariant functions.
+    "eigh": lambda a, b, s: (lambda w, v: (w, v.abs()))(*torch.linalg.eigh(s)),
+    "eigvalsh_upper": lambda a, b, s: torch.linalg.eigvalsh(s.triu(), UPLO="U"),
+    "svd": lambda a, b, s: (lambda u, sv, vh: (u @ vh, sv))(*torch.linalg.svd(b, full_matrices=False)),
+    "svdvals_wide": lambda a, b, s: torch.linalg.svdvals(b.mT),
+    "matrix_norm_2": lambda a, b, s: torch.linalg.matrix_norm(a, ord=2),
 }
 
 
@@ -52,7 +60,7 @@ def test_values_match_the_cpu_in_every_mode(case, mode):
     assert_same(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["solve", "inv", "det", "cholesky", "qr"])
+@pytest.mark.parametrize("case", ["solve", "inv", "det", "cholesky", "qr", "eigh", "svd"])
 def test_gradients_match_the_cpu(case):
     f = CASES[case]
 

@@ -88,6 +88,9 @@ mod spaced;
 #[path = "op_suite/compare.rs"]
 mod compare;
 
+#[path = "op_suite/linalg.rs"]
+mod linalg;
+
 #[path = "op_suite/coverage.rs"]
 mod coverage;
 

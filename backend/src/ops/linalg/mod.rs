@@ -14,6 +14,8 @@
 //!   * norm`, `tau = (beta - alpha) / beta`, `v[0] = 1` implicit), so that `R`'s signs are
 //!   the CPU's; `linalg_householder_product`, `linalg_qr`, `ormqr`.
 //!
+//! - `eigen`: `_linalg_eigh` and `_linalg_svd` by Jacobi rotations in parallel rounds.
+//!
 //! Products inside the algorithms are [`contract`]ions on the vector unit in f32 (a multiply
 //! and an f32 sum): the matrix units' default single bfloat16 pass would lose the precision
 //! LAPACK's float32 routines keep. The dtype is float32, as on PyTorch's CPU (whose LAPACK has
@@ -25,6 +27,7 @@
 //! and raise `torch.linalg.LinAlgError` with PyTorch's message.
 
 pub(crate) mod cholesky;
+pub(crate) mod eigen;
 pub(crate) mod lu;
 pub(crate) mod qr;
 pub(crate) mod triangular;

@@ -105,7 +105,7 @@ fn apply_reflectors(
 }
 
 /// `Q`'s first `ncols` columns (`[b, m, ncols]`) from reflectors `v` and `tau` (`[b, k]`).
-fn orgqr(rt: &Runtime, v: &Tensor, tau: &Tensor, ncols: usize) -> Result<Tensor> {
+pub(crate) fn orgqr(rt: &Runtime, v: &Tensor, tau: &Tensor, ncols: usize) -> Result<Tensor> {
     let (b, m) = (v.shape()[0], v.shape()[1]);
     let k = tau.shape()[1];
     let q = eye(rt, m, ncols)?

@@ -47,6 +47,7 @@ fn covered() -> BTreeSet<&'static str> {
         super::gamma::OPS,
         super::spaced::OPS,
         super::compare::OPS,
+        super::linalg::OPS,
     ];
     tables
         .iter()

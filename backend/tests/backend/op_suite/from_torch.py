@@ -687,6 +687,11 @@ sample("ormqr", qv, qtau, q(5, 2) / 4)
 sample("ormqr", qv, qtau, q(5, 2) / 4, True, True)
 sample("ormqr", qv, qtau, q(3, 5) / 4, False)
 sample("ormqr", qv, qtau, q(3, 5) / 4, False, True)
+# Eigenvalues and singular values alone (vectors are unique only up to sign: linalg.rs).
+sample("_linalg_eigh", spd(2, 4, 4), "L", False)
+sample("_linalg_eigh", t(q(5, 5) / 4), "U", False)
+sample("_linalg_svd", q(5, 3) / 4, False, False)
+sample("_linalg_svd", q(2, 3, 6) / 4, True, False)
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
