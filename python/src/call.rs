@@ -202,12 +202,23 @@ pub struct Unsupported(pub String);
 /// # Safety
 /// `a` is a valid tensor argument from the shim.
 unsafe fn tensor_of(rt: &Runtime, a: &Arg, inputs: &mut Vec<StorageRef>) -> Result<Value, Conv> {
-    let dtype = dtype_of_code(a.dtype).ok_or_else(|| {
-        Conv::Unsupported(format!(
-            "dtype {} is not computed on the tpu",
-            code_name(a.dtype)
-        ))
-    })?;
+    // An empty byte tensor has no values to compute: the workspace PyTorch's batch norm
+    // returns and hands back to its backward (`reserve`, uint8 of size 0) passes.
+    let empty_bytes = a.dtype == code_of_dtype(DType::U8)
+        && a.tag != tag::HOST_SCALAR
+        && a.n > 0
+        // SAFETY: the shim passes rank-long arrays.
+        && unsafe { std::slice::from_raw_parts(a.sizes, a.n as usize) }.contains(&0);
+    let dtype = match dtype_of_code(a.dtype) {
+        Some(d) => d,
+        None if empty_bytes => DType::U8,
+        None => {
+            return Err(Conv::Unsupported(format!(
+                "dtype {} is not computed on the tpu",
+                code_name(a.dtype)
+            )));
+        }
+    };
     if a.tag == tag::HOST_SCALAR {
         let mut bytes = vec![0u8; dtype.size()];
         // SAFETY: p points to one element of the dtype.

@@ -234,3 +234,53 @@ def test_histc_counts_integer_inputs_as_their_float_values():
     got = torch.histc(ids.to("tpu"), bins=8, min=0, max=7).cpu()
     assert got.dtype == torch.int32
     assert got.tolist() == torch.histc(ids.float(), bins=8, min=0, max=7).int().tolist()
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_with_update_writes_its_running_statistics_as_the_cpu(mode, affine):
+    # aten::_batch_norm_with_update (what torch.export and compile's pre-dispatch tracing record
+    # for BatchNorm training) writes the running statistics in place; batch_norm_backward takes
+    # its empty uint8 `reserve` back.
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 5, 5)
+    w, b = (torch.randn(3), torch.randn(3)) if affine else (None, None)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    args = [x, w, b, rm.clone(), rv.clone()]
+    dargs = [tpu(a.clone()) if a is not None else None for a in args]
+    xs = (args[0].requires_grad_(), dargs[0].requires_grad_())
+    want = torch.ops.aten._batch_norm_with_update(*args, 0.1, 1e-5)
+    got = torch.ops.aten._batch_norm_with_update(*dargs, 0.1, 1e-5)
+    assert_same(list(got), list(want), rtol=1e-4, atol=1e-5)
+    assert_same(dargs[3], args[3], rtol=1e-5, atol=1e-6)
+    assert_same(dargs[4], args[4], rtol=1e-5, atol=1e-6)
+    if not affine:
+        return  # PyTorch's batch_norm_backward itself refuses an undefined weight
+    g = torch.linspace(-1, 1, x.numel()).reshape(x.shape)
+    (gx,) = torch.autograd.grad(want[0], xs[0], g)
+    (gxd,) = torch.autograd.grad(got[0], xs[1], tpu(g))
+    assert_same(gxd, gx, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_training_updates_its_running_statistics_as_the_cpu(mode, affine):
+    # nn.BatchNorm2d in eager training (native_batch_norm and its backward here): two steps,
+    # outputs, gradients and running statistics against the CPU.
+    torch.manual_seed(0)
+    cpu = torch.nn.BatchNorm2d(3, affine=affine, momentum=0.2)
+    dev = torch.nn.BatchNorm2d(3, affine=affine, momentum=0.2).to("tpu")
+    dev.load_state_dict(cpu.state_dict())
+    for step in range(2):
+        x = torch.randn(4, 3, 5, 5)
+        xd = x.to("tpu").requires_grad_()
+        x.requires_grad_()
+        y, yd = cpu(x), dev(xd)
+        assert_same(yd, y, rtol=1e-4, atol=1e-5)
+        (y * torch.linspace(-1, 1, y.numel()).reshape(y.shape)).sum().backward()
+        (yd * torch.linspace(-1, 1, y.numel()).reshape(y.shape).to("tpu")).sum().backward()
+        assert_same(xd.grad, x.grad, rtol=1e-4, atol=1e-5)
+        assert_same(dev.running_mean, cpu.running_mean, rtol=1e-5, atol=1e-6)
+        assert_same(dev.running_var, cpu.running_var, rtol=1e-5, atol=1e-6)
+        assert int(dev.num_batches_tracked) == step + 1
+    if affine:
+        assert_same(dev.weight.grad, cpu.weight.grad, rtol=1e-4, atol=1e-4)
+        assert_same(dev.bias.grad, cpu.bias.grad, rtol=1e-4, atol=1e-4)

@@ -396,6 +396,29 @@ fn native_batch_norm_backward_op(a: NativeBatchNormBackward<'_>) -> Result<Vec<V
     )?))
 }
 
+/// The backward of `_batch_norm_with_update` (`update`: the batch's statistics were used;
+/// `reserve` is the empty workspace the forward returned).
+#[aten(
+    "aten::batch_norm_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("per-channel sums span every dim but the channels")
+)]
+fn batch_norm_backward_op(a: BatchNormBackward<'_>) -> Result<Vec<Value>> {
+    let mask = mask3(BatchNormBackward::NAME, 9, &a.output_mask)?;
+    Ok(opt3(native_batch_norm_backward(
+        a.grad_out,
+        a.input,
+        Some(a.weight),
+        a.running_mean,
+        a.running_var,
+        a.save_mean,
+        a.save_var,
+        a.update,
+        a.eps,
+        mask,
+    )?))
+}
+
 #[aten(
     "aten::native_group_norm_backward",
     dtypes = DType::FLOATING,

@@ -7,8 +7,11 @@ use super::{
 };
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::Value;
 use crate::ops::aten;
+use crate::ops::compose::{op, tv};
 use crate::ops::sharding::{Sharding, Special};
+use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
 /// The batch norms' dtypes. bf16 is left to the CPU: PyTorch's bf16 kernel rounds its
@@ -62,6 +65,49 @@ fn native_batch_norm_legit_op(a: NativeBatchNormLegit<'_>) -> Result<Three> {
         momentum,
         eps,
     )
+}
+
+/// The `reserve` output of the batch norms with update: cuDNN's workspace elsewhere; PyTorch's
+/// CPU kernel returns an empty byte tensor, and so does this one.
+fn no_reserve(rt: &Runtime) -> Result<Tensor> {
+    op(
+        rt,
+        "aten::zeros",
+        vec![Value::Ints(vec![0]), Value::Dtype(DType::U8)],
+    )
+}
+
+/// Batch norm in training, torch 2.15's path for `nn.BatchNorm*` (`_batch_norm_with_update`):
+/// `(out, save_mean, save_invstd, reserve)`, `running_mean` and `running_var` updated in place
+/// (the unbiased batch variance, `momentum` of the new statistics).
+#[aten("aten::_batch_norm_with_update", dtypes = BATCH_NORM, shard = STATS)]
+fn batch_norm_with_update_op(
+    rt: &Runtime,
+    a: BatchNormWithUpdate<'_>,
+) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+    let (mean, var) = (Some(a.running_mean), Some(a.running_var));
+    let (x, w, b, momentum, eps) = (a.input, a.weight, a.bias, a.momentum, a.eps);
+    let name = BatchNormWithUpdate::NAME;
+    let (y, m, inv) = native_batch_norm(name, x, w, b, mean, var, true, momentum, eps)?;
+    Ok((y, m, inv, no_reserve(rt)?))
+}
+
+/// `_batch_norm_with_update`'s functional form (what `torch.compile`'s functionalisation
+/// records): the updated running statistics are new tensors, the inputs unchanged.
+#[aten("aten::_batch_norm_with_update_functional", dtypes = BATCH_NORM, shard = STATS)]
+fn batch_norm_with_update_functional_op(
+    rt: &Runtime,
+    a: BatchNormWithUpdateFunctional<'_>,
+) -> Result<Vec<Value>> {
+    let rm = op(rt, "aten::clone", vec![tv(a.running_mean)])?;
+    let rv = op(rt, "aten::clone", vec![tv(a.running_var)])?;
+    let (x, w, b, momentum, eps) = (a.input, a.weight, a.bias, a.momentum, a.eps);
+    let name = BatchNormWithUpdateFunctional::NAME;
+    let (y, m, inv) = native_batch_norm(name, x, w, b, Some(&rm), Some(&rv), true, momentum, eps)?;
+    Ok([y, m, inv, no_reserve(rt)?, rm, rv]
+        .into_iter()
+        .map(Value::Tensor)
+        .collect())
 }
 
 #[aten("aten::_native_batch_norm_legit.no_stats", dtypes = BATCH_NORM, shard = STATS)]

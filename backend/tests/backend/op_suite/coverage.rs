@@ -8,6 +8,10 @@ use tpuemu_backend::ops::registry;
 /// Overloads the suite does not run, and why.
 pub const EXCLUDED: &[(&str, &str)] = &[
     (
+        "aten::_batch_norm_with_update",
+        "writes its running statistics, which the suite's samples may not: its functional form is in from_torch, and python/tests/test_ops.py checks BatchNorm's training outputs and running statistics against the CPU in every mode",
+    ),
+    (
         "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
         "checked against f64 host gradients in tests/backend/flash.rs (flash kernel and the masked decomposition) and by PyTorch's golden model case models/attention",
     ),

@@ -687,6 +687,19 @@ sample("ormqr", qv, qtau, q(5, 2) / 4)
 sample("ormqr", qv, qtau, q(5, 2) / 4, True, True)
 sample("ormqr", qv, qtau, q(3, 5) / 4, False)
 sample("ormqr", qv, qtau, q(3, 5) / 4, False, True)
+# BatchNorm's training path in torch 2.15: the functional form of _batch_norm_with_update (the
+# in-place one writes its running statistics: python/tests/test_ops.py) and its backward.
+bnx, bnw, bnb = q(3, 4, 5), q(4), q(4)
+bnrm, bnrv = q(4), q(4, lo=1, hi=4)
+sample("_batch_norm_with_update_functional", bnx, bnw, bnb, bnrm, bnrv, 0.1, 1e-5)
+sample("_batch_norm_with_update_functional", q(2, 3, 2, 2), None, None, q(3), q(3, lo=1, hi=4),
+       0.3, 1e-3)
+_, bnm, bni, bnres = aten._batch_norm_with_update(bnx.clone(), bnw, bnb, bnrm.clone(),
+                                                   bnrv.clone(), 0.1, 1e-5)
+sample("batch_norm_backward", q(3, 4, 5), bnx, bnw, bnrm, bnrv, bnm, bni, True, 1e-5,
+       [True, True, True], bnres)
+sample("batch_norm_backward", q(3, 4, 5), bnx, bnw, bnrm, bnrv, None, None, False, 1e-5,
+       [True, True, True], bnres)
 # Eigenvalues and singular values alone (vectors are unique only up to sign: linalg.rs).
 sample("_linalg_eigh", spd(2, 4, 4), "L", False)
 sample("_linalg_eigh", t(q(5, 5) / 4), "U", False)
