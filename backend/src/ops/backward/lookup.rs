@@ -154,6 +154,65 @@ pub fn nll_loss_backward(
     .remove(0))
 }
 
+/// `nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index,
+/// total_weight)`: [`nll_loss_backward`] of the pixels as rows — `self` `[N, C, H, W]` seen
+/// as `[N·H·W, C]`, `target` `[N, H, W]` as `[N·H·W]` (and `reduction='none'`'s
+/// `grad_output` likewise) — its result laid back as `[N, C, H, W]`.
+#[allow(clippy::too_many_arguments)]
+#[aten(
+    "aten::nll_loss2d_backward",
+    dtypes = DType::NUMERIC,
+    shard = Sharding::Replicate("the class dim of a pixel's row is dim 1: no sharding rule yet"),
+    kind = Decomposition,
+    call = NllLoss2dBackward(grad_output, self_, target, weight, reduction, ignore_index, total_weight)
+)]
+pub fn nll_loss2d_backward(
+    grad_output: &Tensor,
+    input: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: i64,
+    ignore_index: i64,
+    total_weight: &Tensor,
+) -> Result<Tensor> {
+    if input.dim() != 4 {
+        return Err(TpuError::ShapeMismatch(format!(
+            "only batches of spatial inputs supported (4D tensors), but got input of dimension: {}",
+            input.dim()
+        )));
+    }
+    if target.dim() != 3 {
+        return Err(TpuError::ShapeMismatch(format!(
+            "only batches of spatial targets supported (3D tensors) but got targets of dimension: {}",
+            target.dim()
+        )));
+    }
+    let (xs, ts) = (input.shape(), target.shape());
+    if xs[0] != ts[0] || xs[2] != ts[1] || xs[3] != ts[2] {
+        return Err(TpuError::ShapeMismatch(format!(
+            "size mismatch (got input: {xs:?} , target: {ts:?}"
+        )));
+    }
+    let (n, c, h, w) = (xs[0] as i64, xs[1] as i64, xs[2] as i64, xs[3] as i64);
+    let rows = input.permute(&[0, 2, 3, 1])?.reshape(&[n * h * w, c])?;
+    let t = target.reshape(&[n * h * w])?;
+    let g = if reduction == 0 {
+        if grad_output.shape() != ts {
+            return Err(TpuError::ShapeMismatch(format!(
+                "grad_output must have the target's shape {ts:?} for reduction='none', got {:?}",
+                grad_output.shape()
+            )));
+        }
+        grad_output.reshape(&[n * h * w])?
+    } else {
+        grad_output.clone()
+    };
+    let r = nll_loss_backward(&g, &rows, &t, weight, reduction, ignore_index, total_weight)?;
+    r.reshape(&[n, h, w, c])?
+        .permute(&[0, 3, 1, 2])?
+        .contiguous()
+}
+
 /// `embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
 /// scale_grad_by_freq)`: a `[num_weights, D]` gradient where row `indices[i]` accumulates
 /// `grad_output[i]` in index order (rounding after each addition, as PyTorch's CPU kernel

@@ -700,6 +700,13 @@ sample("batch_norm_backward", q(3, 4, 5), bnx, bnw, bnrm, bnrv, bnm, bni, True, 
        [True, True, True], bnres)
 sample("batch_norm_backward", q(3, 4, 5), bnx, bnw, bnrm, bnrv, None, None, False, 1e-5,
        [True, True, True], bnres)
+# nll_loss2d's backward (the pixels as rows of nll_loss_backward).
+n2x, n2t, n2w = q(2, 3, 4, 5), torch.randint(0, 3, (2, 4, 5)), q(3, lo=1, hi=4)
+n2t[0, 0, :2] = -100
+for red, wt in ((1, n2w), (2, None), (0, n2w)):
+    _, n2tw = aten.nll_loss2d_forward(n2x, n2t, wt, red, -100)
+    n2g = q(2, 4, 5) if red == 0 else q()
+    sample("nll_loss2d_backward", n2g, n2x, n2t, wt, red, -100, n2tw)
 # Eigenvalues and singular values alone (vectors are unique only up to sign: linalg.rs).
 sample("_linalg_eigh", spd(2, 4, 4), "L", False)
 sample("_linalg_eigh", t(q(5, 5) / 4), "U", False)

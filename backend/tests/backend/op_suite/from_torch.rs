@@ -41,6 +41,7 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::_linalg_eigh", from_torch),
     ("aten::_batch_norm_with_update_functional", from_torch),
     ("aten::batch_norm_backward", from_torch),
+    ("aten::nll_loss2d_backward", from_torch),
     ("aten::_linalg_svd", from_torch),
     ("aten::_grouped_mm", from_torch),
     ("aten::native_batch_norm_backward", from_torch),
