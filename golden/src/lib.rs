@@ -27,6 +27,7 @@ pub mod format;
 pub mod quiet;
 pub mod report;
 pub mod runner;
+pub mod signs;
 pub mod spec;
 pub mod store;
 pub mod tensor;
