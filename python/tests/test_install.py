@@ -55,9 +55,13 @@ def _run(cmd, env, cwd):
 
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="building the wheel needs cargo")
 def test_the_wheel_installs_and_runs_where_there_is_torch_and_no_rust(tmp_path):
-    # The wheel, from the release build scripts/python.sh made (seconds when it is current).
+    # The wheel, from the release build scripts/python.sh made (seconds when it is current):
+    # built for this interpreter, as `maturin develop` was — maturin's default is the first
+    # python on PATH, and another interpreter makes cargo rebuild pyo3 and the extension
+    # (about 2 minutes) although the abi3 wheel is the same.
     maturin = Path(sys.executable).parent / "maturin"
-    r = _run([str(maturin), "build", "--release", "--quiet", "-o", str(tmp_path / "dist")],
+    r = _run([str(maturin), "build", "--release", "--quiet", "-i", sys.executable,
+              "-o", str(tmp_path / "dist")],
              dict(os.environ), ROOT / "python")
     assert r.returncode == 0, r.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("tpuemu-*.whl")
