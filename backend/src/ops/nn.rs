@@ -49,6 +49,7 @@ pub use adaptive::{adaptive_avg_pool, adaptive_avg_pool_backward, adaptive_max_p
 pub use conv::{ConvParams, convolution, convolution_backward};
 pub use grid::grid_sampler_2d;
 pub use im2col::{col2im_op, im2col_op};
+pub(crate) use loss::spatial_shapes;
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};
 pub use norm::{native_batch_norm, native_group_norm, native_layer_norm, rms_norm};
 pub use pad::pad_nd;

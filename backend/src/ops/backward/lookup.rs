@@ -175,24 +175,8 @@ pub fn nll_loss2d_backward(
     ignore_index: i64,
     total_weight: &Tensor,
 ) -> Result<Tensor> {
-    if input.dim() != 4 {
-        return Err(TpuError::ShapeMismatch(format!(
-            "only batches of spatial inputs supported (4D tensors), but got input of dimension: {}",
-            input.dim()
-        )));
-    }
-    if target.dim() != 3 {
-        return Err(TpuError::ShapeMismatch(format!(
-            "only batches of spatial targets supported (3D tensors) but got targets of dimension: {}",
-            target.dim()
-        )));
-    }
+    crate::ops::nn::spatial_shapes(input, target)?;
     let (xs, ts) = (input.shape(), target.shape());
-    if xs[0] != ts[0] || xs[2] != ts[1] || xs[3] != ts[2] {
-        return Err(TpuError::ShapeMismatch(format!(
-            "size mismatch (got input: {xs:?} , target: {ts:?}"
-        )));
-    }
     let (n, c, h, w) = (xs[0] as i64, xs[1] as i64, xs[2] as i64, xs[3] as i64);
     let rows = input.permute(&[0, 2, 3, 1])?.reshape(&[n * h * w, c])?;
     let t = target.reshape(&[n * h * w])?;

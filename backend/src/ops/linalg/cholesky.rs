@@ -6,7 +6,7 @@
 use super::triangular::substitute;
 use super::{
     LINALG, REPLICATE, and, broadcast_pair, check_errors, cmp, eye, flat, iota, mt, need_float32,
-    need_square, pick, pick_or, pick_scalar, sel, stack, unflat,
+    need_square, pick, pick_or, pick_scalar, sel, stack, unflat, zeros,
 };
 use crate::dtype::DType;
 use crate::error::Result;
@@ -21,11 +21,7 @@ use crate::tensor::Tensor;
 /// int32: 0, or the order of the first leading minor that is not positive-definite).
 pub(crate) fn potrf(rt: &Runtime, a: &Tensor) -> Result<(Tensor, Tensor)> {
     let (b, n) = (a.shape()[0], a.shape()[1]);
-    let mut info = op(
-        rt,
-        "aten::zeros",
-        vec![Value::Ints(vec![b as i64]), Value::Dtype(DType::I32)],
-    )?;
+    let mut info = zeros(rt, &[b], DType::I32)?;
     if n == 0 || b == 0 {
         return Ok((a.contiguous()?, info));
     }

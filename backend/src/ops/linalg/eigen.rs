@@ -22,8 +22,8 @@
 
 use super::qr::{geqrf, orgqr};
 use super::{
-    LINALG, REPLICATE, cmp, eye, flat, mm, mt, narrow, need_float32, need_matrix, need_square,
-    pick, pick_or, unflat,
+    LINALG, REPLICATE, batch_eye, cmp, empty, eye, flat, mm, mt, narrow, need_float32, need_matrix,
+    need_square, pick, pick_or, unflat, zeros,
 };
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
@@ -146,12 +146,7 @@ pub(crate) fn jacobi_eigh(
     }
     let mut a = a.contiguous()?;
     let mut v = if vectors {
-        Some(
-            eye(rt, n, n)?
-                .unsqueeze(0)?
-                .expand(&[b as i64, n as i64, n as i64])?
-                .contiguous()?,
-        )
+        Some(batch_eye(rt, b, n, n)?)
     } else {
         None
     };
@@ -238,15 +233,6 @@ fn linalg_eigh(rt: &Runtime, a: LinalgEigh<'_>) -> Result<(Tensor, Tensor)> {
     Ok((unflat(&w, &batch)?, v))
 }
 
-/// An empty float32 tensor: what PyTorch returns for an output it was told not to compute.
-fn empty(rt: &Runtime) -> Result<Tensor> {
-    op(
-        rt,
-        "aten::zeros",
-        vec![Value::Ints(vec![0]), Value::Dtype(DType::F32)],
-    )
-}
-
 /// The SVD of a tall `a` (`[b, m, n]`, `m >= n`): `U` (`[b, m, ucols]`), `S` (`[b, n]`,
 /// descending), `V` (`[b, n, n]`).
 fn one_sided(
@@ -258,31 +244,21 @@ fn one_sided(
     let (b, m, n) = (a.shape()[0], a.shape()[1], a.shape()[2]);
     if n == 0 {
         // No columns: no singular values; U is the identity's first columns (as LAPACK's).
-        let u = eye(rt, m, ucols)?
-            .unsqueeze(0)?
-            .expand(&[b as i64, m as i64, ucols as i64])?
-            .contiguous()?;
-        let zeros = |shape: Vec<i64>| {
-            op(
-                rt,
-                "aten::zeros",
-                vec![Value::Ints(shape), Value::Dtype(DType::F32)],
-            )
+        let s = zeros(rt, &[b, 0], DType::F32)?;
+        let u = if vectors {
+            batch_eye(rt, b, m, ucols)?
+        } else {
+            empty(rt)?
         };
-        let s = zeros(vec![b as i64, 0])?;
-        let u = if vectors { u } else { empty(rt)? };
         let v = if vectors {
-            zeros(vec![b as i64, 0, 0])?
+            zeros(rt, &[b, 0, 0], DType::F32)?
         } else {
             empty(rt)?
         };
         return Ok((u, s, v));
     }
     let mut w = a.contiguous()?;
-    let mut v = eye(rt, n, n)?
-        .unsqueeze(0)?
-        .expand(&[b as i64, n as i64, n as i64])?
-        .contiguous()?;
+    let mut v = batch_eye(rt, b, n, n)?;
     let rounds = if b == 0 || m == 0 {
         Vec::new()
     } else {
@@ -310,9 +286,7 @@ fn one_sided(
     let live = s.gt(&floor)?; // [b, n]
     let u = pick_or(rt, &live.unsqueeze(1)?, &w.div(&s.unsqueeze(1)?)?, 0.0)?; // [b, m, n]
     let livef = live.to_dtype(DType::F32)?;
-    let ident = eye(rt, m, m)?
-        .unsqueeze(0)?
-        .expand(&[b as i64, m as i64, m as i64])?;
+    let ident = batch_eye(rt, b, m, m)?;
     let with_id = op(
         rt,
         "aten::cat",

@@ -10,8 +10,9 @@
 
 use super::triangular::substitute;
 use super::{
-    LINALG, REPLICATE, and, check_errors, cmp, eye, flat, iota, mm, mt, narrow, need_float32,
-    need_matrix, need_same_dtype, need_square, pick, pick_or, pick_scalar, sel, unflat,
+    LINALG, REPLICATE, and, check_errors, cmp, empty, eye, flat, iota, mm, mt, narrow,
+    need_float32, need_matrix, need_rhs, need_same_dtype, need_square, pick, pick_or, pick_scalar,
+    sel, unflat, zeros,
 };
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
@@ -23,18 +24,6 @@ use crate::ops::sharding::Sharding;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
 
-/// int32 zeros of `shape`.
-fn int_zeros(rt: &Runtime, shape: &[usize]) -> Result<Tensor> {
-    op(
-        rt,
-        "aten::zeros",
-        vec![
-            Value::Ints(shape.iter().map(|&d| d as i64).collect()),
-            Value::Dtype(DType::I32),
-        ],
-    )
-}
-
 /// The LU factorization of `a` (`[b, m, n]`, float32): the packed factors (`L` below the
 /// diagonal with its unit diagonal implicit, `U` on and above), the pivots (`[b, min(m, n)]`,
 /// 1-based int32) and `info` (`[b]` int32: 0, or the 1-based index of the first zero pivot).
@@ -42,9 +31,9 @@ pub(crate) fn getrf(rt: &Runtime, a: &Tensor) -> Result<(Tensor, Tensor, Tensor)
     let (b, m, n) = (a.shape()[0], a.shape()[1], a.shape()[2]);
     let k = m.min(n);
     let mut lu = a.contiguous()?;
-    let mut info = int_zeros(rt, &[b])?;
+    let mut info = zeros(rt, &[b], DType::I32)?;
     if k == 0 || b == 0 {
-        return Ok((lu, int_zeros(rt, &[b, k])?, info));
+        return Ok((lu, zeros(rt, &[b, k], DType::I32)?, info));
     }
     let ar = iota(rt, m)?.unsqueeze(0)?; // [1, m]
     let colv = iota(rt, n)?.unsqueeze(0)?; // [1, n]
@@ -221,26 +210,19 @@ fn unpack(
     let s = lu.shape();
     let (m, n) = (s[s.len() - 2], s[s.len() - 1]);
     let k = m.min(n);
-    let empty = || {
-        op(
-            rt,
-            "aten::zeros",
-            vec![Value::Ints(vec![0]), Value::Dtype(DType::F32)],
-        )
-    };
     let (l, u) = if data {
         let l = narrow(rt, &lu.tril(-1)?, -1, 0, k)?.add(&eye(rt, m, k)?)?;
         let u = narrow(rt, &lu.triu(0)?, -2, 0, k)?.contiguous()?;
         (l, u)
     } else {
-        (empty()?, empty()?)
+        (empty(rt)?, empty(rt)?)
     };
     let p = if perm {
         let (p3, batch) = flat(&pivots.unsqueeze(-1)?)?; // [b, k, 1]
         let order = row_order(rt, &p3.reshape(&[p3.shape()[0] as i64, k as i64])?, m)?;
         unflat(&permutation_matrix(rt, &order, m)?, &batch)?
     } else {
-        empty()?
+        empty(rt)?
     };
     Ok((p, l, u))
 }
@@ -320,14 +302,7 @@ fn linalg_lu_solve(rt: &Runtime, a: LinalgLuSolve<'_>) -> Result<Tensor> {
             piv.dtype().name()
         )));
     }
-    let sb = b.shape();
-    let (rows, cols) = (sb[sb.len() - 2], sb[sb.len() - 1]);
-    if (a.left && rows != n) || (!a.left && cols != n) {
-        return Err(TpuError::ShapeMismatch(format!(
-            "{f}: Incompatible shapes of A and B for the equation {} ({n}x{n} and {rows}x{cols})",
-            if a.left { "AX = B" } else { "XA = B" }
-        )));
-    }
+    need_rhs(f, n, b, a.left)?;
     if piv.shape().last() != Some(&n) {
         return Err(TpuError::ShapeMismatch(format!(
             "{f}: Incompatible shapes of LU and pivots: pivots must have {n} elements in its last dimension, got shape {:?}",
@@ -367,14 +342,7 @@ fn linalg_solve_ex(rt: &Runtime, a: LinalgSolveEx<'_>) -> Result<(Tensor, Tensor
             "{f}: The input tensor B must have at least 2 dimensions."
         )));
     }
-    let sb = b2.shape();
-    let (rows, cols) = (sb[sb.len() - 2], sb[sb.len() - 1]);
-    if (a.left && rows != n) || (!a.left && cols != n) {
-        return Err(TpuError::ShapeMismatch(format!(
-            "{f}: Incompatible shapes of A and B for the equation {} ({n}x{n} and {rows}x{cols})",
-            if a.left { "AX = B" } else { "XA = B" }
-        )));
-    }
+    need_rhs(f, n, &b2, a.left)?;
     let (lu, piv, info) = factor(rt, am)?;
     if a.check_errors {
         check_errors(&info, "torch.linalg.solve_ex", am.dim() > 2)?;

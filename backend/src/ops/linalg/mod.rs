@@ -173,6 +173,31 @@ pub(crate) fn eye(rt: &Runtime, m: usize, n: usize) -> Result<Tensor> {
     )
 }
 
+/// Zeros of `shape` in `dtype`.
+pub(crate) fn zeros(rt: &Runtime, shape: &[usize], dtype: DType) -> Result<Tensor> {
+    op(
+        rt,
+        "aten::zeros",
+        vec![
+            Value::Ints(shape.iter().map(|&d| d as i64).collect()),
+            Value::Dtype(dtype),
+        ],
+    )
+}
+
+/// An empty float32 tensor: what PyTorch returns for an output it was told not to compute.
+pub(crate) fn empty(rt: &Runtime) -> Result<Tensor> {
+    zeros(rt, &[0], DType::F32)
+}
+
+/// The `[m, n]` identity repeated over a batch of `b` (`[b, m, n]`, contiguous).
+pub(crate) fn batch_eye(rt: &Runtime, b: usize, m: usize, n: usize) -> Result<Tensor> {
+    eye(rt, m, n)?
+        .unsqueeze(0)?
+        .expand(&[b as i64, m as i64, n as i64])?
+        .contiguous()
+}
+
 /// `t` with its last two dimensions swapped.
 pub(crate) fn mt(t: &Tensor) -> Result<Tensor> {
     t.transpose(-2, -1)
@@ -237,6 +262,20 @@ pub(crate) fn need_same_dtype(f: &str, a: &Tensor, b: &Tensor) -> Result<()> {
             "{f}: Expected A and B to have the same dtype, but found A of type {} and B of type {} instead",
             a.dtype().scalar_type_name(),
             b.dtype().scalar_type_name()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a right-hand side `b` that does not fit an `n x n` coefficient matrix in `A X = B`
+/// (`left`) or `X A = B`, with PyTorch's message.
+pub(crate) fn need_rhs(f: &str, n: usize, b: &Tensor, left: bool) -> Result<()> {
+    let s = b.shape();
+    let (rows, cols) = (s[s.len() - 2], s[s.len() - 1]);
+    if (left && rows != n) || (!left && cols != n) {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{f}: Incompatible shapes of A and B for the equation {} ({n}x{n} and {rows}x{cols})",
+            if left { "AX = B" } else { "XA = B" }
         )));
     }
     Ok(())

@@ -8,13 +8,13 @@
 //! (`H = I`). `R`'s diagonal therefore has the CPU's signs.
 
 use super::{
-    LINALG, REPLICATE, cmp, eye, flat, iota, narrow, need_float32, need_matrix, pick, pick_or,
-    pick_scalar, sel, stack, unflat,
+    LINALG, REPLICATE, batch_eye, cmp, empty, flat, iota, narrow, need_float32, need_matrix, pick,
+    pick_or, pick_scalar, sel, stack, unflat, zeros,
 };
+use crate::dtype::DType;
 use crate::error::{Result, TpuError};
-use crate::ops::Value;
 use crate::ops::aten;
-use crate::ops::compose::{contract, op};
+use crate::ops::compose::contract;
 use crate::ops::sharding::Sharding;
 use crate::runtime::Runtime;
 use crate::tensor::Tensor;
@@ -26,15 +26,7 @@ pub(crate) fn geqrf(rt: &Runtime, a: &Tensor) -> Result<(Tensor, Tensor)> {
     let k = m.min(n);
     let mut a = a.contiguous()?;
     if k == 0 || b == 0 {
-        let tau = op(
-            rt,
-            "aten::zeros",
-            vec![
-                Value::Ints(vec![b as i64, k as i64]),
-                Value::Dtype(crate::dtype::DType::F32),
-            ],
-        )?;
-        return Ok((a, tau));
+        return Ok((a, zeros(rt, &[b, k], DType::F32)?));
     }
     let rows = iota(rt, m)?.unsqueeze(0)?; // [1, m]
     let colv = iota(rt, n)?.unsqueeze(0)?; // [1, n]
@@ -108,10 +100,7 @@ fn apply_reflectors(
 pub(crate) fn orgqr(rt: &Runtime, v: &Tensor, tau: &Tensor, ncols: usize) -> Result<Tensor> {
     let (b, m) = (v.shape()[0], v.shape()[1]);
     let k = tau.shape()[1];
-    let q = eye(rt, m, ncols)?
-        .unsqueeze(0)?
-        .expand(&[b as i64, m as i64, ncols as i64])?
-        .contiguous()?;
+    let q = batch_eye(rt, b, m, ncols)?;
     apply_reflectors(rt, v, tau, &q, true, (0..k).rev())
 }
 
@@ -215,15 +204,10 @@ fn linalg_qr(rt: &Runtime, a: LinalgQr<'_>) -> Result<(Tensor, Tensor)> {
     let (packed, tau) = geqrf(rt, &a3)?;
     let r = narrow(rt, &packed.triu(0)?, 1, 0, rrows)?.contiguous()?;
     let q = if want_q {
-        orgqr(rt, &packed, &tau, qcols)?
+        unflat(&orgqr(rt, &packed, &tau, qcols)?, &batch)?
     } else {
-        op(
-            rt,
-            "aten::zeros",
-            vec![Value::Ints(vec![0]), Value::Dtype(crate::dtype::DType::F32)],
-        )?
+        empty(rt)?
     };
-    let q = if want_q { unflat(&q, &batch)? } else { q };
     Ok((q, unflat(&r, &batch)?))
 }
 

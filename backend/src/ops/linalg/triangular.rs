@@ -3,8 +3,8 @@
 //! operators PyTorch routes to them, `linalg_solve_triangular` and `triangular_solve`.
 
 use super::{
-    LINALG, REPLICATE, broadcast_pair, mt, narrow, need_matrix, need_same_dtype, need_square, sel,
-    stack, unflat,
+    LINALG, REPLICATE, broadcast_pair, mt, narrow, need_matrix, need_rhs, need_same_dtype,
+    need_square, sel, stack, unflat,
 };
 use crate::error::{Result, TpuError};
 use crate::ops::aten;
@@ -63,15 +63,7 @@ fn linalg_solve_triangular(rt: &Runtime, a: LinalgSolveTriangular<'_>) -> Result
     need_matrix(f, bm, "B")?;
     need_same_dtype(f, am, bm)?;
     let n = need_square(f, am, "A")?;
-    let sb = bm.shape();
-    let (rows, cols) = (sb[sb.len() - 2], sb[sb.len() - 1]);
-    let fits = if a.left { rows == n } else { cols == n };
-    if !fits {
-        return Err(TpuError::ShapeMismatch(format!(
-            "{f}: Incompatible shapes of A and B for the equation {} ({n}x{n} and {rows}x{cols})",
-            if a.left { "AX = B" } else { "XA = B" }
-        )));
-    }
+    need_rhs(f, n, bm, a.left)?;
     solve_triangular(rt, am, bm, a.upper, a.left, a.unitriangular)
 }
 

@@ -422,18 +422,9 @@ pub fn nll_loss_forward(
     nll_impl(&op, x, target, weight, reduction, ignore_index, class_dim)
 }
 
-/// `torch.nll_loss2d_forward(x, target, weight, reduction, ignore_index)`: `x` is
-/// `[N, C, H, W]`, `target` `[N, H, W]`.
-pub fn nll_loss2d_forward(
-    x: &Tensor,
-    target: &Tensor,
-    weight: Option<&Tensor>,
-    reduction: Reduction,
-    ignore_index: i64,
-) -> Result<(Tensor, Tensor)> {
-    let mut inputs = vec![x, target];
-    inputs.extend(weight);
-    let op = OpScope::new("aten::nll_loss2d_forward", &inputs)?;
+/// Refuses what `nll_loss2d` (and its backward) cannot take: an input that is not `[N, C, H, W]`,
+/// a target that is not `[N, H, W]` of the same `N`, `H`, `W` (PyTorch's messages).
+pub(crate) fn spatial_shapes(x: &Tensor, target: &Tensor) -> Result<()> {
     if target.dim() != 3 {
         return Err(TpuError::ShapeMismatch(format!(
             "only batches of spatial targets supported (3D tensors) but got targets of dimension: {}",
@@ -446,17 +437,33 @@ pub fn nll_loss2d_forward(
             x.dim()
         )));
     }
-    if weight.is_some_and(|w| w.numel() != x.shape()[1]) {
-        return Err(TpuError::ShapeMismatch(
-            "weight tensor should be defined either for all or no classes".into(),
-        ));
-    }
     let (xs, ts) = (x.shape(), target.shape());
     if xs[0] != ts[0] || xs[2] != ts[1] || xs[3] != ts[2] {
         // PyTorch's wording, spacing included.
         return Err(TpuError::ShapeMismatch(format!(
             "size mismatch (got input: {xs:?} , target: {ts:?}"
         )));
+    }
+    Ok(())
+}
+
+/// `torch.nll_loss2d_forward(x, target, weight, reduction, ignore_index)`: `x` is
+/// `[N, C, H, W]`, `target` `[N, H, W]`.
+pub fn nll_loss2d_forward(
+    x: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: Reduction,
+    ignore_index: i64,
+) -> Result<(Tensor, Tensor)> {
+    let mut inputs = vec![x, target];
+    inputs.extend(weight);
+    let op = OpScope::new("aten::nll_loss2d_forward", &inputs)?;
+    spatial_shapes(x, target)?;
+    if weight.is_some_and(|w| w.numel() != x.shape()[1]) {
+        return Err(TpuError::ShapeMismatch(
+            "weight tensor should be defined either for all or no classes".into(),
+        ));
     }
     nll_impl(&op, x, target, weight, reduction, ignore_index, 1)
 }
