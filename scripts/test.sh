@@ -20,8 +20,8 @@ cargo test --workspace --release --locked -- "$@"
 
 # The Python tests (python/tests), against the package built from this tree; one worker per
 # core (at most 4), each running whole files (a file's module fixtures are built once) but the
-# operator database's entries, dealt into shards (python/tests/conftest.py).
-pytest_args=(-q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadgroup python/tests)
+# operator database's entries, dealt into test classes (python/tests/test_op_db.py).
+pytest_args=(-q -p no:cacheprovider -n auto --maxprocesses 4 --dist loadscope python/tests)
 if [[ $# -gt 0 ]]; then pytest_args+=(-k "$1"); fi
 rc=0
 scripts/python.sh -m pytest "${pytest_args[@]}" || rc=$?

@@ -32,22 +32,6 @@ def pytest_configure(config):
     config.option.tpu_check_fallback = True
 
 
-# Under pytest-xdist (scripts/test.sh runs `-n auto --dist loadgroup`) each file's tests run
-# on one worker (a file's module fixtures are built once), except the operator database's
-# entries, which are dealt into this many groups so that the workers share them.
-OP_DB_SHARDS = 6
-
-
-def pytest_collection_modifyitems(config, items):
-    entry = 0
-    for item in items:
-        group = item.nodeid.split("::")[0]
-        if group.endswith("test_op_db.py") and item.originalname == "test_entry_runs_natively_or_is_listed":
-            group += f"[shard {entry % OP_DB_SHARDS}]"
-            entry += 1
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 @pytest.fixture(params=MODES)
 def mode(request):
     """Runs the test in each eager mode."""

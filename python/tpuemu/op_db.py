@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 import time
 import warnings
@@ -262,8 +263,20 @@ def _not_native(e: BaseException) -> bool:
     return isinstance(e, NotImplementedError)
 
 
+def chosen(samples: list, max_samples: int | None) -> list[tuple[int, object]]:
+    """The samples to run, each with its index: all of them, or where there are more than
+    `max_samples`, that many chosen at random (seeded: the same ones every run) and kept in
+    their order, so that a generator's product of arguments is sampled throughout rather
+    than cut after its first factors."""
+    idx: range | list[int] = range(len(samples))
+    if max_samples is not None and len(samples) > max_samples:
+        idx = sorted(random.Random(len(samples)).sample(idx, max_samples))
+    return [(i, samples[i]) for i in idx]
+
+
 def run_pair(op, dtype: torch.dtype, max_samples: int | None = None) -> Outcome:
-    """Runs every sample input of `op` in `dtype` on the CPU and on the tpu."""
+    """Runs every sample input of `op` in `dtype` (or `max_samples` of them: `chosen`) on the
+    CPU and on the tpu."""
     start = time.perf_counter()
     meta_only = op.name in UNINITIALISED
     n = 0
@@ -272,7 +285,7 @@ def run_pair(op, dtype: torch.dtype, max_samples: int | None = None) -> Outcome:
         samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))
     except Exception as e:  # noqa: BLE001 - the entry's own sample generator
         return Outcome("pass", 0, f"no samples: {_short(e)}", time.perf_counter() - start)
-    for sample in samples[:max_samples]:
+    for _, sample in chosen(samples, max_samples):
         try:
             want = op(sample.input, *sample.args, **sample.kwargs)
             want = sample.output_process_fn_grad(want)
@@ -364,7 +377,7 @@ def run_grad(op, max_samples: int | None = None) -> Outcome:
         samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=True))
     except Exception as e:  # noqa: BLE001 - the entry's own sample generator
         return Outcome("pass", 0, f"no samples: {_short(e)}", time.perf_counter() - start)
-    for i, sample in enumerate(samples[:max_samples]):
+    for i, sample in chosen(samples, max_samples):
         try:
             torch.manual_seed(SEED)
             want = _grads(op, sample, i)
@@ -446,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tpuemu.op_db", description=__doc__.split("\n\n")[0])
     p.add_argument("-k", dest="filters", action="append", help="only entries whose key contains this (repeatable)")
     p.add_argument("--json", help="write the results to this file as JSON")
-    p.add_argument("--max-samples", type=int, help="at most this many samples per (entry, dtype)")
+    p.add_argument("--max-samples", type=int, help="at most this many samples per (entry, dtype), chosen at random (seeded)")
     p.add_argument("--all", action="store_true", help="list the passing entries too")
     args = p.parse_args(argv)
     prepare()

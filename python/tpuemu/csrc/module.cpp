@@ -1,6 +1,6 @@
 // The Python module of the shim (tpuemu._C): initialisation, registration and the generator.
 
-#include <torch/extension.h>
+#include <torch/python.h>  // pybind11 and the Tensor casters, without torch/all.h
 
 #include "tpuemu.h"
 
