@@ -23,8 +23,10 @@ pub struct RngState {
     pub seed: u64,
     /// Counters the default generator has used.
     pub offset: u64,
-    /// Offsets of explicit generators, by their seed.
-    pub streams: BTreeMap<u64, u64>,
+    /// Explicit generators' seeds and offsets, by their key. A key not seen before is a
+    /// generator created with that seed (`torch.Generator().manual_seed(key)` in the Rust
+    /// API); the PyTorch bridge sets each of its generators' streams itself.
+    pub streams: BTreeMap<u64, (u64, u64)>,
 }
 
 impl Default for RngState {
@@ -44,21 +46,59 @@ impl RngState {
         self.offset = 0;
     }
 
-    /// Reserves `n` counters of a stream (the default one, or the explicit generator seeded
-    /// with `generator`) and returns its seed and the first reserved counter.
-    pub fn reserve(&mut self, generator: Option<u64>, n: u64) -> (u64, u64) {
+    /// The seed and next counter of a stream (`None`: the default one).
+    pub fn stream(&self, generator: Option<u64>) -> (u64, u64) {
+        match generator {
+            None => (self.seed, self.offset),
+            Some(key) => self.streams.get(&key).copied().unwrap_or((key, 0)),
+        }
+    }
+
+    /// Sets a stream's seed and next counter (`set_rng_state`, a generator's `manual_seed`).
+    pub fn set_stream(&mut self, generator: Option<u64>, seed: u64, offset: u64) {
         match generator {
             None => {
-                let o = self.offset;
-                self.offset = self.offset.wrapping_add(n);
-                (self.seed, o)
+                self.seed = seed;
+                self.offset = offset;
             }
-            Some(seed) => {
-                let o = self.streams.entry(seed).or_insert(0);
-                let first = *o;
-                *o = o.wrapping_add(n);
-                (seed, first)
+            Some(key) => {
+                self.streams.insert(key, (seed, offset));
             }
         }
+    }
+
+    /// Forgets an explicit generator's stream (the generator is gone).
+    pub fn drop_stream(&mut self, key: u64) {
+        self.streams.remove(&key);
+    }
+
+    /// Reserves `n` counters of a stream (the default one, or the explicit generator keyed
+    /// `generator`) and returns its seed and the first reserved counter.
+    pub fn reserve(&mut self, generator: Option<u64>, n: u64) -> (u64, u64) {
+        let (seed, first) = self.stream(generator);
+        self.set_stream(generator, seed, first.wrapping_add(n));
+        (seed, first)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_advance_independently_and_restart() {
+        let mut s = RngState::default();
+        assert_eq!(s.reserve(None, 10), (DEFAULT_SEED, 0));
+        assert_eq!(s.reserve(None, 5), (DEFAULT_SEED, 10));
+        // An unseen key is a generator seeded with it, at counter 0, apart from the default.
+        assert_eq!(s.reserve(Some(9), 3), (9, 0));
+        assert_eq!(s.reserve(Some(9), 1), (9, 3));
+        assert_eq!(s.stream(None), (DEFAULT_SEED, 15));
+        s.set_stream(Some(9), 123, 7);
+        assert_eq!(s.reserve(Some(9), 1), (123, 7));
+        s.drop_stream(9);
+        assert_eq!(s.stream(Some(9)), (9, 0));
+        s.manual_seed(4);
+        assert_eq!(s.stream(None), (4, 0));
     }
 }

@@ -83,6 +83,9 @@ struct Executable {
     checks: Vec<GraphCheck>,
     /// The slots a call writes whole: what a broken check fails.
     written: Vec<usize>,
+    /// The graph's random draws: each call after the first (which draws what the capture
+    /// reserved) reserves their counters again and writes them into the draw's storage.
+    draws: Vec<crate::runtime::CapturedDraw>,
 }
 
 /// A device-side check inside a compiled graph (an index, a divisor, an int64 result; see
@@ -181,7 +184,10 @@ impl CompiledFn {
         self.rt.flush_for("compiled call")?;
         let sig = signature(inputs);
         let exe = match self.cache.get(&sig) {
-            Some(e) => e.clone(),
+            Some(e) => {
+                self.redraw(e)?;
+                e.clone()
+            }
             None => {
                 let reason = why(self.last.as_ref(), &sig);
                 let e = Arc::new(self.build(inputs)?);
@@ -213,6 +219,7 @@ impl CompiledFn {
         let traced = (self.f)(inputs);
         let nodes = self.rt.end_capture();
         let captured = self.rt.take_captured_checks();
+        let draws = self.rt.take_captured_draws();
         let returned = traced?;
         // Each check's flag is an output of the graph, after the returned tensors.
         let mut outputs = returned.clone();
@@ -300,7 +307,20 @@ impl CompiledFn {
             kernels,
             checks,
             written,
+            draws,
         })
+    }
+
+    /// Reserves the counters of the graph's random draws for this call, as the same
+    /// operators would eagerly, and writes each draw's seed and first counter into its
+    /// storage (a captured one: the graph's kernels read it).
+    fn redraw(&self, exe: &Executable) -> Result<()> {
+        for d in &exe.draws {
+            let (seed, offset) = self.rt.rng_state().reserve(d.generator, d.n);
+            self.rt
+                .upload(&d.storage, &crate::ops::random::stream_bytes(seed, offset))?;
+        }
+        Ok(())
     }
 
     /// A node's kernel and arguments, built or from the cache (`None`: nothing to run).

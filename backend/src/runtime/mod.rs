@@ -101,6 +101,19 @@ pub(crate) struct State {
     pub max_pending_ops: usize,
     /// Device-side checks not yet settled, and the outputs of operators that failed one.
     pub checks: checks::Checks,
+    /// The random draws of the graph being captured (see [`CapturedDraw`]).
+    pub draws: Vec<CapturedDraw>,
+}
+
+/// A random operator's draw inside a captured graph: the uploaded storage that holds its
+/// stream's seed and first counter, the stream and how many counters it takes. A compiled
+/// graph's later calls reserve that many counters again and write them there, so a compiled
+/// graph draws what the same operators draw eagerly.
+#[derive(Clone)]
+pub(crate) struct CapturedDraw {
+    pub storage: StorageRef,
+    pub generator: Option<u64>,
+    pub n: u64,
 }
 
 impl State {
@@ -245,6 +258,16 @@ impl Runtime {
         self.lock().checks.captured.push(c);
     }
 
+    /// Notes a random draw of the graph being captured.
+    pub(crate) fn capture_draw(&self, d: CapturedDraw) {
+        self.lock().draws.push(d);
+    }
+
+    /// The random draws of the graph captured since [`Runtime::begin_capture`].
+    pub(crate) fn take_captured_draws(&self) -> Vec<CapturedDraw> {
+        std::mem::take(&mut self.lock().draws)
+    }
+
     /// The checks of the graph captured since [`Runtime::begin_capture`].
     pub(crate) fn take_captured_checks(&self) -> Vec<checks::CapturedCheck> {
         std::mem::take(&mut self.lock().checks.captured)
@@ -290,6 +313,7 @@ impl Runtime {
             op_depth: 0,
             max_pending_ops,
             checks: checks::Checks::default(),
+            draws: Vec::new(),
         };
         // Shapes-only tensors hold no device memory (PyTorch's meta device has no limit).
         let capacity = match kind {
@@ -515,6 +539,7 @@ impl Runtime {
         }
         let charged_as = st.exec.mode();
         st.checks.captured.clear();
+        st.draws.clear();
         let previous = std::mem::replace(&mut st.exec, Box::new(Capture::new(charged_as)));
         st.suspended = Some(previous);
         st.core.q.peek_id()

@@ -52,23 +52,47 @@ impl Runtime {
         self.rng_state().offset
     }
 
-    fn rng_state(&self) -> std::sync::MutexGuard<'_, crate::rng::RngState> {
+    /// A stream's seed and next counter (`None`: the default generator; `Some(key)`: an
+    /// explicit one): what `get_rng_state` returns.
+    pub fn rng_stream(&self, generator: Option<u64>) -> (u64, u64) {
+        self.rng_state().stream(generator)
+    }
+
+    /// Sets a stream's seed and next counter (`set_rng_state`, a generator's `manual_seed`).
+    pub fn set_rng_stream(&self, generator: Option<u64>, seed: u64, offset: u64) {
+        self.rng_state().set_stream(generator, seed, offset);
+    }
+
+    /// Forgets an explicit generator's stream.
+    pub fn drop_rng_stream(&self, key: u64) {
+        self.rng_state().drop_stream(key);
+    }
+
+    pub(crate) fn rng_state(&self) -> std::sync::MutexGuard<'_, crate::rng::RngState> {
         self.inner.rng.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// The four i32 operands of a stream (seed and first counter, low and high words): one upload,
-/// seen as four zero-dimensional views.
-fn stream_inputs(rt: &Runtime, seed: u64, offset: u64) -> Result<Vec<Tensor>> {
-    let words = [
-        seed as u32,
-        (seed >> 32) as u32,
-        offset as u32,
-        (offset >> 32) as u32,
-    ];
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    let base = Tensor::from_bytes(rt, &bytes, &[4], DType::I32)?;
-    Ok((0..4)
+/// Reserves `n` counters of a stream and returns its four i32 operands ([`operands`]). In a
+/// graph capture the upload is noted, so that each call of the compiled graph draws anew.
+fn stream_inputs(rt: &Runtime, generator: Option<u64>, n: u64) -> Result<Vec<Tensor>> {
+    let (seed, offset) = rt.rng_state().reserve(generator, n);
+    let (base, views) = operands(rt, seed, offset)?;
+    if rt.capturing() {
+        rt.capture_draw(crate::runtime::CapturedDraw {
+            storage: base.storage,
+            generator,
+            n,
+        });
+    }
+    Ok(views)
+}
+
+/// A stream's seed and first counter (low and high words) as one upload, and that upload seen
+/// as four zero-dimensional i32 views.
+fn operands(rt: &Runtime, seed: u64, offset: u64) -> Result<(Tensor, Vec<Tensor>)> {
+    let base = Tensor::from_bytes(rt, &stream_bytes(seed, offset), &[4], DType::I32)?;
+    let views = (0..4)
         .map(|k| {
             base.with_layout(Layout {
                 shape: vec![],
@@ -76,7 +100,21 @@ fn stream_inputs(rt: &Runtime, seed: u64, offset: u64) -> Result<Vec<Tensor>> {
                 offset: k,
             })
         })
-        .collect())
+        .collect();
+    Ok((base, views))
+}
+
+/// The four words a stream's upload holds.
+pub(crate) fn stream_bytes(seed: u64, offset: u64) -> Vec<u8> {
+    [
+        seed as u32,
+        (seed >> 32) as u32,
+        offset as u32,
+        (offset >> 32) as u32,
+    ]
+    .iter()
+    .flat_map(|w| w.to_le_bytes())
+    .collect()
 }
 
 /// What a random program gets: the builder, the element's two words and the extra inputs.
@@ -94,8 +132,7 @@ fn draw(
     body: Body,
 ) -> Result<Tensor> {
     let n: usize = shape.iter().product();
-    let (seed, offset) = op.rt().rng_state().reserve(generator, n as u64);
-    let stream = stream_inputs(op.rt(), seed, offset)?;
+    let stream = stream_inputs(op.rt(), generator, n as u64)?;
     let all: Vec<&Tensor> = stream.iter().chain(inputs.iter().copied()).collect();
     let prog = |p: &mut ProgBuilder, r: &[PRef]| {
         let s = Stream {
@@ -470,8 +507,7 @@ pub fn native_dropout(x: &Tensor, p: f64, train: bool) -> Result<(Tensor, Tensor
     let scale = if keep == 0.0 { 0.0 } else { 1.0 / keep };
     let op = OpScope::new("aten::native_dropout", &[x])?;
     let n = x.numel();
-    let (seed, offset) = rt.rng_state().reserve(None, n as u64);
-    let stream = stream_inputs(rt, seed, offset)?;
+    let stream = stream_inputs(rt, None, n as u64)?;
     let mut all: Vec<&Tensor> = stream.iter().collect();
     all.push(x);
     let d = x.dtype();
@@ -518,7 +554,7 @@ pub fn native_dropout_backward(grad: &Tensor, mask: &Tensor, scale: f64) -> Resu
 /// i32 bits), without touching the runtime's streams: for known-answer tests.
 pub fn threefry_words(rt: &Runtime, n: usize, seed: u64, offset: u64) -> Result<[Tensor; 2]> {
     let op = OpScope::on(rt, "threefry2x32", Shapes::text(format!("[{n}]")));
-    let stream = stream_inputs(rt, seed, offset)?;
+    let (_, stream) = operands(rt, seed, offset)?;
     let all: Vec<&Tensor> = stream.iter().collect();
     let shape = [n];
     let mut outs = map_shape(&op, &shape, &all, &[DType::I32, DType::I32], |p, r| {

@@ -89,6 +89,7 @@ pub(super) fn determinism() {
     );
     rt.manual_seed(42);
     assert_eq!(draw(&rt), want, "manual_seed restarts the stream");
+    let second = draw(&rt);
     for mode in MODES {
         let rt = runtime(mode);
         rt.manual_seed(42);
@@ -100,6 +101,15 @@ pub(super) fn determinism() {
                 Ok(vec![a[0].clone(), b[0].clone()])
             });
             let o = g.call(&[]).expect("compiled");
+            // A second call of the compiled graph draws anew, the values the operators'
+            // second eager call draws (not its capture's again).
+            let o2 = g.call(&[]).expect("compiled again");
+            let again = (
+                o2[0].to_f64_vec().expect("a"),
+                o2[1].to_f64_vec().expect("b"),
+            );
+            assert_eq!(again, second, "a compiled graph's second call");
+            assert_eq!(rt.rng_offset(), 2 * (64 * 33 + 100));
             (o[0].to_f64_vec().expect("a"), o[1].to_f64_vec().expect("b"))
         } else {
             draw(&rt)
