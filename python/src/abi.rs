@@ -432,6 +432,53 @@ extern "C" fn synchronize() -> i32 {
     })
 }
 
+/// What [`rng`] does with a stream.
+pub mod rng_op {
+    /// Reads its seed and next counter.
+    pub const GET: i32 = 0;
+    /// Sets its seed and next counter.
+    pub const SET: i32 = 1;
+    /// Forgets it (an explicit generator is gone).
+    pub const DROP: i32 = 2;
+}
+
+/// The tpu generators' state (PyTorch's `torch.tpu.manual_seed`, `get_rng_state`, a
+/// `torch.Generator(device="tpu")`): the backend's Threefry stream of `key` (negative: the
+/// default generator) read, set or dropped ([`rng_op`]).
+extern "C" fn rng(op: i32, key: i64, seed: *mut u64, offset: *mut u64) -> i32 {
+    guard("rng", || {
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => return status_of(&e),
+        };
+        let stream = u64::try_from(key).ok();
+        match op {
+            rng_op::GET => {
+                let (s, o) = rt.rng_stream(stream);
+                // SAFETY: the shim passes two writable u64s for GET.
+                unsafe {
+                    *seed = s;
+                    *offset = o;
+                }
+            }
+            rng_op::SET => {
+                // SAFETY: the shim passes two readable u64s for SET.
+                let (s, o) = unsafe { (*seed, *offset) };
+                rt.set_rng_stream(stream, s, o);
+            }
+            rng_op::DROP => {
+                if let Some(k) = stream {
+                    rt.drop_rng_stream(k);
+                }
+            }
+            _ => {
+                return status_of(&TpuError::BadArgs(format!("rng: no operation {op}")));
+            }
+        }
+        OK
+    })
+}
+
 /// The functions the shim calls, in this order (`tpuemu/csrc/abi.h`).
 #[repr(C)]
 pub struct VTable {
@@ -487,10 +534,11 @@ pub struct VTable {
         usize,
         f64,
     ) -> i32,
+    rng: extern "C" fn(i32, i64, *mut u64, *mut u64) -> i32,
 }
 
 /// The ABI version; bump it with any change to [`VTable`] or the argument structs.
-pub const ABI_VERSION: u64 = 5;
+pub const ABI_VERSION: u64 = 6;
 
 /// The table.
 pub static VTABLE: VTable = VTable {
@@ -508,4 +556,5 @@ pub static VTABLE: VTable = VTable {
     call_graph: crate::graph::call_graph,
     peek_view,
     land_view,
+    rng,
 };

@@ -41,6 +41,8 @@ pub mod tag {
     pub const LIST: i32 = 13;
     /// A Python number PyTorch wrapped as a 0-dim CPU tensor: `p` points to its element.
     pub const WRAPPED: i32 = 14;
+    /// An explicit tpu generator: `n` is its stream's key (`abi::rng`).
+    pub const GENERATOR: i32 = 15;
 }
 
 /// One argument.
@@ -299,6 +301,7 @@ unsafe fn value_of(rt: &Runtime, a: &Arg, inputs: &mut Vec<StorageRef>) -> Resul
         tag::NONE => Value::None,
         tag::TENSOR | tag::HOST_SCALAR => unsafe { tensor_of(rt, a, inputs)? },
         tag::WRAPPED => unsafe { wrapped_number(a)? },
+        tag::GENERATOR => Value::Generator(a.n as u64),
         tag::INT => Value::Int(a.n),
         tag::FLOAT => Value::Float(a.f),
         tag::BOOL => Value::Bool(a.n != 0),

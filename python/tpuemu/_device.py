@@ -77,7 +77,7 @@ def get_device_name(device=None) -> str:
 
 
 def manual_seed(seed: int) -> None:
-    """Seeds the tpu generator (random operators draw on the host from it)."""
+    """Seeds the default tpu generator: the backend's default Threefry stream restarts."""
     _shim().manual_seed(int(seed))
 
 

@@ -7,8 +7,9 @@ that overload's arguments comes from and which arguments receive the results (de
 the shim runs a derived form as its functional overload followed by a copy into the written
 arguments. What stays here is policy about PyTorch's dispatcher: overloads PyTorch itself
 implements by decomposition on every device (CompositeImplicitAutograd), views (PyTorch's own
-view kernels keep aliasing), random operators, factories and conversions between devices are
-left to PyTorch.
+view kernels keep aliasing), factories and conversions between devices are left to PyTorch.
+Random operators run on the backend's Threefry streams, which the tpu generators are
+(``csrc/generator.cpp``).
 """
 
 from __future__ import annotations
@@ -33,22 +34,6 @@ EXCLUDED = {
     "aten::resize_",
     "aten::resize_as_",
 }
-
-# Random operators stay with PyTorch's tpu generator (`torch.tpu.manual_seed`, get/set_rng_state)
-# until that generator drives the backend's Threefry streams: the backend's random operators
-# (counter-based, `tpuemu_backend::rng`) serve the Rust API and the golden runner.
-RANDOM = {
-    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like",
-    "bernoulli", "normal", "uniform", "exponential", "geometric", "log_normal", "cauchy",
-    "random", "multinomial", "native_dropout", "dropout", "poisson", "feature_dropout",
-    "alpha_dropout", "feature_alpha_dropout",
-}
-
-
-def _random(s) -> bool:
-    base = s.name.split("::", 1)[1].rstrip("_")
-    return base in RANDOM or any("Generator" in str(a.type) for a in s.arguments)
-
 
 def full_name(s) -> str:
     return s.name + ("." + s.overload_name if s.overload_name else "")
@@ -147,7 +132,7 @@ def plan(rows):
 
     for name, kind, functional, fargs, writes in sorted(rows):
         s = by_name.get(name)
-        if s is None or kind == "view" or _is_view(s) or _random(s) or name in EXCLUDED:
+        if s is None or kind == "view" or _is_view(s) or name in EXCLUDED:
             continue
         if kind in ("inplace", "out"):
             variants.append((name, functional, list(fargs), list(writes)))

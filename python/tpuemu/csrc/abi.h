@@ -7,7 +7,7 @@
 
 namespace tpuemu {
 
-constexpr uint64_t TPU_ABI_VERSION = 5;
+constexpr uint64_t TPU_ABI_VERSION = 6;
 
 // Status codes.
 enum : int32_t {
@@ -39,6 +39,7 @@ enum : int32_t {
   TAG_HOST_SCALAR = 12,  // a 0-dim CPU tensor: p points to its element
   TAG_LIST = 13,         // results: a list of n entries follows
   TAG_WRAPPED = 14,      // a Python number PyTorch wrapped as a 0-dim CPU tensor
+  TAG_GENERATOR = 15,    // an explicit tpu generator: n is its stream's key
 };
 
 struct Arg {
@@ -93,6 +94,9 @@ struct VTable {
   int32_t (*land_view)(const void* handle, const int64_t* shape, const int64_t* strides,
                        size_t ndim, int64_t offset, size_t elem_size, const uint8_t* data,
                        size_t len, double ready_ns);
+  // The random generators' streams: op 0 reads key's seed and next counter, 1 sets them, 2
+  // forgets the stream (key < 0: the default generator).
+  int32_t (*rng)(int32_t op, int64_t key, uint64_t* seed, uint64_t* offset);
 };
 
 }  // namespace tpuemu

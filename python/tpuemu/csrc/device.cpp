@@ -1,9 +1,8 @@
 // The "tpu" device itself: the Rust table, errors, the allocator, the device guard, the
-// PrivateUse1 hooks and the generator.
+// PrivateUse1 hooks (the generators are in generator.cpp).
 
 #include <torch/csrc/Exceptions.h>
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
@@ -218,14 +217,7 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 
 // ---------------------------------------------------------------------------------------------
-// Generator and hooks.
-
-at::Generator& generator() {
-  // PyTorch's CPU default seed, so that an unseeded tpu generator draws what an unseeded CPU
-  // one does.
-  static at::Generator g = at::make_generator<at::CPUGeneratorImpl>(67280421310721ULL);
-  return g;
-}
+// Pinned memory and hooks.
 
 namespace {
 // Pinned host memory (`pin_memory()`, `.to("cpu", non_blocking=True)`): the emulator copies
@@ -286,12 +278,8 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
     return generator();
   }
-  // torch.Generator(device="tpu"): random operators run on the host (see dispatch.cpp), so a
-  // tpu generator is a host generator, as the default one is (its `.device` reads cpu),
-  // seeded with PyTorch's CPU default seed until `manual_seed`.
-  at::Generator getNewGenerator(c10::DeviceIndex) const override {
-    return at::make_generator<at::CPUGeneratorImpl>(67280421310721ULL);
-  }
+  // torch.Generator(device="tpu"): a stream of its own on the device (generator.cpp).
+  at::Generator getNewGenerator(c10::DeviceIndex) const override { return new_generator(); }
   at::Device getDeviceFromPtr(void*) const override { return own(); }
   bool isPinnedPtr(const void* data) const override { return PinnedAllocator::pinned(data); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned; }

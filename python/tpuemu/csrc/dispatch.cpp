@@ -207,7 +207,11 @@ struct Marshal {
     } else if (v.isString()) {
       return str(v.toStringRef(), a, elem, at);
     } else if (v.isGenerator()) {
-      a = blank(TAG_NONE);
+      // The default tpu generator is the backend's default stream (TAG_NONE); another tpu
+      // generator its own stream.
+      const int64_t key = generator_key(v.toGenerator());
+      a = blank(key < 0 ? TAG_NONE : TAG_GENERATOR);
+      a.n = key;
     } else if (v.isIntList()) {
       a = blank(TAG_INTS);
       fixes.push_back({elem, at, 0, ints.size()});
@@ -408,13 +412,14 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, Entry
                "; it runs on the CPU (inputs copied to the host, results back). This warning "
                "is shown once per overload; tpuemu.metrics()['cpu_fallbacks'] counts the calls.");
   }
-  // Random operators draw from the tpu generator.
+  // A random operator the tpu lacks draws on the host from a generator keyed by the tpu
+  // generator's stream (which it advances): reproducible under torch.manual_seed.
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   for (size_t i = 0; i < n; ++i) {
     if (e->kinds[i] == ArgKind::Generator) {
       c10::IValue& v = (*stack)[stack->size() - n + i];
-      if (v.isNone()) v = c10::IValue(generator());
+      v = c10::IValue(host_generator_for(v.isNone() ? std::nullopt : std::optional(v.toGenerator())));
     }
   }
   auto t0 = std::chrono::steady_clock::now();
@@ -452,14 +457,6 @@ void rust_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Entry* e = entry_for(op);
   if (e->kind.load(std::memory_order_relaxed) == Entry::Kind::Fallback) {
     return cpu_fallback(op, stack, e, "");
-  }
-  // Random operators draw from the tpu generator on the host (what torch.tpu.manual_seed and
-  // get/set_rng_state drive), not from the backend's Threefry streams, until that generator
-  // keys them.
-  for (auto k : e->kinds) {
-    if (k == ArgKind::Generator) {
-      return cpu_fallback(op, stack, e, " (random operators draw from the tpu generator on the host)");
-    }
   }
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();

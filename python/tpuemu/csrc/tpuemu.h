@@ -60,9 +60,40 @@ void set_cpu_fallback(bool on);
 // Runs compiled graph `id` on tpu tensors.
 std::vector<at::Tensor> run_graph(int64_t id, const std::vector<at::Tensor>& inputs);
 
-// The generator random operators use on the tpu (a CPU generator of its own: random operators
-// run on the host and their results are copied to the device).
+// A tpu random generator (generator.cpp): the backend's Threefry stream `key` (-1: the
+// default stream), read and written through the Rust table.
+class TpuGenerator final : public c10::GeneratorImpl {
+ public:
+  TpuGenerator(int64_t key, uint64_t seed);
+  ~TpuGenerator() override;
+  void set_current_seed(uint64_t seed) override;
+  void set_offset(uint64_t offset) override;
+  uint64_t get_offset() const override;
+  uint64_t current_seed() const override;
+  uint64_t seed() override;
+  void set_state(const c10::TensorImpl& new_state) override;
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+  int64_t key() const { return key_; }
+  // The stream's seed and next counter.
+  std::pair<uint64_t, uint64_t> stream() const;
+
+ private:
+  void put(uint64_t seed, uint64_t offset);
+  TpuGenerator* clone_impl() const override;
+  int64_t key_;
+};
+
+// The default tpu generator (torch.tpu.manual_seed, get/set_rng_state).
 at::Generator& generator();
+// A new tpu generator (torch.Generator(device="tpu")), seeded with PyTorch's default seed.
+at::Generator new_generator();
+// The stream key of a random operator's generator argument (-1: none, or the default one);
+// a generator of another device is refused as PyTorch refuses it.
+int64_t generator_key(const std::optional<at::Generator>& g);
+// A host generator for a random operator the tpu lacks (run on the CPU): seeded from the tpu
+// stream's seed and next counter, whose counter it then advances by one.
+at::Generator host_generator_for(const std::optional<at::Generator>& g);
 
 // tpu -> tpu copy through the backend (dtype conversion and broadcasting included).
 void device_copy(const at::Tensor& dst, const at::Tensor& src);
