@@ -147,12 +147,12 @@ fn exponential_inplace_op(a: ExponentialInplace<'_>) -> Result<Tensor> {
     exponential(Dest::Into(a.self_), a.lambd, generator(a.generator))
 }
 
-#[aten("aten::geometric", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+#[aten("aten::geometric", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
 fn geometric_op(a: Geometric<'_>) -> Result<Tensor> {
     geometric(Dest::Like(a.self_), a.p, generator(a.generator))
 }
 
-#[aten("aten::geometric_", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+#[aten("aten::geometric_", dtypes = DType::ALL_TPU, shard = Sharding::Replicate(NOTE))]
 fn geometric_inplace_op(a: GeometricInplace<'_>) -> Result<Tensor> {
     geometric(Dest::Into(a.self_), a.p, generator(a.generator))
 }

@@ -326,8 +326,18 @@ fn transformed(
     g: Option<u64>,
     f: impl FnOnce(&mut ProgBuilder, [PRef; 2]) -> PRef + 'static,
 ) -> Result<Tensor> {
+    need_float(name, x.tensor().dtype())?;
+    transformed_any(name, x, g, f)
+}
+
+/// [`transformed`] for a draw whose f32 value any dtype holds (integers: whole numbers).
+fn transformed_any(
+    name: &str,
+    x: Dest,
+    g: Option<u64>,
+    f: impl FnOnce(&mut ProgBuilder, [PRef; 2]) -> PRef + 'static,
+) -> Result<Tensor> {
     let t = x.tensor();
-    need_float(name, t.dtype())?;
     let op = OpScope::new(name, &[t])?;
     let body: Body = Box::new(move |p, w, _| f(p, w));
     draw(&op, t.shape(), g, &[], t.dtype(), x.into(), body)
@@ -354,7 +364,15 @@ fn geometric(x: Dest, q: f64, g: Option<u64>) -> Result<Tensor> {
             "geometric_ expects p to be in (0, 1), got p = {q}"
         )));
     }
-    transformed("aten::geometric", x, g, move |p, w| {
+    // The largest draw: the smallest open unit value is 2^-25 (ln = -17.33).
+    let d = x.tensor().dtype();
+    if !d.is_float() && 17.33 / -(-q).ln_1p() >= 2f64.powi(31) {
+        return Err(TpuError::Unsupported(format!(
+            "geometric_ with p = {q} draws values beyond the device's 32-bit integer lanes \
+             in {d}; draw into a float32 tensor"
+        )));
+    }
+    transformed_any("aten::geometric", x, g, move |p, w| {
         let u = open_unit(p, w[0]);
         let l = p.un(UnOp::Log, u, DType::F32);
         let k = f32c(p, 1.0 / (-q).ln_1p());
@@ -569,3 +587,4 @@ pub fn threefry_words(rt: &Runtime, n: usize, seed: u64, offset: u64) -> Result<
 }
 
 pub(crate) mod defs;
+pub(crate) mod sampling;

@@ -12,8 +12,11 @@ use tpuemu_backend::{DType, Runtime, Tensor};
 
 use super::harness::{MODES, SuiteMode, ints, runtime};
 
+#[path = "random/sampling.rs"]
+mod sampling;
 #[path = "random/streams.rs"]
 mod streams;
+use sampling::{integer_geometric, multinomial_law, randperm_law};
 use streams::{dropout, generators};
 
 /// The overloads this file covers.
@@ -40,7 +43,7 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::exponential", transforms_law),
     ("aten::exponential_", transforms_law),
     ("aten::geometric", transforms_law),
-    ("aten::geometric_", transforms_law),
+    ("aten::geometric_", integer_geometric),
     ("aten::log_normal", transforms_law),
     ("aten::log_normal_", transforms_law),
     ("aten::cauchy", transforms_law),
@@ -60,6 +63,9 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::native_dropout", dropout),
     ("aten::native_dropout_backward", dropout),
     ("aten::dropout", dropout),
+    ("aten::multinomial", multinomial_law),
+    ("aten::randperm", randperm_law),
+    ("aten::randperm.generator", randperm_law),
 ];
 
 /// Samples per distribution test.
