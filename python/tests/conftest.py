@@ -18,14 +18,6 @@ tpuemu.set_matmul_precision("highest")
 
 MODES = ["strict", "debug", "defer"]
 
-# Random operators draw from PyTorch's tpu generator on the CPU, by design until the backend's
-# counter-based generator serves PyTorch (tpuemu/_registry.py, RANDOM).
-RANDOM_ON_CPU = pytest.mark.cpu_fallback(
-    "aten::normal_", "aten::uniform_", "aten::random_.from",
-    reason="random operators draw from the tpu generator on the CPU (tpuemu/_registry.py)",
-)
-
-
 def pytest_configure(config):
     # This suite compares the device: a test during which an operator ran on the CPU fallback
     # fails unless it declares it (@pytest.mark.cpu_fallback("aten::...", reason=...)).

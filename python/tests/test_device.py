@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tpuemu
-from conftest import RANDOM_ON_CPU, assert_same
+from conftest import assert_same
 
 
 def test_device_and_module():
@@ -78,47 +78,6 @@ def test_factories(mode):
         r = f(t)
         assert r.device.type == "tpu" and r.shape == x.shape and r.dtype == x.dtype
     assert_same(torch.full_like(t, 3.0), torch.full_like(x, 3.0), exact=True)
-
-
-@RANDOM_ON_CPU
-def test_random_factories_follow_the_tpu_generator(mode):
-    torch.tpu.manual_seed(123)
-    a = torch.randn(4, 5, device="tpu")
-    b = torch.rand(7, device="tpu")
-    c = torch.randint(0, 10, (6,), device="tpu")
-    d = torch.randn_like(a)
-    # The tpu generator draws as PyTorch's CPU generator does from the same seed.
-    g = torch.Generator().manual_seed(123)
-    assert_same(a, torch.randn(4, 5, generator=g), exact=True)
-    assert_same(b, torch.rand(7, generator=g), exact=True)
-    assert_same(c, torch.randint(0, 10, (6,), generator=g), exact=True)
-    assert_same(d, torch.randn(4, 5, generator=g), exact=True)
-    assert torch.tpu.initial_seed() == 123
-    state = torch.tpu.get_rng_state()
-    e1 = torch.rand(3, device="tpu").cpu()
-    torch.tpu.set_rng_state(state)
-    assert torch.equal(torch.rand(3, device="tpu").cpu(), e1)
-    torch.manual_seed(5)  # seeds every device, the tpu too
-    assert torch.tpu.initial_seed() == 5
-
-
-@RANDOM_ON_CPU
-def test_a_generator_made_for_the_tpu_draws_as_a_cpu_one(mode):
-    # torch.Generator(device="tpu") (it raised: the hooks had no getNewGenerator). Random
-    # operators run on the host, so the tpu's generators are host generators.
-    g = torch.Generator(device="tpu")
-    assert g.initial_seed() == torch.Generator().initial_seed()
-    g.manual_seed(3)
-    a = torch.randn(3, 4, device="tpu", generator=g)
-    b = torch.rand(5, device="tpu", generator=g)
-    c = torch.Generator().manual_seed(3)
-    assert_same(a, torch.randn(3, 4, generator=c), exact=True)
-    assert_same(b, torch.rand(5, generator=c), exact=True)
-    # Its own stream: the default generator is untouched.
-    torch.tpu.manual_seed(9)
-    g.manual_seed(3)
-    torch.randn(2, device="tpu", generator=g)
-    assert_same(torch.rand(2, device="tpu"), torch.rand(2, generator=torch.Generator().manual_seed(9)), exact=True)
 
 
 def test_dtype_conversions_match_the_cpu(mode):

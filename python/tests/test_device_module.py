@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import tpuemu  # noqa: F401
-from conftest import RANDOM_ON_CPU
 
 MIB = 1 << 20
 
@@ -61,12 +60,12 @@ def test_one_device_to_select():
         torch.tpu.set_device(1)
 
 
-@RANDOM_ON_CPU
-def test_manual_seed_all_seeds_the_tpus_draws_as_the_cpus():
+def test_manual_seed_all_seeds_the_tpu():
     torch.tpu.manual_seed_all(1234)
     a = torch.randn(5, device="tpu").cpu()
     torch.manual_seed(1234)
-    assert torch.equal(a, torch.randn(5))
+    assert torch.equal(torch.randn(5, device="tpu").cpu(), a)
+    assert torch.tpu.initial_seed() == 1234
 
 
 def _timed_product(n):
