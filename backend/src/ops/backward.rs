@@ -3,12 +3,14 @@
 //! `tanh_backward`) and softmaxes (`_softmax_backward_data`, `_log_softmax_backward_data`)
 //! here; `native_layer_norm_backward` in `layer_norm.rs`, `native_batch_norm_backward` and
 //! `native_group_norm_backward` in `norm_stats.rs`, `nll_loss_backward` and
-//! `embedding_dense_backward` in `lookup.rs`.
+//! `embedding_dense_backward` in `lookup.rs`, `glu_backward` and `_prelu_kernel_backward` in
+//! `gated.rs`.
 //!
 //! Every operator is one kernel (the softmaxes one rows kernel) that computes in f32 and rounds
 //! once to the result dtype, as PyTorch's CPU kernels do for bf16 and f16. The activation
 //! backwards promote `grad_output` with the other input, as PyTorch's binary kernels do.
 
+pub(crate) mod gated;
 pub(crate) mod layer_norm;
 pub(crate) mod lookup;
 pub(crate) mod norm_stats;

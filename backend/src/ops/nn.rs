@@ -52,7 +52,7 @@ pub use im2col::{col2im_op, im2col_op};
 pub(crate) use loss::spatial_shapes;
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};
 pub use norm::{native_batch_norm, native_group_norm, native_layer_norm, rms_norm};
-pub use pad::pad_nd;
+pub use pad::{pad_nd, pad_nd_backward};
 pub use pool::{avg_pool, avg_pool_backward, max_pool_backward, max_pool_with_indices, max_unpool};
 pub use shuffle::{channel_shuffle, pixel_shuffle, pixel_unshuffle};
 pub use softmax::{log_softmax_, safe_softmax, softmax_};

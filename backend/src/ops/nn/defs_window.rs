@@ -6,7 +6,7 @@
 use super::{
     ConvParams, WINDOWS, adaptive_avg_pool, adaptive_avg_pool_backward, adaptive_max_pool,
     avg_pool, avg_pool_backward, convolution, convolution_backward, max_pool_backward,
-    max_pool_with_indices, max_unpool, pad_nd,
+    max_pool_with_indices, max_unpool, pad_nd, pad_nd_backward,
 };
 use crate::dtype::DType;
 use crate::error::Result;
@@ -259,4 +259,42 @@ fn replication_pad3d_op(a: ReplicationPad3d<'_>) -> Result<Tensor> {
 #[aten("aten::reflection_pad3d", dtypes = DType::ALL_TPU, shard = WINDOWS)]
 fn reflection_pad3d_op(a: ReflectionPad3d<'_>) -> Result<Tensor> {
     pad_nd(ReflectionPad3d::NAME, 3, a.self_, &a.padding, true)
+}
+
+// Their gradients: each output element's gradient added where it was read from.
+
+#[aten("aten::replication_pad1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn replication_pad1d_backward_op(a: ReplicationPad1dBackward<'_>) -> Result<Tensor> {
+    let name = ReplicationPad1dBackward::NAME;
+    pad_nd_backward(name, 1, a.grad_output, a.self_, &a.padding, false)
+}
+
+#[aten("aten::reflection_pad1d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn reflection_pad1d_backward_op(a: ReflectionPad1dBackward<'_>) -> Result<Tensor> {
+    let name = ReflectionPad1dBackward::NAME;
+    pad_nd_backward(name, 1, a.grad_output, a.self_, &a.padding, true)
+}
+
+#[aten("aten::replication_pad2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn replication_pad2d_backward_op(a: ReplicationPad2dBackward<'_>) -> Result<Tensor> {
+    let name = ReplicationPad2dBackward::NAME;
+    pad_nd_backward(name, 2, a.grad_output, a.self_, &a.padding, false)
+}
+
+#[aten("aten::reflection_pad2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn reflection_pad2d_backward_op(a: ReflectionPad2dBackward<'_>) -> Result<Tensor> {
+    let name = ReflectionPad2dBackward::NAME;
+    pad_nd_backward(name, 2, a.grad_output, a.self_, &a.padding, true)
+}
+
+#[aten("aten::replication_pad3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn replication_pad3d_backward_op(a: ReplicationPad3dBackward<'_>) -> Result<Tensor> {
+    let name = ReplicationPad3dBackward::NAME;
+    pad_nd_backward(name, 3, a.grad_output, a.self_, &a.padding, false)
+}
+
+#[aten("aten::reflection_pad3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn reflection_pad3d_backward_op(a: ReflectionPad3dBackward<'_>) -> Result<Tensor> {
+    let name = ReflectionPad3dBackward::NAME;
+    pad_nd_backward(name, 3, a.grad_output, a.self_, &a.padding, true)
 }

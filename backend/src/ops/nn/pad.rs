@@ -2,9 +2,14 @@
 //! tensor written by up to three tile kernels — the (cropped) input in the middle and the two
 //! borders as views of the input: the edge element repeated (a stride-0 view) for replication,
 //! the elements next to the edge in reverse order (a negative-stride view) for reflection.
+//! Their backward operators add each output element's gradient into the input element it
+//! read (`index_add` along one dim at a time, in f32).
 
+use crate::dtype::DType;
 use crate::error::{Result, TpuError};
 use crate::layout::Layout;
+use crate::ops::Value;
+use crate::ops::compose::{op, tv};
 use crate::ops::helpers::{OpScope, map_shape, write_into};
 use crate::tensor::Tensor;
 
@@ -77,6 +82,20 @@ fn pad_dim(
 /// pairs from the last dim backwards.
 pub fn pad_nd(name: &str, nd: usize, x: &Tensor, padding: &[i64], reflect: bool) -> Result<Tensor> {
     let op = OpScope::new(name, &[x])?;
+    check_padding(name, nd, x, padding, reflect)?;
+    let r = x.dim();
+    let mut cur = x.clone();
+    for (i, pair) in padding.chunks_exact(2).enumerate() {
+        cur = pad_dim(&op, &cur, r - 1 - i, pair[0], pair[1], reflect)?;
+    }
+    if cur.shares_storage(x) {
+        cur = map_shape(&op, cur.shape(), &[&cur], &[cur.dtype()], |_, r| vec![r[0]])?.remove(0);
+    }
+    Ok(cur)
+}
+
+/// PyTorch's checks of a padding and the input it pads.
+fn check_padding(name: &str, nd: usize, x: &Tensor, padding: &[i64], reflect: bool) -> Result<()> {
     if padding.len() != 2 * nd {
         return Err(TpuError::BadArgs(format!(
             "{name}: padding size is expected to be {}, but got: {}",
@@ -116,12 +135,81 @@ pub fn pad_nd(name: &str, nd: usize, x: &Tensor, padding: &[i64], reflect: bool)
             )));
         }
     }
-    let mut cur = x.clone();
+    Ok(())
+}
+
+/// The input index each output position of a padded dim reads (negative padding crops).
+fn source_indices(n: i64, lo: i64, size: i64, reflect: bool) -> Vec<f64> {
+    (0..size)
+        .map(|j| {
+            let i = j - lo;
+            let src = if !reflect {
+                i.clamp(0, n - 1)
+            } else if i < 0 {
+                -i
+            } else if i >= n {
+                2 * (n - 1) - i
+            } else {
+                i
+            };
+            src as f64
+        })
+        .collect()
+}
+
+/// `replication_pad{nd}d_backward` / `reflection_pad{nd}d_backward(grad_output, x, padding)`:
+/// each output element's gradient added into the input element it was read from, one dim at
+/// a time (`index_add` in f32, rounded once to `x`'s dtype).
+pub fn pad_nd_backward(
+    name: &str,
+    nd: usize,
+    g: &Tensor,
+    x: &Tensor,
+    padding: &[i64],
+    reflect: bool,
+) -> Result<Tensor> {
+    check_padding(name, nd, x, padding, reflect)?;
+    let r = x.dim();
+    let mut want = x.shape().to_vec();
     for (i, pair) in padding.chunks_exact(2).enumerate() {
-        cur = pad_dim(&op, &cur, r - 1 - i, pair[0], pair[1], reflect)?;
+        let d = r - 1 - i;
+        want[d] = (x.shape()[d] as i64 + pair[0] + pair[1]) as usize;
     }
-    if cur.shares_storage(x) {
-        cur = map_shape(&op, cur.shape(), &[&cur], &[cur.dtype()], |_, r| vec![r[0]])?.remove(0);
+    if g.shape() != want.as_slice() {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: grad_output has shape {:?}, expected {want:?} (the input {:?} padded by {padding:?})",
+            g.shape(),
+            x.shape()
+        )));
     }
-    Ok(cur)
+    let rt = x.runtime();
+    let mut cur = g.to_dtype(DType::F32)?;
+    for (i, pair) in padding.chunks_exact(2).enumerate() {
+        let d = r - 1 - i;
+        let n = x.shape()[d] as i64;
+        let size = n + pair[0] + pair[1];
+        let idx = source_indices(n, pair[0], size, reflect);
+        let idx = Tensor::from_f64s(
+            rt,
+            idx.into_iter(),
+            size as usize,
+            &[size as usize],
+            DType::I64,
+        )?;
+        let mut shape = cur.shape().to_vec();
+        shape[d] = n as usize;
+        let zeros = crate::ops::linalg::zeros(rt, &shape, DType::F32)?;
+        cur = op(
+            rt,
+            "aten::index_add",
+            vec![
+                tv(&zeros),
+                Value::Int(d as i64),
+                tv(&idx),
+                tv(&cur),
+                Value::Int(1),
+            ],
+        )?;
+    }
+    cur.to_dtype(x.dtype())
 }

@@ -713,6 +713,20 @@ sample("_linalg_eigh", t(q(5, 5) / 4), "U", False)
 sample("_linalg_svd", q(5, 3) / 4, False, False)
 sample("_linalg_svd", q(2, 3, 6) / 4, True, False)
 
+# Backward kernels of the gated activations and of edge padding (gradients PyTorch computes).
+gx = q(3, 8, 2)
+sample("glu_backward", q(3, 4, 2), gx, 1)
+sample("glu_backward", q(1, 6), t(q(2, 6)), 0)
+sample("glu_backward", q(3, 4, 2, dtype=BF), gx.to(BF), -2)
+sample("_prelu_kernel_backward", q(2, 3, 4), q(2, 3, 4), q(3, 1, lo=-2, hi=2))
+sample("_prelu_kernel_backward", q(5), q(5), q(1))
+for mode in ("reflection", "replication"):
+    sample(f"{mode}_pad1d_backward", q(2, 3, 9), q(2, 3, 5), [3, 1])
+    sample(f"{mode}_pad1d_backward", q(4, 10), t(q(4, 6)), [2, 2])
+    sample(f"{mode}_pad2d_backward", q(2, 6, 7), q(2, 4, 4), [1, 2, 0, 2])
+    sample(f"{mode}_pad2d_backward", q(1, 2, 5, 5, dtype=BF), q(1, 2, 3, 3, dtype=BF), [1, 1, 1, 1])
+    sample(f"{mode}_pad3d_backward", q(1, 3, 5, 6), q(1, 2, 3, 4), [1, 1, 2, 0, 1, 0])
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

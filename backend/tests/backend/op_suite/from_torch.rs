@@ -20,6 +20,14 @@ use super::reference::HostTensor;
 
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
+    ("aten::glu_backward", from_torch),
+    ("aten::_prelu_kernel_backward", from_torch),
+    ("aten::reflection_pad1d_backward", from_torch),
+    ("aten::replication_pad1d_backward", from_torch),
+    ("aten::reflection_pad2d_backward", from_torch),
+    ("aten::replication_pad2d_backward", from_torch),
+    ("aten::reflection_pad3d_backward", from_torch),
+    ("aten::replication_pad3d_backward", from_torch),
     ("aten::nansum", from_torch),
     ("aten::linalg_lu_factor_ex", from_torch),
     ("aten::linalg_lu", from_torch),
