@@ -7,7 +7,7 @@
 //! - `_pdist_forward(x, p)`: the p-norm of `x[i] - x[j]` for `i < j`, row-major;
 //! - `multi_margin_loss(x, y, p, margin, weight, reduction)`: per sample, `sum over j != y of
 //!   max(0, margin - x[y] + x[j])^p (times weight[y])`, over the class count, then the
-//!   reduction.
+//!   reduction; `multi_margin_loss_backward`, ATen's CPU kernel's gradient.
 
 use super::{contract, op, sv, tv};
 use crate::dtype::{DType, Scalar};
@@ -253,6 +253,138 @@ fn multi_margin_loss_op(rt: &Runtime, a: MultiMarginLoss<'_>) -> Result<Tensor> 
         }
     };
     multi_margin_loss(rt, a.self_, a.target, p, a.margin, a.weight, a.reduction)
+}
+
+/// `multi_margin_loss_backward(grad_output, x, y, p, margin, weight, reduction)`, as ATen's CPU
+/// kernel: for `j != y` with `z = margin - x[y] + x[j] > 0`, `h = 1` (`p = 1`) or `2 z`
+/// (`p = 2`), times `weight[y]`, over the class count (and the sample count for a mean);
+/// `x[y]`'s gradient is minus the sum of its row's; all times `grad_output`.
+#[allow(clippy::too_many_arguments)]
+pub fn multi_margin_loss_backward(
+    rt: &Runtime,
+    g: &Tensor,
+    x: &Tensor,
+    y: &Tensor,
+    p: i64,
+    margin: Scalar,
+    weight: Option<&Tensor>,
+    reduction: i64,
+) -> Result<Tensor> {
+    if p != 1 && p != 2 {
+        return Err(TpuError::BadArgs("only p == 1 and p == 2 supported".into()));
+    }
+    if !x.dtype().is_float() || x.dim() > 2 {
+        return Err(TpuError::BadArgs(format!(
+            "multi_margin_loss_backward: expected a floating vector or matrix, got {} {:?}",
+            x.dtype().name(),
+            x.shape()
+        )));
+    }
+    if !(0..=2).contains(&reduction) {
+        return Err(TpuError::BadArgs(format!(
+            "{reduction} is not a valid value for reduction"
+        )));
+    }
+    let c = if x.dim() == 0 {
+        1
+    } else {
+        x.shape()[x.dim() - 1]
+    };
+    let n = if x.dim() == 2 { x.shape()[0] as i64 } else { 1 };
+    let x2 = op(
+        rt,
+        "aten::reshape",
+        vec![tv(x), Value::Ints(vec![n, c as i64])],
+    )?;
+    let t2 = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n, 1])])?;
+    let xt = op(rt, "aten::gather", vec![tv(&x2), Value::Int(1), tv(&t2)])?;
+    let m = op(rt, "aten::rsub.Scalar", vec![tv(&xt), sv(margin)])?;
+    let z = op(rt, "aten::add.Tensor", vec![tv(&m), tv(&x2)])?;
+    let cols = op(
+        rt,
+        "aten::arange",
+        vec![Value::Int(c as i64), Value::Dtype(DType::I64)],
+    )?;
+    let own = op(rt, "aten::eq.Tensor", vec![tv(&cols), tv(&t2)])?;
+    let pos = op(rt, "aten::gt.Scalar", vec![tv(&z), sv(Scalar::Float(0.0))])?;
+    let other = op(rt, "aten::logical_not", vec![tv(&own)])?;
+    let active = op(rt, "aten::logical_and", vec![tv(&pos), tv(&other)])?;
+    // The factor ATen's kernel starts from: 1 / dim, or 1 / (n dim) for a mean.
+    let scale = if reduction == 1 {
+        1.0 / (n as f64 * c as f64)
+    } else {
+        1.0 / c as f64
+    };
+    let per = if p == 1 {
+        op(rt, "aten::full_like", vec![tv(&z), Value::Float(scale)])?
+    } else {
+        op(
+            rt,
+            "aten::mul.Scalar",
+            vec![tv(&z), Value::Float(2.0 * scale)],
+        )?
+    };
+    let mut h = op(
+        rt,
+        "aten::where.ScalarOther",
+        vec![tv(&active), tv(&per), Value::Float(0.0)],
+    )?;
+    if let Some(w) = weight {
+        let flat = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n])])?;
+        let wt = op(
+            rt,
+            "aten::index_select",
+            vec![tv(w), Value::Int(0), tv(&flat)],
+        )?;
+        h = op(
+            rt,
+            "aten::mul.Tensor",
+            vec![tv(&h), tv(&unsqueeze(rt, &wt, 1)?)],
+        )?;
+    }
+    let s = op(
+        rt,
+        "aten::sum.dim_IntList",
+        vec![tv(&h), Value::Ints(vec![1]), Value::Bool(true)],
+    )?;
+    let neg = op(rt, "aten::neg", vec![tv(&s)])?;
+    let grad = op(rt, "aten::where.self", vec![tv(&own), tv(&neg), tv(&h)])?;
+    // Times grad_output: one number, or one per sample (reduction none).
+    let go = if reduction == 0 && g.dim() > 0 {
+        op(rt, "aten::reshape", vec![tv(g), Value::Ints(vec![n, 1])])?
+    } else {
+        g.clone()
+    };
+    let grad = op(rt, "aten::mul.Tensor", vec![tv(&grad), tv(&go)])?;
+    let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
+    op(rt, "aten::reshape", vec![tv(&grad), Value::Ints(shape)])?.to_dtype(x.dtype())
+}
+
+#[aten(
+    "aten::multi_margin_loss_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("a loss reduced over every element: no sharding rule yet"),
+    kind = Decomposition
+)]
+fn multi_margin_loss_backward_op(rt: &Runtime, a: MultiMarginLossBackward<'_>) -> Result<Tensor> {
+    let p = match a.p {
+        Scalar::Int(p) => p,
+        Scalar::Bool(b) => b as i64,
+        Scalar::Float(f) if f == f.trunc() => f as i64,
+        Scalar::Float(_) => {
+            return Err(TpuError::BadArgs("only p == 1 and p == 2 supported".into()));
+        }
+    };
+    multi_margin_loss_backward(
+        rt,
+        a.grad_output,
+        a.self_,
+        a.target,
+        p,
+        a.margin,
+        a.weight,
+        a.reduction,
+    )
 }
 
 /// Why the pairwise distances replicate.

@@ -145,6 +145,21 @@ fn adaptive_max_pool3d_op(a: AdaptiveMaxPool3d<'_>) -> Result<(Tensor, Tensor)> 
     adaptive_max_pool(AdaptiveMaxPool3d::NAME, 3, a.self_, &a.output_size)
 }
 
+// An adaptive max pool's indices are flat positions in each input plane, as a max pool's:
+// the same backward (each gradient added at its index).
+
+#[aten("aten::adaptive_max_pool2d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn adaptive_max_pool2d_backward_op(a: AdaptiveMaxPool2dBackward<'_>) -> Result<Tensor> {
+    let name = AdaptiveMaxPool2dBackward::NAME;
+    max_pool_backward(name, 2, a.grad_output, a.self_, a.indices)
+}
+
+#[aten("aten::adaptive_max_pool3d_backward", dtypes = DType::FLOATING, shard = WINDOWS)]
+fn adaptive_max_pool3d_backward_op(a: AdaptiveMaxPool3dBackward<'_>) -> Result<Tensor> {
+    let name = AdaptiveMaxPool3dBackward::NAME;
+    max_pool_backward(name, 3, a.grad_output, a.self_, a.indices)
+}
+
 #[aten("aten::adaptive_avg_pool1d", dtypes = DType::FLOATING, shard = WINDOWS)]
 fn adaptive_avg_pool1d_op(a: AdaptiveAvgPool1d<'_>) -> Result<Tensor> {
     adaptive_avg_pool(AdaptiveAvgPool1d::NAME, 1, a.self_, &a.output_size)

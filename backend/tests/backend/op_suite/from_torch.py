@@ -727,6 +727,21 @@ for mode in ("reflection", "replication"):
     sample(f"{mode}_pad2d_backward", q(1, 2, 5, 5, dtype=BF), q(1, 2, 3, 3, dtype=BF), [1, 1, 1, 1])
     sample(f"{mode}_pad3d_backward", q(1, 3, 5, 6), q(1, 2, 3, 4), [1, 1, 2, 0, 1, 0])
 
+# Adaptive max pooling's backward (the forward's flat indices; distinct values: no ties).
+amx = distinct(2, 3, 5, 7)
+_, ami = aten.adaptive_max_pool2d(amx, [2, 3])
+sample("adaptive_max_pool2d_backward", q(2, 3, 2, 3), amx, ami)
+amx3 = distinct(2, 4, 5, 6)
+_, ami3 = aten.adaptive_max_pool3d(amx3, [2, 2, 3])
+sample("adaptive_max_pool3d_backward", q(2, 2, 2, 3), amx3, ami3)
+
+# multi_margin_loss's backward: p 1 and 2, a weight, the three reductions, one sample alone.
+mmx, mmt, mmw = q(4, 5) / 4, torch.tensor([0, 3, 4, 1]), q(5, lo=1, hi=3)
+sample("multi_margin_loss_backward", q(), mmx, mmt, 1, 1.0, None, 1)
+sample("multi_margin_loss_backward", q(), mmx, mmt, 2, 0.5, mmw, 2)
+sample("multi_margin_loss_backward", q(4), mmx, mmt, 1, 1.0, mmw, 0)
+sample("multi_margin_loss_backward", q(), q(5) / 4, torch.tensor(2), 2, 1.0, None, 1)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))
