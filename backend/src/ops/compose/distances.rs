@@ -5,6 +5,8 @@
 //! - `_cdist_forward(x1, x2, p, compute_mode)`: that formula where PyTorch uses it (`p = 2` and
 //!   mode 1, or mode 0/None with more than 25 rows), else the p-norm of every row difference;
 //! - `_pdist_forward(x, p)`: the p-norm of `x[i] - x[j]` for `i < j`, row-major;
+//! - `_cdist_backward` and `_pdist_backward`: ATen's CPU kernels' gradients, each pair's
+//!   difference weighted by its output gradient and summed;
 //! - `multi_margin_loss(x, y, p, margin, weight, reduction)`: per sample, `sum over j != y of
 //!   max(0, margin - x[y] + x[j])^p (times weight[y])`, over the class count, then the
 //!   reduction; `multi_margin_loss_backward`, ATen's CPU kernel's gradient.
@@ -389,3 +391,157 @@ fn multi_margin_loss_backward_op(rt: &Runtime, a: MultiMarginLossBackward<'_>) -
 
 /// Why the pairwise distances replicate.
 const PAIRWISE: &str = "pairwise distances: no sharding rule yet";
+
+/// `_cdist_backward(grad, x1, x2, p, cdist)`: the gradient with respect to `x1` (`[..., P, M]`,
+/// its batch broadcast with `x2`'s), as ATen's CPU kernel: with `d = x1[i] - x2[j]` and `D` the
+/// distance, the sum over `j` of `g_ij` times `sign(d)` (`p = 1`), `d / D` (`p = 2`),
+/// `sign(d) [|d| = D]` (`p = inf`), `sign(d) |d|^(p-1) / D^(p-1)` (`p < 2`) or
+/// `d |d|^(p-2) / D^(p-1)`; 0 where `D = 0` (and where `d = 0` for `p < 1`), all 0 for `p = 0`.
+pub fn cdist_backward(
+    rt: &Runtime,
+    g: &Tensor,
+    x1: &Tensor,
+    x2: &Tensor,
+    p: f64,
+    dist: &Tensor,
+) -> Result<Tensor> {
+    if x1.dim() < 2 || x2.dim() < 2 || g.shape() != dist.shape() {
+        return Err(TpuError::BadArgs(format!(
+            "_cdist_backward: expected x1 [..., P, M], x2 [..., R, M] and grad and cdist [..., P, R], got {:?}, {:?}, {:?}, {:?}",
+            x1.shape(),
+            x2.shape(),
+            g.shape(),
+            dist.shape()
+        )));
+    }
+    let dt = x1.dtype();
+    let f = |t: &Tensor| t.to_dtype(DType::F32);
+    let (x1f, x2f, gf, df) = (f(x1)?, f(x2)?, f(g)?, f(dist)?);
+    let diff = op(
+        rt,
+        "aten::sub.Tensor",
+        vec![tv(&unsqueeze(rt, &x1f, -2)?), tv(&unsqueeze(rt, &x2f, -3)?)],
+    )?; // [..., P, R, M]
+    let gd = unsqueeze(rt, &gf, -1)?;
+    let dd = unsqueeze(rt, &df, -1)?;
+    let mul = |a: &Tensor, b: &Tensor| op(rt, "aten::mul.Tensor", vec![tv(a), tv(b)]);
+    let div = |a: &Tensor, b: &Tensor| op(rt, "aten::div.Tensor", vec![tv(a), tv(b)]);
+    let pow = |a: &Tensor, e: f64| op(rt, "aten::pow.Tensor_Scalar", vec![tv(a), Value::Float(e)]);
+    let sign = op(rt, "aten::sign", vec![tv(&diff)])?;
+    let abs = op(rt, "aten::abs", vec![tv(&diff)])?;
+    let term = if p == 0.0 {
+        op(rt, "aten::mul.Scalar", vec![tv(&diff), Value::Float(0.0)])?
+    } else if p == 1.0 {
+        sign
+    } else if p == 2.0 {
+        div(&diff, &dd)?
+    } else if p.is_infinite() {
+        let at = op(rt, "aten::eq.Tensor", vec![tv(&abs), tv(&dd)])?.to_dtype(DType::F32)?;
+        mul(&sign, &at)?
+    } else if p < 2.0 {
+        let t = mul(&sign, &pow(&abs, p - 1.0)?)?;
+        let t = div(&t, &pow(&dd, p - 1.0)?)?;
+        if p < 1.0 {
+            let z = op(rt, "aten::eq.Scalar", vec![tv(&diff), Value::Float(0.0)])?;
+            op(
+                rt,
+                "aten::where.ScalarSelf",
+                vec![tv(&z), Value::Float(0.0), tv(&t)],
+            )?
+        } else {
+            t
+        }
+    } else {
+        let t = mul(&diff, &pow(&abs, p - 2.0)?)?;
+        div(&t, &pow(&dd, p - 1.0)?)?
+    };
+    let zero = op(rt, "aten::eq.Scalar", vec![tv(&dd), Value::Float(0.0)])?;
+    let term = op(
+        rt,
+        "aten::where.ScalarSelf",
+        vec![tv(&zero), Value::Float(0.0), tv(&term)],
+    )?;
+    let w = mul(&term, &gd)?;
+    op(
+        rt,
+        "aten::sum.dim_IntList",
+        vec![tv(&w), Value::Ints(vec![-2]), Value::Bool(false)],
+    )?
+    .to_dtype(dt)
+}
+
+#[aten(
+    "aten::_cdist_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(PAIRWISE),
+    kind = Decomposition
+)]
+fn cdist_backward_op(rt: &Runtime, a: CdistBackward<'_>) -> Result<Tensor> {
+    cdist_backward(rt, a.grad_output, a.x1, a.x2, a.p, a.cdist)
+}
+
+/// `_pdist_backward(grad, x, p, pdist)`: the pairs `i < j` (row-major) spread into full
+/// symmetric `[N, N]` matrices of gradients and distances, then `_cdist_backward` of `x`
+/// against itself (a pair's distance is `x[i] - x[j]`'s for `i` and `x[j] - x[i]`'s for `j`;
+/// the zero diagonal contributes nothing).
+pub fn pdist_backward(
+    rt: &Runtime,
+    g: &Tensor,
+    x: &Tensor,
+    p: f64,
+    dist: &Tensor,
+) -> Result<Tensor> {
+    if x.dim() != 2 {
+        return Err(TpuError::BadArgs(format!(
+            "_pdist_backward requires X to be a 2-D tensor, got {:?}",
+            x.shape()
+        )));
+    }
+    let n = x.shape()[0];
+    let pairs = n * n.saturating_sub(1) / 2;
+    if g.shape() != [pairs] || dist.shape() != [pairs] {
+        return Err(TpuError::BadArgs(format!(
+            "_pdist_backward: grad and pdist must have the {pairs} pair distances of {n} rows, got {:?} and {:?}",
+            g.shape(),
+            dist.shape()
+        )));
+    }
+    let (mut rows, mut cols) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+    for i in 0..n {
+        for j in i + 1..n {
+            rows.push(i as f64);
+            cols.push(j as f64);
+        }
+    }
+    let idx = |v: Vec<f64>| Tensor::from_f64s(rt, v.into_iter(), pairs, &[pairs], DType::I64);
+    let (r, c) = (idx(rows)?, idx(cols)?);
+    let full = |v: &Tensor| -> Result<Tensor> {
+        let z = crate::ops::linalg::zeros(rt, &[n, n], DType::F32)?;
+        let v = v.to_dtype(DType::F32)?;
+        let put = |z: &Tensor, a: &Tensor, b: &Tensor| {
+            op(
+                rt,
+                "aten::index_put",
+                vec![
+                    tv(z),
+                    Value::OptTensors(vec![Some(a.clone()), Some(b.clone())]),
+                    tv(&v),
+                    Value::Bool(false),
+                ],
+            )
+        };
+        let z = put(&z, &r, &c)?;
+        put(&z, &c, &r)
+    };
+    cdist_backward(rt, &full(g)?, x, x, p, &full(dist)?)
+}
+
+#[aten(
+    "aten::_pdist_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(PAIRWISE),
+    kind = Decomposition
+)]
+fn pdist_backward_op(rt: &Runtime, a: PdistBackward<'_>) -> Result<Tensor> {
+    pdist_backward(rt, a.grad_output, a.self_, a.p, a.pdist)
+}

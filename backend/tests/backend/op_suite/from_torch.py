@@ -742,6 +742,19 @@ sample("multi_margin_loss_backward", q(), mmx, mmt, 2, 0.5, mmw, 2)
 sample("multi_margin_loss_backward", q(4), mmx, mmt, 1, 1.0, mmw, 0)
 sample("multi_margin_loss_backward", q(), q(5) / 4, torch.tensor(2), 2, 1.0, None, 1)
 
+# The pairwise distances' gradients (the forward's distances as PyTorch computes them; a
+# repeated row gives a zero distance).
+cx1, cx2 = q(2, 4, 3), q(2, 5, 3)
+cx2[0, 1] = cx1[0, 2]
+for cp in (1.0, 2.0, 0.5, 3.0, float("inf")):
+    cd = aten._cdist_forward(cx1, cx2, cp, 2)
+    sample("_cdist_backward", q(2, 4, 5), cx1, cx2, cp, cd)
+px = q(5, 3)
+px[3] = px[1]
+for pp in (1.0, 2.0, 1.5):
+    pd = aten._pdist_forward(px, pp)
+    sample("_pdist_backward", q(10), px, pp, pd)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

@@ -21,6 +21,8 @@ use super::reference::HostTensor;
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
     ("aten::glu_backward", from_torch),
+    ("aten::_cdist_backward", from_torch),
+    ("aten::_pdist_backward", from_torch),
     ("aten::multi_margin_loss_backward", from_torch),
     ("aten::adaptive_max_pool2d_backward", from_torch),
     ("aten::adaptive_max_pool3d_backward", from_torch),
