@@ -32,7 +32,7 @@ pub fn glu_backward(grad: &Tensor, x: &Tensor, dim: i64) -> Result<Tensor> {
     }
     let d = wrap_dim(dim, x.dim())?;
     let n = x.shape()[d];
-    if n % 2 != 0 {
+    if !n.is_multiple_of(2) {
         return Err(TpuError::Verbatim(format!(
             "Halving dimension must be even, but dimension {d} is size {n}"
         )));
