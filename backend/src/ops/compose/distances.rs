@@ -144,6 +144,55 @@ pub fn pdist(rt: &Runtime, x: &Tensor, p: f64) -> Result<Tensor> {
     norm_last(rt, &d, p)
 }
 
+/// What the margin loss and its gradient share: `x` as `[n, c]`, `z = (margin - x[y]) + x[j]`
+/// (as ATen's kernel adds them) and where `j` is the target class.
+struct Margins {
+    n: i64,
+    c: usize,
+    z: Tensor,
+    own: Tensor,
+}
+
+fn margins(rt: &Runtime, x: &Tensor, y: &Tensor, margin: Scalar) -> Result<Margins> {
+    let c = if x.dim() == 0 {
+        1
+    } else {
+        x.shape()[x.dim() - 1]
+    };
+    let n = if x.dim() == 2 { x.shape()[0] as i64 } else { 1 };
+    let x2 = op(
+        rt,
+        "aten::reshape",
+        vec![tv(x), Value::Ints(vec![n, c as i64])],
+    )?;
+    let t2 = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n, 1])])?;
+    let xt = op(rt, "aten::gather", vec![tv(&x2), Value::Int(1), tv(&t2)])?;
+    let m = op(rt, "aten::rsub.Scalar", vec![tv(&xt), sv(margin)])?;
+    let z = op(rt, "aten::add.Tensor", vec![tv(&m), tv(&x2)])?;
+    let cols = op(
+        rt,
+        "aten::arange",
+        vec![Value::Int(c as i64), Value::Dtype(DType::I64)],
+    )?;
+    let own = op(rt, "aten::eq.Tensor", vec![tv(&cols), tv(&t2)])?;
+    Ok(Margins { n, c, z, own })
+}
+
+/// `h` (`[n, c]`) times each sample's target-class weight.
+fn weighted(rt: &Runtime, h: &Tensor, w: &Tensor, y: &Tensor, n: i64) -> Result<Tensor> {
+    let flat = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n])])?;
+    let wt = op(
+        rt,
+        "aten::index_select",
+        vec![tv(w), Value::Int(0), tv(&flat)],
+    )?;
+    op(
+        rt,
+        "aten::mul.Tensor",
+        vec![tv(h), tv(&unsqueeze(rt, &wt, 1)?)],
+    )
+}
+
 /// `torch.multi_margin_loss(x, y, p, margin, weight, reduction)`.
 pub fn multi_margin_loss(
     rt: &Runtime,
@@ -169,50 +218,19 @@ pub fn multi_margin_loss(
             x.shape()
         )));
     }
-    let c = if x.dim() == 0 {
-        1
-    } else {
-        x.shape()[x.dim() - 1]
-    };
     let batch: Vec<i64> = if x.dim() == 2 {
         vec![x.shape()[0] as i64]
     } else {
         vec![]
     };
-    let n = batch.first().copied().unwrap_or(1);
-    let x2 = op(
-        rt,
-        "aten::reshape",
-        vec![tv(x), Value::Ints(vec![n, c as i64])],
-    )?;
-    let t2 = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n, 1])])?;
-    let xt = op(rt, "aten::gather", vec![tv(&x2), Value::Int(1), tv(&t2)])?;
-    // (margin - x[y]) + x[j], as ATen's kernel adds them.
-    let m = op(rt, "aten::rsub.Scalar", vec![tv(&xt), sv(margin)])?;
-    let z = op(rt, "aten::add.Tensor", vec![tv(&m), tv(&x2)])?;
+    let Margins { n, c, z, own } = margins(rt, x, y, margin)?;
     let mut h = op(rt, "aten::relu", vec![tv(&z)])?;
     if p == 2 {
         h = op(rt, "aten::mul.Tensor", vec![tv(&h), tv(&h)])?;
     }
     if let Some(w) = weight {
-        let flat = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n])])?;
-        let wt = op(
-            rt,
-            "aten::index_select",
-            vec![tv(w), Value::Int(0), tv(&flat)],
-        )?;
-        h = op(
-            rt,
-            "aten::mul.Tensor",
-            vec![tv(&h), tv(&unsqueeze(rt, &wt, 1)?)],
-        )?;
+        h = weighted(rt, &h, w, y, n)?;
     }
-    let cols = op(
-        rt,
-        "aten::arange",
-        vec![Value::Int(c as i64), Value::Dtype(DType::I64)],
-    )?;
-    let own = op(rt, "aten::eq.Tensor", vec![tv(&cols), tv(&t2)])?;
     let h = op(
         rt,
         "aten::where.ScalarSelf",
@@ -287,27 +305,7 @@ pub fn multi_margin_loss_backward(
             "{reduction} is not a valid value for reduction"
         )));
     }
-    let c = if x.dim() == 0 {
-        1
-    } else {
-        x.shape()[x.dim() - 1]
-    };
-    let n = if x.dim() == 2 { x.shape()[0] as i64 } else { 1 };
-    let x2 = op(
-        rt,
-        "aten::reshape",
-        vec![tv(x), Value::Ints(vec![n, c as i64])],
-    )?;
-    let t2 = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n, 1])])?;
-    let xt = op(rt, "aten::gather", vec![tv(&x2), Value::Int(1), tv(&t2)])?;
-    let m = op(rt, "aten::rsub.Scalar", vec![tv(&xt), sv(margin)])?;
-    let z = op(rt, "aten::add.Tensor", vec![tv(&m), tv(&x2)])?;
-    let cols = op(
-        rt,
-        "aten::arange",
-        vec![Value::Int(c as i64), Value::Dtype(DType::I64)],
-    )?;
-    let own = op(rt, "aten::eq.Tensor", vec![tv(&cols), tv(&t2)])?;
+    let Margins { n, c, z, own } = margins(rt, x, y, margin)?;
     let pos = op(rt, "aten::gt.Scalar", vec![tv(&z), sv(Scalar::Float(0.0))])?;
     let other = op(rt, "aten::logical_not", vec![tv(&own)])?;
     let active = op(rt, "aten::logical_and", vec![tv(&pos), tv(&other)])?;
@@ -332,17 +330,7 @@ pub fn multi_margin_loss_backward(
         vec![tv(&active), tv(&per), Value::Float(0.0)],
     )?;
     if let Some(w) = weight {
-        let flat = op(rt, "aten::reshape", vec![tv(y), Value::Ints(vec![n])])?;
-        let wt = op(
-            rt,
-            "aten::index_select",
-            vec![tv(w), Value::Int(0), tv(&flat)],
-        )?;
-        h = op(
-            rt,
-            "aten::mul.Tensor",
-            vec![tv(&h), tv(&unsqueeze(rt, &wt, 1)?)],
-        )?;
+        h = weighted(rt, &h, w, y, n)?;
     }
     let s = op(
         rt,
