@@ -254,6 +254,17 @@ pub fn multi_margin_loss(
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).
 
+/// The margin loss's `p`: a `Scalar` in the schema but read as an int, as it always was here.
+fn margin_p(name: &str, p: Scalar) -> Result<i64> {
+    match p {
+        Scalar::Int(p) => Ok(p),
+        Scalar::Bool(b) => Ok(b as i64),
+        Scalar::Float(_) => Err(TpuError::BadArgs(format!(
+            "{name}(): argument 2 must be int, not float"
+        ))),
+    }
+}
+
 #[aten(
     "aten::multi_margin_loss",
     dtypes = DType::FLOATING_AND_I64,
@@ -261,17 +272,7 @@ pub fn multi_margin_loss(
     kind = Decomposition
 )]
 fn multi_margin_loss_op(rt: &Runtime, a: MultiMarginLoss<'_>) -> Result<Tensor> {
-    // `p` is a `Scalar` in the schema but read as an int, as it always was here.
-    let p = match a.p {
-        Scalar::Int(p) => p,
-        Scalar::Bool(b) => b as i64,
-        Scalar::Float(_) => {
-            return Err(TpuError::BadArgs(format!(
-                "{}(): argument 2 must be int, not float",
-                MultiMarginLoss::NAME
-            )));
-        }
-    };
+    let p = margin_p(MultiMarginLoss::NAME, a.p)?;
     multi_margin_loss(rt, a.self_, a.target, p, a.margin, a.weight, a.reduction)
 }
 
@@ -357,14 +358,7 @@ pub fn multi_margin_loss_backward(
     kind = Decomposition
 )]
 fn multi_margin_loss_backward_op(rt: &Runtime, a: MultiMarginLossBackward<'_>) -> Result<Tensor> {
-    let p = match a.p {
-        Scalar::Int(p) => p,
-        Scalar::Bool(b) => b as i64,
-        Scalar::Float(f) if f == f.trunc() => f as i64,
-        Scalar::Float(_) => {
-            return Err(TpuError::BadArgs("only p == 1 and p == 2 supported".into()));
-        }
-    };
+    let p = margin_p(MultiMarginLossBackward::NAME, a.p)?;
     multi_margin_loss_backward(
         rt,
         a.grad_output,
