@@ -3,6 +3,7 @@ return a silently wrong value: memory asked for is there or refused at the call,
 variables with no meaning are refused, integer powers that have no integer value raise."""
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -396,6 +397,17 @@ def test_compiled_graphs_check_values_as_eager_mode_does():
         _compiled(lambda a, b: a // b, _i(3, 4)(d), _i(1, 0)(d)).cpu()
 
 
+def _run_as_from_a_terminal(code):
+    """Runs `code` in a new Python whose SIGINT is the default, as in a terminal: a shell starts
+    a background job (`cmd &`, CI runners, nohup) with SIGINT ignored, its children inherit
+    that, and Python then installs no KeyboardInterrupt handler (these tests failed so when the
+    suite was started with `&`)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+
+
 _CTRL_C = """
 import os, signal, threading, time, torch, tpuemu
 a = torch.ones(4096, 4096, device="tpu")
@@ -473,9 +485,7 @@ def test_results_a_stopped_flush_did_not_compute_raise_when_read():
     # The flush stopped at the product: its result, what was fused after it, and an
     # unrelated group of the same flush were never computed. They read as zeros before; now
     # each read raises, and new work runs.
-    r = subprocess.run(
-        [sys.executable, "-c", _CTRL_C_DEFERRED], capture_output=True, text=True, timeout=300
-    )
+    r = _run_as_from_a_terminal(_CTRL_C_DEFERRED)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.splitlines() == [
         "stopped", "raises: True", "raises: True", "raises: True", "[1.0, 2.0, 3.0]",
@@ -484,9 +494,7 @@ def test_results_a_stopped_flush_did_not_compute_raise_when_read():
 
 
 def test_ctrl_c_outside_a_call_is_pythons_and_stops_nothing_later():
-    r = subprocess.run(
-        [sys.executable, "-c", _CTRL_C_IN_PYTHON], capture_output=True, text=True, timeout=300
-    )
+    r = _run_as_from_a_terminal(_CTRL_C_IN_PYTHON)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.splitlines() == ["raised by Python", "[2.0, 2.0, 2.0] 3.0"], r.stdout
 
@@ -494,9 +502,7 @@ def test_ctrl_c_outside_a_call_is_pythons_and_stops_nothing_later():
 def test_ctrl_c_with_the_users_own_handler_runs_it_and_stops_no_launch():
     # A program that handles SIGINT itself decides what Ctrl-C means: the product runs to its
     # end and the handler runs once.
-    r = subprocess.run(
-        [sys.executable, "-c", _OWN_HANDLER], capture_output=True, text=True, timeout=300
-    )
+    r = _run_as_from_a_terminal(_OWN_HANDLER)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "result 2048.0 hits 1", r.stdout
 
@@ -506,9 +512,7 @@ def test_ctrl_c_stops_a_long_launch_and_the_device_keeps_working():
     # bytecodes, so before the emulator polled for it the product ran to its end. Now the
     # launch stops where it is (the message names the stopped program, which only the
     # emulator's stop writes), KeyboardInterrupt reaches the caller, and the device goes on.
-    r = subprocess.run(
-        [sys.executable, "-c", _CTRL_C], capture_output=True, text=True, timeout=300
-    )
+    r = _run_as_from_a_terminal(_CTRL_C)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "stopped: aten::mm: interrupted: program `mm` was stopped (Ctrl-C)" in r.stdout
     assert "still working" in r.stdout

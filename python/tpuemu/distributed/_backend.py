@@ -33,7 +33,7 @@ How each collective is timed (``V``: the bytes ``bench collective --bytes`` mean
 """
 from __future__ import annotations
 
-from ._core import GroupCore
+from ._core import GroupCore, disable_tracing
 from ._movements import Movements
 from ._p2p import PointToPoint
 from ._reductions import Reductions
@@ -45,4 +45,5 @@ class ProcessGroupTPU(Reductions, Movements, PointToPoint, GroupCore):
 
 def create(opts, backend_options=None) -> ProcessGroupTPU:
     """The creator ``register_backend`` calls (its extended form: with the group's ranks)."""
+    disable_tracing(ProcessGroupTPU)
     return ProcessGroupTPU(opts, backend_options)

@@ -20,7 +20,7 @@ import torch
 
 from .. import _C, _rust
 from . import _exchange as ex
-from ._core import dtype_name, human, nbytes
+from ._core import dtype_name, human, nbytes, untraced
 from ._work import Work
 
 
@@ -72,7 +72,7 @@ class PointToPoint:
             raise r.error from None
         return tensors[0]
 
-    @torch._dynamo.disable
+    @untraced
     def send(self, tensors, dstRank, tag):  # noqa: N803  (c10d's names)
         t = self._p2p_check("send", tensors)
         shapes = str([list(t.shape)])
@@ -133,7 +133,7 @@ class PointToPoint:
                              size, start, end, json.dumps(args))
         return [t], end
 
-    @torch._dynamo.disable
+    @untraced
     def recv(self, tensors, srcRank, tag):  # noqa: N803
         t = self._p2p_check("recv", tensors)
         entry = _rust.begin_collective("c10d::recv_", str([list(t.shape)]))
@@ -143,7 +143,7 @@ class PointToPoint:
             raise ex.transport_error("recv", self._ranks, e) from None
         return _RecvWork(lambda: self._finish_recv(t, srcRank, tag, entry, header, w))
 
-    @torch._dynamo.disable
+    @untraced
     def recv_anysource(self, tensors, tag):
         # torch.distributed learns the sender from the returned work's C++ sourceRank(), which
         # a Python process group cannot answer: refused rather than a wrong or missing rank.
