@@ -59,3 +59,21 @@ mod plans;
 
 #[path = "backend/memory.rs"]
 mod memory;
+
+#[path = "backend/fusion_rules.rs"]
+mod fusion_rules;
+
+#[path = "backend/runtime_checks.rs"]
+mod runtime_checks;
+
+#[path = "backend/schema_bind.rs"]
+mod schema_bind;
+
+#[path = "backend/op_table.rs"]
+mod op_table;
+
+#[path = "backend/foreign.rs"]
+mod foreign;
+
+#[path = "backend/arena_plan.rs"]
+mod arena_plan;

@@ -9,7 +9,7 @@
 //! graph, and no gaps between kernels on the device. A new signature compiles again, and the runtime's
 //! metrics say why (`graph_compiles`).
 
-mod plan;
+pub mod plan;
 mod slots;
 
 use crate::ir::Shapes;

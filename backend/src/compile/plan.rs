@@ -2,8 +2,10 @@
 //! value it held is dead.
 
 /// Where each intermediate lives, and the arena's size.
-pub(crate) struct ArenaPlan {
+pub struct ArenaPlan {
+    /// Each value's offset in bytes (a multiple of 512), in the order [`arena`] was given them.
     pub offsets: Vec<u64>,
+    /// The arena's size: the end of its highest block.
     pub bytes: u64,
 }
 
@@ -13,7 +15,7 @@ const ALIGN: u64 = 512;
 
 /// Plans `values` (bytes, first group, last group that uses it), in order of first use: each
 /// takes the lowest offset free for its whole lifetime (first fit).
-pub(crate) fn arena(values: &[(u64, usize, usize)]) -> ArenaPlan {
+pub fn arena(values: &[(u64, usize, usize)]) -> ArenaPlan {
     let mut placed: Vec<(u64, u64, usize, usize)> = Vec::new(); // offset, size, first, last
     let mut offsets = Vec::with_capacity(values.len());
     let mut bytes = 0;
@@ -38,21 +40,4 @@ pub(crate) fn arena(values: &[(u64, usize, usize)]) -> ArenaPlan {
         bytes = bytes.max(at + size);
     }
     ArenaPlan { offsets, bytes }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dead_values_give_their_space_back() {
-        // a (0..1), b (1..2), c (2..3): a and c never overlap in time and share an offset.
-        let p = arena(&[(1000, 0, 1), (1000, 1, 2), (1000, 2, 3)]);
-        assert_eq!(p.offsets[0], p.offsets[2]);
-        assert_ne!(p.offsets[0], p.offsets[1]);
-        assert_eq!(p.bytes, 2048);
-        // Everything alive at once stacks up.
-        let q = arena(&[(100, 0, 5), (100, 0, 5), (100, 0, 5)]);
-        assert_eq!(q.bytes, 3 * 512);
-    }
 }

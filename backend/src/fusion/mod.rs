@@ -24,8 +24,6 @@ mod order;
 pub(crate) mod plans;
 mod row_epilogue;
 mod rules;
-#[cfg(test)]
-mod testing;
 mod views;
 
 use std::collections::HashMap;

@@ -5,7 +5,7 @@
 //! charges the host for its dispatch ([`HostCosts`]), every kernel launch is submitted at the
 //! host's current time, and synchronising moves the host to when the device finished.
 
-pub(crate) mod checks;
+pub mod checks;
 pub mod config;
 pub(crate) mod exec;
 pub(crate) mod executor;

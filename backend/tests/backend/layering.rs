@@ -9,7 +9,8 @@
 //! without a cycle; and inside `src/` and `kernels/src/` no two files import each other in a
 //! circle (a file's `crate::` and `super::` paths resolved to the files that define them; a
 //! module and its own parent or children are not counted), the matrix-product kernels' five
-//! files excepted.
+//! files excepted. No file of `src/` holds a test: the library's unit tests are not built
+//! (`test = false` in `Cargo.toml`), so the backend's tests live in `tests/backend/`.
 
 use std::path::{Path, PathBuf};
 
@@ -472,4 +473,46 @@ fn the_file_graph_reads_use_trees_and_relative_paths() {
     assert!(got.contains(&m("ops::helpers::map")), "{got:?}");
     assert!(got.contains(&m("ops::wide::g")), "{got:?}");
     assert!(!got.iter().any(|p| p[0] == "x"), "{got:?}");
+}
+
+/// The lines of `text` that are a test (`#[test]`) or test-only code (`#[cfg(test)]`), comments
+/// left out, with their line numbers.
+fn test_lines(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| l.contains("#[test]") || l.contains("#[cfg(test)]"))
+        .map(|(i, l)| (i + 1, l.trim()))
+        .collect()
+}
+
+#[test]
+fn the_library_holds_no_unit_tests() {
+    assert_eq!(
+        test_lines("fn f() {}\n// #[test]\n#[cfg(test)]\nmod tests {\n    #[test]\n"),
+        vec![(3, "#[cfg(test)]"), (5, "#[test]")]
+    );
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // Every file, `testing.rs` helpers included (`files` leaves them out).
+    let (mut dirs, mut found) = (vec![src], Vec::new());
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                for (n, l) in test_lines(&text) {
+                    found.push(format!("{}:{n}: {l}", p.display()));
+                }
+            }
+        }
+    }
+    found.sort();
+    assert!(
+        found.is_empty(),
+        "the library's unit tests do not run (`test = false` in backend/Cargo.toml): move these \
+         tests to backend/tests/backend/ (the backend's test binary, tests/backend.rs)\n{}",
+        found.join("\n")
+    );
 }

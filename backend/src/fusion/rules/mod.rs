@@ -1,5 +1,6 @@
-//! The fusion rules, one per pattern, each in its own file with its own test of the kernels
-//! and HBM bytes it leaves against a hand-computed minimum.
+//! The fusion rules, one per pattern, each in its own file; each is tested
+//! (`tests/backend/fusion_rules/`) on the kernels and HBM bytes it leaves against a
+//! hand-computed minimum.
 //!
 //! A *join* rule decides whether a recorded node joins a group already formed (the planner
 //! offers each node to the newest groups it does not depend on, newest first); the first rule

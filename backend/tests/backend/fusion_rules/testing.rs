@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use tpuemu_emulator::{ChipPreset, Emulator, builtin};
 
-use crate::runtime::{Metrics, Mode, Runtime};
-use crate::tensor::Tensor;
+use tpuemu_backend::runtime::{Metrics, Mode, Runtime};
+use tpuemu_backend::tensor::Tensor;
 
 /// Deterministic values in [-1, 1).
 pub(super) fn data(n: usize, seed: u32) -> Vec<f32> {
@@ -68,7 +68,7 @@ fn run(
     let values = outs
         .iter()
         .map(|t| {
-            t.to_dtype(crate::dtype::DType::F32)
+            t.to_dtype(tpuemu_backend::dtype::DType::F32)
                 .and_then(|t| t.to_vec::<f32>())
                 .expect("read back")
         })
