@@ -13,5 +13,14 @@ import torch
 
 assert torch.__version__.startswith("2.15.0"), torch.__version__
 schemas = sorted({str(s) for s in torch._C._jit_get_all_schemas() if str(s).startswith("aten::")})
-with open(sys.argv[1], "w", encoding="utf-8", newline="\n") as f:
-    f.write("".join(s + "\n" for s in schemas))
+text = "".join(s + "\n" for s in schemas)
+# Written only when it changed: a new modification time alone makes cargo rebuild the schema
+# crate and everything above it (and `scripts/python.sh` the extension) after every check.
+try:
+    with open(sys.argv[1], encoding="utf-8", newline="") as f:
+        same = f.read() == text
+except FileNotFoundError:
+    same = False
+if not same:
+    with open(sys.argv[1], "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
