@@ -143,5 +143,10 @@ if __name__ == "__main__":
     # `python tpuemu/_build.py`: builds the shim if it is missing or stale (torch is imported
     # only then).
     if needs_build():
-        _compile(build_dir(), verbose="-v" in sys.argv)
+        # Importing torch autoloads the installed package, whose import builds the shim: build
+        # here only what that left stale (it printed "compiling" twice, the second a no-op).
+        import torch  # noqa: F401
+
+        if needs_build():
+            _compile(build_dir(), verbose="-v" in sys.argv)
         print(f"tpuemu: C++ shim built in {build_dir()}", file=sys.stderr)
