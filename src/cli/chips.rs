@@ -105,5 +105,15 @@ pub fn run(args: &ChipsArgs) -> Result<(), CliError> {
         );
     }
     out += "\nEvery figure cites its source: `tpuemu chips --toml v5e` (or --json).\n";
+    // Figures fitted to a published run (at most one a chip), with the fit's arithmetic.
+    for p in &presets {
+        for (field, source) in p
+            .sources
+            .iter()
+            .filter(|(_, s)| s.starts_with("CALIBRATED"))
+        {
+            out += &format!("\nCalibrated: {} {field}. {source}\n", p.name);
+        }
+    }
     super::write_output(None, out.as_bytes())
 }

@@ -18,6 +18,7 @@ pub mod disasm;
 pub mod golden;
 pub mod ops;
 pub mod predict;
+pub mod predict_table;
 pub mod report;
 pub mod run;
 pub mod viz;

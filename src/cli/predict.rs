@@ -24,11 +24,20 @@ pub struct PredictArgs {
     /// A built-in model (llama2-7b, llama2-70b, llama3.1-8b, llama3.1-70b, llama3.1-405b,
     /// qwen3-8b, mixtral-8x7b) or a TOML file with layers, d_model, heads, kv_heads, ffn, vocab
     /// [, head_dim, experts, top_k, tied_embeddings, qk_norm]
-    #[arg(long)]
-    pub model: String,
+    #[arg(long, required_unless_present = "table")]
+    pub model: Option<String>,
     /// The slice: GENERATION:AxB[xC], e.g. v6e:16x16, v5p:4x4x4
-    #[arg(long)]
-    pub slice: String,
+    #[arg(long, required_unless_present = "table")]
+    pub slice: Option<String>,
+    /// Regenerate workloads/README.md's table as Markdown: `published` re-runs every published
+    /// training run this tool can size (MaxText's optimized-models table) against its
+    /// published tokens/s and MFU; `all` adds the table's other rows (minutes to half an
+    /// hour: one prediction a row; `--set`, `--no-overlap`, `--no-repeat` apply to every row)
+    #[arg(long, value_name = "published|all", conflicts_with_all = ["model", "slice", "parallel", "tp", "ep", "trace"])]
+    pub table: Option<String>,
+    /// With --table: only the rows whose model or slice contains this text
+    #[arg(long, requires = "table")]
+    pub only: Option<String>,
     /// Tokens per sequence
     #[arg(long, default_value_t = 8192)]
     pub seq: usize,
@@ -164,9 +173,60 @@ fn parse_parallel(args: &PredictArgs, chips: usize) -> Result<Parallel, CliError
 
 /// Runs `tpuemu predict`.
 pub fn run(args: &PredictArgs) -> Result<(), CliError> {
+    if let Some(which) = &args.table {
+        return super::predict_table::run(args, which);
+    }
+    let (model, slice) = match (&args.model, &args.slice) {
+        (Some(m), Some(s)) => (m.as_str(), s.as_str()),
+        _ => {
+            return Err(CliError::Other(
+                "predict: --model and --slice are needed (or --table)".into(),
+            ));
+        }
+    };
     let t0 = Instant::now();
-    let model = ModelConfig::load(&args.model).map_err(|e| CliError::Other(e.to_string()))?;
-    let (preset, dims) = parse_slice(&args.slice, &args.set)?;
+    let p = predict_one(args, model, slice)?;
+    let host_s = t0.elapsed().as_secs_f64();
+    let chip = p.chip.clone();
+    let p = p.prediction;
+    if let Some(path) = &args.trace {
+        let json = tpuemu_isa::trace::chrome::to_chrome_json(&p.trace(&chip));
+        std::fs::write(path, json).map_err(|source| CliError::Io {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    if args.json {
+        let mut v = serde_json::to_value(&p).map_err(|e| CliError::Other(e.to_string()))?;
+        v["host_seconds"] = serde_json::json!(host_s);
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        print!("{}", report(&p, slice, host_s));
+        if let Some(path) = &args.trace {
+            println!(
+                "trace             {} (open with `tpuemu viz` or ui.perfetto.dev)",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A prediction and the chip it was made for.
+pub(super) struct Predicted {
+    pub prediction: Prediction,
+    pub chip: tpuemu_isa::ChipInfo,
+}
+
+/// One prediction of `model` on `slice` with the rest of `args` (split, sequence, batch,
+/// remat, overrides, overlap and repetition switches).
+pub(super) fn predict_one(
+    args: &PredictArgs,
+    model: &str,
+    slice_text: &str,
+) -> Result<Predicted, CliError> {
+    let model = ModelConfig::load(model).map_err(|e| CliError::Other(e.to_string()))?;
+    let (preset, dims) = parse_slice(slice_text, &args.set)?;
     let remat = Remat::parse(&args.remat).ok_or_else(|| {
         CliError::Other(format!(
             "--remat `{}`: expected none, attention or full",
@@ -175,7 +235,7 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     })?;
     let generation = preset.name.clone();
     let slice = Emulator::slice(preset.clone(), &dims)
-        .map_err(|e| CliError::Other(format!("--slice {}: {e}", args.slice)))?;
+        .map_err(|e| CliError::Other(format!("--slice {slice_text}: {e}")))?;
     slice.set_timing_only(true);
     let chips = slice.topology().num_chips();
     let par = parse_parallel(args, chips)?;
@@ -198,9 +258,9 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     solo.set_timing_only(true);
     let rt = Runtime::meta(Arc::new(solo), 0).map_err(|e| CliError::Other(e.to_string()))?;
     let mesh = DeviceMesh::new(Arc::new(slice), &spec.mesh_dims())
-        .map_err(|e| CliError::Other(format!("--parallel over {}: {e}", args.slice)))?;
+        .map_err(|e| CliError::Other(format!("--parallel over {slice_text}: {e}")))?;
     let mut timer = CommTimer::new(mesh);
-    let p = predict(
+    let prediction = predict(
         &spec,
         rt,
         &mut timer,
@@ -222,28 +282,7 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
             state_verdict(&spec, &chip)
         ))
     })?;
-    let host_s = t0.elapsed().as_secs_f64();
-    if let Some(path) = &args.trace {
-        let json = tpuemu_isa::trace::chrome::to_chrome_json(&p.trace(&chip));
-        std::fs::write(path, json).map_err(|source| CliError::Io {
-            path: path.clone(),
-            source,
-        })?;
-    }
-    if args.json {
-        let mut v = serde_json::to_value(&p).map_err(|e| CliError::Other(e.to_string()))?;
-        v["host_seconds"] = serde_json::json!(host_s);
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-    } else {
-        print!("{}", report(&p, &args.slice, host_s));
-        if let Some(path) = &args.trace {
-            println!(
-                "trace             {} (open with `tpuemu viz` or ui.perfetto.dev)",
-                path.display()
-            );
-        }
-    }
-    Ok(())
+    Ok(Predicted { prediction, chip })
 }
 
 /// When a step cannot be simulated: whether the parameters and optimizer state (16 bytes per

@@ -2,7 +2,7 @@
 //! independent fact: the counts are derived here from the shapes alone), TOML loading and its
 //! errors, and the FLOP count against a hand computation.
 
-use tpuemu_workloads::llm::{BUILTIN, ModelConfig};
+use tpuemu_workloads::llm::{BUILTIN, ModelConfig, published};
 
 /// `(model, published total, last published digit, source)`: the total must match to half a
 /// unit of the last digit the publisher gives.
@@ -133,4 +133,94 @@ fn toml_files_load_and_bad_ones_are_explained() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("typo.toml"), "{e}");
+}
+
+// The published runs `tpuemu predict --published` compares against: each row's figures agree
+// with each other in the convention the module states, and each row is one `predict` can run.
+
+/// Published bf16 peaks per chip, FLOP/s (Google Cloud's TPU pages), by generation.
+fn published_peak(generation: &str) -> f64 {
+    match generation {
+        "v5e" => 197e12,
+        "v5p" => 459e12,
+        "v6e" => 918e12,
+        other => panic!("no published peak for {other}"),
+    }
+}
+
+#[test]
+fn each_published_mfu_follows_from_its_tokens_per_second() {
+    // MFU = tokens/s/chip x model FLOPs per token / peak, in the row's convention (causal
+    // attention in full, or halved as MaxText counts since its PR #1988). A typo in a row's
+    // tokens/s, MFU, sequence or model breaks this; so does a row that names the wrong
+    // convention (the two differ by 3.5-11% at these sequence lengths).
+    for r in published::PUBLISHED {
+        let model = ModelConfig::builtin(r.model).expect("a built-in model");
+        let generation = r.slice.split(':').next().unwrap();
+        let (stated, other) = match r.convention {
+            published::Convention::Full => (
+                model.model_flops(1, r.seq as u64),
+                model.model_flops_causal(1, r.seq as u64),
+            ),
+            published::Convention::Halved => (
+                model.model_flops_causal(1, r.seq as u64),
+                model.model_flops(1, r.seq as u64),
+            ),
+        };
+        let mfu = r.tokens_per_s_per_chip * stated / published_peak(generation);
+        let rel = (mfu - r.mfu).abs() / r.mfu;
+        assert!(
+            rel < 0.03,
+            "{} on {}: {:.2}% from {} tokens/s against {:.2}% published",
+            r.model,
+            r.slice,
+            100.0 * mfu,
+            r.tokens_per_s_per_chip,
+            100.0 * r.mfu
+        );
+        let in_other = r.tokens_per_s_per_chip * other / published_peak(generation);
+        assert!(
+            (in_other - r.mfu).abs() / r.mfu > rel,
+            "{} on {}: the other convention fits the published MFU better",
+            r.model,
+            r.slice
+        );
+    }
+}
+
+#[test]
+fn each_row_is_a_run_predict_can_set_up() {
+    for r in published::PUBLISHED {
+        let (generation, dims) = r.slice.split_once(':').unwrap();
+        assert!(
+            tpuemu_emulator::builtin(generation).is_some(),
+            "{}: no preset {generation}",
+            r.slice
+        );
+        let chips: usize = dims
+            .split('x')
+            .map(|d| d.parse::<usize>().unwrap())
+            .product();
+        let split: usize = r
+            .parallel
+            .split(',')
+            .map(|p| p.split_once('=').unwrap().1.parse::<usize>().unwrap())
+            .product();
+        assert_eq!(
+            split, chips,
+            "{} on {}: the split covers the slice",
+            r.model, r.slice
+        );
+        assert!(["full", "attention", "none"].contains(&r.remat));
+        assert!(!r.differences.is_empty() && !r.source.is_empty());
+    }
+    for g in ["v4", "v5e", "v5p", "v6e", "v7x"] {
+        let fits = published::of_generation(g)
+            .filter(|r| r.role == published::Role::Fit)
+            .count();
+        assert!(
+            fits <= 1,
+            "{g}: {fits} runs fitted; at most one calibrated figure a chip"
+        );
+    }
 }

@@ -25,6 +25,10 @@ pub(crate) enum SyncUnit {
 
 pub(crate) const SYNC_UNITS: usize = 6;
 
+/// Most slots one synchronous unit can have: two vector ALU slots in each of at most four
+/// vector units (`costs.vector_units`).
+pub(crate) const MAX_SLOTS: usize = 8;
+
 impl SyncUnit {
     /// The synchronous unit that issues an instruction of `unit` (the instruction set's table,
     /// [`tpuemu_isa::Instr::unit`]): matrix-unit, DMA and synchronisation instructions issue
@@ -109,8 +113,9 @@ pub(crate) struct Timing {
     pub sreg: [u64; NUM_SREGS as usize],
     pub vreg: [u64; NUM_VREGS as usize],
     pub mreg: [u64; NUM_MREGS as usize],
-    /// Per unit, per slot (two for the scalar and vector ALUs): when it is free.
-    pub unit_free: [[u64; 2]; SYNC_UNITS],
+    /// Per unit, per slot (two for the scalar and vector ALUs, times `costs.vector_units`
+    /// for the vector units): when it is free. Slots beyond a unit's count stay at the start.
+    pub unit_free: [[u64; MAX_SLOTS]; SYNC_UNITS],
     pub busy: [u64; SYNC_UNITS],
     /// Slots per unit in a bundle.
     slots: [u8; SYNC_UNITS],
@@ -156,12 +161,13 @@ impl Timing {
             sreg: [t0; NUM_SREGS as usize],
             vreg: [t0; NUM_VREGS as usize],
             mreg: [t0; NUM_MREGS as usize],
-            unit_free: [[t0; 2]; SYNC_UNITS],
+            unit_free: [[t0; MAX_SLOTS]; SYNC_UNITS],
             busy: [0; SYNC_UNITS],
             slots: {
-                let mut s = [1u8; SYNC_UNITS];
+                let copies = preset.costs.vector_units.clamp(1, 4) as u8;
+                let mut s = [copies; SYNC_UNITS];
                 s[SyncUnit::Scalar as usize] = preset.costs.scalar_slots.clamp(1, 2) as u8;
-                s[SyncUnit::Valu as usize] = preset.costs.valu_slots.clamp(1, 2) as u8;
+                s[SyncUnit::Valu as usize] = preset.costs.valu_slots.clamp(1, 2) as u8 * copies;
                 s
             },
             bundle_at: u64::MAX,
@@ -186,8 +192,19 @@ impl Timing {
     #[inline]
     pub fn occupy(&mut self, unit: SyncUnit, ready: u64, occupancy: u32) -> u64 {
         let u = unit as usize;
-        // The earlier-free of the unit's (at most two) slots; ties go to the first.
-        let k = usize::from(self.slots[u] > 1 && self.unit_free[u][1] < self.unit_free[u][0]);
+        // The earliest-free of the unit's slots; ties go to the first.
+        let n = self.slots[u] as usize;
+        let k = match n {
+            1 => 0,
+            2 => usize::from(self.unit_free[u][1] < self.unit_free[u][0]),
+            _ => (1..n).fold(0, |k, j| {
+                if self.unit_free[u][j] < self.unit_free[u][k] {
+                    j
+                } else {
+                    k
+                }
+            }),
+        };
         let mut start = ready.max(self.front).max(self.unit_free[u][k]);
         if start == self.bundle_at && self.bundle_used[u] >= self.slots[u] {
             start += 1;

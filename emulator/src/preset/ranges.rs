@@ -77,6 +77,11 @@ const FIELDS: &[(&str, Kind, &str)] = &[
     ),
     ("costs.scalar_slots", Kind::Int(1, 2), "slots"),
     ("costs.valu_slots", Kind::Int(1, 2), "slots"),
+    (
+        "costs.vector_units",
+        Kind::Int(1, 4),
+        "copies of the vector unit",
+    ),
     ("costs.scalar_latency", Kind::Int(0, CYCLES), "cycles"),
     ("costs.sld_latency", Kind::Int(0, CYCLES), "cycles"),
     ("costs.branch_taken", Kind::Int(0, CYCLES), "cycles"),

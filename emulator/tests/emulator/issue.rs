@@ -66,3 +66,46 @@ fn scalar_and_vector_ops_share_a_bundle() {
     // The scalar moves ride along in the vector ops' bundles.
     assert_eq!(cycles(&mixed, 2), cycles(&vec_only, 2));
 }
+
+/// Cycles of `body` on v5e (no launch overhead) with `copies` vector units.
+fn cycles_with_units(body: &str, copies: u32) -> u64 {
+    let mut p = builtin("v5e").unwrap();
+    p.set("costs.vector_units", &copies.to_string()).unwrap();
+    p.set("costs.kernel_launch", "0").unwrap();
+    let prog = tpuemu_isa::assemble(&format!(".program units\n{body}\n    halt\n")).unwrap();
+    let r = Emulator::new(p)
+        .unwrap()
+        .run_program(&prog, &[], &[0], false)
+        .unwrap();
+    r.stats.cycles()
+}
+
+#[test]
+fn more_vector_units_issue_more_independent_ops_a_cycle() {
+    // 32 independent moves: 2 ALU slots a unit, so 16 bundles with one unit, 8 with two and
+    // 4 with four (the drain after the last bundle is the same every time).
+    let body = independent_vector_ops(32);
+    let (one, two, four) = (
+        cycles_with_units(&body, 1),
+        cycles_with_units(&body, 2),
+        cycles_with_units(&body, 4),
+    );
+    assert_eq!(one - two, 8, "one unit {one}, two {two}");
+    assert_eq!(two - four, 4, "two units {two}, four {four}");
+    // The transcendental unit (occupancy 2 on v5e): 8 independent exps hold one unit 16 cycles,
+    // two units 8.
+    let exps: String = (0..8)
+        .map(|i| format!("    vexp.f32 v{}, v0\n", i + 1))
+        .collect();
+    assert_eq!(cycles_with_units(&exps, 1) - cycles_with_units(&exps, 2), 8);
+    // A dependence chain gains nothing.
+    let mut chain = String::from("    vmov.f32 v1, 1.0\n");
+    for _ in 0..8 {
+        chain += "    vadd.f32 v1, v1, v1\n";
+    }
+    assert_eq!(cycles_with_units(&chain, 1), cycles_with_units(&chain, 4));
+    // Out of range: a clear error naming the field.
+    let mut p = builtin("v5e").unwrap();
+    let e = p.set("costs.vector_units", "5").unwrap_err().to_string();
+    assert!(e.contains("vector_units"), "{e}");
+}

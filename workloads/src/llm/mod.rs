@@ -8,6 +8,7 @@ pub mod config;
 pub mod ctx;
 pub mod layer;
 pub mod predict;
+pub mod published;
 pub mod spec;
 pub mod step;
 
