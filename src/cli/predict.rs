@@ -57,7 +57,8 @@ pub struct PredictArgs {
     #[arg(long)]
     pub ep: Option<usize>,
     /// What the backward recomputes: full (each layer's forward; the usual choice at long
-    /// sequences), attention (the attention probabilities, as flash attention), none
+    /// sequences), mlp (the MLP's gate and up products, as MaxText's save_dot_except_mlpwi),
+    /// attention (the attention probabilities, as flash attention), none
     #[arg(long, default_value = "full")]
     pub remat: String,
     /// Tokens per chunk of the output head and loss
@@ -229,7 +230,7 @@ pub(super) fn predict_one(
     let (preset, dims) = parse_slice(slice_text, &args.set)?;
     let remat = Remat::parse(&args.remat).ok_or_else(|| {
         CliError::Other(format!(
-            "--remat `{}`: expected none, attention or full",
+            "--remat `{}`: expected none, attention, mlp or full",
             args.remat
         ))
     })?;

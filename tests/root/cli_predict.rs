@@ -246,8 +246,17 @@ fn bad_input_is_a_clear_error() {
     fails(&p, "--ep 2 and --parallel ep=4 disagree");
     let mut p = base("llama3.1-8b", "v5e:2x2");
     p.extend(["--remat", "some"]);
-    fails(&p, "expected none, attention or full");
+    fails(&p, "expected none, attention, mlp or full");
     let mut p = base("llama3.1-8b", "v5e:2x2");
     p.extend(["--seq", "0"]);
     fails(&p, "must be positive");
+    // The table: which rows, and never with a single run's arguments.
+    fails(&["--table", "some"], "expected published or all");
+    fails(&["--table", "all", "--only", "gpt-5"], "no row matches");
+    fails(
+        &["--table", "published", "--model", "llama3.1-8b"],
+        "cannot be used with",
+    );
+    fails(&["--only", "v6e"], "--table");
+    fails(&["--table", "published", "--set", "clock_hz=5"], "clock_hz");
 }

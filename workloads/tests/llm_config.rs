@@ -211,7 +211,11 @@ fn each_row_is_a_run_predict_can_set_up() {
             "{} on {}: the split covers the slice",
             r.model, r.slice
         );
-        assert!(["full", "attention", "none"].contains(&r.remat));
+        assert!(
+            tpuemu_workloads::llm::Remat::parse(r.remat).is_some(),
+            "{}",
+            r.remat
+        );
         assert!(!r.differences.is_empty() && !r.source.is_empty());
     }
     for g in ["v4", "v5e", "v5p", "v6e", "v7x"] {
@@ -223,4 +227,34 @@ fn each_row_is_a_run_predict_can_set_up() {
             "{g}: {fits} runs fitted; at most one calibrated figure a chip"
         );
     }
+}
+
+#[test]
+fn a_layer_splits_into_micro_batches_only_past_what_a_kernel_addresses() {
+    use tpuemu_workloads::llm::{Parallel, Remat, StepSpec};
+    let spec = |model: &str, batch: usize, tp: usize| StepSpec {
+        model: ModelConfig::builtin(model).unwrap(),
+        seq: 8192,
+        batch_per_chip: batch,
+        par: Parallel {
+            dp: 1,
+            ep: 1,
+            fsdp: 256 / tp,
+            tp,
+        },
+        remat: Remat::Full,
+        loss_chunk: 1024,
+    };
+    // Llama 3.1 70B's MLP product is [tokens, 28672] bf16: 57,344 bytes a token, the largest
+    // per-token operand. 2^31 / 57,344 = 37,449 tokens fit one kernel: 4 sequences of 8192
+    // (32,768) do, 5 (40,960) do not, so 5 run as 5 passes of one (5 is prime), 6 as 2 of 3.
+    assert_eq!(spec("llama3.1-70b", 4, 1).micro_batches(), 1);
+    assert_eq!(spec("llama3.1-70b", 5, 1).micro_batches(), 5);
+    assert_eq!(spec("llama3.1-70b", 6, 1).micro_batches(), 2);
+    // Tensor parallelism over 4 shares 4 x 5 sequences and a quarter of the MLP columns:
+    // 163,840 tokens x 14,336 bytes = 2.35e9, so 5 passes of 4 x 1 again.
+    assert_eq!(spec("llama3.1-70b", 5, 4).micro_batches(), 5);
+    // Llama 3.1 8B: 28,672 bytes a token, 74,898 tokens a kernel: 9 sequences fit.
+    assert_eq!(spec("llama3.1-8b", 9, 1).micro_batches(), 1);
+    assert_eq!(spec("llama3.1-8b", 10, 1).micro_batches(), 2);
 }

@@ -146,6 +146,21 @@ impl Saved {
         self.x
     }
 
+    /// Bytes of the MLP's first products and activation (every expert's).
+    pub fn mlp_bytes(&self, z: &Dims) -> u64 {
+        let b = |t: &Tensor| (t.numel() * t.dtype().size()) as u64;
+        (b(&self.gate) + b(&self.up) + b(&self.act)) * z.e as u64
+    }
+
+    /// Drops the MLP's first products and activation (`Remat::Mlp`): the backward recomputes
+    /// them with [`recompute_mlp`].
+    pub fn drop_mlp(&mut self, rt: &Runtime) -> Result<()> {
+        for t in [&mut self.gate, &mut self.up, &mut self.act] {
+            *t = Tensor::empty(rt, &[0], BF)?;
+        }
+        Ok(())
+    }
+
     /// Bytes kept for the layer's backward.
     pub fn bytes(&self, z: &Dims) -> u64 {
         let b = |t: &Tensor| (t.numel() * t.dtype().size()) as u64;
@@ -356,6 +371,34 @@ pub fn forward(
         lse,
     };
     Ok((y, saved))
+}
+
+/// Recomputes what [`Saved::drop_mlp`] dropped: the MLP's gate and up products and their
+/// activation, from the kept MLP input (each expert's, from its dispatched rows; the token
+/// exchange with the expert-parallel group runs again).
+pub fn recompute_mlp(ctx: &mut Ctx, spec: &StepSpec, w: &Weights, s: &mut Saved) -> Result<()> {
+    let z = Dims::of(spec);
+    ctx.label("recompute mlp")?;
+    if z.experts == 1 {
+        s.gate = linear(&s.h2, &w.wg)?;
+        s.up = linear(&s.h2, &w.wu)?;
+        s.act = s.gate.silu()?.mul(&s.up)?;
+        return Ok(());
+    }
+    let rows = dispatch(ctx, spec, &z, &s.h2, "expert tokens (recompute)")?;
+    let rt = ctx.rt.clone();
+    let out = ctx.repeat(z.e, None, |_, _, _| {
+        let inp = Tensor::empty(&rt, &[z.ne, z.d], BF)?;
+        let gate = linear(&inp, &w.wg)?;
+        let up = linear(&inp, &w.wu)?;
+        let act = gate.silu()?.mul(&up)?;
+        Ok(Some((gate, up, act)))
+    })?;
+    drop(rows);
+    let (gate, up, act) =
+        out.ok_or_else(|| tpuemu_backend::TpuError::BadArgs("no experts".into()))?;
+    (s.gate, s.up, s.act) = (gate, up, act);
+    Ok(())
 }
 
 /// Sends rows to (or back from) the chips of their experts: an all-to-all over the

@@ -231,13 +231,16 @@ fn footprint(spec: &StepSpec, facts: &StepFacts, capacity: u64) -> Footprint {
     let p = &spec.par;
     let state = 16 * spec.local_params().ceil() as u64;
     let gathered = spec.gathered_bytes();
+    // What the backward holds besides the kept activations: a layer's recomputed forward
+    // (full) or MLP (mlp).
     let activations = m.layers as u64 * facts.saved_per_layer
-        + if spec.remat == Remat::Full {
-            facts.layer_working
-        } else {
-            0
+        + match spec.remat {
+            Remat::Full => facts.layer_working,
+            Remat::Mlp => facts.mlp_working,
+            Remat::None | Remat::Attention => 0,
         };
-    let n = spec.local_tokens() as u64;
+    // A micro-batch's MLP products at a time (`StepSpec::micro_batches`).
+    let n = (spec.local_tokens() / spec.micro_batches()) as u64;
     let mlp = 4 * n * (m.ffn / p.tp) as u64 * 2;
     let chunk = spec.loss_chunk.min(spec.local_tokens()) as u64;
     let logits = 3 * chunk * (m.vocab / p.tp) as u64 * 4;

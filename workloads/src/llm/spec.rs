@@ -38,16 +38,21 @@ pub enum Remat {
     /// The attention weights are recomputed in the backward: with the flash-attention kernels
     /// that is what `None` does too (kept as a name for scripts that ask for it).
     Attention,
+    /// Every activation is kept but the MLP's first products (gate and up) and their
+    /// activation, which the backward recomputes from the kept MLP input: MaxText's
+    /// `save_dot_except_mlpwi` (about 55% of a dense layer's forward FLOPs run again).
+    Mlp,
     /// Only each layer's input is kept; the layer's forward runs again in the backward.
     Full,
 }
 
 impl Remat {
-    /// `none`, `attention`, `full`.
+    /// `none`, `attention`, `mlp`, `full`.
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "none" => Some(Remat::None),
             "attention" => Some(Remat::Attention),
+            "mlp" => Some(Remat::Mlp),
             "full" => Some(Remat::Full),
             _ => None,
         }
@@ -128,6 +133,31 @@ impl StepSpec {
     /// Tokens one chip's kernels see.
     pub fn local_tokens(&self) -> usize {
         self.local_batch() * self.seq
+    }
+
+    /// Passes a layer's work on a chip is split into (micro-batches of `batch_per_chip /
+    /// passes` sequences each, one after another with the layer's weights gathered once): the
+    /// fewest that keep the per-layer operands that grow with the tokens and a layer's width
+    /// (the MLP's bf16 `[tokens, ffn]` products, the attention's `[tokens, heads x head_dim]`)
+    /// below the 2 GiB one kernel addresses; 1 when none is that large (or no split helps).
+    pub fn micro_batches(&self) -> usize {
+        const LIMIT: usize = 1 << 31;
+        let m = &self.model;
+        let tp = self.par.tp;
+        let per_token = (2 * m.ffn / tp).max(2 * m.heads / tp * m.head_dim());
+        let b = self.batch_per_chip;
+        (1..=b)
+            .filter(|k| b.is_multiple_of(*k))
+            .find(|k| (self.local_tokens() / k) * per_token < LIMIT)
+            .unwrap_or(1)
+    }
+
+    /// The same step with `batch_per_chip` sequences a chip (a micro-batch's spec).
+    pub fn with_batch(&self, batch_per_chip: usize) -> StepSpec {
+        StepSpec {
+            batch_per_chip,
+            ..self.clone()
+        }
     }
 
     /// Tokens of the whole step (all chips).

@@ -12,6 +12,7 @@
 use tpuemu_backend::dtype::DType;
 use tpuemu_backend::error::Result;
 use tpuemu_backend::ops::{self, Value};
+use tpuemu_backend::runtime::Runtime;
 use tpuemu_backend::tensor::Tensor;
 
 use super::ctx::{Coll, CollKind, Ctx, When};
@@ -29,6 +30,8 @@ pub struct StepFacts {
     /// Bytes of a layer's saved activations while its backward runs (all of them, recomputed
     /// or kept).
     pub layer_working: u64,
+    /// Bytes of the MLP activations `Remat::Mlp` recomputes (0 otherwise).
+    pub mlp_working: u64,
 }
 
 fn coll(kind: CollKind, dims: &[usize], when: When, label: &str) -> Coll {
@@ -265,6 +268,8 @@ fn head(ctx: &mut Ctx, spec: &StepSpec, z: &Dims, x: Tensor) -> Result<Tensor> {
 /// What a layer keeps between its forward and backward.
 enum Keep {
     All(Box<Saved>),
+    /// All but the MLP's first products and activation (`Remat::Mlp`).
+    Mlp(Box<Saved>),
     Input(Tensor),
 }
 
@@ -276,7 +281,6 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
     let vl = m.vocab / spec.par.tp;
     let rt = ctx.rt.clone();
     ctx.label("setup")?;
-    let t = Tables::new(&rt, &z)?;
     let tokens = Tensor::empty(&rt, &[z.n], DType::I64)?;
     // Embedding.
     let (pg, eg) = (spec.param_group(), spec.expert_group());
@@ -288,44 +292,83 @@ pub fn run(ctx: &mut Ctx, spec: &StepSpec) -> Result<StepFacts> {
     if let Some(d) = spec.dim("tp") {
         x = ctx.collective(coll(CollKind::AllReduce, &[d], When::Now, "embedding"), &x)?;
     }
-    // Layers forward.
+    // Layers forward, each in `mb` micro-batches when a per-layer operand of the whole batch
+    // would pass what one kernel addresses (the layer's weights gathered once for all).
+    let mb = spec.micro_batches();
+    let sub = spec.with_batch(spec.batch_per_chip / mb);
+    let zs = Dims::of(&sub);
+    let t = Tables::new(&rt, &zs)?;
+    let whole = |rt: &Runtime, x: Tensor, n: usize| -> Result<Tensor> {
+        if mb == 1 {
+            Ok(x)
+        } else {
+            drop(x);
+            Tensor::empty(rt, &[n, z.d], BF)
+        }
+    };
     let mut keeps: Vec<Keep> = Vec::new();
     let mut facts = StepFacts {
         saved_per_layer: 0,
         layer_working: 0,
+        mlp_working: 0,
     };
     let x = ctx.repeat(m.layers, x, |ctx, x, _| {
         let g = gather(ctx, &pg, spec.layer_flat(), "layer weights (fwd)")?;
         let ge = gather(ctx, &eg, spec.expert_flat(), "expert weights (fwd)")?;
-        let w = Weights::new(&ctx.rt, &z)?;
-        let (y, s) = layer::forward(ctx, spec, &w, &t, x)?;
-        facts.layer_working = s.bytes(&z);
+        let w = Weights::new(&ctx.rt, &zs)?;
+        let xs = whole(&ctx.rt, x, zs.n)?;
+        let y = ctx.repeat(mb, xs, |ctx, x, _| {
+            let (y, s) = layer::forward(ctx, &sub, &w, &t, x)?;
+            facts.layer_working = s.bytes(&zs);
+            match sub.remat {
+                Remat::Full => {
+                    facts.saved_per_layer = (zs.n * zs.d * 2) as u64;
+                    keeps.push(Keep::Input(s.into_input()));
+                }
+                Remat::Mlp => {
+                    let mut s = s;
+                    facts.mlp_working = s.mlp_bytes(&zs);
+                    facts.saved_per_layer = facts.layer_working - facts.mlp_working;
+                    s.drop_mlp(&ctx.rt)?;
+                    keeps.push(Keep::Mlp(Box::new(s)));
+                }
+                Remat::None | Remat::Attention => {
+                    facts.saved_per_layer = facts.layer_working;
+                    keeps.push(Keep::All(Box::new(s)));
+                }
+            }
+            Ok(y)
+        })?;
+        facts.saved_per_layer *= mb as u64;
         drop((g, ge));
-        if spec.remat == Remat::Full {
-            facts.saved_per_layer = (z.n * z.d * 2) as u64;
-            keeps.push(Keep::Input(s.into_input()));
-        } else {
-            facts.saved_per_layer = facts.layer_working;
-            keeps.push(Keep::All(Box::new(s)));
-        }
-        Ok(y)
+        whole(&ctx.rt, y, z.n)
     })?;
     let dx = head(ctx, spec, &z, x)?;
     // Layers backward.
     let dx = ctx.repeat(m.layers, dx, |ctx, dy, _| {
         let g = gather(ctx, &pg, spec.layer_flat(), "layer weights (bwd)")?;
         let ge = gather(ctx, &eg, spec.expert_flat(), "expert weights (bwd)")?;
-        let w = Weights::new(&ctx.rt, &z)?;
-        let s = match keeps.pop() {
-            Some(Keep::All(s)) => *s,
-            Some(Keep::Input(x)) => {
-                ctx.label("recompute")?;
-                layer::forward(ctx, spec, &w, &t, x)?.1
-            }
-            None => return Err(tpuemu_backend::TpuError::BadArgs("no saved layer".into())),
-        };
-        let dx = layer::backward(ctx, spec, &w, &t, dy, &s)?;
-        drop((g, ge, s));
+        let w = Weights::new(&ctx.rt, &zs)?;
+        let dys = whole(&ctx.rt, dy, zs.n)?;
+        let dx = ctx.repeat(mb, dys, |ctx, dy, _| {
+            let s = match keeps.pop() {
+                Some(Keep::All(s)) => *s,
+                Some(Keep::Mlp(mut s)) => {
+                    layer::recompute_mlp(ctx, &sub, &w, &mut s)?;
+                    *s
+                }
+                Some(Keep::Input(x)) => {
+                    ctx.label("recompute")?;
+                    layer::forward(ctx, &sub, &w, &t, x)?.1
+                }
+                None => return Err(tpuemu_backend::TpuError::BadArgs("no saved layer".into())),
+            };
+            let dx = layer::backward(ctx, &sub, &w, &t, dy, &s)?;
+            drop(s);
+            Ok(dx)
+        })?;
+        let dx = whole(&ctx.rt, dx, z.n)?;
+        drop((g, ge));
         reduce_grads(ctx, spec, &eg, spec.expert_flat(), "expert grads")?;
         reduce_grads(ctx, spec, &pg, spec.layer_flat(), "layer grads")?;
         Ok(dx)
