@@ -11,9 +11,12 @@ use std::sync::{Arc, Barrier, Mutex};
 
 use tpuemu_backend::dtype::DType;
 use tpuemu_backend::error::{Result, TpuError};
+use tpuemu_backend::kernels::collective::{CollectiveOp, CollectiveSpec};
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_backend::tensor::Tensor;
 use tpuemu_dtensor::{DTensor, DeviceMesh, Placement, Reduce};
+use tpuemu_emulator::Emulator;
+use tpuemu_isa::Device;
 
 use super::ctx::{Coll, CollKind, Comm};
 
@@ -93,10 +96,15 @@ impl Comm for SoloComm {
 }
 
 /// Times collectives on a slice: each distinct (kind, dimensions, bytes, dtype) once, by running
-/// it on every chip of the mesh (timing only).
+/// it on every chip of the mesh (timing only) — or, given the slice's emulator
+/// ([`CommTimer::with_emulator`]), a translation-symmetric one (a gather, scatter or reduction
+/// whose rings close in one hop) on one chip standing for all, as `tpuemu bench collective`
+/// does (`Emulator::launch_symmetric`; the same time, tested in `tests/llm_predict.rs`).
 pub struct CommTimer {
     mesh: DeviceMesh,
     cache: HashMap<(CollKind, Vec<usize>, u64, DType), f64>,
+    emu: Option<Arc<Emulator>>,
+    one_chip: usize,
 }
 
 impl CommTimer {
@@ -105,12 +113,62 @@ impl CommTimer {
         CommTimer {
             mesh,
             cache: HashMap::new(),
+            emu: None,
+            one_chip: 0,
         }
+    }
+
+    /// The same timer, simulating symmetric collectives on one chip of `emu`, the device of
+    /// the mesh (timing-only).
+    pub fn with_emulator(mut self, emu: Arc<Emulator>) -> Self {
+        self.emu = Some(emu);
+        self
+    }
+
+    /// Simulated ns of a symmetric collective on one chip standing for all; `None` where it is
+    /// not symmetric (an all-to-all, a ring that does not close in one hop) or no emulator
+    /// was given.
+    fn time_symmetric(
+        &self,
+        kind: CollKind,
+        dims: &[usize],
+        n: usize,
+        dtype: DType,
+    ) -> Result<Option<f64>> {
+        let Some(emu) = &self.emu else {
+            return Ok(None);
+        };
+        let k = group(self.mesh.shape(), dims);
+        let (op, elements) = match kind {
+            CollKind::AllGather => (CollectiveOp::AllGather, n * k),
+            CollKind::ReduceScatter => (CollectiveOp::ReduceScatter, n),
+            CollKind::AllReduce => (CollectiveOp::AllReduce, n),
+            CollKind::AllToAll => return Ok(None),
+        };
+        // The group's axes as the DTensor collective lists them (`tpuemu_dtensor`'s `comm`):
+        // each mesh dimension's topology axes, last first.
+        let axes: Vec<usize> = dims
+            .iter()
+            .flat_map(|&m| self.mesh.topology_axes(m).iter().rev().copied())
+            .collect();
+        let spec = CollectiveSpec::new(op, dtype, elements as u64, &axes);
+        let sim = crate::collective::simulate(emu, &spec, None, false)
+            .map_err(|e| TpuError::Device(e.to_string()))?;
+        if sim.stats.represented_by.is_none() {
+            return Ok(None);
+        }
+        let clock = emu.topology().chips[0].core.clock_hz;
+        Ok(Some(sim.seconds(clock) * 1e9))
     }
 
     /// Distinct collectives run so far.
     pub fn runs(&self) -> usize {
         self.cache.len()
+    }
+
+    /// Of those, the ones simulated on one chip standing for all.
+    pub fn runs_on_one_chip(&self) -> usize {
+        self.one_chip
     }
 
     fn sync_all(&self) -> Result<f64> {
@@ -135,6 +193,11 @@ impl CommTimer {
             return Ok(*ns);
         }
         let n = (bytes as usize).div_ceil(dtype.size());
+        if let Some(ns) = self.time_symmetric(kind, dims, n, dtype)? {
+            self.one_chip += 1;
+            self.cache.insert(key, ns);
+            return Ok(ns);
+        }
         let shape = match kind {
             CollKind::AllToAll => {
                 let k = group(self.mesh.shape(), dims);

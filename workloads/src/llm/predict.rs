@@ -331,8 +331,10 @@ pub fn predict(
     let peak_flops = chips as f64 * chip.peak_bf16_flops * step_s;
     let hbm = footprint(spec, &facts, chip.hbm_bytes);
     let mut shortcuts = vec![format!(
-        "one chip stands for its {} symmetric peers: its kernels are simulated once, each distinct collective is run once on every chip of the slice",
-        chips - 1
+        "one chip stands for its {} symmetric peers: its kernels are simulated once, each distinct collective is run once ({} of {} on one chip standing for all: rings that close in one hop; the others on every chip of the slice)",
+        chips - 1,
+        timer.runs_on_one_chip(),
+        timer.runs()
     )];
     if shortcut {
         shortcuts.push(format!(
