@@ -31,8 +31,8 @@ pub struct PredictArgs {
     pub slice: Option<String>,
     /// Regenerate workloads/README.md's table as Markdown: `published` re-runs every published
     /// training run this tool can size (MaxText's optimized-models table) against its
-    /// published tokens/s and MFU; `all` adds the table's other rows (minutes to half an
-    /// hour: one prediction a row; `--set`, `--no-overlap`, `--no-repeat` apply to every row)
+    /// published tokens/s and MFU; `all` adds the table's other rows (a few minutes: one
+    /// prediction a row; `--set`, `--no-overlap`, `--no-repeat` apply to every row)
     #[arg(long, value_name = "published|all", conflicts_with_all = ["model", "slice", "parallel", "tp", "ep", "trace"])]
     pub table: Option<String>,
     /// With --table: only the rows whose model or slice contains this text
@@ -253,19 +253,22 @@ pub(super) fn predict_one(
     // The chip that stands for all: the slice's chip with room for any footprint (the
     // footprint is checked against the real capacity, not by failing an allocation). 4 TiB,
     // the largest HBM a preset may declare, holds any one chip's share of the built-in models.
-    let mut solo = preset;
+    let mut solo = preset.clone();
     solo.hbm_bytes = solo.hbm_bytes.max(1 << 42);
     let solo = Emulator::new(solo).map_err(|e| CliError::Other(e.to_string()))?;
     solo.set_timing_only(true);
     let rt = Runtime::meta(Arc::new(solo), 0).map_err(|e| CliError::Other(e.to_string()))?;
-    let slice = Arc::new(slice);
-    let mesh = DeviceMesh::new(slice.clone(), &spec.mesh_dims())
+    let mesh = DeviceMesh::new(Arc::new(slice), &spec.mesh_dims())
         .map_err(|e| CliError::Other(format!("--parallel over {slice_text}: {e}")))?;
-    // Symmetric collectives on one chip standing for all (`--no-repeat` simulates every chip).
+    // Symmetric collectives on one chip standing for all, on a slice of their own
+    // (`--no-repeat` simulates every chip).
     let mut timer = if args.no_repeat {
         CommTimer::new(mesh)
     } else {
-        CommTimer::new(mesh).with_emulator(slice)
+        let sym = Emulator::slice(preset.clone(), &dims)
+            .map_err(|e| CliError::Other(format!("--slice {slice_text}: {e}")))?;
+        sym.set_timing_only(true);
+        CommTimer::new(mesh).with_emulator(Arc::new(sym))
     };
     let prediction = predict(
         &spec,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier, Mutex};
 
 use tpuemu_backend::dtype::DType;
 use tpuemu_backend::error::{Result, TpuError};
-use tpuemu_backend::kernels::collective::{CollectiveOp, CollectiveSpec};
+use tpuemu_backend::kernels::collective::{Collective, CollectiveOp, CollectiveSpec};
 use tpuemu_backend::runtime::Runtime;
 use tpuemu_backend::tensor::Tensor;
 use tpuemu_dtensor::{DTensor, DeviceMesh, Placement, Reduce};
@@ -118,8 +118,9 @@ impl CommTimer {
         }
     }
 
-    /// The same timer, simulating symmetric collectives on one chip of `emu`, the device of
-    /// the mesh (timing-only).
+    /// The same timer, simulating symmetric collectives on one chip of `emu`: a timing-only
+    /// slice of the mesh's shape and generation, *not* the mesh's own device (a launch moves
+    /// a device's clock, and the other collectives are timed on the mesh's).
     pub fn with_emulator(mut self, emu: Arc<Emulator>) -> Self {
         self.emu = Some(emu);
         self
@@ -152,6 +153,13 @@ impl CommTimer {
             .flat_map(|&m| self.mesh.topology_axes(m).iter().rev().copied())
             .collect();
         let spec = CollectiveSpec::new(op, dtype, elements as u64, &axes);
+        let topo = emu.topology();
+        let symmetric = Collective::new(&spec, topo)
+            .map_err(|e| TpuError::Device(e.to_string()))?
+            .translation_symmetric(topo);
+        if !symmetric {
+            return Ok(None);
+        }
         let sim = crate::collective::simulate(emu, &spec, None, false)
             .map_err(|e| TpuError::Device(e.to_string()))?;
         if sim.stats.represented_by.is_none() {
