@@ -32,8 +32,9 @@ pub struct PredictArgs {
     /// Regenerate workloads/README.md's table as Markdown: `published` re-runs every published
     /// training run this tool can size (MaxText's optimized-models table) against its
     /// published tokens/s and MFU; `all` adds the table's other rows (a few minutes: one
-    /// prediction a row; `--set`, `--no-overlap`, `--no-repeat` apply to every row)
-    #[arg(long, value_name = "published|all", conflicts_with_all = ["model", "slice", "parallel", "tp", "ep", "trace"])]
+    /// prediction a row; `--set`, `--loss-chunk`, `--no-overlap`, `--no-repeat` apply to every
+    /// row)
+    #[arg(long, value_name = "published|all", value_parser = ["published", "all"], conflicts_with_all = ["model", "slice", "parallel", "tp", "ep", "trace", "seq", "batch_per_chip", "remat"])]
     pub table: Option<String>,
     /// With --table: only the rows whose model or slice contains this text
     #[arg(long, requires = "table")]
@@ -82,7 +83,7 @@ pub struct PredictArgs {
     pub json: bool,
 }
 
-fn parse_slice(text: &str, set: &[String]) -> Result<(ChipPreset, Vec<u32>), CliError> {
+pub(super) fn parse_slice(text: &str, set: &[String]) -> Result<(ChipPreset, Vec<u32>), CliError> {
     let err = |m: String| CliError::Other(format!("--slice `{text}`: {m}"));
     let (name, dims) = text
         .rsplit_once(':')
@@ -176,6 +177,11 @@ fn parse_parallel(args: &PredictArgs, chips: usize) -> Result<Parallel, CliError
 pub fn run(args: &PredictArgs) -> Result<(), CliError> {
     if let Some(which) = &args.table {
         return super::predict_table::run(args, which);
+    }
+    if args.only.is_some() {
+        return Err(CliError::Other(
+            "predict: --only picks rows of --table; give --table published or all".into(),
+        ));
     }
     let (model, slice) = match (&args.model, &args.slice) {
         (Some(m), Some(s)) => (m.as_str(), s.as_str()),

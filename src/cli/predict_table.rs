@@ -119,6 +119,8 @@ pub fn run(args: &PredictArgs, which: &str) -> Result<(), CliError> {
             args.only.as_deref().unwrap_or("")
         )));
     }
+    // A bad override is refused before the first row runs.
+    super::predict::parse_slice(chosen[0].slice, &args.set)?;
     let n = chosen.len();
     let mut rows = Vec::new();
     for (i, config) in chosen.into_iter().enumerate() {

@@ -251,12 +251,23 @@ fn bad_input_is_a_clear_error() {
     p.extend(["--seq", "0"]);
     fails(&p, "must be positive");
     // The table: which rows, and never with a single run's arguments.
-    fails(&["--table", "some"], "expected published or all");
+    fails(&["--table", "some"], "invalid value 'some'");
     fails(&["--table", "all", "--only", "gpt-5"], "no row matches");
     fails(
         &["--table", "published", "--model", "llama3.1-8b"],
         "cannot be used with",
     );
-    fails(&["--only", "v6e"], "--table");
+    fails(
+        &[
+            "--only",
+            "v5p",
+            "--model",
+            "llama2-7b",
+            "--slice",
+            "v5e:2x2",
+        ],
+        "--only picks rows of --table",
+    );
+    fails(&["--table", "all", "--seq", "4096"], "cannot be used with");
     fails(&["--table", "published", "--set", "clock_hz=5"], "clock_hz");
 }

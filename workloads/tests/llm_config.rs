@@ -135,7 +135,7 @@ fn toml_files_load_and_bad_ones_are_explained() {
     assert!(e.contains("typo.toml"), "{e}");
 }
 
-// The published runs `tpuemu predict --published` compares against: each row's figures agree
+// The published runs `tpuemu predict --table published` compares against: each row's figures agree
 // with each other in the convention the module states, and each row is one `predict` can run.
 
 /// Published bf16 peaks per chip, FLOP/s (Google Cloud's TPU pages), by generation.
@@ -254,6 +254,20 @@ fn a_layer_splits_into_micro_batches_only_past_what_a_kernel_addresses() {
     // Tensor parallelism over 4 shares 4 x 5 sequences and a quarter of the MLP columns:
     // 163,840 tokens x 14,336 bytes = 2.35e9, so 5 passes of 4 x 1 again.
     assert_eq!(spec("llama3.1-70b", 5, 4).micro_batches(), 5);
+    // Mixtral 8x7B with ep=8: an expert's rows are tokens x top_k (2) x ep (8) / experts (8),
+    // twice the tokens, each 2 x 14,336 bytes: 4 sequences (65,536 rows, 1.88e9 bytes) fit, 5
+    // (81,920 rows, 2.35e9) do not.
+    let moe = |batch: usize| StepSpec {
+        par: Parallel {
+            dp: 1,
+            ep: 8,
+            fsdp: 32,
+            tp: 1,
+        },
+        ..spec("mixtral-8x7b", batch, 1)
+    };
+    assert_eq!(moe(4).micro_batches(), 1);
+    assert_eq!(moe(5).micro_batches(), 5);
     // Llama 3.1 8B: 28,672 bytes a token, 74,898 tokens a kernel: 9 sequences fit.
     assert_eq!(spec("llama3.1-8b", 9, 1).micro_batches(), 1);
     assert_eq!(spec("llama3.1-8b", 10, 1).micro_batches(), 2);

@@ -484,7 +484,11 @@ fn a_symmetric_collective_on_one_chip_takes_what_it_takes_on_every_chip() {
     // --full`), and stay within 5% of the DTensor redistribution on every chip that the timer
     // ran before (which also charges the runtime's side of the call: 0 ns at 64 KiB, 15 us
     // of 550 at a 48 MiB gather, measured).
-    for (chip, dims) in [("v5e", vec![16u32]), ("v6e", vec![2])] {
+    for (chip, dims) in [
+        ("v5e", vec![16u32]),
+        ("v6e", vec![2]),
+        ("v5e", vec![16, 16]),
+    ] {
         let chips = dims.iter().product::<u32>() as usize;
         let s = spec(
             small(2),
@@ -504,14 +508,27 @@ fn a_symmetric_collective_on_one_chip_takes_what_it_takes_on_every_chip() {
             (CollKind::ReduceScatter, CollectiveOp::ReduceScatter),
             (CollKind::AllReduce, CollectiveOp::AllReduce),
         ] {
-            for bytes in [64 * 1024u64, 3 * 1024 * 1024] {
+            // One gather of one size on the 256 chips of a 16x16 slice: its group spans both
+            // axes (the order the DTensor collective lists them in is what this checks there).
+            if chips > 16 && kind != CollKind::AllGather {
+                continue;
+            }
+            let sizes: &[u64] = if chips > 16 {
+                &[64 * 1024]
+            } else {
+                &[64 * 1024, 3 * 1024 * 1024]
+            };
+            for &bytes in sizes {
                 let n = bytes / 2;
                 let elements = if kind == CollKind::AllGather {
                     n * chips as u64
                 } else {
                     n
                 };
-                let spec = CollectiveSpec::new(op, DType::BF16, elements, &[0]);
+                // The group's topology axes in the DTensor collective's order (last first);
+                // the comparison with the DTensor redistribution below checks the order.
+                let axes: Vec<usize> = if dims.len() == 2 { vec![1, 0] } else { vec![0] };
+                let spec = CollectiveSpec::new(op, DType::BF16, elements, &axes);
                 let full = tpuemu_workloads::collective::simulate(&dev, &spec, None, true).unwrap();
                 assert_eq!(full.stats.represented_by, None, "every chip simulated");
                 let want = full.seconds(dev.topology().chips[0].core.clock_hz) * 1e9;
@@ -524,5 +541,6 @@ fn a_symmetric_collective_on_one_chip_takes_what_it_takes_on_every_chip() {
                 );
             }
         }
+        assert_eq!(one.runs_on_one_chip(), one.runs(), "{chip} {dims:?}");
     }
 }

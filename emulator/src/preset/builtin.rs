@@ -10,8 +10,10 @@
 //! The clock is the parameter that makes the derived peak equal the published peak exactly:
 //! `clock = peak / (cores x MXUs x rows x cols x 2)`. For v4, v5e and v5p that lands on the
 //! published or derived clock (1.05, 1.50, 1.75 GHz). For v6e and v7x the published MXU count
-//! (2 per core of 256x256) would need an implausible 3.5 / 4.4 GHz clock, so the MXU count
-//! absorbs the difference: 4 MXUs per core at 1.75 / 2.2 GHz.
+//! (2 per core of 256x256) needs a 3.5 / 4.4 GHz clock and no clock is published: v7x models 4
+//! MXUs per core at 2.2 GHz (the MXU count absorbs the difference); v6e keeps the published 2 at
+//! 3.502 GHz, its clock declared as the preset's one calibrated figure (fitted to a published
+//! run; the source of `clock_hz` gives the arithmetic).
 
 use std::collections::BTreeMap;
 
@@ -412,7 +414,7 @@ fn v6e() -> ChipPreset {
             ("mxu_cols", "[GC,TI] 256x256 MXU"),
             (
                 "clock_hz",
-                "CALIBRATED (the one fitted figure of this preset): the clock is not published, and the published peak fixes only MXUs x clock. 918 TFLOP/s [GC] / (2 x 256 x 256 x 2) = 3.502 GHz with the published 2 MXUs, or 1.751 GHz with 4. Fitted to MaxText's Llama 3.1 8B on v6e-256 (seq 8192, 4 per chip, FSDP: 7,207 tokens/s/chip, 45.46% MFU; docs/reference/models/tiering.md): `tpuemu predict --model llama3.1-8b --slice v6e:16x16 --seq 8192 --batch-per-chip 4` gives 4,078 tokens/s at 1.751 GHz (0.57x) and 5,412 at 3.502 GHz (0.75x), so 3.502 GHz: the front end issues the vector work of the attention kernels, which bind the step, twice as fast (more vector units do not: `--set costs.vector_units=2` or 4 add 4-6%). Validation: `tpuemu predict --published`",
+                "CALIBRATED (the one fitted figure of this preset): the clock is not published, and the published peak fixes only MXUs x clock. 918 TFLOP/s [GC] / (2 x 256 x 256 x 2) = 3.502 GHz with the published 2 MXUs, or 1.751 GHz with 4. Fitted to MaxText's Llama 3.1 8B on v6e-256 (seq 8192, 4 per chip, FSDP: 7,207 tokens/s/chip, 45.46% MFU; docs/reference/models/tiering.md): `tpuemu predict --model llama3.1-8b --slice v6e:16x16 --seq 8192 --batch-per-chip 4` gives 4,078 tokens/s at 1.751 GHz (0.57x) and 5,412 at 3.502 GHz (0.75x), so 3.502 GHz: the front end issues the vector work of the attention kernels, which bind the step, twice as fast (more vector units do not: at 3.502 GHz, `--set costs.vector_units=2` or 4 give 5,612 and 5,637, +4%). Validation: `tpuemu predict --table published`",
             ),
             (
                 "hbm_bytes",

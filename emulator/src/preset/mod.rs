@@ -75,8 +75,8 @@ pub struct Costs {
     pub valu_slots: u32,
     /// Copies of the vector unit per TensorCore: each vector unit kind (ALU slots, load, store,
     /// cross-lane unit, transcendental unit) issues this many times its slots per bundle, each
-    /// copy with the occupancies and latencies below. The generations' vector throughput per
-    /// cycle where no public figure exists (a calibrated figure: see the preset's source).
+    /// copy with the occupancies and latencies below. 1 on every built-in preset (one 8x128
+    /// vector unit per TensorCore); more is a what-if.
     #[serde(default = "one")]
     pub vector_units: u32,
     /// Scalar ALU result latency.

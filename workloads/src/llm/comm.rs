@@ -143,7 +143,8 @@ impl CommTimer {
         let (op, elements) = match kind {
             CollKind::AllGather => (CollectiveOp::AllGather, n * k),
             CollKind::ReduceScatter => (CollectiveOp::ReduceScatter, n),
-            CollKind::AllReduce => (CollectiveOp::AllReduce, n),
+            // Padded to a multiple of the group, as the DTensor all-reduce pads it.
+            CollKind::AllReduce => (CollectiveOp::AllReduce, n.next_multiple_of(k)),
             CollKind::AllToAll => return Ok(None),
         };
         // The group's axes as the DTensor collective lists them (`tpuemu_dtensor`'s `comm`):
@@ -154,11 +155,11 @@ impl CommTimer {
             .collect();
         let spec = CollectiveSpec::new(op, dtype, elements as u64, &axes);
         let topo = emu.topology();
-        let symmetric = Collective::new(&spec, topo)
-            .map_err(|e| TpuError::Device(e.to_string()))?
-            .translation_symmetric(topo);
-        if !symmetric {
-            return Ok(None);
+        // A collective the kernel cannot generate as asked (uneven shards) takes the DTensor
+        // path, which shapes it as the step's would be.
+        match Collective::new(&spec, topo) {
+            Ok(c) if c.translation_symmetric(topo) => {}
+            _ => return Ok(None),
         }
         let sim = crate::collective::simulate(emu, &spec, None, false)
             .map_err(|e| TpuError::Device(e.to_string()))?;

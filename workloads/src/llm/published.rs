@@ -1,5 +1,5 @@
 //! Published training runs on TPU slices that `tpuemu predict` can size, with their sources:
-//! the rows `tpuemu predict --published` re-runs and compares against, and the one run per
+//! the rows `tpuemu predict --table published` re-runs and compares against, and the one run per
 //! generation a calibrated preset figure was fitted to.
 //!
 //! Every figure here is copied from its source, never from this tool's output. MaxText's

@@ -138,17 +138,33 @@ impl StepSpec {
     /// Passes a layer's work on a chip is split into (micro-batches of `batch_per_chip /
     /// passes` sequences each, one after another with the layer's weights gathered once): the
     /// fewest that keep the per-layer operands that grow with the tokens and a layer's width
-    /// (the MLP's bf16 `[tokens, ffn]` products, the attention's `[tokens, heads x head_dim]`)
-    /// below the 2 GiB one kernel addresses; 1 when none is that large (or no split helps).
+    /// below the 2 GiB one kernel addresses: the MLP's bf16 `[rows, ffn]` products (an
+    /// expert's rows are `tokens x top_k x ep / experts`, twice the tokens for Mixtral at
+    /// ep=8), the dispatched `[tokens x top_k, d]` rows, the attention's `[tokens, heads x
+    /// head_dim]`; 1 when none is that large (or no split helps).
     pub fn micro_batches(&self) -> usize {
         const LIMIT: usize = 1 << 31;
         let m = &self.model;
         let tp = self.par.tp;
-        let per_token = (2 * m.ffn / tp).max(2 * m.heads / tp * m.head_dim());
+        let largest = |n: usize| {
+            let rows = if m.experts > 1 {
+                (n * m.top_k * self.par.ep).div_ceil(m.experts).max(n)
+            } else {
+                n
+            };
+            let mlp = rows * 2 * (m.ffn / tp);
+            let dispatched = if m.experts > 1 {
+                n * m.top_k * 2 * m.d_model
+            } else {
+                0
+            };
+            let attention = n * 2 * (m.heads / tp) * m.head_dim();
+            mlp.max(dispatched).max(attention)
+        };
         let b = self.batch_per_chip;
         (1..=b)
             .filter(|k| b.is_multiple_of(*k))
-            .find(|k| (self.local_tokens() / k) * per_token < LIMIT)
+            .find(|k| largest(self.local_tokens() / k) < LIMIT)
             .unwrap_or(1)
     }
 
