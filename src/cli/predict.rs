@@ -253,6 +253,7 @@ pub(super) fn predict_one(
         par,
         remat,
         loss_chunk: args.loss_chunk,
+        kernel_operand_bytes: StepSpec::KERNEL_OPERAND_BYTES,
     };
     spec.check().map_err(|e| CliError::Other(e.to_string()))?;
     let chip = slice.topology().chips[0].clone();

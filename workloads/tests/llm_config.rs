@@ -244,6 +244,7 @@ fn a_layer_splits_into_micro_batches_only_past_what_a_kernel_addresses() {
         },
         remat: Remat::Full,
         loss_chunk: 1024,
+        kernel_operand_bytes: StepSpec::KERNEL_OPERAND_BYTES,
     };
     // Llama 3.1 70B's MLP product is [tokens, 28672] bf16: 57,344 bytes a token, the largest
     // per-token operand. 2^31 / 57,344 = 37,449 tokens fit one kernel: 4 sequences of 8192

@@ -27,6 +27,7 @@ fn spec(model: ModelConfig, par: Parallel) -> StepSpec {
         par,
         remat: Remat::Attention,
         loss_chunk: 128,
+        kernel_operand_bytes: StepSpec::KERNEL_OPERAND_BYTES,
     }
 }
 
@@ -542,5 +543,53 @@ fn a_symmetric_collective_on_one_chip_takes_what_it_takes_on_every_chip() {
             }
         }
         assert_eq!(one.runs_on_one_chip(), one.runs(), "{chip} {dims:?}");
+    }
+}
+
+#[test]
+fn a_layer_in_micro_batches_does_the_same_matrix_work() {
+    // The small model's MLP products are [256 tokens, 512] bf16 = 262,144 bytes: with kernels
+    // that address 200,000 bytes a layer runs in 2 passes of 128 tokens. Same FLOPs (the
+    // products split by rows), every kept layer found again in the backward, with the
+    // repetition shortcut and without, for each remat policy.
+    let par = Parallel {
+        dp: 1,
+        ep: 1,
+        fsdp: 2,
+        tp: 1,
+    };
+    for remat in [Remat::Full, Remat::Mlp, Remat::None] {
+        let run = |limit: usize, shortcut: bool| {
+            let s = StepSpec {
+                remat,
+                kernel_operand_bytes: limit,
+                ..spec(small(2), par)
+            };
+            let dev = slice("v5e", &[2]);
+            let chip = dev.topology().chips[0].clone();
+            let mut timer = CommTimer::new(mesh(&s, dev));
+            let p = predict(
+                &s,
+                one_chip("v5e"),
+                &mut timer,
+                &chip,
+                "v5e",
+                true,
+                shortcut,
+            );
+            (s.micro_batches(), p.unwrap())
+        };
+        let (one, whole) = run(StepSpec::KERNEL_OPERAND_BYTES, true);
+        assert_eq!(one, 1);
+        for shortcut in [true, false] {
+            let (passes, split) = run(200_000, shortcut);
+            assert_eq!(passes, 2);
+            assert_eq!(
+                split.mxu_flops_per_chip, whole.mxu_flops_per_chip,
+                "{remat:?}, shortcut {shortcut}"
+            );
+            // The kept activations are the same bytes; the backward's working set is a pass's.
+            assert!(split.hbm.activations <= whole.hbm.activations, "{remat:?}");
+        }
     }
 }

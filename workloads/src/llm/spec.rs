@@ -75,9 +75,15 @@ pub struct StepSpec {
     /// Tokens per chunk of the output head and loss (the logits of a chunk are the largest
     /// transient; chunks are identical and repeat).
     pub loss_chunk: usize,
+    /// The largest operand one kernel addresses, in bytes ([`StepSpec::KERNEL_OPERAND_BYTES`];
+    /// smaller only to exercise [`StepSpec::micro_batches`] on small models).
+    pub kernel_operand_bytes: usize,
 }
 
 impl StepSpec {
+    /// 2 GiB: the largest operand one of the backend's kernels addresses.
+    pub const KERNEL_OPERAND_BYTES: usize = 1 << 31;
+
     /// The mesh `(name, size)` dimensions (sizes above 1, in the order dp, ep, fsdp, tp).
     pub fn mesh_dims(&self) -> Vec<(&'static str, usize)> {
         let p = &self.par;
@@ -143,7 +149,7 @@ impl StepSpec {
     /// ep=8), the dispatched `[tokens x top_k, d]` rows, the attention's `[tokens, heads x
     /// head_dim]`; 1 when none is that large (or no split helps).
     pub fn micro_batches(&self) -> usize {
-        const LIMIT: usize = 1 << 31;
+        let limit = self.kernel_operand_bytes;
         let m = &self.model;
         let tp = self.par.tp;
         let largest = |n: usize| {
@@ -164,7 +170,7 @@ impl StepSpec {
         let b = self.batch_per_chip;
         (1..=b)
             .filter(|k| b.is_multiple_of(*k))
-            .find(|k| largest(self.local_tokens() / k) < LIMIT)
+            .find(|k| largest(self.local_tokens() / k) < limit)
             .unwrap_or(1)
     }
 
