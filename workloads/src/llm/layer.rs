@@ -373,6 +373,14 @@ pub fn forward(
     Ok((y, saved))
 }
 
+/// SwiGLU's first half on `inp`: `(gate, up, silu(gate) * up)`.
+fn swiglu_in(inp: &Tensor, w: &Weights) -> Result<(Tensor, Tensor, Tensor)> {
+    let gate = linear(inp, &w.wg)?;
+    let up = linear(inp, &w.wu)?;
+    let act = gate.silu()?.mul(&up)?;
+    Ok((gate, up, act))
+}
+
 /// Recomputes what [`Saved::drop_mlp`] dropped: the MLP's gate and up products and their
 /// activation, from the kept MLP input (each expert's, from its dispatched rows; the token
 /// exchange with the expert-parallel group runs again).
@@ -380,19 +388,14 @@ pub fn recompute_mlp(ctx: &mut Ctx, spec: &StepSpec, w: &Weights, s: &mut Saved)
     let z = Dims::of(spec);
     ctx.label("recompute mlp")?;
     if z.experts == 1 {
-        s.gate = linear(&s.h2, &w.wg)?;
-        s.up = linear(&s.h2, &w.wu)?;
-        s.act = s.gate.silu()?.mul(&s.up)?;
+        (s.gate, s.up, s.act) = swiglu_in(&s.h2, w)?;
         return Ok(());
     }
     let rows = dispatch(ctx, spec, &z, &s.h2, "expert tokens (recompute)")?;
     let rt = ctx.rt.clone();
     let out = ctx.repeat(z.e, None, |_, _, _| {
         let inp = Tensor::empty(&rt, &[z.ne, z.d], BF)?;
-        let gate = linear(&inp, &w.wg)?;
-        let up = linear(&inp, &w.wu)?;
-        let act = gate.silu()?.mul(&up)?;
-        Ok(Some((gate, up, act)))
+        swiglu_in(&inp, w).map(Some)
     })?;
     drop(rows);
     let (gate, up, act) =
@@ -445,9 +448,7 @@ fn mlp_forward(
     h2: &Tensor,
 ) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
     if z.experts == 1 {
-        let gate = linear(h2, &w.wg)?;
-        let up = linear(h2, &w.wu)?;
-        let act = gate.silu()?.mul(&up)?;
+        let (gate, up, act) = swiglu_in(h2, w)?;
         let down = linear(&act, &w.wd)?;
         return Ok((gate, up, act, down));
     }
@@ -458,9 +459,7 @@ fn mlp_forward(
     let out = ctx.repeat(z.e, None, |_, _, _| {
         // This expert's rows of `rows`, and its outputs written into its rows of `outs`.
         let inp = Tensor::empty(&rt, &[z.ne, z.d], BF)?;
-        let gate = linear(&inp, &w.wg)?;
-        let up = linear(&inp, &w.wu)?;
-        let act = gate.silu()?.mul(&up)?;
+        let (gate, up, act) = swiglu_in(&inp, w)?;
         let weight = Tensor::empty(&rt, &[z.ne, 1], BF)?;
         drop(linear(&act, &w.wd)?.mul(&weight)?);
         Ok(Some((gate, up, act)))
