@@ -192,7 +192,7 @@ pub fn run(args: &PredictArgs) -> Result<(), CliError> {
         }
     };
     let t0 = Instant::now();
-    let p = predict_one(args, model, slice)?;
+    let p = predict_one(args, model, slice)?.map_err(CliError::Other)?;
     let host_s = t0.elapsed().as_secs_f64();
     let chip = p.chip.clone();
     let p = p.prediction;
@@ -226,12 +226,14 @@ pub(super) struct Predicted {
 }
 
 /// One prediction of `model` on `slice` with the rest of `args` (split, sequence, batch,
-/// remat, overrides, overlap and repetition switches).
+/// remat, overrides, overlap and repetition switches): an error where the run cannot be set up
+/// (a bad model, slice, split or override); `Ok(Err(message))` where it was set up and its
+/// simulation failed (an operand beyond what a kernel addresses).
 pub(super) fn predict_one(
     args: &PredictArgs,
     model: &str,
     slice_text: &str,
-) -> Result<Predicted, CliError> {
+) -> Result<Result<Predicted, String>, CliError> {
     let model = ModelConfig::load(model).map_err(|e| CliError::Other(e.to_string()))?;
     let (preset, dims) = parse_slice(slice_text, &args.set)?;
     let remat = Remat::parse(&args.remat).ok_or_else(|| {
@@ -294,12 +296,9 @@ pub(super) fn predict_one(
         } else {
             ""
         };
-        CliError::Other(format!(
-            "predict: {text}{hint}{}",
-            state_verdict(&spec, &chip)
-        ))
-    })?;
-    Ok(Predicted { prediction, chip })
+        format!("predict: {text}{hint}{}", state_verdict(&spec, &chip))
+    });
+    Ok(prediction.map(|prediction| Predicted { prediction, chip }))
 }
 
 /// When a step cannot be simulated: whether the parameters and optimizer state (16 bytes per

@@ -137,7 +137,7 @@ pub fn run(args: &PredictArgs, which: &str) -> Result<(), CliError> {
         let t0 = Instant::now();
         // A run the tool cannot set up (a bad override) stops the table; one it cannot simulate
         // (an operand beyond what a kernel addresses) is a row that says why.
-        let outcome = match predict_one(&args_for(args, &config), config.model, config.slice) {
+        let outcome = match predict_one(&args_for(args, &config), config.model, config.slice)? {
             Ok(p) => {
                 let p = p.prediction;
                 Outcome::Predicted(Predicted {
@@ -155,11 +155,10 @@ pub fn run(args: &PredictArgs, which: &str) -> Result<(), CliError> {
                     fits: p.fits,
                 })
             }
-            Err(CliError::Other(m)) if m.starts_with("predict: ") => {
+            Err(m) => {
                 eprintln!("  not simulated: {m}");
                 Outcome::Failed(m)
             }
-            Err(e) => return Err(e),
         };
         rows.push(Row {
             config,
