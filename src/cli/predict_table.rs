@@ -6,21 +6,17 @@
 use std::time::Instant;
 
 use tpuemu_workloads::llm::published::{
-    Convention, NOT_SIZED, PUBLISHED, PublishedRun, Role, UNPUBLISHED,
+    Configuration, Convention, NOT_SIZED, PUBLISHED, PublishedRun, Role, UNPUBLISHED,
 };
 
 use super::CliError;
 use super::predict::{PredictArgs, predict_one};
 
-/// A configuration of the table: what to run, and the published run it is, if any.
+/// A row of the table: what to run, and the published run it is, if any.
 #[derive(serde::Serialize)]
 struct Config {
-    model: &'static str,
-    slice: &'static str,
-    parallel: &'static str,
-    seq: usize,
-    batch_per_chip: usize,
-    remat: &'static str,
+    #[serde(flatten)]
+    run: Configuration,
     published: Option<&'static PublishedRun>,
 }
 
@@ -56,21 +52,11 @@ struct Predicted {
 
 fn configs(which: &str) -> Result<Vec<Config>, CliError> {
     let published = PUBLISHED.iter().map(|r| Config {
-        model: r.model,
-        slice: r.slice,
-        parallel: r.parallel,
-        seq: r.seq,
-        batch_per_chip: r.batch_per_chip,
-        remat: r.remat,
+        run: r.run,
         published: Some(r),
     });
-    let others = UNPUBLISHED.iter().map(|c| Config {
-        model: c.model,
-        slice: c.slice,
-        parallel: c.parallel,
-        seq: c.seq,
-        batch_per_chip: c.batch_per_chip,
-        remat: "full",
+    let others = UNPUBLISHED.iter().map(|&run| Config {
+        run,
         published: None,
     });
     match which {
@@ -82,7 +68,7 @@ fn configs(which: &str) -> Result<Vec<Config>, CliError> {
     }
 }
 
-fn args_for(base: &PredictArgs, c: &Config) -> PredictArgs {
+fn args_for(base: &PredictArgs, c: &Configuration) -> PredictArgs {
     PredictArgs {
         model: Some(c.model.into()),
         slice: Some(c.slice.into()),
@@ -110,7 +96,7 @@ pub fn run(args: &PredictArgs, which: &str) -> Result<(), CliError> {
         .filter(|c| {
             args.only
                 .as_deref()
-                .is_none_or(|o| c.model.contains(o) || c.slice.contains(o))
+                .is_none_or(|o| c.run.model.contains(o) || c.run.slice.contains(o))
         })
         .collect();
     if chosen.is_empty() {
@@ -120,24 +106,28 @@ pub fn run(args: &PredictArgs, which: &str) -> Result<(), CliError> {
         )));
     }
     // A bad override is refused before the first row runs.
-    super::predict::parse_slice(chosen[0].slice, &args.set)?;
+    super::predict::parse_slice(chosen[0].run.slice, &args.set)?;
     let n = chosen.len();
     let mut rows = Vec::new();
     for (i, config) in chosen.into_iter().enumerate() {
         eprintln!(
             "[{}/{n}] {} on {} ({}, seq {} x {} per chip, remat {})",
             i + 1,
-            config.model,
-            config.slice,
-            config.parallel,
-            config.seq,
-            config.batch_per_chip,
-            config.remat
+            config.run.model,
+            config.run.slice,
+            config.run.parallel,
+            config.run.seq,
+            config.run.batch_per_chip,
+            config.run.remat
         );
         let t0 = Instant::now();
         // A run the tool cannot set up (a bad override) stops the table; one it cannot simulate
         // (an operand beyond what a kernel addresses) is a row that says why.
-        let outcome = match predict_one(&args_for(args, &config), config.model, config.slice)? {
+        let outcome = match predict_one(
+            &args_for(args, &config.run),
+            config.run.model,
+            config.run.slice,
+        )? {
             Ok(p) => {
                 let p = p.prediction;
                 Outcome::Predicted(Predicted {
@@ -180,7 +170,7 @@ fn markdown(rows: &[Row], set: &[String]) -> String {
     o += "| model | slice | split | seq x batch/chip | step | tokens/s/chip | published | ratio | MFU | published MFU | breakdown % | HBM per chip | host s |\n";
     o += "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for r in rows {
-        let c = &r.config;
+        let c = &r.config.run;
         let head = format!(
             "| {}{} | {} | {} | {} x {} |",
             c.model,
@@ -194,7 +184,7 @@ fn markdown(rows: &[Row], set: &[String]) -> String {
             c.seq,
             c.batch_per_chip,
         );
-        let p = c.published;
+        let p = r.config.published;
         let conv = |p: &PublishedRun| match p.convention {
             Convention::Full => "",
             Convention::Halved => " (halved)",
@@ -249,7 +239,7 @@ fn markdown(rows: &[Row], set: &[String]) -> String {
         o += "\nPublished runs, their sources and what differs from our run of them:\n\n";
     }
     for r in published {
-        let (c, p) = (&r.config, r.config.published.expect("filtered"));
+        let (c, p) = (&r.config.run, r.config.published.expect("filtered"));
         o += &format!(
             "- {} on {}: {}; differences: {}.{}\n",
             c.model,
@@ -266,7 +256,7 @@ fn markdown(rows: &[Row], set: &[String]) -> String {
         if let Outcome::Failed(m) = &r.outcome {
             o += &format!(
                 "- {} on {}: not simulated: {m}\n",
-                r.config.model, r.config.slice
+                r.config.run.model, r.config.run.slice
             );
         }
     }

@@ -155,16 +155,16 @@ fn each_published_mfu_follows_from_its_tokens_per_second() {
     // tokens/s, MFU, sequence or model breaks this; so does a row that names the wrong
     // convention (the two differ by 3.5-11% at these sequence lengths).
     for r in published::PUBLISHED {
-        let model = ModelConfig::builtin(r.model).expect("a built-in model");
-        let generation = r.slice.split(':').next().unwrap();
+        let model = ModelConfig::builtin(r.run.model).expect("a built-in model");
+        let generation = r.run.slice.split(':').next().unwrap();
         let (stated, other) = match r.convention {
             published::Convention::Full => (
-                model.model_flops(1, r.seq as u64),
-                model.model_flops_causal(1, r.seq as u64),
+                model.model_flops(1, r.run.seq as u64),
+                model.model_flops_causal(1, r.run.seq as u64),
             ),
             published::Convention::Halved => (
-                model.model_flops_causal(1, r.seq as u64),
-                model.model_flops(1, r.seq as u64),
+                model.model_flops_causal(1, r.run.seq as u64),
+                model.model_flops(1, r.run.seq as u64),
             ),
         };
         let mfu = r.tokens_per_s_per_chip * stated / published_peak(generation);
@@ -172,8 +172,8 @@ fn each_published_mfu_follows_from_its_tokens_per_second() {
         assert!(
             rel < 0.03,
             "{} on {}: {:.2}% from {} tokens/s against {:.2}% published",
-            r.model,
-            r.slice,
+            r.run.model,
+            r.run.slice,
             100.0 * mfu,
             r.tokens_per_s_per_chip,
             100.0 * r.mfu
@@ -182,8 +182,8 @@ fn each_published_mfu_follows_from_its_tokens_per_second() {
         assert!(
             (in_other - r.mfu).abs() / r.mfu > rel,
             "{} on {}: the other convention fits the published MFU better",
-            r.model,
-            r.slice
+            r.run.model,
+            r.run.slice
         );
     }
 }
@@ -191,17 +191,18 @@ fn each_published_mfu_follows_from_its_tokens_per_second() {
 #[test]
 fn each_row_is_a_run_predict_can_set_up() {
     for r in published::PUBLISHED {
-        let (generation, dims) = r.slice.split_once(':').unwrap();
+        let (generation, dims) = r.run.slice.split_once(':').unwrap();
         assert!(
             tpuemu_emulator::builtin(generation).is_some(),
             "{}: no preset {generation}",
-            r.slice
+            r.run.slice
         );
         let chips: usize = dims
             .split('x')
             .map(|d| d.parse::<usize>().unwrap())
             .product();
         let split: usize = r
+            .run
             .parallel
             .split(',')
             .map(|p| p.split_once('=').unwrap().1.parse::<usize>().unwrap())
@@ -209,12 +210,12 @@ fn each_row_is_a_run_predict_can_set_up() {
         assert_eq!(
             split, chips,
             "{} on {}: the split covers the slice",
-            r.model, r.slice
+            r.run.model, r.run.slice
         );
         assert!(
-            tpuemu_workloads::llm::Remat::parse(r.remat).is_some(),
+            tpuemu_workloads::llm::Remat::parse(r.run.remat).is_some(),
             "{}",
-            r.remat
+            r.run.remat
         );
         assert!(!r.differences.is_empty() && !r.source.is_empty());
     }

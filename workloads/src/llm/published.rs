@@ -43,18 +43,9 @@ pub enum Convention {
 /// One published training run, and how `predict` is set up to reproduce it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PublishedRun {
-    /// A built-in model name (`llama3.1-8b`).
-    pub model: &'static str,
-    /// The slice as `predict --slice` takes it (`v6e:16x16`).
-    pub slice: &'static str,
-    /// The split as `predict --parallel` takes it.
-    pub parallel: &'static str,
-    /// Tokens per sequence.
-    pub seq: usize,
-    /// Sequences per chip (MaxText's `per_device_batch_size`; a device is a chip).
-    pub batch_per_chip: usize,
-    /// `predict --remat`: the closest of ours to the recipe's policy.
-    pub remat: &'static str,
+    /// The run as `predict` takes it (batch per chip: MaxText's `per_device_batch_size`, a
+    /// device being a chip; remat: the closest of ours to the recipe's policy).
+    pub run: Configuration,
     /// Published tokens/s per chip.
     pub tokens_per_s_per_chip: f64,
     /// Published MFU (fraction), in `convention`.
@@ -74,12 +65,14 @@ const TIERING: &str = "MaxText docs/reference/models/tiering.md (AI-Hypercompute
 /// The published runs, in the order the table shows them.
 pub const PUBLISHED: &[PublishedRun] = &[
     PublishedRun {
-        model: "llama3.1-8b",
-        slice: "v6e:16x16",
-        parallel: "fsdp=256",
-        seq: 8192,
-        batch_per_chip: 4,
-        remat: "full",
+        run: Configuration {
+            model: "llama3.1-8b",
+            slice: "v6e:16x16",
+            parallel: "fsdp=256",
+            seq: 8192,
+            batch_per_chip: 4,
+            remat: "full",
+        },
         tokens_per_s_per_chip: 7207.0,
         mfu: 0.4546,
         convention: Convention::Full,
@@ -90,12 +83,14 @@ pub const PUBLISHED: &[PublishedRun] = &[
                       recomputes the whole layer (remat full), about 4% more matrix work",
     },
     PublishedRun {
-        model: "llama2-70b",
-        slice: "v6e:16x16",
-        parallel: "fsdp=256",
-        seq: 4096,
-        batch_per_chip: 4,
-        remat: "full",
+        run: Configuration {
+            model: "llama2-70b",
+            slice: "v6e:16x16",
+            parallel: "fsdp=256",
+            seq: 4096,
+            batch_per_chip: 4,
+            remat: "full",
+        },
         tokens_per_s_per_chip: 900.0,
         mfu: 0.438,
         convention: Convention::Full,
@@ -104,12 +99,14 @@ pub const PUBLISHED: &[PublishedRun] = &[
         differences: "none (the recipe llama2_70b_4096: remat full, FSDP over 256 chips)",
     },
     PublishedRun {
-        model: "llama3.1-70b",
-        slice: "v6e:16x16",
-        parallel: "fsdp=256",
-        seq: 8192,
-        batch_per_chip: 5,
-        remat: "full",
+        run: Configuration {
+            model: "llama3.1-70b",
+            slice: "v6e:16x16",
+            parallel: "fsdp=256",
+            seq: 8192,
+            batch_per_chip: 5,
+            remat: "full",
+        },
         tokens_per_s_per_chip: 960.0,
         mfu: 0.5033,
         convention: Convention::Full,
@@ -120,12 +117,14 @@ pub const PUBLISHED: &[PublishedRun] = &[
                       footprint does not fit where the recipe's does)",
     },
     PublishedRun {
-        model: "mixtral-8x7b",
-        slice: "v6e:16x16",
-        parallel: "fsdp=256",
-        seq: 4096,
-        batch_per_chip: 12,
-        remat: "full",
+        run: Configuration {
+            model: "mixtral-8x7b",
+            slice: "v6e:16x16",
+            parallel: "fsdp=256",
+            seq: 4096,
+            batch_per_chip: 12,
+            remat: "full",
+        },
         tokens_per_s_per_chip: 3899.0,
         mfu: 0.3523,
         convention: Convention::Full,
@@ -136,12 +135,14 @@ pub const PUBLISHED: &[PublishedRun] = &[
                       balanced, and recomputes the layer",
     },
     PublishedRun {
-        model: "llama2-70b",
-        slice: "v5p:8x8x8",
-        parallel: "fsdp=512",
-        seq: 4096,
-        batch_per_chip: 4,
-        remat: "mlp",
+        run: Configuration {
+            model: "llama2-70b",
+            slice: "v5p:8x8x8",
+            parallel: "fsdp=512",
+            seq: 4096,
+            batch_per_chip: 4,
+            remat: "mlp",
+        },
         tokens_per_s_per_chip: 692.0,
         mfu: 0.654,
         convention: Convention::Halved,
@@ -158,7 +159,7 @@ pub const PUBLISHED: &[PublishedRun] = &[
 pub fn of_generation(generation: &str) -> impl Iterator<Item = &'static PublishedRun> {
     PUBLISHED
         .iter()
-        .filter(move |r| r.slice.split(':').next() == Some(generation))
+        .filter(move |r| r.run.slice.split(':').next() == Some(generation))
 }
 
 /// Runs in MaxText's table that `predict` does not size, and why (shown under the table).
@@ -178,8 +179,8 @@ pub const NOT_SIZED: &[(&str, &str)] = &[
     ),
 ];
 
-/// A configuration `predict` reports on without a published figure to compare with: the rest
-/// of workloads/README.md's table (`tpuemu predict --table all`).
+/// A configuration `predict` runs: a published run's, or one of the rest of
+/// workloads/README.md's table ([`UNPUBLISHED`], `tpuemu predict --table all`).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct Configuration {
     /// A built-in model name.
@@ -192,6 +193,8 @@ pub struct Configuration {
     pub seq: usize,
     /// Sequences per chip.
     pub batch_per_chip: usize,
+    /// `predict --remat`.
+    pub remat: &'static str,
 }
 
 const fn c(
@@ -207,6 +210,7 @@ const fn c(
         parallel,
         seq,
         batch_per_chip,
+        remat: "full",
     }
 }
 
