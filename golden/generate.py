@@ -215,15 +215,30 @@ def visit_entry(op: Any, out_dir: Path, log: Callable[[str], None]) -> dict:
     return record
 
 
-def generate_opinfo(out_dir: Path, only: list[str], log: Callable[[str], None]) -> None:
+def _visit_at(task: tuple[int, Path, bool]) -> dict:
+    """`visit_entry` of ``op_db[i]``, in a worker process."""
     from torch.testing._internal.common_methods_invocations import op_db
 
-    entries = []
-    for op in op_db:
-        stem = entry_stem(op)
-        if only and not any(stem == o or stem.startswith(o + ".") for o in only):
-            continue
-        entries.append(visit_entry(op, out_dir, log))
+    i, out_dir, quiet = task
+    return visit_entry(op_db[i], out_dir, (lambda _msg: None) if quiet else (lambda msg: print(msg, flush=True)))
+
+
+def generate_opinfo(out_dir: Path, only: list[str], log: Callable[[str], None], quiet: bool, jobs: int) -> None:
+    """Every entry's cases, `jobs` entries at a time (forked workers that inherit the imported
+    torch and op_db). Each entry's seeds derive from its name and PyTorch runs on one thread, so
+    the files are the same bytes for any number of workers; the index keeps op_db's order."""
+    import multiprocessing
+
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    picked = [i for i, op in enumerate(op_db)
+              if not only or any(entry_stem(op) == o or entry_stem(op).startswith(o + ".") for o in only)]
+    if jobs > 1 and len(picked) > 1:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            entries = list(pool.imap(_visit_at, [(i, out_dir, quiet) for i in picked], chunksize=4))
+    else:
+        entries = [visit_entry(op_db[i], out_dir, log) for i in picked]
     if not only:
         index = {
             "format": FORMAT,
@@ -249,11 +264,17 @@ def setup_torch() -> None:
     if torch.__version__.split("+")[0] != TORCH_VERSION:
         sys.exit(f"generate.py needs torch=={TORCH_VERSION}, found {torch.__version__}")
     torch.set_num_threads(1)  # reductions must not depend on the thread count
+    # OpInfo's sample generators reseed per sample (`set_rng_seed`); in a torch built for CUDA (as
+    # PyPI's is) `torch.manual_seed` also queues lazy CUDA, XPU and MTIA seeds, each with its
+    # caller's formatted stack: an eighth of the run. Only the CPU's generator is drawn from here.
+    torch.manual_seed = lambda seed: torch.default_generator.manual_seed(int(seed))
     torch.set_default_dtype(torch.float32)
 
 
 def main(argv: list[str] | None = None) -> int:
-    wanted = {"PYTHONHASHSEED": "0", "ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+    wanted = {"PYTHONHASHSEED": "0", "ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE",
+              # Only the CPU is used: no device backend (tpuemu's included) is loaded with torch.
+              "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
     if any(os.environ.get(k) != v for k, v in wanted.items()):
         # Some OpInfo sample functions iterate over sets of strings, whose order depends on the
         # hash seed: fix it, by re-running this script with PYTHONHASHSEED=0. PyTorch's vectorised
@@ -271,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these OpInfo entries (repeatable; no index is written); for debugging")
     parser.add_argument("--skip-opinfo", action="store_true", help="write only explicit and model cases")
     parser.add_argument("--quiet", action="store_true", help="print only the summary")
+    parser.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4),
+                        help="OpInfo entries generated at once, in worker processes (default: the "
+                        "cores, at most 4); the output is the same for any number")
     args = parser.parse_args(argv)
 
     setup_torch()
@@ -279,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     log = (lambda _msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
     out: Path = args.out
     if not args.skip_opinfo:
-        generate_opinfo(out / "opinfo", args.only, log)
+        generate_opinfo(out / "opinfo", args.only, log, args.quiet, max(1, args.jobs))
     if not args.only:
         generate_explicit(out / "explicit", log)
         generate_models(out / "models", log)
