@@ -236,6 +236,51 @@ def test_histc_counts_integer_inputs_as_their_float_values():
     assert got.tolist() == torch.histc(ids.float(), bins=8, min=0, max=7).int().tolist()
 
 
+def _both(f, *args, **kwargs):
+    """f on the CPU and on the tpu (every tensor argument moved), or the error each raised."""
+    out = []
+    for move in (lambda v: v, tpu):
+        try:
+            out.append(f(*move(list(args)), **{k: move(v) for k, v in kwargs.items()}))
+        except RuntimeError as e:
+            out.append(e)
+    return out
+
+
+def test_histograms_place_edges_nan_and_outliers_as_the_cpu(mode):
+    # A value on an edge goes to the bin it opens, the last edge closes the last bin; NaN and
+    # values outside the edges count nowhere; unsorted edges, weights, density: torch.histogram
+    # with given edges and torch.histogramdd (bin counts, given edges) against the CPU.
+    x = torch.tensor([0.0, 1.0, 1.0, 2.5, 3.0, float("nan"), -1.0, 4.0])
+    w = torch.arange(8.0)
+    for edges, kw in ((torch.tensor([0.0, 1.0, 3.0]), {}),
+                      (torch.tensor([0.0, 1.0, 3.0]), {"weight": w, "density": True}),
+                      (torch.tensor([1.0, 1.0, 4.0]), {"weight": w}),
+                      (torch.tensor([3.0, 1.0, 2.0]), {})):  # nothing lies in [3, 2]
+        want, got = _both(torch.histogram, x, edges, **kw)
+        assert_same(list(got), list(want))
+    pts = torch.tensor([[0.0, 1.0], [2.0, 3.0], [1.0, 1.0], [5.0, 0.5], [float("nan"), 1.0], [2.0, 0.0]])
+    for bins, kw in (([2, 3], {"range": [0.0, 2.0, 0.0, 3.0]}),
+                     ([2, 3], {"range": [0.0, 2.0, 0.0, 3.0], "weight": torch.arange(6.0), "density": True}),
+                     ([torch.tensor([0.0, 1.0, 2.0]), torch.tensor([0.0, 2.0, 4.0])], {"density": True}),
+                     ([3, 1], {})):
+        data = pts[:4] if not kw else pts  # without a range NaN makes the data's range NaN
+        want, got = _both(torch.histogramdd, data, bins, **kw)
+        assert_same(list(got.bin_edges), list(want.bin_edges))
+        assert_same(got.hist, want.hist)
+    # Where the CPU raises, the tpu raises (edges of another dtype or shape, too few, a range
+    # of the wrong length or reversed, a weight of another shape).
+    for f, args, kw in ((torch.histogram, (x, torch.tensor([[0.0, 1.0]])), {}),
+                        (torch.histogram, (x, torch.tensor([1.0])), {}),
+                        (torch.histogram, (x, 2), {"range": (1.0, 0.0)}),
+                        (torch.histogram, (x, torch.tensor([0.0, 1.0])), {"weight": w[:3]}),
+                        (torch.histogramdd, (pts[:4], [2, 3]), {"range": [0.0, 1.0]}),
+                        (torch.histogramdd, (pts[:4], [2]), {})):
+        want, got = _both(f, *args, **kw)
+        assert isinstance(want, RuntimeError), want
+        assert isinstance(got, RuntimeError) and str(want) in str(got), (str(got), str(want))
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_with_update_writes_its_running_statistics_as_the_cpu(mode, affine):
     # aten::_batch_norm_with_update (what torch.export and compile's pre-dispatch tracing record

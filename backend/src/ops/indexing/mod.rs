@@ -17,6 +17,7 @@
 pub(crate) mod advanced;
 pub(crate) mod along;
 pub(crate) mod compact;
+pub(crate) mod histogram;
 pub(crate) mod scatter;
 pub(crate) mod search;
 pub(crate) mod unique;

@@ -755,6 +755,22 @@ for pp in (1.0, 2.0, 1.5):
     pd = aten._pdist_forward(px, pp)
     sample("_pdist_backward", q(10), px, pp, pd)
 
+# --- histograms among given edges, and histogramdd (values on the edges: multiples of 1/4) ---
+edges = torch.tensor([-4.0, -1.5, 0.0, 0.25, 3.0])
+sample("histogram.bins_tensor", q(20, lo=-5, hi=5), edges)
+sample("histogram.bins_tensor", q(20, lo=-4, hi=4), edges, weight=q(20, lo=0, hi=4), density=True)
+sample("histogram.bins_tensor", Placed(q(4, 5), "t"), torch.tensor([-2.0, 2.0]))
+pts = q(12, 3, lo=-4, hi=4)
+box = [-2.0, 2.0, 0.0, 1.0, -4.0, 4.0]
+sample("_histogramdd_bin_edges", pts, [3, 2, 4])
+sample("_histogramdd_bin_edges", pts, [2, 2, 2], range=box)
+sample("_histogramdd_from_bin_cts", pts, [3, 2, 4])
+sample("_histogramdd_from_bin_cts", pts, [2, 3, 2], range=box, weight=q(12, lo=0, hi=4), density=True)
+sample("_histogramdd_from_bin_tensors", q(10, 2, lo=-4, hi=4),
+       [torch.tensor([-4.0, 0.0, 1.0, 4.0]), torch.tensor([-2.0, 2.0])])
+sample("_histogramdd_from_bin_tensors", q(10, 2, lo=-4, hi=4),
+       [torch.tensor([-4.0, 0.0, 4.0]), torch.tensor([-2.0, 0.0, 2.0])], weight=q(10, lo=0, hi=4), density=True)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

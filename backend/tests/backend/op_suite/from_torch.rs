@@ -279,6 +279,10 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::where.Scalar", from_torch),
     ("aten::where.ScalarOther", from_torch),
     ("aten::where.ScalarSelf", from_torch),
+    ("aten::histogram.bins_tensor", from_torch),
+    ("aten::_histogramdd_bin_edges", from_torch),
+    ("aten::_histogramdd_from_bin_cts", from_torch),
+    ("aten::_histogramdd_from_bin_tensors", from_torch),
 ];
 
 const SAMPLES: &str = include_str!("from_torch.json");
@@ -289,6 +293,8 @@ const SAMPLES: &str = include_str!("from_torch.json");
 /// `torch.compile`'s graph breaks on them. The orthogonal polynomials unroll their recurrence
 /// to the largest degree among the values, so they read them too.
 const DATA_DEPENDENT: &[&str] = &[
+    "aten::_histogramdd_bin_edges",
+    "aten::_histogramdd_from_bin_cts",
     "aten::_unique",
     "aten::_unique2",
     "aten::argwhere",
