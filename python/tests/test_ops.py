@@ -281,6 +281,26 @@ def test_histograms_place_edges_nan_and_outliers_as_the_cpu(mode):
         assert isinstance(got, RuntimeError) and str(want) in str(got), (str(got), str(want))
 
 
+def test_embedding_max_norm_renormalises_the_rows_named_as_the_cpu(mode):
+    # F.embedding(max_norm=) renormalises, in place, the weight rows its indices name (twice,
+    # or counted from the end) whose norm is above max_norm; bfloat16 bit for bit (PyTorch's
+    # kernel takes the scale in the weight's dtype); an index outside is PyTorch's IndexError.
+    w = torch.randn(6, 4, generator=torch.Generator().manual_seed(0)) * 3
+    idx = torch.tensor([[0, 2, 2], [5, 1, 0]])
+    for dtype, exact in ((torch.float32, False), (torch.bfloat16, True)):
+        for p in (2.0, 1.0, 3.5):
+            wc = w.to(dtype)
+            wd = tpu(wc.clone())
+            want = F.embedding(idx, wc, max_norm=1.5, norm_type=p)
+            got = F.embedding(tpu(idx), wd, max_norm=1.5, norm_type=p)
+            assert_same(got, want, exact=exact)
+            assert_same(wd, wc, exact=exact)
+    want, got = _both(torch.embedding_renorm_, w.clone(), torch.tensor([-1, 3]), 1.0, 2.0)
+    assert_same(got, want)
+    with pytest.raises(IndexError, match="index -7 out of range for tensor of size"):
+        torch.embedding_renorm_(tpu(w.clone()), tpu(torch.tensor([1, -7])), 1.0, 2.0).cpu()
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_with_update_writes_its_running_statistics_as_the_cpu(mode, affine):
     # aten::_batch_norm_with_update (what torch.export and compile's pre-dispatch tracing record

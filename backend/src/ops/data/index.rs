@@ -1,4 +1,4 @@
-//! `index_select`, `gather` and `embedding` on the row-gather kernel.
+//! `index_select`, `gather` and `embedding` on the row-gather kernel, and `embedding_renorm`.
 //!
 //! Each becomes one gather of table rows, the table being a 2-D view of the input:
 //! - `embedding`: the weight's rows, by the flattened indices;
@@ -15,10 +15,11 @@
 
 use super::super::aten;
 use super::super::checks::check_range;
-use super::super::helpers::{OpScope, map_contiguous, map_shape};
+use super::super::helpers::{OpScope, map, map_contiguous, map_shape};
+use super::super::prims;
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
-use crate::ir::{BinOp, CmpKind, GatherNode, NodeKind, PRef, ProgBuilder};
+use crate::ir::{BinOp, CmpKind, Combine, GatherNode, NodeKind, PRef, ProgBuilder};
 use crate::layout::{Layout, contiguous_strides, wrap_dim};
 use crate::ops::sharding::{Sharding, Special};
 use crate::tensor::Tensor;
@@ -301,6 +302,103 @@ impl Tensor {
     pub fn gather(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
         gather(self, dim, index)
     }
+}
+
+/// `embedding_renorm(weight, indices, max_norm, norm_type)` (and its in-place form, what
+/// `F.embedding(..., max_norm=)` calls): each row of `weight` that `indices` name whose
+/// `norm_type`-norm exceeds `max_norm` is scaled by `max_norm / (norm + 1e-7)`, as PyTorch's
+/// CPU kernel scales it (the norm and the factor in the weight's dtype); the other rows are
+/// copied. An index outside the table is PyTorch's `IndexError`, checked on the device.
+#[aten(
+    "aten::embedding_renorm",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate("the rows named may be on any shard"),
+    call = EmbeddingRenorm(self_, indices, max_norm, norm_type)
+)]
+pub fn embedding_renorm(
+    weight: &Tensor,
+    indices: &Tensor,
+    max_norm: f64,
+    norm_type: f64,
+) -> Result<Tensor> {
+    let op = OpScope::new(EmbeddingRenorm::NAME, &[weight, indices])?;
+    if weight.dim() != 2 {
+        return Err(TpuError::BadArgs(format!(
+            "Expected 2-dimensional tensor, but got {}-dimensional tensor for argument #1 'self' (while checking arguments for embedding_renorm_)",
+            weight.dim()
+        )));
+    }
+    if !is_index_dtype(indices.dtype()) {
+        return Err(TpuError::DtypeMismatch(format!(
+            "Expected tensor for argument #2 'indices' to have one of the following scalar types: Long, Int; but got {} instead (while checking arguments for embedding_renorm_)",
+            indices.dtype()
+        )));
+    }
+    let (rows, cols, dt, f) = (
+        weight.shape()[0],
+        weight.shape()[1],
+        weight.dtype(),
+        DType::F32,
+    );
+    // PyTorch's kernel selects each row named (a negative index counts from the end): an index
+    // outside is its IndexError.
+    let check = check_range(&op, indices, -(rows as i64), rows as i64, move |v| {
+        TpuError::IndexOutOfRange(format!(
+            "select(): index {v} out of range for tensor of size [{rows}, {cols}] at dimension 0"
+        ))
+    })?;
+    // How many times each row is named.
+    let named = prims::fill(&op, &[rows, 1], Scalar::Int(0), f)?;
+    let n = indices.numel();
+    if n > 0 {
+        let flat = contiguous_in(&op, indices)?;
+        let flat = flat.with_layout(
+            flat.layout()
+                .view_as(&[n])
+                .ok_or_else(|| op.err("internal: index view"))?,
+        );
+        let wrapped = map_contiguous(&op, &[&flat], &[DType::I32], |p, r| {
+            let i = DType::I32;
+            let v = p.cast(r[0], i);
+            let zero = p.constant(Scalar::Int(0), i);
+            let negative = p.cmp(CmpKind::Lt, v, zero, i);
+            let size = p.constant(Scalar::Int(rows as i64), i);
+            let from_end = p.bin(BinOp::Add, v, size, i);
+            vec![p.select(negative, from_end, v, i)]
+        })?
+        .remove(0);
+        let ones = prims::fill(&op, &[n, 1], Scalar::Int(1), f)?;
+        prims::put_rows(&op, &named, &wrapped, &ones, Combine::Add, true)?;
+    }
+    let norms = crate::ops::reduce::vector_norm(
+        EmbeddingRenorm::NAME,
+        weight,
+        norm_type,
+        Some(&[1]),
+        true,
+        None,
+    )?;
+    let out = map(&op, &[weight, &norms, &named], &[dt], |p, r| {
+        let norm = p.cast(r[1], f);
+        let zero = p.constant(Scalar::Float(0.0), f);
+        let cap = p.constant(Scalar::Float(max_norm), f);
+        let is_named = p.cmp(CmpKind::Gt, r[2], zero, f);
+        let over = p.cmp(CmpKind::Gt, norm, cap, f);
+        let scaled = p.bin(BinOp::And, is_named, over, DType::Bool);
+        let eps = p.constant(Scalar::Float(1e-7), f);
+        let d = p.bin(BinOp::Add, norm, eps, f);
+        // PyTorch's kernel takes the factor in the weight's dtype (bfloat16: rounded).
+        let factor = p.bin(BinOp::Div, cap, d, f);
+        let factor = p.cast(factor, dt);
+        let factor = p.cast(factor, f);
+        let x = p.cast(r[0], f);
+        let y = p.bin(BinOp::Mul, x, factor, f);
+        let y = p.cast(y, dt);
+        vec![p.select(scaled, y, r[0], dt)]
+    })?
+    .remove(0);
+    check.guards(op.rt(), &[&out]);
+    Ok(out)
 }
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).

@@ -771,6 +771,11 @@ sample("_histogramdd_from_bin_tensors", q(10, 2, lo=-4, hi=4),
 sample("_histogramdd_from_bin_tensors", q(10, 2, lo=-4, hi=4),
        [torch.tensor([-4.0, 0.0, 4.0]), torch.tensor([-2.0, 0.0, 2.0])], weight=q(10, lo=0, hi=4), density=True)
 
+# --- embedding_renorm: rows named (some twice, one from the end) above max_norm scaled ---------
+ew = q(6, 4, lo=-4, hi=4)
+sample("embedding_renorm", ew, torch.tensor([[0, 2, 2], [5, -1, 3]]), 1.5, 2.0)
+sample("embedding_renorm", Placed(ew, "t"), torch.tensor([1, 4]), 3.0, 1.0)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

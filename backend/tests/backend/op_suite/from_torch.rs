@@ -283,6 +283,7 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::_histogramdd_bin_edges", from_torch),
     ("aten::_histogramdd_from_bin_cts", from_torch),
     ("aten::_histogramdd_from_bin_tensors", from_torch),
+    ("aten::embedding_renorm", from_torch),
 ];
 
 const SAMPLES: &str = include_str!("from_torch.json");
