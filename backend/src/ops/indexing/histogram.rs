@@ -39,21 +39,7 @@ fn bin_of(p: &mut ProgBuilder, x: PRef, lo: f64, hi: f64, bins: usize) -> PRef {
     let pos = p.un(UnOp::Trunc, q, f);
     let mut pos = p.cast(pos, i);
     // The edges, as linspace(lo, hi, bins + 1) computes them.
-    let step = (hi as f32 - lo as f32) / bins as f32;
-    let edge = |p: &mut ProgBuilder, k: PRef| {
-        let kf = p.cast(k, f);
-        let s = p.constant(Scalar::Float(step as f64), f);
-        let a = p.bin(BinOp::Mul, kf, s, f);
-        let from_lo = p.bin(BinOp::Add, l, a, f);
-        let nbi = p.constant(Scalar::Int(bins as i64), i);
-        let rk = p.bin(BinOp::Sub, nbi, k, i);
-        let rf = p.cast(rk, f);
-        let b = p.bin(BinOp::Mul, rf, s, f);
-        let from_hi = p.bin(BinOp::Sub, h, b, f);
-        let half = p.constant(Scalar::Int((bins / 2) as i64), i);
-        let low_half = p.cmp(CmpKind::Lt, k, half, i);
-        p.select(low_half, from_lo, from_hi, f)
-    };
+    let edge = |p: &mut ProgBuilder, k: PRef| edge_at(p, k, (l, h), lo, hi, bins);
     let one = p.constant(Scalar::Int(1), i);
     let e0 = edge(p, pos);
     let below = p.cmp(CmpKind::Lt, x, e0, f);
@@ -103,23 +89,40 @@ fn linspace_edges(op: &OpScope, lo: f64, hi: f64, bins: usize, dt: DType) -> Res
     Ok(map_shape(op, &[bins + 1], &[], &[dt], |p, _| {
         let k = p.index(0);
         let f = DType::F32;
-        let step = (hi as f32 - lo as f32) / bins as f32;
-        let kf = p.cast(k, f);
-        let s = p.constant(Scalar::Float(step as f64), f);
-        let a = p.bin(BinOp::Mul, kf, s, f);
-        let l = p.constant(Scalar::Float(lo), f);
-        let from_lo = p.bin(BinOp::Add, l, a, f);
-        let nb = p.constant(Scalar::Int(bins as i64), DType::I32);
-        let rk = p.bin(BinOp::Sub, nb, k, DType::I32);
-        let rf = p.cast(rk, f);
-        let bb = p.bin(BinOp::Mul, rf, s, f);
-        let h = p.constant(Scalar::Float(hi), f);
-        let from_hi = p.bin(BinOp::Sub, h, bb, f);
-        let half = p.constant(Scalar::Int((bins / 2) as i64), DType::I32);
-        let low = p.cmp(CmpKind::Lt, k, half, DType::I32);
-        vec![p.select(low, from_lo, from_hi, f)]
+        let ends = (
+            p.constant(Scalar::Float(lo), f),
+            p.constant(Scalar::Float(hi), f),
+        );
+        vec![edge_at(p, k, ends, lo, hi, bins)]
     })?
     .remove(0))
+}
+
+/// Edge `k` (an int) of `bins` equal bins over `[lo, hi]` (`ends`: the two as f32 constants)
+/// as PyTorch's `linspace` computes it: `lo + k * step` in the first half, `hi - (bins - k) *
+/// step` in the second, in f32.
+fn edge_at(
+    p: &mut ProgBuilder,
+    k: PRef,
+    ends: (PRef, PRef),
+    lo: f64,
+    hi: f64,
+    bins: usize,
+) -> PRef {
+    let (f, i) = (DType::F32, DType::I32);
+    let step = (hi as f32 - lo as f32) / bins as f32;
+    let kf = p.cast(k, f);
+    let s = p.constant(Scalar::Float(step as f64), f);
+    let a = p.bin(BinOp::Mul, kf, s, f);
+    let from_lo = p.bin(BinOp::Add, ends.0, a, f);
+    let nb = p.constant(Scalar::Int(bins as i64), i);
+    let rk = p.bin(BinOp::Sub, nb, k, i);
+    let rf = p.cast(rk, f);
+    let b = p.bin(BinOp::Mul, rf, s, f);
+    let from_hi = p.bin(BinOp::Sub, ends.1, b, f);
+    let half = p.constant(Scalar::Int((bins / 2) as i64), i);
+    let low = p.cmp(CmpKind::Lt, k, half, i);
+    p.select(low, from_lo, from_hi, f)
 }
 
 /// Adds one (or the element's weight) into bin `pos[i]` for every element `i` (`pos` an int
