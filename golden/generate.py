@@ -215,15 +215,20 @@ def visit_entry(op: Any, out_dir: Path, log: Callable[[str], None]) -> dict:
     return record
 
 
+def logger(quiet: bool) -> Callable[[str], None]:
+    """What prints a progress line: nothing when `quiet`."""
+    return (lambda _msg: None) if quiet else (lambda msg: print(msg, flush=True))
+
+
 def _visit_at(task: tuple[int, Path, bool]) -> dict:
     """`visit_entry` of ``op_db[i]``, in a worker process."""
     from torch.testing._internal.common_methods_invocations import op_db
 
     i, out_dir, quiet = task
-    return visit_entry(op_db[i], out_dir, (lambda _msg: None) if quiet else (lambda msg: print(msg, flush=True)))
+    return visit_entry(op_db[i], out_dir, logger(quiet))
 
 
-def generate_opinfo(out_dir: Path, only: list[str], log: Callable[[str], None], quiet: bool, jobs: int) -> None:
+def generate_opinfo(out_dir: Path, only: list[str], quiet: bool, jobs: int) -> None:
     """Every entry's cases, `jobs` entries at a time (forked workers that inherit the imported
     torch and op_db). Each entry's seeds derive from its name and PyTorch runs on one thread, so
     the files are the same bytes for any number of workers; the index keeps op_db's order."""
@@ -238,7 +243,7 @@ def generate_opinfo(out_dir: Path, only: list[str], log: Callable[[str], None], 
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             entries = list(pool.imap(_visit_at, [(i, out_dir, quiet) for i in picked], chunksize=4))
     else:
-        entries = [visit_entry(op_db[i], out_dir, log) for i in picked]
+        entries = [visit_entry(op_db[i], out_dir, logger(quiet)) for i in picked]
     if not only:
         index = {
             "format": FORMAT,
@@ -300,10 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_torch()
     from extra_cases import generate_explicit, generate_models  # noqa: E402 (needs torch set up)
 
-    log = (lambda _msg: None) if args.quiet else (lambda msg: print(msg, flush=True))
+    log = logger(args.quiet)
     out: Path = args.out
     if not args.skip_opinfo:
-        generate_opinfo(out / "opinfo", args.only, log, args.quiet, max(1, args.jobs))
+        generate_opinfo(out / "opinfo", args.only, args.quiet, max(1, args.jobs))
     if not args.only:
         generate_explicit(out / "explicit", log)
         generate_models(out / "models", log)

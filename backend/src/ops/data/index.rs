@@ -351,13 +351,8 @@ pub fn embedding_renorm(
     let named = prims::fill(&op, &[rows, 1], Scalar::Int(0), f)?;
     let n = indices.numel();
     if n > 0 {
-        let flat = contiguous_in(&op, indices)?;
-        let flat = flat.with_layout(
-            flat.layout()
-                .view_as(&[n])
-                .ok_or_else(|| op.err("internal: index view"))?,
-        );
-        let wrapped = map_contiguous(&op, &[&flat], &[DType::I32], |p, r| {
+        // The indices, counted from the start (contiguous, as the index-add kernel reads them).
+        let wrapped = map_contiguous(&op, &[indices], &[DType::I32], |p, r| {
             let i = DType::I32;
             let v = p.cast(r[0], i);
             let zero = p.constant(Scalar::Int(0), i);
@@ -368,6 +363,7 @@ pub fn embedding_renorm(
         })?
         .remove(0);
         let ones = prims::fill(&op, &[n, 1], Scalar::Int(1), f)?;
+        let wrapped = prims::reshaped(&wrapped, &[n]);
         prims::put_rows(&op, &named, &wrapped, &ones, Combine::Add, true)?;
     }
     let norms = crate::ops::reduce::vector_norm(

@@ -166,11 +166,11 @@ fn hist_counts(
     })?
     .remove(0);
     let counts = count_at(op, &pos, w, bins)?;
-    cast(op, &counts, out)
+    copied(op, &counts, out)
 }
 
-/// `t` in `dt`, contiguous.
-fn cast(op: &OpScope, t: &Tensor, dt: DType) -> Result<Tensor> {
+/// A contiguous copy of `t` in `dt` (a new tensor even when `t` already is one: an output).
+fn copied(op: &OpScope, t: &Tensor, dt: DType) -> Result<Tensor> {
     Ok(map_contiguous(op, &[t], &[dt], |_, r| vec![r[0]])?.remove(0))
 }
 
@@ -388,7 +388,7 @@ fn histogram_bin_ct(
     if density_ {
         hist = density(&op, &hist, std::slice::from_ref(&edges))?;
     }
-    Ok((cast(&op, &hist, dt)?, edges))
+    Ok((copied(&op, &hist, dt)?, edges))
 }
 
 /// The outer edges of dimension `dim` of a histogram of `values` (PyTorch's
@@ -442,13 +442,16 @@ fn histogram_bins_tensor(
     let op = OpScope::new(HistogramBinsTensor::NAME, &ins)?;
     check_input(x, w, x.shape(), 1)?;
     let bins = check_edges(x, edges, 0)?;
-    let flat = reshaped(&cast(&op, x, x.dtype())?, &[x.numel()]);
+    let flat = reshaped(&copied(&op, x, x.dtype())?, &[x.numel()]);
     let pos = edge_positions(&op, &flat, edges, bins)?;
     let mut hist = count_at(&op, &pos, w, bins)?;
     if density_ {
         hist = density(&op, &hist, std::slice::from_ref(edges))?;
     }
-    Ok((cast(&op, &hist, x.dtype())?, cast(&op, edges, x.dtype())?))
+    Ok((
+        copied(&op, &hist, x.dtype())?,
+        copied(&op, edges, x.dtype())?,
+    ))
 }
 
 /// A `histogramdd` input's points: the input as `[n, d]` (contiguous), `n` and `d`.
@@ -462,7 +465,7 @@ fn points(op: &OpScope, x: &Tensor, w: Option<&Tensor>) -> Result<(Tensor, usize
     let d = shape[shape.len() - 1];
     check_input(x, w, &shape[..shape.len() - 1], d)?;
     let n = x.numel().checked_div(d).unwrap_or(0);
-    Ok((reshaped(&cast(op, x, x.dtype())?, &[n, d]), n, d))
+    Ok((reshaped(&copied(op, x, x.dtype())?, &[n, d]), n, d))
 }
 
 /// Coordinate `k` of the `n` points of `flat` (`[n, d]`), contiguous.
@@ -472,7 +475,7 @@ fn column(op: &OpScope, flat: &Tensor, k: usize, n: usize, d: usize) -> Result<T
         strides: vec![d as isize],
         offset: flat.layout().offset + k,
     });
-    cast(op, &view, flat.dtype())
+    copied(op, &view, flat.dtype())
 }
 
 /// `bins` checked against the points' dimension `d`, as counts.
@@ -621,7 +624,7 @@ fn histogramdd_from_bin_cts(
             .collect::<Result<Vec<_>>>()?;
         hist = density(&op, &hist, &edges)?;
     }
-    cast(&op, &hist, x.dtype())
+    copied(&op, &hist, x.dtype())
 }
 
 /// `torch.histogramdd`'s counts among given edges, one edge vector a dimension.
@@ -660,5 +663,5 @@ fn histogramdd_from_bin_tensors(
     if density_ {
         hist = density(&op, &hist, bins)?;
     }
-    cast(&op, &hist, x.dtype())
+    copied(&op, &hist, x.dtype())
 }
