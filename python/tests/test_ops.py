@@ -301,6 +301,27 @@ def test_embedding_max_norm_renormalises_the_rows_named_as_the_cpu(mode):
         torch.embedding_renorm_(tpu(w.clone()), tpu(torch.tensor([1, -7])), 1.0, 2.0).cpu()
 
 
+def test_multilabel_margin_loss_reads_labels_up_to_the_first_minus_one_as_the_cpu(mode):
+    # F.multilabel_margin_loss: the labels before a row's first -1 are its targets (a repeated
+    # label counts again), every reduction and its gradient, a vector alone; a label outside
+    # -1..C (also after the first -1) is PyTorch's "target is out of range" at the read.
+    x = torch.randn(4, 5, generator=torch.Generator().manual_seed(1))
+    y = torch.tensor([[3, 0, -1, 1, 4], [0, 0, 4, 1, 2], [-1, 2, 0, 0, 1], [4, 4, -1, -1, -1]])
+    for red in ("none", "mean", "sum"):
+        xc, xd = x.clone().requires_grad_(), tpu(x).requires_grad_()
+        want = F.multilabel_margin_loss(xc, y, reduction=red)
+        got = F.multilabel_margin_loss(xd, tpu(y), reduction=red)
+        assert_same(got, want)
+        want.sum().backward()
+        got.sum().backward()
+        assert_same(xd.grad, xc.grad)
+    want, got = _both(F.multilabel_margin_loss, x[1], y[3])
+    assert_same(got, want)
+    for bad in (torch.tensor([0, -1, 5, 1, 2]), torch.tensor([-2, 0, 1, 2, 3])):
+        with pytest.raises(RuntimeError, match="argument #2 'target' is out of range"):
+            F.multilabel_margin_loss(tpu(x[0]), tpu(bad)).cpu()
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_with_update_writes_its_running_statistics_as_the_cpu(mode, affine):
     # aten::_batch_norm_with_update (what torch.export and compile's pre-dispatch tracing record

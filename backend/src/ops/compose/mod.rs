@@ -14,12 +14,14 @@
 //! - `compare`: `equal` and `allclose` (a host-side answer: they read one bool back, so they
 //!   synchronise and break a compiled graph, as in PyTorch), `dist`, `renorm`, `glu`,
 //!   `_prelu_kernel`;
-//! - `distances`: `_euclidean_dist`, `_cdist_forward`, `_pdist_forward`, `multi_margin_loss`.
+//! - `distances`: `_euclidean_dist`, `_cdist_forward`, `_pdist_forward`, `multi_margin_loss`;
+//! - `multilabel`: `multilabel_margin_loss_forward` and its backward.
 
 pub(crate) mod compare;
 pub(crate) mod distances;
 pub(crate) mod loss_grads;
 pub(crate) mod losses;
+pub(crate) mod multilabel;
 pub(crate) mod products;
 
 use super::{Value, call};

@@ -776,6 +776,19 @@ ew = q(6, 4, lo=-4, hi=4)
 sample("embedding_renorm", ew, torch.tensor([[0, 2, 2], [5, -1, 3]]), 1.5, 2.0)
 sample("embedding_renorm", Placed(ew, "t"), torch.tensor([1, 4]), 3.0, 1.0)
 
+# --- multilabel_margin_loss: the labels before the first -1 (repeats count again), the three
+# reductions, a vector alone; the backward with the forward's is_target and with one given ------
+mlx = q(4, 4, lo=-2, hi=2)
+mlt = torch.tensor([[3, 0, -1, 1], [0, 0, 3, 1], [-1, 2, 0, 0], [2, -1, 3, -1]])
+sample("multilabel_margin_loss_forward", mlx, mlt, 0)
+sample("multilabel_margin_loss_forward", Placed(mlx, "t"), mlt, 1)
+sample("multilabel_margin_loss_forward", q(4, lo=-2, hi=2), torch.tensor([2, 0, -1, 3]), 2)
+mli = aten.multilabel_margin_loss_forward(mlx, mlt, 0)[1]
+sample("multilabel_margin_loss_backward", q(4), mlx, mlt, 0, mli)
+sample("multilabel_margin_loss_backward", q(), mlx, mlt, 1, mli)
+sample("multilabel_margin_loss_backward", q(), q(4, lo=-2, hi=2), torch.tensor([2, 0, -1, 3]), 2,
+       torch.tensor([1.0, 1.0, 1.0, 0.0]))
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

@@ -72,6 +72,8 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::_cdist_forward", from_torch),
     ("aten::_pdist_forward", from_torch),
     ("aten::multi_margin_loss", from_torch),
+    ("aten::multilabel_margin_loss_forward", from_torch),
+    ("aten::multilabel_margin_loss_backward", from_torch),
     ("aten::_to_copy", from_torch),
     ("aten::addr", from_torch),
     ("aten::addmv", from_torch),
