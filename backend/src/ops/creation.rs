@@ -219,6 +219,14 @@ fn zeros_op(rt: &Runtime, a: Zeros<'_>) -> Result<Tensor> {
     zeros(rt, &shape_of(&a.size)?, a.dtype.unwrap_or(DType::F32))
 }
 
+/// What autograd makes for a gradient known to be zero (`sgn`'s of a real input): PyTorch's
+/// CPU and CUDA give a `ZeroTensor` that holds no storage; here it is a tensor of zeros (the
+/// same values; `_is_zerotensor()` is false).
+#[aten("aten::_efficientzerotensor", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
+fn efficientzerotensor_op(rt: &Runtime, a: Efficientzerotensor<'_>) -> Result<Tensor> {
+    zeros(rt, &shape_of(&a.size)?, a.dtype.unwrap_or(DType::F32))
+}
+
 #[aten("aten::ones", dtypes = DType::ALL_TPU, shard = Sharding::Creation)]
 fn ones_op(rt: &Runtime, a: Ones<'_>) -> Result<Tensor> {
     ones(rt, &shape_of(&a.size)?, a.dtype.unwrap_or(DType::F32))

@@ -1,5 +1,5 @@
-//! Factories and copies: `zeros`, `ones`, `full`, `empty`, `scalar_tensor`, `arange`, `clone`,
-//! `_to_copy`, `copy_`, `fill_`.
+//! Factories and copies: `zeros` (and `_efficientzerotensor`), `ones`, `full`, `empty`,
+//! `scalar_tensor`, `arange`, `clone`, `_to_copy`, `copy_`, `fill_`.
 //!
 //! Reference rules (PyTorch's): `full` takes its dtype from the fill value (bool, int64 or the
 //! default float32) unless told; `arange` is int64 when every bound is an integer, else
@@ -20,6 +20,7 @@ use super::strategies::{
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
     ("aten::zeros", factories),
+    ("aten::_efficientzerotensor", factories),
     ("aten::ones", factories),
     ("aten::full", factories),
     ("aten::empty.memory_format", factories),
@@ -38,7 +39,11 @@ fn opt_dtype() -> impl Strategy<Value = Option<DType>> {
 
 #[test]
 fn factories() {
-    for (op, value) in [("aten::zeros", 0.0), ("aten::ones", 1.0)] {
+    for (op, value) in [
+        ("aten::zeros", 0.0),
+        ("aten::_efficientzerotensor", 0.0),
+        ("aten::ones", 1.0),
+    ] {
         check(
             op,
             (shape(), opt_dtype()).prop_map(move |(s, d)| {
