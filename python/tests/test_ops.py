@@ -322,6 +322,27 @@ def test_multilabel_margin_loss_reads_labels_up_to_the_first_minus_one_as_the_cp
             F.multilabel_margin_loss(tpu(x[0]), tpu(bad)).cpu()
 
 
+def test_unique_along_a_dim_sorts_slices_lexicographically_as_the_cpu(mode):
+    # torch.unique(dim=): the distinct rows (columns, middle slices) in lexicographic order, the
+    # inverse and the counts; NaN after every number and equal to no other (1-d, as the CPU);
+    # a 0-dim tensor, another dim of size 0 and a dim out of range raise as the CPU.
+    g = torch.Generator().manual_seed(2)
+    cases = [torch.tensor([[1, 2], [0, 5], [1, 2], [0, 1]]), torch.randint(0, 2, (5, 3, 4), generator=g),
+             torch.tensor([3.0, float("nan"), float("nan"), 1.0]), torch.tensor([True, False, True]),
+             torch.randint(-1, 1, (6, 2), generator=g).to(torch.bfloat16)]
+    for x in cases:
+        for d in range(x.dim()):
+            want, got = _both(torch.unique, x, dim=d, return_inverse=True, return_counts=True)
+            assert_same(got[0].nan_to_num(9.0), want[0].nan_to_num(9.0), exact=True)
+            assert_same(list(got[1:]), list(want[1:]), exact=True)
+    for bad, d, err in ((torch.tensor(3.0), 0, IndexError), (torch.zeros(3, 0), 0, RuntimeError),
+                        (torch.zeros(2, 2), 2, IndexError)):
+        with pytest.raises(err):
+            torch.unique(bad, dim=d)
+        with pytest.raises(err):
+            torch.unique(tpu(bad), dim=d)
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_with_update_writes_its_running_statistics_as_the_cpu(mode, affine):
     # aten::_batch_norm_with_update (what torch.export and compile's pre-dispatch tracing record

@@ -789,6 +789,14 @@ sample("multilabel_margin_loss_backward", q(), mlx, mlt, 1, mli)
 sample("multilabel_margin_loss_backward", q(), q(4, lo=-2, hi=2), torch.tensor([2, 0, -1, 3]), 2,
        torch.tensor([1.0, 1.0, 1.0, 0.0]))
 
+# --- unique_dim: distinct slices in lexicographic order (rows, columns, a 3-d middle dim,
+# repeats, bool), the inverse and the counts ----------------------------------------------------
+ud = torch.tensor([[1, 2, 0], [0, 5, 1], [1, 2, 0], [0, 1, 1], [0, 5, 1]])
+sample("unique_dim", ud, 0, True, True, True)
+sample("unique_dim", Placed(ud, "t"), 1, False, False, False)
+sample("unique_dim", q(2, 4, 3, lo=-1, hi=1), 1, True, True, True)
+sample("unique_dim", torch.tensor([[True, False], [False, False], [True, False]]), 0)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

@@ -72,6 +72,7 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::_cdist_forward", from_torch),
     ("aten::_pdist_forward", from_torch),
     ("aten::multi_margin_loss", from_torch),
+    ("aten::unique_dim", from_torch),
     ("aten::multilabel_margin_loss_forward", from_torch),
     ("aten::multilabel_margin_loss_backward", from_torch),
     ("aten::_to_copy", from_torch),
@@ -324,6 +325,7 @@ const DATA_DEPENDENT: &[&str] = &[
     "aten::special_shifted_chebyshev_polynomial_v",
     "aten::special_shifted_chebyshev_polynomial_w",
     "aten::unique_consecutive",
+    "aten::unique_dim",
     "aten::where",
 ];
 
