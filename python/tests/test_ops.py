@@ -343,6 +343,34 @@ def test_unique_along_a_dim_sorts_slices_lexicographically_as_the_cpu(mode):
             torch.unique(tpu(bad), dim=d)
 
 
+def test_segment_reduce_and_its_gradient_as_the_cpu(mode):
+    # torch.segment_reduce: lengths (an empty segment, rows along axis 1) and offsets (elements
+    # outside every segment left out), initial taking part as one more element, every reduction
+    # and its gradient (a negative gradient goes whole to every tie of a max, as on the CPU);
+    # lengths that are negative or do not cover the data raise at the read, as the CPU raises.
+    x = torch.tensor([1.0, 3.0, 3.0, 0.0, 2.0, 0.0, 0.0, 0.5])
+    lengths = torch.tensor([3, 2, 2, 0, 1])
+    g = torch.tensor([-2.0, 1.5, 3.0, 1.0, -1.0])
+    for red in ("sum", "mean", "max", "min", "prod"):
+        for initial in (None, 2.0):
+            xc, xd = x.clone().requires_grad_(), tpu(x).requires_grad_()
+            want = torch.segment_reduce(xc, red, lengths=lengths, initial=initial)
+            got = torch.segment_reduce(xd, red, lengths=tpu(lengths), initial=initial)
+            assert got.device.type == "tpu"
+            torch.testing.assert_close(got.cpu(), want, equal_nan=True)  # an empty mean is NaN
+            want.backward(g)
+            got.backward(tpu(g))
+            assert_same(xd.grad, xc.grad)
+    x2 = torch.arange(10.0).reshape(2, 5)
+    offsets = torch.tensor([[1, 2, 2, 4], [0, 1, 2, 5]])
+    want, got = _both(torch.segment_reduce, x2, "mean", offsets=offsets, axis=1)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    for bad, match in ((torch.tensor([2, 2]), "sum to data.size"),
+                       (torch.tensor([2, -1, 4]), "lengths contains negative value")):
+        with pytest.raises(RuntimeError, match=match):
+            torch.segment_reduce(tpu(x[:5]), "sum", lengths=tpu(bad)).cpu()
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_with_update_writes_its_running_statistics_as_the_cpu(mode, affine):
     # aten::_batch_norm_with_update (what torch.export and compile's pre-dispatch tracing record

@@ -15,7 +15,8 @@
 //!   synchronise and break a compiled graph, as in PyTorch), `dist`, `renorm`, `glu`,
 //!   `_prelu_kernel`;
 //! - `distances`: `_euclidean_dist`, `_cdist_forward`, `_pdist_forward`, `multi_margin_loss`;
-//! - `multilabel`: `multilabel_margin_loss_forward` and its backward.
+//! - `multilabel`: `multilabel_margin_loss_forward` and its backward;
+//! - `segment`: `segment_reduce` and its backward.
 
 pub(crate) mod compare;
 pub(crate) mod distances;
@@ -23,6 +24,7 @@ pub(crate) mod loss_grads;
 pub(crate) mod losses;
 pub(crate) mod multilabel;
 pub(crate) mod products;
+pub(crate) mod segment;
 
 use super::{Value, call};
 use crate::dtype::{DType, Scalar};

@@ -797,6 +797,25 @@ sample("unique_dim", Placed(ud, "t"), 1, False, False, False)
 sample("unique_dim", q(2, 4, 3, lo=-1, hi=1), 1, True, True, True)
 sample("unique_dim", torch.tensor([[True, False], [False, False], [True, False]]), 0)
 
+# --- segment_reduce: lengths (an empty segment, rows of their own along axis 1) and offsets
+# (elements before the first and after the last left out), initial, each reduction; the backward
+# with ties (max), zeros (prod, one and two in a segment) and initial ---------------------------
+sx = q(6, lo=-2, hi=2)
+sl = torch.tensor([2, 0, 3, 1])
+for red in ("sum", "mean", "max", "min", "prod"):
+    sample("segment_reduce", sx, red, lengths=sl)
+sample("segment_reduce", sx, "mean", lengths=sl, initial=2)
+sample("segment_reduce", sx, "max", lengths=sl, initial=-0.5)
+sample("segment_reduce", Placed(q(2, 5, 3), "t"), "sum",
+       lengths=torch.tensor([[2, 0, 3], [1, 1, 3]]), axis=1)
+sample("segment_reduce", q(2, 5), "prod", offsets=torch.tensor([[1, 2, 2, 4], [0, 1, 2, 5]]),
+       axis=1, unsafe=True)
+sgx = torch.tensor([1.0, 3.0, 3.0, 0.0, 2.0, 0.0, 0.0, 0.5])
+sgl = torch.tensor([3, 2, 2, 0, 1])
+for red, init in (("sum", None), ("mean", 2), ("max", None), ("min", 1), ("prod", None), ("prod", 2)):
+    out = aten.segment_reduce(sgx, red, lengths=sgl, initial=init)
+    sample("_segment_reduce_backward", q(5), out, sgx, red, lengths=sgl, initial=init)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

@@ -73,6 +73,8 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::_pdist_forward", from_torch),
     ("aten::multi_margin_loss", from_torch),
     ("aten::unique_dim", from_torch),
+    ("aten::segment_reduce", from_torch),
+    ("aten::_segment_reduce_backward", from_torch),
     ("aten::multilabel_margin_loss_forward", from_torch),
     ("aten::multilabel_margin_loss_backward", from_torch),
     ("aten::_to_copy", from_torch),
