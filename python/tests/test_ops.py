@@ -371,6 +371,24 @@ def test_segment_reduce_and_its_gradient_as_the_cpu(mode):
             torch.segment_reduce(tpu(x[:5]), "sum", lengths=tpu(bad)).cpu()
 
 
+@pytest.mark.parametrize("interp", ["bilinear", "bicubic"])
+def test_antialiased_interpolation_and_its_gradient_as_the_cpu(mode, interp):
+    # F.interpolate(antialias=True): shrinking (windows wider than the taps), growing, a dim
+    # left as it is, align_corners, a scale factor; values and gradients against the CPU.
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 10, 12, generator=g)
+    for kw in ({"size": (3, 5)}, {"size": (17, 12), "align_corners": True},
+               {"scale_factor": (0.45, 2.5)}):
+        xc, xd = x.clone().requires_grad_(), tpu(x).requires_grad_()
+        want = F.interpolate(xc, mode=interp, antialias=True, **kw)
+        got = F.interpolate(xd, mode=interp, antialias=True, **kw)
+        assert_same(got, want, atol=1e-5, rtol=1e-5)
+        cot = torch.randn(want.shape, generator=g)
+        want.backward(cot)
+        got.backward(tpu(cot))
+        assert_same(xd.grad, xc.grad, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_with_update_writes_its_running_statistics_as_the_cpu(mode, affine):
     # aten::_batch_norm_with_update (what torch.export and compile's pre-dispatch tracing record

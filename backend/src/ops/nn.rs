@@ -37,6 +37,7 @@ mod pool;
 mod shuffle;
 mod softmax;
 mod upsample;
+pub(crate) mod upsample_aa;
 pub(crate) mod weight_norm;
 mod window;
 

@@ -816,6 +816,16 @@ for red, init in (("sum", None), ("mean", 2), ("max", None), ("min", 1), ("prod"
     out = aten.segment_reduce(sgx, red, lengths=sgl, initial=init)
     sample("_segment_reduce_backward", q(5), out, sgx, red, lengths=sgl, initial=init)
 
+# --- antialiased resampling (F.interpolate(antialias=True)): shrinking (wide windows) and
+# growing, align_corners, a given scale, a dim left as it is; the backward of each ------------
+ax = q(1, 2, 8, 9, lo=-2, hi=2)
+sample("_upsample_bilinear2d_aa", ax, [3, 4], False)
+sample("_upsample_bilinear2d_aa", Placed(ax, "t"), [11, 9], True)
+sample("_upsample_bicubic2d_aa", ax, [3, 13], False, 0.4, None)
+sample("_upsample_bicubic2d_aa", ax, [5, 5], True)
+sample("_upsample_bilinear2d_aa_backward", q(1, 2, 3, 4), [3, 4], [1, 2, 8, 9], False)
+sample("_upsample_bicubic2d_aa_backward", q(1, 2, 11, 5), [11, 5], [1, 2, 8, 9], True)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))
