@@ -389,6 +389,20 @@ def test_antialiased_interpolation_and_its_gradient_as_the_cpu(mode, interp):
         assert_same(xd.grad, xc.grad, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("interp", ["bilinear", "nearest", "bicubic"])
+def test_grid_sample_in_3d_as_the_cpu(mode, interp):
+    # F.grid_sample on 5-d inputs (aten::grid_sampler_3d): trilinear, nearest and tricubic
+    # (64 taps), every padding mode, with and without align_corners, points inside and outside.
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 3, 4, 5, 6, generator=g)
+    grid = torch.rand(2, 3, 4, 2, 3, generator=g) * 2.4 - 1.2
+    for pad in ("zeros", "border", "reflection"):
+        for align in (False, True):
+            want, got = _both(F.grid_sample, x, grid, mode=interp, padding_mode=pad,
+                              align_corners=align)
+            assert_same(got, want, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_with_update_writes_its_running_statistics_as_the_cpu(mode, affine):
     # aten::_batch_norm_with_update (what torch.export and compile's pre-dispatch tracing record

@@ -48,7 +48,7 @@ use crate::tensor::Tensor;
 
 pub use adaptive::{adaptive_avg_pool, adaptive_avg_pool_backward, adaptive_max_pool};
 pub use conv::{ConvParams, convolution, convolution_backward};
-pub use grid::grid_sampler_2d;
+pub use grid::{grid_sampler_2d, grid_sampler_3d};
 pub use im2col::{col2im_op, im2col_op};
 pub(crate) use loss::spatial_shapes;
 pub use loss::{Reduction, nll_loss_forward, nll_loss2d_forward};

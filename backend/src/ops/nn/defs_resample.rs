@@ -1,9 +1,11 @@
 //! The registered resampling overloads: `upsample_*` forward and backward (plain and `.vec`
-//! forms) and `grid_sampler_2d`, one `#[aten]` function each; all of them run replicated when
+//! forms), `grid_sampler_2d` and `grid_sampler_3d`, one `#[aten]` function each; all of them run replicated when
 //! sharded, since windows cross shard bounds.
 
 use super::Interp::{Cubic, Linear, Nearest, NearestExact};
-use super::{Interp, WINDOWS, grid_sampler_2d, sizes_of, upsample, upsample_backward};
+use super::{
+    Interp, WINDOWS, grid_sampler_2d, grid_sampler_3d, sizes_of, upsample, upsample_backward,
+};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::aten;
@@ -286,4 +288,10 @@ fn upsample_bicubic2d_backward_op(a: UpsampleBicubic2dBackward<'_>) -> Result<Te
 fn grid_sampler_2d_op(a: GridSampler2d<'_>) -> Result<Tensor> {
     let (mode, padding) = (a.interpolation_mode, a.padding_mode);
     grid_sampler_2d(a.input, a.grid, mode, padding, a.align_corners)
+}
+
+#[aten("aten::grid_sampler_3d", dtypes = &[DType::F32], shard = WINDOWS)]
+fn grid_sampler_3d_op(a: GridSampler3d<'_>) -> Result<Tensor> {
+    let (mode, padding) = (a.interpolation_mode, a.padding_mode);
+    grid_sampler_3d(a.input, a.grid, mode, padding, a.align_corners)
 }

@@ -1,11 +1,12 @@
-//! `grid_sampler_2d`: every output position samples the input at the grid's (x, y), with
-//! bilinear, nearest or bicubic interpolation and zeros, border or reflection padding.
+//! `grid_sampler_2d` and `grid_sampler_3d`: every output position samples the input at the
+//! grid's (x, y) or (x, y, z), with bilinear (trilinear), nearest or bicubic (tricubic)
+//! interpolation and zeros, border or reflection padding.
 //!
-//! Four kernels: the input copied channels-last (a table of `[N·H·W, C]` rows); a tile kernel
-//! over `[N, Ho, Wo, taps]` computing each tap's row (after PyTorch's unnormalisation, padding
-//! and reflection rules; taps outside the input get weight 0) and weight (1 tap for nearest, 4
-//! bilinear, 16 bicubic); the row-gather kernel; and a rows kernel summing `weight·row` over the
-//! taps.
+//! Four kernels: the input copied channels-last (a table of `[N·(D·)H·W, C]` rows); a tile
+//! kernel over `[N, (Do,) Ho, Wo, taps]` computing each tap's row (after PyTorch's
+//! unnormalisation, padding and reflection rules; taps outside the input get weight 0) and
+//! weight (1 tap for nearest, 4 bilinear, 8 trilinear, 16 bicubic, 64 tricubic); the row-gather
+//! kernel; and a rows kernel summing `weight·row` over the taps.
 //!
 //! Registered for float32 only: PyTorch's CPU kernel computes bfloat16 and float16 grids in
 //! their own precision step by step (the golden cases show it), which this kernel does not
@@ -128,16 +129,21 @@ fn cubic_at(p: &mut ProgBuilder, t: PRef, d: PRef) -> PRef {
 struct Sampler {
     n: usize,
     c: usize,
-    /// Input height and width.
+    /// Spatial dims: 2 (`grid_sampler_2d`) or 3 (`grid_sampler_3d`, with a depth).
+    nd: usize,
+    /// Input depth (1 in 2-d), height and width.
+    ds: usize,
     hs: usize,
     ws: usize,
-    /// Output height and width.
+    /// Output depth (1 in 2-d), height and width.
+    dout: usize,
     ho: usize,
     wo: usize,
     interpolation: i64,
     padding: i64,
     align: bool,
-    /// Taps per output position: 1 (nearest), 4 (bilinear) or 16 (bicubic).
+    /// Taps per output position: 1 (nearest), 4 (bilinear), 8 (trilinear), 16 (bicubic) or 64
+    /// (tricubic).
     taps: usize,
 }
 
@@ -247,9 +253,155 @@ impl Sampler {
         vec![row, wt]
     }
 
-    /// Kernel 2: per output position and tap, `[N, Ho, Wo, taps]`, the row to read (0 where
-    /// the tap is outside, with weight 0) and the weight.
+    /// Kernel 2: per output position and tap, `[N, (Do,) Ho, Wo, taps]`, the row to read (0
+    /// where the tap is outside, with weight 0) and the weight.
     fn tap_rows(&self, op: &OpScope, grid: &Tensor) -> Result<(Tensor, Tensor)> {
+        if self.nd == 3 {
+            self.tap_rows_3d(op, grid)
+        } else {
+            self.tap_rows_2d(op, grid)
+        }
+    }
+
+    /// [`Self::tap_rows`] of a 3-d sampler: taps 1 (nearest), 8 (trilinear: bit `k` of the tap
+    /// its offset along x, y, z) or 64 (tricubic: base-4 digits).
+    fn tap_rows_3d(&self, op: &OpScope, grid: &Tensor) -> Result<(Tensor, Tensor)> {
+        let Sampler {
+            n,
+            dout,
+            ho,
+            wo,
+            taps,
+            ..
+        } = *self;
+        let gl = grid.layout();
+        let shape = vec![n, dout, ho, wo, taps];
+        let coord = |k: usize| {
+            grid.with_layout(Layout {
+                shape: shape.clone(),
+                strides: vec![
+                    gl.strides[0],
+                    gl.strides[1],
+                    gl.strides[2],
+                    gl.strides[3],
+                    0,
+                ],
+                offset: (gl.offset as isize + k as isize * gl.strides[4]) as usize,
+            })
+        };
+        let (gx, gy, gz) = (coord(0), coord(1), coord(2));
+        let mut tw = map_shape(op, &shape, &[&gx, &gy, &gz], &[DType::I32, F], |p, r| {
+            let t = p.index(4);
+            let nn = p.index(0);
+            let sizes = [self.ws, self.hs, self.ds];
+            let mut raw = Vec::new();
+            for (k, &size) in sizes.iter().enumerate() {
+                let g = p.cast(r[k], F);
+                raw.push(unnormalize(p, g, size, self.align));
+            }
+            let (taps_at, weight) = match self.interpolation {
+                1 => {
+                    let mut rounded = Vec::new();
+                    for (&c, &size) in raw.iter().zip(&sizes) {
+                        let c = pad_coord(p, c, size, self.padding, self.align);
+                        rounded.push(p.un(UnOp::Round, c, F));
+                    }
+                    (rounded, f(p, 1.0))
+                }
+                0 => {
+                    // Tap bit k: the far corner along coordinate k, weight c - c0; else c1 - c.
+                    let mut taps_at = Vec::new();
+                    let mut weight = None;
+                    for (k, (&c, &size)) in raw.iter().zip(&sizes).enumerate() {
+                        let c = pad_coord(p, c, size, self.padding, self.align);
+                        let c0 = p.un(UnOp::Floor, c, F);
+                        let one = f(p, 1.0);
+                        let c1 = bin(p, BinOp::Add, c0, one);
+                        let near = bin(p, BinOp::Sub, c1, c);
+                        let far = bin(p, BinOp::Sub, c, c0);
+                        let bit = p.constant(Scalar::Int(1 << k), I);
+                        let on = p.bin(BinOp::And, t, bit, I);
+                        let zero_i = p.constant(Scalar::Int(0), I);
+                        let is_far = p.cmp(CmpKind::Ne, on, zero_i, I);
+                        let w = p.select(is_far, far, near, F);
+                        taps_at.push(p.select(is_far, c1, c0, F));
+                        weight = Some(match weight {
+                            None => w,
+                            Some(acc) => bin(p, BinOp::Mul, acc, w),
+                        });
+                    }
+                    (taps_at, weight.expect("three coordinates"))
+                }
+                _ => {
+                    // Tricubic: tap digit k (base 4) is the offset d along coordinate k, at
+                    // floor(c) + d - 1, padded, with the cubic weight of the fraction.
+                    let mut taps_at = Vec::new();
+                    let mut weight = None;
+                    let four = p.constant(Scalar::Int(4), I);
+                    let mut rest = t;
+                    for (&c, &size) in raw.iter().zip(&sizes) {
+                        let d = p.bin(BinOp::Rem, rest, four, I);
+                        rest = p.bin(BinOp::Div, rest, four, I);
+                        let df = p.cast(d, F);
+                        let c0 = p.un(UnOp::Floor, c, F);
+                        let frac = bin(p, BinOp::Sub, c, c0);
+                        let w = cubic_at(p, frac, df);
+                        let one = f(p, 1.0);
+                        let at = bin(p, BinOp::Add, c0, df);
+                        let at = bin(p, BinOp::Sub, at, one);
+                        taps_at.push(pad_coord(p, at, size, self.padding, self.align));
+                        weight = Some(match weight {
+                            None => w,
+                            Some(acc) => bin(p, BinOp::Mul, acc, w),
+                        });
+                    }
+                    (taps_at, weight.expect("three coordinates"))
+                }
+            };
+            self.row_and_weight_3d(p, nn, &taps_at, weight)
+        })?;
+        let weights = tw.remove(1);
+        Ok((tw.remove(0), weights))
+    }
+
+    /// [`Self::row_and_weight`] of a 3-d sampler: the tap at `at` (x, y, z).
+    fn row_and_weight_3d(
+        &self,
+        p: &mut ProgBuilder,
+        nn: PRef,
+        at: &[PRef],
+        weight: PRef,
+    ) -> Vec<PRef> {
+        let sizes = [self.ws, self.hs, self.ds];
+        let zero = f(p, 0.0);
+        let mut inside = None;
+        for (&c, &size) in at.iter().zip(&sizes) {
+            let hi = f(p, size as f64 - 1.0);
+            let ge = p.cmp(CmpKind::Ge, c, zero, F);
+            let le = p.cmp(CmpKind::Le, c, hi, F);
+            let both = p.bin(BinOp::And, ge, le, DType::Bool);
+            inside = Some(match inside {
+                None => both,
+                Some(acc) => p.bin(BinOp::And, acc, both, DType::Bool),
+            });
+        }
+        let inside = inside.expect("three coordinates");
+        // ((nn·D + z)·H + y)·W + x.
+        let mut row = nn;
+        for (&c, &size) in at.iter().zip(&sizes).rev() {
+            let ci = p.cast(c, I);
+            let sc = p.constant(Scalar::Int(size as i64), I);
+            let scaled = p.bin(BinOp::Mul, row, sc, I);
+            row = p.bin(BinOp::Add, scaled, ci, I);
+        }
+        let zi = p.constant(Scalar::Int(0), I);
+        let row = p.select(inside, row, zi, I);
+        let wt = p.select(inside, weight, zero, F);
+        vec![row, wt]
+    }
+
+    /// [`Self::tap_rows`] of a 2-d sampler.
+    fn tap_rows_2d(&self, op: &OpScope, grid: &Tensor) -> Result<(Tensor, Tensor)> {
         let Sampler {
             n, ho, wo, taps, ..
         } = *self;
@@ -291,23 +443,25 @@ impl Sampler {
         Ok((tw.remove(0), weights))
     }
 
-    /// Kernel 3: the taps' rows of `table`, gathered: `[N·Ho·Wo·T, C]`.
+    /// Kernel 3: the taps' rows of `table`, gathered: `[N·(Do·)Ho·Wo·T, C]`.
     fn gather(&self, op: &OpScope, table: &Tensor, rows_idx: &Tensor) -> Result<Tensor> {
         let Sampler {
             n,
             c,
+            ds,
             hs,
             ws,
+            dout,
             ho,
             wo,
             taps,
             ..
         } = *self;
-        let count = n * ho * wo * taps;
+        let count = n * dout * ho * wo * taps;
         let gathered = Tensor::empty(op.rt(), &[count, c], table.dtype())?;
         op.submit(
             NodeKind::Gather(GatherNode {
-                rows: n * hs * ws,
+                rows: n * ds * hs * ws,
                 row_len: c,
                 count,
                 check_bounds: true,
@@ -315,7 +469,7 @@ impl Sampler {
             }),
             vec![
                 table
-                    .with_layout(Layout::contiguous(&[n * hs * ws, c]))
+                    .with_layout(Layout::contiguous(&[n * ds * hs * ws, c]))
                     .view(),
                 rows_idx.with_layout(Layout::contiguous(&[count])).view(),
             ],
@@ -326,32 +480,40 @@ impl Sampler {
 
     /// Kernel 4: the weighted sum over the taps, `[N, C, Ho, Wo]`.
     fn weighted_sum(&self, op: &OpScope, gathered: &Tensor, weights: &Tensor) -> Result<Tensor> {
-        let Sampler {
-            n, c, ho, wo, taps, ..
-        } = *self;
-        let shape = [n, c, ho, wo, taps];
+        let Sampler { n, c, taps, nd, .. } = *self;
+        let outs: &[usize] = if nd == 3 {
+            &[self.dout, self.ho, self.wo]
+        } else {
+            &[self.ho, self.wo]
+        };
+        let mut shape = vec![n, c];
+        shape.extend_from_slice(outs);
+        shape.push(taps);
         let t = taps as isize;
         let cc = c as isize;
+        // Positions after each output dim (row-major), for the strides.
+        let after = |k: usize| outs[k + 1..].iter().product::<usize>() as isize;
+        let all = outs.iter().product::<usize>() as isize;
+        let mut gs = vec![all * t * cc, 1];
+        gs.extend((0..outs.len()).map(|k| after(k) * t * cc));
+        gs.push(cc);
         let gv = gathered.with_layout(Layout {
-            shape: shape.to_vec(),
-            strides: vec![
-                (ho * wo) as isize * t * cc,
-                1,
-                wo as isize * t * cc,
-                t * cc,
-                cc,
-            ],
+            shape: shape.clone(),
+            strides: gs,
             offset: 0,
         });
+        let mut ws = vec![all * t, 0];
+        ws.extend((0..outs.len()).map(|k| after(k) * t));
+        ws.push(1);
         let wv = weights.with_layout(Layout {
-            shape: shape.to_vec(),
-            strides: vec![(ho * wo) as isize * t, 0, wo as isize * t, t, 1],
+            shape: shape.clone(),
+            strides: ws,
             offset: 0,
         });
         Ok(rows(
             op,
             &shape,
-            &[4],
+            &[nd + 2],
             false,
             &[&gv, &wv],
             &[false, false],
@@ -367,12 +529,24 @@ impl Sampler {
     }
 }
 
-/// The argument checks of `grid_sampler_2d`.
-fn check_args(x: &Tensor, grid: &Tensor, interpolation: i64, padding: i64) -> Result<()> {
-    let name = "aten::grid_sampler_2d";
-    if x.dim() != 4 || grid.dim() != 4 || grid.shape()[3] != 2 || grid.shape()[0] != x.shape()[0] {
+/// The argument checks of `grid_sampler_{2,3}d` (`nd` spatial dims).
+fn check_args(
+    name: &str,
+    nd: usize,
+    x: &Tensor,
+    grid: &Tensor,
+    interpolation: i64,
+    padding: i64,
+) -> Result<()> {
+    let d = nd + 2;
+    if x.dim() != d
+        || grid.dim() != d
+        || grid.shape()[d - 1] != nd
+        || grid.shape()[0] != x.shape()[0]
+    {
+        let dims = if nd == 3 { "D, H, W" } else { "H, W" };
         return Err(TpuError::ShapeMismatch(format!(
-            "{name}: expected 4-D input and a [N, H, W, 2] grid with the same batch size, but got input {:?} and grid {:?}",
+            "{name}: expected {d}-D input and a [N, {dims}, {nd}] grid with the same batch size, but got input {:?} and grid {:?}",
             x.shape(),
             grid.shape()
         )));
@@ -400,35 +574,98 @@ pub fn grid_sampler_2d(
     padding: i64,
     align: bool,
 ) -> Result<Tensor> {
-    let op = OpScope::new("aten::grid_sampler_2d", &[x, grid])?;
-    check_args(x, grid, interpolation, padding)?;
-    let (n, c, hs, ws) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
-    let (ho, wo) = (grid.shape()[1], grid.shape()[2]);
+    grid_sampler(
+        "aten::grid_sampler_2d",
+        2,
+        x,
+        grid,
+        interpolation,
+        padding,
+        align,
+    )
+}
+
+/// `torch.grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners)`.
+pub fn grid_sampler_3d(
+    x: &Tensor,
+    grid: &Tensor,
+    interpolation: i64,
+    padding: i64,
+    align: bool,
+) -> Result<Tensor> {
+    grid_sampler(
+        "aten::grid_sampler_3d",
+        3,
+        x,
+        grid,
+        interpolation,
+        padding,
+        align,
+    )
+}
+
+/// The sampler of `nd` spatial dims.
+fn grid_sampler(
+    name: &str,
+    nd: usize,
+    x: &Tensor,
+    grid: &Tensor,
+    interpolation: i64,
+    padding: i64,
+    align: bool,
+) -> Result<Tensor> {
+    let op = OpScope::new(name, &[x, grid])?;
+    check_args(name, nd, x, grid, interpolation, padding)?;
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    // Depth 1 in 2-d.
+    let xs = &x.shape()[2..];
+    let gs = &grid.shape()[1..nd + 1];
+    let (ds, hs, ws) = if nd == 3 {
+        (xs[0], xs[1], xs[2])
+    } else {
+        (1, xs[0], xs[1])
+    };
+    let (dout, ho, wo) = if nd == 3 {
+        (gs[0], gs[1], gs[2])
+    } else {
+        (1, gs[0], gs[1])
+    };
     let dt = x.dtype();
-    let out_shape = [n, c, ho, wo];
-    if n * c * ho * wo == 0 || hs * ws == 0 {
+    let mut out_shape = vec![n, c];
+    out_shape.extend_from_slice(gs);
+    if n * c * dout * ho * wo == 0 || ds * hs * ws == 0 {
         return Ok(map_shape(&op, &out_shape, &[], &[dt], |p, _| {
             vec![p.constant(Scalar::Int(0), dt)]
         })?
         .remove(0));
     }
-    // 1. The input channels-last, as a table of `[N·H·W, C]` rows.
+    // 1. The input channels-last, as a table of `[N·(D·)H·W, C]` rows.
     let xl = x.layout();
-    let xp = x.with_layout(xl.permute(&[0, 2, 3, 1])?);
+    let perm: Vec<i64> = if nd == 3 {
+        vec![0, 2, 3, 4, 1]
+    } else {
+        vec![0, 2, 3, 1]
+    };
+    let xp = x.with_layout(xl.permute(&perm)?);
     let table = map_shape(&op, xp.shape(), &[&xp], &[dt], |_, r| vec![r[0]])?.remove(0);
     let sampler = Sampler {
         n,
         c,
+        nd,
+        ds,
         hs,
         ws,
+        dout,
         ho,
         wo,
         interpolation,
         padding,
         align,
-        taps: match interpolation {
-            0 => 4,
-            1 => 1,
+        taps: match (interpolation, nd) {
+            (1, _) => 1,
+            (0, 3) => 8,
+            (0, _) => 4,
+            (_, 3) => 64,
             _ => 16,
         },
     };

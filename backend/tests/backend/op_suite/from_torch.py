@@ -826,6 +826,14 @@ sample("_upsample_bicubic2d_aa", ax, [5, 5], True)
 sample("_upsample_bilinear2d_aa_backward", q(1, 2, 3, 4), [3, 4], [1, 2, 8, 9], False)
 sample("_upsample_bicubic2d_aa_backward", q(1, 2, 11, 5), [11, 5], [1, 2, 8, 9], True)
 
+# --- grid_sampler_3d: trilinear, nearest and tricubic, each padding, inside and outside -----
+gx3 = q(2, 2, 3, 4, 5, lo=-2, hi=2)
+gg3 = q(2, 2, 3, 2, 3, lo=-5, hi=5) / 4
+sample("grid_sampler_3d", gx3, gg3, 0, 0, False)
+sample("grid_sampler_3d", Placed(gx3, "t"), gg3, 1, 1, True)
+sample("grid_sampler_3d", gx3, gg3, 2, 2, False)
+sample("grid_sampler_3d", gx3, gg3, 0, 2, True)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

@@ -73,6 +73,7 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::_pdist_forward", from_torch),
     ("aten::multi_margin_loss", from_torch),
     ("aten::unique_dim", from_torch),
+    ("aten::grid_sampler_3d", from_torch),
     ("aten::_upsample_bilinear2d_aa", from_torch),
     ("aten::_upsample_bicubic2d_aa", from_torch),
     ("aten::_upsample_bilinear2d_aa_backward", from_torch),
