@@ -1,6 +1,6 @@
 //! The registered resampling overloads: `upsample_*` forward and backward (plain and `.vec`
-//! forms), `grid_sampler_2d` and `grid_sampler_3d`, one `#[aten]` function each; all of them run replicated when
-//! sharded, since windows cross shard bounds.
+//! forms), `grid_sampler_2d` and `grid_sampler_3d`, one `#[aten]` function each; all of them
+//! run replicated when sharded, since windows cross shard bounds.
 
 use super::Interp::{Cubic, Linear, Nearest, NearestExact};
 use super::{
