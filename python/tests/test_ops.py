@@ -317,6 +317,11 @@ def test_multilabel_margin_loss_reads_labels_up_to_the_first_minus_one_as_the_cp
         assert_same(xd.grad, xc.grad)
     want, got = _both(F.multilabel_margin_loss, x[1], y[3])
     assert_same(got, want)
+    # An inactive pair's margin may be infinite or NaN: it adds nothing (not 0 times it).
+    xi = torch.tensor([[0.0, float("-inf"), 1.0], [float("nan"), 0.5, 2.0]])
+    want, got = _both(F.multilabel_margin_loss, xi, torch.tensor([[0, -1, 1], [2, -1, 0]]),
+                      reduction="none")
+    assert_same(got, want)
     for bad in (torch.tensor([0, -1, 5, 1, 2]), torch.tensor([-2, 0, 1, 2, 3])):
         with pytest.raises(RuntimeError, match="argument #2 'target' is out of range"):
             F.multilabel_margin_loss(tpu(x[0]), tpu(bad)).cpu()
@@ -336,7 +341,7 @@ def test_unique_along_a_dim_sorts_slices_lexicographically_as_the_cpu(mode):
             assert_same(got[0].nan_to_num(9.0), want[0].nan_to_num(9.0), exact=True)
             assert_same(list(got[1:]), list(want[1:]), exact=True)
     for bad, d, err in ((torch.tensor(3.0), 0, IndexError), (torch.zeros(3, 0), 0, RuntimeError),
-                        (torch.zeros(2, 2), 2, IndexError)):
+                        (torch.zeros(0, 0), 0, RuntimeError), (torch.zeros(2, 2), 2, IndexError)):
         with pytest.raises(err):
             torch.unique(bad, dim=d)
         with pytest.raises(err):
@@ -365,10 +370,18 @@ def test_segment_reduce_and_its_gradient_as_the_cpu(mode):
     offsets = torch.tensor([[1, 2, 2, 4], [0, 1, 2, 5]])
     want, got = _both(torch.segment_reduce, x2, "mean", offsets=offsets, axis=1)
     torch.testing.assert_close(got.cpu(), want, equal_nan=True)
-    for bad, match in ((torch.tensor([2, 2]), "sum to data.size"),
-                       (torch.tensor([2, -1, 4]), "lengths contains negative value")):
+    for bad, unsafe, match in ((torch.tensor([2, 2]), False, "sum to data.size"),
+                               (torch.tensor([2, -1, 4]), False, "lengths contains negative value"),
+                               (torch.tensor([3, -2, 2]), True, "segment_length >= 0")):
         with pytest.raises(RuntimeError, match=match):
-            torch.segment_reduce(tpu(x[:5]), "sum", lengths=tpu(bad)).cpu()
+            torch.segment_reduce(tpu(x[:5]), "sum", lengths=tpu(bad), unsafe=unsafe).cpu()
+    # prod's gradient at a zero or NaN is the product of the others (NaN beside another NaN).
+    xn = torch.tensor([float("nan"), 0.0, 0.0, float("nan"), 5.0, float("nan"), 2.0])
+    xc, xd = xn.clone().requires_grad_(), tpu(xn).requires_grad_()
+    ln = torch.tensor([2, 3, 2])
+    torch.segment_reduce(xc, "prod", lengths=ln).sum().backward()
+    torch.segment_reduce(xd, "prod", lengths=tpu(ln)).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, equal_nan=True)
 
 
 @pytest.mark.parametrize("interp", ["bilinear", "bicubic"])

@@ -168,7 +168,13 @@ pub fn multilabel_margin_loss_forward(
         ],
     )?;
     let (act, z) = active(rt, &r, &is_target)?;
-    let h = op(rt, "aten::mul.Tensor", vec![tv(&act), tv(&z)])?;
+    // Only the active pairs' margins (an inactive one may be NaN or infinite: not 0 times it).
+    let on = op(rt, "aten::gt.Scalar", vec![tv(&act), sv(Scalar::Int(0))])?;
+    let h = op(
+        rt,
+        "aten::where.ScalarOther",
+        vec![tv(&on), tv(&z), sv(Scalar::Float(0.0))],
+    )?;
     let per = op(
         rt,
         "aten::sum.dim_IntList",
@@ -193,7 +199,8 @@ pub fn multilabel_margin_loss_forward(
             s
         }
     };
-    let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
+    // The target's shape, as PyTorch gives it.
+    let shape: Vec<i64> = y.shape().iter().map(|&d| d as i64).collect();
     let is_target = is_target.reshape(&shape)?;
     r.check.guards(rt, &[&loss, &is_target]);
     Ok((loss, is_target))
@@ -212,9 +219,9 @@ pub fn multilabel_margin_loss_backward(
     let r = rows(name, x, y)?;
     if is_target.numel() != r.n * r.c {
         return Err(TpuError::BadArgs(format!(
-            "inconsistent is_target size: {:?} for input of size: {:?}",
+            "inconsistent is_target size: {:?} for target of size: {:?}",
             is_target.shape(),
-            x.shape()
+            y.shape()
         )));
     }
     let marks = is_target

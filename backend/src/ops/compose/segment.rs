@@ -11,17 +11,20 @@
 //! more element, as in PyTorch's kernel. A mean divides that sum by the segment's length; an
 //! empty segment's mean is `initial`, NaN without one. The spare slot is dropped.
 //!
-//! PyTorch checks, unless `unsafe`, that no length is negative and that each row of lengths
-//! sums to `D` (offsets: that none decreases): checked on the device here. With `unsafe`,
-//! elements past the last segment are left out (PyTorch reads past the data when the lengths
-//! sum beyond it; here a segment ends at the data's end). Lengths whose leading dims differ from
-//! the data's are refused (PyTorch's kernel does not check them and reads out of bounds).
+//! PyTorch checks that no segment's length is negative (offsets: that none decreases) and,
+//! unless `unsafe`, that each row of lengths sums to `D`: checked on the device here. The
+//! offsets are used when both are given, as PyTorch does. With `unsafe`, elements past the last
+//! segment are left out (PyTorch reads past the data when the lengths sum beyond it; here a
+//! segment ends at the data's end). Lengths whose leading dims differ from the data's are
+//! refused (PyTorch's kernel does not check them and reads out of bounds).
 //!
 //! The backward gives each element its segment's gradient: as it is (sum), over the length
 //! (mean), shared among the elements equal to the result (max, min: NaN equal to NaN; as in
 //! PyTorch's CPU kernel, only a positive gradient is shared, any other goes whole to each), or
-//! times the product of the segment's other elements (prod: the result over the element, or for
-//! the segment's one zero the product of the rest with `initial`; 0 beside another zero).
+//! times the product of the segment's other elements (prod: the result over the element; for a
+//! zero or NaN, the others' product computed apart, as PyTorch's kernel does: the rest with
+//! `initial`, NaN beside another NaN, else 0 beside another zero). An element in no segment
+//! gets 0.
 
 use super::{op, sv, tv};
 use crate::dtype::{DType, Scalar};
@@ -117,9 +120,10 @@ fn segments(
     axis: i64,
     unsafe_: bool,
 ) -> Result<Segments> {
+    // PyTorch's kernels take the offsets when both are given.
     let (segs, by_offsets) = match (lengths, offsets) {
-        (Some(l), _) => (l, false),
-        (None, Some(o)) => (o, true),
+        (_, Some(o)) => (o, true),
+        (Some(l), None) => (l, false),
         (None, None) => {
             return Err(TpuError::BadArgs(
                 "segment_reduce(): Either lengths or offsets must be defined.".into(),
@@ -145,8 +149,9 @@ fn segments(
         ));
     }
     if segs.dim() == 0 || ax != segs.dim() - 1 {
+        let what = if by_offsets { "offsets" } else { "lengths" };
         return Err(TpuError::BadArgs(format!(
-            "segment_reduce(): Expected axis to be the last dimension of lengths but got {axis}."
+            "segment_reduce(): Expected axis to be the last dimension of {what} but got {axis}."
         )));
     }
     let shape = data.shape();
@@ -176,19 +181,12 @@ fn segments(
         let starts = narrow(rt, &segs, 0, s)?;
         let ends = narrow(rt, &segs, 1, s)?;
         let length = op(rt, "aten::sub.Tensor", vec![tv(&ends), tv(&starts)])?;
-        let checks = if unsafe_ {
-            vec![]
-        } else {
-            vec![check_values(&scope, &length, nonnegative, |_| {
-                TpuError::BadArgs("Expected segment_length >= 0 to be true, but got false.".into())
-            })?]
-        };
-        (starts, ends, checks)
+        (starts, ends, vec![no_negative_segment(&scope, &length)?])
     } else {
         let ends = op(rt, "aten::cumsum", vec![tv(&segs), Value::Int(1)])?;
         let starts = op(rt, "aten::sub.Tensor", vec![tv(&ends), tv(&segs)])?;
         let checks = if unsafe_ {
-            vec![]
+            vec![no_negative_segment(&scope, &segs)?]
         } else {
             let negative = check_values(&scope, &segs, nonnegative, |_| {
                 TpuError::BadArgs("lengths contains negative value!".into())
@@ -274,6 +272,13 @@ fn segments(
         length,
         out_shape,
         checks,
+    })
+}
+
+/// PyTorch's check of every segment's length, `unsafe` or not.
+fn no_negative_segment(scope: &OpScope, length: &Tensor) -> Result<Pending> {
+    check_values(scope, length, nonnegative, |_| {
+        TpuError::BadArgs("Expected segment_length >= 0 to be true, but got false.".into())
     })
 }
 
@@ -484,54 +489,83 @@ pub fn segment_reduce_backward(
                 vec![tv(&tie), tv(&share), zero],
             )?
         }
-        Kind::Prod => {
-            let oe = per_element(rt, &g, &with_spare(rt, &g, output)?)?;
-            let is_zero = op(rt, "aten::eq.Scalar", vec![tv(x), zero.clone()])?;
-            let nonzero = op(
-                rt,
-                "aten::where.ScalarSelf",
-                vec![tv(&is_zero), sv(Scalar::Float(1.0)), tv(x)],
-            )?;
-            let rest = reduce_into(
-                rt,
-                &g,
-                &slots(rt, &g, initial.unwrap_or(Scalar::Float(1.0)), dt)?,
-                &nonzero,
-                "prod",
-            )?;
-            let zeros = reduce_into(
-                rt,
-                &g,
-                &slots(rt, &g, Scalar::Float(0.0), dt)?,
-                &is_zero.to_dtype(dt)?,
-                "sum",
-            )?;
-            let only_zero = op(
-                rt,
-                "aten::eq.Scalar",
-                vec![tv(&per_element(rt, &g, &zeros)?), sv(Scalar::Float(1.0))],
-            )?;
-            let at_zero = op(
-                rt,
-                "aten::mul.Tensor",
-                vec![tv(&ge), tv(&per_element(rt, &g, &rest)?)],
-            )?;
-            let at_zero = op(
-                rt,
-                "aten::where.ScalarOther",
-                vec![tv(&only_zero), tv(&at_zero), zero],
-            )?;
-            let ratio = op(rt, "aten::div.Tensor", vec![tv(&oe), tv(x)])?;
-            let elsewhere = op(rt, "aten::mul.Tensor", vec![tv(&ge), tv(&ratio)])?;
-            op(
-                rt,
-                "aten::where.self",
-                vec![tv(&is_zero), tv(&at_zero), tv(&elsewhere)],
-            )?
-        }
+        Kind::Prod => prod_backward(rt, &g, &ge, output, initial)?,
     };
+    // An element in no segment has no gradient (its slot's values may be anything).
+    let spare = op(
+        rt,
+        "aten::eq.Scalar",
+        vec![tv(&g.id), sv(Scalar::Int(g.s as i64))],
+    )?;
+    let out = op(
+        rt,
+        "aten::where.ScalarSelf",
+        vec![tv(&spare), sv(Scalar::Float(0.0)), tv(&out)],
+    )?;
     let shape: Vec<i64> = data.shape().iter().map(|&x| x as i64).collect();
     out.reshape(&shape)?.to_dtype(dt)
+}
+
+/// The prod backward: `grad` times the product of the segment's other elements. For an
+/// element that is neither 0 nor NaN that is the result over it; for a zero or NaN (PyTorch's
+/// kernel computes theirs apart) the product of the segment's ordinary elements with `initial`
+/// when it is the only one, else NaN when another is NaN, else 0.
+fn prod_backward(
+    rt: &Runtime,
+    g: &Segments,
+    ge: &Tensor,
+    output: &Tensor,
+    initial: Option<Scalar>,
+) -> Result<Tensor> {
+    let (x, dt) = (&g.data, g.data.dtype());
+    let zero = || sv(Scalar::Float(0.0));
+    let oe = per_element(rt, g, &with_spare(rt, g, output)?)?;
+    let is_zero = op(rt, "aten::eq.Scalar", vec![tv(x), zero()])?;
+    let is_nan = op(rt, "aten::isnan", vec![tv(x)])?;
+    let special = op(rt, "aten::logical_or", vec![tv(&is_zero), tv(&is_nan)])?;
+    let ordinary = op(
+        rt,
+        "aten::where.ScalarSelf",
+        vec![tv(&special), sv(Scalar::Float(1.0)), tv(x)],
+    )?;
+    let rest = reduce_into(
+        rt,
+        g,
+        &slots(rt, g, initial.unwrap_or(Scalar::Float(1.0)), dt)?,
+        &ordinary,
+        "prod",
+    )?;
+    // The other zeros and NaN of each element's segment.
+    let others = |mark: &Tensor| -> Result<Tensor> {
+        let m = mark.to_dtype(dt)?;
+        let count = reduce_into(rt, g, &slots(rt, g, Scalar::Float(0.0), dt)?, &m, "sum")?;
+        op(
+            rt,
+            "aten::sub.Tensor",
+            vec![tv(&per_element(rt, g, &count)?), tv(&m)],
+        )
+    };
+    let other_nan = op(rt, "aten::gt.Scalar", vec![tv(&others(&is_nan)?), zero()])?;
+    let other_zero = op(rt, "aten::gt.Scalar", vec![tv(&others(&is_zero)?), zero()])?;
+    let product = per_element(rt, g, &rest)?;
+    let product = op(
+        rt,
+        "aten::where.ScalarSelf",
+        vec![tv(&other_zero), zero(), tv(&product)],
+    )?;
+    let product = op(
+        rt,
+        "aten::where.ScalarSelf",
+        vec![tv(&other_nan), sv(Scalar::Float(f64::NAN)), tv(&product)],
+    )?;
+    let at_special = op(rt, "aten::mul.Tensor", vec![tv(ge), tv(&product)])?;
+    let ratio = op(rt, "aten::div.Tensor", vec![tv(&oe), tv(x)])?;
+    let elsewhere = op(rt, "aten::mul.Tensor", vec![tv(ge), tv(&ratio)])?;
+    op(
+        rt,
+        "aten::where.self",
+        vec![tv(&special), tv(&at_special), tv(&elsewhere)],
+    )
 }
 
 // The registered overloads: one `#[aten]` function each (the struct comes from the schema).

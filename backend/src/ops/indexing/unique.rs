@@ -305,7 +305,14 @@ fn unique_dim(x: &Tensor, dim: i64) -> Result<(Tensor, Tensor, Tensor)> {
     let d = wrap_dim(dim, x.dim())?;
     let n = x.shape()[d];
     if n == 0 {
-        return Ok((x.clone(), empty_i64(&op)?, empty_i64(&op)?));
+        if x.shape().iter().filter(|&&s| s == 0).count() > 1 {
+            return Err(TpuError::BadArgs(
+                "Number of zero sized dimensions is more than one, so unique cannot be applied "
+                    .into(),
+            ));
+        }
+        let values = Tensor::empty(op.rt(), x.shape(), x.dtype())?;
+        return Ok((values, empty_i64(&op)?, empty_i64(&op)?));
     }
     if x.numel() == 0 {
         return Err(TpuError::BadArgs(

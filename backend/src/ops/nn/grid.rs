@@ -478,7 +478,7 @@ impl Sampler {
         Ok(gathered)
     }
 
-    /// Kernel 4: the weighted sum over the taps, `[N, C, Ho, Wo]`.
+    /// Kernel 4: the weighted sum over the taps, `[N, C, (Do,) Ho, Wo]`.
     fn weighted_sum(&self, op: &OpScope, gathered: &Tensor, weights: &Tensor) -> Result<Tensor> {
         let Sampler { n, c, taps, nd, .. } = *self;
         let outs: &[usize] = if nd == 3 {

@@ -7,7 +7,8 @@
 //! max(scale, 1))` divided by their sum: the triangle for bilinear, Keys' cubic with `a = -0.5`
 //! for bicubic. The constants are f32 as PyTorch's (float) kernel computes them, the weights in
 //! f32 on the device. The dims are resampled last first, and a dim whose size does not change is
-//! left as it is, as in PyTorch's kernel (whatever the scale).
+//! left as it is, as in PyTorch's forward kernel (whatever the scale); its backward kernel
+//! applies every dim's weights, and so does the backward here.
 //!
 //! Each dim is two rows kernels: the weights' sums per output coordinate (`[out, in]`, one
 //! over the window), then the contraction of the data with the weights, divided by the sum
@@ -368,14 +369,13 @@ fn upsample_aa_backward(
         })?
         .remove(0));
     }
+    // Every dim, whether its size changed or not (PyTorch's backward kernel skips none).
     let mut cur = grad.clone();
     for (k, ax) in axes(&shape, output_size, align, scales, filter)
         .iter()
         .enumerate()
     {
-        if ax.input != ax.out {
-            cur = ax.contract(&op, &cur, 2 + k, true)?;
-        }
+        cur = ax.contract(&op, &cur, 2 + k, true)?;
     }
     Ok(map_shape(&op, &shape, &[&cur], &[dt], |_, r| vec![r[0]])?.remove(0))
 }
