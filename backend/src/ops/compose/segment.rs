@@ -4,11 +4,11 @@
 //! `data` is seen as `[B, D, T]` around `axis` (`B` the dims before it, `T` those after);
 //! `lengths` (or `offsets`, one more) is `[B..., S]` and cuts each of the `B` rows of `D`
 //! elements into `S` consecutive segments. Every element gets its segment's number (the
-//! segments that end at or before it, a pairwise count over `[B, D, S]`; an element before
-//! the first segment or after the last gets the spare number `S`), and one `scatter_reduce`
-//! along the axis reduces each segment into its slot of `[B, S + 1, T]`, which starts at
-//! `initial` (or the reduction's identity: 0, 1, -inf, inf): so `initial` takes part as one
-//! more element, as in PyTorch's kernel. A mean divides that sum by the segment's length; an
+//! segments that end at or before it: the ends counted at their positions and summed along the
+//! row; an element before the first segment or after the last gets the spare number `S`), and
+//! one `scatter_reduce` along the axis reduces each segment into its slot of `[B, S + 1, T]`,
+//! which starts at `initial` (or the reduction's identity: 0, 1, -inf, inf): so `initial` takes
+//! part as one more element, as in PyTorch's kernel. A mean divides that sum by the segment's length; an
 //! empty segment's mean is `initial`, NaN without one. The spare slot is dropped.
 //!
 //! PyTorch checks that no segment's length is negative (offsets: that none decreases) and,
@@ -210,19 +210,27 @@ fn segments(
         };
         (starts, ends, checks)
     };
-    // Each element's segment: how many segments end at or before it; none before the first.
+    // Each element's segment: how many segments end at or before it — the ends counted at
+    // their positions (`[b, d + 1]`, an end past the data in the last slot) and summed along
+    // the row, O(d + s); none before the first.
+    let at = op(
+        rt,
+        "aten::clamp",
+        vec![tv(&ends), sv(Scalar::Int(0)), sv(Scalar::Int(d as i64))],
+    )?;
+    let counts = op(
+        rt,
+        "aten::scatter_add",
+        vec![
+            tv(&full(rt, &[b, d + 1], Scalar::Int(0), DType::I64)?),
+            Value::Int(1),
+            tv(&at),
+            tv(&full(rt, &[b, s], Scalar::Int(1), DType::I64)?),
+        ],
+    )?;
+    let id = op(rt, "aten::cumsum", vec![tv(&counts), Value::Int(1)])?;
+    let id = narrow(rt, &id, 0, d)?;
     let k = prims::iota(&scope, d)?.to_dtype(DType::I64)?;
-    let k_col = k.reshape(&[1, d as i64, 1])?;
-    let ended = op(
-        rt,
-        "aten::le.Tensor",
-        vec![tv(&ends.reshape(&[b as i64, 1, s as i64])?), tv(&k_col)],
-    )?;
-    let id = op(
-        rt,
-        "aten::sum.dim_IntList",
-        vec![tv(&ended), Value::Ints(vec![2]), Value::Bool(false)],
-    )?;
     let id = if s > 0 {
         let first = narrow(rt, &starts, 0, 1)?;
         let before = op(
