@@ -53,6 +53,32 @@ fn scale_of(input: usize, out: usize, align: bool, scale: Option<f64>, mode: Int
     }
 }
 
+/// Keys' cubic convolution at distance `x` within 1 of the tap: `((A+2)·x - (A+3))·x·x + 1`.
+pub(super) fn cubic_near(p: &mut ProgBuilder, x: PRef, a: f64) -> PRef {
+    let a2 = f(p, a + 2.0);
+    let r = p.bin(BinOp::Mul, a2, x, F);
+    let a3 = f(p, a + 3.0);
+    let r = p.bin(BinOp::Sub, r, a3, F);
+    let r = p.bin(BinOp::Mul, r, x, F);
+    let r = p.bin(BinOp::Mul, r, x, F);
+    let one = f(p, 1.0);
+    p.bin(BinOp::Add, r, one, F)
+}
+
+/// Keys' cubic convolution at distance `x` between 1 and 2: `((A·x - 5A)·x + 8A)·x - 4A`.
+pub(super) fn cubic_far(p: &mut ProgBuilder, x: PRef, a: f64) -> PRef {
+    let ac = f(p, a);
+    let ax = p.bin(BinOp::Mul, ac, x, F);
+    let c5 = f(p, 5.0 * a);
+    let r = p.bin(BinOp::Sub, ax, c5, F);
+    let r = p.bin(BinOp::Mul, r, x, F);
+    let c8 = f(p, 8.0 * a);
+    let r = p.bin(BinOp::Add, r, c8, F);
+    let r = p.bin(BinOp::Mul, r, x, F);
+    let c4 = f(p, 4.0 * a);
+    p.bin(BinOp::Sub, r, c4, F)
+}
+
 /// `[w]` where `cond`, else 0.
 fn tap(p: &mut ProgBuilder, i: PRef, at: PRef, w: PRef) -> PRef {
     let hit = p.cmp(CmpKind::Eq, i, at, I);
@@ -132,31 +158,12 @@ fn weight(
             let t1 = p.bin(BinOp::Add, t, one, F);
             let u = p.bin(BinOp::Sub, one, t, F);
             let u2 = p.bin(BinOp::Sub, two, t, F);
-            let far = |p: &mut ProgBuilder, x: PRef| {
-                // ((A·x - 5A)·x + 8A)·x - 4A
-                let ac = f(p, a);
-                let ax = p.bin(BinOp::Mul, ac, x, F);
-                let c5 = f(p, 5.0 * a);
-                let r = p.bin(BinOp::Sub, ax, c5, F);
-                let r = p.bin(BinOp::Mul, r, x, F);
-                let c8 = f(p, 8.0 * a);
-                let r = p.bin(BinOp::Add, r, c8, F);
-                let r = p.bin(BinOp::Mul, r, x, F);
-                let c4 = f(p, 4.0 * a);
-                p.bin(BinOp::Sub, r, c4, F)
-            };
-            let near = |p: &mut ProgBuilder, x: PRef| {
-                // ((A+2)·x - (A+3))·x·x + 1
-                let a2 = f(p, a + 2.0);
-                let r = p.bin(BinOp::Mul, a2, x, F);
-                let a3 = f(p, a + 3.0);
-                let r = p.bin(BinOp::Sub, r, a3, F);
-                let r = p.bin(BinOp::Mul, r, x, F);
-                let r = p.bin(BinOp::Mul, r, x, F);
-                let one = f(p, 1.0);
-                p.bin(BinOp::Add, r, one, F)
-            };
-            let cs = [far(p, t1), near(p, t), near(p, u), far(p, u2)];
+            let cs = [
+                cubic_far(p, t1, a),
+                cubic_near(p, t, a),
+                cubic_near(p, u, a),
+                cubic_far(p, u2, a),
+            ];
             let zeroi = p.constant(Scalar::Int(0), I);
             let mut acc = f(p, 0.0);
             for (k, c) in cs.into_iter().enumerate() {
@@ -186,6 +193,24 @@ fn pass(
     contract(op, t, dim, out, input, sc, align, mode, false)
 }
 
+/// `t` seen with its `dim` moved to a new last dim (the row of a contraction) and a dim of
+/// `len` broadcast in its place (the contraction's result dim), and that shape.
+pub(super) fn dim_as_row(t: &Tensor, dim: usize, len: usize) -> (Tensor, Vec<usize>) {
+    let mut shape = t.shape().to_vec();
+    shape[dim] = len;
+    shape.push(t.shape()[dim]);
+    let l = t.layout();
+    let mut strides = l.strides.clone();
+    strides[dim] = 0;
+    strides.push(l.strides[dim]);
+    let tv = t.with_layout(Layout {
+        shape: shape.clone(),
+        strides,
+        offset: l.offset,
+    });
+    (tv, shape)
+}
+
 /// Contracts `t`'s `dim` against the interpolation weights into a dim of `len`, in f32: forward
 /// (`adjoint` false: the new dim is the output's, `t`'s the input's) or its adjoint (the new dim
 /// is the input's, `t`'s the output's). `input` is the forward input's length either way. A
@@ -203,18 +228,7 @@ fn contract(
     adjoint: bool,
 ) -> Result<Tensor> {
     let n = t.dim();
-    let mut shape = t.shape().to_vec();
-    shape[dim] = len;
-    shape.push(t.shape()[dim]);
-    let l = t.layout();
-    let mut strides = l.strides.clone();
-    strides[dim] = 0;
-    strides.push(l.strides[dim]);
-    let tv = t.with_layout(Layout {
-        shape: shape.clone(),
-        strides,
-        offset: l.offset,
-    });
+    let (tv, shape) = dim_as_row(t, dim, len);
     Ok(rows(
         op,
         &shape,

@@ -17,6 +17,7 @@
 //! to the CPU).
 
 use super::F;
+use super::upsample::{cubic_far, cubic_near, dim_as_row};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
@@ -59,27 +60,9 @@ impl Filter {
             }
             Filter::Cubic => {
                 let a = -0.5;
-                let c = |p: &mut ProgBuilder, v: f64| p.constant(Scalar::Float(v), F);
-                // ((a + 2) x - (a + 3)) x x + 1
-                let a2 = c(p, a + 2.0);
-                let r = p.bin(BinOp::Mul, a2, x, F);
-                let a3 = c(p, a + 3.0);
-                let r = p.bin(BinOp::Sub, r, a3, F);
-                let r = p.bin(BinOp::Mul, r, x, F);
-                let r = p.bin(BinOp::Mul, r, x, F);
-                let near = p.bin(BinOp::Add, r, one, F);
-                // ((a x - 5 a) x + 8 a) x - 4 a
-                let ac = c(p, a);
-                let q = p.bin(BinOp::Mul, ac, x, F);
-                let c5 = c(p, 5.0 * a);
-                let q = p.bin(BinOp::Sub, q, c5, F);
-                let q = p.bin(BinOp::Mul, q, x, F);
-                let c8 = c(p, 8.0 * a);
-                let q = p.bin(BinOp::Add, q, c8, F);
-                let q = p.bin(BinOp::Mul, q, x, F);
-                let c4 = c(p, 4.0 * a);
-                let far = p.bin(BinOp::Sub, q, c4, F);
-                let two = c(p, 2.0);
+                let near = cubic_near(p, x, a);
+                let far = cubic_far(p, x, a);
+                let two = p.constant(Scalar::Float(2.0), F);
                 let middle = p.cmp(CmpKind::Lt, x, two, F);
                 let outer = p.select(middle, far, zero, F);
                 p.select(inner, near, outer, F)
@@ -204,18 +187,7 @@ impl Axis {
         let norms = self.norms(op)?;
         let len = if adjoint { self.input } else { self.out };
         let n = t.dim();
-        let mut shape = t.shape().to_vec();
-        shape[dim] = len;
-        shape.push(t.shape()[dim]);
-        let l = t.layout();
-        let mut strides = l.strides.clone();
-        strides[dim] = 0;
-        strides.push(l.strides[dim]);
-        let tv = t.with_layout(Layout {
-            shape: shape.clone(),
-            strides,
-            offset: l.offset,
-        });
+        let (tv, shape) = dim_as_row(t, dim, len);
         // The norm of the output coordinate: the new dim (forward) or the row (adjoint).
         let mut nstrides = vec![0isize; n + 1];
         nstrides[if adjoint { n } else { dim }] = 1;
