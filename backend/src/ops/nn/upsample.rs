@@ -334,6 +334,26 @@ fn back_pass(
     contract(op, g, dim, input, input, sc, align, mode, true)
 }
 
+/// A resampling backward's `grad_output` must be `input_size`'s batch and channels over
+/// `output_size`.
+pub(super) fn grad_shape_check(
+    name: &str,
+    grad: &Tensor,
+    input_size: &[i64],
+    output_size: &[i64],
+) -> Result<()> {
+    let mut want = input_size[..2].to_vec();
+    want.extend_from_slice(output_size);
+    let gs: Vec<i64> = grad.shape().iter().map(|&s| s as i64).collect();
+    if gs != want {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: Expected grad_output to have the shape {want:?}, but got {:?}",
+            grad.shape()
+        )));
+    }
+    Ok(())
+}
+
 /// `upsample_*_backward(grad_output, output_size, input_size, [align_corners,] scales...)`:
 /// the gradient of [`upsample`], one adjoint pass per spatial dim (f32 between passes).
 #[allow(clippy::too_many_arguments)]
@@ -354,15 +374,7 @@ pub fn upsample_backward(
             nd + 2
         )));
     }
-    let mut want = input_size[..2].to_vec();
-    want.extend_from_slice(output_size);
-    let gs: Vec<i64> = grad.shape().iter().map(|&s| s as i64).collect();
-    if gs != want {
-        return Err(TpuError::ShapeMismatch(format!(
-            "{name}: Expected grad_output to have the shape {want:?}, but got {:?}",
-            grad.shape()
-        )));
-    }
+    grad_shape_check(name, grad, input_size, output_size)?;
     let dt = grad.dtype();
     let shape: Vec<usize> = input_size.iter().map(|&s| s as usize).collect();
     if grad.numel() == 0 || shape.iter().product::<usize>() == 0 {

@@ -17,7 +17,7 @@
 //! to the CPU).
 
 use super::F;
-use super::upsample::{cubic_far, cubic_near, dim_as_row};
+use super::upsample::{cubic_far, cubic_near, dim_as_row, grad_shape_check};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind, UnOp};
@@ -325,15 +325,7 @@ fn upsample_aa_backward(
     }
     let shape: Vec<usize> = input_size.iter().map(|&s| s as usize).collect();
     check_sizes(name, &shape, output_size)?;
-    let mut want = input_size[..2].to_vec();
-    want.extend_from_slice(output_size);
-    let gs: Vec<i64> = grad.shape().iter().map(|&s| s as i64).collect();
-    if gs != want {
-        return Err(TpuError::ShapeMismatch(format!(
-            "{name}: Expected grad_output to have the shape {want:?}, but got {:?}",
-            grad.shape()
-        )));
-    }
+    grad_shape_check(name, grad, input_size, output_size)?;
     let dt = grad.dtype();
     if grad.numel() == 0 || shape.iter().product::<usize>() == 0 {
         return Ok(map_shape(&op, &shape, &[], &[dt], |p, _| {
