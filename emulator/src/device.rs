@@ -39,6 +39,8 @@ struct State {
     functional: bool,
     limits: crate::RunLimits,
     events: crate::recorder::EventLog,
+    /// The launcher's working lists, reused by every launch.
+    scratch: launch::Scratch,
 }
 
 /// An emulated TPU: one chip or a slice of chips.
@@ -181,6 +183,7 @@ impl Emulator {
             functional: true,
             limits: crate::RunLimits::default(),
             events: Default::default(),
+            scratch: Default::default(),
         };
         Ok(Emulator {
             preset,
@@ -282,6 +285,7 @@ impl Emulator {
                 s.profiling,
                 &s.limits,
                 0,
+                &mut s.scratch,
             )
         } else {
             None
@@ -299,6 +303,7 @@ impl Emulator {
                 s.functional,
                 s.profiling,
                 &s.limits,
+                &mut s.scratch,
             ),
         };
         for (t, cs) in targets.iter().zip(&out.stats.cores) {

@@ -13,7 +13,7 @@
 //! chip 0 only.
 
 use crate::ici::Ici;
-use crate::launch::{ChipState, Ending, Io, Outcome, Target, peers_of, simulate};
+use crate::launch::{ChipState, Ending, Io, Outcome, Scratch, Target, peers_of, simulate};
 use crate::limits::RunLimits;
 use crate::preset::ChipPreset;
 use tpuemu_isa::Program;
@@ -33,6 +33,7 @@ pub(crate) fn run_folded(
     profiling: bool,
     limits: &RunLimits,
     rep: u32,
+    scratch: &mut Scratch,
 ) -> Option<Outcome> {
     let peers = peers_of(targets, chips.len());
     let mine: Vec<Target> = targets
@@ -56,7 +57,7 @@ pub(crate) fn run_folded(
         limits,
         fold: Some(rep),
     };
-    let mut out = simulate(chips, ici, &io, &mine, start);
+    let mut out = simulate(chips, ici, &io, &mine, start, scratch);
     if matches!(out.ending, Ending::Unfoldable) {
         *ici = saved_links;
         chips[rep as usize].shared.hbm_free = saved_hbm;

@@ -94,6 +94,7 @@ pub(crate) fn run(
     functional: bool,
     profiling: bool,
     limits: &RunLimits,
+    scratch: &mut Scratch,
 ) -> Outcome {
     let peers = peers_of(targets, chips.len());
     let io = Io {
@@ -106,7 +107,7 @@ pub(crate) fn run(
         limits,
         fold: None,
     };
-    simulate(chips, ici, &io, targets, start)
+    simulate(chips, ici, &io, targets, start, scratch)
 }
 
 /// What a simulation reads.
@@ -123,6 +124,22 @@ pub(crate) struct Io<'a> {
     pub fold: Option<u32>,
 }
 
+/// The launcher's working lists, kept from launch to launch so that a small launch allocates
+/// none of them (each is cleared and refilled; only its capacity carries over).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    places: Vec<Placement>,
+    phase: Vec<Phase>,
+    next: Vec<u64>,
+    dirty: Vec<bool>,
+    dirty_list: Vec<usize>,
+    out: Vec<Outgoing>,
+    touched: Vec<usize>,
+    lookup: Vec<u32>,
+    heap: BinaryHeap<Reverse<(u64, usize, u64)>>,
+    version: Vec<u64>,
+}
+
 /// The event loop over `targets`.
 pub(crate) fn simulate(
     chips: &mut [ChipState],
@@ -130,6 +147,7 @@ pub(crate) fn simulate(
     io: &Io,
     targets: &[Target],
     start: u64,
+    scratch: &mut Scratch,
 ) -> Outcome {
     let Io {
         program,
@@ -152,32 +170,48 @@ pub(crate) fn simulate(
         core.reset_for_launch(preset, start);
         setup_smem(core, program, &t.args);
     }
-    let places: Vec<Placement> = targets
-        .iter()
-        .map(|t| placement(t, ici, mesh, chips.len(), preset))
-        .collect();
+    let Scratch {
+        places,
+        phase,
+        next,
+        dirty,
+        dirty_list,
+        out,
+        touched,
+        lookup,
+        heap,
+        version,
+    } = scratch;
+    places.clear();
+    places.extend(
+        targets
+            .iter()
+            .map(|t| placement(t, ici, mesh, chips.len(), preset)),
+    );
     let cross = (preset.costs.sem_latency as u64)
         .min(ici.hop_cycles())
         .max(1);
-    let mut phase = vec![Phase::Running; n];
-    let mut out = Vec::new();
+    refill(phase, n, Phase::Running);
+    out.clear();
+    touched.clear();
     // What deliveries did: link occupancy (kept only when profiling) and the cores they touched.
     let mut effects = Effects {
         link_spans: profiling.then(Vec::new),
-        touched: Vec::new(),
+        touched: std::mem::take(touched),
     };
     let mut ending = Ending::Ok;
     let run_ahead = !program.instrs.iter().any(writes_remote_local_memory);
     // A barrier's release depends on every core, so with barriers every core's next event is
     // recomputed each turn; without, only the cores whose state changed.
     let barriers = program.instrs.iter().any(|i| matches!(i, Instr::Barrier));
-    let mut next = vec![u64::MAX; n];
+    refill(next, n, u64::MAX);
     // The cores whose next event must be recomputed (a list, so a turn costs what changed).
-    let mut dirty = vec![true; n];
-    let mut dirty_list: Vec<usize> = (0..n).collect();
-    let lookup = Lookup::new(targets, chips.len(), preset.cores_per_chip);
+    refill(dirty, n, true);
+    dirty_list.clear();
+    dirty_list.extend(0..n);
+    let lookup = Lookup::new(lookup, targets, chips.len(), preset.cores_per_chip);
     let mut unfinished = n;
-    let mut queue = Queue::new(n);
+    let mut queue = Queue::new(heap, version, n);
     let mut ran: Option<usize> = None;
     let mut turns: u64 = 0;
 
@@ -187,9 +221,9 @@ pub(crate) fn simulate(
             dirty_list.clear();
             dirty_list.extend(0..n);
         }
-        for &i in &dirty_list {
+        for &i in dirty_list.iter() {
             dirty[i] = false;
-            let t = next_event(chips, targets, &phase, i, io, &places[i], budget);
+            let t = next_event(chips, targets, phase, i, io, &places[i], budget);
             if t != next[i] || ran == Some(i) {
                 next[i] = t;
                 queue.set(i, t, phase[i] == Phase::Done);
@@ -204,7 +238,7 @@ pub(crate) fn simulate(
         let others = queue.peek();
         ran = Some(i);
         if next[i] == u64::MAX {
-            ending = Ending::Deadlock(deadlock_report(chips, targets, &phase, program));
+            ending = Ending::Deadlock(deadlock_report(chips, targets, phase, program));
             break;
         }
         // No core sends before the earliest next event: the links may forget older bookings.
@@ -220,7 +254,7 @@ pub(crate) fn simulate(
                 .barrier_arrival
                 .is_some()
         {
-            release_barrier(chips, targets, &phase, next[i]);
+            release_barrier(chips, targets, phase, next[i]);
         }
         let mut env = env_for(
             program, t, preset, &places[i], peers, functional, horizon, budget,
@@ -229,9 +263,9 @@ pub(crate) fn simulate(
         let status = {
             let chip = &mut chips[t.chip as usize];
             let (cores, shared) = (&mut chip.cores, &mut chip.shared);
-            cores[t.core as usize].run(&env, shared, &mut out, &mut recs[i], until)
+            cores[t.core as usize].run(&env, shared, out, &mut recs[i], until)
         };
-        mark_dirty(&mut dirty, &mut dirty_list, i);
+        mark_dirty(dirty, dirty_list, i);
         phase[i] = match status {
             Status::Running => Phase::Running,
             Status::Blocked => Phase::Blocked,
@@ -249,7 +283,7 @@ pub(crate) fn simulate(
             }
         };
         let delivered = deliver_all(
-            &mut out,
+            out,
             chips,
             targets,
             &lookup,
@@ -260,7 +294,7 @@ pub(crate) fn simulate(
             &mut effects,
         );
         for j in effects.touched.drain(..) {
-            mark_dirty(&mut dirty, &mut dirty_list, j);
+            mark_dirty(dirty, dirty_list, j);
         }
         if let Err(stop) = delivered {
             ending = match stop {
@@ -275,7 +309,14 @@ pub(crate) fn simulate(
         }
     }
 
+    *touched = std::mem::take(&mut effects.touched);
     outcome(chips, targets, preset, start, ending, recs, effects)
+}
+
+/// Empties `v` and fills it with `n` copies of `x` (its capacity is kept).
+fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
+    v.clear();
+    v.resize(n, x);
 }
 
 /// Puts core `i` on the list of cores whose next event is recomputed (once).
@@ -406,17 +447,21 @@ const RETIRE_EVERY: u64 = 256;
 
 /// The unfinished cores by next event (ties: lowest index); an entry is stale once its core's
 /// event has been set again, and stale entries are dropped as they surface.
-struct Queue {
-    heap: BinaryHeap<Reverse<(u64, usize, u64)>>,
-    version: Vec<u64>,
+struct Queue<'a> {
+    heap: &'a mut BinaryHeap<Reverse<(u64, usize, u64)>>,
+    version: &'a mut Vec<u64>,
 }
 
-impl Queue {
-    fn new(n: usize) -> Self {
-        Queue {
-            heap: BinaryHeap::with_capacity(2 * n),
-            version: vec![0; n],
-        }
+impl<'a> Queue<'a> {
+    /// A queue of `n` cores over the scratch lists `heap` and `version` (emptied here).
+    fn new(
+        heap: &'a mut BinaryHeap<Reverse<(u64, usize, u64)>>,
+        version: &'a mut Vec<u64>,
+        n: usize,
+    ) -> Self {
+        heap.clear();
+        refill(version, n, 0);
+        Queue { heap, version }
     }
 
     /// Core `i`'s next event is `at` (`done`: it has none).
@@ -520,15 +565,16 @@ fn barrier_release(
 }
 
 /// The target running on each (chip, core).
-struct Lookup {
+struct Lookup<'a> {
     cores: usize,
-    index: Vec<u32>,
+    index: &'a [u32],
 }
 
-impl Lookup {
-    fn new(targets: &[Target], chips: usize, cores: u32) -> Self {
+impl<'a> Lookup<'a> {
+    /// The lookup of `targets`, in the scratch list `index` (refilled here).
+    fn new(index: &'a mut Vec<u32>, targets: &[Target], chips: usize, cores: u32) -> Self {
         let cores = cores as usize;
-        let mut index = vec![u32::MAX; chips * cores];
+        refill(index, chips * cores, u32::MAX);
         for (i, t) in targets.iter().enumerate() {
             index[t.chip as usize * cores + t.core as usize] = i as u32;
         }

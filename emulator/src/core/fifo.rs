@@ -79,6 +79,12 @@ impl<T> Fifo<T> {
         self.as_slice().iter()
     }
 
+    /// Empties the list (its capacity is kept).
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.head = 0;
+    }
+
     pub fn retain(&mut self, f: impl FnMut(&T) -> bool) {
         self.items.drain(..self.head);
         self.head = 0;

@@ -72,6 +72,13 @@ impl<T: Entry> Pending<T> {
         self.items.len() != before
     }
 
+    /// Empties the list (its capacity is kept).
+    pub fn clear(&mut self) {
+        self.items.clear();
+        self.main = Hull::default();
+        self.second = Hull::default();
+    }
+
     /// Drops every entry that ended by `now` and bounds what is left.
     pub fn sweep(&mut self, now: u64) {
         self.items.retain(|x| x.ends() > now);

@@ -161,14 +161,15 @@ impl Core {
         }
         self.mxu_bufs.forget_lhs();
         for s in &mut self.sems {
-            *s = Semaphore::default();
+            s.value = 0;
+            s.pending.clear();
         }
         self.pc = 0;
         self.markers.clear();
         self.barriers = 0;
         self.barrier_arrival = None;
         self.barrier_release = None;
-        self.t = Timing::new(preset, start);
+        self.t.reset(preset, start);
         self.stats = CoreStats::default();
     }
 

@@ -144,45 +144,80 @@ pub(crate) struct Timing {
 
 impl Timing {
     pub fn new(preset: &ChipPreset, start: u64) -> Self {
-        let t0 = start + preset.costs.kernel_launch as u64;
-        let mxu = MxuTiming {
-            bufs: [WeightBuf {
-                ready: t0,
-                free: t0,
-            }; 2],
-            load_free: t0,
-            input_free: t0,
-            array_idle: t0,
-            pop_free: t0,
-            ..Default::default()
-        };
-        Timing {
-            front: t0,
-            sreg: [t0; NUM_SREGS as usize],
-            vreg: [t0; NUM_VREGS as usize],
-            mreg: [t0; NUM_MREGS as usize],
-            unit_free: [[t0; MAX_SLOTS]; SYNC_UNITS],
+        let mut t = Timing {
+            front: 0,
+            sreg: [0; NUM_SREGS as usize],
+            vreg: [0; NUM_VREGS as usize],
+            mreg: [0; NUM_MREGS as usize],
+            unit_free: [[0; MAX_SLOTS]; SYNC_UNITS],
             busy: [0; SYNC_UNITS],
-            slots: {
-                let copies = preset.costs.vector_units.clamp(1, 4) as u8;
-                let mut s = [copies; SYNC_UNITS];
-                s[SyncUnit::Scalar as usize] = preset.costs.scalar_slots.clamp(1, 2) as u8;
-                s[SyncUnit::Valu as usize] = preset.costs.valu_slots.clamp(1, 2) as u8 * copies;
-                s
-            },
+            slots: [1; SYNC_UNITS],
             bundle_at: u64::MAX,
             bundle_used: [0; SYNC_UNITS],
-            mxu: vec![mxu; preset.mxus_per_core as usize],
-            dma_free: vec![t0; preset.dma_engines as usize],
-            dma_busy: vec![0; preset.dma_engines as usize],
+            mxu: Vec::new(),
+            dma_free: Vec::new(),
+            dma_busy: Vec::new(),
             pending_writes: Pending::default(),
             pending_reads: Pending::default(),
             inflight: Pending::default(),
             prune_at: u64::MAX,
             retain_at: MIN_RETAIN,
             dma_queue: Fifo::default(),
-            async_end: t0,
+            async_end: 0,
+        };
+        t.reset(preset, start);
+        t
+    }
+
+    /// The state of a launch starting at cycle `start`, as [`Timing::new`] makes it, in place:
+    /// the lists keep their capacity, so a launch allocates none of them.
+    pub fn reset(&mut self, preset: &ChipPreset, start: u64) {
+        let t0 = start + preset.costs.kernel_launch as u64;
+        self.front = t0;
+        self.sreg = [t0; NUM_SREGS as usize];
+        self.vreg = [t0; NUM_VREGS as usize];
+        self.mreg = [t0; NUM_MREGS as usize];
+        self.unit_free = [[t0; MAX_SLOTS]; SYNC_UNITS];
+        self.busy = [0; SYNC_UNITS];
+        self.slots = {
+            let copies = preset.costs.vector_units.clamp(1, 4) as u8;
+            let mut s = [copies; SYNC_UNITS];
+            s[SyncUnit::Scalar as usize] = preset.costs.scalar_slots.clamp(1, 2) as u8;
+            s[SyncUnit::Valu as usize] = preset.costs.valu_slots.clamp(1, 2) as u8 * copies;
+            s
+        };
+        self.bundle_at = u64::MAX;
+        self.bundle_used = [0; SYNC_UNITS];
+        self.mxu
+            .resize_with(preset.mxus_per_core as usize, MxuTiming::default);
+        for m in &mut self.mxu {
+            let mut queue = std::mem::take(&mut m.queue);
+            queue.clear();
+            *m = MxuTiming {
+                bufs: [WeightBuf {
+                    ready: t0,
+                    free: t0,
+                }; 2],
+                load_free: t0,
+                input_free: t0,
+                array_idle: t0,
+                pop_free: t0,
+                queue,
+                ..Default::default()
+            };
         }
+        let engines = preset.dma_engines as usize;
+        self.dma_free.clear();
+        self.dma_free.resize(engines, t0);
+        self.dma_busy.clear();
+        self.dma_busy.resize(engines, 0);
+        self.pending_writes.clear();
+        self.pending_reads.clear();
+        self.inflight.clear();
+        self.prune_at = u64::MAX;
+        self.retain_at = MIN_RETAIN;
+        self.dma_queue.clear();
+        self.async_end = t0;
     }
 
     /// Occupies a synchronous unit from the first cycle at or after `ready` when one of its
