@@ -306,9 +306,14 @@ impl Tensor {
 
     /// The IR view of this tensor.
     pub(crate) fn view(&self) -> View {
+        self.view_as(self.layout.clone())
+    }
+
+    /// A view of this tensor's storage through `layout` (its dtype kept).
+    pub(crate) fn view_as(&self, layout: Layout) -> View {
         View {
             storage: self.storage.clone(),
-            layout: self.layout.clone(),
+            layout,
             dtype: self.dtype,
         }
     }

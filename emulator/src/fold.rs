@@ -13,7 +13,7 @@
 //! chip 0 only.
 
 use crate::ici::Ici;
-use crate::launch::{ChipState, Ending, Io, Outcome, Scratch, Target, peers_of, simulate};
+use crate::launch::{ChipState, Ending, Io, Outcome, Peers, Scratch, Target, peer_index, simulate};
 use crate::limits::RunLimits;
 use crate::preset::ChipPreset;
 use tpuemu_isa::Program;
@@ -35,7 +35,7 @@ pub(crate) fn run_folded(
     rep: u32,
     scratch: &mut Scratch,
 ) -> Option<Outcome> {
-    let peers = peers_of(targets, chips.len());
+    let first = peer_index(targets, chips.len(), program);
     let mine: Vec<Target> = targets
         .iter()
         .filter(|t| t.chip == rep)
@@ -51,7 +51,10 @@ pub(crate) fn run_folded(
         program,
         preset,
         mesh,
-        peers: &peers,
+        peers: Peers {
+            targets,
+            first: &first,
+        },
         functional: false,
         profiling,
         limits,

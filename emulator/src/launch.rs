@@ -72,13 +72,54 @@ enum Phase {
     Done,
 }
 
-/// Every chip's arguments (its first target's), for remote DMA.
-pub(crate) fn peers_of(targets: &[Target], chips: usize) -> Vec<Option<Vec<ArgVal>>> {
-    let mut peers: Vec<Option<Vec<ArgVal>>> = vec![None; chips];
-    for t in targets {
-        peers[t.chip as usize].get_or_insert_with(|| t.args.clone());
+/// Every chip's arguments in a launch (its first target's), for remote DMA and remote
+/// semaphore signals.
+#[derive(Clone, Copy)]
+pub(crate) struct Peers<'a> {
+    pub targets: &'a [Target],
+    /// The first target of each chip (`u32::MAX`: none), when the program reaches other
+    /// chips; empty otherwise (a lookup then scans the targets).
+    pub first: &'a [u32],
+}
+
+impl<'a> Peers<'a> {
+    /// The arguments of `chip`, or `None` when it is not part of the launch.
+    pub fn get(&self, chip: u32) -> Option<&'a [ArgVal]> {
+        let i = if self.first.is_empty() {
+            self.targets.iter().position(|t| t.chip == chip)?
+        } else {
+            match self.first.get(chip as usize) {
+                Some(&i) if i != u32::MAX => i as usize,
+                _ => return None,
+            }
+        };
+        Some(&self.targets[i].args)
     }
-    peers
+}
+
+/// The index [`Peers`] looks chips up in: every chip's first target, built only when
+/// `program` signals or writes another chip (an empty list, no allocation, otherwise).
+pub(crate) fn peer_index(targets: &[Target], chips: usize, program: &Program) -> Vec<u32> {
+    let remote = program.instrs.iter().any(|i| {
+        matches!(
+            i,
+            Instr::Dma {
+                remote: Some(_),
+                ..
+            } | Instr::SemSignal { chip: Some(_), .. }
+        )
+    });
+    if !remote {
+        return Vec::new();
+    }
+    let mut first = vec![u32::MAX; chips];
+    for (i, t) in targets.iter().enumerate() {
+        let f = &mut first[t.chip as usize];
+        if *f == u32::MAX {
+            *f = i as u32;
+        }
+    }
+    first
 }
 
 /// Runs `program` on `targets` starting at cycle `start`.
@@ -96,12 +137,15 @@ pub(crate) fn run(
     limits: &RunLimits,
     scratch: &mut Scratch,
 ) -> Outcome {
-    let peers = peers_of(targets, chips.len());
+    let first = peer_index(targets, chips.len(), program);
     let io = Io {
         program,
         preset,
         mesh,
-        peers: &peers,
+        peers: Peers {
+            targets,
+            first: &first,
+        },
         functional,
         profiling,
         limits,
@@ -115,7 +159,7 @@ pub(crate) struct Io<'a> {
     pub program: &'a Program,
     pub preset: &'a ChipPreset,
     pub mesh: &'a [u32],
-    pub peers: &'a [Option<Vec<ArgVal>>],
+    pub peers: Peers<'a>,
     pub functional: bool,
     pub profiling: bool,
     /// The run limits (see [`crate::limits`]).
@@ -138,6 +182,7 @@ pub(crate) struct Scratch {
     lookup: Vec<u32>,
     heap: BinaryHeap<Reverse<(u64, usize, u64)>>,
     version: Vec<u64>,
+    recs: Vec<Recorder>,
 }
 
 /// The event loop over `targets`.
@@ -161,10 +206,13 @@ pub(crate) fn simulate(
     } = *io;
     let n = targets.len();
     let budget = limits.budget(start);
-    let mut recs: Vec<Recorder> = targets
-        .iter()
-        .map(|t| Recorder::new(profiling, t.chip, t.core, program))
-        .collect();
+    let mut recs = std::mem::take(&mut scratch.recs);
+    recs.clear();
+    recs.extend(
+        targets
+            .iter()
+            .map(|t| Recorder::new(profiling, t.chip, t.core, program)),
+    );
     for t in targets {
         let core = &mut chips[t.chip as usize].cores[t.core as usize];
         core.reset_for_launch(preset, start);
@@ -181,6 +229,7 @@ pub(crate) fn simulate(
         lookup,
         heap,
         version,
+        recs: recs_slot,
     } = scratch;
     places.clear();
     places.extend(
@@ -310,7 +359,9 @@ pub(crate) fn simulate(
     }
 
     *touched = std::mem::take(&mut effects.touched);
-    outcome(chips, targets, preset, start, ending, recs, effects)
+    let out = outcome(chips, targets, preset, start, ending, &mut recs, effects);
+    *recs_slot = recs;
+    out
 }
 
 /// Empties `v` and fills it with `n` copies of `x` (its capacity is kept).
@@ -383,20 +434,21 @@ fn outcome(
     preset: &ChipPreset,
     start: u64,
     ending: Ending,
-    recs: Vec<Recorder>,
+    recs: &mut Vec<Recorder>,
     effects: Effects,
 ) -> Outcome {
-    let end_cycle = targets
-        .iter()
-        .map(|t| chips[t.chip as usize].cores[t.core as usize].t.end_time())
-        .max()
-        .unwrap_or(start);
-    let stats = collect_stats(chips, targets, start, end_cycle);
+    let stats = collect_stats(chips, targets, start);
+    let end_cycle = stats.end_cycle;
     let to_ns = |c: u64| preset.cycles_to_ns(c);
-    let mut spans: Vec<Span> = recs
-        .into_iter()
-        .flat_map(|r| r.finish(to_ns, None, None))
-        .collect();
+    // Recorders record nothing unless profiling.
+    let mut spans: Vec<Span> = if recs.first().is_some_and(Recorder::enabled) {
+        recs.drain(..)
+            .flat_map(|r| r.finish(to_ns, None, None))
+            .collect()
+    } else {
+        recs.clear();
+        Vec::new()
+    };
     for LinkSpan {
         chip,
         link,
@@ -424,7 +476,7 @@ fn env_for<'a>(
     t: &'a Target,
     preset: &'a ChipPreset,
     place: &Placement,
-    peers: &'a [Option<Vec<ArgVal>>],
+    peers: Peers<'a>,
     functional: bool,
     horizon: u64,
     budget: Budget,

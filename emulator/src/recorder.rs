@@ -138,6 +138,11 @@ pub(crate) struct Recorder {
 }
 
 impl Recorder {
+    /// Whether this recorder keeps spans (the launch is profiled).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// A recorder; does nothing unless `enabled`.
     pub fn new(enabled: bool, chip: u32, core: u32, program: &Program) -> Self {
         let mnemonics = if enabled {

@@ -125,9 +125,14 @@ pub fn infer_size(shape: &[i64], numel: usize) -> Result<Vec<usize>, TpuError> {
 impl Layout {
     /// A contiguous layout of `shape` at offset 0.
     pub fn contiguous(shape: &[usize]) -> Self {
+        Self::contiguous_from(shape.to_vec())
+    }
+
+    /// [`Layout::contiguous`] of a shape the caller gives up.
+    pub fn contiguous_from(shape: Vec<usize>) -> Self {
         Layout {
-            shape: shape.to_vec(),
-            strides: contiguous_strides(shape),
+            strides: contiguous_strides(&shape),
+            shape,
             offset: 0,
         }
     }

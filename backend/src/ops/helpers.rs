@@ -152,10 +152,16 @@ pub fn map(
     f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
     let shape = broadcast_all(inputs)?;
-    let layouts: Vec<&Layout> = inputs.iter().map(|t| t.layout()).collect();
-    let out_layout = if layouts.is_empty() {
+    let out_layout = if inputs.is_empty() {
         Layout::contiguous(&shape)
+    } else if inputs
+        .iter()
+        .all(|t| t.shape() == shape.as_slice() && t.layout().is_contiguous())
+    {
+        // What `elementwise_layout` gives contiguous operands of the result's shape.
+        Layout::contiguous_from(shape)
     } else {
+        let layouts: Vec<&Layout> = inputs.iter().map(|t| t.layout()).collect();
         crate::layout::elementwise_layout(&shape, &layouts)
     };
     map_into_layout(op, out_layout, inputs, out_dtypes, f)
@@ -163,9 +169,15 @@ pub fn map(
 
 /// The shape `inputs` broadcast to.
 fn broadcast_all(inputs: &[&Tensor]) -> Result<Vec<usize>> {
-    let mut shape: Vec<usize> = Vec::new();
-    for t in inputs {
-        shape = broadcast_shapes(&shape, t.shape())?;
+    let Some((first, rest)) = inputs.split_first() else {
+        return Ok(Vec::new());
+    };
+    let mut shape = first.shape().to_vec();
+    for t in rest {
+        // Operands of one shape, the common case, broadcast to it without a new list.
+        if t.shape() != shape.as_slice() {
+            shape = broadcast_shapes(&shape, t.shape())?;
+        }
     }
     Ok(shape)
 }
@@ -201,8 +213,6 @@ pub(crate) fn map_into_layout(
     out_dtypes: &[DType],
     f: impl FnOnce(&mut ProgBuilder, &[PRef]) -> Vec<PRef>,
 ) -> Result<Vec<Tensor>> {
-    let shape = out_layout.shape.clone();
-    let shape = &shape[..];
     let mut b = ProgBuilder::new();
     let refs: Vec<PRef> = inputs
         .iter()
@@ -218,26 +228,25 @@ pub(crate) fn map_into_layout(
         b.output(r);
     }
     let prog = b.finish();
-    let mut views = Vec::new();
-    for t in inputs {
-        let mut v = t.view();
-        v.layout = t.layout().broadcast_to(shape)?;
-        views.push(v);
-    }
-    let out: Vec<Tensor> = out_dtypes
+    let shape = &out_layout.shape;
+    let views = inputs
         .iter()
-        .map(|d| Tensor::empty_dense(op.rt(), out_layout.clone(), *d))
-        .collect::<Result<_>>()?;
+        .map(|t| Ok(t.view_as(t.layout().broadcast_to(shape)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let node = NodeKind::Tile {
+        shape: shape.clone(),
+        row_dims: 0,
+        prog,
+    };
+    let out: Vec<Tensor> = match out_dtypes {
+        [d] => vec![Tensor::empty_dense(op.rt(), out_layout, *d)?],
+        _ => out_dtypes
+            .iter()
+            .map(|d| Tensor::empty_dense(op.rt(), out_layout.clone(), *d))
+            .collect::<Result<_>>()?,
+    };
     let out_views = out.iter().map(Tensor::view).collect();
-    op.submit(
-        NodeKind::Tile {
-            shape: shape.to_vec(),
-            row_dims: 0,
-            prog,
-        },
-        views,
-        out_views,
-    )?;
+    op.submit(node, views, out_views)?;
     Ok(out)
 }
 
@@ -259,12 +268,10 @@ pub fn write_into(
     let o = f(&mut b, &refs);
     let o = b.cast(o, dst.dtype());
     b.output(o);
-    let mut views = Vec::new();
-    for t in inputs {
-        let mut v = t.view();
-        v.layout = t.layout().broadcast_to(&shape)?;
-        views.push(v);
-    }
+    let views = inputs
+        .iter()
+        .map(|t| Ok(t.view_as(t.layout().broadcast_to(&shape)?)))
+        .collect::<Result<Vec<_>>>()?;
     op.submit(
         NodeKind::Tile {
             shape,

@@ -330,15 +330,11 @@ impl Core {
             None => (self.side(&dst, env.args)?, None),
             Some(r) => {
                 let to = self.s(r.chip);
-                let peer = env
-                    .peers
-                    .get(to as usize)
-                    .and_then(|p| p.as_ref())
-                    .ok_or_else(|| {
-                        FaultKind::Invalid(format!(
-                            "remote DMA to chip {to}, which is not part of this launch"
-                        ))
-                    })?;
+                let peer = env.peers.get(to).ok_or_else(|| {
+                    FaultKind::Invalid(format!(
+                        "remote DMA to chip {to}, which is not part of this launch"
+                    ))
+                })?;
                 let side = match dst.space {
                     Space::Hbm => self.side(&dst, peer)?,
                     Space::Vmem => Side {

@@ -61,7 +61,7 @@ pub(crate) struct Env<'a> {
     pub preset: &'a ChipPreset,
     pub place: Placement,
     /// Argument values of every chip in the launch, by chip index (`None`: not in the launch).
-    pub peers: &'a [Option<Vec<ArgVal>>],
+    pub peers: crate::launch::Peers<'a>,
     /// Do the data work (false: timing only).
     pub functional: bool,
     /// Core-local instructions may run past the launcher's `until` (see [`Core::run`]): true

@@ -28,7 +28,7 @@ impl Core {
                 let ready = vt.max(chip.map_or(0, |r| self.sready(r)));
                 if let Some(r) = chip {
                     let to = self.s(r);
-                    if env.peers.get(to as usize).is_none_or(|p| p.is_none()) {
+                    if env.peers.get(to).is_none() {
                         return Err(FaultKind::Invalid(format!(
                             "semaphore signal to chip {to}, which is not part of this launch"
                         )));

@@ -46,13 +46,8 @@ pub(super) fn deadlock_report(
     }
 }
 
-pub(super) fn collect_stats(
-    chips: &[ChipState],
-    targets: &[Target],
-    start: u64,
-    end: u64,
-) -> LaunchStats {
-    let cores = targets
+pub(super) fn collect_stats(chips: &[ChipState], targets: &[Target], start: u64) -> LaunchStats {
+    let cores: Vec<CoreStats> = targets
         .iter()
         .map(|t| {
             let c = &chips[t.chip as usize].cores[t.core as usize];
@@ -74,6 +69,8 @@ pub(super) fn collect_stats(
             }
         })
         .collect();
+    // The last core's end (each core's end time is computed once: it scans every register).
+    let end = cores.iter().map(|c| c.end_cycle).max().unwrap_or(start);
     LaunchStats {
         start_cycle: start,
         end_cycle: end,
