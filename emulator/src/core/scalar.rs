@@ -3,7 +3,7 @@
 use tpuemu_isa::ops::{BrCond, CmpOp, SAluOp, SysReg};
 use tpuemu_isa::{Addr, Instr, SReg, SSrc, Unit};
 
-use super::timing::{MemKey, Range, SyncUnit};
+use super::timing::{MemKey, Range, Reg, SyncUnit};
 use super::{Core, Env, Flow};
 use crate::fault::FaultKind;
 use crate::recorder::Recorder;
@@ -73,7 +73,7 @@ impl Core {
     #[inline]
     fn sresult(&mut self, dst: SReg, v: u32, at: u64) {
         self.set_s(dst, v);
-        self.t.sreg[dst.index() as usize] = at;
+        self.t.set_ready(Reg::S, dst.index() as usize, at);
     }
 
     /// Checks an SMEM word access and returns its byte address.

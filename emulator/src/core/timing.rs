@@ -140,6 +140,21 @@ pub(crate) struct Timing {
     pub dma_queue: Fifo<u64>,
     /// Latest completion of any asynchronous work.
     pub async_end: u64,
+    /// The latest cycle any unit slot is busy until (slots only move later).
+    units_end: u64,
+    /// The latest ready cycle ever given a register in this launch.
+    regs_end: u64,
+    /// A register's ready cycle was moved earlier (a later write ready sooner): `regs_end`
+    /// may exceed every register's ready cycle, so [`Timing::end_time`] scans them.
+    regs_lowered: bool,
+}
+
+/// A register file, for [`Timing::set_ready`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Reg {
+    S,
+    V,
+    M,
 }
 
 impl Timing {
@@ -164,6 +179,9 @@ impl Timing {
             retain_at: MIN_RETAIN,
             dma_queue: Fifo::default(),
             async_end: 0,
+            units_end: 0,
+            regs_end: 0,
+            regs_lowered: false,
         };
         t.reset(preset, start);
         t
@@ -218,6 +236,22 @@ impl Timing {
         self.retain_at = MIN_RETAIN;
         self.dma_queue.clear();
         self.async_end = t0;
+        self.units_end = t0;
+        self.regs_end = t0;
+        self.regs_lowered = false;
+    }
+
+    /// Register `i` of file `file` is ready at cycle `at`.
+    #[inline]
+    pub fn set_ready(&mut self, file: Reg, i: usize, at: u64) {
+        let slot = match file {
+            Reg::S => &mut self.sreg[i],
+            Reg::V => &mut self.vreg[i],
+            Reg::M => &mut self.mreg[i],
+        };
+        self.regs_lowered |= at < *slot;
+        *slot = at;
+        self.regs_end = self.regs_end.max(at);
     }
 
     /// Occupies a synchronous unit from the first cycle at or after `ready` when one of its
@@ -250,18 +284,43 @@ impl Timing {
         }
         self.bundle_used[u] += 1;
         self.unit_free[u][k] = start + occupancy as u64;
+        self.units_end = self.units_end.max(start + occupancy as u64);
         self.busy[u] += occupancy as u64;
         self.front = start;
         start
     }
 
     /// The cycle at which everything the core started has finished.
+    ///
+    /// Every unit slot and register starts the launch at its first cycle and a slot only moves
+    /// later, so the latest slot is the running maximum kept by [`Timing::occupy`], and the
+    /// latest register is the one kept by [`Timing::set_ready`] unless a register was moved
+    /// earlier (then the registers are scanned): no scan of the 160 entries on every launch.
     pub fn end_time(&self) -> u64 {
         // One fold per array (each vectorises; a chain of them did not).
         let max = |xs: &[u64]| xs.iter().fold(0, |m, x| m.max(*x));
-        let units = max(self.unit_free.as_flattened());
-        let regs = max(&self.vreg).max(max(&self.sreg)).max(max(&self.mreg));
-        self.front.max(units).max(regs).max(self.async_end)
+        let scan = || max(&self.vreg).max(max(&self.sreg)).max(max(&self.mreg));
+        let regs = if self.regs_lowered {
+            scan()
+        } else {
+            debug_assert_eq!(
+                self.regs_end,
+                scan(),
+                "the running maximum of the registers"
+            );
+            self.regs_end
+        };
+        debug_assert_eq!(
+            self.units_end,
+            self.unit_free
+                .as_flattened()
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0),
+            "the running maximum of the unit slots"
+        );
+        self.front.max(self.units_end).max(regs).max(self.async_end)
     }
 
     /// The first cycle at or after `at` by which pending asynchronous writes overlapping `r`

@@ -9,7 +9,7 @@ use tpuemu_isa::reg::{LANES, SUBLANES, VREG_ELEMS};
 use tpuemu_isa::{Instr, MReg, Unit, VReg, VSrc};
 
 use super::state::{MaskData, VregData};
-use super::timing::SyncUnit;
+use super::timing::{Reg, SyncUnit};
 use super::{Core, Env, Flow};
 use crate::fault::FaultKind;
 use crate::numerics::lanes::{self, Operand};
@@ -284,7 +284,8 @@ impl Core {
                 if let Some(o) = out {
                     self.put_vreg(d, o);
                 }
-                self.t.vreg[d.index() as usize] = start + lat as u64;
+                self.t
+                    .set_ready(Reg::V, d.index() as usize, start + lat as u64);
             }
             Dst::M(d) => {
                 if let Some(o) = out {
@@ -293,7 +294,8 @@ impl Core {
                 if let Some(m) = mout {
                     self.put_mreg(d, m);
                 }
-                self.t.mreg[d.index() as usize] = start + lat as u64;
+                self.t
+                    .set_ready(Reg::M, d.index() as usize, start + lat as u64);
             }
         }
         Ok(Flow::Next)

@@ -9,7 +9,7 @@ use tpuemu_isa::reg::{LANES, SUBLANES};
 use tpuemu_isa::{Addr, Instr, SReg};
 
 use super::state::{MaskData, VregData};
-use super::timing::{MemKey, Range, SyncUnit};
+use super::timing::{MemKey, Range, Reg, SyncUnit};
 use super::{Core, Env, Flow};
 use crate::fault::FaultKind;
 use crate::numerics::float::{
@@ -272,7 +272,7 @@ impl Core {
                     }
                     self.put_vreg(dst, out);
                 }
-                self.t.vreg[dst.index() as usize] = at;
+                self.t.set_ready(Reg::V, dst.index() as usize, at);
                 rec.unit(instr.unit(), pc, start, start + occ as u64);
             }
             Instr::VStore {
@@ -354,7 +354,11 @@ impl Core {
                 } else {
                     self.vtmp = Some(out);
                 }
-                self.t.vreg[dst.index() as usize] = start + c.xlu_permute_latency as u64;
+                self.t.set_ready(
+                    Reg::V,
+                    dst.index() as usize,
+                    start + c.xlu_permute_latency as u64,
+                );
                 rec.unit(
                     instr.unit(),
                     pc,
