@@ -464,3 +464,51 @@ def test_batch_norm_training_updates_its_running_statistics_as_the_cpu(mode, aff
     if affine:
         assert_same(dev.weight.grad, cpu.weight.grad, rtol=1e-4, atol=1e-4)
         assert_same(dev.bias.grad, cpu.bias.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_embedding_bag_as_the_cpu(mode):
+    # F.embedding_bag / torch's _embedding_bag: each mode with an empty bag, padding_idx,
+    # per_sample_weights, include_last_offset, 2-D input, int32 indices, max's ties and NaN;
+    # every output (offset2bag, bag_size and max_indices follow the CPU's quirks) against the
+    # CPU; bad indices and offsets raise at the read, as the CPU raises.
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(10, 3, generator=g)
+    i = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+    o = torch.tensor([0, 4, 4, 6])
+    for m in (0, 1, 2):
+        for pad in (-1, 4):
+            for dt in (torch.int64, torch.int32):
+                want = torch.ops.aten._embedding_bag(w, i.to(dt), o.to(dt), False, m, False,
+                                                     None, False, pad)
+                got = torch.ops.aten._embedding_bag(tpu(w), tpu(i.to(dt)), tpu(o.to(dt)), False,
+                                                    m, False, None, False, pad)
+                for a, b in zip(got, want):
+                    assert a.device.type == "tpu"
+                    assert a.dtype == b.dtype and a.shape == b.shape, (m, pad, a, b)
+                    torch.testing.assert_close(a.cpu(), b)
+    psw = torch.rand(8, generator=g)
+    for kw in ({"mode": "sum", "per_sample_weights": psw}, {"mode": "mean"},
+               {"mode": "max", "padding_idx": 2}, {"mode": "sum", "include_last_offset": True}):
+        want, got = _both(lambda w_, i_, o_, **k: F.embedding_bag(i_, w_, o_, **k), w, i,
+                          torch.tensor([0, 4, 6]), **kw)
+        torch.testing.assert_close(got.cpu(), want)
+    want, got = _both(lambda w_, i_: F.embedding_bag(i_, w_, mode="max"), w, i.reshape(2, 4))
+    torch.testing.assert_close(got.cpu(), want)
+    wb = w.bfloat16()
+    want, got = _both(lambda w_, i_, o_: F.embedding_bag(i_, w_, o_, mode="mean"), wb, i, o)
+    torch.testing.assert_close(got.cpu(), want)
+    # max: the first of equal rows wins; a NaN only as its bag's first row.
+    wn = torch.tensor([[float("nan"), 2.0], [1.0, 2.0], [0.0, 3.0], [1.0, float("nan")]])
+    i2, o2 = torch.tensor([0, 1, 2, 1, 3, 0, 2]), torch.tensor([0, 3])
+    want = torch.ops.aten._embedding_bag(wn, i2, o2, False, 2)
+    got = torch.ops.aten._embedding_bag(tpu(wn), tpu(i2), tpu(o2), False, 2)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a.cpu(), b, equal_nan=True)
+    for bad_i, bad_o, match in ((torch.tensor([1, 10]), torch.tensor([0]), "valid range"),
+                                (torch.tensor([1, -1]), torch.tensor([0]), "valid range"),
+                                (i, torch.tensor([1, 4]), "offsets\\[0\\] has to be 0"),
+                                (i, torch.tensor([0, 9]), "can not be greater than input's length")):
+        with pytest.raises(RuntimeError, match=match):
+            torch.ops.aten._embedding_bag(tpu(w), tpu(bad_i), tpu(bad_o), False, 1)[0].cpu()
+    with pytest.raises(RuntimeError, match="only supported with mode='sum'"):
+        torch.ops.aten._embedding_bag(tpu(w), tpu(i), tpu(o), False, 1, False, tpu(psw))

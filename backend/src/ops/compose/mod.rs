@@ -16,10 +16,12 @@
 //!   `_prelu_kernel`;
 //! - `distances`: `_euclidean_dist`, `_cdist_forward`, `_pdist_forward`, `multi_margin_loss`;
 //! - `multilabel`: `multilabel_margin_loss_forward` and its backward;
-//! - `segment`: `segment_reduce` and its backward.
+//! - `segment`: `segment_reduce` and its backward;
+//! - `embedding_bag`: `_embedding_bag` and `_embedding_bag_forward_only`.
 
 pub(crate) mod compare;
 pub(crate) mod distances;
+pub(crate) mod embedding_bag;
 pub(crate) mod loss_grads;
 pub(crate) mod losses;
 pub(crate) mod multilabel;

@@ -834,6 +834,23 @@ sample("grid_sampler_3d", Placed(gx3, "t"), gg3, 1, 1, True)
 sample("grid_sampler_3d", gx3, gg3, 2, 2, False)
 sample("grid_sampler_3d", gx3, gg3, 0, 2, True)
 
+# --- embedding_bag: each mode, an empty bag, padding_idx, per_sample_weights, include_last_offset
+# (the last offset short of the end: positions past it count in the size, not the sum), int32
+# indices, max with ties and a NaN first / not first in its bag ---------------------------------
+ebw = q(10, 3, lo=-2, hi=2)
+ebi = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+ebo = torch.tensor([0, 4, 4, 6])
+for mode in (0, 1, 2):
+    sample("_embedding_bag", ebw, ebi, ebo, False, mode)
+    sample("_embedding_bag", ebw, ebi, ebo, False, mode, False, None, False, 4)
+    sample("_embedding_bag_forward_only", Placed(ebw, "t"), ebi.int(), ebo.int(), False, mode)
+sample("_embedding_bag", ebw, ebi, ebo, False, 0, False, q(8, lo=-2, hi=2))
+sample("_embedding_bag", ebw, ebi, torch.tensor([0, 4, 6]), False, 1, False, None, True)
+sample("_embedding_bag", ebw, ebi, torch.tensor([0, 4, 8]), False, 0, False, None, True)
+sample("_embedding_bag", ebw.bfloat16(), ebi, ebo, False, 1)
+ebn = torch.tensor([[float("nan"), 2.0], [1.0, 2.0], [0.0, 3.0], [1.0, float("nan")]])
+sample("_embedding_bag", ebn, torch.tensor([0, 1, 2, 1, 3, 0, 2]), torch.tensor([0, 3]), False, 2)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

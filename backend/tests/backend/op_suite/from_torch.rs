@@ -79,6 +79,8 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::_upsample_bilinear2d_aa_backward", from_torch),
     ("aten::_upsample_bicubic2d_aa_backward", from_torch),
     ("aten::segment_reduce", from_torch),
+    ("aten::_embedding_bag", from_torch),
+    ("aten::_embedding_bag_forward_only", from_torch),
     ("aten::_segment_reduce_backward", from_torch),
     ("aten::multilabel_margin_loss_forward", from_torch),
     ("aten::multilabel_margin_loss_backward", from_torch),
