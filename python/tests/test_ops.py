@@ -512,3 +512,37 @@ def test_embedding_bag_as_the_cpu(mode):
             torch.ops.aten._embedding_bag(tpu(w), tpu(bad_i), tpu(bad_o), False, 1)[0].cpu()
     with pytest.raises(RuntimeError, match="only supported with mode='sum'"):
         torch.ops.aten._embedding_bag(tpu(w), tpu(i), tpu(o), False, 1, False, tpu(psw))
+
+
+def test_embedding_bag_gradients_as_the_cpu(mode):
+    # The weight's gradient of every mode (padding_idx, scale_grad_by_freq, an empty bag, max's
+    # rows) and the per-sample weights' gradient, through autograd and the aten backward with
+    # offset2bag left empty (a sum's forward), against the CPU; sparse gradients are refused.
+    g = torch.Generator().manual_seed(7)
+    w = torch.randn(10, 3, generator=g)
+    i = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+    o = torch.tensor([0, 4, 4, 6])
+    up = torch.randn(4, 3, generator=g)
+    for m in ("sum", "mean", "max"):
+        for kw in ({}, {"padding_idx": 4}, {"scale_grad_by_freq": m != "max"}):
+            wc, wd = w.clone().requires_grad_(), tpu(w).requires_grad_()
+            F.embedding_bag(i, wc, o, mode=m, **kw).backward(up)
+            F.embedding_bag(tpu(i), wd, tpu(o), mode=m, **kw).backward(tpu(up))
+            torch.testing.assert_close(wd.grad.cpu(), wc.grad)
+    psw = torch.rand(8, generator=g)
+    wc, wd = w.clone().requires_grad_(), tpu(w).requires_grad_()
+    pc, pd = psw.clone().requires_grad_(), tpu(psw).requires_grad_()
+    F.embedding_bag(i, wc, o, mode="sum", per_sample_weights=pc, padding_idx=4).backward(up)
+    F.embedding_bag(tpu(i), wd, tpu(o), mode="sum", per_sample_weights=pd,
+                    padding_idx=4).backward(tpu(up))
+    torch.testing.assert_close(wd.grad.cpu(), wc.grad)
+    torch.testing.assert_close(pd.grad.cpu(), pc.grad)
+    empty = torch.empty(0, dtype=torch.int64)
+    want = torch.ops.aten._embedding_bag_backward(up, i, o, empty, empty, empty, 10, False, 0,
+                                                  False, None)
+    got = torch.ops.aten._embedding_bag_backward(tpu(up), tpu(i), tpu(o), tpu(empty), tpu(empty),
+                                                 tpu(empty), 10, False, 0, False, None)
+    torch.testing.assert_close(got.cpu(), want)
+    with pytest.raises(RuntimeError, match="sparse"):
+        torch.ops.aten._embedding_bag_backward(tpu(up), tpu(i), tpu(o), tpu(empty), tpu(empty),
+                                               tpu(empty), 10, False, 0, True, None)

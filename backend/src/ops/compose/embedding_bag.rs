@@ -68,7 +68,11 @@ fn embedding_bag(rt: &Runtime, name: &str, a: Bag<'_>) -> Result<Outputs> {
         0 => Mode::Sum,
         1 => Mode::Mean,
         2 => Mode::Max,
-        _ => return Err(TpuError::BadArgs("`mode` must be sum, mean, or max.".into())),
+        _ => {
+            return Err(TpuError::BadArgs(
+                "`mode` must be sum, mean, or max.".into(),
+            ));
+        }
     };
     let (weight, indices, offsets) = (a.weight, a.indices, a.offsets);
     for (t, arg) in [(indices, "indices"), (offsets, "offsets")] {
@@ -128,9 +132,7 @@ fn embedding_bag(rt: &Runtime, name: &str, a: Bag<'_>) -> Result<Outputs> {
     let count = offsets.numel();
     let bags = if a.include_last_offset {
         count.checked_sub(1).ok_or_else(|| {
-            TpuError::BadArgs(
-                "include_last_offset: number of offsets should be at least 1".into(),
-            )
+            TpuError::BadArgs("include_last_offset: number of offsets should be at least 1".into())
         })?
     } else {
         count
@@ -334,7 +336,11 @@ fn embedding_bag(rt: &Runtime, name: &str, a: Bag<'_>) -> Result<Outputs> {
         Mode::Max => {
             let (m, which) = bag_max(rt, n, bags, d, &rows, &bag, &summed, &pos)?;
             // The index at the winning position (0 for an empty bag).
-            let found = op(rt, "aten::lt.Scalar", vec![tv(&which), sv(Scalar::Int(n as i64))])?;
+            let found = op(
+                rt,
+                "aten::lt.Scalar",
+                vec![tv(&which), sv(Scalar::Int(n as i64))],
+            )?;
             let at = op(
                 rt,
                 "aten::clamp",
@@ -453,7 +459,12 @@ fn bag_max(
         rt,
         "aten::scatter_reduce.two",
         vec![
-            tv(&full(rt, &[slots, d], Scalar::Float(f64::NEG_INFINITY), f32_)?),
+            tv(&full(
+                rt,
+                &[slots, d],
+                Scalar::Float(f64::NEG_INFINITY),
+                f32_,
+            )?),
             Value::Int(0),
             tv(&op(
                 rt,
@@ -474,7 +485,11 @@ fn bag_max(
         "aten::eq.Tensor",
         vec![
             tv(rows),
-            tv(&op(rt, "aten::index_select", vec![tv(&m), Value::Int(0), tv(bag)])?),
+            tv(&op(
+                rt,
+                "aten::index_select",
+                vec![tv(&m), Value::Int(0), tv(bag)],
+            )?),
         ],
     )?;
     let hit = op(rt, "aten::logical_and", vec![tv(&number), tv(&at_max)])?;
@@ -508,8 +523,13 @@ fn bag_max(
             rt,
             "aten::logical_and",
             vec![
-                tv(&op(rt, "aten::index_select", vec![tv(&nan), Value::Int(0), tv(&first_at)])?),
-                tv(&op(rt, "aten::lt.Scalar", vec![tv(&first), sv(none)])?.reshape(&[slots as i64, 1])?),
+                tv(&op(
+                    rt,
+                    "aten::index_select",
+                    vec![tv(&nan), Value::Int(0), tv(&first_at)],
+                )?),
+                tv(&op(rt, "aten::lt.Scalar", vec![tv(&first), sv(none)])?
+                    .reshape(&[slots as i64, 1])?),
             ],
         )?;
         let m = op(
@@ -606,5 +626,366 @@ fn embedding_bag_forward_only_op(rt: &Runtime, a: EmbeddingBagForwardOnly<'_>) -
             include_last_offset: a.include_last_offset,
             padding_idx: a.padding_idx,
         },
+    )
+}
+
+/// Each position's bag, for a backward: `offset2bag` when the forward gave it, else (a sum's
+/// forward leaves it empty) counted from the offsets' first `bags` starts.
+fn bags_of(
+    rt: &Runtime,
+    offsets: &Tensor,
+    offset2bag: &Tensor,
+    n: usize,
+    bags: usize,
+) -> Result<Tensor> {
+    let i64_ = DType::I64;
+    if offset2bag.numel() == n && n > 0 {
+        return offset2bag.to_dtype(i64_);
+    }
+    let offsets = offsets.to_dtype(i64_)?;
+    let starts = if bags > 1 && offsets.numel() >= bags {
+        narrow(rt, &offsets, 1, bags - 1)?
+    } else {
+        full(rt, &[0], Scalar::Int(0), i64_)?
+    };
+    let at = op(
+        rt,
+        "aten::clamp",
+        vec![tv(&starts), sv(Scalar::Int(0)), sv(Scalar::Int(n as i64))],
+    )?;
+    let marks = op(
+        rt,
+        "aten::scatter_add",
+        vec![
+            tv(&full(rt, &[n + 1], Scalar::Int(0), i64_)?),
+            Value::Int(0),
+            tv(&at),
+            tv(&full(rt, &[at.numel()], Scalar::Int(1), i64_)?),
+        ],
+    )?;
+    narrow(
+        rt,
+        &op(rt, "aten::cumsum", vec![tv(&marks), Value::Int(0)])?,
+        0,
+        n,
+    )
+}
+
+/// The arguments of `_embedding_bag_backward`.
+struct Backward<'a> {
+    grad: &'a Tensor,
+    indices: &'a Tensor,
+    offsets: &'a Tensor,
+    offset2bag: &'a Tensor,
+    bag_size: &'a Tensor,
+    maximum_indices: &'a Tensor,
+    num_weights: i64,
+    scale_grad_by_freq: bool,
+    mode: i64,
+    sparse: bool,
+    per_sample_weights: Option<&'a Tensor>,
+    padding_idx: i64,
+}
+
+/// The weight's gradient `[num_weights, d]`: each counted position's bag gradient added to its
+/// index's row — times its per-sample weight (sum), over the bag's size (mean), over how often
+/// its index occurs (`scale_grad_by_freq`); in `max` mode each bag's gradient goes to the rows
+/// `maximum_indices` names (an empty bag gives nothing). Positions of `padding_idx` give
+/// nothing. A sum whose `include_last_offset` ended short of the indices: positions past the
+/// last offset count in the last bag here (PyTorch's CPU kernel reads past the gradient).
+fn embedding_bag_backward(rt: &Runtime, name: &str, a: Backward<'_>) -> Result<Tensor> {
+    if a.sparse {
+        return Err(TpuError::Unsupported(
+            "embedding_bag with sparse=True: sparse gradients are not computed on the tpu".into(),
+        ));
+    }
+    let mode = match a.mode {
+        0 => Mode::Sum,
+        1 => Mode::Mean,
+        2 => Mode::Max,
+        _ => {
+            return Err(TpuError::BadArgs(
+                "Unknown mode for embedding_bag_backward with mode".into(),
+            ));
+        }
+    };
+    if a.per_sample_weights.is_some() && mode != Mode::Sum {
+        return Err(TpuError::BadArgs(
+            "embedding_bag_backward: per_sample_weights only supported for mode='sum'".into(),
+        ));
+    }
+    let grad = a.grad;
+    if grad.dim() != 2 {
+        return Err(TpuError::BadArgs(format!(
+            "embedding_bag_backward: expected a 2-D gradient, got {:?}",
+            grad.shape()
+        )));
+    }
+    let (bags, d) = (grad.shape()[0], grad.shape()[1]);
+    let v = usize::try_from(a.num_weights)
+        .map_err(|_| TpuError::BadArgs(format!("num_weights {} is negative", a.num_weights)))?;
+    let n = a.indices.numel();
+    let scope = OpScope::new(name, &[grad, a.indices])?;
+    let (f32_, i64_) = (DType::F32, DType::I64);
+    let indices = a.indices.reshape(&[-1])?.to_dtype(i64_)?;
+    let clamped = op(
+        rt,
+        "aten::clamp",
+        vec![
+            tv(&indices),
+            sv(Scalar::Int(0)),
+            sv(Scalar::Int(v.max(1) as i64 - 1)),
+        ],
+    )?;
+    let g = grad.to_dtype(f32_)?;
+    let zero = full(rt, &[v, d], Scalar::Float(0.0), f32_)?;
+    let out = if n == 0 || bags == 0 || v == 0 {
+        zero
+    } else if mode == Mode::Max {
+        // Each bag's gradient, column by column, into the row that gave its maximum.
+        let nonempty = op(
+            rt,
+            "aten::gt.Scalar",
+            vec![tv(a.bag_size), sv(Scalar::Int(0))],
+        )?;
+        let g = op(
+            rt,
+            "aten::where.ScalarOther",
+            vec![
+                tv(&nonempty.reshape(&[bags as i64, 1])?),
+                tv(&g),
+                sv(Scalar::Float(0.0)),
+            ],
+        )?;
+        let rows = op(
+            rt,
+            "aten::clamp",
+            vec![
+                tv(&a.maximum_indices.to_dtype(i64_)?),
+                sv(Scalar::Int(0)),
+                sv(Scalar::Int(v as i64 - 1)),
+            ],
+        )?;
+        op(
+            rt,
+            "aten::scatter_add",
+            vec![tv(&zero), Value::Int(0), tv(&rows), tv(&g)],
+        )?
+    } else {
+        let bag = bags_of(rt, a.offsets, a.offset2bag, n, bags)?;
+        let bag = op(
+            rt,
+            "aten::clamp",
+            vec![
+                tv(&bag),
+                sv(Scalar::Int(0)),
+                sv(Scalar::Int(bags as i64 - 1)),
+            ],
+        )?;
+        // Each position's factor: counted, its per-sample weight, 1 / its bag's size (mean),
+        // 1 / its index's count (scale_grad_by_freq).
+        let mut w = if a.padding_idx >= 0 {
+            op(
+                rt,
+                "aten::ne.Scalar",
+                vec![tv(&indices), sv(Scalar::Int(a.padding_idx))],
+            )?
+            .to_dtype(f32_)?
+        } else {
+            full(rt, &[n], Scalar::Float(1.0), f32_)?
+        };
+        if let Some(p) = a.per_sample_weights {
+            w = op(rt, "aten::mul.Tensor", vec![tv(&w), tv(&p.to_dtype(f32_)?)])?;
+        }
+        if mode == Mode::Mean {
+            let size = op(
+                rt,
+                "aten::index_select",
+                vec![tv(&a.bag_size.to_dtype(f32_)?), Value::Int(0), tv(&bag)],
+            )?;
+            let size = op(
+                rt,
+                "aten::clamp_min",
+                vec![tv(&size), sv(Scalar::Float(1.0))],
+            )?;
+            w = op(rt, "aten::div.Tensor", vec![tv(&w), tv(&size)])?;
+        }
+        if a.scale_grad_by_freq {
+            let counts = op(
+                rt,
+                "aten::scatter_add",
+                vec![
+                    tv(&full(rt, &[v], Scalar::Float(0.0), f32_)?),
+                    Value::Int(0),
+                    tv(&clamped),
+                    tv(&full(rt, &[n], Scalar::Float(1.0), f32_)?),
+                ],
+            )?;
+            let freq = op(
+                rt,
+                "aten::index_select",
+                vec![tv(&counts), Value::Int(0), tv(&clamped)],
+            )?;
+            w = op(rt, "aten::div.Tensor", vec![tv(&w), tv(&freq)])?;
+        }
+        let rows = op(
+            rt,
+            "aten::index_select",
+            vec![tv(&g), Value::Int(0), tv(&bag)],
+        )?;
+        let rows = op(
+            rt,
+            "aten::mul.Tensor",
+            vec![tv(&rows), tv(&w.reshape(&[n as i64, 1])?)],
+        )?;
+        op(
+            rt,
+            "aten::index_add",
+            vec![tv(&zero), Value::Int(0), tv(&clamped), tv(&rows)],
+        )?
+    };
+    let out = out.to_dtype(grad.dtype())?;
+    let check = check_range(&scope, &indices, 0, v as i64, move |x| {
+        TpuError::BadArgs(format!(
+            "An index of input takes value {x} which is not in the valid range [0, {v})"
+        ))
+    })?;
+    check.guards(rt, &[&out]);
+    Ok(out)
+}
+
+/// `_embedding_bag_per_sample_weights_backward`: each position's gradient, the dot product of
+/// its bag's gradient and its index's row (0 for `padding_idx`).
+#[allow(clippy::too_many_arguments)]
+fn per_sample_weights_backward(
+    rt: &Runtime,
+    grad: &Tensor,
+    weight: &Tensor,
+    indices: &Tensor,
+    offsets: &Tensor,
+    offset2bag: &Tensor,
+    mode: i64,
+    padding_idx: i64,
+) -> Result<Tensor> {
+    if mode != 0 {
+        return Err(TpuError::BadArgs(
+            "embedding_bag_backward: per_sample_weights only supported for mode='sum'".into(),
+        ));
+    }
+    if grad.dim() != 2 || weight.dim() != 2 || grad.shape()[1] != weight.shape()[1] {
+        return Err(TpuError::ShapeMismatch(format!(
+            "embedding_bag_backward: gradient {:?} and weight {:?} do not match",
+            grad.shape(),
+            weight.shape()
+        )));
+    }
+    let (bags, v) = (grad.shape()[0], weight.shape()[0]);
+    let n = indices.numel();
+    let (f32_, i64_) = (DType::F32, DType::I64);
+    if n == 0 || bags == 0 || v == 0 {
+        return full(rt, &[n], Scalar::Float(0.0), grad.dtype());
+    }
+    let indices = indices.reshape(&[-1])?.to_dtype(i64_)?;
+    let clamped = op(
+        rt,
+        "aten::clamp",
+        vec![
+            tv(&indices),
+            sv(Scalar::Int(0)),
+            sv(Scalar::Int(v as i64 - 1)),
+        ],
+    )?;
+    let bag = bags_of(rt, offsets, offset2bag, n, bags)?;
+    let bag = op(
+        rt,
+        "aten::clamp",
+        vec![
+            tv(&bag),
+            sv(Scalar::Int(0)),
+            sv(Scalar::Int(bags as i64 - 1)),
+        ],
+    )?;
+    let g = op(
+        rt,
+        "aten::index_select",
+        vec![tv(&grad.to_dtype(f32_)?), Value::Int(0), tv(&bag)],
+    )?;
+    let w = op(
+        rt,
+        "aten::index_select",
+        vec![tv(&weight.to_dtype(f32_)?), Value::Int(0), tv(&clamped)],
+    )?;
+    let dot = op(
+        rt,
+        "aten::sum.dim_IntList",
+        vec![
+            tv(&op(rt, "aten::mul.Tensor", vec![tv(&g), tv(&w)])?),
+            Value::Ints(vec![1]),
+            Value::Bool(false),
+        ],
+    )?;
+    let dot = if padding_idx >= 0 {
+        let pad = op(
+            rt,
+            "aten::eq.Scalar",
+            vec![tv(&indices), sv(Scalar::Int(padding_idx))],
+        )?;
+        op(
+            rt,
+            "aten::where.ScalarSelf",
+            vec![tv(&pad), sv(Scalar::Float(0.0)), tv(&dot)],
+        )?
+    } else {
+        dot
+    };
+    dot.to_dtype(grad.dtype())
+}
+
+#[aten(
+    "aten::_embedding_bag_backward",
+    dtypes = DType::FLOATING_AND_I64,
+    shard = Sharding::Replicate(BAGS),
+    kind = Decomposition
+)]
+fn embedding_bag_backward_op(rt: &Runtime, a: EmbeddingBagBackward<'_>) -> Result<Tensor> {
+    embedding_bag_backward(
+        rt,
+        "aten::_embedding_bag_backward",
+        Backward {
+            grad: a.grad,
+            indices: a.indices,
+            offsets: a.offsets,
+            offset2bag: a.offset2bag,
+            bag_size: a.bag_size,
+            maximum_indices: a.maximum_indices,
+            num_weights: a.num_weights,
+            scale_grad_by_freq: a.scale_grad_by_freq,
+            mode: a.mode,
+            sparse: a.sparse,
+            per_sample_weights: a.per_sample_weights,
+            padding_idx: a.padding_idx,
+        },
+    )
+}
+
+#[aten(
+    "aten::_embedding_bag_per_sample_weights_backward",
+    dtypes = DType::FLOATING_AND_I64,
+    shard = Sharding::Replicate(BAGS),
+    kind = Decomposition
+)]
+fn per_sample_weights_backward_op(
+    rt: &Runtime,
+    a: EmbeddingBagPerSampleWeightsBackward<'_>,
+) -> Result<Tensor> {
+    per_sample_weights_backward(
+        rt,
+        a.grad,
+        a.weight,
+        a.indices,
+        a.offsets,
+        a.offset2bag,
+        a.mode,
+        a.padding_idx,
     )
 }

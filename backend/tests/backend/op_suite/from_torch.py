@@ -851,6 +851,18 @@ sample("_embedding_bag", ebw.bfloat16(), ebi, ebo, False, 1)
 ebn = torch.tensor([[float("nan"), 2.0], [1.0, 2.0], [0.0, 3.0], [1.0, float("nan")]])
 sample("_embedding_bag", ebn, torch.tensor([0, 1, 2, 1, 3, 0, 2]), torch.tensor([0, 3]), False, 2)
 
+# the backwards: each mode (offset2bag empty for a sum, as its forward leaves it), padding_idx,
+# scale_grad_by_freq, per_sample_weights, and the per-sample weights' gradient
+ebg = q(4, 3, lo=-2, hi=2)
+for mode, pad, scale in ((0, -1, False), (0, 4, True), (1, -1, True), (1, 4, False), (2, 4, False)):
+    r = aten._embedding_bag(ebw, ebi, ebo, scale, mode, False, None, False, pad)
+    sample("_embedding_bag_backward", ebg, ebi, ebo, r[1], r[2], r[3], 10, scale, mode, False,
+           None, pad)
+ebp = q(8, lo=-2, hi=2)
+r = aten._embedding_bag(ebw, ebi, ebo, False, 0, False, ebp, False, -1)
+sample("_embedding_bag_backward", ebg, ebi, ebo, r[1], r[2], r[3], 10, False, 0, False, ebp)
+sample("_embedding_bag_per_sample_weights_backward", ebg, ebw, ebi, ebo, r[1], 0, 4)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

@@ -81,6 +81,11 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::segment_reduce", from_torch),
     ("aten::_embedding_bag", from_torch),
     ("aten::_embedding_bag_forward_only", from_torch),
+    ("aten::_embedding_bag_backward", from_torch),
+    (
+        "aten::_embedding_bag_per_sample_weights_backward",
+        from_torch,
+    ),
     ("aten::_segment_reduce_backward", from_torch),
     ("aten::multilabel_margin_loss_forward", from_torch),
     ("aten::multilabel_margin_loss_backward", from_torch),
