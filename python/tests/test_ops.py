@@ -546,3 +546,39 @@ def test_embedding_bag_gradients_as_the_cpu(mode):
     with pytest.raises(RuntimeError, match="sparse"):
         torch.ops.aten._embedding_bag_backward(tpu(up), tpu(i), tpu(o), tpu(empty), tpu(empty),
                                                tpu(empty), 10, False, 0, True, None)
+
+
+def test_embedding_bag_edges_as_the_cpu(mode):
+    # What the CPU kernel does at the edges: a padding row holding inf takes no part (not
+    # multiplied by 0); with include_last_offset short of the indices, the positions past it
+    # belong to the last bag for max and for sums with a padding_idx (not without one); the
+    # forward-only sum sizes bag_size by the offsets; mixed int32/int64 indices and offsets give
+    # int64; a bfloat16 mean rounds the sum and then the quotient; an inf gradient at a padding
+    # row leaves it 0.
+    E = torch.ops.aten._embedding_bag
+    EF = torch.ops.aten._embedding_bag_forward_only
+    w = torch.tensor([[1.0], [5.0], [7.0]])
+    i, o = torch.tensor([0, 1]), torch.tensor([0, 1])
+    wi = torch.tensor([[float("inf")], [1.0]])
+    cases = [(E, (wi, torch.tensor([0, 1]), torch.tensor([0]), False, 0, False, None, False, 0)),
+             (E, (w, i, o, False, 2, False, None, True, -1)),
+             (E, (w, i, o, False, 0, False, None, True, 2)),
+             (E, (w, i, o, False, 1, False, None, True, 2)),
+             (E, (w, i, o, False, 1, False, None, True, -1)),
+             (EF, (w, i, o, False, 0, False, None, True, -1)),
+             (E, (w, i.int(), o, False, 1, False, None, False, -1)),
+             (E, (torch.tensor([[0.11328125], [3.34375], [1.734375]]).bfloat16(),
+                  torch.tensor([0, 1, 2]), torch.tensor([0]), False, 1))]
+    for f, args in cases:
+        want = f(*args)
+        got = f(*[tpu(a) if isinstance(a, torch.Tensor) else a for a in args])
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.shape == b.shape, (args, a, b)
+            torch.testing.assert_close(a.cpu(), b, rtol=0, atol=0)
+    up = torch.tensor([[float("inf")]])
+    wc, wd = wi.clone().requires_grad_(), tpu(wi).requires_grad_()
+    F.embedding_bag(torch.tensor([0, 1]), wc, torch.tensor([0]), mode="sum",
+                    padding_idx=0).backward(up)
+    F.embedding_bag(tpu(torch.tensor([0, 1])), wd, tpu(torch.tensor([0])), mode="sum",
+                    padding_idx=0).backward(tpu(up))
+    torch.testing.assert_close(wd.grad.cpu(), wc.grad)

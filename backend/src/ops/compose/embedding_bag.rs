@@ -8,17 +8,21 @@
 //! bag starts after the first lie at or before it (the starts counted at their positions and
 //! summed along the indices, O(N + B)). The rows `weight[indices]` are reduced into their bags:
 //! `sum` (each row times its `per_sample_weights`), `mean` (the sum over the bag's size) or
-//! `max`; an index equal to `padding_idx` (when it is not negative) takes no part, and an
-//! empty bag is 0. Values are reduced in f32 and rounded once to the weight's dtype.
+//! `max`; an index equal to `padding_idx` (when it is not negative) takes no part (it is left
+//! out, not multiplied by 0: an infinite row there does not make its bag NaN), and an empty bag
+//! is 0. Values are reduced in f32 and rounded to the weight's dtype; a mean rounds the sum
+//! first and then the quotient, as the CPU computes it in the weight's dtype.
 //!
 //! The other outputs are PyTorch CPU's, quirks included: in `sum` mode `bag_size` and
 //! `max_indices` are zeros and `offset2bag` is empty unless a `padding_idx` is given; in `mean`
 //! mode `max_indices` repeats `bag_size`; in `max` mode `max_indices[b, d]` is the index whose
 //! row gave the maximum — the first in bag order on ties, and NaN only when the bag's first row
 //! holds it there (the CPU kernel starts from the first row and replaces on `>`). With
-//! `include_last_offset`, positions past the last offset count in the last bag's size and
-//! `offset2bag` but are not summed (the CPU kernel does the same: its mean divides the bag's
-//! sum by that size).
+//! `include_last_offset`, positions past the last offset belong to the last bag (its size,
+//! `offset2bag`, its maximum, and its sum when a `padding_idx` is given); a sum or mean without
+//! one leaves them out of the sum but not the size, as the CPU's fast path does; and
+//! `_embedding_bag_forward_only`'s sum gives `bag_size` and `max_indices` one element per
+//! offset. Indices and offsets of two integer types give int64 outputs (PyTorch promotes).
 //!
 //! Checked on the device as the CPU checks: every index inside the weight's rows, `offsets[0]`
 //! zero, the last offset at most `N`; offsets that decrease are refused (PyTorch's kernels
@@ -58,6 +62,8 @@ struct Bag<'a> {
     per_sample_weights: Option<&'a Tensor>,
     include_last_offset: bool,
     padding_idx: i64,
+    /// `_embedding_bag_forward_only` (its sum's `bag_size` has one element per offset).
+    forward_only: bool,
 }
 
 /// The four outputs: the bags, `offset2bag`, `bag_size`, `max_indices`.
@@ -196,40 +202,17 @@ fn embedding_bag(rt: &Runtime, name: &str, a: Bag<'_>) -> Result<Outputs> {
             )?);
         }
     }
-    let idx_dtype = indices.dtype();
-    let indices = indices.to_dtype(i64_)?;
-    // Each position's bag: the starts of bags 1.. counted at their positions and summed.
-    let starts = if bags > 1 {
-        narrow(rt, &offsets, 1, bags - 1)?
+    let idx_dtype = if indices.dtype() == DType::I64 || a.offsets.dtype() == DType::I64 {
+        DType::I64
     } else {
-        full(rt, &[0], Scalar::Int(0), i64_)?
+        DType::I32
     };
-    let at = op(
-        rt,
-        "aten::clamp",
-        vec![tv(&starts), sv(Scalar::Int(0)), sv(Scalar::Int(n as i64))],
-    )?;
-    let marks = op(
-        rt,
-        "aten::scatter_add",
-        vec![
-            tv(&full(rt, &[n + 1], Scalar::Int(0), i64_)?),
-            Value::Int(0),
-            tv(&at),
-            tv(&full(rt, &[at.numel()], Scalar::Int(1), i64_)?),
-        ],
-    )?;
-    let bag = narrow(
-        rt,
-        &op(rt, "aten::cumsum", vec![tv(&marks), Value::Int(0)])?,
-        0,
-        n,
-    )?;
+    let indices = indices.to_dtype(i64_)?;
     // With no bag, every position is out (bag number 0 of an empty output is dropped below).
     let bag = if bags == 0 {
         full(rt, &[n], Scalar::Int(0), i64_)?
     } else {
-        bag
+        bag_numbers(rt, &offsets, n, bags)?
     };
     let pos = prims::iota(&scope, n)?.to_dtype(i64_)?;
     // The positions that count: not padding, inside a bag.
@@ -247,20 +230,21 @@ fn embedding_bag(rt: &Runtime, name: &str, a: Bag<'_>) -> Result<Outputs> {
     } else {
         counted
     };
-    // Summed: also before the end of the last bag (the last offset with include_last_offset).
-    let end = if a.include_last_offset && count > 0 {
-        narrow(rt, &offsets, count - 1, 1)?
+    // Summed: every counted position with a padding_idx (the CPU's slow path); else those
+    // before the last offset with include_last_offset (its fast path stops there).
+    let summed = if a.include_last_offset && count > 0 && a.padding_idx < 0 {
+        let end = narrow(rt, &offsets, count - 1, 1)?;
+        op(
+            rt,
+            "aten::logical_and",
+            vec![
+                tv(&counted),
+                tv(&op(rt, "aten::lt.Tensor", vec![tv(&pos), tv(&end)])?),
+            ],
+        )?
     } else {
-        full(rt, &[1], Scalar::Int(n as i64), i64_)?
+        counted.clone()
     };
-    let summed = op(
-        rt,
-        "aten::logical_and",
-        vec![
-            tv(&counted),
-            tv(&op(rt, "aten::lt.Tensor", vec![tv(&pos), tv(&end)])?),
-        ],
-    )?;
     // The rows, the indices clamped first (an index outside is the check's error).
     let clamped = op(
         rt,
@@ -292,14 +276,23 @@ fn embedding_bag(rt: &Runtime, name: &str, a: Bag<'_>) -> Result<Outputs> {
     let zeros = |shape: &[usize]| full(rt, shape, Scalar::Int(0), i64_);
     let (out, offset2bag, bag_size, max_indices) = match mode {
         Mode::Sum | Mode::Mean => {
-            let mut w = summed.to_dtype(f32_)?;
-            if let Some(p) = a.per_sample_weights {
-                w = op(rt, "aten::mul.Tensor", vec![tv(&w), tv(&p.to_dtype(f32_)?)])?;
-            }
+            let weighted = match a.per_sample_weights {
+                Some(p) => op(
+                    rt,
+                    "aten::mul.Tensor",
+                    vec![tv(&rows), tv(&p.to_dtype(f32_)?.reshape(&[n as i64, 1])?)],
+                )?,
+                None => rows.clone(),
+            };
+            // Left out, not multiplied by 0 (an infinite row must not give NaN).
             let contrib = op(
                 rt,
-                "aten::mul.Tensor",
-                vec![tv(&rows), tv(&w.reshape(&[n as i64, 1])?)],
+                "aten::where.ScalarOther",
+                vec![
+                    tv(&summed.reshape(&[n as i64, 1])?),
+                    tv(&weighted),
+                    sv(Scalar::Float(0.0)),
+                ],
             )?;
             let sum = op(
                 rt,
@@ -318,10 +311,15 @@ fn embedding_bag(rt: &Runtime, name: &str, a: Bag<'_>) -> Result<Outputs> {
                 } else {
                     zeros(&[0])?
                 };
-                (sum, offset2bag, zeros(&[bags])?, zeros(&[bags])?)
+                // The forward-only sum sizes them by the offsets (one more with
+                // include_last_offset), as the CPU does.
+                let len = if a.forward_only { count } else { bags };
+                (sum, offset2bag, zeros(&[len])?, zeros(&[len])?)
             } else {
                 // An empty bag's mean is 0 (its sum over a size of at least 1).
                 let denom = op(rt, "aten::clamp_min", vec![tv(&size), sv(Scalar::Int(1))])?;
+                // The sum rounded to the weight's dtype first (the CPU's mean divides that).
+                let sum = sum.to_dtype(weight.dtype())?.to_dtype(f32_)?;
                 let mean = op(
                     rt,
                     "aten::div.Tensor",
@@ -334,7 +332,7 @@ fn embedding_bag(rt: &Runtime, name: &str, a: Bag<'_>) -> Result<Outputs> {
             }
         }
         Mode::Max => {
-            let (m, which) = bag_max(rt, n, bags, d, &rows, &bag, &summed, &pos)?;
+            let (m, which) = bag_max(rt, n, bags, d, &rows, &bag, &counted, &pos)?;
             // The index at the winning position (0 for an empty bag).
             let found = op(
                 rt,
@@ -603,6 +601,7 @@ fn embedding_bag_op(rt: &Runtime, a: EmbeddingBag<'_>) -> Result<Outputs> {
             per_sample_weights: a.per_sample_weights,
             include_last_offset: a.include_last_offset,
             padding_idx: a.padding_idx,
+            forward_only: false,
         },
     )
 }
@@ -625,6 +624,7 @@ fn embedding_bag_forward_only_op(rt: &Runtime, a: EmbeddingBagForwardOnly<'_>) -
             per_sample_weights: a.per_sample_weights,
             include_last_offset: a.include_last_offset,
             padding_idx: a.padding_idx,
+            forward_only: true,
         },
     )
 }
@@ -642,9 +642,15 @@ fn bags_of(
     if offset2bag.numel() == n && n > 0 {
         return offset2bag.to_dtype(i64_);
     }
-    let offsets = offsets.to_dtype(i64_)?;
+    bag_numbers(rt, &offsets.to_dtype(i64_)?, n, bags)
+}
+
+/// Each of `n` positions' bag: the starts of bags `1..bags` (int64 `offsets`) counted at
+/// their positions and summed along the positions, O(n + bags).
+fn bag_numbers(rt: &Runtime, offsets: &Tensor, n: usize, bags: usize) -> Result<Tensor> {
+    let i64_ = DType::I64;
     let starts = if bags > 1 && offsets.numel() >= bags {
-        narrow(rt, &offsets, 1, bags - 1)?
+        narrow(rt, offsets, 1, bags - 1)?
     } else {
         full(rt, &[0], Scalar::Int(0), i64_)?
     };
@@ -693,6 +699,9 @@ struct Backward<'a> {
 /// `maximum_indices` names (an empty bag gives nothing). Positions of `padding_idx` give
 /// nothing. A sum whose `include_last_offset` ended short of the indices: positions past the
 /// last offset count in the last bag here (PyTorch's CPU kernel reads past the gradient).
+/// `scale_grad_by_freq` divides by the index's own count among the indices, as documented
+/// (PyTorch's CPU kernel takes the count of another index in some orders — indices
+/// `[0, 0, 1]` in one bag give row 1 a gradient of 0 there; that is not copied).
 fn embedding_bag_backward(rt: &Runtime, name: &str, a: Backward<'_>) -> Result<Tensor> {
     if a.sparse {
         return Err(TpuError::Unsupported(
@@ -715,6 +724,12 @@ fn embedding_bag_backward(rt: &Runtime, name: &str, a: Backward<'_>) -> Result<T
         ));
     }
     let grad = a.grad;
+    if !grad.dtype().is_float() {
+        return Err(TpuError::DtypeMismatch(format!(
+            "embedding_bag_backward: expected a floating-point gradient, got {}",
+            grad.dtype().scalar_type_name()
+        )));
+    }
     if grad.dim() != 2 {
         return Err(TpuError::BadArgs(format!(
             "embedding_bag_backward: expected a 2-D gradient, got {:?}",
@@ -784,16 +799,7 @@ fn embedding_bag_backward(rt: &Runtime, name: &str, a: Backward<'_>) -> Result<T
         )?;
         // Each position's factor: counted, its per-sample weight, 1 / its bag's size (mean),
         // 1 / its index's count (scale_grad_by_freq).
-        let mut w = if a.padding_idx >= 0 {
-            op(
-                rt,
-                "aten::ne.Scalar",
-                vec![tv(&indices), sv(Scalar::Int(a.padding_idx))],
-            )?
-            .to_dtype(f32_)?
-        } else {
-            full(rt, &[n], Scalar::Float(1.0), f32_)?
-        };
+        let mut w = full(rt, &[n], Scalar::Float(1.0), f32_)?;
         if let Some(p) = a.per_sample_weights {
             w = op(rt, "aten::mul.Tensor", vec![tv(&w), tv(&p.to_dtype(f32_)?)])?;
         }
@@ -838,6 +844,26 @@ fn embedding_bag_backward(rt: &Runtime, name: &str, a: Backward<'_>) -> Result<T
             "aten::mul.Tensor",
             vec![tv(&rows), tv(&w.reshape(&[n as i64, 1])?)],
         )?;
+        // padding_idx's positions left out, not multiplied by 0 (an infinite gradient there
+        // must not give NaN).
+        let rows = if a.padding_idx >= 0 {
+            let keep = op(
+                rt,
+                "aten::ne.Scalar",
+                vec![tv(&indices), sv(Scalar::Int(a.padding_idx))],
+            )?;
+            op(
+                rt,
+                "aten::where.ScalarOther",
+                vec![
+                    tv(&keep.reshape(&[n as i64, 1])?),
+                    tv(&rows),
+                    sv(Scalar::Float(0.0)),
+                ],
+            )?
+        } else {
+            rows
+        };
         op(
             rt,
             "aten::index_add",
@@ -895,6 +921,15 @@ fn per_sample_weights_backward(
             sv(Scalar::Int(v as i64 - 1)),
         ],
     )?;
+    let scope = OpScope::new(
+        "aten::_embedding_bag_per_sample_weights_backward",
+        &[grad, weight],
+    )?;
+    let check = check_range(&scope, &indices, 0, v as i64, move |x| {
+        TpuError::BadArgs(format!(
+            "An index of input takes value {x} which is not in the valid range [0, {v})"
+        ))
+    })?;
     let bag = bags_of(rt, offsets, offset2bag, n, bags)?;
     let bag = op(
         rt,
@@ -938,7 +973,9 @@ fn per_sample_weights_backward(
     } else {
         dot
     };
-    dot.to_dtype(grad.dtype())
+    let dot = dot.to_dtype(grad.dtype())?;
+    check.guards(rt, &[&dot]);
+    Ok(dot)
 }
 
 #[aten(
