@@ -17,11 +17,13 @@
 //! - `distances`: `_euclidean_dist`, `_cdist_forward`, `_pdist_forward`, `multi_margin_loss`;
 //! - `multilabel`: `multilabel_margin_loss_forward` and its backward;
 //! - `segment`: `segment_reduce` and its backward;
-//! - `embedding_bag`: `_embedding_bag` and `_embedding_bag_forward_only`.
+//! - `embedding_bag`: `_embedding_bag` and `_embedding_bag_forward_only`; `embedding_bag_grad`:
+//!   their backwards.
 
 pub(crate) mod compare;
 pub(crate) mod distances;
 pub(crate) mod embedding_bag;
+pub(crate) mod embedding_bag_grad;
 pub(crate) mod loss_grads;
 pub(crate) mod losses;
 pub(crate) mod multilabel;
