@@ -27,7 +27,11 @@ use crate::preset::ChipPreset;
 use crate::recorder::Recorder;
 use crate::stats::LaunchStats;
 
+mod lists;
+mod peers;
 mod report;
+use lists::{Lookup, Queue, refill};
+pub(crate) use peers::{Peers, peer_index};
 use report::{collect_stats, deadlock_report};
 
 /// One chip's state during a run: shared HBM and its cores.
@@ -70,56 +74,6 @@ enum Phase {
     Running,
     Blocked,
     Done,
-}
-
-/// Every chip's arguments in a launch (its first target's), for remote DMA and remote
-/// semaphore signals.
-#[derive(Clone, Copy)]
-pub(crate) struct Peers<'a> {
-    pub targets: &'a [Target],
-    /// The first target of each chip (`u32::MAX`: none), when the program reaches other
-    /// chips; empty otherwise (a lookup then scans the targets).
-    pub first: &'a [u32],
-}
-
-impl<'a> Peers<'a> {
-    /// The arguments of `chip`, or `None` when it is not part of the launch.
-    pub fn get(&self, chip: u32) -> Option<&'a [ArgVal]> {
-        let i = if self.first.is_empty() {
-            self.targets.iter().position(|t| t.chip == chip)?
-        } else {
-            match self.first.get(chip as usize) {
-                Some(&i) if i != u32::MAX => i as usize,
-                _ => return None,
-            }
-        };
-        Some(&self.targets[i].args)
-    }
-}
-
-/// The index [`Peers`] looks chips up in: every chip's first target, built only when
-/// `program` signals or writes another chip (an empty list, no allocation, otherwise).
-pub(crate) fn peer_index(targets: &[Target], chips: usize, program: &Program) -> Vec<u32> {
-    let remote = program.instrs.iter().any(|i| {
-        matches!(
-            i,
-            Instr::Dma {
-                remote: Some(_),
-                ..
-            } | Instr::SemSignal { chip: Some(_), .. }
-        )
-    });
-    if !remote {
-        return Vec::new();
-    }
-    let mut first = vec![u32::MAX; chips];
-    for (i, t) in targets.iter().enumerate() {
-        let f = &mut first[t.chip as usize];
-        if *f == u32::MAX {
-            *f = i as u32;
-        }
-    }
-    first
 }
 
 /// Runs `program` on `targets` starting at cycle `start`.
@@ -364,12 +318,6 @@ pub(crate) fn simulate(
     out
 }
 
-/// Empties `v` and fills it with `n` copies of `x` (its capacity is kept).
-fn refill<T: Clone>(v: &mut Vec<T>, n: usize, x: T) {
-    v.clear();
-    v.resize(n, x);
-}
-
 /// Puts core `i` on the list of cores whose next event is recomputed (once).
 fn mark_dirty(dirty: &mut [bool], dirty_list: &mut Vec<usize>, i: usize) {
     if !dirty[i] {
@@ -497,57 +445,6 @@ fn env_for<'a>(
 /// How many turns of the launcher pass between two prunings of the links' bookings.
 const RETIRE_EVERY: u64 = 256;
 
-/// The unfinished cores by next event (ties: lowest index); an entry is stale once its core's
-/// event has been set again, and stale entries are dropped as they surface.
-struct Queue<'a> {
-    heap: &'a mut BinaryHeap<Reverse<(u64, usize, u64)>>,
-    version: &'a mut Vec<u64>,
-}
-
-impl<'a> Queue<'a> {
-    /// A queue of `n` cores over the scratch lists `heap` and `version` (emptied here).
-    fn new(
-        heap: &'a mut BinaryHeap<Reverse<(u64, usize, u64)>>,
-        version: &'a mut Vec<u64>,
-        n: usize,
-    ) -> Self {
-        heap.clear();
-        refill(version, n, 0);
-        Queue { heap, version }
-    }
-
-    /// Core `i`'s next event is `at` (`done`: it has none).
-    fn set(&mut self, i: usize, at: u64, done: bool) {
-        self.version[i] += 1;
-        if !done {
-            self.heap.push(Reverse((at, i, self.version[i])));
-        }
-    }
-
-    fn drop_stale(&mut self) {
-        while let Some(&Reverse((_, i, v))) = self.heap.peek() {
-            if v == self.version[i] {
-                return;
-            }
-            self.heap.pop();
-        }
-    }
-
-    /// Takes the earliest core out (until it is set again).
-    fn pop(&mut self) -> Option<usize> {
-        self.drop_stale();
-        let Reverse((_, i, _)) = self.heap.pop()?;
-        self.version[i] += 1;
-        Some(i)
-    }
-
-    /// The earliest event of the cores still queued.
-    fn peek(&mut self) -> Option<u64> {
-        self.drop_stale();
-        self.heap.peek().map(|Reverse((t, _, _))| *t)
-    }
-}
-
 /// A remote DMA into VMEM or SMEM: another core's local memory changes under it.
 fn writes_remote_local_memory(i: &Instr) -> bool {
     matches!(i, Instr::Dma { dst, remote: Some(_), .. } if dst.space != tpuemu_isa::ops::Space::Hbm)
@@ -614,32 +511,6 @@ fn barrier_release(
         }
     }
     Some(latest + preset.costs.barrier_latency as u64)
-}
-
-/// The target running on each (chip, core).
-struct Lookup<'a> {
-    cores: usize,
-    index: &'a [u32],
-}
-
-impl<'a> Lookup<'a> {
-    /// The lookup of `targets`, in the scratch list `index` (refilled here).
-    fn new(index: &'a mut Vec<u32>, targets: &[Target], chips: usize, cores: u32) -> Self {
-        let cores = cores as usize;
-        refill(index, chips * cores, u32::MAX);
-        for (i, t) in targets.iter().enumerate() {
-            index[t.chip as usize * cores + t.core as usize] = i as u32;
-        }
-        Lookup { cores, index }
-    }
-
-    fn find(&self, chip: u32, core: u32) -> Option<usize> {
-        let k = (chip as usize).checked_mul(self.cores)? + core as usize;
-        match self.index.get(k) {
-            Some(&i) if i != u32::MAX && (core as usize) < self.cores => Some(i as usize),
-            _ => None,
-        }
-    }
 }
 
 /// One remote DMA's occupancy of one link (cycles).
