@@ -1,5 +1,7 @@
 """Operators reach the Rust backend by overload name and compute what the CPU computes."""
 
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -582,3 +584,123 @@ def test_embedding_bag_edges_as_the_cpu(mode):
     F.embedding_bag(tpu(torch.tensor([0, 1])), wd, tpu(torch.tensor([0])), mode="sum",
                     padding_idx=0).backward(tpu(up))
     torch.testing.assert_close(wd.grad.cpu(), wc.grad)
+
+
+@contextlib.contextmanager
+def no_fallback():
+    """The CPU fallback off in the block (a refusal is the device's own, not the CPU's)."""
+    tpuemu.set_cpu_fallback(False)
+    try:
+        yield
+    finally:
+        tpuemu.set_cpu_fallback(True)
+
+
+def test_integer_convolutions_as_the_cpu(mode):
+    # int64 and int32 convolutions on the vector unit, exact: 1-, 2- and 3-d, plain and
+    # transposed, with groups, strides, dilations, padding (also more than the transposed
+    # kernel reaches: a crop), output_padding, bias and unbatched input, against the CPU.
+    # int32 wraps as the CPU's; an int64 sum beyond int32 is refused, never wrapped.
+    g = torch.Generator().manual_seed(11)
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+    conv_t = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+    cases = [  # nd, groups, stride, padding, dilation, output_padding, kernel
+        (1, 1, 1, 0, 1, 0, 3), (1, 2, 2, 1, 1, 1, 3), (1, 1, 3, 2, 2, 0, 2),
+        (2, 1, 1, 1, 1, 0, 3), (2, 2, (2, 1), (0, 1), (1, 2), (1, 0), (2, 3)),
+        (2, 1, 2, 3, 1, 1, 2),  # transposed padding 3 > its kernel's reach 1: a crop
+        (3, 1, 1, 0, 1, 0, 2), (3, 2, 2, 1, 1, 0, (1, 2, 2)),
+    ]
+    for dt in (torch.int64, torch.int32):
+        for nd, groups, stride, pad, dil, opad, k in cases:
+            ks = [k] * nd if isinstance(k, int) else list(k)
+            x = torch.randint(-9, 9, [2, 2 * groups] + [5] * nd, generator=g, dtype=dt)
+            w = torch.randint(-9, 9, [3 * groups, 2] + ks, generator=g, dtype=dt)
+            b = torch.randint(-9, 9, [3 * groups], generator=g, dtype=dt)
+            wt = torch.randint(-9, 9, [2 * groups, 3] + ks, generator=g, dtype=dt)
+            bt = torch.randint(-9, 9, [3 * groups], generator=g, dtype=dt)
+            for f, args in ((conv[nd], (x, w, b, stride, pad, dil, groups)),
+                            (conv_t[nd], (x, wt, bt, stride, pad, opad, groups, dil))):
+                try:
+                    want = f(*args)
+                except NotImplementedError as e:
+                    # int32 has no transposed or dilated kernel on the CPU: the same message.
+                    assert dt == torch.int32
+                    with no_fallback(), pytest.raises(NotImplementedError, match=str(e)[:30]):
+                        f(*tpu(list(args)))
+                    continue
+                got = f(*tpu(list(args)))
+                assert got.dtype == dt
+                assert torch.equal(got.cpu(), want), (f.__name__, nd, groups, stride, pad, dil, opad)
+        # Unbatched input, no bias.
+        x = torch.randint(-9, 9, (3, 6, 6), generator=g, dtype=dt)
+        w = torch.randint(-9, 9, (4, 3, 3, 3), generator=g, dtype=dt)
+        want, got = _both(F.conv2d, x, w)
+        assert torch.equal(got.cpu(), want)
+    # int32 wraps as the CPU's kernel does.
+    x = torch.full((1, 1, 2, 2), 2**30, dtype=torch.int32)
+    w = torch.full((1, 1, 2, 2), 3, dtype=torch.int32)
+    want, got = _both(F.conv2d, x, w)
+    assert torch.equal(got.cpu(), want)
+    # An int64 result beyond int32 raises (the CPU gives 4 * 3 * 2**30).
+    x = x.long()
+    with pytest.raises(RuntimeError, match="beyond int32"):
+        F.conv2d(tpu(x), tpu(w.long())).cpu()
+    # Mixed dtypes raise as the CPU raises.
+    want, got = _both(F.conv2d, x, w.float())
+    assert isinstance(want, RuntimeError) and isinstance(got, RuntimeError)
+
+
+def test_integer_average_pooling_as_the_cpu(mode):
+    # int64 average pooling divides the window's sum rounding toward zero (-5 / 2 is -2), with
+    # padding, count_include_pad, ceil_mode and divisor_override (also negative), in 1-, 2- and
+    # 3-d, and local_response_norm of int64 (built on it), against the CPU; int32 is refused
+    # with the CPU's message; a window sum beyond int32 raises, never wraps.
+    g = torch.Generator().manual_seed(3)
+    x1 = torch.tensor([[[-7, 2, 5, -3, 4]]])
+    for kw in ({}, {"padding": 1}, {"padding": 1, "count_include_pad": False},
+               {"ceil_mode": True, "stride": 2}):
+        want, got = _both(F.avg_pool1d, x1, 3 if kw else 2, **kw)
+        assert torch.equal(got.cpu(), want), kw
+    x2 = torch.randint(-50, 50, (2, 3, 7, 6), generator=g)
+    for kw in ({}, {"stride": 1, "padding": 1}, {"padding": 1, "count_include_pad": False},
+               {"ceil_mode": True, "padding": 1, "count_include_pad": False},
+               {"divisor_override": 3}, {"divisor_override": -2}):
+        want, got = _both(F.avg_pool2d, x2, 3, **kw)
+        assert got.dtype == torch.int64
+        assert torch.equal(got.cpu(), want), kw
+    x3 = torch.randint(-50, 50, (1, 2, 5, 4, 6), generator=g)
+    want, got = _both(F.avg_pool3d, x3, 2, 1, 1)
+    assert torch.equal(got.cpu(), want)
+    want, got = _both(F.local_response_norm, x2, 3)
+    assert_same(got, want)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
+        F.avg_pool2d(x2.int(), 2)
+    with no_fallback(), pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
+        F.avg_pool2d(tpu(x2.int()), 2)
+    big = torch.full((1, 1, 2, 2), 2**30)
+    with pytest.raises(RuntimeError, match="beyond int32"):
+        F.avg_pool2d(tpu(big), 2).cpu()
+
+
+def test_reductions_over_views_of_many_dims_as_the_cpu(mode):
+    # A reduction whose row spans four or more runs of memory that do not chain (a window of a
+    # 5-d tensor, a broadcast inside the row) moves a block of rows in more DMA dimensions than
+    # a descriptor holds: the row is copied in its order first. Before, `x[:, :2, :3, :3,
+    # :3].sum()` faulted on the device and a sum over four of its dims was refused; fused with
+    # the elementwise work before it (DeferAndFuse), the kernel faulted too.
+    x = torch.randn(2, 3, 5, 5, 5, generator=torch.Generator().manual_seed(4))
+    w = torch.randn(3, 2, generator=torch.Generator().manual_seed(5))
+    cases = {
+        "sum all": lambda x, w: x[:, :2, :3, :3, :3].sum(),
+        "sum of four dims": lambda x, w: x[:, :, :3, :3, :3].sum((1, 2, 3, 4)),
+        "amax, 6-d": lambda x, w: x[:, :, None, :3, :3, :3].amax((1, 3, 4, 5)),
+        "broadcast product, max": lambda x, w: (x[:, None, :2, :3, :3, 0] * w[None, :, :, None, None])
+        .abs().max(),
+        "int64 product": lambda x, w: (x[:, None, :2, :3, :3, 0] * w[None, :, :, None, None]).long(),
+    }
+    for f in cases.values():
+        want, got = _both(f, x, w)
+        assert_same(got, want, rtol=1e-5, atol=1e-5)
+    xi, wi = (x * 9).long(), (w * 9).long()
+    want, got = _both(lambda a, b: (a[:, None, :2, :3, :3, 0] * b[None, :, :, None, None]).sum(), xi, wi)
+    assert_same(got, want, exact=True)

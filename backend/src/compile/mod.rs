@@ -242,6 +242,22 @@ impl CompiledFn {
                 Some(_) => None,
                 None => match self.prepare(&g.node) {
                     Err(TpuError::NoKernel { .. }) if g.node.split_fused().is_some() => None,
+                    // No kernel for the fused node (a row over more DMA dims than a
+                    // descriptor holds, say): its operators run as recorded, one kernel each,
+                    // as a DeferAndFuse flush runs them.
+                    Err(TpuError::NoKernel { .. }) if g.members.len() > 1 => {
+                        for node in g.members {
+                            prepared.push(self.prepare(&node)?);
+                            groups.push(FusedGroup {
+                                node,
+                                ops: g.ops.clone(),
+                                op_ids: g.op_ids.clone(),
+                                joins: g.joins.clone(),
+                                members: Vec::new(),
+                            });
+                        }
+                        continue;
+                    }
                     r => Some(r?),
                 },
             };

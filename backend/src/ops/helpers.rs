@@ -7,6 +7,7 @@ use crate::ir::{Node, NodeKind, OpTag, PRef, Prog, ProgBuilder, Shapes, View};
 use crate::layout::{Layout, broadcast_shapes, wrap_dim};
 use crate::runtime::{Call, Runtime};
 use crate::tensor::Tensor;
+use tpuemu_isa::dma::MAX_DMA_DIMS;
 
 /// The lane-precision type an operation on `d` computes in (f32 for floats, i32 for the
 /// rest: the vector unit's 32-bit lanes).
@@ -303,6 +304,26 @@ pub fn dims_of(dims: &[i64], ndim: usize, empty_is_all: bool) -> Result<Vec<usiz
     Ok(out)
 }
 
+/// The row dims (from `outer` on, size-1 dims left out) after which at least one of `layouts`
+/// does not continue in one run of memory: where a tile kernel's row cannot be merged into
+/// fewer DMA dims.
+fn row_breaks(layouts: &[&Layout], outer: usize) -> Vec<usize> {
+    let Some(first) = layouts.first() else {
+        return Vec::new();
+    };
+    let dims: Vec<usize> = (outer..first.shape.len())
+        .filter(|&d| first.shape[d] > 1)
+        .collect();
+    dims.windows(2)
+        .filter(|w| {
+            layouts
+                .iter()
+                .any(|l| l.strides[w[0]] != l.strides[w[1]] * l.shape[w[1]] as isize)
+        })
+        .map(|w| w[0])
+        .collect()
+}
+
 /// A reduction over `dims` of `inputs` (all of `x`'s shape, broadcast): the reduced dims are
 /// moved last and form the row. `f` gets the inputs' program nodes (full values) and returns the
 /// outputs: per-row values (shape of the kept dims, with size-1 dims for `keepdim`) or full
@@ -338,6 +359,26 @@ pub fn rows(
         }
         refs.push(b.input(i as u32, t.dtype(), pr));
         views.push(v);
+    }
+    let full_views: Vec<&Layout> = views
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !per_row_inputs.get(*i).copied().unwrap_or(false))
+        .map(|(_, v)| &v.layout)
+        .collect();
+    if row_breaks(&full_views, kept.len()).len() + 1 >= MAX_DMA_DIMS {
+        // A rows kernel moves a block of rows in one DMA descriptor of at most MAX_DMA_DIMS
+        // dims: a row spread over that many runs of memory (a window of a window, a broadcast
+        // inside the row) is copied in the row's order first, one run each.
+        for (i, v) in views.iter_mut().enumerate() {
+            let pr = per_row_inputs.get(i).copied().unwrap_or(false);
+            if !pr && !row_breaks(&[&v.layout], kept.len()).is_empty() {
+                let c = inputs[i].with_layout(v.layout.clone());
+                *v = map_shape(op, &iter_shape, &[&c], &[c.dtype()], |_, r| vec![r[0]])?
+                    .remove(0)
+                    .view();
+            }
+        }
     }
     let outs = f(&mut b, &refs);
     if outs.len() != out.len() {

@@ -1,7 +1,8 @@
 //! Neural-network operators: `_softmax`, `_log_softmax`, `_safe_softmax`, `native_layer_norm`,
 //! `rms_norm`, `native_batch_norm` (and `_native_batch_norm_legit*`), `native_group_norm`,
 //! `nll_loss_forward` and `nll_loss2d_forward` here; convolution and its backward, `im2col` and
-//! `col2im` in `conv.rs` and `im2col.rs` (im2col + the matrix units); pooling and its backward
+//! `col2im` in `conv.rs` and `im2col.rs` (im2col + the matrix units; integer convolutions,
+//! exact on the vector unit, in `conv_int.rs`); pooling and its backward
 //! in `pool.rs` (fixed windows, `max_unpool`) and `adaptive.rs` (adaptive pooling); replication
 //! and reflection padding in `pad.rs`; resampling and its backward in `upsample.rs`;
 //! `grid_sampler_2d` in `grid.rs`; pixel and channel shuffles in `shuffle.rs`; the
@@ -25,6 +26,7 @@
 
 mod adaptive;
 mod conv;
+mod conv_int;
 pub(crate) mod defs_resample;
 pub(crate) mod defs_rows;
 pub(crate) mod defs_window;

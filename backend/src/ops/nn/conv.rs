@@ -14,10 +14,13 @@
 //!   transposed convolution, the plain one); the weight gradient is one batched product of
 //!   `grad_output` with the input's columns; the bias gradient sums `grad_output`.
 //!
+//! Integer (int32, int64) convolutions take the vector unit instead (`conv_int.rs`).
+//!
 //! Numerics follow the matrix units (see [`crate::ops::matrix`]): f32 at the runtime's
 //! precision (DEFAULT: one bf16 pass), bf16 exact products with f32 accumulation, f16 through
 //! f32.
 
+use super::conv_int;
 use super::window::{Window, col2im, im2col, materialize, per_dim};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
@@ -201,7 +204,8 @@ fn mxu_dtype(name: &str, x: &Tensor, weight: &Tensor) -> Result<DType> {
         )));
     }
     match x.dtype() {
-        DType::F32 | DType::BF16 => Ok(x.dtype()),
+        // Integers take the vector unit (`conv_int.rs`).
+        DType::F32 | DType::BF16 | DType::I32 | DType::I64 => Ok(x.dtype()),
         DType::F16 => Ok(DType::F32),
         d => Err(TpuError::Unsupported(format!(
             "{name}: {} convolutions are not supported on TPU (the matrix units take bfloat16 and float32)",
@@ -504,7 +508,23 @@ pub fn convolution(
         }
     }
     let out = x.dtype();
-    let y = if p.transposed {
+    let y = if conv_int::is_integer(md) {
+        let (spatial, o) = if p.transposed {
+            (&geo.w.input, geo.g * geo.cg)
+        } else {
+            (&geo.w.out, geo.g * geo.og)
+        };
+        let mut shape = vec![geo.n, o];
+        shape.extend_from_slice(spatial);
+        conv_int::cpu_kernels(md, p.transposed, &geo.w)?;
+        if shape.contains(&0) || geo.w.k.contains(&0) || x.shape()[1] == 0 {
+            zeros_plus_bias(&op, &shape, bias, out)?
+        } else if p.transposed {
+            conv_int::transposed(op.rt(), &x, weight, bias, geo.g, geo.og, &geo.w)?
+        } else {
+            conv_int::forward(op.rt(), &x, weight, bias, geo.g, geo.og, &geo.w)?
+        }
+    } else if p.transposed {
         conv_transposed(&op, &x, weight, bias, &geo, md, out)?
     } else {
         conv_forward(&op, &x, weight, bias, &geo, md, out)?
@@ -527,6 +547,12 @@ pub fn convolution_backward(
     let (g, _) = batchify(grad, weight)?;
     let geo = geometry(name, &x, weight, p)?;
     let md = mxu_dtype(name, &x, weight)?;
+    if conv_int::is_integer(md) {
+        return Err(TpuError::Unsupported(format!(
+            "{name}: the gradient of an integer ({}) convolution: only floating point tensors have gradients",
+            md.name()
+        )));
+    }
     let dt = x.dtype();
     let gi = if mask[0] {
         // Plain: the transposed convolution of grad (over the input's window); transposed:

@@ -17,7 +17,7 @@ fn opt(t: Option<Tensor>) -> Value {
     t.map_or(Value::None, Value::Tensor)
 }
 
-#[aten("aten::convolution", dtypes = DType::FLOATING, shard = WINDOWS)]
+#[aten("aten::convolution", dtypes = DType::NUMERIC, shard = WINDOWS)]
 fn convolution_op(a: Convolution<'_>) -> Result<Tensor> {
     let p = ConvParams {
         stride: a.stride,
@@ -31,7 +31,7 @@ fn convolution_op(a: Convolution<'_>) -> Result<Tensor> {
 }
 
 /// `convolution` with cuDNN's flags (ignored).
-#[aten("aten::_convolution", dtypes = DType::FLOATING, shard = WINDOWS)]
+#[aten("aten::_convolution", dtypes = DType::NUMERIC, shard = WINDOWS)]
 fn private_convolution_op(a: PrivateConvolution<'_>) -> Result<Tensor> {
     let p = ConvParams {
         stride: a.stride,
@@ -107,21 +107,21 @@ fn max_pool3d_op(a: MaxPool3d<'_>) -> Result<Tensor> {
 
 // Average pooling (`avg_pool1d` has no `divisor_override`).
 
-#[aten("aten::avg_pool1d", dtypes = DType::FLOATING, shard = WINDOWS)]
+#[aten("aten::avg_pool1d", dtypes = DType::FLOATING_AND_I64, shard = WINDOWS)]
 fn avg_pool1d_op(a: AvgPool1d<'_>) -> Result<Tensor> {
     let (k, s, p) = (&a.kernel_size, &a.stride, &a.padding);
     let (ceil, count_pad) = (a.ceil_mode, a.count_include_pad);
     avg_pool(AvgPool1d::NAME, 1, a.self_, k, s, p, ceil, count_pad, None)
 }
 
-#[aten("aten::avg_pool2d", dtypes = DType::FLOATING, shard = WINDOWS)]
+#[aten("aten::avg_pool2d", dtypes = DType::FLOATING_AND_I64, shard = WINDOWS)]
 fn avg_pool2d_op(a: AvgPool2d<'_>) -> Result<Tensor> {
     let (k, s, p) = (&a.kernel_size, &a.stride, &a.padding);
     let (ceil, count_pad, div) = (a.ceil_mode, a.count_include_pad, a.divisor_override);
     avg_pool(AvgPool2d::NAME, 2, a.self_, k, s, p, ceil, count_pad, div)
 }
 
-#[aten("aten::avg_pool3d", dtypes = DType::FLOATING, shard = WINDOWS)]
+#[aten("aten::avg_pool3d", dtypes = DType::FLOATING_AND_I64, shard = WINDOWS)]
 fn avg_pool3d_op(a: AvgPool3d<'_>) -> Result<Tensor> {
     let (k, s, p) = (&a.kernel_size, &a.stride, &a.padding);
     let (ceil, count_pad, div) = (a.ceil_mode, a.count_include_pad, a.divisor_override);

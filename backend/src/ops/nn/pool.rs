@@ -7,7 +7,9 @@
 //!   maximum) with its index into the input plane, computed in the kernel from the window's
 //!   position and the argmax. Average pooling pads with zeros and divides by PyTorch's divisor
 //!   (the window clipped to the padded input, or to the input without `count_include_pad`, or
-//!   `divisor_override`), computed in the kernel from the output coordinates.
+//!   `divisor_override`), computed in the kernel from the output coordinates. int64 average
+//!   pooling is PyTorch's CPU integer kernel: the window's sum (the registered `sum`: beyond
+//!   int32 refused on the device) divided rounding toward zero; int32 raises as the CPU does.
 //! - Adaptive pooling (windows of varying start and size) is in `adaptive.rs`.
 //! - `max_unpool` scatters the values into a zeroed output with the index-add kernel.
 
@@ -17,6 +19,8 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, GatherNode, NodeKind, PRef, ProgBuilder, RedKind};
 use crate::layout::Layout;
+use crate::ops::Value;
+use crate::ops::compose;
 use crate::ops::helpers::{OpScope, map_shape, rows};
 use crate::tensor::Tensor;
 
@@ -206,7 +210,7 @@ pub fn avg_pool(
 ) -> Result<Tensor> {
     let op = OpScope::new(name, &[x])?;
     let (xb, was) = batched(name, x, nd)?;
-    if !xb.dtype().is_float() {
+    if !xb.dtype().is_float() && xb.dtype() != DType::I64 {
         return Err(TpuError::Unsupported(format!(
             "\"avg_pool{nd}d\" not implemented for '{}'",
             xb.dtype().scalar_type_name()
@@ -226,6 +230,10 @@ pub fn avg_pool(
     }
     let xp = padded(&op, &xb, &w, Scalar::Int(0))?;
     let v = windows(&xp, &w);
+    if dt == DType::I64 {
+        let y = int_avg_pool(&op, &v, &w, &out_shape, count_include_pad, divisor_override)?;
+        return unbatched(y, was);
+    }
     let row: Vec<usize> = (2 + nd..2 + 2 * nd).collect();
     let w2 = w.clone();
     let y = rows(
@@ -249,6 +257,54 @@ pub fn avg_pool(
     unbatched(y, was)
 }
 
+/// Integer average pooling as PyTorch's CPU kernel computes it: the window's sum in int64
+/// (the registered `sum`, so a sum beyond int32 is refused on the device, never wrapped), then
+/// divided by the divisor rounding toward zero (C++'s integer `/`: `[-7, 2]` gives -2).
+/// `v` is the windows view `[N, C, out..., k...]`.
+fn int_avg_pool(
+    op: &OpScope,
+    v: &Tensor,
+    w: &Window,
+    out_shape: &[usize],
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> Result<Tensor> {
+    let nd = w.dims();
+    if divisor_override.is_some_and(|d| i32::try_from(d).is_err()) {
+        return Err(TpuError::Unsupported(format!(
+            "avg_pool{nd}d: an int64 divisor_override beyond int32 ({}): the tpu computes int64 in 32-bit lanes",
+            divisor_override.unwrap_or_default()
+        )));
+    }
+    let rt = op.rt();
+    let dims: Vec<i64> = (2 + nd..2 + 2 * nd).map(|d| d as i64).collect();
+    let s = compose::op(
+        rt,
+        "aten::sum.dim_IntList",
+        vec![
+            Value::Tensor(v.clone()),
+            Value::Ints(dims),
+            Value::Bool(false),
+            Value::Dtype(DType::I64),
+        ],
+    )?;
+    let w2 = w.clone();
+    let d = map_shape(op, out_shape, &[], &[DType::I64], |p, _| {
+        let d = divisor_count(p, &w2, count_include_pad, divisor_override);
+        vec![p.cast(d, DType::I64)]
+    })?
+    .remove(0);
+    compose::op(
+        rt,
+        "aten::div.Tensor_mode",
+        vec![
+            Value::Tensor(s),
+            Value::Tensor(d),
+            Value::Str("trunc".into()),
+        ],
+    )
+}
+
 /// Average pooling's divisor at the output position given by the iteration coordinates
 /// `2..2+nd`: the window clipped to the padded input (or to the input without
 /// `count_include_pad`), or `divisor_override`.
@@ -258,9 +314,25 @@ fn divisor(
     count_include_pad: bool,
     divisor_override: Option<i64>,
 ) -> PRef {
-    let nd = w.dims();
     match divisor_override {
         Some(d) => p.constant(Scalar::Float(d as f64), F),
+        None => {
+            let count = divisor_count(p, w, count_include_pad, None);
+            p.cast(count, F)
+        }
+    }
+}
+
+/// [`divisor`] as an int32 (`divisor_override` taken to fit).
+fn divisor_count(
+    p: &mut ProgBuilder,
+    w: &Window,
+    count_include_pad: bool,
+    divisor_override: Option<i64>,
+) -> PRef {
+    let nd = w.dims();
+    match divisor_override {
+        Some(d) => ic(p, d),
         None => {
             let mut count = ic(p, 1);
             for i in 0..nd {
@@ -284,7 +356,7 @@ fn divisor(
                 };
                 count = p.bin(BinOp::Mul, count, n, I);
             }
-            p.cast(count, F)
+            count
         }
     }
 }

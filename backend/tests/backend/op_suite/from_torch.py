@@ -863,6 +863,25 @@ r = aten._embedding_bag(ebw, ebi, ebo, False, 0, False, ebp, False, -1)
 sample("_embedding_bag_backward", ebg, ebi, ebo, r[1], r[2], r[3], 10, False, 0, False, ebp)
 sample("_embedding_bag_per_sample_weights_backward", ebg, ebw, ebi, ebo, r[1], 0, 4)
 
+# --- integer convolutions (exact, on the vector unit): int64 plain and transposed with groups,
+# stride, dilation, padding beyond the transposed kernel's reach, output_padding and bias; int32
+# plain; int64 average pooling (sums divided rounding toward zero) ------------------------------
+g_ci = torch.Generator().manual_seed(21)
+cix = torch.randint(-9, 9, (2, 4, 5, 5), generator=g_ci)
+ciw = torch.randint(-9, 9, (6, 2, 2, 3), generator=g_ci)
+cib = torch.randint(-9, 9, (6,), generator=g_ci)
+sample("convolution", cix, ciw, cib, [2, 1], [0, 1], [1, 2], False, [0, 0], 2)
+sample("convolution", cix, torch.randint(-9, 9, (4, 3, 2, 2), generator=g_ci), None, [2, 2], [3, 1],
+       [1, 1], True, [1, 0], 1)
+sample("convolution", cix[:, :, 0].int(), ciw[:, :, 0].int(), cib.int(), [1], [1], [1], False, [0], 2)
+sample("convolution", cix[:1, :2, :3, :3].unsqueeze(2).expand(1, 2, 2, 3, 3),
+       torch.randint(-9, 9, (3, 2, 1, 2, 2), generator=g_ci), None, [1, 1, 1], [0, 1, 0], [1, 1, 1],
+       False, [0, 0, 0], 1)
+sample("avg_pool2d", cix * 7, [3, 3], [2, 2], [1, 1], True, False)
+sample("avg_pool2d", cix, [2, 2], [1, 1], [0, 0], False, True, -3)
+sample("avg_pool3d", torch.randint(-50, 50, (1, 2, 4, 5, 3), generator=g_ci), [2, 2, 2], [1, 2, 1],
+       [1, 0, 1], False, True)
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

@@ -138,10 +138,17 @@ pub(super) fn choose_plan(spec: &TileSpec, budget: u64) -> Result<Plan, KernelEr
         break;
     }
     let (f, block) = if f == 0 { (0, 1) } else { (f, block) };
-    if f > 0 && row_desc_dims + (outer_end - f) + 1 > MAX_DMA_DIMS {
-        return Err(KernelError::Unsupported(
-            "tile needs more than 4 DMA dimensions".into(),
-        ));
+    // A tile's descriptor: the blocked dim and the outer dims after it, or every outer dim
+    // when the tile covers them all, and the row dims (see `descriptor`).
+    let tile_dims = if f > 0 {
+        row_desc_dims + (outer_end - f) + 1
+    } else {
+        row_desc_dims + outer_end
+    };
+    if tile_dims > MAX_DMA_DIMS {
+        return Err(KernelError::Unsupported(format!(
+            "tile needs {tile_dims} DMA dimensions (at most {MAX_DMA_DIMS})"
+        )));
     }
     let mut levels: Vec<Level> = (0..f.saturating_sub(1))
         .map(|d| Level {
@@ -228,4 +235,53 @@ pub(super) fn descriptor(
         dims.push((1, 0, 0));
     }
     hbm_vmem_desc(esz as u32, &dims, to_vmem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DType;
+    use crate::ir::{ProgBuilder, RedKind};
+    use crate::kernels::tile::spec::lower;
+    use crate::layout::Layout;
+
+    /// The spec of a full sum of `x` (`[2, 2, 3, 3, 3]` seen in `layout`).
+    fn full_sum(layout: &Layout) -> TileSpec {
+        let mut b = ProgBuilder::new();
+        let x = b.input(0, DType::F32, false);
+        let s = b.reduce(RedKind::Sum, x, DType::F32);
+        b.output(s);
+        let prog = b.finish();
+        let out = Layout::contiguous(&[1]);
+        lower(
+            &[1, 2, 2, 3, 3, 3],
+            5,
+            &prog,
+            &[(layout, DType::F32)],
+            &[(&out, DType::F32)],
+        )
+        .unwrap()
+        .0
+    }
+
+    #[test]
+    fn a_row_beyond_four_dma_dims_is_refused_not_planned() {
+        // `x[:, :2, :3, :3, :3]` of a [2, 3, 5, 5, 5] tensor: five runs of memory that do not
+        // chain. Planned, its descriptor had five dims and the DMA engine faulted at run time.
+        let base = Layout::contiguous(&[2, 3, 5, 5, 5]);
+        let window = Layout {
+            shape: vec![2, 2, 3, 3, 3],
+            strides: base.strides.clone(),
+            offset: 0,
+        };
+        let spec = full_sum(&window);
+        assert_eq!(spec.row_dims, 5);
+        let e = choose_plan(&spec, 8 << 20).unwrap_err();
+        assert!(e.to_string().contains("5 DMA dimensions"), "{e}");
+        // The same values contiguous: one row dim, planned.
+        let spec = full_sum(&Layout::contiguous(&[2, 2, 3, 3, 3]));
+        assert_eq!(spec.row_dims, 1);
+        let p = choose_plan(&spec, 8 << 20).unwrap();
+        assert!(descriptor(&spec, &p, 0, p.block, true).dims.len() <= MAX_DMA_DIMS);
+    }
 }
