@@ -195,3 +195,43 @@ def test_a_random_operator_on_the_host_is_reproducible_and_moves_the_stream():
     # The host draw took one counter of the tpu stream: the next device draw starts after it.
     assert torch.equal(after, state(9, 1))
     assert torch.equal(torch.rand(2, device="tpu").cpu(), reference_rand(9, 1, 2))
+
+
+@pytest.mark.parametrize("mode", ["strict", "debug", "defer"])
+def test_rrelu_draws_its_slopes_from_the_stream_as_the_cpu_applies_them(mode):
+    # Training: an element <= 0 (-0.0 too) takes the slope lower + u (upper - lower), u the
+    # stream's float32 uniform at its index (computed here from Threefry itself), rounded
+    # once with the product; others (NaN too) pass unchanged with a noise of 1; in place and
+    # functional; bfloat16 rounds the product once. Evaluation is leaky_relu with the mean
+    # slope, as the CPU's; the gradient is the noise. noise of another shape raises as the CPU.
+    x = torch.randn(3, 50, generator=torch.Generator().manual_seed(6))
+    x[0, :3] = torch.tensor([0.0, float("nan"), -0.0])
+    lo, hi = 0.1, 0.3
+    u = reference_rand(77, 0, x.numel()).reshape(x.shape)
+    slope = u * torch.tensor(hi - lo) + torch.tensor(lo)
+    neg = x <= 0
+    want = torch.where(neg, x * slope, x)
+    with tpuemu.mode_guard(mode):
+        torch.manual_seed(77)
+        xd = x.to("tpu").requires_grad_()
+        got = torch.nn.functional.rrelu(xd, lo, hi, training=True)
+        assert torch.equal(got.detach().cpu().nan_to_num(5.0), want.nan_to_num(5.0))
+        got.backward(torch.full_like(got, 2.0))
+        assert torch.equal(xd.grad.cpu(), torch.where(neg, 2 * slope, torch.tensor(2.0)))
+        torch.manual_seed(77)
+        noise = torch.zeros(3, 50, device="tpu")
+        out = torch.ops.aten.rrelu_with_noise(x.to("tpu"), noise, lo, hi, True)
+        assert torch.equal(noise.cpu(), torch.where(neg, slope, torch.tensor(1.0)))
+        torch.manual_seed(77)
+        z = x.to("tpu")
+        torch.nn.functional.rrelu(z, lo, hi, training=True, inplace=True)
+        assert torch.equal(z.cpu().nan_to_num(5.0), out.cpu().nan_to_num(5.0))
+        torch.manual_seed(77)
+        b = torch.nn.functional.rrelu(x.to("tpu").bfloat16(), lo, hi, training=True).cpu()
+        assert torch.equal(b.nan_to_num(5.0), torch.where(neg, x.bfloat16().float() * slope, x.bfloat16().float())
+                           .bfloat16().nan_to_num(5.0))
+        for a, c in ((x, 0.2), (x, 0.5)):
+            e = torch.nn.functional.rrelu(a.to("tpu"), c, c + 0.1).cpu()
+            assert torch.equal(e.nan_to_num(5.0), torch.nn.functional.rrelu(a, c, c + 0.1).nan_to_num(5.0))
+        with pytest.raises(RuntimeError, match="noise tensor shape must match"):
+            torch.ops.aten.rrelu_with_noise(x.to("tpu"), torch.zeros(3, device="tpu"), lo, hi, True)

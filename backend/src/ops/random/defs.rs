@@ -357,3 +357,54 @@ fn native_dropout_backward_op(a: NativeDropoutBackward<'_>) -> Result<Tensor> {
 fn dropout_op(a: Dropout<'_>) -> Result<Tensor> {
     Ok(native_dropout(a.input, a.p, a.train)?.0)
 }
+
+// The randomized leaky ReLU (`rrelu.rs`).
+
+#[aten("aten::rrelu_with_noise", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn rrelu_with_noise_op(a: RreluWithNoise<'_>) -> Result<Tensor> {
+    let (lo, hi) = (a.lower.to_f64(), a.upper.to_f64());
+    let g = generator(a.generator);
+    rrelu::rrelu_with_noise(a.self_, a.noise, lo, hi, a.training, g)
+}
+
+#[aten(
+    "aten::rrelu_with_noise_functional",
+    dtypes = DType::FLOATING,
+    shard = Sharding::Replicate(NOTE)
+)]
+fn rrelu_with_noise_functional_op(a: RreluWithNoiseFunctional<'_>) -> Result<(Tensor, Tensor)> {
+    let (lo, hi) = (a.lower.to_f64(), a.upper.to_f64());
+    let g = generator(a.generator);
+    rrelu::rrelu_with_noise_functional(a.self_, a.noise, lo, hi, a.training, g)
+}
+
+#[aten(
+    "aten::rrelu_with_noise_backward",
+    dtypes = DType::FLOATING,
+    shard = Sharding::pointwise(Lin::No)
+)]
+fn rrelu_with_noise_backward_op(a: RreluWithNoiseBackward<'_>) -> Result<Tensor> {
+    let (lo, hi) = (a.lower.to_f64(), a.upper.to_f64());
+    rrelu::rrelu_with_noise_backward(
+        a.grad_output,
+        a.self_,
+        a.noise,
+        lo,
+        hi,
+        a.training,
+        a.self_is_result,
+    )
+}
+
+#[aten("aten::rrelu_with_noise_", dtypes = DType::FLOATING, shard = Sharding::Replicate(NOTE))]
+fn rrelu_with_noise_inplace_op(rt: &Runtime, a: RreluWithNoiseInplace<'_>) -> Result<Tensor> {
+    let (lo, hi) = (a.lower.to_f64(), a.upper.to_f64());
+    let g = generator(a.generator);
+    let out = rrelu::rrelu_with_noise(a.self_, a.noise, lo, hi, a.training, g)?;
+    let args = vec![
+        Value::Tensor(a.self_.clone()),
+        Value::Tensor(out),
+        Value::Bool(false),
+    ];
+    crate::ops::compose::op(rt, "aten::copy_", args)
+}

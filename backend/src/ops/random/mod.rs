@@ -1,6 +1,7 @@
 //! Random operators on the device generator: `uniform`, `normal` (all overloads), `bernoulli`,
 //! `random`, `randint`, `rand`/`randn` and their `_like` forms, `exponential`, `geometric`,
-//! `log_normal`, `cauchy`, `native_dropout` (and its backward) and `dropout`.
+//! `log_normal`, `cauchy`, `native_dropout` (and its backward) and `dropout`; the randomized
+//! leaky ReLU in `rrelu.rs`.
 //!
 //! Every element draws two 32-bit words of Threefry-2x32-20 ([`threefry`]) keyed by the
 //! stream's seed, at counter `offset + linear index` (see [`crate::rng`]). The seed and offset
@@ -587,4 +588,5 @@ pub fn threefry_words(rt: &Runtime, n: usize, seed: u64, offset: u64) -> Result<
 }
 
 pub(crate) mod defs;
+pub(crate) mod rrelu;
 pub(crate) mod sampling;
