@@ -704,3 +704,44 @@ def test_reductions_over_views_of_many_dims_as_the_cpu(mode):
     xi, wi = (x * 9).long(), (w * 9).long()
     want, got = _both(lambda a, b: (a[:, None, :2, :3, :3, 0] * b[None, :, :, None, None]).sum(), xi, wi)
     assert_same(got, want, exact=True)
+
+
+def test_fractional_max_pooling_as_the_cpu(mode):
+    # fractional_max_pool2d/3d with given samples: the windows' starts computed in the input's
+    # dtype (bfloat16 rounding as the CPU's), the first largest value but the last NaN, the
+    # flat index in the plane, unbatched input, and the gradient added at the indices; the
+    # module draws its samples on the tpu; PyTorch's checks (3-d wants O + K - 1 < I).
+    g = torch.Generator().manual_seed(8)
+    cases = [((2, 3, 9, 7), (2, 3), (4, 3)), ((3, 8, 8), (3, 2), (6, 2)), ((1, 2, 5, 6, 7), (2, 3, 2), (3, 3, 5)),
+             ((2, 6, 5, 9), (1, 1), (5, 5))]
+    for dt in (torch.float32, torch.bfloat16):
+        for shape, k, out in cases:
+            nd = len(k)
+            x = torch.randn(*shape, generator=g).to(dt)
+            x.view(-1)[::7] = float("nan") if dt == torch.float32 else x.view(-1)[::7]
+            planes = (shape[0], shape[1]) if len(shape) == nd + 2 else (1, shape[0])
+            s = torch.rand(*planes, nd, generator=g).to(dt)
+            f = getattr(torch.ops.aten, f"fractional_max_pool{nd}d")
+            wv, wi = f(x, k, out, s)
+            gv, gi = f(tpu(x), k, out, tpu(s))
+            assert torch.equal(gi.cpu(), wi)
+            assert gv.dtype == dt and torch.equal(gv.cpu().nan_to_num(9.0), wv.nan_to_num(9.0))
+            if dt == torch.float32:
+                go = torch.randn(wv.shape, generator=g)
+                b = getattr(torch.ops.aten, f"fractional_max_pool{nd}d_backward")
+                assert_same(b(tpu(go), tpu(x), k, out, gi), b(go, x, k, out, wi))
+    m = torch.nn.FractionalMaxPool2d(2, output_size=(3, 3), return_indices=True)
+    xd = tpu(torch.randn(2, 4, 7, 7, generator=g)).requires_grad_()
+    y, i = m(xd)
+    assert y.shape == (2, 4, 3, 3) and i.device.type == "tpu"
+    assert torch.equal(y.detach().cpu().flatten(2), xd.detach().cpu().flatten(2).gather(2, i.cpu().flatten(2)))
+    y.sum().backward()
+    assert float(xd.grad.sum().cpu()) == 2 * 4 * 9
+    x3 = torch.randn(1, 2, 6, 6, 6)
+    for k, out, match in (((3, 2, 2), (4, 2, 2), "pool time 3 too large"), ((2, 3, 3), (2, 4, 4), "pool width 3")):
+        with pytest.raises(RuntimeError, match=match):
+            torch.ops.aten.fractional_max_pool3d(x3, k, out, torch.rand(1, 2, 3))
+        with pytest.raises(RuntimeError, match=match):
+            torch.ops.aten.fractional_max_pool3d(tpu(x3), k, out, tpu(torch.rand(1, 2, 3)))
+    with pytest.raises(RuntimeError, match="size\\(1\\) equals to input channel size"):
+        torch.ops.aten.fractional_max_pool2d(tpu(x3[0]), (2, 2), (2, 2), tpu(torch.rand(2, 3, 2)))

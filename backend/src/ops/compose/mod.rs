@@ -24,6 +24,7 @@ pub(crate) mod compare;
 pub(crate) mod distances;
 pub(crate) mod embedding_bag;
 pub(crate) mod embedding_bag_grad;
+pub(crate) mod fractional_pool;
 pub(crate) mod loss_grads;
 pub(crate) mod losses;
 pub(crate) mod multilabel;

@@ -882,6 +882,23 @@ sample("avg_pool2d", cix, [2, 2], [1, 1], [0, 0], False, True, -3)
 sample("avg_pool3d", torch.randint(-50, 50, (1, 2, 4, 5, 3), generator=g_ci), [2, 2, 2], [1, 2, 1],
        [1, 0, 1], False, True)
 
+# --- fractional max pooling with given samples (2-d [w, h], 3-d [t, h, w]): window starts in
+# the input's dtype, the last NaN or the first maximum, and the gradient at the indices ----------
+g_fm = torch.Generator().manual_seed(22)
+fmx = torch.randn(2, 3, 9, 7, generator=g_fm)
+fmx.view(-1)[::11] = float("nan")
+fms = torch.rand(2, 3, 2, generator=g_fm)
+sample("fractional_max_pool2d", fmx, [2, 3], [4, 3], fms)
+sample("fractional_max_pool2d", fmx.bfloat16(), [3, 2], [5, 6], fms.bfloat16())
+fmr = aten.fractional_max_pool2d(fmx, [2, 3], [4, 3], fms)
+sample("fractional_max_pool2d_backward", torch.randn(2, 3, 4, 3, generator=g_fm), fmx, [2, 3], [4, 3], fmr[1])
+fmx3 = torch.randn(1, 2, 5, 6, 7, generator=g_fm)
+fms3 = torch.rand(1, 2, 3, generator=g_fm)
+sample("fractional_max_pool3d", fmx3, [2, 3, 2], [3, 3, 5], fms3)
+fmr3 = aten.fractional_max_pool3d(fmx3, [2, 3, 2], [3, 3, 5], fms3)
+sample("fractional_max_pool3d_backward", torch.randn(1, 2, 3, 3, 5, generator=g_fm), fmx3, [2, 3, 2], [3, 3, 5],
+       fmr3[1])
+
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "from_torch.json"), "w") as f:
     json.dump({"generator": "backend/tests/backend/op_suite/from_torch.py",
                "torch": torch.__version__.split("+")[0], "samples": SAMPLES}, f, separators=(",", ":"))

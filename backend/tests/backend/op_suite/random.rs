@@ -63,6 +63,10 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::native_dropout", dropout),
     ("aten::native_dropout_backward", dropout),
     ("aten::dropout", dropout),
+    ("aten::rrelu_with_noise", rrelu_law),
+    ("aten::rrelu_with_noise_", rrelu_law),
+    ("aten::rrelu_with_noise_functional", rrelu_law),
+    ("aten::rrelu_with_noise_backward", rrelu_law),
     ("aten::multinomial", multinomial_law),
     ("aten::randperm", randperm_law),
     ("aten::randperm.generator", randperm_law),
@@ -204,6 +208,87 @@ fn threefry_known_answers() {
             got[1], KAT[0].2,
             "{mode:?}: carry into the high counter word"
         );
+    }
+}
+
+#[test]
+fn rrelu_law() {
+    // x alternates -1 - i/N (negative) and i/N; training: negatives scaled by slopes uniform in
+    // [0.1, 0.4) written into noise, the rest unchanged with noise 1; the functional form draws
+    // the same slopes from the same seed without writing; evaluation scales by the mean slope;
+    // the backward is grad * noise (training) or leaky_relu's (evaluation).
+    let rt = strict();
+    let xs: Vec<f32> = (0..N)
+        .map(|i| {
+            let f = i as f32 / N as f32;
+            if i % 2 == 0 { -1.0 - f } else { f }
+        })
+        .collect();
+    let x = Tensor::from_slice(&rt, &xs, &[N]).expect("x");
+    let lohi = |training: bool| vec![Value::Float(0.1), Value::Float(0.4), Value::Bool(training)];
+    let noise = zeros(&rt, N, DType::F32);
+    rt.manual_seed(5);
+    let mut args = vec![Value::Tensor(x.clone()), Value::Tensor(noise.clone())];
+    args.extend(lohi(true));
+    let y = call(&rt, "aten::rrelu_with_noise", args.clone())[0]
+        .to_f64_vec()
+        .expect("y");
+    let nz = noise.to_f64_vec().expect("noise");
+    let mut slopes = Vec::new();
+    for i in 0..N {
+        let xi = xs[i] as f64;
+        if xi <= 0.0 {
+            assert!((0.1..0.4).contains(&nz[i]), "slope {}", nz[i]);
+            assert_eq!(y[i], (xs[i] * nz[i] as f32) as f64);
+            slopes.push(nz[i]);
+        } else {
+            assert_eq!((y[i], nz[i]), (xi, 1.0));
+        }
+    }
+    ks("rrelu slopes", &slopes, |v| {
+        ((v - 0.1) / 0.3).clamp(0.0, 1.0)
+    });
+    rt.manual_seed(5);
+    let f = call(&rt, "aten::rrelu_with_noise_functional", args.clone());
+    assert_eq!(f[0].to_f64_vec().expect("y"), y);
+    assert_eq!(f[1].to_f64_vec().expect("noise"), nz);
+    rt.manual_seed(5);
+    let inplace = Tensor::from_slice(&rt, &xs, &[N]).expect("x");
+    let mut ia = args.clone();
+    ia[0] = Value::Tensor(inplace.clone());
+    call(&rt, "aten::rrelu_with_noise_", ia);
+    assert_eq!(inplace.to_f64_vec().expect("in place"), y);
+    let mut ev = vec![Value::Tensor(x.clone()), Value::Tensor(noise.clone())];
+    ev.extend(lohi(false));
+    let e = one(&rt, "aten::rrelu_with_noise", ev);
+    for i in 0..N {
+        let want = if xs[i] > 0.0 { xs[i] } else { xs[i] * 0.25 };
+        assert_eq!(e[i], want as f64);
+    }
+    let grad = Tensor::from_slice(&rt, &vec![3.0f32; N], &[N]).expect("grad");
+    for training in [true, false] {
+        let mut b = vec![
+            Value::Tensor(grad.clone()),
+            Value::Tensor(x.clone()),
+            Value::Tensor(noise.clone()),
+        ];
+        b.extend(lohi(training));
+        b.push(Value::Bool(false));
+        let g = one(&rt, "aten::rrelu_with_noise_backward", b.clone());
+        let out = zeros(&rt, N, DType::F32);
+        b.push(Value::Tensor(out.clone()));
+        call(&rt, "aten::rrelu_with_noise_backward.out", b);
+        assert_eq!(out.to_f64_vec().expect("out"), g);
+        for i in 0..N {
+            let slope = if xs[i] > 0.0 {
+                1.0
+            } else if training {
+                nz[i] as f32
+            } else {
+                0.25
+            };
+            assert_eq!(g[i], (3.0 * slope) as f64, "training {training}");
+        }
     }
 }
 
