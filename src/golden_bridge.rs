@@ -162,9 +162,14 @@ impl Executor for BackendExecutor {
                 dtype(*d)?;
             }
         }
+        // An operator's dtypes are those of the values it computes: an integer tensor after a
+        // floating one is an index (pivots, targets, lengths), which the operator checks itself.
+        let mut floating = false;
         for t in call.input_tensors() {
             let d = dtype(t.dtype())?;
-            if !def.dtypes.contains(&d) && def.implementation != OpImpl::View {
+            let index = floating && matches!(d, DType::I32 | DType::I64);
+            floating |= d.is_float();
+            if !index && !def.dtypes.contains(&d) && def.implementation != OpImpl::View {
                 return Err(format!("{} not supported by {}", d.name(), call.op));
             }
         }
