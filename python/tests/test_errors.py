@@ -516,3 +516,15 @@ def test_ctrl_c_stops_a_long_launch_and_the_device_keeps_working():
     assert r.returncode == 0, r.stderr[-2000:]
     assert "stopped: aten::mm: interrupted: program `mm` was stopped (Ctrl-C)" in r.stdout
     assert "still working" in r.stdout
+
+
+def test_checks_of_a_million_int64_elements_reduce_in_chunks():
+    # An int64 product or sum checks its result on the device; a million elements did not fit
+    # one row of VMEM ("kernel does not fit"). Now: exact where it fits int32, refused where not.
+    x = torch.arange(2**20) % 1000
+    got = (x.to("tpu") * 3).sum()
+    assert int(got.cpu()) == int((x * 3).sum())
+    with pytest.raises(RuntimeError, match="beyond int32"):
+        (x.to("tpu") * 3000).sum().cpu()
+    with pytest.raises(RuntimeError, match="beyond int32"):
+        (x.to("tpu") * 3000000).cpu()

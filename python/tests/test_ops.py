@@ -645,9 +645,20 @@ def test_integer_convolutions_as_the_cpu(mode):
     x = x.long()
     with pytest.raises(RuntimeError, match="beyond int32"):
         F.conv2d(tpu(x), tpu(w.long())).cpu()
-    # Mixed dtypes raise as the CPU raises.
+    # Mixed dtypes raise as the CPU raises; so does a zero spatial size with a batch and channels.
     want, got = _both(F.conv2d, x, w.float())
     assert isinstance(want, RuntimeError) and isinstance(got, RuntimeError)
+    with pytest.raises(RuntimeError, match="bias type"):
+        torch.ops.aten.convolution(tpu(x), tpu(w.long()), tpu(torch.ones(1)), [1, 1], [0, 0], [1, 1], False,
+                                   [0, 0], 1)
+    with pytest.raises(RuntimeError, match="Only zero batch or zero channel inputs are supported"):
+        F.conv_transpose1d(tpu(torch.ones(1, 2, 0, dtype=torch.long)), tpu(torch.ones(2, 3, 3, dtype=torch.long)),
+                           stride=2)
+    # A product of a million elements: its checks reduce in chunks (one row did not fit VMEM).
+    x = torch.randint(-9, 9, (1, 32, 32, 32), generator=g)
+    w = torch.randint(-9, 9, (32, 32, 3, 3), generator=g)
+    want, got = _both(F.conv2d, x, w, None, 1, 1)
+    assert torch.equal(got.cpu(), want)
 
 
 def test_integer_average_pooling_as_the_cpu(mode):

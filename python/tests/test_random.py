@@ -235,3 +235,10 @@ def test_rrelu_draws_its_slopes_from_the_stream_as_the_cpu_applies_them(mode):
             assert torch.equal(e.nan_to_num(5.0), torch.nn.functional.rrelu(a, c, c + 0.1).nan_to_num(5.0))
         with pytest.raises(RuntimeError, match="noise tensor shape must match"):
             torch.ops.aten.rrelu_with_noise(x.to("tpu"), torch.zeros(3, device="tpu"), lo, hi, True)
+        with pytest.raises(RuntimeError, match="expected scalar type Float but found BFloat16"):
+            torch.ops.aten.rrelu_with_noise(x.to("tpu"), noise.bfloat16(), lo, hi, True)
+        with pytest.raises(RuntimeError, match="from <= to"):
+            torch.ops.aten.rrelu_with_noise(x.to("tpu"), noise, hi, lo, True)
+        # The functional form aliases no input, in evaluation too.
+        kept = torch.ops.aten.rrelu_with_noise_functional(x.to("tpu"), noise, lo, hi, False)[1]
+        assert kept.data_ptr() != noise.data_ptr() and torch.equal(kept.cpu(), noise.cpu())

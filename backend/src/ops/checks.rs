@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::helpers::{OpScope, rows};
+use super::helpers::{OpScope, map_shape, rows};
 use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef, ProgBuilder, RedKind};
@@ -143,6 +143,10 @@ pub(crate) fn check_float_ranges(
     )
 }
 
+/// Checks of at most this many elements take one rows kernel (the whole tensor as one row);
+/// larger ones write their flags and reduce them in chunks.
+const CHECK_IN_ONE_ROW: usize = 1 << 16;
+
 /// The check's kernel: `rule(v)` gives, per element, whether it keeps the rule and the int32
 /// to report if not (never `i32::MIN`); the flag is the largest reported.
 fn check_flag(
@@ -165,22 +169,43 @@ fn check_flag(
         values.clone()
     };
     let all: Vec<usize> = (0..x.dim()).collect();
-    let flag = rows(
-        op,
-        x.shape(),
-        &all,
-        false,
-        &[&x],
-        &[false],
-        &[(i, true)],
-        |p, r| {
+    let flag = if x.numel() > CHECK_IN_ONE_ROW {
+        // A row this long does not fit VMEM (a million int32 flags): the flags, then the
+        // registered `amax`, which reduces a large tensor in chunks (`reduce/split.rs`).
+        let flagged = map_shape(op, x.shape(), &[&x], &[i], |p, r| {
             let (ok, shown) = rule(p, r[0]);
             let none = p.constant(none, i);
-            let flagged = p.select(ok, none, shown, i);
-            vec![p.reduce(RedKind::Max, flagged, i)]
-        },
-    )?
-    .remove(0);
+            vec![p.select(ok, none, shown, i)]
+        })?
+        .remove(0);
+        let dims: Vec<i64> = all.iter().map(|&d| d as i64).collect();
+        super::compose::op(
+            rt,
+            "aten::amax",
+            vec![
+                super::Value::Tensor(flagged),
+                super::Value::Ints(dims),
+                super::Value::Bool(false),
+            ],
+        )?
+    } else {
+        rows(
+            op,
+            x.shape(),
+            &all,
+            false,
+            &[&x],
+            &[false],
+            &[(i, true)],
+            |p, r| {
+                let (ok, shown) = rule(p, r[0]);
+                let none = p.constant(none, i);
+                let flagged = p.select(ok, none, shown, i);
+                vec![p.reduce(RedKind::Max, flagged, i)]
+            },
+        )?
+        .remove(0)
+    };
     let name = op.tag().name.to_string();
     let site = CALL_SITE.get().and_then(|f| f());
     let error = move |v| at_site(super::name_the_op(&name, error(v)), &site);

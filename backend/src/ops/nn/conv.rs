@@ -194,7 +194,8 @@ fn geometry(name: &str, x: &Tensor, weight: &Tensor, p: &ConvParams) -> Result<G
     }
 }
 
-/// The operands as the matrix units take them (one dtype; f16 as f32).
+/// The dtype the convolution computes in (one dtype for both operands): the matrix units' for
+/// floats (f16 as f32), or the integer's own (`conv_int.rs`, on the vector unit).
 fn mxu_dtype(name: &str, x: &Tensor, weight: &Tensor) -> Result<DType> {
     if x.dtype() != weight.dtype() {
         return Err(TpuError::DtypeMismatch(format!(
@@ -208,7 +209,7 @@ fn mxu_dtype(name: &str, x: &Tensor, weight: &Tensor) -> Result<DType> {
         DType::F32 | DType::BF16 | DType::I32 | DType::I64 => Ok(x.dtype()),
         DType::F16 => Ok(DType::F32),
         d => Err(TpuError::Unsupported(format!(
-            "{name}: {} convolutions are not supported on TPU (the matrix units take bfloat16 and float32)",
+            "{name}: {} convolutions are not supported on TPU (floating point on the matrix units; int32 and int64 on the vector unit)",
             d.name()
         ))),
     }
@@ -493,6 +494,21 @@ pub fn convolution(
     let (x, was) = batchify(input, weight)?;
     let geo = geometry(name, &x, weight, p)?;
     let md = mxu_dtype(name, &x, weight)?;
+    if let Some(b) = bias
+        && b.dtype() != x.dtype()
+    {
+        return Err(TpuError::DtypeMismatch(format!(
+            "{name}: Input type ({}) and bias type ({}) should be the same",
+            x.dtype().name(),
+            b.dtype().name()
+        )));
+    }
+    if x.shape()[2..].contains(&0) && x.shape()[0] != 0 && x.shape()[1] != 0 {
+        return Err(TpuError::ShapeMismatch(format!(
+            "{name}: Only zero batch or zero channel inputs are supported, but got input shape: {:?}",
+            x.shape()
+        )));
+    }
     if let Some(b) = bias {
         let ch = if p.transposed {
             geo.g * geo.cg

@@ -141,8 +141,9 @@ fn plain(
     op(rt, "aten::reshape", vec![tv(&acc), Value::Ints(y_shape)])
 }
 
-/// The weight's `[G, m, r]` view at spatial offset `kk` of a contiguous-by-rows weight
-/// `[G·m or G·r, ..., k...]`: `rows` and `cols` are the strides of the two channel dims.
+/// The weight's `[G, m, r]` view at spatial offset `kk` (any strides): `group` steps from one
+/// group's channels to the next, `rows` and `cols` are the strides of the `m` and `r` channel
+/// dims (swapped for a transposed convolution's weight).
 #[allow(clippy::too_many_arguments)]
 fn weight_at(
     w: &Tensor,

@@ -4,9 +4,9 @@
 //! kernels compute them:
 //!
 //! - training: an element `x <= 0` draws a slope `r` uniform in `[lower, upper)` (24 random bits
-//!   in f32, as `uniform_real_distribution` cast to the compute type), gives `x * r` (rounded
-//!   once to the dtype) and writes `r` into `noise`; any other element (NaN too) gives `x` and
-//!   writes 1;
+//!   in f32; the CPU draws a double, 53 bits, and casts it to the compute type), gives `x * r`
+//!   (rounded once to the dtype) and writes `r` into `noise`; any other element (NaN too) gives
+//!   `x` and writes 1;
 //! - evaluation: `leaky_relu` with the slope `(lower + upper) / 2` (in f64, as PyTorch takes
 //!   it); `noise` is not touched;
 //! - backward: training, `grad * noise`; evaluation, `leaky_relu_backward` with that slope.
@@ -58,8 +58,20 @@ fn train(
 }
 
 /// The checks PyTorch makes before either mode.
-fn checked(name: &str, x: &Tensor, noise: &Tensor) -> Result<()> {
+fn checked(name: &str, x: &Tensor, noise: &Tensor, lower: f64, upper: f64) -> Result<()> {
     need_float(name, x.dtype())?;
+    if noise.dtype() != x.dtype() {
+        return Err(TpuError::DtypeMismatch(format!(
+            "expected scalar type {} but found {}",
+            x.dtype().scalar_type_name(),
+            noise.dtype().scalar_type_name()
+        )));
+    }
+    if lower > upper {
+        return Err(bad(format!(
+            "Expected from <= to to be true, but got from={lower} > to={upper}"
+        )));
+    }
     if x.shape() != noise.shape() {
         return Err(TpuError::ShapeMismatch(format!(
             "noise tensor shape must match self tensor shape. Got self.shape = {:?} noise.shape = {:?}",
@@ -86,7 +98,7 @@ pub fn rrelu_with_noise(
     g: Option<u64>,
 ) -> Result<Tensor> {
     let name = "aten::rrelu_with_noise";
-    checked(name, x, noise)?;
+    checked(name, x, noise, lower, upper)?;
     let rt = x.runtime();
     if !training {
         return op(
@@ -114,14 +126,16 @@ pub fn rrelu_with_noise_functional(
     training: bool,
     g: Option<u64>,
 ) -> Result<(Tensor, Tensor)> {
-    checked("aten::rrelu_with_noise_functional", x, noise)?;
+    checked("aten::rrelu_with_noise_functional", x, noise, lower, upper)?;
     if !training {
         let out = op(
             x.runtime(),
             "aten::leaky_relu",
             vec![tv(x), sv(Scalar::Float(slope(lower, upper)))],
         )?;
-        return Ok((out, noise.clone()));
+        // A functional form aliases none of its inputs: the noise is copied.
+        let kept = op(x.runtime(), "aten::clone", vec![tv(noise)])?;
+        return Ok((out, kept));
     }
     train(x, noise.dtype(), lower, upper, g)
 }

@@ -6,6 +6,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, RedKind, UnOp};
 use crate::layout::wrap_dim;
+use crate::ops::Value;
 use crate::ops::checks::{Pending, checks_on};
 use crate::ops::helpers::{OpScope, dims_of};
 use crate::ops::wide;
@@ -81,6 +82,28 @@ fn int_sum_check(op: &OpScope, x: &Tensor, dims: &[usize], keepdim: bool) -> Res
         .map(|d| x.shape().get(*d).copied().unwrap_or(1))
         .product::<usize>()
         .max(1);
+    if n > super::split::SPLIT_ABOVE {
+        // Too long for one row: the registered f32 sums, which reduce in chunks (the bound
+        // holds for any order of the additions).
+        let rt = op.rt();
+        let xf = x.to_dtype(f)?;
+        let ax = crate::ops::compose::op(rt, "aten::abs", vec![Value::Tensor(xf.clone())])?;
+        let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+        let sum = |t: Tensor| {
+            crate::ops::compose::op(
+                rt,
+                "aten::sum.dim_IntList",
+                vec![
+                    Value::Tensor(t),
+                    Value::Ints(dims.clone()),
+                    Value::Bool(keepdim),
+                    Value::Dtype(f),
+                ],
+            )
+        };
+        let (e, a) = (sum(xf)?, sum(ax)?);
+        return crate::ops::wide::sums_fit(op, &e, &a, n);
+    }
     let zero = Scalar::Float(0.0);
     let parts = reduce(
         op,
