@@ -684,10 +684,11 @@ def test_integer_average_pooling_as_the_cpu(mode):
     assert torch.equal(got.cpu(), want)
     want, got = _both(F.local_response_norm, x2, 3)
     assert_same(got, want)
-    with pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
-        F.avg_pool2d(x2.int(), 2)
-    with no_fallback(), pytest.raises(NotImplementedError, match="not implemented for 'Int'"):
-        F.avg_pool2d(tpu(x2.int()), 2)
+    for f, x in ((F.avg_pool1d, x1), (F.avg_pool2d, x2), (F.avg_pool3d, x3)):
+        with pytest.raises(NotImplementedError) as cpu:
+            f(x.int(), 2)
+        with no_fallback(), pytest.raises(NotImplementedError, match=str(cpu.value).split(" not")[0]):
+            f(tpu(x.int()), 2)
     big = torch.full((1, 1, 2, 2), 2**30)
     with pytest.raises(RuntimeError, match="beyond int32"):
         F.avg_pool2d(tpu(big), 2).cpu()
@@ -754,5 +755,10 @@ def test_fractional_max_pooling_as_the_cpu(mode):
             torch.ops.aten.fractional_max_pool3d(x3, k, out, torch.rand(1, 2, 3))
         with pytest.raises(RuntimeError, match=match):
             torch.ops.aten.fractional_max_pool3d(tpu(x3), k, out, tpu(torch.rand(1, 2, 3)))
+    wi = torch.zeros(1, 2, 3, 3, dtype=torch.int32)
+    for dev in (lambda t: t, tpu):
+        with pytest.raises(RuntimeError, match="expected scalar type Long but found Int"):
+            torch.ops.aten.fractional_max_pool2d_backward(dev(torch.ones(1, 2, 3, 3)), dev(torch.ones(1, 2, 6, 6)),
+                                                          [2, 2], [3, 3], dev(wi))
     with pytest.raises(RuntimeError, match="size\\(1\\) equals to input channel size"):
         torch.ops.aten.fractional_max_pool2d(tpu(x3[0]), (2, 2), (2, 2), tpu(torch.rand(2, 3, 2)))

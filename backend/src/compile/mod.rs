@@ -246,15 +246,9 @@ impl CompiledFn {
                     // descriptor holds, say): its operators run as recorded, one kernel each,
                     // as a DeferAndFuse flush runs them.
                     Err(TpuError::NoKernel { .. }) if g.members.len() > 1 => {
-                        for node in g.members {
+                        for node in g.members.clone() {
                             prepared.push(self.prepare(&node)?);
-                            groups.push(FusedGroup {
-                                node,
-                                ops: g.ops.clone(),
-                                op_ids: g.op_ids.clone(),
-                                joins: g.joins.clone(),
-                                members: Vec::new(),
-                            });
+                            groups.push(part_of(&g, node));
                         }
                         continue;
                     }
@@ -270,13 +264,7 @@ impl CompiledFn {
                     let parts = g.node.split_fused().expect("a fused product splits");
                     for node in parts {
                         prepared.push(self.prepare(&node)?);
-                        groups.push(FusedGroup {
-                            node,
-                            ops: g.ops.clone(),
-                            op_ids: g.op_ids.clone(),
-                            joins: g.joins.clone(),
-                            members: Vec::new(),
-                        });
+                        groups.push(part_of(&g, node));
                     }
                 }
             }
@@ -575,5 +563,17 @@ impl<'a> Linker<'a> {
     fn finish(mut self) -> Result<(Vec<Step>, usize)> {
         self.flush()?;
         Ok((self.steps, self.kernels))
+    }
+}
+
+/// `node`, one part of group `g` run as its own kernel (its half, or one of its operators when
+/// the group has no kernel), named by the group's operators.
+fn part_of(g: &FusedGroup, node: crate::ir::Node) -> FusedGroup {
+    FusedGroup {
+        node,
+        ops: g.ops.clone(),
+        op_ids: g.op_ids.clone(),
+        joins: g.joins.clone(),
+        members: Vec::new(),
     }
 }

@@ -364,7 +364,21 @@ pub(crate) fn backward(
             indices.shape()
         )));
     }
-    let lead = x.dim().saturating_sub(nd);
+    if indices.dtype() != DType::I64 {
+        return Err(TpuError::DtypeMismatch(format!(
+            "expected scalar type Long but found {}",
+            indices.dtype().scalar_type_name()
+        )));
+    }
+    if x.dim() != nd + 1 && x.dim() != nd + 2 {
+        return Err(bad(format!(
+            "fractional_max_pool{nd}d_backward(): Expected {}D or {}D input, but got: {:?}",
+            nd + 1,
+            nd + 2,
+            x.shape()
+        )));
+    }
+    let lead = x.dim() - nd;
     if grad.dim() != x.dim()
         || grad.shape()[lead..] != output.iter().map(|&o| o as usize).collect::<Vec<_>>()[..]
     {

@@ -212,7 +212,13 @@ pub fn avg_pool(
     let (xb, was) = batched(name, x, nd)?;
     if !xb.dtype().is_float() && xb.dtype() != DType::I64 {
         return Err(TpuError::Unsupported(format!(
-            "\"avg_pool{nd}d\" not implemented for '{}'",
+            "\"{}\" not implemented for '{}'",
+            // PyTorch's kernel names: 1-d runs the 2-d kernel.
+            if nd == 3 {
+                "avg_pool3d_out_frame"
+            } else {
+                "avg_pool2d"
+            },
             xb.dtype().scalar_type_name()
         )));
     }
