@@ -528,3 +528,15 @@ def test_checks_of_a_million_int64_elements_reduce_in_chunks():
         (x.to("tpu") * 3000).sum().cpu()
     with pytest.raises(RuntimeError, match="beyond int32"):
         (x.to("tpu") * 3000000).cpu()
+
+
+def test_leaky_relu_backward_from_its_result_refuses_a_negative_slope_as_the_cpu():
+    # From the result alone a negative slope cannot tell which side an element came from.
+    g, y = torch.ones(3), torch.tensor([-1.0, 0.5, 2.0])
+    with pytest.raises(RuntimeError, match="In-place leakyReLu backward") as cpu:
+        torch.ops.aten.leaky_relu_backward(g, y, -0.1, True)
+    with pytest.raises(RuntimeError, match="In-place leakyReLu backward"):
+        torch.ops.aten.leaky_relu_backward(g.to("tpu"), y.to("tpu"), -0.1, True)
+    assert "out-of-place" in str(cpu.value)
+    want = torch.ops.aten.leaky_relu_backward(g, y, 0.1, True)
+    assert torch.equal(torch.ops.aten.leaky_relu_backward(g.to("tpu"), y.to("tpu"), 0.1, True).cpu(), want)

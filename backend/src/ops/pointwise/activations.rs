@@ -11,7 +11,7 @@
 
 use super::{Arg, Ex, Number, float1, not_implemented, promoted_as};
 use crate::dtype::{DType, Scalar};
-use crate::error::Result;
+use crate::error::{Result, TpuError};
 use crate::ir::{BinOp, CmpKind, PRef};
 use crate::ops::aten;
 use crate::ops::helpers::{OpScope, map};
@@ -326,6 +326,12 @@ fn hardtanh_backward_op(a: HardtanhBackward<'_>) -> Result<Tensor> {
 #[aten("aten::leaky_relu_backward", dtypes = DType::FLOATING, shard = Sharding::pointwise(Lin::No))]
 fn leaky_relu_backward_op(a: LeakyReluBackward<'_>) -> Result<Tensor> {
     let s = a.negative_slope.to_f64();
+    if a.self_is_result && s < 0.0 {
+        // From the result, a negative slope cannot tell which side an element came from.
+        return Err(TpuError::BadArgs(
+            "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. This is caused by calling in-place forward function with a negative slope, please call out-of-place version instead.".into(),
+        ));
+    }
     grad2(
         LeakyReluBackward::NAME,
         a.grad_output,
