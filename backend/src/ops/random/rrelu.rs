@@ -87,6 +87,28 @@ fn slope(lower: f64, upper: f64) -> f64 {
     (lower + upper) / 2.0
 }
 
+/// The output and, in training, the slopes drawn (`None` in evaluation).
+fn apply(
+    name: &str,
+    x: &Tensor,
+    noise: &Tensor,
+    lower: f64,
+    upper: f64,
+    training: bool,
+    g: Option<u64>,
+) -> Result<(Tensor, Option<Tensor>)> {
+    checked(name, x, noise, lower, upper)?;
+    if training {
+        let (out, drawn) = train(x, noise.dtype(), lower, upper, g)?;
+        return Ok((out, Some(drawn)));
+    }
+    let slope = sv(Scalar::Float(slope(lower, upper)));
+    Ok((
+        op(x.runtime(), "aten::leaky_relu", vec![tv(x), slope])?,
+        None,
+    ))
+}
+
 /// `rrelu_with_noise(x, noise, lower, upper, training, generator)`: the output; in training
 /// the slopes drawn are written into `noise`.
 pub fn rrelu_with_noise(
@@ -98,26 +120,17 @@ pub fn rrelu_with_noise(
     g: Option<u64>,
 ) -> Result<Tensor> {
     let name = "aten::rrelu_with_noise";
-    checked(name, x, noise, lower, upper)?;
-    let rt = x.runtime();
-    if !training {
-        return op(
-            rt,
-            "aten::leaky_relu",
-            vec![tv(x), sv(Scalar::Float(slope(lower, upper)))],
-        );
+    let (out, drawn) = apply(name, x, noise, lower, upper, training, g)?;
+    if let Some(d) = drawn {
+        let args = vec![tv(noise), tv(&d), Value::Bool(false)];
+        op(x.runtime(), "aten::copy_", args)?;
     }
-    let (out, drawn) = train(x, noise.dtype(), lower, upper, g)?;
-    op(
-        rt,
-        "aten::copy_",
-        vec![tv(noise), tv(&drawn), Value::Bool(false)],
-    )?;
     Ok(out)
 }
 
-/// `rrelu_with_noise_functional`: the output and the noise (new in training, `noise` itself
-/// in evaluation), nothing written.
+/// `rrelu_with_noise_functional`: the output and the noise (the slopes drawn in training, a
+/// copy of `noise` in evaluation: a functional form aliases none of its inputs), nothing
+/// written.
 pub fn rrelu_with_noise_functional(
     x: &Tensor,
     noise: &Tensor,
@@ -126,18 +139,13 @@ pub fn rrelu_with_noise_functional(
     training: bool,
     g: Option<u64>,
 ) -> Result<(Tensor, Tensor)> {
-    checked("aten::rrelu_with_noise_functional", x, noise, lower, upper)?;
-    if !training {
-        let out = op(
-            x.runtime(),
-            "aten::leaky_relu",
-            vec![tv(x), sv(Scalar::Float(slope(lower, upper)))],
-        )?;
-        // A functional form aliases none of its inputs: the noise is copied.
-        let kept = op(x.runtime(), "aten::clone", vec![tv(noise)])?;
-        return Ok((out, kept));
-    }
-    train(x, noise.dtype(), lower, upper, g)
+    let name = "aten::rrelu_with_noise_functional";
+    let (out, drawn) = apply(name, x, noise, lower, upper, training, g)?;
+    let noise = match drawn {
+        Some(d) => d,
+        None => op(x.runtime(), "aten::clone", vec![tv(noise)])?,
+    };
+    Ok((out, noise))
 }
 
 /// `rrelu_with_noise_backward(grad, x_or_result, noise, lower, upper, training,
