@@ -288,6 +288,21 @@ fn registry() -> Vec<RegistryRow> {
 /// A row of [`registry`].
 type RegistryRow = (String, String, String, Vec<i64>, Vec<i64>);
 
+/// Lowers a serialised `pallas_call` (`tpuemu.pallas`) for this process's chip and registers it
+/// as an operator: its name and its outputs' shapes and dtypes.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn pallas_register(spec: &str) -> PyResult<(String, Vec<(Vec<usize>, String)>)> {
+    let rt = rt()?;
+    let (name, outs) = tpuemu_backend::ops::pallas::register(&rt, spec).map_err(err)?;
+    Ok((
+        name,
+        outs.into_iter()
+            .map(|(s, d)| (s, d.name().to_string()))
+            .collect(),
+    ))
+}
+
 /// Registers a serialised ATen graph for whole-graph compilation; its id.
 #[pyfunction]
 fn compile_graph(spec: &str) -> PyResult<i64> {
@@ -352,7 +367,7 @@ mod rust_module {
     #[pymodule_export]
     use super::{
         check_env, chip, chip_info, compile_graph, host_time_ns, matmul_precision, memory,
-        metrics_json, metrics_report, mode, record_span, registry, reset_metrics,
+        metrics_json, metrics_report, mode, pallas_register, record_span, registry, reset_metrics,
         reset_peak_memory, reset_timing, set_chip, set_debug, set_matmul_precision, set_mode,
         set_profiling, started, sync, take_trace, timing, vtable,
     };

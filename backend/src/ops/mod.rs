@@ -26,6 +26,7 @@ pub mod linalg;
 pub mod matrix;
 pub mod nn;
 pub mod order;
+pub mod pallas;
 pub mod pointwise;
 pub mod prims;
 pub mod random;

@@ -8,6 +8,7 @@ pub mod gather;
 pub mod gemm;
 pub mod index_add;
 pub mod matmul;
+pub mod pallas;
 pub mod tile;
 
 pub use crate::error::KernelError;

@@ -1,0 +1,328 @@
+//! User kernels written with JAX Pallas (`pl.pallas_call`), lowered to this instruction set.
+//!
+//! `tpuemu.pallas` traces the user's JAX function and writes each `pallas_call` as a
+//! [`spec::KernelSpec`]: the grid, every operand's `BlockSpec` (block shape and index map) and
+//! the kernel body's jaxpr. [`build`] lowers it the way Mosaic compiles it for a TensorCore:
+//!
+//! - **The grid** runs in order, last axis fastest, unrolled: each step's `program_id` is a
+//!   known constant, so the index maps, `pl.when` conditions and `fori_loop` counters are
+//!   evaluated while lowering ([`scalar`]).
+//! - **Blocks are pipelined** as Mosaic's pipeline does: every input block is copied from HBM
+//!   into one of two VMEM buffers by a strided DMA, the next step's blocks while this step
+//!   computes; a block whose index does not change between consecutive steps is not copied
+//!   again; an output block stays in VMEM while its index stays the same (so a kernel may
+//!   accumulate into it over a reduction axis) and is written back to HBM when the index
+//!   changes or the grid ends. Scratch buffers (`scratch_shapes`) live for the whole kernel.
+//! - **The body** ([`body`]) becomes vector code over (8, 128) tiles and matrix-unit products
+//!   ([`values`] for the layout).
+//!
+//! What Mosaic refuses is refused with the kernel's name ([`PallasError::Refused`]): blocks
+//! that break the (8, 128) tiling, VMEM over capacity, out-of-range indices; what this
+//! lowering does not handle yet is named ([`PallasError::Unsupported`]).
+
+pub mod body;
+pub mod scalar;
+pub mod spec;
+pub mod values;
+
+use tpuemu_isa::dma::DmaDescriptor;
+use tpuemu_isa::{ArgSlot, CoreInfo, DmaShape, MemRef, Program, Sem};
+
+use self::body::{Body, Val};
+use self::spec::{Dt, KernelSpec};
+use self::values::{Arr, LANES, SUB, Vmem, mem_fmt};
+use crate::codegen::{Emitter, hbm_vmem_desc};
+
+/// Why a Pallas kernel cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PallasError {
+    /// The serialised kernel is malformed (a bug in `tpuemu.pallas`).
+    #[error("tpuemu.pallas: bad kernel description: {0}")]
+    Spec(String),
+    /// Mosaic would refuse the kernel.
+    #[error("Pallas kernel `{kernel}`: {what}")]
+    Refused {
+        /// The kernel's name.
+        kernel: String,
+        /// What is wrong.
+        what: String,
+    },
+    /// A construct this lowering does not handle.
+    #[error("Pallas kernel `{kernel}`: {what} is not supported by tpuemu's Mosaic lowering")]
+    Unsupported {
+        /// The kernel's name.
+        kernel: String,
+        /// The construct.
+        what: String,
+    },
+    /// More VMEM (or semaphores) than the core has.
+    #[error("Pallas kernel `{kernel}`: {what}")]
+    TooLarge {
+        /// The kernel's name.
+        kernel: String,
+        /// What did not fit.
+        what: String,
+    },
+    /// The generated program is malformed (a bug in this lowering).
+    #[error("Pallas kernel `{kernel}`: {what}")]
+    Build {
+        /// The kernel's name.
+        kernel: String,
+        /// The builder's error.
+        what: String,
+    },
+}
+
+impl PallasError {
+    /// Mosaic refuses `what`.
+    pub fn refused(kernel: &str, what: impl Into<String>) -> Self {
+        PallasError::Refused {
+            kernel: kernel.to_string(),
+            what: what.into(),
+        }
+    }
+
+    /// `what` is not lowered.
+    pub fn unsupported(kernel: &str, what: String) -> Self {
+        PallasError::Unsupported {
+            kernel: kernel.to_string(),
+            what,
+        }
+    }
+}
+
+impl From<PallasError> for crate::error::TpuError {
+    fn from(e: PallasError) -> Self {
+        match e {
+            PallasError::Unsupported { .. } => crate::error::TpuError::Unsupported(e.to_string()),
+            _ => crate::error::TpuError::BadArgs(e.to_string()),
+        }
+    }
+}
+
+/// An operand's blocks: where a block of it sits in HBM and in VMEM.
+struct Blocks {
+    /// Argument slot.
+    slot: ArgSlot,
+    /// The two VMEM buffers (one for a scratch buffer).
+    bufs: [Arr; 2],
+    /// HBM byte offset of each step's block.
+    offsets: Vec<i64>,
+    /// The DMA descriptor's SMEM address, each way (to VMEM, to HBM).
+    desc: [u32; 2],
+    /// Bytes one block moves.
+    bytes: u64,
+}
+
+/// The semaphore of operand `k`'s buffer `b`.
+fn sem(k: usize, b: usize) -> Sem {
+    Sem::n((2 * k + b) as u8)
+}
+
+/// Lowers `spec` for a core like `core`.
+pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError> {
+    spec.check()?;
+    let kname = spec.name.as_str();
+    let nops = spec.operands.len();
+    if 2 * nops > 64 {
+        return Err(PallasError::TooLarge {
+            kernel: kname.into(),
+            what: format!("{nops} operands: at most 32 are pipelined (two semaphores each)"),
+        });
+    }
+    let mut e = Emitter::new(kname);
+    e.b.source_op(format!("pallas:{kname}"));
+    let slots: Vec<ArgSlot> = (0..nops)
+        .map(|i| {
+            let name = if i < spec.num_inputs {
+                format!("in{i}")
+            } else {
+                format!("out{}", i - spec.num_inputs)
+            };
+            e.b.buffer(name)
+        })
+        .collect();
+    let steps = spec.steps();
+    let points: Vec<Vec<i64>> = (0..steps).map(|t| spec.grid_point(t)).collect();
+    let ids: Vec<scalar::Scalar> = Vec::new();
+    drop(ids);
+    let mut vmem = Vmem::new(core.vmem_bytes);
+    let mut blocks = Vec::with_capacity(nops);
+    for (k, o) in spec.operands.iter().enumerate() {
+        let what = spec.operand_name(k);
+        let dt = Dt::parse(&o.dtype).expect("checked");
+        let esz = dt.bytes() as i64;
+        // The kernel sees the non-squeezed block dimensions.
+        let kdims: Vec<usize> = (0..o.shape.len())
+            .filter(|&d| o.block[d].is_some())
+            .collect();
+        let kshape: Vec<usize> = kdims.iter().map(|&d| o.block[d].unwrap_or(1)).collect();
+        let (rows, cols) = values::two_d(kname, &kshape, false)?;
+        let last = o.shape.len() - 1;
+        if kdims.last() != Some(&last) {
+            return Err(PallasError::unsupported(
+                kname,
+                format!("{what}: a block that squeezes the array's last dimension"),
+            ));
+        }
+        // Row-major strides of the whole array, in elements.
+        let mut strides = vec![1i64; o.shape.len()];
+        for d in (0..last).rev() {
+            strides[d] = strides[d + 1] * o.shape[d + 1] as i64;
+        }
+        let row_dim = if kdims.len() >= 2 {
+            Some(kdims[kdims.len() - 2])
+        } else {
+            None
+        };
+        let fmt = mem_fmt(dt);
+        let a = vmem.array(kname, rows, cols, fmt, dt, kshape.clone(), &what)?;
+        let b = vmem.array(kname, rows, cols, fmt, dt, kshape.clone(), &what)?;
+        let hstride = row_dim.map_or(0, |d| strides[d] * esz);
+        let dims = [(rows, hstride, a.stride as i64)];
+        let to_vmem = e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, true));
+        let to_hbm = e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, false));
+        let mut offsets = Vec::with_capacity(points.len());
+        for p in &points {
+            let idx = scalar::eval(
+                kname,
+                &o.index_map,
+                &p.iter()
+                    .map(|&x| scalar::Scalar::I(x as i32))
+                    .collect::<Vec<_>>(),
+            )?;
+            let mut off = 0i64;
+            for (d, ix) in idx.iter().enumerate() {
+                let ix = ix.as_i64();
+                let (bsz, start) = match o.block[d] {
+                    Some(b) => (b as i64, ix * b as i64),
+                    None => (1, ix),
+                };
+                if start < 0 || start + bsz > o.shape[d] as i64 {
+                    return Err(PallasError::refused(
+                        kname,
+                        format!(
+                            "{what}: at grid index {p:?} the index map gives block {:?}, outside the array {:?} in dimension {d}",
+                            idx.iter().map(|s| s.as_i64()).collect::<Vec<_>>(),
+                            o.shape
+                        ),
+                    ));
+                }
+                off += start * strides[d];
+            }
+            offsets.push(off * esz);
+        }
+        blocks.push(Blocks {
+            slot: slots[k],
+            bufs: [a, b],
+            offsets,
+            desc: [to_vmem, to_hbm],
+            bytes: rows as u64 * cols as u64 * esz as u64,
+        });
+    }
+    let mut scratch = Vec::new();
+    for (i, s) in spec.scratch.iter().enumerate() {
+        let dt = Dt::parse(&s.dtype).expect("checked");
+        let (rows, cols) = values::two_d(kname, &s.shape, false)?;
+        scratch.push(vmem.array(
+            kname,
+            rows,
+            cols,
+            mem_fmt(dt),
+            dt,
+            s.shape.clone(),
+            &format!("scratch buffer {i}"),
+        )?);
+    }
+    let nin = spec.num_inputs;
+    let dma = |e: &mut Emitter, bl: &Blocks, buf: usize, t: usize, to_vmem: bool, s: Sem| {
+        let v = e.konst(bl.bufs[buf].addr as i32);
+        let h = e.konst(bl.offsets[t] as i32);
+        let d = e.konst(bl.desc[if to_vmem { 0 } else { 1 }] as i32);
+        let (hbm, vm) = (MemRef::hbm(bl.slot, h), MemRef::vmem(v));
+        if to_vmem {
+            e.dma(vm, hbm, DmaShape::Desc(d), s);
+        } else {
+            e.dma(hbm, vm, DmaShape::Desc(d), s);
+        }
+    };
+    for bl in &blocks {
+        if bl.offsets.iter().any(|&o| o > i32::MAX as i64) {
+            return Err(PallasError::TooLarge {
+                kernel: kname.into(),
+                what: "an operand above 2 GiB".into(),
+            });
+        }
+    }
+    // Which buffer each operand's block of step t is in, and which steps copy.
+    let mut cur = vec![0usize; nops];
+    let mut pending = vec![[0u64; 2]; nops];
+    // Step 0's inputs.
+    for k in 0..nin {
+        dma(&mut e, &blocks[k], 0, 0, true, sem(k, 0));
+        pending[k][0] += blocks[k].bytes;
+    }
+    let n = points.len();
+    for t in 0..n {
+        e.b.mark_begin(&format!("step {:?}", points[t]));
+        for k in 0..nops {
+            let changed = t > 0 && blocks[k].offsets[t] != blocks[k].offsets[t - 1];
+            if changed {
+                cur[k] ^= 1;
+            }
+            let b = cur[k];
+            // An input's block has arrived; an output's buffer has been written back.
+            if pending[k][b] > 0 {
+                e.wait_bytes(sem(k, b), pending[k][b]);
+                pending[k][b] = 0;
+            }
+        }
+        // The next step's input blocks, into the other buffers, while this one computes.
+        if t + 1 < n {
+            for k in 0..nin {
+                if blocks[k].offsets[t + 1] != blocks[k].offsets[t] {
+                    let b = cur[k] ^ 1;
+                    dma(&mut e, &blocks[k], b, t + 1, true, sem(k, b));
+                    pending[k][b] += blocks[k].bytes;
+                }
+            }
+        }
+        let mark = vmem.mark();
+        let mut args: Vec<Val> = (0..nops)
+            .map(|k| Val::Ref(blocks[k].bufs[cur[k]].clone()))
+            .collect();
+        args.extend(scratch.iter().cloned().map(Val::Ref));
+        let mut body = Body {
+            e: &mut e,
+            vmem: &mut vmem,
+            kernel: kname,
+            ids: &points[t],
+            grid: &spec.grid,
+            core,
+        };
+        body.run(&spec.body, args)?;
+        vmem.release(mark);
+        for k in nin..nops {
+            if t + 1 == n || blocks[k].offsets[t + 1] != blocks[k].offsets[t] {
+                let b = cur[k];
+                dma(&mut e, &blocks[k], b, t, false, sem(k, b));
+                pending[k][b] += blocks[k].bytes;
+            }
+        }
+        e.b.mark_end();
+    }
+    for (k, p) in pending.iter().enumerate() {
+        for (b, bytes) in p.iter().enumerate() {
+            if *bytes > 0 {
+                e.wait_bytes(sem(k, b), *bytes);
+            }
+        }
+    }
+    e.b.halt();
+    let _ = (SUB, LANES);
+    let _ = DmaDescriptor::contiguous;
+    e.finish().map_err(|err| PallasError::Build {
+        kernel: kname.into(),
+        what: err.to_string(),
+    })
+}

@@ -1,0 +1,328 @@
+//! The serialised form of a `pallas_call`, as `tpuemu.pallas` writes it from JAX's jaxpr, and
+//! the checks Mosaic makes before it compiles one (block tiling, VMEM capacity).
+//!
+//! JSON: `{"name", "source", "grid": [n..], "num_inputs", "operands": [OPERAND], "scratch":
+//! [AVAL], "body": JAXPR}`; an OPERAND is `{"shape", "dtype", "block": [n|null], "index_map":
+//! JAXPR}` (inputs first, then outputs; a `null` block dimension is squeezed, `None` /
+//! `pl.Squeezed()` in the `BlockSpec`); a JAXPR is `{"invars": [VAR], "eqns": [EQN],
+//! "outvars": [ATOM]}`; a VAR `{"id", "shape", "dtype", "ref"}`; an ATOM `{"v": id}` or
+//! `{"lit": number, "dtype"}`; an EQN `{"prim", "ins": [ATOM], "outs": [VAR], "params": {..},
+//! "src"}` with the primitive's parameters as `tpuemu.pallas` writes them (sub-jaxprs in
+//! `params.branches` / `params.jaxpr`).
+
+use serde::Deserialize;
+
+use super::PallasError;
+
+/// Element types a kernel may use (JAX's names: `float32`, `bfloat16`, `int32`, `bool`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dt {
+    /// 32-bit float.
+    F32,
+    /// bfloat16: values in f32 lanes, rounded to bf16.
+    Bf16,
+    /// 32-bit signed integer.
+    I32,
+    /// Booleans: 0 or 1 in an i32 lane, one byte in memory.
+    Bool,
+}
+
+impl Dt {
+    /// The dtype JAX names `s`.
+    pub fn parse(s: &str) -> Option<Dt> {
+        Some(match s {
+            "float32" => Dt::F32,
+            "bfloat16" => Dt::Bf16,
+            "int32" => Dt::I32,
+            "bool" => Dt::Bool,
+            _ => return None,
+        })
+    }
+
+    /// Bytes of one element in memory.
+    pub fn bytes(self) -> u32 {
+        match self {
+            Dt::F32 | Dt::I32 => 4,
+            Dt::Bf16 => 2,
+            Dt::Bool => 1,
+        }
+    }
+
+    /// Whether lanes hold the value as an f32.
+    pub fn is_float(self) -> bool {
+        matches!(self, Dt::F32 | Dt::Bf16)
+    }
+}
+
+/// A variable of a jaxpr.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Var {
+    /// Unique within the kernel.
+    pub id: u32,
+    /// Its shape (a ref's: the block's).
+    pub shape: Vec<usize>,
+    /// JAX's dtype name.
+    pub dtype: String,
+    /// A reference (`Ref<vmem>`), not a value.
+    #[serde(default, rename = "ref")]
+    pub is_ref: bool,
+}
+
+/// An operand of an equation: a variable or a literal.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Atom {
+    /// A variable.
+    Var {
+        /// Its id.
+        v: u32,
+    },
+    /// A literal number (a bool is 0 or 1).
+    Lit {
+        /// Its value: a number, or `"inf"`, `"-inf"`, `"nan"`.
+        lit: serde_json::Value,
+        /// JAX's dtype name.
+        dtype: String,
+    },
+}
+
+/// A literal's value (`"inf"`, `"-inf"` and `"nan"` as Python writes them).
+pub fn literal(v: &serde_json::Value) -> Option<f64> {
+    match v {
+        serde_json::Value::String(s) => match s.as_str() {
+            "inf" => Some(f64::INFINITY),
+            "-inf" => Some(f64::NEG_INFINITY),
+            "nan" => Some(f64::NAN),
+            _ => None,
+        },
+        serde_json::Value::Bool(b) => Some(*b as i32 as f64),
+        _ => v.as_f64(),
+    }
+}
+
+/// One equation.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Eqn {
+    /// The primitive's name (`add`, `dot_general`, `swap`, ...).
+    pub prim: String,
+    /// Operands.
+    pub ins: Vec<Atom>,
+    /// Results.
+    pub outs: Vec<Var>,
+    /// Parameters, as `tpuemu.pallas` writes them.
+    #[serde(default)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// Where the kernel's Python source wrote it (`file.py:12`), when JAX knows.
+    #[serde(default)]
+    pub src: String,
+}
+
+/// A jaxpr.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Jaxpr {
+    /// Inputs.
+    pub invars: Vec<Var>,
+    /// Equations, in order.
+    pub eqns: Vec<Eqn>,
+    /// Results.
+    pub outvars: Vec<Atom>,
+}
+
+/// An array passed to or returned by the kernel, with its `BlockSpec`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Operand {
+    /// The whole array's shape.
+    pub shape: Vec<usize>,
+    /// Its dtype.
+    pub dtype: String,
+    /// The block shape; `None` for a squeezed dimension.
+    pub block: Vec<Option<usize>>,
+    /// The index map: grid indices to block indices, one per dimension.
+    pub index_map: Jaxpr,
+}
+
+/// A scratch buffer's shape and dtype.
+#[derive(Clone, Debug, Deserialize)]
+pub struct Aval {
+    /// Shape.
+    pub shape: Vec<usize>,
+    /// Dtype.
+    pub dtype: String,
+}
+
+/// A `pallas_call`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct KernelSpec {
+    /// The kernel function's name.
+    pub name: String,
+    /// Where it was defined (`file.py:12`).
+    #[serde(default)]
+    pub source: String,
+    /// The grid.
+    pub grid: Vec<u32>,
+    /// How many operands are inputs (the rest are outputs).
+    pub num_inputs: usize,
+    /// Inputs, then outputs.
+    pub operands: Vec<Operand>,
+    /// VMEM scratch buffers (`scratch_shapes`).
+    #[serde(default)]
+    pub scratch: Vec<Aval>,
+    /// The kernel body.
+    pub body: Jaxpr,
+}
+
+/// Grid steps a kernel may take: the grid is unrolled into straight-line code (index maps and
+/// `pl.when` conditions are evaluated while lowering), so this bounds the program's size.
+pub const MAX_GRID_STEPS: u64 = 4096;
+
+impl KernelSpec {
+    /// Parses the JSON form.
+    pub fn parse(json: &str) -> Result<KernelSpec, PallasError> {
+        serde_json::from_str(json).map_err(|e| PallasError::Spec(e.to_string()))
+    }
+
+    /// Grid steps.
+    pub fn steps(&self) -> u64 {
+        self.grid.iter().map(|&g| g as u64).product()
+    }
+
+    /// The grid indices of step `t` (last axis fastest, as Mosaic iterates).
+    pub fn grid_point(&self, mut t: u64) -> Vec<i64> {
+        let mut ids = vec![0i64; self.grid.len()];
+        for (d, &g) in self.grid.iter().enumerate().rev() {
+            let g = g.max(1) as u64;
+            ids[d] = (t % g) as i64;
+            t /= g;
+        }
+        ids
+    }
+
+    /// Mosaic's checks of the call itself: dtypes, ranks, block shapes against the (8, 128)
+    /// tiling, and a grid small enough to unroll.
+    pub fn check(&self) -> Result<(), PallasError> {
+        let k = &self.name;
+        if self.operands.len() < self.num_inputs || self.operands.len() == self.num_inputs {
+            return Err(PallasError::refused(
+                k,
+                "a kernel needs at least one output",
+            ));
+        }
+        if self.grid.contains(&0) {
+            return Err(PallasError::refused(k, "a grid dimension of size 0"));
+        }
+        if self.steps() > MAX_GRID_STEPS {
+            return Err(PallasError::unsupported(
+                k,
+                format!(
+                    "a grid of {} steps ({:?}): at most {MAX_GRID_STEPS} are lowered (the grid is unrolled)",
+                    self.steps(),
+                    self.grid
+                ),
+            ));
+        }
+        for (i, o) in self.operands.iter().enumerate() {
+            let what = self.operand_name(i);
+            Dt::parse(&o.dtype).ok_or_else(|| {
+                PallasError::unsupported(k, format!("{what} has dtype {}", o.dtype))
+            })?;
+            if o.block.len() != o.shape.len() {
+                return Err(PallasError::refused(
+                    k,
+                    format!(
+                        "{what}: block shape {} has {} dimensions, the array {:?} has {}",
+                        show_block(&o.block),
+                        o.block.len(),
+                        o.shape,
+                        o.shape.len()
+                    ),
+                ));
+            }
+            if o.shape.is_empty() {
+                return Err(PallasError::unsupported(
+                    k,
+                    format!("{what} is a 0-dimensional array (pass it as shape (1, 1))"),
+                ));
+            }
+            let n = o.shape.len();
+            for (d, (b, s)) in o.block.iter().zip(&o.shape).enumerate() {
+                let Some(b) = *b else { continue };
+                if b == 0 || b > *s {
+                    return Err(PallasError::refused(
+                        k,
+                        format!(
+                            "{what}: block shape {} does not fit the array {:?} in dimension {d}",
+                            show_block(&o.block),
+                            o.shape
+                        ),
+                    ));
+                }
+                // Mosaic's rule: the last two dimensions of a block are divisible by 8 and
+                // 128, or equal to the array's.
+                let tile = if d + 1 == n {
+                    128
+                } else if d + 2 == n {
+                    8
+                } else {
+                    1
+                };
+                if b % tile != 0 && b != *s {
+                    return Err(PallasError::refused(
+                        k,
+                        format!(
+                            "{what}: block shape {} breaks the (8, 128) tiling: dimension {d} is {b}, \
+                             neither a multiple of {tile} nor the array's size {s}",
+                            show_block(&o.block)
+                        ),
+                    ));
+                }
+                if s % b != 0 {
+                    return Err(PallasError::unsupported(
+                        k,
+                        format!(
+                            "{what}: the array {:?} is not a whole number of blocks {} (partial edge blocks)",
+                            o.shape,
+                            show_block(&o.block)
+                        ),
+                    ));
+                }
+            }
+            if o.index_map.outvars.len() != n {
+                return Err(PallasError::refused(
+                    k,
+                    format!(
+                        "{what}: the index map returns {} indices for a {n}-dimensional array",
+                        o.index_map.outvars.len()
+                    ),
+                ));
+            }
+        }
+        for s in &self.scratch {
+            Dt::parse(&s.dtype).ok_or_else(|| {
+                PallasError::unsupported(k, format!("a scratch buffer of dtype {}", s.dtype))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `input 0`, `output 1`: how errors name operand `i`.
+    pub fn operand_name(&self, i: usize) -> String {
+        if i < self.num_inputs {
+            format!("input {i}")
+        } else {
+            format!("output {}", i - self.num_inputs)
+        }
+    }
+}
+
+/// A block shape as Python writes it: `(8, 128)`, `(None, 8, 128)`.
+pub fn show_block(b: &[Option<usize>]) -> String {
+    let parts: Vec<String> = b
+        .iter()
+        .map(|x| x.map_or("None".to_string(), |v| v.to_string()))
+        .collect();
+    if parts.len() == 1 {
+        format!("({},)", parts[0])
+    } else {
+        format!("({})", parts.join(", "))
+    }
+}

@@ -1,0 +1,228 @@
+//! How a kernel's arrays live in VMEM while it is lowered.
+//!
+//! Every array, a block of an operand, a scratch buffer or a value the body computes, is seen
+//! as two-dimensional: its last two dimensions (leading dimensions must be 1), a 1-D array
+//! either as a row (`[1, n]`, lanes) or a column (`[n, 1]`, sublanes), a scalar as `[1, 1]`.
+//! It is stored row-major with rows padded to a multiple of 128 elements, so its (8, 128)
+//! tile `(i, j)` is one strided vector load. A stored extent of 1 along an axis whose
+//! logical extent is larger is a broadcast: the load repeats the row (sublane stride 0) or the
+//! element (lane stride 0), so `broadcast_in_dim` costs nothing and elementwise operations
+//! broadcast tile by tile. Values are kept in 32-bit lanes (`w32`); bf16 values are f32 lanes
+//! rounded to bf16; bools are 0 or 1 in i32 lanes.
+
+use tpuemu_isa::builder::VAccess;
+use tpuemu_isa::ops::{MemFmt, VType};
+use tpuemu_isa::{Addr, SReg, VReg};
+
+use super::PallasError;
+use super::spec::Dt;
+use crate::codegen::Emitter;
+
+/// Sublanes and lanes of a tile.
+pub const SUB: u32 = 8;
+/// Lanes of a tile.
+pub const LANES: u32 = 128;
+
+/// An array in VMEM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arr {
+    /// VMEM byte address of element (0, 0).
+    pub addr: u32,
+    /// Byte stride between rows.
+    pub stride: u32,
+    /// Rows and columns stored (1 along a broadcast axis).
+    pub prow: u32,
+    /// Columns stored.
+    pub pcol: u32,
+    /// Logical rows (the second-to-last dimension).
+    pub rows: u32,
+    /// Logical columns (the last dimension).
+    pub cols: u32,
+    /// The element format in memory.
+    pub fmt: MemFmt,
+    /// The logical dtype.
+    pub dt: Dt,
+    /// The logical shape.
+    pub shape: Vec<usize>,
+}
+
+impl Arr {
+    /// Row tiles.
+    pub fn ti(&self) -> u32 {
+        self.rows.div_ceil(SUB)
+    }
+
+    /// Column tiles.
+    pub fn tj(&self) -> u32 {
+        self.cols.div_ceil(LANES)
+    }
+
+    /// Whether every element is stored (no broadcast axis).
+    pub fn dense(&self) -> bool {
+        self.prow == self.rows && self.pcol == self.cols
+    }
+
+    /// VMEM address of tile (i, j) as loaded (a broadcast axis stays at 0).
+    pub fn tile_addr(&self, i: u32, j: u32) -> u32 {
+        let i = if self.prow == 1 { 0 } else { i };
+        let j = if self.pcol == 1 { 0 } else { j };
+        self.addr + i * SUB * self.stride + j * LANES * self.fmt.bytes()
+    }
+
+    /// The same array seen with another logical shape of the same (rows, cols) extent.
+    pub fn with_shape(&self, shape: Vec<usize>) -> Arr {
+        Arr {
+            shape,
+            ..self.clone()
+        }
+    }
+}
+
+/// The vector type of a dtype's lanes.
+pub fn vtype(dt: Dt) -> VType {
+    if dt.is_float() {
+        VType::F32
+    } else {
+        VType::I32
+    }
+}
+
+/// The memory format of a dtype in an operand's or scratch buffer.
+pub fn mem_fmt(dt: Dt) -> MemFmt {
+    match dt {
+        Dt::F32 | Dt::I32 => MemFmt::W32,
+        Dt::Bf16 => MemFmt::Bf16,
+        Dt::Bool => MemFmt::U8,
+    }
+}
+
+/// (rows, cols) of a logical shape seen in two dimensions; a 1-D array of `n` is a row unless
+/// `column`. Leading dimensions other than 1 are refused.
+pub fn two_d(kernel: &str, shape: &[usize], column: bool) -> Result<(u32, u32), PallasError> {
+    let n = shape.len();
+    if n > 2 && shape[..n - 2].iter().any(|&d| d != 1) {
+        return Err(PallasError::unsupported(
+            kernel,
+            format!(
+                "a value of shape {shape:?} (only the last two dimensions may exceed 1; squeeze \
+                 leading block dimensions with `None` in the BlockSpec)"
+            ),
+        ));
+    }
+    let u = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+    Ok(match n {
+        0 => (1, 1),
+        1 if column => (u(shape[0]), 1),
+        1 => (1, u(shape[0])),
+        _ => (u(shape[n - 2]), u(shape[n - 1])),
+    })
+}
+
+/// A bump allocator over VMEM: buffers that live for the whole kernel first, then the values
+/// of one grid step, released at the step's end.
+#[derive(Debug)]
+pub struct Vmem {
+    next: u64,
+    limit: u64,
+    /// The most ever in use.
+    pub peak: u64,
+}
+
+/// Alignment of VMEM allocations (bytes).
+const ALIGN: u64 = 512;
+
+impl Vmem {
+    /// An allocator over `limit` bytes.
+    pub fn new(limit: u64) -> Vmem {
+        Vmem {
+            next: 0,
+            limit,
+            peak: 0,
+        }
+    }
+
+    /// The current top, to release to later.
+    pub fn mark(&self) -> u64 {
+        self.next
+    }
+
+    /// Releases everything allocated after `mark`.
+    pub fn release(&mut self, mark: u64) {
+        self.next = mark;
+    }
+
+    /// `bytes` of VMEM for `what`, or the kernel's VMEM error.
+    pub fn alloc(&mut self, kernel: &str, bytes: u64, what: &str) -> Result<u32, PallasError> {
+        let at = self.next.div_ceil(ALIGN) * ALIGN;
+        let end = at + bytes.max(1);
+        if end > self.limit {
+            return Err(PallasError::TooLarge {
+                kernel: kernel.to_string(),
+                what: format!(
+                    "VMEM over capacity: {what} needs {bytes} bytes at offset {at}, the core has {} \
+                     bytes of VMEM (blocks are double-buffered; use smaller blocks)",
+                    self.limit
+                ),
+            });
+        }
+        self.next = end;
+        self.peak = self.peak.max(end);
+        Ok(at as u32)
+    }
+
+    /// A buffer for a `rows` x `cols` array of `fmt`, padded to whole tiles.
+    pub fn array(
+        &mut self,
+        kernel: &str,
+        rows: u32,
+        cols: u32,
+        fmt: MemFmt,
+        dt: Dt,
+        shape: Vec<usize>,
+        what: &str,
+    ) -> Result<Arr, PallasError> {
+        let stride = cols.div_ceil(LANES) * LANES * fmt.bytes();
+        let bytes = rows.div_ceil(SUB) as u64 * SUB as u64 * stride as u64;
+        let addr = self.alloc(kernel, bytes, what)?;
+        Ok(Arr {
+            addr,
+            stride,
+            prow: rows,
+            pcol: cols,
+            rows,
+            cols,
+            fmt,
+            dt,
+            shape,
+        })
+    }
+}
+
+/// The access of a tile load of `a`: its row stride, or 0 along a broadcast axis.
+fn access(e: &mut Emitter, a: &Arr) -> VAccess {
+    let sub = if a.prow == 1 { 0 } else { a.stride as i32 };
+    let sub = e.konst(sub);
+    let lane = if a.pcol == 1 {
+        SReg::ZERO
+    } else {
+        e.konst(a.fmt.bytes() as i32)
+    };
+    VAccess {
+        sub_stride: Some(sub),
+        lane_stride: Some(lane),
+        mask: None,
+    }
+}
+
+/// Loads tile (i, j) of `a` into `v` (widened to 32-bit lanes).
+pub fn load(e: &mut Emitter, v: VReg, a: &Arr, i: u32, j: u32) {
+    let acc = access(e, a);
+    e.vld(a.fmt, v, Addr::abs(a.tile_addr(i, j) as i32), acc);
+}
+
+/// Stores `v` as tile (i, j) of the dense array `a`, under `mask` (every element when None).
+pub fn store(e: &mut Emitter, v: VReg, a: &Arr, i: u32, j: u32, mask: Option<tpuemu_isa::MReg>) {
+    let mut acc = access(e, a);
+    acc.mask = mask;
+    e.vst(a.fmt, v, Addr::abs(a.tile_addr(i, j) as i32), acc);
+}

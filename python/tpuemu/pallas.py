@@ -1,0 +1,521 @@
+"""Custom kernels the TorchTPU way: JAX Pallas kernels called from PyTorch, run on the emulated chip.
+
+    import jax, jax.numpy as jnp
+    from jax.experimental import pallas as pl
+    import tpuemu.pallas
+
+    def add_kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+
+    @tpuemu.pallas.custom_jax_kernel
+    def add(x, y):
+        return pl.pallas_call(add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid=(x.shape[0] // 8,),
+                              in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)))(x, y)
+
+    z = add(torch.randn(64, 128, device="tpu"), torch.randn(64, 128, device="tpu"))
+
+``custom_jax_kernel(fn, static_argnums=())`` (also a decorator, with or without arguments) makes a
+JAX function a function of torch tensors on "tpu", TorchTPU's ``custom_jax_kernel`` contract. On
+the first call with new shapes, dtypes or static arguments, ``fn`` is traced by JAX on the CPU
+into a jaxpr (``jax.make_jaxpr``); nothing of it runs in JAX. Each ``pallas_call`` in it is
+serialised (grid, block specs, index maps, the kernel body's jaxpr) and lowered by the Rust
+backend to a program of this instruction set (``tpuemu_kernels::kernels::pallas``): blocks
+copied by DMA into double-buffered VMEM as Mosaic's pipeline does, the body as vector and
+matrix-unit code. The program is registered as an operator ``tpuemu_pallas::<kernel>_<hash>``
+and called like any other on the tensors' storages: in Strict, Debug and DeferAndFuse, timed,
+in traces and the op profile under the kernel's name. The plain ``jax.numpy``/``lax`` parts of
+``fn`` around the ``pallas_call`` run as the backend's own operators (through PyTorch).
+
+Under ``torch.compile(backend="tpu")`` the decorated function is put in the graph whole
+(``torch._dynamo.allow_in_graph``): AOT autograd traces it with fake tensors, each kernel's
+operator has a fake implementation from the jaxpr's shapes, and the compiled program calls the
+kernels' programs with no graph break.
+
+What Mosaic refuses is refused with the kernel's name (``ValueError``): block shapes that break
+the (8, 128) tiling, VMEM over capacity, block indices outside the array, an index outside a
+reference. Constructs this lowering does not handle raise ``NotImplementedError`` naming the
+primitive and the kernel's source line. python/README.md ("Writing a kernel") lists what is
+lowered.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+
+import torch
+
+from . import _rust
+
+__all__ = ["custom_jax_kernel"]
+
+_TORCH_TO_JAX = {
+    torch.float32: "float32",
+    torch.bfloat16: "bfloat16",
+    torch.int32: "int32",
+    torch.bool: "bool",
+}
+_JAX_TO_TORCH = {v: k for k, v in _TORCH_TO_JAX.items()}
+
+_CALL_PRIMS = ("pjit", "jit", "closed_call", "core_call", "remat", "checkpoint",
+               "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr")
+
+
+def _jax():
+    try:
+        import jax  # noqa: PLC0415
+    except ImportError as e:  # pragma: no cover - the environment pins jax
+        raise ImportError(
+            "tpuemu.pallas needs JAX (jax and jaxlib 0.10.2, CPU): scripts/python.sh installs "
+            "them with python/requirements.txt") from e
+    return jax
+
+
+# ---- serialising jaxprs -------------------------------------------------------------------
+
+
+def _num(x):
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def _dtype_name(dt) -> str:
+    import numpy as np  # noqa: PLC0415
+    return np.dtype(dt).name
+
+
+def _src(eqn) -> str:
+    from jax._src import source_info_util  # noqa: PLC0415
+    try:
+        f = source_info_util.user_frame(eqn.source_info.traceback)
+    except Exception:  # noqa: BLE001 - where JAX keeps it moves between versions
+        f = None
+    if f is None:
+        return ""
+    return f"{f.file_name}:{f.start_line}"
+
+
+class _Ser:
+    """Writes jaxprs in the form `tpuemu_kernels::kernels::pallas::spec` reads."""
+
+    def __init__(self):
+        self.ids = {}
+
+    def var(self, v):
+        aval = v.aval
+        inner = getattr(aval, "inner_aval", None)
+        is_ref = inner is not None
+        a = inner if is_ref else aval
+        if v not in self.ids:
+            self.ids[v] = len(self.ids)
+        return {"id": self.ids[v], "shape": [int(d) for d in a.shape],
+                "dtype": _dtype_name(a.dtype), "ref": is_ref}
+
+    def atom(self, a):
+        if type(a).__name__ == "Literal":
+            import numpy as np  # noqa: PLC0415
+            val = np.asarray(a.val)
+            if val.ndim != 0:
+                raise NotImplementedError("tpuemu.pallas: an array literal in a kernel")
+            return {"lit": _num(val.item()) if val.dtype != bool else bool(val.item()),
+                    "dtype": _dtype_name(a.aval.dtype)}
+        if v_id := self.ids.get(a):
+            return {"v": v_id}
+        if a in self.ids:
+            return {"v": self.ids[a]}
+        return {"v": self.var(a)["id"]}
+
+    def closed(self, cj):
+        if getattr(cj, "consts", None):
+            raise NotImplementedError(
+                "tpuemu.pallas: a kernel closing over array constants (pass them as inputs)")
+        return self.jaxpr(cj.jaxpr if hasattr(cj, "jaxpr") else cj)
+
+    def jaxpr(self, j):
+        if j.constvars:
+            raise NotImplementedError(
+                "tpuemu.pallas: a kernel closing over array constants (pass them as inputs)")
+        return {"invars": [self.var(v) for v in j.invars],
+                "eqns": [self.eqn(e) for e in j.eqns],
+                "outvars": [self.atom(a) for a in j.outvars]}
+
+    def eqn(self, e):
+        name = e.primitive.name
+        p = e.params
+        params = {}
+        ins = [self.atom(a) for a in e.invars]
+        if name == "dot_general":
+            (lc, rc), (lb, rb) = p["dimension_numbers"]
+            params.update(lhs_contract=list(lc), rhs_contract=list(rc),
+                          lhs_batch=list(lb), rhs_batch=list(rb))
+            prec = p.get("precision")
+            if prec is not None:
+                first = prec[0] if isinstance(prec, tuple) else prec
+                params["precision"] = getattr(first, "name", str(first))
+        elif name == "broadcast_in_dim":
+            params.update(shape=list(p["shape"]),
+                          broadcast_dimensions=list(p["broadcast_dimensions"]))
+        elif name in ("reduce_sum", "reduce_max", "reduce_min"):
+            params["axes"] = [int(a) for a in p["axes"]]
+        elif name in ("program_id", "num_programs"):
+            params["axis"] = int(p["axis"])
+        elif name == "iota":
+            params["dimension"] = int(p["dimension"])
+        elif name == "integer_pow":
+            params["y"] = int(p["y"])
+        elif name == "round":
+            params["rounding_method"] = int(p["rounding_method"])
+        elif name == "cond":
+            params["branches"] = [self.closed(b) for b in p["branches"]]
+        elif name == "scan":
+            params.update(jaxpr=self.closed(p["jaxpr"]), length=int(p["length"]),
+                          num_consts=int(p["num_consts"]), num_carry=int(p["num_carry"]),
+                          reverse=bool(p["reverse"]))
+        elif name in _CALL_PRIMS:
+            sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
+            params["jaxpr"] = self.closed(sub)
+        elif name in ("get", "swap"):
+            params["idx"] = self.indexers(e, 1 if name == "get" else 2)
+        elif name == "squeeze":
+            params["dimensions"] = [int(d) for d in p["dimensions"]]
+        return {"prim": name, "ins": ins, "outs": [self.var(v) for v in e.outvars],
+                "params": params, "src": _src(e)}
+
+    def indexers(self, e, first):
+        """A reference's indexers: per dimension `{"start", "size", "stride"}` (a slice) or
+        `{"at"}` (an integer index); a start or index computed in the kernel is `{"arg": k}`,
+        the k-th operand after the reference (and value)."""
+        import jax  # noqa: PLC0415
+        tree = e.params["tree"]
+        n = tree.num_leaves
+        leaves = list(range(n))
+        transforms = jax.tree_util.tree_unflatten(tree, leaves)
+        if not transforms:
+            return []
+        if len(transforms) != 1 or not hasattr(transforms[0], "indices"):
+            raise NotImplementedError(
+                f"tpuemu.pallas: a reference transformed by {transforms!r} (bitcasts, "
+                "reshapes and chained indexers are not lowered)")
+        out = []
+
+        def pos(x):
+            if isinstance(x, int):
+                # A leaf: the operand after the reference.
+                return {"arg": x}
+            return int(x)
+
+        for ix in transforms[0].indices:
+            if type(ix).__name__ == "Slice":
+                out.append({"start": pos(ix.start) if not _static_int(ix.start) else int(ix.start),
+                            "size": int(ix.size), "stride": int(ix.stride)})
+            else:
+                out.append({"at": pos(ix)})
+        del first
+        return out
+
+
+def _static_int(x) -> bool:
+    import numpy as np  # noqa: PLC0415
+    return isinstance(x, (np.integer,)) or (hasattr(x, "shape") and not isinstance(x, int) and
+                                             getattr(x, "shape", None) == () and
+                                             not hasattr(x, "aval"))
+
+
+def _block(b):
+    """A block dimension: its size, or None when squeezed."""
+    name = type(b).__name__
+    if name == "Squeezed" or b is None:
+        return None
+    size = getattr(b, "block_size", b)
+    return int(size)
+
+
+def _kernel_spec(eqn) -> dict:
+    p = eqn.params
+    gm = p["grid_mapping"]
+    if gm.num_index_operands:
+        raise NotImplementedError(
+            "tpuemu.pallas: scalar prefetch (PrefetchScalarGridSpec with num_scalar_prefetch > 0) "
+            "is not lowered yet")
+    if p.get("input_output_aliases"):
+        raise NotImplementedError("tpuemu.pallas: input_output_aliases is not lowered yet")
+    ser = _Ser()
+    operands = []
+    for bm in gm.block_mappings:
+        aval = bm.array_aval
+        space = getattr(bm.transformed_block_aval, "memory_space", None)
+        if space is not None and "any" in str(space).lower():
+            raise NotImplementedError(
+                "tpuemu.pallas: memory_space=ANY references (manual DMA with make_async_copy) "
+                "are not lowered yet")
+        operands.append({
+            "shape": [int(d) for d in aval.shape],
+            "dtype": _dtype_name(aval.dtype),
+            "block": [_block(b) for b in bm.block_shape],
+            "index_map": ser.closed(bm.index_map_jaxpr),
+        })
+    scratch = []
+    for s in gm.scratch_avals:
+        inner = getattr(s, "inner_aval", s)
+        if not hasattr(inner, "shape"):
+            raise NotImplementedError(f"tpuemu.pallas: scratch {s} (semaphores) is not lowered yet")
+        scratch.append({"shape": [int(d) for d in inner.shape], "dtype": _dtype_name(inner.dtype)})
+    body = p["jaxpr"]
+    dbg = getattr(body, "debug_info", None)
+    name = p.get("name") or getattr(dbg, "func_name", None) or "pallas_kernel"
+    src = ""
+    if dbg is not None and getattr(dbg, "func_filename", None):
+        src = f"{dbg.func_filename}:{dbg.func_lineno}"
+    return {
+        "name": str(name),
+        "source": str(src or _src(eqn)),
+        "grid": [int(g) for g in gm.grid],
+        "num_inputs": int(gm.num_inputs),
+        "operands": operands,
+        "scratch": scratch,
+        "body": ser.jaxpr(body),
+    }
+
+
+# ---- the operators --------------------------------------------------------------------------
+
+_LIB = None
+_OPS: dict[str, object] = {}
+
+
+def _library():
+    global _LIB
+    if _LIB is None:
+        _LIB = torch.library.Library("tpuemu_pallas", "DEF")
+    return _LIB
+
+
+def _kernel_op(spec: dict):
+    """The torch operator of a lowered kernel (lowering and defining it on first use)."""
+    text = json.dumps(spec, separators=(",", ":"), sort_keys=True)
+    try:
+        full, outs = _rust.pallas_register(text)
+    except RuntimeError as e:
+        msg = str(e)
+        if "not supported by tpuemu" in msg:
+            raise NotImplementedError(msg) from None
+        if "Pallas kernel" in msg:
+            raise ValueError(msg) from None
+        raise
+    short = full.split("::", 1)[1]
+    if short in _OPS:
+        return _OPS[short]
+    n_in = spec["num_inputs"]
+    args = ", ".join(f"Tensor a{i}" for i in range(n_in))
+    rets = "Tensor" if len(outs) == 1 else "(" + ", ".join(["Tensor"] * len(outs)) + ")"
+    lib = _library()
+    lib.define(f"{short}({args}) -> {rets}")
+    shapes = [(list(s), _JAX_TO_TORCH[d]) for s, d in outs]
+
+    def fake(*xs):
+        r = [xs[0].new_empty(s, dtype=d) for s, d in shapes]
+        return r[0] if len(r) == 1 else tuple(r)
+
+    torch.library.register_fake(f"tpuemu_pallas::{short}", fake, lib=lib)
+    op = getattr(torch.ops.tpuemu_pallas, short).default
+    _OPS[short] = op
+    return op
+
+
+# ---- running the traced function --------------------------------------------------------------
+
+
+def _whole(x: torch.Tensor) -> torch.Tensor:
+    """A kernel takes whole contiguous buffers."""
+    if x.storage_offset() != 0 or not x.is_contiguous():
+        return x.clone(memory_format=torch.contiguous_format)
+    return x
+
+
+def _run(jaxpr, consts, args, device):
+    import numpy as np  # noqa: PLC0415
+    env = {}
+
+    def read(a):
+        if type(a).__name__ == "Literal":
+            v = np.asarray(a.val)
+            return v.item() if v.ndim == 0 else torch.from_numpy(v).to(device)
+        return env[a]
+
+    for v, c in zip(jaxpr.constvars, consts):
+        env[v] = torch.from_numpy(np.asarray(c)).to(device)
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+    for e in jaxpr.eqns:
+        ins = [read(a) for a in e.invars]
+        name = e.primitive.name
+        if name == "pallas_call":
+            op = _kernel_op(_kernel_spec(e))
+            outs = op(*[_whole(x) for x in ins])
+            outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
+        elif name in _CALL_PRIMS:
+            sub = e.params.get("jaxpr") or e.params.get("call_jaxpr") or e.params.get("fun_jaxpr")
+            outs = _run(sub.jaxpr, sub.consts, ins, device)
+        else:
+            f = _TORCH.get(name)
+            if f is None:
+                raise NotImplementedError(
+                    f"tpuemu.pallas: the JAX primitive `{name}` outside a pallas_call "
+                    f"({_src(e) or 'in the traced function'}) has no torch equivalent here")
+            r = f(e, *ins)
+            outs = list(r) if isinstance(r, (tuple, list)) else [r]
+        for v, x in zip(e.outvars, outs):
+            env[v] = x
+    return [read(a) for a in jaxpr.outvars]
+
+
+def _tdt(e, k=0):
+    return _JAX_TO_TORCH.get(_dtype_name(e.outvars[k].aval.dtype))
+
+
+def _dot(e, a, b):
+    (lc, rc), (lb, rb) = e.params["dimension_numbers"]
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    la = list(letters[:a.dim()])
+    lb_ = list(letters[a.dim():a.dim() + b.dim()])
+    for x, y in zip(lc, rc):
+        lb_[y] = la[x]
+    for x, y in zip(lb, rb):
+        lb_[y] = la[x]
+    out = [la[i] for i in lb] + [la[i] for i in range(a.dim()) if i not in lc and i not in lb]
+    out += [lb_[i] for i in range(b.dim()) if i not in rc and i not in rb]
+    dt = _tdt(e)
+    r = torch.einsum(f"{''.join(la)},{''.join(lb_)}->{''.join(out)}", a.float(), b.float())
+    return r.to(dt)
+
+
+def _bcast(e, x):
+    shape = list(e.params["shape"])
+    dims = list(e.params["broadcast_dimensions"])
+    if not isinstance(x, torch.Tensor):
+        return torch.full(shape, x, dtype=_tdt(e), device=_DEVICE[0])
+    view = [1] * len(shape)
+    for i, d in enumerate(dims):
+        view[d] = x.shape[i]
+    return x.reshape(view).expand(shape).contiguous()
+
+
+_DEVICE = [torch.device("tpu")]
+
+
+def _cvt(e, x):
+    dt = _tdt(e)
+    if not isinstance(x, torch.Tensor):
+        return torch.tensor(x, dtype=dt, device=_DEVICE[0])
+    return x.to(dt)
+
+
+def _bin(f):
+    return lambda e, a, b: f(a, b).to(_tdt(e)) if isinstance(f(a, b), torch.Tensor) else f(a, b)
+
+
+_TORCH = {
+    "add": _bin(torch.add), "sub": _bin(torch.sub), "mul": _bin(torch.mul),
+    "div": lambda e, a, b: (torch.div(a, b, rounding_mode="trunc")
+                            if not _tdt(e).is_floating_point else torch.div(a, b)).to(_tdt(e)),
+    "max": lambda e, a, b: torch.maximum(torch.as_tensor(a), torch.as_tensor(b)),
+    "min": lambda e, a, b: torch.minimum(torch.as_tensor(a), torch.as_tensor(b)),
+    "neg": lambda e, x: -x, "exp": lambda e, x: torch.exp(x), "log": lambda e, x: torch.log(x),
+    "sqrt": lambda e, x: torch.sqrt(x), "rsqrt": lambda e, x: torch.rsqrt(x),
+    "tanh": lambda e, x: torch.tanh(x), "logistic": lambda e, x: torch.sigmoid(x),
+    "abs": lambda e, x: torch.abs(x), "sin": lambda e, x: torch.sin(x),
+    "cos": lambda e, x: torch.cos(x),
+    "integer_pow": lambda e, x: torch.pow(x, e.params["y"]),
+    "pow": lambda e, a, b: torch.pow(a, b),
+    "dot_general": _dot,
+    "broadcast_in_dim": _bcast,
+    "reshape": lambda e, x: x.reshape(list(e.params["new_sizes"])),
+    "squeeze": lambda e, x: x.squeeze(list(e.params["dimensions"])),
+    "expand_dims": lambda e, x: x.unsqueeze(list(e.params["dimensions"])[0]),
+    "transpose": lambda e, x: x.permute(list(e.params["permutation"])).contiguous(),
+    "convert_element_type": _cvt,
+    "reduce_sum": lambda e, x: x.sum(dim=list(e.params["axes"])).to(_tdt(e)),
+    "reduce_max": lambda e, x: x.amax(dim=list(e.params["axes"])),
+    "reduce_min": lambda e, x: x.amin(dim=list(e.params["axes"])),
+    "select_n": lambda e, p, *c: torch.where(p.bool(), c[1], c[0]) if len(c) == 2 else None,
+    "eq": lambda e, a, b: torch.eq(a, b), "ne": lambda e, a, b: torch.ne(a, b),
+    "lt": lambda e, a, b: torch.lt(a, b), "le": lambda e, a, b: torch.le(a, b),
+    "gt": lambda e, a, b: torch.gt(a, b), "ge": lambda e, a, b: torch.ge(a, b),
+    "concatenate": lambda e, *xs: torch.cat(xs, dim=e.params["dimension"]),
+    "copy": lambda e, x: x.clone(), "copy_p": lambda e, x: x.clone(),
+}
+
+
+class _Kernel:
+    """A JAX function callable on torch tensors (see the module's docs)."""
+
+    def __init__(self, fn, static_argnums):
+        self.fn = fn
+        self.static = tuple(sorted(static_argnums))
+        self.cache: dict = {}
+        functools.update_wrapper(self, fn)
+
+    def _traced(self, args):
+        jax = _jax()
+        key = []
+        avals = []
+        for i, a in enumerate(args):
+            if i in self.static:
+                key.append(("s", a))
+                avals.append(a)
+                continue
+            if not isinstance(a, torch.Tensor):
+                raise TypeError(f"{self.fn.__name__}: argument {i} is a {type(a).__name__}; "
+                                "pass torch tensors, or name it in static_argnums")
+            dt = _TORCH_TO_JAX.get(a.dtype)
+            if dt is None:
+                raise TypeError(
+                    f"{self.fn.__name__}: argument {i} has dtype {a.dtype}; Pallas kernels take "
+                    f"{', '.join(str(d) for d in _TORCH_TO_JAX)} (JAX without x64 has no int64)")
+            key.append((tuple(a.shape), dt))
+            avals.append(jax.ShapeDtypeStruct(tuple(a.shape), dt))
+        key = tuple(key)
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = jax.make_jaxpr(self.fn, static_argnums=self.static, return_shape=True)(*avals)
+            self.cache[key] = hit
+        return hit
+
+    def __call__(self, *args):
+        closed, out_shape = self._traced(args)
+        tensors = [a for i, a in enumerate(args) if i not in self.static]
+        for i, t in enumerate(tensors):
+            if t.device.type != "tpu" and t.device.type != "meta":
+                raise ValueError(f"{self.fn.__name__}: tensor argument {i} is on {t.device}, "
+                                 "not on tpu")
+        device = tensors[0].device if tensors else torch.device("tpu")
+        _DEVICE[0] = device
+        outs = _run(closed.jaxpr, closed.consts, tensors, device)
+        jax = _jax()
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
+
+
+def custom_jax_kernel(fn=None, *, static_argnums=()):
+    """Makes the JAX function ``fn`` a function of torch tensors on "tpu" whose ``pallas_call``s
+    run as kernels of the emulated chip (see the module's docs). Use as
+    ``custom_jax_kernel(fn)``, ``@custom_jax_kernel`` or
+    ``@custom_jax_kernel(static_argnums=(2,))``."""
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+
+    def wrap(f):
+        k = _Kernel(f, static_argnums)
+        try:
+            torch._dynamo.allow_in_graph(k)
+        except Exception:  # noqa: BLE001 - dynamo may be unavailable; eager still works
+            pass
+        return k
+
+    return wrap if fn is None else wrap(fn)
