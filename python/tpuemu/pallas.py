@@ -46,6 +46,7 @@ import functools
 import json
 import math
 
+import numpy as np
 import torch
 
 from . import _rust
@@ -107,6 +108,9 @@ class _Ser:
 
     def __init__(self):
         self.ids = {}
+        # Where the innermost call (a `jnp` function is a `jit`) was made: equations inside
+        # library code are reported at the user's line.
+        self.ctx = ""
 
     def var(self, v):
         aval = v.aval
@@ -151,6 +155,8 @@ class _Ser:
         p = e.params
         params = {}
         ins = [self.atom(a) for a in e.invars]
+        src = _src(e) or self.ctx
+        outer, self.ctx = self.ctx, src
         if name == "dot_general":
             (lc, rc), (lb, rb) = p["dimension_numbers"]
             params.update(lhs_contract=list(lc), rhs_contract=list(rc),
@@ -182,20 +188,20 @@ class _Ser:
             sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
             params["jaxpr"] = self.closed(sub)
         elif name in ("get", "swap"):
-            params["idx"] = self.indexers(e, 1 if name == "get" else 2)
+            params["idx"] = self.indexers(e)
         elif name == "squeeze":
             params["dimensions"] = [int(d) for d in p["dimensions"]]
+        self.ctx = outer
         return {"prim": name, "ins": ins, "outs": [self.var(v) for v in e.outvars],
-                "params": params, "src": _src(e)}
+                "params": params, "src": src}
 
-    def indexers(self, e, first):
+    def indexers(self, e):
         """A reference's indexers: per dimension `{"start", "size", "stride"}` (a slice) or
         `{"at"}` (an integer index); a start or index computed in the kernel is `{"arg": k}`,
         the k-th operand after the reference (and value)."""
         import jax  # noqa: PLC0415
         tree = e.params["tree"]
-        n = tree.num_leaves
-        leaves = list(range(n))
+        leaves = [_Leaf(i) for i in range(tree.num_leaves)]
         transforms = jax.tree_util.tree_unflatten(tree, leaves)
         if not transforms:
             return []
@@ -206,26 +212,25 @@ class _Ser:
         out = []
 
         def pos(x):
-            if isinstance(x, int):
-                # A leaf: the operand after the reference.
-                return {"arg": x}
-            return int(x)
+            # A leaf is an operand after the reference (and the stored value).
+            return {"arg": x.i} if isinstance(x, _Leaf) else int(x)
 
         for ix in transforms[0].indices:
             if type(ix).__name__ == "Slice":
-                out.append({"start": pos(ix.start) if not _static_int(ix.start) else int(ix.start),
-                            "size": int(ix.size), "stride": int(ix.stride)})
+                out.append({"start": pos(ix.start), "size": int(ix.size),
+                            "stride": int(ix.stride)})
             else:
                 out.append({"at": pos(ix)})
-        del first
         return out
 
 
-def _static_int(x) -> bool:
-    import numpy as np  # noqa: PLC0415
-    return isinstance(x, (np.integer,)) or (hasattr(x, "shape") and not isinstance(x, int) and
-                                             getattr(x, "shape", None) == () and
-                                             not hasattr(x, "aval"))
+class _Leaf:
+    """Stands for the i-th index operand of a `get`/`swap` while its indexers are rebuilt."""
+
+    def __init__(self, i):
+        self.i = i
+        self.shape = ()
+        self.dtype = np.dtype("int32")
 
 
 def _block(b):

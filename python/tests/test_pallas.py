@@ -1,0 +1,284 @@
+"""Pallas kernels called from PyTorch (`tpuemu.pallas.custom_jax_kernel`): each kernel runs on the
+emulated chip in every eager mode and agrees with the same kernel run by JAX itself on the CPU
+(`interpret=True`, an independent reference) and with PyTorch on the CPU; what Mosaic refuses is
+refused with the kernel's name."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import tpuemu
+
+jax = pytest.importorskip("jax")
+import jax.numpy as jnp  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
+
+import tpuemu.pallas  # noqa: E402
+
+# ---- kernels (the Pallas TPU guide's, and a few more) -----------------------------------------
+
+
+def add_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] + y_ref[...]
+
+
+def add(x, y, interpret=False):
+    return pl.pallas_call(
+        add_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(x.shape[0] // 8,),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        interpret=interpret,
+    )(x, y)
+
+
+def matmul_kernel(x_ref, y_ref, o_ref, acc_ref):
+    @pl.when(pl.program_id(2) == 0)
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+    def _():
+        o_ref[...] = acc_ref[...].astype(o_ref.dtype)
+
+
+def matmul(x, y, bm=128, bk=128, bn=128, interpret=False):
+    m, k = x.shape
+    _, n = y.shape
+    return pl.pallas_call(
+        matmul_kernel,
+        out_shape=jax.ShapeDtypeStruct((m, n), x.dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=0,
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+            scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+        ),
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "parallel", "arbitrary")),
+        interpret=interpret,
+    )(x, y)
+
+
+def softmax_kernel(x_ref, b_ref, o_ref):
+    # Row softmax of x + bias: reductions along lanes, a (1, n) block broadcast down the rows.
+    x = x_ref[...].astype(jnp.float32) + b_ref[...]
+    m = jnp.max(x, axis=-1, keepdims=True)
+    e = jnp.exp(x - m)
+    o_ref[...] = (e / jnp.sum(e, axis=-1, keepdims=True)).astype(o_ref.dtype)
+
+
+def softmax(x, b, interpret=False):
+    r, n = x.shape
+    return pl.pallas_call(
+        softmax_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(r // 16,),
+        in_specs=[pl.BlockSpec((16, n), lambda i: (i, 0)), pl.BlockSpec((1, n), lambda i: (0, 0))],
+        out_specs=pl.BlockSpec((16, n), lambda i: (i, 0)),
+        interpret=interpret,
+    )(x, b)
+
+
+def loop_kernel(x_ref, o_ref):
+    # fori_loop over row slices with pl.ds, a where, integer iota and a column sum.
+    def body(i, acc):
+        rows = x_ref[pl.ds(i * 8, 8), :]
+        return acc + jnp.where(rows > 0, rows, 0.5 * rows)
+
+    acc = jax.lax.fori_loop(0, x_ref.shape[0] // 8, body, jnp.zeros((8, 128), jnp.float32))
+    lane = jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+    o_ref[...] = acc * (lane % 3).astype(jnp.float32) + jnp.sum(acc, axis=0, keepdims=True)
+
+
+def loop(x, interpret=False):
+    return pl.pallas_call(
+        loop_kernel,
+        out_shape=jax.ShapeDtypeStruct((8, 128), jnp.float32),
+        grid=(1,),
+        in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))],
+        out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+        interpret=interpret,
+    )(x)
+
+
+def _reference(fn, *xs, **kw):
+    """The same kernel run by JAX on the CPU (`interpret=True`)."""
+    arrays = [jnp.asarray(x.float().numpy()).astype(_jdt(x.dtype)) for x in xs]
+    out = fn(*arrays, interpret=True, **kw)
+    return torch.from_numpy(np.asarray(out.astype(jnp.float32)))
+
+
+def _jdt(dt):
+    return {torch.float32: jnp.float32, torch.bfloat16: jnp.bfloat16}[dt]
+
+
+# ---- values ----------------------------------------------------------------------------------
+
+
+def test_elementwise_add_matches_jax_and_cpu(mode):
+    x, y = torch.randn(64, 128), torch.randn(64, 128)
+    tpuemu.reset_metrics()
+    got = tpuemu.pallas.custom_jax_kernel(add)(x.to("tpu"), y.to("tpu")).cpu()
+    assert torch.equal(got, x + y)
+    assert torch.equal(got, _reference(add, x, y))
+    ops = tpuemu.metrics()["ops_by_name"]
+    assert [n for n in ops if n.startswith("tpuemu_pallas::add_kernel_")], ops
+    assert not tpuemu.metrics()["cpu_fallbacks"]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_blocked_matmul_accumulates_over_k_in_vmem_scratch(mode, dtype):
+    torch.manual_seed(0)
+    a, b = torch.randn(256, 384).to(dtype), torch.randn(384, 256).to(dtype)
+    k = tpuemu.pallas.custom_jax_kernel(matmul, static_argnums=(2, 3, 4))
+    got = k(a.to("tpu"), b.to("tpu"), 128, 128, 128).cpu()
+    want = _reference(matmul, a, b).to(dtype)
+    # Sums over K in another order than JAX on the CPU: a rounding of the result's dtype.
+    tol = dict(rtol=1.6e-2, atol=1e-1) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-3)
+    torch.testing.assert_close(got, want, **tol)
+    torch.testing.assert_close(got.float(), (a.float() @ b.float()), **tol)
+
+
+def test_row_softmax_with_broadcast_bias(mode):
+    torch.manual_seed(1)
+    x, bias = torch.randn(64, 256), torch.randn(1, 256)
+    got = tpuemu.pallas.custom_jax_kernel(softmax)(x.to("tpu"), bias.to("tpu")).cpu()
+    torch.testing.assert_close(got, _reference(softmax, x, bias), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got, torch.softmax(x + bias, dim=-1), rtol=1e-5, atol=1e-6)
+
+
+def test_fori_loop_slices_where_and_iota(mode):
+    torch.manual_seed(2)
+    x = torch.randn(32, 128)
+    got = tpuemu.pallas.custom_jax_kernel(loop)(x.to("tpu")).cpu()
+    torch.testing.assert_close(got, _reference(loop, x), rtol=1e-6, atol=1e-5)
+
+
+def test_jnp_around_the_kernel_runs_as_backend_operators():
+    @tpuemu.pallas.custom_jax_kernel
+    def f(x, y):
+        return add(x * 2.0, y) - 1.0
+
+    x, y = torch.randn(16, 128), torch.randn(16, 128)
+    tpuemu.reset_metrics()
+    got = f(x.to("tpu"), y.to("tpu")).cpu()
+    torch.testing.assert_close(got, x * 2 + y - 1)
+    ops = tpuemu.metrics()["ops_by_name"]
+    assert ops.get("aten::mul.Tensor", 0) + ops.get("aten::mul.Scalar", 0) >= 1, ops
+
+
+def test_the_kernel_is_timed_and_traced_under_its_name(tmp_path):
+    x = torch.randn(256, 128, device="tpu")
+    k = tpuemu.pallas.custom_jax_kernel(add)
+    k(x, x)
+    tpuemu.sync()
+    with tpuemu.trace(tmp_path / "t.json"):
+        k(x, x)
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel" and "add_kernel" in e["name"]]
+    assert kernels, [e["name"] for e in events if e.get("cat") == "kernel"]
+    # 256 x 128 float32 in, twice, and out: 384 KiB over HBM at most 0.82 TB/s (v5e) takes at
+    # least 0.48 us; the kernel cannot be faster than its bytes.
+    assert kernels[0]["dur"] >= 3 * 256 * 128 * 4 / 0.82e12 * 1e6
+
+
+def test_compiled_without_graph_break():
+    k = tpuemu.pallas.custom_jax_kernel(add)
+
+    def f(x, y):
+        return k(x, y) * 3.0
+
+    x, y = torch.randn(32, 128), torch.randn(32, 128)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(f)(x.to("tpu"), y.to("tpu"))
+    assert explained.graph_break_count == 0, explained.break_reasons
+    got = torch.compile(f, backend="tpu")(x.to("tpu"), y.to("tpu")).cpu()
+    torch.testing.assert_close(got, (x + y) * 3.0)
+
+
+# ---- what Mosaic refuses -----------------------------------------------------------------------
+
+
+def test_block_breaking_the_tiling_is_refused_with_the_kernel_name():
+    def bad(x, y):
+        return pl.pallas_call(
+            add_kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid=(2,),
+            in_specs=[pl.BlockSpec((8, 100), lambda i: (i, 0))] * 2,
+            out_specs=pl.BlockSpec((8, 100), lambda i: (i, 0)),
+        )(x, y)
+
+    x = torch.randn(16, 200, device="tpu")
+    with pytest.raises(ValueError, match=r"add_kernel.*\(8, 100\).*tiling"):
+        tpuemu.pallas.custom_jax_kernel(bad)(x, x)
+
+
+def test_vmem_over_capacity_is_refused():
+    def big(x, y):
+        return pl.pallas_call(
+            add_kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid=(1,),
+            in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))] * 2,
+            out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)),
+        )(x, y)
+
+    # Three operands' 32 MiB blocks, double-buffered: 192 MiB, more than any chip's VMEM (128
+    # MiB on v5e and v6e).
+    x = torch.randn(8192, 1024, device="tpu")
+    with pytest.raises(ValueError, match=r"add_kernel.*VMEM over capacity"):
+        tpuemu.pallas.custom_jax_kernel(big)(x, x)
+
+
+def test_unsupported_primitive_is_named():
+    def kern(x_ref, o_ref):
+        o_ref[...] = jnp.cumsum(x_ref[...], axis=1)
+
+    def f(x):
+        return pl.pallas_call(kern, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), grid=(1,),
+                              in_specs=[pl.BlockSpec(x.shape, lambda i: (0, 0))],
+                              out_specs=pl.BlockSpec(x.shape, lambda i: (0, 0)))(x)
+
+    x = torch.randn(8, 128, device="tpu")
+    with pytest.raises(NotImplementedError, match=r"kern.*cumsum.*test_pallas.py:\d+"):
+        tpuemu.pallas.custom_jax_kernel(f)(x)
+
+
+def test_index_map_outside_the_array_is_refused():
+    def f(x, y):
+        return pl.pallas_call(
+            add_kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            grid=(3,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))] * 2,
+            out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+        )(x, y)
+
+    x = torch.randn(16, 128, device="tpu")
+    with pytest.raises(ValueError, match=r"add_kernel.*grid index \[2\].*outside"):
+        tpuemu.pallas.custom_jax_kernel(f)(x, x)
+
+
+def test_cpu_tensors_and_int64_are_refused_clearly():
+    k = tpuemu.pallas.custom_jax_kernel(add)
+    with pytest.raises(ValueError, match="not on tpu"):
+        k(torch.randn(8, 128), torch.randn(8, 128))
+    with pytest.raises(TypeError, match="int64"):
+        k(torch.ones(8, 128, dtype=torch.int64, device="tpu"),
+          torch.ones(8, 128, dtype=torch.int64, device="tpu"))
+
+
+del functools
