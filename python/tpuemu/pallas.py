@@ -191,6 +191,15 @@ class _Ser:
             params["idx"] = self.indexers(e)
         elif name == "squeeze":
             params["dimensions"] = [int(d) for d in p["dimensions"]]
+        elif name == "transpose":
+            params["permutation"] = [int(d) for d in p["permutation"]]
+        elif name == "slice":
+            params["start_indices"] = [int(d) for d in p["start_indices"]]
+            params["limit_indices"] = [int(d) for d in p["limit_indices"]]
+            if p.get("strides") is not None:
+                params["strides"] = [int(d) for d in p["strides"]]
+        elif name == "tile":
+            params["reps"] = [int(d) for d in p["reps"]]
         self.ctx = outer
         return {"prim": name, "ins": ins, "outs": [self.var(v) for v in e.outvars],
                 "params": params, "src": src}
@@ -308,7 +317,7 @@ def _kernel_op(spec: dict):
     try:
         full, outs = _rust.pallas_register(text)
     except RuntimeError as e:
-        msg = str(e)
+        msg = str(e).removeprefix("NotImplementedError: ")
         if "not supported by tpuemu" in msg:
             raise NotImplementedError(msg) from None
         if "Pallas kernel" in msg:

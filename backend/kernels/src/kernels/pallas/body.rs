@@ -27,6 +27,9 @@ pub enum Val {
     A(Arr),
     /// A reference to a block, a scratch buffer or an output block.
     Ref(Arr),
+    /// The transpose of a 2-D array, not moved: a matrix product reads it transposed
+    /// (`p.T @ v`); pointwise operations apply to it element by element.
+    T(Arr),
 }
 
 const V0: VReg = VReg::n(0);
@@ -212,10 +215,42 @@ impl Body<'_> {
             "swap" => self.swap(eq, ins),
             "broadcast_in_dim" => self.broadcast(eq, ins),
             "reshape" | "squeeze" | "expand_dims" => self.reshape(eq, ins),
+            "transpose" => self.transpose(eq, ins),
+            "slice" => self.slice(eq, ins),
+            "tile" => self.tile(eq, ins),
             "iota" => self.iota(eq),
             "dot_general" => self.dot(eq, ins),
             "reduce_sum" | "reduce_max" | "reduce_min" => self.reduce(eq, ins),
             _ => match out_dt {
+                Some(dt) if ins.iter().any(|v| matches!(v, Val::T(_))) => {
+                    // Elementwise work commutes with the transpose.
+                    if !ins.iter().all(|v| matches!(v, Val::T(_) | Val::S(..))) {
+                        return Err(self.unsupported(format!(
+                            "`{}` of a transposed and a plain array{} (a transpose is lowered \
+                             only into a matrix product)",
+                            eq.prim,
+                            at(&eq.src)
+                        )));
+                    }
+                    let plain: Vec<Val> = ins
+                        .into_iter()
+                        .map(|v| match v {
+                            Val::T(a) => Val::A(a),
+                            v => v,
+                        })
+                        .collect();
+                    let mut q = eq.clone();
+                    if let Some(o) = q.outs.first_mut() {
+                        o.shape.reverse();
+                    }
+                    let r = self.pointwise(&q, plain, dt)?;
+                    Ok(r.into_iter()
+                        .map(|v| match v {
+                            Val::A(a) => Val::T(a),
+                            v => v,
+                        })
+                        .collect())
+                }
                 Some(dt) => self.pointwise(eq, ins, dt),
                 None => Err(self.unsupported(format!("`{}`{}", eq.prim, at(&eq.src)))),
             },
@@ -461,6 +496,10 @@ impl Body<'_> {
         match v {
             Val::A(a) => Ok(a.clone()),
             Val::Ref(_) => Err(PallasError::Spec("a reference used as a value".into())),
+            Val::T(_) => Err(self.unsupported(
+                "storing a transposed array (a transpose is lowered only into a matrix product)"
+                    .into(),
+            )),
             Val::S(s, _) => {
                 let (rows, cols) = two_d(self.kernel, shape, column)?;
                 let mut t = self.vmem.array(
@@ -570,6 +609,94 @@ impl Body<'_> {
         }
     }
 
+    fn transpose(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
+        let perm = ints(&eq.params, "permutation");
+        match ins.into_iter().next() {
+            Some(Val::A(a)) if a.shape.len() == 2 && perm == [1, 0] => {
+                let a = if a.dense() { a } else { self.copy(&a, a.dt)? };
+                Ok(vec![Val::T(a)])
+            }
+            Some(Val::T(a)) if perm == [1, 0] => Ok(vec![Val::A(a)]),
+            Some(v @ Val::S(..)) => Ok(vec![v]),
+            _ => Err(self.unsupported(format!(
+                "`transpose` {perm:?}{} (a 2-D transpose is lowered into a matrix product)",
+                at(&eq.src)
+            ))),
+        }
+    }
+
+    fn slice(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
+        let start = ints(&eq.params, "start_indices");
+        let limit = ints(&eq.params, "limit_indices");
+        let o = &eq.outs[0];
+        let Some(Val::A(a)) = ins.first() else {
+            return Err(self.unsupported(format!("`slice` of a non-array{}", at(&eq.src))));
+        };
+        let n = a.shape.len();
+        if n == 0 || start.len() != n || limit.len() != n || (n > 2 && start[..n - 2].iter().any(|&s| s != 0)) {
+            return Err(self.unsupported(format!("`slice` of {:?}{}", a.shape, at(&eq.src))));
+        }
+        if eq.params.get("strides").is_some_and(|s| !s.is_null()) {
+            return Err(self.unsupported(format!("a strided `slice`{}", at(&eq.src))));
+        }
+        let (r0, c0) = if n == 1 {
+            if a.rows == 1 { (0, start[0]) } else { (start[0], 0) }
+        } else {
+            (start[n - 2], start[n - 1])
+        };
+        let (rows, cols) = if n == 1 {
+            let len = (limit[0] - start[0]) as u32;
+            if a.rows == 1 { (1, len) } else { (len, 1) }
+        } else {
+            ((limit[n - 2] - start[n - 2]) as u32, (limit[n - 1] - start[n - 1]) as u32)
+        };
+        let r0 = if a.prow == 1 { 0 } else { r0 as u32 };
+        let c0 = if a.pcol == 1 { 0 } else { c0 as u32 };
+        Ok(vec![Val::A(Arr {
+            addr: a.addr + r0 * a.stride + c0 * a.fmt.bytes(),
+            prow: if a.prow == 1 { 1 } else { rows },
+            pcol: if a.pcol == 1 { 1 } else { cols },
+            rows,
+            cols,
+            shape: o.shape.clone(),
+            ..a.clone()
+        })])
+    }
+
+    fn tile(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
+        let reps = ints(&eq.params, "reps");
+        let o = &eq.outs[0];
+        let Some(Val::A(a)) = ins.first() else {
+            return Err(self.unsupported(format!("`tile` of a non-array{}", at(&eq.src))));
+        };
+        let n = a.shape.len();
+        let (rr, rc) = match reps.len() {
+            0 => (1, 1),
+            1 => (1, reps[0] as u32),
+            _ if reps[..reps.len() - 2].iter().all(|&r| r == 1) => {
+                (reps[reps.len() - 2] as u32, reps[reps.len() - 1] as u32)
+            }
+            _ => (0, 0),
+        };
+        let whole = |x: u32, t: u32, r: u32| r == 1 || x % t == 0;
+        if rr == 0 || n > 2 || !whole(a.rows, SUB, rr) || !whole(a.cols, LANES, rc) {
+            return Err(self.unsupported(format!(
+                "`tile` of {:?} by {reps:?}{} (whole (8, 128) tiles only)",
+                a.shape,
+                at(&eq.src)
+            )));
+        }
+        let (rows, cols) = (a.rows * rr, a.cols * rc);
+        let out = self.vmem.array(self.kernel, rows, cols, tpuemu_isa::ops::MemFmt::W32, a.dt, o.shape.clone(), "a value")?;
+        for i in 0..out.ti() {
+            for j in 0..out.tj() {
+                load(self.e, V0, a, i % a.ti(), j % a.tj());
+                store(self.e, V0, &out, i, j, None);
+            }
+        }
+        Ok(vec![Val::A(out)])
+    }
+
     fn iota(&mut self, eq: &Eqn) -> Result<Vec<Val>, PallasError> {
         let o = &eq.outs[0];
         let dt = dt_of(self.kernel, &o.dtype)?;
@@ -621,7 +748,7 @@ impl Body<'_> {
             .iter()
             .map(|v| match v {
                 Val::S(_, d) => *d,
-                Val::A(a) | Val::Ref(a) => a.dt,
+                Val::A(a) | Val::Ref(a) | Val::T(a) => a.dt,
             })
             .collect::<Vec<_>>();
         let first = *in_dt.first().unwrap_or(&dt);
@@ -756,7 +883,7 @@ impl Body<'_> {
                                 src.push(VSrc::Imm(bits));
                             }
                         }
-                        Val::Ref(_) => {
+                        Val::Ref(_) | Val::T(_) => {
                             return Err(PallasError::Spec("a reference used as a value".into()));
                         }
                     }
@@ -996,9 +1123,15 @@ impl Body<'_> {
         let lc = ints(&eq.params, "lhs_contract");
         let rc = ints(&eq.params, "rhs_contract");
         let batch = ints(&eq.params, "lhs_batch");
-        let (Some(Val::A(l)), Some(Val::A(r))) = (ins.first(), ins.get(1)) else {
+        let arr = |v: Option<&Val>| match v {
+            Some(Val::A(a)) => Some((a.clone(), false)),
+            Some(Val::T(a)) => Some((a.clone(), true)),
+            _ => None,
+        };
+        let (Some((l, lt)), Some((r, rt))) = (arr(ins.first()), arr(ins.get(1))) else {
             return Err(self.unsupported(format!("a matrix product of constants{}", at(&eq.src))));
         };
+        let (l, r) = (&l, &r);
         if !batch.is_empty()
             || l.shape.len() != 2
             || r.shape.len() != 2
@@ -1016,8 +1149,9 @@ impl Body<'_> {
         if !l.dt.is_float() || !r.dt.is_float() {
             return Err(self.unsupported(format!("an integer matrix product{}", at(&eq.src))));
         }
-        let lhs_t = lc[0] == 0;
-        let rhs_t = rc[0] == 1;
+        // A transposed operand's contracting dimension is the other one of what is stored.
+        let lhs_t = (lc[0] == 0) != lt;
+        let rhs_t = (rc[0] == 1) != rt;
         let l = if l.dense() {
             l.clone()
         } else {
