@@ -424,6 +424,24 @@ def _bcast(e, x):
 _DEVICE = [torch.device("tpu")]
 
 
+def _slice(e, x):
+    idx = []
+    strides = e.params.get("strides") or [1] * x.dim()
+    for a, b, st in zip(e.params["start_indices"], e.params["limit_indices"], strides):
+        idx.append(slice(int(a), int(b), int(st)))
+    return x[tuple(idx)].contiguous()
+
+
+def _iota(e):
+    p = e.params
+    shape = list(p["shape"])
+    d = int(p["dimension"])
+    r = torch.arange(shape[d], device=_DEVICE[0], dtype=_tdt(e))
+    view = [1] * len(shape)
+    view[d] = shape[d]
+    return r.reshape(view).expand(shape).contiguous()
+
+
 def _cvt(e, x):
     dt = _tdt(e)
     if not isinstance(x, torch.Tensor):
@@ -464,6 +482,15 @@ _TORCH = {
     "gt": lambda e, a, b: torch.gt(a, b), "ge": lambda e, a, b: torch.ge(a, b),
     "concatenate": lambda e, *xs: torch.cat(xs, dim=e.params["dimension"]),
     "copy": lambda e, x: x.clone(), "copy_p": lambda e, x: x.clone(),
+    "slice": _slice,
+    "rev": lambda e, x: torch.flip(x, list(e.params["dimensions"])),
+    "square": lambda e, x: x * x,
+    "erf": lambda e, x: torch.erf(x), "log1p": lambda e, x: torch.log1p(x),
+    "expm1": lambda e, x: torch.expm1(x), "sign": lambda e, x: torch.sign(x),
+    "floor": lambda e, x: torch.floor(x), "ceil": lambda e, x: torch.ceil(x),
+    "and": lambda e, a, b: a & b, "or": lambda e, a, b: a | b, "not": lambda e, x: ~x,
+    "stop_gradient": lambda e, x: x,
+    "iota": lambda e: _iota(e),
 }
 
 
