@@ -494,6 +494,11 @@ _TORCH = {
 }
 
 
+def _name(fn) -> str:
+    """A function's name (a ``functools.partial``'s function's)."""
+    return getattr(fn, "__name__", None) or _name(getattr(fn, "func", None)) if fn else "kernel"
+
+
 class _Kernel:
     """A JAX function callable on torch tensors (see the module's docs)."""
 
@@ -513,12 +518,12 @@ class _Kernel:
                 avals.append(a)
                 continue
             if not isinstance(a, torch.Tensor):
-                raise TypeError(f"{self.fn.__name__}: argument {i} is a {type(a).__name__}; "
+                raise TypeError(f"{_name(self.fn)}: argument {i} is a {type(a).__name__}; "
                                 "pass torch tensors, or name it in static_argnums")
             dt = _TORCH_TO_JAX.get(a.dtype)
             if dt is None:
                 raise TypeError(
-                    f"{self.fn.__name__}: argument {i} has dtype {a.dtype}; Pallas kernels take "
+                    f"{_name(self.fn)}: argument {i} has dtype {a.dtype}; Pallas kernels take "
                     f"{', '.join(str(d) for d in _TORCH_TO_JAX)} (JAX without x64 has no int64)")
             key.append((tuple(a.shape), dt))
             avals.append(jax.ShapeDtypeStruct(tuple(a.shape), dt))
@@ -529,18 +534,92 @@ class _Kernel:
             self.cache[key] = hit
         return hit
 
-    def __call__(self, *args):
+    def _flat(self, args):
+        """The outputs of ``fn`` on ``args``, flattened, and their tree."""
         closed, out_shape = self._traced(args)
         tensors = [a for i, a in enumerate(args) if i not in self.static]
         for i, t in enumerate(tensors):
             if t.device.type != "tpu" and t.device.type != "meta":
-                raise ValueError(f"{self.fn.__name__}: tensor argument {i} is on {t.device}, "
+                raise ValueError(f"{_name(self.fn)}: tensor argument {i} is on {t.device}, "
                                  "not on tpu")
         device = tensors[0].device if tensors else torch.device("tpu")
         _DEVICE[0] = device
         outs = _run(closed.jaxpr, closed.consts, tensors, device)
+        return outs, _jax().tree_util.tree_structure(out_shape)
+
+    def _vjp(self, args):
+        """The kernel of ``fn``'s vector-Jacobian product: tensors, then one cotangent per
+        output, to one gradient per tensor (JAX differentiates ``fn``: a ``custom_vjp`` such
+        as ``flash_attention``'s runs its own backward kernels)."""
+        key = tuple((a if i in self.static else (tuple(a.shape), a.dtype))
+                    for i, a in enumerate(args))
+        hit = self.cache.get(("vjp", key))
+        if hit is not None:
+            return hit
         jax = _jax()
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
+        static = {i: a for i, a in enumerate(args) if i in self.static}
+        n = len(args) - len(static)
+        fn = self.fn
+
+        def full(*xs):
+            it = iter(xs)
+            return fn(*[static[i] if i in static else next(it) for i in range(len(args))])
+
+        def vjp(*flat):
+            xs, cts = flat[:n], flat[n:]
+            out, pull = jax.vjp(full, *xs)
+            tree = jax.tree_util.tree_structure(out)
+            return pull(jax.tree_util.tree_unflatten(tree, list(cts)))
+
+        vjp.__name__ = f"{_name(fn)}_vjp"
+        hit = _Kernel(vjp, ())
+        self.cache[("vjp", key)] = hit
+        return hit
+
+    def __call__(self, *args):
+        tensors = [a for i, a in enumerate(args) if i not in self.static]
+        if torch.is_grad_enabled() and any(
+                isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
+            outs = _Differentiable.apply(self, args, *tensors)
+            _, out_shape = self._traced(args)
+            tree = _jax().tree_util.tree_structure(out_shape)
+        else:
+            outs, tree = self._flat(args)
+        return _jax().tree_util.tree_unflatten(tree, list(outs))
+
+
+class _Differentiable(torch.autograd.Function):
+    """A kernel call that PyTorch's autograd differentiates through JAX's ``jax.vjp``."""
+
+    @staticmethod
+    def forward(ctx, kernel, args, *tensors):
+        outs, tree = kernel._flat(args)
+        ctx.kernel, ctx.args, ctx.tree = kernel, args, tree
+        ctx.save_for_backward(*tensors)
+        ctx.mark_non_differentiable(*[o for o in outs if not o.is_floating_point()])
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        tensors = ctx.saved_tensors
+        outs = [g if g is not None else None for g in grads]
+        cts = []
+        for g, t in zip(outs, _shapes_of(ctx)):
+            cts.append(g.contiguous() if g is not None else torch.zeros(t[0], dtype=t[1],
+                                                                         device=tensors[0].device))
+        grads_in = ctx.kernel._vjp(ctx.args)(*tensors, *cts)
+        if isinstance(grads_in, torch.Tensor):
+            grads_in = (grads_in,)
+        res = []
+        for t, g in zip(tensors, grads_in):
+            res.append(g if t.is_floating_point() and g is not None else None)
+        return (None, None, *res)
+
+
+def _shapes_of(ctx):
+    closed, _ = ctx.kernel._traced(ctx.args)
+    return [(tuple(v.aval.shape), _JAX_TO_TORCH[_dtype_name(v.aval.dtype)])
+            for v in closed.jaxpr.outvars]
 
 
 def custom_jax_kernel(fn=None, *, static_argnums=()):
