@@ -21,7 +21,12 @@
 //! lowering does not handle yet is named ([`PallasError::Unsupported`]).
 
 pub mod body;
+pub mod expr;
+mod matmul;
+mod pointwise;
+mod reduce;
 pub mod scalar;
+mod shape;
 pub mod spec;
 pub mod values;
 
@@ -299,6 +304,7 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             ids: &points[t],
             grid: &spec.grid,
             core,
+            reads: Vec::new(),
         };
         body.run(&spec.body, args)?;
         vmem.release(mark);

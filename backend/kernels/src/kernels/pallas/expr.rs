@@ -1,0 +1,482 @@
+//! Elementwise work, lowered lazily and fused in registers.
+//!
+//! A pointwise equation emits nothing: it builds an [`Expr`] node over its operands. Code is
+//! generated when a value is consumed — stored into a reference, reduced, fed to the matrix
+//! unit, or used twice — one (8, 128) tile at a time: the expression's tree is evaluated in
+//! vector registers (each node once per tile, its register freed after its last use), so a
+//! chain such as `exp(s * scale - m)` costs one load per operand tile and no VMEM round trip
+//! between its operations, as Mosaic's fused vector code does. A tree that needs more
+//! registers than the core has is split: its operands are materialised in VMEM first.
+//!
+//! Broadcasting follows the layout rule of [`super::values`]: a node whose rows (or columns)
+//! are 1 is evaluated at tile row (column) 0 and holds the row (column) in every sublane
+//! (lane).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use tpuemu_isa::ops::{CmpOp, CvtOp, MemFmt, VBinOp, VType, VUnOp};
+use tpuemu_isa::{MReg, VReg, VSrc};
+
+use super::PallasError;
+use super::body::Body;
+use super::scalar::Scalar;
+use super::spec::Dt;
+use super::values::{Arr, LANES, SUB, load, store, vtype};
+use crate::codegen::Emitter;
+
+/// Scratch registers of [`emit`]; the pool starts above them.
+const V5: VReg = VReg::n(5);
+const V7: VReg = VReg::n(7);
+/// The mask register pointwise operations use.
+pub const M_OP: MReg = MReg::n(1);
+/// The first register of the pool values are evaluated in.
+const POOL_FIRST: u8 = 8;
+
+/// A pointwise operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    /// `vbin`.
+    Bin(VBinOp),
+    /// `vun`.
+    Un(VUnOp),
+    /// Logical not of a bool (0/1).
+    NotBool,
+    /// 2^x.
+    Exp2,
+    /// x * x.
+    Square,
+    /// x^y for a whole y.
+    IntPow(i32),
+    /// A comparison: a bool.
+    Cmp(CmpOp),
+    /// `select_n(which, case0, case1)`.
+    Select,
+    /// `convert_element_type`.
+    Convert,
+    /// The value itself.
+    Copy,
+}
+
+/// What a node computes.
+#[derive(Debug)]
+pub enum Kind {
+    /// An array in VMEM.
+    Leaf(Arr),
+    /// A constant.
+    Const(Scalar, Dt),
+    /// A pointwise operation of `args`, computed in `ty` lanes from operands of dtype `from`.
+    Op {
+        /// The operation.
+        op: Op,
+        /// The lanes' type.
+        ty: VType,
+        /// The first operand's dtype.
+        from: Dt,
+        /// Operands.
+        args: Vec<Rc<Expr>>,
+    },
+    /// The operand's values, seen with another extent (a broadcast) or shape.
+    View(Rc<Expr>),
+    /// The operand repeated along rows and columns (`jnp.tile`, whole tiles).
+    Tile(Rc<Expr>),
+}
+
+/// An array value of the body.
+#[derive(Debug)]
+pub struct Expr {
+    /// What it computes.
+    pub kind: Kind,
+    /// Logical rows (1: the same row in every sublane of every tile row).
+    pub rows: u32,
+    /// Logical columns (1: the same value in every lane).
+    pub cols: u32,
+    /// Its dtype.
+    pub dt: Dt,
+    /// Its logical shape.
+    pub shape: Vec<usize>,
+    /// Where it was stored once computed.
+    pub cache: RefCell<Option<Arr>>,
+}
+
+impl Expr {
+    /// An array in VMEM as a value.
+    pub fn leaf(a: Arr) -> Rc<Expr> {
+        Rc::new(Expr {
+            rows: a.rows,
+            cols: a.cols,
+            dt: a.dt,
+            shape: a.shape.clone(),
+            kind: Kind::Leaf(a),
+            cache: RefCell::new(None),
+        })
+    }
+
+    /// A node of `kind` with this extent.
+    pub fn new(kind: Kind, rows: u32, cols: u32, dt: Dt, shape: Vec<usize>) -> Rc<Expr> {
+        Rc::new(Expr {
+            kind,
+            rows,
+            cols,
+            dt,
+            shape,
+            cache: RefCell::new(None),
+        })
+    }
+
+    /// Row tiles.
+    pub fn ti(&self) -> u32 {
+        self.rows.div_ceil(SUB)
+    }
+
+    /// Column tiles.
+    pub fn tj(&self) -> u32 {
+        self.cols.div_ceil(LANES)
+    }
+
+    /// The array it is, if it is stored.
+    pub fn stored(&self) -> Option<Arr> {
+        if let Some(a) = self.cache.borrow().as_ref() {
+            return Some(a.clone());
+        }
+        match &self.kind {
+            Kind::Leaf(a) => Some(a.clone()),
+            _ => None,
+        }
+    }
+
+    fn children(&self) -> Vec<&Rc<Expr>> {
+        if self.cache.borrow().is_some() {
+            return Vec::new();
+        }
+        match &self.kind {
+            Kind::Leaf(_) | Kind::Const(..) => Vec::new(),
+            Kind::Op { args, .. } => args.iter().collect(),
+            Kind::View(a) | Kind::Tile(a) => vec![a],
+        }
+    }
+}
+
+/// The tile of `child` a parent at tile (i, j) reads.
+fn child_tile(parent: &Expr, child: &Expr, i: u32, j: u32) -> (u32, u32) {
+    if matches!(parent.kind, Kind::Tile(_)) {
+        return (i % child.ti().max(1), j % child.tj().max(1));
+    }
+    (
+        if child.rows == 1 { 0 } else { i },
+        if child.cols == 1 { 0 } else { j },
+    )
+}
+
+/// Whether operand `k` of `op` may be an immediate (a constant needs no register there).
+fn immediate_ok(op: Op, k: usize) -> bool {
+    match op {
+        Op::Bin(_) | Op::Cmp(_) => k == 1,
+        Op::Select => k == 1,
+        _ => false,
+    }
+}
+
+/// One tile's evaluation: registers held by nodes and the uses each has left.
+struct TileEval {
+    free: Vec<VReg>,
+    held: HashMap<(*const Expr, u32, u32), (VReg, u32)>,
+    uses: HashMap<*const Expr, u32>,
+    peak: usize,
+    total: usize,
+    emit: bool,
+}
+
+/// Registers ran out: the tree must be split.
+struct Spill;
+
+impl TileEval {
+    fn alloc(&mut self) -> Result<VReg, Spill> {
+        let r = self.free.pop().ok_or(Spill)?;
+        self.peak = self.peak.max(self.total - self.free.len());
+        Ok(r)
+    }
+
+    /// One use of `n`'s register (at tile (i, j)) is over; frees it (and its operand's, for
+    /// views) after the last.
+    fn release(&mut self, n: &Expr, i: u32, j: u32) {
+        let key = (n as *const Expr, i, j);
+        let Some((r, left)) = self.held.get_mut(&key) else {
+            return;
+        };
+        *left -= 1;
+        if *left > 0 {
+            return;
+        }
+        let r = *r;
+        self.held.remove(&key);
+        match &n.kind {
+            Kind::View(a) | Kind::Tile(a) if n.cache.borrow().is_none() => {
+                let (ci, cj) = child_tile(n, a, i, j);
+                self.release(a, ci, cj)
+            }
+            _ => self.free.push(r),
+        }
+    }
+}
+
+/// Counts how many parents in the tree reach each node.
+fn count_uses(root: &Rc<Expr>, uses: &mut HashMap<*const Expr, u32>) {
+    let key = Rc::as_ptr(root);
+    let n = uses.entry(key).or_insert(0);
+    *n += 1;
+    if *n > 1 {
+        return;
+    }
+    for c in root.children() {
+        count_uses(c, uses);
+    }
+}
+
+impl Body<'_> {
+    fn pool(&self) -> Vec<VReg> {
+        let n = self.core.vregs.clamp(POOL_FIRST as u32 + 2, 64) as u8;
+        (POOL_FIRST..n).rev().map(VReg::n).collect()
+    }
+
+    fn eval(
+        &mut self,
+        st: &mut TileEval,
+        n: &Rc<Expr>,
+        i: u32,
+        j: u32,
+    ) -> Result<VReg, Spill> {
+        let key = (Rc::as_ptr(n), i, j);
+        if let Some((r, _)) = st.held.get(&key) {
+            return Ok(*r);
+        }
+        let uses = st.uses.get(&key.0).copied().unwrap_or(1);
+        if let Some(a) = n.cache.borrow().clone() {
+            let r = st.alloc()?;
+            if st.emit {
+                load(self.e, r, &a, i, j);
+            }
+            st.held.insert(key, (r, uses));
+            return Ok(r);
+        }
+        let r = match &n.kind {
+            Kind::Leaf(a) => {
+                let r = st.alloc()?;
+                if st.emit {
+                    load(self.e, r, a, i, j);
+                }
+                r
+            }
+            Kind::Const(s, d) => {
+                let r = st.alloc()?;
+                if st.emit {
+                    self.e.vmov(vtype(*d), r, s.convert(*d).bits(*d));
+                }
+                r
+            }
+            Kind::View(a) | Kind::Tile(a) => {
+                let (ci, cj) = child_tile(n, a, i, j);
+                self.eval(st, a, ci, cj)?
+            }
+            Kind::Op { op, ty, from, args } => {
+                let mut src = Vec::with_capacity(args.len());
+                for (k, a) in args.iter().enumerate() {
+                    match (&a.kind, a.cache.borrow().is_none()) {
+                        (Kind::Const(s, d), true) if immediate_ok(*op, k) => {
+                            src.push(VSrc::Imm(s.convert(*d).bits(*d)));
+                        }
+                        _ => {
+                            let (ci, cj) = child_tile(n, a, i, j);
+                            src.push(VSrc::V(self.eval(st, a, ci, cj)?));
+                        }
+                    }
+                }
+                let dst = st.alloc()?;
+                if st.emit {
+                    emit(self.e, *op, *ty, *from, n.dt, dst, &src);
+                }
+                for (k, a) in args.iter().enumerate() {
+                    if matches!(src[k], VSrc::V(_)) {
+                        let (ci, cj) = child_tile(n, a, i, j);
+                        st.release(a, ci, cj);
+                    }
+                }
+                dst
+            }
+        };
+        st.held.insert(key, (r, uses));
+        Ok(r)
+    }
+
+    /// Evaluates `n` at output tile (i, j) into a register; `done` frees it. The tree is split
+    /// (its operands stored) until it fits the registers.
+    pub(super) fn tile_reg(&mut self, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, PallasError> {
+        loop {
+            let mut dry = self.tile_eval(n, false);
+            match self.eval(&mut dry, n, i, j) {
+                Ok(_) => break,
+                Err(Spill) => self.split(n)?,
+            }
+        }
+        let mut st = self.tile_eval(n, true);
+        match self.eval(&mut st, n, i, j) {
+            Ok(r) => Ok(r),
+            Err(Spill) => Err(PallasError::Build {
+                kernel: self.kernel.into(),
+                what: "vector registers ran out after a split".into(),
+            }),
+        }
+    }
+
+    fn tile_eval(&self, n: &Rc<Expr>, emit: bool) -> TileEval {
+        let free = self.pool();
+        let mut uses = HashMap::new();
+        count_uses(n, &mut uses);
+        TileEval {
+            total: free.len(),
+            free,
+            held: HashMap::new(),
+            uses,
+            peak: 0,
+            emit,
+        }
+    }
+
+    /// Stores the operations among `n`'s operands, so that `n` needs fewer registers.
+    fn split(&mut self, n: &Rc<Expr>) -> Result<(), PallasError> {
+        let kids: Vec<Rc<Expr>> = n.children().into_iter().cloned().collect();
+        let mut any = false;
+        for k in &kids {
+            if k.stored().is_none() && !matches!(k.kind, Kind::Const(..)) {
+                self.materialize(k)?;
+                any = true;
+            }
+        }
+        if any {
+            Ok(())
+        } else {
+            Err(PallasError::Build {
+                kernel: self.kernel.into(),
+                what: "an operation with more operands than vector registers".into(),
+            })
+        }
+    }
+
+    /// `n` stored in VMEM (computed now if it is not).
+    pub(super) fn materialize(&mut self, n: &Rc<Expr>) -> Result<Arr, PallasError> {
+        if let Some(a) = n.stored() {
+            return Ok(a);
+        }
+        let mut out = self.vmem.array(
+            self.kernel,
+            n.rows,
+            n.cols,
+            MemFmt::W32,
+            n.dt,
+            n.shape.clone(),
+            "a value",
+        )?;
+        for i in 0..n.ti() {
+            for j in 0..n.tj() {
+                let r = self.tile_reg(n, i, j)?;
+                store(self.e, r, &out, i, j, None);
+            }
+        }
+        out.shape = n.shape.clone();
+        *n.cache.borrow_mut() = Some(out.clone());
+        Ok(out)
+    }
+}
+
+/// Computes `op` of `src` (the first a register) into `dst`, rounding a bf16 result.
+pub fn emit(e: &mut Emitter, op: Op, ty: VType, from: Dt, to: Dt, dst: VReg, src: &[VSrc]) {
+    let reg = |s: &VSrc| match s {
+        VSrc::V(v) => *v,
+        _ => V5,
+    };
+    let a = reg(&src[0]);
+    match op {
+        Op::Bin(b) => {
+            e.vbin(b, ty, dst, a, src[1]);
+        }
+        Op::Un(u) => {
+            e.vun(u, ty, dst, a);
+        }
+        Op::NotBool => {
+            e.vbin(VBinOp::Xor, VType::I32, dst, a, 1u32);
+        }
+        Op::Exp2 => {
+            e.vbin(VBinOp::Mul, VType::F32, dst, a, std::f32::consts::LN_2.to_bits());
+            e.vun(VUnOp::Exp, VType::F32, dst, dst);
+        }
+        Op::Square => {
+            e.vbin(VBinOp::Mul, ty, dst, a, a);
+        }
+        Op::IntPow(y) => {
+            let one = if ty == VType::F32 { 1.0f32.to_bits() } else { 1 };
+            e.vmov(ty, V5, a);
+            e.vmov(ty, dst, one);
+            let mut k = y.unsigned_abs();
+            while k > 0 {
+                if k & 1 == 1 {
+                    e.vbin(VBinOp::Mul, ty, dst, dst, V5);
+                }
+                k >>= 1;
+                if k > 0 {
+                    e.vbin(VBinOp::Mul, ty, V5, V5, V5);
+                }
+            }
+            if y < 0 {
+                e.vmov(VType::F32, V5, 1.0f32.to_bits());
+                e.vbin(VBinOp::Div, VType::F32, dst, V5, dst);
+            }
+        }
+        Op::Cmp(c) => {
+            e.vcmp(c, ty, M_OP, a, src[1]);
+            e.vmov(VType::I32, V7, 1u32);
+            e.vsel(VType::I32, dst, M_OP, V7, 0u32);
+        }
+        Op::Select => {
+            // select_n(which, case0, case1): case1 where `which` is set.
+            e.vcmp(CmpOp::Ne, VType::I32, M_OP, a, 0u32);
+            let c1 = match src[2] {
+                VSrc::V(v) => v,
+                other => {
+                    e.vmov(vtype(to), V7, other);
+                    V7
+                }
+            };
+            e.vsel(vtype(to), dst, M_OP, c1, src[1]);
+        }
+        Op::Copy => {
+            e.vmov(ty, dst, a);
+        }
+        Op::Convert => match (from.is_float(), to) {
+            (true, Dt::F32) | (true, Dt::Bf16) => {
+                e.vmov(VType::F32, dst, a);
+            }
+            (true, Dt::I32) => {
+                e.vcvt(CvtOp::F2I, dst, a);
+            }
+            (false, Dt::F32) | (false, Dt::Bf16) => {
+                e.vcvt(CvtOp::I2F, dst, a);
+            }
+            (false, Dt::I32) => {
+                e.vmov(VType::I32, dst, a);
+            }
+            (f, Dt::Bool) => {
+                let t = if f { VType::F32 } else { VType::I32 };
+                e.vcmp(CmpOp::Ne, t, M_OP, a, 0u32);
+                e.vmov(VType::I32, V7, 1u32);
+                e.vsel(VType::I32, dst, M_OP, V7, 0u32);
+            }
+        },
+    }
+    let round = to == Dt::Bf16
+        && !matches!(op, Op::Copy | Op::Select | Op::Cmp(_))
+        && !(op == Op::Convert && from == Dt::Bf16);
+    if round {
+        e.vcvt(CvtOp::Bf16, dst, dst);
+    }
+}

@@ -1,0 +1,180 @@
+//! `jnp.dot` / `lax.dot_general` of two 2-D arrays on the matrix units: the product is split
+//! into weight tiles of the array's size (K x N), spread over the core's matrix units, each
+//! streaming all M rows of the left operand and popping (accumulating over K) into an f32
+//! result. A transposed operand (a contraction over its first dimension, or `x.T`) is read
+//! transposed by the matrix unit, never moved. Operands still in a block's bf16 buffer are
+//! read there; others are stored in f32 first.
+
+use std::rc::Rc;
+
+use tpuemu_isa::ops::{CvtOp, MemFmt, MxuFmt, Precision};
+use tpuemu_isa::{Addr, Mxu, VReg};
+
+use super::PallasError;
+use super::body::{Body, Val, dt_of, ints};
+use super::expr::Expr;
+use super::scalar::at;
+use super::spec::{Dt, Eqn};
+use super::values::{Arr, store};
+
+impl Body<'_> {
+    /// `x` in VMEM in a format the matrix unit reads: its bf16 block when `bf16` allows.
+    fn mxu_operand(&mut self, x: &Rc<Expr>, bf16: bool) -> Result<Arr, PallasError> {
+        if let Some(a) = x.stored()
+            && a.prow == a.rows
+            && a.pcol == a.cols
+            && (a.fmt == MemFmt::W32 || (bf16 && a.fmt == MemFmt::Bf16))
+        {
+            return Ok(a);
+        }
+        let a = self.materialize(x)?;
+        if a.prow == a.rows && a.pcol == a.cols {
+            return Ok(a);
+        }
+        self.copy_arr(&a)
+    }
+
+    pub(super) fn dot(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
+        let k = self.kernel;
+        let o = &eq.outs[0];
+        let dt = dt_of(k, &o.dtype)?;
+        let lc = ints(&eq.params, "lhs_contract");
+        let rc = ints(&eq.params, "rhs_contract");
+        let batch = ints(&eq.params, "lhs_batch");
+        let arr = |v: Option<&Val>| match v {
+            Some(Val::E(a)) => Some((a.clone(), false)),
+            Some(Val::T(a)) => Some((a.clone(), true)),
+            _ => None,
+        };
+        let (Some((lx, lt)), Some((rx, rt))) = (arr(ins.first()), arr(ins.get(1))) else {
+            return Err(self.unsupported(format!(
+                "a matrix product of constants{}",
+                at(&eq.src)
+            )));
+        };
+        drop(ins);
+        if !batch.is_empty()
+            || lx.shape.len() != 2
+            || rx.shape.len() != 2
+            || lc.len() != 1
+            || rc.len() != 1
+        {
+            return Err(self.unsupported(format!(
+                "`dot_general` of {:?} and {:?} contracting {lc:?} and {rc:?}{} (2-D operands, \
+                 one contracting dimension, no batch dimensions)",
+                lx.shape,
+                rx.shape,
+                at(&eq.src)
+            )));
+        }
+        if !lx.dt.is_float() || !rx.dt.is_float() {
+            return Err(self.unsupported(format!("an integer matrix product{}", at(&eq.src))));
+        }
+        // bf16 operands take one pass (exact); float32 as `precision` says, Mosaic's default
+        // (None or DEFAULT) taken as float32-exact (six bf16 passes).
+        let bf = lx.dt == Dt::Bf16 && rx.dt == Dt::Bf16;
+        let prec = if bf {
+            Precision::P1
+        } else {
+            match eq.params.get("precision").and_then(|v| v.as_str()) {
+                Some("HIGH") => Precision::P3,
+                Some("BF16") => Precision::P1,
+                _ => Precision::P6,
+            }
+        };
+        let mut l = self.mxu_operand(&lx, bf)?;
+        let mut r = self.mxu_operand(&rx, bf)?;
+        // Both operands in one format.
+        if l.fmt != r.fmt {
+            if l.fmt == MemFmt::Bf16 {
+                l = self.copy_arr(&l)?;
+            } else {
+                r = self.copy_arr(&r)?;
+            }
+        }
+        let fmt = if l.fmt == MemFmt::Bf16 {
+            MxuFmt::Bf16
+        } else {
+            MxuFmt::F32
+        };
+        let esz = fmt.bytes();
+        // A transposed operand's contracting dimension is the other one of what is stored.
+        let lhs_t = (lc[0] == 0) != lt;
+        let rhs_t = (rc[0] == 1) != rt;
+        let (m, kk) = if lhs_t { (l.cols, l.rows) } else { (l.rows, l.cols) };
+        let (kr, n) = if rhs_t { (r.cols, r.rows) } else { (r.rows, r.cols) };
+        if kk != kr {
+            return Err(PallasError::Spec(format!(
+                "dot_general of {m}x{kk} and {kr}x{n}"
+            )));
+        }
+        let out = self.vmem.array(
+            k,
+            m,
+            n,
+            MemFmt::W32,
+            Dt::F32,
+            o.shape.clone(),
+            "a matrix product",
+        )?;
+        let (ar, ac) = (self.core.mxu_rows.max(8), self.core.mxu_cols.max(8));
+        let units = self.core.mxus.max(1) as usize;
+        let ntiles: Vec<u32> = (0..n.div_ceil(ac)).collect();
+        for group in ntiles.chunks(units) {
+            for k0 in (0..kk).step_by(ar as usize) {
+                let kc = ar.min(kk - k0);
+                for (u, &nt) in group.iter().enumerate() {
+                    let n0 = nt * ac;
+                    let nc = ac.min(n - n0);
+                    let mx = Mxu::n(u as u8);
+                    // Weights: K x N of the right operand, or read transposed.
+                    let w_addr = if rhs_t {
+                        r.addr + n0 * r.stride + k0 * esz
+                    } else {
+                        r.addr + k0 * r.stride + n0 * esz
+                    };
+                    let (rk, rn, rs) = (
+                        self.e.konst(kc as i32),
+                        self.e.konst(nc as i32),
+                        self.e.konst(r.stride as i32),
+                    );
+                    self.e
+                        .mxu_lw(mx, fmt, rhs_t, Addr::abs(w_addr as i32), rk, rn, rs);
+                    let a_addr = if lhs_t {
+                        l.addr + k0 * l.stride
+                    } else {
+                        l.addr + k0 * esz
+                    };
+                    let (rm, ls) = (self.e.konst(m as i32), self.e.konst(l.stride as i32));
+                    self.e
+                        .mxu_mm(mx, fmt, lhs_t, prec, Addr::abs(a_addr as i32), rm, ls);
+                }
+                for (u, &nt) in group.iter().enumerate() {
+                    let n0 = nt * ac;
+                    let (rm, os) = (self.e.konst(m as i32), self.e.konst(out.stride as i32));
+                    self.e.mxu_pop(
+                        Mxu::n(u as u8),
+                        k0 > 0,
+                        Addr::abs((out.addr + n0 * 4) as i32),
+                        rm,
+                        os,
+                    );
+                }
+            }
+        }
+        if dt == Dt::F32 {
+            return Ok(vec![Val::E(Expr::leaf(out))]);
+        }
+        // A bf16 result: rounded once.
+        let v = VReg::n(0);
+        let res = self.vmem.array(k, m, n, MemFmt::W32, dt, o.shape.clone(), "a value")?;
+        for i in 0..out.ti() {
+            for j in 0..out.tj() {
+                super::values::load(self.e, v, &out, i, j);
+                self.e.vcvt(CvtOp::Bf16, v, v);
+                store(self.e, v, &res, i, j, None);
+            }
+        }
+        Ok(vec![Val::E(Expr::leaf(res))])
+    }
+}

@@ -1,0 +1,115 @@
+//! Reductions (`jnp.sum`, `jnp.max`, `jnp.min`) along the lanes, the sublanes or both: tiles
+//! combined elementwise, then one cross-lane (`vred`) step, the result broadcast along the
+//! reduced axis as the layout wants ([`super::values`]). Elements past an array's edge are
+//! masked to the reduction's identity.
+
+use std::rc::Rc;
+
+use tpuemu_isa::VReg;
+use tpuemu_isa::ops::{Axis, CvtOp, MemFmt, RedOp, VBinOp, VType};
+
+use super::PallasError;
+use super::body::{Body, Val, dt_of, ints};
+use super::expr::Expr;
+use super::spec::{Dt, Eqn};
+use super::values::{LANES, SUB, store, vtype};
+
+/// The accumulator of a reduction (the pool of [`super::expr`] starts above it).
+const ACC: VReg = VReg::n(0);
+
+impl Body<'_> {
+    pub(super) fn reduce(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
+        let o = &eq.outs[0];
+        let dt = dt_of(self.kernel, &o.dtype)?;
+        let a: Rc<Expr> = match ins.into_iter().next() {
+            Some(Val::E(a)) => a,
+            Some(v @ Val::S(..)) => return Ok(vec![v]),
+            _ => return Err(PallasError::Spec("reduction of a reference".into())),
+        };
+        let axes = ints(&eq.params, "axes");
+        let n = a.shape.len();
+        let mut over_rows = false;
+        let mut over_cols = false;
+        for &ax in &axes {
+            let ax = ax as usize;
+            if n == 1 {
+                // A 1-D value is a row or a column.
+                if a.rows == 1 {
+                    over_cols = true;
+                } else {
+                    over_rows = true;
+                }
+            } else if ax + 1 == n {
+                over_cols = true;
+            } else if ax + 2 == n {
+                over_rows = true;
+            }
+        }
+        let (red, ident_f, ident_i) = match eq.prim.as_str() {
+            "reduce_sum" => (RedOp::Add, 0.0f32, 0i32),
+            "reduce_max" => (RedOp::Max, f32::NEG_INFINITY, i32::MIN),
+            _ => (RedOp::Min, f32::INFINITY, i32::MAX),
+        };
+        let ty = vtype(a.dt);
+        let ident = if ty == VType::F32 {
+            ident_f.to_bits()
+        } else {
+            ident_i as u32
+        };
+        let bin = match red {
+            RedOp::Add => VBinOp::Add,
+            RedOp::Max => VBinOp::Max,
+            RedOp::Min => VBinOp::Min,
+        };
+        let rows = if over_rows { 1 } else { a.rows };
+        let cols = if over_cols { 1 } else { a.cols };
+        let out = self.vmem.array(
+            self.kernel,
+            rows,
+            cols,
+            MemFmt::W32,
+            dt,
+            o.shape.clone(),
+            "a value",
+        )?;
+        let (ti, tj) = (a.ti(), a.tj());
+        let (pr, pc) = (a.rows % SUB, a.cols % LANES);
+        for oi in 0..if over_rows { 1 } else { ti } {
+            for oj in 0..if over_cols { 1 } else { tj } {
+                let is: Vec<u32> = if over_rows { (0..ti).collect() } else { vec![oi] };
+                let js: Vec<u32> = if over_cols { (0..tj).collect() } else { vec![oj] };
+                let mut first = true;
+                for &i in &is {
+                    for &j in &js {
+                        let r = self.tile_reg(&a, i, j)?;
+                        let cut_r = over_rows && a.rows > 1 && i + 1 == ti && pr != 0;
+                        let cut_c = over_cols && a.cols > 1 && j + 1 == tj && pc != 0;
+                        if let Some(m) = self.edge_mask(cut_r.then_some(pr), cut_c.then_some(pc))
+                        {
+                            self.e.vsel(ty, r, m, r, ident);
+                        }
+                        if first {
+                            self.e.vmov(ty, ACC, r);
+                        } else {
+                            self.e.vbin(bin, ty, ACC, ACC, r);
+                        }
+                        first = false;
+                    }
+                }
+                // A row (column) of one is every sublane (lane) the same: a sum over the
+                // logical extent scales it, a maximum is itself.
+                if over_cols && a.cols > 1 {
+                    self.e.vred(red, ty, Axis::Lane, ACC, ACC);
+                }
+                if over_rows && a.rows > 1 {
+                    self.e.vred(red, ty, Axis::Sub, ACC, ACC);
+                }
+                if dt == Dt::Bf16 {
+                    self.e.vcvt(CvtOp::Bf16, ACC, ACC);
+                }
+                store(self.e, ACC, &out, oi, oj, None);
+            }
+        }
+        Ok(vec![Val::E(Expr::leaf(out))])
+    }
+}
