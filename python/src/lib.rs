@@ -303,6 +303,13 @@ fn pallas_register(spec: &str) -> PyResult<(String, Vec<(Vec<usize>, String)>)> 
     ))
 }
 
+/// The assembly a serialised `pallas_call` lowers to on this process's chip.
+#[pyfunction]
+fn pallas_assembly(spec: &str) -> PyResult<String> {
+    let rt = rt()?;
+    tpuemu_backend::ops::pallas::assembly(&rt, spec).map_err(err)
+}
+
 /// Registers a serialised ATen graph for whole-graph compilation; its id.
 #[pyfunction]
 fn compile_graph(spec: &str) -> PyResult<i64> {
@@ -367,9 +374,9 @@ mod rust_module {
     #[pymodule_export]
     use super::{
         check_env, chip, chip_info, compile_graph, host_time_ns, matmul_precision, memory,
-        metrics_json, metrics_report, mode, pallas_register, record_span, registry, reset_metrics,
-        reset_peak_memory, reset_timing, set_chip, set_debug, set_matmul_precision, set_mode,
-        set_profiling, started, sync, take_trace, timing, vtable,
+        metrics_json, metrics_report, mode, pallas_assembly, pallas_register, record_span,
+        registry, reset_metrics, reset_peak_memory, reset_timing, set_chip, set_debug,
+        set_matmul_precision, set_mode, set_profiling, started, sync, take_trace, timing, vtable,
     };
 
     #[pymodule_init]

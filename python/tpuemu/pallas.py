@@ -311,18 +311,24 @@ def _library():
     return _LIB
 
 
+def _refusal(e: RuntimeError) -> Exception:
+    """The backend's error as Python's: what tpuemu does not lower is a NotImplementedError,
+    what Mosaic refuses a ValueError."""
+    msg = str(e).removeprefix("NotImplementedError: ")
+    if "not supported by tpuemu" in msg:
+        return NotImplementedError(msg)
+    if "Pallas kernel" in msg:
+        return ValueError(msg)
+    return e
+
+
 def _kernel_op(spec: dict):
     """The torch operator of a lowered kernel (lowering and defining it on first use)."""
     text = json.dumps(spec, separators=(",", ":"), sort_keys=True)
     try:
         full, outs = _rust.pallas_register(text)
     except RuntimeError as e:
-        msg = str(e).removeprefix("NotImplementedError: ")
-        if "not supported by tpuemu" in msg:
-            raise NotImplementedError(msg) from None
-        if "Pallas kernel" in msg:
-            raise ValueError(msg) from None
-        raise
+        raise _refusal(e) from None
     short = full.split("::", 1)[1]
     if short in _OPS:
         return _OPS[short]
@@ -575,6 +581,31 @@ class _Kernel:
         hit = _Kernel(vjp, ())
         self.cache[("vjp", key)] = hit
         return hit
+
+    def assembly(self, *args) -> list[str]:
+        """The programs the ``pallas_call``s of ``fn`` lower to for these arguments (tensors,
+        or anything with ``shape`` and ``dtype``), as assembly text, in the order they run."""
+        closed, _ = self._traced(args)
+        found = []
+
+        def walk(j):
+            for e in j.eqns:
+                if e.primitive.name == "pallas_call":
+                    found.append(e)
+                elif e.primitive.name in _CALL_PRIMS:
+                    sub = (e.params.get("jaxpr") or e.params.get("call_jaxpr")
+                           or e.params.get("fun_jaxpr"))
+                    walk(sub.jaxpr)
+
+        walk(closed.jaxpr)
+        out = []
+        for e in found:
+            text = json.dumps(_kernel_spec(e), separators=(",", ":"), sort_keys=True)
+            try:
+                out.append(_rust.pallas_assembly(text))
+            except RuntimeError as err:
+                raise _refusal(err) from None
+        return out
 
     def __call__(self, *args):
         tensors = [a for i, a in enumerate(args) if i not in self.static]

@@ -27,6 +27,23 @@ fn dtype(dt: Dt) -> DType {
     }
 }
 
+/// The program `json` lowers to on `rt`'s chip, as assembly text.
+pub fn assembly(rt: &Runtime, json: &str) -> Result<String> {
+    let spec = KernelSpec::parse(json)?;
+    let core = core_of(rt)?;
+    let program = pallas::build(&spec, &core)?;
+    Ok(tpuemu_isa::disassemble(&program))
+}
+
+fn core_of(rt: &Runtime) -> Result<tpuemu_isa::CoreInfo> {
+    rt.device()
+        .topology()
+        .chips
+        .first()
+        .map(|c| c.core.clone())
+        .ok_or_else(|| TpuError::BadArgs("the device has no chips".into()))
+}
+
 /// Lowers the serialised `pallas_call` `json` for `rt`'s chip and registers it; the
 /// operator's name (`tpuemu_pallas::add_kernel_1a2b..`) and its outputs' shapes and dtypes.
 pub fn register(rt: &Runtime, json: &str) -> Result<(String, Vec<Meta>)> {
@@ -56,12 +73,7 @@ pub fn register(rt: &Runtime, json: &str) -> Result<(String, Vec<Meta>)> {
     if custom::lookup(&name).is_some() {
         return Ok((name, outs));
     }
-    let topo = rt.device().topology();
-    let core = topo
-        .chips
-        .first()
-        .map(|c| c.core.clone())
-        .ok_or_else(|| TpuError::BadArgs("the device has no chips".into()))?;
+    let core = core_of(rt)?;
     let program = pallas::build(&spec, &core)?;
     let (kname, want, got_outs) = (spec.name.clone(), ins.clone(), outs.clone());
     custom::register(CustomOp {

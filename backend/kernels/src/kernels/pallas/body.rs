@@ -124,7 +124,7 @@ impl Body<'_> {
         for a in &j.outvars {
             if let Atom::Var { v } = a {
                 last.insert(*v, usize::MAX);
-                *uses.entry(*v).or_insert(0) += 2;
+                *uses.entry(*v).or_insert(0) += 1;
             }
         }
         let mut env: HashMap<u32, Val> = j.invars.iter().map(|v| v.id).zip(args).collect();
@@ -357,10 +357,9 @@ impl Body<'_> {
                     .and_then(|v| v.as_i64())
                     .unwrap_or(r.shape[d] as i64);
                 if s.get("stride").and_then(|v| v.as_i64()).unwrap_or(1) != 1 {
-                    return Err(self.unsupported(format!(
-                        "a strided slice of a reference{}",
-                        at(&eq.src)
-                    )));
+                    return Err(
+                        self.unsupported(format!("a strided slice of a reference{}", at(&eq.src)))
+                    );
                 }
                 shape.push(sizes[d] as usize);
             }
@@ -465,9 +464,8 @@ impl Body<'_> {
             }
             let in_src = inner.contains_key(&Rc::as_ptr(&leaf));
             // `leaf` here is held by `live` too.
-            let only_src = in_src
-                && src_private
-                && Rc::strong_count(&leaf) <= inner[&Rc::as_ptr(&leaf)] + 1;
+            let only_src =
+                in_src && src_private && Rc::strong_count(&leaf) <= inner[&Rc::as_ptr(&leaf)] + 1;
             if only_src && same_place(&a) {
                 continue;
             }
@@ -513,14 +511,20 @@ impl Body<'_> {
         };
         self.protect(&view, &src)?;
         let (pr, pc) = (view.rows % SUB, view.cols % LANES);
-        for i in 0..view.ti() {
-            for j in 0..view.tj() {
-                let reg = self.tile_reg(&src, i, j)?;
+        let tiles: Vec<(u32, u32)> = (0..view.ti())
+            .flat_map(|i| (0..view.tj()).map(move |j| (i, j)))
+            .collect();
+        let mut rest = &tiles[..];
+        while !rest.is_empty() {
+            let n = rest.len().min(4);
+            let regs = self.tile_regs(&src, &rest[..n])?;
+            for (reg, &(i, j)) in regs.iter().zip(rest) {
                 let rows_cut = i + 1 == view.ti() && pr != 0;
                 let cols_cut = j + 1 == view.tj() && pc != 0;
                 let mask = self.edge_mask(rows_cut.then_some(pr), cols_cut.then_some(pc));
-                store(self.e, reg, &view, i, j, mask);
+                store(self.e, *reg, &view, i, j, mask);
             }
+            rest = &rest[regs.len()..];
         }
         Ok(old.map(Val::E).into_iter().collect())
     }
@@ -556,12 +560,19 @@ impl Body<'_> {
         match v {
             Val::E(x) => Ok(x.clone()),
             Val::Ref(_) => Err(PallasError::Spec("a reference used as a value".into())),
-            Val::T(_) => Err(self.unsupported(
-                "using a transposed array other than in a matrix product".into(),
-            )),
+            Val::T(_) => {
+                Err(self
+                    .unsupported("using a transposed array other than in a matrix product".into()))
+            }
             Val::S(s, _) => {
                 let (rows, cols) = super::values::two_d(self.kernel, shape, false)?;
-                Ok(Expr::new(Kind::Const(*s, dt), rows, cols, dt, shape.to_vec()))
+                Ok(Expr::new(
+                    Kind::Const(*s, dt),
+                    rows,
+                    cols,
+                    dt,
+                    shape.to_vec(),
+                ))
             }
         }
     }

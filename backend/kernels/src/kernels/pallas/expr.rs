@@ -178,24 +178,35 @@ fn immediate_ok(op: Op, k: usize) -> bool {
     }
 }
 
+/// What evaluating a tile does, recorded so that several tiles' work can be interleaved.
+#[derive(Clone, Debug)]
+enum Act {
+    /// Load a tile of an array.
+    Load(VReg, Arr, u32, u32),
+    /// Fill a register with a constant.
+    Const(VReg, VType, u32),
+    /// A pointwise operation.
+    Op(Op, VType, Dt, Dt, VReg, Vec<VSrc>),
+}
+
 /// One tile's evaluation: registers held by nodes and the uses each has left.
 struct TileEval {
     free: Vec<VReg>,
     held: HashMap<(*const Expr, u32, u32), (VReg, u32)>,
     uses: HashMap<*const Expr, u32>,
-    peak: usize,
-    total: usize,
-    emit: bool,
+    acts: Vec<Act>,
 }
 
-/// Registers ran out: the tree must be split.
+/// Registers ran out: the tree must be split, or fewer tiles interleaved.
 struct Spill;
+
+/// Tiles evaluated together: their instructions interleave, so that one tile's work fills the
+/// latency of another's (in-order issue has no other way to overlap them).
+const GROUP: usize = 4;
 
 impl TileEval {
     fn alloc(&mut self) -> Result<VReg, Spill> {
-        let r = self.free.pop().ok_or(Spill)?;
-        self.peak = self.peak.max(self.total - self.free.len());
-        Ok(r)
+        self.free.pop().ok_or(Spill)
     }
 
     /// One use of `n`'s register (at tile (i, j)) is over; frees it (and its operand's, for
@@ -234,112 +245,135 @@ fn count_uses(root: &Rc<Expr>, uses: &mut HashMap<*const Expr, u32>) {
     }
 }
 
+/// Records the evaluation of `n` at tile (i, j); the register holding it.
+fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> {
+    let key = (Rc::as_ptr(n), i, j);
+    if let Some((r, _)) = st.held.get(&key) {
+        return Ok(*r);
+    }
+    let uses = st.uses.get(&key.0).copied().unwrap_or(1);
+    let cached = n.cache.borrow().clone();
+    let r = match (&n.kind, cached) {
+        (_, Some(a)) => {
+            let r = st.alloc()?;
+            st.acts.push(Act::Load(r, a, i, j));
+            r
+        }
+        (Kind::Leaf(a), None) => {
+            let a = a.clone();
+            let r = st.alloc()?;
+            st.acts.push(Act::Load(r, a, i, j));
+            r
+        }
+        (Kind::Const(s, d), None) => {
+            let r = st.alloc()?;
+            st.acts.push(Act::Const(r, vtype(*d), s.convert(*d).bits(*d)));
+            r
+        }
+        (Kind::View(a) | Kind::Tile(a), None) => {
+            let (ci, cj) = child_tile(n, a, i, j);
+            eval(st, a, ci, cj)?
+        }
+        (Kind::Op { op, ty, from, args }, None) => {
+            let mut src = Vec::with_capacity(args.len());
+            for (k, a) in args.iter().enumerate() {
+                match (&a.kind, a.cache.borrow().is_none()) {
+                    (Kind::Const(s, d), true) if immediate_ok(*op, k) => {
+                        src.push(VSrc::Imm(s.convert(*d).bits(*d)));
+                    }
+                    _ => {
+                        let (ci, cj) = child_tile(n, a, i, j);
+                        src.push(VSrc::V(eval(st, a, ci, cj)?));
+                    }
+                }
+            }
+            let dst = st.alloc()?;
+            st.acts.push(Act::Op(*op, *ty, *from, n.dt, dst, src.clone()));
+            for (k, a) in args.iter().enumerate() {
+                if matches!(src[k], VSrc::V(_)) {
+                    let (ci, cj) = child_tile(n, a, i, j);
+                    st.release(a, ci, cj);
+                }
+            }
+            dst
+        }
+    };
+    st.held.insert(key, (r, uses));
+    Ok(r)
+}
+
 impl Body<'_> {
     fn pool(&self) -> Vec<VReg> {
         let n = self.core.vregs.clamp(POOL_FIRST as u32 + 2, 64) as u8;
         (POOL_FIRST..n).rev().map(VReg::n).collect()
     }
 
-    fn eval(
+    /// Evaluates `n` at the first of `tiles` (at most [`GROUP`]) into registers, the tiles'
+    /// code interleaved; the registers, one per tile done (the caller goes on with the rest).
+    /// The tree is split (its operands stored) until one tile fits the registers; fewer tiles
+    /// are interleaved when several do not.
+    pub(super) fn tile_regs(
         &mut self,
-        st: &mut TileEval,
         n: &Rc<Expr>,
-        i: u32,
-        j: u32,
-    ) -> Result<VReg, Spill> {
-        let key = (Rc::as_ptr(n), i, j);
-        if let Some((r, _)) = st.held.get(&key) {
-            return Ok(*r);
-        }
-        let uses = st.uses.get(&key.0).copied().unwrap_or(1);
-        if let Some(a) = n.cache.borrow().clone() {
-            let r = st.alloc()?;
-            if st.emit {
-                load(self.e, r, &a, i, j);
-            }
-            st.held.insert(key, (r, uses));
-            return Ok(r);
-        }
-        let r = match &n.kind {
-            Kind::Leaf(a) => {
-                let r = st.alloc()?;
-                if st.emit {
-                    load(self.e, r, a, i, j);
-                }
-                r
-            }
-            Kind::Const(s, d) => {
-                let r = st.alloc()?;
-                if st.emit {
-                    self.e.vmov(vtype(*d), r, s.convert(*d).bits(*d));
-                }
-                r
-            }
-            Kind::View(a) | Kind::Tile(a) => {
-                let (ci, cj) = child_tile(n, a, i, j);
-                self.eval(st, a, ci, cj)?
-            }
-            Kind::Op { op, ty, from, args } => {
-                let mut src = Vec::with_capacity(args.len());
-                for (k, a) in args.iter().enumerate() {
-                    match (&a.kind, a.cache.borrow().is_none()) {
-                        (Kind::Const(s, d), true) if immediate_ok(*op, k) => {
-                            src.push(VSrc::Imm(s.convert(*d).bits(*d)));
-                        }
-                        _ => {
-                            let (ci, cj) = child_tile(n, a, i, j);
-                            src.push(VSrc::V(self.eval(st, a, ci, cj)?));
-                        }
-                    }
-                }
-                let dst = st.alloc()?;
-                if st.emit {
-                    emit(self.e, *op, *ty, *from, n.dt, dst, &src);
-                }
-                for (k, a) in args.iter().enumerate() {
-                    if matches!(src[k], VSrc::V(_)) {
-                        let (ci, cj) = child_tile(n, a, i, j);
-                        st.release(a, ci, cj);
-                    }
-                }
-                dst
-            }
-        };
-        st.held.insert(key, (r, uses));
-        Ok(r)
-    }
-
-    /// Evaluates `n` at output tile (i, j) into a register; `done` frees it. The tree is split
-    /// (its operands stored) until it fits the registers.
-    pub(super) fn tile_reg(&mut self, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, PallasError> {
-        loop {
-            let mut dry = self.tile_eval(n, false);
-            match self.eval(&mut dry, n, i, j) {
-                Ok(_) => break,
-                Err(Spill) => self.split(n)?,
-            }
-        }
-        let mut st = self.tile_eval(n, true);
-        match self.eval(&mut st, n, i, j) {
-            Ok(r) => Ok(r),
-            Err(Spill) => Err(PallasError::Build {
-                kernel: self.kernel.into(),
-                what: "vector registers ran out after a split".into(),
-            }),
-        }
-    }
-
-    fn tile_eval(&self, n: &Rc<Expr>, emit: bool) -> TileEval {
-        let free = self.pool();
+        tiles: &[(u32, u32)],
+    ) -> Result<Vec<VReg>, PallasError> {
         let mut uses = HashMap::new();
         count_uses(n, &mut uses);
-        TileEval {
-            total: free.len(),
-            free,
-            held: HashMap::new(),
-            uses,
-            peak: 0,
-            emit,
+        let pool = self.pool();
+        let mut g = tiles.len().clamp(1, GROUP);
+        let (regs, acts) = loop {
+            let per = pool.len() / g;
+            let mut regs = Vec::new();
+            let mut acts = Vec::new();
+            let mut spilled = false;
+            for (k, &(i, j)) in tiles.iter().enumerate().take(g) {
+                let mut st = TileEval {
+                    free: pool[k * per..(k + 1) * per].to_vec(),
+                    held: HashMap::new(),
+                    uses: uses.clone(),
+                    acts: Vec::new(),
+                };
+                match eval(&mut st, n, i, j) {
+                    Ok(r) => {
+                        regs.push(r);
+                        acts.push(st.acts);
+                    }
+                    Err(Spill) => {
+                        spilled = true;
+                        break;
+                    }
+                }
+            }
+            if !spilled {
+                break (regs, acts);
+            }
+            if g > 1 {
+                g /= 2;
+            } else {
+                self.split(n)?;
+                uses.clear();
+                count_uses(n, &mut uses);
+            }
+        };
+        // Round robin over the tiles' actions.
+        let longest = acts.iter().map(Vec::len).max().unwrap_or(0);
+        for step in 0..longest {
+            for a in &acts {
+                if let Some(act) = a.get(step) {
+                    self.play(act);
+                }
+            }
+        }
+        Ok(regs)
+    }
+
+    fn play(&mut self, act: &Act) {
+        match act {
+            Act::Load(r, a, i, j) => load(self.e, *r, a, *i, *j),
+            Act::Const(r, ty, bits) => {
+                self.e.vmov(*ty, *r, *bits);
+            }
+            Act::Op(op, ty, from, to, dst, src) => emit(self.e, *op, *ty, *from, *to, *dst, src),
         }
     }
 
@@ -363,6 +397,14 @@ impl Body<'_> {
         }
     }
 
+    /// `n`'s tiles in row-major order, in groups evaluated together.
+    pub(super) fn tile_groups(n: &Expr) -> Vec<Vec<(u32, u32)>> {
+        let all: Vec<(u32, u32)> = (0..n.ti())
+            .flat_map(|i| (0..n.tj()).map(move |j| (i, j)))
+            .collect();
+        all.chunks(GROUP).map(|c| c.to_vec()).collect()
+    }
+
     /// `n` stored in VMEM (computed now if it is not).
     pub(super) fn materialize(&mut self, n: &Rc<Expr>) -> Result<Arr, PallasError> {
         if let Some(a) = n.stored() {
@@ -377,10 +419,16 @@ impl Body<'_> {
             n.shape.clone(),
             "a value",
         )?;
-        for i in 0..n.ti() {
-            for j in 0..n.tj() {
-                let r = self.tile_reg(n, i, j)?;
-                store(self.e, r, &out, i, j, None);
+        // A column is computed in every lane.
+        out.rep = n.cols == 1;
+        for group in Self::tile_groups(n) {
+            let mut rest = &group[..];
+            while !rest.is_empty() {
+                let regs = self.tile_regs(n, rest)?;
+                for (r, &(i, j)) in regs.iter().zip(rest) {
+                    store(self.e, *r, &out, i, j, None);
+                }
+                rest = &rest[regs.len()..];
             }
         }
         out.shape = n.shape.clone();
@@ -407,14 +455,24 @@ pub fn emit(e: &mut Emitter, op: Op, ty: VType, from: Dt, to: Dt, dst: VReg, src
             e.vbin(VBinOp::Xor, VType::I32, dst, a, 1u32);
         }
         Op::Exp2 => {
-            e.vbin(VBinOp::Mul, VType::F32, dst, a, std::f32::consts::LN_2.to_bits());
+            e.vbin(
+                VBinOp::Mul,
+                VType::F32,
+                dst,
+                a,
+                std::f32::consts::LN_2.to_bits(),
+            );
             e.vun(VUnOp::Exp, VType::F32, dst, dst);
         }
         Op::Square => {
             e.vbin(VBinOp::Mul, ty, dst, a, a);
         }
         Op::IntPow(y) => {
-            let one = if ty == VType::F32 { 1.0f32.to_bits() } else { 1 };
+            let one = if ty == VType::F32 {
+                1.0f32.to_bits()
+            } else {
+                1
+            };
             e.vmov(ty, V5, a);
             e.vmov(ty, dst, one);
             let mut k = y.unsigned_abs();

@@ -47,10 +47,7 @@ impl Body<'_> {
             _ => None,
         };
         let (Some((lx, lt)), Some((rx, rt))) = (arr(ins.first()), arr(ins.get(1))) else {
-            return Err(self.unsupported(format!(
-                "a matrix product of constants{}",
-                at(&eq.src)
-            )));
+            return Err(self.unsupported(format!("a matrix product of constants{}", at(&eq.src))));
         };
         drop(ins);
         if !batch.is_empty()
@@ -101,8 +98,16 @@ impl Body<'_> {
         // A transposed operand's contracting dimension is the other one of what is stored.
         let lhs_t = (lc[0] == 0) != lt;
         let rhs_t = (rc[0] == 1) != rt;
-        let (m, kk) = if lhs_t { (l.cols, l.rows) } else { (l.rows, l.cols) };
-        let (kr, n) = if rhs_t { (r.cols, r.rows) } else { (r.rows, r.cols) };
+        let (m, kk) = if lhs_t {
+            (l.cols, l.rows)
+        } else {
+            (l.rows, l.cols)
+        };
+        let (kr, n) = if rhs_t {
+            (r.cols, r.rows)
+        } else {
+            (r.rows, r.cols)
+        };
         if kk != kr {
             return Err(PallasError::Spec(format!(
                 "dot_general of {m}x{kk} and {kr}x{n}"
@@ -167,7 +172,9 @@ impl Body<'_> {
         }
         // A bf16 result: rounded once.
         let v = VReg::n(0);
-        let res = self.vmem.array(k, m, n, MemFmt::W32, dt, o.shape.clone(), "a value")?;
+        let res = self
+            .vmem
+            .array(k, m, n, MemFmt::W32, dt, o.shape.clone(), "a value")?;
         for i in 0..out.ti() {
             for j in 0..out.tj() {
                 super::values::load(self.e, v, &out, i, j);

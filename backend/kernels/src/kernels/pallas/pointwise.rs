@@ -151,7 +151,9 @@ impl Body<'_> {
         if (er, ec) != (rows, cols) && !arrays.is_empty() {
             return Err(self.unsupported(format!(
                 "`{}` producing {:?}{}",
-                eq.prim, out_shape, at(&eq.src)
+                eq.prim,
+                out_shape,
+                at(&eq.src)
             )));
         }
         let (rows, cols) = (er, ec);
@@ -176,6 +178,10 @@ impl Body<'_> {
             dt,
             out_shape,
         );
-        Ok(vec![if transposed { Val::T(node) } else { Val::E(node) }])
+        Ok(vec![if transposed {
+            Val::T(node)
+        } else {
+            Val::E(node)
+        }])
     }
 }

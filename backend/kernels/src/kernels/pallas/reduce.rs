@@ -63,7 +63,7 @@ impl Body<'_> {
         };
         let rows = if over_rows { 1 } else { a.rows };
         let cols = if over_cols { 1 } else { a.cols };
-        let out = self.vmem.array(
+        let mut out = self.vmem.array(
             self.kernel,
             rows,
             cols,
@@ -72,16 +72,31 @@ impl Body<'_> {
             o.shape.clone(),
             "a value",
         )?;
+        // A reduction along the lanes leaves its result in every lane.
+        out.rep = cols == 1;
         let (ti, tj) = (a.ti(), a.tj());
         let (pr, pc) = (a.rows % SUB, a.cols % LANES);
         for oi in 0..if over_rows { 1 } else { ti } {
             for oj in 0..if over_cols { 1 } else { tj } {
-                let is: Vec<u32> = if over_rows { (0..ti).collect() } else { vec![oi] };
-                let js: Vec<u32> = if over_cols { (0..tj).collect() } else { vec![oj] };
+                let is: Vec<u32> = if over_rows {
+                    (0..ti).collect()
+                } else {
+                    vec![oi]
+                };
+                let js: Vec<u32> = if over_cols {
+                    (0..tj).collect()
+                } else {
+                    vec![oj]
+                };
+                let tiles: Vec<(u32, u32)> = is
+                    .iter()
+                    .flat_map(|&i| js.iter().map(move |&j| (i, j)))
+                    .collect();
                 let mut first = true;
-                for &i in &is {
-                    for &j in &js {
-                        let r = self.tile_reg(&a, i, j)?;
+                let mut rest = &tiles[..];
+                while !rest.is_empty() {
+                    let regs = self.tile_regs(&a, &rest[..rest.len().min(4)])?;
+                    for (&r, &(i, j)) in regs.iter().zip(rest) {
                         let cut_r = over_rows && a.rows > 1 && i + 1 == ti && pr != 0;
                         let cut_c = over_cols && a.cols > 1 && j + 1 == tj && pc != 0;
                         if let Some(m) = self.edge_mask(cut_r.then_some(pr), cut_c.then_some(pc))
@@ -95,6 +110,7 @@ impl Body<'_> {
                         }
                         first = false;
                     }
+                    rest = &rest[regs.len()..];
                 }
                 // A row (column) of one is every sublane (lane) the same: a sum over the
                 // logical extent scales it, a maximum is itself.

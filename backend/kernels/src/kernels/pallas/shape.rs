@@ -205,14 +205,21 @@ impl Body<'_> {
         let (rows, cols) = two_d(self.kernel, &o.shape, false)?;
         let along_lanes = dim + 1 == n;
         if !along_lanes && dim + 2 != n {
-            return Err(self.unsupported(format!(
-                "iota along dimension {dim} of {:?}",
-                o.shape
-            )));
+            return Err(self.unsupported(format!("iota along dimension {dim} of {:?}", o.shape)));
         }
         // Stored along its axis only: the other one is a broadcast.
         let (sr, sc) = if along_lanes { (1, cols) } else { (rows, 1) };
-        let out = self.vmem.array(self.kernel, sr, sc, MemFmt::W32, dt, o.shape.clone(), "a value")?;
+        let mut out = self.vmem.array(
+            self.kernel,
+            sr,
+            sc,
+            MemFmt::W32,
+            dt,
+            o.shape.clone(),
+            "a value",
+        )?;
+        // A sublane iota is the same in every lane.
+        out.rep = sc == 1;
         let v = tpuemu_isa::VReg::n(0);
         for i in 0..out.ti() {
             for j in 0..out.tj() {

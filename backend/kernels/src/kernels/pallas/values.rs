@@ -44,6 +44,10 @@ pub struct Arr {
     pub dt: Dt,
     /// The logical shape.
     pub shape: Vec<usize>,
+    /// With one column stored (`pcol == 1`): whether its value fills all 128 lanes of each
+    /// row in memory (a column computed here), so tiles load densely rather than
+    /// broadcasting lane 0.
+    pub rep: bool,
 }
 
 impl Arr {
@@ -194,6 +198,7 @@ impl Vmem {
             fmt,
             dt,
             shape,
+            rep: false,
         })
     }
 }
@@ -202,7 +207,7 @@ impl Vmem {
 fn access(e: &mut Emitter, a: &Arr) -> VAccess {
     let sub = if a.prow == 1 { 0 } else { a.stride as i32 };
     let sub = e.konst(sub);
-    let lane = if a.pcol == 1 {
+    let lane = if a.pcol == 1 && !a.rep {
         SReg::ZERO
     } else {
         e.konst(a.fmt.bytes() as i32)
