@@ -124,13 +124,40 @@ impl Body<'_> {
         )?;
         let (ar, ac) = (self.core.mxu_rows.max(8), self.core.mxu_cols.max(8));
         let units = self.core.mxus.max(1) as usize;
-        let ntiles: Vec<u32> = (0..n.div_ceil(ac)).collect();
-        for group in ntiles.chunks(units) {
-            for k0 in (0..kk).step_by(ar as usize) {
-                let kc = ar.min(kk - k0);
-                for (u, &nt) in group.iter().enumerate() {
-                    let n0 = nt * ac;
-                    let nc = ac.min(n - n0);
+        let nt_count = n.div_ceil(ac);
+        let kchunks = kk.div_ceil(ar);
+        // Matrix units left idle by few column tiles share the K chunks: each sums its share
+        // into its own partial product, added at the end.
+        let split = if nt_count as usize >= units {
+            1
+        } else {
+            (units as u32 / nt_count).min(kchunks).max(1)
+        };
+        let mut parts = vec![out.clone()];
+        for _ in 1..split {
+            parts.push(self.vmem.array(
+                k,
+                m,
+                n,
+                MemFmt::W32,
+                Dt::F32,
+                o.shape.clone(),
+                "a partial matrix product",
+            )?);
+        }
+        let jobs: Vec<(u32, u32)> = (0..nt_count)
+            .flat_map(|nt| (0..split).map(move |g| (nt, g)))
+            .collect();
+        let rounds = kchunks.div_ceil(split);
+        for group in jobs.chunks(units) {
+            for round in 0..rounds {
+                for (u, &(nt, g)) in group.iter().enumerate() {
+                    let kidx = g + round * split;
+                    if kidx >= kchunks {
+                        continue;
+                    }
+                    let (k0, n0) = (kidx * ar, nt * ac);
+                    let (kc, nc) = (ar.min(kk - k0), ac.min(n - n0));
                     let mx = Mxu::n(u as u8);
                     // Weights: K x N of the right operand, or read transposed.
                     let w_addr = if rhs_t {
@@ -154,19 +181,42 @@ impl Body<'_> {
                     self.e
                         .mxu_mm(mx, fmt, lhs_t, prec, Addr::abs(a_addr as i32), rm, ls);
                 }
-                for (u, &nt) in group.iter().enumerate() {
-                    let n0 = nt * ac;
-                    let (rm, os) = (self.e.konst(m as i32), self.e.konst(out.stride as i32));
+                for (u, &(nt, g)) in group.iter().enumerate() {
+                    if g + round * split >= kchunks {
+                        continue;
+                    }
+                    let dst = &parts[g as usize];
+                    let (rm, os) = (self.e.konst(m as i32), self.e.konst(dst.stride as i32));
                     self.e.mxu_pop(
                         Mxu::n(u as u8),
-                        k0 > 0,
-                        Addr::abs((out.addr + n0 * 4) as i32),
+                        round > 0,
+                        Addr::abs((dst.addr + nt * ac * 4) as i32),
                         rm,
                         os,
                     );
                 }
             }
         }
+        let out = if split > 1 {
+            let mut sum = Expr::leaf(parts[0].clone());
+            for p in &parts[1..] {
+                sum = Expr::new(
+                    super::expr::Kind::Op {
+                        op: super::expr::Op::Bin(tpuemu_isa::ops::VBinOp::Add),
+                        ty: tpuemu_isa::ops::VType::F32,
+                        from: Dt::F32,
+                        args: vec![sum, Expr::leaf(p.clone())],
+                    },
+                    m,
+                    n,
+                    Dt::F32,
+                    o.shape.clone(),
+                );
+            }
+            self.materialize(&sum)?
+        } else {
+            out
+        };
         if dt == Dt::F32 {
             return Ok(vec![Val::E(Expr::leaf(out))]);
         }
