@@ -17,22 +17,18 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use tpuemu_isa::ops::{CmpOp, CvtOp, MemFmt, VBinOp, VType, VUnOp};
-use tpuemu_isa::{MReg, VReg, VSrc};
+use tpuemu_isa::{Instr, MReg, ProgramBuilder, VReg, VSrc};
 
 use super::PallasError;
 use super::body::Body;
 use super::scalar::Scalar;
 use super::spec::Dt;
 use super::values::{Arr, LANES, SUB, load, store, vtype};
-use crate::codegen::Emitter;
 
-/// Scratch registers of [`emit`]; the pool starts above them.
-const V5: VReg = VReg::n(5);
-const V7: VReg = VReg::n(7);
-/// The mask register pointwise operations use.
-pub const M_OP: MReg = MReg::n(1);
-/// The first register of the pool values are evaluated in.
+/// The first register of the pool values are evaluated in (v0..v7 are the consumers').
 const POOL_FIRST: u8 = 8;
+/// The mask register of the first tile of a group (the k-th tile's is one more per k).
+const MASK_FIRST: u8 = 4;
 
 /// A pointwise operation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -178,19 +174,20 @@ fn immediate_ok(op: Op, k: usize) -> bool {
     }
 }
 
-/// What evaluating a tile does, recorded so that several tiles' work can be interleaved.
+/// What evaluating a tile does, recorded so that several tiles' work can be interleaved
+/// instruction by instruction.
 #[derive(Clone, Debug)]
 enum Act {
     /// Load a tile of an array.
     Load(VReg, Arr, u32, u32),
-    /// Fill a register with a constant.
-    Const(VReg, VType, u32),
-    /// A pointwise operation.
-    Op(Op, VType, Dt, Dt, VReg, Vec<VSrc>),
+    /// An instruction.
+    I(Instr),
 }
 
 /// One tile's evaluation: registers held by nodes and the uses each has left.
 struct TileEval {
+    /// This tile's scratch register and mask (operations of several instructions).
+    scratch: (VReg, MReg),
     free: Vec<VReg>,
     held: HashMap<(*const Expr, u32, u32), (VReg, u32)>,
     uses: HashMap<*const Expr, u32>,
@@ -267,7 +264,11 @@ fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> 
         }
         (Kind::Const(s, d), None) => {
             let r = st.alloc()?;
-            st.acts.push(Act::Const(r, vtype(*d), s.convert(*d).bits(*d)));
+            st.acts.push(Act::I(Instr::VMov {
+                ty: vtype(*d),
+                dst: r,
+                src: VSrc::Imm(s.convert(*d).bits(*d)),
+            }));
             r
         }
         (Kind::View(a) | Kind::Tile(a), None) => {
@@ -288,7 +289,11 @@ fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> 
                 }
             }
             let dst = st.alloc()?;
-            st.acts.push(Act::Op(*op, *ty, *from, n.dt, dst, src.clone()));
+            let mut b = ProgramBuilder::new("");
+            emit(&mut b, *op, *ty, *from, n.dt, dst, &src, st.scratch);
+            if let Ok(p) = b.finish() {
+                st.acts.extend(p.instrs.into_iter().map(Act::I));
+            }
             for (k, a) in args.iter().enumerate() {
                 if matches!(src[k], VSrc::V(_)) {
                     let (ci, cj) = child_tile(n, a, i, j);
@@ -327,8 +332,16 @@ impl Body<'_> {
             let mut acts = Vec::new();
             let mut spilled = false;
             for (k, &(i, j)) in tiles.iter().enumerate().take(g) {
+                let mut free = pool[k * per..(k + 1) * per].to_vec();
+                let Some(scratch) = free.pop() else {
+                    return Err(PallasError::Build {
+                        kernel: self.kernel.into(),
+                        what: "too few vector registers".into(),
+                    });
+                };
                 let mut st = TileEval {
-                    free: pool[k * per..(k + 1) * per].to_vec(),
+                    scratch: (scratch, MReg::n(MASK_FIRST + k as u8)),
+                    free,
                     held: HashMap::new(),
                     uses: uses.clone(),
                     acts: Vec::new(),
@@ -370,10 +383,7 @@ impl Body<'_> {
     fn play(&mut self, act: &Act) {
         match act {
             Act::Load(r, a, i, j) => load(self.e, *r, a, *i, *j),
-            Act::Const(r, ty, bits) => {
-                self.e.vmov(*ty, *r, *bits);
-            }
-            Act::Op(op, ty, from, to, dst, src) => emit(self.e, *op, *ty, *from, *to, *dst, src),
+            Act::I(i) => self.e.push(i.clone()),
         }
     }
 
@@ -437,11 +447,22 @@ impl Body<'_> {
     }
 }
 
-/// Computes `op` of `src` (the first a register) into `dst`, rounding a bf16 result.
-pub fn emit(e: &mut Emitter, op: Op, ty: VType, from: Dt, to: Dt, dst: VReg, src: &[VSrc]) {
+/// Computes `op` of `src` (the first a register) into `dst`, rounding a bf16 result; `tmp` and
+/// `m` are scratch.
+#[allow(clippy::too_many_arguments)]
+pub fn emit(
+    e: &mut ProgramBuilder,
+    op: Op,
+    ty: VType,
+    from: Dt,
+    to: Dt,
+    dst: VReg,
+    src: &[VSrc],
+    (tmp, m): (VReg, MReg),
+) {
     let reg = |s: &VSrc| match s {
         VSrc::V(v) => *v,
-        _ => V5,
+        _ => tmp,
     };
     let a = reg(&src[0]);
     match op {
@@ -455,63 +476,60 @@ pub fn emit(e: &mut Emitter, op: Op, ty: VType, from: Dt, to: Dt, dst: VReg, src
             e.vbin(VBinOp::Xor, VType::I32, dst, a, 1u32);
         }
         Op::Exp2 => {
-            e.vbin(
-                VBinOp::Mul,
-                VType::F32,
-                dst,
-                a,
-                std::f32::consts::LN_2.to_bits(),
-            );
+            e.vbin(VBinOp::Mul, VType::F32, dst, a, std::f32::consts::LN_2.to_bits());
             e.vun(VUnOp::Exp, VType::F32, dst, dst);
         }
         Op::Square => {
             e.vbin(VBinOp::Mul, ty, dst, a, a);
         }
         Op::IntPow(y) => {
-            let one = if ty == VType::F32 {
-                1.0f32.to_bits()
-            } else {
-                1
-            };
-            e.vmov(ty, V5, a);
+            let one = if ty == VType::F32 { 1.0f32.to_bits() } else { 1 };
+            e.vmov(ty, tmp, a);
             e.vmov(ty, dst, one);
             let mut k = y.unsigned_abs();
             while k > 0 {
                 if k & 1 == 1 {
-                    e.vbin(VBinOp::Mul, ty, dst, dst, V5);
+                    e.vbin(VBinOp::Mul, ty, dst, dst, tmp);
                 }
                 k >>= 1;
                 if k > 0 {
-                    e.vbin(VBinOp::Mul, ty, V5, V5, V5);
+                    e.vbin(VBinOp::Mul, ty, tmp, tmp, tmp);
                 }
             }
             if y < 0 {
-                e.vmov(VType::F32, V5, 1.0f32.to_bits());
-                e.vbin(VBinOp::Div, VType::F32, dst, V5, dst);
+                e.vmov(VType::F32, tmp, 1.0f32.to_bits());
+                e.vbin(VBinOp::Div, VType::F32, dst, tmp, dst);
             }
         }
         Op::Cmp(c) => {
-            e.vcmp(c, ty, M_OP, a, src[1]);
-            e.vmov(VType::I32, V7, 1u32);
-            e.vsel(VType::I32, dst, M_OP, V7, 0u32);
+            e.vcmp(c, ty, m, a, src[1]);
+            e.vmask(dst, m);
         }
         Op::Select => {
             // select_n(which, case0, case1): case1 where `which` is set.
-            e.vcmp(CmpOp::Ne, VType::I32, M_OP, a, 0u32);
+            e.vcmp(CmpOp::Ne, VType::I32, m, a, 0u32);
             let c1 = match src[2] {
                 VSrc::V(v) => v,
                 other => {
-                    e.vmov(vtype(to), V7, other);
-                    V7
+                    e.vmov(vtype(to), tmp, other);
+                    tmp
                 }
             };
-            e.vsel(vtype(to), dst, M_OP, c1, src[1]);
+            e.vsel(vtype(to), dst, m, c1, src[1]);
         }
         Op::Copy => {
             e.vmov(ty, dst, a);
         }
         Op::Convert => match (from.is_float(), to) {
-            (true, Dt::F32) | (true, Dt::Bf16) => {
+            (true, Dt::F32) => {
+                e.vmov(VType::F32, dst, a);
+            }
+            // Rounded below.
+            (true, Dt::Bf16) if from != Dt::Bf16 => {
+                e.vcvt(CvtOp::Bf16, dst, a);
+                return;
+            }
+            (true, Dt::Bf16) => {
                 e.vmov(VType::F32, dst, a);
             }
             (true, Dt::I32) => {
@@ -525,9 +543,8 @@ pub fn emit(e: &mut Emitter, op: Op, ty: VType, from: Dt, to: Dt, dst: VReg, src
             }
             (f, Dt::Bool) => {
                 let t = if f { VType::F32 } else { VType::I32 };
-                e.vcmp(CmpOp::Ne, t, M_OP, a, 0u32);
-                e.vmov(VType::I32, V7, 1u32);
-                e.vsel(VType::I32, dst, M_OP, V7, 0u32);
+                e.vcmp(CmpOp::Ne, t, m, a, 0u32);
+                e.vmask(dst, m);
             }
         },
     }

@@ -120,6 +120,10 @@ impl Body<'_> {
         if matches!(op, Op::Un(u) if !u.supports(ty)) {
             return Err(self.unsupported(format!("`{}` on {first:?}{}", eq.prim, at(&eq.src))));
         }
+        // A conversion to the same dtype is the value itself.
+        if op == Op::Convert && first == dt && ins.len() == 1 {
+            return Ok(ins);
+        }
         let mut out_shape = eq.outs[0].shape.clone();
         if transposed {
             out_shape.reverse();

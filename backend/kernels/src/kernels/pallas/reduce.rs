@@ -14,8 +14,9 @@ use super::expr::Expr;
 use super::spec::{Dt, Eqn};
 use super::values::{LANES, SUB, store, vtype};
 
-/// The accumulator of a reduction (the pool of [`super::expr`] starts above it).
-const ACC: VReg = VReg::n(0);
+/// Accumulators of a reduction, one output tile's after another's so that one tile's final
+/// cross-lane step overlaps the next tile's loads (the pool of [`super::expr`] starts above).
+const ACCS: [VReg; 4] = [VReg::n(0), VReg::n(1), VReg::n(2), VReg::n(3)];
 
 impl Body<'_> {
     pub(super) fn reduce(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
@@ -76,8 +77,11 @@ impl Body<'_> {
         out.rep = cols == 1;
         let (ti, tj) = (a.ti(), a.tj());
         let (pr, pc) = (a.rows % SUB, a.cols % LANES);
+        let mut nth = 0;
         for oi in 0..if over_rows { 1 } else { ti } {
             for oj in 0..if over_cols { 1 } else { tj } {
+                let acc = ACCS[nth % ACCS.len()];
+                nth += 1;
                 let is: Vec<u32> = if over_rows {
                     (0..ti).collect()
                 } else {
@@ -104,9 +108,9 @@ impl Body<'_> {
                             self.e.vsel(ty, r, m, r, ident);
                         }
                         if first {
-                            self.e.vmov(ty, ACC, r);
+                            self.e.vmov(ty, acc, r);
                         } else {
-                            self.e.vbin(bin, ty, ACC, ACC, r);
+                            self.e.vbin(bin, ty, acc, acc, r);
                         }
                         first = false;
                     }
@@ -115,15 +119,15 @@ impl Body<'_> {
                 // A row (column) of one is every sublane (lane) the same: a sum over the
                 // logical extent scales it, a maximum is itself.
                 if over_cols && a.cols > 1 {
-                    self.e.vred(red, ty, Axis::Lane, ACC, ACC);
+                    self.e.vred(red, ty, Axis::Lane, acc, acc);
                 }
                 if over_rows && a.rows > 1 {
-                    self.e.vred(red, ty, Axis::Sub, ACC, ACC);
+                    self.e.vred(red, ty, Axis::Sub, acc, acc);
                 }
                 if dt == Dt::Bf16 {
-                    self.e.vcvt(CvtOp::Bf16, ACC, ACC);
+                    self.e.vcvt(CvtOp::Bf16, acc, acc);
                 }
-                store(self.e, ACC, &out, oi, oj, None);
+                store(self.e, acc, &out, oi, oj, None);
             }
         }
         Ok(vec![Val::E(Expr::leaf(out))])
