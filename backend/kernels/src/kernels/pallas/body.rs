@@ -145,12 +145,25 @@ impl Body<'_> {
                 }
             }
             let used: Vec<bool> = eq.outs.iter().map(|o| last.contains_key(&o.id)).collect();
+            // Work that emits code is a region of the timeline, named after the equation.
+            let marked = matches!(
+                eq.prim.as_str(),
+                "swap" | "dot_general" | "reduce_sum" | "reduce_max" | "reduce_min"
+            );
+            if marked {
+                self.e.b.mark_begin(&label(eq));
+            }
             let outs = self.eqn(eq, ins, &used)?;
+            if marked {
+                self.e.b.mark_end();
+            }
             for (o, v) in eq.outs.iter().zip(outs) {
                 // A value used more than once is computed once.
                 let v = match v {
                     Val::E(x) if uses.get(&o.id).copied().unwrap_or(0) > 1 => {
+                        self.e.b.mark_begin(&label(eq));
                         self.keep(&x)?;
+                        self.e.b.mark_end();
                         Val::E(x)
                     }
                     v => v,
@@ -575,6 +588,16 @@ impl Body<'_> {
                 ))
             }
         }
+    }
+}
+
+/// A region's name: the primitive and where the kernel's source wrote it (`exp kernel.py:12`).
+fn label(eq: &Eqn) -> String {
+    let place = eq.src.rsplit('/').next().unwrap_or("");
+    if place.is_empty() {
+        eq.prim.clone()
+    } else {
+        format!("{} {place}", eq.prim)
     }
 }
 

@@ -368,11 +368,13 @@ impl Body<'_> {
                 count_uses(n, &mut uses);
             }
         };
-        // Round robin over the tiles' actions.
+        // Round robin over the tiles' actions, tile k lagging k steps behind the first: the
+        // tiles are at different points of the same sequence, so neighbouring instructions
+        // tend to use different units (a load beside an ALU operation) and issue together.
         let longest = acts.iter().map(Vec::len).max().unwrap_or(0);
-        for step in 0..longest {
-            for a in &acts {
-                if let Some(act) = a.get(step) {
+        for step in 0..longest + acts.len() {
+            for (k, a) in acts.iter().enumerate() {
+                if let Some(act) = step.checked_sub(k).and_then(|s| a.get(s)) {
                     self.play(act);
                 }
             }
