@@ -88,7 +88,10 @@ def _num(x):
 
 
 def _dtype_name(dt) -> str:
-    import numpy as np  # noqa: PLC0415
+    """JAX's dtype name; semaphores are `dma_sem` or `sem`."""
+    text = str(dt)
+    if "sem" in text:
+        return "dma_sem" if "dma" in text else "sem"
     return np.dtype(dt).name
 
 
@@ -189,6 +192,8 @@ class _Ser:
             params["jaxpr"] = self.closed(sub)
         elif name in ("get", "swap"):
             params["idx"] = self.indexers(e)
+        elif name in ("dma_start", "dma_wait"):
+            params.update(self.dma(e))
         elif name == "squeeze":
             params["dimensions"] = [int(d) for d in p["dimensions"]]
         elif name == "transpose":
@@ -203,6 +208,44 @@ class _Ser:
         self.ctx = outer
         return {"prim": name, "ins": ins, "outs": [self.var(v) for v in e.outvars],
                 "params": params, "src": src}
+
+    def dma(self, e):
+        """A DMA's source, destination and semaphore: `{"ref": k, "idx": [...]}` with k and
+        any computed index the position among the equation's operands."""
+        import jax  # noqa: PLC0415
+        tree = e.params["tree"]
+        parts = jax.tree_util.tree_unflatten(tree, [_Leaf(i) for i in range(tree.num_leaves)])
+        src, dst, sem = parts[0], parts[1], parts[2]
+        rest = [x for x in parts[3:] if x is not None]
+        if rest:
+            raise NotImplementedError(
+                "tpuemu.pallas: remote DMA (device_id, a source semaphore) is not lowered yet")
+
+        def one(t):
+            if not isinstance(t.ref, _Leaf):
+                raise NotImplementedError(f"tpuemu.pallas: a DMA of {t!r}")
+            idx = []
+            for tr in t.transforms:
+                if not hasattr(tr, "indices"):
+                    raise NotImplementedError(
+                        f"tpuemu.pallas: a DMA of a reference transformed by {tr!r}")
+                if idx:
+                    raise NotImplementedError("tpuemu.pallas: chained indexers in a DMA")
+                idx = [self.index(ix, absolute=True) for ix in tr.indices]
+            return {"ref": t.ref.i, "idx": idx}
+
+        return {"src": one(src), "dst": one(dst), "sem": one(sem)}
+
+    def index(self, ix, absolute=False):
+        """One dimension of an indexer (see `indexers`)."""
+        def pos(x):
+            if isinstance(x, _Leaf):
+                return {"arg": x.i, "abs": absolute}
+            return int(x)
+
+        if type(ix).__name__ == "Slice":
+            return {"start": pos(ix.start), "size": int(ix.size), "stride": int(ix.stride)}
+        return {"at": pos(ix)}
 
     def indexers(self, e):
         """A reference's indexers: per dimension `{"start", "size", "stride"}` (a slice) or
@@ -264,23 +307,28 @@ def _kernel_spec(eqn) -> dict:
     operands = []
     for bm in gm.block_mappings:
         aval = bm.array_aval
-        space = getattr(bm.transformed_block_aval, "memory_space", None)
-        if space is not None and "any" in str(space).lower():
-            raise NotImplementedError(
-                "tpuemu.pallas: memory_space=ANY references (manual DMA with make_async_copy) "
-                "are not lowered yet")
+        space = str(getattr(bm.transformed_block_aval, "memory_space", "") or "").lower()
         operands.append({
             "shape": [int(d) for d in aval.shape],
             "dtype": _dtype_name(aval.dtype),
             "block": [_block(b) for b in bm.block_shape],
             "index_map": ser.closed(bm.index_map_jaxpr),
+            # `memory_space=pl.ANY`: the kernel gets the array in HBM, and copies what it
+            # wants itself (`make_async_copy`).
+            "space": "any" if "any" in space or "hbm" in space else "",
         })
     scratch = []
-    for s in gm.scratch_avals:
-        inner = getattr(s, "inner_aval", s)
+    for sc in gm.scratch_avals:
+        inner = getattr(sc, "inner_aval", sc)
+        space = str(getattr(sc, "memory_space", "") or "").lower()
         if not hasattr(inner, "shape"):
-            raise NotImplementedError(f"tpuemu.pallas: scratch {s} (semaphores) is not lowered yet")
-        scratch.append({"shape": [int(d) for d in inner.shape], "dtype": _dtype_name(inner.dtype)})
+            raise NotImplementedError(f"tpuemu.pallas: scratch {sc} is not lowered")
+        dt = str(inner.dtype)
+        if "sem" in space or "sem" in dt:
+            dt = "dma_sem" if "dma" in dt else "sem"
+        else:
+            dt = _dtype_name(inner.dtype)
+        scratch.append({"shape": [int(d) for d in inner.shape], "dtype": dt})
     body = p["jaxpr"]
     dbg = getattr(body, "debug_info", None)
     name = p.get("name") or getattr(dbg, "func_name", None) or "pallas_kernel"

@@ -18,7 +18,7 @@ use super::PallasError;
 use super::expr::{Expr, Kind};
 use super::scalar::{Scalar, at, fold};
 use super::spec::{Atom, Dt, Eqn, Jaxpr, literal};
-use super::values::{Arr, LANES, SUB, Vmem, store};
+use super::values::{Arr, Hbm, LANES, SUB, Vmem, store};
 use crate::codegen::Emitter;
 
 /// A value while lowering.
@@ -33,6 +33,10 @@ pub enum Val {
     /// The transpose of a 2-D array, not moved: a matrix product reads it transposed
     /// (`p.T @ v`); pointwise operations apply to it element by element.
     T(Rc<Expr>),
+    /// An array in HBM (`memory_space=pl.ANY`).
+    Hbm(Hbm),
+    /// Semaphores (`pltpu.SemaphoreType.DMA(shape)`): the first one's number, and the shape.
+    Sems(u8, Vec<usize>),
 }
 
 /// Mask registers of stores and reductions at an array's edge (pointwise operations use
@@ -73,7 +77,7 @@ pub(super) fn ints(p: &serde_json::Map<String, serde_json::Value>, key: &str) ->
 
 /// Primitives run for their effect even when their results are unused.
 fn effectful(prim: &str) -> bool {
-    matches!(prim, "swap" | "cond" | "scan") || call_prim(prim)
+    matches!(prim, "swap" | "cond" | "scan" | "dma_start" | "dma_wait") || call_prim(prim)
 }
 
 fn call_prim(prim: &str) -> bool {
@@ -129,7 +133,11 @@ impl Body<'_> {
         }
         let mut env: HashMap<u32, Val> = j.invars.iter().map(|v| v.id).zip(args).collect();
         for (k, eq) in j.eqns.iter().enumerate() {
-            if !effectful(&eq.prim) && eq.outs.iter().all(|o| !last.contains_key(&o.id)) {
+            // An equation without results runs for its effect (a store, a copy).
+            if !effectful(&eq.prim)
+                && !eq.outs.is_empty()
+                && eq.outs.iter().all(|o| !last.contains_key(&o.id))
+            {
                 continue;
             }
             let ins: Vec<Val> = eq
@@ -257,6 +265,8 @@ impl Body<'_> {
             "cond" => self.cond(eq, ins),
             "scan" => self.scan(eq, ins),
             "get" => self.get(eq, ins),
+            "dma_start" => self.dma_start(eq, ins),
+            "dma_wait" => self.dma_wait(eq, ins),
             "swap" => self.swap(eq, ins, used.first().copied().unwrap_or(false)),
             "broadcast_in_dim" => self.broadcast(eq, ins),
             "reshape" | "squeeze" | "expand_dims" => self.reshape(eq, ins),
@@ -327,15 +337,31 @@ impl Body<'_> {
 
     // ---- references ----
 
-    /// The region of `r` that `eq`'s indexers select.
+    /// The region of `r` that `eq`'s indexers select (`params.idx`; computed positions are the
+    /// operands after the reference and value, `idx`).
     fn region(&self, eq: &Eqn, r: &Arr, idx: &[Val]) -> Result<Arr, PallasError> {
-        let Some(spec) = eq.params.get("idx").and_then(|v| v.as_array()) else {
-            return Ok(r.clone());
-        };
+        let spec = eq
+            .params
+            .get("idx")
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_default();
+        self.region_of(eq, r, &spec, idx)
+    }
+
+    /// The positions `spec` selects in an array of `shape`: (start, size, kept) per dimension
+    /// (`kept`: a slice, not an integer index). `args` resolves computed positions.
+    pub(super) fn positions(
+        &self,
+        eq: &Eqn,
+        shape: &[usize],
+        spec: &[serde_json::Value],
+        args: &[Val],
+    ) -> Result<Vec<(i64, i64, bool)>, PallasError> {
+        let n = shape.len();
         if spec.is_empty() {
-            return Ok(r.clone());
+            return Ok(shape.iter().map(|&d| (0, d as i64, true)).collect());
         }
-        let n = r.shape.len();
         if spec.len() != n {
             return Err(self.unsupported(format!(
                 "an indexer of {} dimensions on a {n}-dimensional reference{}",
@@ -348,7 +374,7 @@ impl Body<'_> {
                 return Ok(i);
             }
             let a = v.get("arg").and_then(|a| a.as_u64()).unwrap_or(u64::MAX) as usize;
-            match idx.get(a) {
+            match args.get(a) {
                 Some(Val::S(s, _)) => Ok(s.as_i64()),
                 _ => Err(self.unsupported(format!(
                     "a reference indexed at a position computed from data{}",
@@ -356,62 +382,93 @@ impl Body<'_> {
                 ))),
             }
         };
-        let mut shape = Vec::new();
-        let mut starts = vec![0i64; n];
-        let mut sizes = vec![1i64; n];
+        let mut out = Vec::with_capacity(n);
         for (d, s) in spec.iter().enumerate() {
-            if let Some(i) = s.get("at") {
-                starts[d] = known(i)?;
-                sizes[d] = 1;
+            let (start, size, kept) = if let Some(i) = s.get("at") {
+                (known(i)?, 1, false)
             } else {
-                starts[d] = known(s.get("start").unwrap_or(&serde_json::Value::from(0)))?;
-                sizes[d] = s
+                if s.get("stride").and_then(|v| v.as_i64()).unwrap_or(1) != 1 {
+                    return Err(self.unsupported(format!(
+                        "a strided slice of a reference{}",
+                        at(&eq.src)
+                    )));
+                }
+                let start = known(s.get("start").unwrap_or(&serde_json::Value::from(0)))?;
+                let size = s
                     .get("size")
                     .and_then(|v| v.as_i64())
-                    .unwrap_or(r.shape[d] as i64);
-                if s.get("stride").and_then(|v| v.as_i64()).unwrap_or(1) != 1 {
-                    return Err(
-                        self.unsupported(format!("a strided slice of a reference{}", at(&eq.src)))
-                    );
-                }
-                shape.push(sizes[d] as usize);
-            }
-            if starts[d] < 0 || starts[d] + sizes[d] > r.shape[d] as i64 {
+                    .unwrap_or(shape[d] as i64);
+                (start, size, true)
+            };
+            if start < 0 || start + size > shape[d] as i64 {
                 return Err(PallasError::refused(
                     self.kernel,
                     format!(
-                        "out-of-bounds access: elements {}..{} of dimension {d} of a reference of \
-                         shape {:?}{}",
-                        starts[d],
-                        starts[d] + sizes[d],
-                        r.shape,
+                        "out-of-bounds access: elements {start}..{} of dimension {d} of a \
+                         reference of shape {shape:?}{}",
+                        start + size,
                         at(&eq.src)
                     ),
                 ));
             }
+            out.push((start, size, kept));
         }
-        if n >= 3 && starts[..n - 2].iter().any(|&s| s != 0) {
+        Ok(out)
+    }
+
+    /// The region of VMEM reference `r` that `spec` selects.
+    pub(super) fn region_of(
+        &self,
+        eq: &Eqn,
+        r: &Arr,
+        spec: &[serde_json::Value],
+        args: &[Val],
+    ) -> Result<Arr, PallasError> {
+        if spec.is_empty() {
+            return Ok(r.clone());
+        }
+        let pos = self.positions(eq, &r.shape, spec, args)?;
+        let n = pos.len();
+        let lead = n.saturating_sub(2);
+        // Leading dimensions pick one 2-D array of a stack.
+        let mut slab_index = 0i64;
+        for (d, &(start, size, _)) in pos.iter().enumerate().take(lead) {
+            if size != 1 {
+                return Err(self.unsupported(format!(
+                    "a slice of {size} along leading dimension {d} of a reference of shape {:?}{}",
+                    r.shape,
+                    at(&eq.src)
+                )));
+            }
+            slab_index = slab_index * r.shape[d] as i64 + start;
+        }
+        let shape: Vec<usize> = pos
+            .iter()
+            .filter(|p| p.2)
+            .map(|p| p.1 as usize)
+            .collect();
+        let (r0, c0, rows, cols) = match n {
+            1 => (0, pos[0].0, 1, pos[0].1),
+            _ => (pos[n - 2].0, pos[n - 1].0, pos[n - 2].1, pos[n - 1].1),
+        };
+        let two = shape.len() <= 2 || shape[..shape.len() - 2].iter().all(|&d| d == 1);
+        if !two {
             return Err(self.unsupported(format!(
-                "a reference of shape {:?} indexed in a leading dimension{}",
-                r.shape,
+                "a region of shape {shape:?} of a reference{}",
                 at(&eq.src)
             )));
         }
-        let (r0, c0, rows, cols) = match n {
-            1 => (0, starts[0], 1, sizes[0]),
-            _ => (starts[n - 2], starts[n - 1], sizes[n - 2], sizes[n - 1]),
-        };
-        // An integer index on the last dimension leaves a column.
-        let column = n >= 2 && spec[n - 1].get("at").is_some() && spec[n - 2].get("at").is_none();
-        let (prow, pcol) = (rows as u32, cols as u32);
-        let _ = column;
         Ok(Arr {
-            addr: r.addr + r0 as u32 * r.stride + c0 as u32 * r.fmt.bytes(),
-            prow,
-            pcol,
+            addr: r.addr
+                + slab_index as u32 * r.slab
+                + r0 as u32 * r.stride
+                + c0 as u32 * r.fmt.bytes(),
+            prow: rows as u32,
+            pcol: cols as u32,
             rows: rows as u32,
             cols: cols as u32,
             shape,
+            slab: 0,
             ..r.clone()
         })
     }
@@ -428,7 +485,7 @@ impl Body<'_> {
 
     /// Before `dst` is written: every live value that reads it is stored elsewhere, unless it
     /// is read only by `src` tile for tile where it is written.
-    fn protect(&mut self, dst: &Arr, src: &Rc<Expr>) -> Result<(), PallasError> {
+    pub(super) fn protect(&mut self, dst: &Arr, src: Option<&Rc<Expr>>) -> Result<(), PallasError> {
         let lo = dst.addr;
         let hi = dst.addr + dst.rows.div_ceil(SUB) * SUB * dst.stride;
         let overlaps = |a: &Arr| {
@@ -452,7 +509,9 @@ impl Body<'_> {
                 _ => {}
             }
         }
-        walk(src, &mut inner);
+        if let Some(src) = src {
+            walk(src, &mut inner);
+        }
         // Whether every holder of `n` is inside the tree (the root's one holder is the store).
         let private = |n: &Rc<Expr>| -> bool {
             Rc::strong_count(n) <= inner.get(&Rc::as_ptr(n)).copied().unwrap_or(0)
@@ -467,7 +526,7 @@ impl Body<'_> {
                 && a.cols == dst.cols
         };
         // Is every path from `src` to this leaf private, and the leaf read where written?
-        let src_private = private(src) && tree_private(src, &private);
+        let src_private = src.is_some_and(|src| private(src) && tree_private(src, &private));
         self.reads.retain(|w| w.strong_count() > 0);
         let live: Vec<Rc<Expr>> = self.reads.iter().filter_map(|w| w.upgrade()).collect();
         for leaf in live {
@@ -522,7 +581,7 @@ impl Body<'_> {
         } else {
             None
         };
-        self.protect(&view, &src)?;
+        self.protect(&view, Some(&src))?;
         let (pr, pc) = (view.rows % SUB, view.cols % LANES);
         let tiles: Vec<(u32, u32)> = (0..view.ti())
             .flat_map(|i| (0..view.tj()).map(move |j| (i, j)))
@@ -572,7 +631,9 @@ impl Body<'_> {
     ) -> Result<Rc<Expr>, PallasError> {
         match v {
             Val::E(x) => Ok(x.clone()),
-            Val::Ref(_) => Err(PallasError::Spec("a reference used as a value".into())),
+            Val::Ref(_) | Val::Hbm(_) | Val::Sems(..) => {
+                Err(PallasError::Spec("a reference used as a value".into()))
+            }
             Val::T(_) => {
                 Err(self
                     .unsupported("using a transposed array other than in a matrix product".into()))

@@ -21,6 +21,7 @@
 //! lowering does not handle yet is named ([`PallasError::Unsupported`]).
 
 pub mod body;
+mod dma;
 pub mod expr;
 mod matmul;
 mod pointwise;
@@ -30,12 +31,11 @@ mod shape;
 pub mod spec;
 pub mod values;
 
-use tpuemu_isa::dma::DmaDescriptor;
 use tpuemu_isa::{ArgSlot, CoreInfo, DmaShape, MemRef, Program, Sem};
 
 use self::body::{Body, Val};
 use self::spec::{Dt, KernelSpec};
-use self::values::{Arr, LANES, SUB, Vmem, mem_fmt};
+use self::values::{Arr, Vmem, mem_fmt};
 use crate::codegen::{Emitter, hbm_vmem_desc};
 
 /// Why a Pallas kernel cannot run.
@@ -149,13 +149,16 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         .collect();
     let steps = spec.steps();
     let points: Vec<Vec<i64>> = (0..steps).map(|t| spec.grid_point(t)).collect();
-    let ids: Vec<scalar::Scalar> = Vec::new();
-    drop(ids);
     let mut vmem = Vmem::new(core.vmem_bytes);
-    let mut blocks = Vec::with_capacity(nops);
+    let mut blocks: Vec<Option<Blocks>> = Vec::with_capacity(nops);
     for (k, o) in spec.operands.iter().enumerate() {
         let what = spec.operand_name(k);
         let dt = Dt::parse(&o.dtype).expect("checked");
+        if o.in_hbm() {
+            // The kernel copies from and to it itself.
+            blocks.push(None);
+            continue;
+        }
         let esz = dt.bytes() as i64;
         // The kernel sees the non-squeezed block dimensions.
         let kdims: Vec<usize> = (0..o.shape.len())
@@ -217,27 +220,45 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             }
             offsets.push(off * esz);
         }
-        blocks.push(Blocks {
+        blocks.push(Some(Blocks {
             slot: slots[k],
             bufs: [a, b],
             offsets,
             desc: [to_vmem, to_hbm],
             bytes: rows as u64 * cols as u64 * esz as u64,
-        });
+        }));
     }
+    // Scratch: VMEM buffers (a stack of 2-D arrays for a rank above 2) and semaphores, after
+    // the pipeline's two per operand.
     let mut scratch = Vec::new();
+    let mut next_sem = 2 * nops;
     for (i, s) in spec.scratch.iter().enumerate() {
+        if s.is_semaphore() {
+            let n: usize = s.shape.iter().product();
+            if next_sem + n > 64 {
+                return Err(PallasError::TooLarge {
+                    kernel: kname.into(),
+                    what: format!(
+                        "{} semaphores: the core has 64, {next_sem} of them pipeline the operands",
+                        n
+                    ),
+                });
+            }
+            scratch.push(Val::Sems(next_sem as u8, s.shape.clone()));
+            next_sem += n;
+            continue;
+        }
         let dt = Dt::parse(&s.dtype).expect("checked");
-        let (rows, cols) = values::two_d(kname, &s.shape, false)?;
-        scratch.push(vmem.array(
-            kname,
-            rows,
-            cols,
-            mem_fmt(dt),
-            dt,
-            s.shape.clone(),
-            &format!("scratch buffer {i}"),
-        )?);
+        let what = format!("scratch buffer {i}");
+        let r = s.shape.len();
+        let a = if r > 2 {
+            let (rows, cols) = (s.shape[r - 2] as u32, s.shape[r - 1] as u32);
+            vmem.stack(kname, &s.shape[..r - 2], rows, cols, mem_fmt(dt), dt, s.shape.clone(), &what)?
+        } else {
+            let (rows, cols) = values::two_d(kname, &s.shape, false)?;
+            vmem.array(kname, rows, cols, mem_fmt(dt), dt, s.shape.clone(), &what)?
+        };
+        scratch.push(Val::Ref(a));
     }
     let nin = spec.num_inputs;
     let dma = |e: &mut Emitter, bl: &Blocks, buf: usize, t: usize, to_vmem: bool, s: Sem| {
@@ -251,7 +272,7 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             e.dma(hbm, vm, DmaShape::Desc(d), s);
         }
     };
-    for bl in &blocks {
+    for bl in blocks.iter().flatten() {
         if bl.offsets.iter().any(|&o| o > i32::MAX as i64) {
             return Err(PallasError::TooLarge {
                 kernel: kname.into(),
@@ -263,15 +284,18 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
     let mut cur = vec![0usize; nops];
     let mut pending = vec![[0u64; 2]; nops];
     // Step 0's inputs.
-    for k in 0..nin {
-        dma(&mut e, &blocks[k], 0, 0, true, sem(k, 0));
-        pending[k][0] += blocks[k].bytes;
+    for (k, bl) in blocks.iter().enumerate().take(nin) {
+        if let Some(bl) = bl {
+            dma(&mut e, bl, 0, 0, true, sem(k, 0));
+            pending[k][0] += bl.bytes;
+        }
     }
     let n = points.len();
     for t in 0..n {
         e.b.mark_begin(&format!("step {:?}", points[t]));
         for k in 0..nops {
-            let changed = t > 0 && blocks[k].offsets[t] != blocks[k].offsets[t - 1];
+            let Some(bl) = &blocks[k] else { continue };
+            let changed = t > 0 && bl.offsets[t] != bl.offsets[t - 1];
             if changed {
                 cur[k] ^= 1;
             }
@@ -284,19 +308,30 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         }
         // The next step's input blocks, into the other buffers, while this one computes.
         if t + 1 < n {
-            for k in 0..nin {
-                if blocks[k].offsets[t + 1] != blocks[k].offsets[t] {
+            for (k, bl) in blocks.iter().enumerate().take(nin) {
+                let Some(bl) = bl else { continue };
+                if bl.offsets[t + 1] != bl.offsets[t] {
                     let b = cur[k] ^ 1;
-                    dma(&mut e, &blocks[k], b, t + 1, true, sem(k, b));
-                    pending[k][b] += blocks[k].bytes;
+                    dma(&mut e, bl, b, t + 1, true, sem(k, b));
+                    pending[k][b] += bl.bytes;
                 }
             }
         }
         let mark = vmem.mark();
         let mut args: Vec<Val> = (0..nops)
-            .map(|k| Val::Ref(blocks[k].bufs[cur[k]].clone()))
+            .map(|k| match &blocks[k] {
+                Some(bl) => Val::Ref(bl.bufs[cur[k]].clone()),
+                None => {
+                    let o = &spec.operands[k];
+                    Val::Hbm(values::Hbm {
+                        slot: slots[k],
+                        shape: o.shape.clone(),
+                        dt: Dt::parse(&o.dtype).expect("checked"),
+                    })
+                }
+            })
             .collect();
-        args.extend(scratch.iter().cloned().map(Val::Ref));
+        args.extend(scratch.iter().cloned());
         let mut body = Body {
             e: &mut e,
             vmem: &mut vmem,
@@ -309,10 +344,11 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         body.run(&spec.body, args)?;
         vmem.release(mark);
         for k in nin..nops {
-            if t + 1 == n || blocks[k].offsets[t + 1] != blocks[k].offsets[t] {
+            let Some(bl) = &blocks[k] else { continue };
+            if t + 1 == n || bl.offsets[t + 1] != bl.offsets[t] {
                 let b = cur[k];
-                dma(&mut e, &blocks[k], b, t, false, sem(k, b));
-                pending[k][b] += blocks[k].bytes;
+                dma(&mut e, bl, b, t, false, sem(k, b));
+                pending[k][b] += bl.bytes;
             }
         }
         e.b.mark_end();
@@ -325,8 +361,6 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         }
     }
     e.b.halt();
-    let _ = (SUB, LANES);
-    let _ = DmaDescriptor::contiguous;
     e.finish().map_err(|err| PallasError::Build {
         kernel: kname.into(),
         what: err.to_string(),

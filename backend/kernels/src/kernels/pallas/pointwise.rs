@@ -95,6 +95,8 @@ impl Body<'_> {
             Val::S(_, d) => *d,
             Val::E(a) | Val::T(a) => a.dt,
             Val::Ref(a) => a.dt,
+            Val::Hbm(h) => h.dt,
+            Val::Sems(..) => Dt::I32,
         };
         let in_dt: Vec<Dt> = ins.iter().map(dtype).collect();
         let first = *in_dt.first().unwrap_or(&dt);
@@ -167,7 +169,9 @@ impl Body<'_> {
             .map(|(v, d)| match v {
                 Val::E(a) | Val::T(a) => Ok(a.clone()),
                 Val::S(s, _) => Ok(Expr::new(Kind::Const(*s, *d), 1, 1, *d, Vec::new())),
-                Val::Ref(_) => Err(PallasError::Spec("a reference used as a value".into())),
+                Val::Ref(_) | Val::Hbm(_) | Val::Sems(..) => {
+                    Err(PallasError::Spec("a reference used as a value".into()))
+                }
             })
             .collect::<Result<_, _>>()?;
         let node = Expr::new(

@@ -139,6 +139,17 @@ pub struct Operand {
     pub block: Vec<Option<usize>>,
     /// The index map: grid indices to block indices, one per dimension.
     pub index_map: Jaxpr,
+    /// `"any"` for `memory_space=pl.ANY`: the kernel gets the whole array in HBM and copies
+    /// what it needs itself; empty for a pipelined block.
+    #[serde(default)]
+    pub space: String,
+}
+
+impl Operand {
+    /// Whether the kernel gets the array in HBM (`memory_space=pl.ANY`).
+    pub fn in_hbm(&self) -> bool {
+        self.space == "any"
+    }
 }
 
 /// A scratch buffer's shape and dtype.
@@ -148,6 +159,13 @@ pub struct Aval {
     pub shape: Vec<usize>,
     /// Dtype.
     pub dtype: String,
+}
+
+impl Aval {
+    /// Whether it is an array of semaphores (`pltpu.SemaphoreType.DMA(...)`, `.REGULAR`).
+    pub fn is_semaphore(&self) -> bool {
+        self.dtype == "dma_sem" || self.dtype == "sem"
+    }
 }
 
 /// A `pallas_call`.
@@ -237,6 +255,9 @@ impl KernelSpec {
                     ),
                 ));
             }
+            if o.in_hbm() {
+                continue;
+            }
             if o.shape.is_empty() {
                 return Err(PallasError::unsupported(
                     k,
@@ -297,6 +318,9 @@ impl KernelSpec {
             }
         }
         for s in &self.scratch {
+            if s.is_semaphore() {
+                continue;
+            }
             Dt::parse(&s.dtype).ok_or_else(|| {
                 PallasError::unsupported(k, format!("a scratch buffer of dtype {}", s.dtype))
             })?;

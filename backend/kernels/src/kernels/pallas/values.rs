@@ -48,6 +48,20 @@ pub struct Arr {
     /// row in memory (a column computed here), so tiles load densely rather than
     /// broadcasting lane 0.
     pub rep: bool,
+    /// For a reference with leading dimensions (a stack of 2-D arrays, `VMEM((2, 8, 128))`):
+    /// bytes from one 2-D array to the next; 0 otherwise.
+    pub slab: u32,
+}
+
+/// An array in HBM that the kernel copies from or to itself (`memory_space=pl.ANY`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hbm {
+    /// Its argument slot.
+    pub slot: tpuemu_isa::ArgSlot,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its dtype.
+    pub dt: Dt,
 }
 
 impl Arr {
@@ -199,6 +213,42 @@ impl Vmem {
             dt,
             shape,
             rep: false,
+            slab: 0,
+        })
+    }
+}
+
+impl Vmem {
+    /// A buffer for `lead` stacked `rows` x `cols` arrays (a scratch reference of rank 3 or
+    /// more).
+    #[allow(clippy::too_many_arguments)]
+    pub fn stack(
+        &mut self,
+        kernel: &str,
+        lead: &[usize],
+        rows: u32,
+        cols: u32,
+        fmt: MemFmt,
+        dt: Dt,
+        shape: Vec<usize>,
+        what: &str,
+    ) -> Result<Arr, PallasError> {
+        let stride = cols.div_ceil(LANES) * LANES * fmt.bytes();
+        let slab = rows.div_ceil(SUB) * SUB * stride;
+        let n: u64 = lead.iter().map(|&d| d as u64).product();
+        let addr = self.alloc(kernel, n * slab as u64, what)?;
+        Ok(Arr {
+            addr,
+            stride,
+            prow: rows,
+            pcol: cols,
+            rows,
+            cols,
+            fmt,
+            dt,
+            shape,
+            rep: false,
+            slab,
         })
     }
 }
