@@ -323,6 +323,7 @@ impl Emulator {
                 core: targets[target].core,
                 pc,
                 instr: program.instr_text(pc as usize),
+                region: program.region_at(pc as usize).map(str::to_string),
                 reason: kind.to_string(),
             }))),
             Ending::Deadlock(report) => Some(DeviceError::Deadlock(Box::new(report))),

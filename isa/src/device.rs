@@ -189,6 +189,10 @@ pub struct Fault {
     pub pc: u32,
     /// The instruction's assembly text.
     pub instr: String,
+    /// The innermost profiling region open at the instruction (`mark.begin "name"`), if any:
+    /// a compiler names regions after the source that produced them.
+    #[serde(default)]
+    pub region: Option<String>,
     /// What went wrong.
     pub reason: String,
 }
@@ -197,9 +201,13 @@ impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "program `{}` faulted on chip {} core {} at pc {} (`{}`): {}",
-            self.program, self.chip, self.core, self.pc, self.instr, self.reason
-        )
+            "program `{}` faulted on chip {} core {} at pc {} (`{}`)",
+            self.program, self.chip, self.core, self.pc, self.instr
+        )?;
+        if let Some(r) = &self.region {
+            write!(f, " in region `{r}`")?;
+        }
+        write!(f, ": {}", self.reason)
     }
 }
 

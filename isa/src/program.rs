@@ -81,6 +81,24 @@ impl Program {
         self.args.iter().position(|a| a.name == name)
     }
 
+    /// The innermost region (`mark.begin`) open at `pc` in program order: exact for
+    /// straight-line code and for regions that loops enter and leave whole.
+    pub fn region_at(&self, pc: usize) -> Option<&str> {
+        let mut open: Vec<u16> = Vec::new();
+        for i in self.instrs.iter().take(pc) {
+            match i {
+                Instr::MarkBegin { name } => open.push(*name),
+                Instr::MarkEnd => {
+                    open.pop();
+                }
+                _ => {}
+            }
+        }
+        open.last()
+            .and_then(|n| self.markers.get(*n as usize))
+            .map(String::as_str)
+    }
+
     /// The assembly text of instruction `pc`, with marker names resolved and branch targets as
     /// `@pc`. Used in fault reports and traces.
     pub fn instr_text(&self, pc: usize) -> String {

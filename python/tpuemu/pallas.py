@@ -222,7 +222,9 @@ class _Ser:
                 "tpuemu.pallas: remote DMA (device_id, a source semaphore) is not lowered yet")
 
         def one(t):
-            if not isinstance(t.ref, _Leaf):
+            if isinstance(t, _Leaf):
+                return {"ref": t.i, "idx": []}
+            if not isinstance(getattr(t, "ref", None), _Leaf):
                 raise NotImplementedError(f"tpuemu.pallas: a DMA of {t!r}")
             idx = []
             for tr in t.transforms:

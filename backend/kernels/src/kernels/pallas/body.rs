@@ -156,7 +156,15 @@ impl Body<'_> {
             // Work that emits code is a region of the timeline, named after the equation.
             let marked = matches!(
                 eq.prim.as_str(),
-                "swap" | "dot_general" | "reduce_sum" | "reduce_max" | "reduce_min"
+                "swap"
+                    | "dot_general"
+                    | "reduce_sum"
+                    | "reduce_max"
+                    | "reduce_min"
+                    | "dma_start"
+                    | "dma_wait"
+                    | "slice"
+                    | "iota"
             );
             if marked {
                 self.e.b.mark_begin(&label(eq));
