@@ -113,6 +113,44 @@ def loop(x, interpret=False):
     )(x)
 
 
+def double_buffered_copy_kernel(x_hbm, o_hbm, buf, sems):
+    # The Pallas guide's manual pipelining: rows copied in chunks of 8 into two VMEM buffers
+    # with DMA semaphores, the next chunk's copy started before this one's is used.
+    n = x_hbm.shape[0] // 8
+
+    def copy_in(i, slot):
+        return pltpu.make_async_copy(x_hbm.at[pl.ds(i * 8, 8)], buf.at[slot], sems.at[0, slot])
+
+    copy_in(0, 0).start()
+
+    def body(i, carry):
+        slot = i % 2
+
+        @pl.when(i + 1 < n)
+        def _():
+            copy_in(i + 1, 1 - slot).start()
+
+        copy_in(i, slot).wait()
+        buf[slot] = buf[slot] * 2.0 + 1.0
+        out = pltpu.make_async_copy(buf.at[slot], o_hbm.at[pl.ds(i * 8, 8)], sems.at[1, slot])
+        out.start()
+        out.wait()
+        return carry
+
+    jax.lax.fori_loop(0, n, body, 0)
+
+
+def double_buffered_copy(x, interpret=False):
+    return pl.pallas_call(
+        double_buffered_copy_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec(memory_space=pl.ANY),
+        scratch_shapes=[pltpu.VMEM((2, 8, x.shape[1]), x.dtype), pltpu.SemaphoreType.DMA((2, 2))],
+        interpret=interpret,
+    )(x)
+
+
 def _reference(fn, *xs, **kw):
     """The same kernel run by JAX on the CPU (`interpret=True`)."""
     arrays = [jnp.asarray(x.float().numpy()).astype(_jdt(x.dtype)) for x in xs]
@@ -164,6 +202,52 @@ def test_fori_loop_slices_where_and_iota(mode):
     x = torch.randn(32, 128)
     got = tpuemu.pallas.custom_jax_kernel(loop)(x.to("tpu")).cpu()
     torch.testing.assert_close(got, _reference(loop, x), rtol=1e-6, atol=1e-5)
+
+
+def test_manually_double_buffered_copy_with_dma_semaphores(mode):
+    torch.manual_seed(3)
+    x = torch.randn(64, 256)
+    tpuemu.reset_metrics()
+    got = tpuemu.pallas.custom_jax_kernel(double_buffered_copy)(x.to("tpu")).cpu()
+    assert torch.equal(got, x * 2.0 + 1.0)
+    assert torch.equal(got, _reference(double_buffered_copy, x))
+    # Its own copies only: 64 KiB in and 64 KiB out.
+    assert tpuemu.metrics()["hbm_bytes"] == 2 * 64 * 256 * 4
+
+
+FLASH_SHAPES = [((1, 2, 256, 64), False), ((2, 4, 128, 128), True)]
+
+
+@pytest.mark.parametrize("shape,causal", FLASH_SHAPES)
+def test_jax_flash_attention_forward_and_backward(shape, causal):
+    # `jax.experimental.pallas.ops.tpu.flash_attention` itself: its forward kernel, and through
+    # PyTorch's autograd its dq and dkv kernels (its custom_vjp), against PyTorch's attention on
+    # the CPU.
+    from jax.experimental.pallas.ops.tpu import flash_attention as fa
+
+    b, h, s, d = shape
+    blocks = fa.BlockSizes(block_q=128, block_k_major=128, block_k=128, block_b=1,
+                           block_q_major_dkv=128, block_k_major_dkv=128, block_k_dkv=128,
+                           block_q_dkv=128, block_k_major_dq=128, block_k_dq=128, block_q_dq=128)
+    attn = tpuemu.pallas.custom_jax_kernel(
+        functools.partial(fa.flash_attention, causal=causal, sm_scale=d**-0.5, block_sizes=blocks))
+    torch.manual_seed(4)
+    q, k, v = (torch.randn(shape) for _ in range(3))
+    qt, kt, vt = (t.to("tpu").requires_grad_() for t in (q, k, v))
+    tpuemu.reset_metrics()
+    out = attn(qt, kt, vt)
+    (out * out).sum().backward()
+    ops = tpuemu.metrics()["ops_by_name"]
+    for kernel in ("_flash_attention_kernel", "_flash_attention_dq_kernel",
+                   "_flash_attention_dkv_kernel"):
+        assert any(kernel + "_" in n for n in ops), (kernel, ops)
+    assert not tpuemu.metrics()["cpu_fallbacks"]
+    qc, kc, vc = (t.clone().requires_grad_() for t in (q, k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(qc, kc, vc, is_causal=causal)
+    (want * want).sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-4)
+    for name, got, w in zip("qkv", (qt, kt, vt), (qc, kc, vc)):
+        torch.testing.assert_close(got.grad.cpu(), w.grad, rtol=1e-3, atol=1e-3, msg=name)
 
 
 def test_jnp_around_the_kernel_runs_as_backend_operators():
@@ -272,6 +356,44 @@ def test_index_map_outside_the_array_is_refused():
         tpuemu.pallas.custom_jax_kernel(f)(x, x)
 
 
+def test_a_race_is_reported_at_the_kernel_line():
+    def racy_kernel(x_hbm, o_ref, buf, sem):
+        cp = pltpu.make_async_copy(x_hbm, buf, sem.at[0])
+        cp.start()
+        o_ref[...] = buf[...] + 1.0  # read before the copy is waited for
+        cp.wait()
+
+    def f(x):
+        return pl.pallas_call(
+            racy_kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec(x.shape, lambda: (0, 0)),
+            scratch_shapes=[pltpu.VMEM(x.shape, jnp.float32), pltpu.SemaphoreType.DMA((1,))],
+        )(x)
+
+    x = torch.randn(8, 128, device="tpu")
+    line = racy_kernel.__code__.co_firstlineno + 3
+    with pytest.raises(RuntimeError, match=rf"racy_kernel.*test_pallas.py:{line}.*race on VMEM"):
+        tpuemu.pallas.custom_jax_kernel(f)(x).cpu()
+
+
+def test_an_out_of_bounds_access_is_refused_at_its_line():
+    def oob_kernel(x_ref, o_ref):
+        # Rows 8..24 of a 16-row block (JAX cannot see it: the start is computed).
+        o_ref[...] = x_ref[pl.ds(pl.program_id(0) + 8, 16), :]
+
+    def f(x):
+        return pl.pallas_call(oob_kernel, out_shape=jax.ShapeDtypeStruct((16, 128), x.dtype),
+                              grid=(1,), in_specs=[pl.BlockSpec((16, 128), lambda i: (0, 0))],
+                              out_specs=pl.BlockSpec((16, 128), lambda i: (0, 0)))(x)
+
+    x = torch.randn(16, 128, device="tpu")
+    line = oob_kernel.__code__.co_firstlineno + 2
+    with pytest.raises(ValueError, match=rf"oob_kernel.*out-of-bounds.*8\.\.24.*test_pallas.py:{line}"):
+        tpuemu.pallas.custom_jax_kernel(f)(x)
+
+
 def test_cpu_tensors_and_int64_are_refused_clearly():
     k = tpuemu.pallas.custom_jax_kernel(add)
     with pytest.raises(ValueError, match="not on tpu"):
@@ -280,5 +402,3 @@ def test_cpu_tensors_and_int64_are_refused_clearly():
         k(torch.ones(8, 128, dtype=torch.int64, device="tpu"),
           torch.ones(8, 128, dtype=torch.int64, device="tpu"))
 
-
-del functools
