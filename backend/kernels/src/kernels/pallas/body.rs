@@ -396,10 +396,9 @@ impl Body<'_> {
                 (known(i)?, 1, false)
             } else {
                 if s.get("stride").and_then(|v| v.as_i64()).unwrap_or(1) != 1 {
-                    return Err(self.unsupported(format!(
-                        "a strided slice of a reference{}",
-                        at(&eq.src)
-                    )));
+                    return Err(
+                        self.unsupported(format!("a strided slice of a reference{}", at(&eq.src)))
+                    );
                 }
                 let start = known(s.get("start").unwrap_or(&serde_json::Value::from(0)))?;
                 let size = s
@@ -450,11 +449,7 @@ impl Body<'_> {
             }
             slab_index = slab_index * r.shape[d] as i64 + start;
         }
-        let shape: Vec<usize> = pos
-            .iter()
-            .filter(|p| p.2)
-            .map(|p| p.1 as usize)
-            .collect();
+        let shape: Vec<usize> = pos.iter().filter(|p| p.2).map(|p| p.1 as usize).collect();
         let (r0, c0, rows, cols) = match n {
             1 => (0, pos[0].0, 1, pos[0].1),
             _ => (pos[n - 2].0, pos[n - 1].0, pos[n - 2].1, pos[n - 1].1),

@@ -84,9 +84,18 @@ impl Body<'_> {
                         what: "a copy beyond 2 GiB into an HBM array".into(),
                     });
                 }
-                Ok(End::Hbm(h.slot, offset, rstride, rows as u32, cols as u32, esz as u32))
+                Ok(End::Hbm(
+                    h.slot,
+                    offset,
+                    rstride,
+                    rows as u32,
+                    cols as u32,
+                    esz as u32,
+                ))
             }
-            _ => Err(PallasError::Spec(format!("a DMA's `{key}` is not a reference"))),
+            _ => Err(PallasError::Spec(format!(
+                "a DMA's `{key}` is not a reference"
+            ))),
         }
     }
 

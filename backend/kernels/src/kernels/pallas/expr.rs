@@ -385,7 +385,7 @@ impl Body<'_> {
     fn play(&mut self, act: &Act) {
         match act {
             Act::Load(r, a, i, j) => load(self.e, *r, a, *i, *j),
-            Act::I(i) => self.e.push(i.clone()),
+            Act::I(i) => self.e.push(*i),
         }
     }
 
@@ -423,7 +423,6 @@ impl Body<'_> {
             return Ok(a);
         }
         let mut out = self.vmem.array(
-            self.kernel,
             n.rows,
             n.cols,
             MemFmt::W32,
@@ -478,14 +477,24 @@ pub fn emit(
             e.vbin(VBinOp::Xor, VType::I32, dst, a, 1u32);
         }
         Op::Exp2 => {
-            e.vbin(VBinOp::Mul, VType::F32, dst, a, std::f32::consts::LN_2.to_bits());
+            e.vbin(
+                VBinOp::Mul,
+                VType::F32,
+                dst,
+                a,
+                std::f32::consts::LN_2.to_bits(),
+            );
             e.vun(VUnOp::Exp, VType::F32, dst, dst);
         }
         Op::Square => {
             e.vbin(VBinOp::Mul, ty, dst, a, a);
         }
         Op::IntPow(y) => {
-            let one = if ty == VType::F32 { 1.0f32.to_bits() } else { 1 };
+            let one = if ty == VType::F32 {
+                1.0f32.to_bits()
+            } else {
+                1
+            };
             e.vmov(ty, tmp, a);
             e.vmov(ty, dst, one);
             let mut k = y.unsigned_abs();

@@ -114,7 +114,6 @@ impl Body<'_> {
             )));
         }
         let out = self.vmem.array(
-            k,
             m,
             n,
             MemFmt::W32,
@@ -136,7 +135,6 @@ impl Body<'_> {
         let mut parts = vec![out.clone()];
         for _ in 1..split {
             parts.push(self.vmem.array(
-                k,
                 m,
                 n,
                 MemFmt::W32,
@@ -224,7 +222,7 @@ impl Body<'_> {
         let v = VReg::n(0);
         let res = self
             .vmem
-            .array(k, m, n, MemFmt::W32, dt, o.shape.clone(), "a value")?;
+            .array(m, n, MemFmt::W32, dt, o.shape.clone(), "a value")?;
         for i in 0..out.ti() {
             for j in 0..out.tj() {
                 super::values::load(self.e, v, &out, i, j);

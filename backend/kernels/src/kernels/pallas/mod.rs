@@ -29,6 +29,8 @@ mod reduce;
 pub mod scalar;
 mod shape;
 pub mod spec;
+#[cfg(test)]
+mod tests;
 pub mod values;
 
 use tpuemu_isa::{ArgSlot, CoreInfo, DmaShape, MemRef, Program, Sem};
@@ -149,7 +151,7 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         .collect();
     let steps = spec.steps();
     let points: Vec<Vec<i64>> = (0..steps).map(|t| spec.grid_point(t)).collect();
-    let mut vmem = Vmem::new(core.vmem_bytes);
+    let mut vmem = Vmem::new(kname, core.vmem_bytes);
     let mut blocks: Vec<Option<Blocks>> = Vec::with_capacity(nops);
     for (k, o) in spec.operands.iter().enumerate() {
         let what = spec.operand_name(k);
@@ -184,8 +186,8 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             None
         };
         let fmt = mem_fmt(dt);
-        let a = vmem.array(kname, rows, cols, fmt, dt, kshape.clone(), &what)?;
-        let b = vmem.array(kname, rows, cols, fmt, dt, kshape.clone(), &what)?;
+        let a = vmem.array(rows, cols, fmt, dt, kshape.clone(), &what)?;
+        let b = vmem.array(rows, cols, fmt, dt, kshape.clone(), &what)?;
         let hstride = row_dim.map_or(0, |d| strides[d] * esz);
         let dims = [(rows, hstride, a.stride as i64)];
         let to_vmem = e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, true));
@@ -253,10 +255,18 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         let r = s.shape.len();
         let a = if r > 2 {
             let (rows, cols) = (s.shape[r - 2] as u32, s.shape[r - 1] as u32);
-            vmem.stack(kname, &s.shape[..r - 2], rows, cols, mem_fmt(dt), dt, s.shape.clone(), &what)?
+            vmem.stack(
+                &s.shape[..r - 2],
+                rows,
+                cols,
+                mem_fmt(dt),
+                dt,
+                s.shape.clone(),
+                &what,
+            )?
         } else {
             let (rows, cols) = values::two_d(kname, &s.shape, false)?;
-            vmem.array(kname, rows, cols, mem_fmt(dt), dt, s.shape.clone(), &what)?
+            vmem.array(rows, cols, mem_fmt(dt), dt, s.shape.clone(), &what)?
         };
         scratch.push(Val::Ref(a));
     }
@@ -291,8 +301,8 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         }
     }
     let n = points.len();
-    for t in 0..n {
-        e.b.mark_begin(&format!("step {:?}", points[t]));
+    for (t, point) in points.iter().enumerate() {
+        e.b.mark_begin(&format!("step {:?}", point));
         for k in 0..nops {
             let Some(bl) = &blocks[k] else { continue };
             let changed = t > 0 && bl.offsets[t] != bl.offsets[t - 1];
@@ -336,7 +346,7 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             e: &mut e,
             vmem: &mut vmem,
             kernel: kname,
-            ids: &points[t],
+            ids: point,
             grid: &spec.grid,
             core,
             reads: Vec::new(),

@@ -64,15 +64,9 @@ impl Body<'_> {
         };
         let rows = if over_rows { 1 } else { a.rows };
         let cols = if over_cols { 1 } else { a.cols };
-        let mut out = self.vmem.array(
-            self.kernel,
-            rows,
-            cols,
-            MemFmt::W32,
-            dt,
-            o.shape.clone(),
-            "a value",
-        )?;
+        let mut out = self
+            .vmem
+            .array(rows, cols, MemFmt::W32, dt, o.shape.clone(), "a value")?;
         // A reduction along the lanes leaves its result in every lane.
         out.rep = cols == 1;
         let (ti, tj) = (a.ti(), a.tj());
@@ -103,8 +97,7 @@ impl Body<'_> {
                     for (&r, &(i, j)) in regs.iter().zip(rest) {
                         let cut_r = over_rows && a.rows > 1 && i + 1 == ti && pr != 0;
                         let cut_c = over_cols && a.cols > 1 && j + 1 == tj && pc != 0;
-                        if let Some(m) = self.edge_mask(cut_r.then_some(pr), cut_c.then_some(pc))
-                        {
+                        if let Some(m) = self.edge_mask(cut_r.then_some(pr), cut_c.then_some(pc)) {
                             self.e.vsel(ty, r, m, r, ident);
                         }
                         if first {

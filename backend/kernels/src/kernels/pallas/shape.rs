@@ -175,7 +175,7 @@ impl Body<'_> {
             k if reps[..k - 2].iter().all(|&r| r == 1) => (reps[k - 2] as u32, reps[k - 1] as u32),
             _ => (0, 0),
         };
-        let whole = |x: u32, t: u32, r: u32| r == 1 || x % t == 0;
+        let whole = |x: u32, t: u32, r: u32| r == 1 || x.is_multiple_of(t);
         if rr == 0 || a.shape.len() > 2 || !whole(a.rows, SUB, rr) || !whole(a.cols, LANES, rc) {
             return Err(self.unsupported(format!(
                 "`tile` of {:?} by {reps:?}{} (whole (8, 128) tiles only)",
@@ -209,15 +209,9 @@ impl Body<'_> {
         }
         // Stored along its axis only: the other one is a broadcast.
         let (sr, sc) = if along_lanes { (1, cols) } else { (rows, 1) };
-        let mut out = self.vmem.array(
-            self.kernel,
-            sr,
-            sc,
-            MemFmt::W32,
-            dt,
-            o.shape.clone(),
-            "a value",
-        )?;
+        let mut out = self
+            .vmem
+            .array(sr, sc, MemFmt::W32, dt, o.shape.clone(), "a value")?;
         // A sublane iota is the same in every lane.
         out.rep = sc == 1;
         let v = tpuemu_isa::VReg::n(0);

@@ -140,6 +140,8 @@ pub fn two_d(kernel: &str, shape: &[usize], column: bool) -> Result<(u32, u32), 
 /// of one grid step, released at the step's end.
 #[derive(Debug)]
 pub struct Vmem {
+    /// The kernel's name, for errors.
+    kernel: String,
     next: u64,
     limit: u64,
     /// The most ever in use.
@@ -150,9 +152,10 @@ pub struct Vmem {
 const ALIGN: u64 = 512;
 
 impl Vmem {
-    /// An allocator over `limit` bytes.
-    pub fn new(limit: u64) -> Vmem {
+    /// An allocator over `limit` bytes for kernel `kernel`.
+    pub fn new(kernel: &str, limit: u64) -> Vmem {
         Vmem {
+            kernel: kernel.to_string(),
             next: 0,
             limit,
             peak: 0,
@@ -170,12 +173,12 @@ impl Vmem {
     }
 
     /// `bytes` of VMEM for `what`, or the kernel's VMEM error.
-    pub fn alloc(&mut self, kernel: &str, bytes: u64, what: &str) -> Result<u32, PallasError> {
+    pub fn alloc(&mut self, bytes: u64, what: &str) -> Result<u32, PallasError> {
         let at = self.next.div_ceil(ALIGN) * ALIGN;
         let end = at + bytes.max(1);
         if end > self.limit {
             return Err(PallasError::TooLarge {
-                kernel: kernel.to_string(),
+                kernel: self.kernel.clone(),
                 what: format!(
                     "VMEM over capacity: {what} needs {bytes} bytes at offset {at}, the core has {} \
                      bytes of VMEM (blocks are double-buffered; use smaller blocks)",
@@ -191,7 +194,6 @@ impl Vmem {
     /// A buffer for a `rows` x `cols` array of `fmt`, padded to whole tiles.
     pub fn array(
         &mut self,
-        kernel: &str,
         rows: u32,
         cols: u32,
         fmt: MemFmt,
@@ -201,7 +203,7 @@ impl Vmem {
     ) -> Result<Arr, PallasError> {
         let stride = cols.div_ceil(LANES) * LANES * fmt.bytes();
         let bytes = rows.div_ceil(SUB) as u64 * SUB as u64 * stride as u64;
-        let addr = self.alloc(kernel, bytes, what)?;
+        let addr = self.alloc(bytes, what)?;
         Ok(Arr {
             addr,
             stride,
@@ -224,7 +226,6 @@ impl Vmem {
     #[allow(clippy::too_many_arguments)]
     pub fn stack(
         &mut self,
-        kernel: &str,
         lead: &[usize],
         rows: u32,
         cols: u32,
@@ -236,7 +237,7 @@ impl Vmem {
         let stride = cols.div_ceil(LANES) * LANES * fmt.bytes();
         let slab = rows.div_ceil(SUB) * SUB * stride;
         let n: u64 = lead.iter().map(|&d| d as u64).product();
-        let addr = self.alloc(kernel, n * slab as u64, what)?;
+        let addr = self.alloc(n * slab as u64, what)?;
         Ok(Arr {
             addr,
             stride,
