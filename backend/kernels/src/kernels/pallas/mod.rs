@@ -31,6 +31,7 @@ mod shape;
 pub mod spec;
 #[cfg(test)]
 mod tests;
+mod tiles;
 pub mod values;
 
 use tpuemu_isa::{ArgSlot, CoreInfo, DmaShape, MemRef, Program, Sem};

@@ -1,0 +1,317 @@
+//! Evaluating value trees ([`super::expr`]) tile by tile in vector registers.
+//!
+//! Each node of a tree is evaluated once per tile, its register freed after its last use, so a
+//! chain such as `exp(s * scale - m)` costs one load per operand tile and no VMEM round trip
+//! between its operations, as Mosaic's fused vector code does. Four tiles are evaluated at once,
+//! their instructions interleaved, so that one tile's work fills another's latency. A tree that
+//! needs more registers than the core has is split: its operands are stored in VMEM first.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use tpuemu_isa::ops::MemFmt;
+use tpuemu_isa::{Instr, MReg, ProgramBuilder, VReg, VSrc};
+
+use super::PallasError;
+use super::body::Body;
+use super::expr::{Expr, Kind, Op, emit};
+use super::values::{Arr, load, store, vtype};
+
+/// The first register of the pool values are evaluated in (v0..v7 are the consumers').
+const POOL_FIRST: u8 = 8;
+/// The mask register of the first tile of a group (the k-th tile's is one more per k).
+const MASK_FIRST: u8 = 4;
+
+/// The tile of `child` a parent at tile (i, j) reads.
+fn child_tile(parent: &Expr, child: &Expr, i: u32, j: u32) -> (u32, u32) {
+    if matches!(parent.kind, Kind::Tile(_)) {
+        return (i % child.ti().max(1), j % child.tj().max(1));
+    }
+    (
+        if child.rows == 1 { 0 } else { i },
+        if child.cols == 1 { 0 } else { j },
+    )
+}
+
+/// Whether operand `k` of `op` may be an immediate (a constant needs no register there).
+fn immediate_ok(op: Op, k: usize) -> bool {
+    match op {
+        Op::Bin(_) | Op::Cmp(_) => k == 1,
+        Op::Select => k == 1,
+        _ => false,
+    }
+}
+
+/// What evaluating a tile does, recorded so that several tiles' work can be interleaved
+/// instruction by instruction.
+#[derive(Clone, Debug)]
+enum Act {
+    /// Load a tile of an array.
+    Load(VReg, Arr, u32, u32),
+    /// An instruction.
+    I(Instr),
+}
+
+/// One tile's evaluation: registers held by nodes and the uses each has left.
+struct TileEval {
+    /// This tile's scratch register and mask (operations of several instructions).
+    scratch: (VReg, MReg),
+    free: Vec<VReg>,
+    held: HashMap<(*const Expr, u32, u32), (VReg, u32)>,
+    uses: HashMap<*const Expr, u32>,
+    acts: Vec<Act>,
+}
+
+/// Registers ran out: the tree must be split, or fewer tiles interleaved.
+struct Spill;
+
+/// Tiles evaluated together: their instructions interleave, so that one tile's work fills the
+/// latency of another's (in-order issue has no other way to overlap them).
+const GROUP: usize = 4;
+
+impl TileEval {
+    fn alloc(&mut self) -> Result<VReg, Spill> {
+        self.free.pop().ok_or(Spill)
+    }
+
+    /// One use of `n`'s register (at tile (i, j)) is over; frees it (and its operand's, for
+    /// views) after the last.
+    fn release(&mut self, n: &Expr, i: u32, j: u32) {
+        let key = (n as *const Expr, i, j);
+        let Some((r, left)) = self.held.get_mut(&key) else {
+            return;
+        };
+        *left -= 1;
+        if *left > 0 {
+            return;
+        }
+        let r = *r;
+        self.held.remove(&key);
+        match &n.kind {
+            Kind::View(a) | Kind::Tile(a) if n.cache.borrow().is_none() => {
+                let (ci, cj) = child_tile(n, a, i, j);
+                self.release(a, ci, cj)
+            }
+            _ => self.free.push(r),
+        }
+    }
+}
+
+/// Counts how many parents in the tree reach each node.
+fn count_uses(root: &Rc<Expr>, uses: &mut HashMap<*const Expr, u32>) {
+    let key = Rc::as_ptr(root);
+    let n = uses.entry(key).or_insert(0);
+    *n += 1;
+    if *n > 1 {
+        return;
+    }
+    for c in root.children() {
+        count_uses(c, uses);
+    }
+}
+
+/// Records the evaluation of `n` at tile (i, j); the register holding it.
+fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> {
+    let key = (Rc::as_ptr(n), i, j);
+    if let Some((r, _)) = st.held.get(&key) {
+        return Ok(*r);
+    }
+    let uses = st.uses.get(&key.0).copied().unwrap_or(1);
+    let cached = n.cache.borrow().clone();
+    let r = match (&n.kind, cached) {
+        (_, Some(a)) => {
+            let r = st.alloc()?;
+            st.acts.push(Act::Load(r, a, i, j));
+            r
+        }
+        (Kind::Leaf(a), None) => {
+            let a = a.clone();
+            let r = st.alloc()?;
+            st.acts.push(Act::Load(r, a, i, j));
+            r
+        }
+        (Kind::Const(s, d), None) => {
+            let r = st.alloc()?;
+            st.acts.push(Act::I(Instr::VMov {
+                ty: vtype(*d),
+                dst: r,
+                src: VSrc::Imm(s.convert(*d).bits(*d)),
+            }));
+            r
+        }
+        (Kind::View(a) | Kind::Tile(a), None) => {
+            let (ci, cj) = child_tile(n, a, i, j);
+            eval(st, a, ci, cj)?
+        }
+        (Kind::Op { op, ty, from, args }, None) => {
+            let mut src = Vec::with_capacity(args.len());
+            for (k, a) in args.iter().enumerate() {
+                match (&a.kind, a.cache.borrow().is_none()) {
+                    (Kind::Const(s, d), true) if immediate_ok(*op, k) => {
+                        src.push(VSrc::Imm(s.convert(*d).bits(*d)));
+                    }
+                    _ => {
+                        let (ci, cj) = child_tile(n, a, i, j);
+                        src.push(VSrc::V(eval(st, a, ci, cj)?));
+                    }
+                }
+            }
+            let dst = st.alloc()?;
+            let mut b = ProgramBuilder::new("");
+            emit(&mut b, *op, *ty, *from, n.dt, dst, &src, st.scratch);
+            if let Ok(p) = b.finish() {
+                st.acts.extend(p.instrs.into_iter().map(Act::I));
+            }
+            for (k, a) in args.iter().enumerate() {
+                if matches!(src[k], VSrc::V(_)) {
+                    let (ci, cj) = child_tile(n, a, i, j);
+                    st.release(a, ci, cj);
+                }
+            }
+            dst
+        }
+    };
+    st.held.insert(key, (r, uses));
+    Ok(r)
+}
+
+impl Body<'_> {
+    fn pool(&self) -> Vec<VReg> {
+        let n = self.core.vregs.clamp(POOL_FIRST as u32 + 2, 64) as u8;
+        (POOL_FIRST..n).rev().map(VReg::n).collect()
+    }
+
+    /// Evaluates `n` at the first of `tiles` (at most [`GROUP`]) into registers, the tiles'
+    /// code interleaved; the registers, one per tile done (the caller goes on with the rest).
+    /// The tree is split (its operands stored) until one tile fits the registers; fewer tiles
+    /// are interleaved when several do not.
+    pub(super) fn tile_regs(
+        &mut self,
+        n: &Rc<Expr>,
+        tiles: &[(u32, u32)],
+    ) -> Result<Vec<VReg>, PallasError> {
+        let mut uses = HashMap::new();
+        count_uses(n, &mut uses);
+        let pool = self.pool();
+        let mut g = tiles.len().clamp(1, GROUP);
+        let (regs, acts) = loop {
+            let per = pool.len() / g;
+            let mut regs = Vec::new();
+            let mut acts = Vec::new();
+            let mut spilled = false;
+            for (k, &(i, j)) in tiles.iter().enumerate().take(g) {
+                let mut free = pool[k * per..(k + 1) * per].to_vec();
+                let Some(scratch) = free.pop() else {
+                    return Err(PallasError::Build {
+                        kernel: self.kernel.into(),
+                        what: "too few vector registers".into(),
+                    });
+                };
+                let mut st = TileEval {
+                    scratch: (scratch, MReg::n(MASK_FIRST + k as u8)),
+                    free,
+                    held: HashMap::new(),
+                    uses: uses.clone(),
+                    acts: Vec::new(),
+                };
+                match eval(&mut st, n, i, j) {
+                    Ok(r) => {
+                        regs.push(r);
+                        acts.push(st.acts);
+                    }
+                    Err(Spill) => {
+                        spilled = true;
+                        break;
+                    }
+                }
+            }
+            if !spilled {
+                break (regs, acts);
+            }
+            if g > 1 {
+                g /= 2;
+            } else {
+                self.split(n)?;
+                uses.clear();
+                count_uses(n, &mut uses);
+            }
+        };
+        // Round robin over the tiles' actions, tile k lagging k steps behind the first: the
+        // tiles are at different points of the same sequence, so neighbouring instructions
+        // tend to use different units (a load beside an ALU operation) and issue together.
+        let longest = acts.iter().map(Vec::len).max().unwrap_or(0);
+        for step in 0..longest + acts.len() {
+            for (k, a) in acts.iter().enumerate() {
+                if let Some(act) = step.checked_sub(k).and_then(|s| a.get(s)) {
+                    self.play(act);
+                }
+            }
+        }
+        Ok(regs)
+    }
+
+    fn play(&mut self, act: &Act) {
+        match act {
+            Act::Load(r, a, i, j) => load(self.e, *r, a, *i, *j),
+            Act::I(i) => self.e.push(*i),
+        }
+    }
+
+    /// Stores the operations among `n`'s operands, so that `n` needs fewer registers.
+    fn split(&mut self, n: &Rc<Expr>) -> Result<(), PallasError> {
+        let kids: Vec<Rc<Expr>> = n.children().into_iter().cloned().collect();
+        let mut any = false;
+        for k in &kids {
+            if k.stored().is_none() && !matches!(k.kind, Kind::Const(..)) {
+                self.materialize(k)?;
+                any = true;
+            }
+        }
+        if any {
+            Ok(())
+        } else {
+            Err(PallasError::Build {
+                kernel: self.kernel.into(),
+                what: "an operation with more operands than vector registers".into(),
+            })
+        }
+    }
+
+    /// `n`'s tiles in row-major order, in groups evaluated together.
+    pub(super) fn tile_groups(n: &Expr) -> Vec<Vec<(u32, u32)>> {
+        let all: Vec<(u32, u32)> = (0..n.ti())
+            .flat_map(|i| (0..n.tj()).map(move |j| (i, j)))
+            .collect();
+        all.chunks(GROUP).map(|c| c.to_vec()).collect()
+    }
+
+    /// `n` stored in VMEM (computed now if it is not).
+    pub(super) fn materialize(&mut self, n: &Rc<Expr>) -> Result<Arr, PallasError> {
+        if let Some(a) = n.stored() {
+            return Ok(a);
+        }
+        let mut out = self.vmem.array(
+            n.rows,
+            n.cols,
+            MemFmt::W32,
+            n.dt,
+            n.shape.clone(),
+            "a value",
+        )?;
+        // A column is computed in every lane.
+        out.rep = n.cols == 1;
+        for group in Self::tile_groups(n) {
+            let mut rest = &group[..];
+            while !rest.is_empty() {
+                let regs = self.tile_regs(n, rest)?;
+                for (r, &(i, j)) in regs.iter().zip(rest) {
+                    store(self.e, *r, &out, i, j, None);
+                }
+                rest = &rest[regs.len()..];
+            }
+        }
+        out.shape = n.shape.clone();
+        *n.cache.borrow_mut() = Some(out.clone());
+        Ok(out)
+    }
+}
