@@ -250,6 +250,57 @@ def test_jax_flash_attention_forward_and_backward(shape, causal):
         torch.testing.assert_close(got.grad.cpu(), w.grad, rtol=1e-3, atol=1e-3, msg=name)
 
 
+def int_kernel(x_ref, y_ref, o_ref):
+    x, y = x_ref[...], y_ref[...]
+    # XLA's integer semantics: x // 0 = -1, x % 0 = x, MIN // -1 = MIN, shifts past 31.
+    o_ref[...] = (jax.lax.div(x, y) + 3 * jax.lax.rem(x, y)
+                  + jax.lax.shift_left(x, y & 63) + jax.lax.shift_right_arithmetic(x, y & 63))
+
+
+def int_ops(x, y, interpret=False):
+    # Blocks along the rows picked by `i // 2`: an index map that calls jnp's floor division.
+    return pl.pallas_call(
+        int_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid=(2 * (x.shape[0] // 8),),
+        in_specs=[pl.BlockSpec((8, 128), lambda i: (i // 2, 0))] * 2,
+        out_specs=pl.BlockSpec((8, 128), lambda i: (i // 2, 0)),
+        interpret=interpret,
+    )(x, y)
+
+
+def test_integer_division_and_shifts_as_xla():
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(-2**31, 2**31 - 1, (16, 128), generator=g, dtype=torch.int64)
+    y = torch.randint(-40, 40, (16, 128), generator=g, dtype=torch.int64)
+    x[0, :4] = -2**31
+    y[0, :4] = torch.tensor([-1, 0, 1, 33])
+    x, y = x.to(torch.int32), y.to(torch.int32)
+    got = tpuemu.pallas.custom_jax_kernel(int_ops)(x.to("tpu"), y.to("tpu")).cpu()
+    want = torch.from_numpy(np.asarray(int_ops(jnp.asarray(x.numpy()), jnp.asarray(y.numpy()),
+                                                interpret=True)))
+    assert torch.equal(got, want)
+
+
+def test_a_slice_of_a_read_is_kept_from_a_later_store():
+    def kern(x_ref, o_ref, s_ref):
+        s_ref[...] = x_ref[...]
+        top = s_ref[...][:8]
+        s_ref[...] = jnp.zeros_like(s_ref)
+        o_ref[...] = top + s_ref[:8, :]
+
+    def f(x, interpret=False):
+        return pl.pallas_call(kern, out_shape=jax.ShapeDtypeStruct((8, 128), x.dtype), grid=(1,),
+                              in_specs=[pl.BlockSpec((16, 128), lambda i: (0, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                              scratch_shapes=[pltpu.VMEM((16, 128), jnp.float32)],
+                              interpret=interpret)(x)
+
+    x = torch.randn(16, 128)
+    got = tpuemu.pallas.custom_jax_kernel(f)(x.to("tpu")).cpu()
+    assert torch.equal(got, x[:8])
+
+
 def test_jnp_around_the_kernel_runs_as_backend_operators():
     @tpuemu.pallas.custom_jax_kernel
     def f(x, y):

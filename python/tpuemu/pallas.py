@@ -292,6 +292,10 @@ def _block(b):
     name = type(b).__name__
     if name == "Squeezed" or b is None:
         return None
+    if name != "Blocked" and not isinstance(b, int):
+        raise NotImplementedError(
+            f"tpuemu.pallas: a block dimension of indexing mode {name} (pl.Element, "
+            "pl.BoundedSlice) is not lowered yet; use blocked dimensions")
     size = getattr(b, "block_size", b)
     return int(size)
 
@@ -462,6 +466,10 @@ def _dot(e, a, b):
     out = [la[i] for i in lb] + [la[i] for i in range(a.dim()) if i not in lc and i not in lb]
     out += [lb_[i] for i in range(b.dim()) if i not in rc and i not in rb]
     dt = _tdt(e)
+    if not dt.is_floating_point:
+        # Integer products wrap in int32 as XLA's do; computed in the operands' dtype.
+        return torch.einsum(f"{''.join(la)},{''.join(lb_)}->{''.join(out)}",
+                            a.to(dt), b.to(dt))
     r = torch.einsum(f"{''.join(la)},{''.join(lb_)}->{''.join(out)}", a.float(), b.float())
     return r.to(dt)
 
@@ -478,6 +486,14 @@ def _bcast(e, x):
 
 
 _DEVICE = [torch.device("tpu")]
+
+
+def _select_n(p, cases):
+    """`lax.select_n`: case k where the selector is k (a bool selector picks case 1 where set)."""
+    out = cases[0]
+    for k, c in enumerate(cases[1:], start=1):
+        out = torch.where(p.to(torch.int32) == k if p.dtype != torch.bool else p, c, out)
+    return out
 
 
 def _slice(e, x):
@@ -532,7 +548,7 @@ _TORCH = {
     "reduce_sum": lambda e, x: x.sum(dim=list(e.params["axes"])).to(_tdt(e)),
     "reduce_max": lambda e, x: x.amax(dim=list(e.params["axes"])),
     "reduce_min": lambda e, x: x.amin(dim=list(e.params["axes"])),
-    "select_n": lambda e, p, *c: torch.where(p.bool(), c[1], c[0]) if len(c) == 2 else None,
+    "select_n": lambda e, p, *c: _select_n(p, c),
     "eq": lambda e, a, b: torch.eq(a, b), "ne": lambda e, a, b: torch.ne(a, b),
     "lt": lambda e, a, b: torch.lt(a, b), "le": lambda e, a, b: torch.le(a, b),
     "gt": lambda e, a, b: torch.gt(a, b), "ge": lambda e, a, b: torch.ge(a, b),
@@ -542,7 +558,9 @@ _TORCH = {
     "rev": lambda e, x: torch.flip(x, list(e.params["dimensions"])),
     "square": lambda e, x: x * x,
     "erf": lambda e, x: torch.erf(x), "log1p": lambda e, x: torch.log1p(x),
-    "expm1": lambda e, x: torch.expm1(x), "sign": lambda e, x: torch.sign(x),
+    "expm1": lambda e, x: torch.expm1(x),
+    "sign": lambda e, x: torch.where(torch.isnan(x), x, torch.sign(x)) if x.is_floating_point()
+    else torch.sign(x),
     "floor": lambda e, x: torch.floor(x), "ceil": lambda e, x: torch.ceil(x),
     "and": lambda e, a, b: a & b, "or": lambda e, a, b: a | b, "not": lambda e, x: ~x,
     "stop_gradient": lambda e, x: x,
@@ -659,6 +677,9 @@ class _Kernel:
 
     def __call__(self, *args):
         tensors = [a for i, a in enumerate(args) if i not in self.static]
+        if not tensors:
+            raise TypeError(f"{_name(self.fn)}: a kernel call needs at least one tensor "
+                            "argument (its device and the operator's dispatch come from them)")
         if torch.is_grad_enabled() and any(
                 isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
             outs = _Differentiable.apply(self, args, *tensors)

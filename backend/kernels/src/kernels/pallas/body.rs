@@ -431,8 +431,17 @@ impl Body<'_> {
         spec: &[serde_json::Value],
         args: &[Val],
     ) -> Result<Arr, PallasError> {
-        if spec.is_empty() {
+        let lead: usize = r.shape[..r.shape.len().saturating_sub(2)].iter().product();
+        if spec.is_empty() && lead <= 1 {
             return Ok(r.clone());
+        }
+        if spec.is_empty() {
+            return Err(self.unsupported(format!(
+                "the whole of a reference of shape {:?}{} (index its leading dimensions: one 2-D \
+                 array at a time)",
+                r.shape,
+                at(&eq.src)
+            )));
         }
         let pos = self.positions(eq, &r.shape, spec, args)?;
         let n = pos.len();

@@ -24,6 +24,12 @@ use super::values::{Arr, LANES, SUB, vtype};
 pub enum Op {
     /// `vbin`.
     Bin(VBinOp),
+    /// An int32 shift: amounts of 32 or more (unsigned) give 0, or the sign for `sra`, as in
+    /// XLA (the instruction takes the amount's low 5 bits).
+    Shift(VBinOp),
+    /// int32 division (`Div`) or remainder (`Rem`) as XLA defines them: by zero -1 and `x`,
+    /// `MIN / -1` wraps to `MIN`.
+    IntDiv(VBinOp),
     /// `vun`.
     Un(VUnOp),
     /// Logical not of a bool (0/1).
@@ -166,6 +172,58 @@ pub fn emit(
         Op::Bin(b) => {
             e.vbin(b, ty, dst, a, src[1]);
         }
+        Op::Shift(b) => match src[1] {
+            VSrc::Imm(k) if k >= 32 && b == VBinOp::Sra => {
+                e.vbin(b, VType::I32, dst, a, 31u32);
+            }
+            VSrc::Imm(k) if k >= 32 => {
+                e.vmov(VType::I32, dst, 0u32);
+            }
+            VSrc::Imm(_) => {
+                e.vbin(b, VType::I32, dst, a, src[1]);
+            }
+            _ => {
+                let amount = reg(&src[1]);
+                e.vcmp(CmpOp::LtU, VType::I32, m, amount, 32u32);
+                if b == VBinOp::Sra {
+                    e.vsel(VType::I32, tmp, m, amount, 31u32);
+                    e.vbin(b, VType::I32, dst, a, tmp);
+                } else {
+                    e.vbin(b, VType::I32, dst, a, amount);
+                    e.vsel(VType::I32, dst, m, dst, 0u32);
+                }
+            }
+        },
+        Op::IntDiv(b) => match src[1] {
+            VSrc::Imm(0) if b == VBinOp::Div => {
+                e.vmov(VType::I32, dst, u32::MAX);
+            }
+            VSrc::Imm(0) => {
+                e.vmov(VType::I32, dst, a);
+            }
+            VSrc::Imm(k) if k == u32::MAX && b == VBinOp::Div => {
+                e.vbin(VBinOp::Mul, VType::I32, dst, a, u32::MAX);
+            }
+            VSrc::Imm(_) => {
+                e.vbin(b, VType::I32, dst, a, src[1]);
+            }
+            _ => {
+                let d = reg(&src[1]);
+                e.vbin(b, VType::I32, dst, a, d);
+                if b == VBinOp::Div {
+                    // x / -1 is -x, wrapping (MIN stays MIN).
+                    e.vcmp(CmpOp::Eq, VType::I32, m, d, u32::MAX);
+                    e.vbin(VBinOp::Mul, VType::I32, tmp, a, u32::MAX);
+                    e.vsel(VType::I32, dst, m, tmp, dst);
+                    e.vcmp(CmpOp::Eq, VType::I32, m, d, 0u32);
+                    e.vmov(VType::I32, tmp, u32::MAX);
+                    e.vsel(VType::I32, dst, m, tmp, dst);
+                } else {
+                    e.vcmp(CmpOp::Eq, VType::I32, m, d, 0u32);
+                    e.vsel(VType::I32, dst, m, a, dst);
+                }
+            }
+        },
         Op::Un(u) => {
             e.vun(u, ty, dst, a);
         }

@@ -108,6 +108,12 @@ impl Body<'_> {
         } else {
             (r.rows, r.cols)
         };
+        if m == 0 || n == 0 || kk == 0 {
+            return Err(self.unsupported(format!(
+                "a matrix product with an empty dimension{}",
+                at(&eq.src)
+            )));
+        }
         if kk != kr {
             return Err(PallasError::Spec(format!(
                 "dot_general of {m}x{kk} and {kr}x{n}"

@@ -21,6 +21,9 @@ fn op_of(eq: &Eqn, first: Dt, nargs: usize) -> Option<Op> {
         "add" => bin(VBinOp::Add),
         "sub" => bin(VBinOp::Sub),
         "mul" => bin(VBinOp::Mul),
+        // Integer division and remainder as XLA defines them (x / 0 = -1, x % 0 = x).
+        "div" if int => Some(Op::IntDiv(VBinOp::Div)),
+        "rem" if int => Some(Op::IntDiv(VBinOp::Rem)),
         "div" => bin(VBinOp::Div),
         "max" => bin(VBinOp::Max),
         "min" => bin(VBinOp::Min),
@@ -29,9 +32,9 @@ fn op_of(eq: &Eqn, first: Dt, nargs: usize) -> Option<Op> {
         "and" if !first.is_float() => bin(VBinOp::And),
         "or" if !first.is_float() => bin(VBinOp::Or),
         "xor" if !first.is_float() => bin(VBinOp::Xor),
-        "shift_left" if int => bin(VBinOp::Shl),
-        "shift_right_arithmetic" if int => bin(VBinOp::Sra),
-        "shift_right_logical" if int => bin(VBinOp::Shr),
+        "shift_left" if int => Some(Op::Shift(VBinOp::Shl)),
+        "shift_right_arithmetic" if int => Some(Op::Shift(VBinOp::Sra)),
+        "shift_right_logical" if int => Some(Op::Shift(VBinOp::Shr)),
         "neg" => un(VUnOp::Neg),
         "abs" => un(VUnOp::Abs),
         "sign" => un(VUnOp::Sign),
@@ -69,7 +72,9 @@ fn op_of(eq: &Eqn, first: Dt, nargs: usize) -> Option<Op> {
         "ge" => Some(Op::Cmp(CmpOp::Ge)),
         "select_n" if nargs == 3 => Some(Op::Select),
         "convert_element_type" => Some(Op::Convert),
-        "copy" | "copy_p" | "optimization_barrier" | "stop_gradient" => Some(Op::Copy),
+        "copy" | "copy_p" | "optimization_barrier" | "stop_gradient" | "multiple_of" => {
+            Some(Op::Copy)
+        }
         _ => None,
     }
 }

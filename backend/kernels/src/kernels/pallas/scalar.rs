@@ -94,10 +94,36 @@ pub fn fold(prim: &str, a: &[Scalar], out: Dt) -> Option<Scalar> {
         "add" => bin(|x, y| Some(x.wrapping_add(y)), |x, y| x + y)?,
         "sub" => bin(|x, y| Some(x.wrapping_sub(y)), |x, y| x - y)?,
         "mul" => bin(|x, y| Some(x.wrapping_mul(y)), |x, y| x * y)?,
-        "div" => bin(|x, y| x.checked_div(y), |x, y| x / y)?,
-        "rem" => bin(|x, y| x.checked_rem(y), |x, y| x % y)?,
-        "max" => bin(|x, y| Some(x.max(y)), f32::max)?,
-        "min" => bin(|x, y| Some(x.min(y)), f32::min)?,
+        // XLA's integer division: x / 0 = -1, x % 0 = x, MIN / -1 wraps.
+        "div" => bin(
+            |x, y| Some(if y == 0 { -1 } else { x.wrapping_div(y) }),
+            |x, y| x / y,
+        )?,
+        "rem" => bin(
+            |x, y| Some(if y == 0 { x } else { x.wrapping_rem(y) }),
+            |x, y| x % y,
+        )?,
+        // NaN wins, as in JAX and the vector unit.
+        "max" => bin(
+            |x, y| Some(x.max(y)),
+            |x, y| {
+                if x.is_nan() || y.is_nan() {
+                    f32::NAN
+                } else {
+                    x.max(y)
+                }
+            },
+        )?,
+        "min" => bin(
+            |x, y| Some(x.min(y)),
+            |x, y| {
+                if x.is_nan() || y.is_nan() {
+                    f32::NAN
+                } else {
+                    x.min(y)
+                }
+            },
+        )?,
         "and" => match (a.first()?, a.get(1)?) {
             (B(x), B(y)) => B(*x && *y),
             (x, y) => I((x.as_i64() & y.as_i64()) as i32),
@@ -142,6 +168,7 @@ pub fn fold(prim: &str, a: &[Scalar], out: Dt) -> Option<Scalar> {
         "clamp" => {
             let (lo, x, hi) = (a.first()?, a.get(1)?, a.get(2)?);
             match x {
+                F(v) if v.is_nan() || lo.as_f32().is_nan() || hi.as_f32().is_nan() => F(f32::NAN),
                 F(v) => F(v.max(lo.as_f32()).min(hi.as_f32())),
                 v => I((v.as_i64().max(lo.as_i64()).min(hi.as_i64())) as i32),
             }
@@ -169,6 +196,16 @@ pub fn eval(kernel: &str, j: &Jaxpr, inputs: &[Scalar]) -> Result<Vec<Scalar>, P
     };
     for e in &j.eqns {
         let args: Option<Vec<Scalar>> = e.ins.iter().map(|a| atom(&env, a)).collect();
+        // `i // 2` and `i % 2` are `jit` calls of jnp's functions.
+        if let (Some(args), Some(sub)) = (&args, e.params.get("jaxpr"))
+            && let Ok(sub) = serde_json::from_value::<Jaxpr>(sub.clone())
+        {
+            let outs = eval(kernel, &sub, args)?;
+            for (o, v) in e.outs.iter().zip(outs) {
+                env.insert(o.id, v);
+            }
+            continue;
+        }
         let out = e.outs.first().and_then(|o| Dt::parse(&o.dtype));
         let r = match (args, out) {
             (Some(args), Some(dt)) if e.outs.len() == 1 => fold(&e.prim, &args, dt),

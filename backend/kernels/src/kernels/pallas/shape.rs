@@ -160,7 +160,10 @@ impl Body<'_> {
             shape: o.shape.clone(),
             ..a.clone()
         };
-        Ok(vec![Val::E(Expr::leaf(view))])
+        // A slice of a reference's memory is a read of the reference too.
+        let x = Expr::leaf(view);
+        self.reads.push(std::rc::Rc::downgrade(&x));
+        Ok(vec![Val::E(x)])
     }
 
     pub(super) fn tile(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
@@ -228,6 +231,9 @@ impl Body<'_> {
                 }
                 if dt.is_float() {
                     self.e.vcvt(CvtOp::I2F, v, v);
+                }
+                if dt == super::spec::Dt::Bf16 {
+                    self.e.vcvt(CvtOp::Bf16, v, v);
                 }
                 store(self.e, v, &out, i, j, None);
             }

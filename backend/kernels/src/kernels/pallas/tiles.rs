@@ -36,7 +36,7 @@ fn child_tile(parent: &Expr, child: &Expr, i: u32, j: u32) -> (u32, u32) {
 /// Whether operand `k` of `op` may be an immediate (a constant needs no register there).
 fn immediate_ok(op: Op, k: usize) -> bool {
     match op {
-        Op::Bin(_) | Op::Cmp(_) => k == 1,
+        Op::Bin(_) | Op::Cmp(_) | Op::Shift(_) | Op::IntDiv(_) => k == 1,
         Op::Select => k == 1,
         _ => false,
     }
