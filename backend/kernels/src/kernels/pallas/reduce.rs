@@ -90,7 +90,9 @@ impl Body<'_> {
                     .iter()
                     .flat_map(|&i| js.iter().map(move |&j| (i, j)))
                     .collect();
-                let mut first = true;
+                // Each group of tiles is combined as a tree (shorter dependency chains), then
+                // into the accumulator; a single group stays in its own register.
+                let mut running: Option<VReg> = None;
                 let mut rest = &tiles[..];
                 while !rest.is_empty() {
                     let regs = self.tile_regs(&a, &rest[..rest.len().min(4)])?;
@@ -100,27 +102,48 @@ impl Body<'_> {
                         if let Some(m) = self.edge_mask(cut_r.then_some(pr), cut_c.then_some(pc)) {
                             self.e.vsel(ty, r, m, r, ident);
                         }
-                        if first {
-                            self.e.vmov(ty, acc, r);
-                        } else {
-                            self.e.vbin(bin, ty, acc, acc, r);
-                        }
-                        first = false;
                     }
+                    let mut live = regs.clone();
+                    while live.len() > 1 {
+                        let mut next = Vec::with_capacity(live.len().div_ceil(2));
+                        for pair in live.chunks(2) {
+                            if let [x, y] = pair {
+                                self.e.vbin(bin, ty, *x, *x, *y);
+                            }
+                            next.push(pair[0]);
+                        }
+                        live = next;
+                    }
+                    let r = live[0];
+                    running = Some(match running {
+                        None if regs.len() == rest.len() => r,
+                        None => {
+                            self.e.vmov(ty, acc, r);
+                            acc
+                        }
+                        Some(_) => {
+                            self.e.vbin(bin, ty, acc, acc, r);
+                            acc
+                        }
+                    });
                     rest = &rest[regs.len()..];
                 }
-                // A row (column) of one is every sublane (lane) the same: a sum over the
-                // logical extent scales it, a maximum is itself.
+                let Some(mut src) = running else {
+                    return Err(PallasError::Spec("a reduction of no tiles".into()));
+                };
+                // A row (column) of one is every sublane (lane) the same: nothing to reduce.
                 if over_cols && a.cols > 1 {
-                    self.e.vred(red, ty, Axis::Lane, acc, acc);
+                    self.e.vred(red, ty, Axis::Lane, acc, src);
+                    src = acc;
                 }
                 if over_rows && a.rows > 1 {
-                    self.e.vred(red, ty, Axis::Sub, acc, acc);
+                    self.e.vred(red, ty, Axis::Sub, acc, src);
+                    src = acc;
                 }
                 if dt == Dt::Bf16 {
-                    self.e.vcvt(CvtOp::Bf16, acc, acc);
+                    self.e.vcvt(CvtOp::Bf16, src, src);
                 }
-                store(self.e, acc, &out, oi, oj, None);
+                store(self.e, src, &out, oi, oj, None);
             }
         }
         Ok(vec![Val::E(Expr::leaf(out))])

@@ -97,6 +97,13 @@ impl TileEval {
     }
 }
 
+/// Whether `x` is a comparison that only a select reads, evaluated nowhere else.
+fn fusable_cmp(x: &Rc<Expr>, st: &TileEval) -> bool {
+    matches!(&x.kind, Kind::Op { op: Op::Cmp(_), .. })
+        && x.cache.borrow().is_none()
+        && st.uses.get(&Rc::as_ptr(x)).copied() == Some(1)
+}
+
 /// Counts how many parents in the tree reach each node.
 fn count_uses(root: &Rc<Expr>, uses: &mut HashMap<*const Expr, u32>) {
     let key = Rc::as_ptr(root);
@@ -142,6 +149,78 @@ fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> 
         (Kind::View(a) | Kind::Tile(a), None) => {
             let (ci, cj) = child_tile(n, a, i, j);
             eval(st, a, ci, cj)?
+        }
+        // `jnp.where(x < y, a, b)`: the comparison's mask feeds the select directly (no 0/1
+        // value in between).
+        (
+            Kind::Op {
+                op: Op::Select,
+                args,
+                ..
+            },
+            None,
+        ) if args.len() == 3 && fusable_cmp(&args[0], st) => {
+            let cmp = &args[0];
+            let Kind::Op {
+                op: Op::Cmp(c),
+                ty: cty,
+                args: cargs,
+                ..
+            } = &cmp.kind
+            else {
+                unreachable!("checked by fusable_cmp")
+            };
+            let (ci, cj) = child_tile(n, cmp, i, j);
+            let operand = |st: &mut TileEval, x: &Rc<Expr>, pi: u32, pj: u32, imm: bool| match (
+                &x.kind,
+                x.cache.borrow().is_none(),
+            ) {
+                (Kind::Const(s, d), true) if imm => Ok(VSrc::Imm(s.convert(*d).bits(*d))),
+                _ => {
+                    let (xi, xj) = (
+                        if x.rows == 1 { 0 } else { pi },
+                        if x.cols == 1 { 0 } else { pj },
+                    );
+                    eval(st, x, xi, xj).map(VSrc::V)
+                }
+            };
+            let a0 = operand(st, &cargs[0], ci, cj, false)?;
+            let b0 = operand(st, &cargs[1], ci, cj, true)?;
+            let c0 = operand(st, &args[1], i, j, true)?;
+            let c1 = operand(st, &args[2], i, j, false)?;
+            let dst = st.alloc()?;
+            let (VSrc::V(a0r), VSrc::V(c1r)) = (a0, c1) else {
+                unreachable!("evaluated into registers")
+            };
+            st.acts.push(Act::I(Instr::VCmp {
+                op: *c,
+                ty: *cty,
+                dst: st.scratch.1,
+                a: a0r,
+                b: b0,
+            }));
+            st.acts.push(Act::I(Instr::VSel {
+                ty: vtype(n.dt),
+                dst,
+                mask: st.scratch.1,
+                a: c1r,
+                b: c0,
+            }));
+            for (x, v, pi, pj) in [
+                (&cargs[0], a0, ci, cj),
+                (&cargs[1], b0, ci, cj),
+                (&args[1], c0, i, j),
+                (&args[2], c1, i, j),
+            ] {
+                if matches!(v, VSrc::V(_)) {
+                    let (xi, xj) = (
+                        if x.rows == 1 { 0 } else { pi },
+                        if x.cols == 1 { 0 } else { pj },
+                    );
+                    st.release(x, xi, xj);
+                }
+            }
+            dst
         }
         (Kind::Op { op, ty, from, args }, None) => {
             let mut src = Vec::with_capacity(args.len());
