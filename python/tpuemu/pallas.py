@@ -127,17 +127,14 @@ class _Ser:
 
     def atom(self, a):
         if type(a).__name__ == "Literal":
-            import numpy as np  # noqa: PLC0415
             val = np.asarray(a.val)
             if val.ndim != 0:
                 raise NotImplementedError("tpuemu.pallas: an array literal in a kernel")
             return {"lit": _num(val.item()) if val.dtype != bool else bool(val.item()),
                     "dtype": _dtype_name(a.aval.dtype)}
-        if v_id := self.ids.get(a):
-            return {"v": v_id}
-        if a in self.ids:
-            return {"v": self.ids[a]}
-        return {"v": self.var(a)["id"]}
+        if a not in self.ids:
+            self.var(a)
+        return {"v": self.ids[a]}
 
     def closed(self, cj):
         if getattr(cj, "consts", None):
@@ -414,7 +411,6 @@ def _whole(x: torch.Tensor) -> torch.Tensor:
 
 
 def _run(jaxpr, consts, args, device):
-    import numpy as np  # noqa: PLC0415
     env = {}
 
     def read(a):
@@ -522,7 +518,10 @@ def _cvt(e, x):
 
 
 def _bin(f):
-    return lambda e, a, b: f(a, b).to(_tdt(e)) if isinstance(f(a, b), torch.Tensor) else f(a, b)
+    def run(e, a, b):
+        r = f(a, b)
+        return r.to(_tdt(e)) if isinstance(r, torch.Tensor) else r
+    return run
 
 
 _TORCH = {

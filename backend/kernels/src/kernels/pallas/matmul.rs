@@ -21,14 +21,13 @@ impl Body<'_> {
     /// `x` in VMEM in a format the matrix unit reads: its bf16 block when `bf16` allows.
     fn mxu_operand(&mut self, x: &Rc<Expr>, bf16: bool) -> Result<Arr, PallasError> {
         if let Some(a) = x.stored()
-            && a.prow == a.rows
-            && a.pcol == a.cols
+            && a.dense()
             && (a.fmt == MemFmt::W32 || (bf16 && a.fmt == MemFmt::Bf16))
         {
             return Ok(a);
         }
         let a = self.materialize(x)?;
-        if a.prow == a.rows && a.pcol == a.cols {
+        if a.dense() {
             return Ok(a);
         }
         self.copy_arr(&a)

@@ -65,6 +65,10 @@ pub struct Hbm {
 }
 
 impl Arr {
+    /// Whether every element is stored (no broadcast axis).
+    pub fn dense(&self) -> bool {
+        self.prow == self.rows && self.pcol == self.cols
+    }
     /// Row tiles.
     pub fn ti(&self) -> u32 {
         self.rows.div_ceil(SUB)
@@ -75,24 +79,11 @@ impl Arr {
         self.cols.div_ceil(LANES)
     }
 
-    /// Whether every element is stored (no broadcast axis).
-    pub fn dense(&self) -> bool {
-        self.prow == self.rows && self.pcol == self.cols
-    }
-
     /// VMEM address of tile (i, j) as loaded (a broadcast axis stays at 0).
     pub fn tile_addr(&self, i: u32, j: u32) -> u32 {
         let i = if self.prow == 1 { 0 } else { i };
         let j = if self.pcol == 1 { 0 } else { j };
         self.addr + i * SUB * self.stride + j * LANES * self.fmt.bytes()
-    }
-
-    /// The same array seen with another logical shape of the same (rows, cols) extent.
-    pub fn with_shape(&self, shape: Vec<usize>) -> Arr {
-        Arr {
-            shape,
-            ..self.clone()
-        }
     }
 }
 
@@ -144,8 +135,6 @@ pub struct Vmem {
     kernel: String,
     next: u64,
     limit: u64,
-    /// The most ever in use.
-    pub peak: u64,
 }
 
 /// Alignment of VMEM allocations (bytes).
@@ -158,7 +147,6 @@ impl Vmem {
             kernel: kernel.to_string(),
             next: 0,
             limit,
-            peak: 0,
         }
     }
 
@@ -187,7 +175,6 @@ impl Vmem {
             });
         }
         self.next = end;
-        self.peak = self.peak.max(end);
         Ok(at as u32)
     }
 
@@ -201,26 +188,11 @@ impl Vmem {
         shape: Vec<usize>,
         what: &str,
     ) -> Result<Arr, PallasError> {
-        let stride = cols.div_ceil(LANES) * LANES * fmt.bytes();
-        let bytes = rows.div_ceil(SUB) as u64 * SUB as u64 * stride as u64;
-        let addr = self.alloc(bytes, what)?;
-        Ok(Arr {
-            addr,
-            stride,
-            prow: rows,
-            pcol: cols,
-            rows,
-            cols,
-            fmt,
-            dt,
-            shape,
-            rep: false,
-            slab: 0,
-        })
+        let mut a = self.stack(&[], rows, cols, fmt, dt, shape, what)?;
+        a.slab = 0;
+        Ok(a)
     }
-}
 
-impl Vmem {
     /// A buffer for `lead` stacked `rows` x `cols` arrays (a scratch reference of rank 3 or
     /// more).
     #[allow(clippy::too_many_arguments)]
