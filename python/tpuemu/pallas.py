@@ -184,11 +184,19 @@ class _Ser:
             params.update(jaxpr=self.closed(p["jaxpr"]), length=int(p["length"]),
                           num_consts=int(p["num_consts"]), num_carry=int(p["num_carry"]),
                           reverse=bool(p["reverse"]))
+        elif name == "while":
+            params.update(cond_jaxpr=self.closed(p["cond_jaxpr"]),
+                          body_jaxpr=self.closed(p["body_jaxpr"]),
+                          cond_nconsts=int(p["cond_nconsts"]),
+                          body_nconsts=int(p["body_nconsts"]))
         elif name in _CALL_PRIMS:
             sub = p.get("jaxpr") or p.get("call_jaxpr") or p.get("fun_jaxpr")
             params["jaxpr"] = self.closed(sub)
         elif name in ("get", "swap"):
-            params["idx"] = self.indexers(e)
+            chain = self.indexers(e)
+            params["idx"] = chain[0] if chain else []
+            if len(chain) > 1:
+                params["then"] = chain[1:]
         elif name in ("dma_start", "dma_wait"):
             params.update(self.dma(e))
         elif name == "squeeze":
@@ -223,15 +231,16 @@ class _Ser:
                 return {"ref": t.i, "idx": []}
             if not isinstance(getattr(t, "ref", None), _Leaf):
                 raise NotImplementedError(f"tpuemu.pallas: a DMA of {t!r}")
-            idx = []
+            chain = []
             for tr in t.transforms:
                 if not hasattr(tr, "indices"):
                     raise NotImplementedError(
                         f"tpuemu.pallas: a DMA of a reference transformed by {tr!r}")
-                if idx:
-                    raise NotImplementedError("tpuemu.pallas: chained indexers in a DMA")
-                idx = [self.index(ix, absolute=True) for ix in tr.indices]
-            return {"ref": t.ref.i, "idx": idx}
+                chain.append([self.index(ix, absolute=True) for ix in tr.indices])
+            out = {"ref": t.ref.i, "idx": chain[0] if chain else []}
+            if len(chain) > 1:
+                out["then"] = chain[1:]
+            return out
 
         return {"src": one(src), "dst": one(dst), "sem": one(sem)}
 
@@ -247,32 +256,36 @@ class _Ser:
         return {"at": pos(ix)}
 
     def indexers(self, e):
-        """A reference's indexers: per dimension `{"start", "size", "stride"}` (a slice) or
-        `{"at"}` (an integer index); a start or index computed in the kernel is `{"arg": k}`,
-        the k-th operand after the reference (and value)."""
+        """A reference's chain of indexers (`ref.at[i][...]` has two), each per dimension
+        `{"start", "size", "stride"}` (a slice) or `{"at"}` (an integer index); a start or
+        index computed in the kernel is `{"arg": k}`, the k-th operand after the reference
+        (and value)."""
         import jax  # noqa: PLC0415
         tree = e.params["tree"]
         leaves = [_Leaf(i) for i in range(tree.num_leaves)]
         transforms = jax.tree_util.tree_unflatten(tree, leaves)
         if not transforms:
             return []
-        if len(transforms) != 1 or not hasattr(transforms[0], "indices"):
+        if not all(hasattr(t, "indices") for t in transforms):
             raise NotImplementedError(
-                f"tpuemu.pallas: a reference transformed by {transforms!r} (bitcasts, "
-                "reshapes and chained indexers are not lowered)")
-        out = []
+                f"tpuemu.pallas: a reference transformed by {transforms!r} (bitcasts and "
+                "reshapes are not lowered)")
 
         def pos(x):
             # A leaf is an operand after the reference (and the stored value).
             return {"arg": x.i} if isinstance(x, _Leaf) else int(x)
 
-        for ix in transforms[0].indices:
-            if type(ix).__name__ == "Slice":
-                out.append({"start": pos(ix.start), "size": int(ix.size),
-                            "stride": int(ix.stride)})
-            else:
-                out.append({"at": pos(ix)})
-        return out
+        chain = []
+        for t in transforms:
+            out = []
+            for ix in t.indices:
+                if type(ix).__name__ == "Slice":
+                    out.append({"start": pos(ix.start), "size": int(ix.size),
+                                "stride": int(ix.stride)})
+                else:
+                    out.append({"at": pos(ix)})
+            chain.append(out)
+        return chain
 
 
 class _Leaf:
@@ -300,14 +313,20 @@ def _block(b):
 def _kernel_spec(eqn) -> dict:
     p = eqn.params
     gm = p["grid_mapping"]
-    if gm.num_index_operands:
-        raise NotImplementedError(
-            "tpuemu.pallas: scalar prefetch (PrefetchScalarGridSpec with num_scalar_prefetch > 0) "
-            "is not lowered yet")
     if p.get("input_output_aliases"):
         raise NotImplementedError("tpuemu.pallas: input_output_aliases is not lowered yet")
     ser = _Ser()
     operands = []
+    # Scalar prefetch (`PrefetchScalarGridSpec`): the first operands, copied into SMEM whole.
+    for v in eqn.invars[:gm.num_index_operands]:
+        aval = v.aval
+        operands.append({
+            "shape": [int(d) for d in aval.shape],
+            "dtype": _dtype_name(aval.dtype),
+            "block": [],
+            "index_map": {"invars": [], "eqns": [], "outvars": []},
+            "space": "smem",
+        })
     for bm in gm.block_mappings:
         aval = bm.array_aval
         space = str(getattr(bm.transformed_block_aval, "memory_space", "") or "").lower()
@@ -331,7 +350,8 @@ def _kernel_spec(eqn) -> dict:
             dt = "dma_sem" if "dma" in dt else "sem"
         else:
             dt = _dtype_name(inner.dtype)
-        scratch.append({"shape": [int(d) for d in inner.shape], "dtype": dt})
+        scratch.append({"shape": [int(d) for d in inner.shape], "dtype": dt,
+                        "space": "smem" if "smem" in space else ""})
     body = p["jaxpr"]
     dbg = getattr(body, "debug_info", None)
     name = p.get("name") or getattr(dbg, "func_name", None) or "pallas_kernel"
@@ -342,7 +362,7 @@ def _kernel_spec(eqn) -> dict:
         "name": str(name),
         "source": str(src or _src(eqn)),
         "grid": [int(g) for g in gm.grid],
-        "num_inputs": int(gm.num_inputs),
+        "num_inputs": int(gm.num_index_operands) + int(gm.num_inputs),
         "operands": operands,
         "scratch": scratch,
         "body": ser.jaxpr(body),

@@ -30,6 +30,14 @@ impl Default for RegPool {
 }
 
 impl RegPool {
+    /// A pool of `s1` up to (not including) `s{end}`, for an emitter made with
+    /// [`Emitter::with_constants_from`]`(end)`.
+    pub fn below(end: u8) -> Self {
+        RegPool {
+            free: (1..end.min(32)).rev().collect(),
+        }
+    }
+
     /// Takes a register; `None` when all fifteen are in use.
     pub fn take(&mut self) -> Option<SReg> {
         self.free.pop().map(SReg::n)
@@ -44,6 +52,11 @@ impl RegPool {
             }
             None => false,
         }
+    }
+
+    /// How many registers are free.
+    pub fn available(&self) -> usize {
+        self.free.len()
     }
 
     /// Returns a register to the pool.
@@ -67,6 +80,7 @@ pub struct Emitter {
     pub b: ProgramBuilder,
     /// Value held by each cache register, and when it was last used.
     cache: HashMap<u8, (i32, u64)>,
+    cache_regs: std::ops::Range<u8>,
     tick: u64,
     descs: HashMap<Vec<u32>, u32>,
 }
@@ -77,9 +91,18 @@ impl Emitter {
         Emitter {
             b: ProgramBuilder::new(name),
             cache: HashMap::new(),
+            cache_regs: CACHE_REGS,
             tick: 0,
             descs: HashMap::new(),
         }
+    }
+
+    /// An emitter whose constant cache uses `s{first}`..`s31` (at least four), leaving the
+    /// registers below to the kernel ([`RegPool::below`]).
+    pub fn with_constants_from(name: impl Into<String>, first: u8) -> Self {
+        let mut e = Emitter::new(name);
+        e.cache_regs = first.clamp(1, 28)..32;
+        e
     }
 
     /// Appends an instruction.
@@ -99,7 +122,8 @@ impl Emitter {
             slot.1 = self.tick;
             return SReg::n(*r);
         }
-        let r = CACHE_REGS
+        let r = self
+            .cache_regs
             .clone()
             .find(|r| !self.cache.contains_key(r))
             .unwrap_or_else(|| {

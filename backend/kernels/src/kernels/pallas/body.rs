@@ -3,11 +3,15 @@
 //! how elementwise work is fused in registers).
 //!
 //! Scalars known while lowering (grid indices and what is computed from them) fold
-//! ([`super::scalar`]); `pl.when` (`cond`) picks its branch then; `fori_loop` with a static
-//! trip count (`scan`) is unrolled, so its index is a known scalar too. A value read from a
-//! reference (`x_ref[...]`) is the reference's memory until something writes it: a store
-//! into a reference first stores every live value that still reads what it overwrites.
+//! ([`super::scalar`]); scalars computed from data (read from SMEM, loop counters of loops
+//! whose bounds are data) live in scalar registers ([`super::dynamic`]). `pl.when` and
+//! `lax.cond` on a known condition pick their branch while lowering, on a computed one they
+//! become branches; loops with known bounds are unrolled, others become loops
+//! ([`super::control`]). A value read from a reference (`x_ref[...]`) is the reference's
+//! memory until something writes it: a store into a reference first stores every live value
+//! that still reads what it overwrites.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 
@@ -18,8 +22,8 @@ use super::PallasError;
 use super::expr::{Expr, Kind};
 use super::scalar::{Scalar, at, fold};
 use super::spec::{Atom, Dt, Eqn, Jaxpr, literal};
-use super::values::{Arr, Hbm, LANES, SUB, Vmem, store};
-use crate::codegen::Emitter;
+use super::values::{Arr, Hbm, LANES, Lazy, SUB, Smem, Sr, Vmem, store};
+use crate::codegen::{Emitter, RegPool};
 
 /// A value while lowering.
 #[derive(Clone, Debug)]
@@ -37,6 +41,32 @@ pub enum Val {
     Hbm(Hbm),
     /// Semaphores (`pltpu.SemaphoreType.DMA(shape)`): the first one's number, and the shape.
     Sems(u8, Vec<usize>),
+    /// A scalar computed while the kernel runs, in a scalar register (an int32 or a bool as 0
+    /// or 1; a float32's bits).
+    D(Rc<Sr>, Dt),
+    /// An array in SMEM (scalar prefetch, `pltpu.SMEM` scratch).
+    Smem(Smem),
+    /// A scalar read from SMEM, not loaded yet.
+    L(Rc<Lazy>),
+}
+
+/// A position along one dimension of a reference: known while lowering, or computed.
+#[derive(Clone, Debug)]
+pub enum Pos {
+    /// Known.
+    S(i64),
+    /// In a scalar register.
+    D(Rc<Sr>),
+}
+
+impl Pos {
+    /// The position if known.
+    pub fn known(&self) -> Option<i64> {
+        match self {
+            Pos::S(x) => Some(*x),
+            Pos::D(_) => None,
+        }
+    }
 }
 
 /// Mask registers of stores and reductions at an array's edge (pointwise operations use
@@ -62,6 +92,15 @@ pub struct Body<'a> {
     pub core: &'a CoreInfo,
     /// Values read from references, while any lives.
     pub reads: Vec<Weak<Expr>>,
+    /// Scalar registers for values computed while running.
+    pub sregs: Rc<RefCell<RegPool>>,
+    /// Values stored in VMEM by the code emitted so far, in order: a branch or a loop body
+    /// forgets what it stored (the code may not run).
+    pub stored: Vec<Weak<Expr>>,
+    /// Reads of SMEM not loaded yet.
+    pub pending: Vec<Weak<Lazy>>,
+    /// Products `register * k` computed on the current path (forgotten where paths join).
+    pub products: Vec<(Weak<Sr>, i64, Weak<Sr>)>,
 }
 
 pub(super) fn dt_of(kernel: &str, s: &str) -> Result<Dt, PallasError> {
@@ -77,7 +116,10 @@ pub(super) fn ints(p: &serde_json::Map<String, serde_json::Value>, key: &str) ->
 
 /// Primitives run for their effect even when their results are unused.
 fn effectful(prim: &str) -> bool {
-    matches!(prim, "swap" | "cond" | "scan" | "dma_start" | "dma_wait") || call_prim(prim)
+    matches!(
+        prim,
+        "swap" | "cond" | "scan" | "while" | "dma_start" | "dma_wait"
+    ) || call_prim(prim)
 }
 
 fn call_prim(prim: &str) -> bool {
@@ -195,7 +237,7 @@ impl Body<'_> {
     /// Stores `x` if computing it again would cost more than a load.
     fn keep(&mut self, x: &Rc<Expr>) -> Result<(), PallasError> {
         match &x.kind {
-            Kind::Leaf(_) | Kind::Const(..) => Ok(()),
+            Kind::Leaf(_) | Kind::Const(..) | Kind::Dyn(..) => Ok(()),
             Kind::View(a) if a.stored().is_some() => Ok(()),
             _ => self.materialize(x).map(|_| ()),
         }
@@ -218,6 +260,14 @@ impl Body<'_> {
 
     fn eqn(&mut self, eq: &Eqn, ins: Vec<Val>, used: &[bool]) -> Result<Vec<Val>, PallasError> {
         let k = self.kernel;
+        // Reads of SMEM are loaded where used; a wait uses only its copy's size.
+        let ins = if eq.prim == "dma_wait" || call_prim(&eq.prim) {
+            ins
+        } else {
+            ins.into_iter()
+                .map(|v| self.force(v))
+                .collect::<Result<Vec<_>, _>>()?
+        };
         let out_dt = match eq.outs.first() {
             Some(o) if !o.is_ref => Some(dt_of(k, &o.dtype)?),
             _ => None,
@@ -238,6 +288,16 @@ impl Body<'_> {
             if let Some(r) = fold(&eq.prim, &s, dt) {
                 return Ok(vec![Val::S(r, dt)]);
             }
+        }
+        // Scalars computed from data: the scalar unit's instructions.
+        if let Some(dt) = out_dt
+            && !effectful(&eq.prim)
+            && eq.outs.len() == 1
+            && eq.outs[0].shape.is_empty()
+            && ins.iter().all(|v| matches!(v, Val::S(..) | Val::D(..)))
+            && ins.iter().any(|v| matches!(v, Val::D(..)))
+        {
+            return Ok(vec![self.scalar_op(eq, &ins, dt)?]);
         }
         let p = &eq.params;
         match eq.prim.as_str() {
@@ -272,6 +332,11 @@ impl Body<'_> {
             }
             "cond" => self.cond(eq, ins),
             "scan" => self.scan(eq, ins),
+            "while" => self.while_loop(eq, ins),
+            "get" if matches!(ins.first(), Some(Val::Smem(_))) => self.smem_get(eq, ins),
+            "swap" if matches!(ins.first(), Some(Val::Smem(_))) => {
+                self.smem_swap(eq, ins, used.first().copied().unwrap_or(false))
+            }
             "get" => self.get(eq, ins),
             "dma_start" => self.dma_start(eq, ins),
             "dma_wait" => self.dma_wait(eq, ins),
@@ -291,196 +356,191 @@ impl Body<'_> {
         }
     }
 
-    // ---- control ----
-
-    fn cond(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
-        let Some(Val::S(which, _)) = ins.first() else {
-            return Err(self.unsupported(format!(
-                "a `pl.when`/`lax.cond` on a value computed from data{} (only conditions known \
-                 from the grid indices and loop counters are lowered)",
-                at(&eq.src)
-            )));
-        };
-        let branches = eq
-            .params
-            .get("branches")
-            .and_then(|b| b.as_array())
-            .ok_or_else(|| PallasError::Spec("cond without branches".into()))?;
-        let n = branches.len() as i64;
-        let i = which.as_i64().clamp(0, (n - 1).max(0)) as usize;
-        let j: Jaxpr = serde_json::from_value(branches[i].clone())
-            .map_err(|e| PallasError::Spec(e.to_string()))?;
-        self.run(&j, ins[1..].to_vec())
-    }
-
-    fn scan(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
-        let p = &eq.params;
-        let get = |key: &str| p.get(key).and_then(|v| v.as_i64()).unwrap_or(0) as usize;
-        let (length, nconsts, ncarry) = (get("length"), get("num_consts"), get("num_carry"));
-        let reverse = p.get("reverse").and_then(|v| v.as_bool()).unwrap_or(false);
-        let j = sub_jaxpr(p, "jaxpr")
-            .ok_or_else(|| PallasError::Spec("scan without a jaxpr".into()))?;
-        if ins.len() != nconsts + ncarry || j.outvars.len() != ncarry || reverse {
-            return Err(self.unsupported(format!(
-                "a `lax.scan` over arrays or with stacked outputs{} (`fori_loop` with a static \
-                 trip count is lowered, unrolled)",
-                at(&eq.src)
-            )));
-        }
-        if length > 4096 {
-            return Err(self.unsupported(format!(
-                "a loop of {length} iterations{} (at most 4096 are unrolled)",
-                at(&eq.src)
-            )));
-        }
-        let consts = ins[..nconsts].to_vec();
-        let mut carry = ins[nconsts..].to_vec();
-        for _ in 0..length {
-            let mut args = consts.clone();
-            args.extend(carry);
-            carry = self.run(&j, args)?;
-        }
-        Ok(carry)
-    }
-
     // ---- references ----
 
-    /// The region of `r` that `eq`'s indexers select (`params.idx`; computed positions are the
-    /// operands after the reference and value, `idx`).
-    fn region(&self, eq: &Eqn, r: &Arr, idx: &[Val]) -> Result<Arr, PallasError> {
-        let spec = eq
-            .params
-            .get("idx")
-            .and_then(|v| v.as_array())
-            .cloned()
-            .unwrap_or_default();
-        self.region_of(eq, r, &spec, idx)
+    /// The region of `r` that `eq`'s indexers select (`params.idx`, then `params.then` for
+    /// chained ones; computed positions are operands after the reference and value, `idx`).
+    fn region(&mut self, eq: &Eqn, r: &Arr, idx: &[Val]) -> Result<Arr, PallasError> {
+        let chain = indexers(Some(&serde_json::Value::Object(eq.params.clone())));
+        self.region_of(eq, r, &chain, idx)
     }
 
-    /// The positions `spec` selects in an array of `shape`: (start, size, kept) per dimension
-    /// (`kept`: a slice, not an integer index). `args` resolves computed positions.
+    /// The positions a chain of indexers selects in an array of `shape`: (start, size, kept)
+    /// per dimension (`kept`: a slice, not an integer index). `args` resolves computed
+    /// positions. Known positions are checked against the array.
     pub(super) fn positions(
-        &self,
+        &mut self,
         eq: &Eqn,
         shape: &[usize],
-        spec: &[serde_json::Value],
+        chain: &[Vec<serde_json::Value>],
         args: &[Val],
-    ) -> Result<Vec<(i64, i64, bool)>, PallasError> {
-        let n = shape.len();
-        if spec.is_empty() {
-            return Ok(shape.iter().map(|&d| (0, d as i64, true)).collect());
-        }
-        if spec.len() != n {
-            return Err(self.unsupported(format!(
-                "an indexer of {} dimensions on a {n}-dimensional reference{}",
-                spec.len(),
-                at(&eq.src)
-            )));
-        }
-        let known = |v: &serde_json::Value| -> Result<i64, PallasError> {
-            if let Some(i) = v.as_i64() {
-                return Ok(i);
-            }
-            let a = v.get("arg").and_then(|a| a.as_u64()).unwrap_or(u64::MAX) as usize;
-            match args.get(a) {
-                Some(Val::S(s, _)) => Ok(s.as_i64()),
-                _ => Err(self.unsupported(format!(
-                    "a reference indexed at a position computed from data{}",
+    ) -> Result<Vec<(Pos, i64, bool)>, PallasError> {
+        let mut out: Vec<(Pos, i64, bool)> =
+            shape.iter().map(|&d| (Pos::S(0), d as i64, true)).collect();
+        for spec in chain.iter().filter(|s| !s.is_empty()) {
+            let kept: Vec<usize> = (0..out.len()).filter(|&d| out[d].2).collect();
+            if spec.len() != kept.len() {
+                return Err(self.unsupported(format!(
+                    "an indexer of {} dimensions on a {}-dimensional reference{}",
+                    spec.len(),
+                    kept.len(),
                     at(&eq.src)
-                ))),
+                )));
             }
-        };
-        let mut out = Vec::with_capacity(n);
-        for (d, s) in spec.iter().enumerate() {
-            let (start, size, kept) = if let Some(i) = s.get("at") {
-                (known(i)?, 1, false)
-            } else {
-                if s.get("stride").and_then(|v| v.as_i64()).unwrap_or(1) != 1 {
-                    return Err(
-                        self.unsupported(format!("a strided slice of a reference{}", at(&eq.src)))
-                    );
+            let pos_of = |v: &serde_json::Value| -> Result<Pos, PallasError> {
+                if let Some(i) = v.as_i64() {
+                    return Ok(Pos::S(i));
                 }
-                let start = known(s.get("start").unwrap_or(&serde_json::Value::from(0)))?;
-                let size = s
-                    .get("size")
-                    .and_then(|v| v.as_i64())
-                    .unwrap_or(shape[d] as i64);
-                (start, size, true)
+                let a = v.get("arg").and_then(|a| a.as_u64()).unwrap_or(u64::MAX) as usize;
+                match args.get(a) {
+                    Some(Val::S(s, _)) => Ok(Pos::S(s.as_i64())),
+                    Some(Val::D(r, _)) => Ok(Pos::D(r.clone())),
+                    _ => Err(PallasError::Spec(format!(
+                        "an index operand {a} that is not a scalar"
+                    ))),
+                }
             };
-            if start < 0 || start + size > shape[d] as i64 {
-                return Err(PallasError::refused(
-                    self.kernel,
-                    format!(
-                        "out-of-bounds access: elements {start}..{} of dimension {d} of a \
-                         reference of shape {shape:?}{}",
-                        start + size,
-                        at(&eq.src)
-                    ),
-                ));
+            for (s, &d) in spec.iter().zip(&kept) {
+                let (start, size, keep) = if let Some(i) = s.get("at") {
+                    (pos_of(i)?, 1, false)
+                } else {
+                    if s.get("stride").and_then(|v| v.as_i64()).unwrap_or(1) != 1 {
+                        return Err(self.unsupported(format!(
+                            "a strided slice of a reference{}",
+                            at(&eq.src)
+                        )));
+                    }
+                    let start = pos_of(s.get("start").unwrap_or(&serde_json::Value::from(0)))?;
+                    let size = s.get("size").and_then(|v| v.as_i64()).unwrap_or(out[d].1);
+                    (start, size, true)
+                };
+                if let Some(st) = start.known()
+                    && (st < 0 || st + size > out[d].1)
+                {
+                    return Err(PallasError::refused(
+                        self.kernel,
+                        format!(
+                            "out-of-bounds access: elements {st}..{} of dimension {d} of a \
+                             reference of shape {shape:?}{}",
+                            st + size,
+                            at(&eq.src)
+                        ),
+                    ));
+                }
+                let sum = self.add_pos(&out[d].0, &start)?;
+                out[d] = (sum, size, keep);
             }
-            out.push((start, size, kept));
         }
         Ok(out)
     }
 
-    /// The region of VMEM reference `r` that `spec` selects.
+    /// The region of VMEM reference `r` that `chain` selects.
     pub(super) fn region_of(
-        &self,
+        &mut self,
         eq: &Eqn,
         r: &Arr,
-        spec: &[serde_json::Value],
+        chain: &[Vec<serde_json::Value>],
         args: &[Val],
     ) -> Result<Arr, PallasError> {
-        let lead: usize = r.shape[..r.shape.len().saturating_sub(2)].iter().product();
-        if spec.is_empty() && lead <= 1 {
+        let nlead = r.shape.len().saturating_sub(2);
+        let lead: usize = r.shape[..nlead].iter().product();
+        if chain.iter().all(|s| s.is_empty()) && lead <= 1 {
             return Ok(r.clone());
         }
-        if spec.is_empty() {
-            return Err(self.unsupported(format!(
-                "the whole of a reference of shape {:?}{} (index its leading dimensions: one 2-D \
-                 array at a time)",
-                r.shape,
-                at(&eq.src)
-            )));
-        }
-        let pos = self.positions(eq, &r.shape, spec, args)?;
+        let pos = self.positions(eq, &r.shape, chain, args)?;
         let n = pos.len();
-        let lead = n.saturating_sub(2);
-        // Leading dimensions pick one 2-D array of a stack.
-        let mut slab_index = 0i64;
-        for (d, &(start, size, _)) in pos.iter().enumerate().take(lead) {
-            if size != 1 {
-                return Err(self.unsupported(format!(
-                    "a slice of {size} along leading dimension {d} of a reference of shape {:?}{}",
-                    r.shape,
-                    at(&eq.src)
-                )));
+        // Leading dimensions pick 2-D arrays of a stack: one, or several in a row when the
+        // stack's arrays follow each other without padding (they are then one taller array).
+        let stacked_rows = n >= 3 && r.slab == r.rows * r.stride;
+        let mut terms: Vec<(Pos, i64)> = Vec::new();
+        let mut slab_stride = vec![0i64; nlead];
+        for d in (0..nlead).rev() {
+            slab_stride[d] = if d + 1 == nlead {
+                r.slab as i64
+            } else {
+                slab_stride[d + 1] * r.shape[d + 1] as i64
+            };
+        }
+        let mut multi = None;
+        for (d, (start, size, _)) in pos.iter().enumerate().take(nlead) {
+            if *size != 1 {
+                let inner_full = pos[d + 1..n - 1]
+                    .iter()
+                    .zip(&r.shape[d + 1..n - 1])
+                    .all(|((s, z, _), &full)| s.known() == Some(0) && *z == full as i64);
+                if !stacked_rows || multi.is_some() || !inner_full {
+                    return Err(self.unsupported(format!(
+                        "a slice of {size} along leading dimension {d} of a reference of shape \
+                         {:?}{} (index the leading dimensions, or keep the stacked arrays' rows \
+                         a multiple of 8 so that they read as one array)",
+                        r.shape,
+                        at(&eq.src)
+                    )));
+                }
+                multi = Some(d);
             }
-            slab_index = slab_index * r.shape[d] as i64 + start;
+            terms.push((start.clone(), slab_stride[d]));
         }
         let shape: Vec<usize> = pos.iter().filter(|p| p.2).map(|p| p.1 as usize).collect();
-        let (r0, c0, rows, cols) = match n {
-            1 => (0, pos[0].0, 1, pos[0].1),
-            _ => (pos[n - 2].0, pos[n - 1].0, pos[n - 2].1, pos[n - 1].1),
+        let (rows, cols) = match n {
+            1 => (1, pos[0].1),
+            _ => (pos[n - 2].1, pos[n - 1].1),
         };
-        let two = shape.len() <= 2 || shape[..shape.len() - 2].iter().all(|&d| d == 1);
+        // Several arrays of the stack read as one: their rows one after another.
+        let rows = match multi {
+            Some(d) => pos[d..n - 1].iter().map(|p| p.1).product(),
+            None => rows,
+        };
+        if n == 1 {
+            terms.push((pos[0].0.clone(), r.fmt.bytes() as i64));
+        } else {
+            terms.push((pos[n - 2].0.clone(), r.stride as i64));
+            terms.push((pos[n - 1].0.clone(), r.fmt.bytes() as i64));
+        }
+        let two =
+            multi.is_some() || shape.len() <= 2 || shape[..shape.len() - 2].iter().all(|&d| d == 1);
         if !two {
             return Err(self.unsupported(format!(
                 "a region of shape {shape:?} of a reference{}",
                 at(&eq.src)
             )));
         }
+        let mut addr = r.addr as i64;
+        let mut dynamic: Vec<(Rc<Sr>, i64)> = Vec::new();
+        for (p, k) in terms {
+            match p {
+                Pos::S(x) => addr += x * k,
+                Pos::D(reg) => dynamic.push((reg, k)),
+            }
+        }
+        let (base, span) = if dynamic.is_empty() && r.base.is_none() {
+            (None, 0)
+        } else {
+            if let Some(b) = &r.base {
+                dynamic.push((b.clone(), 1));
+            }
+            // It may start anywhere in the reference.
+            let total = (lead.max(1) as u32) * r.slab.max(r.rows.div_ceil(SUB) * SUB * r.stride);
+            let span = (r.addr + total + r.span).saturating_sub(addr.max(0) as u32);
+            let (b, extra) = self.scaled_sum(&dynamic)?;
+            addr += extra;
+            (Some(b), span)
+        };
         Ok(Arr {
-            addr: r.addr
-                + slab_index as u32 * r.slab
-                + r0 as u32 * r.stride
-                + c0 as u32 * r.fmt.bytes(),
+            addr: u32::try_from(addr).map_err(|_| {
+                PallasError::refused(
+                    self.kernel,
+                    format!("a region before the reference's start{}", at(&eq.src)),
+                )
+            })?,
             prow: rows as u32,
             pcol: cols as u32,
             rows: rows as u32,
             cols: cols as u32,
             shape,
             slab: 0,
+            base,
+            span,
             ..r.clone()
         })
     }
@@ -498,11 +558,10 @@ impl Body<'_> {
     /// Before `dst` is written: every live value that reads it is stored elsewhere, unless it
     /// is read only by `src` tile for tile where it is written.
     pub(super) fn protect(&mut self, dst: &Arr, src: Option<&Rc<Expr>>) -> Result<(), PallasError> {
-        let lo = dst.addr;
-        let hi = dst.addr + dst.rows.div_ceil(SUB) * SUB * dst.stride;
+        let (lo, hi) = dst.extent();
         let overlaps = |a: &Arr| {
-            let end = a.addr + a.prow.max(1).div_ceil(SUB) * SUB * a.stride.max(4);
-            a.addr < hi && lo < end
+            let (start, end) = a.extent();
+            start < hi && lo < end
         };
         // References to each node from inside `src`'s tree.
         let mut inner: HashMap<*const Expr, usize> = HashMap::new();
@@ -530,6 +589,7 @@ impl Body<'_> {
         };
         let same_place = |a: &Arr| {
             a.addr == dst.addr
+                && a.base == dst.base
                 && a.stride == dst.stride
                 && a.fmt == dst.fmt
                 && a.prow == a.rows
@@ -554,7 +614,7 @@ impl Body<'_> {
                 continue;
             }
             let copy = self.copy_arr(&a)?;
-            *leaf.cache.borrow_mut() = Some(copy);
+            self.set_stored(&leaf, copy);
         }
         Ok(())
     }
@@ -643,8 +703,21 @@ impl Body<'_> {
     ) -> Result<Rc<Expr>, PallasError> {
         match v {
             Val::E(x) => Ok(x.clone()),
-            Val::Ref(_) | Val::Hbm(_) | Val::Sems(..) => {
+            Val::Ref(_) | Val::Hbm(_) | Val::Sems(..) | Val::Smem(_) => {
                 Err(PallasError::Spec("a reference used as a value".into()))
+            }
+            Val::L(_) => Err(PallasError::Spec(
+                "an SMEM read used before it is loaded".into(),
+            )),
+            Val::D(r, _) => {
+                let (rows, cols) = super::values::two_d(self.kernel, shape, false)?;
+                Ok(Expr::new(
+                    Kind::Dyn(r.clone(), dt),
+                    rows,
+                    cols,
+                    dt,
+                    shape.to_vec(),
+                ))
             }
             Val::T(_) => {
                 Err(self
@@ -662,6 +735,20 @@ impl Body<'_> {
             }
         }
     }
+}
+
+/// The chain of indexers at `p` (`{"idx": [...], "then": [[...], ...]}`): the first, then
+/// those applied to its result.
+pub(super) fn indexers(p: Option<&serde_json::Value>) -> Vec<Vec<serde_json::Value>> {
+    let dims = |v: Option<&serde_json::Value>| -> Vec<serde_json::Value> {
+        v.and_then(|v| v.as_array()).cloned().unwrap_or_default()
+    };
+    let Some(p) = p else { return Vec::new() };
+    let mut out = vec![dims(p.get("idx"))];
+    if let Some(more) = p.get("then").and_then(|v| v.as_array()) {
+        out.extend(more.iter().map(|m| dims(Some(m))));
+    }
+    out
 }
 
 /// A region's name: the primitive and where the kernel's source wrote it (`exp kernel.py:12`).

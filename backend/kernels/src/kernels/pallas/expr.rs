@@ -57,6 +57,8 @@ pub enum Kind {
     Leaf(Arr),
     /// A constant.
     Const(Scalar, Dt),
+    /// A scalar computed while running, broadcast (its register's bits as the dtype's lanes).
+    Dyn(Rc<super::values::Sr>, Dt),
     /// A pointwise operation of `args`, computed in `ty` lanes from operands of dtype `from`.
     Op {
         /// The operation.
@@ -143,7 +145,7 @@ impl Expr {
             return Vec::new();
         }
         match &self.kind {
-            Kind::Leaf(_) | Kind::Const(..) => Vec::new(),
+            Kind::Leaf(_) | Kind::Const(..) | Kind::Dyn(..) => Vec::new(),
             Kind::Op { args, .. } => args.iter().collect(),
             Kind::View(a) | Kind::Tile(a) => vec![a],
         }

@@ -8,7 +8,7 @@
 use std::rc::Rc;
 
 use tpuemu_isa::ops::{CvtOp, MemFmt, MxuFmt, Precision};
-use tpuemu_isa::{Addr, Mxu, VReg};
+use tpuemu_isa::{Mxu, VReg};
 
 use super::PallasError;
 use super::body::{Body, Val, dt_of, ints};
@@ -164,25 +164,23 @@ impl Body<'_> {
                     let mx = Mxu::n(u as u8);
                     // Weights: K x N of the right operand, or read transposed.
                     let w_addr = if rhs_t {
-                        r.addr + n0 * r.stride + k0 * esz
+                        r.at(n0 * r.stride + k0 * esz)
                     } else {
-                        r.addr + k0 * r.stride + n0 * esz
+                        r.at(k0 * r.stride + n0 * esz)
                     };
                     let (rk, rn, rs) = (
                         self.e.konst(kc as i32),
                         self.e.konst(nc as i32),
                         self.e.konst(r.stride as i32),
                     );
-                    self.e
-                        .mxu_lw(mx, fmt, rhs_t, Addr::abs(w_addr as i32), rk, rn, rs);
+                    self.e.mxu_lw(mx, fmt, rhs_t, w_addr, rk, rn, rs);
                     let a_addr = if lhs_t {
-                        l.addr + k0 * l.stride
+                        l.at(k0 * l.stride)
                     } else {
-                        l.addr + k0 * esz
+                        l.at(k0 * esz)
                     };
                     let (rm, ls) = (self.e.konst(m as i32), self.e.konst(l.stride as i32));
-                    self.e
-                        .mxu_mm(mx, fmt, lhs_t, prec, Addr::abs(a_addr as i32), rm, ls);
+                    self.e.mxu_mm(mx, fmt, lhs_t, prec, a_addr, rm, ls);
                 }
                 for (u, &(nt, g)) in group.iter().enumerate() {
                     if g + round * split >= kchunks {
@@ -190,13 +188,8 @@ impl Body<'_> {
                     }
                     let dst = &parts[g as usize];
                     let (rm, os) = (self.e.konst(m as i32), self.e.konst(dst.stride as i32));
-                    self.e.mxu_pop(
-                        Mxu::n(u as u8),
-                        round > 0,
-                        Addr::abs((dst.addr + nt * ac * 4) as i32),
-                        rm,
-                        os,
-                    );
+                    self.e
+                        .mxu_pop(Mxu::n(u as u8), round > 0, dst.at(nt * ac * 4), rm, os);
                 }
             }
         }

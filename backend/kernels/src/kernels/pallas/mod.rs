@@ -13,6 +13,12 @@
 //!   again; an output block stays in VMEM while its index stays the same (so a kernel may
 //!   accumulate into it over a reduction axis) and is written back to HBM when the index
 //!   changes or the grid ends. Scratch buffers (`scratch_shapes`) live for the whole kernel.
+//! - **Scalar prefetch** (`PrefetchScalarGridSpec`): those operands are copied into SMEM
+//!   before the first step; the body reads them (`lengths_ref[b]`) into scalar registers, and
+//!   what it computes from them (branches, loop bounds, DMA addresses and semaphores, indices
+//!   of VMEM references) runs on the scalar unit ([`dynamic`], [`control`]).
+//! - **Partial edge blocks**: a block reaching past the array's end copies only the part
+//!   inside, both ways; the rest of its buffer is unspecified, as on a TPU.
 //! - **The body** ([`body`]) becomes vector code over (8, 128) tiles and matrix-unit products
 //!   ([`values`] for the layout).
 //!
@@ -21,7 +27,9 @@
 //! lowering does not handle yet is named ([`PallasError::Unsupported`]).
 
 pub mod body;
+mod control;
 mod dma;
+mod dynamic;
 pub mod expr;
 mod matmul;
 mod pointwise;
@@ -34,12 +42,15 @@ mod tests;
 mod tiles;
 pub mod values;
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use tpuemu_isa::{ArgSlot, CoreInfo, DmaShape, MemRef, Program, Sem};
 
 use self::body::{Body, Val};
 use self::spec::{Dt, KernelSpec};
-use self::values::{Arr, Vmem, mem_fmt};
-use crate::codegen::{Emitter, hbm_vmem_desc};
+use self::values::{Arr, Smem, Vmem, mem_fmt};
+use crate::codegen::{Emitter, RegPool, hbm_vmem_desc};
 
 /// Why a Pallas kernel cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,11 +127,16 @@ struct Blocks {
     bufs: [Arr; 2],
     /// HBM byte offset of each step's block.
     offsets: Vec<i64>,
-    /// The DMA descriptor's SMEM address, each way (to VMEM, to HBM).
-    desc: [u32; 2],
-    /// Bytes one block moves.
-    bytes: u64,
+    /// Each step's DMA descriptors' SMEM addresses, each way (to VMEM, to HBM): a partial
+    /// edge block copies fewer rows or columns.
+    desc: Vec<[u32; 2]>,
+    /// Bytes each step's block moves.
+    bytes: Vec<u64>,
 }
+
+/// The first scalar register of the constant cache: the ones below hold scalars computed from
+/// data (`s1`..`s23`).
+const SCALAR_REGS_END: u8 = 24;
 
 /// The semaphore of operand `k`'s buffer `b`.
 fn sem(k: usize, b: usize) -> Sem {
@@ -138,7 +154,8 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             what: format!("{nops} operands: at most 32 are pipelined (two semaphores each)"),
         });
     }
-    let mut e = Emitter::new(kname);
+    // Scalars computed from data get s1..s23, constants s24..s31.
+    let mut e = Emitter::with_constants_from(kname, SCALAR_REGS_END);
     e.b.source_op(format!("pallas:{kname}"));
     let slots: Vec<ArgSlot> = (0..nops)
         .map(|i| {
@@ -154,9 +171,44 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
     let points: Vec<Vec<i64>> = (0..steps).map(|t| spec.grid_point(t)).collect();
     let mut vmem = Vmem::new(kname, core.vmem_bytes);
     let mut blocks: Vec<Option<Blocks>> = Vec::with_capacity(nops);
+    let mut smem: Vec<Option<Smem>> = vec![None; nops];
+    let smem_room = |e: &Emitter, words: usize| -> Result<u32, PallasError> {
+        if e.b.smem_used() as u64 + 4 * words as u64 > core.smem_bytes {
+            return Err(PallasError::TooLarge {
+                kernel: kname.into(),
+                what: format!(
+                    "SMEM over capacity: {words} words do not fit beside {} bytes in use ({} bytes)",
+                    e.b.smem_used(),
+                    core.smem_bytes
+                ),
+            });
+        }
+        Ok(words as u32)
+    };
     for (k, o) in spec.operands.iter().enumerate() {
         let what = spec.operand_name(k);
         let dt = Dt::parse(&o.dtype).expect("checked");
+        if o.in_smem() {
+            // Scalar prefetch: the whole array into SMEM, before anything else.
+            let words: usize = o.shape.iter().product::<usize>().max(1);
+            let w = smem_room(&e, words)?;
+            let addr = e.b.smem_alloc(w as usize);
+            let (a, l) = (e.konst(addr as i32), e.konst(4 * w as i32));
+            e.dma(
+                MemRef::smem(a),
+                MemRef::hbm(slots[k], tpuemu_isa::SReg::ZERO),
+                DmaShape::Len(l),
+                sem(k, 0),
+            );
+            e.wait_bytes(sem(k, 0), 4 * w as u64);
+            smem[k] = Some(Smem {
+                addr,
+                shape: o.shape.clone(),
+                dt,
+            });
+            blocks.push(None);
+            continue;
+        }
         if o.in_hbm() {
             // The kernel copies from and to it itself.
             blocks.push(None);
@@ -190,10 +242,10 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         let a = vmem.array(rows, cols, fmt, dt, kshape.clone(), &what)?;
         let b = vmem.array(rows, cols, fmt, dt, kshape.clone(), &what)?;
         let hstride = row_dim.map_or(0, |d| strides[d] * esz);
-        let dims = [(rows, hstride, a.stride as i64)];
-        let to_vmem = e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, true));
-        let to_hbm = e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, false));
+        let col_dim = last;
         let mut offsets = Vec::with_capacity(points.len());
+        let mut descs = Vec::with_capacity(points.len());
+        let mut bytes = Vec::with_capacity(points.len());
         for p in &points {
             let idx = scalar::eval(
                 kname,
@@ -203,13 +255,15 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
                     .collect::<Vec<_>>(),
             )?;
             let mut off = 0i64;
+            // Rows and columns inside the array (fewer at a partial edge block).
+            let (mut rin, mut cin) = (rows as i64, cols as i64);
             for (d, ix) in idx.iter().enumerate() {
                 let ix = ix.as_i64();
                 let (bsz, start) = match o.block[d] {
                     Some(b) => (b as i64, ix * b as i64),
                     None => (1, ix),
                 };
-                if start < 0 || start + bsz > o.shape[d] as i64 {
+                if start < 0 || start >= o.shape[d] as i64 {
                     return Err(PallasError::refused(
                         kname,
                         format!(
@@ -219,16 +273,33 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
                         ),
                     ));
                 }
+                let inside = bsz.min(o.shape[d] as i64 - start);
+                if Some(d) == row_dim {
+                    rin = inside;
+                } else if d == col_dim {
+                    cin = inside;
+                } else if inside < bsz {
+                    return Err(PallasError::unsupported(
+                        kname,
+                        format!("{what}: a partial block along leading dimension {d}"),
+                    ));
+                }
                 off += start * strides[d];
             }
             offsets.push(off * esz);
+            let dims = [(rin as u32, hstride, a.stride as i64)];
+            descs.push([
+                e.descriptor(&hbm_vmem_desc(cin as u32 * esz as u32, &dims, true)),
+                e.descriptor(&hbm_vmem_desc(cin as u32 * esz as u32, &dims, false)),
+            ]);
+            bytes.push(rin as u64 * cin as u64 * esz as u64);
         }
         blocks.push(Some(Blocks {
             slot: slots[k],
             bufs: [a, b],
             offsets,
-            desc: [to_vmem, to_hbm],
-            bytes: rows as u64 * cols as u64 * esz as u64,
+            desc: descs,
+            bytes,
         }));
     }
     // Scratch: VMEM buffers (a stack of 2-D arrays for a rank above 2) and semaphores, after
@@ -253,6 +324,26 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         }
         let dt = Dt::parse(&s.dtype).expect("checked");
         let what = format!("scratch buffer {i}");
+        if s.space == "smem" {
+            if dt.bytes() != 4 {
+                return Err(PallasError::unsupported(
+                    kname,
+                    format!(
+                        "{what}: an SMEM array of {} (int32 or float32 words)",
+                        s.dtype
+                    ),
+                ));
+            }
+            let words: usize = s.shape.iter().product::<usize>().max(1);
+            let w = smem_room(&e, words)?;
+            let addr = e.b.smem_alloc(w as usize);
+            scratch.push(Val::Smem(Smem {
+                addr,
+                shape: s.shape.clone(),
+                dt,
+            }));
+            continue;
+        }
         let r = s.shape.len();
         let a = if r > 2 {
             let (rows, cols) = (s.shape[r - 2] as u32, s.shape[r - 1] as u32);
@@ -275,7 +366,7 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
     let dma = |e: &mut Emitter, bl: &Blocks, buf: usize, t: usize, to_vmem: bool, s: Sem| {
         let v = e.konst(bl.bufs[buf].addr as i32);
         let h = e.konst(bl.offsets[t] as i32);
-        let d = e.konst(bl.desc[if to_vmem { 0 } else { 1 }] as i32);
+        let d = e.konst(bl.desc[t][if to_vmem { 0 } else { 1 }] as i32);
         let (hbm, vm) = (MemRef::hbm(bl.slot, h), MemRef::vmem(v));
         if to_vmem {
             e.dma(vm, hbm, DmaShape::Desc(d), s);
@@ -298,10 +389,11 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
     for (k, bl) in blocks.iter().enumerate().take(nin) {
         if let Some(bl) = bl {
             dma(&mut e, bl, 0, 0, true, sem(k, 0));
-            pending[k][0] += bl.bytes;
+            pending[k][0] += bl.bytes[0];
         }
     }
     let n = points.len();
+    let sregs = Rc::new(RefCell::new(RegPool::below(SCALAR_REGS_END)));
     for (t, point) in points.iter().enumerate() {
         e.b.mark_begin(&format!("step {:?}", point));
         for k in 0..nops {
@@ -324,15 +416,16 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
                 if bl.offsets[t + 1] != bl.offsets[t] {
                     let b = cur[k] ^ 1;
                     dma(&mut e, bl, b, t + 1, true, sem(k, b));
-                    pending[k][b] += bl.bytes;
+                    pending[k][b] += bl.bytes[t + 1];
                 }
             }
         }
         let mark = vmem.mark();
         let mut args: Vec<Val> = (0..nops)
-            .map(|k| match &blocks[k] {
-                Some(bl) => Val::Ref(bl.bufs[cur[k]].clone()),
-                None => {
+            .map(|k| match (&blocks[k], &smem[k]) {
+                (Some(bl), _) => Val::Ref(bl.bufs[cur[k]].clone()),
+                (None, Some(m)) => Val::Smem(m.clone()),
+                (None, None) => {
                     let o = &spec.operands[k];
                     Val::Hbm(values::Hbm {
                         slot: slots[k],
@@ -351,6 +444,10 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             grid: &spec.grid,
             core,
             reads: Vec::new(),
+            sregs: sregs.clone(),
+            stored: Vec::new(),
+            pending: Vec::new(),
+            products: Vec::new(),
         };
         body.run(&spec.body, args)?;
         vmem.release(mark);
@@ -359,7 +456,7 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             if t + 1 == n || bl.offsets[t + 1] != bl.offsets[t] {
                 let b = cur[k];
                 dma(&mut e, bl, b, t, false, sem(k, b));
-                pending[k][b] += bl.bytes;
+                pending[k][b] += bl.bytes[t];
             }
         }
         e.b.mark_end();

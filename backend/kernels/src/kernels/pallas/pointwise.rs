@@ -10,7 +10,7 @@ use super::body::{Body, Val};
 use super::expr::{Expr, Kind, Op};
 use super::scalar::at;
 use super::spec::{Dt, Eqn};
-use super::values::{two_d, vtype};
+use super::values::{two_d_merged, vtype};
 
 /// The operation of primitive `prim` on a first operand of dtype `first`, if lowered.
 fn op_of(eq: &Eqn, first: Dt, nargs: usize) -> Option<Op> {
@@ -88,7 +88,11 @@ impl Body<'_> {
     ) -> Result<Vec<Val>, PallasError> {
         // Elementwise work commutes with a transpose: done on what is stored, still transposed.
         let transposed = ins.iter().any(|v| matches!(v, Val::T(_)));
-        if transposed && !ins.iter().all(|v| matches!(v, Val::T(_) | Val::S(..))) {
+        if transposed
+            && !ins
+                .iter()
+                .all(|v| matches!(v, Val::T(_) | Val::S(..) | Val::D(..)))
+        {
             return Err(self.unsupported(format!(
                 "`{}` of a transposed and a plain array{} (a transpose is lowered only into a \
                  matrix product)",
@@ -97,7 +101,9 @@ impl Body<'_> {
             )));
         }
         let dtype = |v: &Val| match v {
-            Val::S(_, d) => *d,
+            Val::S(_, d) | Val::D(_, d) => *d,
+            Val::Smem(m) => m.dt,
+            Val::L(l) => l.dt,
             Val::E(a) | Val::T(a) => a.dt,
             Val::Ref(a) => a.dt,
             Val::Hbm(h) => h.dt,
@@ -158,7 +164,7 @@ impl Body<'_> {
                 )));
             }
         }
-        let (er, ec) = two_d(self.kernel, &out_shape, rows > 1 && cols == 1)?;
+        let (er, ec) = two_d_merged(self.kernel, &out_shape, rows > 1 && cols == 1)?;
         if (er, ec) != (rows, cols) && !arrays.is_empty() {
             return Err(self.unsupported(format!(
                 "`{}` producing {:?}{}",
@@ -174,7 +180,8 @@ impl Body<'_> {
             .map(|(v, d)| match v {
                 Val::E(a) | Val::T(a) => Ok(a.clone()),
                 Val::S(s, _) => Ok(Expr::new(Kind::Const(*s, *d), 1, 1, *d, Vec::new())),
-                Val::Ref(_) | Val::Hbm(_) | Val::Sems(..) => {
+                Val::D(r, _) => Ok(Expr::new(Kind::Dyn(r.clone(), *d), 1, 1, *d, Vec::new())),
+                Val::Ref(_) | Val::Hbm(_) | Val::Sems(..) | Val::Smem(_) | Val::L(_) => {
                     Err(PallasError::Spec("a reference used as a value".into()))
                 }
             })

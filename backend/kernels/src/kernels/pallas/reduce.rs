@@ -27,6 +27,7 @@ impl Body<'_> {
             Some(v @ Val::S(..)) => return Ok(vec![v]),
             _ => return Err(PallasError::Spec("reduction of a reference".into())),
         };
+        super::values::two_d(self.kernel, &a.shape, false)?;
         let axes = ints(&eq.params, "axes");
         let n = a.shape.len();
         let mut over_rows = false;

@@ -8,7 +8,7 @@ use super::body::{Body, Val, dt_of, ints};
 use super::expr::{Expr, Kind};
 use super::scalar::at;
 use super::spec::Eqn;
-use super::values::{LANES, SUB, store, two_d};
+use super::values::{LANES, SUB, store, two_d, two_d_merged};
 
 impl Body<'_> {
     pub(super) fn broadcast(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
@@ -23,6 +23,7 @@ impl Body<'_> {
             Val::E(a) => a.clone(),
             _ => return Err(self.unsupported(format!("broadcasting a reference{}", at(&eq.src)))),
         };
+        two_d(self.kernel, &a.shape, false)?;
         let n = o.shape.len();
         let (rows, cols) = two_d(self.kernel, &o.shape, false)?;
         let src_rank = a.shape.len();
@@ -79,7 +80,7 @@ impl Body<'_> {
             Some(Val::S(s, d)) => Ok(vec![Val::S(s, d)]),
             Some(Val::E(a)) => {
                 let column = a.cols == 1 && a.rows > 1;
-                let (rows, cols) = two_d(self.kernel, &o.shape, column)?;
+                let (rows, cols) = two_d_merged(self.kernel, &o.shape, column)?;
                 if (rows, cols) != (a.rows, a.cols) {
                     return Err(self.unsupported(format!(
                         "reshaping {:?} to {:?}{} (only adding or removing dimensions of size 1)",
@@ -121,6 +122,7 @@ impl Body<'_> {
         let Some(Val::E(x)) = ins.first() else {
             return Err(self.unsupported(format!("`slice` of a non-array{}", at(&eq.src))));
         };
+        two_d(self.kernel, &x.shape, false)?;
         let a = self.materialize(x)?;
         let n = a.shape.len();
         if n == 0

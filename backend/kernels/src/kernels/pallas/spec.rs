@@ -150,6 +150,12 @@ impl Operand {
     pub fn in_hbm(&self) -> bool {
         self.space == "any"
     }
+
+    /// Whether it is a scalar-prefetch operand (`PrefetchScalarGridSpec`): copied into SMEM
+    /// before the grid runs.
+    pub fn in_smem(&self) -> bool {
+        self.space == "smem"
+    }
 }
 
 /// A scratch buffer's shape and dtype.
@@ -159,6 +165,9 @@ pub struct Aval {
     pub shape: Vec<usize>,
     /// Dtype.
     pub dtype: String,
+    /// `"smem"` for `pltpu.SMEM`; VMEM otherwise.
+    #[serde(default)]
+    pub space: String,
 }
 
 impl Aval {
@@ -240,9 +249,21 @@ impl KernelSpec {
         }
         for (i, o) in self.operands.iter().enumerate() {
             let what = self.operand_name(i);
-            Dt::parse(&o.dtype).ok_or_else(|| {
+            let dt = Dt::parse(&o.dtype).ok_or_else(|| {
                 PallasError::unsupported(k, format!("{what} has dtype {}", o.dtype))
             })?;
+            if o.in_smem() {
+                if dt.bytes() != 4 {
+                    return Err(PallasError::unsupported(
+                        k,
+                        format!(
+                            "{what}: a scalar-prefetch array of {} (int32 or float32 words)",
+                            o.dtype
+                        ),
+                    ));
+                }
+                continue;
+            }
             if o.block.len() != o.shape.len() {
                 return Err(PallasError::refused(
                     k,
@@ -267,11 +288,11 @@ impl KernelSpec {
             let n = o.shape.len();
             for (d, (b, s)) in o.block.iter().zip(&o.shape).enumerate() {
                 let Some(b) = *b else { continue };
-                if b == 0 || b > *s {
+                if b == 0 {
                     return Err(PallasError::refused(
                         k,
                         format!(
-                            "{what}: block shape {} does not fit the array {:?} in dimension {d}",
+                            "{what}: block shape {} has size 0 in dimension {d} (array {:?})",
                             show_block(&o.block),
                             o.shape
                         ),
@@ -292,16 +313,6 @@ impl KernelSpec {
                         format!(
                             "{what}: block shape {} breaks the (8, 128) tiling: dimension {d} is {b}, \
                              neither a multiple of {tile} nor the array's size {s}",
-                            show_block(&o.block)
-                        ),
-                    ));
-                }
-                if s % b != 0 {
-                    return Err(PallasError::unsupported(
-                        k,
-                        format!(
-                            "{what}: the array {:?} is not a whole number of blocks {} (partial edge blocks)",
-                            o.shape,
                             show_block(&o.block)
                         ),
                     ));

@@ -146,6 +146,15 @@ fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> 
             }));
             r
         }
+        (Kind::Dyn(s, d), None) => {
+            let r = st.alloc()?;
+            st.acts.push(Act::I(Instr::VMov {
+                ty: vtype(*d),
+                dst: r,
+                src: VSrc::S(s.reg),
+            }));
+            r
+        }
         (Kind::View(a) | Kind::Tile(a), None) => {
             let (ci, cj) = child_tile(n, a, i, j);
             eval(st, a, ci, cj)?
@@ -176,6 +185,7 @@ fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> 
                 x.cache.borrow().is_none(),
             ) {
                 (Kind::Const(s, d), true) if imm => Ok(VSrc::Imm(s.convert(*d).bits(*d))),
+                (Kind::Dyn(s, _), true) if imm => Ok(VSrc::S(s.reg)),
                 _ => {
                     let (xi, xj) = (
                         if x.rows == 1 { 0 } else { pi },
@@ -228,6 +238,9 @@ fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> 
                 match (&a.kind, a.cache.borrow().is_none()) {
                     (Kind::Const(s, d), true) if immediate_ok(*op, k) => {
                         src.push(VSrc::Imm(s.convert(*d).bits(*d)));
+                    }
+                    (Kind::Dyn(s, _), true) if immediate_ok(*op, k) => {
+                        src.push(VSrc::S(s.reg));
                     }
                     _ => {
                         let (ci, cj) = child_tile(n, a, i, j);
@@ -341,7 +354,7 @@ impl Body<'_> {
         let kids: Vec<Rc<Expr>> = n.children().into_iter().cloned().collect();
         let mut any = false;
         for k in &kids {
-            if k.stored().is_none() && !matches!(k.kind, Kind::Const(..)) {
+            if k.stored().is_none() && !matches!(k.kind, Kind::Const(..) | Kind::Dyn(..)) {
                 self.materialize(k)?;
                 any = true;
             }
@@ -354,14 +367,6 @@ impl Body<'_> {
                 what: "an operation with more operands than vector registers".into(),
             })
         }
-    }
-
-    /// `n`'s tiles in row-major order, in groups evaluated together.
-    pub(super) fn tile_groups(n: &Expr) -> Vec<Vec<(u32, u32)>> {
-        let all: Vec<(u32, u32)> = (0..n.ti())
-            .flat_map(|i| (0..n.tj()).map(move |j| (i, j)))
-            .collect();
-        all.chunks(GROUP).map(|c| c.to_vec()).collect()
     }
 
     /// `n` stored in VMEM (computed now if it is not).
@@ -379,18 +384,48 @@ impl Body<'_> {
         )?;
         // A column is computed in every lane.
         out.rep = n.cols == 1;
-        for group in Self::tile_groups(n) {
-            let mut rest = &group[..];
+        self.store_expr(n, &out)?;
+        out.shape = n.shape.clone();
+        self.set_stored(n, out.clone());
+        Ok(out)
+    }
+
+    /// Computes `n` into `out`, a whole array of its extent (or 1 where `n` broadcasts: every
+    /// tile of `out` is written).
+    pub(super) fn store_expr(&mut self, n: &Rc<Expr>, out: &Arr) -> Result<(), PallasError> {
+        let all: Vec<(u32, u32)> = (0..out.ti())
+            .flat_map(|i| (0..out.tj()).map(move |j| (i, j)))
+            .collect();
+        let view;
+        let src = if (n.rows, n.cols) == (out.rows, out.cols) {
+            n
+        } else {
+            view = Expr::new(
+                Kind::View(n.clone()),
+                out.rows,
+                out.cols,
+                n.dt,
+                out.shape.clone(),
+            );
+            &view
+        };
+        for group in all.chunks(GROUP) {
+            let mut rest = group;
             while !rest.is_empty() {
-                let regs = self.tile_regs(n, rest)?;
+                let regs = self.tile_regs(src, rest)?;
                 for (r, &(i, j)) in regs.iter().zip(rest) {
-                    store(self.e, *r, &out, i, j, None);
+                    store(self.e, *r, out, i, j, None);
                 }
                 rest = &rest[regs.len()..];
             }
         }
-        out.shape = n.shape.clone();
-        *n.cache.borrow_mut() = Some(out.clone());
-        Ok(out)
+        Ok(())
+    }
+
+    /// Records that `n` is stored as `a` (forgotten at the end of a branch or loop body that
+    /// stored it: that code may not run).
+    pub(super) fn set_stored(&mut self, n: &Rc<Expr>, a: Arr) {
+        *n.cache.borrow_mut() = Some(a);
+        self.stored.push(Rc::downgrade(n));
     }
 }

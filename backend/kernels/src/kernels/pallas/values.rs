@@ -10,13 +10,92 @@
 //! broadcast tile by tile. Values are kept in 32-bit lanes (`w32`); bf16 values are f32 lanes
 //! rounded to bf16; bools are 0 or 1 in i32 lanes.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use tpuemu_isa::builder::VAccess;
 use tpuemu_isa::ops::{MemFmt, VType};
 use tpuemu_isa::{Addr, SReg, VReg};
 
 use super::PallasError;
 use super::spec::Dt;
-use crate::codegen::Emitter;
+use crate::codegen::{Emitter, RegPool};
+
+/// A scalar register holding a value computed while the kernel runs (read from SMEM, a loop
+/// counter, ...). It returns to the pool when the last holder lets go: every value, array
+/// address or tree that reads it keeps it alive, so nothing else is written into it meanwhile.
+#[derive(Debug)]
+pub struct Sr {
+    /// The register.
+    pub reg: SReg,
+    /// When the value is another register's plus a constant (`offset + i`): that register and
+    /// the constant, so that an address computed from it can use the other register and fold
+    /// the constant (many page indices read from one offset share its register).
+    pub origin: Option<(Rc<Sr>, i64)>,
+    pool: Rc<RefCell<RegPool>>,
+}
+
+impl Sr {
+    /// A register from `pool`, or `None` when all are live.
+    pub fn take(pool: &Rc<RefCell<RegPool>>) -> Option<Rc<Sr>> {
+        Self::take_with(pool, None)
+    }
+
+    /// A register from `pool` for a value that is `origin.0 + origin.1`.
+    pub fn take_with(pool: &Rc<RefCell<RegPool>>, origin: Option<(Rc<Sr>, i64)>) -> Option<Rc<Sr>> {
+        let reg = pool.borrow_mut().take()?;
+        // Chains collapse to their first register.
+        let origin = origin.map(|(o, k)| match &o.origin {
+            Some((oo, kk)) => (oo.clone(), kk + k),
+            None => (o, k),
+        });
+        Some(Rc::new(Sr {
+            reg,
+            origin,
+            pool: pool.clone(),
+        }))
+    }
+}
+
+impl Drop for Sr {
+    fn drop(&mut self) {
+        self.pool.borrow_mut().give(self.reg);
+    }
+}
+
+impl PartialEq for Sr {
+    fn eq(&self, other: &Sr) -> bool {
+        self.reg == other.reg
+    }
+}
+
+/// A scalar read from SMEM, loaded into a register when first used: reads whose value only
+/// a DMA's wait or nothing uses cost no register (a kernel that builds descriptors for many
+/// pages reads every page index up front). The lowering loads every pending read before it
+/// stores into SMEM and before branches and loops, so a load never sees a later value.
+#[derive(Debug)]
+pub struct Lazy {
+    /// The SMEM address.
+    pub addr: Addr,
+    /// The register the address is computed in, held until the load.
+    pub base: Option<Rc<Sr>>,
+    /// Its dtype.
+    pub dt: Dt,
+    /// Its register once loaded.
+    pub loaded: RefCell<Option<Rc<Sr>>>,
+}
+
+/// An array in SMEM: a scalar-prefetch operand (`PrefetchScalarGridSpec`) or an SMEM scratch
+/// buffer (`pltpu.SMEM`), one 32-bit word per element, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Smem {
+    /// SMEM byte address of element 0.
+    pub addr: u32,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// Its dtype.
+    pub dt: Dt,
+}
 
 /// Sublanes and lanes of a tile.
 pub const SUB: u32 = 8;
@@ -51,6 +130,12 @@ pub struct Arr {
     /// For a reference with leading dimensions (a stack of 2-D arrays, `VMEM((2, 8, 128))`):
     /// bytes from one 2-D array to the next; 0 otherwise.
     pub slab: u32,
+    /// A byte offset computed while the kernel runs, added to `addr` (a region at a position
+    /// read from data: `buf.at[slot]`, `pl.ds(i * 8, 8)` with `i` a loop counter).
+    pub base: Option<Rc<Sr>>,
+    /// With a `base`: how many bytes past `addr` the region may start (where it may be, for
+    /// the hazard checks).
+    pub span: u32,
 }
 
 /// An array in HBM that the kernel copies from or to itself (`memory_space=pl.ANY`).
@@ -79,7 +164,34 @@ impl Arr {
         self.cols.div_ceil(LANES)
     }
 
-    /// VMEM address of tile (i, j) as loaded (a broadcast axis stays at 0).
+    /// The base register of its address (`s0` unless computed while running).
+    pub fn base_reg(&self) -> SReg {
+        self.base.as_ref().map_or(SReg::ZERO, |b| b.reg)
+    }
+
+    /// The address of tile (i, j) as an instruction operand.
+    pub fn tile_at(&self, i: u32, j: u32) -> Addr {
+        Addr {
+            base: self.base_reg(),
+            offset: self.tile_addr(i, j) as i32,
+        }
+    }
+
+    /// The address of byte `off` of the array as an instruction operand.
+    pub fn at(&self, off: u32) -> Addr {
+        Addr {
+            base: self.base_reg(),
+            offset: (self.addr + off) as i32,
+        }
+    }
+
+    /// VMEM bytes [lo, hi) the array may occupy, wherever its computed base puts it.
+    pub fn extent(&self) -> (u32, u32) {
+        let end = self.addr + self.prow.max(1).div_ceil(SUB) * SUB * self.stride.max(4);
+        (self.addr, end + self.span)
+    }
+
+    /// VMEM address of tile (i, j) as loaded (a broadcast axis stays at 0), before the base.
     pub fn tile_addr(&self, i: u32, j: u32) -> u32 {
         let i = if self.prow == 1 { 0 } else { i };
         let j = if self.pcol == 1 { 0 } else { j };
@@ -125,6 +237,24 @@ pub fn two_d(kernel: &str, shape: &[usize], column: bool) -> Result<(u32, u32), 
         1 => (1, u(shape[0])),
         _ => (u(shape[n - 2]), u(shape[n - 1])),
     })
+}
+
+/// As [`two_d`], but leading dimensions other than 1 are folded into the rows (a value read
+/// from several arrays of a stack, `buf[...]` of a `(pages, rows, cols)` scratch): elementwise
+/// work and reshapes that keep the last dimension see it as one taller array; operations that
+/// need the leading dimensions apart refuse it through [`two_d`].
+pub fn two_d_merged(
+    kernel: &str,
+    shape: &[usize],
+    column: bool,
+) -> Result<(u32, u32), PallasError> {
+    let n = shape.len();
+    if n <= 2 {
+        return two_d(kernel, shape, column);
+    }
+    let rows: usize = shape[..n - 1].iter().product();
+    let u = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+    Ok((u(rows), u(shape[n - 1])))
 }
 
 /// A bump allocator over VMEM: buffers that live for the whole kernel first, then the values
@@ -222,6 +352,8 @@ impl Vmem {
             shape,
             rep: false,
             slab,
+            base: None,
+            span: 0,
         })
     }
 }
@@ -245,12 +377,12 @@ fn access(e: &mut Emitter, a: &Arr) -> VAccess {
 /// Loads tile (i, j) of `a` into `v` (widened to 32-bit lanes).
 pub fn load(e: &mut Emitter, v: VReg, a: &Arr, i: u32, j: u32) {
     let acc = access(e, a);
-    e.vld(a.fmt, v, Addr::abs(a.tile_addr(i, j) as i32), acc);
+    e.vld(a.fmt, v, a.tile_at(i, j), acc);
 }
 
 /// Stores `v` as tile (i, j) of the dense array `a`, under `mask` (every element when None).
 pub fn store(e: &mut Emitter, v: VReg, a: &Arr, i: u32, j: u32, mask: Option<tpuemu_isa::MReg>) {
     let mut acc = access(e, a);
     acc.mask = mask;
-    e.vst(a.fmt, v, Addr::abs(a.tile_addr(i, j) as i32), acc);
+    e.vst(a.fmt, v, a.tile_at(i, j), acc);
 }
