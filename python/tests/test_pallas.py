@@ -151,6 +151,46 @@ def double_buffered_copy(x, interpret=False):
     )(x)
 
 
+def prefetch_kernel(s_ref, x_ref, o_ref, total_ref):
+    # Scalar prefetch drives the kernel: block b copies `s[b]` chunks of 8 rows (a loop whose
+    # trip count is data, slices at positions computed from its counter), a block with none
+    # writes the running total kept in SMEM scratch across grid steps (a branch on data).
+    b = pl.program_id(0)
+    n = s_ref[b]
+
+    @pl.when(b == 0)
+    def _():
+        total_ref[0] = 0
+
+    o_ref[...] = jnp.zeros_like(o_ref)
+
+    def body(i, c):
+        o_ref[pl.ds(i * 8, 8), :] = x_ref[pl.ds(i * 8, 8), :] * 2 + c.astype(jnp.float32)
+        return c + 1
+
+    jax.lax.fori_loop(0, n, body, 0)
+    total_ref[0] = total_ref[0] + n
+
+    @pl.when(n == 0)
+    def _():
+        o_ref[...] = jnp.full_like(o_ref, -1.0) + total_ref[0].astype(jnp.float32)
+
+
+def prefetch(s, x, interpret=False):
+    return pl.pallas_call(
+        prefetch_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1,
+            grid=(x.shape[0] // 64,),
+            in_specs=[pl.BlockSpec((64, 128), lambda i, s: (i, 0))],
+            out_specs=pl.BlockSpec((64, 128), lambda i, s: (i, 0)),
+            scratch_shapes=[pltpu.SMEM((1,), jnp.int32)],
+        ),
+        interpret=interpret,
+    )(s, x)
+
+
 def _reference(fn, *xs, **kw):
     """The same kernel run by JAX on the CPU (`interpret=True`)."""
     arrays = [jnp.asarray(x.float().numpy()).astype(_jdt(x.dtype)) for x in xs]
@@ -248,6 +288,116 @@ def test_jax_flash_attention_forward_and_backward(shape, causal):
     torch.testing.assert_close(out.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-4)
     for name, got, w in zip("qkv", (qt, kt, vt), (qc, kc, vc)):
         torch.testing.assert_close(got.grad.cpu(), w.grad, rtol=1e-3, atol=1e-3, msg=name)
+
+
+def test_scalar_prefetch_drives_loops_branches_and_slices(mode):
+    torch.manual_seed(5)
+    s, x = torch.tensor([3, 0, 8, 1], dtype=torch.int32), torch.randn(256, 128)
+    got = tpuemu.pallas.custom_jax_kernel(prefetch)(s.to("tpu"), x.to("tpu")).cpu()
+    want = torch.zeros_like(x)
+    total = 0
+    for b, n in enumerate(s.tolist()):
+        total += n
+        block = want[b * 64:(b + 1) * 64]
+        for i in range(n):
+            block[i * 8:(i + 1) * 8] = x[b * 64 + i * 8:b * 64 + (i + 1) * 8] * 2 + i
+        if n == 0:
+            block[:] = total - 1.0
+    assert torch.equal(got, want)
+    jref = prefetch(jnp.asarray(s.numpy()), jnp.asarray(x.numpy()), interpret=True)
+    assert torch.equal(got, torch.from_numpy(np.array(jref)))
+
+
+def _paged_reference(q, k_pages, v_pages, lengths, page_indices):
+    """Attention of each sequence's query over its first `length` positions, gathered from its
+    pages (the paged kernel applies no scale), in float32 on the CPU."""
+    b, hq, d = q.shape
+    hk = k_pages.shape[0]
+    g = hq // hk
+    out = torch.zeros(b, hq, d)
+    for i in range(b):
+        n = int(lengths[i])
+        for h in range(hk):
+            k = k_pages[h, page_indices[i]].reshape(-1, d)[:n].float()
+            v = v_pages[h, page_indices[i]].reshape(-1, d)[:n].float()
+            s = q[i, h * g:(h + 1) * g].float() @ k.T
+            out[i, h * g:(h + 1) * g] = torch.softmax(s, -1) @ v
+    return out
+
+
+# (q heads, kv heads, pages per compute block): 8 query heads per kv head take the kernel's
+# bf16 path, 4 its float32 one (q reshaped to (B, H, 1, D)).
+PAGED = [(16, 2, 2), (8, 2, 4)]
+
+
+@pytest.mark.parametrize("hq,hk,per_block", PAGED)
+def test_jax_paged_attention_decode_step(mode, hq, hk, per_block):
+    # `jax.experimental.pallas.ops.tpu.paged_attention` itself: page tables and lengths
+    # prefetched into SMEM, a loop over each sequence's blocks whose trip count is its length,
+    # the pages of the next block copied (at addresses read from the page table, into the
+    # buffer and on the semaphore an SMEM scalar picks) while this one computes; a length of 0
+    # is skipped by the prefetch logic's own `while` loop.
+    from jax.experimental.pallas.ops.tpu.paged_attention import paged_attention
+
+    torch.manual_seed(6)
+    b, d, page, pages_per_seq, pages = 4, 128, 16, 8, 32
+    q = torch.randn(b, hq, d).to(torch.bfloat16)
+    k_pages, v_pages = (torch.randn(hk, pages, page, d).to(torch.bfloat16) for _ in range(2))
+    lengths = torch.tensor([37, 0, 128, 5], dtype=torch.int32)
+    table = torch.stack([torch.randperm(pages)[:pages_per_seq] for _ in range(b)]).int()
+    attn = tpuemu.pallas.custom_jax_kernel(
+        functools.partial(paged_attention, pages_per_compute_block=per_block))
+    tpuemu.reset_metrics()
+    got = attn(*(t.to("tpu") for t in (q, k_pages, v_pages, lengths, table))).cpu()
+    assert any("paged_flash_attention_kernel" in n for n in tpuemu.metrics()["ops_by_name"])
+    assert not tpuemu.metrics()["cpu_fallbacks"]
+    want = _paged_reference(q, k_pages, v_pages, lengths, table)
+    torch.testing.assert_close(got.float(), want, rtol=1.6e-2, atol=2e-2)
+    # A length of 0 leaves the kernel's zero initialisation.
+    assert torch.equal(got[1], torch.zeros_like(got[1]))
+
+
+def segment_sum_kernel(src_ref, dst_ref, x_ref, o_ref):
+    # Blocks chosen by data, both ways: step i reads block src[i] of x and adds it into block
+    # dst[i] of the output, which stays in VMEM while consecutive steps add into it (a grouped
+    # reduction, as MoE kernels route tokens to experts).
+    i = pl.program_id(0)
+    first = jnp.logical_or(i == 0, dst_ref[jnp.maximum(i - 1, 0)] != dst_ref[i])
+
+    @pl.when(first)
+    def _():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    o_ref[...] += x_ref[...]
+
+
+def segment_sum(src, dst, x, groups, interpret=False):
+    return pl.pallas_call(
+        segment_sum_kernel,
+        out_shape=jax.ShapeDtypeStruct((groups * 8, x.shape[1]), x.dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=2,
+            grid=(src.shape[0],),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, s, d: (s[i], 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, s, d: (d[i], 0)),
+        ),
+        interpret=interpret,
+    )(src, dst, x)
+
+
+def test_blocks_chosen_by_scalar_prefetch_gather_and_accumulate(mode):
+    torch.manual_seed(7)
+    x = torch.randn(6 * 8, 128)
+    src = torch.tensor([5, 0, 0, 3, 1, 4, 2], dtype=torch.int32)
+    dst = torch.tensor([0, 0, 2, 2, 2, 1, 3], dtype=torch.int32)
+    k = tpuemu.pallas.custom_jax_kernel(segment_sum, static_argnums=(3,))
+    got = k(src.to("tpu"), dst.to("tpu"), x.to("tpu"), 4).cpu()
+    want = torch.zeros(4 * 8, 128)
+    for s_, d_ in zip(src.tolist(), dst.tolist()):
+        want[d_ * 8:(d_ + 1) * 8] += x[s_ * 8:(s_ + 1) * 8]
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    jref = segment_sum(*(jnp.asarray(t.numpy()) for t in (src, dst, x)), 4, interpret=True)
+    assert torch.equal(got, torch.from_numpy(np.array(jref)))
 
 
 def int_kernel(x_ref, y_ref, o_ref):

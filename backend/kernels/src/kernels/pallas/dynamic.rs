@@ -3,8 +3,8 @@
 //! They live in the scalar unit's registers ([`Sr`]: a register goes back to the pool when
 //! nothing holds it any more) and are computed by its instructions with JAX's int32
 //! semantics (wrapping; XLA's division: `x / 0 = -1`, `x % 0 = x`). Float arithmetic on such
-//! scalars has no scalar instruction and is refused by name; a float read from SMEM may still
-//! be broadcast into a vector.
+//! scalars (`i.astype(jnp.float32) * 0.5`) has no scalar instruction: it is computed in a
+//! vector, the scalar broadcast, and the result is an array of shape `()`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -203,11 +203,13 @@ impl Body<'_> {
             });
         }
         if dt.is_float() || dts.iter().any(|d| d.is_float()) {
-            return Err(self.unsupported(format!(
-                "`{prim}` on a float scalar computed from data{} (the scalar unit computes \
-                 integers; compute it as a vector)",
-                at(&eq.src)
-            )));
+            // The scalar unit computes integers: float work on such a scalar is done in a
+            // vector (the value broadcast), which serves as an array of shape ().
+            return Ok(self
+                .pointwise(eq, ins.to_vec(), dt)?
+                .into_iter()
+                .next()
+                .unwrap_or(Val::S(super::scalar::Scalar::F(0.0), dt)));
         }
         // `x + k`, `x - k`: remembered as x's register plus k (see `scaled_sum`).
         let origin = match (prim, &ins[0], ins.get(1)) {

@@ -132,6 +132,86 @@ struct Blocks {
     desc: Vec<[u32; 2]>,
     /// Bytes each step's block moves.
     bytes: Vec<u64>,
+    /// An index map that reads scalar-prefetch values: the block is chosen while running
+    /// (`offsets` is empty); the bytes each block index moves the block by, per dimension.
+    chosen: Option<Vec<i64>>,
+}
+
+impl Blocks {
+    /// Step `t`'s descriptors (one for every step of a block chosen while running).
+    fn desc(&self, t: usize) -> [u32; 2] {
+        self.desc[t.min(self.desc.len() - 1)]
+    }
+
+    /// Bytes step `t`'s block moves.
+    fn bytes(&self, t: usize) -> u64 {
+        self.bytes[t.min(self.bytes.len() - 1)]
+    }
+
+    /// Whether step `t`'s block is another than step `t - 1`'s (always, for blocks chosen
+    /// while running: they are copied every step).
+    fn changed(&self, t: usize) -> bool {
+        t > 0 && (self.chosen.is_some() || self.offsets[t] != self.offsets[t - 1])
+    }
+}
+
+/// Evaluates index map `map` at grid point `point` while the kernel runs (it reads the
+/// scalar-prefetch arrays `prefetch`): a register holding the block's HBM byte offset, each
+/// index times its `mult`.
+#[allow(clippy::too_many_arguments)]
+fn chosen_offset(
+    e: &mut Emitter,
+    vmem: &mut Vmem,
+    kernel: &str,
+    core: &CoreInfo,
+    sregs: &Rc<RefCell<RegPool>>,
+    grid: &[u32],
+    point: &[i64],
+    map: &spec::Jaxpr,
+    prefetch: &[Val],
+    mult: &[i64],
+) -> Result<Rc<values::Sr>, PallasError> {
+    let mut body = Body {
+        e,
+        vmem,
+        kernel,
+        ids: point,
+        grid,
+        core,
+        reads: Vec::new(),
+        sregs: sregs.clone(),
+        stored: Vec::new(),
+        pending: Vec::new(),
+        products: Vec::new(),
+    };
+    let mut args: Vec<Val> = point
+        .iter()
+        .map(|&x| Val::S(scalar::Scalar::I(x as i32), Dt::I32))
+        .collect();
+    args.extend(prefetch.iter().cloned());
+    let outs = body.run(map, args)?;
+    let mut off = 0i64;
+    let mut terms = Vec::new();
+    for (v, m) in outs.into_iter().zip(mult) {
+        match body.force(v)? {
+            Val::S(s, _) => off += s.as_i64() * m,
+            Val::D(r, _) => terms.push((r, *m)),
+            _ => {
+                return Err(PallasError::unsupported(
+                    kernel,
+                    "an index map returning an array".into(),
+                ));
+            }
+        }
+    }
+    let dst = body.sreg()?;
+    if terms.is_empty() {
+        body.e.smov(dst.reg, off as i32);
+    } else {
+        let (r, extra) = body.scaled_sum(&terms)?;
+        body.e.sadd(dst.reg, r.reg, (off + extra) as i32);
+    }
+    Ok(dst)
 }
 
 /// The first scalar register of the constant cache: the ones below hold scalars computed from
@@ -141,6 +221,42 @@ const SCALAR_REGS_END: u8 = 24;
 /// The semaphore of operand `k`'s buffer `b`.
 fn sem(k: usize, b: usize) -> Sem {
     Sem::n((2 * k + b) as u8)
+}
+
+/// Copies operand `bl`'s block of step `t` between HBM and its VMEM buffer `buf`, at the HBM
+/// offset in `chosen` when an index map computed it while running.
+fn block_dma(
+    e: &mut Emitter,
+    bl: &Blocks,
+    buf: usize,
+    t: usize,
+    to_vmem: bool,
+    s: Sem,
+    chosen: Option<&values::Sr>,
+) {
+    let h = match chosen {
+        Some(r) => r.reg,
+        None => e.konst(bl.offsets[t] as i32),
+    };
+    let v = e.konst(bl.bufs[buf].addr as i32);
+    let d = e.konst(bl.desc(t)[if to_vmem { 0 } else { 1 }] as i32);
+    let (hbm, vm) = (MemRef::hbm(bl.slot, h), MemRef::vmem(v));
+    if to_vmem {
+        e.dma(vm, hbm, DmaShape::Desc(d), s);
+    } else {
+        e.dma(hbm, vm, DmaShape::Desc(d), s);
+    }
+}
+
+/// Whether index map `map` reads its arguments after the `ngrid` grid indices (the
+/// scalar-prefetch arrays).
+fn reads_prefetch(map: &spec::Jaxpr, ngrid: usize) -> bool {
+    let refs: Vec<u32> = map.invars.iter().skip(ngrid).map(|v| v.id).collect();
+    map.eqns.iter().any(|e| {
+        e.ins
+            .iter()
+            .any(|a| matches!(a, spec::Atom::Var { v } if refs.contains(v)))
+    })
 }
 
 /// Lowers `spec` for a core like `core`.
@@ -246,6 +362,42 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         let mut offsets = Vec::with_capacity(points.len());
         let mut descs = Vec::with_capacity(points.len());
         let mut bytes = Vec::with_capacity(points.len());
+        if reads_prefetch(&o.index_map, spec.grid.len()) {
+            // Blocks chosen by data: whole blocks only, copied every step.
+            if o.shape
+                .iter()
+                .zip(&o.block)
+                .any(|(s, b)| b.is_some_and(|b| s % b != 0))
+            {
+                return Err(PallasError::unsupported(
+                    kname,
+                    format!(
+                        "{what}: partial edge blocks with an index map that reads scalar-prefetch values"
+                    ),
+                ));
+            }
+            let dims = [(rows, hstride, a.stride as i64)];
+            descs.push([
+                e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, true)),
+                e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, false)),
+            ]);
+            bytes.push(rows as u64 * cols as u64 * esz as u64);
+            let mult = o
+                .block
+                .iter()
+                .zip(&strides)
+                .map(|(b, s)| b.unwrap_or(1) as i64 * s * esz)
+                .collect();
+            blocks.push(Some(Blocks {
+                slot: slots[k],
+                bufs: [a, b],
+                offsets,
+                desc: descs,
+                bytes,
+                chosen: Some(mult),
+            }));
+            continue;
+        }
         for p in &points {
             let idx = scalar::eval(
                 kname,
@@ -300,6 +452,7 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             offsets,
             desc: descs,
             bytes,
+            chosen: None,
         }));
     }
     // Scratch: VMEM buffers (a stack of 2-D arrays for a rank above 2) and semaphores, after
@@ -363,16 +516,35 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         scratch.push(Val::Ref(a));
     }
     let nin = spec.num_inputs;
-    let dma = |e: &mut Emitter, bl: &Blocks, buf: usize, t: usize, to_vmem: bool, s: Sem| {
-        let v = e.konst(bl.bufs[buf].addr as i32);
-        let h = e.konst(bl.offsets[t] as i32);
-        let d = e.konst(bl.desc[t][if to_vmem { 0 } else { 1 }] as i32);
-        let (hbm, vm) = (MemRef::hbm(bl.slot, h), MemRef::vmem(v));
-        if to_vmem {
-            e.dma(vm, hbm, DmaShape::Desc(d), s);
-        } else {
-            e.dma(hbm, vm, DmaShape::Desc(d), s);
-        }
+    let sregs = Rc::new(RefCell::new(RegPool::below(SCALAR_REGS_END)));
+    let prefetch: Vec<Val> = smem
+        .iter()
+        .flatten()
+        .map(|m| Val::Smem(m.clone()))
+        .collect();
+    // The HBM offset of operand k's block at step t: known, or computed by its index map
+    // while running (held until the copy is emitted).
+    let offset = |e: &mut Emitter,
+                  vmem: &mut Vmem,
+                  k: usize,
+                  t: usize|
+     -> Result<Option<Rc<values::Sr>>, PallasError> {
+        let Some(Some(mult)) = blocks[k].as_ref().map(|b| b.chosen.as_ref()) else {
+            return Ok(None);
+        };
+        chosen_offset(
+            e,
+            vmem,
+            kname,
+            core,
+            &sregs,
+            &spec.grid,
+            &points[t],
+            &spec.operands[k].index_map,
+            &prefetch,
+            mult,
+        )
+        .map(Some)
     };
     for bl in blocks.iter().flatten() {
         if bl.offsets.iter().any(|&o| o > i32::MAX as i64) {
@@ -386,20 +558,19 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
     let mut cur = vec![0usize; nops];
     let mut pending = vec![[0u64; 2]; nops];
     // Step 0's inputs.
-    for (k, bl) in blocks.iter().enumerate().take(nin) {
-        if let Some(bl) = bl {
-            dma(&mut e, bl, 0, 0, true, sem(k, 0));
-            pending[k][0] += bl.bytes[0];
-        }
+    for k in 0..nin {
+        let Some(bl) = &blocks[k] else { continue };
+        let h = offset(&mut e, &mut vmem, k, 0)?;
+        block_dma(&mut e, bl, 0, 0, true, sem(k, 0), h.as_deref());
+        pending[k][0] += bl.bytes(0);
     }
     let n = points.len();
-    let sregs = Rc::new(RefCell::new(RegPool::below(SCALAR_REGS_END)));
     for (t, point) in points.iter().enumerate() {
         e.b.mark_begin(&format!("step {:?}", point));
         for k in 0..nops {
             let Some(bl) = &blocks[k] else { continue };
-            let changed = t > 0 && bl.offsets[t] != bl.offsets[t - 1];
-            if changed {
+            // An output chosen by data keeps its one buffer: it is written back every step.
+            if bl.changed(t) && !(k >= nin && bl.chosen.is_some()) {
                 cur[k] ^= 1;
             }
             let b = cur[k];
@@ -411,12 +582,13 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         }
         // The next step's input blocks, into the other buffers, while this one computes.
         if t + 1 < n {
-            for (k, bl) in blocks.iter().enumerate().take(nin) {
-                let Some(bl) = bl else { continue };
-                if bl.offsets[t + 1] != bl.offsets[t] {
+            for k in 0..nin {
+                let Some(bl) = &blocks[k] else { continue };
+                if bl.changed(t + 1) {
                     let b = cur[k] ^ 1;
-                    dma(&mut e, bl, b, t + 1, true, sem(k, b));
-                    pending[k][b] += bl.bytes[t + 1];
+                    let h = offset(&mut e, &mut vmem, k, t + 1)?;
+                    block_dma(&mut e, bl, b, t + 1, true, sem(k, b), h.as_deref());
+                    pending[k][b] += bl.bytes(t + 1);
                 }
             }
         }
@@ -453,10 +625,11 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         vmem.release(mark);
         for k in nin..nops {
             let Some(bl) = &blocks[k] else { continue };
-            if t + 1 == n || bl.offsets[t + 1] != bl.offsets[t] {
+            if t + 1 == n || bl.changed(t + 1) {
                 let b = cur[k];
-                dma(&mut e, bl, b, t, false, sem(k, b));
-                pending[k][b] += bl.bytes[t];
+                let h = offset(&mut e, &mut vmem, k, t)?;
+                block_dma(&mut e, bl, b, t, false, sem(k, b), h.as_deref());
+                pending[k][b] += bl.bytes(t);
             }
         }
         e.b.mark_end();
