@@ -195,7 +195,7 @@ def _reference(fn, *xs, **kw):
     """The same kernel run by JAX on the CPU (`interpret=True`)."""
     arrays = [jnp.asarray(x.float().numpy()).astype(_jdt(x.dtype)) for x in xs]
     out = fn(*arrays, interpret=True, **kw)
-    return torch.from_numpy(np.asarray(out.astype(jnp.float32)))
+    return torch.from_numpy(np.array(out.astype(jnp.float32)))
 
 
 def _jdt(dt):
@@ -398,6 +398,48 @@ def test_blocks_chosen_by_scalar_prefetch_gather_and_accumulate(mode):
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
     jref = segment_sum(*(jnp.asarray(t.numpy()) for t in (src, dst, x)), 4, interpret=True)
     assert torch.equal(got, torch.from_numpy(np.array(jref)))
+
+
+def test_jax_splash_attention_forward_and_backward():
+    # `jax.experimental.pallas.ops.tpu.splash_attention` itself, one head causal and one with a
+    # local window: block masks and the next block's index prefetched into SMEM (int8 and
+    # int32 tables), blocks of K and V chosen by them, partial mask blocks applied, and its
+    # dq and dkv kernels through PyTorch's autograd; against PyTorch's attention with the
+    # dense mask on the CPU. The backward's `di` is a float32 einsum outside the kernels: run
+    # at "highest" precision here (a TPU's default is one bf16 pass).
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sk
+    from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sm
+
+    h, s, d = 2, 512, 128
+    masks = [sm.CausalMask((s, s)), sm.LocalMask((s, s), window_size=(128, 0), offset=0)]
+    blocks = sk.BlockSizes(block_q=128, block_kv=128, block_kv_compute=128, block_q_dkv=128,
+                           block_kv_dkv=128, block_kv_dkv_compute=128, block_q_dq=128,
+                           block_kv_dq=128)
+    splash = sk.make_splash_mha(sm.MultiHeadMask(masks), head_shards=1, q_seq_shards=1,
+                                block_sizes=blocks)
+    attn = tpuemu.pallas.custom_jax_kernel(lambda q, k, v: splash(q, k, v))
+    torch.manual_seed(8)
+    q, k, v = (torch.randn(h, s, d) for _ in range(3))
+    qt, kt, vt = (t.to("tpu").requires_grad_() for t in (q, k, v))
+    before = tpuemu.matmul_precision()
+    tpuemu.set_matmul_precision("highest")
+    try:
+        tpuemu.reset_metrics()
+        out = attn(qt, kt, vt)
+        (out * out).sum().backward()
+    finally:
+        tpuemu.set_matmul_precision(before)
+    ops = tpuemu.metrics()["ops_by_name"]
+    for kernel in ("splash_mha_fwd", "splash_mha_dq", "splash_mha_dkv"):
+        assert any(kernel in n for n in ops), (kernel, ops)
+    assert not tpuemu.metrics()["cpu_fallbacks"]
+    dense = torch.stack([torch.from_numpy(np.array(m[:, :])) for m in masks])
+    qc, kc, vc = (t.clone().requires_grad_() for t in (q, k, v))
+    want = torch.nn.functional.scaled_dot_product_attention(qc, kc, vc, attn_mask=dense, scale=1.0)
+    (want * want).sum().backward()
+    torch.testing.assert_close(out.detach().cpu(), want.detach(), rtol=1e-4, atol=1e-4)
+    for name, got, w in zip("qkv", (qt, kt, vt), (qc, kc, vc)):
+        torch.testing.assert_close(got.grad.cpu(), w.grad, rtol=1e-3, atol=2e-2, msg=name)
 
 
 def int_kernel(x_ref, y_ref, o_ref):

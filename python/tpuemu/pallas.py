@@ -58,6 +58,7 @@ _TORCH_TO_JAX = {
     torch.bfloat16: "bfloat16",
     torch.int32: "int32",
     torch.bool: "bool",
+    torch.int8: "int8",
 }
 _JAX_TO_TORCH = {v: k for k, v in _TORCH_TO_JAX.items()}
 
@@ -440,7 +441,7 @@ def _run(jaxpr, consts, args, device):
         return env[a]
 
     for v, c in zip(jaxpr.constvars, consts):
-        env[v] = torch.from_numpy(np.asarray(c)).to(device)
+        env[v] = torch.from_numpy(np.array(c)).to(device)
     for v, x in zip(jaxpr.invars, args):
         env[v] = x
     for e in jaxpr.eqns:
@@ -448,6 +449,12 @@ def _run(jaxpr, consts, args, device):
         name = e.primitive.name
         if name == "pallas_call":
             op = _kernel_op(_kernel_spec(e))
+            # int8 scalar-prefetch arrays (splash attention's block masks) go widened to
+            # int32, one SMEM word per value; the device computes no int8, so the widening
+            # is done on the host (these are small tables).
+            nidx = e.params["grid_mapping"].num_index_operands
+            ins = [x.cpu().to(torch.int32).to(device) if i < nidx and x.dtype == torch.int8
+                   else x for i, x in enumerate(ins)]
             outs = op(*[_whole(x) for x in ins])
             outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
         elif name in _CALL_PRIMS:

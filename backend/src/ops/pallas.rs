@@ -24,6 +24,7 @@ fn dtype(dt: Dt) -> DType {
         Dt::Bf16 => DType::BF16,
         Dt::I32 => DType::I32,
         Dt::Bool => DType::Bool,
+        Dt::I8 => DType::I8,
     }
 }
 
@@ -57,13 +58,17 @@ pub fn register(rt: &Runtime, json: &str) -> Result<(String, Vec<Meta>)> {
         .take(48)
         .collect();
     let name = format!("{NAMESPACE}::{clean}_{:016x}", h.finish());
+    // An int8 scalar-prefetch array is passed widened to int32 (one SMEM word per value).
     let metas = |ops: &[tpuemu_kernels::kernels::pallas::spec::Operand]| -> Vec<Meta> {
         ops.iter()
             .map(|o| {
-                (
-                    o.shape.clone(),
-                    dtype(Dt::parse(&o.dtype).unwrap_or(Dt::F32)),
-                )
+                let dt = Dt::parse(&o.dtype).unwrap_or(Dt::F32);
+                let dt = if o.in_smem() && dt == Dt::I8 {
+                    Dt::I32
+                } else {
+                    dt
+                };
+                (o.shape.clone(), dtype(dt))
             })
             .collect()
     };

@@ -272,6 +272,12 @@ impl Body<'_> {
             Some(o) if !o.is_ref => Some(dt_of(k, &o.dtype)?),
             _ => None,
         };
+        if out_dt == Some(Dt::I8) && eq.outs.first().is_some_and(|o| !o.shape.is_empty()) {
+            return Err(self.unsupported(format!(
+                "an int8 array{} (int8 is lowered for scalars read from SMEM)",
+                at(&eq.src)
+            )));
+        }
         // Scalars known now fold.
         if let Some(dt) = out_dt
             && eq.outs.len() == 1

@@ -190,7 +190,10 @@ impl Body<'_> {
                 | "multiple_of"
                 | "optimization_barrier"
         );
-        if identity || (prim == "convert_element_type" && !dt.is_float() && !dts[0].is_float()) {
+        let narrows = dt == Dt::I8 && dts[0] != Dt::I8;
+        if identity
+            || (prim == "convert_element_type" && !dt.is_float() && !dts[0].is_float() && !narrows)
+        {
             if prim == "convert_element_type" && dt == Dt::Bool && dts[0] != Dt::Bool {
                 let dst = self.sreg()?;
                 let a = self.reg_now(&ins[0])?;
@@ -238,6 +241,7 @@ impl Body<'_> {
             let a = self.reg_now(&ins[0])?;
             let b = Self::ssrc(&ins[1])?;
             self.e.salu(op, d, a, b);
+            self.wrap8(d, dt);
             return Ok(Val::D(dst, dt));
         }
         let cmp = match prim {
@@ -321,6 +325,10 @@ impl Body<'_> {
                 }
             }
             "div" | "rem" => self.int_div(prim == "div", d, &ins[0], &ins[1])?,
+            "convert_element_type" if dt == Dt::I8 => {
+                let a = self.reg_now(&ins[0])?;
+                self.e.sadd(d, a, 0);
+            }
             _ => {
                 return Err(self.unsupported(format!(
                     "`{prim}` on a scalar computed from data{}",
@@ -328,7 +336,16 @@ impl Body<'_> {
                 )));
             }
         }
+        self.wrap8(d, dt);
         Ok(Val::D(dst, dt))
+    }
+
+    /// An int8 result wrapped to 8 bits (sign extended), as int8 arithmetic wraps.
+    fn wrap8(&mut self, d: SReg, dt: Dt) {
+        if dt == Dt::I8 {
+            self.e.salu(SAluOp::Shl, d, d, 24);
+            self.e.salu(SAluOp::Sra, d, d, 24);
+        }
     }
 
     /// `d = a / b` (or `a % b`) as XLA defines them: by zero -1 (or `a`), `MIN / -1` wraps.
@@ -467,6 +484,9 @@ impl Body<'_> {
             return Err(PallasError::Spec("swap of a non-reference".into()));
         };
         let (m, v) = (m.clone(), v.clone());
+        if m.dt == Dt::I8 {
+            return Err(self.unsupported(format!("storing into an int8 SMEM array{}", at(&eq.src))));
+        }
         if !matches!(v, Val::S(..) | Val::D(..)) {
             return Err(self.unsupported(format!(
                 "storing an array into an SMEM array{} (one scalar at a time)",

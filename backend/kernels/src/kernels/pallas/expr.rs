@@ -308,6 +308,16 @@ pub fn emit(
             (false, Dt::I32) => {
                 e.vmov(VType::I32, dst, a);
             }
+            // Wrapped to 8 bits, sign extended.
+            (f, Dt::I8) => {
+                if f {
+                    e.vcvt(CvtOp::F2I, dst, a);
+                    e.vbin(VBinOp::Shl, VType::I32, dst, dst, 24u32);
+                } else {
+                    e.vbin(VBinOp::Shl, VType::I32, dst, a, 24u32);
+                }
+                e.vbin(VBinOp::Sra, VType::I32, dst, dst, 24u32);
+            }
             (f, Dt::Bool) => {
                 let t = if f { VType::F32 } else { VType::I32 };
                 e.vcmp(CmpOp::Ne, t, m, a, 0u32);

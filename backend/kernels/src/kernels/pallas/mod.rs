@@ -305,18 +305,20 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
         let what = spec.operand_name(k);
         let dt = Dt::parse(&o.dtype).expect("checked");
         if o.in_smem() {
-            // Scalar prefetch: the whole array into SMEM, before anything else.
-            let words: usize = o.shape.iter().product::<usize>().max(1);
-            let w = smem_room(&e, words)?;
+            // Scalar prefetch: the whole array into SMEM, before anything else (one word per
+            // element: an int8 array comes widened to int32).
+            let n: usize = o.shape.iter().product::<usize>().max(1);
+            let bytes = n * 4;
+            let w = smem_room(&e, bytes.div_ceil(4))?;
             let addr = e.b.smem_alloc(w as usize);
-            let (a, l) = (e.konst(addr as i32), e.konst(4 * w as i32));
+            let (a, l) = (e.konst(addr as i32), e.konst(bytes as i32));
             e.dma(
                 MemRef::smem(a),
                 MemRef::hbm(slots[k], tpuemu_isa::SReg::ZERO),
                 DmaShape::Len(l),
                 sem(k, 0),
             );
-            e.wait_bytes(sem(k, 0), 4 * w as u64);
+            e.wait_bytes(sem(k, 0), bytes as u64);
             smem[k] = Some(Smem {
                 addr,
                 shape: o.shape.clone(),

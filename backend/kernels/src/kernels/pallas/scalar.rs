@@ -23,6 +23,7 @@ impl Scalar {
         match dt {
             Dt::F32 | Dt::Bf16 => Scalar::F(x as f32),
             Dt::I32 => Scalar::I(x as i64 as i32),
+            Dt::I8 => Scalar::I(x as i64 as i8 as i32),
             Dt::Bool => Scalar::B(x != 0.0),
         }
     }
@@ -63,6 +64,11 @@ impl Scalar {
                 Scalar::F(v) if v.is_nan() => 0,
                 Scalar::F(v) => v.clamp(i32::MIN as f32, i32::MAX as f32) as i32,
                 s => s.as_i64() as i32,
+            }),
+            Dt::I8 => Scalar::I(match self {
+                Scalar::F(v) if v.is_nan() => 0,
+                Scalar::F(v) => v.clamp(i8::MIN as f32, i8::MAX as f32) as i32,
+                s => s.as_i64() as i8 as i32,
             }),
             Dt::Bool => Scalar::B(match self {
                 Scalar::F(v) => v != 0.0,

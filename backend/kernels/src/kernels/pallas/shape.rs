@@ -18,8 +18,8 @@ impl Body<'_> {
         let src = ins
             .first()
             .ok_or_else(|| PallasError::Spec("broadcast of nothing".into()))?;
-        let a = match src {
-            Val::S(..) => return Ok(vec![Val::E(self.expr_of(src, dt, &o.shape)?)]),
+        let mut a = match src {
+            Val::S(..) | Val::D(..) => return Ok(vec![Val::E(self.expr_of(src, dt, &o.shape)?)]),
             Val::E(a) => a.clone(),
             _ => return Err(self.unsupported(format!("broadcasting a reference{}", at(&eq.src)))),
         };
@@ -36,6 +36,10 @@ impl Body<'_> {
                 let d = dims.first().copied().unwrap_or(0) as usize;
                 let len = a.shape[0] as u32;
                 let want = if d == n - 1 { (1, len) } else { (len, 1) };
+                if len > 1 && want == (len, 1) && (a.rows, a.cols) == (1, len) {
+                    // A row becoming a column: its elements read down the sublanes.
+                    a = self.row_as_column(&a)?;
+                }
                 if len > 1 && want != (a.rows, a.cols) {
                     return Err(self.unsupported(format!(
                         "broadcasting {:?} to {:?} along {dims:?}{} (a 1-D value is a row or a \
@@ -72,6 +76,31 @@ impl Body<'_> {
             dt,
             o.shape.clone(),
         ))])
+    }
+
+    /// The values of row `a` (`[n]` laid out as `(1, n)`) as a column (`(n, 1)`): the row in
+    /// VMEM, read with a sublane stride of one element and a lane stride of 0 (each tile one
+    /// strided load, as Mosaic's relayout of a row into sublanes).
+    fn row_as_column(&mut self, a: &std::rc::Rc<Expr>) -> Result<std::rc::Rc<Expr>, PallasError> {
+        let mut row = self.materialize(a)?;
+        if row.pcol != row.cols || row.base.is_some() {
+            row = self.copy_arr(&row)?;
+        }
+        let n = row.cols;
+        let col = super::values::Arr {
+            stride: row.fmt.bytes(),
+            prow: n,
+            pcol: 1,
+            rows: n,
+            cols: 1,
+            rep: false,
+            shape: a.shape.clone(),
+            ..row
+        };
+        let x = Expr::leaf(col);
+        // It may read a reference's memory: a later store into it keeps this value first.
+        self.reads.push(std::rc::Rc::downgrade(&x));
+        Ok(x)
     }
 
     pub(super) fn reshape(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {

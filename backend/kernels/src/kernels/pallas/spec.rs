@@ -25,6 +25,10 @@ pub enum Dt {
     I32,
     /// Booleans: 0 or 1 in an i32 lane, one byte in memory.
     Bool,
+    /// 8-bit signed integers: scalars in SMEM (scalar prefetch, such as splash attention's
+    /// block masks), computed in 32-bit registers and wrapped to 8 bits; int8 arrays are not
+    /// lowered.
+    I8,
 }
 
 impl Dt {
@@ -35,6 +39,7 @@ impl Dt {
             "bfloat16" => Dt::Bf16,
             "int32" => Dt::I32,
             "bool" => Dt::Bool,
+            "int8" => Dt::I8,
             _ => return None,
         })
     }
@@ -44,7 +49,7 @@ impl Dt {
         match self {
             Dt::F32 | Dt::I32 => 4,
             Dt::Bf16 => 2,
-            Dt::Bool => 1,
+            Dt::Bool | Dt::I8 => 1,
         }
     }
 
@@ -252,12 +257,18 @@ impl KernelSpec {
             let dt = Dt::parse(&o.dtype).ok_or_else(|| {
                 PallasError::unsupported(k, format!("{what} has dtype {}", o.dtype))
             })?;
+            if dt == Dt::I8 && !o.in_smem() {
+                return Err(PallasError::unsupported(
+                    k,
+                    format!("{what}: an int8 array outside scalar prefetch"),
+                ));
+            }
             if o.in_smem() {
-                if dt.bytes() != 4 {
+                if dt.bytes() != 4 && dt != Dt::I8 {
                     return Err(PallasError::unsupported(
                         k,
                         format!(
-                            "{what}: a scalar-prefetch array of {} (int32 or float32 words)",
+                            "{what}: a scalar-prefetch array of {} (int32, float32 or int8)",
                             o.dtype
                         ),
                     ));
@@ -332,9 +343,12 @@ impl KernelSpec {
             if s.is_semaphore() {
                 continue;
             }
-            Dt::parse(&s.dtype).ok_or_else(|| {
+            let dt = Dt::parse(&s.dtype).ok_or_else(|| {
                 PallasError::unsupported(k, format!("a scratch buffer of dtype {}", s.dtype))
             })?;
+            if dt == Dt::I8 {
+                return Err(PallasError::unsupported(k, "an int8 scratch buffer".into()));
+            }
         }
         Ok(())
     }

@@ -86,7 +86,8 @@ pub struct Lazy {
 }
 
 /// An array in SMEM: a scalar-prefetch operand (`PrefetchScalarGridSpec`) or an SMEM scratch
-/// buffer (`pltpu.SMEM`), one 32-bit word per element, row-major.
+/// buffer (`pltpu.SMEM`), one 32-bit word per element, row-major (an int8 prefetch array is
+/// passed widened to int32: its values, one per word).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Smem {
     /// SMEM byte address of element 0.
@@ -213,7 +214,8 @@ pub fn mem_fmt(dt: Dt) -> MemFmt {
     match dt {
         Dt::F32 | Dt::I32 => MemFmt::W32,
         Dt::Bf16 => MemFmt::Bf16,
-        Dt::Bool => MemFmt::U8,
+        // int8 arrays are refused before they reach memory ([`super::spec::KernelSpec::check`]).
+        Dt::Bool | Dt::I8 => MemFmt::U8,
     }
 }
 
