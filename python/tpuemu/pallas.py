@@ -431,8 +431,12 @@ def _whole(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _run(jaxpr, consts, args, device):
+def _run(jaxpr, consts, args, device, memo=None):
     env = {}
+    # Broadcasts of the same array to the same shape are materialised once per call (XLA
+    # would share them too): flash attention's backward broadcasts its statistics for each of
+    # its two kernels.
+    memo = {} if memo is None else memo
 
     def read(a):
         if type(a).__name__ == "Literal":
@@ -459,7 +463,15 @@ def _run(jaxpr, consts, args, device):
             outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
         elif name in _CALL_PRIMS:
             sub = e.params.get("jaxpr") or e.params.get("call_jaxpr") or e.params.get("fun_jaxpr")
-            outs = _run(sub.jaxpr, sub.consts, ins, device)
+            outs = _run(sub.jaxpr, sub.consts, ins, device, memo)
+        elif name == "broadcast_in_dim" and isinstance(ins[0], torch.Tensor):
+            key = (id(ins[0]), tuple(e.params["shape"]),
+                   tuple(e.params["broadcast_dimensions"]), _tdt(e))
+            hit = memo.get(key)
+            if hit is None or hit[0] is not ins[0]:
+                hit = (ins[0], _bcast(e, ins[0]))
+                memo[key] = hit
+            outs = [hit[1]]
         else:
             f = _TORCH.get(name)
             if f is None:
@@ -647,33 +659,52 @@ class _Kernel:
         outs = _run(closed.jaxpr, closed.consts, tensors, device)
         return outs, _jax().tree_util.tree_structure(out_shape)
 
-    def _vjp(self, args):
-        """The kernel of ``fn``'s vector-Jacobian product: tensors, then one cotangent per
-        output, to one gradient per tensor (JAX differentiates ``fn``: a ``custom_vjp`` such
-        as ``flash_attention``'s runs its own backward kernels)."""
+    def _split(self, args):
+        """``fn`` split at its residuals, as JAX's reverse mode splits it: a kernel of the
+        forward (tensors to outputs, then residuals) and one of the backward (residuals, then
+        one cotangent per output, to one gradient per tensor), and the number of outputs. The
+        forward's residuals are what JAX saves (a ``custom_vjp`` such as ``flash_attention``'s
+        saves its own), so the backward does not run the forward again."""
         key = tuple((a if i in self.static else (tuple(a.shape), a.dtype))
                     for i, a in enumerate(args))
-        hit = self.cache.get(("vjp", key))
+        hit = self.cache.get(("split", key))
         if hit is not None:
             return hit
         jax = _jax()
         static = {i: a for i, a in enumerate(args) if i in self.static}
         n = len(args) - len(static)
         fn = self.fn
+        held = {}
 
         def full(*xs):
             it = iter(xs)
             return fn(*[static[i] if i in static else next(it) for i in range(len(args))])
 
-        def vjp(*flat):
-            xs, cts = flat[:n], flat[n:]
+        def forward(*xs):
             out, pull = jax.vjp(full, *xs)
-            tree = jax.tree_util.tree_structure(out)
-            return pull(jax.tree_util.tree_unflatten(tree, list(cts)))
+            flat, tree = jax.tree_util.tree_flatten(out)
 
-        vjp.__name__ = f"{_name(fn)}_vjp"
-        hit = _Kernel(vjp, ())
-        self.cache[("vjp", key)] = hit
+            def back(*cts):
+                return pull(jax.tree_util.tree_unflatten(tree, list(cts)))
+
+            bwd, res = jax.closure_convert(back, *flat)
+            held["bwd"], held["n"] = bwd, len(flat)
+            return (*flat, *res)
+
+        def backward(*flat):
+            k = held["n"]
+            nres = len(flat) - k
+            return held["bwd"](*flat[nres:], *flat[:nres])
+
+        forward.__name__ = f"{_name(fn)}_fwd"
+        backward.__name__ = f"{_name(fn)}_bwd"
+        fwd = _Kernel(forward, ())
+        # Tracing the forward fixes the backward's jaxpr and the number of outputs.
+        avals = [a for i, a in enumerate(args) if i not in self.static]
+        fwd._traced(avals)
+        hit = (fwd, _Kernel(backward, ()), held["n"])
+        del n
+        self.cache[("split", key)] = hit
         return hit
 
     def assembly(self, *args) -> list[str]:
@@ -717,37 +748,30 @@ class _Kernel:
 
 
 class _Differentiable(torch.autograd.Function):
-    """A kernel call that PyTorch's autograd differentiates through JAX's ``jax.vjp``."""
+    """A kernel call that PyTorch's autograd differentiates through JAX's reverse mode: the
+    forward kernel returns the outputs and JAX's residuals, kept for the backward kernel."""
 
     @staticmethod
     def forward(ctx, kernel, args, *tensors):
-        outs, tree = kernel._flat(args)
-        ctx.kernel, ctx.args, ctx.tree = kernel, args, tree
-        ctx.save_for_backward(*tensors)
+        fwd, bwd, n = kernel._split(args)
+        flat, _ = fwd._flat(list(tensors))
+        outs, res = flat[:n], flat[n:]
+        ctx.bwd, ctx.nout = bwd, n
+        ctx.shapes = [(tuple(o.shape), o.dtype) for o in outs]
+        ctx.floating = [t.is_floating_point() for t in tensors]
+        ctx.save_for_backward(*res)
         ctx.mark_non_differentiable(*[o for o in outs if not o.is_floating_point()])
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grads):
-        tensors = ctx.saved_tensors
-        outs = [g if g is not None else None for g in grads]
-        cts = []
-        for g, t in zip(outs, _shapes_of(ctx)):
-            cts.append(g.contiguous() if g is not None else torch.zeros(t[0], dtype=t[1],
-                                                                         device=tensors[0].device))
-        grads_in = ctx.kernel._vjp(ctx.args)(*tensors, *cts)
-        if isinstance(grads_in, torch.Tensor):
-            grads_in = (grads_in,)
-        res = []
-        for t, g in zip(tensors, grads_in):
-            res.append(g if t.is_floating_point() and g is not None else None)
-        return (None, None, *res)
-
-
-def _shapes_of(ctx):
-    closed, _ = ctx.kernel._traced(ctx.args)
-    return [(tuple(v.aval.shape), _JAX_TO_TORCH[_dtype_name(v.aval.dtype)])
-            for v in closed.jaxpr.outvars]
+        res = ctx.saved_tensors
+        device = res[0].device if res else _DEVICE[0]
+        cts = [g.contiguous() if g is not None else torch.zeros(s, dtype=d, device=device)
+               for g, (s, d) in zip(grads, ctx.shapes)]
+        grads_in = ctx.bwd._flat([*res, *cts])[0]
+        out = [g if f and g is not None else None for f, g in zip(ctx.floating, grads_in)]
+        return (None, None, *out)
 
 
 def custom_jax_kernel(fn=None, *, static_argnums=()):
