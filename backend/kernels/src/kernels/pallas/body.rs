@@ -237,7 +237,7 @@ impl Body<'_> {
     /// Stores `x` if computing it again would cost more than a load.
     fn keep(&mut self, x: &Rc<Expr>) -> Result<(), PallasError> {
         match &x.kind {
-            Kind::Leaf(_) | Kind::Const(..) | Kind::Dyn(..) => Ok(()),
+            Kind::Leaf(_) | Kind::Const(..) | Kind::Dyn(..) | Kind::Iota(_) => Ok(()),
             Kind::View(a) if a.stored().is_some() => Ok(()),
             _ => self.materialize(x).map(|_| ()),
         }

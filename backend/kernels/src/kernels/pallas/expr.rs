@@ -59,6 +59,10 @@ pub enum Kind {
     Const(Scalar, Dt),
     /// A scalar computed while running, broadcast (its register's bits as the dtype's lanes).
     Dyn(Rc<super::values::Sr>, Dt),
+    /// An int32 iota along the lanes (`true`: the column index) or the sublanes (the row
+    /// index), computed in a register per tile; its values in each tile are known while
+    /// lowering, so comparisons of it decide whole tiles ([`range`]).
+    Iota(bool),
     /// A pointwise operation of `args`, computed in `ty` lanes from operands of dtype `from`.
     Op {
         /// The operation.
@@ -145,10 +149,103 @@ impl Expr {
             return Vec::new();
         }
         match &self.kind {
-            Kind::Leaf(_) | Kind::Const(..) | Kind::Dyn(..) => Vec::new(),
+            Kind::Leaf(_) | Kind::Const(..) | Kind::Dyn(..) | Kind::Iota(_) => Vec::new(),
             Kind::Op { args, .. } => args.iter().collect(),
             Kind::View(a) | Kind::Tile(a) => vec![a],
         }
+    }
+}
+
+/// The least and greatest value an int32 node takes in tile (i, j), when known while lowering
+/// (iotas, constants, and sums, differences and products of them); `None` otherwise.
+pub fn range(n: &Expr, i: u32, j: u32) -> Option<(i64, i64)> {
+    if n.cache.borrow().is_some() || n.dt != Dt::I32 {
+        return None;
+    }
+    let child = |a: &Expr| {
+        (
+            if a.rows == 1 { 0 } else { i },
+            if a.cols == 1 { 0 } else { j },
+        )
+    };
+    let r = match &n.kind {
+        Kind::Iota(true) => {
+            let b = (j * LANES) as i64;
+            (b, b + LANES as i64 - 1)
+        }
+        Kind::Iota(false) => {
+            let b = (i * SUB) as i64;
+            (b, b + SUB as i64 - 1)
+        }
+        Kind::Const(s, _) => (s.as_i64(), s.as_i64()),
+        Kind::View(a) => {
+            let (ci, cj) = child(a);
+            range(a, ci, cj)?
+        }
+        Kind::Op {
+            op: Op::Bin(b),
+            ty: VType::I32,
+            args,
+            ..
+        } if args.len() == 2 => {
+            let (ai, aj) = child(&args[0]);
+            let (bi, bj) = child(&args[1]);
+            let (x, y) = (range(&args[0], ai, aj)?, range(&args[1], bi, bj)?);
+            match b {
+                VBinOp::Add => (x.0 + y.0, x.1 + y.1),
+                VBinOp::Sub => (x.0 - y.1, x.1 - y.0),
+                VBinOp::Mul => {
+                    let c = [x.0 * y.0, x.0 * y.1, x.1 * y.0, x.1 * y.1];
+                    (*c.iter().min()?, *c.iter().max()?)
+                }
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    // Wrapping arithmetic past int32 is not decided here.
+    let fits = |v: i64| v >= i32::MIN as i64 && v <= i32::MAX as i64;
+    (fits(r.0) && fits(r.1)).then_some(r)
+}
+
+/// Whether bool node `n` is the same in every element of tile (i, j), and which: an int32
+/// comparison whose operands' ranges there do not overlap the other way (the causal mask of
+/// a block off the diagonal).
+pub fn decided(n: &Expr, i: u32, j: u32) -> Option<bool> {
+    if n.cache.borrow().is_some() {
+        return None;
+    }
+    let Kind::Op {
+        op: Op::Cmp(c),
+        ty: VType::I32,
+        args,
+        ..
+    } = &n.kind
+    else {
+        return None;
+    };
+    let at = |a: &Expr| {
+        (
+            if a.rows == 1 { 0 } else { i },
+            if a.cols == 1 { 0 } else { j },
+        )
+    };
+    let (ai, aj) = at(&args[0]);
+    let (bi, bj) = at(&args[1]);
+    let (x, y) = (range(&args[0], ai, aj)?, range(&args[1], bi, bj)?);
+    match c {
+        CmpOp::Lt if x.1 < y.0 => Some(true),
+        CmpOp::Lt if x.0 >= y.1 => Some(false),
+        CmpOp::Le if x.1 <= y.0 => Some(true),
+        CmpOp::Le if x.0 > y.1 => Some(false),
+        CmpOp::Gt if x.0 > y.1 => Some(true),
+        CmpOp::Gt if x.1 <= y.0 => Some(false),
+        CmpOp::Ge if x.0 >= y.1 => Some(true),
+        CmpOp::Ge if x.1 < y.0 => Some(false),
+        CmpOp::Eq if x.0 == x.1 && y.0 == y.1 => Some(x.0 == y.0),
+        CmpOp::Eq | CmpOp::Ne if x.1 < y.0 || y.1 < x.0 => Some(*c == CmpOp::Ne),
+        CmpOp::Ne if x.0 == x.1 && y.0 == y.1 => Some(x.0 != y.0),
+        _ => None,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use tpuemu_isa::ops::{CmpOp, VBinOp, VUnOp};
+use tpuemu_isa::ops::{CmpOp, VBinOp, VType, VUnOp};
 
 use super::PallasError;
 use super::body::{Body, Val};
@@ -186,6 +186,35 @@ impl Body<'_> {
                 }
             })
             .collect::<Result<_, _>>()?;
+        // `x + 0` and `x - 0` of integers, `x * 1`: the value itself (exact; a float `x + 0.0`
+        // is not, for `-0.0`).
+        let is_const = |a: &Rc<Expr>, v: f32| {
+            matches!(&a.kind, Kind::Const(s, _) if s.as_f32() == v) && a.cache.borrow().is_none()
+        };
+        let keep = match (op, args.as_slice()) {
+            (Op::Bin(VBinOp::Add), [x, c]) | (Op::Bin(VBinOp::Add), [c, x])
+                if ty == VType::I32 && is_const(c, 0.0) =>
+            {
+                Some(x.clone())
+            }
+            (Op::Bin(VBinOp::Sub), [x, c]) if ty == VType::I32 && is_const(c, 0.0) => {
+                Some(x.clone())
+            }
+            (Op::Bin(VBinOp::Mul), [x, c]) | (Op::Bin(VBinOp::Mul), [c, x]) if is_const(c, 1.0) => {
+                Some(x.clone())
+            }
+            _ => None,
+        };
+        if let Some(x) = keep
+            && (x.rows, x.cols, x.dt) == (rows, cols, dt)
+            && !transposed
+        {
+            return Ok(vec![Val::E(if x.shape == out_shape {
+                x
+            } else {
+                Expr::new(Kind::View(x), rows, cols, dt, out_shape)
+            })]);
+        }
         let node = Expr::new(
             Kind::Op {
                 op,

@@ -243,6 +243,18 @@ impl Body<'_> {
         }
         // Stored along its axis only: the other one is a broadcast.
         let (sr, sc) = if along_lanes { (1, cols) } else { (rows, 1) };
+        if dt == super::spec::Dt::I32 {
+            // Computed in registers where used: its values per tile are known while lowering
+            // (a causal mask decides whole tiles).
+            let x = Expr::new(Kind::Iota(along_lanes), sr, sc, dt, o.shape.clone());
+            return Ok(vec![Val::E(Expr::new(
+                Kind::View(x),
+                rows,
+                cols,
+                dt,
+                o.shape.clone(),
+            ))]);
+        }
         let mut out = self
             .vmem
             .array(sr, sc, MemFmt::W32, dt, o.shape.clone(), "a value")?;

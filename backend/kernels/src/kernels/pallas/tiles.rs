@@ -10,11 +10,12 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use tpuemu_isa::ops::MemFmt;
+use tpuemu_isa::ops::VType;
 use tpuemu_isa::{Instr, MReg, ProgramBuilder, VReg, VSrc};
 
 use super::PallasError;
 use super::body::Body;
-use super::expr::{Expr, Kind, Op, emit};
+use super::expr::{Expr, Kind, Op, decided, emit};
 use super::values::{Arr, load, store, vtype};
 
 /// The first register of the pool values are evaluated in (v0..v7 are the consumers').
@@ -59,6 +60,9 @@ struct TileEval {
     free: Vec<VReg>,
     held: HashMap<(*const Expr, u32, u32), (VReg, u32)>,
     uses: HashMap<*const Expr, u32>,
+    /// Uses a parent gave up at a tile before the node was evaluated there (a select whose
+    /// condition is decided there does not evaluate the other case).
+    skipped: HashMap<(*const Expr, u32, u32), u32>,
     acts: Vec<Act>,
 }
 
@@ -92,9 +96,44 @@ impl TileEval {
                 let (ci, cj) = child_tile(n, a, i, j);
                 self.release(a, ci, cj)
             }
+            // A decided select holds the case it chose.
+            Kind::Op {
+                op: Op::Select,
+                args,
+                ..
+            } if n.cache.borrow().is_none() && chosen(n, args, i, j).is_some() => {
+                let c = &args[chosen(n, args, i, j).unwrap_or(1)];
+                if matches!(c.kind, Kind::Const(..)) && c.cache.borrow().is_none() {
+                    // A constant case was moved into the select's own register.
+                    self.free.push(r);
+                } else {
+                    let (ci, cj) = child_tile(n, c, i, j);
+                    self.release(c, ci, cj)
+                }
+            }
             _ => self.free.push(r),
         }
     }
+
+    /// `n`'s parent at tile (i, j) will not use it there.
+    fn skip(&mut self, n: &Expr, i: u32, j: u32) {
+        let key = (n as *const Expr, i, j);
+        if self.held.contains_key(&key) {
+            self.release(n, i, j);
+        } else {
+            *self.skipped.entry(key).or_insert(0) += 1;
+        }
+    }
+}
+
+/// For a select whose condition is the same in all of tile (i, j): the operand it takes there
+/// (1 for case 0, 2 for case 1).
+fn chosen(n: &Expr, args: &[Rc<Expr>], i: u32, j: u32) -> Option<usize> {
+    if args.len() != 3 {
+        return None;
+    }
+    let (ci, cj) = child_tile(n, &args[0], i, j);
+    decided(&args[0], ci, cj).map(|b| if b { 2 } else { 1 })
 }
 
 /// Whether `x` is a comparison that only a select reads, evaluated nowhere else.
@@ -123,9 +162,77 @@ fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> 
     if let Some((r, _)) = st.held.get(&key) {
         return Ok(*r);
     }
-    let uses = st.uses.get(&key.0).copied().unwrap_or(1);
+    let uses =
+        st.uses.get(&key.0).copied().unwrap_or(1) - st.skipped.get(&key).copied().unwrap_or(0);
     let cached = n.cache.borrow().clone();
     let r = match (&n.kind, cached) {
+        // A comparison the same in all of the tile: a constant there.
+        (Kind::Op { op: Op::Cmp(_), .. }, None) if decided(n, i, j).is_some() => {
+            let b = decided(n, i, j).unwrap_or(false);
+            for a in n.children() {
+                let (ci, cj) = child_tile(n, a, i, j);
+                st.skip(a, ci, cj);
+            }
+            let r = st.alloc()?;
+            st.acts.push(Act::I(Instr::VMov {
+                ty: VType::I32,
+                dst: r,
+                src: VSrc::Imm(b as u32),
+            }));
+            r
+        }
+        // A select whose condition is decided in the tile: the case it takes (the causal
+        // mask off the diagonal).
+        (
+            Kind::Op {
+                op: Op::Select,
+                args,
+                ..
+            },
+            None,
+        ) if chosen(n, args, i, j).is_some() => {
+            let k = chosen(n, args, i, j).unwrap_or(1);
+            for (m, a) in args.iter().enumerate() {
+                if m != k {
+                    let (ci, cj) = child_tile(n, a, i, j);
+                    st.skip(a, ci, cj);
+                }
+            }
+            let c = &args[k];
+            let (ci, cj) = child_tile(n, c, i, j);
+            match (&c.kind, c.cache.borrow().is_none()) {
+                (Kind::Const(s, d), true) => {
+                    st.skip(c, ci, cj);
+                    let r = st.alloc()?;
+                    st.acts.push(Act::I(Instr::VMov {
+                        ty: vtype(*d),
+                        dst: r,
+                        src: VSrc::Imm(s.convert(*d).bits(*d)),
+                    }));
+                    r
+                }
+                _ => eval(st, c, ci, cj)?,
+            }
+        }
+        (Kind::Iota(lanes), None) => {
+            let r = st.alloc()?;
+            let (kind, base) = if *lanes {
+                (tpuemu_isa::ops::IotaKind::Lane, j * super::values::LANES)
+            } else {
+                (tpuemu_isa::ops::IotaKind::Sub, i * super::values::SUB)
+            };
+            st.acts.push(Act::I(Instr::VIota { kind, dst: r }));
+            if base != 0 {
+                st.acts.push(Act::I(Instr::VBin {
+                    op: tpuemu_isa::ops::VBinOp::Add,
+                    ty: VType::I32,
+                    dst: r,
+                    a: r,
+                    b: VSrc::Imm(base),
+                }));
+            }
+            r
+        }
         (_, Some(a)) => {
             let r = st.alloc()?;
             st.acts.push(Act::Load(r, a, i, j));
@@ -304,6 +411,7 @@ impl Body<'_> {
                     free,
                     held: HashMap::new(),
                     uses: uses.clone(),
+                    skipped: HashMap::new(),
                     acts: Vec::new(),
                 };
                 match eval(&mut st, n, i, j) {
