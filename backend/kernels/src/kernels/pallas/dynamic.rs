@@ -208,11 +208,10 @@ impl Body<'_> {
         if dt.is_float() || dts.iter().any(|d| d.is_float()) {
             // The scalar unit computes integers: float work on such a scalar is done in a
             // vector (the value broadcast), which serves as an array of shape ().
-            return Ok(self
+            return self
                 .pointwise(eq, ins.to_vec(), dt)?
-                .into_iter()
-                .next()
-                .unwrap_or(Val::S(super::scalar::Scalar::F(0.0), dt)));
+                .pop()
+                .ok_or_else(|| PallasError::Spec(format!("`{prim}` without a result")));
         }
         // `x + k`, `x - k`: remembered as x's register plus k (see `scaled_sum`).
         let origin = match (prim, &ins[0], ins.get(1)) {
