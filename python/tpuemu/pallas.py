@@ -424,6 +424,24 @@ def _kernel_op(spec: dict):
 # ---- running the traced function --------------------------------------------------------------
 
 
+def _strided(x: torch.Tensor):
+    """For a broadcast of a whole contiguous buffer (``expand`` of it): the element strides of
+    ``x`` in that buffer and the buffer as a 1-D tensor, so that a kernel reads it where it
+    repeats (its block copies use stride 0) instead of a materialised copy; ``None``
+    otherwise."""
+    if x.is_contiguous() or x.storage_offset() != 0 or 0 not in x.stride():
+        return None
+    kept = [(n, st) for n, st in zip(x.shape, x.stride()) if st != 0 and n != 1]
+    want = 1
+    for n, st in reversed(kept):
+        if st != want:
+            return None
+        want *= n
+    if x.untyped_storage().nbytes() != want * x.element_size():
+        return None
+    return list(x.stride()), x.as_strided((want,), (1,))
+
+
 def _whole(x: torch.Tensor) -> torch.Tensor:
     """A kernel takes whole contiguous buffers."""
     if x.storage_offset() != 0 or not x.is_contiguous():
@@ -452,13 +470,22 @@ def _run(jaxpr, consts, args, device, memo=None):
         ins = [read(a) for a in e.invars]
         name = e.primitive.name
         if name == "pallas_call":
-            op = _kernel_op(_kernel_spec(e))
+            spec = _kernel_spec(e)
             # int8 scalar-prefetch arrays (splash attention's block masks) go widened to
             # int32, one SMEM word per value; the device computes no int8, so the widening
             # is done on the host (these are small tables).
             nidx = e.params["grid_mapping"].num_index_operands
             ins = [x.cpu().to(torch.int32).to(device) if i < nidx and x.dtype == torch.int8
                    else x for i, x in enumerate(ins)]
+            # A broadcast input of a pipelined block is read unexpanded.
+            for i, x in enumerate(ins):
+                o = spec["operands"][i]
+                if i < spec["num_inputs"] and not o["space"] and isinstance(x, torch.Tensor):
+                    st = _strided(x)
+                    if st is not None:
+                        o["strides"], ins[i] = st[0], st[1]
+                        o["hbm_shape"] = list(st[1].shape)
+            op = _kernel_op(spec)
             outs = op(*[_whole(x) for x in ins])
             outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
         elif name in _CALL_PRIMS:
@@ -517,7 +544,9 @@ def _bcast(e, x):
     view = [1] * len(shape)
     for i, d in enumerate(dims):
         view[d] = x.shape[i]
-    return x.reshape(view).expand(shape).contiguous()
+    # A view: a kernel reads it unexpanded (stride 0 where it repeats, `_strided`); other
+    # operators take views as they are.
+    return x.reshape(view).expand(shape)
 
 
 _DEVICE = [torch.device("tpu")]

@@ -68,7 +68,12 @@ pub fn register(rt: &Runtime, json: &str) -> Result<(String, Vec<Meta>)> {
                 } else {
                     dt
                 };
-                (o.shape.clone(), dtype(dt))
+                let shape = if o.strides.is_empty() {
+                    o.shape.clone()
+                } else {
+                    o.hbm_shape.clone()
+                };
+                (shape, dtype(dt))
             })
             .collect()
     };

@@ -346,11 +346,27 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
                 format!("{what}: a block that squeezes the array's last dimension"),
             ));
         }
-        // Row-major strides of the whole array, in elements.
+        // Strides of the whole array in its HBM buffer, in elements: row-major, or as given
+        // (a broadcast input passed unexpanded: stride 0 where it repeats).
         let mut strides = vec![1i64; o.shape.len()];
         for d in (0..last).rev() {
             strides[d] = strides[d + 1] * o.shape[d + 1] as i64;
         }
+        if !o.strides.is_empty() {
+            strides = o.strides.clone();
+        }
+        // The block's rows as one DMA dimension, its columns as a contiguous run or (strided
+        // along the last dimension) as a second one.
+        let run = |cin: u32, rin: u32, hstride: i64, vstride: i64| {
+            if strides[last] == 1 {
+                (cin * esz as u32, vec![(rin, hstride, vstride)])
+            } else {
+                (
+                    esz as u32,
+                    vec![(rin, hstride, vstride), (cin, strides[last] * esz, esz)],
+                )
+            }
+        };
         let row_dim = if kdims.len() >= 2 {
             Some(kdims[kdims.len() - 2])
         } else {
@@ -378,10 +394,10 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
                     ),
                 ));
             }
-            let dims = [(rows, hstride, a.stride as i64)];
+            let (el, dims) = run(cols, rows, hstride, a.stride as i64);
             descs.push([
-                e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, true)),
-                e.descriptor(&hbm_vmem_desc(cols * esz as u32, &dims, false)),
+                e.descriptor(&hbm_vmem_desc(el, &dims, true)),
+                e.descriptor(&hbm_vmem_desc(el, &dims, false)),
             ]);
             bytes.push(rows as u64 * cols as u64 * esz as u64);
             let mult = o
@@ -441,10 +457,10 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
                 off += start * strides[d];
             }
             offsets.push(off * esz);
-            let dims = [(rin as u32, hstride, a.stride as i64)];
+            let (el, dims) = run(cin as u32, rin as u32, hstride, a.stride as i64);
             descs.push([
-                e.descriptor(&hbm_vmem_desc(cin as u32 * esz as u32, &dims, true)),
-                e.descriptor(&hbm_vmem_desc(cin as u32 * esz as u32, &dims, false)),
+                e.descriptor(&hbm_vmem_desc(el, &dims, true)),
+                e.descriptor(&hbm_vmem_desc(el, &dims, false)),
             ]);
             bytes.push(rin as u64 * cin as u64 * esz as u64);
         }

@@ -145,9 +145,16 @@ pub struct Operand {
     /// The index map: grid indices to block indices, one per dimension.
     pub index_map: Jaxpr,
     /// `"any"` for `memory_space=pl.ANY`: the kernel gets the whole array in HBM and copies
-    /// what it needs itself; empty for a pipelined block.
+    /// what it needs itself; `"smem"` for scalar prefetch; empty for a pipelined block.
     #[serde(default)]
     pub space: String,
+    /// For a pipelined input passed as a broadcast of a smaller buffer: the element strides of
+    /// `shape` in that buffer (0 where it repeats); row-major when empty.
+    #[serde(default)]
+    pub strides: Vec<i64>,
+    /// With `strides`: the shape of the buffer passed (the operator's input).
+    #[serde(default)]
+    pub hbm_shape: Vec<usize>,
 }
 
 impl Operand {
@@ -262,6 +269,27 @@ impl KernelSpec {
                     k,
                     format!("{what}: an int8 array outside scalar prefetch"),
                 ));
+            }
+            if !o.strides.is_empty() {
+                let elems: usize = o.hbm_shape.iter().product();
+                let reach: i64 = o
+                    .shape
+                    .iter()
+                    .zip(&o.strides)
+                    .map(|(&s, &st)| (s as i64 - 1).max(0) * st)
+                    .sum();
+                if i >= self.num_inputs
+                    || o.in_hbm()
+                    || o.in_smem()
+                    || o.strides.len() != o.shape.len()
+                    || o.strides.iter().any(|&s| s < 0)
+                    || reach >= elems.max(1) as i64
+                {
+                    return Err(PallasError::Spec(format!(
+                        "{what}: strides {:?} of a buffer of shape {:?} for an array of shape {:?}",
+                        o.strides, o.hbm_shape, o.shape
+                    )));
+                }
             }
             if o.in_smem() {
                 if dt.bytes() != 4 && dt != Dt::I8 {
