@@ -174,7 +174,24 @@ impl Body<'_> {
             }
         }
         let mut env: HashMap<u32, Val> = j.invars.iter().map(|v| v.id).zip(args).collect();
+        // Results computed ahead, in the pass that stored their operand (`keep_fused`).
+        let mut ahead: HashMap<usize, Val> = HashMap::new();
         for (k, eq) in j.eqns.iter().enumerate() {
+            if let Some(v) = ahead.remove(&k) {
+                for a in &eq.ins {
+                    if let Atom::Var { v } = a
+                        && last.get(v) == Some(&k)
+                    {
+                        env.remove(v);
+                    }
+                }
+                if let Some(o) = eq.outs.first()
+                    && last.contains_key(&o.id)
+                {
+                    env.insert(o.id, v);
+                }
+                continue;
+            }
             // An equation without results runs for its effect (a store, a copy).
             if !effectful(&eq.prim)
                 && !eq.outs.is_empty()
@@ -220,7 +237,11 @@ impl Body<'_> {
                 let v = match v {
                     Val::E(x) if uses.get(&o.id).copied().unwrap_or(0) > 1 => {
                         self.e.b.mark_begin(&label(eq));
-                        self.keep(&x)?;
+                        let n = uses.get(&o.id).copied().unwrap_or(0);
+                        let later = later_uses(j, k, o.id);
+                        if !self.keep_fused(&x, &later, n, &mut ahead)? {
+                            self.keep(&x)?;
+                        }
                         self.e.b.mark_end();
                         Val::E(x)
                     }
@@ -755,6 +776,20 @@ pub(super) fn indexers(p: Option<&serde_json::Value>) -> Vec<Vec<serde_json::Val
         out.extend(more.iter().map(|m| dims(Some(m))));
     }
     out
+}
+
+/// The equations after `k` that read variable `v`, with their index.
+fn later_uses(j: &Jaxpr, k: usize, v: u32) -> Vec<(usize, &Eqn)> {
+    j.eqns
+        .iter()
+        .enumerate()
+        .skip(k + 1)
+        .filter(|(_, e)| {
+            e.ins
+                .iter()
+                .any(|a| matches!(a, Atom::Var { v: x } if *x == v))
+        })
+        .collect()
 }
 
 /// A region's name: the primitive and where the kernel's source wrote it (`exp kernel.py:12`).
