@@ -493,6 +493,65 @@ def test_a_slice_of_a_read_is_kept_from_a_later_store():
     assert torch.equal(got, x[:8])
 
 
+def div_by_scalar_kernel(n_ref, x_ref, o_ref):
+    x, n = x_ref[...], n_ref[0]
+    o_ref[...] = x // n + (x >> n_ref[1]) + x % n
+
+
+def div_by_scalar(n, x, interpret=False):
+    return pl.pallas_call(
+        div_by_scalar_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1,
+            grid=(1,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, n: (0, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, n: (0, 0)),
+        ),
+        interpret=interpret,
+    )(n, x)
+
+
+@pytest.mark.parametrize("n", [[7, 3], [-3, 40], [0, 1]])
+def test_arrays_divided_and_shifted_by_a_prefetched_scalar_as_xla(n):
+    # The divisor and the shift are only known while running (XLA: x // 0 = -1, x % 0 = x,
+    # a shift by 32 or more shifts everything out).
+    torch.manual_seed(9)
+    x = torch.randint(-1000, 1000, (8, 128), dtype=torch.int32)
+    s = torch.tensor(n, dtype=torch.int32)
+    got = tpuemu.pallas.custom_jax_kernel(div_by_scalar)(s.to("tpu"), x.to("tpu")).cpu()
+    want = div_by_scalar(jnp.asarray(s.numpy()), jnp.asarray(x.numpy()), interpret=True)
+    assert torch.equal(got, torch.from_numpy(np.array(want)))
+
+
+def test_an_iota_of_one_row_broadcast_to_many():
+    def kernel(x_ref, o_ref):
+        rows = jax.lax.broadcasted_iota(jnp.int32, (1, 128), 0)
+        o_ref[...] = (rows + jnp.zeros((8, 128), jnp.int32)).astype(jnp.float32) + x_ref[...]
+
+    def f(x, interpret=False):
+        return pl.pallas_call(
+            kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), interpret=interpret)(x)
+
+    x = torch.randn(8, 128)
+    got = tpuemu.pallas.custom_jax_kernel(f)(x.to("tpu")).cpu()
+    assert torch.equal(got, x)
+
+
+def test_backward_keeps_boolean_residuals_and_results_are_not_views():
+    # JAX saves `x > 0` (a bool array) for the backward of `where`: the residuals of any dtype
+    # go from the forward kernel to the backward one.
+    def f(x, idx):
+        return jnp.where(idx > 1, x * 2.0, -x), jnp.broadcast_to(x, (2, *x.shape))
+
+    x, idx = torch.randn(8, 128), torch.randint(0, 4, (8, 128), dtype=torch.int32)
+    xt = x.to("tpu").requires_grad_()
+    out, wide = tpuemu.pallas.custom_jax_kernel(f)(xt, idx.to("tpu"))
+    out.sum().backward()
+    assert torch.equal(xt.grad.cpu(), torch.where(idx > 1, 2.0, -1.0))
+    assert not wide._is_view()
+    assert torch.equal(wide.cpu(), x.expand(2, 8, 128))
+
 def test_jnp_around_the_kernel_runs_as_backend_operators():
     @tpuemu.pallas.custom_jax_kernel
     def f(x, y):

@@ -499,6 +499,9 @@ def _run(jaxpr, consts, args, device, memo=None):
                 hit = (ins[0], _bcast(e, ins[0]))
                 memo[key] = hit
             outs = [hit[1]]
+        elif all(v.aval.dtype == _jax().dtypes.float0 for v in e.outvars):
+            # The cotangent of an integer input (JAX's `float0`): no gradient.
+            outs = [None] * len(e.outvars)
         else:
             f = _TORCH.get(name)
             if f is None:
@@ -593,7 +596,7 @@ def _bin(f):
 
 
 _TORCH = {
-    "add": _bin(torch.add), "sub": _bin(torch.sub), "mul": _bin(torch.mul),
+    "add": _bin(torch.add), "add_any": _bin(torch.add), "sub": _bin(torch.sub), "mul": _bin(torch.mul),
     "div": lambda e, a, b: (torch.div(a, b, rounding_mode="trunc")
                             if not _tdt(e).is_floating_point else torch.div(a, b)).to(_tdt(e)),
     "max": lambda e, a, b: torch.maximum(torch.as_tensor(a), torch.as_tensor(b)),
@@ -686,6 +689,9 @@ class _Kernel:
         device = tensors[0].device if tensors else torch.device("tpu")
         _DEVICE[0] = device
         outs = _run(closed.jaxpr, closed.consts, tensors, device)
+        # Results are new arrays, as in JAX: never a view of an argument or of one another
+        # (a broadcast is a view while it runs).
+        outs = [o.clone() if isinstance(o, torch.Tensor) and o._is_view() else o for o in outs]
         return outs, _jax().tree_util.tree_structure(out_shape)
 
     def _split(self, args):
@@ -712,18 +718,17 @@ class _Kernel:
         def forward(*xs):
             out, pull = jax.vjp(full, *xs)
             flat, tree = jax.tree_util.tree_flatten(out)
-
-            def back(*cts):
-                return pull(jax.tree_util.tree_unflatten(tree, list(cts)))
-
-            bwd, res = jax.closure_convert(back, *flat)
-            held["bwd"], held["n"] = bwd, len(flat)
+            # The pullback is a pytree whose leaves are the residuals, of any dtype (integer
+            # indices and boolean masks too).
+            res, res_tree = jax.tree_util.tree_flatten(pull)
+            held["res_tree"], held["out_tree"], held["n"] = res_tree, tree, len(flat)
             return (*flat, *res)
 
         def backward(*flat):
             k = held["n"]
             nres = len(flat) - k
-            return held["bwd"](*flat[nres:], *flat[:nres])
+            pull = jax.tree_util.tree_unflatten(held["res_tree"], list(flat[:nres]))
+            return pull(jax.tree_util.tree_unflatten(held["out_tree"], list(flat[nres:])))
 
         forward.__name__ = f"{_name(fn)}_fwd"
         backward.__name__ = f"{_name(fn)}_bwd"
@@ -785,6 +790,12 @@ class _Differentiable(torch.autograd.Function):
         fwd, bwd, n = kernel._split(args)
         flat, _ = fwd._flat(list(tensors))
         outs, res = flat[:n], flat[n:]
+        # A residual that is a constant comes back a Python number: a 0-d tensor of its dtype.
+        closed, _ = fwd._traced(list(tensors))
+        avals = [v.aval for v in closed.jaxpr.outvars[n:]]
+        res = [r if isinstance(r, torch.Tensor) else torch.tensor(
+            r, dtype=_JAX_TO_TORCH[_dtype_name(a.dtype)], device=_DEVICE[0])
+            for r, a in zip(res, avals)]
         ctx.bwd, ctx.nout = bwd, n
         ctx.shapes = [(tuple(o.shape), o.dtype) for o in outs]
         ctx.floating = [t.is_floating_point() for t in tensors]

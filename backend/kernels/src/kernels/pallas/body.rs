@@ -549,8 +549,16 @@ impl Body<'_> {
             // It may start anywhere in the reference.
             let total = (lead.max(1) as u32) * r.slab.max(r.rows.div_ceil(SUB) * SUB * r.stride);
             let span = (r.addr + total + r.span).saturating_sub(addr.max(0) as u32);
-            let (b, extra) = self.scaled_sum(&dynamic)?;
+            let (mut b, extra) = self.scaled_sum(&dynamic)?;
             addr += extra;
+            if addr < 0 {
+                // `pl.ds(i - 1, n)` of an array at the start of VMEM: the constant goes into
+                // the register.
+                let t = self.sreg()?;
+                self.e.sadd(t.reg, b.reg, addr as i32);
+                b = t;
+                addr = 0;
+            }
             (Some(b), span)
         };
         Ok(Arr {

@@ -170,6 +170,11 @@ impl Body<'_> {
     /// Writes `vals` into `slots`: scalars through temporaries (a value may be another slot's
     /// register), arrays stored.
     fn write_slots(&mut self, vals: &[Val], slots: &[Slot]) -> Result<(), PallasError> {
+        let vals: Vec<Val> = vals
+            .iter()
+            .map(|v| self.force(v.clone()))
+            .collect::<Result<_, _>>()?;
+        let vals = &vals[..];
         let mut temps: Vec<Option<Rc<Sr>>> = Vec::with_capacity(slots.len());
         for (v, s) in vals.iter().zip(slots) {
             temps.push(match (v, s) {
@@ -323,6 +328,10 @@ impl Body<'_> {
         let mut args = cconsts;
         args.extend(self.slot_vals(&slots));
         let go = self.run(cj, args)?;
+        let go: Vec<Val> = go
+            .into_iter()
+            .map(|v| self.force(v))
+            .collect::<Result<_, _>>()?;
         match go.first() {
             Some(Val::D(r, _)) => {
                 let r = r.reg;

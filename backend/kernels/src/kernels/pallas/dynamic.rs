@@ -215,6 +215,8 @@ impl Body<'_> {
         }
         // `x + k`, `x - k`: remembered as x's register plus k (see `scaled_sum`).
         let origin = match (prim, &ins[0], ins.get(1)) {
+            // An int8 sum wraps: the register is not its operand plus k.
+            _ if dt == Dt::I8 => None,
             ("add", Val::D(r, _), Some(Val::S(k, _)))
             | ("add", Val::S(k, _), Some(Val::D(r, _))) => Some((r.clone(), k.as_i64())),
             ("sub", Val::D(r, _), Some(Val::S(k, _))) => Some((r.clone(), -k.as_i64())),

@@ -245,8 +245,13 @@ impl Body<'_> {
         let (sr, sc) = if along_lanes { (1, cols) } else { (rows, 1) };
         if dt == super::spec::Dt::I32 {
             // Computed in registers where used: its values per tile are known while lowering
-            // (a causal mask decides whole tiles).
-            let x = Expr::new(Kind::Iota(along_lanes), sr, sc, dt, o.shape.clone());
+            // (a causal mask decides whole tiles). Of extent 1 along its axis it is 0.
+            let kind = if (along_lanes && cols == 1) || (!along_lanes && rows == 1) {
+                Kind::Const(super::scalar::Scalar::I(0), dt)
+            } else {
+                Kind::Iota(along_lanes)
+            };
+            let x = Expr::new(kind, sr, sc, dt, o.shape.clone());
             return Ok(vec![Val::E(Expr::new(
                 Kind::View(x),
                 rows,

@@ -346,7 +346,11 @@ fn eval(st: &mut TileEval, n: &Rc<Expr>, i: u32, j: u32) -> Result<VReg, Spill> 
                     (Kind::Const(s, d), true) if immediate_ok(*op, k) => {
                         src.push(VSrc::Imm(s.convert(*d).bits(*d)));
                     }
-                    (Kind::Dyn(s, _), true) if immediate_ok(*op, k) => {
+                    // Integer division and shifts test their second operand lane by lane: a
+                    // scalar register goes through a vector one (below).
+                    (Kind::Dyn(s, _), true)
+                        if immediate_ok(*op, k) && !matches!(op, Op::IntDiv(_) | Op::Shift(_)) =>
+                    {
                         src.push(VSrc::S(s.reg));
                     }
                     _ => {
