@@ -442,6 +442,12 @@ def _strided(x: torch.Tensor):
     return list(x.stride()), x.as_strided((want,), (1,))
 
 
+def _fresh(outs):
+    """Results are new arrays, as in JAX: never a view of an argument or of one another (a
+    broadcast is a view while the function runs)."""
+    return [o.clone() if isinstance(o, torch.Tensor) and o._is_view() else o for o in outs]
+
+
 def _whole(x: torch.Tensor) -> torch.Tensor:
     """A kernel takes whole contiguous buffers."""
     if x.storage_offset() != 0 or not x.is_contiguous():
@@ -689,9 +695,6 @@ class _Kernel:
         device = tensors[0].device if tensors else torch.device("tpu")
         _DEVICE[0] = device
         outs = _run(closed.jaxpr, closed.consts, tensors, device)
-        # Results are new arrays, as in JAX: never a view of an argument or of one another
-        # (a broadcast is a view while it runs).
-        outs = [o.clone() if isinstance(o, torch.Tensor) and o._is_view() else o for o in outs]
         return outs, _jax().tree_util.tree_structure(out_shape)
 
     def _split(self, args):
@@ -778,6 +781,7 @@ class _Kernel:
             tree = _jax().tree_util.tree_structure(out_shape)
         else:
             outs, tree = self._flat(args)
+            outs = _fresh(outs)
         return _jax().tree_util.tree_unflatten(tree, list(outs))
 
 
@@ -789,7 +793,7 @@ class _Differentiable(torch.autograd.Function):
     def forward(ctx, kernel, args, *tensors):
         fwd, bwd, n = kernel._split(args)
         flat, _ = fwd._flat(list(tensors))
-        outs, res = flat[:n], flat[n:]
+        outs, res = _fresh(flat[:n]), flat[n:]
         # A residual that is a constant comes back a Python number: a 0-d tensor of its dtype.
         closed, _ = fwd._traced(list(tensors))
         avals = [v.aval for v in closed.jaxpr.outvars[n:]]
