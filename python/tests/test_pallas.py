@@ -590,8 +590,18 @@ def test_compiled_without_graph_break():
     torch._dynamo.reset()
     explained = torch._dynamo.explain(f)(x.to("tpu"), y.to("tpu"))
     assert explained.graph_break_count == 0, explained.break_reasons
-    got = torch.compile(f, backend="tpu")(x.to("tpu"), y.to("tpu")).cpu()
+    import warnings
+
+    tpuemu.reset_metrics()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.compile(f, backend="tpu")(x.to("tpu"), y.to("tpu")).cpu()
     torch.testing.assert_close(got, (x + y) * 3.0)
+    # The graph around the kernel compiles (the kernel runs as its own program between the
+    # compiled parts); nothing of it falls back to eager operators.
+    assert not [w for w in caught if "runs eagerly" in str(w.message)], [
+        str(w.message) for w in caught]
+    assert tpuemu.metrics()["graph_compiles"], tpuemu.metrics()["graph_compiles"]
 
 
 # ---- what Mosaic refuses -----------------------------------------------------------------------

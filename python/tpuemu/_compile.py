@@ -286,10 +286,19 @@ def _is_collective(n: torch.fx.Node) -> bool:
             and n.target.namespace in ("_c10d_functional", "c10d_functional", "c10d"))
 
 
+def _is_opaque(n: torch.fx.Node) -> bool:
+    """A node the graph compiler does not lower: a collective, or a Pallas kernel
+    (``tpuemu.pallas``: already a program of its own)."""
+    return _is_collective(n) or (
+        n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+        and n.target.namespace == "tpuemu_pallas")
+
+
 def _split_at_collectives(gm: torch.fx.GraphModule, kind: str):
-    """A graph with functional collectives (``torch.distributed._functional_collectives``): the
-    parts between collectives compile to programs of their own, the collectives run through
-    the tpu process group between them (their bytes move between the rank processes)."""
+    """A graph with functional collectives (``torch.distributed._functional_collectives``) or
+    Pallas kernels: the parts between them compile to programs of their own; the collectives
+    run through the tpu process group between them (their bytes move between the rank
+    processes), a Pallas kernel as its operator (its own program)."""
     from torch.fx.passes.split_module import split_module
 
     part = {}
@@ -297,12 +306,12 @@ def _split_at_collectives(gm: torch.fx.GraphModule, kind: str):
     for n in gm.graph.nodes:
         if n.op in ("placeholder", "output"):
             continue
-        if _is_collective(n):
+        if _is_opaque(n):
             p += 1
             part[n] = p
             p += 1
         elif n.op == "call_function" and n.target is operator.getitem and n.args[0] in part \
-                and _is_collective(n.args[0]):
+                and _is_opaque(n.args[0]):
             part[n] = part[n.args[0]]
         else:
             part[n] = p
@@ -310,7 +319,7 @@ def _split_at_collectives(gm: torch.fx.GraphModule, kind: str):
     for name, sub in list(split.named_children()):
         if not isinstance(sub, torch.fx.GraphModule):
             continue
-        if any(_is_collective(n) for n in sub.graph.nodes):
+        if any(_is_opaque(n) for n in sub.graph.nodes):
             continue
         if not any(n.op == "call_function" for n in sub.graph.nodes):
             continue
@@ -340,7 +349,7 @@ def _compiler(kind: str):
     counter = [0]
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
-        if any(_is_collective(n) for n in gm.graph.nodes):
+        if any(_is_opaque(n) for n in gm.graph.nodes):
             return _boxed(_split_at_collectives(gm, kind))
         name = f"{kind}_{len(_GRAPHS)}"
         counter[0] += 1
