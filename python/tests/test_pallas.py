@@ -308,6 +308,41 @@ def test_scalar_prefetch_drives_loops_branches_and_slices(mode):
     assert torch.equal(got, torch.from_numpy(np.array(jref)))
 
 
+def carry_kernel(n_ref, x_ref, y_ref, o_ref, p_ref):
+    # A loop whose trip count is data, carrying arrays: a sum weighted by the counter, and a
+    # pair that swaps every iteration (a, b) -> (b, a + b).
+    x = x_ref[...]
+
+    def body(i, c):
+        acc, a, b = c
+        return acc + x * i.astype(jnp.float32), b, a + b
+
+    acc, a, b = jax.lax.fori_loop(0, n_ref[0], body, (jnp.zeros_like(x), x, y_ref[...]))
+    o_ref[...] = acc
+    p_ref[...] = a * 10.0 + b
+
+
+def carry(n, x, y, interpret=False):
+    spec = pl.BlockSpec((8, 128), lambda i, n: (0, 0))
+    return pl.pallas_call(
+        carry_kernel,
+        out_shape=[jax.ShapeDtypeStruct(x.shape, x.dtype)] * 2,
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(1,), in_specs=[spec, spec], out_specs=[spec, spec]),
+        interpret=interpret,
+    )(n, x, y)
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_a_loop_bounded_by_data_carries_arrays(n):
+    torch.manual_seed(10)
+    x, y = torch.randn(8, 128), torch.randn(8, 128)
+    s = torch.tensor([n], dtype=torch.int32)
+    got = tpuemu.pallas.custom_jax_kernel(carry)(s.to("tpu"), x.to("tpu"), y.to("tpu"))
+    want = carry(*(jnp.asarray(t.numpy()) for t in (s, x, y)), interpret=True)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), torch.from_numpy(np.array(w)), rtol=1e-6, atol=1e-5)
+
 def _paged_reference(q, k_pages, v_pages, lengths, page_indices):
     """Attention of each sequence's query over its first `length` positions, gathered from its
     pages (the paged kernel applies no scale), in float32 on the CPU."""

@@ -12,7 +12,7 @@
 //! - what a branch or loop body stores for later use is forgotten after it (it may not have
 //!   run);
 //! - its results are in fixed places every path writes: a scalar register per scalar, a VMEM
-//!   array per array.
+//!   array per array (a loop's carried arrays live there between iterations).
 
 use std::rc::Rc;
 
@@ -157,12 +157,18 @@ impl Body<'_> {
             .collect()
     }
 
-    fn slot_vals(&self, slots: &[Slot]) -> Vec<Val> {
+    /// The slots' values. An array slot is read like a reference, so that writing one slot
+    /// keeps a value still reading it first (carries that swap: `(a, b) -> (b, a + b)`).
+    fn slot_vals(&mut self, slots: &[Slot]) -> Vec<Val> {
         slots
             .iter()
             .map(|s| match s {
                 Slot::S(r, dt) => Val::D(r.clone(), *dt),
-                Slot::A(a) => Val::E(Expr::leaf(a.clone())),
+                Slot::A(a) => {
+                    let x = Expr::leaf(a.clone());
+                    self.reads.push(Rc::downgrade(&x));
+                    Val::E(x)
+                }
             })
             .collect()
     }
@@ -183,18 +189,22 @@ impl Body<'_> {
                 _ => None,
             });
         }
+        // Arrays first: a value not computed yet may read a scalar slot's register (`acc + x
+        // * i` with `i` the loop's counter), which the scalar moves then overwrite.
+        for (v, s) in vals.iter().zip(slots) {
+            if let Slot::A(a) = s {
+                let x = self.expr_of(v, a.dt, &a.shape)?;
+                self.protect(a, Some(&x))?;
+                self.store_expr(&x, a)?;
+            }
+        }
         for ((v, s), t) in vals.iter().zip(slots).zip(&temps) {
-            match s {
-                Slot::S(d, _) => match t {
+            if let Slot::S(d, _) = s {
+                match t {
                     Some(t) => {
                         self.e.sadd(d.reg, t.reg, 0);
                     }
                     None => self.move_scalar(d.reg, v)?,
-                },
-                Slot::A(a) => {
-                    let x = self.expr_of(v, a.dt, &a.shape)?;
-                    self.protect(a, Some(&x))?;
-                    self.store_expr(&x, a)?;
                 }
             }
         }
@@ -309,13 +319,6 @@ impl Body<'_> {
         self.snapshot_reads()?;
         let vars: Vec<Var> = bj.invars[bj.invars.len() - init.len()..].to_vec();
         let slots = self.slots(eq, &vars)?;
-        if slots.iter().any(|s| matches!(s, Slot::A(_))) {
-            return Err(self.unsupported(format!(
-                "a loop whose trip count is computed from data carrying arrays{} (carry scalars; \
-                 keep arrays in references)",
-                at(&eq.src)
-            )));
-        }
         self.write_slots(&init, &slots)?;
         drop(init);
         // The constants stay in their registers for the whole loop: a register freed after
