@@ -11,7 +11,8 @@ use tpuemu_isa::ops::CmpOp;
 use tpuemu_isa::{DmaShape, MemRef, SReg, Sem};
 
 use super::PallasError;
-use super::body::{Body, Pos, Val, indexers};
+use super::body::{Body, Val};
+use super::refs::{Pos, indexers};
 use super::scalar::at;
 use super::spec::{Dt, Eqn};
 use super::values::Sr;

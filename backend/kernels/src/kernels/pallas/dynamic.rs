@@ -13,7 +13,8 @@ use tpuemu_isa::ops::{CmpOp, SAluOp};
 use tpuemu_isa::{Addr, SReg, SSrc};
 
 use super::PallasError;
-use super::body::{Body, Pos, Val, indexers};
+use super::body::{Body, Val};
+use super::refs::{Pos, indexers};
 use super::scalar::at;
 use super::spec::{Dt, Eqn};
 use super::values::{Lazy, Sr};

@@ -34,6 +34,7 @@ pub mod expr;
 mod matmul;
 mod pointwise;
 mod reduce;
+mod refs;
 pub mod scalar;
 mod shape;
 pub mod spec;
@@ -171,19 +172,7 @@ fn chosen_offset(
     prefetch: &[Val],
     mult: &[i64],
 ) -> Result<Rc<values::Sr>, PallasError> {
-    let mut body = Body {
-        e,
-        vmem,
-        kernel,
-        ids: point,
-        grid,
-        core,
-        reads: Vec::new(),
-        sregs: sregs.clone(),
-        stored: Vec::new(),
-        pending: Vec::new(),
-        products: Vec::new(),
-    };
+    let mut body = Body::new(e, vmem, kernel, point, grid, core, sregs.clone());
     let mut args: Vec<Val> = point
         .iter()
         .map(|&x| Val::S(scalar::Scalar::I(x as i32), Dt::I32))
@@ -626,19 +615,15 @@ pub fn build(spec: &KernelSpec, core: &CoreInfo) -> Result<Program, PallasError>
             })
             .collect();
         args.extend(scratch.iter().cloned());
-        let mut body = Body {
-            e: &mut e,
-            vmem: &mut vmem,
-            kernel: kname,
-            ids: point,
-            grid: &spec.grid,
+        let mut body = Body::new(
+            &mut e,
+            &mut vmem,
+            kname,
+            point,
+            &spec.grid,
             core,
-            reads: Vec::new(),
-            sregs: sregs.clone(),
-            stored: Vec::new(),
-            pending: Vec::new(),
-            products: Vec::new(),
-        };
+            sregs.clone(),
+        );
         body.run(&spec.body, args)?;
         vmem.release(mark);
         for k in nin..nops {
