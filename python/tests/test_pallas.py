@@ -229,6 +229,45 @@ def test_blocked_matmul_accumulates_over_k_in_vmem_scratch(mode, dtype):
     torch.testing.assert_close(got.float(), (a.float() @ b.float()), **tol)
 
 
+def products_kernel(a_ref, b_ref, c_ref, o_ref, acc_ref):
+    # The lowering reorders this body (the second product is issued with the first, the first
+    # store waits until the next read of its reference) and shares the matrix units by K chunks
+    # and by rows: the values must not change.
+    s = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+    acc_ref[...] = s
+    e = jnp.exp(s * 0.01)
+    t = acc_ref[...] * 2.0
+    d = jnp.dot(c_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+    acc_ref[...] = t + d
+    o_ref[...] = acc_ref[...] + e
+
+
+def products(a, b, c, interpret=False):
+    m, n = a.shape[0], b.shape[1]
+    return pl.pallas_call(
+        products_kernel,
+        out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((m, n), jnp.float32)],
+        interpret=interpret,
+    )(a, b, c)
+
+
+# (M, K, N): K in two chunks and M in two shares of 104 and 96 rows; M in four shares of 136
+# rows (popped 128 + 8 at a time); two column tiles and M in two shares.
+@pytest.mark.parametrize("mkn", [(200, 256, 128), (520, 128, 128), (64, 128, 256)])
+def test_products_shared_by_k_and_rows_and_reordered_keep_their_values(mode, mkn):
+    m, k, n = mkn
+    torch.manual_seed(4)
+    a, c = (torch.randn(m, k).to(torch.bfloat16) for _ in range(2))
+    b = torch.randn(k, n).to(torch.bfloat16)
+    got = tpuemu.pallas.custom_jax_kernel(products)(a.to("tpu"), b.to("tpu"), c.to("tpu")).cpu()
+    s, d = a.double() @ b.double(), c.double() @ b.double()
+    want = (2 * s + d + torch.exp(s * 0.01)).float()
+    # bf16 products are exact; only the float32 sums' order differs.
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(got, _reference(products, a, b, c), rtol=1e-5, atol=1e-4)
+
+
 def test_row_softmax_with_broadcast_bias(mode):
     torch.manual_seed(1)
     x, bias = torch.randn(64, 256), torch.randn(1, 256)
@@ -598,6 +637,25 @@ def test_jnp_around_the_kernel_runs_as_backend_operators():
     torch.testing.assert_close(got, x * 2 + y - 1)
     ops = tpuemu.metrics()["ops_by_name"]
     assert ops.get("aten::mul.Tensor", 0) + ops.get("aten::mul.Scalar", 0) >= 1, ops
+
+
+def test_jnp_around_the_kernel_is_fused_as_one_computation():
+    # TorchTPU jits the function as one XLA computation: in Strict mode its jnp parts are fused
+    # (the product and the sum in one kernel after `add`'s); Debug stays one operator at a time.
+    @tpuemu.pallas.custom_jax_kernel
+    def f(x, y):
+        return (add(x, y) * y).sum(-1)
+
+    x, y = torch.randn(16, 128), torch.randn(16, 128)
+    launched = {}
+    for m in ("strict", "debug"):
+        with tpuemu.mode_guard(m):
+            tpuemu.reset_metrics()
+            got = f(x.to("tpu"), y.to("tpu"))
+            assert tpuemu.mode() == m
+            torch.testing.assert_close(got.cpu(), ((x + y) * y).sum(-1))
+            launched[m] = tpuemu.metrics()["kernels_launched"]
+    assert launched == {"strict": 2, "debug": 3}
 
 
 def test_the_kernel_is_timed_and_traced_under_its_name(tmp_path):

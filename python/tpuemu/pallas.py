@@ -42,6 +42,7 @@ lowered.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -455,6 +456,31 @@ def _whole(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+@contextlib.contextmanager
+def _as_one_computation(tensors):
+    """TorchTPU jits a custom JAX kernel's function as one XLA computation, so its plain
+    ``jax.numpy`` parts are fused around the ``pallas_call``s whatever the eager mode. Here, in
+    Strict mode, the function runs recorded as in DeferAndFuse (its operators fused by the
+    backend's planner, the kernels launched in order) and is run whole before the call
+    returns, so an error still comes from this call. Debug mode stays launch-blocking, one
+    operator at a time; tracing under ``torch.compile`` is left alone (the graph is fused
+    there)."""
+    real = all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in tensors)
+    if not real or torch.compiler.is_compiling() or _rust.mode() != "strict":
+        yield
+        return
+    _rust.set_mode("defer")
+    try:
+        yield
+    finally:
+        try:
+            _rust.set_mode("strict")
+        except BaseException:
+            # The failed flush took what was recorded: switching again runs nothing.
+            _rust.set_mode("strict")
+            raise
+
+
 def _run(jaxpr, consts, args, device, memo=None):
     env = {}
     # Broadcasts of the same array to the same shape are materialised once per call (XLA
@@ -694,7 +720,8 @@ class _Kernel:
                                  "not on tpu")
         device = tensors[0].device if tensors else torch.device("tpu")
         _DEVICE[0] = device
-        outs = _run(closed.jaxpr, closed.consts, tensors, device)
+        with _as_one_computation(tensors):
+            outs = _run(closed.jaxpr, closed.consts, tensors, device)
         return outs, _jax().tree_util.tree_structure(out_shape)
 
     def _split(self, args):

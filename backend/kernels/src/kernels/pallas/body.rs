@@ -82,6 +82,9 @@ pub struct Body<'a> {
     pub pending: Vec<Weak<Lazy>>,
     /// Products `register * k` computed on the current path (forgotten where paths join).
     pub products: Vec<(Weak<Sr>, i64, Weak<Sr>)>,
+    /// The matrix unit the next product starts on: products take the units in turn, so one
+    /// issued while another drains runs beside it.
+    pub next_mxu: u32,
 }
 
 impl<'a> Body<'a> {
@@ -107,6 +110,7 @@ impl<'a> Body<'a> {
             stored: Vec::new(),
             pending: Vec::new(),
             products: Vec::new(),
+            next_mxu: 0,
         }
     }
 }
@@ -163,6 +167,8 @@ impl Body<'_> {
                 args.len()
             )));
         }
+        let scheduled = super::schedule::schedule(j);
+        let j = scheduled.as_ref().unwrap_or(j);
         // Each variable's last use: its value is dropped then (a read of a reference that
         // nothing uses any more need not be kept from a store).
         let mut last: HashMap<u32, usize> = HashMap::new();

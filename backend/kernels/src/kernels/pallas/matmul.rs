@@ -1,7 +1,8 @@
 //! `jnp.dot` / `lax.dot_general` of two 2-D arrays on the matrix units: the product is split
 //! into weight tiles of the array's size (K x N), spread over the core's matrix units, each
-//! streaming all M rows of the left operand and popping (accumulating over K) into an f32
-//! result. A transposed operand (a contraction over its first dimension, or `x.T`) is read
+//! streaming the M rows of the left operand (a share of them when units would be idle) and
+//! popping (accumulating over K) into an f32 result. Products take the units in turn, so one
+//! issued while another drains runs beside it. A transposed operand (a contraction over its first dimension, or `x.T`) is read
 //! transposed by the matrix unit, never moved. Operands still in a block's bf16 buffer are
 //! read there; others are stored in f32 first.
 
@@ -130,38 +131,44 @@ impl Body<'_> {
         let units = self.core.mxus.max(1) as usize;
         let nt_count = n.div_ceil(ac);
         let kchunks = kk.div_ceil(ar);
-        // Matrix units left idle by few column tiles share the K chunks: each sums its share
-        // into its own partial product, added at the end.
+        // Matrix units left idle by few column tiles share the K chunks (each streams its
+        // chunks, the partial products accumulated into the result in chunk order), then the
+        // rows (each streams its share of M through the same weight tile).
         let split = if nt_count as usize >= units {
             1
         } else {
             (units as u32 / nt_count).min(kchunks).max(1)
         };
-        let mut parts = vec![out.clone()];
-        for _ in 1..split {
-            parts.push(self.vmem.array(
-                m,
-                n,
-                MemFmt::W32,
-                Dt::F32,
-                o.shape.clone(),
-                "a partial matrix product",
-            )?);
-        }
-        let jobs: Vec<(u32, u32)> = (0..nt_count)
+        let per = nt_count * split;
+        let rsplit = if (per as usize) < units {
+            (units as u32 / per).min(m / 8).max(1)
+        } else {
+            1
+        };
+        let share = m.div_ceil(rsplit).next_multiple_of(8);
+        let rows: Vec<(u32, u32)> = (0..rsplit)
+            .map(|g| (g * share, share.min(m.saturating_sub(g * share))))
+            .filter(|&(_, c)| c > 0)
+            .collect();
+        let jobs: Vec<(u32, u32, (u32, u32))> = (0..nt_count)
             .flat_map(|nt| (0..split).map(move |g| (nt, g)))
+            .flat_map(|(nt, g)| rows.iter().map(move |&r| (nt, g, r)))
             .collect();
         let rounds = kchunks.div_ceil(split);
+        let first = self.next_mxu as usize % units;
+        self.next_mxu = ((first + jobs.len().min(units)) % units) as u32;
+        let unit = |u: usize| Mxu::n(((first + u) % units) as u8);
+        // (When K or the rows are shared, all jobs fit one group of units.)
         for group in jobs.chunks(units) {
             for round in 0..rounds {
-                for (u, &(nt, g)) in group.iter().enumerate() {
+                for (u, &(nt, g, (r0, rc))) in group.iter().enumerate() {
                     let kidx = g + round * split;
                     if kidx >= kchunks {
                         continue;
                     }
                     let (k0, n0) = (kidx * ar, nt * ac);
                     let (kc, nc) = (ar.min(kk - k0), ac.min(n - n0));
-                    let mx = Mxu::n(u as u8);
+                    let mx = unit(u);
                     // Weights: K x N of the right operand, or read transposed.
                     let w_addr = if rhs_t {
                         r.at(n0 * r.stride + k0 * esz)
@@ -175,44 +182,30 @@ impl Body<'_> {
                     );
                     self.e.mxu_lw(mx, fmt, rhs_t, w_addr, rk, rn, rs);
                     let a_addr = if lhs_t {
-                        l.at(k0 * l.stride)
+                        l.at(k0 * l.stride + r0 * esz)
                     } else {
-                        l.at(k0 * esz)
+                        l.at(r0 * l.stride + k0 * esz)
                     };
-                    let (rm, ls) = (self.e.konst(m as i32), self.e.konst(l.stride as i32));
+                    let (rm, ls) = (self.e.konst(rc as i32), self.e.konst(l.stride as i32));
                     self.e.mxu_mm(mx, fmt, lhs_t, prec, a_addr, rm, ls);
                 }
-                for (u, &(nt, g)) in group.iter().enumerate() {
-                    if g + round * split >= kchunks {
-                        continue;
+                // Popped in chunks of rows, so that units adding into the same rows take
+                // turns chunk by chunk (a pipeline) rather than each waiting for all of the
+                // previous one's rows.
+                for c0 in (0..share).step_by(ar as usize) {
+                    for (u, &(nt, g, (r0, rc))) in group.iter().enumerate() {
+                        let kidx = g + round * split;
+                        if kidx >= kchunks || c0 >= rc {
+                            continue;
+                        }
+                        let rm = self.e.konst(ar.min(rc - c0) as i32);
+                        let os = self.e.konst(out.stride as i32);
+                        let dst = out.at((r0 + c0) * out.stride + nt * ac * 4);
+                        self.e.mxu_pop(unit(u), kidx > 0, dst, rm, os);
                     }
-                    let dst = &parts[g as usize];
-                    let (rm, os) = (self.e.konst(m as i32), self.e.konst(dst.stride as i32));
-                    self.e
-                        .mxu_pop(Mxu::n(u as u8), round > 0, dst.at(nt * ac * 4), rm, os);
                 }
             }
         }
-        let out = if split > 1 {
-            let mut sum = Expr::leaf(parts[0].clone());
-            for p in &parts[1..] {
-                sum = Expr::new(
-                    super::expr::Kind::Op {
-                        op: super::expr::Op::Bin(tpuemu_isa::ops::VBinOp::Add),
-                        ty: tpuemu_isa::ops::VType::F32,
-                        from: Dt::F32,
-                        args: vec![sum, Expr::leaf(p.clone())],
-                    },
-                    m,
-                    n,
-                    Dt::F32,
-                    o.shape.clone(),
-                );
-            }
-            self.materialize(&sum)?
-        } else {
-            out
-        };
         if dt == Dt::F32 {
             return Ok(vec![Val::E(Expr::leaf(out))]);
         }

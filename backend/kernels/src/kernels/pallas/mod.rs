@@ -36,6 +36,7 @@ mod pointwise;
 mod reduce;
 mod refs;
 pub mod scalar;
+mod schedule;
 mod shape;
 pub mod spec;
 #[cfg(test)]
