@@ -761,6 +761,59 @@ def test_index_map_outside_the_array_is_refused():
         tpuemu.pallas.custom_jax_kernel(f)(x, x)
 
 
+def regular_sem_kernel(n_ref, x_ref, o_ref, sems):
+    # Regular semaphores signalled and waited on by the kernel itself, by a count read from
+    # SMEM and by constants; a wait with decrement=False leaves the count for the next one.
+    n = n_ref[0]
+    pl.semaphore_signal(sems.at[0], n)
+    pl.semaphore_signal(sems.at[1], 2)
+    pl.semaphore_wait(sems.at[1], 2, decrement=False)
+    pl.semaphore_wait(sems.at[0], n)
+    o_ref[...] = x_ref[...] * 2.0
+    pl.semaphore_wait(sems.at[1], 2)
+
+
+def regular_sem(n, x, interpret=False):
+    return pl.pallas_call(
+        regular_sem_kernel,
+        out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(2,),
+            in_specs=[pl.BlockSpec((8, 128), lambda i, n: (i, 0))],
+            out_specs=pl.BlockSpec((8, 128), lambda i, n: (i, 0)),
+            scratch_shapes=[pltpu.SemaphoreType.REGULAR((2,))]),
+        interpret=interpret,
+    )(n, x)
+
+
+def test_regular_semaphores_signal_and_wait(mode):
+    x = torch.randn(16, 128)
+    n = torch.tensor([5], dtype=torch.int32)
+    k = tpuemu.pallas.custom_jax_kernel(regular_sem)
+    got = k(n.to("tpu"), x.to("tpu")).cpu()
+    # (JAX 0.10.2's interpret mode cannot run semaphores of a prefetch grid spec: the
+    # reference is the kernel's meaning. Had a wait not been satisfied, the launch would
+    # deadlock; had one been skipped, the last wait would.)
+    assert torch.equal(got, x * 2.0)
+    text = k.assembly(n, x)[0]
+    assert "sem.signal" in text and "sem.wait" in text, text
+
+
+def test_a_semaphore_wait_never_signalled_is_a_reported_deadlock():
+    def stuck_kernel(x_ref, o_ref, sems):
+        pl.semaphore_signal(sems.at[0], 3)
+        pl.semaphore_wait(sems.at[0], 4)  # one more than was signalled: waits forever
+        o_ref[...] = x_ref[...]
+
+    def f(x):
+        return pl.pallas_call(stuck_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              scratch_shapes=[pltpu.SemaphoreType.REGULAR((1,))])(x)
+
+    x = torch.randn(8, 128, device="tpu")
+    with pytest.raises(RuntimeError, match=r"(?s)stuck_kernel.*deadlock.*sem"):
+        tpuemu.pallas.custom_jax_kernel(f)(x).cpu()
+
+
 def test_a_race_is_reported_at_the_kernel_line():
     def racy_kernel(x_hbm, o_ref, buf, sem):
         cp = pltpu.make_async_copy(x_hbm, buf, sem.at[0])

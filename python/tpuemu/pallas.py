@@ -201,6 +201,8 @@ class _Ser:
                 params["then"] = chain[1:]
         elif name in ("dma_start", "dma_wait"):
             params.update(self.dma(e))
+        elif name in ("semaphore_signal", "semaphore_wait"):
+            params.update(self.sem_op(e))
         elif name == "squeeze":
             params["dimensions"] = [int(d) for d in p["dimensions"]]
         elif name == "transpose":
@@ -245,6 +247,40 @@ class _Ser:
             return out
 
         return {"src": one(src), "dst": one(dst), "sem": one(sem)}
+
+    def sem_op(self, e):
+        """`pltpu.semaphore_signal(sem, inc)` / `semaphore_wait(sem, value)`: the semaphore as
+        a DMA's (`{"ref": k, "idx": [...]}`), `amount` the operand position of the value, and
+        whether a wait decrements."""
+        import jax  # noqa: PLC0415
+        tree = e.params["args_tree"]
+        parts = jax.tree_util.tree_unflatten(tree, [_Leaf(i) for i in range(tree.num_leaves)])
+        sem, transforms, value = parts[0], parts[1], parts[2]
+        if e.primitive.name == "semaphore_signal":
+            if len(parts) > 3 and parts[3] is not None:
+                raise NotImplementedError(
+                    "tpuemu.pallas: a semaphore signal to another device (device_id) is not "
+                    "lowered yet")
+            if len(parts) > 4 and parts[4] is not None:
+                raise NotImplementedError(
+                    "tpuemu.pallas: a semaphore signal to another core (core_index) is not "
+                    "lowered (the emulated chips run a kernel on one core)")
+        chain = []
+        for t in transforms or ():
+            if not hasattr(t, "indices"):
+                raise NotImplementedError(f"tpuemu.pallas: a semaphore transformed by {t!r}")
+            chain.append([self.index(ix, absolute=True) for ix in t.indices])
+        ref = {"ref": sem.i, "idx": chain[0] if chain else []}
+        if len(chain) > 1:
+            ref["then"] = chain[1:]
+        out = {"sem": ref, "amount": value.i}
+        if e.primitive.name == "semaphore_wait" and len(parts) > 3:
+            dec = e.invars[parts[3].i]
+            if type(dec).__name__ != "Literal":
+                raise NotImplementedError(
+                    "tpuemu.pallas: a semaphore wait whose `decrement` is computed")
+            out["decrement"] = bool(dec.val)
+        return out
 
     def index(self, ix, absolute=False):
         """One dimension of an indexer (see `indexers`)."""

@@ -130,7 +130,14 @@ pub(super) fn ints(p: &serde_json::Map<String, serde_json::Value>, key: &str) ->
 fn effectful(prim: &str) -> bool {
     matches!(
         prim,
-        "swap" | "cond" | "scan" | "while" | "dma_start" | "dma_wait"
+        "swap"
+            | "cond"
+            | "scan"
+            | "while"
+            | "dma_start"
+            | "dma_wait"
+            | "semaphore_signal"
+            | "semaphore_wait"
     ) || call_prim(prim)
 }
 
@@ -236,6 +243,7 @@ impl Body<'_> {
                     | "reduce_min"
                     | "dma_start"
                     | "dma_wait"
+                    | "semaphore_wait"
                     | "slice"
                     | "iota"
             );
@@ -381,6 +389,8 @@ impl Body<'_> {
             "get" => self.get(eq, ins),
             "dma_start" => self.dma_start(eq, ins),
             "dma_wait" => self.dma_wait(eq, ins),
+            "semaphore_signal" => self.sem_signal(eq, ins),
+            "semaphore_wait" => self.sem_wait(eq, ins),
             "swap" => self.swap(eq, ins, used.first().copied().unwrap_or(false)),
             "broadcast_in_dim" => self.broadcast(eq, ins),
             "reshape" | "squeeze" | "expand_dims" => self.reshape(eq, ins),

@@ -2,13 +2,15 @@
 //! (`dma_start`, `dma_wait`) between an array in HBM (`memory_space=pl.ANY`) and VMEM
 //! references, on the core's DMA engines, with the kernel's semaphores
 //! (`pltpu.SemaphoreType.DMA`). A copy counts its bytes on its semaphore when it completes, as
-//! on a TPU; `.wait()` waits for the bytes of the copy it describes. Reading a VMEM region
+//! on a TPU; `.wait()` waits for the bytes of the copy it describes. Regular semaphores
+//! (`pltpu.SemaphoreType.REGULAR`) are signalled and waited on by the kernel itself
+//! (`pltpu.semaphore_signal`, `pltpu.semaphore_wait`). Reading a VMEM region
 //! before the copy into it has been waited for is a race the emulator reports.
 
 use std::rc::Rc;
 
 use tpuemu_isa::ops::CmpOp;
-use tpuemu_isa::{DmaShape, MemRef, SReg, Sem};
+use tpuemu_isa::{DmaShape, MemRef, SReg, SSrc, Sem};
 
 use super::PallasError;
 use super::body::{Body, Val};
@@ -137,7 +139,7 @@ impl Body<'_> {
             .unwrap_or(u64::MAX) as usize;
         let Some(Val::Sems(base, shape)) = ins.get(k) else {
             return Err(self.unsupported(format!(
-                "a DMA whose semaphore is not a scratch semaphore{}",
+                "a semaphore that is not a scratch semaphore{}",
                 at(&eq.src)
             )));
         };
@@ -271,6 +273,53 @@ impl Body<'_> {
         let sem = self.semaphore(eq, &ins)?;
         self.with_sem(&sem, |this, sem| this.e.wait_bytes(sem, bytes))?;
         Ok(Vec::new())
+    }
+
+    /// `pltpu.semaphore_signal(sem, inc)`: adds `inc` to the semaphore.
+    pub(super) fn sem_signal(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
+        let (amount, _held) = self.amount(eq, &ins)?;
+        let sem = self.semaphore(eq, &ins)?;
+        self.with_sem(&sem, |this, sem| {
+            this.e.b.sem_signal(sem, amount);
+        })?;
+        Ok(Vec::new())
+    }
+
+    /// `pltpu.semaphore_wait(sem, value)`: waits until the semaphore holds `value`, then takes
+    /// it (given back at once when `decrement=False`). A wait nothing will satisfy is a
+    /// deadlock the emulator reports with the semaphore.
+    pub(super) fn sem_wait(&mut self, eq: &Eqn, ins: Vec<Val>) -> Result<Vec<Val>, PallasError> {
+        let (amount, _held) = self.amount(eq, &ins)?;
+        let decrement = eq
+            .params
+            .get("decrement")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(true);
+        let sem = self.semaphore(eq, &ins)?;
+        self.with_sem(&sem, |this, sem| {
+            this.e.b.sem_wait(sem, amount);
+            if !decrement {
+                this.e.b.sem_signal(sem, amount);
+            }
+        })?;
+        Ok(Vec::new())
+    }
+
+    /// A semaphore operation's amount: an immediate, or a register (held while it is used).
+    fn amount(&mut self, eq: &Eqn, ins: &[Val]) -> Result<(SSrc, Option<Rc<Sr>>), PallasError> {
+        let k = eq
+            .params
+            .get("amount")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(u64::MAX) as usize;
+        match ins.get(k) {
+            Some(Val::S(s, _)) => Ok((SSrc::Imm(s.as_i64() as i32), None)),
+            Some(Val::D(r, _)) => Ok((SSrc::Reg(r.reg), Some(r.clone()))),
+            _ => Err(self.unsupported(format!(
+                "a semaphore amount that is not an int32 scalar{}",
+                at(&eq.src)
+            ))),
+        }
     }
 
     /// Bytes the copy `eq` describes (its source region's size).
