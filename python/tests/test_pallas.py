@@ -799,6 +799,25 @@ def test_regular_semaphores_signal_and_wait(mode):
     assert "sem.signal" in text and "sem.wait" in text, text
 
 
+def test_async_copy_of_a_slice_of_an_hbm_array():
+    def rows_kernel(x_hbm, o_ref, buf, sem):
+        pltpu.async_copy(x_hbm.at[pl.ds(8, 8)], buf, sem.at[0]).wait()
+        o_ref[...] = buf[...] * 3.0
+
+    def f(x, interpret=False):
+        return pl.pallas_call(
+            rows_kernel, out_shape=jax.ShapeDtypeStruct((8, 128), x.dtype),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((8, 128), lambda: (0, 0)),
+            scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32), pltpu.SemaphoreType.DMA((1,))],
+            interpret=interpret)(x)
+
+    x = torch.randn(16, 128)
+    got = tpuemu.pallas.custom_jax_kernel(f)(x.to("tpu")).cpu()
+    assert torch.equal(got, x[8:] * 3.0)
+    assert torch.equal(got, _reference(f, x))
+
+
 def test_a_semaphore_wait_never_signalled_is_a_reported_deadlock():
     def stuck_kernel(x_ref, o_ref, sems):
         pl.semaphore_signal(sems.at[0], 3)
