@@ -80,6 +80,44 @@ def test_factories(mode):
     assert_same(torch.full_like(t, 3.0), torch.full_like(x, 3.0), exact=True)
 
 
+def test_float64_and_complex_are_created_and_filled_on_the_device(mode):
+    # The device computes neither, but holds their bytes: creation and fills are a device copy
+    # of the value's 32-bit words (no CPU fallback: the fixture would fail the test).
+    tpuemu.reset_metrics()
+    for dtype, v in [(torch.float64, 0.1), (torch.complex64, 1.5 - 2j),
+                     (torch.complex128, -0.3 + 1e-300j)]:
+        cpu = torch.full((3, 4), v, dtype=dtype)
+        assert_same(torch.full((3, 4), v, dtype=dtype, device="tpu"), cpu, exact=True)
+        assert_same(torch.zeros(2, 5, dtype=dtype, device="tpu"), torch.zeros(2, 5, dtype=dtype),
+                    exact=True)
+        assert_same(torch.ones(7, dtype=dtype, device="tpu"), torch.ones(7, dtype=dtype),
+                    exact=True)
+        t = cpu.to("tpu")
+        assert_same(torch.zeros_like(t), torch.zeros_like(cpu), exact=True)
+        assert_same(torch.full_like(t, v), torch.full_like(cpu, v), exact=True)
+        assert_same(t.new_ones(2, 3), cpu.new_ones(2, 3), exact=True)
+        # A strided view filled in place: its base keeps the rest.
+        t.t()[1].fill_(-4.25)
+        cpu.t()[1].fill_(-4.25)
+        assert_same(t, cpu, exact=True)
+        t.zero_()
+        assert_same(t, torch.zeros_like(cpu), exact=True)
+        # fill_ with a 0-d tensor on the device, as PyTorch casts it.
+        t.fill_(torch.tensor(2.5, device="tpu"))
+        assert_same(t, torch.full_like(cpu, 2.5), exact=True)
+    z = torch.ones(2, 3, device="tpu")
+    assert_same(torch.zeros_like(z, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64),
+                exact=True)
+    assert not tpuemu.metrics()["cpu_fallbacks"]
+    # Their arithmetic is refused, never downcast.
+    tpuemu.set_cpu_fallback(False)
+    try:
+        with pytest.raises(NotImplementedError, match="float64 is not computed"):
+            torch.ones(2, dtype=torch.float64, device="tpu") + 1
+    finally:
+        tpuemu.set_cpu_fallback(True)
+
+
 def test_dtype_conversions_match_the_cpu(mode):
     x = torch.tensor([-2.7, -0.5, 0.0, 0.4999, 1.5, 3.25, 1e4])
     t = x.to("tpu")

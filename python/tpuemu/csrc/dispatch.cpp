@@ -393,6 +393,20 @@ std::vector<c10::IValue> wrap_returns(const c10::FunctionSchema& schema,
   return rets;
 }
 
+// Operators PyTorch composes from `empty` and `fill_` (CompositeExplicitAutograd): for a dtype
+// the backend holds but does not compute, their composite kernel runs, its fill on the device
+// (`fill_foreign`).
+bool is_fill_factory(const std::string& n) {
+  static const char* const names[] = {
+      "aten::zeros_like", "aten::ones_like", "aten::full_like", "aten::new_zeros",
+      "aten::new_ones",   "aten::new_full",  "aten::zeros",     "aten::ones",
+      "aten::full",       "aten::zeros.out", "aten::ones.out",  "aten::full.out"};
+  for (const char* x : names) {
+    if (n == x) return true;
+  }
+  return false;
+}
+
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack, Entry* e,
                   const std::string& why) {
   const std::string reason = why.empty() ? "" : " (" + why + ")";
@@ -467,6 +481,20 @@ void rust_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int32_t rc = call_backend(e, args, m, res);
   if (rc == TPU_UNSUPPORTED) {
     std::string why = m.why.empty() ? last_error() : m.why;
+    if (fill_foreign(e->name, args)) {
+      c10::IValue self = args[0];
+      torch::jit::drop(*stack, n);
+      stack->push_back(std::move(self));
+      return;
+    }
+    // (A dtype, or a complex fill value, the backend does not compute.)
+    const bool foreign = why.find("is not computed on the tpu") != std::string::npos ||
+                         why.find("of type Complex") != std::string::npos;
+    if (foreign && is_fill_factory(e->name) &&
+        op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack);
+      return;
+    }
     if (why.find("is not registered") != std::string::npos) {
       e->kind.store(Entry::Kind::Fallback);
       why.clear();
@@ -509,29 +537,33 @@ void set_variant(const std::string& name, const std::string& functional,
 
 void set_cpu_fallback(bool on) { g_fallback_on.store(on); }
 
-// An 8-byte-element tensor seen as pairs of int32 (one more dim of 2): copying those moves the
-// bits exactly (the device computes int64 in 32-bit lanes, and float64 not at all).
-at::Tensor as_int32_pairs(const at::Tensor& t) {
+// An 8- or 16-byte-element tensor seen as int32 words (one more dim of 2 or 4): copying those
+// moves the bits exactly (the device computes int64 in 32-bit lanes, and float64 and complex
+// not at all).
+at::Tensor as_int32_words(const at::Tensor& t) {
+  const int64_t k = t.element_size() / 4;
   auto r = at::detail::make_tensor<c10::TensorImpl>(
       c10::Storage(t.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
       caffe2::TypeMeta::Make<int32_t>());
   std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
   std::vector<int64_t> strides;
-  for (int64_t s : t.strides()) strides.push_back(2 * s);
-  sizes.push_back(2);
+  for (int64_t s : t.strides()) strides.push_back(k * s);
+  sizes.push_back(k);
   strides.push_back(1);
-  r.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, 2 * t.storage_offset());
+  r.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides, k * t.storage_offset());
   return r;
 }
+
 
 void device_copy(const at::Tensor& dst, const at::Tensor& src_in) {
   static const int64_t copy_id = resolve("aten::copy_");
   static const std::vector<ArgKind> kinds(3, ArgKind::Plain);
   at::Tensor src = src_in;
   at::Tensor d = dst;
-  if (src.scalar_type() == dst.scalar_type() && dst.element_size() == 8) {
-    src = as_int32_pairs(src.expand(dst.sizes()));
-    d = as_int32_pairs(dst);
+  const int64_t size = dst.element_size();
+  if (src.scalar_type() == dst.scalar_type() && (size == 8 || size == 16)) {
+    src = as_int32_words(src.expand(dst.sizes()));
+    d = as_int32_words(dst);
   }
   std::vector<c10::IValue> args{c10::IValue(d), c10::IValue(src), c10::IValue(false)};
   MarshalScope scope;

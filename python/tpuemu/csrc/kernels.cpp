@@ -51,6 +51,7 @@ void write_host(const at::Tensor& dst, const at::Tensor& host) {
   if (rc != TPU_OK) raise(rc, "copy to tpu");
 }
 
+
 // A tpu tensor's elements into a new contiguous CPU tensor of its dtype.
 at::Tensor read_host(const at::Tensor& src) {
   at::Tensor host = at::empty(src.sizes(), src.options().device(at::kCPU));
@@ -63,6 +64,34 @@ at::Tensor read_host(const at::Tensor& src) {
 }
 
 }  // namespace
+
+bool fill_foreign(const std::string& name, c10::ArrayRef<c10::IValue> args) {
+  const bool zero = name == "aten::zero_";
+  if (!zero && name != "aten::fill_.Scalar" && name != "aten::fill_.Tensor") return false;
+  if (args.empty() || !args[0].isTensor()) return false;
+  const at::Tensor& self = args[0].toTensor();
+  const int64_t size = self.element_size();
+  if (!self.is_privateuseone() || self.scalar_type() == at::kLong || size < 8 || size % 4 != 0) {
+    return false;
+  }
+  // PyTorch's own fill on the CPU decides the value (casts, complex parts, errors).
+  at::Tensor one = at::empty({}, self.options().device(at::kCPU));
+  if (zero) {
+    one.zero_();
+  } else if (name == "aten::fill_.Scalar") {
+    one.fill_(args[1].toScalar());
+  } else {
+    const at::Tensor& v = args[1].toTensor();
+    TORCH_CHECK(v.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+                v.dim(), " dimensions.");
+    one.fill_(v.cpu());
+  }
+  if (self.numel() == 0) return true;
+  at::Tensor dev = at::empty({}, self.options());
+  write_host(dev, one);
+  device_copy(self, dev);
+  return true;
+}
 
 // A tpu tensor's elements for a collective (untimed; see abi.h).
 at::Tensor peek_host(const at::Tensor& src) {

@@ -98,4 +98,10 @@ at::Generator host_generator_for(const std::optional<at::Generator>& g);
 // tpu -> tpu copy through the backend (dtype conversion and broadcasting included).
 void device_copy(const at::Tensor& dst, const at::Tensor& src);
 
+// `fill_` / `zero_` of a tensor whose dtype the backend holds but does not compute (float64,
+// complex): the value's bytes, made by PyTorch on the CPU in that dtype, copied to one element
+// on the tpu and broadcast over the tensor by a device copy of 32-bit words. False for any
+// other operator or dtype.
+bool fill_foreign(const std::string& name, c10::ArrayRef<c10::IValue> args);
+
 }  // namespace tpuemu
