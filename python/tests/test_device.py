@@ -118,6 +118,34 @@ def test_float64_and_complex_are_created_and_filled_on_the_device(mode):
         tpuemu.set_cpu_fallback(True)
 
 
+def test_complex_tensors_viewed_as_reals_and_built_from_parts(mode):
+    tpuemu.reset_metrics()
+    re, im = torch.randn(3, 4), torch.randn(3, 4)
+    c = torch.complex(re, im)
+    t = c.to("tpu")
+    assert_same(torch.view_as_real(t), torch.view_as_real(c), exact=True)
+    assert_same(t.real, c.real, exact=True)
+    assert_same(t.imag, c.imag, exact=True)
+    # A view: writing through the reals writes the complex tensor.
+    t.real.fill_(7.0)
+    c.real.fill_(7.0)
+    assert_same(t, c, exact=True)
+    pairs = torch.randn(5, 2)
+    assert_same(torch.view_as_complex(pairs.to("tpu")), torch.view_as_complex(pairs), exact=True)
+    assert_same(torch.complex(re.to("tpu"), im.to("tpu")), torch.complex(re, im), exact=True)
+    assert_same(torch.complex(re.double().to("tpu"), im.double()[0].to("tpu")),
+                torch.complex(re.double(), im.double()[0]), exact=True)
+    r = re.abs()
+    assert_same(torch.polar(r.to("tpu"), im.to("tpu")), torch.polar(r, im))
+    assert not tpuemu.metrics()["cpu_fallbacks"]
+    # PyTorch's errors.
+    with pytest.raises(RuntimeError, match="Expected object of scalar type Float but got scalar "
+                                           "type Double for second argument"):
+        torch.complex(re.to("tpu"), im.double().to("tpu"))
+    with pytest.raises(RuntimeError, match="unresolved conjugated tensors"):
+        torch.view_as_real(t.conj())
+
+
 def test_dtype_conversions_match_the_cpu(mode):
     x = torch.tensor([-2.7, -0.5, 0.0, 0.4999, 1.5, 3.25, 1e4])
     t = x.to("tpu")

@@ -1,5 +1,6 @@
 // The kernels every PrivateUse1 device provides itself: empty tensors, copies between the host
-// and the device, resize_, set_ and the generic view kernels. (`item()` and `zero_` are the Rust
+// and the device, resize_, set_ and the generic view kernels (complex tensors as pairs of reals
+// included, and `complex`/`polar` written through them). (`item()` and `zero_` are the Rust
 // backend's, registered by name with the other operators: one kernel each, no override.)
 
 #include <ATen/EmptyTensor.h>
@@ -7,6 +8,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -234,6 +237,49 @@ at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t ste
   return at::native::unfold(self, dim, size, step);
 }
 
+// Complex tensors seen as pairs of reals and back (PyTorch's own view kernels: metadata only).
+at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
+at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
+
+// PyTorch's checks of `complex` and `polar` (aten/src/ATen/native/TensorFactories.cpp).
+void check_parts(const char* what, const at::Tensor& a, const at::Tensor& b, const at::Tensor& out) {
+  const auto t = a.scalar_type();
+  const bool half_ok = std::string(what) == "complex";
+  auto ok = [&](c10::ScalarType x) {
+    return x == at::kFloat || x == at::kDouble || (half_ok && x == at::kHalf);
+  };
+  TORCH_CHECK(ok(t) && ok(b.scalar_type()), "Expected both inputs to be ",
+              half_ok ? "Half, Float or Double" : "Float or Double", " tensors but got ", t,
+              " and ", b.scalar_type());
+  TORCH_CHECK(t == b.scalar_type(), "Expected object of scalar type ", t,
+              " but got scalar type ", b.scalar_type(), " for second argument");
+  TORCH_CHECK(out.scalar_type() == c10::toComplexType(t), "Expected object of scalar type ",
+              c10::toComplexType(t), " but got scalar type ", out.scalar_type(),
+              " for argument 'out'");
+}
+
+// `out` = re + i im, broadcast: the two parts copied into `view_as_real(out)` on the device.
+void write_parts(at::Tensor& out, const at::Tensor& re, const at::Tensor& im) {
+  at::native::resize_output(out, at::infer_size(re.sizes(), im.sizes()));
+  at::Tensor parts = at::view_as_real(out);
+  parts.select(-1, 0).copy_(re);
+  parts.select(-1, 1).copy_(im);
+}
+
+at::Tensor& complex_out(const at::Tensor& real, const at::Tensor& imag, at::Tensor& out) {
+  check_parts("complex", real, imag, out);
+  write_parts(out, real, imag);
+  return out;
+}
+
+// abs (cos angle + i sin angle), the parts computed on the device in the inputs' dtype as the
+// CPU computes them.
+at::Tensor& polar_out(const at::Tensor& abs, const at::Tensor& angle, at::Tensor& out) {
+  check_parts("polar", abs, angle, out);
+  write_parts(out, abs * at::cos(angle), abs * at::sin(angle));
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -251,6 +297,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", TORCH_FN(as_strided));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
   m.impl("unfold", TORCH_FN(unfold));
+  m.impl("view_as_real", TORCH_FN(view_as_real));
+  m.impl("view_as_complex", TORCH_FN(view_as_complex));
+  m.impl("complex.out", TORCH_FN(complex_out));
+  m.impl("polar.out", TORCH_FN(polar_out));
 }
 
 }  // namespace tpuemu
