@@ -21,7 +21,7 @@ import os
 
 import torch
 
-from . import _build, _device, _registry, _rust
+from . import _build, _device, _fft, _registry, _rust
 
 __all__ = [
     "set_chip",
@@ -108,6 +108,7 @@ _KERNELS, _VARIANTS = _registry.plan(_rust.registry())
 for _v in _VARIANTS:
     _C.set_variant(*_v)
 _C.register_kernels(_KERNELS)
+_fft.register()
 
 
 def cpu_fallback_enabled() -> bool:

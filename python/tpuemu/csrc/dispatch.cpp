@@ -12,9 +12,13 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/library.h>
 
+#include <ATen/native/Resize.h>
+
 #include "tpuemu.h"
 
 namespace tpuemu {
+
+at::Tensor as_int32_words(const at::Tensor& t);
 
 namespace {
 
@@ -393,14 +397,54 @@ std::vector<c10::IValue> wrap_returns(const c10::FunctionSchema& schema,
   return rets;
 }
 
-// Operators PyTorch composes from `empty` and `fill_` (CompositeExplicitAutograd): for a dtype
-// the backend holds but does not compute, their composite kernel runs, its fill on the device
-// (`fill_foreign`).
-bool is_fill_factory(const std::string& n) {
+// `clone` of a conjugate view of a complex tensor (PyTorch's Conjugate fallback asks for one
+// before another operator reads such a view): the words copied, then the imaginary parts' sign
+// bits flipped (exact, NaN included). Its composite kernel would copy from the view, which
+// asks for this clone again.
+// Flips the sign bits of a complex tensor's imaginary parts, in place.
+void negate_imag(const at::Tensor& r) {
+  if (r.numel() == 0) return;
+  at::Tensor imag_high = as_int32_words(r).select(-1, r.element_size() / 4 - 1);
+  imag_high.bitwise_xor_(static_cast<int64_t>(INT32_MIN));
+}
+
+bool clone_conj(const std::string& name, c10::ArrayRef<c10::IValue> args, c10::IValue* out) {
+  if (name != "aten::clone" || args.empty() || !args[0].isTensor()) return false;
+  const at::Tensor& self = args[0].toTensor();
+  if (!self.is_complex() || !self.is_conj() || self.is_neg()) return false;
+  at::Tensor base = self.conj();
+  std::optional<c10::MemoryFormat> format;
+  if (args.size() > 1 && !args[1].isNone()) format = args[1].toMemoryFormat();
+  at::Tensor r = at::empty_like(base, base.options(), format);
+  device_copy(r, base);
+  negate_imag(r);
+  *out = c10::IValue(r);
+  return true;
+}
+
+// `conj_physical` of a complex tensor: its words copied and the imaginary parts' sign bits
+// flipped, as the CPU's negation (exact, NaN included).
+bool conj_physical(const std::string& name, c10::ArrayRef<c10::IValue> args, c10::IValue* out) {
+  if (name != "aten::conj_physical" && name != "aten::_conj_physical") return false;
+  if (args.empty() || !args[0].isTensor()) return false;
+  const at::Tensor& self = args[0].toTensor();
+  if (!self.is_complex() || self.is_conj() || self.is_neg()) return false;
+  at::Tensor r = at::empty_like(self);
+  device_copy(r, self);
+  negate_imag(r);
+  *out = c10::IValue(r);
+  return true;
+}
+
+// Operators PyTorch composes from `empty`, `fill_` and `copy_` (CompositeExplicitAutograd): for
+// a dtype the backend holds but does not compute, their composite kernel runs, its fills and
+// copies on the device as 32-bit words (`fill_foreign`, `device_copy`).
+bool moves_only(const std::string& n) {
   static const char* const names[] = {
-      "aten::zeros_like", "aten::ones_like", "aten::full_like", "aten::new_zeros",
-      "aten::new_ones",   "aten::new_full",  "aten::zeros",     "aten::ones",
-      "aten::full",       "aten::zeros.out", "aten::ones.out",  "aten::full.out"};
+      "aten::zeros_like", "aten::ones_like", "aten::full_like",      "aten::new_zeros",
+      "aten::new_ones",   "aten::new_full",  "aten::zeros",          "aten::ones",
+      "aten::full",       "aten::zeros.out", "aten::ones.out",       "aten::full.out",
+      "aten::clone",      "aten::constant_pad_nd"};
   for (const char* x : names) {
     if (n == x) return true;
   }
@@ -481,6 +525,12 @@ void rust_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   int32_t rc = call_backend(e, args, m, res);
   if (rc == TPU_UNSUPPORTED) {
     std::string why = m.why.empty() ? last_error() : m.why;
+    c10::IValue conj;
+    if (clone_conj(e->name, args, &conj) || conj_physical(e->name, args, &conj)) {
+      torch::jit::drop(*stack, n);
+      stack->push_back(std::move(conj));
+      return;
+    }
     if (fill_foreign(e->name, args)) {
       c10::IValue self = args[0];
       torch::jit::drop(*stack, n);
@@ -490,7 +540,7 @@ void rust_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // (A dtype, or a complex fill value, the backend does not compute.)
     const bool foreign = why.find("is not computed on the tpu") != std::string::npos ||
                          why.find("of type Complex") != std::string::npos;
-    if (foreign && is_fill_factory(e->name) &&
+    if (foreign && moves_only(e->name) &&
         op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
       op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack);
       return;
@@ -602,6 +652,31 @@ std::vector<at::Tensor> run_graph(int64_t id, const std::vector<at::Tensor>& inp
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxed_fallback>());
+}
+
+namespace {
+
+// PyTorch's own `conj_physical_` and `conj_physical.out` call the CPU's kernel stub directly:
+// the tpu's are these (a real tensor is its own conjugate).
+at::Tensor& conj_physical_inplace(at::Tensor& self) {
+  if (!self.is_complex()) return self;
+  TORCH_CHECK(!self.is_conj() && !self.is_neg(),
+              "tpuemu: conj_physical_ of a conjugate or negative view; resolve it first");
+  negate_imag(self);
+  return self;
+}
+
+at::Tensor& conj_physical_out(const at::Tensor& self, at::Tensor& out) {
+  at::native::resize_output(out, self.sizes());
+  out.copy_(self);
+  return conj_physical_inplace(out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("conj_physical_", TORCH_FN(conj_physical_inplace));
+  m.impl("conj_physical.out", TORCH_FN(conj_physical_out));
 }
 
 }  // namespace tpuemu
