@@ -762,3 +762,28 @@ def test_fractional_max_pooling_as_the_cpu(mode):
                                                           [2, 2], [3, 3], dev(wi))
     with pytest.raises(RuntimeError, match="size\\(1\\) equals to input channel size"):
         torch.ops.aten.fractional_max_pool2d(tpu(x3[0]), (2, 2), (2, 2), tpu(torch.rand(2, 3, 2)))
+
+
+def test_incomplete_gamma_as_the_cpu(mode):
+    # P and Q by ATen's regions (series, continued fraction, small-x series) on the vector
+    # unit, against the CPU's Cephes; the special values (0, inf, negative, NaN) are ATen's.
+    g = torch.Generator().manual_seed(7)
+    a = torch.cat([torch.rand(300, generator=g) * 10, torch.rand(60, generator=g) * 0.1,
+                   torch.rand(60, generator=g) * 150 + 20,
+                   torch.tensor([0., 0., 1., 2., float("inf"), float("inf"), -1., 1.,
+                                 float("nan"), 3.])])
+    x = torch.cat([torch.rand(300, generator=g) * 12, torch.rand(60, generator=g) * 1.2,
+                   a[360:420] * (0.7 + 0.6 * torch.rand(60, generator=g)),
+                   torch.tensor([0., 2., 0., float("inf"), 1., float("inf"), 1., -1., 1.,
+                                 float("nan")])])
+    def close(got, want, **tol):
+        assert got.device.type == "tpu" and got.dtype == want.dtype
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True, **tol)
+
+    for f in (torch.igamma, torch.igammac, torch.special.gammainc, torch.special.gammaincc):
+        close(f(a.to("tpu"), x.to("tpu")), f(a, x), rtol=1e-4, atol=5e-5)
+    ab, xb = a.bfloat16(), x.bfloat16()
+    close(torch.igamma(ab.to("tpu"), xb.to("tpu")), torch.igamma(ab, xb), rtol=1.6e-2, atol=1e-2)
+    t = a.to("tpu").clone()
+    t.igammac_(x.to("tpu"))
+    close(t, torch.igammac(a, x), rtol=1e-4, atol=5e-5)

@@ -54,7 +54,7 @@ fn lgamma_pos(e: &mut Ex, x: PRef) -> PRef {
 }
 
 /// `ln |Gamma(x)|`.
-fn lgamma(e: &mut Ex, x: PRef) -> PRef {
+pub(super) fn lgamma(e: &mut Ex, x: PRef) -> PRef {
     let small = e.ltk(x, 0.5);
     let one_m = e.ksub(1.0, x);
     let arg = e.sel(small, one_m, x);

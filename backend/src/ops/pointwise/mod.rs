@@ -19,6 +19,7 @@ pub(crate) mod bitwise;
 mod cephes;
 pub(crate) mod division;
 pub(crate) mod gamma;
+pub(crate) mod igamma;
 mod inverse_trig;
 pub(crate) mod math;
 pub(crate) mod polynomials;

@@ -10,7 +10,7 @@ use tpuemu_backend::ops::Value;
 
 use super::harness::{Out, Sample, check, check_samples, t, tp, v};
 use super::reference::{HostTensor, zip_map};
-use super::strategies::{Values, any_dtype, input, num_dtype, shape};
+use super::strategies::{Values, any_dtype, float_dtype, input, num_dtype, shape};
 
 /// The overloads this file covers.
 pub const OPS: &[(&str, fn())] = &[
@@ -18,6 +18,8 @@ pub const OPS: &[(&str, fn())] = &[
     ("aten::mvlgamma", lgamma),
     ("aten::digamma", polygamma),
     ("aten::polygamma", polygamma),
+    ("aten::igamma", igamma),
+    ("aten::igammac", igamma),
 ];
 
 const PI: f64 = std::f64::consts::PI;
@@ -161,4 +163,110 @@ fn lgamma() {
                 Sample::new(vec![t(x), v(Value::Int(p))], vec![Out::close(want)])
             }),
     );
+}
+
+/// `P(a, x)` in f64, summed to convergence (Numerical Recipes' split: the series below
+/// `x = a + 1`, Lentz's continued fraction for `Q` above), with ATen's special values.
+fn igamma_ref(a: f64, x: f64) -> f64 {
+    if a.is_nan() || x.is_nan() || a < 0.0 || x < 0.0 {
+        return f64::NAN;
+    }
+    if a == 0.0 {
+        return if x > 0.0 { 1.0 } else { f64::NAN };
+    }
+    if x == 0.0 {
+        return 0.0;
+    }
+    if a.is_infinite() {
+        return if x.is_infinite() { f64::NAN } else { 0.0 };
+    }
+    if x.is_infinite() {
+        return 1.0;
+    }
+    let front = (a * x.ln() - x - libm::lgamma(a)).exp();
+    if x < a + 1.0 {
+        let (mut ap, mut del, mut sum) = (a, 1.0 / a, 1.0 / a);
+        for _ in 0..100_000 {
+            ap += 1.0;
+            del *= x / ap;
+            sum += del;
+            if del.abs() < sum.abs() * 1e-17 {
+                break;
+            }
+        }
+        sum * front
+    } else {
+        let tiny = 1e-300;
+        let mut b = x + 1.0 - a;
+        let mut c = 1.0 / tiny;
+        let mut d = 1.0 / b;
+        let mut h = d;
+        for i in 1..100_000 {
+            let an = -(i as f64) * (i as f64 - a);
+            b += 2.0;
+            d = an * d + b;
+            if d.abs() < tiny {
+                d = tiny;
+            }
+            c = b + an / c;
+            if c.abs() < tiny {
+                c = tiny;
+            }
+            d = 1.0 / d;
+            let del = d * c;
+            h *= del;
+            if (del - 1.0).abs() < 1e-16 {
+                break;
+            }
+        }
+        1.0 - front * h
+    }
+}
+
+#[test]
+fn igamma() {
+    for (op, q) in [("aten::igamma", false), ("aten::igammac", true)] {
+        check(
+            op,
+            (shape(), float_dtype())
+                .prop_flat_map(|(s, d)| {
+                    (
+                        input(s.clone(), d, Values::Between(0.05, 9.0)),
+                        input(s, d, Values::Between(0.0, 14.0)),
+                    )
+                })
+                .prop_map(move |(a, x)| {
+                    let want = zip_map(&[&a.host, &x.host], a.host.dtype, |v| {
+                        let p = igamma_ref(v[0], v[1]);
+                        if q { 1.0 - p } else { p }
+                    });
+                    Sample::new(vec![t(a), t(x)], vec![Out::close(want)])
+                }),
+        );
+    }
+    // ATen's special values: a negative argument, a = x = 0, P(0, x > 0) = 1, P(a, 0) = 0,
+    // P(inf, x) = 0, P(inf, inf) = NaN, P(a, inf) = 1, NaN in.
+    let nan = f64::NAN;
+    let inf = f64::INFINITY;
+    let a = HostTensor::new(
+        &[9],
+        DType::F32,
+        vec![-1.0, 0.0, 0.0, 2.0, inf, inf, 2.0, nan, 1.0],
+    );
+    let x = HostTensor::new(
+        &[9],
+        DType::F32,
+        vec![1.0, 0.0, 3.0, 0.0, 5.0, inf, inf, 1.0, nan],
+    );
+    let p = vec![nan, nan, 1.0, 0.0, 0.0, nan, 1.0, nan, nan];
+    let q: Vec<f64> = vec![nan, nan, 0.0, 1.0, 1.0, nan, 0.0, nan, nan];
+    for (op, want) in [("aten::igamma", p), ("aten::igammac", q)] {
+        check_samples(
+            op,
+            vec![Sample::new(
+                vec![tp(a.clone()), tp(x.clone())],
+                vec![Out::close(HostTensor::new(&[9], DType::F32, want))],
+            )],
+        );
+    }
 }
