@@ -28,6 +28,7 @@
 
 pub(crate) mod cholesky;
 pub(crate) mod eigen;
+pub(crate) mod functions;
 pub(crate) mod lu;
 pub(crate) mod qr;
 pub(crate) mod triangular;

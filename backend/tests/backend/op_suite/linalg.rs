@@ -17,6 +17,18 @@ const MODES: [SuiteMode; 3] = [SuiteMode::Strict, SuiteMode::Debug, SuiteMode::D
 pub const OPS: &[(&str, fn())] = &[
     ("aten::_linalg_eigh", eigh_defines_its_vectors),
     ("aten::_linalg_svd", svd_reconstructs),
+    (
+        "aten::linalg_matrix_exp",
+        matrix_functions_meet_their_definitions,
+    ),
+    (
+        "aten::linalg_matrix_sqrth",
+        matrix_functions_meet_their_definitions,
+    ),
+    (
+        "aten::linalg_polar",
+        matrix_functions_meet_their_definitions,
+    ),
 ];
 
 /// A fixed pseudo-random matrix batch (`[b, m, n]`, entries in [-1, 1)).
@@ -199,6 +211,128 @@ fn svd_reconstructs() {
                         close(vv, f64::from(u8::from(i == j)), &format!("{what}: Vh Vhᵀ"));
                     }
                 }
+            }
+        }
+    }
+}
+
+/// `C = A B` of row-major `n x n` matrices in f64.
+fn mat_mul(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
+    let mut c = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..n {
+            c[i * n + j] = (0..n).map(|l| a[i * n + l] * b[l * n + j]).sum();
+        }
+    }
+    c
+}
+
+/// `e^A` in f64: scaled to a norm below 1/2, 30 Taylor terms, squared back.
+fn exp_ref(a: &[f64], n: usize) -> Vec<f64> {
+    let norm = (0..n)
+        .map(|j| (0..n).map(|i| a[i * n + j].abs()).sum::<f64>())
+        .fold(0.0, f64::max);
+    let s = if norm > 0.5 {
+        (norm / 0.5).log2().ceil() as i32
+    } else {
+        0
+    };
+    let y: Vec<f64> = a.iter().map(|v| v * 2f64.powi(-s)).collect();
+    let eye: Vec<f64> = (0..n * n)
+        .map(|k| f64::from(u8::from(k / n == k % n)))
+        .collect();
+    let (mut sum, mut term) = (eye.clone(), eye);
+    for k in 1..30 {
+        term = mat_mul(&term, &y, n).iter().map(|v| v / k as f64).collect();
+        sum = sum.iter().zip(&term).map(|(x, t)| x + t).collect();
+    }
+    for _ in 0..s {
+        sum = mat_mul(&sum, &sum, n);
+    }
+    sum
+}
+
+#[test]
+fn matrix_functions_meet_their_definitions() {
+    for mode in MODES {
+        let rt = runtime(mode);
+        // e^A against the f64 series, at norms that need no squaring and several.
+        for (n, scale, seed) in [(1, 1.0, 20), (4, 0.3, 21), (5, 2.0, 22), (6, 6.0, 23)] {
+            let a: Vec<f64> = matrix(1, n, n, seed).iter().map(|v| v * scale).collect();
+            let out = outputs(
+                &rt,
+                "aten::linalg_matrix_exp",
+                vec![Value::Tensor(upload(&rt, &a, &[n, n]))],
+            );
+            let want = exp_ref(&a, n);
+            let top = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            for (g, w) in out[0].1.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() <= 2e-6 * top,
+                    "{mode:?} matrix_exp n={n} x{scale}: got {g}, want {w}"
+                );
+            }
+        }
+        // The principal square root of a symmetric positive-definite matrix: X X = A, X = Xᵀ.
+        let n = 5;
+        let m = matrix(2, n, n, 30);
+        let mut spd = vec![0.0; 2 * n * n];
+        for k in 0..2 {
+            for i in 0..n {
+                for j in 0..n {
+                    let mm: f64 = (0..n)
+                        .map(|l| at(&m, n, n, k, i, l) * at(&m, n, n, k, j, l))
+                        .sum();
+                    spd[k * n * n + i * n + j] = mm + f64::from(u8::from(i == j));
+                }
+            }
+        }
+        let out = outputs(
+            &rt,
+            "aten::linalg_matrix_sqrth",
+            vec![Value::Tensor(upload(&rt, &spd, &[2, n, n]))],
+        );
+        let x = &out[0].1;
+        for k in 0..2 {
+            for i in 0..n {
+                for j in 0..n {
+                    let xx: f64 = (0..n)
+                        .map(|l| at(x, n, n, k, i, l) * at(x, n, n, k, l, j))
+                        .sum();
+                    close(xx, at(&spd, n, n, k, i, j), &format!("{mode:?} sqrth: X X"));
+                    close(
+                        at(x, n, n, k, i, j),
+                        at(x, n, n, k, j, i),
+                        &format!("{mode:?} sqrth: Xᵀ"),
+                    );
+                }
+            }
+        }
+        // The polar decomposition of a tall matrix: U H = A, UᵀU = I, H = Hᵀ.
+        let (r, c) = (6, 4);
+        let a = matrix(1, r, c, 31);
+        let out = outputs(
+            &rt,
+            "aten::linalg_polar",
+            vec![Value::Tensor(upload(&rt, &a, &[r, c]))],
+        );
+        let ((us, u), (hs, h)) = (&out[0], &out[1]);
+        assert_eq!((us.as_slice(), hs.as_slice()), (&[r, c][..], &[c, c][..]));
+        for i in 0..r {
+            for j in 0..c {
+                let uh: f64 = (0..c).map(|l| u[i * c + l] * h[l * c + j]).sum();
+                close(uh, a[i * c + j], &format!("{mode:?} polar: U H"));
+            }
+        }
+        for i in 0..c {
+            for j in 0..c {
+                let uu: f64 = (0..r).map(|l| u[l * c + i] * u[l * c + j]).sum();
+                close(
+                    uu,
+                    f64::from(u8::from(i == j)),
+                    &format!("{mode:?} polar: UᵀU"),
+                );
+                close(h[i * c + j], h[j * c + i], &format!("{mode:?} polar: Hᵀ"));
             }
         }
     }
