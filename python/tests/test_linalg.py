@@ -1,5 +1,5 @@
-"""Linear algebra on the tpu (backend ops/linalg): LU, Cholesky, QR, triangular solves, eigh and
-the SVD, in
+"""Linear algebra on the tpu (backend ops/linalg): LU, Cholesky, QR, triangular solves, eigh,
+the SVD, least squares and the matrix functions (exponential, symmetric square root, polar), in
 every eager mode and under compile, against PyTorch's CPU (LAPACK) results, gradients included;
 and the errors PyTorch raises from LAPACK's `info`, raised the same way (`LinAlgError` with
 PyTorch's message, batch element included). The CPU fallback never runs here (the suite's
@@ -49,6 +49,17 @@ CASES = {
     "svd": lambda a, b, s: (lambda u, sv, vh: (u @ vh, sv))(*torch.linalg.svd(b, full_matrices=False)),
     "svdvals_wide": lambda a, b, s: torch.linalg.svdvals(b.mT),
     "matrix_norm_2": lambda a, b, s: torch.linalg.matrix_norm(a, ord=2),
+    "matrix_exp": lambda a, b, s: torch.linalg.matrix_exp(a * 0.5),
+    "matrix_sqrth": lambda a, b, s: torch.linalg.matrix_sqrth(s),
+    "polar": lambda a, b, s: torch.linalg.polar(b),
+    # Least squares: every LAPACK driver's outputs (residuals, rank, singular values) as the
+    # CPU returns them, tall, square and wide, a vector right-hand side.
+    "lstsq_gelsy_tall": lambda a, b, s: tuple(torch.linalg.lstsq(b, a[:, :, :2])),
+    "lstsq_gels_tall": lambda a, b, s: tuple(torch.linalg.lstsq(b, a[:, :, :2], driver="gels")),
+    "lstsq_gelsd_tall": lambda a, b, s: tuple(torch.linalg.lstsq(b, a[:, :, 0], driver="gelsd")),
+    "lstsq_gelss_wide": lambda a, b, s: tuple(torch.linalg.lstsq(b.mT, s[:, :3, :2],
+                                                                driver="gelss")),
+    "lstsq_square": lambda a, b, s: tuple(torch.linalg.lstsq(a, b)),
 }
 
 
@@ -60,7 +71,8 @@ def test_values_match_the_cpu_in_every_mode(case, mode):
     assert_same(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["solve", "inv", "det", "cholesky", "qr", "eigh", "svd"])
+@pytest.mark.parametrize("case", ["solve", "inv", "det", "cholesky", "qr", "eigh", "svd",
+                                  "matrix_exp", "matrix_sqrth", "polar"])
 def test_gradients_match_the_cpu(case):
     f = CASES[case]
 

@@ -11,10 +11,18 @@
 //! - `linalg_polar`: `A = U H` from the thin SVD `A = W S Vᵀ`: `U = W Vᵀ`, `H = V S Vᵀ` (the
 //!   CPU's SVD-based path).
 //!
+//! - `linalg_lstsq`: the minimum-norm least-squares solution from the thin SVD, singular
+//!   values at most `rcond` times the largest (default: float32's epsilon times `max(m, n)`)
+//!   counting as 0, with each LAPACK driver's outputs as PyTorch's CPU returns them: `rank`
+//!   for `gelsy`, `gelsd` and `gelss`, the singular values for the last two, and for `m > n`
+//!   the squared residuals `|A X - B|^2` of each column (not for `gelsy`; for `gelsd` and
+//!   `gelss` only when every matrix has full rank, which reads the ranks back).
+//!
 //! Products are [`mm`]: f32 multiplies and sums on the vector unit (see the module's docs).
 
 use super::{
-    LINALG, REPLICATE, batch_eye, flat, mm, mt, need_float32, need_matrix, need_square, unflat,
+    LINALG, REPLICATE, batch_eye, broadcast_pair, flat, mm, mt, narrow, need_float32, need_matrix,
+    need_square, sel, unflat, zeros,
 };
 use crate::dtype::DType;
 use crate::error::{Result, TpuError};
@@ -148,4 +156,143 @@ fn linalg_polar(rt: &Runtime, a: LinalgPolar<'_>) -> Result<(Tensor, Tensor)> {
     let vs = v.mul(&sv.unsqueeze(-2)?)?;
     let h = mm(rt, &vs, vh)?;
     Ok((u, h))
+}
+
+fn lstsq_error(what: String) -> TpuError {
+    TpuError::BadArgs(format!("torch.linalg.lstsq: {what}"))
+}
+
+/// `torch.linalg.lstsq(A, B, rcond, driver)`: `(solution, residuals, rank, singular_values)`.
+#[aten(
+    "aten::linalg_lstsq",
+    dtypes = LINALG,
+    shard = Sharding::Replicate(REPLICATE),
+    kind = Decomposition
+)]
+fn linalg_lstsq(rt: &Runtime, a: LinalgLstsq<'_>) -> Result<(Tensor, Tensor, Tensor, Tensor)> {
+    let (x, y) = (a.self_, a.b);
+    if x.dim() < 2 {
+        return Err(lstsq_error("input must have at least 2 dimensions.".into()));
+    }
+    if y.dim() < 1 {
+        return Err(lstsq_error("other must have at least 1 dimension.".into()));
+    }
+    if x.dtype() != y.dtype() {
+        return Err(lstsq_error(format!(
+            "Expected input and other to have the same dtype, but got input's dtype {} and other's dtype {}",
+            x.dtype().scalar_type_name(),
+            y.dtype().scalar_type_name()
+        )));
+    }
+    let driver = a.driver.unwrap_or("gelsy");
+    if !matches!(driver, "gels" | "gelsy" | "gelsd" | "gelss") {
+        return Err(lstsq_error(format!(
+            "parameter `driver` should be one of (gels, gelsy, gelsd, gelss)"
+        )));
+    }
+    need_float32("torch.linalg.lstsq", x)?;
+    let vector = y.dim() == x.dim() - 1;
+    let y = if vector { y.unsqueeze(-1)? } else { y.clone() };
+    let (sx, sy) = (x.shape(), y.shape());
+    let (m, n, k) = (sx[sx.len() - 2], sx[sx.len() - 1], sy[sy.len() - 1]);
+    if sy[sy.len() - 2] != m {
+        return Err(lstsq_error(format!(
+            "input.size(-2) should match other.size(-2) (got {m} and {})",
+            sy[sy.len() - 2]
+        )));
+    }
+    let (a3, b3, batch) = broadcast_pair(x, &y)?;
+    let nb = a3.shape()[0];
+    let r = m.min(n);
+    let (solution, s, rank) = if r == 0 {
+        (
+            zeros(rt, &[nb, n, k], DType::F32)?,
+            zeros(rt, &[nb, 0], DType::F32)?,
+            zeros(rt, &[nb], DType::I64)?,
+        )
+    } else {
+        let svd = tensors(
+            rt,
+            "aten::_linalg_svd",
+            vec![tv(&a3), Value::Bool(false), Value::Bool(true), Value::None],
+        )?;
+        let (u, s, vh) = (&svd[0], &svd[1], &svd[2]);
+        let rcond = a.rcond.unwrap_or(f32::EPSILON as f64 * m.max(n) as f64);
+        let top = narrow(rt, s, -1, 0, 1)?;
+        let tol = scale(rt, &top, rcond)?;
+        let keep = op(rt, "aten::gt.Tensor", vec![tv(s), tv(&tol)])?;
+        let inv = op(rt, "aten::reciprocal", vec![tv(s)])?;
+        let zero = zeros(rt, &[], DType::F32)?;
+        let inv = op(rt, "aten::where.self", vec![tv(&keep), tv(&inv), tv(&zero)])?;
+        let utb = mm(rt, &mt(u)?, &b3)?;
+        let scaled = utb.mul(&inv.unsqueeze(-1)?)?;
+        let solution = mm(rt, &mt(vh)?, &scaled)?;
+        let rank = op(
+            rt,
+            "aten::sum.dim_IntList",
+            vec![tv(&keep), Value::Ints(vec![-1]), Value::Bool(false)],
+        )?;
+        (solution, s.clone(), rank.to_dtype(DType::I64)?)
+    };
+    let empty_f = zeros(rt, &[0], DType::F32)?;
+    // Squared residuals of each column, for m > n (not gelsy; gelsd and gelss: full rank).
+    let full_rank = match driver {
+        "gelsd" | "gelss" if m > n => rank.to_vec::<i64>()?.iter().all(|&q| q == n as i64),
+        _ => true,
+    };
+    let residuals = if m > n && driver != "gelsy" && full_rank {
+        let res = if n == 0 {
+            if driver == "gels" {
+                // LAPACK's gels zeroes B on a quick return: its residuals are 0.
+                zeros(rt, &[nb, k], DType::F32)?
+            } else {
+                let sq = b3.mul(&b3)?;
+                op(
+                    rt,
+                    "aten::sum.dim_IntList",
+                    vec![tv(&sq), Value::Ints(vec![1]), Value::Bool(false)],
+                )?
+            }
+        } else {
+            let ax = mm(rt, &a3, &solution)?;
+            let d = ax.sub(&b3)?;
+            let sq = d.mul(&d)?;
+            op(
+                rt,
+                "aten::sum.dim_IntList",
+                vec![tv(&sq), Value::Ints(vec![1]), Value::Bool(false)],
+            )?
+        };
+        // (A vector right-hand side keeps its column of residuals, as on the CPU.)
+        unflat_to(&res, &batch)?
+    } else {
+        empty_f.clone()
+    };
+    let solution = unflat(&solution, &batch)?;
+    let solution = if vector {
+        sel(&solution, -1, 0)?
+    } else {
+        solution
+    };
+    let rank = if driver == "gels" {
+        zeros(rt, &[0], DType::I64)?
+    } else {
+        unflat_to(&rank, &batch)?
+    };
+    let singular = if matches!(driver, "gelsd" | "gelss") {
+        unflat_to(&s, &batch)?
+    } else {
+        empty_f
+    };
+    Ok((solution.contiguous()?, residuals, rank, singular))
+}
+
+/// `t` (`[b, ...]`) with its flat batch restored to `batch`.
+fn unflat_to(t: &Tensor, batch: &[usize]) -> Result<Tensor> {
+    let shape: Vec<i64> = batch
+        .iter()
+        .chain(&t.shape()[1..])
+        .map(|&d| d as i64)
+        .collect();
+    t.reshape(&shape)
 }

@@ -29,6 +29,7 @@ pub const OPS: &[(&str, fn())] = &[
         "aten::linalg_polar",
         matrix_functions_meet_their_definitions,
     ),
+    ("aten::linalg_lstsq", lstsq_solves_the_normal_equations),
 ];
 
 /// A fixed pseudo-random matrix batch (`[b, m, n]`, entries in [-1, 1)).
@@ -334,6 +335,57 @@ fn matrix_functions_meet_their_definitions() {
                 );
                 close(h[i * c + j], h[j * c + i], &format!("{mode:?} polar: Hᵀ"));
             }
+        }
+    }
+}
+
+#[test]
+fn lstsq_solves_the_normal_equations() {
+    for mode in MODES {
+        let rt = runtime(mode);
+        // A tall system (least squares: Aᵀ (A X - B) = 0, the residuals |A X - B|^2) and a
+        // wide one (A X = B exactly).
+        for (m, n, seed) in [(6, 3, 40), (3, 5, 41)] {
+            let (a, b) = (matrix(1, m, n, seed), matrix(1, m, 2, seed + 100));
+            let out = outputs(
+                &rt,
+                "aten::linalg_lstsq",
+                vec![
+                    Value::Tensor(upload(&rt, &a, &[m, n])),
+                    Value::Tensor(upload(&rt, &b, &[m, 2])),
+                    Value::None,
+                    Value::Str("gelsd".into()),
+                ],
+            );
+            let ((xs, x), (_, res)) = (&out[0], &out[1]);
+            assert_eq!(xs.as_slice(), &[n, 2][..]);
+            let what = format!("{mode:?} lstsq {m}x{n}");
+            let r: Vec<f64> = (0..m * 2)
+                .map(|q| {
+                    let (i, j) = (q / 2, q % 2);
+                    (0..n).map(|l| a[i * n + l] * x[l * 2 + j]).sum::<f64>() - b[q]
+                })
+                .collect();
+            if m > n {
+                for i in 0..n {
+                    for j in 0..2 {
+                        let g: f64 = (0..m).map(|l| a[l * n + i] * r[l * 2 + j]).sum();
+                        close(g, 0.0, &format!("{what}: Aᵀ(AX - B)"));
+                    }
+                }
+                for j in 0..2 {
+                    let sq: f64 = (0..m).map(|l| r[l * 2 + j] * r[l * 2 + j]).sum();
+                    close(res[j], sq, &format!("{what}: residuals"));
+                }
+            } else {
+                for v in &r {
+                    close(*v, 0.0, &format!("{what}: AX = B"));
+                }
+                assert!(res.is_empty(), "{what}: no residuals for a wide system");
+            }
+            let (rank, sv) = (&out[2].1, &out[3].1);
+            assert_eq!(rank, &vec![m.min(n) as f64], "{what}: rank");
+            assert_eq!(sv.len(), m.min(n), "{what}: singular values");
         }
     }
 }
