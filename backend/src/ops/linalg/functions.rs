@@ -186,9 +186,9 @@ fn linalg_lstsq(rt: &Runtime, a: LinalgLstsq<'_>) -> Result<(Tensor, Tensor, Ten
     }
     let driver = a.driver.unwrap_or("gelsy");
     if !matches!(driver, "gels" | "gelsy" | "gelsd" | "gelss") {
-        return Err(lstsq_error(format!(
-            "parameter `driver` should be one of (gels, gelsy, gelsd, gelss)"
-        )));
+        return Err(lstsq_error(
+            "parameter `driver` should be one of (gels, gelsy, gelsd, gelss)".into(),
+        ));
     }
     need_float32("torch.linalg.lstsq", x)?;
     let vector = y.dim() == x.dim() - 1;
