@@ -4,8 +4,8 @@
 //!   synchronisation, as the degree choice of PyTorch's own kernel reads it) picks `s` so that
 //!   `A / 2^s` has norm at most 3.01 (PyTorch's float threshold for its degree-18
 //!   approximant); the Taylor polynomial of degree 18 there (truncation below 1e-8 relative) by
-//!   Horner's rule, then `s` squarings. float32, and bfloat16 computed in float32 and rounded
-//!   once (PyTorch's CPU takes bfloat16 too).
+//!   Horner's rule, then `s` squarings. float32, as the rest of the module (PyTorch's CPU
+//!   takes bfloat16 and float16 too, and returns NaN where their range runs out).
 //! - `linalg_matrix_sqrth`: `V diag(sqrt(max(w, 0))) Vᵀ` from `eigh` of the lower triangle
 //!   (negative eigenvalues count as 0, as on the CPU).
 //! - `linalg_polar`: `A = U H` from the thin SVD `A = W S Vᵀ`: `U = W Vᵀ`, `H = V S Vᵀ` (the
@@ -58,19 +58,18 @@ fn scale(rt: &Runtime, t: &Tensor, k: f64) -> Result<Tensor> {
 /// `torch.linalg.matrix_exp(A)`.
 #[aten(
     "aten::linalg_matrix_exp",
-    dtypes = &[DType::F32, DType::BF16],
+    dtypes = LINALG,
     shard = Sharding::Replicate(REPLICATE),
     kind = Decomposition
 )]
 fn linalg_matrix_exp(rt: &Runtime, a: LinalgMatrixExp<'_>) -> Result<Tensor> {
     let f = "linalg.matrix_exp";
     let n = need_square(f, a.self_, "A")?;
-    let dtype = a.self_.dtype();
+    need_float32(f, a.self_)?;
     if a.self_.numel() == 0 {
         return a.self_.contiguous();
     }
-    let x = a.self_.to_dtype(DType::F32)?;
-    let (x3, batch) = flat(&x)?;
+    let (x3, batch) = flat(a.self_)?;
     let b = x3.shape()[0];
     // The largest 1-norm (column sums of magnitudes) of the batch.
     let abs = op(rt, "aten::abs", vec![tv(&x3)])?;
@@ -101,7 +100,7 @@ fn linalg_matrix_exp(rt: &Runtime, a: LinalgMatrixExp<'_>) -> Result<Tensor> {
     for _ in 0..s {
         p = mm(rt, &p, &p)?;
     }
-    unflat(&p, &batch)?.to_dtype(dtype)
+    unflat(&p, &batch)
 }
 
 /// `torch.linalg.matrix_sqrth(A)`.
