@@ -472,7 +472,9 @@ def review(rank: int, out_dir: str) -> None:
     e["splits_differ"] = _error(lambda: dist.all_to_all_single(
         torch.empty(sum(out_splits), device="tpu"), torch.ones(world, device="tpu"),
         out_splits, in_splits))
-    e["complex"] = _error(lambda: dist.all_reduce(torch.ones(2, dtype=torch.complex64, device="tpu")))
+    # A complex tensor is reduced as its pairs of reals (PyTorch's c10d views it so).
+    c = torch.full((2,), 1 + 2j, dtype=torch.complex64, device="tpu")
+    e["complex"] = _error(lambda: dist.all_reduce(c)) or str(c.cpu().tolist())
     ok = torch.ones(2, device="tpu")
     dist.all_reduce(ok)
     e["after"] = ok.cpu()

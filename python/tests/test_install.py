@@ -45,7 +45,8 @@ def test_matmul(tpu_device):
     assert torch.equal((a.to(tpu_device) @ a.T.to(tpu_device)).cpu(), a @ a.T)
 
 def test_lacking_operator(tpu_device):
-    torch.special.gammainc(torch.ones(2, device=tpu_device), torch.ones(2, device=tpu_device))
+    a = torch.ones(32, 8, dtype=torch.int8).to(tpu_device)
+    torch._int_mm(a, a[:8])  # int8 products are not computed on the tpu
 """
 
 

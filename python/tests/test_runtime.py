@@ -26,43 +26,48 @@ def test_metrics():
 
 
 @pytest.mark.cpu_fallback(
-    "aten::igamma", "aten::uniform_", reason="what this test checks: the fallback's warning and counts"
+    "aten::_int_mm", reason="what this test checks: the fallback's warning and counts"
 )
 def test_cpu_fallback_warns_once_and_counts():
-    x = torch.rand(5, device="tpu") + 0.5
-    q = torch.full_like(x, 2.0)  # an operator no other test calls: the warning is still due
+    # int8 matrix products are not computed on the tpu: an operator no other test calls, so
+    # the warning is still due.
+    a = torch.randint(-8, 8, (32, 16), dtype=torch.int8)
+    b = torch.randint(-8, 8, (16, 8), dtype=torch.int8)
+    ta, tb = a.to("tpu"), b.to("tpu")
     tpuemu.reset_metrics()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        got = torch.special.gammainc(x + 1, q)
-        torch.special.gammainc(x + 1, q)
-    msgs = [str(i.message) for i in w if "aten::igamma" in str(i.message)]
+        got = torch._int_mm(ta, tb)
+        torch._int_mm(ta, tb)
+    msgs = [str(i.message) for i in w if "aten::_int_mm" in str(i.message)]
     assert len(msgs) == 1, msgs  # once per overload
     assert "runs on the CPU" in msgs[0]
     assert got.device.type == "tpu"
-    torch.testing.assert_close(got.cpu(), torch.special.gammainc(x.cpu() + 1, q.cpu()))
-    assert tpuemu.metrics()["cpu_fallbacks"] == {"aten::igamma": 2}
+    assert torch.equal(got.cpu(), torch._int_mm(a, b))
+    assert tpuemu.metrics()["cpu_fallbacks"] == {"aten::_int_mm": 2}
 
 
 def test_fallback_off_is_an_error_naming_the_overload():
     r = run_python(
         "import torch, tpuemu\n"
         "x = torch.ones(3, device='tpu')\n"
-        "try:\n    torch.special.gammaincc(x * 0.5, x)\nexcept NotImplementedError as e:\n    print('ERR', e)\n"
+        "a = torch.ones(32, 8, dtype=torch.int8).to('tpu')\n"
+        "try:\n    torch._int_mm(a, a[:8])\nexcept NotImplementedError as e:\n    print('ERR', e)\n"
         "print('still', (x + 1).sum().item())",
         {"TORCH_TPU_CPU_FALLBACK": "0"},
     )
-    assert "ERR" in r.stdout and "aten::igammac" in r.stdout and "TORCH_TPU_CPU_FALLBACK" in r.stdout
+    assert "ERR" in r.stdout and "aten::_int_mm" in r.stdout and "TORCH_TPU_CPU_FALLBACK" in r.stdout
     assert "still 6.0" in r.stdout
 
 
-@pytest.mark.cpu_fallback("aten::igammac", reason="the trace shows a CPU fallback's span")
+@pytest.mark.cpu_fallback("aten::_int_mm", reason="the trace shows a CPU fallback's span")
 def test_trace(tmp_path):
     path = tmp_path / "step.json"
     x = torch.randn(8, 8).to("tpu")
     with tpuemu.trace(path):
         y = torch.nn.functional.relu(x @ x) + 1
-        torch.special.gammaincc(y.abs() + 1, y.abs() + 2)
+        torch._int_mm(torch.ones(32, 8, dtype=torch.int8).to("tpu"),
+                      torch.ones(8, 8, dtype=torch.int8).to("tpu"))
         y.sum().item()
     t = json.loads(path.read_text())
     events = t["traceEvents"] if isinstance(t, dict) else t
@@ -70,7 +75,7 @@ def test_trace(tmp_path):
     assert {"python", "aten", "cpu fallback"} <= names, names
     spans = [e for e in events if e.get("ph") == "X"]
     span_names = {e["name"] for e in spans}
-    assert "aten::mm" in span_names and "aten::igammac" in span_names
+    assert "aten::mm" in span_names and "aten::_int_mm" in span_names
     assert any("relu" in n for n in span_names)
     assert len(spans) > 10
 
