@@ -263,7 +263,7 @@ fn linalg_lstsq(rt: &Runtime, a: LinalgLstsq<'_>) -> Result<(Tensor, Tensor, Ten
             )?
         };
         // (A vector right-hand side keeps its column of residuals, as on the CPU.)
-        unflat_to(&res, &batch)?
+        unflat(&res, &batch)?
     } else {
         empty_f.clone()
     };
@@ -276,22 +276,12 @@ fn linalg_lstsq(rt: &Runtime, a: LinalgLstsq<'_>) -> Result<(Tensor, Tensor, Ten
     let rank = if driver == "gels" {
         zeros(rt, &[0], DType::I64)?
     } else {
-        unflat_to(&rank, &batch)?
+        unflat(&rank, &batch)?
     };
     let singular = if matches!(driver, "gelsd" | "gelss") {
-        unflat_to(&s, &batch)?
+        unflat(&s, &batch)?
     } else {
         empty_f
     };
     Ok((solution.contiguous()?, residuals, rank, singular))
-}
-
-/// `t` (`[b, ...]`) with its flat batch restored to `batch`.
-fn unflat_to(t: &Tensor, batch: &[usize]) -> Result<Tensor> {
-    let shape: Vec<i64> = batch
-        .iter()
-        .chain(&t.shape()[1..])
-        .map(|&d| d as i64)
-        .collect();
-    t.reshape(&shape)
 }
